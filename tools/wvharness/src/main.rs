@@ -1,0 +1,2 @@
+//! wvharness: the WinVerbs test harness.
+fn main() {}
