@@ -1,0 +1,32 @@
+//! The contracts of the WinVerbs driver core, and nothing else.
+//!
+//! `wv-core` is generic over two traits defined here:
+//!
+//! * [`Platform`]: the operating-system services the driver uses (pended requests, manual
+//!   request queues, spin locks, events, work items, DPCs). `driver/` implements it with WDF on
+//!   Windows; `wv-host` implements it with a host model of KMDF that checks the IRQL rules.
+//! * [`Verbs`]: the lower RDMA controller, modelled on OFW's `ci_interface_t`. A real controller
+//!   driver provides it through `GUID_RDMA_INTERFACE_VERBS`; `wv-softhca` is a software one.
+//!
+//! In the other direction, [`FilterDriver`] is what the platform calls: PnP arrival and removal
+//! of lower devices, and the file/IOCTL callbacks of the control device `\Device\WinVerbs`.
+//!
+//! Every method documents the IRQL at which it may be called, and its WDF counterpart. The host
+//! model enforces the IRQL rules at run time.
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+pub mod driver;
+pub mod irql;
+pub mod platform;
+pub mod types;
+pub mod verbs;
+
+pub use driver::FilterDriver;
+pub use irql::Irql;
+pub use platform::{Dpc, Event, IoRequest, Platform, RequestQueue, SpinLock, WorkItem};
+pub use types::*;
+pub use verbs::{CaEventSink, CqEventSink, QpEventSink, SrqEventSink, Umv, Verbs, VerbsError};
+pub use wv_abi::NtStatus;

@@ -1,0 +1,525 @@
+//! Shared value types of the verbs contract, in host byte order unless a field says otherwise.
+//!
+//! These mirror the parts of OFW's `ib_types.h` that WinVerbs passes through `ci_interface_t`,
+//! in Rust form. The driver core converts them to and from the `WV_IO_*` wire structs.
+
+/// A 128-bit GID, in network byte order as on the wire.
+pub type Gid = [u8; 16];
+
+/// Queue-pair transport type; the values are `WV_IO_QP_CREATE.QpType`'s (0 RC, 1 UC, 3 UD).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum QpType {
+    /// Reliable connected.
+    Rc = 0,
+    /// Unreliable connected.
+    Uc = 1,
+    /// Unreliable datagram.
+    Ud = 3,
+}
+
+impl QpType {
+    /// The type for a `QpType` byte of the ABI, if it names one.
+    pub const fn from_abi(value: u8) -> Option<Self> {
+        match value {
+            0 => Some(QpType::Rc),
+            1 => Some(QpType::Uc),
+            3 => Some(QpType::Ud),
+            _ => None,
+        }
+    }
+}
+
+/// Queue-pair state; the values are the ABI's `WV_IO_QP_STATE_*` (RESET 0 … ERROR 6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum QpState {
+    /// RESET.
+    Reset = 0,
+    /// INIT.
+    Init = 1,
+    /// Ready to receive.
+    Rtr = 2,
+    /// Ready to send.
+    Rts = 3,
+    /// Send queue drained.
+    Sqd = 4,
+    /// Send queue error.
+    SqError = 5,
+    /// ERROR.
+    Error = 6,
+}
+
+impl QpState {
+    /// The state for a state byte of the ABI, if it names one.
+    pub const fn from_abi(value: u8) -> Option<Self> {
+        match value {
+            0 => Some(QpState::Reset),
+            1 => Some(QpState::Init),
+            2 => Some(QpState::Rtr),
+            3 => Some(QpState::Rts),
+            4 => Some(QpState::Sqd),
+            5 => Some(QpState::SqError),
+            6 => Some(QpState::Error),
+            _ => None,
+        }
+    }
+}
+
+/// Path MTU as the IB enumeration (1 = 256 … 5 = 4096).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Mtu {
+    /// 256 bytes.
+    Mtu256 = 1,
+    /// 512 bytes.
+    Mtu512 = 2,
+    /// 1024 bytes.
+    Mtu1024 = 3,
+    /// 2048 bytes.
+    Mtu2048 = 4,
+    /// 4096 bytes.
+    Mtu4096 = 5,
+}
+
+impl Mtu {
+    /// Bytes, as the ABI reports them (`0x80 << enum`).
+    pub const fn bytes(self) -> u32 {
+        0x80 << (self as u32)
+    }
+    /// The enumeration for a byte count of 256..4096 (a power of two), as QP_MODIFY's
+    /// `PathMtu` carries it.
+    pub const fn from_bytes(bytes: u32) -> Option<Self> {
+        match bytes {
+            256 => Some(Mtu::Mtu256),
+            512 => Some(Mtu::Mtu512),
+            1024 => Some(Mtu::Mtu1024),
+            2048 => Some(Mtu::Mtu2048),
+            4096 => Some(Mtu::Mtu4096),
+            _ => None,
+        }
+    }
+}
+
+/// An address vector (`ib_av_attr_t`), host byte order except the GIDs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AddressVector {
+    /// Whether the GRH fields are valid (a global route).
+    pub grh_valid: bool,
+    /// GRH hop limit.
+    pub hop_limit: u8,
+    /// GRH traffic class.
+    pub traffic_class: u8,
+    /// GRH flow label (20 bits).
+    pub flow_label: u32,
+    /// Source GID.
+    pub sgid: Gid,
+    /// Destination GID.
+    pub dgid: Gid,
+    /// Destination LID.
+    pub dlid: u16,
+    /// Service level.
+    pub service_level: u8,
+    /// Source path bits.
+    pub path_bits: u8,
+    /// Static rate.
+    pub static_rate: u8,
+    /// Port number, 1-based.
+    pub port: u8,
+}
+
+/// Device attributes (`ib_ca_attr_t`, the part WinVerbs reports).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CaAttributes {
+    /// Firmware version.
+    pub fw_version: u64,
+    /// Node GUID, network byte order as stored (NET64).
+    pub node_guid: u64,
+    /// System image GUID, NET64.
+    pub system_image_guid: u64,
+    /// Vendor id.
+    pub vendor_id: u32,
+    /// Vendor part id.
+    pub vendor_part_id: u32,
+    /// Hardware version.
+    pub hw_version: u32,
+    /// `WV_IO_*` device capability flags the device supports.
+    pub capability_flags: u32,
+    /// Atomic capability (0 none, 1 HCA, 2 node).
+    pub atomic_capability: u32,
+    /// Supported page sizes, as a bit mask of sizes (bit n = 2^n bytes).
+    pub page_size_capability: u32,
+    /// Largest memory region.
+    pub max_mr_size: u64,
+    /// Queue pairs.
+    pub max_qp: u32,
+    /// Work requests per queue.
+    pub max_qp_wr: u32,
+    /// Scatter/gather entries per work request.
+    pub max_sge: u32,
+    /// Completion queues.
+    pub max_cq: u32,
+    /// Entries per completion queue.
+    pub max_cqe: u32,
+    /// Memory regions.
+    pub max_mr: u32,
+    /// Protection domains.
+    pub max_pd: u32,
+    /// Incoming RDMA reads/atomics per QP.
+    pub max_qp_responder_resources: u32,
+    /// Incoming RDMA reads/atomics per device.
+    pub max_responder_resources: u32,
+    /// Outgoing RDMA reads/atomics per QP.
+    pub max_qp_initiator_depth: u32,
+    /// Largest inline send.
+    pub max_inline_send: u32,
+    /// Memory windows.
+    pub max_mw: u32,
+    /// Multicast groups.
+    pub max_multicast: u32,
+    /// QPs per multicast group.
+    pub max_qp_attach: u32,
+    /// Multicast QPs in all.
+    pub max_multicast_qp: u32,
+    /// Address handles.
+    pub max_ah: u32,
+    /// Fast memory regions.
+    pub max_fmr: u32,
+    /// Maps per FMR.
+    pub max_map_per_fmr: u32,
+    /// Shared receive queues.
+    pub max_srq: u32,
+    /// Work requests per SRQ.
+    pub max_srq_wr: u32,
+    /// SGEs per SRQ work request.
+    pub max_srq_sge: u32,
+    /// Partition keys per port.
+    pub max_pkeys: u32,
+    /// Local CA ack delay.
+    pub local_ack_delay: u8,
+    /// Number of physical ports.
+    pub port_count: u8,
+}
+
+/// Logical port state; the values are the ABI's (`NOP 0, DOWN 1, INIT 2, ARMED 3, ACTIVE 4`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum PortState {
+    /// No state change.
+    #[default]
+    Nop = 0,
+    /// Link down.
+    Down = 1,
+    /// Initialised.
+    Init = 2,
+    /// Armed.
+    Armed = 3,
+    /// Active.
+    Active = 4,
+}
+
+/// Port attributes (`ib_port_attr_t`, the part WinVerbs reports).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortAttributes {
+    /// Port capability flags.
+    pub capability_flags: u32,
+    /// Logical state.
+    pub state: PortState,
+    /// MTU (WinVerbs reports it as both max and active MTU).
+    pub mtu: Mtu,
+    /// GID table length.
+    pub gid_table_len: u32,
+    /// Largest message.
+    pub max_message_size: u32,
+    /// Bad P_Key counter.
+    pub bad_pkey_counter: u32,
+    /// Q_Key violation counter.
+    pub qkey_violation_counter: u32,
+    /// P_Key table length.
+    pub pkey_table_len: u16,
+    /// Base LID, host order.
+    pub lid: u16,
+    /// Subnet manager LID, host order.
+    pub sm_lid: u16,
+    /// LID mask control.
+    pub lmc: u8,
+    /// Virtual lanes.
+    pub max_vls: u8,
+    /// Subnet manager SL.
+    pub sm_sl: u8,
+    /// Subnet timeout.
+    pub subnet_timeout: u8,
+    /// Init type reply.
+    pub init_type_reply: u8,
+    /// Active width.
+    pub active_width: u8,
+    /// Active speed.
+    pub active_speed: u8,
+    /// Physical state.
+    pub physical_state: u8,
+    /// Transport (0 IB, 1 iWARP, 2 RoCE in OFW's numbering).
+    pub transport: u8,
+    /// Extended active speed (`ext_active_speed`, before WinVerbs shifts it).
+    pub ext_active_speed: u8,
+    /// Link encoding.
+    pub link_encoding: u8,
+}
+
+/// Memory to register: a user virtual address range in the caller's process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryRegion {
+    /// Start address.
+    pub address: u64,
+    /// Length in bytes.
+    pub length: u64,
+    /// `WV_ACCESS_*` / `IB_AC_*` flags, raw.
+    pub access: u32,
+}
+
+/// Keys of a registered region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryKeys {
+    /// Local key (host order, as `WV_IO_MEMORY_KEYS.Lkey`).
+    pub lkey: u32,
+    /// Remote key, network order as stored (NET32).
+    pub rkey: u32,
+}
+
+/// Shared receive queue attributes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SrqAttributes {
+    /// Work requests.
+    pub max_wr: u32,
+    /// SGEs per work request.
+    pub max_sge: u32,
+    /// Limit below which the SRQ limit event fires (0 = disarmed).
+    pub srq_limit: u32,
+}
+
+/// Which SRQ attributes a modify changes (`IB_SRQ_MAX_WR`, `IB_SRQ_LIMIT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SrqModifyMask {
+    /// Resize to `max_wr`.
+    pub max_wr: bool,
+    /// Arm the limit at `srq_limit`.
+    pub limit: bool,
+}
+
+/// Queue-pair creation parameters (`ib_qp_create_t`), with the CQ/SRQ handles borrowed.
+#[derive(Debug)]
+pub struct QpCreate<'a, Cq, Srq> {
+    /// Transport type.
+    pub qp_type: QpType,
+    /// Send queue depth.
+    pub sq_depth: u32,
+    /// Receive queue depth.
+    pub rq_depth: u32,
+    /// SGEs per send WR.
+    pub sq_sge: u32,
+    /// SGEs per receive WR.
+    pub rq_sge: u32,
+    /// Largest inline send.
+    pub sq_max_inline: u32,
+    /// Every send generates a completion (`sq_sig_all`).
+    pub sq_signaled: bool,
+    /// The send CQ.
+    pub send_cq: &'a Cq,
+    /// The receive CQ.
+    pub recv_cq: &'a Cq,
+    /// The SRQ, if receives come from one.
+    pub srq: Option<&'a Srq>,
+}
+
+/// What the device made of a queue-pair creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpCreated {
+    /// QP number (24 bits, host order).
+    pub qpn: u32,
+    /// Actual send depth.
+    pub sq_depth: u32,
+    /// Actual receive depth.
+    pub rq_depth: u32,
+    /// Actual send SGEs.
+    pub sq_sge: u32,
+    /// Actual receive SGEs.
+    pub rq_sge: u32,
+    /// Actual inline size.
+    pub sq_max_inline: u32,
+}
+
+/// Queue-pair attributes as `query_qp` reports them (host order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpAttributes {
+    /// Transport type.
+    pub qp_type: QpType,
+    /// Current state.
+    pub state: QpState,
+    /// Send queue depth.
+    pub sq_depth: u32,
+    /// Receive queue depth.
+    pub rq_depth: u32,
+    /// SGEs per send WR.
+    pub sq_sge: u32,
+    /// SGEs per receive WR.
+    pub rq_sge: u32,
+    /// Largest inline send.
+    pub sq_max_inline: u32,
+    /// Outgoing RDMA reads/atomics.
+    pub initiator_depth: u32,
+    /// Incoming RDMA reads/atomics.
+    pub responder_resources: u32,
+    /// Path migration state.
+    pub apm_state: u8,
+    /// QP number.
+    pub qpn: u32,
+    /// Destination QP number.
+    pub dest_qpn: u32,
+    /// Q_Key.
+    pub qkey: u32,
+    /// Send PSN.
+    pub sq_psn: u32,
+    /// Receive PSN.
+    pub rq_psn: u32,
+    /// Primary path.
+    pub primary_av: AddressVector,
+    /// Alternate path.
+    pub alternate_av: AddressVector,
+    /// Path MTU.
+    pub path_mtu: Mtu,
+    /// Alternate path MTU.
+    pub alternate_path_mtu: Mtu,
+    /// P_Key index.
+    pub pkey_index: u16,
+    /// Alternate P_Key index.
+    pub alternate_pkey_index: u16,
+    /// Local ack timeout.
+    pub local_ack_timeout: u8,
+    /// Alternate local ack timeout.
+    pub alternate_local_ack_timeout: u8,
+    /// RNR NAK timer.
+    pub rnr_nak_timeout: u8,
+    /// Retry count.
+    pub retry_count: u8,
+    /// RNR retry count.
+    pub rnr_retry_count: u8,
+    /// Remote access flags (`WV_ACCESS_*`).
+    pub access_flags: u32,
+    /// Every send generates a completion.
+    pub sq_signaled: bool,
+}
+
+/// A queue-pair modification: the target state, which attributes to apply, and their values.
+///
+/// `mask` uses the ABI's `WV_IO_QP_ATTR_*` bits (the user library's translation of
+/// `ibv_modify_qp`'s attribute mask); the path MTU travels with `WV_IO_QP_ATTR_AV`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpModify {
+    /// Target state (`WV_IO_QP_ATTR_STATE` in `mask` says whether it is a transition).
+    pub state: QpState,
+    /// The state the caller believes the QP is in (`WV_IO_QP_ATTR_CURRENT_STATE`).
+    pub current_state: QpState,
+    /// Which attributes apply (`WV_IO_QP_ATTR_*`).
+    pub mask: u32,
+    /// Send depth (`CAPABILITIES`).
+    pub sq_depth: u32,
+    /// Receive depth (`CAPABILITIES`).
+    pub rq_depth: u32,
+    /// Outgoing RDMA reads/atomics.
+    pub initiator_depth: u32,
+    /// Incoming RDMA reads/atomics.
+    pub responder_resources: u32,
+    /// Path migration state.
+    pub apm_state: u8,
+    /// Destination QP number.
+    pub dest_qpn: u32,
+    /// Q_Key.
+    pub qkey: u32,
+    /// Send PSN.
+    pub sq_psn: u32,
+    /// Receive PSN.
+    pub rq_psn: u32,
+    /// Primary path.
+    pub primary_av: AddressVector,
+    /// Alternate path.
+    pub alternate_av: AddressVector,
+    /// Path MTU, when the caller gave a valid one.
+    pub path_mtu: Option<Mtu>,
+    /// Alternate path MTU.
+    pub alternate_path_mtu: Option<Mtu>,
+    /// P_Key index.
+    pub pkey_index: u16,
+    /// Port (from the primary address vector), 1-based.
+    pub port: u8,
+    /// Local ack timeout.
+    pub local_ack_timeout: u8,
+    /// Alternate local ack timeout.
+    pub alternate_local_ack_timeout: u8,
+    /// RNR NAK timer.
+    pub rnr_nak_timeout: u8,
+    /// Retry count.
+    pub retry_count: u8,
+    /// RNR retry count.
+    pub rnr_retry_count: u8,
+    /// Remote access flags.
+    pub access_flags: u32,
+    /// `WV_IO_QP_*` flags (SIGNAL_SENDS …).
+    pub qp_flags: u8,
+}
+
+/// Asynchronous events of a device or port (`ib_async_event_t`, the kinds WinVerbs maps).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CaEventKind {
+    /// Catastrophic device error (`IB_AE_LOCAL_FATAL`): sent to every port.
+    LocalFatal,
+    /// Port became active.
+    PortActive,
+    /// Port went down.
+    PortDown,
+    /// GID table changed.
+    GidChange,
+    /// LID changed.
+    LidChange,
+    /// P_Key table changed.
+    PkeyChange,
+    /// Client re-register request.
+    ClientReregister,
+    /// Subnet manager changed.
+    SmChange,
+    /// Any other event WinVerbs ignores.
+    Other,
+}
+
+/// A device or port event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CaEvent {
+    /// What happened.
+    pub kind: CaEventKind,
+    /// The port, 1-based (0 for device-wide events).
+    pub port: u8,
+}
+
+/// Asynchronous events of a shared receive queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SrqEvent {
+    /// The number of posted receives fell below the armed limit (`IB_AE_SRQ_LIMIT_REACHED`).
+    LimitReached,
+    /// A QP attached to the SRQ in error state has no more WQEs (`IB_AE_SRQ_QP_LAST_WQE_REACHED`).
+    LastWqeReached,
+    /// The SRQ is in error (`IB_AE_SRQ_CATAS_ERROR` and the like).
+    Error,
+}
+
+/// Asynchronous events of a queue pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QpEvent {
+    /// Communication established.
+    CommEstablished,
+    /// The send queue drained (SQD).
+    SqDrained,
+    /// The QP entered the error state because of a local or remote error.
+    Fatal,
+    /// Path migrated.
+    PathMigrated,
+    /// The last WQE of a QP on an SRQ was reached.
+    LastWqeReached,
+}
