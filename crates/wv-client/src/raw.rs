@@ -1,0 +1,44 @@
+//! The raw IOCTL interface, identical on every transport.
+
+use wv_abi::NtStatus;
+
+/// How a request ended, as `GetOverlappedResult` and the OVERLAPPED's `Internal` /
+/// `InternalHigh` fields report it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoStatus {
+    /// The NTSTATUS the driver completed the request with.
+    pub status: u32,
+    /// `IoStatus.Information`: for a success or warning status, how many output bytes came back.
+    pub information: usize,
+    /// The output bytes copied back to the caller: `information` bytes for a success or warning
+    /// status, none for an error status (the I/O manager copies nothing back then).
+    pub output: Vec<u8>,
+}
+
+impl IoStatus {
+    /// The status as a typed value.
+    pub fn nt_status(&self) -> NtStatus {
+        NtStatus(self.status)
+    }
+}
+
+/// An open handle to the driver's control device (`CreateFile` on `\\.\WinVerbs`). Dropping it
+/// is `CloseHandle`: the driver cleans up every object created through it, and requests still
+/// pending on it end (an [`RawIo`] outlives its file, as an OVERLAPPED outlives CloseHandle).
+pub trait RawFile {
+    /// A request in flight.
+    type Io: RawIo;
+    /// Sends an IOCTL: `input` is the input buffer, `output_len` the output buffer's size.
+    fn device_io_control(&self, code: u32, input: &[u8], output_len: usize) -> Self::Io;
+    /// `CancelIoEx` for one request: returns whether a cancellable request was found.
+    fn cancel_io_ex(&self, io: &Self::Io) -> bool;
+}
+
+/// One IOCTL in flight (an OVERLAPPED).
+pub trait RawIo {
+    /// `true` when the driver pended the request (DeviceIoControl returned ERROR_IO_PENDING),
+    /// `false` when it completed it inline.
+    fn pending(&self) -> bool;
+    /// Waits for the request to end.
+    fn wait(self) -> IoStatus;
+}
