@@ -4,7 +4,7 @@
 //! * [`io`]: the `WV_IO_*` structures, with compile-time layout checks.
 //! * [`consts`]: flags and enumeration values.
 //! * [`status`]: the NTSTATUS values the driver produces (ABI for pended requests).
-//! * [`decode`] / [`encode`]: request validation and in-place output writing.
+//! * [`mod@decode`] / [`encode`]: request validation and in-place output writing.
 //! * [`meta`]: computed layout tables for tools.
 //!
 //! No `unsafe`, no allocation: the driver core and user-mode tools share it.
