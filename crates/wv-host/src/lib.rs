@@ -1,0 +1,32 @@
+//! A host model of the parts of KMDF and the Windows I/O manager that the WinVerbs driver core
+//! uses, so the real core runs, and is checked, on any machine.
+//!
+//! * [`HostPlatform`] implements [`wv_hal::Platform`]: requests, manual queues, spin locks,
+//!   events, work items, DPCs, interrupts, the IRQL, the clock. Deterministic (one thread,
+//!   explicit `run_until_idle`, injected clock) or threaded (worker pool, per-thread DPCs).
+//! * [`IoManager`], [`File`] and [`Io`] play the I/O manager: PnP arrival/removal,
+//!   CreateFile/CloseHandle, DeviceIoControl with OVERLAPPED semantics, CancelIoEx.
+//! * The [`Verifier`] is always on: IRQL rules, double/never completion, leaked requests,
+//!   queues, files and lower-device objects fail the run with a message naming the rule.
+//! * [`fake_verbs::FakeVerbs`] is a scriptable lower device for the core's tests.
+#![deny(unsafe_code)]
+
+mod deferred;
+mod event;
+pub mod fake_verbs;
+mod io_manager;
+mod irql;
+mod platform;
+mod queue;
+mod request;
+mod spin_lock;
+mod sync;
+mod verifier;
+
+pub use event::HostEvent;
+pub use io_manager::{File, Io, IoManager};
+pub use platform::HostPlatform;
+pub use queue::HostQueue;
+pub use request::{HostRequest, IoStatus, RawIrp};
+pub use spin_lock::{HostSpinLock, HostSpinLockGuard};
+pub use verifier::Verifier;

@@ -1,0 +1,284 @@
+//! [`HostPlatform`]: the host model's implementation of [`wv_hal::Platform`].
+
+use std::collections::{HashSet, VecDeque};
+use std::time::Instant;
+
+use wv_hal::platform::InterruptService;
+use wv_hal::{Dpc, Irql, Platform, WorkItem};
+use wv_abi::NtStatus;
+
+use crate::deferred::{self, Pool, Task};
+use crate::event::HostEvent;
+use crate::irql;
+use crate::queue::HostQueue;
+use crate::request::HostRequest;
+use crate::spin_lock::HostSpinLock;
+use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
+use crate::verifier::Verifier;
+
+/// The host model of the kernel services the driver core uses.
+///
+/// Two modes, chosen at construction:
+/// * [`HostPlatform::deterministic`]: one thread. Work items and DPCs wait in one FIFO until
+///   the test calls [`HostPlatform::run_until_idle`] or [`HostPlatform::run_one`]; the clock
+///   only moves with [`HostPlatform::advance_clock`]. Unit tests get exact interleavings.
+/// * [`HostPlatform::threaded`]: a pool of PASSIVE_LEVEL worker threads runs work items; a DPC
+///   runs on the thread that queued it as soon as that thread's IRQL drops below
+///   DISPATCH_LEVEL (like a DPC targeted at the current processor), so interrupt → ISR → DPC →
+///   completion adds no thread hop. The clock is the real monotonic clock.
+///
+/// Cloning is cheap (an `Arc`); clones are the same platform.
+#[derive(Clone)]
+pub struct HostPlatform {
+    pub(crate) shared: Arc<Shared>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Deterministic,
+    Threaded,
+}
+
+/// The state behind every clone of a [`HostPlatform`].
+pub(crate) struct Shared {
+    pub(crate) verifier: Verifier,
+    mode: Mode,
+    clock_ns: AtomicU64,
+    start: Instant,
+    fifo: Mutex<VecDeque<Task>>,
+    pool: Option<Arc<Pool>>,
+    /// Queued, not started DPCs, by object address (`KDPC.Inserted`).
+    dpc_queued: Mutex<HashSet<usize>>,
+    next_id: AtomicU64,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(pool) = &self.pool {
+            pool.shutdown();
+        }
+    }
+}
+
+fn dpc_key(dpc: &Arc<dyn Dpc>) -> usize {
+    Arc::as_ptr(dpc).cast::<()>() as usize
+}
+
+impl Shared {
+    /// A fresh id for an IRP, queue or file (never 0), shown in messages.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn is_deterministic(&self) -> bool {
+        self.mode == Mode::Deterministic
+    }
+
+    pub(crate) fn push(&self, task: Task) {
+        match &self.pool {
+            Some(pool) => pool.push(task),
+            None => self.fifo.lock().push_back(task),
+        }
+    }
+
+    pub(crate) fn run_task(self: &Arc<Self>, task: Task) {
+        match task {
+            Task::Work(work) => {
+                irql::run_callback(&self.verifier, "work item", Irql::Passive, || work.run());
+            }
+            Task::Dpc(dpc) => self.run_dpc(&dpc),
+            Task::Internal(name, f) => irql::run_callback(&self.verifier, name, Irql::Passive, f),
+        }
+    }
+
+    pub(crate) fn run_dpc(&self, dpc: &Arc<dyn Dpc>) {
+        // Started: from here on the DPC may be queued again.
+        self.dpc_queued.lock().remove(&dpc_key(dpc));
+        irql::run_callback(&self.verifier, "DPC", Irql::Dispatch, || dpc.run());
+    }
+
+    /// Deterministic mode: runs the oldest queued task. Threaded mode: does nothing.
+    pub(crate) fn run_one(self: &Arc<Self>) -> bool {
+        let task = self.fifo.lock().pop_front();
+        match task {
+            Some(task) => {
+                self.run_task(task);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn run_until_idle(self: &Arc<Self>) {
+        match &self.pool {
+            Some(pool) => pool.wait_idle(),
+            None => while self.run_one() {},
+        }
+    }
+}
+
+impl HostPlatform {
+    /// A single-threaded platform: deferred work runs only inside
+    /// [`HostPlatform::run_until_idle`] / [`HostPlatform::run_one`], in FIFO order, and the
+    /// clock starts at 0 and moves only with [`HostPlatform::advance_clock`].
+    pub fn deterministic() -> Self {
+        Self::new(Mode::Deterministic, None)
+    }
+
+    /// A platform with `workers` PASSIVE_LEVEL worker threads (at least one) for work items,
+    /// per-thread DPCs and the real monotonic clock.
+    pub fn threaded(workers: usize) -> Self {
+        let pool = Pool::new();
+        let platform = Self::new(Mode::Threaded, Some(Arc::clone(&pool)));
+        pool.start(workers, Arc::downgrade(&platform.shared));
+        platform
+    }
+
+    fn new(mode: Mode, pool: Option<Arc<Pool>>) -> Self {
+        HostPlatform {
+            shared: Arc::new(Shared {
+                verifier: Verifier::default(),
+                mode,
+                clock_ns: AtomicU64::new(0),
+                start: Instant::now(),
+                fifo: Mutex::new(VecDeque::new()),
+                pool,
+                dpc_queued: Mutex::new(HashSet::new()),
+                next_id: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// Whether this is the single-threaded mode.
+    pub fn is_deterministic(&self) -> bool {
+        self.shared.is_deterministic()
+    }
+
+    /// The verifier of this platform: its violation log and live-object counters.
+    pub fn verifier(&self) -> &Verifier {
+        &self.shared.verifier
+    }
+
+    /// Deterministic mode: runs queued work items and DPCs, oldest first, until none is left
+    /// (including those queued while running). Threaded mode: waits until the worker pool has
+    /// nothing queued or running.
+    pub fn run_until_idle(&self) {
+        self.shared.run_until_idle();
+    }
+
+    /// Deterministic mode: runs the oldest queued work item or DPC; returns whether there was
+    /// one. Threaded mode: returns `false` (the workers run everything).
+    pub fn run_one(&self) -> bool {
+        self.shared.run_one()
+    }
+
+    /// How many work items and DPCs wait in the deterministic FIFO (0 in threaded mode).
+    pub fn queued(&self) -> usize {
+        self.shared.fifo.lock().len()
+    }
+
+    /// Moves the injected clock forward.
+    ///
+    /// # Panics
+    /// In threaded mode, whose clock is the real one.
+    pub fn advance_clock(&self, ns: u64) {
+        assert!(self.is_deterministic(), "advance_clock: the threaded mode uses the real clock");
+        self.shared.clock_ns.fetch_add(ns, Ordering::SeqCst);
+    }
+
+    /// The teardown check (driver unload under Driver Verifier): settles deferred work, then
+    /// reports every request, queue and file still alive and every leak a registered check
+    /// (e.g. `FakeVerbs`) finds. Runs once; [`crate::IoManager`]'s `Drop` calls it too.
+    ///
+    /// # Panics
+    /// If any violation was recorded during the run (including ones that already panicked a
+    /// worker thread) or is found now; the message lists them all.
+    pub fn shutdown(&self) {
+        self.run_until_idle();
+        if let Some(all) = self.shared.verifier.teardown() {
+            panic!("{}", Verifier::summary(&all));
+        }
+    }
+}
+
+impl std::fmt::Debug for HostPlatform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostPlatform")
+            .field("mode", &self.shared.mode)
+            .field("verifier", &self.shared.verifier)
+            .finish()
+    }
+}
+
+impl Platform for HostPlatform {
+    type Request = HostRequest;
+    type Queue = HostQueue;
+    type SpinLock<T: Send> = HostSpinLock<T>;
+    type Event = HostEvent;
+
+    fn create_queue(&self) -> Result<HostQueue, NtStatus> {
+        if irql::current() > Irql::Dispatch {
+            self.shared.verifier.fail("verifier: create_queue at DIRQL");
+        }
+        Ok(HostQueue::new(Arc::clone(&self.shared)))
+    }
+
+    fn spin_lock<T: Send>(&self, value: T) -> HostSpinLock<T> {
+        HostSpinLock::new(self.shared.verifier.clone(), value)
+    }
+
+    fn event(&self) -> HostEvent {
+        HostEvent::new(Arc::clone(&self.shared))
+    }
+
+    fn queue_work(&self, work: Arc<dyn WorkItem>) -> Result<(), NtStatus> {
+        let level = irql::current();
+        if level > Irql::Dispatch {
+            self.shared.verifier.fail(format!("verifier: queue_work at {}", level.name()));
+        }
+        self.shared.push(Task::Work(work));
+        Ok(())
+    }
+
+    fn queue_dpc(&self, dpc: &Arc<dyn Dpc>) -> bool {
+        if !self.shared.dpc_queued.lock().insert(dpc_key(dpc)) {
+            return false;
+        }
+        if self.is_deterministic() {
+            self.shared.push(Task::Dpc(Arc::clone(dpc)));
+        } else {
+            deferred::push_thread_dpc(Arc::clone(&self.shared), Arc::clone(dpc));
+            deferred::drain_thread_dpcs();
+        }
+        true
+    }
+
+    fn interrupt(&self, isr: &dyn InterruptService) -> bool {
+        let serviced =
+            irql::run_callback(&self.shared.verifier, "ISR", Irql::Device, || isr.service());
+        if !self.is_deterministic() {
+            deferred::drain_thread_dpcs();
+        }
+        serviced
+    }
+
+    fn irql(&self) -> Irql {
+        irql::current()
+    }
+
+    fn paged_code(&self) {
+        let level = irql::current();
+        if level >= Irql::Dispatch {
+            self.shared.verifier.fail(format!("verifier: PAGED_CODE at {}", level.name()));
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        match self.shared.mode {
+            Mode::Deterministic => self.shared.clock_ns.load(Ordering::SeqCst),
+            Mode::Threaded => {
+                u64::try_from(self.shared.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+            }
+        }
+    }
+}

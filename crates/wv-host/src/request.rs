@@ -1,0 +1,312 @@
+//! IRPs and [`HostRequest`], the driver's owned handle to one.
+//!
+//! The [`Irp`] is the I/O manager's record (shared with the caller's [`crate::Io`]); the
+//! [`HostRequest`] is the WDFREQUEST the driver owns. Completion is decided under the IRP's
+//! result lock, so the second completer of an IRP is always caught.
+
+use std::thread::ThreadId;
+
+use wv_hal::{IoRequest, Irql};
+use wv_abi::NtStatus;
+
+use crate::deferred::Task;
+use crate::irql;
+use crate::platform::Shared;
+use crate::queue::QueueInner;
+use crate::sync::{Arc, AtomicBool, Condvar, Mutex, Ordering, Weak};
+use crate::verifier::Counted;
+
+/// The final status of an I/O request, as `GetOverlappedResult` would show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoStatus {
+    /// The NTSTATUS (`OVERLAPPED.Internal`).
+    pub status: u32,
+    /// `IoStatus.Information` as the driver set it (`OVERLAPPED.InternalHigh`), also on error.
+    pub information: usize,
+    /// The bytes the I/O manager copied back to the caller's output buffer: the first
+    /// `information` bytes of the system buffer when the status is success or warning, nothing
+    /// for an error-severity status (METHOD_BUFFERED, spec §2.1).
+    pub output: Vec<u8>,
+}
+
+impl IoStatus {
+    /// The status as an [`NtStatus`].
+    pub fn nt_status(&self) -> NtStatus {
+        NtStatus(self.status)
+    }
+}
+
+/// Cancel state of an IRP: `Irp->Cancel` and the queue it is parked in, under one lock.
+#[derive(Default)]
+pub(crate) struct CancelState {
+    pub cancelled: bool,
+    pub parked_in: Option<Weak<QueueInner>>,
+}
+
+/// The I/O manager's record of one IRP.
+pub(crate) struct Irp {
+    pub id: u64,
+    pub shared: Arc<Shared>,
+    pub file_id: u64,
+    result: Mutex<Option<IoStatus>>,
+    done: Condvar,
+    pub cancel: Mutex<CancelState>,
+    /// The file object reference the IRP holds; released when it completes.
+    file_ref: Mutex<Option<Box<dyn Send>>>,
+    dispatch_thread: ThreadId,
+    pub dispatching: AtomicBool,
+    pub ever_parked: AtomicBool,
+    inline: AtomicBool,
+}
+
+impl Irp {
+    pub(crate) fn new(shared: Arc<Shared>, file_id: u64, file_ref: Box<dyn Send>) -> Arc<Irp> {
+        shared.verifier.created(Counted::Request);
+        Arc::new(Irp {
+            id: shared.next_id(),
+            shared,
+            file_id,
+            result: Mutex::new(None),
+            done: Condvar::new(),
+            cancel: Mutex::new(CancelState::default()),
+            file_ref: Mutex::new(Some(file_ref)),
+            dispatch_thread: std::thread::current().id(),
+            dispatching: AtomicBool::new(true),
+            ever_parked: AtomicBool::new(false),
+            inline: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether the driver completed the IRP inside its dispatch routine, on the dispatching
+    /// thread, without ever parking it (the caller then sees no STATUS_PENDING).
+    pub(crate) fn completed_inline(&self) -> bool {
+        self.inline.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn result(&self) -> Option<IoStatus> {
+        self.result.lock().clone()
+    }
+
+    pub(crate) fn wait(&self, timeout: Option<std::time::Duration>) -> Option<IoStatus> {
+        let mut result = self.result.lock();
+        match timeout {
+            None => {
+                while result.is_none() {
+                    self.done.wait(&mut result);
+                }
+            }
+            Some(t) => {
+                let deadline = std::time::Instant::now() + t;
+                while result.is_none() {
+                    if self.done.wait_until(&mut result, deadline).timed_out() {
+                        break;
+                    }
+                }
+            }
+        }
+        result.clone()
+    }
+
+    /// `IoCompleteRequest`: records the status, copies the output back, wakes the waiter and
+    /// releases the file reference. The second completion of an IRP is a violation.
+    pub(crate) fn complete(&self, status: NtStatus, information: usize, buffer: &[u8]) {
+        let verifier = &self.shared.verifier;
+        let mut result = self.result.lock();
+        if result.is_some() {
+            drop(result);
+            verifier.fail(format!("verifier: request {:#x} completed twice", self.id));
+        }
+        let output = if status.is_error() {
+            Vec::new()
+        } else {
+            buffer[..information.min(buffer.len())].to_vec()
+        };
+        let inline = self.dispatching.load(Ordering::SeqCst)
+            && std::thread::current().id() == self.dispatch_thread
+            && !self.ever_parked.load(Ordering::SeqCst);
+        self.inline.store(inline, Ordering::SeqCst);
+        *result = Some(IoStatus { status: status.0, information, output });
+        self.done.notify_all();
+        drop(result);
+        verifier.destroyed(Counted::Request);
+        if let Some(file_ref) = self.file_ref.lock().take() {
+            // The last file reference runs the driver's file_close at PASSIVE_LEVEL; on
+            // Windows the I/O completion APC drops it, never the completing DPC.
+            self.shared.push(Task::Internal("file_close", Box::new(move || drop(file_ref))));
+        }
+        if status == NtStatus::PENDING {
+            verifier.fail(format!(
+                "verifier: request {:#x} completed with STATUS_PENDING",
+                self.id
+            ));
+        }
+    }
+
+    /// CancelIoEx on this IRP: sets `Irp->Cancel`, and if the IRP is parked in a queue, takes
+    /// it out and completes it with STATUS_CANCELLED. Returns whether it did.
+    pub(crate) fn cancel(&self) -> bool {
+        let queue = {
+            let mut cancel = self.cancel.lock();
+            cancel.cancelled = true;
+            cancel.parked_in.clone()
+        };
+        let Some(queue) = queue.and_then(|q| q.upgrade()) else {
+            return false;
+        };
+        match queue.take(self.id) {
+            Some(request) => {
+                request.complete_by_platform(NtStatus::CANCELLED);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// One pended METHOD_BUFFERED IOCTL request, owned by the driver (`WDFREQUEST`).
+///
+/// The system buffer is `max(input_len, output_len)` bytes starting with a copy of the input.
+/// The rest is zero-filled here; Windows leaves it uninitialised (pool memory), so a driver
+/// must never rely on it reading zero.
+///
+/// Verifier: dropping a request without completing it ("verifier: request 0x… never completed
+/// (dropped)"; the IRP is then completed with STATUS_UNSUCCESSFUL so the caller does not hang),
+/// completing above DISPATCH_LEVEL, and an `information` larger than the output length
+/// ("verifier: Information N > output length M"; the copy-back is clamped).
+pub struct HostRequest {
+    pub(crate) irp: Arc<Irp>,
+    code: u32,
+    input_len: usize,
+    output_len: usize,
+    buffer: Vec<u8>,
+    done: bool,
+}
+
+impl HostRequest {
+    pub(crate) fn new(irp: Arc<Irp>, code: u32, input: &[u8], output_len: usize) -> Self {
+        let mut buffer = vec![0; input.len().max(output_len)];
+        buffer[..input.len()].copy_from_slice(input);
+        HostRequest { irp, code, input_len: input.len(), output_len, buffer, done: false }
+    }
+
+    /// The IRP's id, as the verifier's messages show it.
+    pub fn id(&self) -> u64 {
+        self.irp.id
+    }
+
+    /// Whether the I/O manager has asked to cancel this request (`WdfRequestIsCanceled`).
+    pub fn is_cancelled(&self) -> bool {
+        self.irp.cancel.lock().cancelled
+    }
+
+    /// Gives up the typed, complete-once ownership and returns the raw IRP, which can be
+    /// completed any number of times. Exists to show the IRP layer's double-completion check
+    /// (the typed API cannot express the bug); not for driver code.
+    pub fn into_raw_irp(mut self) -> RawIrp {
+        self.done = true;
+        RawIrp {
+            irp: Arc::clone(&self.irp),
+            buffer: Arc::new(Mutex::new(std::mem::take(&mut self.buffer))),
+        }
+    }
+
+    /// Completion by the platform itself (cancel, purge): no driver-rule checks.
+    pub(crate) fn complete_by_platform(mut self, status: NtStatus) {
+        self.done = true;
+        self.irp.complete(status, 0, &self.buffer);
+    }
+}
+
+impl IoRequest for HostRequest {
+    fn ioctl_code(&self) -> u32 {
+        self.code
+    }
+
+    fn input_len(&self) -> usize {
+        self.input_len
+    }
+
+    fn output_len(&self) -> usize {
+        self.output_len
+    }
+
+    fn buffer(&self) -> &[u8] {
+        &self.buffer
+    }
+
+    fn buffer_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer
+    }
+
+    fn complete(mut self, status: NtStatus, information: usize) {
+        self.done = true;
+        let level = irql::current();
+        let mut problem = None;
+        if level > Irql::Dispatch {
+            problem = Some(format!(
+                "verifier: request {:#x} completed at {}",
+                self.irp.id,
+                level.name()
+            ));
+        }
+        if information > self.output_len {
+            problem = Some(format!(
+                "verifier: Information {information} > output length {} (request {:#x})",
+                self.output_len, self.irp.id
+            ));
+        }
+        self.irp.complete(status, information.min(self.output_len), &self.buffer);
+        if let Some(message) = problem {
+            self.irp.shared.verifier.fail(message);
+        }
+    }
+}
+
+impl Drop for HostRequest {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        let message = format!("verifier: request {:#x} never completed (dropped)", self.irp.id);
+        self.irp.shared.verifier.report(message.clone());
+        self.irp.complete(NtStatus::UNSUCCESSFUL, 0, &[]);
+        if !std::thread::panicking() {
+            panic!("{message}");
+        }
+    }
+}
+
+impl std::fmt::Debug for HostRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostRequest")
+            .field("id", &self.irp.id)
+            .field("code", &format_args!("{:#x}", self.code))
+            .field("input_len", &self.input_len)
+            .field("output_len", &self.output_len)
+            .finish()
+    }
+}
+
+/// A raw IRP pointer, as WDM code holds it: copyable, so nothing stops a second completion
+/// except the I/O manager's check. See [`HostRequest::into_raw_irp`].
+#[derive(Clone)]
+pub struct RawIrp {
+    irp: Arc<Irp>,
+    buffer: Arc<Mutex<Vec<u8>>>,
+}
+
+impl RawIrp {
+    /// `IoCompleteRequest` on the raw IRP. Verifier: "verifier: request 0x… completed twice"
+    /// on the second call.
+    pub fn complete(&self, status: NtStatus, information: usize) {
+        let buffer = self.buffer.lock().clone();
+        self.irp.complete(status, information, &buffer);
+    }
+}
+
+impl std::fmt::Debug for RawIrp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawIrp").field("id", &self.irp.id).finish()
+    }
+}
