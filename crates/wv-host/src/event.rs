@@ -21,7 +21,11 @@ pub struct HostEvent {
 
 impl HostEvent {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        HostEvent { shared, set: Mutex::new(false), cv: Condvar::new() }
+        HostEvent {
+            shared,
+            set: Mutex::new(false),
+            cv: Condvar::new(),
+        }
     }
 }
 
@@ -29,7 +33,9 @@ impl Event for HostEvent {
     fn set(&self) {
         let level = irql::current();
         if level > Irql::Dispatch {
-            self.shared.verifier.fail(format!("verifier: KeSetEvent at {}", level.name()));
+            self.shared
+                .verifier
+                .fail(format!("verifier: KeSetEvent at {}", level.name()));
         }
         *self.set.lock() = true;
         self.cv.notify_all();
@@ -42,7 +48,9 @@ impl Event for HostEvent {
     fn wait(&self) {
         let level = irql::current();
         if level >= Irql::Dispatch {
-            self.shared.verifier.fail(format!("verifier: wait at {}", level.name()));
+            self.shared
+                .verifier
+                .fail(format!("verifier: wait at {}", level.name()));
         }
         if self.shared.is_deterministic() {
             while !self.is_set() {
@@ -64,6 +72,8 @@ impl Event for HostEvent {
 
 impl std::fmt::Debug for HostEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostEvent").field("set", &self.is_set()).finish()
+        f.debug_struct("HostEvent")
+            .field("set", &self.is_set())
+            .finish()
     }
 }

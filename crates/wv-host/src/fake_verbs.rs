@@ -17,10 +17,10 @@ use std::time::Duration;
 use wv_abi::consts::{WV_IO_QP_ATTR_PORT_NUMBER, WV_IO_QP_ATTR_STATE};
 use wv_hal::platform::InterruptService;
 use wv_hal::{
-    AddressVector, CaAttributes, CaEvent, CaEventKind, CaEventSink, CqEventSink, Dpc, Gid,
-    Irql, MemoryKeys, MemoryRegion, Mtu, Platform, PortAttributes, PortState, QpAttributes,
-    QpCreate, QpCreated, QpEvent, QpEventSink, QpModify, QpState, QpType, SrqAttributes,
-    SrqEvent, SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
+    AddressVector, CaAttributes, CaEvent, CaEventKind, CaEventSink, CqEventSink, Dpc, Gid, Irql,
+    MemoryKeys, MemoryRegion, Mtu, Platform, PortAttributes, PortState, QpAttributes, QpCreate,
+    QpCreated, QpEvent, QpEventSink, QpModify, QpState, QpType, SrqAttributes, SrqEvent,
+    SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
 };
 
 use crate::platform::HostPlatform;
@@ -260,9 +260,16 @@ enum Obj {
     Mr,
     Mw,
     Ah,
-    Cq { entries: u32 },
-    Srq { attr: SrqAttributes },
-    Qp { attr: QpAttributes, modifying: usize },
+    Cq {
+        entries: u32,
+    },
+    Srq {
+        attr: SrqAttributes,
+    },
+    Qp {
+        attr: QpAttributes,
+        modifying: usize,
+    },
     Mcast,
 }
 
@@ -425,7 +432,9 @@ impl Drop for ModifyGate {
 
 impl std::fmt::Debug for ModifyGate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModifyGate").field("blocked", &self.blocked()).finish()
+        f.debug_struct("ModifyGate")
+            .field("blocked", &self.blocked())
+            .finish()
     }
 }
 
@@ -457,9 +466,14 @@ impl FakeVerbs {
             port.attributes.gid_table_len = u32::try_from(port.gids.len()).unwrap_or(u32::MAX);
             port.attributes.pkey_table_len = u16::try_from(port.pkeys.len()).unwrap_or(u16::MAX);
         }
-        let state = Arc::new(Mutex::new(State { next_id: 1, ..State::default() }));
+        let state = Arc::new(Mutex::new(State {
+            next_id: 1,
+            ..State::default()
+        }));
         let leaks = Arc::clone(&state);
-        platform.verifier().add_teardown_check(move || leaks.lock().leaks());
+        platform
+            .verifier()
+            .add_teardown_check(move || leaks.lock().leaks());
         Arc::new_cyclic(|me: &Weak<FakeVerbs>| FakeVerbs {
             platform: platform.clone(),
             config: Mutex::new(config),
@@ -484,7 +498,12 @@ impl FakeVerbs {
 
     /// Makes the next `call` fail with `error` (queued: several calls fail in order).
     pub fn fail_next(&self, call: FakeCall, error: VerbsError) {
-        self.state.lock().fail_next.entry(call).or_default().push_back(error);
+        self.state
+            .lock()
+            .fail_next
+            .entry(call)
+            .or_default()
+            .push_back(error);
     }
 
     /// Decides failures with a closure of (call, object id), consulted before
@@ -503,12 +522,22 @@ impl FakeVerbs {
 
     /// How many times `call` was made.
     pub fn call_count(&self, call: FakeCall) -> usize {
-        self.state.lock().log.iter().filter(|c| c.call == call).count()
+        self.state
+            .lock()
+            .log
+            .iter()
+            .filter(|c| c.call == call)
+            .count()
     }
 
     /// Live objects by id.
     pub fn live_objects(&self) -> Vec<(u64, ObjectKind)> {
-        self.state.lock().objects.iter().map(|(id, o)| (*id, o.kind())).collect()
+        self.state
+            .lock()
+            .objects
+            .iter()
+            .map(|(id, o)| (*id, o.kind()))
+            .collect()
     }
 
     /// How many objects of `kind` are alive.
@@ -605,9 +634,12 @@ impl FakeVerbs {
                     FakeEvent::CqCompletion(id)
                     | FakeEvent::CqError(id)
                     | FakeEvent::Srq(id, _)
-                    | FakeEvent::Qp(id, _) => {
-                        sinks.by_id.get(&id).map(|s| (id, s.clone())).into_iter().collect()
-                    }
+                    | FakeEvent::Qp(id, _) => sinks
+                        .by_id
+                        .get(&id)
+                        .map(|s| (id, s.clone()))
+                        .into_iter()
+                        .collect(),
                 };
                 for (id, _) in &targets {
                     *sinks.running.entry(*id).or_default() += 1;
@@ -659,18 +691,31 @@ impl FakeVerbs {
         let injected =
             hooked.or_else(|| state.fail_next.get_mut(&call).and_then(VecDeque::pop_front));
         if let Some(error) = injected {
-            state.log.push(LoggedCall { call, object, result: Err(error) });
+            state.log.push(LoggedCall {
+                call,
+                object,
+                result: Err(error),
+            });
             return Err(error);
         }
         Ok(())
     }
 
     fn log(&self, call: FakeCall, object: u64, result: Result<(), VerbsError>) {
-        self.state.lock().log.push(LoggedCall { call, object, result });
+        self.state.lock().log.push(LoggedCall {
+            call,
+            object,
+            result,
+        });
     }
 
     /// Logs the call's outcome and passes it on.
-    fn finish<T>(&self, call: FakeCall, object: u64, r: Result<T, VerbsError>) -> Result<T, VerbsError> {
+    fn finish<T>(
+        &self,
+        call: FakeCall,
+        object: u64,
+        r: Result<T, VerbsError>,
+    ) -> Result<T, VerbsError> {
         self.log(call, object, r.as_ref().map(|_| ()).map_err(|e| *e));
         r
     }
@@ -679,7 +724,11 @@ impl FakeVerbs {
         let mut state = self.state.lock();
         state.last_umv_input = umv.input().to_vec();
         umv.status = state.umv_status;
-        let n = state.umv_output.len().min(umv.output_len).min(umv.buf.len());
+        let n = state
+            .umv_output
+            .len()
+            .min(umv.output_len)
+            .min(umv.buf.len());
         umv.buf[..n].copy_from_slice(&state.umv_output[..n]);
     }
 
@@ -749,7 +798,9 @@ impl Verbs for FakeVerbs {
         // practice, so leak one copy per distinct name rather than hold the lock.
         let name = self.config.lock().library_name.clone();
         static NAMES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
-        let mut names = NAMES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut names = NAMES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(n) = names.iter().find(|n| **n == name) {
             return n;
         }
@@ -791,7 +842,10 @@ impl Verbs for FakeVerbs {
     fn query_gid(&self, port: u8, index: u32) -> Result<Gid, VerbsError> {
         self.enter(FakeCall::QueryGid, u64::from(port))?;
         let r = self.port(port).and_then(|p| {
-            p.gids.get(index as usize).copied().ok_or(VerbsError::InvalidParameter)
+            p.gids
+                .get(index as usize)
+                .copied()
+                .ok_or(VerbsError::InvalidParameter)
         });
         self.finish(FakeCall::QueryGid, u64::from(port), r)
     }
@@ -799,7 +853,10 @@ impl Verbs for FakeVerbs {
     fn query_pkey(&self, port: u8, index: u16) -> Result<u16, VerbsError> {
         self.enter(FakeCall::QueryPkey, u64::from(port))?;
         let r = self.port(port).and_then(|p| {
-            p.pkeys.get(usize::from(index)).copied().ok_or(VerbsError::InvalidParameter)
+            p.pkeys
+                .get(usize::from(index))
+                .copied()
+                .ok_or(VerbsError::InvalidParameter)
         });
         self.finish(FakeCall::QueryPkey, u64::from(port), r)
     }
@@ -830,9 +887,16 @@ impl Verbs for FakeVerbs {
         let id = *r.as_ref().unwrap_or(&0);
         let keys = |id: u64| {
             let key = u32::try_from(id & 0xffff_ffff).unwrap_or(0);
-            MemoryKeys { lkey: key, rkey: (key | 0x8000_0000).to_be() }
+            MemoryKeys {
+                lkey: key,
+                rkey: (key | 0x8000_0000).to_be(),
+            }
         };
-        self.finish(FakeCall::RegisterMr, id, r.map(|id| (FakeMr { id }, keys(id))))
+        self.finish(
+            FakeCall::RegisterMr,
+            id,
+            r.map(|id| (FakeMr { id }, keys(id))),
+        )
     }
 
     fn deregister_mr(&self, mr: FakeMr) -> Result<(), (FakeMr, VerbsError)> {
@@ -849,7 +913,11 @@ impl Verbs for FakeVerbs {
         let r = self.create(Obj::Mw, self.limits().max_mw);
         let id = *r.as_ref().unwrap_or(&0);
         let rkey = |id: u64| (u32::try_from(id & 0xffff).unwrap_or(0) | 0x4000_0000).to_be();
-        self.finish(FakeCall::CreateMw, id, r.map(|id| (FakeMw { id }, rkey(id))))
+        self.finish(
+            FakeCall::CreateMw,
+            id,
+            r.map(|id| (FakeMw { id }, rkey(id))),
+        )
     }
 
     fn destroy_mw(&self, mw: FakeMw) {
@@ -889,7 +957,8 @@ impl Verbs for FakeVerbs {
             Err(VerbsError::InvalidSetting)
         } else {
             let entries = entries.max(1);
-            self.create(Obj::Cq { entries }, limits.max_cq).map(|id| (id, entries))
+            self.create(Obj::Cq { entries }, limits.max_cq)
+                .map(|id| (id, entries))
         };
         if let Ok((id, _)) = r {
             self.sinks.lock().by_id.insert(id, Sink::Cq(events));
@@ -1027,21 +1096,22 @@ impl Verbs for FakeVerbs {
                 access_flags: 0,
                 sq_signaled: create.sq_signaled,
             };
-            self.create(Obj::Qp { attr, modifying: 0 }, limits.max_qp).map(|id| {
-                let qpn = 0x40 + u32::try_from(id & 0x00ff_ffff).unwrap_or(0);
-                if let Some(Obj::Qp { attr, .. }) = self.state.lock().objects.get_mut(&id) {
-                    attr.qpn = qpn;
-                }
-                let created = QpCreated {
-                    qpn,
-                    sq_depth: create.sq_depth,
-                    rq_depth: create.rq_depth,
-                    sq_sge: create.sq_sge,
-                    rq_sge: create.rq_sge,
-                    sq_max_inline: create.sq_max_inline,
-                };
-                (id, created)
-            })
+            self.create(Obj::Qp { attr, modifying: 0 }, limits.max_qp)
+                .map(|id| {
+                    let qpn = 0x40 + u32::try_from(id & 0x00ff_ffff).unwrap_or(0);
+                    if let Some(Obj::Qp { attr, .. }) = self.state.lock().objects.get_mut(&id) {
+                        attr.qpn = qpn;
+                    }
+                    let created = QpCreated {
+                        qpn,
+                        sq_depth: create.sq_depth,
+                        rq_depth: create.rq_depth,
+                        sq_sge: create.sq_sge,
+                        rq_sge: create.rq_sge,
+                        sq_max_inline: create.sq_max_inline,
+                    };
+                    (id, created)
+                })
         };
         if let Ok((id, _)) = r {
             self.sinks.lock().by_id.insert(id, Sink::Qp(events));
@@ -1073,9 +1143,19 @@ impl Verbs for FakeVerbs {
                 }
                 _ => QpState::Reset,
             };
-            let to = if modify.mask & WV_IO_QP_ATTR_STATE != 0 { modify.state } else { from };
+            let to = if modify.mask & WV_IO_QP_ATTR_STATE != 0 {
+                modify.state
+            } else {
+                from
+            };
             let seq = u32::try_from(state.modify_log.len() + 1).unwrap_or(u32::MAX);
-            state.modify_log.push(ModifyRecord { qp: qp.id, seq, from, to, result: None });
+            state.modify_log.push(ModifyRecord {
+                qp: qp.id,
+                seq,
+                from,
+                to,
+                result: None,
+            });
             let gate = state.gates.get(&qp.id).cloned();
             (seq, state.modify_log.len() - 1, gate)
         };
@@ -1098,8 +1178,8 @@ impl Verbs for FakeVerbs {
                 g.blocked -= 1;
             }
         }
-        let port_ok = modify.mask & WV_IO_QP_ATTR_PORT_NUMBER == 0
-            || self.port(modify.port).is_ok();
+        let port_ok =
+            modify.mask & WV_IO_QP_ATTR_PORT_NUMBER == 0 || self.port(modify.port).is_ok();
         let r = {
             let mut state = self.state.lock();
             let record = state.modify_log[index];

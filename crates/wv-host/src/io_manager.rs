@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use wv_hal::{FilterDriver, Irql, Verbs};
 use wv_abi::NtStatus;
+use wv_hal::{FilterDriver, Irql, Verbs};
 
 use crate::irql;
 use crate::platform::HostPlatform;
@@ -26,7 +26,11 @@ pub struct IoManager<D: FilterDriver<HostPlatform>> {
 impl<D: FilterDriver<HostPlatform>> IoManager<D> {
     /// An I/O manager delivering PnP, file and IOCTL callbacks to `driver`.
     pub fn new(platform: HostPlatform, driver: Arc<D>) -> Self {
-        IoManager { platform, driver, devices: Mutex::new(Vec::new()) }
+        IoManager {
+            platform,
+            driver,
+            devices: Mutex::new(Vec::new()),
+        }
     }
 
     /// The platform the driver runs on.
@@ -69,8 +73,9 @@ impl<D: FilterDriver<HostPlatform>> IoManager<D> {
     /// The driver's status; no cleanup or close follows a failed create.
     pub fn open(&self) -> Result<File<D>, NtStatus> {
         let verifier = self.platform.verifier();
-        let file =
-            irql::run_callback(verifier, "file_create", Irql::Passive, || self.driver.file_create())?;
+        let file = irql::run_callback(verifier, "file_create", Irql::Passive, || {
+            self.driver.file_create()
+        })?;
         verifier.created(Counted::File);
         Ok(File {
             core: Arc::new(FileCore {
@@ -147,9 +152,10 @@ impl<D: FilterDriver<HostPlatform>> File<D> {
         let shared = &core.platform.shared;
         let level = irql::current();
         if level != Irql::Passive {
-            shared
-                .verifier
-                .fail(format!("verifier: DeviceIoControl issued at {}", level.name()));
+            shared.verifier.fail(format!(
+                "verifier: DeviceIoControl issued at {}",
+                level.name()
+            ));
         }
         let reference: Box<dyn Send> = Box::new(Arc::clone(core));
         let irp = Irp::new(Arc::clone(shared), core.id, reference);
@@ -164,7 +170,11 @@ impl<D: FilterDriver<HostPlatform>> File<D> {
         });
         irp.dispatching.store(false, Ordering::SeqCst);
         let pending = !irp.completed_inline();
-        Io { irp, pending, platform: core.platform.clone() }
+        Io {
+            irp,
+            pending,
+            platform: core.platform.clone(),
+        }
     }
 
     /// CancelIoEx(handle, overlapped of `io`): cancels the IRP if it is parked in a queue (the
@@ -181,17 +191,27 @@ impl<D: FilterDriver<HostPlatform>> File<D> {
 
 impl<D: FilterDriver<HostPlatform>> Drop for File<D> {
     fn drop(&mut self) {
-        let irps: Vec<Arc<Irp>> =
-            self.core.irps.lock().drain(..).filter_map(|w| w.upgrade()).collect();
+        let irps: Vec<Arc<Irp>> = self
+            .core
+            .irps
+            .lock()
+            .drain(..)
+            .filter_map(|w| w.upgrade())
+            .collect();
         for irp in irps {
             if irp.result().is_none() {
                 irp.cancel();
             }
         }
         let core = &self.core;
-        irql::run_callback(core.platform.verifier(), "file_cleanup", Irql::Passive, || {
-            core.driver.file_cleanup(core.state());
-        });
+        irql::run_callback(
+            core.platform.verifier(),
+            "file_cleanup",
+            Irql::Passive,
+            || {
+                core.driver.file_cleanup(core.state());
+            },
+        );
     }
 }
 

@@ -23,7 +23,10 @@ pub(crate) struct ThreadIrql {
 }
 
 impl ThreadIrql {
-    const PASSIVE: ThreadIrql = ThreadIrql { irql: Irql::Passive, locks: 0 };
+    const PASSIVE: ThreadIrql = ThreadIrql {
+        irql: Irql::Passive,
+        locks: 0,
+    };
 }
 
 thread_local! {

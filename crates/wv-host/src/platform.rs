@@ -3,9 +3,9 @@
 use std::collections::{HashSet, VecDeque};
 use std::time::Instant;
 
+use wv_abi::NtStatus;
 use wv_hal::platform::InterruptService;
 use wv_hal::{Dpc, Irql, Platform, WorkItem};
-use wv_abi::NtStatus;
 
 use crate::deferred::{self, Pool, Task};
 use crate::event::HostEvent;
@@ -182,7 +182,10 @@ impl HostPlatform {
     /// # Panics
     /// In threaded mode, whose clock is the real one.
     pub fn advance_clock(&self, ns: u64) {
-        assert!(self.is_deterministic(), "advance_clock: the threaded mode uses the real clock");
+        assert!(
+            self.is_deterministic(),
+            "advance_clock: the threaded mode uses the real clock"
+        );
         self.shared.clock_ns.fetch_add(ns, Ordering::SeqCst);
     }
 
@@ -234,7 +237,9 @@ impl Platform for HostPlatform {
     fn queue_work(&self, work: Arc<dyn WorkItem>) -> Result<(), NtStatus> {
         let level = irql::current();
         if level > Irql::Dispatch {
-            self.shared.verifier.fail(format!("verifier: queue_work at {}", level.name()));
+            self.shared
+                .verifier
+                .fail(format!("verifier: queue_work at {}", level.name()));
         }
         self.shared.push(Task::Work(work));
         Ok(())
@@ -269,7 +274,9 @@ impl Platform for HostPlatform {
     fn paged_code(&self) {
         let level = irql::current();
         if level >= Irql::Dispatch {
-            self.shared.verifier.fail(format!("verifier: PAGED_CODE at {}", level.name()));
+            self.shared
+                .verifier
+                .fail(format!("verifier: PAGED_CODE at {}", level.name()));
         }
     }
 

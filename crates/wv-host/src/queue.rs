@@ -2,8 +2,8 @@
 
 use std::collections::VecDeque;
 
-use wv_hal::{Irql, RequestQueue};
 use wv_abi::NtStatus;
+use wv_hal::{Irql, RequestQueue};
 
 use crate::irql;
 use crate::platform::Shared;
@@ -58,14 +58,20 @@ impl HostQueue {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
         shared.verifier.created(Counted::Queue);
         HostQueue {
-            inner: Arc::new(QueueInner { shared, state: Mutex::new(QueueState::default()) }),
+            inner: Arc::new(QueueInner {
+                shared,
+                state: Mutex::new(QueueState::default()),
+            }),
         }
     }
 
     fn check_irql(&self, what: &str) {
         let level = irql::current();
         if level > Irql::Dispatch {
-            self.inner.shared.verifier.fail(format!("verifier: {what} at {}", level.name()));
+            self.inner
+                .shared
+                .verifier
+                .fail(format!("verifier: {what} at {}", level.name()));
         }
     }
 }
@@ -138,6 +144,8 @@ impl Drop for HostQueue {
 
 impl std::fmt::Debug for HostQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostQueue").field("parked", &self.parked()).finish()
+        f.debug_struct("HostQueue")
+            .field("parked", &self.parked())
+            .finish()
     }
 }

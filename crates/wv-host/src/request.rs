@@ -6,8 +6,8 @@
 
 use std::thread::ThreadId;
 
-use wv_hal::{IoRequest, Irql};
 use wv_abi::NtStatus;
+use wv_hal::{IoRequest, Irql};
 
 use crate::deferred::Task;
 use crate::irql;
@@ -125,14 +125,21 @@ impl Irp {
             && std::thread::current().id() == self.dispatch_thread
             && !self.ever_parked.load(Ordering::SeqCst);
         self.inline.store(inline, Ordering::SeqCst);
-        *result = Some(IoStatus { status: status.0, information, output });
+        *result = Some(IoStatus {
+            status: status.0,
+            information,
+            output,
+        });
         self.done.notify_all();
         drop(result);
         verifier.destroyed(Counted::Request);
         if let Some(file_ref) = self.file_ref.lock().take() {
             // The last file reference runs the driver's file_close at PASSIVE_LEVEL; on
             // Windows the I/O completion APC drops it, never the completing DPC.
-            self.shared.push(Task::Internal("file_close", Box::new(move || drop(file_ref))));
+            self.shared.push(Task::Internal(
+                "file_close",
+                Box::new(move || drop(file_ref)),
+            ));
         }
         if status == NtStatus::PENDING {
             verifier.fail(format!(
@@ -186,7 +193,14 @@ impl HostRequest {
     pub(crate) fn new(irp: Arc<Irp>, code: u32, input: &[u8], output_len: usize) -> Self {
         let mut buffer = vec![0; input.len().max(output_len)];
         buffer[..input.len()].copy_from_slice(input);
-        HostRequest { irp, code, input_len: input.len(), output_len, buffer, done: false }
+        HostRequest {
+            irp,
+            code,
+            input_len: input.len(),
+            output_len,
+            buffer,
+            done: false,
+        }
     }
 
     /// The IRP's id, as the verifier's messages show it.
@@ -255,7 +269,8 @@ impl IoRequest for HostRequest {
                 self.output_len, self.irp.id
             ));
         }
-        self.irp.complete(status, information.min(self.output_len), &self.buffer);
+        self.irp
+            .complete(status, information.min(self.output_len), &self.buffer);
         if let Some(message) = problem {
             self.irp.shared.verifier.fail(message);
         }
@@ -268,7 +283,10 @@ impl Drop for HostRequest {
             return;
         }
         self.done = true;
-        let message = format!("verifier: request {:#x} never completed (dropped)", self.irp.id);
+        let message = format!(
+            "verifier: request {:#x} never completed (dropped)",
+            self.irp.id
+        );
         self.irp.shared.verifier.report(message.clone());
         self.irp.complete(NtStatus::UNSUCCESSFUL, 0, &[]);
         if !std::thread::panicking() {

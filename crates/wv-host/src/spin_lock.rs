@@ -24,7 +24,11 @@ pub struct HostSpinLock<T> {
 
 impl<T> HostSpinLock<T> {
     pub(crate) fn new(verifier: Verifier, value: T) -> Self {
-        HostSpinLock { verifier, owner: AtomicU64::new(0), value: Mutex::new(value) }
+        HostSpinLock {
+            verifier,
+            owner: AtomicU64::new(0),
+            value: Mutex::new(value),
+        }
     }
 }
 
@@ -45,17 +49,27 @@ impl<T: Send> SpinLock<T> for HostSpinLock<T> {
     fn lock(&self) -> HostSpinLockGuard<'_, T> {
         let state = irql::get();
         if state.irql > Irql::Dispatch {
-            self.verifier
-                .fail(format!("verifier: spin lock acquired at {}", state.irql.name()));
+            self.verifier.fail(format!(
+                "verifier: spin lock acquired at {}",
+                state.irql.name()
+            ));
         }
         let me = irql::thread_number();
         if self.owner.load(Ordering::SeqCst) == me {
-            self.verifier.fail("verifier: spin lock acquired recursively (deadlock)");
+            self.verifier
+                .fail("verifier: spin lock acquired recursively (deadlock)");
         }
         let guard = self.value.lock();
         self.owner.store(me, Ordering::SeqCst);
-        irql::set(ThreadIrql { irql: Irql::Dispatch, locks: state.locks + 1 });
-        HostSpinLockGuard { lock: self, guard: Some(guard), previous: state.irql }
+        irql::set(ThreadIrql {
+            irql: Irql::Dispatch,
+            locks: state.locks + 1,
+        });
+        HostSpinLockGuard {
+            lock: self,
+            guard: Some(guard),
+            previous: state.irql,
+        }
     }
 }
 
@@ -78,7 +92,11 @@ impl<T> Drop for HostSpinLockGuard<'_, T> {
         drop(self.guard.take());
         let now = irql::get();
         let locks = now.locks.saturating_sub(1);
-        let level = if locks > 0 { self.previous.max(Irql::Dispatch) } else { self.previous };
+        let level = if locks > 0 {
+            self.previous.max(Irql::Dispatch)
+        } else {
+            self.previous
+        };
         irql::set(ThreadIrql { irql: level, locks });
         if level < Irql::Dispatch {
             deferred::drain_thread_dpcs();
@@ -88,6 +106,8 @@ impl<T> Drop for HostSpinLockGuard<'_, T> {
 
 impl<T: std::fmt::Debug> std::fmt::Debug for HostSpinLock<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostSpinLock").field("owner", &self.owner).finish_non_exhaustive()
+        f.debug_struct("HostSpinLock")
+            .field("owner", &self.owner)
+            .finish_non_exhaustive()
     }
 }
