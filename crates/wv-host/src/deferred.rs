@@ -124,10 +124,13 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// A DPC queued on a thread, with the platform that runs it.
+type ThreadDpc = (Arc<Shared>, Arc<dyn Dpc>);
+
 thread_local! {
     /// DPCs queued on this thread ("processor") in threaded mode, run when its IRQL drops
     /// below DISPATCH_LEVEL.
-    static DPCS: RefCell<VecDeque<(Arc<Shared>, Arc<dyn Dpc>)>> = const { RefCell::new(VecDeque::new()) };
+    static DPCS: RefCell<VecDeque<ThreadDpc>> = const { RefCell::new(VecDeque::new()) };
     static DRAINING: Cell<bool> = const { Cell::new(false) };
 }
 

@@ -222,7 +222,7 @@ pub struct ModifyRecord {
 }
 
 /// Decides a failure for a call and object id, before the fail-next list is consulted.
-type FailureHook = Box<dyn Fn(FakeCall, u64) -> Option<VerbsError> + Send + Sync>;
+pub type FailureHook = Box<dyn Fn(FakeCall, u64) -> Option<VerbsError> + Send + Sync>;
 
 macro_rules! handles {
     ($($name:ident: $what:literal),* $(,)?) => {$(
@@ -508,10 +508,7 @@ impl FakeVerbs {
 
     /// Decides failures with a closure of (call, object id), consulted before
     /// [`FakeVerbs::fail_next`]; `None` removes it.
-    pub fn set_failure_hook(
-        &self,
-        hook: Option<Box<dyn Fn(FakeCall, u64) -> Option<VerbsError> + Send + Sync>>,
-    ) {
+    pub fn set_failure_hook(&self, hook: Option<FailureHook>) {
         *self.hook.lock() = hook;
     }
 

@@ -1,0 +1,313 @@
+//! Every verifier check, shown firing.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{PARK, manager, manager_with};
+use wv_abi::NtStatus;
+use wv_hal::platform::InterruptService;
+use wv_hal::{
+    CqEventSink, Event, IoRequest, Platform, RequestQueue, SpinLock, Umv, Verbs, WorkItem,
+};
+use wv_host::HostPlatform;
+use wv_host::fake_verbs::FakeVerbs;
+
+#[test]
+#[should_panic(expected = "completed twice")]
+fn double_completion_through_the_raw_irp() {
+    let p = HostPlatform::deterministic();
+    let mgr = manager_with(&p, |_, _, request| {
+        let raw = request.into_raw_irp();
+        raw.complete(NtStatus::SUCCESS, 0);
+        raw.complete(NtStatus::CANCELLED, 0);
+    });
+    let file = mgr.open().unwrap();
+    let _ = file.device_io_control(9, &[], 0);
+}
+
+#[test]
+fn double_completion_message_names_the_request() {
+    let p = HostPlatform::deterministic();
+    let mgr = manager_with(&p, |_, _, request| {
+        let raw = request.into_raw_irp();
+        raw.complete(NtStatus::SUCCESS, 0);
+        let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            raw.complete(NtStatus::SUCCESS, 0)
+        }));
+        assert!(again.is_err());
+    });
+    let file = mgr.open().unwrap();
+    let io = file.device_io_control(9, &[], 0);
+    let v = p.verifier().take_violations();
+    assert_eq!(
+        v,
+        vec![format!("verifier: request {:#x} completed twice", io.id())]
+    );
+    assert_eq!(io.wait().status, 0, "the first completion stands");
+}
+
+#[test]
+#[should_panic(expected = "verifier: wait at DISPATCH_LEVEL")]
+fn wait_at_dispatch() {
+    let p = HostPlatform::deterministic();
+    let lock = p.spin_lock(());
+    let event = p.event();
+    let _g = lock.lock();
+    event.wait();
+}
+
+#[test]
+#[should_panic(expected = "verifier: PAGED_CODE at DISPATCH_LEVEL")]
+fn paged_code_at_dispatch() {
+    let p = HostPlatform::deterministic();
+    let lock = p.spin_lock(());
+    let _g = lock.lock();
+    p.paged_code();
+}
+
+#[test]
+#[should_panic(
+    expected = "verifier: spin lock held across return to PASSIVE_LEVEL (in device_io_control)"
+)]
+fn spin_lock_held_across_ioctl_return() {
+    let p = HostPlatform::deterministic();
+    let lock = Arc::new(p.spin_lock(0u32));
+    let mgr = manager_with(&p, move |_, _, request| {
+        request.complete(NtStatus::SUCCESS, 0);
+        std::mem::forget(lock.lock());
+    });
+    let file = mgr.open().unwrap();
+    let _ = file.device_io_control(1, &[], 0);
+}
+
+struct LeakLock(wv_host::HostSpinLock<()>);
+impl WorkItem for LeakLock {
+    fn run(&self) {
+        std::mem::forget(self.0.lock());
+    }
+}
+
+#[test]
+#[should_panic(expected = "verifier: spin lock held across return to PASSIVE_LEVEL (in work item)")]
+fn spin_lock_held_across_work_item_return() {
+    let p = HostPlatform::deterministic();
+    p.queue_work(Arc::new(LeakLock(p.spin_lock(())))).unwrap();
+    p.run_until_idle();
+}
+
+#[test]
+fn irql_restored_after_the_violation() {
+    let p = HostPlatform::deterministic();
+    p.queue_work(Arc::new(LeakLock(p.spin_lock(())))).unwrap();
+    assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.run_until_idle())).is_err());
+    assert_eq!(p.irql(), wv_hal::Irql::Passive);
+    assert_eq!(p.verifier().take_violations().len(), 1);
+    p.shutdown();
+}
+
+#[test]
+#[should_panic(expected = "never completed (dropped)")]
+fn request_dropped_without_completion() {
+    let p = HostPlatform::deterministic();
+    let mgr = manager_with(&p, |_, _, request| drop(request));
+    let file = mgr.open().unwrap();
+    let _ = file.device_io_control(1, &[], 0);
+}
+
+#[test]
+#[should_panic(expected = "verifier: Information 9 > output length 8")]
+fn information_beyond_the_output_buffer() {
+    let p = HostPlatform::deterministic();
+    let mgr = manager_with(&p, |_, _, request| request.complete(NtStatus::SUCCESS, 9));
+    let file = mgr.open().unwrap();
+    let _ = file.device_io_control(1, &[], 8);
+}
+
+#[test]
+#[should_panic(expected = "verifier: queue dropped with 1 requests parked")]
+fn queue_dropped_with_parked_requests() {
+    let p = HostPlatform::deterministic();
+    let queue = Arc::new(std::sync::Mutex::new(Some(p.create_queue().unwrap())));
+    let q = Arc::clone(&queue);
+    let mgr = manager_with(&p, move |_, _, request| {
+        let _ = q.lock().unwrap().as_ref().unwrap().park(request);
+    });
+    let file = mgr.open().unwrap();
+    let io = file.device_io_control(1, &[], 0);
+    assert!(io.pending());
+    drop(queue.lock().unwrap().take());
+}
+
+#[test]
+#[should_panic(expected = "verifier: 0 requests / 1 queues / 1 files alive at teardown")]
+fn file_leaked_at_teardown() {
+    let p = HostPlatform::deterministic();
+    let mgr = manager(&p);
+    std::mem::forget(mgr.open().unwrap());
+    drop(mgr);
+}
+
+#[test]
+#[should_panic(expected = "verifier: 1 requests / 1 queues / 1 files alive at teardown")]
+fn parked_request_leaked_at_teardown() {
+    let p = HostPlatform::deterministic();
+    let mgr = manager(&p);
+    let file = mgr.open().unwrap();
+    let io = file.device_io_control(PARK, &[], 0);
+    assert!(io.pending());
+    std::mem::forget(file);
+    drop(mgr);
+}
+
+struct NoSink;
+impl CqEventSink for NoSink {
+    fn on_completion(&self) {}
+    fn on_error(&self) {}
+}
+struct NoCa;
+impl wv_hal::CaEventSink for NoCa {
+    fn on_event(&self, _: wv_hal::CaEvent) {}
+}
+
+#[test]
+#[should_panic(expected = "FakeVerbs: 1 CQ alive at teardown")]
+fn lower_object_leaked_at_teardown() {
+    let p = HostPlatform::deterministic();
+    let fake = FakeVerbs::with_defaults(&p);
+    let ca = fake.open_ca(&mut Umv::none(), Arc::new(NoCa)).unwrap();
+    let (cq, _) = fake
+        .create_cq(&ca, 16, Arc::new(NoSink), &mut Umv::none())
+        .unwrap();
+    let _leaked = cq; // never destroyed
+    fake.close_ca(ca);
+    p.shutdown();
+}
+
+struct QueueWorkIsr(HostPlatform);
+struct Nothing;
+impl WorkItem for Nothing {
+    fn run(&self) {}
+}
+impl InterruptService for QueueWorkIsr {
+    fn service(&self) -> bool {
+        let _ = self.0.queue_work(Arc::new(Nothing));
+        true
+    }
+}
+
+#[test]
+#[should_panic(expected = "verifier: queue_work at DIRQL")]
+fn queue_work_above_dispatch() {
+    let p = HostPlatform::deterministic();
+    p.interrupt(&QueueWorkIsr(p.clone()));
+}
+
+struct LockIsr(HostPlatform, wv_host::HostSpinLock<()>);
+impl InterruptService for LockIsr {
+    fn service(&self) -> bool {
+        let _g = self.1.lock();
+        let _ = &self.0;
+        true
+    }
+}
+
+#[test]
+#[should_panic(expected = "verifier: spin lock acquired at DIRQL")]
+fn spin_lock_above_dispatch() {
+    let p = HostPlatform::deterministic();
+    p.interrupt(&LockIsr(p.clone(), p.spin_lock(())));
+}
+
+#[test]
+#[should_panic(expected = "verifier: spin lock acquired recursively")]
+fn recursive_spin_lock() {
+    let p = HostPlatform::deterministic();
+    let lock = p.spin_lock(());
+    let _a = lock.lock();
+    let _b = lock.lock();
+}
+
+struct CompleteIsr(std::sync::Mutex<Option<wv_host::HostRequest>>);
+impl InterruptService for CompleteIsr {
+    fn service(&self) -> bool {
+        if let Some(r) = self.0.lock().unwrap().take() {
+            r.complete(NtStatus::SUCCESS, 0);
+        }
+        true
+    }
+}
+
+#[test]
+#[should_panic(expected = "completed at DIRQL")]
+fn completion_above_dispatch() {
+    let p = HostPlatform::deterministic();
+    let pp = p.clone();
+    let mgr = manager_with(&p, move |_, _, request| {
+        pp.interrupt(&CompleteIsr(std::sync::Mutex::new(Some(request))));
+    });
+    let file = mgr.open().unwrap();
+    let _ = file.device_io_control(1, &[], 0);
+}
+
+struct CreateCqInDpc(Arc<FakeVerbs>, wv_host::fake_verbs::FakeCa);
+impl wv_hal::Dpc for CreateCqInDpc {
+    fn run(&self) {
+        let _ = self
+            .0
+            .create_cq(&self.1, 4, Arc::new(NoSink), &mut Umv::none());
+    }
+}
+
+#[test]
+#[should_panic(expected = "verifier: FakeVerbs::CreateCq at DISPATCH_LEVEL")]
+fn lower_verb_called_at_dispatch() {
+    let p = HostPlatform::deterministic();
+    let fake = FakeVerbs::with_defaults(&p);
+    let ca = fake.open_ca(&mut Umv::none(), Arc::new(NoCa)).unwrap();
+    let dpc: Arc<dyn wv_hal::Dpc> = Arc::new(CreateCqInDpc(Arc::clone(&fake), ca));
+    p.queue_dpc(&dpc);
+    p.run_until_idle();
+}
+
+#[test]
+#[should_panic(expected = "verifier: wait on an event that nothing queued can set")]
+fn deterministic_wait_that_can_never_end() {
+    let p = HostPlatform::deterministic();
+    p.event().wait();
+}
+
+#[test]
+fn threaded_violations_are_recorded_and_fail_teardown() {
+    let p = HostPlatform::threaded(2);
+    p.queue_work(Arc::new(LeakLock(p.spin_lock(())))).unwrap();
+    p.run_until_idle();
+    assert_eq!(
+        p.verifier().violations(),
+        vec!["verifier: spin lock held across return to PASSIVE_LEVEL (in work item)".to_owned()]
+    );
+    let teardown =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.shutdown())).unwrap_err();
+    let message = teardown.downcast_ref::<String>().unwrap();
+    assert!(message.contains("1 violation(s)"), "{message}");
+    assert!(message.contains("(in work item)"), "{message}");
+}
+
+struct Panics;
+impl WorkItem for Panics {
+    fn run(&self) {
+        panic!("boom");
+    }
+}
+
+#[test]
+fn a_panic_on_a_worker_is_recorded() {
+    let p = HostPlatform::threaded(1);
+    p.queue_work(Arc::new(Panics)).unwrap();
+    p.run_until_idle();
+    assert_eq!(
+        p.verifier().take_violations(),
+        vec!["panic on a worker thread: boom".to_owned()]
+    );
+    p.shutdown();
+}
