@@ -26,7 +26,9 @@ pub mod verbs;
 
 pub use driver::FilterDriver;
 pub use irql::Irql;
-pub use platform::{Dpc, Event, IoRequest, Platform, RequestQueue, SpinLock, WorkItem};
+pub use platform::{
+    Dpc, Event, InterruptService, IoRequest, Platform, RequestQueue, SpinLock, WorkItem,
+};
 pub use types::*;
 pub use verbs::{CaEventSink, CqEventSink, QpEventSink, SrqEventSink, Umv, Verbs, VerbsError};
 pub use wv_abi::NtStatus;

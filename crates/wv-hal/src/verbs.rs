@@ -34,11 +34,23 @@ impl<'a> Umv<'a> {
     /// Vendor data over `buf` with the given lengths.
     pub fn new(command: u32, input_len: usize, output_len: usize, buf: &'a mut [u8]) -> Self {
         debug_assert!(buf.len() >= input_len.max(output_len));
-        Umv { command, status: 0, input_len, output_len, buf }
+        Umv {
+            command,
+            status: 0,
+            input_len,
+            output_len,
+            buf,
+        }
     }
     /// No vendor data (a kernel consumer, or a creation IOCTL that carried none).
     pub fn none() -> Umv<'static> {
-        Umv { command: 0, status: 0, input_len: 0, output_len: 0, buf: &mut [] }
+        Umv {
+            command: 0,
+            status: 0,
+            input_len: 0,
+            output_len: 0,
+            buf: &mut [],
+        }
     }
     /// The vendor input bytes.
     pub fn input(&self) -> &[u8] {
@@ -142,8 +154,11 @@ pub trait Verbs: Send + Sync + 'static {
     ///
     /// # Errors
     /// Any [`VerbsError`]; the driver answers `STATUS_UNSUCCESSFUL`.
-    fn open_ca(&self, umv: &mut Umv<'_>, events: Arc<dyn CaEventSink>)
-    -> Result<Self::Ca, VerbsError>;
+    fn open_ca(
+        &self,
+        umv: &mut Umv<'_>,
+        events: Arc<dyn CaEventSink>,
+    ) -> Result<Self::Ca, VerbsError>;
     /// Unregisters the events and closes the user-mode open (`unregister_event_handler` +
     /// `um_close_ca`).
     fn close_ca(&self, ca: Self::Ca);
@@ -230,8 +245,7 @@ pub trait Verbs: Send + Sync + 'static {
     ///
     /// # Errors
     /// `InvalidSetting` when too large, `InvalidParameter` when smaller than its contents.
-    fn resize_cq(&self, cq: &Self::Cq, entries: u32, umv: &mut Umv<'_>)
-    -> Result<u32, VerbsError>;
+    fn resize_cq(&self, cq: &Self::Cq, entries: u32, umv: &mut Umv<'_>) -> Result<u32, VerbsError>;
     /// Destroys a completion queue (`destroy_cq`).
     fn destroy_cq(&self, cq: Self::Cq);
 

@@ -148,33 +148,17 @@ impl<D: FilterDriver<HostPlatform>> File<D> {
     /// control device's parallel queue. The returned [`Io`] says whether the driver completed
     /// inline or the caller got STATUS_PENDING.
     pub fn device_io_control(&self, code: u32, input: &[u8], output_len: usize) -> Io {
-        let core = &self.core;
-        let shared = &core.platform.shared;
-        let level = irql::current();
-        if level != Irql::Passive {
-            shared.verifier.fail(format!(
-                "verifier: DeviceIoControl issued at {}",
-                level.name()
-            ));
-        }
-        let reference: Box<dyn Send> = Box::new(Arc::clone(core));
-        let irp = Irp::new(Arc::clone(shared), core.id, reference);
-        {
-            let mut irps = core.irps.lock();
-            irps.retain(|w| w.upgrade().is_some_and(|irp| irp.result().is_none()));
-            irps.push(Arc::downgrade(&irp));
-        }
-        let request = HostRequest::new(Arc::clone(&irp), code, input, output_len);
-        irql::run_callback(&shared.verifier, "device_io_control", Irql::Passive, || {
-            core.driver.device_io_control(core.state(), request);
-        });
-        irp.dispatching.store(false, Ordering::SeqCst);
-        let pending = !irp.completed_inline();
-        Io {
-            irp,
-            pending,
-            platform: core.platform.clone(),
-        }
+        dispatch(&self.core, code, input, output_len)
+    }
+
+    /// CloseHandle of the last handle racing a DeviceIoControl on another thread that the I/O
+    /// manager has already referenced the file object for: cleanup runs first (as [`Drop`]
+    /// does), then the IRP reaches the driver's `device_io_control` for the cleaned-up file.
+    /// The driver must fail it (WinVerbs answers `STATUS_FILE_CLOSED`), not touch freed state.
+    pub fn close_racing_ioctl(self, code: u32, input: &[u8], output_len: usize) -> Io {
+        let core = Arc::clone(&self.core);
+        drop(self);
+        dispatch(&core, code, input, output_len)
     }
 
     /// CancelIoEx(handle, overlapped of `io`): cancels the IRP if it is parked in a queue (the
@@ -186,6 +170,41 @@ impl<D: FilterDriver<HostPlatform>> File<D> {
             return false;
         }
         io.irp.cancel()
+    }
+}
+
+/// Builds the METHOD_BUFFERED IRP for the file and calls the driver's `device_io_control`.
+fn dispatch<D: FilterDriver<HostPlatform>>(
+    core: &Arc<FileCore<D>>,
+    code: u32,
+    input: &[u8],
+    output_len: usize,
+) -> Io {
+    let shared = &core.platform.shared;
+    let level = irql::current();
+    if level != Irql::Passive {
+        shared.verifier.fail(format!(
+            "verifier: DeviceIoControl issued at {}",
+            level.name()
+        ));
+    }
+    let reference: Box<dyn Send> = Box::new(Arc::clone(core));
+    let irp = Irp::new(Arc::clone(shared), core.id, reference);
+    {
+        let mut irps = core.irps.lock();
+        irps.retain(|w| w.upgrade().is_some_and(|irp| irp.result().is_none()));
+        irps.push(Arc::downgrade(&irp));
+    }
+    let request = HostRequest::new(Arc::clone(&irp), code, input, output_len);
+    irql::run_callback(&shared.verifier, "device_io_control", Irql::Passive, || {
+        core.driver.device_io_control(core.state(), request);
+    });
+    irp.dispatching.store(false, Ordering::SeqCst);
+    let pending = !irp.completed_inline();
+    Io {
+        irp,
+        pending,
+        platform: core.platform.clone(),
     }
 }
 
