@@ -1,0 +1,257 @@
+//! Completion queues: create/destroy/resize and the notification queues completed from the
+//! controller's DPC.
+
+use alloc::sync::Arc;
+use core::mem::size_of;
+
+use wv_abi::consts::WV_CQ_ERROR;
+use wv_abi::encode::{write_data, write_id, write_verb_info};
+use wv_abi::{NtStatus, WV_IO_ID};
+use wv_hal::{CqEventSink, Event, IoRequest, Platform, RequestQueue, SpinLock, Verbs};
+
+use crate::DriverConfig;
+use crate::device::DeviceObj;
+use crate::dispatch::{VendorLens, with_umv};
+use crate::driver::Shared;
+use crate::ids::IdTable;
+use crate::notify::complete_all;
+use crate::provider::{Object, Provider, Tables};
+use crate::status::verbs_status;
+use crate::sync::{Handle, RefCount};
+
+/// The parked CQ_NOTIFYs of one CQ; also the CQ's event sink.
+pub(crate) struct CqNotify<P: Platform> {
+    /// NEXT_COMPLETION / SOLICITED (and 8-byte BatchNotify) waiters.
+    queue: P::Queue,
+    /// WV_CQ_ERROR waiters.
+    error_queue: P::Queue,
+    /// Sticky error (fix of spec §7.1-d): once the CQ has had an async error, every later
+    /// CQ_NOTIFY fails at once instead of waiting for an event that already happened. The lock
+    /// makes "check, then park" atomic against "set, then flush".
+    error: P::SpinLock<bool>,
+    /// Debug fault: an event to wait on inside the DPC callback.
+    block: Option<P::Event>,
+}
+
+impl<P: Platform> CqNotify<P> {
+    fn complete_all(&self, status: NtStatus) {
+        complete_all::<P>(&self.queue, status);
+        complete_all::<P>(&self.error_queue, status);
+    }
+}
+
+impl<P: Platform> CqEventSink for CqNotify<P> {
+    /// DISPATCH_LEVEL, from the controller's DPC: every parked completion waiter ends here,
+    /// with no thread hop. The CQ is not re-armed: user mode arms it after queueing a notify.
+    fn on_completion(&self) {
+        if let Some(block) = &self.block {
+            block.wait();
+        }
+        complete_all::<P>(&self.queue, NtStatus::SUCCESS);
+    }
+
+    fn on_error(&self) {
+        *self.error.lock() = true;
+        self.complete_all(NtStatus::UNEXPECTED_IO_ERROR);
+    }
+}
+
+/// A completion queue (OFW `WV_COMPLETION_QUEUE`).
+pub(crate) struct CqObj<P: Platform, V: Verbs> {
+    pub dev: Arc<DeviceObj<P, V>>,
+    pub cq: Handle<P, V::Cq>,
+    /// QPs and IOCTLs in flight.
+    pub refs: RefCount,
+    notify: Arc<CqNotify<P>>,
+}
+
+impl<P: Platform, V: Verbs> CqObj<P, V> {
+    pub fn destroy_handles(&self, lower: &V, config: &DriverConfig) {
+        if let Some(cq) = self.cq.take() {
+            if config.debug_faults.leak_cq_on_destroy {
+                core::mem::forget(cq);
+            } else {
+                lower.destroy_cq(cq);
+            }
+        }
+    }
+
+    /// Ends every parked notify with `status` (device removal).
+    pub fn fail_parked(&self, status: NtStatus) {
+        self.notify.complete_all(status);
+    }
+}
+
+impl<P: Platform, V: Verbs> Object<P, V> for CqObj<P, V> {
+    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<Arc<Self>> {
+        &mut tables.cqs
+    }
+    fn device(this: &Arc<Self>) -> &Arc<DeviceObj<P, V>> {
+        &this.dev
+    }
+    fn refs(&self) -> &RefCount {
+        &self.refs
+    }
+    fn teardown(this: Arc<Self>, shared: &Shared<P, V>) {
+        if let Some(lower) = this.dev.lower() {
+            this.destroy_handles(&lower, &shared.config);
+        }
+        // No callback runs after destroy_cq: purging now ends every waiter for good.
+        this.notify.queue.purge();
+        this.notify.error_queue.purge();
+        this.dev.refs.put();
+    }
+}
+
+/// CQ_CREATE `{Id = device, Data = entries}` → `{Id = cq, Data = actual size}`. Runs in the
+/// caller's context (spec §7.1-l). A bad device id is `STATUS_NO_SUCH_DEVICE`.
+pub(crate) fn cq_create<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    mut req: P::Request,
+    id: WV_IO_ID,
+    vendor: VendorLens,
+) {
+    let Some(dev) = prov.acquire::<DeviceObj<P, V>>(id.Id) else {
+        return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
+    };
+    let (Some(lower), Some(ca)) = (dev.lower(), dev.ca.get()) else {
+        return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
+    };
+    let platform = prov.platform();
+    // Both queues or no CQ (spec §7.1-k).
+    let queues = platform
+        .create_queue()
+        .and_then(|q| Ok((q, platform.create_queue()?)));
+    let (queue, error_queue) = match queues {
+        Ok(queues) => queues,
+        Err(status) => return req.complete(status, 0),
+    };
+    let block = prov
+        .shared
+        .config
+        .debug_faults
+        .block_in_cq_callback
+        .then(|| platform.event());
+    let notify: Arc<CqNotify<P>> = Arc::new(CqNotify {
+        queue,
+        error_queue,
+        error: platform.spin_lock(false),
+        block,
+    });
+    let sink: Arc<dyn CqEventSink> = notify.clone();
+    let (created, verb_info) = with_umv(
+        &mut req,
+        size_of::<WV_IO_ID>(),
+        id.VerbInfo,
+        vendor,
+        |umv| lower.create_cq(&ca, id.Data, sink, umv),
+    );
+    let (cq, entries) = match created {
+        Ok(created) => created,
+        Err(e) => {
+            notify.queue.purge();
+            notify.error_queue.purge();
+            return req.complete(verbs_status(e), 0);
+        }
+    };
+    dev.refs.get();
+    let obj = Arc::new(CqObj {
+        dev: Arc::clone(dev.arc()),
+        cq: Handle::new(platform, cq),
+        refs: RefCount::default(),
+        notify,
+    });
+    let Some(new_id) = prov.insert(Arc::clone(&obj)) else {
+        CqObj::teardown(obj, &prov.shared);
+        return req.complete(NtStatus::NO_MEMORY, 0);
+    };
+    let buf = req.buffer_mut();
+    write_id(buf, new_id).ok();
+    write_data(buf, entries).ok();
+    write_verb_info(buf, verb_info).ok();
+    let len = req.output_len();
+    req.complete(NtStatus::SUCCESS, len);
+}
+
+/// CQ_DESTROY: `STATUS_ACCESS_DENIED` while QPs use the CQ; parked notifies end with
+/// `STATUS_CANCELLED`.
+pub(crate) fn cq_destroy<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
+    let status = prov.destroy::<CqObj<P, V>>(id, NtStatus::NOT_FOUND, false);
+    req.complete(status, 0);
+}
+
+/// CQ_RESIZE `{Id = cq, Data = entries}` → `Data = actual`. A verbs failure is
+/// `STATUS_UNSUCCESSFUL` with `Information = outlen` (OFW; nothing reaches user mode).
+pub(crate) fn cq_resize<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    mut req: P::Request,
+    id: WV_IO_ID,
+    vendor: VendorLens,
+) {
+    let Some(cq) = prov.acquire::<CqObj<P, V>>(id.Id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let (Some(lower), Some(handle)) = (cq.dev.lower(), cq.cq.get()) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let (resized, verb_info) = with_umv(
+        &mut req,
+        size_of::<WV_IO_ID>(),
+        id.VerbInfo,
+        vendor,
+        |umv| lower.resize_cq(&handle, id.Data, umv),
+    );
+    let (status, entries) = match resized {
+        Ok(entries) => (NtStatus::SUCCESS, entries),
+        Err(e) => (verbs_status(e), id.Data),
+    };
+    let buf = req.buffer_mut();
+    write_data(buf, entries).ok();
+    write_verb_info(buf, verb_info).ok();
+    let len = req.output_len();
+    req.complete(status, len);
+}
+
+/// CQ_NOTIFY `{Id = cq, Data = type}`: parks on the error queue for `WV_CQ_ERROR`, otherwise
+/// on the completion queue. The kernel does not arm the CQ: user mode does, after this
+/// returns. `batch` is `IWVCompletionQueue::BatchNotify`'s 8-byte form (fix of spec §7.1-a):
+/// parked as a next-completion notify, a superset of "wake me when a batch is done" (spurious
+/// wake-ups are allowed).
+pub(crate) fn cq_notify<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    req: P::Request,
+    id: u64,
+    kind: u32,
+) {
+    let Some(cq) = prov.acquire::<CqObj<P, V>>(id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let notify = &cq.notify;
+    let queue = if kind == WV_CQ_ERROR {
+        &notify.error_queue
+    } else {
+        &notify.queue
+    };
+    let refused = {
+        let error = notify.error.lock();
+        if *error {
+            Some((req, NtStatus::UNEXPECTED_IO_ERROR))
+        } else {
+            queue.park(req).err()
+        }
+    };
+    drop(cq);
+    if let Some((req, status)) = refused {
+        req.complete(status, 0);
+    }
+}
+
+/// CQ_CANCEL: every parked notify of both queues ends with `STATUS_CANCELLED`.
+pub(crate) fn cq_cancel<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
+    let Some(cq) = prov.acquire::<CqObj<P, V>>(id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    cq.notify.complete_all(NtStatus::CANCELLED);
+    drop(cq);
+    req.complete(NtStatus::SUCCESS, 0);
+}

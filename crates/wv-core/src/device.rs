@@ -1,0 +1,514 @@
+//! Opened devices (OFW `WV_DEVICE`): DEVICE_OPEN/CLOSE/QUERY, port/GID/pkey queries, port event
+//! notification, and device removal.
+
+use alloc::sync::{Arc, Weak};
+use alloc::vec::Vec;
+use core::mem::size_of;
+
+use wv_abi::encode::{write_array, write_at, write_id, write_prefix, write_verb_info};
+use wv_abi::{
+    NtStatus, WV_IO_DEVICE_PORT_QUERY, WV_IO_GID, WV_IO_ID, WV_IO_PORT_ATTRIBUTES, read_prefix,
+};
+use wv_hal::{
+    CaEvent, CaEventKind, CaEventSink, Event, IoRequest, Platform, RequestQueue, SpinLock, Verbs,
+};
+
+use crate::convert::{device_attr_to_abi, port_attr_to_abi, port_event_flag};
+use crate::dispatch::{VendorLens, with_umv};
+use crate::driver::{RdmaDevice, Shared};
+use crate::ids::IdTable;
+use crate::notify::{complete_all, take_all};
+use crate::provider::{Held, Object, Provider, Tables};
+use crate::status::REMOVED;
+use crate::sync::{Gate, Handle, RefCount};
+
+/// One port's notification state (OFW `WV_PORT`).
+pub(crate) struct Port<P: Platform> {
+    /// Parked DEVICE_NOTIFYs.
+    queue: P::Queue,
+    /// Events that arrived while nobody waited; they accumulate until the next DEVICE_NOTIFY.
+    /// The lock also makes "flags are 0, so park" atomic against "set flags, then complete
+    /// whoever is parked".
+    flags: P::SpinLock<u32>,
+}
+
+/// The ports of an opened device; shared with the device's event sink.
+pub(crate) struct Ports<P: Platform> {
+    ports: Vec<Port<P>>,
+}
+
+impl<P: Platform> Ports<P> {
+    /// Adds `event` to the port's flags and completes every parked DEVICE_NOTIFY with the
+    /// accumulated flags (`Information = 4`); the flags clear only if someone was waiting
+    /// (OFW `WvDeviceCompleteRequests`). IRQL <= DISPATCH_LEVEL.
+    fn signal(&self, index: usize, status: NtStatus, event: u32) {
+        let port = &self.ports[index];
+        let (value, requests) = {
+            let mut flags = port.flags.lock();
+            *flags |= event;
+            let value = *flags;
+            let requests = take_all::<P>(&port.queue);
+            if !requests.is_empty() {
+                *flags = 0;
+            }
+            (value, requests)
+        };
+        for mut request in requests {
+            write_at(request.buffer_mut(), 0, &value).ok();
+            request.complete(status, size_of::<u32>());
+        }
+    }
+
+    fn purge(&self) {
+        for port in &self.ports {
+            port.queue.purge();
+        }
+    }
+
+    fn fail_all(&self, status: NtStatus) {
+        for port in &self.ports {
+            complete_all::<P>(&port.queue, status);
+        }
+    }
+}
+
+/// Receives the lower device's asynchronous events at DISPATCH_LEVEL and completes the port
+/// notifies directly (no thread hop).
+struct PortSink<P: Platform> {
+    ports: Arc<Ports<P>>,
+}
+
+impl<P: Platform> CaEventSink for PortSink<P> {
+    fn on_event(&self, event: CaEvent) {
+        let flag = port_event_flag(event.kind);
+        if flag == 0 {
+            return;
+        }
+        if event.kind == CaEventKind::LocalFatal {
+            for index in 0..self.ports.ports.len() {
+                self.ports.signal(index, NtStatus::SUCCESS, flag);
+            }
+        } else if let Some(index) = usize::from(event.port).checked_sub(1)
+            && index < self.ports.ports.len()
+        {
+            // OFW only asserts the port number; an event for a port we do not know is dropped.
+            self.ports.signal(index, NtStatus::SUCCESS, flag);
+        }
+    }
+}
+
+/// An opened device (OFW `WV_DEVICE`).
+pub(crate) struct DeviceObj<P: Platform, V: Verbs> {
+    pub rdma: Arc<RdmaDevice<P, V>>,
+    /// The file it belongs to, so removal can find its children.
+    pub provider: Weak<Provider<P, V>>,
+    pub ca: Handle<P, V::Ca>,
+    /// Users of this device's verbs handles (every object of the device shares it); removal
+    /// closes it and waits before destroying them (OFW's provider remove lock, per device).
+    pub gate: Gate<P>,
+    /// Set when removal has destroyed every verbs handle of the device.
+    pub removed: P::Event,
+    /// PDs, CQs and IOCTLs in flight.
+    pub refs: RefCount,
+    ports: Arc<Ports<P>>,
+}
+
+impl<P: Platform, V: Verbs> DeviceObj<P, V> {
+    pub fn lower(&self) -> Option<Arc<V>> {
+        self.rdma.lower()
+    }
+
+    /// 0-based index of a 1-based port number, if the device has it (OFW decrements the byte
+    /// and compares unsigned, so port 0 is out of range too).
+    fn port_index(&self, port: u32) -> Option<usize> {
+        let index = usize::try_from(port.checked_sub(1)?).ok()?;
+        (index < self.ports.ports.len()).then_some(index)
+    }
+}
+
+impl<P: Platform, V: Verbs> Object<P, V> for DeviceObj<P, V> {
+    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<Arc<Self>> {
+        &mut tables.devices
+    }
+    fn device(this: &Arc<Self>) -> &Arc<DeviceObj<P, V>> {
+        this
+    }
+    fn refs(&self) -> &RefCount {
+        &self.refs
+    }
+    fn teardown(this: Arc<Self>, _shared: &Shared<P, V>) {
+        if let Some(ca) = this.ca.take()
+            && let Some(lower) = this.lower()
+        {
+            lower.close_ca(ca);
+        }
+        // After close_ca no event callback runs, so nothing parks or signals any more.
+        this.ports.purge();
+        let me = Arc::as_ptr(&this);
+        this.rdma
+            .opens
+            .lock()
+            .retain(|d| d.as_ptr() != me && d.strong_count() > 0);
+    }
+}
+
+/// DEVICE_OPEN (OFW `WvDeviceOpen`).
+pub(crate) fn device_open<P: Platform, V: Verbs>(
+    prov: &Arc<Provider<P, V>>,
+    mut req: P::Request,
+    id: WV_IO_ID,
+    vendor: VendorLens,
+) {
+    let shared = &prov.shared;
+    let Some(rdma) = shared.enter_device(id.Id) else {
+        return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
+    };
+    let status = open(prov, &mut req, &rdma, id, vendor);
+    rdma.gate.leave();
+    match status {
+        Ok(()) => {
+            let len = req.output_len();
+            req.complete(NtStatus::SUCCESS, len);
+        }
+        Err(status) => req.complete(status, 0),
+    }
+}
+
+fn open<P: Platform, V: Verbs>(
+    prov: &Arc<Provider<P, V>>,
+    req: &mut P::Request,
+    rdma: &Arc<RdmaDevice<P, V>>,
+    id: WV_IO_ID,
+    vendor: VendorLens,
+) -> Result<(), NtStatus> {
+    let platform = prov.platform();
+    let lower = rdma.lower().ok_or(NtStatus::NO_SUCH_DEVICE)?;
+    // One notify queue per port. Every failure is reported (OFW §7.1-k: no queue, no device).
+    let attr = lower.query_ca().map_err(|_| NtStatus::UNSUCCESSFUL)?;
+    let mut ports = Vec::with_capacity(usize::from(attr.port_count));
+    for _ in 0..attr.port_count {
+        let queue = platform
+            .create_queue()
+            .map_err(|_| NtStatus::UNSUCCESSFUL)?;
+        ports.push(Port {
+            queue,
+            flags: platform.spin_lock(0),
+        });
+    }
+    let ports = Arc::new(Ports { ports });
+    let sink = Arc::new(PortSink {
+        ports: Arc::clone(&ports),
+    });
+    let (ca, verb_info) = with_umv(req, size_of::<WV_IO_ID>(), id.VerbInfo, vendor, |umv| {
+        lower.open_ca(umv, sink)
+    });
+    let Ok(ca) = ca else {
+        ports.purge();
+        return Err(NtStatus::UNSUCCESSFUL);
+    };
+    let dev = Arc::new(DeviceObj {
+        rdma: Arc::clone(rdma),
+        provider: Arc::downgrade(prov),
+        ca: Handle::new(platform, ca),
+        gate: Gate::new(platform),
+        removed: platform.event(),
+        refs: RefCount::default(),
+        ports,
+    });
+    rdma.opens.lock().push(Arc::downgrade(&dev));
+    // OFW §7.1-b: its id-table failure path kept the provider mutex; here no lock is held.
+    let Some(new_id) = prov.insert(Arc::clone(&dev)) else {
+        DeviceObj::teardown(dev, &prov.shared);
+        return Err(NtStatus::NO_MEMORY);
+    };
+    let buf = req.buffer_mut();
+    write_id(buf, new_id).ok();
+    write_verb_info(buf, verb_info).ok();
+    Ok(())
+}
+
+/// DEVICE_CLOSE: `STATUS_NO_SUCH_DEVICE` for an unknown id, `STATUS_ACCESS_DENIED` while PDs,
+/// CQs or IOCTLs use the device.
+pub(crate) fn device_close<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
+    let status = prov.destroy::<DeviceObj<P, V>>(id, NtStatus::NO_SUCH_DEVICE, false);
+    req.complete(status, 0);
+}
+
+/// DEVICE_QUERY. A failing `query_ca` is `STATUS_NO_MEMORY`, as in OFW (its query helper
+/// returned NULL for both).
+pub(crate) fn device_query<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    mut req: P::Request,
+    id: u64,
+) {
+    let Some(dev) = prov.acquire::<DeviceObj<P, V>>(id) else {
+        return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
+    };
+    let attr = dev.lower().map(|lower| lower.query_ca());
+    drop(dev);
+    match attr {
+        Some(Ok(attr)) => {
+            let info = write_prefix(req.buffer_mut(), &device_attr_to_abi(&attr)).unwrap_or(0);
+            req.complete(NtStatus::SUCCESS, info);
+        }
+        _ => req.complete(NtStatus::NO_MEMORY, 0),
+    }
+}
+
+/// The device (held, so removal waits for the caller's queries), its verbs interface and the
+/// port of a port query, or the status to fail it with.
+#[allow(clippy::type_complexity)]
+fn port_of<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    query: &WV_IO_DEVICE_PORT_QUERY,
+) -> Result<(Held<P, V, DeviceObj<P, V>>, Arc<V>, u8), NtStatus> {
+    let dev = prov
+        .acquire::<DeviceObj<P, V>>(query.Id)
+        .ok_or(NtStatus::NO_SUCH_DEVICE)?;
+    dev.port_index(u32::from(query.PortNumber))
+        .ok_or(NtStatus::INVALID_PORT_HANDLE)?;
+    let lower = dev.lower().ok_or(NtStatus::NO_SUCH_DEVICE)?;
+    Ok((dev, lower, query.PortNumber))
+}
+
+/// DEVICE_PORT_QUERY: `Information = 52`; the three tail padding bytes are left as they were.
+pub(crate) fn port_query<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    mut req: P::Request,
+    query: WV_IO_DEVICE_PORT_QUERY,
+) {
+    let attr = port_of(prov, &query)
+        .and_then(|(_dev, lower, port)| lower.query_port(port).map_err(|_| NtStatus::NO_MEMORY));
+    match attr {
+        Ok(attr) => {
+            let buf = req.buffer_mut();
+            let mut out: WV_IO_PORT_ATTRIBUTES = read_prefix(buf).unwrap_or_default();
+            port_attr_to_abi(&mut out, &attr);
+            let info = write_prefix(buf, &out).unwrap_or(0);
+            req.complete(NtStatus::SUCCESS, info);
+        }
+        Err(status) => req.complete(status, 0),
+    }
+}
+
+/// DEVICE_GID_QUERY: as many GIDs as fit; `STATUS_MORE_ENTRIES` when the table is longer.
+pub(crate) fn gid_query<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    req: P::Request,
+    query: WV_IO_DEVICE_PORT_QUERY,
+    output_len: usize,
+) {
+    let table = port_of(prov, &query).and_then(|(_dev, lower, port)| {
+        let attr = lower.query_port(port).map_err(|_| NtStatus::NO_MEMORY)?;
+        let fit = (output_len / size_of::<WV_IO_GID>()).min(attr.gid_table_len as usize);
+        let mut gids = Vec::with_capacity(fit);
+        for index in 0..fit as u32 {
+            let raw = lower
+                .query_gid(port, index)
+                .map_err(|_| NtStatus::NO_MEMORY)?;
+            gids.push(WV_IO_GID { Raw: raw });
+        }
+        Ok((gids, attr.gid_table_len as usize))
+    });
+    complete_table(req, table, write_array);
+}
+
+/// DEVICE_PKEY_QUERY: as many pkeys (NET16 as stored) as fit; `STATUS_MORE_ENTRIES` when the
+/// table is longer.
+pub(crate) fn pkey_query<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    req: P::Request,
+    query: WV_IO_DEVICE_PORT_QUERY,
+    output_len: usize,
+) {
+    let table = port_of(prov, &query).and_then(|(_dev, lower, port)| {
+        let attr = lower.query_port(port).map_err(|_| NtStatus::NO_MEMORY)?;
+        let fit = (output_len / size_of::<u16>()).min(usize::from(attr.pkey_table_len));
+        let mut pkeys = Vec::with_capacity(fit);
+        for index in 0..fit as u16 {
+            pkeys.push(
+                lower
+                    .query_pkey(port, index)
+                    .map_err(|_| NtStatus::NO_MEMORY)?,
+            );
+        }
+        Ok((pkeys, usize::from(attr.pkey_table_len)))
+    });
+    complete_table(req, table, write_array);
+}
+
+/// Completes a GID/pkey query: copies as many entries as fit, `Information` = bytes copied,
+/// `STATUS_MORE_ENTRIES` (a success) when the table was longer than the output.
+fn complete_table<R: IoRequest, T: Copy>(
+    mut request: R,
+    table: Result<(Vec<T>, usize), NtStatus>,
+    write: impl Fn(&mut [u8], &[T]) -> (NtStatus, usize),
+) {
+    match table {
+        Ok((items, total)) => {
+            let (_, info) = write(request.buffer_mut(), &items);
+            let status = if items.len() < total {
+                NtStatus::MORE_ENTRIES
+            } else {
+                NtStatus::SUCCESS
+            };
+            request.complete(status, info);
+        }
+        Err(status) => request.complete(status, 0),
+    }
+}
+
+/// DEVICE_NOTIFY: completes at once with the accumulated port flags if any, otherwise parks
+/// until the next port event. Bad device id: `STATUS_NOT_FOUND` (not NO_SUCH_DEVICE, as in
+/// OFW); bad port: `STATUS_INVALID_PORT_HANDLE`.
+pub(crate) fn device_notify<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    req: P::Request,
+    id: WV_IO_ID,
+) {
+    let Some(dev) = prov.acquire::<DeviceObj<P, V>>(id.Id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let Some(index) = dev.port_index(id.Data) else {
+        return req.complete(NtStatus::INVALID_PORT_HANDLE, 0);
+    };
+    let port = &dev.ports.ports[index];
+    let outcome = {
+        let mut flags = port.flags.lock();
+        if *flags != 0 {
+            Notify::Ready(req, core::mem::take(&mut *flags))
+        } else {
+            // Parked under the flags lock, so an event cannot slip in between the check and
+            // the park.
+            match port.queue.park(req) {
+                Ok(()) => Notify::Parked,
+                Err((req, status)) => Notify::Refused(req, status),
+            }
+        }
+    };
+    drop(dev);
+    match outcome {
+        Notify::Parked => {}
+        Notify::Ready(mut req, value) => {
+            write_at(req.buffer_mut(), 0, &value).ok();
+            req.complete(NtStatus::SUCCESS, size_of::<u32>());
+        }
+        Notify::Refused(req, status) => req.complete(status, 0),
+    }
+}
+
+/// What DEVICE_NOTIFY did with its request under the port lock.
+enum Notify<R> {
+    Parked,
+    Ready(R, u32),
+    Refused(R, NtStatus),
+}
+
+/// DEVICE_CANCEL: every parked DEVICE_NOTIFY of every port completes with `STATUS_CANCELLED`
+/// (`Information = 4`, the flags travel in the buffer but an error status is not copied back).
+pub(crate) fn device_cancel<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    req: P::Request,
+    id: u64,
+) {
+    let Some(dev) = prov.acquire::<DeviceObj<P, V>>(id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    for index in 0..dev.ports.ports.len() {
+        dev.ports.signal(index, NtStatus::CANCELLED, 0);
+    }
+    drop(dev);
+    req.complete(NtStatus::SUCCESS, 0);
+}
+
+/// Lower-device removal of one opened device (fix of spec §7.1-e): waits for every user of
+/// its handles, completes every request parked on it or its objects with
+/// `STATUS_DEVICE_REMOVED`, destroys every verbs handle in OFW's order (MW, AH, MR, QP, SRQ, PD,
+/// CQ, then the device itself) and marks it removed. The objects stay in their id tables:
+/// later calls fail as OFW's `Acquire` would, destroys still succeed.
+pub(crate) fn remove<P: Platform, V: Verbs>(dev: &Arc<DeviceObj<P, V>>, shared: &Shared<P, V>) {
+    dev.gate.close();
+    dev.gate.wait_drained(&shared.platform);
+    let mine = |other: &Arc<DeviceObj<P, V>>| Arc::ptr_eq(other, dev);
+    let (mws, ahs, pds, qps, srqs, cqs) = match dev.provider.upgrade() {
+        Some(prov) => {
+            let tables = prov.tables.lock();
+            (
+                tables
+                    .mws
+                    .values()
+                    .filter(|o| mine(&o.dev))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+                tables
+                    .ahs
+                    .values()
+                    .filter(|o| mine(&o.dev))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+                tables
+                    .pds
+                    .values()
+                    .filter(|o| mine(&o.dev))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+                tables
+                    .qps
+                    .values()
+                    .filter(|o| mine(&o.dev))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+                tables
+                    .srqs
+                    .values()
+                    .filter(|o| mine(&o.dev))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+                tables
+                    .cqs
+                    .values()
+                    .filter(|o| mine(&o.dev))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            )
+        }
+        None => Default::default(),
+    };
+    dev.ports.fail_all(REMOVED);
+    for cq in &cqs {
+        cq.fail_parked(REMOVED);
+    }
+    for srq in &srqs {
+        srq.fail_parked(REMOVED);
+    }
+    for qp in &qps {
+        qp.fail_parked(REMOVED);
+    }
+    if let Some(lower) = dev.lower() {
+        for mw in &mws {
+            mw.destroy_handles(&lower);
+        }
+        for ah in &ahs {
+            ah.destroy_handles(&lower);
+        }
+        for pd in &pds {
+            pd.deregister_all(&lower);
+        }
+        for qp in &qps {
+            qp.destroy_handles(&lower);
+        }
+        for srq in &srqs {
+            srq.destroy_handles(&lower);
+        }
+        for pd in &pds {
+            pd.destroy_handles(&lower);
+        }
+        for cq in &cqs {
+            cq.destroy_handles(&lower, &shared.config);
+        }
+        if let Some(ca) = dev.ca.take() {
+            lower.close_ca(ca);
+        }
+    }
+    dev.removed.set();
+}

@@ -1,0 +1,362 @@
+//! Protection domains and what hangs off them: memory regions (kept in the PD by lkey, as in
+//! OFW), memory windows and address handles.
+
+use alloc::collections::BTreeMap;
+use alloc::sync::Arc;
+use core::mem::size_of;
+
+use wv_abi::encode::{write_data, write_id, write_prefix, write_verb_info};
+use wv_abi::{NtStatus, WV_IO_AH_CREATE, WV_IO_ID, WV_IO_MEMORY_KEYS, WV_IO_MEMORY_REGISTER};
+use wv_hal::{IoRequest, MemoryRegion, Platform, SpinLock, Verbs};
+
+use crate::convert::av_from_abi;
+use crate::device::DeviceObj;
+use crate::dispatch::{VendorLens, with_umv};
+use crate::driver::Shared;
+use crate::ids::IdTable;
+use crate::provider::{Object, Provider, Tables};
+use crate::status::verbs_status;
+use crate::sync::{Handle, RefCount};
+
+/// A protection domain (OFW `WV_PROTECTION_DOMAIN`).
+pub(crate) struct PdObj<P: Platform, V: Verbs> {
+    pub dev: Arc<DeviceObj<P, V>>,
+    pub pd: Handle<P, V::Pd>,
+    /// SRQs, QPs, MWs, AHs and IOCTLs in flight. MRs hold none: PD_DEALLOCATE deregisters
+    /// them (OFW behaviour, kept).
+    pub refs: RefCount,
+    /// Registered memory by lkey (OFW's `MrMap`).
+    mrs: P::SpinLock<BTreeMap<u32, V::Mr>>,
+}
+
+impl<P: Platform, V: Verbs> PdObj<P, V> {
+    /// Deregisters every MR. A failure is ignored, as in OFW's `WvPdFree`: the PD is going
+    /// away regardless.
+    pub fn deregister_all(&self, lower: &V) {
+        let mrs = core::mem::take(&mut *self.mrs.lock());
+        for (_, mr) in mrs {
+            let _ = lower.deregister_mr(mr);
+        }
+    }
+
+    pub fn destroy_handles(&self, lower: &V) {
+        if let Some(pd) = self.pd.take() {
+            lower.deallocate_pd(pd);
+        }
+    }
+}
+
+impl<P: Platform, V: Verbs> Object<P, V> for PdObj<P, V> {
+    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<Arc<Self>> {
+        &mut tables.pds
+    }
+    fn device(this: &Arc<Self>) -> &Arc<DeviceObj<P, V>> {
+        &this.dev
+    }
+    fn refs(&self) -> &RefCount {
+        &self.refs
+    }
+    fn teardown(this: Arc<Self>, _shared: &Shared<P, V>) {
+        if let Some(lower) = this.dev.lower() {
+            this.deregister_all(&lower);
+            this.destroy_handles(&lower);
+        }
+        this.dev.refs.put();
+    }
+}
+
+/// A memory window (OFW `WV_MEMORY_WINDOW`).
+pub(crate) struct MwObj<P: Platform, V: Verbs> {
+    pub pd: Arc<PdObj<P, V>>,
+    pub dev: Arc<DeviceObj<P, V>>,
+    mw: Handle<P, V::Mw>,
+    refs: RefCount,
+}
+
+impl<P: Platform, V: Verbs> MwObj<P, V> {
+    pub fn destroy_handles(&self, lower: &V) {
+        if let Some(mw) = self.mw.take() {
+            lower.destroy_mw(mw);
+        }
+    }
+}
+
+impl<P: Platform, V: Verbs> Object<P, V> for MwObj<P, V> {
+    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<Arc<Self>> {
+        &mut tables.mws
+    }
+    fn device(this: &Arc<Self>) -> &Arc<DeviceObj<P, V>> {
+        &this.dev
+    }
+    fn refs(&self) -> &RefCount {
+        &self.refs
+    }
+    fn teardown(this: Arc<Self>, _shared: &Shared<P, V>) {
+        if let Some(lower) = this.dev.lower() {
+            this.destroy_handles(&lower);
+        }
+        this.pd.refs.put();
+    }
+}
+
+/// An address handle (OFW `WV_ADDRESS_HANDLE`).
+pub(crate) struct AhObj<P: Platform, V: Verbs> {
+    pub pd: Arc<PdObj<P, V>>,
+    pub dev: Arc<DeviceObj<P, V>>,
+    ah: Handle<P, V::Ah>,
+    refs: RefCount,
+}
+
+impl<P: Platform, V: Verbs> AhObj<P, V> {
+    pub fn destroy_handles(&self, lower: &V) {
+        if let Some(ah) = self.ah.take() {
+            lower.destroy_ah(ah);
+        }
+    }
+}
+
+impl<P: Platform, V: Verbs> Object<P, V> for AhObj<P, V> {
+    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<Arc<Self>> {
+        &mut tables.ahs
+    }
+    fn device(this: &Arc<Self>) -> &Arc<DeviceObj<P, V>> {
+        &this.dev
+    }
+    fn refs(&self) -> &RefCount {
+        &self.refs
+    }
+    fn teardown(this: Arc<Self>, _shared: &Shared<P, V>) {
+        if let Some(lower) = this.dev.lower() {
+            this.destroy_handles(&lower);
+        }
+        this.pd.refs.put();
+    }
+}
+
+/// PD_ALLOCATE: `STATUS_NO_SUCH_DEVICE` for a bad device id.
+pub(crate) fn pd_allocate<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    mut req: P::Request,
+    id: WV_IO_ID,
+    vendor: VendorLens,
+) {
+    let Some(dev) = prov.acquire::<DeviceObj<P, V>>(id.Id) else {
+        return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
+    };
+    let (Some(lower), Some(ca)) = (dev.lower(), dev.ca.get()) else {
+        return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
+    };
+    let (pd, verb_info) = with_umv(
+        &mut req,
+        size_of::<WV_IO_ID>(),
+        id.VerbInfo,
+        vendor,
+        |umv| lower.allocate_pd(&ca, umv),
+    );
+    let pd = match pd {
+        Ok(pd) => pd,
+        Err(e) => return req.complete(verbs_status(e), 0),
+    };
+    let platform = prov.platform();
+    dev.refs.get();
+    let obj = Arc::new(PdObj {
+        dev: Arc::clone(dev.arc()),
+        pd: Handle::new(platform, pd),
+        refs: RefCount::default(),
+        mrs: platform.spin_lock(BTreeMap::new()),
+    });
+    let Some(new_id) = prov.insert(Arc::clone(&obj)) else {
+        PdObj::teardown(obj, &prov.shared);
+        return req.complete(NtStatus::NO_MEMORY, 0);
+    };
+    let buf = req.buffer_mut();
+    write_id(buf, new_id).ok();
+    write_verb_info(buf, verb_info).ok();
+    let len = req.output_len();
+    req.complete(NtStatus::SUCCESS, len);
+}
+
+/// PD_DEALLOCATE: `STATUS_ACCESS_DENIED` while SRQs, QPs, MWs or AHs use the PD.
+pub(crate) fn pd_deallocate<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    req: P::Request,
+    id: u64,
+) {
+    let status = prov.destroy::<PdObj<P, V>>(id, NtStatus::NOT_FOUND, false);
+    req.complete(status, 0);
+}
+
+/// PD_CANCEL: validates the id. Registration runs synchronously in the caller's context
+/// (spec §7.1-l), so there is nothing to cancel.
+pub(crate) fn pd_cancel<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
+    let status = match prov.acquire::<PdObj<P, V>>(id) {
+        Some(_) => NtStatus::SUCCESS,
+        None => NtStatus::NOT_FOUND,
+    };
+    req.complete(status, 0);
+}
+
+/// MEMORY_REGISTER: runs in the caller's thread and process (the controller pins the caller's
+/// pages; spec §7.1-l). `Information = 8`.
+pub(crate) fn memory_register<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    mut req: P::Request,
+    reg: WV_IO_MEMORY_REGISTER,
+) {
+    let Some(pd) = prov.acquire::<PdObj<P, V>>(reg.Id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let (Some(lower), Some(handle)) = (pd.dev.lower(), pd.pd.get()) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let region = MemoryRegion {
+        address: reg.Address,
+        length: reg.BufferLength,
+        access: reg.AccessFlags,
+    };
+    let (mr, keys) = match lower.register_mr(&handle, &region) {
+        Ok(registered) => registered,
+        Err(e) => return req.complete(verbs_status(e), 0),
+    };
+    let replaced = pd.mrs.lock().insert(keys.lkey, mr);
+    if let Some(stale) = replaced {
+        // The controller handed out an lkey that is still registered: its bug, but do not
+        // leak the older region over it.
+        let _ = lower.deregister_mr(stale);
+    }
+    let out = WV_IO_MEMORY_KEYS {
+        Lkey: keys.lkey,
+        Rkey: keys.rkey,
+    };
+    let info = write_prefix(req.buffer_mut(), &out).unwrap_or(0);
+    req.complete(NtStatus::SUCCESS, info);
+}
+
+/// MEMORY_DEREGISTER `{Id = pd, Data = lkey}`: `STATUS_NOT_FOUND` for an unknown PD or lkey;
+/// if the controller refuses, the region stays registered and the call fails.
+pub(crate) fn memory_deregister<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    req: P::Request,
+    id: WV_IO_ID,
+) {
+    let Some(pd) = prov.acquire::<PdObj<P, V>>(id.Id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let Some(lower) = pd.dev.lower() else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let Some(mr) = pd.mrs.lock().remove(&id.Data) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let status = match lower.deregister_mr(mr) {
+        Ok(()) => NtStatus::SUCCESS,
+        Err((mr, e)) => {
+            pd.mrs.lock().insert(id.Data, mr);
+            verbs_status(e)
+        }
+    };
+    req.complete(status, 0);
+}
+
+/// MW_ALLOCATE: output `{Id = mw, VerbInfo, Data = rkey}`.
+pub(crate) fn mw_allocate<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    mut req: P::Request,
+    id: WV_IO_ID,
+    vendor: VendorLens,
+) {
+    let Some(pd) = prov.acquire::<PdObj<P, V>>(id.Id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let (Some(lower), Some(handle)) = (pd.dev.lower(), pd.pd.get()) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let (mw, verb_info) = with_umv(
+        &mut req,
+        size_of::<WV_IO_ID>(),
+        id.VerbInfo,
+        vendor,
+        |umv| lower.create_mw(&handle, umv),
+    );
+    let (mw, rkey) = match mw {
+        Ok(created) => created,
+        Err(e) => return req.complete(verbs_status(e), 0),
+    };
+    pd.refs.get();
+    let obj = Arc::new(MwObj {
+        pd: Arc::clone(pd.arc()),
+        dev: Arc::clone(&pd.dev),
+        mw: Handle::new(prov.platform(), mw),
+        refs: RefCount::default(),
+    });
+    let Some(new_id) = prov.insert(Arc::clone(&obj)) else {
+        MwObj::teardown(obj, &prov.shared);
+        return req.complete(NtStatus::NO_MEMORY, 0);
+    };
+    let buf = req.buffer_mut();
+    write_id(buf, new_id).ok();
+    write_verb_info(buf, verb_info).ok();
+    write_data(buf, rkey).ok();
+    let len = req.output_len();
+    req.complete(NtStatus::SUCCESS, len);
+}
+
+/// MW_DEALLOCATE. Nothing ever references an MW, so OFW's missing `Ref > 1` check (spec
+/// §7.1-j) cannot matter; the generic check is made anyway.
+pub(crate) fn mw_deallocate<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    req: P::Request,
+    id: u64,
+) {
+    let status = prov.destroy::<MwObj<P, V>>(id, NtStatus::NOT_FOUND, false);
+    req.complete(status, 0);
+}
+
+/// AH_CREATE: output `Id.Id = ah`, `Id.VerbInfo`; the address vector is echoed.
+pub(crate) fn ah_create<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    mut req: P::Request,
+    ah: WV_IO_AH_CREATE,
+    vendor: VendorLens,
+) {
+    let Some(pd) = prov.acquire::<PdObj<P, V>>(ah.Id.Id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let (Some(lower), Some(handle)) = (pd.dev.lower(), pd.pd.get()) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let av = av_from_abi(&ah.AddressVector);
+    let (created, verb_info) = with_umv(
+        &mut req,
+        size_of::<WV_IO_AH_CREATE>(),
+        ah.Id.VerbInfo,
+        vendor,
+        |umv| lower.create_ah(&handle, &av, umv),
+    );
+    let created = match created {
+        Ok(created) => created,
+        Err(e) => return req.complete(verbs_status(e), 0),
+    };
+    pd.refs.get();
+    let obj = Arc::new(AhObj {
+        pd: Arc::clone(pd.arc()),
+        dev: Arc::clone(&pd.dev),
+        ah: Handle::new(prov.platform(), created),
+        refs: RefCount::default(),
+    });
+    let Some(new_id) = prov.insert(Arc::clone(&obj)) else {
+        AhObj::teardown(obj, &prov.shared);
+        return req.complete(NtStatus::NO_MEMORY, 0);
+    };
+    let buf = req.buffer_mut();
+    write_id(buf, new_id).ok();
+    write_verb_info(buf, verb_info).ok();
+    let len = req.output_len();
+    req.complete(NtStatus::SUCCESS, len);
+}
+
+/// AH_DESTROY. Like MWs, AHs are never referenced (spec §7.1-j).
+pub(crate) fn ah_destroy<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
+    let status = prov.destroy::<AhObj<P, V>>(id, NtStatus::NOT_FOUND, false);
+    req.complete(status, 0);
+}

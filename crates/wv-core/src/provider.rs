@@ -1,0 +1,207 @@
+//! The provider: the state of one open file (`\\.\WinVerbs` handle), its id tables, the IOCTL
+//! gate, object lookup with references (OFW `Wv*Acquire`), destroy and cleanup.
+
+use alloc::sync::Arc;
+use core::marker::PhantomData;
+use core::ops::Deref;
+
+use wv_abi::NtStatus;
+use wv_hal::{Event, Platform, SpinLock, Verbs};
+
+use crate::cq::CqObj;
+use crate::device::DeviceObj;
+use crate::driver::Shared;
+use crate::ids::IdTable;
+use crate::pd::{AhObj, MwObj, PdObj};
+use crate::qp::QpObj;
+use crate::srq::SrqObj;
+use crate::sync::{Gate, RefCount};
+
+/// The per-type id tables of one provider (OFW `DevIndex`, `PdIndex`, …). EPs come with the
+/// endpoint issue.
+pub(crate) struct Tables<P: Platform, V: Verbs> {
+    pub devices: IdTable<Arc<DeviceObj<P, V>>>,
+    pub pds: IdTable<Arc<PdObj<P, V>>>,
+    pub cqs: IdTable<Arc<CqObj<P, V>>>,
+    pub srqs: IdTable<Arc<SrqObj<P, V>>>,
+    pub qps: IdTable<Arc<QpObj<P, V>>>,
+    pub mws: IdTable<Arc<MwObj<P, V>>>,
+    pub ahs: IdTable<Arc<AhObj<P, V>>>,
+}
+
+/// What every object with an id has in common.
+pub(crate) trait Object<P: Platform, V: Verbs>: Send + Sync + Sized + 'static {
+    /// The object's table.
+    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<Arc<Self>>;
+    /// The opened device the object lives on (itself for a device).
+    fn device(this: &Arc<Self>) -> &Arc<DeviceObj<P, V>>;
+    /// Children and in-flight users.
+    fn refs(&self) -> &RefCount;
+    /// Destroys what is left of the object after it left its table: its verbs handle (unless
+    /// device removal destroyed it already), its parked requests, its references on parents.
+    /// PASSIVE_LEVEL, no lock held; the caller holds the device gate or removal has finished.
+    fn teardown(this: Arc<Self>, shared: &Shared<P, V>);
+}
+
+/// One open file.
+pub(crate) struct Provider<P: Platform, V: Verbs> {
+    pub shared: Arc<Shared<P, V>>,
+    /// IOCTLs in flight; cleanup closes it (later IOCTLs get `STATUS_FILE_CLOSED`).
+    pub gate: Gate<P>,
+    pub tables: P::SpinLock<Tables<P, V>>,
+}
+
+/// The per-file context the platform keeps in the file object (`FilterDriver::File`).
+pub struct FileContext<P: Platform, V: Verbs> {
+    pub(crate) provider: Arc<Provider<P, V>>,
+}
+
+/// An object found by id, with a reference and a share of its device gate: its verbs handles
+/// stay valid and destroy answers `STATUS_ACCESS_DENIED` until this is dropped.
+pub(crate) struct Held<P: Platform, V: Verbs, T: Object<P, V>> {
+    obj: Arc<T>,
+    _types: PhantomData<(P, V)>,
+}
+
+impl<P: Platform, V: Verbs, T: Object<P, V>> Held<P, V, T> {
+    /// The object itself.
+    pub fn arc(&self) -> &Arc<T> {
+        &self.obj
+    }
+}
+
+impl<P: Platform, V: Verbs, T: Object<P, V>> Deref for Held<P, V, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.obj
+    }
+}
+
+impl<P: Platform, V: Verbs, T: Object<P, V>> Drop for Held<P, V, T> {
+    fn drop(&mut self) {
+        self.obj.refs().put();
+        T::device(&self.obj).gate.leave();
+    }
+}
+
+/// Takes a reference and a share of the device gate on an object already found under the
+/// provider lock; `None` when its device has been removed (OFW: the handle is NULL).
+pub(crate) fn hold<P: Platform, V: Verbs, T: Object<P, V>>(obj: &Arc<T>) -> Option<Held<P, V, T>> {
+    if !T::device(obj).gate.enter() {
+        return None;
+    }
+    obj.refs().get();
+    Some(Held {
+        obj: Arc::clone(obj),
+        _types: PhantomData,
+    })
+}
+
+impl<P: Platform, V: Verbs> Provider<P, V> {
+    pub fn new(shared: Arc<Shared<P, V>>) -> Self {
+        let limit = shared.config.max_ids_per_type;
+        let platform = &shared.platform;
+        Provider {
+            gate: Gate::new(platform),
+            tables: platform.spin_lock(Tables {
+                devices: IdTable::new(limit),
+                pds: IdTable::new(limit),
+                cqs: IdTable::new(limit),
+                srqs: IdTable::new(limit),
+                qps: IdTable::new(limit),
+                mws: IdTable::new(limit),
+                ahs: IdTable::new(limit),
+            }),
+            shared,
+        }
+    }
+
+    pub fn platform(&self) -> &P {
+        &self.shared.platform
+    }
+
+    /// OFW `Wv*Acquire`: the object with this id, referenced, if it exists and its device is
+    /// still there.
+    pub fn acquire<T: Object<P, V>>(&self, id: u64) -> Option<Held<P, V, T>> {
+        let mut tables = self.tables.lock();
+        let obj = T::table(&mut tables).get(id)?;
+        hold(obj)
+    }
+
+    /// Inserts a new object; `None` when the table is full.
+    pub fn insert<T: Object<P, V>>(&self, obj: Arc<T>) -> Option<u64> {
+        T::table(&mut self.tables.lock()).insert(obj)
+    }
+
+    /// OFW's destroy IOCTLs: `not_found` for an unknown id, `STATUS_ACCESS_DENIED` while the
+    /// object has children or users (unless `force`, used by cleanup once nothing can use the
+    /// file any more), otherwise the object leaves its table and is torn down.
+    ///
+    /// Device removal and destroy are serialised by the device gate: a destroy either holds a
+    /// share of it for the whole teardown (removal waits), or finds it closed and waits until
+    /// removal has destroyed the verbs handles, then only does the bookkeeping.
+    pub fn destroy<T: Object<P, V>>(&self, id: u64, not_found: NtStatus, force: bool) -> NtStatus {
+        let (obj, gated) = {
+            let mut tables = self.tables.lock();
+            let Some(obj) = T::table(&mut tables).get(id).cloned() else {
+                return not_found;
+            };
+            let dev = Arc::clone(T::device(&obj));
+            if dev.gate.enter() {
+                if obj.refs().is_held() && !force {
+                    drop(tables);
+                    dev.gate.leave();
+                    return NtStatus::ACCESS_DENIED;
+                }
+                T::table(&mut tables).remove(id);
+                (obj, Some(dev))
+            } else {
+                drop(tables);
+                // Removal is destroying this device's handles right now: let it finish.
+                dev.removed.wait();
+                let mut tables = self.tables.lock();
+                match T::table(&mut tables).get(id) {
+                    Some(current) if Arc::ptr_eq(current, &obj) => {}
+                    _ => return not_found,
+                }
+                if obj.refs().is_held() && !force {
+                    return NtStatus::ACCESS_DENIED;
+                }
+                T::table(&mut tables).remove(id);
+                (obj, None)
+            }
+        };
+        T::teardown(obj, &self.shared);
+        if let Some(dev) = gated {
+            dev.gate.leave();
+        }
+        NtStatus::SUCCESS
+    }
+
+    /// `IRP_MJ_CLEANUP`: refuses new IOCTLs, waits for those in flight, then destroys every
+    /// object in OFW's order (EP, AH, MW, QP, SRQ, PD, CQ, device), which ends every parked
+    /// request (`STATUS_CANCELLED`) and waits for running QP modifies. Runs once.
+    pub fn cleanup(&self) {
+        if !self.gate.close() {
+            return;
+        }
+        self.gate.wait_drained(self.platform());
+        self.destroy_all::<AhObj<P, V>>();
+        self.destroy_all::<MwObj<P, V>>();
+        self.destroy_all::<QpObj<P, V>>();
+        self.destroy_all::<SrqObj<P, V>>();
+        self.destroy_all::<PdObj<P, V>>();
+        self.destroy_all::<CqObj<P, V>>();
+        self.destroy_all::<DeviceObj<P, V>>();
+    }
+
+    fn destroy_all<T: Object<P, V>>(&self) {
+        let ids = T::table(&mut self.tables.lock()).ids();
+        for id in ids {
+            // Children went first and nothing else can hold a reference: force only guards
+            // against leaking an object if that reasoning were ever wrong.
+            let status = self.destroy::<T>(id, NtStatus::NOT_FOUND, true);
+            debug_assert_eq!(status, NtStatus::SUCCESS);
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! QP_MODIFY: converted from `WV_IO_QP_ATTRIBUTES` and applied by the controller at
+//! PASSIVE_LEVEL, either on a work item (the default; FIFO per QP, parallel across QPs) or in
+//! the caller's thread (`QpModifyMode::Inline`, the OFW behaviour).
+//!
+//! Asynchronous path: the request is parked in the QP's `modify_queue` (so it stays
+//! cancellable by the I/O manager and by QP_CANCEL while it waits), and the QP's scheduler
+//! makes sure exactly one drainer work item takes requests out in order. The drainer holds a
+//! share of the device gate only while it calls the controller, so device removal waits for a
+//! running modify and fails the queued ones.
+
+use alloc::sync::Arc;
+
+use wv_abi::{NtStatus, WV_IO_QP_ATTRIBUTES, read_prefix};
+use wv_hal::{IoRequest, Platform, RequestQueue, Verbs, WorkItem};
+
+use crate::QpModifyMode;
+use crate::convert::qp_modify_from_abi;
+use crate::driver::Shared;
+use crate::notify::complete_all;
+use crate::provider::Provider;
+use crate::qp::QpObj;
+use crate::status::{REMOVED, verbs_status};
+
+/// Applies the modify carried by `req` and returns its status. The output (the user-mode
+/// provider's QP-state bytes) is written in place over the system buffer.
+fn apply<P: Platform, V: Verbs>(lower: &V, qp: &V::Qp, req: &mut P::Request) -> NtStatus {
+    // The buffer holds at least the 192-byte input; read it before the output overwrites it.
+    let attr: WV_IO_QP_ATTRIBUTES = read_prefix(req.buffer()).unwrap_or_default();
+    let modify = qp_modify_from_abi(&attr);
+    let out_len = req.output_len();
+    let buf = req.buffer_mut();
+    let out_len = out_len.min(buf.len());
+    match lower.modify_qp(qp, &modify, &mut buf[..out_len]) {
+        Ok(()) => NtStatus::SUCCESS,
+        Err(e) => verbs_status(e),
+    }
+}
+
+/// Completes a modify: `Information = outlen` whatever the outcome (OFW), except for requests
+/// that never reached the controller.
+fn finish<R: IoRequest>(req: R, status: NtStatus) {
+    let info = if status == REMOVED {
+        0
+    } else {
+        req.output_len()
+    };
+    req.complete(status, info);
+}
+
+/// QP_MODIFY `{Id.Id = qp, attributes}` → opaque QP-state bytes, `Information = outlen`.
+/// Pends (async mode) or completes inline (inline mode). Bad id: `STATUS_NOT_FOUND`.
+pub(crate) fn qp_modify<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    mut req: P::Request,
+    attr: WV_IO_QP_ATTRIBUTES,
+) {
+    let Some(qp) = prov.acquire::<QpObj<P, V>>(attr.Id.Id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    match prov.shared.config.qp_modify {
+        QpModifyMode::Inline => {
+            let status = match (qp.dev.lower(), qp.qp.get()) {
+                (Some(lower), Some(handle)) => apply::<P, V>(&lower, &handle, &mut req),
+                _ => NtStatus::NOT_FOUND,
+            };
+            finish(req, status);
+        }
+        QpModifyMode::Async => {
+            if let Err((req, status)) = qp.modify_queue.park(req) {
+                return req.complete(status, 0);
+            }
+            if qp.sched.kick() {
+                let work = Arc::new(ModifyWork {
+                    qp: Arc::clone(qp.arc()),
+                    shared: Arc::clone(&prov.shared),
+                });
+                if let Err(status) = prov.platform().queue_work(work) {
+                    // No drainer: fail what is queued; the next QP_MODIFY tries again.
+                    loop {
+                        complete_all::<P>(&qp.modify_queue, status);
+                        if qp.sched.finish() {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The drainer of one QP's modify queue.
+struct ModifyWork<P: Platform, V: Verbs> {
+    qp: Arc<QpObj<P, V>>,
+    shared: Arc<Shared<P, V>>,
+}
+
+impl<P: Platform, V: Verbs> ModifyWork<P, V> {
+    fn run_one(&self, mut req: P::Request) {
+        let qp = &self.qp;
+        let status = if qp.dev.gate.enter() {
+            let status = match (qp.dev.lower(), qp.qp.get()) {
+                (Some(lower), Some(handle)) => apply::<P, V>(&lower, &handle, &mut req),
+                _ => REMOVED,
+            };
+            // The handle clone is gone before the gate share: removal may take it at once.
+            qp.dev.gate.leave();
+            status
+        } else {
+            REMOVED
+        };
+        finish(req, status);
+    }
+}
+
+impl<P: Platform, V: Verbs> WorkItem for ModifyWork<P, V> {
+    /// PASSIVE_LEVEL on a system worker thread: applies the QP's queued modifies in order until
+    /// the queue is empty.
+    fn run(&self) {
+        self.shared.platform.paged_code();
+        loop {
+            match self.qp.modify_queue.retrieve_next() {
+                Some(req) => self.run_one(req),
+                None => {
+                    if self.qp.sched.finish() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! Shared receive queues and their event notification.
+
+use alloc::sync::Arc;
+use core::mem::{offset_of, size_of};
+
+use wv_abi::encode::{write_at, write_id, write_verb_info};
+use wv_abi::{NtStatus, WV_IO_SRQ_ATTRIBUTES};
+use wv_hal::{
+    IoRequest, Platform, RequestQueue, SpinLock, SrqAttributes, SrqEvent, SrqEventSink,
+    SrqModifyMask, Verbs,
+};
+
+use crate::device::DeviceObj;
+use crate::dispatch::{VendorLens, with_umv};
+use crate::driver::Shared;
+use crate::ids::IdTable;
+use crate::notify::complete_all;
+use crate::pd::PdObj;
+use crate::provider::{Object, Provider, Tables};
+use crate::status::verbs_status;
+use crate::sync::{Handle, RefCount};
+
+/// The parked SRQ_NOTIFYs of one SRQ; also its event sink.
+pub(crate) struct SrqNotify<P: Platform> {
+    queue: P::Queue,
+    /// Sticky error (fix of spec §7.1-d, as for CQs): after an SRQ error event, SRQ_NOTIFY
+    /// fails at once with `STATUS_UNEXPECTED_IO_ERROR`.
+    error: P::SpinLock<bool>,
+}
+
+impl<P: Platform> SrqEventSink for SrqNotify<P> {
+    /// DISPATCH_LEVEL, from the controller's DPC; completes the waiters directly.
+    fn on_event(&self, event: SrqEvent) {
+        let status = match event {
+            SrqEvent::LimitReached => NtStatus::ALERTED,
+            SrqEvent::LastWqeReached => NtStatus::NOTIFY_CLEANUP,
+            SrqEvent::Error => {
+                *self.error.lock() = true;
+                NtStatus::UNEXPECTED_IO_ERROR
+            }
+        };
+        complete_all::<P>(&self.queue, status);
+    }
+}
+
+/// A shared receive queue (OFW `WV_SHARED_RECEIVE_QUEUE`).
+pub(crate) struct SrqObj<P: Platform, V: Verbs> {
+    pub pd: Arc<PdObj<P, V>>,
+    pub dev: Arc<DeviceObj<P, V>>,
+    pub srq: Handle<P, V::Srq>,
+    /// QPs and IOCTLs in flight.
+    pub refs: RefCount,
+    notify: Arc<SrqNotify<P>>,
+}
+
+impl<P: Platform, V: Verbs> SrqObj<P, V> {
+    pub fn destroy_handles(&self, lower: &V) {
+        if let Some(srq) = self.srq.take() {
+            lower.destroy_srq(srq);
+        }
+    }
+
+    /// Ends every parked notify with `status` (device removal).
+    pub fn fail_parked(&self, status: NtStatus) {
+        complete_all::<P>(&self.notify.queue, status);
+    }
+}
+
+impl<P: Platform, V: Verbs> Object<P, V> for SrqObj<P, V> {
+    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<Arc<Self>> {
+        &mut tables.srqs
+    }
+    fn device(this: &Arc<Self>) -> &Arc<DeviceObj<P, V>> {
+        &this.dev
+    }
+    fn refs(&self) -> &RefCount {
+        &self.refs
+    }
+    fn teardown(this: Arc<Self>, _shared: &Shared<P, V>) {
+        if let Some(lower) = this.dev.lower() {
+            this.destroy_handles(&lower);
+        }
+        this.notify.queue.purge();
+        this.pd.refs.put();
+    }
+}
+
+fn srq_attributes(attr: &WV_IO_SRQ_ATTRIBUTES) -> SrqAttributes {
+    SrqAttributes {
+        max_wr: attr.MaxWr,
+        max_sge: attr.MaxSge,
+        srq_limit: attr.SrqLimit,
+    }
+}
+
+/// SRQ_CREATE `{Id.Id = pd, limits}` → `Id.Id = srq`.
+pub(crate) fn srq_create<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    mut req: P::Request,
+    attr: WV_IO_SRQ_ATTRIBUTES,
+    vendor: VendorLens,
+) {
+    let Some(pd) = prov.acquire::<PdObj<P, V>>(attr.Id.Id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let (Some(lower), Some(handle)) = (pd.dev.lower(), pd.pd.get()) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let platform = prov.platform();
+    let queue = match platform.create_queue() {
+        Ok(queue) => queue,
+        Err(status) => return req.complete(status, 0),
+    };
+    let notify: Arc<SrqNotify<P>> = Arc::new(SrqNotify {
+        queue,
+        error: platform.spin_lock(false),
+    });
+    let sink: Arc<dyn SrqEventSink> = notify.clone();
+    let verbs_attr = srq_attributes(&attr);
+    let (created, verb_info) = with_umv(
+        &mut req,
+        size_of::<WV_IO_SRQ_ATTRIBUTES>(),
+        attr.Id.VerbInfo,
+        vendor,
+        |umv| lower.create_srq(&handle, &verbs_attr, sink, umv),
+    );
+    let srq = match created {
+        Ok(srq) => srq,
+        Err(e) => {
+            notify.queue.purge();
+            return req.complete(verbs_status(e), 0);
+        }
+    };
+    pd.refs.get();
+    let obj = Arc::new(SrqObj {
+        pd: Arc::clone(pd.arc()),
+        dev: Arc::clone(&pd.dev),
+        srq: Handle::new(platform, srq),
+        refs: RefCount::default(),
+        notify,
+    });
+    let Some(new_id) = prov.insert(Arc::clone(&obj)) else {
+        SrqObj::teardown(obj, &prov.shared);
+        return req.complete(NtStatus::NO_MEMORY, 0);
+    };
+    let buf = req.buffer_mut();
+    write_id(buf, new_id).ok();
+    write_verb_info(buf, verb_info).ok();
+    let len = req.output_len();
+    req.complete(NtStatus::SUCCESS, len);
+}
+
+/// SRQ_DESTROY: `STATUS_ACCESS_DENIED` while QPs use the SRQ.
+pub(crate) fn srq_destroy<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
+    let status = prov.destroy::<SrqObj<P, V>>(id, NtStatus::NOT_FOUND, false);
+    req.complete(status, 0);
+}
+
+/// SRQ_QUERY: writes `VerbInfo`, `MaxWr`, `MaxSge`, `SrqLimit` over the echoed input. OFW
+/// ignored the verb's failure and returned garbage limits with SUCCESS; a failure is now
+/// `STATUS_UNSUCCESSFUL` (fix of spec §7.1-j).
+pub(crate) fn srq_query<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    mut req: P::Request,
+    attr: WV_IO_SRQ_ATTRIBUTES,
+    vendor: VendorLens,
+) {
+    let Some(srq) = prov.acquire::<SrqObj<P, V>>(attr.Id.Id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let (Some(lower), Some(handle)) = (srq.dev.lower(), srq.srq.get()) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let (queried, verb_info) = with_umv(
+        &mut req,
+        size_of::<WV_IO_SRQ_ATTRIBUTES>(),
+        attr.Id.VerbInfo,
+        vendor,
+        |umv| lower.query_srq(&handle, umv),
+    );
+    let limits = match queried {
+        Ok(limits) => limits,
+        Err(e) => return req.complete(verbs_status(e), 0),
+    };
+    let buf = req.buffer_mut();
+    write_verb_info(buf, verb_info).ok();
+    write_at(buf, offset_of!(WV_IO_SRQ_ATTRIBUTES, MaxWr), &limits.max_wr).ok();
+    write_at(
+        buf,
+        offset_of!(WV_IO_SRQ_ATTRIBUTES, MaxSge),
+        &limits.max_sge,
+    )
+    .ok();
+    write_at(
+        buf,
+        offset_of!(WV_IO_SRQ_ATTRIBUTES, SrqLimit),
+        &limits.srq_limit,
+    )
+    .ok();
+    let len = req.output_len();
+    req.complete(NtStatus::SUCCESS, len);
+}
+
+/// SRQ_MODIFY: always `MAX_WR | LIMIT` (OFW; `MaxSge` is ignored). A verbs failure is
+/// `STATUS_UNSUCCESSFUL` with `Information = outlen`, as in OFW.
+pub(crate) fn srq_modify<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    mut req: P::Request,
+    attr: WV_IO_SRQ_ATTRIBUTES,
+    vendor: VendorLens,
+) {
+    let Some(srq) = prov.acquire::<SrqObj<P, V>>(attr.Id.Id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let (Some(lower), Some(handle)) = (srq.dev.lower(), srq.srq.get()) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let verbs_attr = srq_attributes(&attr);
+    let mask = SrqModifyMask {
+        max_wr: true,
+        limit: true,
+    };
+    let (modified, verb_info) = with_umv(
+        &mut req,
+        size_of::<WV_IO_SRQ_ATTRIBUTES>(),
+        attr.Id.VerbInfo,
+        vendor,
+        |umv| lower.modify_srq(&handle, &verbs_attr, mask, umv),
+    );
+    let status = modified.map_or_else(verbs_status, |()| NtStatus::SUCCESS);
+    write_verb_info(req.buffer_mut(), verb_info).ok();
+    let len = req.output_len();
+    req.complete(status, len);
+}
+
+/// SRQ_NOTIFY: parks until the next SRQ event (LIMIT → `STATUS_ALERTED`, LAST_WQE →
+/// `STATUS_NOTIFY_CLEANUP`, error → `STATUS_UNEXPECTED_IO_ERROR`, sticky).
+pub(crate) fn srq_notify<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
+    let Some(srq) = prov.acquire::<SrqObj<P, V>>(id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let notify = &srq.notify;
+    let refused = {
+        let error = notify.error.lock();
+        if *error {
+            Some((req, NtStatus::UNEXPECTED_IO_ERROR))
+        } else {
+            notify.queue.park(req).err()
+        }
+    };
+    drop(srq);
+    if let Some((req, status)) = refused {
+        req.complete(status, 0);
+    }
+}
+
+/// SRQ_CANCEL: parked notifies end with `STATUS_CANCELLED`.
+pub(crate) fn srq_cancel<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
+    let Some(srq) = prov.acquire::<SrqObj<P, V>>(id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    complete_all::<P>(&srq.notify.queue, NtStatus::CANCELLED);
+    drop(srq);
+    req.complete(NtStatus::SUCCESS, 0);
+}

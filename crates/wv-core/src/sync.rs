@@ -1,0 +1,235 @@
+//! The few synchronisation types the core is built on, kept small and separate so that a loom
+//! model can exercise them (their spin locks come from the [`Platform`], their counters from
+//! `core::sync::atomic`).
+//!
+//! * [`Gate`]: a counter of users that can be closed and drained. The provider gate counts
+//!   IOCTLs in flight on a file (cleanup closes it: later IOCTLs get `STATUS_FILE_CLOSED`); a
+//!   device gate counts users of one opened lower device (removal closes it before destroying
+//!   verbs handles). Closing and counting happen under one lock, which is the fix of OFW's
+//!   `WvProviderGet` race (spec §7.1-i).
+//! * [`RefCount`]: children and in-flight users of an object; destroy refuses while it is not 0.
+//! * [`Handle`]: a verbs handle that users borrow (as an `Arc`) for the length of one call and
+//!   that teardown takes exactly once.
+//! * [`ModifySched`]: the "one drainer per QP" flag of the QP-modify queue.
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use wv_hal::{Event, Platform, SpinLock};
+
+/// State of a [`Gate`].
+struct GateState<E> {
+    closed: bool,
+    active: u32,
+    /// Events of the threads waiting for `active` to reach 0 after close.
+    waiters: Vec<Arc<E>>,
+}
+
+/// A closable counter of users. `enter` fails once the gate is closed; `wait_drained` blocks
+/// (PASSIVE_LEVEL) until every user that entered before the close has left.
+pub struct Gate<P: Platform> {
+    state: P::SpinLock<GateState<P::Event>>,
+}
+
+impl<P: Platform> Gate<P> {
+    /// An open gate with no users.
+    pub fn new(platform: &P) -> Self {
+        Gate {
+            state: platform.spin_lock(GateState {
+                closed: false,
+                active: 0,
+                waiters: Vec::new(),
+            }),
+        }
+    }
+
+    /// Becomes a user unless the gate is closed. IRQL <= DISPATCH_LEVEL.
+    #[must_use]
+    pub fn enter(&self) -> bool {
+        let mut state = self.state.lock();
+        if state.closed {
+            false
+        } else {
+            state.active += 1;
+            true
+        }
+    }
+
+    /// Stops being a user; wakes the drainers when the last user of a closed gate leaves.
+    /// IRQL <= DISPATCH_LEVEL.
+    pub fn leave(&self) {
+        let waiters = {
+            let mut state = self.state.lock();
+            debug_assert!(state.active > 0, "gate left more often than entered");
+            state.active -= 1;
+            if state.active == 0 && state.closed {
+                core::mem::take(&mut state.waiters)
+            } else {
+                Vec::new()
+            }
+        };
+        // Set outside the lock: a woken waiter may free the gate's owner at once.
+        for waiter in waiters {
+            waiter.set();
+        }
+    }
+
+    /// Closes the gate; returns whether this call closed it (false: it was closed already).
+    /// IRQL <= DISPATCH_LEVEL.
+    pub fn close(&self) -> bool {
+        let mut state = self.state.lock();
+        !core::mem::replace(&mut state.closed, true)
+    }
+
+    /// Whether the gate is closed.
+    pub fn is_closed(&self) -> bool {
+        self.state.lock().closed
+    }
+
+    /// Waits until a closed gate has no users. PASSIVE_LEVEL (it may block).
+    pub fn wait_drained(&self, platform: &P) {
+        let event = {
+            let mut state = self.state.lock();
+            debug_assert!(state.closed, "draining an open gate could wait for ever");
+            if state.active == 0 {
+                return;
+            }
+            // `Event` cannot be reset, so every wait gets a fresh one.
+            let event = Arc::new(platform.event());
+            state.waiters.push(Arc::clone(&event));
+            event
+        };
+        event.wait();
+    }
+}
+
+/// References on an object other than its id-table entry: child objects and IOCTLs in flight
+/// (OFW's `Ref - 1`). Increments happen under the provider lock, so once destroy has seen 0 and
+/// removed the object from its table nobody can take a new reference.
+#[derive(Debug, Default)]
+pub struct RefCount(AtomicU32);
+
+impl RefCount {
+    /// Takes a reference.
+    pub fn get(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+    /// Drops a reference.
+    pub fn put(&self) {
+        let old = self.0.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(old > 0, "reference count underflow");
+    }
+    /// Whether anybody holds a reference.
+    pub fn is_held(&self) -> bool {
+        self.0.load(Ordering::Acquire) != 0
+    }
+}
+
+/// A verbs handle shared by the calls that use it and destroyed exactly once.
+///
+/// Users clone the `Arc` for the duration of one verb (never holding the lock across it);
+/// teardown takes it out. Teardown runs only once every user has left the device gate, so by
+/// then the taken `Arc` is the last one.
+pub struct Handle<P: Platform, H: Send + Sync> {
+    slot: P::SpinLock<Option<Arc<H>>>,
+}
+
+impl<P: Platform, H: Send + Sync> Handle<P, H> {
+    /// A live handle.
+    pub fn new(platform: &P, handle: H) -> Self {
+        Handle {
+            slot: platform.spin_lock(Some(Arc::new(handle))),
+        }
+    }
+    /// The handle for one call, or `None` after teardown.
+    pub fn get(&self) -> Option<Arc<H>> {
+        self.slot.lock().clone()
+    }
+    /// Takes the handle for destruction; `None` if it was taken already (device removal got
+    /// there first). A handle still borrowed is a bug in the gate protocol; it is then leaked
+    /// rather than destroyed under a user.
+    pub fn take(&self) -> Option<H> {
+        let taken = self.slot.lock().take()?;
+        match Arc::try_unwrap(taken) {
+            Ok(handle) => Some(handle),
+            Err(_still_borrowed) => {
+                debug_assert!(false, "verbs handle destroyed while still in use");
+                None
+            }
+        }
+    }
+}
+
+/// State of a [`ModifySched`].
+struct SchedState<E> {
+    /// A drainer (work item) is queued or running.
+    running: bool,
+    /// A request was parked while the drainer was running: it must look again before it stops.
+    rerun: bool,
+    /// Threads waiting for the drainer to stop (QP destroy, cleanup).
+    waiters: Vec<Arc<E>>,
+}
+
+/// The scheduler flag of a QP's modify queue: at most one drainer per QP, so modifies of one
+/// QP run in arrival order while different QPs' drainers run in parallel.
+pub struct ModifySched<P: Platform> {
+    state: P::SpinLock<SchedState<P::Event>>,
+}
+
+impl<P: Platform> ModifySched<P> {
+    /// No drainer.
+    pub fn new(platform: &P) -> Self {
+        ModifySched {
+            state: platform.spin_lock(SchedState {
+                running: false,
+                rerun: false,
+                waiters: Vec::new(),
+            }),
+        }
+    }
+
+    /// Called after parking a request. Returns true when the caller must start a drainer.
+    pub fn kick(&self) -> bool {
+        let mut state = self.state.lock();
+        if state.running {
+            state.rerun = true;
+            false
+        } else {
+            state.running = true;
+            true
+        }
+    }
+
+    /// Called by the drainer when the queue looked empty. Returns true when it may stop; false
+    /// when a request was parked meanwhile and it must look again.
+    pub fn finish(&self) -> bool {
+        let waiters = {
+            let mut state = self.state.lock();
+            if core::mem::take(&mut state.rerun) {
+                return false;
+            }
+            state.running = false;
+            core::mem::take(&mut state.waiters)
+        };
+        for waiter in waiters {
+            waiter.set();
+        }
+        true
+    }
+
+    /// Waits until no drainer runs. PASSIVE_LEVEL. The caller has stopped new requests from
+    /// being parked (purged the queue), so the drainer finds the queue empty and stops.
+    pub fn wait_idle(&self, platform: &P) {
+        let event = {
+            let mut state = self.state.lock();
+            if !state.running {
+                return;
+            }
+            let event = Arc::new(platform.event());
+            state.waiters.push(Arc::clone(&event));
+            event
+        };
+        event.wait();
+    }
+}
