@@ -1,0 +1,88 @@
+//! Completion queues: a CQE ring shared with user mode, one-shot arming, overrun detection.
+
+use alloc::sync::Arc;
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use spin::Mutex;
+use wv_hal::CqEventSink;
+
+use crate::device::{AsyncEvent, Device, Rundown};
+use crate::ring::Ring;
+use crate::wr::{CQE_WORDS, WorkCompletion};
+
+/// Arm states, ordered so that arming can only widen (NEXT is never downgraded to SOLICITED).
+pub(crate) const ARM_NONE: u8 = 0;
+pub(crate) const ARM_SOLICITED: u8 = 1;
+pub(crate) const ARM_NEXT: u8 = 2;
+
+/// A completion queue.
+pub(crate) struct Cq {
+    pub handle: u32,
+    pub ring: Ring,
+    /// Serialises producers (the send and receive sides of any number of QPs).
+    prod: Mutex<()>,
+    notify: AtomicU8,
+    /// The CQ handle is in the CQ-notify ring (at most once, so the ring never overflows).
+    pub queued: AtomicBool,
+    /// The CQ overran: it is in error for good and takes no more CQEs.
+    pub overrun: AtomicBool,
+    pub sink: Arc<dyn CqEventSink>,
+    pub rundown: Rundown,
+}
+
+impl Cq {
+    pub(crate) fn new(handle: u32, entries: u32, sink: Arc<dyn CqEventSink>) -> Self {
+        Cq {
+            handle,
+            ring: Ring::new(entries, CQE_WORDS),
+            prod: Mutex::new(()),
+            notify: AtomicU8::new(ARM_NONE),
+            queued: AtomicBool::new(false),
+            overrun: AtomicBool::new(false),
+            sink,
+            rundown: Rundown::new(),
+        }
+    }
+
+    /// Writes a CQE; raises the CQ interrupt if the CQ was armed for it, or the CQ error event
+    /// on overrun. Returns `false` when the CQE was lost to an overrun.
+    pub(crate) fn post(&self, dev: &Device, wc: &WorkCompletion, solicited: bool) -> bool {
+        let fire;
+        {
+            let _g = self.prod.lock();
+            if self.overrun.load(Ordering::Relaxed) {
+                return false;
+            }
+            let Some(slot) = self.ring.producer_slot() else {
+                self.overrun.store(true, Ordering::Relaxed);
+                drop(_g);
+                dev.post_async(AsyncEvent::CqErr, self.handle);
+                return false;
+            };
+            wc.encode(slot);
+            self.ring.publish(1);
+            let n = self.notify.load(Ordering::Acquire);
+            fire = (n == ARM_NEXT || (n == ARM_SOLICITED && solicited))
+                && self
+                    .notify
+                    .compare_exchange(n, ARM_NONE, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok();
+        }
+        if fire {
+            dev.cq_notify(self);
+        }
+        true
+    }
+
+    /// The arm doorbell. Returns whether the ring already holds completions (the
+    /// `REPORT_MISSED_EVENTS` answer: the caller must poll again).
+    pub(crate) fn arm(&self, solicited_only: bool) -> bool {
+        let want = if solicited_only {
+            ARM_SOLICITED
+        } else {
+            ARM_NEXT
+        };
+        self.notify.fetch_max(want, Ordering::AcqRel);
+        !self.ring.is_empty()
+    }
+}

@@ -1,0 +1,705 @@
+//! The device: object tables, ports, the command channel, the async-event and CQ-notify rings,
+//! and the three interrupt vectors that lead to the DPC which calls the core's sinks.
+//!
+//! This part is platform-neutral: interrupts leave through an [`InterruptLine`] that the
+//! platform glue (`verbs_impl`) implements with `Platform::interrupt` and `Platform::queue_dpc`.
+
+use alloc::string::String;
+use alloc::sync::{Arc, Weak};
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use spin::{Mutex, RwLock};
+use wv_hal::{CaEvent, CaEventKind, CaEventSink, Gid, PortState, QpEvent, SrqEvent, VerbsError};
+
+use crate::cq::Cq;
+use crate::dma::ClientMemory;
+use crate::fabric::Fabric;
+use crate::mr::Mr;
+use crate::qp::Qp;
+use crate::srq::Srq;
+
+/// Interrupt vectors (pvrdma's MSI-X layout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Vector {
+    /// Command response.
+    Response = 0,
+    /// Async events.
+    Async = 1,
+    /// CQ notification.
+    Cq = 2,
+}
+
+/// Where the device's interrupt lines go (the platform glue).
+pub(crate) trait InterruptLine: Send + Sync {
+    /// Raises `vector`: the glue runs the ISR through the platform.
+    fn raise(&self, vector: Vector);
+}
+
+/// Limits the device advertises through `query_ca` and enforces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Queue pairs.
+    pub max_qp: u32,
+    /// Work requests per queue.
+    pub max_qp_wr: u32,
+    /// SGEs per work request (at most 16).
+    pub max_sge: u32,
+    /// Completion queues.
+    pub max_cq: u32,
+    /// Entries per CQ.
+    pub max_cqe: u32,
+    /// Memory regions.
+    pub max_mr: u32,
+    /// Largest region.
+    pub max_mr_size: u64,
+    /// Protection domains.
+    pub max_pd: u32,
+    /// Shared receive queues.
+    pub max_srq: u32,
+    /// Work requests per SRQ.
+    pub max_srq_wr: u32,
+    /// Largest inline send (at most 256).
+    pub max_inline: u32,
+    /// Address handles.
+    pub max_ah: u32,
+    /// Memory windows.
+    pub max_mw: u32,
+    /// P_Keys per port.
+    pub max_pkeys: u32,
+    /// GIDs per port.
+    pub gid_table_len: u32,
+    /// RDMA reads in flight per QP.
+    pub max_qp_rd_atom: u32,
+    /// Largest message.
+    pub max_msg: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_qp: 1024,
+            max_qp_wr: 4096,
+            max_sge: 16,
+            max_cq: 1024,
+            max_cqe: 65536,
+            max_mr: 4096,
+            max_mr_size: 1 << 32,
+            max_pd: 1024,
+            max_srq: 256,
+            max_srq_wr: 4096,
+            max_inline: 256,
+            max_ah: 1024,
+            max_mw: 1024,
+            max_pkeys: 16,
+            gid_table_len: 16,
+            max_qp_rd_atom: 16,
+            max_msg: 1 << 31,
+        }
+    }
+}
+
+/// What a soft HCA is made of.
+#[derive(Clone, Debug)]
+pub struct DeviceConfig {
+    /// Device name (diagnostics).
+    pub name: String,
+    /// Ethernet MAC of the (RoCE) port; the node GUID is its EUI-64.
+    pub mac: [u8; 6],
+    /// Physical ports (1 or 2).
+    pub ports: u8,
+    /// Limits.
+    pub limits: Limits,
+}
+
+impl DeviceConfig {
+    /// A one-port device with default limits.
+    pub fn new(name: &str, mac: [u8; 6]) -> Self {
+        DeviceConfig {
+            name: String::from(name),
+            mac,
+            ports: 1,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// The EUI-64 of a MAC (the interface id of its link-local GID and the node GUID).
+pub fn eui64(mac: [u8; 6]) -> [u8; 8] {
+    [
+        mac[0] ^ 2,
+        mac[1],
+        mac[2],
+        0xFF,
+        0xFE,
+        mac[3],
+        mac[4],
+        mac[5],
+    ]
+}
+
+/// The MAC-based GID: `fe80::/64` + EUI-64.
+pub fn mac_gid(mac: [u8; 6]) -> Gid {
+    let mut g = [0u8; 16];
+    g[0] = 0xFE;
+    g[1] = 0x80;
+    g[8..].copy_from_slice(&eui64(mac));
+    g
+}
+
+/// The IPv4-based GID: `::ffff:a.b.c.d`.
+pub fn ipv4_gid(ip: [u8; 4]) -> Gid {
+    let mut g = [0u8; 16];
+    g[10] = 0xFF;
+    g[11] = 0xFF;
+    g[12..].copy_from_slice(&ip);
+    g
+}
+
+#[derive(Debug)]
+pub(crate) struct Port {
+    pub state: PortState,
+    pub lid: u16,
+    pub gids: Vec<Gid>,
+    pub pkeys: Vec<u16>,
+}
+
+/// A run-down reference: callbacks hold it while they run; destroy closes it and waits.
+#[derive(Debug, Default)]
+pub(crate) struct Rundown(AtomicU32);
+
+const CLOSED: u32 = 1 << 31;
+
+impl Rundown {
+    pub(crate) fn new() -> Self {
+        Rundown(AtomicU32::new(0))
+    }
+    pub(crate) fn acquire(&self) -> bool {
+        let mut v = self.0.load(Ordering::Acquire);
+        loop {
+            if v & CLOSED != 0 {
+                return false;
+            }
+            match self
+                .0
+                .compare_exchange_weak(v, v + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(n) => v = n,
+            }
+        }
+    }
+    pub(crate) fn release(&self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+    /// Refuses new holders and waits for the current ones (callbacks on other processors).
+    pub(crate) fn close_and_wait(&self) {
+        self.0.fetch_or(CLOSED, Ordering::AcqRel);
+        while self.0.load(Ordering::Acquire) & !CLOSED != 0 {
+            core::hint::spin_loop();
+        }
+    }
+}
+
+/// A handle table (handles start at 1; freed handles are reused).
+pub(crate) struct Table<T> {
+    slots: RwLock<Vec<Option<Arc<T>>>>,
+    live: AtomicU32,
+}
+
+impl<T> Table<T> {
+    pub(crate) fn new() -> Self {
+        Table {
+            slots: RwLock::new(Vec::new()),
+            live: AtomicU32::new(0),
+        }
+    }
+    pub(crate) fn get(&self, handle: u32) -> Option<Arc<T>> {
+        let i = (handle as usize).checked_sub(1)?;
+        self.slots.read().get(i)?.clone()
+    }
+    /// Inserts what `make` builds from the new handle, unless `limit` objects exist.
+    pub(crate) fn insert_with(
+        &self,
+        limit: u32,
+        make: impl FnOnce(u32) -> Result<Arc<T>, VerbsError>,
+    ) -> Result<Arc<T>, VerbsError> {
+        let mut slots = self.slots.write();
+        if self.live.load(Ordering::Relaxed) >= limit {
+            return Err(VerbsError::InsufficientResources);
+        }
+        let i = match slots.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                slots.push(None);
+                slots.len() - 1
+            }
+        };
+        let obj = make(i as u32 + 1)?;
+        slots[i] = Some(obj.clone());
+        self.live.fetch_add(1, Ordering::Relaxed);
+        Ok(obj)
+    }
+    pub(crate) fn remove(&self, handle: u32) -> Option<Arc<T>> {
+        let i = (handle as usize).checked_sub(1)?;
+        let mut slots = self.slots.write();
+        let o = slots.get_mut(i)?.take();
+        if o.is_some() {
+            self.live.fetch_sub(1, Ordering::Relaxed);
+        }
+        o
+    }
+    pub(crate) fn all(&self) -> Vec<Arc<T>> {
+        self.slots.read().iter().flatten().cloned().collect()
+    }
+}
+
+/// `ib_event_type` numbers carried in the async ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum AsyncEvent {
+    CqErr = 0,
+    QpFatal = 1,
+    CommEst = 4,
+    SqDrained = 5,
+    DeviceFatal = 8,
+    PortActive = 9,
+    PortErr = 10,
+    SrqErr = 14,
+    SrqLimitReached = 15,
+    QpLastWqeReached = 16,
+    GidChange = 18,
+}
+
+impl AsyncEvent {
+    fn from_u32(v: u32) -> Option<Self> {
+        use AsyncEvent::*;
+        Some(match v {
+            0 => CqErr,
+            1 => QpFatal,
+            4 => CommEst,
+            5 => SqDrained,
+            8 => DeviceFatal,
+            9 => PortActive,
+            10 => PortErr,
+            14 => SrqErr,
+            15 => SrqLimitReached,
+            16 => QpLastWqeReached,
+            18 => GidChange,
+            _ => return None,
+        })
+    }
+}
+
+/// A bounded ring of 32-bit pairs written by the device and drained by the DPC (the async
+/// ring carries `(type, info)`, the CQ-notify ring `(cq handle, 0)`).
+struct EventRing {
+    buf: Vec<(u32, u32)>,
+    head: usize,
+    len: usize,
+}
+
+impl EventRing {
+    fn new(cap: usize) -> Self {
+        EventRing {
+            buf: alloc::vec![(0, 0); cap],
+            head: 0,
+            len: 0,
+        }
+    }
+    fn push(&mut self, e: (u32, u32)) -> bool {
+        if self.len == self.buf.len() {
+            return false;
+        }
+        let i = (self.head + self.len) % self.buf.len();
+        self.buf[i] = e;
+        self.len += 1;
+        true
+    }
+    fn pop(&mut self) -> Option<(u32, u32)> {
+        if self.len == 0 {
+            return None;
+        }
+        let e = self.buf[self.head];
+        self.head = (self.head + 1) % self.buf.len();
+        self.len -= 1;
+        Some(e)
+    }
+}
+
+/// A user context (`open_ca`): its event sink and its id for the UVP registry.
+pub(crate) struct Context {
+    pub handle: u32,
+    pub sink: Arc<dyn CaEventSink>,
+    pub rundown: Rundown,
+}
+
+/// A protection domain.
+#[derive(Debug)]
+pub(crate) struct Pd {
+    pub handle: u32,
+}
+
+/// An address handle.
+#[derive(Debug)]
+pub(crate) struct Ah {
+    pub handle: u32,
+    #[allow(
+        dead_code,
+        reason = "user mode embeds the AV in its WQEs; kept for diagnostics"
+    )]
+    pub av: wv_hal::AddressVector,
+}
+
+/// A memory window (created unbound; binding is not implemented).
+#[derive(Debug)]
+pub(crate) struct Mw {
+    pub handle: u32,
+}
+
+/// The device model.
+pub(crate) struct Device {
+    pub config: DeviceConfig,
+    pub guid: u64,
+    pub memory: ClientMemory,
+    pub removed: AtomicBool,
+    pub ports: RwLock<Vec<Port>>,
+    pub contexts: Table<Context>,
+    pub pds: Table<Pd>,
+    pub mrs: Table<Mr>,
+    pub mws: Table<Mw>,
+    pub ahs: Table<Ah>,
+    pub cqs: Table<Cq>,
+    pub srqs: Table<Srq>,
+    pub qps: Table<Qp>,
+    /// The command channel's single request slot: one command at a time.
+    cmd_slot: Mutex<()>,
+    /// Set by the response ISR.
+    pub resp_ready: AtomicBool,
+    /// Interrupt cause register (bit per vector).
+    pub icr: AtomicU32,
+    async_ring: Mutex<EventRing>,
+    cq_ring: Mutex<EventRing>,
+    /// Async events lost to a full ring.
+    pub async_overflows: AtomicU64,
+    irq: RwLock<Option<Arc<dyn InterruptLine>>>,
+    pub fabric: RwLock<Option<Weak<Fabric>>>,
+    /// DPC dispatch holds this; removal closes it.
+    pub dispatch: Rundown,
+}
+
+impl Device {
+    pub(crate) fn new(config: DeviceConfig, memory: ClientMemory) -> Self {
+        let guid = u64::from_ne_bytes(eui64(config.mac));
+        let lim = config.limits;
+        let ports = (1..=config.ports.max(1))
+            .map(|_| {
+                let mut gids = alloc::vec![[0u8; 16]; lim.gid_table_len.max(1) as usize];
+                gids[0] = mac_gid(config.mac);
+                let mut pkeys = alloc::vec![0u16; lim.max_pkeys.max(1) as usize];
+                pkeys[0] = 0xFFFF;
+                Port {
+                    state: PortState::Active,
+                    lid: 0,
+                    gids,
+                    pkeys,
+                }
+            })
+            .collect();
+        Device {
+            guid,
+            memory,
+            removed: AtomicBool::new(false),
+            ports: RwLock::new(ports),
+            contexts: Table::new(),
+            pds: Table::new(),
+            mrs: Table::new(),
+            mws: Table::new(),
+            ahs: Table::new(),
+            cqs: Table::new(),
+            srqs: Table::new(),
+            qps: Table::new(),
+            cmd_slot: Mutex::new(()),
+            resp_ready: AtomicBool::new(false),
+            icr: AtomicU32::new(0),
+            async_ring: Mutex::new(EventRing::new(1024)),
+            cq_ring: Mutex::new(EventRing::new(lim.max_cq as usize + 1)),
+            async_overflows: AtomicU64::new(0),
+            irq: RwLock::new(None),
+            fabric: RwLock::new(None),
+            dispatch: Rundown::new(),
+            config,
+        }
+    }
+
+    pub(crate) fn set_irq(&self, irq: Arc<dyn InterruptLine>) {
+        *self.irq.write() = Some(irq);
+    }
+
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.config.limits
+    }
+    pub(crate) fn port_count(&self) -> u8 {
+        self.config.ports.max(1)
+    }
+    pub(crate) fn is_removed(&self) -> bool {
+        self.removed.load(Ordering::Acquire)
+    }
+
+    fn raise(&self, v: Vector) {
+        self.icr.fetch_or(1 << v as u32, Ordering::AcqRel);
+        let irq = self.irq.read().clone();
+        if let Some(irq) = irq {
+            irq.raise(v);
+        }
+    }
+
+    /// Runs one command through the single request slot: the device executes it, writes the
+    /// response and raises the response interrupt, whose ISR marks the response ready.
+    pub(crate) fn command<R>(
+        &self,
+        f: impl FnOnce() -> Result<R, VerbsError>,
+    ) -> Result<R, VerbsError> {
+        if self.is_removed() {
+            return Err(VerbsError::DeviceRemoved);
+        }
+        let _slot = self.cmd_slot.lock();
+        self.resp_ready.store(false, Ordering::Release);
+        let r = f();
+        self.raise(Vector::Response);
+        // With the interrupt masked (no platform attached) the driver would poll the ICR; the
+        // response slot is valid either way because the device executes synchronously.
+        r
+    }
+
+    /// Writes an async event and raises vector 1.
+    pub(crate) fn post_async(&self, ev: AsyncEvent, info: u32) {
+        if self.is_removed() {
+            return;
+        }
+        if !self.async_ring.lock().push((ev as u32, info)) {
+            self.async_overflows.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.raise(Vector::Async);
+    }
+
+    pub(crate) fn post_qp_event(&self, qp: &Qp, ev: QpEvent) {
+        let e = match ev {
+            QpEvent::CommEstablished => AsyncEvent::CommEst,
+            QpEvent::SqDrained => AsyncEvent::SqDrained,
+            QpEvent::Fatal => AsyncEvent::QpFatal,
+            QpEvent::LastWqeReached => AsyncEvent::QpLastWqeReached,
+            QpEvent::PathMigrated => return,
+        };
+        self.post_async(e, qp.handle);
+    }
+
+    /// Writes the CQ's handle into the CQ-notify ring (once until the DPC takes it) and raises
+    /// vector 2.
+    pub(crate) fn cq_notify(&self, cq: &Cq) {
+        if self.is_removed() {
+            return;
+        }
+        if cq.queued.swap(true, Ordering::AcqRel) {
+            // Already in the ring: the DPC will call the sink once for both.
+            return;
+        }
+        // The ring has a slot per CQ, and a CQ is in it at most once.
+        let _ = self.cq_ring.lock().push((cq.handle, 0));
+        self.raise(Vector::Cq);
+    }
+
+    /// The DPC of `vector`, at DISPATCH_LEVEL: drains the vector's ring and calls the sinks.
+    pub(crate) fn dpc(&self, vector: Vector) {
+        if !self.dispatch.acquire() {
+            return;
+        }
+        match vector {
+            Vector::Response => {}
+            Vector::Cq => loop {
+                let Some((h, _)) = self.cq_ring.lock().pop() else {
+                    break;
+                };
+                if let Some(cq) = self.cqs.get(h) {
+                    cq.queued.store(false, Ordering::Release);
+                    if cq.rundown.acquire() {
+                        cq.sink.on_completion();
+                        cq.rundown.release();
+                    }
+                }
+            },
+            Vector::Async => loop {
+                let Some((t, info)) = self.async_ring.lock().pop() else {
+                    break;
+                };
+                if let Some(ev) = AsyncEvent::from_u32(t) {
+                    self.dispatch_async(ev, info);
+                }
+            },
+        }
+        self.dispatch.release();
+    }
+
+    fn dispatch_async(&self, ev: AsyncEvent, info: u32) {
+        use AsyncEvent::*;
+        match ev {
+            CqErr => {
+                if let Some(cq) = self.cqs.get(info)
+                    && cq.rundown.acquire()
+                {
+                    cq.sink.on_error();
+                    cq.rundown.release();
+                }
+            }
+            QpFatal | CommEst | SqDrained | QpLastWqeReached => {
+                let qe = match ev {
+                    QpFatal => QpEvent::Fatal,
+                    CommEst => QpEvent::CommEstablished,
+                    SqDrained => QpEvent::SqDrained,
+                    _ => QpEvent::LastWqeReached,
+                };
+                if let Some(qp) = self.qps.get(info)
+                    && qp.rundown.acquire()
+                {
+                    qp.sink.on_event(qe);
+                    qp.rundown.release();
+                }
+            }
+            SrqErr | SrqLimitReached => {
+                let se = if ev == SrqErr {
+                    SrqEvent::Error
+                } else {
+                    SrqEvent::LimitReached
+                };
+                if let Some(srq) = self.srqs.get(info)
+                    && srq.rundown.acquire()
+                {
+                    srq.sink.on_event(se);
+                    srq.rundown.release();
+                }
+            }
+            DeviceFatal | PortActive | PortErr | GidChange => {
+                let kind = match ev {
+                    DeviceFatal => CaEventKind::LocalFatal,
+                    PortActive => CaEventKind::PortActive,
+                    PortErr => CaEventKind::PortDown,
+                    _ => CaEventKind::GidChange,
+                };
+                let event = CaEvent {
+                    kind,
+                    port: info as u8,
+                };
+                for ctx in self.contexts.all() {
+                    if ctx.rundown.acquire() {
+                        ctx.sink.on_event(event);
+                        ctx.rundown.release();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Port state change (the admin surface), raising PORT_ACTIVE / PORT_ERR.
+    pub(crate) fn set_port_state(&self, port: u8, up: bool) -> Result<(), VerbsError> {
+        if self.is_removed() {
+            return Err(VerbsError::DeviceRemoved);
+        }
+        {
+            let mut ports = self.ports.write();
+            let p = ports
+                .get_mut(usize::from(port).wrapping_sub(1))
+                .ok_or(VerbsError::InvalidParameter)?;
+            let new = if up {
+                PortState::Active
+            } else {
+                PortState::Down
+            };
+            if p.state == new {
+                return Ok(());
+            }
+            p.state = new;
+        }
+        self.post_async(
+            if up {
+                AsyncEvent::PortActive
+            } else {
+                AsyncEvent::PortErr
+            },
+            u32::from(port),
+        );
+        Ok(())
+    }
+
+    /// Adds a GID in the first free slot of `port`'s table; returns its index.
+    pub(crate) fn add_gid(&self, port: u8, gid: Gid) -> Result<u32, VerbsError> {
+        let idx = {
+            let mut ports = self.ports.write();
+            let p = ports
+                .get_mut(usize::from(port).wrapping_sub(1))
+                .ok_or(VerbsError::InvalidParameter)?;
+            if let Some(i) = p.gids.iter().position(|g| *g == gid) {
+                return Ok(i as u32);
+            }
+            let i = p
+                .gids
+                .iter()
+                .position(|g| *g == [0u8; 16])
+                .ok_or(VerbsError::InsufficientResources)?;
+            p.gids[i] = gid;
+            i as u32
+        };
+        self.post_async(AsyncEvent::GidChange, u32::from(port));
+        Ok(idx)
+    }
+
+    pub(crate) fn port_up(&self, port: u8) -> bool {
+        let ports = self.ports.read();
+        ports
+            .get(usize::from(port.max(1)) - 1)
+            .is_some_and(|p| p.state == PortState::Active)
+    }
+
+    pub(crate) fn lid(&self, port: u8) -> u16 {
+        self.ports
+            .read()
+            .get(usize::from(port.max(1)) - 1)
+            .map_or(0, |p| p.lid)
+    }
+
+    /// Whether `gid` (with `grh`) or `lid` names one of this device's ports.
+    pub(crate) fn owns(&self, grh: bool, gid: &Gid, lid: u16) -> bool {
+        let ports = self.ports.read();
+        ports.iter().any(|p| {
+            if grh {
+                *gid != [0u8; 16] && p.gids.iter().any(|g| g == gid)
+            } else {
+                p.lid != 0 && p.lid == lid
+            }
+        })
+    }
+
+    /// The device an address names: this one, or one on the fabric.
+    pub(crate) fn route(self: &Arc<Self>, grh: bool, gid: &Gid, lid: u16) -> Option<Arc<Device>> {
+        if self.owns(grh, gid, lid) {
+            return Some(self.clone());
+        }
+        let fabric = self.fabric.read().as_ref().and_then(Weak::upgrade)?;
+        fabric.find(grh, gid, lid)
+    }
+
+    pub(crate) fn qp_by_qpn(&self, qpn: u32) -> Option<Arc<Qp>> {
+        self.qps.get(qpn.checked_sub(1)?)
+    }
+
+    pub(crate) fn mr_by_key(&self, key: u32) -> Option<Arc<Mr>> {
+        self.mrs.get(key >> 8)
+    }
+
+    /// Surprise removal: every later verb fails, and once this returns no callback runs.
+    pub(crate) fn remove(&self) {
+        self.removed.store(true, Ordering::Release);
+        self.dispatch.close_and_wait();
+    }
+}

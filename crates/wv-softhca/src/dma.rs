@@ -1,0 +1,364 @@
+//! Client memory as the device sees it: the only module of the crate with `unsafe` code.
+//!
+//! A real HCA reaches user memory by DMA after the kernel has probed and pinned the pages of a
+//! registration. The soft HCA does the same with raw pointers, and this module is where they
+//! live: a [`DmaRange`] is a pinned byte range that the device may copy into and out of, and the
+//! only ways to get one are [`ClientMemory::pin`] (the registration path) and the device's own
+//! allocations. Every copy is bounds-checked against the range before a pointer is formed, so a
+//! bad address or length coming from user mode yields an error, never a wild access.
+//!
+//! Concurrency: as with hardware DMA, the device copies bytes without synchronising with the
+//! client's own accesses. The verbs rules order them (a buffer belongs to the device from post
+//! to completion, and the ring indices carry release/acquire edges), so a well-behaved client
+//! never races the device.
+
+use alloc::boxed::Box;
+use alloc::sync::{Arc, Weak};
+use alloc::vec::Vec;
+use core::any::Any;
+use core::ptr;
+
+use spin::Mutex;
+use wv_hal::VerbsError;
+
+/// Why a copy was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OutOfBounds;
+
+/// A pinned range of client memory the device may read and write.
+pub(crate) struct DmaRange {
+    /// The first byte, with the provenance of the allocation it lies in.
+    base: *mut u8,
+    len: usize,
+    /// What keeps the memory alive (a pool buffer), if the range does not rely on the client's
+    /// promise alone.
+    _keep: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl core::fmt::Debug for DmaRange {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("DmaRange")
+            .field("base", &self.base)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+// SAFETY: a range is a pinned view of client memory that the device accesses from whichever
+// thread rings a doorbell, exactly like hardware DMA; every access goes through the checked
+// copies below, and the memory outlives the range by `new`'s contract.
+unsafe impl Send for DmaRange {}
+// SAFETY: see `Send`; `&DmaRange` only performs bounds-checked copies.
+unsafe impl Sync for DmaRange {}
+
+impl DmaRange {
+    /// A range over `[base, base + len)`.
+    ///
+    /// # Safety
+    /// The `len` bytes at `base` must be one allocation, valid for reads and writes for as long
+    /// as the returned range (or anything holding it) lives, and accessed by others only as the
+    /// module documentation describes.
+    unsafe fn new(base: *mut u8, len: usize, keep: Option<Arc<dyn Any + Send + Sync>>) -> Self {
+        DmaRange {
+            base,
+            len,
+            _keep: keep,
+        }
+    }
+
+    /// The client address of the first byte.
+    pub(crate) fn base(&self) -> u64 {
+        self.base.addr() as u64
+    }
+
+    /// Length in bytes.
+    pub(crate) fn len(&self) -> u64 {
+        self.len as u64
+    }
+
+    fn check(&self, offset: u64, len: usize) -> Result<usize, OutOfBounds> {
+        let offset = usize::try_from(offset).map_err(|_| OutOfBounds)?;
+        let end = offset.checked_add(len).ok_or(OutOfBounds)?;
+        if end > self.len {
+            return Err(OutOfBounds);
+        }
+        Ok(offset)
+    }
+
+    /// Copies `out.len()` bytes at `offset` into `out`.
+    pub(crate) fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), OutOfBounds> {
+        let off = self.check(offset, out.len())?;
+        // SAFETY: `check` proved `[off, off + out.len())` lies inside the range, which `new`'s
+        // contract makes valid for reads; `out` is a distinct Rust buffer, so they do not overlap.
+        unsafe {
+            ptr::copy_nonoverlapping(self.base.wrapping_add(off), out.as_mut_ptr(), out.len())
+        };
+        Ok(())
+    }
+
+    /// Copies `data` to `offset`.
+    pub(crate) fn write(&self, offset: u64, data: &[u8]) -> Result<(), OutOfBounds> {
+        let off = self.check(offset, data.len())?;
+        // SAFETY: `check` proved the destination lies inside the range, valid for writes by
+        // `new`'s contract; `data` is a Rust slice that cannot alias client memory mutably.
+        unsafe { ptr::copy(data.as_ptr(), self.base.wrapping_add(off), data.len()) };
+        Ok(())
+    }
+
+    /// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off`; the ranges may be the
+    /// same memory (loopback), so this is a `memmove`.
+    pub(crate) fn copy(
+        src: &DmaRange,
+        src_off: u64,
+        dst: &DmaRange,
+        dst_off: u64,
+        len: usize,
+    ) -> Result<(), OutOfBounds> {
+        let s = src.check(src_off, len)?;
+        let d = dst.check(dst_off, len)?;
+        // SAFETY: both sub-ranges were bounds-checked against ranges that `new`'s contract makes
+        // valid for reads (source) and writes (destination); `ptr::copy` allows overlap.
+        unsafe { ptr::copy(src.base.wrapping_add(s), dst.base.wrapping_add(d), len) };
+        Ok(())
+    }
+}
+
+/// One heap buffer of a [`BufferPool`]: memory a test or client can register with the device.
+struct BufInner {
+    ptr: *mut u64,
+    words: usize,
+    len: usize,
+}
+
+// SAFETY: `BufInner` owns its allocation exclusively (it came from `Box::into_raw` and is freed
+// only in `Drop`); all byte accesses go through bounds-checked raw copies, so sharing the
+// pointer between threads is no different from sharing the memory of a `Box<[u64]>`.
+unsafe impl Send for BufInner {}
+// SAFETY: see `Send`; `&BufInner` only hands out the address and performs checked copies.
+unsafe impl Sync for BufInner {}
+
+impl Drop for BufInner {
+    fn drop(&mut self) {
+        let slice = ptr::slice_from_raw_parts_mut(self.ptr, self.words);
+        // SAFETY: `ptr`/`words` are exactly what `Box::into_raw` returned in `DmaBuffer::new`,
+        // and this is the only place that frees it, once.
+        drop(unsafe { Box::from_raw(slice) });
+    }
+}
+
+impl BufInner {
+    fn range(self: &Arc<Self>) -> DmaRange {
+        let keep: Arc<dyn Any + Send + Sync> = self.clone();
+        // SAFETY: the allocation is `len` valid bytes that live as long as `keep`, which the
+        // range holds.
+        unsafe { DmaRange::new(self.ptr.cast::<u8>(), self.len, Some(keep)) }
+    }
+}
+
+/// A zeroed, 8-byte-aligned heap buffer that can be registered with a soft HCA whose client
+/// memory is a [`BufferPool`]. Cloning shares the buffer.
+#[derive(Clone)]
+pub struct DmaBuffer {
+    inner: Arc<BufInner>,
+}
+
+impl core::fmt::Debug for DmaBuffer {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("DmaBuffer")
+            .field("addr", &self.addr())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl DmaBuffer {
+    fn new(len: usize) -> Self {
+        let words = len.div_ceil(8).max(1);
+        let boxed: Box<[u64]> = alloc::vec![0u64; words].into_boxed_slice();
+        let ptr = Box::into_raw(boxed) as *mut u64;
+        DmaBuffer {
+            inner: Arc::new(BufInner { ptr, words, len }),
+        }
+    }
+    /// The client virtual address of the first byte (what `register_mr` and SGEs name).
+    pub fn addr(&self) -> u64 {
+        self.inner.ptr.addr() as u64
+    }
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.inner.len
+    }
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+    /// Writes `data` at `offset`.
+    ///
+    /// # Errors
+    /// When the bytes do not fit.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), VerbsError> {
+        self.inner
+            .range()
+            .write(offset as u64, data)
+            .map_err(|_| VerbsError::InvalidParameter)
+    }
+    /// Reads `out.len()` bytes at `offset`.
+    ///
+    /// # Errors
+    /// When the bytes are out of the buffer.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), VerbsError> {
+        self.inner
+            .range()
+            .read(offset as u64, out)
+            .map_err(|_| VerbsError::InvalidParameter)
+    }
+    /// A copy of the whole buffer.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = alloc::vec![0u8; self.len()];
+        let _ = self.read(0, &mut v);
+        v
+    }
+}
+
+/// A set of client buffers the device can validate registrations against: registering memory
+/// outside a live buffer of the pool fails, and a registration keeps its buffer alive.
+#[derive(Clone, Default)]
+pub struct BufferPool {
+    bufs: Arc<Mutex<Vec<Weak<BufInner>>>>,
+}
+
+impl core::fmt::Debug for BufferPool {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("BufferPool").finish_non_exhaustive()
+    }
+}
+
+impl BufferPool {
+    /// An empty pool.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Allocates a zeroed buffer of `len` bytes in the pool.
+    pub fn alloc(&self, len: usize) -> DmaBuffer {
+        let b = DmaBuffer::new(len);
+        let mut bufs = self.bufs.lock();
+        bufs.retain(|w| w.strong_count() > 0);
+        bufs.push(Arc::downgrade(&b.inner));
+        b
+    }
+    fn find(&self, addr: u64, len: u64) -> Option<DmaRange> {
+        let bufs = self.bufs.lock();
+        for w in bufs.iter() {
+            let Some(inner) = w.upgrade() else { continue };
+            let start = inner.ptr.addr() as u64;
+            let end = start + inner.len as u64;
+            if addr >= start && addr.checked_add(len)? <= end {
+                let keep: Arc<dyn Any + Send + Sync> = inner.clone();
+                let base = inner.ptr.cast::<u8>().wrapping_add((addr - start) as usize);
+                // SAFETY: `[addr, addr+len)` lies inside this live allocation (and `base` carries
+                // its provenance), and the range holds `keep`, so the memory outlives the range.
+                return Some(unsafe { DmaRange::new(base, len as usize, Some(keep)) });
+            }
+        }
+        None
+    }
+}
+
+/// How the device validates ("probes and locks") client memory at registration.
+#[derive(Clone, Debug)]
+pub struct ClientMemory {
+    pool: Option<BufferPool>,
+}
+
+impl ClientMemory {
+    /// Client memory is the buffers of `pool`: anything else is refused.
+    pub fn pool(pool: BufferPool) -> Self {
+        ClientMemory { pool: Some(pool) }
+    }
+
+    /// Client memory is this process's address space, trusted as is.
+    ///
+    /// # Safety
+    /// Every range later passed to `register_mr` (or used as a fast-registration target) on a
+    /// device built with this value must be memory of this process, valid for reads and writes
+    /// until the region is deregistered; the caller takes the role of the kernel's probe.
+    pub unsafe fn trusted_process() -> Self {
+        ClientMemory { pool: None }
+    }
+
+    /// Probes and pins `[addr, addr + len)`.
+    pub(crate) fn pin(&self, addr: u64, len: u64) -> Result<DmaRange, VerbsError> {
+        if len == 0 || addr == 0 || addr.checked_add(len).is_none() || len > isize::MAX as u64 {
+            return Err(VerbsError::InvalidParameter);
+        }
+        match &self.pool {
+            Some(p) => p.find(addr, len).ok_or(VerbsError::InvalidParameter),
+            // SAFETY: `trusted_process`'s contract makes the caller vouch for every registered
+            // range; length and overflow were checked above.
+            None => Ok(unsafe {
+                DmaRange::new(
+                    ptr::with_exposed_provenance_mut(addr as usize),
+                    len as usize,
+                    None,
+                )
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_pins_only_its_buffers() {
+        let pool = BufferPool::new();
+        let mem = ClientMemory::pool(pool.clone());
+        let b = pool.alloc(64);
+        assert!(mem.pin(b.addr(), 64).is_ok());
+        assert!(mem.pin(b.addr() + 8, 56).is_ok());
+        assert!(mem.pin(b.addr(), 65).is_err());
+        assert!(mem.pin(b.addr() + 64, 1).is_err());
+        assert!(mem.pin(0, 1).is_err());
+        assert!(mem.pin(b.addr(), 0).is_err());
+        assert!(mem.pin(u64::MAX - 2, 8).is_err());
+    }
+
+    #[test]
+    fn copies_are_bounds_checked() {
+        let pool = BufferPool::new();
+        let mem = ClientMemory::pool(pool.clone());
+        let a = pool.alloc(32);
+        let b = pool.alloc(16);
+        a.write(0, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        let ra = mem.pin(a.addr(), 32).unwrap();
+        let rb = mem.pin(b.addr(), 16).unwrap();
+        DmaRange::copy(&ra, 0, &rb, 8, 8).unwrap();
+        assert_eq!(&b.to_vec()[8..], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(DmaRange::copy(&ra, 0, &rb, 9, 8), Err(OutOfBounds));
+        assert_eq!(DmaRange::copy(&ra, 30, &rb, 0, 4), Err(OutOfBounds));
+        assert_eq!(DmaRange::copy(&ra, u64::MAX, &rb, 0, 1), Err(OutOfBounds));
+        let mut out = [0u8; 4];
+        assert!(rb.read(13, &mut out).is_err());
+        rb.read(8, &mut out).unwrap();
+        assert_eq!(out, [1, 2, 3, 4]);
+        assert!(ra.write(31, &[1, 2]).is_err());
+    }
+
+    #[test]
+    fn overlapping_copy_is_a_memmove_and_registration_keeps_memory_alive() {
+        let pool = BufferPool::new();
+        let mem = ClientMemory::pool(pool.clone());
+        let a = pool.alloc(16);
+        a.write(0, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        let r = mem.pin(a.addr(), 16).unwrap();
+        DmaRange::copy(&r, 0, &r, 2, 8).unwrap();
+        assert_eq!(&a.to_vec()[..10], &[1, 2, 1, 2, 3, 4, 5, 6, 7, 8]);
+        drop(a);
+        // The range still owns the buffer: writing through it is valid.
+        r.write(0, &[9]).unwrap();
+        let mut one = [0u8];
+        r.read(0, &mut one).unwrap();
+        assert_eq!(one, [9]);
+    }
+}

@@ -1,0 +1,45 @@
+//! The soft HCA: a pvrdma-style software RDMA controller below the WinVerbs filter.
+//!
+//! * [`SoftHca`] is the device and its kernel half: it implements [`wv_hal::Verbs`]. Commands go
+//!   through a one-slot command channel with a response interrupt; completions and events leave
+//!   through a CQ-notify ring and an async-event ring, each with its interrupt vector, whose ISR
+//!   (run by `Platform::interrupt`) queues a DPC (`Platform::queue_dpc`) that calls the sinks.
+//! * [`uvp`] is the user half: post send/receive, poll and arm CQs, without IOCTLs. The work a
+//!   doorbell starts runs in the doorbell caller's thread, as in rxe.
+//! * [`Fabric`] joins soft HCAs in one process, with optional fault injection.
+//! * [`dma`] is the only module with `unsafe` code: the device reaches client memory only
+//!   through regions pinned there.
+//!
+//! The crate is `no_std` + `alloc`, so a root-enumerated Windows soft HCA driver can reuse it.
+#![no_std]
+
+extern crate alloc;
+
+pub mod abi;
+mod cq;
+pub mod device;
+pub mod dma;
+mod engine;
+pub mod fabric;
+mod mr;
+mod qp;
+mod ring;
+mod srq;
+pub mod state_table;
+pub mod uvp;
+mod verbs_impl;
+pub mod wr;
+
+pub use device::{DeviceConfig, Limits, Vector};
+pub use dma::{BufferPool, ClientMemory, DmaBuffer};
+pub use engine::{GRH_BYTES, MAX_INLINE};
+pub use fabric::{Fabric, FaultConfig, LinkStats};
+pub use qp::MAX_SGE;
+pub use uvp::{PostError, UvpContext, UvpCq, UvpQp, UvpSrq};
+pub use verbs_impl::{
+    SoftAh, SoftCa, SoftCq, SoftHca, SoftMcast, SoftMr, SoftMw, SoftPd, SoftQp, SoftSrq,
+};
+pub use wr::{
+    FastReg, RecvWr, SendWr, Sge, UdAddress, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
+    send_flags, wc_flags,
+};

@@ -1,0 +1,483 @@
+//! The user half (the "UVP"): the data path a client library calls — post send/receive, poll
+//! and arm CQs — without any IOCTL. It writes WQEs into the rings the kernel half allocated,
+//! rings doorbells, and reads CQEs.
+//!
+//! In-process, user mode finds its device through [`registry`], keyed by node GUID and the
+//! context token DEVICE_OPEN returned in its vendor output: the moral equivalent of mapping the
+//! device's UAR page. Rings are then looked up by the handles and checked against the addresses
+//! the creation calls returned.
+
+use alloc::sync::Arc;
+
+use core::sync::atomic::Ordering;
+
+use spin::Mutex;
+use wv_hal::{QpState, QpType};
+
+use crate::abi;
+use crate::cq::Cq;
+use crate::device::Device;
+use crate::engine::{self, MAX_INLINE};
+use crate::mr::Want;
+use crate::qp::Qp;
+use crate::srq::Srq;
+use crate::wr::{RecvWr, SendWr, WorkCompletion, WrOpcode, encode_recv, encode_send, send_flags};
+
+/// Why a post failed (detected at once; the WR was not queued).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostError {
+    /// The QP's state does not allow it (`EINVAL`).
+    WrongState,
+    /// More SGEs than the queue was created for (`EINVAL`).
+    TooManySge,
+    /// Opcode not valid for the QP type (`EINVAL`).
+    BadOpcode,
+    /// Inline data larger than the QP's inline size (`EINVAL`).
+    InlineTooLarge,
+    /// Inline SGE outside registered memory (`EINVAL`).
+    BadInlineSge,
+    /// A receive on a QP attached to an SRQ (`EINVAL`).
+    UsesSrq,
+    /// Total length too large (`EINVAL`).
+    TooLong,
+    /// The queue is full (`ENOMEM`).
+    QueueFull,
+    /// The device is gone (`ENODEV`).
+    DeviceRemoved,
+}
+
+impl PostError {
+    /// The errno rdma-core returns for it.
+    pub fn errno(self) -> i32 {
+        match self {
+            PostError::QueueFull => 12,
+            PostError::DeviceRemoved => 19,
+            _ => 22,
+        }
+    }
+}
+
+/// The registry of devices open in this process.
+pub mod registry {
+    use alloc::sync::{Arc, Weak};
+    use alloc::vec::Vec;
+
+    use spin::Mutex;
+
+    use crate::device::Device;
+
+    type Entry = (u64, u64, Weak<Device>);
+    static REG: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+
+    pub(crate) fn insert(guid: u64, token: u64, dev: Weak<Device>) {
+        let mut r = REG.lock();
+        r.retain(|e| e.2.strong_count() > 0);
+        r.push((guid, token, dev));
+    }
+    pub(crate) fn remove(guid: u64, token: u64) {
+        REG.lock().retain(|e| !(e.0 == guid && e.1 == token));
+    }
+    pub(crate) fn find(guid: u64, token: u64) -> Option<Arc<Device>> {
+        REG.lock()
+            .iter()
+            .find(|e| e.0 == guid && e.1 == token)
+            .and_then(|e| e.2.upgrade())
+    }
+}
+
+/// An opened device in user mode.
+#[derive(Clone)]
+pub struct UvpContext {
+    dev: Arc<Device>,
+}
+
+impl core::fmt::Debug for UvpContext {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("UvpContext")
+            .field("guid", &self.dev.guid)
+            .finish()
+    }
+}
+
+fn check(ok: bool) -> Result<(), wv_hal::VerbsError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(wv_hal::VerbsError::InvalidParameter)
+    }
+}
+
+impl UvpContext {
+    /// Finds the device by node GUID and the context token from DEVICE_OPEN's vendor output.
+    ///
+    /// # Errors
+    /// `InvalidParameter` when no such open exists.
+    pub fn open(guid: u64, token: u64) -> Result<Self, wv_hal::VerbsError> {
+        registry::find(guid, token)
+            .map(|dev| UvpContext { dev })
+            .ok_or(wv_hal::VerbsError::InvalidParameter)
+    }
+
+    /// Opens from DEVICE_OPEN's vendor output bytes.
+    ///
+    /// # Errors
+    /// `InvalidParameter` for bytes that are not an [`abi::OpenCaResp`] of a live open.
+    pub fn from_open_resp(bytes: &[u8]) -> Result<Self, wv_hal::VerbsError> {
+        let r: abi::OpenCaResp = abi::parse(bytes).ok_or(wv_hal::VerbsError::InvalidParameter)?;
+        check(r.magic == abi::SOFTHCA_ABI_MAGIC)?;
+        Self::open(r.node_guid, r.context)
+    }
+
+    /// Maps a CQ from its creation response.
+    ///
+    /// # Errors
+    /// `InvalidParameter` when the handle or ring address does not match the device's.
+    pub fn map_cq(&self, r: &abi::CqResp) -> Result<UvpCq, wv_hal::VerbsError> {
+        let cq = self
+            .dev
+            .cqs
+            .get(r.cq_handle)
+            .ok_or(wv_hal::VerbsError::InvalidParameter)?;
+        check(cq.ring.addr() == r.ring_addr && cq.ring.entries() == r.entries)?;
+        Ok(UvpCq {
+            dev: self.dev.clone(),
+            cq,
+            poll: Arc::new(Mutex::new(())),
+        })
+    }
+
+    /// Maps a QP from its creation response.
+    ///
+    /// # Errors
+    /// `InvalidParameter` when the handle or ring addresses do not match the device's.
+    pub fn map_qp(&self, r: &abi::QpResp) -> Result<UvpQp, wv_hal::VerbsError> {
+        let qp = self
+            .dev
+            .qps
+            .get(r.qp_handle)
+            .ok_or(wv_hal::VerbsError::InvalidParameter)?;
+        check(qp.sq.addr() == r.sq_addr && qp.rq.addr() == r.rq_addr && qp.qpn == r.qpn)?;
+        Ok(UvpQp {
+            dev: self.dev.clone(),
+            qp,
+            sq_lock: Arc::new(Mutex::new(())),
+            rq_lock: Arc::new(Mutex::new(())),
+        })
+    }
+
+    /// Maps an SRQ from its creation response.
+    ///
+    /// # Errors
+    /// `InvalidParameter` when the handle or ring address does not match the device's.
+    pub fn map_srq(&self, r: &abi::SrqResp) -> Result<UvpSrq, wv_hal::VerbsError> {
+        let srq = self
+            .dev
+            .srqs
+            .get(r.srq_handle)
+            .ok_or(wv_hal::VerbsError::InvalidParameter)?;
+        check(srq.ring.addr() == r.ring_addr)?;
+        Ok(UvpSrq {
+            dev: self.dev.clone(),
+            srq,
+            lock: Arc::new(Mutex::new(())),
+        })
+    }
+}
+
+/// A QP's data path.
+#[derive(Clone)]
+pub struct UvpQp {
+    dev: Arc<Device>,
+    qp: Arc<Qp>,
+    sq_lock: Arc<Mutex<()>>,
+    rq_lock: Arc<Mutex<()>>,
+}
+
+impl core::fmt::Debug for UvpQp {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("UvpQp").field("qpn", &self.qp.qpn).finish()
+    }
+}
+
+impl UvpQp {
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.qp.qpn
+    }
+
+    /// The QP's current state (the QP-state bytes shared with the device).
+    pub fn state(&self) -> QpState {
+        self.qp.state()
+    }
+
+    /// Posts one send request.
+    ///
+    /// # Errors
+    /// See [`PostError`].
+    pub fn post_send(&self, wr: &SendWr<'_>) -> Result<(), PostError> {
+        self.post_send_list(core::slice::from_ref(wr))
+            .map_err(|(_, e)| e)
+    }
+
+    /// Posts a list of send requests with one doorbell; stops at the first that fails and
+    /// returns its index (`bad_wr`); the ones before it are posted.
+    ///
+    /// # Errors
+    /// `(index, error)` of the first request that failed.
+    pub fn post_send_list(&self, wrs: &[SendWr<'_>]) -> Result<(), (usize, PostError)> {
+        let qp = &self.qp;
+        let mut posted = 0u32;
+        let mut result = Ok(());
+        {
+            let _g = self.sq_lock.lock();
+            for (i, wr) in wrs.iter().enumerate() {
+                match self.write_send(wr, posted) {
+                    Ok(()) => posted += 1,
+                    Err(e) => {
+                        result = Err((i, e));
+                        break;
+                    }
+                }
+            }
+            if posted > 0 {
+                qp.sq.publish(posted);
+            }
+        }
+        if posted > 0 {
+            // The doorbell: the device runs the queue in this thread.
+            engine::run_sq(&self.dev, qp);
+        }
+        result
+    }
+
+    fn write_send(&self, wr: &SendWr<'_>, ahead: u32) -> Result<(), PostError> {
+        let qp = &self.qp;
+        if self.dev.is_removed() {
+            return Err(PostError::DeviceRemoved);
+        }
+        if matches!(qp.state(), QpState::Reset | QpState::Init | QpState::Rtr) {
+            return Err(PostError::WrongState);
+        }
+        if !engine::opcode_valid(wr.opcode, qp.qp_type) {
+            return Err(PostError::BadOpcode);
+        }
+        if qp.qp_type == QpType::Ud && wr.ud.is_none() {
+            return Err(PostError::BadOpcode);
+        }
+        let inline_flag = wr.send_flags & send_flags::INLINE != 0 || wr.inline_data.is_some();
+        let mut buf = [0u8; MAX_INLINE];
+        let inline: Option<&[u8]> = if wr.opcode == WrOpcode::RdmaRead
+            || wr.opcode == WrOpcode::LocalInv
+            || wr.opcode == WrOpcode::RegMr
+            || !inline_flag
+        {
+            None
+        } else if let Some(d) = wr.inline_data {
+            if d.len() > qp.max_inline as usize {
+                return Err(PostError::InlineTooLarge);
+            }
+            Some(d)
+        } else {
+            // Inline from SGEs: user mode copies its own memory into the WQE. Here that memory
+            // is read through the regions the SGEs name, so it must be registered.
+            let mut n = 0usize;
+            for s in wr.sg_list {
+                let len = s.length as usize;
+                if n + len > qp.max_inline as usize {
+                    return Err(PostError::InlineTooLarge);
+                }
+                if len == 0 {
+                    continue;
+                }
+                let mr = self.dev.mr_by_key(s.lkey).ok_or(PostError::BadInlineSge)?;
+                let off = mr
+                    .check(s.lkey, qp.pd, s.addr, len as u64, Want::LocalRead)
+                    .map_err(|_| PostError::BadInlineSge)?;
+                mr.range
+                    .read(off, &mut buf[n..n + len])
+                    .map_err(|_| PostError::BadInlineSge)?;
+                n += len;
+            }
+            Some(&buf[..n])
+        };
+        if inline.is_none() && wr.sg_list.len() > qp.sq_max_sge as usize {
+            return Err(PostError::TooManySge);
+        }
+        let total: u64 = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
+        if total >= 1 << 31 {
+            return Err(PostError::TooLong);
+        }
+        let slot = qp
+            .sq
+            .producer_slot_ahead(ahead)
+            .ok_or(PostError::QueueFull)?;
+        encode_send(slot, wr, inline);
+        Ok(())
+    }
+
+    /// Posts one receive request.
+    ///
+    /// # Errors
+    /// See [`PostError`].
+    pub fn post_recv(&self, wr: &RecvWr<'_>) -> Result<(), PostError> {
+        self.post_recv_list(core::slice::from_ref(wr))
+            .map_err(|(_, e)| e)
+    }
+
+    /// Posts a list of receive requests; stops at the first that fails.
+    ///
+    /// # Errors
+    /// `(index, error)` of the first request that failed.
+    pub fn post_recv_list(&self, wrs: &[RecvWr<'_>]) -> Result<(), (usize, PostError)> {
+        let qp = &self.qp;
+        let mut posted = 0u32;
+        let mut result = Ok(());
+        {
+            let _g = self.rq_lock.lock();
+            for (i, wr) in wrs.iter().enumerate() {
+                let r = if self.dev.is_removed() {
+                    Err(PostError::DeviceRemoved)
+                } else if qp.srq.is_some() {
+                    Err(PostError::UsesSrq)
+                } else if qp.state() == QpState::Reset {
+                    Err(PostError::WrongState)
+                } else if wr.sg_list.len() > qp.rq_max_sge as usize {
+                    Err(PostError::TooManySge)
+                } else if let Some(slot) = qp.rq.producer_slot_ahead(posted) {
+                    encode_recv(slot, wr);
+                    Ok(())
+                } else {
+                    Err(PostError::QueueFull)
+                };
+                if let Err(e) = r {
+                    result = Err((i, e));
+                    break;
+                }
+                posted += 1;
+            }
+            if posted > 0 {
+                qp.rq.publish(posted);
+            }
+        }
+        if posted > 0 {
+            // The receive doorbell: a QP in ERR flushes at once; senders parked on an RNR NAK
+            // retry now.
+            if qp.state() == QpState::Error {
+                engine::flush_rq(&self.dev, qp);
+            }
+            engine::kick_waiters(&qp.rnr_waiters);
+        }
+        result
+    }
+}
+
+/// An SRQ's data path.
+#[derive(Clone)]
+pub struct UvpSrq {
+    dev: Arc<Device>,
+    srq: Arc<Srq>,
+    lock: Arc<Mutex<()>>,
+}
+
+impl core::fmt::Debug for UvpSrq {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("UvpSrq")
+            .field("handle", &self.srq.handle)
+            .finish()
+    }
+}
+
+impl UvpSrq {
+    /// Posts receive requests to the SRQ; stops at the first that fails.
+    ///
+    /// # Errors
+    /// `(index, error)` of the first request that failed.
+    pub fn post_recv_list(&self, wrs: &[RecvWr<'_>]) -> Result<(), (usize, PostError)> {
+        let mut posted = 0u32;
+        let mut result = Ok(());
+        {
+            let _g = self.lock.lock();
+            for (i, wr) in wrs.iter().enumerate() {
+                let r = if self.dev.is_removed() {
+                    Err(PostError::DeviceRemoved)
+                } else if wr.sg_list.len() > self.srq.max_sge as usize {
+                    Err(PostError::TooManySge)
+                } else if let Some(slot) = self.srq.ring.producer_slot_ahead(posted) {
+                    encode_recv(slot, wr);
+                    Ok(())
+                } else {
+                    Err(PostError::QueueFull)
+                };
+                if let Err(e) = r {
+                    result = Err((i, e));
+                    break;
+                }
+                posted += 1;
+            }
+            if posted > 0 {
+                self.srq.ring.publish(posted);
+            }
+        }
+        if posted > 0 {
+            engine::kick_waiters(&self.srq.rnr_waiters);
+        }
+        result
+    }
+
+    /// Posts one receive request.
+    ///
+    /// # Errors
+    /// See [`PostError`].
+    pub fn post_recv(&self, wr: &RecvWr<'_>) -> Result<(), PostError> {
+        self.post_recv_list(core::slice::from_ref(wr))
+            .map_err(|(_, e)| e)
+    }
+}
+
+/// A CQ's data path.
+#[derive(Clone)]
+pub struct UvpCq {
+    dev: Arc<Device>,
+    cq: Arc<Cq>,
+    poll: Arc<Mutex<()>>,
+}
+
+impl core::fmt::Debug for UvpCq {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("UvpCq")
+            .field("handle", &self.cq.handle)
+            .finish()
+    }
+}
+
+impl UvpCq {
+    /// Takes up to `out.len()` completions; returns how many.
+    pub fn poll(&self, out: &mut [WorkCompletion]) -> usize {
+        let _g = self.poll.lock();
+        let mut n = 0;
+        while n < out.len() {
+            let Some(slot) = self.cq.ring.consumer_slot() else {
+                break;
+            };
+            out[n] = WorkCompletion::decode(slot);
+            self.cq.ring.consume(1);
+            n += 1;
+        }
+        n
+    }
+
+    /// Arms the CQ for one notification (`ibv_req_notify_cq`): the next completion, or with
+    /// `solicited_only` the next solicited one (a receive with the SE bit, or any error).
+    /// Returns `true` when completions are already waiting (poll again to avoid missing one).
+    pub fn arm(&self, solicited_only: bool) -> bool {
+        if self.dev.is_removed() {
+            return false;
+        }
+        self.cq.arm(solicited_only)
+    }
+
+    /// Whether the CQ overran (its error is sticky).
+    pub fn overrun(&self) -> bool {
+        self.cq.overrun.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,837 @@
+//! The kernel half: [`SoftHca`] implements `wv_hal::Verbs` over the device model, and wires the
+//! device's interrupt vectors to the platform (`Platform::interrupt` runs the ISR, which queues
+//! the vector's DPC with `Platform::queue_dpc`; the DPC calls the sinks at DISPATCH_LEVEL).
+
+use alloc::sync::{Arc, Weak};
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use wv_hal::platform::InterruptService;
+use wv_hal::{
+    AddressVector, CaAttributes, CaEventSink, CqEventSink, Dpc, Gid, MemoryKeys, MemoryRegion, Mtu,
+    Platform, PortAttributes, QpAttributes, QpCreate, QpCreated, QpEventSink, QpModify, QpState,
+    SrqAttributes, SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
+};
+
+use crate::abi;
+use crate::cq::Cq;
+use crate::device::{Ah, Context, Device, DeviceConfig, InterruptLine, Mw, Pd, Rundown, Vector};
+use crate::dma::ClientMemory;
+use crate::engine::MAX_INLINE;
+use crate::mr::{Mr, check_access};
+use crate::qp::{MAX_SGE, Qp, RespCtx, SqCtx};
+use crate::ring::Ring;
+use crate::srq::Srq;
+use crate::uvp::registry;
+use crate::wr::{RQ_HDR_WORDS, SQ_HDR_WORDS};
+
+/// The ISR of one vector.
+struct Isr<P: Platform> {
+    dev: Weak<Device>,
+    vector: Vector,
+    platform: Arc<P>,
+    dpc: Arc<dyn Dpc>,
+}
+
+impl<P: Platform> InterruptService for Isr<P> {
+    fn service(&self) -> bool {
+        let Some(dev) = self.dev.upgrade() else {
+            return false;
+        };
+        let bit = 1u32 << self.vector as u32;
+        // Read and acknowledge the cause; anything more waits for the DPC.
+        if dev.icr.fetch_and(!bit, Ordering::AcqRel) & bit == 0 {
+            return false;
+        }
+        if self.vector == Vector::Response {
+            dev.resp_ready.store(true, Ordering::Release);
+        } else {
+            self.platform.queue_dpc(&self.dpc);
+        }
+        true
+    }
+}
+
+struct VectorDpc {
+    dev: Weak<Device>,
+    vector: Vector,
+}
+
+impl Dpc for VectorDpc {
+    fn run(&self) {
+        if let Some(dev) = self.dev.upgrade() {
+            dev.dpc(self.vector);
+        }
+    }
+}
+
+struct Lines<P: Platform> {
+    platform: Arc<P>,
+    isrs: [Isr<P>; 3],
+}
+
+impl<P: Platform> InterruptLine for Lines<P> {
+    fn raise(&self, vector: Vector) {
+        self.platform.interrupt(&self.isrs[vector as usize]);
+    }
+}
+
+/// A soft HCA: the device model plus its kernel-half verbs interface.
+pub struct SoftHca<P: Platform> {
+    dev: Arc<Device>,
+    _platform: Arc<P>,
+}
+
+impl<P: Platform> core::fmt::Debug for SoftHca<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SoftHca")
+            .field("name", &self.dev.config.name)
+            .field("guid", &self.dev.guid)
+            .finish()
+    }
+}
+
+/// A user-mode open of the device.
+#[derive(Debug)]
+pub struct SoftCa {
+    handle: u32,
+    /// The context token the UVP presents to the registry.
+    pub token: u64,
+}
+/// A protection domain.
+#[derive(Debug)]
+pub struct SoftPd(Arc<Pd>);
+/// A memory region.
+#[derive(Debug)]
+pub struct SoftMr(Arc<Mr>);
+/// A memory window.
+#[derive(Debug)]
+pub struct SoftMw(Arc<Mw>);
+/// An address handle.
+#[derive(Debug)]
+pub struct SoftAh(Arc<Ah>);
+/// A completion queue.
+pub struct SoftCq(pub(crate) Arc<Cq>);
+/// A shared receive queue.
+pub struct SoftSrq(pub(crate) Arc<Srq>);
+/// A queue pair.
+pub struct SoftQp(pub(crate) Arc<Qp>);
+/// A multicast attachment.
+#[derive(Debug)]
+pub struct SoftMcast {
+    /// The group.
+    pub gid: Gid,
+    /// The QP number attached.
+    pub qpn: u32,
+}
+
+macro_rules! debug_handle {
+    ($($t:ident),*) => {$(
+        impl core::fmt::Debug for $t {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.debug_tuple(stringify!($t)).field(&self.0.handle).finish()
+            }
+        }
+    )*};
+}
+debug_handle!(SoftCq, SoftSrq, SoftQp);
+
+impl SoftCq {
+    /// The CQ handle (what the doorbell names).
+    pub fn handle(&self) -> u32 {
+        self.0.handle
+    }
+}
+impl SoftQp {
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.0.qpn
+    }
+    /// The QP handle.
+    pub fn handle(&self) -> u32 {
+        self.0.handle
+    }
+}
+impl SoftSrq {
+    /// The SRQ handle.
+    pub fn handle(&self) -> u32 {
+        self.0.handle
+    }
+}
+impl SoftPd {
+    /// The PD handle.
+    pub fn handle(&self) -> u32 {
+        self.0.handle
+    }
+}
+
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+
+fn ring_for_sq(entries: u32, sge: u32, inline: u32) -> Ring {
+    let words = (sge as usize * 2).max((inline as usize).div_ceil(8));
+    Ring::new(entries, SQ_HDR_WORDS + words)
+}
+
+impl<P: Platform> SoftHca<P> {
+    /// A new soft HCA on `platform`, validating client memory with `memory`.
+    pub fn new(platform: Arc<P>, config: DeviceConfig, memory: ClientMemory) -> Arc<Self> {
+        let mut config = config;
+        config.limits.max_sge = config.limits.max_sge.min(MAX_SGE as u32);
+        config.limits.max_inline = config.limits.max_inline.min(MAX_INLINE as u32);
+        let dev = Arc::new(Device::new(config, memory));
+        let isr = |vector| Isr {
+            dev: Arc::downgrade(&dev),
+            vector,
+            platform: platform.clone(),
+            dpc: Arc::new(VectorDpc {
+                dev: Arc::downgrade(&dev),
+                vector,
+            }) as Arc<dyn Dpc>,
+        };
+        let lines = Lines {
+            platform: platform.clone(),
+            isrs: [isr(Vector::Response), isr(Vector::Async), isr(Vector::Cq)],
+        };
+        dev.set_irq(Arc::new(lines));
+        Arc::new(SoftHca {
+            dev,
+            _platform: platform,
+        })
+    }
+
+    pub(crate) fn device(&self) -> &Arc<Device> {
+        &self.dev
+    }
+
+    /// The port MAC.
+    pub fn mac(&self) -> [u8; 6] {
+        self.dev.config.mac
+    }
+
+    /// The LID of `port` (assigned when the device joins a fabric; 0 before).
+    pub fn lid(&self, port: u8) -> u16 {
+        self.dev.lid(port)
+    }
+
+    /// The MAC-based GID of the ports (GID index 0).
+    pub fn gid(&self) -> Gid {
+        crate::device::mac_gid(self.dev.config.mac)
+    }
+
+    /// Admin: brings `port` up or down, raising PORT_ACTIVE / PORT_ERR through the async ring.
+    ///
+    /// # Errors
+    /// `InvalidParameter` for a bad port, `DeviceRemoved` after removal.
+    pub fn set_port_state(&self, port: u8, up: bool) -> Result<(), VerbsError> {
+        self.dev.set_port_state(port, up)
+    }
+
+    /// Admin: adds the IPv4-based GID `::ffff:a.b.c.d` to `port`'s table; returns its index.
+    ///
+    /// # Errors
+    /// `InvalidParameter` for a bad port, `InsufficientResources` when the table is full.
+    pub fn add_ipv4_gid(&self, port: u8, ip: [u8; 4]) -> Result<u32, VerbsError> {
+        self.dev.add_gid(port, crate::device::ipv4_gid(ip))
+    }
+
+    /// Admin: surprise removal. Every later verb fails with `DeviceRemoved` (destroys still
+    /// succeed), the data path stops, and once this returns no callback runs.
+    pub fn surprise_remove(&self) {
+        self.dev.remove();
+    }
+
+    /// Async events lost because the async ring was full.
+    pub fn async_overflows(&self) -> u64 {
+        self.dev.async_overflows.load(Ordering::Relaxed)
+    }
+
+    fn check_alive(&self) -> Result<(), VerbsError> {
+        if self.dev.is_removed() {
+            Err(VerbsError::DeviceRemoved)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn wait_rundown(r: &Rundown) {
+    r.close_and_wait();
+}
+
+impl<P: Platform> Verbs for SoftHca<P> {
+    type Ca = SoftCa;
+    type Pd = SoftPd;
+    type Mr = SoftMr;
+    type Mw = SoftMw;
+    type Ah = SoftAh;
+    type Cq = SoftCq;
+    type Srq = SoftSrq;
+    type Qp = SoftQp;
+    type Mcast = SoftMcast;
+
+    fn guid(&self) -> u64 {
+        self.dev.guid
+    }
+
+    fn library_name(&self) -> &str {
+        "softhcau"
+    }
+
+    fn open_ca(
+        &self,
+        umv: &mut Umv<'_>,
+        events: Arc<dyn CaEventSink>,
+    ) -> Result<SoftCa, VerbsError> {
+        let dev = &self.dev;
+        dev.command(|| {
+            let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+            let resp = abi::OpenCaResp {
+                magic: abi::SOFTHCA_ABI_MAGIC,
+                reserved: 0,
+                node_guid: dev.guid,
+                context: token,
+            };
+            if umv.output_len != 0 && umv.output_len < core::mem::size_of::<abi::OpenCaResp>() {
+                return Err(VerbsError::InvalidParameter);
+            }
+            let ctx = dev.contexts.insert_with(u32::MAX, |handle| {
+                Ok(Arc::new(Context {
+                    handle,
+                    sink: events,
+                    rundown: Rundown::new(),
+                }))
+            })?;
+            abi::write_resp(umv, &resp)?;
+            registry::insert(dev.guid, token, Arc::downgrade(dev));
+            Ok(SoftCa {
+                handle: ctx.handle,
+                token,
+            })
+        })
+    }
+
+    fn close_ca(&self, ca: SoftCa) {
+        registry::remove(self.dev.guid, ca.token);
+        if let Some(ctx) = self.dev.contexts.remove(ca.handle) {
+            wait_rundown(&ctx.rundown);
+        }
+    }
+
+    fn query_ca(&self) -> Result<CaAttributes, VerbsError> {
+        self.check_alive()?;
+        let l = self.dev.limits();
+        Ok(CaAttributes {
+            fw_version: 1,
+            node_guid: self.dev.guid,
+            system_image_guid: self.dev.guid,
+            vendor_id: 0x0015AD,
+            vendor_part_id: 0x0820,
+            hw_version: 1,
+            capability_flags: 0,
+            atomic_capability: 0,
+            page_size_capability: 0x1000,
+            max_mr_size: l.max_mr_size,
+            max_qp: l.max_qp,
+            max_qp_wr: l.max_qp_wr,
+            max_sge: l.max_sge,
+            max_cq: l.max_cq,
+            max_cqe: l.max_cqe,
+            max_mr: l.max_mr,
+            max_pd: l.max_pd,
+            max_qp_responder_resources: l.max_qp_rd_atom,
+            max_responder_resources: l.max_qp_rd_atom * l.max_qp,
+            max_qp_initiator_depth: l.max_qp_rd_atom,
+            max_inline_send: l.max_inline,
+            max_mw: l.max_mw,
+            max_multicast: 0,
+            max_qp_attach: 0,
+            max_multicast_qp: 0,
+            max_ah: l.max_ah,
+            max_fmr: 0,
+            max_map_per_fmr: 0,
+            max_srq: l.max_srq,
+            max_srq_wr: l.max_srq_wr,
+            max_srq_sge: l.max_sge,
+            max_pkeys: l.max_pkeys,
+            local_ack_delay: 15,
+            port_count: self.dev.port_count(),
+        })
+    }
+
+    fn query_port(&self, port: u8) -> Result<PortAttributes, VerbsError> {
+        self.check_alive()?;
+        let ports = self.dev.ports.read();
+        let p = ports
+            .get(usize::from(port).wrapping_sub(1))
+            .ok_or(VerbsError::InvalidParameter)?;
+        let l = self.dev.limits();
+        Ok(PortAttributes {
+            capability_flags: 0,
+            state: p.state,
+            mtu: Mtu::Mtu4096,
+            gid_table_len: p.gids.len() as u32,
+            max_message_size: l.max_msg,
+            bad_pkey_counter: 0,
+            qkey_violation_counter: 0,
+            pkey_table_len: p.pkeys.len() as u16,
+            lid: p.lid,
+            sm_lid: 0,
+            lmc: 0,
+            max_vls: 1,
+            sm_sl: 0,
+            subnet_timeout: 0,
+            init_type_reply: 0,
+            active_width: 1,
+            active_speed: 1,
+            physical_state: if p.state == wv_hal::PortState::Active {
+                5
+            } else {
+                3
+            },
+            transport: 2,
+            ext_active_speed: 0,
+            link_encoding: 0,
+        })
+    }
+
+    fn query_gid(&self, port: u8, index: u32) -> Result<Gid, VerbsError> {
+        self.check_alive()?;
+        let ports = self.dev.ports.read();
+        let p = ports
+            .get(usize::from(port).wrapping_sub(1))
+            .ok_or(VerbsError::InvalidParameter)?;
+        p.gids
+            .get(index as usize)
+            .copied()
+            .ok_or(VerbsError::InvalidParameter)
+    }
+
+    fn query_pkey(&self, port: u8, index: u16) -> Result<u16, VerbsError> {
+        self.check_alive()?;
+        let ports = self.dev.ports.read();
+        let p = ports
+            .get(usize::from(port).wrapping_sub(1))
+            .ok_or(VerbsError::InvalidParameter)?;
+        p.pkeys
+            .get(usize::from(index))
+            .map(|k| k.to_be())
+            .ok_or(VerbsError::InvalidParameter)
+    }
+
+    fn allocate_pd(&self, _ca: &SoftCa, umv: &mut Umv<'_>) -> Result<SoftPd, VerbsError> {
+        let dev = &self.dev;
+        dev.command(|| {
+            let pd = dev
+                .pds
+                .insert_with(dev.limits().max_pd, |handle| Ok(Arc::new(Pd { handle })))?;
+            if let Err(e) = abi::write_resp(
+                umv,
+                &abi::PdResp {
+                    pd_handle: pd.handle,
+                    reserved: 0,
+                },
+            ) {
+                dev.pds.remove(pd.handle);
+                return Err(e);
+            }
+            Ok(SoftPd(pd))
+        })
+    }
+
+    fn deallocate_pd(&self, pd: SoftPd) {
+        self.dev.pds.remove(pd.0.handle);
+    }
+
+    fn register_mr(
+        &self,
+        pd: &SoftPd,
+        region: &MemoryRegion,
+    ) -> Result<(SoftMr, MemoryKeys), VerbsError> {
+        let dev = &self.dev;
+        dev.command(|| {
+            check_access(region.access)?;
+            if region.length > dev.limits().max_mr_size {
+                return Err(VerbsError::InvalidParameter);
+            }
+            let range = dev.memory.pin(region.address, region.length)?;
+            let mr = dev.mrs.insert_with(dev.limits().max_mr, |handle| {
+                Ok(Arc::new(Mr::new(handle, pd.0.handle, range, region.access)))
+            })?;
+            let key = mr.st.read().key;
+            Ok((
+                SoftMr(mr),
+                MemoryKeys {
+                    lkey: key,
+                    rkey: key.to_be(),
+                },
+            ))
+        })
+    }
+
+    fn deregister_mr(&self, mr: SoftMr) -> Result<(), (SoftMr, VerbsError)> {
+        self.dev.mrs.remove(mr.0.handle);
+        Ok(())
+    }
+
+    fn create_mw(&self, _pd: &SoftPd, _umv: &mut Umv<'_>) -> Result<(SoftMw, u32), VerbsError> {
+        let dev = &self.dev;
+        dev.command(|| {
+            let mw = dev
+                .mws
+                .insert_with(dev.limits().max_mw, |handle| Ok(Arc::new(Mw { handle })))?;
+            // Window keys live above the region key space: they never match a region.
+            let rkey = (0x80_0000 | mw.handle) << 8;
+            Ok((SoftMw(mw), rkey.to_be()))
+        })
+    }
+
+    fn destroy_mw(&self, mw: SoftMw) {
+        self.dev.mws.remove(mw.0.handle);
+    }
+
+    fn create_ah(
+        &self,
+        _pd: &SoftPd,
+        av: &AddressVector,
+        umv: &mut Umv<'_>,
+    ) -> Result<SoftAh, VerbsError> {
+        let dev = &self.dev;
+        dev.command(|| {
+            if av.port == 0 || av.port > dev.port_count() {
+                return Err(VerbsError::InvalidParameter);
+            }
+            // RoCE: an address handle needs a GRH with a unicast destination.
+            if !av.grh_valid || av.dgid[0] == 0xFF {
+                return Err(VerbsError::InvalidParameter);
+            }
+            let ah = dev.ahs.insert_with(dev.limits().max_ah, |handle| {
+                Ok(Arc::new(Ah { handle, av: *av }))
+            })?;
+            if let Err(e) = abi::write_resp(
+                umv,
+                &abi::AhResp {
+                    ah_handle: ah.handle,
+                    reserved: 0,
+                },
+            ) {
+                dev.ahs.remove(ah.handle);
+                return Err(e);
+            }
+            Ok(SoftAh(ah))
+        })
+    }
+
+    fn destroy_ah(&self, ah: SoftAh) {
+        self.dev.ahs.remove(ah.0.handle);
+    }
+
+    fn create_cq(
+        &self,
+        _ca: &SoftCa,
+        entries: u32,
+        events: Arc<dyn CqEventSink>,
+        umv: &mut Umv<'_>,
+    ) -> Result<(SoftCq, u32), VerbsError> {
+        let dev = &self.dev;
+        dev.command(|| {
+            if entries == 0 || entries > dev.limits().max_cqe {
+                return Err(VerbsError::InvalidSetting);
+            }
+            let cq = dev.cqs.insert_with(dev.limits().max_cq, |handle| {
+                Ok(Arc::new(Cq::new(handle, entries, events)))
+            })?;
+            let resp = abi::CqResp {
+                cq_handle: cq.handle,
+                entries: cq.ring.entries(),
+                ring_addr: cq.ring.addr(),
+                ring_bytes: cq.ring.bytes(),
+            };
+            if let Err(e) = abi::write_resp(umv, &resp) {
+                dev.cqs.remove(cq.handle);
+                return Err(e);
+            }
+            let n = cq.ring.entries();
+            Ok((SoftCq(cq), n))
+        })
+    }
+
+    fn resize_cq(&self, cq: &SoftCq, entries: u32, _umv: &mut Umv<'_>) -> Result<u32, VerbsError> {
+        let dev = &self.dev;
+        dev.command(|| {
+            if entries == 0 || entries > dev.limits().max_cqe {
+                return Err(VerbsError::InvalidSetting);
+            }
+            if entries < cq.0.ring.used() {
+                return Err(VerbsError::InvalidParameter);
+            }
+            // The ring is mapped by user mode: it keeps its size (pvrdma does not resize either);
+            // a request it already satisfies succeeds.
+            if entries <= cq.0.ring.entries() {
+                Ok(cq.0.ring.entries())
+            } else {
+                Err(VerbsError::Unsupported)
+            }
+        })
+    }
+
+    fn destroy_cq(&self, cq: SoftCq) {
+        self.dev.cqs.remove(cq.0.handle);
+        wait_rundown(&cq.0.rundown);
+    }
+
+    fn create_srq(
+        &self,
+        pd: &SoftPd,
+        attr: &SrqAttributes,
+        events: Arc<dyn SrqEventSink>,
+        umv: &mut Umv<'_>,
+    ) -> Result<SoftSrq, VerbsError> {
+        let dev = &self.dev;
+        dev.command(|| {
+            let l = dev.limits();
+            if attr.max_wr == 0
+                || attr.max_wr > l.max_srq_wr
+                || attr.max_sge > l.max_sge
+                || attr.srq_limit > attr.max_wr
+            {
+                return Err(VerbsError::InvalidSetting);
+            }
+            let max_sge = attr.max_sge.max(1);
+            let srq = dev.srqs.insert_with(l.max_srq, |handle| {
+                Ok(Arc::new(Srq {
+                    handle,
+                    pd: pd.0.handle,
+                    ring: Ring::new(attr.max_wr, RQ_HDR_WORDS + 2 * max_sge as usize),
+                    max_sge,
+                    limit: attr.srq_limit.into(),
+                    consumer: spin::Mutex::new(()),
+                    rnr_waiters: spin::Mutex::new(alloc::vec::Vec::new()),
+                    sink: events,
+                    rundown: Rundown::new(),
+                }))
+            })?;
+            let resp = abi::SrqResp {
+                srq_handle: srq.handle,
+                entries: srq.ring.entries(),
+                stride: srq.ring.stride() as u32,
+                reserved: 0,
+                ring_addr: srq.ring.addr(),
+            };
+            if let Err(e) = abi::write_resp(umv, &resp) {
+                dev.srqs.remove(srq.handle);
+                return Err(e);
+            }
+            Ok(SoftSrq(srq))
+        })
+    }
+
+    fn modify_srq(
+        &self,
+        srq: &SoftSrq,
+        attr: &SrqAttributes,
+        mask: SrqModifyMask,
+        _umv: &mut Umv<'_>,
+    ) -> Result<(), VerbsError> {
+        self.dev.command(|| {
+            if mask.max_wr {
+                // The ring is mapped by user mode and keeps its size.
+                return Err(VerbsError::Unsupported);
+            }
+            if mask.limit {
+                if attr.srq_limit > srq.0.ring.entries() {
+                    return Err(VerbsError::InvalidParameter);
+                }
+                srq.0.limit.store(attr.srq_limit, Ordering::Release);
+            }
+            Ok(())
+        })
+    }
+
+    fn query_srq(&self, srq: &SoftSrq, _umv: &mut Umv<'_>) -> Result<SrqAttributes, VerbsError> {
+        self.check_alive()?;
+        Ok(SrqAttributes {
+            max_wr: srq.0.ring.entries(),
+            max_sge: srq.0.max_sge,
+            srq_limit: srq.0.limit.load(Ordering::Acquire),
+        })
+    }
+
+    fn destroy_srq(&self, srq: SoftSrq) {
+        self.dev.srqs.remove(srq.0.handle);
+        wait_rundown(&srq.0.rundown);
+    }
+
+    fn create_qp(
+        &self,
+        pd: &SoftPd,
+        c: &QpCreate<'_, SoftCq, SoftSrq>,
+        events: Arc<dyn QpEventSink>,
+        umv: &mut Umv<'_>,
+    ) -> Result<(SoftQp, QpCreated), VerbsError> {
+        let dev = &self.dev;
+        dev.command(|| {
+            let _cmd = abi::read_cmd::<abi::QpCmd>(umv, |c| c.magic)?;
+            let l = dev.limits();
+            let srq = c.srq.map(|s| s.0.clone());
+            if c.sq_depth > l.max_qp_wr
+                || c.rq_depth > l.max_qp_wr
+                || c.sq_sge > l.max_sge
+                || c.rq_sge > l.max_sge
+                || c.sq_max_inline > l.max_inline
+            {
+                return Err(VerbsError::InvalidSetting);
+            }
+            if srq.as_ref().is_some_and(|s| s.pd != pd.0.handle) {
+                return Err(VerbsError::InvalidParameter);
+            }
+            let sq_sge = c.sq_sge.max(1);
+            let rq_sge = if srq.is_some() { 0 } else { c.rq_sge.max(1) };
+            let rq_entries = if srq.is_some() { 1 } else { c.rq_depth.max(1) };
+            let qp = dev.qps.insert_with(l.max_qp, |handle| {
+                let sq = ring_for_sq(c.sq_depth.max(1), sq_sge, c.sq_max_inline);
+                let rq = Ring::new(rq_entries, RQ_HDR_WORDS + 2 * rq_sge as usize);
+                let inline_cap =
+                    ((sq.stride() - SQ_HDR_WORDS) * 8).min(l.max_inline as usize) as u32;
+                let attrs = QpAttributes {
+                    qp_type: c.qp_type,
+                    state: QpState::Reset,
+                    sq_depth: sq.entries(),
+                    rq_depth: if srq.is_some() { 0 } else { rq.entries() },
+                    sq_sge,
+                    rq_sge,
+                    sq_max_inline: inline_cap,
+                    initiator_depth: 0,
+                    responder_resources: 0,
+                    apm_state: 0,
+                    qpn: handle + 1,
+                    dest_qpn: 0,
+                    qkey: 0,
+                    sq_psn: 0,
+                    rq_psn: 0,
+                    primary_av: AddressVector {
+                        port: 1,
+                        ..AddressVector::default()
+                    },
+                    alternate_av: AddressVector::default(),
+                    path_mtu: Mtu::Mtu1024,
+                    alternate_path_mtu: Mtu::Mtu1024,
+                    pkey_index: 0,
+                    alternate_pkey_index: 0,
+                    local_ack_timeout: 0,
+                    alternate_local_ack_timeout: 0,
+                    rnr_nak_timeout: 0,
+                    retry_count: 0,
+                    rnr_retry_count: 0,
+                    access_flags: 0,
+                    sq_signaled: c.sq_signaled,
+                };
+                Ok(Arc::new(Qp {
+                    handle,
+                    qpn: handle + 1,
+                    qp_type: c.qp_type,
+                    pd: pd.0.handle,
+                    dev: Arc::downgrade(dev),
+                    send_cq: c.send_cq.0.clone(),
+                    recv_cq: c.recv_cq.0.clone(),
+                    srq: srq.clone(),
+                    sq,
+                    rq,
+                    sq_max_sge: sq_sge,
+                    rq_max_sge: rq_sge,
+                    max_inline: inline_cap,
+                    sq_sig_all: c.sq_signaled.into(),
+                    state: (QpState::Reset as u8).into(),
+                    sq_pending: false.into(),
+                    sq_ctx: spin::Mutex::new(SqCtx {
+                        psn: 0,
+                        dest_qpn: 0,
+                        av: attrs.primary_av,
+                        mtu: attrs.path_mtu,
+                        retry_cnt: 0,
+                        rnr_retry: 0,
+                        qkey: 0,
+                        peer: None,
+                    }),
+                    resp: spin::Mutex::new(RespCtx {
+                        epsn: 0,
+                        access: 0,
+                        qkey: 0,
+                        dest_qpn: 0,
+                        comm_est: false,
+                    }),
+                    attrs: spin::Mutex::new(attrs),
+                    rnr_waiters: spin::Mutex::new(alloc::vec::Vec::new()),
+                    sink: events,
+                    rundown: Rundown::new(),
+                }))
+            })?;
+            let created = QpCreated {
+                qpn: qp.qpn,
+                sq_depth: qp.sq.entries(),
+                rq_depth: if qp.srq.is_some() { 0 } else { qp.rq.entries() },
+                sq_sge: qp.sq_max_sge,
+                rq_sge: qp.rq_max_sge,
+                sq_max_inline: qp.max_inline,
+            };
+            let resp = abi::QpResp {
+                qp_handle: qp.handle,
+                qpn: qp.qpn,
+                sq_entries: qp.sq.entries(),
+                sq_stride: qp.sq.stride() as u32,
+                rq_entries: created.rq_depth,
+                rq_stride: qp.rq.stride() as u32,
+                sq_addr: qp.sq.addr(),
+                rq_addr: qp.rq.addr(),
+            };
+            if let Err(e) = abi::write_resp(umv, &resp) {
+                dev.qps.remove(qp.handle);
+                return Err(e);
+            }
+            Ok((SoftQp(qp), created))
+        })
+    }
+
+    fn query_qp(&self, qp: &SoftQp) -> Result<QpAttributes, VerbsError> {
+        self.check_alive()?;
+        let mut a = *qp.0.attrs.lock();
+        a.state = qp.0.state();
+        Ok(a)
+    }
+
+    fn modify_qp(&self, qp: &SoftQp, modify: &QpModify, out: &mut [u8]) -> Result<(), VerbsError> {
+        let dev = &self.dev;
+        dev.command(|| {
+            qp.0.modify(dev, modify)?;
+            let st = abi::QpStateOut {
+                state: qp.0.state() as u32,
+                reserved: 0,
+            };
+            let bytes = zerocopy::IntoBytes::as_bytes(&st);
+            if out.len() >= bytes.len() {
+                out[..bytes.len()].copy_from_slice(bytes);
+            }
+            Ok(())
+        })
+    }
+
+    fn destroy_qp(&self, qp: SoftQp) {
+        self.dev.qps.remove(qp.0.handle);
+        // A destroyed QP discards its work silently (no flush completions).
+        qp.0.state.store(QpState::Reset as u8, Ordering::Release);
+        wait_rundown(&qp.0.rundown);
+    }
+
+    fn attach_mcast(&self, qp: &SoftQp, gid: &Gid, lid: u16) -> Result<SoftMcast, VerbsError> {
+        let _ = lid;
+        self.dev.command(|| {
+            if qp.0.qp_type != wv_hal::QpType::Ud || gid[0] != 0xFF {
+                return Err(VerbsError::InvalidParameter);
+            }
+            Ok(SoftMcast {
+                gid: *gid,
+                qpn: qp.0.qpn,
+            })
+        })
+    }
+
+    fn detach_mcast(&self, _mcast: SoftMcast) {}
+}

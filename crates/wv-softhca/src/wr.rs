@@ -1,0 +1,537 @@
+//! The typed work requests and completions of the data path, with ibverbs numeric values, and
+//! their encodings as ring entries (WQEs and CQEs of 64-bit words).
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use wv_hal::Gid;
+
+/// `ibv_wr_opcode` values of the operations the soft HCA executes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum WrOpcode {
+    /// `IBV_WR_RDMA_WRITE`.
+    RdmaWrite = 0,
+    /// `IBV_WR_RDMA_WRITE_WITH_IMM`.
+    RdmaWriteWithImm = 1,
+    /// `IBV_WR_SEND`.
+    Send = 2,
+    /// `IBV_WR_SEND_WITH_IMM`.
+    SendWithImm = 3,
+    /// `IBV_WR_RDMA_READ`.
+    RdmaRead = 4,
+    /// `IBV_WR_LOCAL_INV`.
+    LocalInv = 7,
+    /// `IBV_WR_SEND_WITH_INV`.
+    SendWithInv = 9,
+    /// Fast-register MR (the kernel's `IB_WR_REG_MR`; numbered after `IBV_WR_DRIVER1`).
+    RegMr = 12,
+}
+
+impl WrOpcode {
+    pub(crate) fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            0 => Self::RdmaWrite,
+            1 => Self::RdmaWriteWithImm,
+            2 => Self::Send,
+            3 => Self::SendWithImm,
+            4 => Self::RdmaRead,
+            7 => Self::LocalInv,
+            9 => Self::SendWithInv,
+            12 => Self::RegMr,
+            _ => return None,
+        })
+    }
+}
+
+/// `ibv_send_flags`.
+pub mod send_flags {
+    /// `IBV_SEND_FENCE`.
+    pub const FENCE: u32 = 1;
+    /// `IBV_SEND_SIGNALED`.
+    pub const SIGNALED: u32 = 2;
+    /// `IBV_SEND_SOLICITED`.
+    pub const SOLICITED: u32 = 4;
+    /// `IBV_SEND_INLINE`.
+    pub const INLINE: u32 = 8;
+}
+
+/// `ibv_wc_status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+#[allow(missing_docs)]
+pub enum WcStatus {
+    Success = 0,
+    LocLenErr = 1,
+    LocQpOpErr = 2,
+    LocEecOpErr = 3,
+    LocProtErr = 4,
+    WrFlushErr = 5,
+    MwBindErr = 6,
+    BadRespErr = 7,
+    LocAccessErr = 8,
+    RemInvReqErr = 9,
+    RemAccessErr = 10,
+    RemOpErr = 11,
+    RetryExcErr = 12,
+    RnrRetryExcErr = 13,
+    LocRddViolErr = 14,
+    RemInvRdReqErr = 15,
+    RemAbortErr = 16,
+    InvEecnErr = 17,
+    InvEecStateErr = 18,
+    FatalErr = 19,
+    RespTimeoutErr = 20,
+    GeneralErr = 21,
+}
+
+impl WcStatus {
+    fn from_u8(v: u8) -> Self {
+        use WcStatus::*;
+        const ALL: [WcStatus; 22] = [
+            Success,
+            LocLenErr,
+            LocQpOpErr,
+            LocEecOpErr,
+            LocProtErr,
+            WrFlushErr,
+            MwBindErr,
+            BadRespErr,
+            LocAccessErr,
+            RemInvReqErr,
+            RemAccessErr,
+            RemOpErr,
+            RetryExcErr,
+            RnrRetryExcErr,
+            LocRddViolErr,
+            RemInvRdReqErr,
+            RemAbortErr,
+            InvEecnErr,
+            InvEecStateErr,
+            FatalErr,
+            RespTimeoutErr,
+            GeneralErr,
+        ];
+        ALL.get(v as usize).copied().unwrap_or(GeneralErr)
+    }
+}
+
+/// `ibv_wc_opcode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum WcOpcode {
+    /// `IBV_WC_SEND`.
+    Send = 0,
+    /// `IBV_WC_RDMA_WRITE`.
+    RdmaWrite = 1,
+    /// `IBV_WC_RDMA_READ`.
+    RdmaRead = 2,
+    /// `IBV_WC_LOCAL_INV`.
+    LocalInv = 6,
+    /// Fast registration done (`IB_WC_REG_MR`).
+    RegMr = 10,
+    /// `IBV_WC_RECV`.
+    Recv = 128,
+    /// `IBV_WC_RECV_RDMA_WITH_IMM`.
+    RecvRdmaWithImm = 129,
+}
+
+impl WcOpcode {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            0 => Self::Send,
+            1 => Self::RdmaWrite,
+            2 => Self::RdmaRead,
+            6 => Self::LocalInv,
+            10 => Self::RegMr,
+            129 => Self::RecvRdmaWithImm,
+            _ => Self::Recv,
+        }
+    }
+}
+
+/// `ibv_wc_flags`.
+pub mod wc_flags {
+    /// `IBV_WC_GRH`: the first 40 bytes of a UD receive buffer hold a GRH.
+    pub const GRH: u32 = 1;
+    /// `IBV_WC_WITH_IMM`.
+    pub const WITH_IMM: u32 = 2;
+    /// `IBV_WC_WITH_INV`.
+    pub const WITH_INV: u32 = 4;
+}
+
+/// A scatter/gather element: `length` bytes at `addr` of the region `lkey` names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sge {
+    /// Client virtual address.
+    pub addr: u64,
+    /// Bytes.
+    pub length: u32,
+    /// Local key of the region.
+    pub lkey: u32,
+}
+
+/// Where a UD send goes (the address vector embedded in the WQE, as pvrdma does).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UdAddress {
+    /// Destination GID (used when `grh`).
+    pub dgid: Gid,
+    /// Destination LID (used without `grh`).
+    pub dlid: u16,
+    /// Route by GID.
+    pub grh: bool,
+    /// Destination QP number.
+    pub remote_qpn: u32,
+    /// Q_Key; the high bit set means "use the QP's own Q_Key".
+    pub remote_qkey: u32,
+}
+
+/// Fast-registration parameters of a [`WrOpcode::RegMr`] request: re-key an invalidated region
+/// and make `[iova, iova + length)` of its pinned pages accessible with `access`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FastReg {
+    /// The region's current key (index and old key byte).
+    pub mr_key: u32,
+    /// The new key byte (low 8 bits of the new lkey/rkey).
+    pub new_key_byte: u8,
+    /// `WV_ACCESS_*` flags.
+    pub access: u32,
+    /// First address made accessible.
+    pub iova: u64,
+    /// Length made accessible.
+    pub length: u64,
+}
+
+/// A send-queue work request (`ibv_send_wr`).
+#[derive(Clone, Copy, Debug)]
+pub struct SendWr<'a> {
+    /// Caller's id, returned in the completion.
+    pub wr_id: u64,
+    /// Operation.
+    pub opcode: WrOpcode,
+    /// [`send_flags`].
+    pub send_flags: u32,
+    /// Gather list (ignored when `inline_data` is given).
+    pub sg_list: &'a [Sge],
+    /// Inline payload copied into the WQE at post time (implies `INLINE`).
+    pub inline_data: Option<&'a [u8]>,
+    /// Immediate data (`*_WITH_IMM`, network order as on the wire) or the rkey to invalidate
+    /// (`SEND_WITH_INV`, `LOCAL_INV`).
+    pub imm_or_inv: u32,
+    /// RDMA remote address.
+    pub remote_addr: u64,
+    /// RDMA remote key.
+    pub rkey: u32,
+    /// UD destination.
+    pub ud: Option<UdAddress>,
+    /// Fast-registration parameters.
+    pub reg: Option<FastReg>,
+}
+
+impl<'a> SendWr<'a> {
+    /// A request with the given id and opcode and nothing else.
+    pub fn new(wr_id: u64, opcode: WrOpcode) -> Self {
+        SendWr {
+            wr_id,
+            opcode,
+            send_flags: 0,
+            sg_list: &[],
+            inline_data: None,
+            imm_or_inv: 0,
+            remote_addr: 0,
+            rkey: 0,
+            ud: None,
+            reg: None,
+        }
+    }
+}
+
+/// A receive work request (`ibv_recv_wr`).
+#[derive(Clone, Copy, Debug)]
+pub struct RecvWr<'a> {
+    /// Caller's id.
+    pub wr_id: u64,
+    /// Scatter list.
+    pub sg_list: &'a [Sge],
+}
+
+/// A work completion (`ibv_wc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkCompletion {
+    /// The request's id.
+    pub wr_id: u64,
+    /// Status.
+    pub status: WcStatus,
+    /// Operation (valid only on success).
+    pub opcode: WcOpcode,
+    /// Vendor error.
+    pub vendor_err: u32,
+    /// Bytes transferred (receives, reads).
+    pub byte_len: u32,
+    /// Immediate data (network order) or the invalidated rkey.
+    pub imm_data: u32,
+    /// Local QP number.
+    pub qp_num: u32,
+    /// Source QP (UD receives).
+    pub src_qp: u32,
+    /// [`wc_flags`].
+    pub wc_flags: u32,
+    /// P_Key index.
+    pub pkey_index: u16,
+    /// Source LID.
+    pub slid: u16,
+    /// Service level.
+    pub sl: u8,
+    /// Destination LID path bits.
+    pub dlid_path_bits: u8,
+}
+
+impl Default for WorkCompletion {
+    fn default() -> Self {
+        WorkCompletion {
+            wr_id: 0,
+            status: WcStatus::Success,
+            opcode: WcOpcode::Send,
+            vendor_err: 0,
+            byte_len: 0,
+            imm_data: 0,
+            qp_num: 0,
+            src_qp: 0,
+            wc_flags: 0,
+            pkey_index: 0,
+            slid: 0,
+            sl: 0,
+            dlid_path_bits: 0,
+        }
+    }
+}
+
+/// Words of a CQE (64 bytes, as pvrdma's).
+pub(crate) const CQE_WORDS: usize = 8;
+/// Header words of a send WQE.
+pub(crate) const SQ_HDR_WORDS: usize = 8;
+/// Header words of a receive WQE.
+pub(crate) const RQ_HDR_WORDS: usize = 2;
+
+/// Stores words with relaxed ordering: the ring index publishes them with release.
+fn st(slot: &[AtomicU64], i: usize, v: u64) {
+    slot[i].store(v, Ordering::Relaxed);
+}
+fn ld(slot: &[AtomicU64], i: usize) -> u64 {
+    slot[i].load(Ordering::Relaxed)
+}
+
+impl WorkCompletion {
+    pub(crate) fn encode(&self, slot: &[AtomicU64]) {
+        st(slot, 0, self.wr_id);
+        st(
+            slot,
+            1,
+            u64::from(self.qp_num) | (u64::from(self.src_qp) << 32),
+        );
+        st(
+            slot,
+            2,
+            u64::from(self.opcode as u8)
+                | (u64::from(self.status as u8) << 8)
+                | (u64::from(self.wc_flags as u16) << 16)
+                | (u64::from(self.byte_len) << 32),
+        );
+        st(
+            slot,
+            3,
+            u64::from(self.imm_data)
+                | (u64::from(self.pkey_index) << 32)
+                | (u64::from(self.slid) << 48),
+        );
+        st(
+            slot,
+            4,
+            u64::from(self.sl)
+                | (u64::from(self.dlid_path_bits) << 8)
+                | (u64::from(self.vendor_err) << 32),
+        );
+    }
+    pub(crate) fn decode(slot: &[AtomicU64]) -> Self {
+        let w1 = ld(slot, 1);
+        let w2 = ld(slot, 2);
+        let w3 = ld(slot, 3);
+        let w4 = ld(slot, 4);
+        WorkCompletion {
+            wr_id: ld(slot, 0),
+            qp_num: w1 as u32,
+            src_qp: (w1 >> 32) as u32,
+            opcode: WcOpcode::from_u8(w2 as u8),
+            status: WcStatus::from_u8((w2 >> 8) as u8),
+            wc_flags: u32::from((w2 >> 16) as u16),
+            byte_len: (w2 >> 32) as u32,
+            imm_data: w3 as u32,
+            pkey_index: (w3 >> 32) as u16,
+            slid: (w3 >> 48) as u16,
+            sl: w4 as u8,
+            dlid_path_bits: (w4 >> 8) as u8,
+            vendor_err: (w4 >> 32) as u32,
+        }
+    }
+}
+
+/// A send WQE as the device reads it from the ring (header only; SGEs and inline bytes are
+/// read in place).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SendWqe {
+    pub wr_id: u64,
+    pub opcode: u8,
+    pub flags: u32,
+    pub num_sge: usize,
+    pub inline_len: usize,
+    pub imm_or_inv: u32,
+    pub rkey: u32,
+    pub remote_addr: u64,
+    pub w4: u64,
+    pub w5: u64,
+    pub w6: u64,
+    pub w7: u64,
+}
+
+impl SendWqe {
+    pub(crate) fn decode(slot: &[AtomicU64]) -> Self {
+        let w1 = ld(slot, 1);
+        let w2 = ld(slot, 2);
+        SendWqe {
+            wr_id: ld(slot, 0),
+            opcode: w1 as u8,
+            flags: u32::from((w1 >> 8) as u8),
+            num_sge: usize::from((w1 >> 16) as u16),
+            inline_len: (w1 >> 32) as usize,
+            imm_or_inv: w2 as u32,
+            rkey: (w2 >> 32) as u32,
+            remote_addr: ld(slot, 3),
+            w4: ld(slot, 4),
+            w5: ld(slot, 5),
+            w6: ld(slot, 6),
+            w7: ld(slot, 7),
+        }
+    }
+    pub(crate) fn ud(&self) -> UdAddress {
+        let mut dgid = [0u8; 16];
+        dgid[..8].copy_from_slice(&self.w5.to_be_bytes());
+        dgid[8..].copy_from_slice(&self.w6.to_be_bytes());
+        UdAddress {
+            dgid,
+            dlid: self.w7 as u16,
+            grh: (self.w7 >> 24) & 1 != 0,
+            remote_qpn: self.w4 as u32,
+            remote_qkey: (self.w4 >> 32) as u32,
+        }
+    }
+    pub(crate) fn reg(&self) -> FastReg {
+        FastReg {
+            mr_key: self.rkey,
+            new_key_byte: (self.w6 >> 32) as u8,
+            access: self.w6 as u32,
+            iova: self.w4,
+            length: self.w5,
+        }
+    }
+}
+
+/// Encodes a send request into a WQE slot. `inline` is the payload to embed, if any; the
+/// caller checked that it and the SGEs fit the stride.
+pub(crate) fn encode_send(slot: &[AtomicU64], wr: &SendWr<'_>, inline: Option<&[u8]>) {
+    let (num_sge, inline_len) = match inline {
+        Some(d) => (0usize, d.len()),
+        None => (wr.sg_list.len(), 0),
+    };
+    let flags = wr.send_flags
+        | if inline.is_some() {
+            send_flags::INLINE
+        } else {
+            0
+        };
+    st(slot, 0, wr.wr_id);
+    st(
+        slot,
+        1,
+        u64::from(wr.opcode as u8)
+            | (u64::from(flags as u8) << 8)
+            | ((num_sge as u64) << 16)
+            | ((inline_len as u64) << 32),
+    );
+    let (mut w4, mut w5, mut w6, mut w7) = (0u64, 0u64, 0u64, 0u64);
+    let mut rkey = wr.rkey;
+    if let Some(ud) = wr.ud {
+        w4 = u64::from(ud.remote_qpn) | (u64::from(ud.remote_qkey) << 32);
+        let mut hi = [0u8; 8];
+        let mut lo = [0u8; 8];
+        hi.copy_from_slice(&ud.dgid[..8]);
+        lo.copy_from_slice(&ud.dgid[8..]);
+        w5 = u64::from_be_bytes(hi);
+        w6 = u64::from_be_bytes(lo);
+        w7 = u64::from(ud.dlid) | (u64::from(ud.grh) << 24);
+    }
+    if let Some(r) = wr.reg {
+        rkey = r.mr_key;
+        w4 = r.iova;
+        w5 = r.length;
+        w6 = u64::from(r.access) | (u64::from(r.new_key_byte) << 32);
+    }
+    st(slot, 2, u64::from(wr.imm_or_inv) | (u64::from(rkey) << 32));
+    st(slot, 3, wr.remote_addr);
+    st(slot, 4, w4);
+    st(slot, 5, w5);
+    st(slot, 6, w6);
+    st(slot, 7, w7);
+    match inline {
+        Some(d) => {
+            for (i, chunk) in d.chunks(8).enumerate() {
+                let mut w = [0u8; 8];
+                w[..chunk.len()].copy_from_slice(chunk);
+                st(slot, SQ_HDR_WORDS + i, u64::from_le_bytes(w));
+            }
+        }
+        None => encode_sges(slot, SQ_HDR_WORDS, wr.sg_list),
+    }
+}
+
+fn encode_sges(slot: &[AtomicU64], first: usize, sges: &[Sge]) {
+    for (i, s) in sges.iter().enumerate() {
+        st(slot, first + 2 * i, s.addr);
+        st(
+            slot,
+            first + 2 * i + 1,
+            u64::from(s.length) | (u64::from(s.lkey) << 32),
+        );
+    }
+}
+
+/// The `i`th SGE of a WQE whose SGEs start at word `first`.
+pub(crate) fn sge_at(slot: &[AtomicU64], first: usize, i: usize) -> Sge {
+    let w = ld(slot, first + 2 * i + 1);
+    Sge {
+        addr: ld(slot, first + 2 * i),
+        length: w as u32,
+        lkey: (w >> 32) as u32,
+    }
+}
+
+/// Copies the inline bytes of a send WQE into `out` (at most `out.len()`).
+pub(crate) fn inline_bytes(slot: &[AtomicU64], len: usize, out: &mut [u8]) -> usize {
+    let n = len.min(out.len());
+    for i in 0..n.div_ceil(8) {
+        let w = ld(slot, SQ_HDR_WORDS + i).to_le_bytes();
+        let take = (n - i * 8).min(8);
+        out[i * 8..i * 8 + take].copy_from_slice(&w[..take]);
+    }
+    n
+}
+
+/// Encodes a receive request.
+pub(crate) fn encode_recv(slot: &[AtomicU64], wr: &RecvWr<'_>) {
+    st(slot, 0, wr.wr_id);
+    st(slot, 1, wr.sg_list.len() as u64);
+    encode_sges(slot, RQ_HDR_WORDS, wr.sg_list);
+}
+
+/// `(wr_id, num_sge)` of a receive WQE.
+pub(crate) fn recv_header(slot: &[AtomicU64]) -> (u64, usize) {
+    (ld(slot, 0), ld(slot, 1) as u16 as usize)
+}

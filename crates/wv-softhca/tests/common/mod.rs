@@ -1,0 +1,421 @@
+//! Shared test harness: soft HCAs on the host model, with recording sinks and helpers that
+//! drive QPs through the state table the way a client library would.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use wv_abi::consts::*;
+use wv_hal::*;
+use wv_host::HostPlatform;
+use wv_softhca::abi::{self, CqResp, QpResp, SrqResp};
+use wv_softhca::*;
+
+/// Counts CQ callbacks.
+#[derive(Default)]
+pub struct CqSink {
+    pub completions: AtomicUsize,
+    pub errors: AtomicUsize,
+}
+impl CqEventSink for CqSink {
+    fn on_completion(&self) {
+        self.completions.fetch_add(1, Ordering::SeqCst);
+    }
+    fn on_error(&self) {
+        self.errors.fetch_add(1, Ordering::SeqCst);
+    }
+}
+impl CqSink {
+    pub fn completions(&self) -> usize {
+        self.completions.load(Ordering::SeqCst)
+    }
+    pub fn errors(&self) -> usize {
+        self.errors.load(Ordering::SeqCst)
+    }
+}
+
+/// Records events.
+pub struct Log<E> {
+    pub events: Mutex<Vec<E>>,
+}
+impl<E> Default for Log<E> {
+    fn default() -> Self {
+        Log {
+            events: Mutex::new(Vec::new()),
+        }
+    }
+}
+impl<E: Clone> Log<E> {
+    pub fn take(&self) -> Vec<E> {
+        std::mem::take(&mut *self.events.lock().unwrap())
+    }
+}
+impl CaEventSink for Log<CaEvent> {
+    fn on_event(&self, e: CaEvent) {
+        self.events.lock().unwrap().push(e);
+    }
+}
+impl QpEventSink for Log<QpEvent> {
+    fn on_event(&self, e: QpEvent) {
+        self.events.lock().unwrap().push(e);
+    }
+}
+impl SrqEventSink for Log<SrqEvent> {
+    fn on_event(&self, e: SrqEvent) {
+        self.events.lock().unwrap().push(e);
+    }
+}
+
+pub type Hca = SoftHca<HostPlatform>;
+
+/// One soft HCA opened by one client.
+pub struct Node {
+    pub platform: HostPlatform,
+    pub hca: Arc<Hca>,
+    pub ca: SoftCa,
+    pub ca_events: Arc<Log<CaEvent>>,
+    pub uvp: UvpContext,
+    pub pd: SoftPd,
+    pub pool: BufferPool,
+}
+
+pub struct Cq {
+    pub soft: SoftCq,
+    pub uvp: UvpCq,
+    pub sink: Arc<CqSink>,
+}
+
+pub struct Qp {
+    pub soft: SoftQp,
+    pub uvp: UvpQp,
+    pub events: Arc<Log<QpEvent>>,
+    pub qp_type: QpType,
+}
+
+pub struct Srq {
+    pub soft: SoftSrq,
+    pub uvp: UvpSrq,
+    pub events: Arc<Log<SrqEvent>>,
+}
+
+pub struct Mem {
+    pub buf: DmaBuffer,
+    pub mr: SoftMr,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
+impl Mem {
+    pub fn sge(&self, off: usize, len: u32) -> Sge {
+        Sge {
+            addr: self.buf.addr() + off as u64,
+            length: len,
+            lkey: self.lkey,
+        }
+    }
+    pub fn addr(&self, off: usize) -> u64 {
+        self.buf.addr() + off as u64
+    }
+}
+
+pub const ALL_ACCESS: u32 = WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ;
+
+static NEXT_MAC: AtomicUsize = AtomicUsize::new(1);
+
+pub fn mac() -> [u8; 6] {
+    let n = NEXT_MAC.fetch_add(1, Ordering::Relaxed) as u32;
+    let b = n.to_be_bytes();
+    [0x02, 0x00, b[0], b[1], b[2], b[3]]
+}
+
+impl Node {
+    pub fn new(platform: &HostPlatform, config: DeviceConfig) -> Node {
+        let pool = BufferPool::new();
+        let hca = SoftHca::new(
+            Arc::new(platform.clone()),
+            config,
+            ClientMemory::pool(pool.clone()),
+        );
+        let ca_events = Arc::new(Log::default());
+        let mut out = [0u8; 64];
+        let mut umv = Umv::new(0, 0, 64, &mut out);
+        let ca = hca.open_ca(&mut umv, ca_events.clone()).unwrap();
+        let uvp = UvpContext::from_open_resp(&out).unwrap();
+        let pd = hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
+        Node {
+            platform: platform.clone(),
+            hca,
+            ca,
+            ca_events,
+            uvp,
+            pd,
+            pool,
+        }
+    }
+
+    pub fn simple(platform: &HostPlatform) -> Node {
+        Node::new(platform, DeviceConfig::new("soft", mac()))
+    }
+
+    pub fn cq(&self, entries: u32) -> Cq {
+        let sink = Arc::new(CqSink::default());
+        let mut out = [0u8; 64];
+        let mut umv = Umv::new(0, 0, 64, &mut out);
+        let (soft, _n) = self
+            .hca
+            .create_cq(&self.ca, entries, sink.clone(), &mut umv)
+            .unwrap();
+        let r: CqResp = abi::parse(&out).unwrap();
+        let uvp = self.uvp.map_cq(&r).unwrap();
+        Cq { soft, uvp, sink }
+    }
+
+    pub fn mem(&self, len: usize, access: u32) -> Mem {
+        let buf = self.pool.alloc(len);
+        let region = MemoryRegion {
+            address: buf.addr(),
+            length: len as u64,
+            access,
+        };
+        let (mr, keys) = self.hca.register_mr(&self.pd, &region).unwrap();
+        Mem {
+            buf,
+            mr,
+            lkey: keys.lkey,
+            rkey: u32::from_be(keys.rkey),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn qp_with(
+        &self,
+        qp_type: QpType,
+        scq: &Cq,
+        rcq: &Cq,
+        srq: Option<&Srq>,
+        depth: u32,
+        sge: u32,
+        inline: u32,
+        sig_all: bool,
+    ) -> Qp {
+        let events = Arc::new(Log::default());
+        let create = QpCreate {
+            qp_type,
+            sq_depth: depth,
+            rq_depth: depth,
+            sq_sge: sge,
+            rq_sge: sge,
+            sq_max_inline: inline,
+            sq_signaled: sig_all,
+            send_cq: &scq.soft,
+            recv_cq: &rcq.soft,
+            srq: srq.map(|s| &s.soft),
+        };
+        let mut out = [0u8; 64];
+        let mut umv = Umv::new(0, 0, 64, &mut out);
+        let (soft, created) = self
+            .hca
+            .create_qp(&self.pd, &create, events.clone(), &mut umv)
+            .unwrap();
+        let r: QpResp = abi::parse(&out).unwrap();
+        assert_eq!(r.qpn, created.qpn);
+        let uvp = self.uvp.map_qp(&r).unwrap();
+        Qp {
+            soft,
+            uvp,
+            events,
+            qp_type,
+        }
+    }
+
+    pub fn qp(&self, qp_type: QpType, cq: &Cq) -> Qp {
+        self.qp_with(qp_type, cq, cq, None, 16, 4, 64, true)
+    }
+
+    pub fn srq(&self, max_wr: u32, limit: u32) -> Srq {
+        let events = Arc::new(Log::default());
+        let mut out = [0u8; 64];
+        let mut umv = Umv::new(0, 0, 64, &mut out);
+        let attr = SrqAttributes {
+            max_wr,
+            max_sge: 2,
+            srq_limit: limit,
+        };
+        let soft = self
+            .hca
+            .create_srq(&self.pd, &attr, events.clone(), &mut umv)
+            .unwrap();
+        let r: SrqResp = abi::parse(&out).unwrap();
+        let uvp = self.uvp.map_srq(&r).unwrap();
+        Srq { soft, uvp, events }
+    }
+
+    pub fn modify(&self, qp: &Qp, m: &QpModify) -> Result<(), VerbsError> {
+        let mut out = [0u8; 8];
+        self.hca.modify_qp(&qp.soft, m, &mut out)
+    }
+
+    pub fn state(&self, qp: &Qp) -> QpState {
+        self.hca.query_qp(&qp.soft).unwrap().state
+    }
+}
+
+/// A modify with every value filled in sensibly and the given mask.
+pub fn qpm(state: QpState, mask: u32) -> QpModify {
+    QpModify {
+        state,
+        current_state: QpState::Reset,
+        mask,
+        sq_depth: 0,
+        rq_depth: 0,
+        initiator_depth: 1,
+        responder_resources: 1,
+        apm_state: 0,
+        dest_qpn: 0,
+        qkey: 0x1111_1111,
+        sq_psn: 0,
+        rq_psn: 0,
+        primary_av: AddressVector {
+            port: 1,
+            ..AddressVector::default()
+        },
+        alternate_av: AddressVector::default(),
+        path_mtu: Some(Mtu::Mtu1024),
+        alternate_path_mtu: None,
+        pkey_index: 0,
+        port: 1,
+        local_ack_timeout: 14,
+        alternate_local_ack_timeout: 0,
+        rnr_nak_timeout: 12,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        access_flags: WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ,
+        qp_flags: 0,
+    }
+}
+
+pub const INIT_RC: u32 = WV_IO_QP_ATTR_STATE
+    | WV_IO_QP_ATTR_PKEY_INDEX
+    | WV_IO_QP_ATTR_PORT_NUMBER
+    | WV_IO_QP_ATTR_ACCESS_FLAGS;
+pub const INIT_UD: u32 =
+    WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_PKEY_INDEX | WV_IO_QP_ATTR_PORT_NUMBER | WV_IO_QP_ATTR_QKEY;
+pub const RTR_RC: u32 = WV_IO_QP_ATTR_STATE
+    | WV_IO_QP_ATTR_AV
+    | WV_IO_QP_ATTR_DESTINATION_QPN
+    | WV_IO_QP_ATTR_RECEIVE_PSN
+    | WV_IO_QP_ATTR_RESPONDER_RESOURCES
+    | WV_IO_QP_ATTR_RNR_NAK_TIMEOUT;
+pub const RTR_UC: u32 = WV_IO_QP_ATTR_STATE
+    | WV_IO_QP_ATTR_AV
+    | WV_IO_QP_ATTR_DESTINATION_QPN
+    | WV_IO_QP_ATTR_RECEIVE_PSN;
+pub const RTS_RC: u32 = WV_IO_QP_ATTR_STATE
+    | WV_IO_QP_ATTR_SEND_PSN
+    | WV_IO_QP_ATTR_ACK_TIMEOUT
+    | WV_IO_QP_ATTR_ERROR_RETRY_COUNT
+    | WV_IO_QP_ATTR_RNR_RETRY_COUNT
+    | WV_IO_QP_ATTR_INITIATOR_DEPTH;
+pub const RTS_UD: u32 = WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_SEND_PSN;
+
+/// Tunables of [`connect`].
+#[derive(Clone, Copy)]
+pub struct Conn {
+    pub retry: u8,
+    pub rnr_retry: u8,
+    pub access: u32,
+    pub psn: u32,
+}
+impl Default for Conn {
+    fn default() -> Self {
+        Conn {
+            retry: 7,
+            rnr_retry: 7,
+            access: WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ,
+            psn: 0x123,
+        }
+    }
+}
+
+/// Moves `qp` of `node` to RTS, connected to `remote_qpn` on the device whose GID is `dgid`.
+pub fn bring_up(node: &Node, qp: &Qp, dgid: Gid, remote_qpn: u32, c: Conn) {
+    match qp.qp_type {
+        QpType::Ud => {
+            node.modify(qp, &qpm(QpState::Init, INIT_UD)).unwrap();
+            node.modify(qp, &qpm(QpState::Rtr, WV_IO_QP_ATTR_STATE))
+                .unwrap();
+            node.modify(qp, &qpm(QpState::Rts, RTS_UD)).unwrap();
+        }
+        t => {
+            let mut m = qpm(QpState::Init, INIT_RC);
+            m.access_flags = c.access;
+            node.modify(qp, &m).unwrap();
+            let mut m = qpm(QpState::Rtr, if t == QpType::Rc { RTR_RC } else { RTR_UC });
+            m.primary_av = AddressVector {
+                grh_valid: true,
+                dgid,
+                port: 1,
+                hop_limit: 1,
+                ..AddressVector::default()
+            };
+            m.dest_qpn = remote_qpn;
+            m.rq_psn = c.psn;
+            node.modify(qp, &m).unwrap();
+            let mut m = qpm(QpState::Rts, if t == QpType::Rc { RTS_RC } else { RTS_UD });
+            m.sq_psn = c.psn;
+            m.retry_count = c.retry;
+            m.rnr_retry_count = c.rnr_retry;
+            node.modify(qp, &m).unwrap();
+        }
+    }
+    assert_eq!(node.state(qp), QpState::Rts);
+}
+
+/// Connects two QPs to each other.
+pub fn connect(a: &Node, qa: &Qp, b: &Node, qb: &Qp, c: Conn) {
+    bring_up(a, qa, b.hca.gid(), qb.uvp.qpn(), c);
+    bring_up(b, qb, a.hca.gid(), qa.uvp.qpn(), c);
+}
+
+/// Polls everything.
+pub fn poll_all(cq: &Cq) -> Vec<WorkCompletion> {
+    let mut out = Vec::new();
+    let mut wc = [WorkCompletion::default(); 16];
+    loop {
+        let n = cq.uvp.poll(&mut wc);
+        out.extend_from_slice(&wc[..n]);
+        if n < wc.len() {
+            return out;
+        }
+    }
+}
+
+pub fn send_wr<'a>(id: u64, op: WrOpcode, sges: &'a [Sge]) -> SendWr<'a> {
+    let mut wr = SendWr::new(id, op);
+    wr.sg_list = sges;
+    wr.send_flags = send_flags::SIGNALED;
+    wr
+}
+
+pub fn recv_wr(id: u64, sges: &[Sge]) -> RecvWr<'_> {
+    RecvWr {
+        wr_id: id,
+        sg_list: sges,
+    }
+}
+
+/// Two devices on one fabric, each with one client.
+pub fn pair(platform: &HostPlatform) -> (Arc<Fabric>, Node, Node) {
+    let fabric = Fabric::new();
+    let a = Node::simple(platform);
+    let b = Node::simple(platform);
+    fabric.attach(&a.hca);
+    fabric.attach(&b.hca);
+    (fabric, a, b)
+}
+
+/// Runs the DPCs and checks the verifier stayed clean.
+pub fn settle(p: &HostPlatform) {
+    p.run_until_idle();
+    assert_eq!(p.verifier().violations(), Vec::<String>::new());
+}

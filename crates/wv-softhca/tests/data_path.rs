@@ -1,0 +1,385 @@
+//! Bytes really move: every WR opcode on RC (across two devices and in loopback), UC and UD,
+//! multiple SGEs, inline data, signalled and unsignalled sends.
+
+mod common;
+
+use common::*;
+use wv_hal::*;
+use wv_host::HostPlatform;
+use wv_softhca::*;
+
+fn rc_pair(p: &HostPlatform) -> (std::sync::Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    let (f, a, b) = pair(p);
+    let ca = a.cq(64);
+    let cb = b.cq(64);
+    let qa = a.qp(QpType::Rc, &ca);
+    let qb = b.qp(QpType::Rc, &cb);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    (f, a, b, ca, cb, qa, qb)
+}
+
+#[test]
+fn rc_send_with_multiple_sges_across_two_devices() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let src = a.mem(64, ALL_ACCESS);
+    let dst = b.mem(64, ALL_ACCESS);
+    src.buf.write(0, b"hello, ").unwrap();
+    src.buf.write(32, b"world!").unwrap();
+    // Receive scattered over three pieces.
+    let rs = [dst.sge(0, 4), dst.sge(10, 4), dst.sge(20, 20)];
+    qb.uvp.post_recv(&recv_wr(7, &rs)).unwrap();
+    let ss = [src.sge(0, 7), src.sge(32, 6)];
+    qa.uvp.post_send(&send_wr(1, WrOpcode::Send, &ss)).unwrap();
+
+    let s = poll_all(&ca);
+    assert_eq!(s.len(), 1);
+    assert_eq!(
+        (s[0].wr_id, s[0].status, s[0].opcode),
+        (1, WcStatus::Success, WcOpcode::Send)
+    );
+    let r = poll_all(&cb);
+    assert_eq!(r.len(), 1);
+    assert_eq!(
+        (r[0].wr_id, r[0].status, r[0].opcode, r[0].byte_len),
+        (7, WcStatus::Success, WcOpcode::Recv, 13)
+    );
+    assert_eq!(r[0].src_qp, qa.uvp.qpn());
+    assert_eq!(r[0].qp_num, qb.uvp.qpn());
+    let d = dst.buf.to_vec();
+    assert_eq!(&d[0..4], b"hell");
+    assert_eq!(&d[10..14], b"o, w");
+    assert_eq!(&d[20..25], b"orld!");
+    settle(&p);
+}
+
+#[test]
+fn send_with_imm_write_write_with_imm_and_read() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let la = a.mem(4096, ALL_ACCESS);
+    let rb = b.mem(4096, ALL_ACCESS);
+    for (i, x) in (0..4096).map(|i| (i % 251) as u8).enumerate() {
+        la.buf.write(i, &[x]).unwrap();
+    }
+    // SEND_WITH_IMM
+    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 64)])).unwrap();
+    let mut wr = send_wr(10, WrOpcode::SendWithImm, &[]);
+    let sg = [la.sge(0, 16)];
+    wr.sg_list = &sg;
+    wr.imm_or_inv = 0xdead_beef;
+    qa.uvp.post_send(&wr).unwrap();
+    let r = poll_all(&cb);
+    assert_eq!(r[0].imm_data, 0xdead_beef);
+    assert_eq!(r[0].wc_flags & wc_flags::WITH_IMM, wc_flags::WITH_IMM);
+    assert_eq!(r[0].byte_len, 16);
+
+    // RDMA_WRITE (no receive consumed) of 4 KiB.
+    let sg = [la.sge(0, 4096)];
+    let mut wr = send_wr(11, WrOpcode::RdmaWrite, &sg);
+    wr.remote_addr = rb.addr(0);
+    wr.rkey = rb.rkey;
+    qa.uvp.post_send(&wr).unwrap();
+    assert_eq!(rb.buf.to_vec(), la.buf.to_vec());
+    assert!(poll_all(&cb).is_empty());
+
+    // RDMA_WRITE_WITH_IMM consumes a receive and reports the length.
+    qb.uvp.post_recv(&recv_wr(2, &[])).unwrap();
+    let sg = [la.sge(100, 8)];
+    let mut wr = send_wr(12, WrOpcode::RdmaWriteWithImm, &sg);
+    wr.remote_addr = rb.addr(2000);
+    wr.rkey = rb.rkey;
+    wr.imm_or_inv = 42;
+    qa.uvp.post_send(&wr).unwrap();
+    let r = poll_all(&cb);
+    assert_eq!(r.len(), 1);
+    assert_eq!(
+        (r[0].wr_id, r[0].opcode, r[0].imm_data, r[0].byte_len),
+        (2, WcOpcode::RecvRdmaWithImm, 42, 8)
+    );
+
+    // RDMA_READ back into a fresh local buffer, scattered over two SGEs.
+    let back = a.mem(256, ALL_ACCESS);
+    rb.buf.write(0, &[9u8; 100]).unwrap();
+    let sg = [back.sge(0, 50), back.sge(128, 50)];
+    let mut wr = send_wr(13, WrOpcode::RdmaRead, &sg);
+    wr.remote_addr = rb.addr(0);
+    wr.rkey = rb.rkey;
+    qa.uvp.post_send(&wr).unwrap();
+    let v = back.buf.to_vec();
+    assert!(v[0..50].iter().all(|&x| x == 9));
+    assert!(v[128..178].iter().all(|&x| x == 9));
+    assert!(v[50..128].iter().all(|&x| x == 0));
+
+    let s = poll_all(&ca);
+    let ops: Vec<_> = s.iter().map(|w| (w.wr_id, w.opcode, w.status)).collect();
+    assert_eq!(
+        ops,
+        vec![
+            (10, WcOpcode::Send, WcStatus::Success),
+            (11, WcOpcode::RdmaWrite, WcStatus::Success),
+            (12, WcOpcode::RdmaWrite, WcStatus::Success),
+            (13, WcOpcode::RdmaRead, WcStatus::Success),
+        ]
+    );
+    assert_eq!(s[3].byte_len, 100);
+    settle(&p);
+}
+
+#[test]
+fn loopback_between_two_qps_of_one_device() {
+    let p = HostPlatform::deterministic();
+    let a = Node::simple(&p);
+    let cq = a.cq(16);
+    let q1 = a.qp(QpType::Rc, &cq);
+    let q2 = a.qp(QpType::Rc, &cq);
+    connect(&a, &q1, &a, &q2, Conn::default());
+    let m = a.mem(128, ALL_ACCESS);
+    m.buf.write(0, b"loop").unwrap();
+    q2.uvp.post_recv(&recv_wr(5, &[m.sge(64, 64)])).unwrap();
+    q1.uvp
+        .post_send(&send_wr(6, WrOpcode::Send, &[m.sge(0, 4)]))
+        .unwrap();
+    let wcs = poll_all(&cq);
+    assert_eq!(wcs.len(), 2);
+    assert_eq!(&m.buf.to_vec()[64..68], b"loop");
+    // A QP can also talk to itself.
+    let q3 = a.qp(QpType::Rc, &cq);
+    bring_up(&a, &q3, a.hca.gid(), q3.uvp.qpn(), Conn::default());
+    q3.uvp.post_recv(&recv_wr(8, &[m.sge(100, 4)])).unwrap();
+    q3.uvp
+        .post_send(&send_wr(9, WrOpcode::Send, &[m.sge(0, 4)]))
+        .unwrap();
+    assert_eq!(poll_all(&cq).len(), 2);
+    assert_eq!(&m.buf.to_vec()[100..104], b"loop");
+    settle(&p);
+}
+
+#[test]
+fn inline_data_is_copied_at_post_time() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, _ca, cb, qa, qb) = rc_pair(&p);
+    let dst = b.mem(64, ALL_ACCESS);
+    qb.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 64)])).unwrap();
+    qb.uvp.post_recv(&recv_wr(2, &[dst.sge(32, 32)])).unwrap();
+    let mut wr = send_wr(1, WrOpcode::Send, &[]);
+    let data = *b"inline payload";
+    wr.inline_data = Some(&data);
+    qa.uvp.post_send(&wr).unwrap();
+    assert_eq!(&dst.buf.to_vec()[..14], b"inline payload");
+    // INLINE flag with SGEs: the bytes are taken at post time.
+    let src = a.mem(16, ALL_ACCESS);
+    src.buf.write(0, b"abc").unwrap();
+    let sg = [src.sge(0, 3)];
+    let mut wr = send_wr(2, WrOpcode::Send, &sg);
+    wr.send_flags |= send_flags::INLINE;
+    qa.uvp.post_send(&wr).unwrap();
+    assert_eq!(&dst.buf.to_vec()[32..35], b"abc");
+    assert_eq!(poll_all(&cb).len(), 2);
+    // Too large for the QP's inline size.
+    let big = [0u8; 65];
+    let mut wr = send_wr(3, WrOpcode::Send, &[]);
+    wr.inline_data = Some(&big);
+    assert_eq!(qa.uvp.post_send(&wr), Err(PostError::InlineTooLarge));
+    settle(&p);
+}
+
+#[test]
+fn unsignaled_sends_are_retired_silently_and_sq_sig_all_signals_everything() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair(&p);
+    let _ = b;
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    // The QPs of `qp()` have sq_sig_all; make one without.
+    let cq2 = a.cq(16);
+    let q = a.qp_with(QpType::Rc, &cq2, &cq2, None, 8, 1, 0, false);
+    let qr = b.qp(QpType::Rc, &b.cq(4));
+    connect(&a, &q, &b, &qr, Conn::default());
+    for i in 0..5 {
+        let sg = [m.sge(0, 8)];
+        let mut wr = send_wr(i, WrOpcode::RdmaWrite, &sg);
+        wr.remote_addr = rb.addr(0);
+        wr.rkey = rb.rkey;
+        if i != 4 {
+            wr.send_flags = 0;
+        }
+        q.uvp.post_send(&wr).unwrap();
+    }
+    let wcs = poll_all(&cq2);
+    assert_eq!(wcs.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![4]);
+    // sq_sig_all QP: an unsignaled WR still completes.
+    let sg = [m.sge(0, 8)];
+    let mut wr = send_wr(9, WrOpcode::RdmaWrite, &sg);
+    wr.remote_addr = rb.addr(0);
+    wr.rkey = rb.rkey;
+    wr.send_flags = 0;
+    qa.uvp.post_send(&wr).unwrap();
+    assert_eq!(poll_all(&ca).len(), 1);
+    settle(&p);
+}
+
+#[test]
+fn uc_write_and_send() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let ca = a.cq(16);
+    let cb = b.cq(16);
+    let qa = a.qp(QpType::Uc, &ca);
+    let qb = b.qp(QpType::Uc, &cb);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let la = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    la.buf.write(0, b"uc!").unwrap();
+    let sg = [la.sge(0, 3)];
+    let mut wr = send_wr(1, WrOpcode::RdmaWrite, &sg);
+    wr.remote_addr = rb.addr(10);
+    wr.rkey = rb.rkey;
+    qa.uvp.post_send(&wr).unwrap();
+    assert_eq!(&rb.buf.to_vec()[10..13], b"uc!");
+    // A UC send with no receive posted is lost; the sender still succeeds.
+    qa.uvp.post_send(&send_wr(2, WrOpcode::Send, &sg)).unwrap();
+    assert!(poll_all(&cb).is_empty());
+    qb.uvp.post_recv(&recv_wr(3, &[rb.sge(32, 8)])).unwrap();
+    qa.uvp.post_send(&send_wr(4, WrOpcode::Send, &sg)).unwrap();
+    assert_eq!(poll_all(&cb)[0].wr_id, 3);
+    assert_eq!(
+        poll_all(&ca).iter().map(|w| w.status).collect::<Vec<_>>(),
+        vec![WcStatus::Success; 3]
+    );
+    // RDMA_READ is not valid on UC.
+    let mut wr = send_wr(5, WrOpcode::RdmaRead, &sg);
+    wr.rkey = rb.rkey;
+    assert_eq!(qa.uvp.post_send(&wr), Err(PostError::BadOpcode));
+    settle(&p);
+}
+
+#[test]
+fn ud_send_with_grh_and_qkey() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let ca = a.cq(16);
+    let cb = b.cq(16);
+    let qa = a.qp(QpType::Ud, &ca);
+    let qb = b.qp(QpType::Ud, &cb);
+    bring_up(&a, &qa, [0; 16], 0, Conn::default());
+    bring_up(&b, &qb, [0; 16], 0, Conn::default());
+    let la = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(128, ALL_ACCESS);
+    la.buf.write(0, b"datagram").unwrap();
+    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 128)])).unwrap();
+    let sg = [la.sge(0, 8)];
+    let mut wr = send_wr(2, WrOpcode::Send, &sg);
+    wr.ud = Some(UdAddress {
+        dgid: b.hca.gid(),
+        grh: true,
+        remote_qpn: qb.uvp.qpn(),
+        remote_qkey: 0x1111_1111,
+        ..Default::default()
+    });
+    qa.uvp.post_send(&wr).unwrap();
+    let r = poll_all(&cb);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].byte_len, 8 + GRH_BYTES as u32);
+    assert_eq!(r[0].src_qp, qa.uvp.qpn());
+    assert_ne!(r[0].wc_flags & wc_flags::GRH, 0);
+    let v = rb.buf.to_vec();
+    assert_eq!(&v[8..24], &a.hca.gid());
+    assert_eq!(&v[40..48], b"datagram");
+    // Wrong Q_Key: dropped; the sender still succeeds. LID routing works too.
+    qb.uvp.post_recv(&recv_wr(3, &[rb.sge(0, 128)])).unwrap();
+    wr.ud = Some(UdAddress {
+        dlid: b.hca.lid(1),
+        remote_qpn: qb.uvp.qpn(),
+        remote_qkey: 5,
+        ..Default::default()
+    });
+    qa.uvp.post_send(&wr).unwrap();
+    assert!(poll_all(&cb).is_empty());
+    // "Use the QP's Q_Key" (high bit).
+    wr.ud = Some(UdAddress {
+        dlid: b.hca.lid(1),
+        remote_qpn: qb.uvp.qpn(),
+        remote_qkey: 0x8000_0000,
+        ..Default::default()
+    });
+    qa.uvp.post_send(&wr).unwrap();
+    assert_eq!(poll_all(&cb)[0].wr_id, 3);
+    // Larger than the path MTU: a local length error.
+    let big = a.mem(8192, ALL_ACCESS);
+    let sg = [big.sge(0, 8192)];
+    let mut wr2 = send_wr(4, WrOpcode::Send, &sg);
+    wr2.ud = wr.ud;
+    qa.uvp.post_send(&wr2).unwrap();
+    let s = poll_all(&ca);
+    assert_eq!(s.last().unwrap().status, WcStatus::LocLenErr);
+    // Only SEND / SEND_WITH_IMM on UD.
+    let mut w = send_wr(5, WrOpcode::RdmaWrite, &[]);
+    w.ud = wr.ud;
+    assert_eq!(qa.uvp.post_send(&w), Err(PostError::BadOpcode));
+    settle(&p);
+}
+
+#[test]
+fn local_inv_fast_reg_and_send_with_inv() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let la = a.mem(256, ALL_ACCESS);
+    let rb = b.mem(256, ALL_ACCESS);
+    // LOCAL_INV of our own region: afterwards its lkey is refused.
+    let mut wr = send_wr(1, WrOpcode::LocalInv, &[]);
+    wr.imm_or_inv = la.lkey;
+    qa.uvp.post_send(&wr).unwrap();
+    let s = poll_all(&ca);
+    assert_eq!(
+        (s[0].opcode, s[0].status),
+        (WcOpcode::LocalInv, WcStatus::Success)
+    );
+    // Fast-register it again with a new key byte over part of the pages.
+    let mut wr = send_wr(2, WrOpcode::RegMr, &[]);
+    wr.reg = Some(FastReg {
+        mr_key: la.lkey,
+        new_key_byte: 0x5A,
+        access: ALL_ACCESS,
+        iova: la.addr(128),
+        length: 64,
+    });
+    qa.uvp.post_send(&wr).unwrap();
+    let s = poll_all(&ca);
+    assert_eq!(
+        (s[0].opcode, s[0].status),
+        (WcOpcode::RegMr, WcStatus::Success)
+    );
+    let new_key = (la.lkey & !0xFF) | 0x5A;
+    la.buf.write(128, b"fastreg").unwrap();
+    let sg = [Sge {
+        addr: la.addr(128),
+        length: 7,
+        lkey: new_key,
+    }];
+    let mut wr = send_wr(3, WrOpcode::RdmaWrite, &sg);
+    wr.remote_addr = rb.addr(0);
+    wr.rkey = rb.rkey;
+    qa.uvp.post_send(&wr).unwrap();
+    assert_eq!(poll_all(&ca)[0].status, WcStatus::Success);
+    assert_eq!(&rb.buf.to_vec()[..7], b"fastreg");
+
+    // SEND_WITH_INV invalidates the remote region named by the rkey.
+    qb.uvp.post_recv(&recv_wr(4, &[rb.sge(100, 16)])).unwrap();
+    let victim = b.mem(16, ALL_ACCESS);
+    let mut wr = send_wr(5, WrOpcode::SendWithInv, &sg);
+    wr.imm_or_inv = victim.rkey;
+    qa.uvp.post_send(&wr).unwrap();
+    let r = poll_all(&cb);
+    assert_eq!(r[0].status, WcStatus::Success);
+    assert_ne!(r[0].wc_flags & wc_flags::WITH_INV, 0);
+    assert_eq!(r[0].imm_data, victim.rkey);
+    // The invalidated region now refuses remote writes.
+    let mut wr = send_wr(6, WrOpcode::RdmaWrite, &sg);
+    wr.remote_addr = victim.addr(0);
+    wr.rkey = victim.rkey;
+    qa.uvp.post_send(&wr).unwrap();
+    let s = poll_all(&ca);
+    assert_eq!(s.last().unwrap().status, WcStatus::RemAccessErr);
+    settle(&p);
+}
