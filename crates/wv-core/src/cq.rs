@@ -253,5 +253,13 @@ pub(crate) fn cq_cancel<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Re
     };
     cq.notify.complete_all(NtStatus::CANCELLED);
     drop(cq);
-    req.complete(NtStatus::SUCCESS, 0);
+    let raw = *prov.shared.raw_completer.lock();
+    match raw {
+        Some(raw) if prov.shared.config.debug_faults.complete_twice => {
+            let complete = raw(req);
+            complete(NtStatus::SUCCESS, 0);
+            complete(NtStatus::SUCCESS, 0);
+        }
+        _ => req.complete(NtStatus::SUCCESS, 0),
+    }
 }

@@ -1,5 +1,6 @@
 //! The driver object: lower devices, open files, and the [`FilterDriver`] entry points.
 
+use alloc::boxed::Box;
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 
@@ -39,7 +40,16 @@ pub(crate) struct Shared<P: Platform, V: Verbs> {
     pub devices: P::SpinLock<Vec<Arc<RdmaDevice<P, V>>>>,
     /// Open files (OFW `ProvList`), so that removal can reach their objects.
     pub providers: P::SpinLock<Vec<Weak<Provider<P, V>>>>,
+    /// Debug fault support: turns a request into a raw IRP completer (see
+    /// [`Driver::set_raw_completer`]).
+    pub raw_completer: P::SpinLock<Option<RawCompleter<P>>>,
 }
+
+/// Turns a request into a completion function that can be called more than once: the typed
+/// request API cannot complete twice, so the "complete twice" fault needs the platform's raw
+/// IRP layer (in `wv-host`, `HostRequest::into_raw_irp`).
+#[doc(hidden)]
+pub type RawCompleter<P> = fn(<P as Platform>::Request) -> Box<dyn Fn(NtStatus, usize) + Send>;
 
 impl<P: Platform, V: Verbs> Shared<P, V> {
     /// The device with node GUID `guid`, with a share of its open gate taken (so removal
@@ -65,14 +75,22 @@ impl<P: Platform, V: Verbs> Driver<P, V> {
     pub fn new(platform: P, config: DriverConfig) -> Self {
         let devices = platform.spin_lock(Vec::new());
         let providers = platform.spin_lock(Vec::new());
+        let raw_completer = platform.spin_lock(None);
         Driver {
             shared: Arc::new(Shared {
                 platform,
                 config,
                 devices,
                 providers,
+                raw_completer,
             }),
         }
+    }
+
+    /// Installs the raw completer the `complete_twice` debug fault uses. Tests only.
+    #[doc(hidden)]
+    pub fn set_raw_completer(&self, completer: RawCompleter<P>) {
+        *self.shared.raw_completer.lock() = Some(completer);
     }
 
     /// The platform the driver was built with.

@@ -38,7 +38,7 @@ mod srq;
 mod status;
 pub mod sync;
 
-pub use driver::Driver;
+pub use driver::{Driver, RawCompleter};
 pub use provider::FileContext;
 
 /// How QP_MODIFY runs.
@@ -64,7 +64,7 @@ pub struct DebugFaults {
     /// The CQ completion callback waits on an event at DISPATCH_LEVEL.
     pub block_in_cq_callback: bool,
     /// CQ_CANCEL completes the cancel request, then completes the same IRP again through the
-    /// platform's raw-IRP hook (see `Driver::set_complete_twice_hook`).
+    /// platform's raw-IRP layer (see `Driver::set_raw_completer`).
     pub complete_twice: bool,
 }
 

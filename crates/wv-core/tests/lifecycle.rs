@@ -1,0 +1,326 @@
+//! File cleanup, lower-device removal and re-arrival, the provider gate (deterministic mode).
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use wv_abi::consts::*;
+use wv_abi::ioctl::*;
+use wv_abi::*;
+use wv_hal::{FilterDriver, QpState};
+use wv_host::fake_verbs::{FakeCall, ObjectKind};
+
+/// Everything a file can own, with a parked request of every kind.
+fn populate(fx: &Fx, f: &WvFile) -> (Stack, u64) {
+    let s = qp_rts(fx, f);
+    let srq = srq(f, s.pd);
+    expect(
+        &ioctl(f, WV_IOCTL_MW_ALLOCATE, &id(s.pd, 0, 0), 16),
+        NtStatus::SUCCESS,
+    );
+    expect(
+        &ioctl(f, WV_IOCTL_AH_CREATE, &bytes(&ah_in(s.pd)), 64),
+        NtStatus::SUCCESS,
+    );
+    let mr = WV_IO_MEMORY_REGISTER {
+        Id: s.pd,
+        Address: 0x1000,
+        BufferLength: 64,
+        AccessFlags: 0,
+        Reserved: 0,
+    };
+    expect(
+        &ioctl(f, WV_IOCTL_MEMORY_REGISTER, &bytes(&mr), 8),
+        NtStatus::SUCCESS,
+    );
+    (s, srq)
+}
+
+#[test]
+fn cleanup_destroys_everything_in_ofw_order() {
+    let fx = Fx::new();
+    let f = fx.open();
+    let (s, srq) = populate(&fx, &f);
+    let parked = [
+        pend(&f, WV_IOCTL_DEVICE_NOTIFY, &id(s.dev, 0, 1), 4),
+        pend(
+            &f,
+            WV_IOCTL_CQ_NOTIFY,
+            &id(s.cq, 0, WV_CQ_NEXT_COMPLETION),
+            0,
+        ),
+        pend(&f, WV_IOCTL_CQ_NOTIFY, &id(s.cq, 0, WV_CQ_ERROR), 0),
+        pend(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(srq), 0),
+        pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(s.qp, QpState::Rts), 8),
+    ];
+    let before = fx.hca.calls().len();
+    drop(f);
+    fx.run();
+    for io in &parked {
+        expect(&done(io), NtStatus::CANCELLED);
+    }
+    assert!(
+        fx.hca.live_objects().is_empty(),
+        "{:?}",
+        fx.hca.live_objects()
+    );
+    let order: Vec<FakeCall> = fx.hca.calls()[before..].iter().map(|c| c.call).collect();
+    let want = [
+        FakeCall::DestroyAh,
+        FakeCall::DestroyMw,
+        FakeCall::DestroyQp,
+        FakeCall::DestroySrq,
+        FakeCall::DeregisterMr,
+        FakeCall::DeallocatePd,
+        FakeCall::DestroyCq,
+        FakeCall::CloseCa,
+    ];
+    assert_eq!(order, want);
+}
+
+#[test]
+fn ioctl_after_cleanup_is_file_closed() {
+    // §7.1-i: the gate is one counter and one closed flag under one lock.
+    let fx = Fx::new();
+    let f = fx.open();
+    let dev = open_device(&fx, &f);
+    let io = f.close_racing_ioctl(WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152);
+    assert!(!io.pending());
+    expect(&io.wait(), NtStatus::FILE_CLOSED);
+}
+
+#[test]
+fn cleanup_runs_once_and_close_after_it_is_harmless() {
+    let fx = Fx::new();
+    let driver = Arc::clone(fx.driver());
+    let file = driver.file_create().unwrap();
+    driver.file_cleanup(&file);
+    driver.file_cleanup(&file);
+    driver.file_close(file);
+}
+
+#[test]
+fn removal_completes_parked_requests_and_invalidates_handles() {
+    // §7.1-e: OFW left every notify parked until the application cancelled or closed.
+    let fx = Fx::new();
+    let f = fx.open();
+    let (s, srq) = populate(&fx, &f);
+    let parked = [
+        pend(&f, WV_IOCTL_DEVICE_NOTIFY, &id(s.dev, 0, 1), 4),
+        pend(
+            &f,
+            WV_IOCTL_CQ_NOTIFY,
+            &id(s.cq, 0, WV_CQ_NEXT_COMPLETION),
+            0,
+        ),
+        pend(&f, WV_IOCTL_CQ_NOTIFY, &id(s.cq, 0, WV_CQ_ERROR), 0),
+        pend(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(srq), 0),
+        // Queued, its work item not yet run.
+        pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(s.qp, QpState::Rts), 8),
+    ];
+    let refs_before = Arc::strong_count(&fx.hca);
+    fx.io.remove(fx.guid());
+    for io in &parked {
+        let st = done(io);
+        expect(&st, NtStatus::DEVICE_REMOVED);
+        assert_eq!(st.information, 0);
+    }
+    assert!(
+        fx.hca.live_objects().is_empty(),
+        "verbs objects destroyed: {:?}",
+        fx.hca.live_objects()
+    );
+    assert!(
+        Arc::strong_count(&fx.hca) < refs_before,
+        "lower reference dropped"
+    );
+    fx.run();
+
+    // Other calls fail as OFW's Acquire would.
+    expect(
+        &ioctl(&f, WV_IOCTL_DEVICE_QUERY, &u64_in(s.dev), 152),
+        NtStatus::NO_SUCH_DEVICE,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_DEVICE_NOTIFY, &id(s.dev, 0, 1), 4),
+        NtStatus::NOT_FOUND,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_PD_ALLOCATE, &id(s.dev, 0, 0), 16),
+        NtStatus::NO_SUCH_DEVICE,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_CQ_CREATE, &id(s.dev, 0, 4), 16),
+        NtStatus::NO_SUCH_DEVICE,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_CQ_NOTIFY, &id(s.cq, 0, 1), 0),
+        NtStatus::NOT_FOUND,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_QP_MODIFY, &modify_in(s.qp, QpState::Rts), 8),
+        NtStatus::NOT_FOUND,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_QP_QUERY, &u64_in(s.qp), 192),
+        NtStatus::NOT_FOUND,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(srq), 0),
+        NtStatus::NOT_FOUND,
+    );
+    let mr = WV_IO_MEMORY_REGISTER {
+        Id: s.pd,
+        Address: 0x1000,
+        BufferLength: 64,
+        AccessFlags: 0,
+        Reserved: 0,
+    };
+    expect(
+        &ioctl(&f, WV_IOCTL_MEMORY_REGISTER, &bytes(&mr), 8),
+        NtStatus::NOT_FOUND,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_LIBRARY_QUERY, &u64_in(fx.guid()), 28),
+        NtStatus::NO_SUCH_DEVICE,
+    );
+    let st = ioctl(&f, WV_IOCTL_GUID_QUERY, &[], 16);
+    assert_eq!(&st.output[..8], &0u64.to_ne_bytes());
+    // ... while destroys still succeed, in the usual order.
+    expect(
+        &ioctl(&f, WV_IOCTL_AH_DESTROY, &u64_in(1), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_MW_DEALLOCATE, &u64_in(1), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(s.pd), 0),
+        NtStatus::ACCESS_DENIED,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_QP_DESTROY, &u64_in(s.qp), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_SRQ_DESTROY, &u64_in(srq), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(s.pd), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_CQ_DESTROY, &u64_in(s.cq), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_DEVICE_CLOSE, &u64_in(s.dev), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_DEVICE_CLOSE, &u64_in(s.dev), 0),
+        NtStatus::NO_SUCH_DEVICE,
+    );
+}
+
+#[test]
+fn removal_then_cleanup_and_rearrival() {
+    let fx = Fx::new();
+    let old = fx.open();
+    let (s, _srq) = populate(&fx, &old);
+    let other = fx.open();
+    fx.io.remove(fx.guid());
+    // Same GUID comes back: new opens work, old handles stay dead.
+    fx.io.arrive(Arc::clone(&fx.hca)).unwrap();
+    let dev = open_device(&fx, &other);
+    let pd = alloc_pd(&other, dev);
+    assert_eq!(pd, 1);
+    expect(
+        &ioctl(&old, WV_IOCTL_DEVICE_QUERY, &u64_in(s.dev), 152),
+        NtStatus::NO_SUCH_DEVICE,
+    );
+    let fresh = open_device(&fx, &old);
+    assert_ne!(fresh, s.dev);
+    expect(
+        &ioctl(&old, WV_IOCTL_DEVICE_QUERY, &u64_in(fresh), 152),
+        NtStatus::SUCCESS,
+    );
+    // Cleanup of a file with removed and live objects.
+    drop(old);
+    assert_eq!(
+        fx.hca.live_count(ObjectKind::Ca),
+        1,
+        "only the other file's open is left"
+    );
+    drop(other);
+    assert!(fx.hca.live_objects().is_empty());
+}
+
+#[test]
+fn removal_of_an_unknown_guid_is_harmless() {
+    let fx = Fx::new();
+    let f = fx.open();
+    let dev = open_device(&fx, &f);
+    fx.io.remove(0xDEAD);
+    expect(
+        &ioctl(&f, WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152),
+        NtStatus::SUCCESS,
+    );
+}
+
+#[test]
+fn creation_runs_in_the_callers_thread() {
+    // §7.1-l: MR registration, CQ/QP creation and device open pin or map the caller's memory,
+    // so they must run in the caller's context, never on a worker.
+    let fx = Fx::threaded();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    fx.hca.set_failure_hook(Some(Box::new(move |call, _| {
+        log.lock()
+            .unwrap()
+            .push((call, std::thread::current().id()));
+        None
+    })));
+    let f = fx.open();
+    let s = qp_rts(&fx, &f);
+    let mr = WV_IO_MEMORY_REGISTER {
+        Id: s.pd,
+        Address: 0x1000,
+        BufferLength: 64,
+        AccessFlags: 0,
+        Reserved: 0,
+    };
+    expect(
+        &ioctl(&f, WV_IOCTL_MEMORY_REGISTER, &bytes(&mr), 8),
+        NtStatus::SUCCESS,
+    );
+    let me = std::thread::current().id();
+    let seen = seen.lock().unwrap().clone();
+    for call in [
+        FakeCall::OpenCa,
+        FakeCall::AllocatePd,
+        FakeCall::CreateCq,
+        FakeCall::CreateQp,
+        FakeCall::RegisterMr,
+    ] {
+        let threads: Vec<_> = seen
+            .iter()
+            .filter(|(c, _)| *c == call)
+            .map(|(_, t)| *t)
+            .collect();
+        assert!(!threads.is_empty(), "{call:?} not called");
+        assert!(
+            threads.iter().all(|t| *t == me),
+            "{call:?} ran on another thread"
+        );
+    }
+    // QP modifies, by design, do not.
+    assert!(
+        seen.iter()
+            .any(|(c, t)| *c == FakeCall::ModifyQp && *t != me)
+    );
+    fx.hca.set_failure_hook(None);
+}
