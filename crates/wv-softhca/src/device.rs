@@ -668,16 +668,22 @@ impl Device {
             .map_or(0, |p| p.lid)
     }
 
-    /// Whether `gid` (with `grh`) or `lid` names one of this device's ports.
-    pub(crate) fn owns(&self, grh: bool, gid: &Gid, lid: u16) -> bool {
+    /// The port `gid` (with `grh`) or `lid` names on this device, if any.
+    pub(crate) fn port_of(&self, grh: bool, gid: &Gid, lid: u16) -> Option<u8> {
         let ports = self.ports.read();
-        ports.iter().any(|p| {
+        let i = ports.iter().position(|p| {
             if grh {
                 *gid != [0u8; 16] && p.gids.iter().any(|g| g == gid)
             } else {
                 p.lid != 0 && p.lid == lid
             }
-        })
+        })?;
+        Some(i as u8 + 1)
+    }
+
+    /// Whether `gid` (with `grh`) or `lid` names one of this device's ports.
+    pub(crate) fn owns(&self, grh: bool, gid: &Gid, lid: u16) -> bool {
+        self.port_of(grh, gid, lid).is_some()
     }
 
     /// The device an address names: this one, or one on the fabric.

@@ -497,7 +497,7 @@ fn transport(
     if qp.qp_type != QpType::Rc {
         if let Some((tdev, t)) = &target
             && dev.port_up(port)
-            && link(dev, tdev) == Fate::Deliver
+            && link(dev, tdev, grh, &dgid, dlid) == Fate::Deliver
         {
             respond(tdev, t, &pkt, qp);
         }
@@ -508,7 +508,7 @@ fn transport(
     let (mut retries, mut rnrs) = (0u8, 0u8);
     loop {
         let reply = match &target {
-            Some((tdev, t)) if dev.port_up(port) => match link(dev, tdev) {
+            Some((tdev, t)) if dev.port_up(port) => match link(dev, tdev, grh, &dgid, dlid) {
                 Fate::Deliver => respond(tdev, t, &pkt, qp),
                 Fate::Delay => {
                     // Executed, but the ACK arrives after the retransmission timer.
@@ -544,7 +544,12 @@ fn transport(
     }
 }
 
-fn link(from: &Arc<Device>, to: &Arc<Device>) -> Fate {
+/// The fate of a packet from `from` to `to`, which `grh`/`gid`/`lid` addressed: lost when
+/// the receiving port is down, else decided by the fabric (loopback never faults).
+fn link(from: &Arc<Device>, to: &Arc<Device>, grh: bool, gid: &wv_hal::Gid, lid: u16) -> Fate {
+    if !to.port_of(grh, gid, lid).is_some_and(|p| to.port_up(p)) {
+        return Fate::Drop;
+    }
     if Arc::ptr_eq(from, to) {
         return Fate::Deliver;
     }

@@ -1,0 +1,590 @@
+//! Error paths: post-time failures with rdma-core's expectations, error completions that move
+//! the QP to ERR, flush semantics, RNR and transport retry, MR registration checks, limits.
+
+mod common;
+
+use common::*;
+use wv_abi::consts::*;
+use wv_hal::*;
+use wv_host::HostPlatform;
+use wv_softhca::*;
+
+fn rc_pair_with(p: &HostPlatform, c: Conn) -> (std::sync::Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    let (f, a, b) = pair(p);
+    let ca = a.cq(64);
+    let cb = b.cq(64);
+    let qa = a.qp(QpType::Rc, &ca);
+    let qb = b.qp(QpType::Rc, &cb);
+    connect(&a, &qa, &b, &qb, c);
+    (f, a, b, ca, cb, qa, qb)
+}
+
+#[test]
+fn posting_in_the_wrong_state_too_many_sges_or_a_full_queue() {
+    let p = HostPlatform::deterministic();
+    let a = Node::simple(&p);
+    let cq = a.cq(64);
+    let q = a.qp_with(QpType::Rc, &cq, &cq, None, 4, 2, 0, true);
+    let m = a.mem(64, ALL_ACCESS);
+    let sg = [m.sge(0, 8)];
+    // RESET: neither send nor receive.
+    let e = q
+        .uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &sg))
+        .unwrap_err();
+    assert_eq!((e, e.errno()), (PostError::WrongState, 22));
+    assert_eq!(
+        q.uvp.post_recv(&recv_wr(1, &sg)),
+        Err(PostError::WrongState)
+    );
+    // INIT: receives yes, sends no.
+    a.modify(&q, &qpm(QpState::Init, INIT_RC)).unwrap();
+    q.uvp.post_recv(&recv_wr(1, &sg)).unwrap();
+    assert_eq!(
+        q.uvp.post_send(&send_wr(1, WrOpcode::Send, &sg)),
+        Err(PostError::WrongState)
+    );
+    // Too many SGEs.
+    let three = [m.sge(0, 1), m.sge(1, 1), m.sge(2, 1)];
+    assert_eq!(
+        q.uvp.post_recv(&recv_wr(2, &three)).unwrap_err().errno(),
+        22
+    );
+    // Full receive queue (depth 4): ENOMEM, with bad_wr pointing at the first refused.
+    let wrs: Vec<_> = (0..5).map(|i| recv_wr(i, &sg)).collect();
+    let (bad, e) = q.uvp.post_recv_list(&wrs[..4]).unwrap_err();
+    assert_eq!((bad, e, e.errno()), (3, PostError::QueueFull, 12));
+    // A full send queue: park sends behind an RNR wait on an RTS QP.
+    let b = Node::simple(&p);
+    let f = Fabric::new();
+    f.attach(&a.hca);
+    f.attach(&b.hca);
+    let cb = b.cq(8);
+    let qs = a.qp_with(QpType::Rc, &cq, &cq, None, 4, 2, 0, true);
+    let qr = b.qp(QpType::Rc, &cb);
+    connect(&a, &qs, &b, &qr, Conn::default());
+    let wrs: Vec<_> = (0..5).map(|i| send_wr(i, WrOpcode::Send, &sg)).collect();
+    let (bad, e) = qs.uvp.post_send_list(&wrs).unwrap_err();
+    assert_eq!((bad, e), (4, PostError::QueueFull));
+    assert!(poll_all(&cq).is_empty());
+    settle(&p);
+}
+
+#[test]
+fn moving_to_err_flushes_every_outstanding_wr() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, ca, _cb, qa, qb) = rc_pair_with(&p, Conn::default());
+    let m = a.mem(64, ALL_ACCESS);
+    let sg = [m.sge(0, 8)];
+    // Receives wait on A; sends from A wait on B's empty receive queue (RNR, infinite retry),
+    // one of them unsignaled.
+    for i in 0..3 {
+        qa.uvp.post_recv(&recv_wr(100 + i, &sg)).unwrap();
+    }
+    let mut wrs: Vec<_> = (0..3).map(|i| send_wr(i, WrOpcode::Send, &sg)).collect();
+    wrs[1].send_flags = 0;
+    qa.uvp.post_send_list(&wrs).unwrap();
+    assert!(poll_all(&ca).is_empty());
+    a.modify(&qa, &qpm(QpState::Error, WV_IO_QP_ATTR_STATE))
+        .unwrap();
+    let wcs = poll_all(&ca);
+    assert_eq!(wcs.len(), 6);
+    assert!(
+        wcs.iter()
+            .all(|w| w.status == WcStatus::WrFlushErr && w.qp_num == qa.uvp.qpn())
+    );
+    let mut ids: Vec<_> = wcs.iter().map(|w| w.wr_id).collect();
+    ids.sort();
+    assert_eq!(ids, vec![0, 1, 2, 100, 101, 102]);
+    // Posting in ERR is accepted and flushed at once.
+    qa.uvp.post_send(&send_wr(7, WrOpcode::Send, &sg)).unwrap();
+    qa.uvp.post_recv(&recv_wr(8, &sg)).unwrap();
+    let wcs = poll_all(&ca);
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(7, WcStatus::WrFlushErr), (8, WcStatus::WrFlushErr)]
+    );
+    // RESET discards silently; the QP can be brought up again.
+    a.modify(&qa, &qpm(QpState::Reset, WV_IO_QP_ATTR_STATE))
+        .unwrap();
+    let _ = qb;
+    let _ = b;
+    settle(&p);
+}
+
+#[test]
+fn bad_lkey_rkey_access_and_bounds_give_error_completions_and_err_state() {
+    let p = HostPlatform::deterministic();
+    // Bad lkey: LOC_PROT_ERR, QP to ERR, later WRs flushed.
+    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_with(&p, Conn::default());
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_READ);
+    let bad = [Sge {
+        addr: m.addr(0),
+        length: 8,
+        lkey: m.lkey ^ 0x100,
+    }];
+    let mut wr = send_wr(1, WrOpcode::RdmaWrite, &bad);
+    wr.remote_addr = rb.addr(0);
+    wr.rkey = rb.rkey;
+    let ok = [m.sge(0, 8)];
+    let mut wr2 = wr;
+    wr2.wr_id = 2;
+    wr2.sg_list = &ok;
+    qa.uvp.post_send_list(&[wr, wr2]).unwrap();
+    let w = poll_all(&ca);
+    assert_eq!(
+        w.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::LocProtErr), (2, WcStatus::WrFlushErr)]
+    );
+    assert_eq!(a.state(&qa), QpState::Error);
+
+    // Out of the region's bounds locally: LOC_PROT_ERR.
+    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_with(&p, Conn::default());
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    let oob = [m.sge(60, 8)];
+    let mut wr = send_wr(1, WrOpcode::RdmaWrite, &oob);
+    wr.remote_addr = rb.addr(0);
+    wr.rkey = rb.rkey;
+    qa.uvp.post_send(&wr).unwrap();
+    assert_eq!(poll_all(&ca)[0].status, WcStatus::LocProtErr);
+
+    // Remote: bad rkey, region without remote write, out of bounds, QP without remote write.
+    for case in 0..4 {
+        let c = if case == 3 {
+            Conn {
+                access: WV_ACCESS_REMOTE_READ,
+                ..Conn::default()
+            }
+        } else {
+            Conn::default()
+        };
+        let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(&p, c);
+        let m = a.mem(64, ALL_ACCESS);
+        let rb = b.mem(
+            64,
+            if case == 1 {
+                WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_READ
+            } else {
+                ALL_ACCESS
+            },
+        );
+        let sg = [m.sge(0, 16)];
+        let mut wr = send_wr(1, WrOpcode::RdmaWrite, &sg);
+        wr.remote_addr = rb.addr(if case == 2 { 56 } else { 0 });
+        wr.rkey = if case == 0 { rb.rkey + 1 } else { rb.rkey };
+        qa.uvp.post_send(&wr).unwrap();
+        assert_eq!(
+            poll_all(&ca)[0].status,
+            WcStatus::RemAccessErr,
+            "case {case}"
+        );
+        assert_eq!(a.state(&qa), QpState::Error);
+        // The responder goes to ERR too (class C error).
+        assert_eq!(b.state(&qb), QpState::Error);
+        assert!(rb.buf.to_vec().iter().all(|&x| x == 0));
+        let _ = cb;
+    }
+
+    // RDMA read of a region without remote read.
+    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_with(&p, Conn::default());
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE);
+    let sg = [m.sge(0, 16)];
+    let mut wr = send_wr(1, WrOpcode::RdmaRead, &sg);
+    wr.remote_addr = rb.addr(0);
+    wr.rkey = rb.rkey;
+    qa.uvp.post_send(&wr).unwrap();
+    assert_eq!(poll_all(&ca)[0].status, WcStatus::RemAccessErr);
+
+    // A read into a region without local write: LOC_PROT_ERR.
+    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_with(&p, Conn::default());
+    let ro = a.mem(64, WV_ACCESS_REMOTE_READ);
+    let rb = b.mem(64, ALL_ACCESS);
+    let sg = [ro.sge(0, 16)];
+    let mut wr = send_wr(1, WrOpcode::RdmaRead, &sg);
+    wr.remote_addr = rb.addr(0);
+    wr.rkey = rb.rkey;
+    qa.uvp.post_send(&wr).unwrap();
+    assert_eq!(poll_all(&ca)[0].status, WcStatus::LocProtErr);
+    settle(&p);
+}
+
+#[test]
+fn receive_too_small_and_bad_receive_key() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(&p, Conn::default());
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    qb.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 4)])).unwrap();
+    qb.uvp.post_recv(&recv_wr(10, &[rb.sge(0, 4)])).unwrap();
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 16)]))
+        .unwrap();
+    assert_eq!(poll_all(&ca)[0].status, WcStatus::RemInvReqErr);
+    let r = poll_all(&cb);
+    assert_eq!(
+        r.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(9, WcStatus::LocLenErr), (10, WcStatus::WrFlushErr)]
+    );
+
+    let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(&p, Conn::default());
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    qb.uvp
+        .post_recv(&recv_wr(
+            9,
+            &[Sge {
+                addr: rb.addr(0),
+                length: 32,
+                lkey: 0xFFFF_FF00,
+            }],
+        ))
+        .unwrap();
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 16)]))
+        .unwrap();
+    assert_eq!(poll_all(&ca)[0].status, WcStatus::RemOpErr);
+    assert_eq!(poll_all(&cb)[0].status, WcStatus::LocProtErr);
+    settle(&p);
+}
+
+#[test]
+fn rnr_retry_exhausts_or_waits_forever_with_seven() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(
+        &p,
+        Conn {
+            rnr_retry: 2,
+            ..Conn::default()
+        },
+    );
+    let m = a.mem(64, ALL_ACCESS);
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
+        .unwrap();
+    assert_eq!(poll_all(&ca)[0].status, WcStatus::RnrRetryExcErr);
+    assert_eq!(a.state(&qa), QpState::Error);
+    let _ = (b, cb, qb);
+
+    // rnr_retry = 7: the send waits until a receive is posted, then completes, in order.
+    let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(&p, Conn::default());
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    m.buf.write(0, b"first---second--").unwrap();
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
+        .unwrap();
+    qa.uvp
+        .post_send(&send_wr(2, WrOpcode::Send, &[m.sge(8, 8)]))
+        .unwrap();
+    assert!(poll_all(&ca).is_empty());
+    qb.uvp.post_recv(&recv_wr(10, &[rb.sge(0, 8)])).unwrap();
+    assert_eq!(
+        poll_all(&ca).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
+        vec![1]
+    );
+    qb.uvp.post_recv(&recv_wr(11, &[rb.sge(8, 8)])).unwrap();
+    assert_eq!(
+        poll_all(&ca).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
+        vec![2]
+    );
+    assert_eq!(poll_all(&cb).len(), 2);
+    assert_eq!(&rb.buf.to_vec()[..16], b"first---second--");
+    settle(&p);
+}
+
+#[test]
+fn transport_retry_exceeded_when_the_peer_is_gone_or_the_port_is_down() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, ca, _cb, qa, qb) = rc_pair_with(
+        &p,
+        Conn {
+            retry: 3,
+            ..Conn::default()
+        },
+    );
+    let m = a.mem(64, ALL_ACCESS);
+    // The receiving port is down: every retry is lost.
+    b.hca.set_port_state(1, false).unwrap();
+    qb.uvp.post_recv(&recv_wr(1, &[])).unwrap();
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
+        .unwrap();
+    assert_eq!(poll_all(&ca)[0].status, WcStatus::RetryExcErr);
+    b.hca.set_port_state(1, true).unwrap();
+    // Our own port is down.
+    let (_f2, a2, _b2, ca2, _cb2, qa2, _qb2) = rc_pair_with(
+        &p,
+        Conn {
+            retry: 0,
+            ..Conn::default()
+        },
+    );
+    let m2 = a2.mem(64, ALL_ACCESS);
+    a2.hca.set_port_state(1, false).unwrap();
+    qa2.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[m2.sge(0, 8)]))
+        .unwrap();
+    assert_eq!(poll_all(&ca2)[0].status, WcStatus::RetryExcErr);
+    // A destination QP that does not exist.
+    let c = a.cq(8);
+    let q = a.qp(QpType::Rc, &c);
+    bring_up(
+        &a,
+        &q,
+        b.hca.gid(),
+        0xABCD,
+        Conn {
+            retry: 1,
+            ..Conn::default()
+        },
+    );
+    q.uvp
+        .post_send(&send_wr(5, WrOpcode::Send, &[m.sge(0, 8)]))
+        .unwrap();
+    assert_eq!(poll_all(&c)[0].status, WcStatus::RetryExcErr);
+    settle(&p);
+}
+
+#[test]
+fn mr_registration_checks_access_and_bounds() {
+    let p = HostPlatform::deterministic();
+    let a = Node::simple(&p);
+    let buf = a.pool.alloc(4096);
+    let reg = |addr, length, access| {
+        a.hca.register_mr(
+            &a.pd,
+            &MemoryRegion {
+                address: addr,
+                length,
+                access,
+            },
+        )
+    };
+    // Remote write / atomic without local write.
+    assert_eq!(
+        reg(buf.addr(), 64, 0x2).unwrap_err(),
+        VerbsError::InvalidPermission
+    );
+    assert_eq!(
+        reg(buf.addr(), 64, WV_ACCESS_REMOTE_ATOMIC).unwrap_err(),
+        VerbsError::InvalidPermission
+    );
+    // Unknown bits.
+    assert_eq!(
+        reg(buf.addr(), 64, 0x100).unwrap_err(),
+        VerbsError::InvalidParameter
+    );
+    // Outside the client's memory, zero length, overflow.
+    assert_eq!(
+        reg(buf.addr() + 4000, 200, 0).unwrap_err(),
+        VerbsError::InvalidParameter
+    );
+    assert_eq!(
+        reg(0x1000, 16, 0).unwrap_err(),
+        VerbsError::InvalidParameter
+    );
+    assert_eq!(
+        reg(buf.addr(), 0, 0).unwrap_err(),
+        VerbsError::InvalidParameter
+    );
+    assert_eq!(
+        reg(u64::MAX - 4, 16, 0).unwrap_err(),
+        VerbsError::InvalidParameter
+    );
+    // Fine.
+    let (mr, keys) = reg(buf.addr(), 4096, ALL_ACCESS).unwrap();
+    assert_eq!(keys.lkey, u32::from_be(keys.rkey));
+    // Keys are checked against the region they name after deregistration.
+    assert!(a.hca.deregister_mr(mr).is_ok());
+    settle(&p);
+}
+
+#[test]
+fn limits_are_advertised_and_enforced() {
+    let p = HostPlatform::deterministic();
+    let mut cfg = DeviceConfig::new("small", mac());
+    cfg.limits.max_qp = 2;
+    cfg.limits.max_cq = 2;
+    cfg.limits.max_mr = 1;
+    cfg.limits.max_qp_wr = 8;
+    cfg.limits.max_cqe = 16;
+    cfg.limits.max_sge = 2;
+    cfg.limits.max_pd = 1;
+    let a = Node::new(&p, cfg);
+    let attr = a.hca.query_ca().unwrap();
+    assert_eq!(
+        (
+            attr.max_qp,
+            attr.max_qp_wr,
+            attr.max_sge,
+            attr.max_cq,
+            attr.max_cqe,
+            attr.max_mr
+        ),
+        (2, 8, 2, 2, 16, 1)
+    );
+    assert_eq!(attr.node_guid, a.hca.guid());
+    assert_eq!(
+        a.hca.allocate_pd(&a.ca, &mut Umv::none()).unwrap_err(),
+        VerbsError::InsufficientResources
+    );
+    let sink = std::sync::Arc::new(CqSink::default());
+    assert_eq!(
+        a.hca
+            .create_cq(&a.ca, 17, sink.clone(), &mut Umv::none())
+            .unwrap_err(),
+        VerbsError::InvalidSetting
+    );
+    let c1 = a.cq(16);
+    let _c2 = a.cq(1);
+    assert_eq!(
+        a.hca
+            .create_cq(&a.ca, 1, sink, &mut Umv::none())
+            .unwrap_err(),
+        VerbsError::InsufficientResources
+    );
+    let _m = a.mem(16, 0);
+    let b2 = a.pool.alloc(16);
+    let r = MemoryRegion {
+        address: b2.addr(),
+        length: 16,
+        access: 0,
+    };
+    assert_eq!(
+        a.hca.register_mr(&a.pd, &r).unwrap_err(),
+        VerbsError::InsufficientResources
+    );
+    let events = std::sync::Arc::new(Log::default());
+    let mk = |depth, sge| QpCreate {
+        qp_type: QpType::Rc,
+        sq_depth: depth,
+        rq_depth: depth,
+        sq_sge: sge,
+        rq_sge: sge,
+        sq_max_inline: 0,
+        sq_signaled: true,
+        send_cq: &c1.soft,
+        recv_cq: &c1.soft,
+        srq: None,
+    };
+    assert_eq!(
+        a.hca
+            .create_qp(&a.pd, &mk(9, 1), events.clone(), &mut Umv::none())
+            .unwrap_err(),
+        VerbsError::InvalidSetting
+    );
+    assert_eq!(
+        a.hca
+            .create_qp(&a.pd, &mk(8, 3), events.clone(), &mut Umv::none())
+            .unwrap_err(),
+        VerbsError::InvalidSetting
+    );
+    let (q1, created) = a
+        .hca
+        .create_qp(&a.pd, &mk(5, 2), events.clone(), &mut Umv::none())
+        .unwrap();
+    assert_eq!(
+        (created.sq_depth, created.rq_depth, created.sq_sge),
+        (8, 8, 2)
+    );
+    let _q2 = a
+        .hca
+        .create_qp(&a.pd, &mk(1, 1), events.clone(), &mut Umv::none())
+        .unwrap();
+    assert_eq!(
+        a.hca
+            .create_qp(&a.pd, &mk(1, 1), events.clone(), &mut Umv::none())
+            .unwrap_err(),
+        VerbsError::InsufficientResources
+    );
+    // Destroying frees the slot; handles are reused.
+    a.hca.destroy_qp(q1);
+    assert!(
+        a.hca
+            .create_qp(&a.pd, &mk(1, 1), events, &mut Umv::none())
+            .is_ok()
+    );
+    settle(&p);
+}
+
+#[test]
+fn vendor_bytes_are_validated_never_trusted() {
+    let p = HostPlatform::deterministic();
+    let a = Node::simple(&p);
+    let c = a.cq(4);
+    let events = std::sync::Arc::new(Log::default());
+    let create = QpCreate {
+        qp_type: QpType::Rc,
+        sq_depth: 4,
+        rq_depth: 4,
+        sq_sge: 1,
+        rq_sge: 1,
+        sq_max_inline: 0,
+        sq_signaled: true,
+        send_cq: &c.soft,
+        recv_cq: &c.soft,
+        srq: None,
+    };
+    // A command with a bad magic.
+    let mut buf = [0xAAu8; 64];
+    let mut umv = Umv::new(0, 8, 64, &mut buf);
+    assert_eq!(
+        a.hca
+            .create_qp(&a.pd, &create, events.clone(), &mut umv)
+            .unwrap_err(),
+        VerbsError::InvalidParameter
+    );
+    // Lengths larger than the buffer.
+    let mut small = [0u8; 4];
+    let mut umv = Umv {
+        command: 0,
+        status: 0,
+        input_len: 100,
+        output_len: 0,
+        buf: &mut small,
+    };
+    assert_eq!(
+        a.hca
+            .create_qp(&a.pd, &create, events.clone(), &mut umv)
+            .unwrap_err(),
+        VerbsError::InvalidParameter
+    );
+    // Output too small for the response: refused, and nothing is leaked.
+    let mut small = [0u8; 8];
+    let mut umv = Umv::new(0, 0, 8, &mut small);
+    assert_eq!(
+        a.hca
+            .create_qp(&a.pd, &create, events.clone(), &mut umv)
+            .unwrap_err(),
+        VerbsError::InvalidParameter
+    );
+    let mut small = [0u8; 8];
+    let mut umv = Umv::new(0, 0, 8, &mut small);
+    let sink = std::sync::Arc::new(CqSink::default());
+    assert!(a.hca.create_cq(&a.ca, 4, sink.clone(), &mut umv).is_err());
+    // No vendor bytes at all: a kernel consumer; the rings are allocated all the same.
+    let (_q, created) = a
+        .hca
+        .create_qp(&a.pd, &create, events, &mut Umv::none())
+        .unwrap();
+    assert!(created.qpn >= 2);
+    assert!(a.hca.create_cq(&a.ca, 4, sink, &mut Umv::none()).is_ok());
+    // Mapping with a response that does not match the device's allocation.
+    let mut out = [0u8; 64];
+    let mut umv = Umv::new(0, 0, 64, &mut out);
+    let (_c, _) = a
+        .hca
+        .create_cq(&a.ca, 4, std::sync::Arc::new(CqSink::default()), &mut umv)
+        .unwrap();
+    let mut r: abi::CqResp = abi::parse(&out).unwrap();
+    r.ring_addr += 8;
+    assert!(a.uvp.map_cq(&r).is_err());
+    r.cq_handle = 999;
+    assert!(a.uvp.map_cq(&r).is_err());
+    assert!(UvpContext::open(a.hca.guid(), 0xdead).is_err());
+    assert!(UvpContext::from_open_resp(&[1, 2, 3]).is_err());
+    settle(&p);
+}

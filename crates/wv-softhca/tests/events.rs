@@ -1,0 +1,432 @@
+//! Interrupt paths: CQ arm (next / solicited, one-shot), CQ overrun, SRQ limit and last-WQE
+//! events, COMM_EST, port state and GID events, ports and GID tables, surprise removal. Every
+//! callback arrives through ISR → DPC on the host model, whose verifier must stay clean.
+
+mod common;
+
+use common::*;
+use wv_abi::consts::*;
+use wv_hal::*;
+use wv_host::HostPlatform;
+use wv_softhca::*;
+
+fn rc_pair(p: &HostPlatform) -> (std::sync::Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    let (f, a, b) = pair(p);
+    let ca = a.cq(64);
+    let cb = b.cq(64);
+    let qa = a.qp(QpType::Rc, &ca);
+    let qb = b.qp(QpType::Rc, &cb);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    (f, a, b, ca, cb, qa, qb)
+}
+
+#[test]
+fn cq_arm_is_one_shot_and_needs_a_dpc() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    let sg = [m.sge(0, 4)];
+    // Not armed: no callback.
+    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
+    qa.uvp.post_send(&send_wr(1, WrOpcode::Send, &sg)).unwrap();
+    settle(&p);
+    assert_eq!(cb.sink.completions(), 0);
+    // Armed with completions already waiting: the arm reports them.
+    assert!(cb.uvp.arm(false));
+    poll_all(&cb);
+    assert!(!cb.uvp.arm(false));
+    qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 8)])).unwrap();
+    qb.uvp.post_recv(&recv_wr(3, &[rb.sge(0, 8)])).unwrap();
+    qa.uvp.post_send(&send_wr(2, WrOpcode::Send, &sg)).unwrap();
+    // The interrupt fired and queued the DPC; the sink runs only in the DPC.
+    assert_eq!(cb.sink.completions(), 0);
+    assert!(p.queued() > 0);
+    settle(&p);
+    assert_eq!(cb.sink.completions(), 1);
+    // One-shot: the next completion does not call again until re-armed.
+    qa.uvp.post_send(&send_wr(3, WrOpcode::Send, &sg)).unwrap();
+    settle(&p);
+    assert_eq!(cb.sink.completions(), 1);
+    assert_eq!(poll_all(&cb).len(), 2);
+    let _ = ca;
+}
+
+#[test]
+fn solicited_arm_fires_on_se_receives_and_on_errors_only() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    let sg = [m.sge(0, 4)];
+    for i in 0..3 {
+        qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 8)])).unwrap();
+    }
+    assert!(!cb.uvp.arm(true));
+    qa.uvp.post_send(&send_wr(1, WrOpcode::Send, &sg)).unwrap();
+    settle(&p);
+    assert_eq!(
+        cb.sink.completions(),
+        0,
+        "a receive without SE does not fire a solicited arm"
+    );
+    let mut wr = send_wr(2, WrOpcode::Send, &sg);
+    wr.send_flags |= send_flags::SOLICITED;
+    qa.uvp.post_send(&wr).unwrap();
+    settle(&p);
+    assert_eq!(cb.sink.completions(), 1);
+    // Send completions are never solicited; error completions always are.
+    assert!(!ca.uvp.arm(true) || !poll_all(&ca).is_empty());
+    poll_all(&ca);
+    assert!(!ca.uvp.arm(true));
+    qa.uvp.post_send(&send_wr(3, WrOpcode::Send, &sg)).unwrap();
+    settle(&p);
+    assert_eq!(ca.sink.completions(), 0);
+    let bad = [Sge {
+        addr: m.addr(0),
+        length: 4,
+        lkey: 0,
+    }];
+    qa.uvp.post_send(&send_wr(4, WrOpcode::Send, &bad)).unwrap();
+    settle(&p);
+    assert_eq!(ca.sink.completions(), 1);
+    // A NEXT arm is not downgraded by a later SOLICITED arm.
+    poll_all(&cb);
+    cb.uvp.arm(false);
+    cb.uvp.arm(true);
+    a.modify(&qa, &qpm(QpState::Reset, WV_IO_QP_ATTR_STATE))
+        .unwrap();
+    let _ = qb;
+}
+
+#[test]
+fn cq_overrun_raises_the_cq_error_event_and_is_sticky() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let small = a.cq(2);
+    let cb = b.cq(8);
+    let qa = a.qp_with(QpType::Rc, &small, &small, None, 8, 1, 0, true);
+    let qb = b.qp(QpType::Rc, &cb);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    for i in 0..3 {
+        let sg = [m.sge(0, 4)];
+        let mut wr = send_wr(i, WrOpcode::RdmaWrite, &sg);
+        wr.remote_addr = rb.addr(0);
+        wr.rkey = rb.rkey;
+        qa.uvp.post_send(&wr).unwrap();
+    }
+    settle(&p);
+    assert_eq!(small.sink.errors(), 1);
+    assert!(small.uvp.overrun());
+    assert_eq!(poll_all(&small).len(), 2);
+}
+
+#[test]
+fn srq_shared_by_two_qps_with_limit_and_last_wqe_events() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let ca = a.cq(32);
+    let cb = b.cq(32);
+    let srq = b.srq(8, 0);
+    let qa1 = a.qp(QpType::Rc, &ca);
+    let qa2 = a.qp(QpType::Rc, &ca);
+    let qb1 = b.qp_with(QpType::Rc, &cb, &cb, Some(&srq), 8, 2, 0, true);
+    let qb2 = b.qp_with(QpType::Rc, &cb, &cb, Some(&srq), 8, 2, 0, true);
+    connect(&a, &qa1, &b, &qb1, Conn::default());
+    connect(&a, &qa2, &b, &qb2, Conn::default());
+    assert_eq!(qb1.uvp.post_recv(&recv_wr(0, &[])), Err(PostError::UsesSrq));
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(256, ALL_ACCESS);
+    for i in 0..4 {
+        srq.uvp
+            .post_recv(&recv_wr(i, &[rb.sge(i as usize * 16, 16)]))
+            .unwrap();
+    }
+    // Arm the limit at 3: the event fires once when fewer than 3 remain.
+    b.hca
+        .modify_srq(
+            &srq.soft,
+            &SrqAttributes {
+                max_wr: 0,
+                max_sge: 0,
+                srq_limit: 3,
+            },
+            SrqModifyMask {
+                max_wr: false,
+                limit: true,
+            },
+            &mut Umv::none(),
+        )
+        .unwrap();
+    let sg = [m.sge(0, 4)];
+    qa1.uvp.post_send(&send_wr(1, WrOpcode::Send, &sg)).unwrap();
+    settle(&p);
+    assert!(srq.events.take().is_empty());
+    qa2.uvp.post_send(&send_wr(2, WrOpcode::Send, &sg)).unwrap();
+    settle(&p);
+    assert_eq!(srq.events.take(), vec![SrqEvent::LimitReached]);
+    qa2.uvp.post_send(&send_wr(3, WrOpcode::Send, &sg)).unwrap();
+    settle(&p);
+    assert!(srq.events.take().is_empty(), "the limit is one-shot");
+    let r = poll_all(&cb);
+    assert_eq!(
+        r.iter().map(|w| (w.wr_id, w.qp_num)).collect::<Vec<_>>(),
+        vec![(0, qb1.uvp.qpn()), (1, qb2.uvp.qpn()), (2, qb2.uvp.qpn())]
+    );
+    assert_eq!(
+        b.hca
+            .query_srq(&srq.soft, &mut Umv::none())
+            .unwrap()
+            .srq_limit,
+        0
+    );
+    // A QP of the SRQ entering ERR: last WQE reached; the SRQ's WQEs are not flushed.
+    b.modify(&qb1, &qpm(QpState::Error, WV_IO_QP_ATTR_STATE))
+        .unwrap();
+    settle(&p);
+    assert_eq!(qb1.events.take(), vec![QpEvent::LastWqeReached]);
+    assert!(poll_all(&cb).is_empty());
+    // RNR on an SRQ: posting to the SRQ wakes the waiting sender.
+    qa2.uvp.post_send(&send_wr(4, WrOpcode::Send, &sg)).unwrap();
+    qa2.uvp.post_send(&send_wr(5, WrOpcode::Send, &sg)).unwrap();
+    assert_eq!(
+        poll_all(&ca).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4]
+    );
+    srq.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 16)])).unwrap();
+    assert_eq!(
+        poll_all(&ca).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
+        vec![5]
+    );
+    settle(&p);
+}
+
+#[test]
+fn comm_established_on_the_first_packet_in_rtr() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let ca = a.cq(8);
+    let cb = b.cq(8);
+    let qa = a.qp(QpType::Rc, &ca);
+    let qb = b.qp(QpType::Rc, &cb);
+    bring_up(&a, &qa, b.hca.gid(), qb.uvp.qpn(), Conn::default());
+    // B only to RTR.
+    let mut m = qpm(QpState::Init, INIT_RC);
+    b.modify(&qb, &m).unwrap();
+    m = qpm(QpState::Rtr, RTR_RC);
+    m.primary_av = AddressVector {
+        grh_valid: true,
+        dgid: a.hca.gid(),
+        port: 1,
+        ..AddressVector::default()
+    };
+    m.dest_qpn = qa.uvp.qpn();
+    m.rq_psn = Conn::default().psn;
+    b.modify(&qb, &m).unwrap();
+    let mem = a.mem(16, ALL_ACCESS);
+    let rb = b.mem(16, ALL_ACCESS);
+    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 16)])).unwrap();
+    qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 16)])).unwrap();
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[mem.sge(0, 4)]))
+        .unwrap();
+    qa.uvp
+        .post_send(&send_wr(2, WrOpcode::Send, &[mem.sge(0, 4)]))
+        .unwrap();
+    settle(&p);
+    assert_eq!(qb.events.take(), vec![QpEvent::CommEstablished]);
+    assert_eq!(poll_all(&cb).len(), 2);
+}
+
+#[test]
+fn ports_gids_pkeys_and_port_events() {
+    let p = HostPlatform::deterministic();
+    let a = Node::new(
+        &p,
+        DeviceConfig::new("p", [0x00, 0x11, 0x22, 0x33, 0x44, 0x55]),
+    );
+    // Node GUID = EUI-64 of the MAC, network order as stored.
+    assert_eq!(
+        a.hca.guid().to_ne_bytes(),
+        [0x02, 0x11, 0x22, 0xFF, 0xFE, 0x33, 0x44, 0x55]
+    );
+    let g0 = a.hca.query_gid(1, 0).unwrap();
+    assert_eq!(
+        g0,
+        [
+            0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x11, 0x22, 0xFF, 0xFE, 0x33, 0x44, 0x55
+        ]
+    );
+    let i = a.hca.add_ipv4_gid(1, [192, 168, 1, 7]).unwrap();
+    assert_eq!(i, 1);
+    assert_eq!(
+        a.hca.query_gid(1, 1).unwrap(),
+        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 192, 168, 1, 7]
+    );
+    assert_eq!(a.hca.query_gid(2, 0), Err(VerbsError::InvalidParameter));
+    assert_eq!(a.hca.query_gid(1, 999), Err(VerbsError::InvalidParameter));
+    assert_eq!(a.hca.query_pkey(1, 0), Ok(0xFFFF));
+    assert_eq!(a.hca.query_pkey(0, 0), Err(VerbsError::InvalidParameter));
+    let attr = a.hca.query_port(1).unwrap();
+    assert_eq!(attr.state, PortState::Active);
+    assert_eq!(attr.transport, 2);
+    settle(&p);
+    assert_eq!(
+        a.ca_events.take(),
+        vec![CaEvent {
+            kind: CaEventKind::GidChange,
+            port: 1
+        }]
+    );
+    a.hca.set_port_state(1, false).unwrap();
+    assert_eq!(a.hca.query_port(1).unwrap().state, PortState::Down);
+    a.hca.set_port_state(1, true).unwrap();
+    settle(&p);
+    assert_eq!(
+        a.ca_events.take(),
+        vec![
+            CaEvent {
+                kind: CaEventKind::PortDown,
+                port: 1
+            },
+            CaEvent {
+                kind: CaEventKind::PortActive,
+                port: 1
+            }
+        ]
+    );
+    assert_eq!(
+        a.hca.set_port_state(3, true),
+        Err(VerbsError::InvalidParameter)
+    );
+    // The UD address of another device through an IPv4 GID.
+    let (_f, x, y) = pair(&p);
+    y.hca.add_ipv4_gid(1, [10, 0, 0, 2]).unwrap();
+    let cx = x.cq(4);
+    let cy = y.cq(4);
+    let qx = x.qp(QpType::Ud, &cx);
+    let qy = y.qp(QpType::Ud, &cy);
+    bring_up(&x, &qx, [0; 16], 0, Conn::default());
+    bring_up(&y, &qy, [0; 16], 0, Conn::default());
+    let ry = y.mem(128, ALL_ACCESS);
+    qy.uvp.post_recv(&recv_wr(1, &[ry.sge(0, 128)])).unwrap();
+    let mut wr = send_wr(1, WrOpcode::Send, &[]);
+    let data = *b"v4";
+    wr.inline_data = Some(&data);
+    wr.ud = Some(UdAddress {
+        dgid: wv_softhca::device::ipv4_gid([10, 0, 0, 2]),
+        grh: true,
+        remote_qpn: qy.uvp.qpn(),
+        remote_qkey: 0x1111_1111,
+        ..Default::default()
+    });
+    qx.uvp.post_send(&wr).unwrap();
+    assert_eq!(poll_all(&cy).len(), 1);
+    settle(&p);
+}
+
+#[test]
+fn surprise_removal_fails_every_verb_and_stops_callbacks() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
+    cb.uvp.arm(false);
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
+        .unwrap();
+    // The DPC is queued but B is removed before it runs: no callback after removal.
+    assert!(p.queued() > 0);
+    b.hca.surprise_remove();
+    settle(&p);
+    assert_eq!(cb.sink.completions(), 0);
+    assert_eq!(b.hca.query_ca(), Err(VerbsError::DeviceRemoved));
+    assert_eq!(b.hca.query_port(1).unwrap_err(), VerbsError::DeviceRemoved);
+    assert_eq!(
+        b.hca.allocate_pd(&b.ca, &mut Umv::none()).unwrap_err(),
+        VerbsError::DeviceRemoved
+    );
+    assert_eq!(
+        b.hca.set_port_state(1, false),
+        Err(VerbsError::DeviceRemoved)
+    );
+    assert_eq!(
+        qb.uvp.post_recv(&recv_wr(2, &[])),
+        Err(PostError::DeviceRemoved)
+    );
+    assert_eq!(
+        qb.uvp
+            .post_send(&send_wr(2, WrOpcode::Send, &[]))
+            .unwrap_err()
+            .errno(),
+        19
+    );
+    // The peer sees a dead link.
+    a.modify(&qa, &{
+        let mut m = qpm(
+            QpState::Rts,
+            WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_CURRENT_STATE,
+        );
+        m.current_state = QpState::Rts;
+        m
+    })
+    .unwrap();
+    qa.uvp
+        .post_send(&send_wr(3, WrOpcode::Send, &[m.sge(0, 4)]))
+        .unwrap();
+    let s = poll_all(&ca);
+    assert_eq!(s.last().unwrap().status, WcStatus::RetryExcErr);
+    // Destroys still succeed.
+    b.hca.destroy_qp(qb.soft);
+    b.hca.destroy_cq(cb.soft);
+    b.hca.deallocate_pd(b.pd);
+    b.hca.close_ca(b.ca);
+    settle(&p);
+}
+
+#[test]
+fn destroy_stops_callbacks_for_the_object() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, _ca, cb, qa, qb) = rc_pair(&p);
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
+    cb.uvp.arm(false);
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
+        .unwrap();
+    let sink = cb.sink.clone();
+    b.hca.destroy_qp(qb.soft);
+    b.hca.destroy_cq(cb.soft);
+    settle(&p);
+    assert_eq!(sink.completions(), 0);
+}
+
+#[test]
+fn threaded_platform_runs_the_dpc_in_the_posting_thread() {
+    let p = HostPlatform::threaded(2);
+    let (_f, a, b, _ca, cb, qa, qb) = rc_pair(&p);
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    let qa = std::sync::Arc::new(qa);
+    let mbuf = m.sge(0, 4);
+    for round in 0..50u64 {
+        qb.uvp.post_recv(&recv_wr(round, &[rb.sge(0, 8)])).unwrap();
+        cb.uvp.arm(false);
+        let q = qa.clone();
+        std::thread::spawn(move || {
+            q.uvp
+                .post_send(&send_wr(round, WrOpcode::Send, &[mbuf]))
+                .unwrap()
+        })
+        .join()
+        .unwrap();
+        // The sender's thread ran send → CQE → interrupt → ISR → DPC → sink before returning.
+        assert_eq!(cb.sink.completions() as u64, round + 1);
+        assert_eq!(poll_all(&cb).len(), 1);
+    }
+    settle(&p);
+}
