@@ -447,11 +447,28 @@ impl Device {
         self.removed.load(Ordering::Acquire)
     }
 
+    /// Latches the cause of `v`. The line itself is raised by [`Device::deliver_interrupts`]
+    /// once the device has let go of its internal locks (as hardware raises an MSI after its
+    /// writes are done), so an ISR or an inline DPC never runs inside the engine's critical
+    /// sections.
     fn raise(&self, v: Vector) {
         self.icr.fetch_or(1 << v as u32, Ordering::AcqRel);
+    }
+
+    /// Raises every vector whose cause is latched. Called at the end of each doorbell and
+    /// command, with no device lock held.
+    pub(crate) fn deliver_interrupts(&self) {
+        let icr = self.icr.load(Ordering::Acquire);
+        if icr == 0 {
+            return;
+        }
         let irq = self.irq.read().clone();
         if let Some(irq) = irq {
-            irq.raise(v);
+            for v in [Vector::Response, Vector::Async, Vector::Cq] {
+                if icr & (1 << v as u32) != 0 {
+                    irq.raise(v);
+                }
+            }
         }
     }
 
@@ -464,12 +481,17 @@ impl Device {
         if self.is_removed() {
             return Err(VerbsError::DeviceRemoved);
         }
-        let _slot = self.cmd_slot.lock();
-        self.resp_ready.store(false, Ordering::Release);
-        let r = f();
-        self.raise(Vector::Response);
-        // With the interrupt masked (no platform attached) the driver would poll the ICR; the
-        // response slot is valid either way because the device executes synchronously.
+        let r = {
+            let _slot = self.cmd_slot.lock();
+            self.resp_ready.store(false, Ordering::Release);
+            let r = f();
+            self.raise(Vector::Response);
+            r
+        };
+        // The response interrupt (and any event the command caused). With no platform attached
+        // the driver would poll the ICR; the response slot is valid either way because the
+        // device executes synchronously.
+        self.deliver_interrupts();
         r
     }
 
@@ -629,6 +651,7 @@ impl Device {
             },
             u32::from(port),
         );
+        self.deliver_interrupts();
         Ok(())
     }
 
@@ -651,6 +674,7 @@ impl Device {
             i as u32
         };
         self.post_async(AsyncEvent::GidChange, u32::from(port));
+        self.deliver_interrupts();
         Ok(idx)
     }
 

@@ -566,8 +566,16 @@ fn psn_diff(a: u32, b: u32) -> i32 {
     ((a.wrapping_sub(b) << 8) as i32) >> 8
 }
 
-/// The responder: executes one incoming message on QP `t` of device `tdev`.
+/// The responder: executes one incoming message on QP `t` of device `tdev`, then raises the
+/// interrupts that caused on the receiving device (with only the requester's `sq_ctx` held,
+/// which the data path only ever `try_lock`s, so an inline DPC cannot deadlock against it).
 fn respond(tdev: &Arc<Device>, t: &Arc<Qp>, pkt: &Packet<'_>, requester: &Arc<Qp>) -> Reply {
+    let r = respond_locked(tdev, t, pkt, requester);
+    tdev.deliver_interrupts();
+    r
+}
+
+fn respond_locked(tdev: &Arc<Device>, t: &Arc<Qp>, pkt: &Packet<'_>, requester: &Arc<Qp>) -> Reply {
     if tdev.is_removed() {
         return Reply::Lost;
     }
@@ -868,6 +876,7 @@ pub(crate) fn kick_waiters(waiters: &spin::Mutex<alloc::vec::Vec<Weak<Qp>>>) {
             && let Some(d) = q.dev.upgrade()
         {
             run_sq(&d, &q);
+            d.deliver_interrupts();
         }
     }
 }

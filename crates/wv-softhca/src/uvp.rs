@@ -246,6 +246,7 @@ impl UvpQp {
         if posted > 0 {
             // The doorbell: the device runs the queue in this thread.
             engine::run_sq(&self.dev, qp);
+            self.dev.deliver_interrupts();
         }
         result
     }
@@ -366,6 +367,7 @@ impl UvpQp {
                 engine::flush_rq(&self.dev, qp);
             }
             engine::kick_waiters(&qp.rnr_waiters);
+            self.dev.deliver_interrupts();
         }
         result
     }
@@ -420,6 +422,7 @@ impl UvpSrq {
         }
         if posted > 0 {
             engine::kick_waiters(&self.srq.rnr_waiters);
+            self.dev.deliver_interrupts();
         }
         result
     }

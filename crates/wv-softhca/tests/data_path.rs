@@ -383,3 +383,56 @@ fn local_inv_fast_reg_and_send_with_inv() {
     assert_eq!(s.last().unwrap().status, WcStatus::RemAccessErr);
     settle(&p);
 }
+
+#[test]
+fn sqd_holds_new_sends_until_rts_again() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
+    a.modify(&qa, &qpm(QpState::Sqd, wv_abi::consts::WV_IO_QP_ATTR_STATE))
+        .unwrap();
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
+        .unwrap();
+    assert!(poll_all(&ca).is_empty());
+    a.modify(&qa, &qpm(QpState::Rts, wv_abi::consts::WV_IO_QP_ATTR_STATE))
+        .unwrap();
+    assert_eq!(poll_all(&ca).len(), 1);
+    assert_eq!(poll_all(&cb).len(), 1);
+    settle(&p);
+}
+
+#[test]
+fn deregistered_keys_and_closed_contexts_are_refused() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair(&p);
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    let sg = [m.sge(0, 4)];
+    let rkey = rb.rkey;
+    let raddr = rb.addr(0);
+    assert!(b.hca.deregister_mr(rb.mr).is_ok());
+    let mut wr = send_wr(1, WrOpcode::RdmaWrite, &sg);
+    wr.remote_addr = raddr;
+    wr.rkey = rkey;
+    qa.uvp.post_send(&wr).unwrap();
+    assert_eq!(poll_all(&ca)[0].status, WcStatus::RemAccessErr);
+    // After close_ca, user mode can no longer find the device with that context.
+    let guid = b.hca.guid();
+    let mut out = [0u8; 64];
+    let ca2 = b
+        .hca
+        .open_ca(
+            &mut Umv::new(0, 0, 64, &mut out),
+            std::sync::Arc::new(Log::<CaEvent>::default()),
+        )
+        .unwrap();
+    let r: abi::OpenCaResp = abi::parse(&out).unwrap();
+    assert_eq!(r.node_guid, guid);
+    assert!(UvpContext::open(guid, r.context).is_ok());
+    b.hca.close_ca(ca2);
+    assert!(UvpContext::open(guid, r.context).is_err());
+    settle(&p);
+}

@@ -1,0 +1,252 @@
+//! A quick look at the performance shape (not the benchmark of record): polling send latency
+//! on two soft HCAs, and 64 KiB RDMA-write bandwidth against `memcpy`, in one process.
+//!
+//! `cargo run --release -p wv-softhca --example shape`
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use wv_abi::consts::*;
+use wv_hal::*;
+use wv_host::HostPlatform;
+use wv_softhca::abi::{self, CqResp, QpResp};
+use wv_softhca::*;
+
+struct NoSink;
+impl CqEventSink for NoSink {
+    fn on_completion(&self) {}
+    fn on_error(&self) {}
+}
+impl CaEventSink for NoSink {
+    fn on_event(&self, _: CaEvent) {}
+}
+impl QpEventSink for NoSink {
+    fn on_event(&self, _: QpEvent) {}
+}
+
+struct Side {
+    hca: Arc<SoftHca<HostPlatform>>,
+    pd: SoftPd,
+    cq: UvpCq,
+    qp: UvpQp,
+    soft_qp: SoftQp,
+    _soft_cq: SoftCq,
+    pool: BufferPool,
+}
+
+fn side(p: &HostPlatform, mac: u8) -> Side {
+    let pool = BufferPool::new();
+    let hca = SoftHca::new(
+        Arc::new(p.clone()),
+        DeviceConfig::new("x", [2, 0, 0, 0, 0, mac]),
+        ClientMemory::pool(pool.clone()),
+    );
+    let mut out = [0u8; 64];
+    let ca = hca
+        .open_ca(&mut Umv::new(0, 0, 64, &mut out), Arc::new(NoSink))
+        .unwrap();
+    let uvp = UvpContext::from_open_resp(&out).unwrap();
+    let pd = hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
+    let (soft_cq, _) = hca
+        .create_cq(
+            &ca,
+            4096,
+            Arc::new(NoSink),
+            &mut Umv::new(0, 0, 64, &mut out),
+        )
+        .unwrap();
+    let cq = uvp.map_cq(&abi::parse::<CqResp>(&out).unwrap()).unwrap();
+    let create = QpCreate {
+        qp_type: QpType::Rc,
+        sq_depth: 1024,
+        rq_depth: 1024,
+        sq_sge: 1,
+        rq_sge: 1,
+        sq_max_inline: 64,
+        sq_signaled: false,
+        send_cq: &soft_cq,
+        recv_cq: &soft_cq,
+        srq: None,
+    };
+    let (soft_qp, _) = hca
+        .create_qp(
+            &pd,
+            &create,
+            Arc::new(NoSink),
+            &mut Umv::new(0, 0, 64, &mut out),
+        )
+        .unwrap();
+    let qp = uvp.map_qp(&abi::parse::<QpResp>(&out).unwrap()).unwrap();
+    // Left open for the life of the process.
+    let _ = ca;
+    Side {
+        hca,
+        pd,
+        cq,
+        qp,
+        soft_qp,
+        _soft_cq: soft_cq,
+        pool,
+    }
+}
+
+fn modify(s: &Side, state: QpState, mask: u32, dgid: Gid, dqpn: u32) {
+    let m = QpModify {
+        state,
+        current_state: QpState::Reset,
+        mask,
+        sq_depth: 0,
+        rq_depth: 0,
+        initiator_depth: 1,
+        responder_resources: 1,
+        apm_state: 0,
+        dest_qpn: dqpn,
+        qkey: 0,
+        sq_psn: 0,
+        rq_psn: 0,
+        primary_av: AddressVector {
+            grh_valid: true,
+            dgid,
+            port: 1,
+            ..AddressVector::default()
+        },
+        alternate_av: AddressVector::default(),
+        path_mtu: Some(Mtu::Mtu4096),
+        alternate_path_mtu: None,
+        pkey_index: 0,
+        port: 1,
+        local_ack_timeout: 14,
+        alternate_local_ack_timeout: 0,
+        rnr_nak_timeout: 12,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        access_flags: WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ,
+        qp_flags: 0,
+    };
+    s.hca.modify_qp(&s.soft_qp, &m, &mut []).unwrap();
+}
+
+fn up(s: &Side, dgid: Gid, dqpn: u32) {
+    use WV_IO_QP_ATTR_STATE as ST;
+    modify(
+        s,
+        QpState::Init,
+        ST | WV_IO_QP_ATTR_PKEY_INDEX | WV_IO_QP_ATTR_PORT_NUMBER | WV_IO_QP_ATTR_ACCESS_FLAGS,
+        dgid,
+        dqpn,
+    );
+    modify(
+        s,
+        QpState::Rtr,
+        ST | WV_IO_QP_ATTR_AV
+            | WV_IO_QP_ATTR_DESTINATION_QPN
+            | WV_IO_QP_ATTR_RECEIVE_PSN
+            | WV_IO_QP_ATTR_RESPONDER_RESOURCES
+            | WV_IO_QP_ATTR_RNR_NAK_TIMEOUT,
+        dgid,
+        dqpn,
+    );
+    modify(
+        s,
+        QpState::Rts,
+        ST | WV_IO_QP_ATTR_SEND_PSN
+            | WV_IO_QP_ATTR_ACK_TIMEOUT
+            | WV_IO_QP_ATTR_ERROR_RETRY_COUNT
+            | WV_IO_QP_ATTR_RNR_RETRY_COUNT
+            | WV_IO_QP_ATTR_INITIATOR_DEPTH,
+        dgid,
+        dqpn,
+    );
+}
+
+fn main() {
+    let p = HostPlatform::threaded(1);
+    let fabric = Fabric::new();
+    let a = side(&p, 1);
+    let b = side(&p, 2);
+    fabric.attach(&a.hca);
+    fabric.attach(&b.hca);
+    up(&a, b.hca.gid(), b.qp.qpn());
+    up(&b, a.hca.gid(), a.qp.qpn());
+    let reg = |s: &Side, len: usize| {
+        let buf = s.pool.alloc(len);
+        let (mr, k) = s
+            .hca
+            .register_mr(
+                &s.pd,
+                &MemoryRegion {
+                    address: buf.addr(),
+                    length: len as u64,
+                    access: WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE,
+                },
+            )
+            .unwrap();
+        let _ = mr;
+        (buf, k.lkey)
+    };
+    let (la, lka) = reg(&a, 1 << 16);
+    let (lb, lkb) = reg(&b, 1 << 16);
+
+    // Polling send latency: A sends 2 bytes inline, polls its send CQE (signaled).
+    let n = 200_000u32;
+    let mut wc = [WorkCompletion::default(); 16];
+    let data = [1u8, 2];
+    let rsge = [Sge {
+        addr: lb.addr(),
+        length: 64,
+        lkey: lkb,
+    }];
+    let t = Instant::now();
+    for i in 0..n {
+        b.qp.post_recv(&RecvWr {
+            wr_id: u64::from(i),
+            sg_list: &rsge,
+        })
+        .unwrap();
+        let mut wr = SendWr::new(u64::from(i), WrOpcode::Send);
+        wr.inline_data = Some(&data);
+        wr.send_flags = send_flags::SIGNALED;
+        a.qp.post_send(&wr).unwrap();
+        while a.cq.poll(&mut wc[..1]) == 0 {}
+        while b.cq.poll(&mut wc[..1]) == 0 {}
+    }
+    let ns = t.elapsed().as_nanos() as f64 / f64::from(n);
+    println!("send + poll (both sides), one thread: {ns:.0} ns/op");
+
+    // 64 KiB RDMA write bandwidth vs memcpy.
+    let size = 1 << 16;
+    let iters = 20_000u32;
+    let sge = [Sge {
+        addr: la.addr(),
+        length: size as u32,
+        lkey: lka,
+    }];
+    let t = Instant::now();
+    for i in 0..iters {
+        let mut wr = SendWr::new(u64::from(i), WrOpcode::RdmaWrite);
+        wr.sg_list = &sge;
+        wr.remote_addr = lb.addr();
+        wr.rkey = lkb;
+        if i % 64 == 63 {
+            wr.send_flags = send_flags::SIGNALED;
+        }
+        a.qp.post_send(&wr).unwrap();
+        if i % 64 == 63 {
+            while a.cq.poll(&mut wc) == 0 {}
+        }
+    }
+    let wr_gbs = f64::from(iters) * size as f64 / t.elapsed().as_secs_f64() / 1e9;
+    let src = vec![1u8; size];
+    let mut dst = vec![0u8; size];
+    let t = Instant::now();
+    for i in 0..iters {
+        dst.copy_from_slice(&src);
+        std::hint::black_box(&mut dst);
+        let _ = i;
+    }
+    let mc_gbs = f64::from(iters) * size as f64 / t.elapsed().as_secs_f64() / 1e9;
+    println!(
+        "64 KiB RDMA write: {wr_gbs:.2} GB/s; memcpy: {mc_gbs:.2} GB/s; ratio {:.0}%",
+        100.0 * wr_gbs / mc_gbs
+    );
+}
