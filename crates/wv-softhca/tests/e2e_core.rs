@@ -1,0 +1,319 @@
+//! End to end: the WinVerbs driver core on the host model above two soft HCAs. Devices are
+//! opened by GUID and PD/MR/CQ/QP created through IOCTL bytes (with the UVP's vendor bytes);
+//! QPs go to RTS through the asynchronous QP_MODIFY path; the data path runs through the UVP;
+//! completions are waited for through a parked CQ_NOTIFY that the device's DPC completes.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wv_abi::consts::*;
+use wv_abi::ioctl::*;
+use wv_abi::{
+    NtStatus, WV_IO_ID, WV_IO_MEMORY_KEYS, WV_IO_MEMORY_REGISTER, WV_IO_QP_ATTRIBUTES,
+    WV_IO_QP_CREATE, read_prefix,
+};
+use wv_core::{Driver, DriverConfig};
+use wv_hal::{QpState, Verbs};
+use wv_host::{File, HostPlatform, IoManager, IoStatus};
+use wv_softhca::abi::{self, CqResp, OpenCaResp, QpResp};
+use wv_softhca::*;
+use zerocopy::IntoBytes;
+
+type Drv = Driver<HostPlatform, SoftHca<HostPlatform>>;
+
+fn id(id: u64, verb_info: u32, data: u32) -> Vec<u8> {
+    WV_IO_ID {
+        Id: id,
+        VerbInfo: verb_info,
+        Data: data,
+    }
+    .as_bytes()
+    .to_vec()
+}
+
+#[track_caller]
+fn ok(st: &IoStatus) {
+    assert_eq!(NtStatus(st.status), NtStatus::SUCCESS, "{st:?}");
+}
+
+#[track_caller]
+fn ioctl(file: &File<Drv>, code: u32, input: &[u8], out_len: usize) -> IoStatus {
+    let io = file.device_io_control(code, input, out_len);
+    assert!(!io.pending(), "IOCTL {code:#x} pended");
+    io.wait()
+}
+
+/// One side: a soft HCA opened through the core, with its user-mode provider.
+struct Side {
+    hca: Arc<SoftHca<HostPlatform>>,
+    pool: BufferPool,
+    dev: u64,
+    pd: u64,
+    cq: u64,
+    qp: u64,
+    ucq: UvpCq,
+    uqp: UvpQp,
+}
+
+fn side(
+    io: &IoManager<Drv>,
+    file: &File<Drv>,
+    hca: Arc<SoftHca<HostPlatform>>,
+    pool: BufferPool,
+) -> Side {
+    let guid = hca.guid();
+    // DEVICE_OPEN by GUID; the vendor output tells the UVP how to find the device.
+    let st = ioctl(file, WV_IOCTL_DEVICE_OPEN, &id(guid, 0, 0), 16 + 24);
+    ok(&st);
+    let dev = read_prefix::<WV_IO_ID>(&st.output).unwrap().Id;
+    let open: OpenCaResp = abi::parse(&st.output[16..]).unwrap();
+    assert_eq!(open.node_guid, guid);
+    let uvp = UvpContext::from_open_resp(&st.output[16..]).unwrap();
+    let st = ioctl(file, WV_IOCTL_PD_ALLOCATE, &id(dev, 0, 0), 16);
+    ok(&st);
+    let pd = read_prefix::<WV_IO_ID>(&st.output).unwrap().Id;
+    let st = ioctl(file, WV_IOCTL_CQ_CREATE, &id(dev, 0, 64), 16 + 24);
+    ok(&st);
+    let cq = read_prefix::<WV_IO_ID>(&st.output).unwrap().Id;
+    let ucq = uvp
+        .map_cq(&abi::parse::<CqResp>(&st.output[16..]).unwrap())
+        .unwrap();
+    let create = WV_IO_QP_CREATE {
+        Id: WV_IO_ID {
+            Id: pd,
+            VerbInfo: 0,
+            Data: 0,
+        },
+        SendCqId: cq,
+        ReceiveCqId: cq,
+        SrqId: 0,
+        SendDepth: 16,
+        SendSge: 2,
+        ReceiveDepth: 16,
+        ReceiveSge: 2,
+        MaxInlineSend: 64,
+        InitiatorDepth: 1,
+        ResponderResources: 1,
+        QpType: 0,
+        QpFlags: WV_IO_QP_SIGNAL_SENDS as u8,
+        Reserved: 0,
+    };
+    let st = ioctl(file, WV_IOCTL_QP_CREATE, create.as_bytes(), 72 + 40);
+    ok(&st);
+    let qp = read_prefix::<WV_IO_QP_CREATE>(&st.output).unwrap().Id.Id;
+    let uqp = uvp
+        .map_qp(&abi::parse::<QpResp>(&st.output[72..]).unwrap())
+        .unwrap();
+    let _ = io;
+    Side {
+        hca,
+        pool,
+        dev,
+        pd,
+        cq,
+        qp,
+        ucq,
+        uqp,
+    }
+}
+
+fn reg(file: &File<Drv>, s: &Side, len: usize) -> (DmaBuffer, u32, u32) {
+    let buf = s.pool.alloc(len);
+    let r = WV_IO_MEMORY_REGISTER {
+        Id: s.pd,
+        Address: buf.addr(),
+        BufferLength: len as u64,
+        AccessFlags: WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ,
+        Reserved: 0,
+    };
+    let st = ioctl(file, WV_IOCTL_MEMORY_REGISTER, r.as_bytes(), 8);
+    ok(&st);
+    let keys: WV_IO_MEMORY_KEYS = read_prefix(&st.output).unwrap();
+    (buf, keys.Lkey, u32::from_be(keys.Rkey))
+}
+
+/// QP_MODIFY through the core's asynchronous path (a work item); returns once it completed.
+fn modify(
+    platform: &HostPlatform,
+    file: &File<Drv>,
+    qp: u64,
+    to: QpState,
+    options: u32,
+    remote: Option<(&Side, u32)>,
+) {
+    let mut attr = WV_IO_QP_ATTRIBUTES::default();
+    attr.Id.Id = qp;
+    attr.QpState = to as u8;
+    attr.Options = options;
+    attr.AddressVector.PortNumber = 1;
+    attr.PathMtu = 1024;
+    attr.AccessFlags = (WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ) as u8;
+    attr.InitiatorDepth = 1;
+    attr.ResponderResources = 1;
+    attr.LocalAckTimeout = 14;
+    attr.SequenceErrorRetryCount = 7;
+    attr.RnrRetryCount = 7;
+    attr.RnrNakTimeout = 12;
+    if let Some((peer, qpn)) = remote {
+        attr.AddressVector.NetworkRouteValid = 1;
+        attr.AddressVector.DGid = peer.hca.gid();
+        attr.DestinationQpn = qpn.to_be();
+    }
+    let io = file.device_io_control(WV_IOCTL_QP_MODIFY, attr.as_bytes(), 8);
+    platform.run_until_idle();
+    let st = io
+        .wait_timeout(Duration::from_secs(20))
+        .expect("QP_MODIFY never completed");
+    ok(&st);
+}
+
+fn to_rts(platform: &HostPlatform, file: &File<Drv>, s: &Side, peer: &Side) {
+    modify(
+        platform,
+        file,
+        s.qp,
+        QpState::Init,
+        WV_IO_QP_ATTR_STATE
+            | WV_IO_QP_ATTR_PKEY_INDEX
+            | WV_IO_QP_ATTR_PORT_NUMBER
+            | WV_IO_QP_ATTR_ACCESS_FLAGS,
+        None,
+    );
+    let rtr = WV_IO_QP_ATTR_STATE
+        | WV_IO_QP_ATTR_AV
+        | WV_IO_QP_ATTR_DESTINATION_QPN
+        | WV_IO_QP_ATTR_RECEIVE_PSN
+        | WV_IO_QP_ATTR_RESPONDER_RESOURCES
+        | WV_IO_QP_ATTR_RNR_NAK_TIMEOUT;
+    modify(
+        platform,
+        file,
+        s.qp,
+        QpState::Rtr,
+        rtr,
+        Some((peer, peer.uqp.qpn())),
+    );
+    let rts = WV_IO_QP_ATTR_STATE
+        | WV_IO_QP_ATTR_SEND_PSN
+        | WV_IO_QP_ATTR_ACK_TIMEOUT
+        | WV_IO_QP_ATTR_ERROR_RETRY_COUNT
+        | WV_IO_QP_ATTR_RNR_RETRY_COUNT
+        | WV_IO_QP_ATTR_INITIATOR_DEPTH;
+    modify(platform, file, s.qp, QpState::Rts, rts, None);
+    assert_eq!(s.uqp.state(), QpState::Rts);
+}
+
+#[test]
+fn core_on_two_soft_hcas_moves_bytes_and_completes_parked_notifies() {
+    let platform = HostPlatform::deterministic();
+    let fabric = Fabric::new();
+    let pools = [BufferPool::new(), BufferPool::new()];
+    let hcas: Vec<_> = pools
+        .iter()
+        .map(|pool| {
+            SoftHca::new(
+                Arc::new(platform.clone()),
+                DeviceConfig::new("e2e", common::mac()),
+                ClientMemory::pool(pool.clone()),
+            )
+        })
+        .collect();
+    for h in &hcas {
+        fabric.attach(h);
+    }
+    let driver = Arc::new(Driver::new(platform.clone(), DriverConfig::default()));
+    let io = IoManager::new(platform.clone(), driver);
+    for h in &hcas {
+        io.arrive(h.clone()).expect("arrival");
+    }
+    let file = io.open().expect("CreateFile");
+    let a = side(&io, &file, hcas[0].clone(), pools[0].clone());
+    let b = side(&io, &file, hcas[1].clone(), pools[1].clone());
+    to_rts(&platform, &file, &a, &b);
+    to_rts(&platform, &file, &b, &a);
+    let (la, lka, _) = reg(&file, &a, 4096);
+    let (lb, lkb, rkb) = reg(&file, &b, 4096);
+
+    // SEND: B parks a CQ_NOTIFY, then arms its CQ from user mode; A sends; B's DPC completes it.
+    la.write(0, b"through the core").unwrap();
+    b.uqp
+        .post_recv(&RecvWr {
+            wr_id: 1,
+            sg_list: &[Sge {
+                addr: lb.addr(),
+                length: 64,
+                lkey: lkb,
+            }],
+        })
+        .unwrap();
+    let notify = file.device_io_control(WV_IOCTL_CQ_NOTIFY, &id(b.cq, 0, WV_CQ_NEXT_COMPLETION), 0);
+    assert!(notify.pending());
+    assert!(!b.ucq.arm(false));
+    let sge = [Sge {
+        addr: la.addr(),
+        length: 16,
+        lkey: lka,
+    }];
+    let mut wr = SendWr::new(10, WrOpcode::Send);
+    wr.sg_list = &sge;
+    a.uqp.post_send(&wr).unwrap();
+    assert!(!notify.is_complete(), "the DPC has not run yet");
+    platform.run_until_idle();
+    let st = notify
+        .wait_timeout(Duration::from_secs(20))
+        .expect("CQ_NOTIFY never completed");
+    ok(&st);
+    let mut wc = [WorkCompletion::default(); 4];
+    assert_eq!(b.ucq.poll(&mut wc), 1);
+    assert_eq!(
+        (wc[0].wr_id, wc[0].status, wc[0].byte_len),
+        (1, WcStatus::Success, 16)
+    );
+    assert_eq!(&lb.to_vec()[..16], b"through the core");
+    assert_eq!(a.ucq.poll(&mut wc), 1);
+
+    // RDMA WRITE then RDMA READ back; A waits on a parked notify for the read.
+    la.write(100, &[7u8; 200]).unwrap();
+    let sge = [Sge {
+        addr: la.addr() + 100,
+        length: 200,
+        lkey: lka,
+    }];
+    let mut wr = SendWr::new(11, WrOpcode::RdmaWrite);
+    wr.sg_list = &sge;
+    wr.remote_addr = lb.addr() + 1000;
+    wr.rkey = rkb;
+    a.uqp.post_send(&wr).unwrap();
+    assert_eq!(a.ucq.poll(&mut wc), 1);
+    assert!(lb.to_vec()[1000..1200].iter().all(|&x| x == 7));
+    let notify = file.device_io_control(WV_IOCTL_CQ_NOTIFY, &id(a.cq, 0, WV_CQ_NEXT_COMPLETION), 0);
+    assert!(notify.pending());
+    a.ucq.arm(false);
+    let sge = [Sge {
+        addr: la.addr() + 2000,
+        length: 200,
+        lkey: lka,
+    }];
+    let mut wr = SendWr::new(12, WrOpcode::RdmaRead);
+    wr.sg_list = &sge;
+    wr.remote_addr = lb.addr() + 1000;
+    wr.rkey = rkb;
+    a.uqp.post_send(&wr).unwrap();
+    platform.run_until_idle();
+    ok(&notify
+        .wait_timeout(Duration::from_secs(20))
+        .expect("CQ_NOTIFY never completed"));
+    assert_eq!(a.ucq.poll(&mut wc), 1);
+    assert_eq!(
+        (wc[0].wr_id, wc[0].opcode, wc[0].byte_len),
+        (12, WcOpcode::RdmaRead, 200)
+    );
+    assert!(la.to_vec()[2000..2200].iter().all(|&x| x == 7));
+
+    let _ = (a.dev, b.dev);
+    drop(file);
+    platform.run_until_idle();
+    assert_eq!(platform.verifier().violations(), Vec::<String>::new());
+}
