@@ -513,9 +513,11 @@ pub(crate) fn sge_at(slot: &[AtomicU64], first: usize, i: usize) -> Sge {
     }
 }
 
-/// Copies the inline bytes of a send WQE into `out` (at most `out.len()`).
+/// Copies the inline bytes of a send WQE into `out` (at most `out.len()`, and never past the
+/// slot whatever length the WQE claims).
 pub(crate) fn inline_bytes(slot: &[AtomicU64], len: usize, out: &mut [u8]) -> usize {
-    let n = len.min(out.len());
+    let room = slot.len().saturating_sub(SQ_HDR_WORDS) * 8;
+    let n = len.min(out.len()).min(room);
     for i in 0..n.div_ceil(8) {
         let w = ld(slot, SQ_HDR_WORDS + i).to_le_bytes();
         let take = (n - i * 8).min(8);
@@ -534,4 +536,63 @@ pub(crate) fn encode_recv(slot: &[AtomicU64], wr: &RecvWr<'_>) {
 /// `(wr_id, num_sge)` of a receive WQE.
 pub(crate) fn recv_header(slot: &[AtomicU64]) -> (u64, usize) {
     (ld(slot, 0), ld(slot, 1) as u16 as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(words: usize) -> alloc::vec::Vec<AtomicU64> {
+        (0..words).map(|_| AtomicU64::new(0)).collect()
+    }
+
+    #[test]
+    fn cqe_round_trip() {
+        let s = slot(CQE_WORDS);
+        let wc = WorkCompletion {
+            wr_id: u64::MAX - 1,
+            status: WcStatus::RemAccessErr,
+            opcode: WcOpcode::RecvRdmaWithImm,
+            vendor_err: 0x1234,
+            byte_len: 0x8000_0001,
+            imm_data: 0xdead_beef,
+            qp_num: 0xFF_FFFF,
+            src_qp: 77,
+            wc_flags: wc_flags::WITH_IMM | wc_flags::GRH,
+            pkey_index: 3,
+            slid: 0xABCD,
+            sl: 5,
+            dlid_path_bits: 1,
+        };
+        wc.encode(&s);
+        assert_eq!(WorkCompletion::decode(&s), wc);
+    }
+
+    #[test]
+    fn send_wqe_round_trip_and_a_lying_inline_length_stays_in_the_slot() {
+        let s = slot(SQ_HDR_WORDS + 2);
+        let mut wr = SendWr::new(9, WrOpcode::SendWithImm);
+        wr.send_flags = send_flags::SOLICITED;
+        wr.imm_or_inv = 0x0102_0304;
+        wr.ud = Some(UdAddress {
+            dgid: [7; 16],
+            dlid: 3,
+            grh: true,
+            remote_qpn: 44,
+            remote_qkey: 0x8000_0000,
+        });
+        encode_send(&s, &wr, Some(b"0123456789abcdef"));
+        let w = SendWqe::decode(&s);
+        assert_eq!(
+            (w.wr_id, w.opcode, w.inline_len),
+            (9, WrOpcode::SendWithImm as u8, 16)
+        );
+        assert_eq!(w.flags, send_flags::SOLICITED | send_flags::INLINE);
+        assert_eq!(w.ud(), wr.ud.unwrap());
+        let mut out = [0u8; 64];
+        assert_eq!(inline_bytes(&s, 16, &mut out), 16);
+        assert_eq!(&out[..16], b"0123456789abcdef");
+        // A WQE that claims more inline bytes than its slot holds.
+        assert_eq!(inline_bytes(&s, 1 << 20, &mut out), 16);
+    }
 }
