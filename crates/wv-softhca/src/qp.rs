@@ -287,17 +287,15 @@ impl Qp {
         }
         drop(attrs);
 
-        match next {
-            QpState::Error if cur != QpState::Error => {
-                crate::engine::flush_rq(dev, self);
-                if self.srq.is_some() {
-                    dev.post_qp_event(self, QpEvent::LastWqeReached);
-                }
-                crate::engine::run_sq(dev, self);
+        if next == QpState::Error && cur != QpState::Error {
+            crate::engine::flush_rq(dev, self);
+            if self.srq.is_some() {
+                dev.post_qp_event(self, QpEvent::LastWqeReached);
             }
-            QpState::Rts => crate::engine::run_sq(dev, self),
-            _ => {}
         }
+        // Always: ERR flushes, RTS resumes, and a doorbell rung while this command held the
+        // send queue's lock left its work pending for whoever holds it next — us.
+        crate::engine::run_sq(dev, self);
         Ok(())
     }
 }

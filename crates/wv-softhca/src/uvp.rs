@@ -210,6 +210,40 @@ impl UvpQp {
         self.qp.state()
     }
 
+    /// The transport type.
+    pub fn qp_type(&self) -> QpType {
+        self.qp.qp_type
+    }
+
+    /// Send queue slots.
+    pub fn sq_depth(&self) -> u32 {
+        self.qp.sq.entries()
+    }
+
+    /// Receive queue slots (0 with an SRQ).
+    pub fn rq_depth(&self) -> u32 {
+        if self.qp.srq.is_some() {
+            0
+        } else {
+            self.qp.rq.entries()
+        }
+    }
+
+    /// SGEs per send request.
+    pub fn max_send_sge(&self) -> u32 {
+        self.qp.sq_max_sge
+    }
+
+    /// SGEs per receive request.
+    pub fn max_recv_sge(&self) -> u32 {
+        self.qp.rq_max_sge
+    }
+
+    /// Largest inline payload.
+    pub fn max_inline(&self) -> u32 {
+        self.qp.max_inline
+    }
+
     /// Posts one send request.
     ///
     /// # Errors
@@ -477,6 +511,11 @@ impl UvpCq {
             return false;
         }
         self.cq.arm(solicited_only)
+    }
+
+    /// CQE slots.
+    pub fn entries(&self) -> u32 {
+        self.cq.ring.entries()
     }
 
     /// Whether the CQ overran (its error is sticky).

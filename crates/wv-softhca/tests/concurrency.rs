@@ -124,3 +124,47 @@ fn many_threads_on_one_shared_cq_with_notifications() {
     settle(&p);
     let _ = pairs;
 }
+
+#[test]
+fn modify_racing_posts_loses_no_doorbell() {
+    let p = HostPlatform::threaded(2);
+    let (_f, a, b) = pair(&p);
+    let ca = a.cq(8192);
+    let cb = b.cq(8192);
+    let qa = a.qp_with(QpType::Rc, &ca, &ca, None, 4096, 1, 0, true);
+    let qb = b.qp_with(QpType::Rc, &cb, &cb, None, 4096, 1, 0, true);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    const N: u64 = 3000;
+    for i in 0..N {
+        qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 8)])).unwrap();
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hca = a.hca.clone();
+    let soft = qa.soft;
+    let st = stop.clone();
+    let modifier = std::thread::spawn(move || {
+        let mut n = 0;
+        while !st.load(std::sync::atomic::Ordering::Relaxed) {
+            let mut mm = qpm(QpState::Rts, wv_abi::consts::WV_IO_QP_ATTR_ACCESS_FLAGS);
+            mm.access_flags = ALL_ACCESS;
+            hca.modify_qp(&soft, &mm, &mut []).unwrap();
+            n += 1;
+        }
+        (soft, n)
+    });
+    let sg = [m.sge(0, 8)];
+    for i in 0..N {
+        qa.uvp.post_send(&send_wr(i, WrOpcode::Send, &sg)).unwrap();
+        if i % 512 == 511 {
+            poll_all(&ca);
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (_soft, modifies) = modifier.join().unwrap();
+    assert!(modifies > 0);
+    // Every send ran, though some doorbells found the queue held by a modify.
+    assert_eq!(poll_all(&cb).len(), N as usize);
+    settle(&p);
+}
