@@ -385,6 +385,8 @@ pub(crate) struct Device {
     pub async_overflows: AtomicU64,
     irq: RwLock<Option<Arc<dyn InterruptLine>>>,
     pub fabric: RwLock<Option<Weak<Fabric>>>,
+    /// Multicast attachments: (group, QPN).
+    pub mcast: RwLock<Vec<(Gid, u32)>>,
     /// DPC dispatch holds this; removal closes it.
     pub dispatch: Rundown,
 }
@@ -428,6 +430,7 @@ impl Device {
             async_overflows: AtomicU64::new(0),
             irq: RwLock::new(None),
             fabric: RwLock::new(None),
+            mcast: RwLock::new(Vec::new()),
             dispatch: Rundown::new(),
             config,
         }

@@ -494,6 +494,12 @@ fn transport(
         read_dst: if is_read { local.as_ref() } else { None },
     };
 
+    if qp.qp_type == QpType::Ud && grh && dgid[0] == 0xFF {
+        if dev.port_up(port) {
+            deliver_multicast(dev, qp, &pkt, &dgid);
+        }
+        return Step::Done(WcStatus::Success, len as u32);
+    }
     if qp.qp_type != QpType::Rc {
         if let Some((tdev, t)) = &target
             && dev.port_up(port)
@@ -559,6 +565,38 @@ fn link(from: &Arc<Device>, to: &Arc<Device>, grh: bool, gid: &wv_hal::Gid, lid:
     match from.fabric.read().as_ref().and_then(Weak::upgrade) {
         Some(f) => f.fate(),
         None => Fate::Drop,
+    }
+}
+
+/// A UD send to a multicast GID: a copy to every attached QP, on this device (loopback) and on
+/// every device of the fabric, each copy subject to the link.
+fn deliver_multicast(dev: &Arc<Device>, qp: &Arc<Qp>, pkt: &Packet<'_>, group: &wv_hal::Gid) {
+    let visit = |d: &Arc<Device>| {
+        let fate = if Arc::ptr_eq(d, dev) {
+            Fate::Deliver
+        } else if !d.port_up(1) {
+            Fate::Drop
+        } else {
+            match dev.fabric.read().as_ref().and_then(Weak::upgrade) {
+                Some(f) => f.fate(),
+                None => Fate::Drop,
+            }
+        };
+        if fate != Fate::Deliver {
+            return;
+        }
+        let members = d.mcast.read();
+        for (g, qpn) in members.iter() {
+            if g == group
+                && let Some(t) = d.qp_by_qpn(*qpn)
+            {
+                respond(d, &t, pkt, qp);
+            }
+        }
+    };
+    match dev.fabric.read().as_ref().and_then(Weak::upgrade) {
+        Some(f) => f.for_each(visit),
+        None => visit(dev),
     }
 }
 

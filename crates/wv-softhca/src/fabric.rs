@@ -147,6 +147,15 @@ impl Fabric {
             .find(|d| !d.is_removed() && d.owns(grh, gid, lid))
     }
 
+    /// Calls `f` for every live device on the fabric.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Arc<Device>)) {
+        for d in self.devices.read().iter().filter_map(Weak::upgrade) {
+            if !d.is_removed() {
+                f(&d);
+            }
+        }
+    }
+
     /// Decides the fate of one packet between two devices.
     pub(crate) fn fate(&self) -> Fate {
         if !self.faulty.load(Ordering::Acquire) {

@@ -826,6 +826,7 @@ impl<P: Platform> Verbs for SoftHca<P> {
             if qp.0.qp_type != wv_hal::QpType::Ud || gid[0] != 0xFF {
                 return Err(VerbsError::InvalidParameter);
             }
+            self.dev.mcast.write().push((*gid, qp.0.qpn));
             Ok(SoftMcast {
                 gid: *gid,
                 qpn: qp.0.qpn,
@@ -833,5 +834,10 @@ impl<P: Platform> Verbs for SoftHca<P> {
         })
     }
 
-    fn detach_mcast(&self, _mcast: SoftMcast) {}
+    fn detach_mcast(&self, mcast: SoftMcast) {
+        let mut m = self.dev.mcast.write();
+        if let Some(i) = m.iter().position(|e| *e == (mcast.gid, mcast.qpn)) {
+            m.remove(i);
+        }
+    }
 }

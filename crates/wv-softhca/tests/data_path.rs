@@ -436,3 +436,76 @@ fn deregistered_keys_and_closed_contexts_are_refused() {
     assert!(UvpContext::open(guid, r.context).is_err());
     settle(&p);
 }
+
+#[test]
+fn ud_multicast_reaches_every_attached_qp() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let ca = a.cq(16);
+    let cb = b.cq(16);
+    let sender = a.qp(QpType::Ud, &ca);
+    let local = a.qp(QpType::Ud, &ca);
+    let remote = b.qp(QpType::Ud, &cb);
+    for (n, q) in [(&a, &sender), (&a, &local), (&b, &remote)] {
+        bring_up(n, q, [0; 16], 0, Conn::default());
+    }
+    let mut group = [0u8; 16];
+    group[0] = 0xFF;
+    group[1] = 0x0E;
+    group[15] = 1;
+    let m1 = a.hca.attach_mcast(&local.soft, &group, 0xC001).unwrap();
+    let _m2 = b.hca.attach_mcast(&remote.soft, &group, 0xC001).unwrap();
+    // Only UD QPs, only multicast GIDs.
+    let rc = a.qp(QpType::Rc, &ca);
+    assert_eq!(
+        a.hca.attach_mcast(&rc.soft, &group, 0).unwrap_err(),
+        VerbsError::InvalidParameter
+    );
+    assert_eq!(
+        a.hca
+            .attach_mcast(&local.soft, &a.hca.gid(), 0)
+            .unwrap_err(),
+        VerbsError::InvalidParameter
+    );
+    let la = a.mem(256, ALL_ACCESS);
+    let rb = b.mem(256, ALL_ACCESS);
+    local.uvp.post_recv(&recv_wr(1, &[la.sge(0, 128)])).unwrap();
+    local
+        .uvp
+        .post_recv(&recv_wr(2, &[la.sge(128, 128)]))
+        .unwrap();
+    remote
+        .uvp
+        .post_recv(&recv_wr(3, &[rb.sge(0, 128)]))
+        .unwrap();
+    remote
+        .uvp
+        .post_recv(&recv_wr(4, &[rb.sge(128, 128)]))
+        .unwrap();
+    let data = *b"to all";
+    let mut wr = send_wr(9, WrOpcode::Send, &[]);
+    wr.inline_data = Some(&data);
+    wr.ud = Some(UdAddress {
+        dgid: group,
+        grh: true,
+        remote_qpn: 0xFF_FFFF,
+        remote_qkey: 0x1111_1111,
+        ..Default::default()
+    });
+    sender.uvp.post_send(&wr).unwrap();
+    assert_eq!(&la.buf.to_vec()[40..46], b"to all");
+    assert_eq!(&rb.buf.to_vec()[40..46], b"to all");
+    let local_got: Vec<_> = poll_all(&ca)
+        .iter()
+        .filter(|w| w.opcode == WcOpcode::Recv)
+        .map(|w| w.wr_id)
+        .collect();
+    assert_eq!(local_got, vec![1]);
+    assert_eq!(poll_all(&cb).len(), 1);
+    // Detached: no more copies for that QP.
+    a.hca.detach_mcast(m1);
+    sender.uvp.post_send(&wr).unwrap();
+    assert!(poll_all(&ca).iter().all(|w| w.opcode != WcOpcode::Recv));
+    assert_eq!(poll_all(&cb).len(), 1);
+    settle(&p);
+}
