@@ -213,6 +213,94 @@ fn main() {
     let ns = t.elapsed().as_nanos() as f64 / f64::from(n);
     println!("send + poll (both sides), one thread: {ns:.0} ns/op");
 
+    // Two threads: A sends, B polls its receive and answers; A polls its receive (perftest's
+    // send_lat shape), against a cache-line ping-pong between two threads.
+    let iters = 100_000u32;
+    for i in 0..16 {
+        a.qp.post_recv(&RecvWr {
+            wr_id: i,
+            sg_list: &[Sge {
+                addr: la.addr(),
+                length: 64,
+                lkey: lka,
+            }],
+        })
+        .unwrap();
+        b.qp.post_recv(&RecvWr {
+            wr_id: i,
+            sg_list: &rsge,
+        })
+        .unwrap();
+    }
+    let pong = {
+        let (qp, cq) = (b.qp.clone(), b.cq.clone());
+        std::thread::spawn(move || {
+            let mut wc = [WorkCompletion::default(); 4];
+            let data = [2u8; 2];
+            for i in 0..iters {
+                loop {
+                    let n = cq.poll(&mut wc);
+                    if wc[..n].iter().any(|w| w.opcode == WcOpcode::Recv) {
+                        break;
+                    }
+                }
+                qp.post_recv(&RecvWr {
+                    wr_id: u64::from(i),
+                    sg_list: &rsge,
+                })
+                .unwrap();
+                let mut wr = SendWr::new(u64::from(i), WrOpcode::Send);
+                wr.inline_data = Some(&data);
+                qp.post_send(&wr).unwrap();
+            }
+        })
+    };
+    let t = Instant::now();
+    for i in 0..iters {
+        let mut wr = SendWr::new(u64::from(i), WrOpcode::Send);
+        wr.inline_data = Some(&data);
+        a.qp.post_send(&wr).unwrap();
+        loop {
+            let n = a.cq.poll(&mut wc[..4]);
+            if wc[..n].iter().any(|w| w.opcode == WcOpcode::Recv) {
+                break;
+            }
+        }
+        a.qp.post_recv(&RecvWr {
+            wr_id: u64::from(i),
+            sg_list: &[Sge {
+                addr: la.addr(),
+                length: 64,
+                lkey: lka,
+            }],
+        })
+        .unwrap();
+    }
+    let rtt = t.elapsed().as_nanos() as f64 / f64::from(iters);
+    pong.join().unwrap();
+    let flag = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let f2 = flag.clone();
+    let n2 = u64::from(iters);
+    let th = std::thread::spawn(move || {
+        for i in 0..n2 {
+            while f2.load(std::sync::atomic::Ordering::Acquire) != 2 * i + 1 {}
+            f2.store(2 * i + 2, std::sync::atomic::Ordering::Release);
+        }
+    });
+    let t = Instant::now();
+    for i in 0..n2 {
+        flag.store(2 * i + 1, std::sync::atomic::Ordering::Release);
+        while flag.load(std::sync::atomic::Ordering::Acquire) != 2 * i + 2 {}
+    }
+    let base = t.elapsed().as_nanos() as f64 / f64::from(iters);
+    th.join().unwrap();
+    println!(
+        "two-thread send ping-pong: {:.0} ns one-way; cache-line ping-pong {:.0} ns one-way; ratio {:.1}",
+        rtt / 2.0,
+        base / 2.0,
+        rtt / base
+    );
+
     // 64 KiB RDMA write bandwidth vs memcpy.
     let size = 1 << 16;
     let iters = 20_000u32;

@@ -7,7 +7,7 @@ use spin::Mutex;
 use wv_hal::CqEventSink;
 
 use crate::device::{AsyncEvent, Device, Rundown};
-use crate::ring::Ring;
+use crate::ring::{Padded, Ring};
 use crate::wr::{CQE_WORDS, WorkCompletion};
 
 /// Arm states, ordered so that arming can only widen (NEXT is never downgraded to SOLICITED).
@@ -15,12 +15,13 @@ pub(crate) const ARM_NONE: u8 = 0;
 pub(crate) const ARM_SOLICITED: u8 = 1;
 pub(crate) const ARM_NEXT: u8 = 2;
 
-/// A completion queue.
+/// A completion queue (aligned and padded like `Qp`).
+#[repr(align(64))]
 pub(crate) struct Cq {
     pub handle: u32,
     pub ring: Ring,
     /// Serialises producers (the send and receive sides of any number of QPs).
-    prod: Mutex<()>,
+    prod: Padded<Mutex<()>>,
     notify: AtomicU8,
     /// The CQ handle is in the CQ-notify ring (at most once, so the ring never overflows).
     pub queued: AtomicBool,
@@ -35,7 +36,7 @@ impl Cq {
         Cq {
             handle,
             ring: Ring::new(entries, CQE_WORDS),
-            prod: Mutex::new(()),
+            prod: Padded(Mutex::new(())),
             notify: AtomicU8::new(ARM_NONE),
             queued: AtomicBool::new(false),
             overrun: AtomicBool::new(false),

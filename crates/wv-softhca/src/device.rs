@@ -5,7 +5,7 @@
 //! platform glue (`verbs_impl`) implements with `Platform::interrupt` and `Platform::queue_dpc`.
 
 use alloc::string::String;
-use alloc::sync::{Arc, Weak};
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -358,7 +358,8 @@ pub(crate) struct Mw {
     pub handle: u32,
 }
 
-/// The device model.
+/// The device model (aligned so that the `Arc` counts do not share a line with its fields).
+#[repr(align(64))]
 pub(crate) struct Device {
     pub config: DeviceConfig,
     pub guid: u64,
@@ -378,13 +379,21 @@ pub(crate) struct Device {
     /// Set by the response ISR.
     pub resp_ready: AtomicBool,
     /// Interrupt cause register (bit per vector).
-    pub icr: AtomicU32,
+    pub icr: crate::ring::Padded<AtomicU32>,
     async_ring: Mutex<EventRing>,
     cq_ring: Mutex<EventRing>,
     /// Async events lost to a full ring.
     pub async_overflows: AtomicU64,
     irq: RwLock<Option<Arc<dyn InterruptLine>>>,
-    pub fabric: RwLock<Option<Weak<Fabric>>>,
+    /// The fabric this device joined (at most one, for good).
+    pub fabric: spin::Once<Arc<Fabric>>,
+    /// Lock-free copies of each port's state and LID for the data path (the `ports` table
+    /// stays the authority; both change together under its write lock).
+    pub port_active: Vec<AtomicBool>,
+    pub port_lid: Vec<core::sync::atomic::AtomicU16>,
+    /// Packets this device put on the link intact (the fabric's `delivered`, per sender so
+    /// the counter is not a cache line every sender shares).
+    pub tx_delivered: crate::ring::Padded<AtomicU64>,
     /// Multicast attachments: (group, QPN).
     pub mcast: RwLock<Vec<(Gid, u32)>>,
     /// DPC dispatch holds this; removal closes it.
@@ -424,12 +433,19 @@ impl Device {
             qps: Table::new(),
             cmd_slot: Mutex::new(()),
             resp_ready: AtomicBool::new(false),
-            icr: AtomicU32::new(0),
+            icr: crate::ring::Padded(AtomicU32::new(0)),
             async_ring: Mutex::new(EventRing::new(1024)),
             cq_ring: Mutex::new(EventRing::new(lim.max_cq as usize + 1)),
             async_overflows: AtomicU64::new(0),
             irq: RwLock::new(None),
-            fabric: RwLock::new(None),
+            fabric: spin::Once::new(),
+            port_active: (0..config.ports.max(1))
+                .map(|_| AtomicBool::new(true))
+                .collect(),
+            port_lid: (0..config.ports.max(1))
+                .map(|_| core::sync::atomic::AtomicU16::new(0))
+                .collect(),
+            tx_delivered: crate::ring::Padded(AtomicU64::new(0)),
             mcast: RwLock::new(Vec::new()),
             dispatch: Rundown::new(),
             config,
@@ -645,6 +661,7 @@ impl Device {
                 return Ok(());
             }
             p.state = new;
+            self.port_active[usize::from(port) - 1].store(up, Ordering::Release);
         }
         self.post_async(
             if up {
@@ -682,17 +699,20 @@ impl Device {
     }
 
     pub(crate) fn port_up(&self, port: u8) -> bool {
-        let ports = self.ports.read();
-        ports
+        self.port_active
             .get(usize::from(port.max(1)) - 1)
-            .is_some_and(|p| p.state == PortState::Active)
+            .is_some_and(|a| a.load(Ordering::Acquire))
     }
 
     pub(crate) fn lid(&self, port: u8) -> u16 {
-        self.ports
-            .read()
+        self.port_lid
             .get(usize::from(port.max(1)) - 1)
-            .map_or(0, |p| p.lid)
+            .map_or(0, |l| l.load(Ordering::Acquire))
+    }
+
+    /// The fabric, if the device joined one.
+    pub(crate) fn fabric(&self) -> Option<&Arc<Fabric>> {
+        self.fabric.get()
     }
 
     /// The port `gid` (with `grh`) or `lid` names on this device, if any.
@@ -718,8 +738,7 @@ impl Device {
         if self.owns(grh, gid, lid) {
             return Some(self.clone());
         }
-        let fabric = self.fabric.read().as_ref().and_then(Weak::upgrade)?;
-        fabric.find(grh, gid, lid)
+        self.fabric()?.find(grh, gid, lid)
     }
 
     pub(crate) fn qp_by_qpn(&self, qpn: u32) -> Option<Arc<Qp>> {

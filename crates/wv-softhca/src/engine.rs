@@ -451,32 +451,33 @@ fn transport(
     } else {
         (ctx.av.grh_valid, ctx.av.dgid, ctx.av.dlid, ctx.dest_qpn, 0)
     };
+    // The target and the port it receives on (resolved once per connection for RC/UC).
+    let resolve_target = || {
+        let d = dev.route(grh, &dgid, dlid)?;
+        let p = d.port_of(grh, &dgid, dlid)?;
+        let q = d.qp_by_qpn(dqpn)?;
+        Some((d, q, p))
+    };
     let target = if qp.qp_type != QpType::Ud {
         match ctx
             .peer
             .as_ref()
-            .and_then(|(d, q)| Some((d.upgrade()?, q.upgrade()?)))
+            .and_then(|(d, q, p)| Some((d.upgrade()?, q.upgrade()?, *p)))
         {
             Some(t) => Some(t),
             None => {
-                let t = dev
-                    .route(grh, &dgid, dlid)
-                    .and_then(|d| Some((d.clone(), d.qp_by_qpn(dqpn)?)));
+                let t = resolve_target();
                 ctx.peer = t
                     .as_ref()
-                    .map(|(d, q)| (Arc::downgrade(d), Arc::downgrade(q)));
+                    .map(|(d, q, p)| (Arc::downgrade(d), Arc::downgrade(q), *p));
                 t
             }
         }
     } else {
-        dev.route(grh, &dgid, dlid)
-            .and_then(|d| Some((d.clone(), d.qp_by_qpn(dqpn)?)))
+        resolve_target()
     };
-    let sgid = dev
-        .ports
-        .read()
-        .get(usize::from(port) - 1)
-        .map_or([0u8; 16], |p| p.gids[0]);
+    // GID index 0 is the MAC-based GID, which never changes.
+    let sgid = crate::device::mac_gid(dev.config.mac);
     let pkt = Packet {
         qp_type: qp.qp_type,
         op,
@@ -501,9 +502,9 @@ fn transport(
         return Step::Done(WcStatus::Success, len as u32);
     }
     if qp.qp_type != QpType::Rc {
-        if let Some((tdev, t)) = &target
+        if let Some((tdev, t, tport)) = &target
             && dev.port_up(port)
-            && link(dev, tdev, grh, &dgid, dlid) == Fate::Deliver
+            && link(dev, tdev, *tport) == Fate::Deliver
         {
             respond(tdev, t, &pkt, qp);
         }
@@ -514,7 +515,7 @@ fn transport(
     let (mut retries, mut rnrs) = (0u8, 0u8);
     loop {
         let reply = match &target {
-            Some((tdev, t)) if dev.port_up(port) => match link(dev, tdev, grh, &dgid, dlid) {
+            Some((tdev, t, tport)) if dev.port_up(port) => match link(dev, tdev, *tport) {
                 Fate::Deliver => respond(tdev, t, &pkt, qp),
                 Fate::Delay => {
                     // Executed, but the ACK arrives after the retransmission timer.
@@ -550,10 +551,9 @@ fn transport(
     }
 }
 
-/// The fate of a packet from `from` to `to`, which `grh`/`gid`/`lid` addressed: lost when
-/// the receiving port is down, else decided by the fabric (loopback never faults).
-fn link(from: &Arc<Device>, to: &Arc<Device>, grh: bool, gid: &wv_hal::Gid, lid: u16) -> Fate {
-    if !to.port_of(grh, gid, lid).is_some_and(|p| to.port_up(p)) {
+/// The fate of a packet from `from` to port `to_port` of `to`: lost when that port is down, else decided by the fabric (loopback never faults).
+fn link(from: &Arc<Device>, to: &Arc<Device>, to_port: u8) -> Fate {
+    if !to.port_up(to_port) {
         return Fate::Drop;
     }
     if Arc::ptr_eq(from, to) {
@@ -562,8 +562,8 @@ fn link(from: &Arc<Device>, to: &Arc<Device>, grh: bool, gid: &wv_hal::Gid, lid:
     if to.is_removed() {
         return Fate::Drop;
     }
-    match from.fabric.read().as_ref().and_then(Weak::upgrade) {
-        Some(f) => f.fate(),
+    match from.fabric() {
+        Some(f) => f.fate_from(from),
         None => Fate::Drop,
     }
 }
@@ -577,8 +577,8 @@ fn deliver_multicast(dev: &Arc<Device>, qp: &Arc<Qp>, pkt: &Packet<'_>, group: &
         } else if !d.port_up(1) {
             Fate::Drop
         } else {
-            match dev.fabric.read().as_ref().and_then(Weak::upgrade) {
-                Some(f) => f.fate(),
+            match dev.fabric() {
+                Some(f) => f.fate_from(dev),
                 None => Fate::Drop,
             }
         };
@@ -594,7 +594,7 @@ fn deliver_multicast(dev: &Arc<Device>, qp: &Arc<Qp>, pkt: &Packet<'_>, group: &
             }
         }
     };
-    match dev.fabric.read().as_ref().and_then(Weak::upgrade) {
+    match dev.fabric() {
         Some(f) => f.for_each(visit),
         None => visit(dev),
     }
@@ -731,7 +731,7 @@ fn take_recv(tdev: &Device, t: &Qp, requester: &Arc<Qp>, register: bool) -> Opti
                 t.rq.consume(1);
                 w
             });
-            (&t.rnr_waiters, got)
+            (&*t.rnr_waiters, got)
         }
     };
     if got.is_some() || !register {

@@ -113,9 +113,14 @@ impl Fabric {
     /// Connects a soft HCA to the fabric and gives each of its ports a LID.
     pub fn attach<P: Platform>(self: &Arc<Self>, hca: &SoftHca<P>) {
         let dev = hca.device();
-        *dev.fabric.write() = Some(Arc::downgrade(self));
-        for p in dev.ports.write().iter_mut() {
+        if dev.fabric.get().is_some() {
+            // A device joins one fabric, once.
+            return;
+        }
+        dev.fabric.call_once(|| self.clone());
+        for (i, p) in dev.ports.write().iter_mut().enumerate() {
             p.lid = self.next_lid.fetch_add(1, Ordering::Relaxed);
+            dev.port_lid[i].store(p.lid, Ordering::Release);
         }
         self.devices.write().push(Arc::downgrade(dev));
     }
@@ -133,7 +138,14 @@ impl Fabric {
     /// The link's counters.
     pub fn stats(&self) -> LinkStats {
         LinkStats {
-            delivered: self.delivered.load(Ordering::Relaxed),
+            delivered: self.delivered.load(Ordering::Relaxed)
+                + self
+                    .devices
+                    .read()
+                    .iter()
+                    .filter_map(Weak::upgrade)
+                    .map(|d| d.tx_delivered.load(Ordering::Relaxed))
+                    .sum::<u64>(),
             dropped: self.dropped.load(Ordering::Relaxed),
             corrupted: self.corrupted.load(Ordering::Relaxed),
             delayed: self.delayed.load(Ordering::Relaxed),
@@ -157,11 +169,16 @@ impl Fabric {
     }
 
     /// Decides the fate of one packet between two devices.
-    pub(crate) fn fate(&self) -> Fate {
+    /// Decides the fate of one packet `from` a device.
+    pub(crate) fn fate_from(&self, from: &Device) -> Fate {
         if !self.faulty.load(Ordering::Acquire) {
-            self.delivered.fetch_add(1, Ordering::Relaxed);
+            from.tx_delivered.fetch_add(1, Ordering::Relaxed);
             return Fate::Deliver;
         }
+        self.fate()
+    }
+
+    fn fate(&self) -> Fate {
         let fate = {
             let mut f = self.faults.lock();
             match f.as_mut() {

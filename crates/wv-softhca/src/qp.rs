@@ -13,7 +13,7 @@ use wv_hal::{
 
 use crate::cq::Cq;
 use crate::device::{Device, Rundown};
-use crate::ring::Ring;
+use crate::ring::{Padded, Ring};
 use crate::srq::Srq;
 use crate::state_table::{self, ib};
 use crate::wr::{RQ_HDR_WORDS, Sge, recv_header, sge_at};
@@ -52,7 +52,7 @@ pub(crate) struct SqCtx {
     pub rnr_retry: u8,
     pub qkey: u32,
     /// The connected peer, resolved at the first send after RTR.
-    pub peer: Option<(Weak<Device>, Weak<Qp>)>,
+    pub peer: Option<(Weak<Device>, Weak<Qp>, u8)>,
 }
 
 /// The responder's context.
@@ -65,7 +65,9 @@ pub(crate) struct RespCtx {
     pub comm_est: bool,
 }
 
-/// A queue pair.
+/// A queue pair. Aligned so that the `Arc` counts do not share a line with the fields, and
+/// the fields other threads write (locks, flags) are padded apart from those they only read.
+#[repr(align(64))]
 pub(crate) struct Qp {
     pub handle: u32,
     pub qpn: u32,
@@ -83,13 +85,13 @@ pub(crate) struct Qp {
     pub sq_sig_all: AtomicBool,
     pub state: AtomicU8,
     /// Work for the send queue is pending (see `engine::run_sq`).
-    pub sq_pending: AtomicBool,
-    pub sq_ctx: Mutex<SqCtx>,
-    pub resp: Mutex<RespCtx>,
+    pub sq_pending: Padded<AtomicBool>,
+    pub sq_ctx: Padded<Mutex<SqCtx>>,
+    pub resp: Padded<Mutex<RespCtx>>,
     /// Everything `query_qp` reports; modify holds it across the whole command.
     pub attrs: Mutex<QpAttributes>,
     /// Requesters waiting after an RNR NAK for a receive to be posted here.
-    pub rnr_waiters: Mutex<Vec<Weak<Qp>>>,
+    pub rnr_waiters: Padded<Mutex<Vec<Weak<Qp>>>>,
     pub sink: Arc<dyn QpEventSink>,
     pub rundown: Rundown,
 }

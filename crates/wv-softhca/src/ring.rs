@@ -158,3 +158,16 @@ mod tests {
         }
     }
 }
+
+/// A value on cache lines of its own: for state one thread writes while others read the
+/// neighbouring fields (a lock, a counter), so that the writes do not bounce their line.
+#[repr(align(64))]
+#[derive(Debug, Default)]
+pub(crate) struct Padded<T>(pub T);
+
+impl<T> core::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}

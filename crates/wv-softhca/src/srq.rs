@@ -11,7 +11,8 @@ use crate::device::{AsyncEvent, Device, Rundown};
 use crate::qp::{Qp, RecvWqe};
 use crate::ring::Ring;
 
-/// A shared receive queue.
+/// A shared receive queue (aligned and padded like `Qp`).
+#[repr(align(64))]
 pub(crate) struct Srq {
     pub handle: u32,
     pub pd: u32,

@@ -19,7 +19,7 @@ use crate::dma::ClientMemory;
 use crate::engine::MAX_INLINE;
 use crate::mr::{Mr, check_access};
 use crate::qp::{MAX_SGE, Qp, RespCtx, SqCtx};
-use crate::ring::Ring;
+use crate::ring::{Padded, Ring};
 use crate::srq::Srq;
 use crate::uvp::registry;
 use crate::wr::{RQ_HDR_WORDS, SQ_HDR_WORDS};
@@ -740,8 +740,8 @@ impl<P: Platform> Verbs for SoftHca<P> {
                     max_inline: inline_cap,
                     sq_sig_all: c.sq_signaled.into(),
                     state: (QpState::Reset as u8).into(),
-                    sq_pending: false.into(),
-                    sq_ctx: spin::Mutex::new(SqCtx {
+                    sq_pending: Padded(false.into()),
+                    sq_ctx: Padded(spin::Mutex::new(SqCtx {
                         psn: 0,
                         dest_qpn: 0,
                         av: attrs.primary_av,
@@ -750,16 +750,16 @@ impl<P: Platform> Verbs for SoftHca<P> {
                         rnr_retry: 0,
                         qkey: 0,
                         peer: None,
-                    }),
-                    resp: spin::Mutex::new(RespCtx {
+                    })),
+                    resp: Padded(spin::Mutex::new(RespCtx {
                         epsn: 0,
                         access: 0,
                         qkey: 0,
                         dest_qpn: 0,
                         comm_est: false,
-                    }),
+                    })),
                     attrs: spin::Mutex::new(attrs),
-                    rnr_waiters: spin::Mutex::new(alloc::vec::Vec::new()),
+                    rnr_waiters: Padded(spin::Mutex::new(alloc::vec::Vec::new())),
                     sink: events,
                     rundown: Rundown::new(),
                 }))

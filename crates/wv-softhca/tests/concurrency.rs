@@ -144,16 +144,24 @@ fn modify_racing_posts_loses_no_doorbell() {
     let hca = a.hca.clone();
     let soft = qa.soft;
     let st = stop.clone();
+    let (started_tx, started) = std::sync::mpsc::channel();
     let modifier = std::thread::spawn(move || {
-        let mut n = 0;
-        while !st.load(std::sync::atomic::Ordering::Relaxed) {
+        let mut n = 0u64;
+        loop {
             let mut mm = qpm(QpState::Rts, wv_abi::consts::WV_IO_QP_ATTR_ACCESS_FLAGS);
             mm.access_flags = ALL_ACCESS;
             hca.modify_qp(&soft, &mm, &mut []).unwrap();
             n += 1;
+            if n == 1 {
+                started_tx.send(()).unwrap();
+            }
+            if st.load(std::sync::atomic::Ordering::Relaxed) {
+                return (soft, n);
+            }
         }
-        (soft, n)
     });
+    // Post while the modifier is running.
+    started.recv().unwrap();
     let sg = [m.sge(0, 8)];
     for i in 0..N {
         qa.uvp.post_send(&send_wr(i, WrOpcode::Send, &sg)).unwrap();
