@@ -720,50 +720,41 @@ fn remote_seg(
     seg.ok_or(Reply::Nak(WcStatus::RemAccessErr))
 }
 
-/// Takes a receive WQE for `t` (its RQ, or its SRQ), or registers `requester` to be woken when
-/// one is posted. The caller holds `t.resp`, which makes it the RQ's only consumer.
+/// Takes a receive WQE for `t` (its RQ, or its SRQ), or — with `register` — registers
+/// `requester` to be woken when one is posted. The caller holds `t.resp`, which makes it the
+/// RQ's only consumer (an SRQ serialises its consumers itself).
+///
+/// No lost wake-up: the poster publishes its WQE and then takes the waiters' lock; we check
+/// for a WQE *under* that lock before registering, so either we see the WQE or it sees us.
 fn take_recv(tdev: &Device, t: &Qp, requester: &Arc<Qp>, register: bool) -> Option<RecvWqe> {
-    let (waiters, got) = match &t.srq {
-        Some(srq) => (&srq.rnr_waiters, srq.take(tdev)),
-        None => {
-            let got = t.rq.consumer_slot().map(|s| {
-                let w = RecvWqe::read(s, t.rq_max_sge as usize);
-                t.rq.consume(1);
-                w
-            });
-            (&*t.rnr_waiters, got)
-        }
-    };
-    if got.is_some() || !register {
-        return got;
-    }
-    // Register, then look again under the waiters' lock, which the poster takes after
-    // publishing: either we see its WQE or it sees us.
-    let mut w = waiters.lock();
-    let again = match &t.srq {
-        Some(srq) => {
-            drop(w);
-            let got = srq.take(tdev);
-            if got.is_some() {
-                return got;
-            }
-            w = waiters.lock();
-            if !srq.ring.is_empty() {
-                drop(w);
-                return srq.take(tdev);
-            }
-            None
-        }
+    let take = || match &t.srq {
+        Some(srq) => srq.take(tdev),
         None => t.rq.consumer_slot().map(|s| {
-            let x = RecvWqe::read(s, t.rq_max_sge as usize);
+            let w = RecvWqe::read(s, t.rq_max_sge as usize);
             t.rq.consume(1);
-            x
+            w
         }),
     };
-    if again.is_none() && !w.iter().any(|q| q.as_ptr() == Arc::as_ptr(requester)) {
-        w.push(Arc::downgrade(requester));
+    let (waiters, ring) = match &t.srq {
+        Some(srq) => (&srq.rnr_waiters, &srq.ring),
+        None => (&*t.rnr_waiters, &t.rq),
+    };
+    loop {
+        if let Some(w) = take() {
+            return Some(w);
+        }
+        if !register {
+            return None;
+        }
+        let mut w = waiters.lock();
+        if ring.is_empty() {
+            if !w.iter().any(|q| q.as_ptr() == Arc::as_ptr(requester)) {
+                w.push(Arc::downgrade(requester));
+            }
+            return None;
+        }
+        // A WQE arrived meanwhile (or another consumer of the SRQ raced us): try again.
     }
-    again
 }
 
 fn recv_error(tdev: &Device, t: &Qp, w: &RecvWqe, status: WcStatus, errored: &mut bool) {

@@ -176,3 +176,63 @@ fn modify_racing_posts_loses_no_doorbell() {
     assert_eq!(poll_all(&cb).len(), N as usize);
     settle(&p);
 }
+
+#[test]
+fn srq_consumers_race_and_rnr_waiters_are_all_woken() {
+    let p = HostPlatform::threaded(2);
+    let (_f, a, b) = pair(&p);
+    let ca = a.cq(8192);
+    let cb = b.cq(8192);
+    let srq = b.srq(64, 0);
+    let mut senders = Vec::new();
+    for _ in 0..3 {
+        let qa = a.qp_with(QpType::Rc, &ca, &ca, None, 1024, 1, 0, false);
+        let qb = b.qp_with(QpType::Rc, &cb, &cb, Some(&srq), 16, 1, 0, true);
+        connect(&a, &qa, &b, &qb, Conn::default());
+        senders.push((qa, qb));
+    }
+    let m = Arc::new(a.mem(64, ALL_ACCESS));
+    let rb = b.mem(64, ALL_ACCESS);
+    const N: u64 = 300;
+    let threads: Vec<_> = senders
+        .iter()
+        .map(|(qa, _)| {
+            let q = qa.uvp.clone();
+            let m = m.clone();
+            std::thread::spawn(move || {
+                for i in 0..N {
+                    let s = [m.sge(0, 8)];
+                    let mut wr = send_wr(i, WrOpcode::Send, &s);
+                    wr.send_flags = 0;
+                    // The send queue is deep enough for all of them; most wait on RNR.
+                    q.post_send(&wr).unwrap();
+                }
+            })
+        })
+        .collect();
+    // Feed the SRQ a few receives at a time until every message has landed.
+    let mut got = 0usize;
+    let mut posted = 0u64;
+    let mut wc = [WorkCompletion::default(); 64];
+    while got < 3 * N as usize {
+        while posted < 3 * N && posted < got as u64 + 8 {
+            if srq
+                .uvp
+                .post_recv(&recv_wr(posted, &[rb.sge(0, 8)]))
+                .is_err()
+            {
+                break;
+            }
+            posted += 1;
+        }
+        let n = cb.uvp.poll(&mut wc);
+        assert!(wc[..n].iter().all(|w| w.status == WcStatus::Success));
+        got += n;
+        std::thread::yield_now();
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(got, 3 * N as usize);
+    settle(&p);
+}
