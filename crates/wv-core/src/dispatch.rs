@@ -303,11 +303,10 @@ pub(crate) fn device_io_control<P: Platform, V: Verbs>(
     prov: &Arc<Provider<P, V>>,
     req: P::Request,
 ) {
-    if !prov.gate.enter() {
+    let Some(_in_flight) = prov.gate.share() else {
         return req.complete(NtStatus::FILE_CLOSED, 0);
-    }
+    };
     dispatch(prov, req);
-    prov.gate.leave();
 }
 
 fn dispatch<P: Platform, V: Verbs>(prov: &Arc<Provider<P, V>>, req: P::Request) {

@@ -56,6 +56,12 @@ impl<P: Platform> Gate<P> {
         }
     }
 
+    /// [`Gate::enter`] as a guard that leaves on drop, so a panic unwinding through the user
+    /// (host tests; the kernel aborts instead) cannot leave the gate undrainable.
+    pub fn share(&self) -> Option<GateShare<'_, P>> {
+        self.enter().then_some(GateShare { gate: self })
+    }
+
     /// Stops being a user; wakes the drainers when the last user of a closed gate leaves.
     /// IRQL <= DISPATCH_LEVEL.
     pub fn leave(&self) {
@@ -101,6 +107,17 @@ impl<P: Platform> Gate<P> {
             event
         };
         event.wait();
+    }
+}
+
+/// A share of a [`Gate`], left on drop.
+pub struct GateShare<'a, P: Platform> {
+    gate: &'a Gate<P>,
+}
+
+impl<P: Platform> Drop for GateShare<'_, P> {
+    fn drop(&mut self) {
+        self.gate.leave();
     }
 }
 
