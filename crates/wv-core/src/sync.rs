@@ -59,7 +59,7 @@ impl<P: Platform> Gate<P> {
     /// [`Gate::enter`] as a guard that leaves on drop, so a panic unwinding through the user
     /// (host tests; the kernel aborts instead) cannot leave the gate undrainable.
     pub fn share(&self) -> Option<GateShare<'_, P>> {
-        self.enter().then_some(GateShare { gate: self })
+        self.enter().then(|| GateShare { gate: self })
     }
 
     /// Stops being a user; wakes the drainers when the last user of a closed gate leaves.
