@@ -346,6 +346,23 @@ mod tests {
     }
 
     #[test]
+    fn trusted_process_memory_is_reached_through_its_address() {
+        let mut v = alloc::vec![0u8; 32];
+        let addr = v.as_mut_ptr() as u64;
+        // SAFETY: `v` outlives the range and is not touched while the range is used.
+        let mem = unsafe { ClientMemory::trusted_process() };
+        let r = mem.pin(addr, 32).unwrap();
+        r.write(4, b"abc").unwrap();
+        let mut out = [0u8; 3];
+        r.read(4, &mut out).unwrap();
+        assert_eq!(&out, b"abc");
+        assert!(r.write(31, b"xy").is_err());
+        assert!(mem.pin(addr, 0).is_err());
+        drop(r);
+        assert_eq!(&v[4..7], b"abc");
+    }
+
+    #[test]
     fn overlapping_copy_is_a_memmove_and_registration_keeps_memory_alive() {
         let pool = BufferPool::new();
         let mem = ClientMemory::pool(pool.clone());
