@@ -11,13 +11,32 @@
 //! spec §7.1 that concern the core fixed; each fix is named where it is made (`§7.1-x`).
 //!
 //! # Concurrency in one paragraph
-//! Per-file state lives in a [`provider`] behind a gate that counts IOCTLs in flight
+//! Per-file state lives in a provider (one per open file) behind a gate that counts IOCTLs in flight
 //! ([`sync::Gate`]); objects live in per-type id tables under one spin lock, and an IOCTL that
 //! uses an object holds a reference on it plus a share of its device's gate, which device
 //! removal closes and drains before it destroys verbs handles. No verb is ever called and no
 //! wait ever happens with a spin lock held. Parked requests sit in platform queues and are
 //! completed straight from the lower device's DPC callbacks. QP modifies run on work items,
 //! one drainer per QP ([`sync::ModifySched`]).
+//!
+//! # OFW bugs (spec §7.1) and the core
+//! Fixed, each with a test that fails on the OFW behaviour (except (k): the host platform
+//! cannot fail `create_queue` yet): (a) the 8-byte CQ_NOTIFY of
+//! `BatchNotify` parks as a next-completion notify; (b) no lock is held on any failure path;
+//! (d) CQ and SRQ errors are sticky; (e) lower-device removal completes every parked request
+//! with `STATUS_DEVICE_REMOVED` and destroys every verbs handle; (i) the provider gate is one
+//! closed flag and one counter under one lock; (j) DEVICE_QUERY fills `MaxInlineSend` and zeroes
+//! `Reserved`, QP_QUERY writes its `Id` header, QP_QUERY/SRQ_QUERY report verb failures;
+//! (k) every queue-creation failure fails the creating IOCTL; (l) device open, MR registration
+//! and CQ/QP creation run in the caller's thread.
+//!
+//! Kept for compatibility: every verbs failure is `STATUS_UNSUCCESSFUL`; a failing `query_ca` or
+//! `query_port` in the device queries is `STATUS_NO_MEMORY`; DEVICE_NOTIFY/CANCEL answer
+//! `STATUS_NOT_FOUND` for a bad device id where the other device calls answer
+//! `STATUS_NO_SUCH_DEVICE`; CQ_RESIZE, SRQ_MODIFY and QP_MODIFY report `Information = outlen`
+//! on failure; MRs hold no PD reference and PD_DEALLOCATE deregisters them; QP_QUERY reports
+//! `Options = 0`, `AlternatePkeyIndex = PkeyIndex`, `RnrNakTimeout = 0` and 8-bit access flags.
+//! Changed: QP_MODIFY pends and runs on a work item (`QpModifyMode::Inline` restores OFW).
 #![no_std]
 #![forbid(unsafe_code)]
 
