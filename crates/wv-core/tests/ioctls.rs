@@ -909,3 +909,50 @@ fn ids_are_per_file() {
         NtStatus::NOT_FOUND,
     );
 }
+
+#[test]
+fn qp_create_refuses_mixed_devices_and_unknown_types() {
+    let fx = Fx::new();
+    let other = wv_host::fake_verbs::FakeVerbs::new(
+        fx.platform(),
+        wv_host::fake_verbs::FakeConfig {
+            guid: 0x77,
+            ..Default::default()
+        },
+    );
+    fx.io.arrive(other).unwrap();
+    let f = fx.open();
+    let dev = open_device(&fx, &f);
+    let st = ioctl(&f, WV_IOCTL_DEVICE_OPEN, &id(0x77, 0, 0), 16);
+    let dev2 = out::<WV_IO_ID>(&st).Id;
+    let pd = alloc_pd(&f, dev);
+    let c1 = cq(&f, dev, 4);
+    let c2 = cq(&f, dev2, 4);
+    // OFW would hand device 2's CQ handle to device 1.
+    expect(
+        &ioctl(
+            &f,
+            WV_IOCTL_QP_CREATE,
+            &bytes(&qp_create_in(pd, c1, c2, 0)),
+            72,
+        ),
+        NtStatus::INVALID_PARAMETER,
+    );
+    let mut create = qp_create_in(pd, c1, c1, 0);
+    create.QpType = 2;
+    expect(
+        &ioctl(&f, WV_IOCTL_QP_CREATE, &bytes(&create), 72),
+        NtStatus::UNSUCCESSFUL,
+    );
+    // Nothing stayed referenced.
+    expect(
+        &ioctl(&f, WV_IOCTL_CQ_DESTROY, &u64_in(c2), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(pd), 0),
+        NtStatus::SUCCESS,
+    );
+    drop(f);
+    fx.io.remove(0x77);
+}

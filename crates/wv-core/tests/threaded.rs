@@ -285,3 +285,79 @@ fn removal_ends_parked_notifies_in_threaded_mode() {
     }
     assert!(fx.hca.live_objects().is_empty());
 }
+
+#[test]
+fn removal_racing_opens_and_creates() {
+    for _ in 0..10 {
+        let fx = Fx::threaded();
+        let files: Vec<_> = (0..3).map(|_| Arc::new(fx.open())).collect();
+        let guid = fx.guid();
+        // Removal starts once every worker is under way.
+        let started = Arc::new(std::sync::Barrier::new(files.len() + 1));
+        let workers: Vec<_> = files
+            .iter()
+            .map(|f| {
+                let f = Arc::clone(f);
+                let started = Arc::clone(&started);
+                std::thread::spawn(move || {
+                    for round in 0..30 {
+                        if round == 1 {
+                            started.wait();
+                        }
+                        let st =
+                            done(&f.device_io_control(WV_IOCTL_DEVICE_OPEN, &id(guid, 0, 0), 16));
+                        if status(&st) != NtStatus::SUCCESS {
+                            assert_eq!(status(&st), NtStatus::NO_SUCH_DEVICE);
+                            continue;
+                        }
+                        let dev = out::<WV_IO_ID>(&st).Id;
+                        let st = done(&f.device_io_control(WV_IOCTL_CQ_CREATE, &id(dev, 0, 4), 16));
+                        let s = status(&st);
+                        assert!(
+                            [
+                                NtStatus::SUCCESS,
+                                NtStatus::NO_SUCH_DEVICE,
+                                NtStatus::UNSUCCESSFUL
+                            ]
+                            .contains(&s),
+                            "{s:?}"
+                        );
+                        if s == NtStatus::SUCCESS {
+                            let cq = out::<WV_IO_ID>(&st).Id;
+                            let io = f.device_io_control(WV_IOCTL_CQ_NOTIFY, &id(cq, 0, 1), 0);
+                            if io.pending() {
+                                f.cancel_io_ex(&io);
+                            }
+                            let s = status(&done(&io));
+                            assert!(
+                                [
+                                    NtStatus::CANCELLED,
+                                    NtStatus::DEVICE_REMOVED,
+                                    NtStatus::NOT_FOUND
+                                ]
+                                .contains(&s),
+                                "{s:?}"
+                            );
+                            let st =
+                                done(&f.device_io_control(WV_IOCTL_CQ_DESTROY, &u64_in(cq), 0));
+                            expect(&st, NtStatus::SUCCESS);
+                        }
+                        let st = done(&f.device_io_control(WV_IOCTL_DEVICE_CLOSE, &u64_in(dev), 0));
+                        expect(&st, NtStatus::SUCCESS);
+                    }
+                })
+            })
+            .collect();
+        started.wait();
+        fx.io.remove(guid);
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert!(
+            fx.hca.live_objects().is_empty(),
+            "{:?}",
+            fx.hca.live_objects()
+        );
+        drop(files);
+    }
+}
