@@ -4,10 +4,16 @@
 //! bytes, see whether the request pended, wait for its status, cancel it, close the file. It has
 //! the same shape on every transport:
 //!
+//! * [`inproc`]: the in-process stack — the real driver core on the host model of KMDF above
+//!   soft HCAs — with the admin actions a controller's owner has;
 //! * [`windows`] (Windows only): the real `\\.\WinVerbs` device, through overlapped I/O.
+//!
+//! [`verbs`] is the verbs API (provider, device, PD, MR, CQ, SRQ, QP, AH, MW) over any of them.
 #![deny(unsafe_code)]
 
+pub mod inproc;
 pub mod raw;
+pub mod verbs;
 
 #[cfg(windows)]
 #[allow(

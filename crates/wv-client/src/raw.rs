@@ -1,5 +1,7 @@
 //! The raw IOCTL interface, identical on every transport.
 
+use core::time::Duration;
+
 use wv_abi::NtStatus;
 
 /// How a request ended, as `GetOverlappedResult` and the OVERLAPPED's `Internal` /
@@ -26,8 +28,9 @@ impl IoStatus {
 /// is `CloseHandle`: the driver cleans up every object created through it, and requests still
 /// pending on it end (an [`RawIo`] outlives its file, as an OVERLAPPED outlives CloseHandle).
 pub trait RawFile {
-    /// A request in flight.
-    type Io: RawIo;
+    /// A request in flight. `Send + 'static` so that a waitable result can be handed to another
+    /// thread and outlive the call that issued it, as an OVERLAPPED can.
+    type Io: RawIo + Send + 'static;
     /// Sends an IOCTL: `input` is the input buffer, `output_len` the output buffer's size.
     fn device_io_control(&self, code: u32, input: &[u8], output_len: usize) -> Self::Io;
     /// `CancelIoEx` for one request: returns whether a cancellable request was found.
@@ -41,4 +44,11 @@ pub trait RawIo {
     fn pending(&self) -> bool;
     /// Waits for the request to end.
     fn wait(self) -> IoStatus;
+    /// Waits at most `timeout` (`GetOverlappedResultEx` with a timeout); `None` while the
+    /// request is still pending. A zero timeout polls.
+    fn wait_timeout(&self, timeout: Duration) -> Option<IoStatus>;
+    /// Whether the request has ended (`HasOverlappedIoCompleted`).
+    fn is_complete(&self) -> bool {
+        self.wait_timeout(Duration::ZERO).is_some()
+    }
 }

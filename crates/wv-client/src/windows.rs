@@ -14,6 +14,7 @@
 
 use core::ffi::c_void;
 use core::ptr;
+use core::time::Duration;
 
 use windows_sys::Wdk::System::IO::NtDeviceIoControlFile;
 use windows_sys::Win32::Foundation::{
@@ -276,6 +277,27 @@ impl RawIo for Io {
         let result = self.collect(status);
         self.done = Some(result.clone());
         result
+    }
+
+    fn wait_timeout(&self, timeout: Duration) -> Option<IoStatus> {
+        if let Some(done) = &self.done {
+            return Some(done.clone());
+        }
+        // Whole milliseconds, rounded up so that a short non-zero wait does not become a poll;
+        // INFINITE (u32::MAX) is never passed for a finite timeout.
+        let ms = timeout
+            .as_micros()
+            .div_ceil(1000)
+            .min(u128::from(INFINITE - 1)) as u32;
+        // SAFETY: the event is valid until Drop closes it.
+        let waited = unsafe { WaitForSingleObject(self.event, ms) };
+        if waited != WAIT_OBJECT_0 {
+            return None;
+        }
+        // The kernel wrote the final status into the OVERLAPPED before signalling the event;
+        // it stays there, so reading it again later gives the same answer.
+        let status = self.block.overlapped.Internal as u32;
+        Some(self.collect(status))
     }
 }
 

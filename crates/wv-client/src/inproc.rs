@@ -1,0 +1,429 @@
+//! The in-process transport: the real driver core (`wv-core`) on the host model of KMDF and the
+//! I/O manager (`wv-host`), above soft HCAs (`wv-softhca`) joined on one fabric.
+//!
+//! A [`Stack`] is one "machine": a loaded driver with its lower devices. [`Stack::open`] is
+//! `CreateFile(\\.\WinVerbs)`; a [`File`] sends IOCTL bytes exactly as the Windows transport
+//! does, and an [`Io`] is its OVERLAPPED. The admin actions a controller's owner has (port up or
+//! down, surprise removal, hot add) go through the soft HCA and the PnP manager, so the driver
+//! sees them as it would see a real controller's.
+//!
+//! Memory: every soft HCA of every stack validates registrations against the process-wide
+//! [`process_memory`] pool, so a buffer from it can be registered with any device, as any
+//! memory of a process can.
+
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use wv_abi::NtStatus;
+use wv_core::{Driver, DriverConfig, QpModifyMode};
+use wv_hal::{Verbs, VerbsError as HalError};
+use wv_host::{HostPlatform, IoManager};
+use wv_softhca::{BufferPool, ClientMemory, DeviceConfig, Fabric, SoftHca};
+
+use crate::raw::{IoStatus, RawFile, RawIo};
+
+/// The soft HCA as the host platform runs it.
+pub type Hca = SoftHca<HostPlatform>;
+/// The driver core as the host platform runs it.
+type Drv = Driver<HostPlatform, Hca>;
+
+/// The memory of "this process" as every in-process soft HCA sees it: buffers allocated here
+/// can be registered (MEMORY_REGISTER) with any device of any [`Stack`]; other addresses are
+/// refused, as the kernel's probe refuses unmapped memory.
+pub fn process_memory() -> &'static BufferPool {
+    static POOL: OnceLock<BufferPool> = OnceLock::new();
+    POOL.get_or_init(BufferPool::new)
+}
+
+/// How to build a [`Stack`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StackConfig {
+    /// Soft HCAs present at start (default 2).
+    pub devices: usize,
+    /// Ports per soft HCA: 1 or 2 (default 1; other values are clamped to that range).
+    pub ports_per_device: u8,
+    /// PASSIVE_LEVEL worker threads of the platform's pool (default 2; at least 1). Ignored
+    /// when `deterministic`.
+    pub workers: usize,
+    /// How the driver runs QP_MODIFY (default asynchronously, on a work item).
+    pub qp_modify: QpModifyMode,
+    /// One thread, no worker pool: work items and DPCs run only when someone waits (an
+    /// [`Io::wait`], [`Stack::run_until_idle`]). Default `false`.
+    pub deterministic: bool,
+}
+
+impl Default for StackConfig {
+    fn default() -> Self {
+        StackConfig {
+            devices: 2,
+            ports_per_device: 1,
+            workers: 2,
+            qp_modify: QpModifyMode::Async,
+            deterministic: false,
+        }
+    }
+}
+
+/// Why an admin action on a [`Stack`] failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StackError {
+    /// No device has this index.
+    NoSuchDevice(usize),
+    /// The device was removed.
+    DeviceRemoved(usize),
+    /// The device has no such port (ports are 1-based).
+    BadPort {
+        /// The device index.
+        device: usize,
+        /// The port asked for.
+        port: u8,
+    },
+}
+
+impl core::fmt::Display for StackError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            StackError::NoSuchDevice(d) => write!(f, "no soft HCA with index {d}"),
+            StackError::DeviceRemoved(d) => write!(f, "soft HCA {d} was removed"),
+            StackError::BadPort { device, port } => {
+                write!(f, "soft HCA {device} has no port {port}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for StackError {}
+
+/// One soft HCA of the stack: present until removed (indices stay stable).
+struct Slot {
+    hca: Arc<Hca>,
+    removed: bool,
+}
+
+/// One in-process machine: the WinVerbs driver core loaded on the host platform, with soft
+/// HCAs below it joined on one fabric.
+///
+/// Dropping it unloads the driver: the devices still present are removed and the host
+/// verifier's teardown checks run (they panic on a violation, as Driver Verifier would
+/// bugcheck). Close every [`File`] first; [`Stack::unload`] reports instead of panicking on
+/// what it can.
+pub struct Stack {
+    // Declared first so it drops first: unload runs while the soft HCAs still exist.
+    io: IoManager<Drv>,
+    platform: HostPlatform,
+    fabric: Arc<Fabric>,
+    slots: Mutex<Vec<Slot>>,
+    ports: u8,
+}
+
+impl core::fmt::Debug for Stack {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Stack")
+            .field("platform", &self.platform)
+            .field("devices", &self.device_guids())
+            .finish()
+    }
+}
+
+impl Stack {
+    /// Loads the driver and brings `config.devices` soft HCAs up below it (each joins the
+    /// fabric, then arrives through the PnP manager).
+    pub fn new(config: StackConfig) -> Stack {
+        let platform = if config.deterministic {
+            HostPlatform::deterministic()
+        } else {
+            HostPlatform::threaded(config.workers.max(1))
+        };
+        let driver = Arc::new(Drv::new(
+            platform.clone(),
+            DriverConfig {
+                qp_modify: config.qp_modify,
+                ..DriverConfig::default()
+            },
+        ));
+        let stack = Stack {
+            io: IoManager::new(platform.clone(), driver),
+            platform,
+            fabric: Fabric::new(),
+            slots: Mutex::new(Vec::new()),
+            ports: config.ports_per_device.clamp(1, 2),
+        };
+        for _ in 0..config.devices {
+            stack.add_device();
+        }
+        stack
+    }
+
+    fn slots(&self) -> MutexGuard<'_, Vec<Slot>> {
+        // A panic while holding this lock leaves the list consistent (every update is a single
+        // push or flag store), so a poisoned lock is still usable.
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// CreateFile on `\\.\WinVerbs`: a new handle, i.e. a new WinVerbs provider in the driver.
+    ///
+    /// # Errors
+    /// The driver's status when it refuses the create.
+    pub fn open(&self) -> Result<File, NtStatus> {
+        self.io.open().map(|inner| File { inner })
+    }
+
+    /// Admin: brings `port` of device `device` up or down. The soft HCA raises PORT_ACTIVE or
+    /// PORT_ERR through its async-event ring and interrupt, as a real controller does, so
+    /// parked DEVICE_NOTIFY requests complete with `WV_IO_EVENT_STATE`.
+    ///
+    /// # Errors
+    /// A bad index or port, or a removed device.
+    pub fn set_port_state(&self, device: usize, port: u8, up: bool) -> Result<(), StackError> {
+        let hca = self.live_hca(device)?;
+        match hca.set_port_state(port, up) {
+            Ok(()) => Ok(()),
+            Err(HalError::DeviceRemoved) => Err(StackError::DeviceRemoved(device)),
+            Err(_) => Err(StackError::BadPort { device, port }),
+        }
+    }
+
+    /// Admin: surprise removal of device `device`. The hardware disappears first (the soft HCA
+    /// stops its data path and raises nothing more), then the PnP removal reaches the driver,
+    /// which completes every request parked on the device with `STATUS_DEVICE_REMOVED` and
+    /// invalidates its handles. Returns `false` for a bad index or a device already removed.
+    pub fn remove_device(&self, device: usize) -> bool {
+        let hca = {
+            let mut slots = self.slots();
+            match slots.get_mut(device) {
+                Some(slot) if !slot.removed => {
+                    slot.removed = true;
+                    slot.hca.clone()
+                }
+                _ => return false,
+            }
+        };
+        hca.surprise_remove();
+        self.io.remove(hca.guid());
+        true
+    }
+
+    /// Admin: hot add. A new soft HCA joins the fabric and arrives through the PnP manager;
+    /// returns its index.
+    pub fn add_device(&self) -> usize {
+        let mut slots = self.slots();
+        let index = slots.len();
+        let n = index + 1;
+        // A locally administered MAC per device: the node GUID and GID 0 derive from it, so a
+        // given index has the same identity in every run.
+        let mac = [0x02, 0x57, 0x56, (n >> 16) as u8, (n >> 8) as u8, n as u8];
+        let mut config = DeviceConfig::new(&format!("softhca{index}"), mac);
+        config.ports = self.ports;
+        let hca = SoftHca::new(
+            Arc::new(self.platform.clone()),
+            config,
+            ClientMemory::pool(process_memory().clone()),
+        );
+        self.fabric.attach(&hca);
+        // The core accepts every arrival; a refusal would leave the device present but unknown
+        // to the driver, which GUID_QUERY then shows.
+        let _ = self.io.arrive(hca.clone());
+        slots.push(Slot {
+            hca,
+            removed: false,
+        });
+        index
+    }
+
+    /// The node GUIDs of the devices present (not removed), in index order, as GUID_QUERY
+    /// reports them.
+    pub fn device_guids(&self) -> Vec<u64> {
+        self.slots()
+            .iter()
+            .filter(|s| !s.removed)
+            .map(|s| s.hca.guid())
+            .collect()
+    }
+
+    /// The node GUID of device `device`, removed or not.
+    pub fn device_guid(&self, device: usize) -> Option<u64> {
+        self.slots().get(device).map(|s| s.hca.guid())
+    }
+
+    /// How many devices were ever added (removed ones keep their index).
+    pub fn device_count(&self) -> usize {
+        self.slots().len()
+    }
+
+    /// The soft HCA of device `device` (for its own admin and diagnostic calls).
+    pub fn hca(&self, device: usize) -> Option<Arc<Hca>> {
+        self.slots().get(device).map(|s| s.hca.clone())
+    }
+
+    fn live_hca(&self, device: usize) -> Result<Arc<Hca>, StackError> {
+        match self.slots().get(device) {
+            None => Err(StackError::NoSuchDevice(device)),
+            Some(s) if s.removed => Err(StackError::DeviceRemoved(device)),
+            Some(s) => Ok(s.hca.clone()),
+        }
+    }
+
+    /// The fabric joining the devices (fault injection, link statistics).
+    pub fn fabric(&self) -> &Arc<Fabric> {
+        &self.fabric
+    }
+
+    /// The host platform the driver runs on.
+    pub fn platform(&self) -> &HostPlatform {
+        &self.platform
+    }
+
+    /// Runs deferred work until none is left (deterministic mode), or waits until the worker
+    /// pool is idle (threaded mode).
+    pub fn run_until_idle(&self) {
+        self.platform.run_until_idle();
+    }
+
+    /// Every verifier violation recorded so far (IRQL rules, double or missing completions,
+    /// leaks found at teardown), oldest first. Empty on a clean run.
+    pub fn verifier_violations(&self) -> Vec<String> {
+        self.platform.verifier().violations()
+    }
+
+    /// Unloads the driver and returns every verifier violation of the run instead of
+    /// panicking on them: the devices are removed, deferred work settles, requests and files
+    /// still alive are reported. Files still open are a caller bug that the final teardown
+    /// check (when the stack drops) still turns into a panic.
+    pub fn unload(self) -> Vec<String> {
+        let guids: Vec<u64> = self
+            .slots()
+            .iter()
+            .filter(|s| !s.removed)
+            .map(|s| s.hca.guid())
+            .collect();
+        for guid in guids {
+            self.io.remove(guid);
+        }
+        self.platform.run_until_idle();
+        let verifier = self.platform.verifier();
+        let mut found = verifier.take_violations();
+        let (r, q, f) = (
+            verifier.live_requests(),
+            verifier.live_queues(),
+            verifier.live_files(),
+        );
+        if r + q + f != 0 {
+            found.push(format!(
+                "verifier: {r} requests / {q} queues / {f} files alive at unload"
+            ));
+        }
+        found
+    }
+}
+
+/// An open handle to the in-process `\\.\WinVerbs` (one file object, one WinVerbs provider).
+/// Dropping it is CloseHandle: parked requests are cancelled, the driver cleans up every object
+/// created through it, and the file closes once its last request has ended.
+pub struct File {
+    inner: wv_host::File<Drv>,
+}
+
+impl core::fmt::Debug for File {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl File {
+    /// DeviceIoControl with an OVERLAPPED: `input` is the input buffer, `output_len` the output
+    /// buffer's size (METHOD_BUFFERED: one system buffer of the larger size). The driver runs
+    /// on this thread; the [`Io`] says whether it completed the request inline.
+    pub fn device_io_control(&self, code: u32, input: &[u8], output_len: usize) -> Io {
+        Io {
+            inner: self.inner.device_io_control(code, input, output_len),
+        }
+    }
+
+    /// CancelIoEx for one request of this file: returns whether a cancellable request was
+    /// found (a parked one completes with `STATUS_CANCELLED`).
+    pub fn cancel_io_ex(&self, io: &Io) -> bool {
+        self.inner.cancel_io_ex(&io.inner)
+    }
+}
+
+/// One in-process IOCTL in flight (an OVERLAPPED). It outlives its [`File`].
+pub struct Io {
+    inner: wv_host::Io,
+}
+
+impl core::fmt::Debug for Io {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+fn convert(st: wv_host::IoStatus) -> IoStatus {
+    IoStatus {
+        status: st.status,
+        information: st.information,
+        output: st.output,
+    }
+}
+
+impl Io {
+    /// `true` when the driver pended the request (ERROR_IO_PENDING), `false` when it completed
+    /// it inline.
+    pub fn pending(&self) -> bool {
+        self.inner.pending()
+    }
+
+    /// Waits for the request to end (`GetOverlappedResult(bWait = TRUE)`).
+    ///
+    /// # Panics
+    /// In deterministic mode only, when the request is still pending once no deferred work is
+    /// left: that wait could never end (threaded mode would hang instead).
+    pub fn wait(self) -> IoStatus {
+        convert(self.inner.wait())
+    }
+
+    /// Waits at most `timeout` (deterministic mode runs the deferred work and does not wait);
+    /// `None` while still pending.
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<IoStatus> {
+        self.inner.wait_timeout(timeout).map(convert)
+    }
+
+    /// Whether the request has ended (`HasOverlappedIoCompleted`); runs nothing.
+    pub fn is_complete(&self) -> bool {
+        self.inner.is_complete()
+    }
+
+    /// The final status if the request has ended (`GetOverlappedResult(bWait = FALSE)`).
+    pub fn try_result(&self) -> Option<IoStatus> {
+        self.inner.try_result().map(convert)
+    }
+}
+
+impl RawFile for File {
+    type Io = Io;
+
+    fn device_io_control(&self, code: u32, input: &[u8], output_len: usize) -> Io {
+        File::device_io_control(self, code, input, output_len)
+    }
+
+    fn cancel_io_ex(&self, io: &Io) -> bool {
+        File::cancel_io_ex(self, io)
+    }
+}
+
+impl RawIo for Io {
+    fn pending(&self) -> bool {
+        Io::pending(self)
+    }
+
+    fn wait(self) -> IoStatus {
+        Io::wait(self)
+    }
+
+    fn wait_timeout(&self, timeout: Duration) -> Option<IoStatus> {
+        Io::wait_timeout(self, timeout)
+    }
+
+    fn is_complete(&self) -> bool {
+        Io::is_complete(self)
+    }
+}

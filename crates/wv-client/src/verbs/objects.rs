@@ -1,0 +1,1081 @@
+//! The verbs objects below a device: PD, MR, MW, AH, CQ, SRQ, QP.
+//!
+//! Each holds `Arc`s to its parents (winverbs.dll's references), so the driver never sees a
+//! destroy of a parent while a child lives, and each sends its DESTROY IOCTL on drop.
+
+use core::fmt;
+use core::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use wv_abi::consts::{WV_CQ_ERROR, WV_CQ_NEXT_COMPLETION, WV_CQ_SOLICITED, WV_IO_QP_SIGNAL_SENDS};
+use wv_abi::ioctl::*;
+use wv_abi::{
+    NtStatus, WV_IO_AH_CREATE, WV_IO_AV, WV_IO_ID, WV_IO_MEMORY_KEYS, WV_IO_MEMORY_REGISTER,
+    WV_IO_QP_ATTRIBUTES, WV_IO_QP_CREATE, WV_IO_QP_MULTICAST, WV_IO_SRQ_ATTRIBUTES,
+};
+use wv_softhca::abi::{self as uabi, AhResp, CqResp, PdResp, QpCmd, QpResp, QpStateOut, SrqResp};
+use wv_softhca::{PostError, RecvWr, SendWr, UvpCq, UvpQp, UvpSrq, WorkCompletion};
+use zerocopy::IntoBytes;
+
+use crate::raw::RawFile;
+use crate::verbs::pending::{self, Pending};
+use crate::verbs::qp_attr::{QpAttr, av_to_abi};
+use crate::verbs::{
+    AddressVector, Buffer, Device, QpState, QpType, Result, UdAddress, VerbsError, destroy,
+    id_bytes, ioctl, parse, pending_or_error,
+};
+
+/// The vendor output of a creation call (after the fixed struct), or an error naming `op`.
+fn vendor_out<T: zerocopy::FromBytes + Copy>(
+    op: &'static str,
+    out: &[u8],
+    fixed: usize,
+) -> Result<T> {
+    out.get(fixed..)
+        .and_then(uabi::parse::<T>)
+        .ok_or(VerbsError::new(op, NtStatus::BUFFER_TOO_SMALL))
+}
+
+/// The UVP refused to map an object the driver created (its rings are not where the vendor
+/// output says): the object is destroyed again and this is the error.
+fn uvp_refused(op: &'static str) -> VerbsError {
+    VerbsError::new(op, NtStatus::UNSUCCESSFUL)
+}
+
+// ------------------------------------------------------------------------------------------
+// PD
+
+pub(crate) struct PdInner<F: RawFile> {
+    dev: Device<F>,
+    id: u64,
+}
+
+impl<F: RawFile> Drop for PdInner<F> {
+    fn drop(&mut self) {
+        destroy(&*self.dev.inner.file, WV_IOCTL_PD_DEALLOCATE, self.id);
+    }
+}
+
+/// A protection domain (`IWVProtectionDomain`). Cloning shares it.
+pub struct Pd<F: RawFile> {
+    inner: Arc<PdInner<F>>,
+}
+
+impl<F: RawFile> Clone for Pd<F> {
+    fn clone(&self) -> Self {
+        Pd {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<F: RawFile> fmt::Debug for Pd<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pd").field("id", &self.inner.id).finish()
+    }
+}
+
+/// Deregistration of a region, without the transport type (an [`Mr`] is not generic).
+trait MrOwner: Send + Sync {
+    fn deregister(&self, lkey: u32) -> Result<()>;
+}
+
+impl<F: RawFile + Send + Sync + 'static> MrOwner for PdInner<F> {
+    fn deregister(&self, lkey: u32) -> Result<()> {
+        ioctl(
+            &*self.dev.inner.file,
+            "MEMORY_DEREGISTER",
+            WV_IOCTL_MEMORY_DEREGISTER,
+            &id_bytes(self.id, 0, lkey),
+            0,
+        )
+        .map(|_| ())
+    }
+}
+
+impl<F: RawFile + Send + Sync + 'static> Pd<F> {
+    pub(crate) fn allocate(dev: &Device<F>) -> Result<Self> {
+        const OP: &str = "PD_ALLOCATE";
+        let st = ioctl(
+            &*dev.inner.file,
+            OP,
+            WV_IOCTL_PD_ALLOCATE,
+            &id_bytes(dev.inner.id, 0, 0),
+            size_of::<WV_IO_ID>() + size_of::<PdResp>(),
+        )?;
+        let id = parse::<WV_IO_ID>(OP, &st.output)?.Id;
+        Ok(Pd {
+            inner: Arc::new(PdInner {
+                dev: dev.clone(),
+                id,
+            }),
+        })
+    }
+
+    fn file(&self) -> &Arc<F> {
+        &self.inner.dev.inner.file
+    }
+
+    /// The driver's id of this PD (per handle).
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The device it belongs to.
+    pub fn device(&self) -> &Device<F> {
+        &self.inner.dev
+    }
+
+    /// MEMORY_REGISTER of the whole buffer with `access` (`WV_ACCESS_*`).
+    ///
+    /// # Errors
+    /// The status of MEMORY_REGISTER (e.g. `STATUS_UNSUCCESSFUL` for bad access flags).
+    pub fn reg_mr(&self, buf: &Buffer, access: u32) -> Result<Mr> {
+        self.reg_mr_range(buf, 0, buf.len(), access)
+    }
+
+    /// MEMORY_REGISTER of `len` bytes at `offset` of `buf`.
+    ///
+    /// # Errors
+    /// `STATUS_INVALID_PARAMETER` for a range outside the buffer (nothing is sent), or the
+    /// status of MEMORY_REGISTER.
+    pub fn reg_mr_range(&self, buf: &Buffer, offset: usize, len: usize, access: u32) -> Result<Mr> {
+        const OP: &str = "MEMORY_REGISTER";
+        if offset.checked_add(len).is_none_or(|end| end > buf.len()) {
+            return Err(VerbsError::new(OP, NtStatus::INVALID_PARAMETER));
+        }
+        let addr = buf.addr() + offset as u64;
+        let reg = WV_IO_MEMORY_REGISTER {
+            Id: self.inner.id,
+            Address: addr,
+            BufferLength: len as u64,
+            AccessFlags: access,
+            Reserved: 0,
+        };
+        let st = ioctl(
+            &**self.file(),
+            OP,
+            WV_IOCTL_MEMORY_REGISTER,
+            reg.as_bytes(),
+            size_of::<WV_IO_MEMORY_KEYS>(),
+        )?;
+        let keys: WV_IO_MEMORY_KEYS = parse(OP, &st.output)?;
+        Ok(Mr {
+            owner: self.inner.clone(),
+            lkey: keys.Lkey,
+            rkey: u32::from_be(keys.Rkey),
+            addr,
+            len,
+            _buf: buf.clone(),
+        })
+    }
+
+    /// QP_CREATE.
+    ///
+    /// # Errors
+    /// The status of QP_CREATE (`STATUS_NOT_FOUND` for a CQ/SRQ of another handle,
+    /// `STATUS_INVALID_PARAMETER` for one of another device, ...).
+    pub fn create_qp(&self, init: &QpInit<'_, F>) -> Result<Qp<F>> {
+        Qp::create(self, init)
+    }
+
+    /// SRQ_CREATE with `max_wr` requests of `max_sge` SGEs, and the limit event armed at
+    /// `limit` (0: off).
+    ///
+    /// # Errors
+    /// The status of SRQ_CREATE.
+    pub fn create_srq(&self, max_wr: u32, max_sge: u32, limit: u32) -> Result<Srq<F>> {
+        Srq::create(self, max_wr, max_sge, limit)
+    }
+
+    /// AH_CREATE: an address handle for UD sends.
+    ///
+    /// # Errors
+    /// The status of AH_CREATE (the soft HCA needs a GRH with a unicast GID).
+    pub fn create_ah(&self, av: &AddressVector) -> Result<Ah<F>> {
+        const OP: &str = "AH_CREATE";
+        let mut wire = WV_IO_AV::default();
+        av_to_abi(&mut wire, av);
+        let create = WV_IO_AH_CREATE {
+            Id: WV_IO_ID {
+                Id: self.inner.id,
+                VerbInfo: 0,
+                Data: 0,
+            },
+            AddressVector: wire,
+        };
+        let st = ioctl(
+            &**self.file(),
+            OP,
+            WV_IOCTL_AH_CREATE,
+            create.as_bytes(),
+            size_of::<WV_IO_AH_CREATE>() + size_of::<AhResp>(),
+        )?;
+        let id = parse::<WV_IO_AH_CREATE>(OP, &st.output)?.Id.Id;
+        Ok(Ah {
+            inner: Arc::new(AhInner {
+                pd: self.clone(),
+                id,
+                av: *av,
+            }),
+        })
+    }
+
+    /// MW_ALLOCATE: a memory window.
+    ///
+    /// # Errors
+    /// The status of MW_ALLOCATE.
+    pub fn alloc_mw(&self) -> Result<Mw<F>> {
+        const OP: &str = "MW_ALLOCATE";
+        let st = ioctl(
+            &**self.file(),
+            OP,
+            WV_IOCTL_MW_ALLOCATE,
+            &id_bytes(self.inner.id, 0, 0),
+            size_of::<WV_IO_ID>(),
+        )?;
+        let out: WV_IO_ID = parse(OP, &st.output)?;
+        Ok(Mw {
+            inner: Arc::new(MwInner {
+                pd: self.clone(),
+                id: out.Id,
+                rkey: u32::from_be(out.Data),
+            }),
+        })
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// MR
+
+/// A registered memory region. MEMORY_DEREGISTER runs on drop; the region keeps its buffer
+/// (and its PD) alive until then.
+pub struct Mr {
+    owner: Arc<dyn MrOwner>,
+    lkey: u32,
+    rkey: u32,
+    addr: u64,
+    len: usize,
+    _buf: Buffer,
+}
+
+impl fmt::Debug for Mr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mr")
+            .field("lkey", &format_args!("{:#x}", self.lkey))
+            .field("rkey", &format_args!("{:#x}", self.rkey))
+            .field("addr", &format_args!("{:#x}", self.addr))
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl Mr {
+    /// Local key (host order), for SGEs.
+    pub fn lkey(&self) -> u32 {
+        self.lkey
+    }
+    /// Remote key (host order), for a peer's RDMA requests.
+    pub fn rkey(&self) -> u32 {
+        self.rkey
+    }
+    /// First registered address.
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+    /// Registered length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the region is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// An SGE over `len` bytes at `offset` of the region.
+    pub fn sge(&self, offset: usize, len: u32) -> wv_softhca::Sge {
+        wv_softhca::Sge {
+            addr: self.addr.wrapping_add(offset as u64),
+            length: len,
+            lkey: self.lkey,
+        }
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        let _ = self.owner.deregister(self.lkey);
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// MW, AH
+
+struct MwInner<F: RawFile> {
+    pd: Pd<F>,
+    id: u64,
+    rkey: u32,
+}
+
+impl<F: RawFile> Drop for MwInner<F> {
+    fn drop(&mut self) {
+        destroy(
+            &*self.pd.inner.dev.inner.file,
+            WV_IOCTL_MW_DEALLOCATE,
+            self.id,
+        );
+    }
+}
+
+/// A memory window (`IWVMemoryWindow`). The soft HCA creates windows unbound.
+pub struct Mw<F: RawFile> {
+    inner: Arc<MwInner<F>>,
+}
+
+impl<F: RawFile> fmt::Debug for Mw<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mw")
+            .field("id", &self.inner.id)
+            .field("rkey", &format_args!("{:#x}", self.inner.rkey))
+            .finish()
+    }
+}
+
+impl<F: RawFile> Mw<F> {
+    /// The driver's id (per handle).
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+    /// The window's rkey (host order).
+    pub fn rkey(&self) -> u32 {
+        self.inner.rkey
+    }
+    /// The PD it belongs to.
+    pub fn pd(&self) -> &Pd<F> {
+        &self.inner.pd
+    }
+}
+
+struct AhInner<F: RawFile> {
+    pd: Pd<F>,
+    id: u64,
+    av: AddressVector,
+}
+
+impl<F: RawFile> Drop for AhInner<F> {
+    fn drop(&mut self) {
+        destroy(&*self.pd.inner.dev.inner.file, WV_IOCTL_AH_DESTROY, self.id);
+    }
+}
+
+/// An address handle (`IWVAddressHandle`). Cloning shares it.
+pub struct Ah<F: RawFile> {
+    inner: Arc<AhInner<F>>,
+}
+
+impl<F: RawFile> Clone for Ah<F> {
+    fn clone(&self) -> Self {
+        Ah {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<F: RawFile> fmt::Debug for Ah<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ah").field("id", &self.inner.id).finish()
+    }
+}
+
+impl<F: RawFile> Ah<F> {
+    /// The driver's id (per handle).
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The address vector it was created with.
+    pub fn av(&self) -> &AddressVector {
+        &self.inner.av
+    }
+
+    /// The UD destination of a send through this handle (`wr.ud` of `ibv_send_wr`): the soft
+    /// HCA embeds the address vector in the WQE, as pvrdma does. A `remote_qkey` with the high
+    /// bit set means "use the QP's own Q_Key".
+    pub fn ud(&self, remote_qpn: u32, remote_qkey: u32) -> UdAddress {
+        let av = &self.inner.av;
+        UdAddress {
+            dgid: av.dgid,
+            dlid: av.dlid,
+            grh: av.grh_valid,
+            remote_qpn,
+            remote_qkey,
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// CQ
+
+struct CqInner<F: RawFile> {
+    dev: Device<F>,
+    id: u64,
+    uvp: UvpCq,
+    entries: AtomicU32,
+}
+
+impl<F: RawFile> Drop for CqInner<F> {
+    fn drop(&mut self) {
+        destroy(&*self.dev.inner.file, WV_IOCTL_CQ_DESTROY, self.id);
+    }
+}
+
+/// A completion queue (`IWVCompletionQueue`). Cloning shares it.
+pub struct Cq<F: RawFile> {
+    inner: Arc<CqInner<F>>,
+}
+
+impl<F: RawFile> Clone for Cq<F> {
+    fn clone(&self) -> Self {
+        Cq {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<F: RawFile> fmt::Debug for Cq<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cq")
+            .field("id", &self.inner.id)
+            .field("entries", &self.entries())
+            .finish()
+    }
+}
+
+impl<F: RawFile> Cq<F> {
+    /// The driver's id (per handle).
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// Entries the CQ holds (what the device made of the size asked for).
+    pub fn entries(&self) -> u32 {
+        self.inner.entries.load(Ordering::Relaxed)
+    }
+
+    /// Takes up to `out.len()` completions, oldest first, through the UVP (no IOCTL); returns
+    /// how many.
+    pub fn poll(&self, out: &mut [WorkCompletion]) -> usize {
+        self.inner.uvp.poll(out)
+    }
+
+    /// Whether the CQ overran (an overrun is sticky: the CQ takes no more completions and its
+    /// error notify completes with `STATUS_UNEXPECTED_IO_ERROR`).
+    pub fn overrun(&self) -> bool {
+        self.inner.uvp.overrun()
+    }
+}
+
+impl<F: RawFile + Send + Sync + 'static> Cq<F> {
+    pub(crate) fn create(dev: &Device<F>, entries: u32) -> Result<Self> {
+        const OP: &str = "CQ_CREATE";
+        let fixed = size_of::<WV_IO_ID>();
+        let st = ioctl(
+            &*dev.inner.file,
+            OP,
+            WV_IOCTL_CQ_CREATE,
+            &id_bytes(dev.inner.id, 0, entries),
+            fixed + size_of::<CqResp>(),
+        )?;
+        let out: WV_IO_ID = parse(OP, &st.output)?;
+        let mapped = vendor_out::<CqResp>(OP, &st.output, fixed)
+            .and_then(|r| dev.inner.uvp.map_cq(&r).map_err(|_| uvp_refused(OP)));
+        match mapped {
+            Ok(uvp) => Ok(Cq {
+                inner: Arc::new(CqInner {
+                    dev: dev.clone(),
+                    id: out.Id,
+                    uvp,
+                    entries: AtomicU32::new(out.Data),
+                }),
+            }),
+            Err(e) => {
+                destroy(&*dev.inner.file, WV_IOCTL_CQ_DESTROY, out.Id);
+                Err(e)
+            }
+        }
+    }
+
+    fn file(&self) -> &Arc<F> {
+        &self.inner.dev.inner.file
+    }
+
+    /// Requests one completion event (`ibv_req_notify_cq`): CQ_NOTIFY is queued in the driver
+    /// first, then the CQ is armed through the UVP (spec §3.7), so no completion is missed. The
+    /// result completes with success at the next completion (the next solicited one with
+    /// `solicited_only`), with `STATUS_CANCELLED` on [`Cq::cancel`], destroy or handle close,
+    /// `STATUS_UNEXPECTED_IO_ERROR` on a CQ error. Poll the CQ after arming: completions that
+    /// were already there raise no event.
+    ///
+    /// # Errors
+    /// An inline failure of CQ_NOTIFY (then the CQ is not armed).
+    pub fn notify(&self, solicited_only: bool) -> Result<Pending<()>> {
+        let kind = if solicited_only {
+            WV_CQ_SOLICITED
+        } else {
+            WV_CQ_NEXT_COMPLETION
+        };
+        let io =
+            self.file()
+                .device_io_control(WV_IOCTL_CQ_NOTIFY, &id_bytes(self.inner.id, 0, kind), 0);
+        let pending = pending_or_error(self.file(), io, "CQ_NOTIFY", pending::finish_unit)?;
+        self.inner.uvp.arm(solicited_only);
+        Ok(pending)
+    }
+
+    /// CQ_NOTIFY on the error queue: completes with `STATUS_UNEXPECTED_IO_ERROR` when the CQ
+    /// goes into error (overrun), `STATUS_CANCELLED` on cancel.
+    ///
+    /// # Errors
+    /// An inline failure of CQ_NOTIFY.
+    pub fn error_notify(&self) -> Result<Pending<()>> {
+        let io = self.file().device_io_control(
+            WV_IOCTL_CQ_NOTIFY,
+            &id_bytes(self.inner.id, 0, WV_CQ_ERROR),
+            0,
+        );
+        pending_or_error(self.file(), io, "CQ_NOTIFY", pending::finish_unit)
+    }
+
+    /// CQ_CANCEL: completes both notify queues of the CQ with `STATUS_CANCELLED`.
+    ///
+    /// # Errors
+    /// The status of CQ_CANCEL.
+    pub fn cancel(&self) -> Result<()> {
+        ioctl(
+            &**self.file(),
+            "CQ_CANCEL",
+            WV_IOCTL_CQ_CANCEL,
+            &self.inner.id.to_ne_bytes(),
+            0,
+        )
+        .map(|_| ())
+    }
+
+    /// CQ_RESIZE to at least `entries`; returns the new size. (The soft HCA keeps its ring:
+    /// a size it already holds succeeds, a larger one fails with `STATUS_NOT_SUPPORTED`.)
+    ///
+    /// # Errors
+    /// The status of CQ_RESIZE.
+    pub fn resize(&self, entries: u32) -> Result<u32> {
+        const OP: &str = "CQ_RESIZE";
+        let st = ioctl(
+            &**self.file(),
+            OP,
+            WV_IOCTL_CQ_RESIZE,
+            &id_bytes(self.inner.id, 0, entries),
+            size_of::<WV_IO_ID>(),
+        )?;
+        let n = parse::<WV_IO_ID>(OP, &st.output)?.Data;
+        self.inner.entries.store(n, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// SRQ
+
+struct SrqInner<F: RawFile> {
+    pd: Pd<F>,
+    id: u64,
+    uvp: UvpSrq,
+}
+
+impl<F: RawFile> Drop for SrqInner<F> {
+    fn drop(&mut self) {
+        destroy(
+            &*self.pd.inner.dev.inner.file,
+            WV_IOCTL_SRQ_DESTROY,
+            self.id,
+        );
+    }
+}
+
+/// A shared receive queue (`IWVSharedReceiveQueue`). Cloning shares it.
+pub struct Srq<F: RawFile> {
+    inner: Arc<SrqInner<F>>,
+}
+
+impl<F: RawFile> Clone for Srq<F> {
+    fn clone(&self) -> Self {
+        Srq {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<F: RawFile> fmt::Debug for Srq<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Srq").field("id", &self.inner.id).finish()
+    }
+}
+
+impl<F: RawFile> Srq<F> {
+    /// The driver's id (per handle).
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// Posts one receive request through the UVP.
+    ///
+    /// # Errors
+    /// The UVP's [`PostError`].
+    pub fn post_recv(&self, wr: &RecvWr<'_>) -> core::result::Result<(), PostError> {
+        self.inner.uvp.post_recv(wr)
+    }
+
+    /// Posts receive requests; stops at the first failure and returns its index (`bad_wr`).
+    ///
+    /// # Errors
+    /// `(index, error)` of the first request that failed; those before it are posted.
+    pub fn post_recv_list(
+        &self,
+        wrs: &[RecvWr<'_>],
+    ) -> core::result::Result<(), (usize, PostError)> {
+        self.inner.uvp.post_recv_list(wrs)
+    }
+}
+
+impl<F: RawFile + Send + Sync + 'static> Srq<F> {
+    fn create(pd: &Pd<F>, max_wr: u32, max_sge: u32, limit: u32) -> Result<Self> {
+        const OP: &str = "SRQ_CREATE";
+        let fixed = size_of::<WV_IO_SRQ_ATTRIBUTES>();
+        let attr = WV_IO_SRQ_ATTRIBUTES {
+            Id: WV_IO_ID {
+                Id: pd.inner.id,
+                VerbInfo: 0,
+                Data: 0,
+            },
+            MaxWr: max_wr,
+            MaxSge: max_sge,
+            SrqLimit: limit,
+            Reserved: 0,
+        };
+        let st = ioctl(
+            &**pd.file(),
+            OP,
+            WV_IOCTL_SRQ_CREATE,
+            attr.as_bytes(),
+            fixed + size_of::<SrqResp>(),
+        )?;
+        let id = parse::<WV_IO_SRQ_ATTRIBUTES>(OP, &st.output)?.Id.Id;
+        let mapped = vendor_out::<SrqResp>(OP, &st.output, fixed).and_then(|r| {
+            pd.inner
+                .dev
+                .inner
+                .uvp
+                .map_srq(&r)
+                .map_err(|_| uvp_refused(OP))
+        });
+        match mapped {
+            Ok(uvp) => Ok(Srq {
+                inner: Arc::new(SrqInner {
+                    pd: pd.clone(),
+                    id,
+                    uvp,
+                }),
+            }),
+            Err(e) => {
+                destroy(&**pd.file(), WV_IOCTL_SRQ_DESTROY, id);
+                Err(e)
+            }
+        }
+    }
+
+    fn file(&self) -> &Arc<F> {
+        &self.inner.pd.inner.dev.inner.file
+    }
+
+    fn attr(&self, max_wr: u32, limit: u32) -> WV_IO_SRQ_ATTRIBUTES {
+        WV_IO_SRQ_ATTRIBUTES {
+            Id: WV_IO_ID {
+                Id: self.inner.id,
+                VerbInfo: 0,
+                Data: 0,
+            },
+            MaxWr: max_wr,
+            MaxSge: 0,
+            SrqLimit: limit,
+            Reserved: 0,
+        }
+    }
+
+    /// SRQ_MODIFY: the driver always passes both the size and the limit, as OFW does (the
+    /// soft HCA keeps its ring, so `max_wr` must not exceed the current size).
+    ///
+    /// # Errors
+    /// The status of SRQ_MODIFY.
+    pub fn modify(&self, max_wr: u32, limit: u32) -> Result<()> {
+        let attr = self.attr(max_wr, limit);
+        ioctl(
+            &**self.file(),
+            "SRQ_MODIFY",
+            WV_IOCTL_SRQ_MODIFY,
+            attr.as_bytes(),
+            size_of::<WV_IO_SRQ_ATTRIBUTES>(),
+        )
+        .map(|_| ())
+    }
+
+    /// SRQ_QUERY: `MaxWr`, `MaxSge`, `SrqLimit`.
+    ///
+    /// # Errors
+    /// The status of SRQ_QUERY.
+    pub fn query(&self) -> Result<WV_IO_SRQ_ATTRIBUTES> {
+        const OP: &str = "SRQ_QUERY";
+        let attr = self.attr(0, 0);
+        let st = ioctl(
+            &**self.file(),
+            OP,
+            WV_IOCTL_SRQ_QUERY,
+            attr.as_bytes(),
+            size_of::<WV_IO_SRQ_ATTRIBUTES>(),
+        )?;
+        parse(OP, &st.output)
+    }
+
+    /// SRQ_NOTIFY: completes at the next SRQ event with its status — `STATUS_ALERTED` when the
+    /// limit is reached, `STATUS_NOTIFY_CLEANUP` for the last WQE of a QP leaving the SRQ —
+    /// returned as `Ok(status)`; `STATUS_UNEXPECTED_IO_ERROR` or `STATUS_CANCELLED` as errors.
+    ///
+    /// # Errors
+    /// An inline failure of SRQ_NOTIFY.
+    pub fn notify(&self) -> Result<Pending<u32>> {
+        let io =
+            self.file()
+                .device_io_control(WV_IOCTL_SRQ_NOTIFY, &self.inner.id.to_ne_bytes(), 0);
+        pending_or_error(self.file(), io, "SRQ_NOTIFY", pending::finish_status)
+    }
+
+    /// SRQ_CANCEL: completes pending notifies with `STATUS_CANCELLED`.
+    ///
+    /// # Errors
+    /// The status of SRQ_CANCEL.
+    pub fn cancel(&self) -> Result<()> {
+        ioctl(
+            &**self.file(),
+            "SRQ_CANCEL",
+            WV_IOCTL_SRQ_CANCEL,
+            &self.inner.id.to_ne_bytes(),
+            0,
+        )
+        .map(|_| ())
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// QP
+
+/// What to create a QP with (`ibv_qp_init_attr`).
+pub struct QpInit<'a, F: RawFile> {
+    /// RC, UC or UD.
+    pub qp_type: QpType,
+    /// CQ of the send queue.
+    pub send_cq: &'a Cq<F>,
+    /// CQ of the receive queue.
+    pub recv_cq: &'a Cq<F>,
+    /// Receive from this SRQ instead of an own receive queue.
+    pub srq: Option<&'a Srq<F>>,
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth (ignored with an SRQ).
+    pub max_recv_wr: u32,
+    /// SGEs per send request.
+    pub max_send_sge: u32,
+    /// SGEs per receive request.
+    pub max_recv_sge: u32,
+    /// Largest inline send.
+    pub max_inline: u32,
+    /// Every send completes with a CQE (`sq_sig_all`); otherwise only `SIGNALED` ones.
+    pub sq_sig_all: bool,
+}
+
+impl<'a, F: RawFile> QpInit<'a, F> {
+    /// A QP of `qp_type` on the given CQs: 16 requests each way, one SGE, no inline data,
+    /// signalled sends only when asked (`sq_sig_all = false`, as libibverbs' zeroed struct).
+    pub fn new(qp_type: QpType, send_cq: &'a Cq<F>, recv_cq: &'a Cq<F>) -> Self {
+        QpInit {
+            qp_type,
+            send_cq,
+            recv_cq,
+            srq: None,
+            max_send_wr: 16,
+            max_recv_wr: 16,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline: 0,
+            sq_sig_all: false,
+        }
+    }
+}
+
+struct QpInner<F: RawFile> {
+    pd: Pd<F>,
+    // Held so the CQs and SRQ outlive the QP (destroyed after it).
+    _send_cq: Cq<F>,
+    _recv_cq: Cq<F>,
+    _srq: Option<Srq<F>>,
+    id: u64,
+    uvp: UvpQp,
+}
+
+impl<F: RawFile> Drop for QpInner<F> {
+    fn drop(&mut self) {
+        destroy(&*self.pd.inner.dev.inner.file, WV_IOCTL_QP_DESTROY, self.id);
+    }
+}
+
+/// A queue pair (`IWVQueuePair`). Cloning shares it.
+pub struct Qp<F: RawFile> {
+    inner: Arc<QpInner<F>>,
+}
+
+impl<F: RawFile> Clone for Qp<F> {
+    fn clone(&self) -> Self {
+        Qp {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<F: RawFile> fmt::Debug for Qp<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Qp")
+            .field("id", &self.inner.id)
+            .field("qpn", &self.qpn())
+            .finish()
+    }
+}
+
+impl<F: RawFile> Qp<F> {
+    /// The driver's id (per handle).
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.inner.uvp.qpn()
+    }
+
+    /// The transport type.
+    pub fn qp_type(&self) -> QpType {
+        self.inner.uvp.qp_type()
+    }
+
+    /// The state as the UVP sees it (the QP-state bytes shared with the device).
+    pub fn state(&self) -> QpState {
+        self.inner.uvp.state()
+    }
+
+    /// Largest inline send the QP got.
+    pub fn max_inline(&self) -> u32 {
+        self.inner.uvp.max_inline()
+    }
+
+    /// Posts one send request through the UVP (no IOCTL).
+    ///
+    /// # Errors
+    /// The UVP's [`PostError`].
+    pub fn post_send(&self, wr: &SendWr<'_>) -> core::result::Result<(), PostError> {
+        self.inner.uvp.post_send(wr)
+    }
+
+    /// Posts send requests with one doorbell; stops at the first failure (`bad_wr`).
+    ///
+    /// # Errors
+    /// `(index, error)` of the first request that failed; those before it are posted.
+    pub fn post_send_list(
+        &self,
+        wrs: &[SendWr<'_>],
+    ) -> core::result::Result<(), (usize, PostError)> {
+        self.inner.uvp.post_send_list(wrs)
+    }
+
+    /// Posts one receive request through the UVP.
+    ///
+    /// # Errors
+    /// The UVP's [`PostError`].
+    pub fn post_recv(&self, wr: &RecvWr<'_>) -> core::result::Result<(), PostError> {
+        self.inner.uvp.post_recv(wr)
+    }
+
+    /// Posts receive requests; stops at the first failure (`bad_wr`).
+    ///
+    /// # Errors
+    /// `(index, error)` of the first request that failed; those before it are posted.
+    pub fn post_recv_list(
+        &self,
+        wrs: &[RecvWr<'_>],
+    ) -> core::result::Result<(), (usize, PostError)> {
+        self.inner.uvp.post_recv_list(wrs)
+    }
+}
+
+impl<F: RawFile + Send + Sync + 'static> Qp<F> {
+    fn create(pd: &Pd<F>, init: &QpInit<'_, F>) -> Result<Self> {
+        const OP: &str = "QP_CREATE";
+        let fixed = size_of::<WV_IO_QP_CREATE>();
+        let create = WV_IO_QP_CREATE {
+            Id: WV_IO_ID {
+                Id: pd.inner.id,
+                VerbInfo: 0,
+                Data: 0,
+            },
+            SendCqId: init.send_cq.inner.id,
+            ReceiveCqId: init.recv_cq.inner.id,
+            SrqId: init.srq.map_or(0, |s| s.inner.id),
+            SendDepth: init.max_send_wr,
+            SendSge: init.max_send_sge,
+            ReceiveDepth: init.max_recv_wr,
+            ReceiveSge: init.max_recv_sge,
+            MaxInlineSend: init.max_inline,
+            InitiatorDepth: 0,
+            ResponderResources: 0,
+            QpType: init.qp_type as u8,
+            QpFlags: if init.sq_sig_all {
+                WV_IO_QP_SIGNAL_SENDS as u8
+            } else {
+                0
+            },
+            Reserved: 0,
+        };
+        // The soft UVP's vendor command: a magic word, so stray bytes are refused.
+        let cmd = QpCmd {
+            magic: uabi::SOFTHCA_ABI_MAGIC,
+            flags: 0,
+        };
+        let mut input = create.as_bytes().to_vec();
+        input.extend_from_slice(cmd.as_bytes());
+        let st = ioctl(
+            &**pd.file(),
+            OP,
+            WV_IOCTL_QP_CREATE,
+            &input,
+            fixed + size_of::<QpResp>(),
+        )?;
+        let id = parse::<WV_IO_QP_CREATE>(OP, &st.output)?.Id.Id;
+        let mapped = vendor_out::<QpResp>(OP, &st.output, fixed).and_then(|r| {
+            pd.inner
+                .dev
+                .inner
+                .uvp
+                .map_qp(&r)
+                .map_err(|_| uvp_refused(OP))
+        });
+        match mapped {
+            Ok(uvp) => Ok(Qp {
+                inner: Arc::new(QpInner {
+                    pd: pd.clone(),
+                    _send_cq: init.send_cq.clone(),
+                    _recv_cq: init.recv_cq.clone(),
+                    _srq: init.srq.cloned(),
+                    id,
+                    uvp,
+                }),
+            }),
+            Err(e) => {
+                destroy(&**pd.file(), WV_IOCTL_QP_DESTROY, id);
+                Err(e)
+            }
+        }
+    }
+
+    fn file(&self) -> &Arc<F> {
+        &self.inner.pd.inner.dev.inner.file
+    }
+
+    /// QP_MODIFY, waiting for it: the driver runs modifies asynchronously (a work item, FIFO
+    /// per QP), so this is [`Qp::modify_async`] then [`Pending::wait`].
+    ///
+    /// # Errors
+    /// The status of QP_MODIFY (`STATUS_UNSUCCESSFUL` for a transition or attribute set the
+    /// state table refuses, `STATUS_CANCELLED` after [`Qp::cancel`]).
+    pub fn modify(&self, attr: &QpAttr) -> Result<()> {
+        self.modify_async(attr)?.wait()
+    }
+
+    /// QP_MODIFY without waiting. The output is the UVP's QP-state buffer (the soft UVP reads
+    /// the state the device shares, so it only needs the call to have succeeded).
+    ///
+    /// # Errors
+    /// An inline failure of QP_MODIFY (e.g. `STATUS_NOT_FOUND`).
+    pub fn modify_async(&self, attr: &QpAttr) -> Result<Pending<()>> {
+        let mut wire = *attr.as_abi();
+        wire.Id.Id = self.inner.id;
+        let io = self.file().device_io_control(
+            WV_IOCTL_QP_MODIFY,
+            wire.as_bytes(),
+            size_of::<QpStateOut>(),
+        );
+        pending_or_error(self.file(), io, "QP_MODIFY", pending::finish_unit)
+    }
+
+    /// QP_CANCEL: completes this QP's queued (not yet started) modifies with
+    /// `STATUS_CANCELLED`.
+    ///
+    /// # Errors
+    /// The status of QP_CANCEL.
+    pub fn cancel(&self) -> Result<()> {
+        ioctl(
+            &**self.file(),
+            "QP_CANCEL",
+            WV_IOCTL_QP_CANCEL,
+            &self.inner.id.to_ne_bytes(),
+            0,
+        )
+        .map(|_| ())
+    }
+
+    /// QP_QUERY (network-order fields stay as in the ABI struct).
+    ///
+    /// # Errors
+    /// The status of QP_QUERY.
+    pub fn query(&self) -> Result<WV_IO_QP_ATTRIBUTES> {
+        const OP: &str = "QP_QUERY";
+        let st = ioctl(
+            &**self.file(),
+            OP,
+            WV_IOCTL_QP_QUERY,
+            &self.inner.id.to_ne_bytes(),
+            size_of::<WV_IO_QP_ATTRIBUTES>(),
+        )?;
+        parse(OP, &st.output)
+    }
+
+    fn mcast(&self, op: &'static str, code: u32, gid: &[u8; 16], lid: u16) -> Result<()> {
+        let mc = WV_IO_QP_MULTICAST {
+            Id: WV_IO_ID {
+                Id: self.inner.id,
+                VerbInfo: 0,
+                Data: u32::from(lid.to_be()),
+            },
+            Gid: wv_abi::WV_IO_GID { Raw: *gid },
+        };
+        ioctl(&**self.file(), op, code, mc.as_bytes(), 0).map(|_| ())
+    }
+
+    /// QP_ATTACH: joins the UD QP to multicast group `gid` (`lid` in host order).
+    ///
+    /// # Errors
+    /// The status of QP_ATTACH.
+    pub fn attach_mcast(&self, gid: &[u8; 16], lid: u16) -> Result<()> {
+        self.mcast("QP_ATTACH", WV_IOCTL_QP_ATTACH, gid, lid)
+    }
+
+    /// QP_DETACH.
+    ///
+    /// # Errors
+    /// `STATUS_NOT_FOUND` when not attached, or the status of QP_DETACH.
+    pub fn detach_mcast(&self, gid: &[u8; 16], lid: u16) -> Result<()> {
+        self.mcast("QP_DETACH", WV_IOCTL_QP_DETACH, gid, lid)
+    }
+}
