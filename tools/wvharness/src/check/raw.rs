@@ -1,0 +1,427 @@
+//! Helpers for raw-IOCTL scenarios: request bytes, issuing with an expectation about
+//! inline-vs-pending, and comparisons that say exactly what differed.
+//!
+//! Nothing here panics: the profile aborts on panic, and a conformance tool must report a
+//! driver's wrong answer as a FAIL line, not die on it.
+
+use std::time::Duration;
+
+use wv_abi::consts::*;
+use wv_abi::ioctl::Ioctl;
+use wv_abi::{
+    NtStatus, WV_IO_AH_CREATE, WV_IO_DEVICE_PORT_QUERY, WV_IO_ID, WV_IO_QP_ATTRIBUTES,
+    WV_IO_QP_CREATE, WV_IO_SRQ_ATTRIBUTES,
+};
+use wv_client::raw::{IoStatus, RawFile, RawIo};
+use zerocopy::{FromBytes, IntoBytes};
+
+/// How long a wait for a request that should end soon may take before the scenario reports it
+/// as never completed. Generous: everything here normally ends in microseconds.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// Returns `Err(format!(..))` from the scenario unless the condition holds.
+macro_rules! ensure {
+    ($cond:expr, $($arg:tt)+) => {
+        if !$cond {
+            return Err(format!($($arg)+).into());
+        }
+    };
+}
+pub(crate) use ensure;
+
+/// The name of an IOCTL code for messages (`DEVICE_OPEN`, or the hex code if unknown).
+pub fn code_name(code: u32) -> String {
+    match Ioctl::from_code(code) {
+        Some(i) => i.name().trim_start_matches("WV_IOCTL_").to_string(),
+        None => format!("IOCTL {code:#010x}"),
+    }
+}
+
+/// A status for messages: `STATUS_NOT_FOUND` (or the hex value).
+pub fn st_name(status: u32) -> String {
+    match NtStatus(status).name() {
+        Some(n) => n.to_string(),
+        None => format!("NTSTATUS {status:#010x}"),
+    }
+}
+
+/// `WV_IO_ID` bytes.
+pub fn id_in(id: u64, verb_info: u32, data: u32) -> Vec<u8> {
+    WV_IO_ID {
+        Id: id,
+        VerbInfo: verb_info,
+        Data: data,
+    }
+    .as_bytes()
+    .to_vec()
+}
+
+/// A `UINT64` id.
+pub fn u64_in(v: u64) -> Vec<u8> {
+    v.to_ne_bytes().to_vec()
+}
+
+/// `WV_IO_DEVICE_PORT_QUERY` bytes.
+pub fn port_in(dev: u64, port: u8) -> Vec<u8> {
+    WV_IO_DEVICE_PORT_QUERY {
+        Id: dev,
+        PortNumber: port,
+        Reserved: [0; 7],
+    }
+    .as_bytes()
+    .to_vec()
+}
+
+/// `WV_IO_SRQ_ATTRIBUTES` bytes.
+pub fn srq_in(id: u64, max_wr: u32, max_sge: u32, limit: u32) -> Vec<u8> {
+    WV_IO_SRQ_ATTRIBUTES {
+        Id: WV_IO_ID {
+            Id: id,
+            VerbInfo: 0,
+            Data: 0,
+        },
+        MaxWr: max_wr,
+        MaxSge: max_sge,
+        SrqLimit: limit,
+        Reserved: 0,
+    }
+    .as_bytes()
+    .to_vec()
+}
+
+/// `WV_IO_QP_CREATE` for an RC (`qp_type` 0) or UD (3) QP with small queues.
+pub fn qp_create_in(pd: u64, send_cq: u64, recv_cq: u64, srq: u64, qp_type: u8) -> Vec<u8> {
+    WV_IO_QP_CREATE {
+        Id: WV_IO_ID {
+            Id: pd,
+            VerbInfo: 0,
+            Data: 0,
+        },
+        SendCqId: send_cq,
+        ReceiveCqId: recv_cq,
+        SrqId: srq,
+        SendDepth: 8,
+        SendSge: 1,
+        ReceiveDepth: if srq == 0 { 8 } else { 0 },
+        ReceiveSge: if srq == 0 { 1 } else { 0 },
+        MaxInlineSend: 0,
+        InitiatorDepth: 1,
+        ResponderResources: 1,
+        QpType: qp_type,
+        QpFlags: WV_IO_QP_SIGNAL_SENDS as u8,
+        Reserved: 0,
+    }
+    .as_bytes()
+    .to_vec()
+}
+
+/// `WV_IO_AH_CREATE` on port 1 towards `dgid` (a global route).
+pub fn ah_in(pd: u64, dgid: [u8; 16]) -> Vec<u8> {
+    let mut ah = WV_IO_AH_CREATE::default();
+    ah.Id.Id = pd;
+    ah.AddressVector.NetworkRouteValid = 1;
+    ah.AddressVector.HopLimit = 64;
+    ah.AddressVector.DGid = dgid;
+    ah.AddressVector.SGid = dgid;
+    ah.AddressVector.PortNumber = 1;
+    ah.as_bytes().to_vec()
+}
+
+/// `WV_IO_QP_ATTRIBUTES` for a transition of an RC QP to `state`, with the attributes
+/// rc_pingpong uses (INIT: port, pkey index, access; RTR: path, peer QPN, PSN, responder
+/// resources, RNR timer; RTS: PSN, timeouts, retry counts, initiator depth).
+pub fn modify_in(qp: u64, state: u8, peer: Option<(u32, [u8; 16])>) -> Vec<u8> {
+    let mut attr = WV_IO_QP_ATTRIBUTES::default();
+    attr.Id.Id = qp;
+    attr.QpState = state;
+    attr.AddressVector.PortNumber = 1;
+    attr.PathMtu = 1024;
+    attr.AccessFlags = (WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ) as u8;
+    attr.InitiatorDepth = 1;
+    attr.ResponderResources = 1;
+    attr.LocalAckTimeout = 14;
+    attr.SequenceErrorRetryCount = 7;
+    attr.RnrRetryCount = 7;
+    attr.RnrNakTimeout = 12;
+    attr.Options = match state {
+        WV_IO_QP_STATE_INIT => {
+            WV_IO_QP_ATTR_STATE
+                | WV_IO_QP_ATTR_PKEY_INDEX
+                | WV_IO_QP_ATTR_PORT_NUMBER
+                | WV_IO_QP_ATTR_ACCESS_FLAGS
+        }
+        WV_IO_QP_STATE_RTR => {
+            WV_IO_QP_ATTR_STATE
+                | WV_IO_QP_ATTR_AV
+                | WV_IO_QP_ATTR_DESTINATION_QPN
+                | WV_IO_QP_ATTR_RECEIVE_PSN
+                | WV_IO_QP_ATTR_RESPONDER_RESOURCES
+                | WV_IO_QP_ATTR_RNR_NAK_TIMEOUT
+        }
+        WV_IO_QP_STATE_RTS => {
+            WV_IO_QP_ATTR_STATE
+                | WV_IO_QP_ATTR_SEND_PSN
+                | WV_IO_QP_ATTR_ACK_TIMEOUT
+                | WV_IO_QP_ATTR_ERROR_RETRY_COUNT
+                | WV_IO_QP_ATTR_RNR_RETRY_COUNT
+                | WV_IO_QP_ATTR_INITIATOR_DEPTH
+        }
+        _ => WV_IO_QP_ATTR_STATE,
+    };
+    if let Some((qpn, gid)) = peer {
+        attr.AddressVector.NetworkRouteValid = 1;
+        attr.AddressVector.HopLimit = 1;
+        attr.AddressVector.DGid = gid;
+        attr.DestinationQpn = qpn.to_be();
+    }
+    attr.as_bytes().to_vec()
+}
+
+/// Reads a struct from the front of output bytes.
+pub fn read<T: FromBytes>(bytes: &[u8], what: &str) -> Result<T, String> {
+    T::read_from_prefix(bytes)
+        .map(|(v, _)| v)
+        .map_err(|_| format!("{what}: only {} output bytes", bytes.len()))
+}
+
+/// Issues a request the driver must complete inline, and returns how it ended.
+pub fn call<F: RawFile>(
+    f: &F,
+    code: u32,
+    input: &[u8],
+    out_len: usize,
+) -> Result<IoStatus, String> {
+    let io = f.device_io_control(code, input, out_len);
+    if io.pending() {
+        // Still collect it, so the report can say how it ended.
+        let how = match io.wait_timeout(WAIT) {
+            Some(st) => format!("it later ended with {}", st_name(st.status)),
+            None => "it never ended".to_string(),
+        };
+        return Err(format!(
+            "{} pended but must complete inline ({how})",
+            code_name(code)
+        ));
+    }
+    wait(io, &code_name(code))
+}
+
+/// Issues a request and returns its final status whether it pended or not (for requests whose
+/// inline/pending behaviour is not what is being checked).
+pub fn send<F: RawFile>(
+    f: &F,
+    code: u32,
+    input: &[u8],
+    out_len: usize,
+) -> Result<IoStatus, String> {
+    let io = f.device_io_control(code, input, out_len);
+    wait(io, &code_name(code))
+}
+
+/// Issues a request the driver must park (pend), and returns it still in flight.
+pub fn park<F: RawFile>(f: &F, code: u32, input: &[u8], out_len: usize) -> Result<F::Io, String> {
+    let io = f.device_io_control(code, input, out_len);
+    if !io.pending() {
+        let st = io.wait_timeout(WAIT);
+        return Err(format!(
+            "{} completed inline ({}) but must pend",
+            code_name(code),
+            st.map_or("?".to_string(), |s| st_name(s.status))
+        ));
+    }
+    Ok(io)
+}
+
+/// Waits (bounded) for a request.
+pub fn wait<I: RawIo>(io: I, what: &str) -> Result<IoStatus, String> {
+    match io.wait_timeout(WAIT) {
+        Some(st) => Ok(st),
+        None => Err(format!(
+            "{what}: never completed (waited {} s)",
+            WAIT.as_secs()
+        )),
+    }
+}
+
+/// Compares a status.
+pub fn expect(st: &IoStatus, want: NtStatus, what: &str) -> Result<(), String> {
+    if st.status == want.0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what}: got {}, want {}",
+            st_name(st.status),
+            st_name(want.0)
+        ))
+    }
+}
+
+/// Compares a status and `Information`.
+pub fn expect_info(st: &IoStatus, want: NtStatus, info: usize, what: &str) -> Result<(), String> {
+    expect(st, want, what)?;
+    if st.information != info {
+        return Err(format!(
+            "{what}: Information {}, want {info}",
+            st.information
+        ));
+    }
+    Ok(())
+}
+
+/// Inline request that must end with `want`.
+pub fn call_expect<F: RawFile>(
+    f: &F,
+    code: u32,
+    input: &[u8],
+    out_len: usize,
+    want: NtStatus,
+    what: &str,
+) -> Result<IoStatus, String> {
+    let st = call(f, code, input, out_len)?;
+    expect(&st, want, what)?;
+    Ok(st)
+}
+
+/// Inline request that must succeed; returns the output.
+pub fn ok<F: RawFile>(f: &F, code: u32, input: &[u8], out_len: usize) -> Result<IoStatus, String> {
+    let what = code_name(code);
+    call_expect(f, code, input, out_len, NtStatus::SUCCESS, &what)
+}
+
+/// All node GUIDs, through GUID_QUERY with room for 64 devices.
+pub fn guids<F: RawFile>(f: &F) -> Result<Vec<u64>, String> {
+    let st = ok(f, wv_abi::ioctl::WV_IOCTL_GUID_QUERY, &[], 8 + 8 * 64)?;
+    let count: u64 = read(&st.output, "GUID_QUERY")?;
+    let n = count.min(64) as usize;
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        let at = 8 + 8 * i;
+        let g: u64 = read(st.output.get(at..).unwrap_or(&[]), "GUID_QUERY")?;
+        v.push(g);
+    }
+    Ok(v)
+}
+
+/// The first device's GUID, or a FAIL explaining there is none.
+pub fn first_guid<F: RawFile>(f: &F) -> Result<u64, String> {
+    guids(f)?
+        .first()
+        .copied()
+        .ok_or_else(|| "GUID_QUERY reports no RDMA device".to_string())
+}
+
+/// DEVICE_OPEN by GUID (no vendor bytes); returns the device id.
+pub fn open_dev<F: RawFile>(f: &F, guid: u64) -> Result<u64, String> {
+    let st = ok(
+        f,
+        wv_abi::ioctl::WV_IOCTL_DEVICE_OPEN,
+        &id_in(guid, 0, 0),
+        16,
+    )?;
+    Ok(read::<WV_IO_ID>(&st.output, "DEVICE_OPEN")?.Id)
+}
+
+/// PD_ALLOCATE; returns the PD id.
+pub fn alloc_pd<F: RawFile>(f: &F, dev: u64) -> Result<u64, String> {
+    let st = ok(
+        f,
+        wv_abi::ioctl::WV_IOCTL_PD_ALLOCATE,
+        &id_in(dev, 0, 0),
+        16,
+    )?;
+    Ok(read::<WV_IO_ID>(&st.output, "PD_ALLOCATE")?.Id)
+}
+
+/// CQ_CREATE with `entries`; returns the CQ id.
+pub fn create_cq<F: RawFile>(f: &F, dev: u64, entries: u32) -> Result<u64, String> {
+    let st = ok(
+        f,
+        wv_abi::ioctl::WV_IOCTL_CQ_CREATE,
+        &id_in(dev, 0, entries),
+        16,
+    )?;
+    Ok(read::<WV_IO_ID>(&st.output, "CQ_CREATE")?.Id)
+}
+
+/// SRQ_CREATE; returns the SRQ id.
+pub fn create_srq<F: RawFile>(f: &F, pd: u64) -> Result<u64, String> {
+    let st = ok(
+        f,
+        wv_abi::ioctl::WV_IOCTL_SRQ_CREATE,
+        &srq_in(pd, 8, 1, 0),
+        32,
+    )?;
+    Ok(read::<WV_IO_SRQ_ATTRIBUTES>(&st.output, "SRQ_CREATE")?
+        .Id
+        .Id)
+}
+
+/// QP_CREATE (RC unless `qp_type` says otherwise); returns the QP id.
+pub fn create_qp<F: RawFile>(
+    f: &F,
+    pd: u64,
+    send_cq: u64,
+    recv_cq: u64,
+    srq: u64,
+    qp_type: u8,
+) -> Result<u64, String> {
+    let st = ok(
+        f,
+        wv_abi::ioctl::WV_IOCTL_QP_CREATE,
+        &qp_create_in(pd, send_cq, recv_cq, srq, qp_type),
+        72,
+    )?;
+    Ok(read::<WV_IO_QP_CREATE>(&st.output, "QP_CREATE")?.Id.Id)
+}
+
+/// QP_QUERY; returns the attributes.
+pub fn query_qp<F: RawFile>(f: &F, qp: u64) -> Result<WV_IO_QP_ATTRIBUTES, String> {
+    let st = ok(f, wv_abi::ioctl::WV_IOCTL_QP_QUERY, &u64_in(qp), 192)?;
+    read(&st.output, "QP_QUERY")
+}
+
+/// Port 1's GID 0 of a device, through DEVICE_GID_QUERY.
+pub fn gid0<F: RawFile>(f: &F, dev: u64) -> Result<[u8; 16], String> {
+    let st = call(
+        f,
+        wv_abi::ioctl::WV_IOCTL_DEVICE_GID_QUERY,
+        &port_in(dev, 1),
+        16,
+    )?;
+    ensure!(
+        NtStatus(st.status).is_success() && st.output.len() >= 16,
+        "DEVICE_GID_QUERY(port 1): {} with {} bytes",
+        st_name(st.status),
+        st.output.len()
+    );
+    let mut g = [0u8; 16];
+    g.copy_from_slice(&st.output[..16]);
+    Ok(g)
+}
+
+/// Whether the request is still parked, probed without waiting.
+pub fn still_parked<I: RawIo>(io: &I) -> bool {
+    !io.is_complete()
+}
+
+/// A device, PD, CQ and RC QP on `guid`, created through raw IOCTLs without vendor bytes (the
+/// soft HCA accepts that as a kernel consumer would; a vendor controller may refuse it).
+pub struct Objects {
+    /// Device id.
+    pub dev: u64,
+    /// PD id.
+    pub pd: u64,
+    /// CQ id.
+    pub cq: u64,
+    /// QP id.
+    pub qp: u64,
+}
+
+/// Creates [`Objects`].
+pub fn objects<F: RawFile>(f: &F, guid: u64) -> Result<Objects, String> {
+    let dev = open_dev(f, guid)?;
+    let pd = alloc_pd(f, dev)?;
+    let cq = create_cq(f, dev, 16)?;
+    let qp = create_qp(f, pd, cq, cq, 0, 0)?;
+    Ok(Objects { dev, pd, cq, qp })
+}
