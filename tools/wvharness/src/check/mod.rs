@@ -129,6 +129,12 @@ impl From<String> for Problem {
     }
 }
 
+impl From<&str> for Problem {
+    fn from(s: &str) -> Self {
+        Problem::Fail(s.to_string())
+    }
+}
+
 /// What a scenario function returns: the PASS detail, or why not.
 pub type Outcome = Result<String, Problem>;
 
