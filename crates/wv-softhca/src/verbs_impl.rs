@@ -632,8 +632,9 @@ impl<P: Platform> Verbs for SoftHca<P> {
         _umv: &mut Umv<'_>,
     ) -> Result<(), VerbsError> {
         self.dev.command(|| {
-            if mask.max_wr {
-                // The ring is mapped by user mode and keeps its size.
+            // The ring is mapped by user mode and keeps its size; a size it already holds
+            // succeeds (WinVerbs' SRQ_MODIFY always passes MAX_WR with the limit, as OFW did).
+            if mask.max_wr && attr.max_wr > srq.0.ring.entries() {
                 return Err(VerbsError::Unsupported);
             }
             if mask.limit {

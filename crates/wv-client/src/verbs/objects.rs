@@ -173,8 +173,9 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
     /// QP_CREATE.
     ///
     /// # Errors
-    /// The status of QP_CREATE (`STATUS_NOT_FOUND` for a CQ/SRQ of another handle,
-    /// `STATUS_INVALID_PARAMETER` for one of another device, ...).
+    /// `STATUS_INVALID_HANDLE` for a CQ or SRQ opened through another handle (nothing is
+    /// sent); the status of QP_CREATE otherwise (`STATUS_INVALID_PARAMETER` for a CQ of another
+    /// device, ...).
     pub fn create_qp(&self, init: &QpInit<'_, F>) -> Result<Qp<F>> {
         Qp::create(self, init)
     }
@@ -561,7 +562,7 @@ impl<F: RawFile + Send + Sync + 'static> Cq<F> {
     }
 
     /// CQ_RESIZE to at least `entries`; returns the new size. (The soft HCA keeps its ring:
-    /// a size it already holds succeeds, a larger one fails with `STATUS_NOT_SUPPORTED`.)
+    /// a size it already holds succeeds, a larger one fails with `STATUS_UNSUCCESSFUL`.)
     ///
     /// # Errors
     /// The status of CQ_RESIZE.
@@ -923,6 +924,15 @@ impl<F: RawFile> Qp<F> {
 impl<F: RawFile + Send + Sync + 'static> Qp<F> {
     fn create(pd: &Pd<F>, init: &QpInit<'_, F>) -> Result<Self> {
         const OP: &str = "QP_CREATE";
+        // Ids are per handle: a CQ or SRQ of another handle would name some other object (or
+        // none) in this one, so refuse it here instead of letting the id be reinterpreted.
+        let same_file = |other: &Arc<F>| Arc::ptr_eq(other, pd.file());
+        if !same_file(init.send_cq.file())
+            || !same_file(init.recv_cq.file())
+            || init.srq.is_some_and(|s| !same_file(s.file()))
+        {
+            return Err(VerbsError::new(OP, NtStatus::INVALID_HANDLE));
+        }
         let fixed = size_of::<WV_IO_QP_CREATE>();
         let create = WV_IO_QP_CREATE {
             Id: WV_IO_ID {

@@ -2,14 +2,16 @@
 
 use core::fmt;
 use core::time::Duration;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use wv_abi::NtStatus;
 
 use crate::raw::{IoStatus, RawFile, RawIo};
 use crate::verbs::error::{Result, VerbsError};
 
-/// One request in flight with the handle it was issued on, so it can be cancelled.
+/// One request in flight with the handle it was issued on, so it can be cancelled. The handle
+/// is held weakly: an OVERLAPPED does not keep its handle open, and CancelIoEx on a closed
+/// handle finds nothing.
 pub(crate) trait ErasedIo: Send {
     fn pended(&self) -> bool;
     fn wait(self: Box<Self>) -> IoStatus;
@@ -19,7 +21,7 @@ pub(crate) trait ErasedIo: Send {
 }
 
 pub(crate) struct Issued<F: RawFile> {
-    pub(crate) file: Arc<F>,
+    pub(crate) file: Weak<F>,
     pub(crate) io: F::Io,
 }
 
@@ -37,7 +39,9 @@ impl<F: RawFile + Send + Sync + 'static> ErasedIo for Issued<F> {
         self.io.is_complete()
     }
     fn cancel(&self) -> bool {
-        self.file.cancel_io_ex(&self.io)
+        self.file
+            .upgrade()
+            .is_some_and(|file| file.cancel_io_ex(&self.io))
     }
 }
 
@@ -46,8 +50,8 @@ pub(crate) type Finish<T> = fn(&'static str, &IoStatus) -> Result<T>;
 
 /// The waitable result of a pended IOCTL (an OVERLAPPED and its `GetOverlappedResult`).
 ///
-/// It does not hold the object it was issued for: destroying that object, cancelling, closing
-/// the handle or removing the device completes it (with `STATUS_CANCELLED` or
+/// It holds neither the object it was issued for nor the handle: destroying that object,
+/// cancelling, closing the handle or removing the device completes it (with `STATUS_CANCELLED` or
 /// `STATUS_DEVICE_REMOVED`), as in WinVerbs. Dropping a `Pending` that has not completed
 /// cancels it (CancelIoEx), so no request is left parked behind.
 pub struct Pending<T> {
@@ -74,7 +78,7 @@ impl<T> Pending<T> {
     ) -> Self {
         Pending {
             io: Some(Box::new(Issued {
-                file: Arc::clone(file),
+                file: Arc::downgrade(file),
                 io,
             })),
             op,
