@@ -1,37 +1,84 @@
 //! wvharness: the WinVerbs test harness.
 //!
-//! Each subcommand lives in its own module; `abi` prints the user/kernel ABI reference so the
-//! Rust driver can be compared with the OFW header (and with a running system) by people and
-//! scripts alike.
+//! With no command it runs the conformance suite, then a short benchmark summary, and prints a
+//! verdict (exit status non-zero if any check failed). Each subcommand lives in its own module;
+//! `abi` prints the user/kernel ABI reference so the Rust driver can be compared with the OFW
+//! header (and with a running system) by people and scripts alike.
 
 mod abi;
+mod baseline;
+mod perftest;
+mod pingpong;
+mod progress;
+mod summary;
+mod target;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
-/// WinVerbs test harness: ABI reference, conformance checks and benchmarks.
+use perftest::{PerftestArgs, Test};
+
+/// WinVerbs test harness: conformance checks and perftest-compatible benchmarks.
+///
+/// Without a command: run every conformance check, then a short benchmark summary, then print
+/// a verdict (about a minute in a release build).
 #[derive(Parser)]
-#[command(name = "wvharness", version, about)]
+#[command(
+    name = "wvharness",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Options of the default run (no command).
+    #[command(flatten)]
+    summary: summary::SummaryArgs,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Print every IOCTL code, ABI struct layout and constant of the WinVerbs ABI.
     Abi(abi::AbiArgs),
+    /// Ping-pong like ibv_rc_pingpong / ibv_uc_pingpong / ibv_ud_pingpong.
+    Pingpong(pingpong::PingpongArgs),
+    /// Send latency, like perftest's ib_send_lat.
+    #[command(name = "send_lat")]
+    SendLat(PerftestArgs),
+    /// RDMA write latency, like perftest's ib_write_lat.
+    #[command(name = "write_lat")]
+    WriteLat(PerftestArgs),
+    /// RDMA read latency, like perftest's ib_read_lat.
+    #[command(name = "read_lat")]
+    ReadLat(PerftestArgs),
+    /// Send bandwidth, like perftest's ib_send_bw.
+    #[command(name = "send_bw")]
+    SendBw(PerftestArgs),
+    /// RDMA write bandwidth, like perftest's ib_write_bw.
+    #[command(name = "write_bw")]
+    WriteBw(PerftestArgs),
+    /// RDMA read bandwidth, like perftest's ib_read_bw.
+    #[command(name = "read_bw")]
+    ReadBw(PerftestArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Some(Command::Abi(args)) => abi::run(&args),
-        None => Cli::command().print_help(),
+        Some(Command::Abi(args)) => abi::run(&args).map(|()| ExitCode::SUCCESS),
+        Some(Command::Pingpong(args)) => pingpong::run(&args),
+        Some(Command::SendLat(args)) => perftest::run_test(Test::SendLat, &args),
+        Some(Command::WriteLat(args)) => perftest::run_test(Test::WriteLat, &args),
+        Some(Command::ReadLat(args)) => perftest::run_test(Test::ReadLat, &args),
+        Some(Command::SendBw(args)) => perftest::run_test(Test::SendBw, &args),
+        Some(Command::WriteBw(args)) => perftest::run_test(Test::WriteBw, &args),
+        Some(Command::ReadBw(args)) => perftest::run_test(Test::ReadBw, &args),
+        None => summary::run(&cli.summary),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         // A closed pipe (`wvharness abi | head`) is not worth a panic or an error message.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {

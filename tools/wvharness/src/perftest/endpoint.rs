@@ -1,0 +1,921 @@
+//! One side of a benchmark connection (perftest's `pingpong_context`), the out-of-band
+//! exchange between the two sides, and the driver that runs both sides of a test as two
+//! threads and prints perftest's report.
+//!
+//! Every verbs call of the benchmarks goes through [`Side`], so the loops in `send.rs`,
+//! `write.rs` and `read.rs` read like perftest's `run_iter_*`.
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use wv_client::inproc::StackConfig;
+use wv_client::raw::RawFile;
+use wv_client::verbs::{
+    self, Buffer, Cq, Mr, Mtu, Pending, Provider, Qp, QpAttr, QpInit, QpType, RecvWr, SendWr, Srq,
+    UdAddress, WV_ACCESS_LOCAL_WRITE, WV_ACCESS_REMOTE_READ, WV_ACCESS_REMOTE_WRITE, WcStatus,
+    WorkCompletion, WrOpcode, send_flags,
+};
+
+use super::report::{self, TestInfo};
+use super::{Connection, Params, PerftestArgs, Row, Samples, Test, Verb};
+use crate::progress::Progress;
+use crate::target::{DeviceSpec, Opener, Target, TargetTask, resolve_device};
+
+/// perftest's UD Q_Key (`DEF_QKEY`).
+pub const QKEY: u32 = 0x1111_1111;
+/// Bytes of the GRH in front of every UD receive.
+pub const GRH: usize = verbs::GRH_BYTES;
+
+/// What one side tells the other out of band (perftest's `pingpong_dest`, rc_pingpong's
+/// `LID:QPN:PSN:GID`), plus the buffer address and rkey for RDMA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dest {
+    /// Port LID.
+    pub lid: u16,
+    /// QP number.
+    pub qpn: u32,
+    /// First packet sequence number.
+    pub psn: u32,
+    /// Port GID 0.
+    pub gid: [u8; 16],
+    /// Remote key of the buffer.
+    pub rkey: u32,
+    /// Buffer address.
+    pub vaddr: u64,
+}
+
+/// A random 24-bit PSN (rc_pingpong's `lrand48() & 0xffffff`), from the clock: it only has
+/// to differ between runs, not be unpredictable.
+pub fn random_psn(salt: u32) -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mut x = u64::from(nanos) ^ (u64::from(salt) << 32) ^ 0x9e37_79b9_7f4a_7c15;
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    (x as u32) & 0xff_ffff
+}
+
+/// How to build one side.
+#[derive(Clone, Copy, Debug)]
+pub struct SideConfig {
+    /// Transport.
+    pub connection: Connection,
+    /// Send queue depth.
+    pub tx_depth: u32,
+    /// Receive queue depth.
+    pub rx_depth: u32,
+    /// Inline threshold.
+    pub inline_size: u32,
+    /// Buffer size (the largest message; UD receives get 40 more bytes for the GRH).
+    pub buf_size: usize,
+    /// Use a shared receive queue.
+    pub srq: bool,
+    /// Separate send and receive CQs (perftest) or one shared CQ (rc_pingpong).
+    pub split_cqs: bool,
+}
+
+/// A CQ and its notification, for `-e`: rdma-core's completion-channel pattern (wait for
+/// the event, re-arm, then poll; an event may come with nothing to poll).
+pub struct EventCq<F: RawFile + Send + Sync + 'static> {
+    /// The CQ.
+    pub cq: Cq<F>,
+    armed: Mutex<Option<Pending<()>>>,
+}
+
+impl<F: RawFile + Send + Sync + 'static> EventCq<F> {
+    fn new(cq: Cq<F>) -> Self {
+        EventCq {
+            cq,
+            armed: Mutex::new(None),
+        }
+    }
+
+    /// Requests a notification for the next completion (CQ_NOTIFY, then arm: spec §3.7).
+    pub fn arm(&self) -> Result<(), String> {
+        let p = self.cq.notify(false).map_err(|e| e.to_string())?;
+        *self.armed.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
+        Ok(())
+    }
+
+    /// Sleeps until the armed notification fires, then re-arms (before polling, so no
+    /// completion is missed). Checks `abort` every 100 ms so a failed peer cannot hang us.
+    pub fn wait(&self, abort: &AtomicBool) -> Result<(), String> {
+        let p = self.armed.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(p) = p else {
+            return self.arm();
+        };
+        loop {
+            if let Some(r) = p.wait_timeout(Duration::from_millis(100)) {
+                r.map_err(|e| e.to_string())?;
+                break;
+            }
+            if abort.load(Ordering::Relaxed) {
+                return Err(aborted());
+            }
+        }
+        self.arm()
+    }
+
+    /// Polls up to `wc.len()` completions.
+    pub fn poll(&self, wc: &mut [WorkCompletion]) -> usize {
+        self.cq.poll(wc)
+    }
+}
+
+/// One side: device, PD, CQs, QP, a registered buffer.
+pub struct Side<F: RawFile + Send + Sync + 'static> {
+    /// Send CQ.
+    pub send_cq: std::sync::Arc<EventCq<F>>,
+    /// Receive CQ (the same as `send_cq` unless split).
+    pub recv_cq: std::sync::Arc<EventCq<F>>,
+    /// The QP.
+    pub qp: Qp<F>,
+    /// The SRQ, with `--srq`.
+    pub srq: Option<Srq<F>>,
+    /// The registered buffer: messages go out from `[0, land_off)`; receives and the peer's
+    /// RDMA land in `[land_off, ..)` (perftest's two halves, so incoming data never overwrites
+    /// the next outgoing message).
+    pub buf: Buffer,
+    /// Where the landing half starts (the largest message size).
+    pub land_off: usize,
+    mr: Mr,
+    mtu: Mtu,
+    /// This side's address.
+    pub local: Dest,
+    /// The peer's address, once connected.
+    pub remote: Option<Dest>,
+    /// Transport.
+    pub connection: Connection,
+    /// Inline threshold.
+    pub inline_size: u32,
+    ud_remote: Option<UdAddress>,
+}
+
+fn err(what: &str, e: impl std::fmt::Display) -> String {
+    format!("{what}: {e}")
+}
+
+/// The message when the peer thread failed first.
+pub fn aborted() -> String {
+    "the other side stopped".into()
+}
+
+impl<F: RawFile + Send + Sync + 'static> Side<F> {
+    /// Opens the device `guid` on `provider` and creates everything (perftest's `ctx_init`).
+    pub fn open(
+        provider: &Provider<F>,
+        guid: u64,
+        c: SideConfig,
+        salt: u32,
+    ) -> Result<Self, String> {
+        let device = provider
+            .open_device(guid)
+            .map_err(|e| err("opening the device", e))?;
+        let port = device
+            .query_port(1)
+            .map_err(|e| err("querying port 1", e))?;
+        let gids = device.query_gids(1).map_err(|e| err("querying GIDs", e))?;
+        let pd = device.alloc_pd().map_err(|e| err("allocating a PD", e))?;
+        let cq_entries = c.tx_depth + c.rx_depth + 1;
+        let send_cq = std::sync::Arc::new(EventCq::new(
+            device
+                .create_cq(cq_entries)
+                .map_err(|e| err("creating a CQ", e))?,
+        ));
+        let recv_cq = if c.split_cqs {
+            std::sync::Arc::new(EventCq::new(
+                device
+                    .create_cq(c.rx_depth + 1)
+                    .map_err(|e| err("creating a CQ", e))?,
+            ))
+        } else {
+            send_cq.clone()
+        };
+        let ud = c.connection == Connection::Ud;
+        let land_off = c.buf_size.max(64);
+        let buf = device.alloc_buffer(2 * land_off + if ud { GRH } else { 0 });
+        let access = WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ;
+        let mr = pd
+            .reg_mr(&buf, access)
+            .map_err(|e| err("registering memory", e))?;
+        let srq = if c.srq {
+            Some(
+                pd.create_srq(c.rx_depth, 1, 0)
+                    .map_err(|e| err("creating an SRQ", e))?,
+            )
+        } else {
+            None
+        };
+        let qp = pd
+            .create_qp(&QpInit {
+                qp_type: match c.connection {
+                    Connection::Rc => QpType::Rc,
+                    Connection::Uc => QpType::Uc,
+                    Connection::Ud => QpType::Ud,
+                },
+                send_cq: &send_cq.cq,
+                recv_cq: &recv_cq.cq,
+                srq: srq.as_ref(),
+                max_send_wr: c.tx_depth.max(1),
+                max_recv_wr: c.rx_depth.max(1),
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline: c.inline_size,
+                sq_sig_all: false,
+            })
+            .map_err(|e| err("creating a QP", e))?;
+        let local = Dest {
+            lid: u16::from_be(port.Lid),
+            qpn: qp.qpn(),
+            psn: random_psn(salt),
+            gid: gids.first().copied().unwrap_or([0; 16]),
+            rkey: mr.rkey(),
+            vaddr: buf.addr() + land_off as u64,
+        };
+        // The QP holds its PD and the PD its device: nothing else needs keeping.
+        drop((device, pd));
+        Ok(Side {
+            send_cq,
+            recv_cq,
+            qp,
+            srq,
+            buf,
+            land_off,
+            mr,
+            mtu: mtu_enum(port.ActiveMtu),
+            local,
+            remote: None,
+            connection: c.connection,
+            inline_size: c.inline_size,
+            ud_remote: None,
+        })
+    }
+
+    /// Moves the QP to RTS towards `remote` with rc_pingpong's / perftest's attributes (RC/UC:
+    /// INIT, RTR with the path, RTS with timeout 14, retry 7, RNR retry 7; UD: Q_Key, no path).
+    pub fn connect(&mut self, remote: Dest) -> Result<(), String> {
+        let access = WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ;
+        let step = |attr: QpAttr, what: &str| self.qp.modify(&attr).map_err(|e| err(what, e));
+        let av = verbs::AddressVector {
+            dgid: remote.gid,
+            dlid: remote.lid,
+            // rc_pingpong routes by GID when the peer has one, with hop limit 1.
+            grh_valid: remote.gid != [0; 16],
+            hop_limit: 1,
+            port: 1,
+            ..Default::default()
+        };
+        match self.connection {
+            Connection::Ud => {
+                step(QpAttr::init_ud(1, 0, QKEY), "moving the QP to INIT")?;
+                step(QpAttr::rtr_ud(), "moving the QP to RTR")?;
+                step(QpAttr::rts_ud(self.local.psn), "moving the QP to RTS")?;
+                self.ud_remote = Some(UdAddress {
+                    dgid: remote.gid,
+                    dlid: remote.lid,
+                    grh: av.grh_valid,
+                    remote_qpn: remote.qpn,
+                    remote_qkey: QKEY,
+                });
+            }
+            Connection::Uc => {
+                step(QpAttr::init(1, 0, access), "moving the QP to INIT")?;
+                step(
+                    QpAttr::rtr_uc(remote.qpn, remote.psn, &av, self.mtu),
+                    "moving the QP to RTR",
+                )?;
+                step(QpAttr::rts_ud(self.local.psn), "moving the QP to RTS")?;
+            }
+            Connection::Rc => {
+                step(QpAttr::init(1, 0, access), "moving the QP to INIT")?;
+                step(
+                    QpAttr::rtr(remote.qpn, remote.psn, &av, self.mtu, 1, 12),
+                    "moving the QP to RTR",
+                )?;
+                step(
+                    QpAttr::rts(self.local.psn, 14, 7, 7, 1),
+                    "moving the QP to RTS",
+                )?;
+            }
+        }
+        self.remote = Some(remote);
+        Ok(())
+    }
+
+    /// Posts one send-queue request of `len` bytes from offset `off` of the buffer (inline
+    /// when it fits the threshold), towards the peer's buffer at the same offset for RDMA.
+    pub fn post(
+        &self,
+        wr_id: u64,
+        opcode: WrOpcode,
+        off: usize,
+        len: usize,
+        signaled: bool,
+    ) -> Result<(), String> {
+        let sge = [self.mr.sge(off, len as u32)];
+        let mut wr = SendWr::new(wr_id, opcode);
+        wr.sg_list = &sge;
+        if signaled {
+            wr.send_flags |= send_flags::SIGNALED;
+        }
+        if opcode != WrOpcode::RdmaRead && len as u32 <= self.inline_size {
+            wr.send_flags |= send_flags::INLINE;
+        }
+        if let Some(r) = &self.remote {
+            wr.remote_addr = r.vaddr + off as u64;
+            wr.rkey = r.rkey;
+        }
+        wr.ud = self.ud_remote;
+        self.qp
+            .post_send(&wr)
+            .map_err(|e| format!("post send failed: {e:?} (errno {})", e.errno()))
+    }
+
+    /// Posts one receive of the whole receive buffer.
+    pub fn post_recv(&self, wr_id: u64) -> Result<(), String> {
+        let sge = [self.buf.sge(
+            self.land_off,
+            (self.buf.len() - self.land_off) as u32,
+            self.mr.lkey(),
+        )];
+        let wr = RecvWr {
+            wr_id,
+            sg_list: &sge,
+        };
+        let r = match &self.srq {
+            Some(srq) => srq.post_recv(&wr),
+            None => self.qp.post_recv(&wr),
+        };
+        r.map_err(|e| format!("post receive failed: {e:?} (errno {})", e.errno()))
+    }
+
+    /// Offset of a received message's payload in the receive buffer (after the GRH on UD).
+    pub fn recv_payload_offset(&self) -> usize {
+        if self.connection == Connection::Ud {
+            GRH
+        } else {
+            0
+        }
+    }
+}
+
+/// Polls `cq` until at least one completion arrives (busy, or sleeping on events), checks
+/// each completion's status and returns how many were taken. Gives up with [`aborted`] when
+/// the other side failed, and with [`STOPPED`] once the client has finished size `size_ix`
+/// (a receiver waiting for messages that a duration run will not send).
+pub fn poll_some<F: RawFile + Send + Sync + 'static>(
+    cq: &EventCq<F>,
+    wc: &mut [WorkCompletion],
+    events: bool,
+    sh: &Shared,
+    size_ix: usize,
+) -> Result<usize, String> {
+    let mut spins = 0u32;
+    loop {
+        let n = cq.poll(wc);
+        if n > 0 {
+            for w in &wc[..n] {
+                if w.status != WcStatus::Success {
+                    sh.abort.store(true, Ordering::Relaxed);
+                    return Err(format!(
+                        "Completion with error: status {:?} ({}) for wr_id {}",
+                        w.status, w.status as u8, w.wr_id
+                    ));
+                }
+            }
+            return Ok(n);
+        }
+        if events {
+            cq.wait(&sh.abort)?;
+        } else {
+            spins = spins.wrapping_add(1);
+            // Checking the flags on every empty poll would put two more shared cache lines in
+            // the latency path; every 1024th costs nothing measurable.
+            if spins % 1024 == 0 {
+                sh.check(size_ix)?;
+            }
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Returned by waits that ended because the client finished the size.
+pub const STOPPED: &str = "stopped";
+
+/// Duration mode (`-D`): perftest's states — warm up for the first quarter, sample until the
+/// last quarter, then stop.
+pub struct Window {
+    start: Instant,
+    begin: Duration,
+    end: Duration,
+    sampled_from: Option<(Instant, u64)>,
+    result: Option<(u64, u64)>,
+}
+
+impl Window {
+    /// A window for a run of `total`.
+    pub fn new(total: Duration) -> Window {
+        let margin = total / 4;
+        Window {
+            start: Instant::now(),
+            begin: margin,
+            end: total - margin,
+            sampled_from: None,
+            result: None,
+        }
+    }
+
+    /// Called after each completed iteration (`count` so far); returns `false` when the run is
+    /// over.
+    pub fn tick(&mut self, count: u64) -> bool {
+        let now = Instant::now();
+        let t = now - self.start;
+        if self.sampled_from.is_none() && t >= self.begin {
+            self.sampled_from = Some((now, count));
+        }
+        if t >= self.end {
+            let (from, c0) = self.sampled_from.unwrap_or((now, count));
+            self.result = Some((count - c0, (now - from).as_nanos() as u64));
+            return false;
+        }
+        true
+    }
+
+    /// `(iterations, nanoseconds)` of the sampling window.
+    pub fn result(&self) -> Option<(u64, u64)> {
+        self.result
+    }
+}
+
+/// A two-party rendezvous that gives up when the other party failed (a `Barrier` would wait
+/// forever).
+pub struct Rendezvous {
+    state: Mutex<(u64, u32)>,
+    cv: Condvar,
+}
+
+impl Default for Rendezvous {
+    fn default() -> Self {
+        Rendezvous {
+            state: Mutex::new((0, 0)),
+            cv: Condvar::new(),
+        }
+    }
+}
+
+impl Rendezvous {
+    /// Waits until both parties arrive.
+    pub fn meet(&self, abort: &AtomicBool) -> Result<(), String> {
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let generation = g.0;
+        g.1 += 1;
+        if g.1 == 2 {
+            g.0 += 1;
+            g.1 = 0;
+            self.cv.notify_all();
+            return Ok(());
+        }
+        while g.0 == generation {
+            if abort.load(Ordering::Relaxed) {
+                return Err(aborted());
+            }
+            g = self
+                .cv
+                .wait_timeout(g, Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        Ok(())
+    }
+}
+
+/// Which end of the connection a thread plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// perftest's server (the side started without an address).
+    Server,
+    /// perftest's client (the side that measures).
+    Client,
+}
+
+/// What both threads share.
+pub struct Shared {
+    /// Set by the first side that fails; the other gives up.
+    pub abort: AtomicBool,
+    /// How many sizes the client has finished (a receiver still waiting gives up: duration runs
+    /// and unreliable transports have no fixed message count).
+    pub stop: AtomicU64,
+    /// Lockstep between sizes (perftest's `ctx_hand_shake`).
+    pub sync: Rendezvous,
+    /// The common time origin of the timestamps.
+    pub origin: Instant,
+}
+
+impl Shared {
+    /// [`aborted`] if the peer failed, [`STOPPED`] if the client finished size `size_ix`.
+    pub fn check(&self, size_ix: usize) -> Result<(), String> {
+        if self.abort.load(Ordering::Relaxed) {
+            return Err(aborted());
+        }
+        if self.stop.load(Ordering::Acquire) > size_ix as u64 {
+            return Err(STOPPED.into());
+        }
+        Ok(())
+    }
+
+    /// Nanoseconds since the origin.
+    pub fn now(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
+    }
+}
+
+/// Runs one side of test `p.test` for one size (dispatching to the test family's loop).
+fn run_size<F: RawFile + Send + Sync + 'static>(
+    side: &Side<F>,
+    role: Role,
+    p: &Params,
+    run: Run,
+    sh: &Shared,
+) -> Result<Samples, String> {
+    // Both sides start each size together (perftest's hand-shake between sizes), after each
+    // has prepared (receives posted, landing byte cleared).
+    let r = match p.test {
+        Test::SendLat => super::send::lat(side, role, p, run, sh),
+        Test::SendBw => super::send::bw(side, role, p, run, sh),
+        Test::WriteLat => super::write::lat(side, role, p, run, sh),
+        Test::WriteBw => super::write::bw(side, role, p, run, sh),
+        Test::ReadLat => super::read::lat(side, role, p, run, sh),
+        Test::ReadBw => super::read::bw(side, role, p, run, sh),
+    };
+    if role == Role::Client {
+        sh.stop.store(run.ix as u64 + 1, Ordering::Release);
+    }
+    match r {
+        Err(e) if e == STOPPED => Ok(Samples::default()),
+        r => r,
+    }
+}
+
+/// One size of a run.
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    /// Index of the size in the sweep.
+    pub ix: usize,
+    /// Message size.
+    pub size: usize,
+    /// Iterations (ignored in duration mode).
+    pub iters: u64,
+}
+
+/// What a running test reports, in order: perftest's text before the results, then one row
+/// per size as each completes (a sweep prints as it goes, as perftest does).
+pub enum Out<'a> {
+    /// Lines printed verbatim (header block, address lines, column header).
+    Text(&'a str),
+    /// One size's result.
+    Row {
+        /// Message size.
+        size: u64,
+        /// perftest's row text.
+        text: &'a str,
+        /// The same numbers for JSON.
+        row: &'a Row,
+    },
+}
+
+/// The task that runs a test on a target.
+pub struct PerfTask<'a> {
+    /// The resolved parameters.
+    pub params: Params,
+    /// Where results go.
+    pub out: &'a mut dyn FnMut(Out<'_>) -> io::Result<()>,
+}
+
+impl TargetTask for PerfTask<'_> {
+    type Output = Result<(), String>;
+
+    fn run<O: Opener>(self, opener: &O, device: Option<DeviceSpec>) -> Self::Output {
+        let p = self.params;
+        let out = self.out;
+        let io_err = |e: io::Error| e.to_string();
+        let provider = Provider::new(opener.open_file().map_err(|e| e.0)?);
+        let guids = provider
+            .device_guids()
+            .map_err(|e| err("listing devices", e))?;
+        let server_ix = resolve_device(&guids, device).map_err(|e| e.0)?;
+        // Two devices when there are two (traffic crosses the fabric, as between hosts); one
+        // device loops back to itself.
+        let client_ix = if guids.len() > 1 {
+            (server_ix + 1) % guids.len()
+        } else {
+            server_ix
+        };
+        let dev = provider
+            .open_device(guids[server_ix])
+            .map_err(|e| err("opening the device", e))?;
+        let port = dev.query_port(1).map_err(|e| err("querying port 1", e))?;
+        let mtu = mtu_bytes(port.ActiveMtu);
+        drop(dev);
+        drop(provider);
+        out(Out::Text(&header_text(
+            &p,
+            &format!("softhca{server_ix}"),
+            mtu,
+        )))
+        .map_err(io_err)?;
+        let cfg = SideConfig {
+            connection: p.connection,
+            tx_depth: p.tx_depth,
+            rx_depth: if p.test.verb() == Verb::Send {
+                p.rx_depth
+            } else {
+                1
+            },
+            inline_size: p.inline_size,
+            buf_size: p.max_size() as usize,
+            srq: false,
+            split_cqs: true,
+        };
+        let sh = Shared {
+            abort: AtomicBool::new(false),
+            stop: AtomicU64::new(0),
+            sync: Rendezvous::default(),
+            origin: Instant::now(),
+        };
+        let (to_client, from_server) = mpsc::channel::<Dest>();
+        let (to_server, from_client) = mpsc::channel::<Dest>();
+        let (events_tx, events_rx) = mpsc::channel::<Event>();
+        let body = |role: Role,
+                    guid: u64,
+                    tx: mpsc::Sender<Dest>,
+                    rx: mpsc::Receiver<Dest>,
+                    events: Option<mpsc::Sender<Event>>|
+         -> Result<(), String> {
+            let result = (|| {
+                // Each side opens its own handle, as a separate process would.
+                let provider = Provider::new(opener.open_file().map_err(|e| e.0)?);
+                let mut side = Side::open(&provider, guid, cfg, role as u32)?;
+                tx.send(side.local).map_err(|_| aborted())?;
+                let remote = rx
+                    .recv_timeout(Duration::from_secs(30))
+                    .map_err(|_| aborted())?;
+                side.connect(remote)?;
+                if let Some(ev) = &events {
+                    ev.send(Event::Connected(side.local, remote))
+                        .map_err(|_| aborted())?;
+                }
+                for (ix, &(size, iters)) in p.sizes.iter().enumerate() {
+                    let run = Run {
+                        ix,
+                        size: size as usize,
+                        iters,
+                    };
+                    let s = run_size(&side, role, &p, run, &sh)?;
+                    if let Some(ev) = &events {
+                        ev.send(Event::Done(size, s)).map_err(|_| aborted())?;
+                    }
+                }
+                // Neither side tears down while the other still has traffic in flight.
+                sh.sync.meet(&sh.abort)?;
+                Ok(())
+            })();
+            if result.is_err() {
+                sh.abort.store(true, Ordering::Relaxed);
+            }
+            result
+        };
+        let mut printed: Result<(), String> = Ok(());
+        let (server, client) = std::thread::scope(|s| {
+            let server =
+                s.spawn(|| body(Role::Server, guids[server_ix], to_client, from_client, None));
+            let client = s.spawn(|| {
+                body(
+                    Role::Client,
+                    guids[client_ix],
+                    to_server,
+                    from_server,
+                    Some(events_tx),
+                )
+            });
+            for ev in events_rx {
+                let r = match ev {
+                    Event::Connected(local, remote) => {
+                        let text = format!(
+                            "{}\n{}\n{}\n{}",
+                            address_line("local", &local, p.test.verb()),
+                            address_line("remote", &remote, p.test.verb()),
+                            report::RESULT_LINE,
+                            super::column_header(&p)
+                        );
+                        out(Out::Text(&text)).map_err(io_err)
+                    }
+                    Event::Done(size, samples) => {
+                        super::row_for(&p, size, &samples).and_then(|(text, row)| {
+                            out(Out::Row {
+                                size,
+                                text: &text,
+                                row: &row,
+                            })
+                            .map_err(io_err)
+                        })
+                    }
+                };
+                if let Err(e) = r {
+                    sh.abort.store(true, Ordering::Relaxed);
+                    printed = Err(e);
+                    break;
+                }
+            }
+            (
+                server
+                    .join()
+                    .unwrap_or_else(|_| Err("the server thread panicked".into())),
+                client
+                    .join()
+                    .unwrap_or_else(|_| Err("the client thread panicked".into())),
+            )
+        });
+        // Report the first real failure, not the other side's "stopped" echo of it.
+        for r in [printed, client, server] {
+            if let Err(e) = r
+                && e != aborted()
+            {
+                return Err(e);
+            }
+        }
+        out(Out::Text(report::RESULT_LINE)).map_err(io_err)
+    }
+}
+
+/// What the client thread tells the printing thread.
+enum Event {
+    Connected(Dest, Dest),
+    Done(u64, Samples),
+}
+
+/// C's `%#0Nx`: `0x` and zero padding to `width` characters in all (no `0x` for zero).
+fn c_alt_hex(v: u64, width: usize) -> String {
+    if v == 0 {
+        format!("{:0width$x}", 0)
+    } else {
+        format!("{v:#0width$x}")
+    }
+}
+
+/// perftest's address line (`BASIC_ADDR_FMT`, then `READ_FMT`/`RDMA_FMT` for RDMA verbs).
+fn address_line(side: &str, d: &Dest, verb: Verb) -> String {
+    let mut s = format!(
+        " {side} address: LID {} QPN {} PSN {}",
+        c_alt_hex(u64::from(d.lid), 4),
+        c_alt_hex(u64::from(d.qpn), 6),
+        c_alt_hex(u64::from(d.psn), 6)
+    );
+    if verb == Verb::Read {
+        s.push_str(&format!(" OUT {}", c_alt_hex(1, 4)));
+    }
+    if verb != Verb::Send {
+        s.push_str(&format!(
+            " RKey {} VAddr {}",
+            c_alt_hex(u64::from(d.rkey), 8),
+            c_alt_hex(d.vaddr, 16)
+        ));
+    }
+    s
+}
+
+/// Resolves the parameters, runs the test on the target the options name, and prints perftest's
+/// report (or JSON).
+pub fn run_test(test: Test, args: &PerftestArgs) -> io::Result<ExitCode> {
+    // The soft HCA's port MTU (4096) bounds UD messages; a real device's is checked against
+    // the port once open.
+    let p = match super::params(test, args, 4096) {
+        Ok(p) => p,
+        Err(e) => {
+            println!("{}", report::RESULT_LINE);
+            eprintln!(" {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let (target, device) = Target::open(&args.target, StackConfig::default())?;
+    let json = args.json;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut stdout = io::stdout().lock();
+    let long = p.sizes.len() > 1 || p.duration.is_some();
+    let mut bar = Progress::new(test.name(), p.sizes.len() as u64, long && !json);
+    if let Some(d) = p.duration {
+        bar.working_on(&format!("running for {} s", d.as_secs()));
+    }
+    let mut sink = |o: Out<'_>| -> io::Result<()> {
+        match o {
+            Out::Text(t) if !json => {
+                bar.finish();
+                writeln!(stdout, "{t}")?;
+            }
+            Out::Text(_) => {}
+            Out::Row { size, text, row } => {
+                bar.finish();
+                if !json {
+                    writeln!(stdout, "{text}")?;
+                }
+                rows.push(row.clone());
+                bar.step(&format!("{size} bytes"));
+            }
+        }
+        stdout.flush()
+    };
+    let result = target.run(
+        PerfTask {
+            params: p.clone(),
+            out: &mut sink,
+        },
+        device,
+    );
+    bar.finish();
+    drop(bar);
+    if let Err(e) = result {
+        eprintln!("wvharness {}: {e}", test.name());
+        return Ok(ExitCode::FAILURE);
+    }
+    if json {
+        let doc = serde_json::json!({
+            "test": test.name(),
+            "connection": p.connection.as_str(),
+            "tx_depth": p.tx_depth,
+            "rx_depth": (test.verb() == Verb::Send).then_some(p.rx_depth),
+            "cq_mod": (!test.is_latency()).then_some(p.cq_mod),
+            "inline_size": p.inline_size,
+            "events": p.events,
+            "columns": super::column_header(&p).trim(),
+            "results": rows,
+        });
+        let mut stdout = io::stdout().lock();
+        serde_json::to_writer_pretty(&mut stdout, &doc).map_err(io::Error::other)?;
+        writeln!(stdout)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs a test quietly and returns its rows (for the default run's summary).
+pub fn measure(test: Test, args: &PerftestArgs) -> Result<Vec<Row>, String> {
+    let p = super::params(test, args, 4096)?;
+    let (target, device) = Target::open(&args.target, StackConfig::default()).map_err(|e| e.0)?;
+    let mut rows = Vec::new();
+    let mut sink = |o: Out<'_>| -> io::Result<()> {
+        if let Out::Row { row, .. } = o {
+            rows.push(row.clone());
+        }
+        Ok(())
+    };
+    target.run(
+        PerfTask {
+            params: p,
+            out: &mut sink,
+        },
+        device,
+    )?;
+    Ok(rows)
+}
+
+/// The port's MTU in bytes (`WV_IO_PORT_ATTRIBUTES` reports bytes; 0 means unknown).
+pub fn mtu_bytes(bytes: u32) -> u32 {
+    if bytes == 0 { 1024 } else { bytes }
+}
+
+/// The path MTU for a port MTU in bytes.
+fn mtu_enum(bytes: u32) -> Mtu {
+    match bytes {
+        0..=256 => Mtu::Mtu256,
+        257..=512 => Mtu::Mtu512,
+        513..=1024 => Mtu::Mtu1024,
+        1025..=2048 => Mtu::Mtu2048,
+        _ => Mtu::Mtu4096,
+    }
+}
+
+fn header_text(p: &Params, device: &str, mtu: u32) -> String {
+    let latency = p.test.is_latency();
+    report::format_test_info(&TestInfo {
+        verb: p.test.verb_str(),
+        latency,
+        device,
+        connection: p.connection.as_str(),
+        srq: false,
+        tx_depth: p.tx_depth,
+        rx_depth: (p.test.verb() == Verb::Send).then_some(p.rx_depth),
+        cq_mod: (!latency).then_some(p.cq_mod),
+        mtu,
+        inline_or_outstanding: if p.test.verb() == Verb::Read {
+            1
+        } else {
+            p.inline_size
+        },
+        events: p.events,
+    })
+}

@@ -1,0 +1,126 @@
+//! `send_lat` and `send_bw`: perftest's `run_iter_lat_send` and `run_iter_bw` /
+//! `run_iter_bw_server` over send/receive.
+
+use wv_client::raw::RawFile;
+use wv_client::verbs::{WorkCompletion, WrOpcode};
+
+use super::endpoint::{Role, Run, STOPPED, Shared, Side, Window, poll_some};
+use super::{Params, Samples, bw_client};
+
+/// Posts the receives a size needs up front (at most the receive depth) and returns how many.
+fn prepost<F: RawFile + Send + Sync + 'static>(
+    side: &Side<F>,
+    p: &Params,
+    total: u64,
+) -> Result<u64, String> {
+    let n = total.min(u64::from(p.rx_depth));
+    for i in 0..n {
+        side.post_recv(i)?;
+    }
+    Ok(n)
+}
+
+/// Ping-pong of sends: the client sends first; each side waits for a receive, re-posts a
+/// receive while more are needed, then sends. Every send is signalled (the latency tests' TX
+/// depth of 1 caps CQ moderation at 1) and its completion reaped. The client timestamps each
+/// post; a sample is the time between two posts, i.e. one round trip.
+pub fn lat<F: RawFile + Send + Sync + 'static>(
+    side: &Side<F>,
+    role: Role,
+    p: &Params,
+    run: Run,
+    sh: &Shared,
+) -> Result<Samples, String> {
+    let duration = p.duration.map(Window::new);
+    let iters = if duration.is_some() {
+        u64::MAX
+    } else {
+        run.iters
+    };
+    // Duration runs keep `rx_depth` receives posted and re-post every one.
+    let mut posted_recvs = prepost(side, p, iters)?;
+    sh.sync.meet(&sh.abort)?;
+    let mut window = duration;
+    let mut wc = [WorkCompletion::default(); 1];
+    let mut posted = Vec::with_capacity(if window.is_some() { 0 } else { iters as usize });
+    let (mut scnt, mut rcnt) = (0u64, 0u64);
+    while scnt < iters || rcnt < iters {
+        if rcnt < iters && !(scnt < 1 && role == Role::Client) {
+            match poll_some(&side.recv_cq, &mut wc, p.events, sh, run.ix) {
+                Ok(_) => {}
+                Err(e) if e == STOPPED => break,
+                Err(e) => return Err(e),
+            }
+            rcnt += 1;
+            if posted_recvs < iters {
+                side.post_recv(posted_recvs)?;
+                posted_recvs += 1;
+            }
+            if let Some(w) = &mut window
+                && role == Role::Client
+                && !w.tick(rcnt)
+            {
+                break;
+            }
+        }
+        if scnt < iters {
+            if role == Role::Client && window.is_none() {
+                posted.push(sh.now());
+            }
+            scnt += 1;
+            let signaled = scnt % u64::from(p.cq_mod) == 0 || scnt == iters;
+            side.post(scnt, WrOpcode::Send, 0, run.size, signaled)?;
+            if signaled {
+                poll_some(&side.send_cq, &mut wc, p.events, sh, run.ix)?;
+            }
+        }
+    }
+    Ok(Samples {
+        posted,
+        completed: Vec::new(),
+        window: window.and_then(|w| w.result()),
+    })
+}
+
+/// Send bandwidth: the client streams sends, keeping TX depth outstanding with CQ moderation;
+/// the server keeps receives posted and reaps them.
+pub fn bw<F: RawFile + Send + Sync + 'static>(
+    side: &Side<F>,
+    role: Role,
+    p: &Params,
+    run: Run,
+    sh: &Shared,
+) -> Result<Samples, String> {
+    match role {
+        Role::Client => {
+            sh.sync.meet(&sh.abort)?;
+            bw_client(side, p, run, sh, WrOpcode::Send)
+        }
+        Role::Server => {
+            let total = if p.duration.is_some() {
+                u64::MAX
+            } else {
+                run.iters
+            };
+            let mut posted_recvs = prepost(side, p, total)?;
+            sh.sync.meet(&sh.abort)?;
+            let mut wc = [WorkCompletion::default(); 16];
+            let mut rcnt = 0u64;
+            while rcnt < total {
+                let n = match poll_some(&side.recv_cq, &mut wc, p.events, sh, run.ix) {
+                    Ok(n) => n as u64,
+                    Err(e) if e == STOPPED => break,
+                    Err(e) => return Err(e),
+                };
+                rcnt += n;
+                for _ in 0..n {
+                    if posted_recvs < total {
+                        side.post_recv(posted_recvs)?;
+                        posted_recvs += 1;
+                    }
+                }
+            }
+            Ok(Samples::default())
+        }
+    }
+}

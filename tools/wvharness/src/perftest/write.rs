@@ -1,0 +1,95 @@
+//! `write_lat` and `write_bw`: perftest's `run_iter_lat_write` and `run_iter_bw` over RDMA
+//! write.
+
+use std::sync::atomic::Ordering;
+
+use wv_client::raw::RawFile;
+use wv_client::verbs::{WorkCompletion, WrOpcode};
+
+use super::endpoint::{Role, Run, Shared, Side, Window, aborted, poll_some};
+use super::{Params, Samples, bw_client};
+
+/// Write ping-pong: each side writes the message into the peer's landing half with the
+/// iteration count (as a byte) in its last byte, then busy-waits on the last byte of its own
+/// landing half for the peer's answer — memory polling, not CQ polling, as perftest does.
+/// Writes are signalled and their completions reaped.
+pub fn lat<F: RawFile + Send + Sync + 'static>(
+    side: &Side<F>,
+    role: Role,
+    p: &Params,
+    run: Run,
+    sh: &Shared,
+) -> Result<Samples, String> {
+    let mut window = p.duration.map(Window::new);
+    let iters = if window.is_some() {
+        u64::MAX
+    } else {
+        run.iters
+    };
+    let poll_off = side.land_off + run.size - 1;
+    // A byte left from an earlier size must not pass for the first answer.
+    side.buf.write(poll_off, &[0]).map_err(|e| e.to_string())?;
+    sh.sync.meet(&sh.abort)?;
+    let mut wc = [WorkCompletion::default(); 1];
+    let mut posted = Vec::with_capacity(if window.is_some() { 0 } else { iters as usize });
+    let (mut scnt, mut rcnt, mut ccnt) = (0u64, 0u64, 0u64);
+    while scnt < iters || ccnt < iters || rcnt < iters {
+        if rcnt < iters && !(scnt < 1 && role == Role::Server) {
+            rcnt += 1;
+            let mut spins = 0u32;
+            while side.buf.byte(poll_off) != Some(rcnt as u8) {
+                spins = spins.wrapping_add(1);
+                if spins % 1024 == 0 {
+                    if sh.abort.load(Ordering::Relaxed) {
+                        return Err(aborted());
+                    }
+                    // The client ended a duration run: no answer will come.
+                    if sh.check(run.ix).is_err() {
+                        return Ok(Samples::default());
+                    }
+                }
+                std::hint::spin_loop();
+            }
+            if let Some(w) = &mut window
+                && role == Role::Client
+                && !w.tick(rcnt)
+            {
+                break;
+            }
+        }
+        if scnt < iters {
+            if role == Role::Client && window.is_none() {
+                posted.push(sh.now());
+            }
+            scnt += 1;
+            side.buf
+                .write(run.size - 1, &[scnt as u8])
+                .map_err(|e| e.to_string())?;
+            side.post(scnt, WrOpcode::RdmaWrite, 0, run.size, true)?;
+        }
+        if ccnt < iters {
+            poll_some(&side.send_cq, &mut wc, false, sh, usize::MAX)?;
+            ccnt += 1;
+        }
+    }
+    Ok(Samples {
+        posted,
+        completed: Vec::new(),
+        window: window.and_then(|w| w.result()),
+    })
+}
+
+/// Write bandwidth: the client streams writes; the server only waits.
+pub fn bw<F: RawFile + Send + Sync + 'static>(
+    side: &Side<F>,
+    role: Role,
+    p: &Params,
+    run: Run,
+    sh: &Shared,
+) -> Result<Samples, String> {
+    sh.sync.meet(&sh.abort)?;
+    match role {
+        Role::Client => bw_client(side, p, run, sh, WrOpcode::RdmaWrite),
+        Role::Server => Ok(Samples::default()),
+    }
+}

@@ -1,0 +1,351 @@
+//! `wvharness pingpong`: libibverbs' `ibv_rc_pingpong` / `ibv_uc_pingpong` / `ibv_ud_pingpong`.
+//!
+//! The transport is chosen with `-c RC|UC|UD` (as perftest's `-c`), not by three programs;
+//! consequently rc_pingpong's `-c` (`--chk`, verify received bytes) is not a flag here: the
+//! check is on by default and `--no-chk` turns it off. Both sides run in this process, as two
+//! threads on two devices (each with its own handle on the driver, as two processes would
+//! have); they exchange `LID:QPN:PSN:GID` through a channel instead of TCP, then run
+//! rc_pingpong's loop and print its lines (the client's view).
+
+use std::io::{self, Write};
+use std::net::Ipv6Addr;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde::Serialize;
+use wv_client::inproc::StackConfig;
+use wv_client::verbs::{Provider, WorkCompletion, WrOpcode};
+
+use crate::perftest::Connection;
+use crate::perftest::endpoint::{Dest, Rendezvous, Shared, Side, SideConfig, aborted, poll_some};
+use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, resolve_device};
+
+/// Options of `wvharness pingpong` (rc_pingpong's, where they apply).
+#[derive(Args, Clone, Debug)]
+pub struct PingpongArgs {
+    /// Transport: RC (ibv_rc_pingpong), UC (ibv_uc_pingpong) or UD (ibv_ud_pingpong).
+    #[arg(short = 'c', long = "connection", value_enum, default_value_t = Connection::Rc, ignore_case = true)]
+    pub connection: Connection,
+    /// Size of message to exchange (UD: at most the MTU, 4096).
+    #[arg(short = 's', long = "size", default_value_t = 4096)]
+    pub size: u64,
+    /// Number of exchanges.
+    #[arg(short = 'n', long = "iters", default_value_t = 1000)]
+    pub iters: u64,
+    /// Number of receives to post at a time.
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 500)]
+    pub rx_depth: u32,
+    /// Sleep on CQ events (default poll).
+    #[arg(short = 'e', long = "events")]
+    pub events: bool,
+    /// Use a shared receive queue.
+    #[arg(long)]
+    pub srq: bool,
+    /// Do not verify the received bytes (rc_pingpong's -c/--chk is always on here).
+    #[arg(long = "no-chk")]
+    pub no_chk: bool,
+    /// Print the results as JSON instead of rc_pingpong's lines.
+    #[arg(long)]
+    pub json: bool,
+    /// Which driver and device to run on.
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+const SEND_WRID: u64 = 1;
+const RECV_WRID: u64 = 2;
+
+/// What a run measured (the client's side).
+#[derive(Clone, Debug, Serialize)]
+pub struct PingpongResult {
+    /// The client's address.
+    pub local: String,
+    /// The server's address.
+    pub remote: String,
+    /// Bytes moved both ways.
+    pub bytes: u64,
+    /// Seconds.
+    pub seconds: f64,
+    /// Mbit/s.
+    pub mbit_per_sec: f64,
+    /// Iterations.
+    pub iters: u64,
+    /// Microseconds per iteration (a full round trip).
+    pub usec_per_iter: f64,
+    /// Whether received bytes were verified.
+    pub checked: bool,
+}
+
+/// rc_pingpong's address line.
+fn address_line(side: &str, d: &Dest) -> String {
+    format!(
+        "  {:<16}LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
+        format!("{side} address:"),
+        d.lid,
+        d.qpn,
+        d.psn,
+        Ipv6Addr::from(d.gid)
+    )
+}
+
+/// The byte `j` of message `n`: changes with both, so a lost, repeated or misplaced message
+/// shows.
+fn pattern(n: u64, j: usize) -> u8 {
+    (n.wrapping_mul(131) as usize).wrapping_add(j.wrapping_mul(7)) as u8
+}
+
+/// Runs `pingpong`.
+pub fn run(args: &PingpongArgs) -> io::Result<ExitCode> {
+    if let Err(e) = validate(args) {
+        eprintln!("wvharness pingpong: {e}");
+        return Ok(ExitCode::FAILURE);
+    }
+    let (target, device) = Target::open(&args.target, StackConfig::default())?;
+    match target.run(PingpongTask { args }, device) {
+        Ok(r) => {
+            let mut out = io::stdout().lock();
+            if args.json {
+                serde_json::to_writer_pretty(&mut out, &r).map_err(io::Error::other)?;
+                writeln!(out)?;
+            } else {
+                writeln!(out, "{}", r.local)?;
+                writeln!(out, "{}", r.remote)?;
+                writeln!(
+                    out,
+                    "{} bytes in {:.2} seconds = {:.2} Mbit/sec",
+                    r.bytes, r.seconds, r.mbit_per_sec
+                )?;
+                writeln!(
+                    out,
+                    "{} iters in {:.2} seconds = {:.2} usec/iter",
+                    r.iters, r.seconds, r.usec_per_iter
+                )?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("wvharness pingpong: {e}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn validate(a: &PingpongArgs) -> Result<(), String> {
+    if a.size == 0 {
+        return Err("size must be at least 1 byte".into());
+    }
+    if a.size > 1 << 30 {
+        return Err("size must be at most 1 GiB".into());
+    }
+    if a.connection == Connection::Ud && a.size > 4096 {
+        return Err(format!(
+            "UD messages are at most one MTU (4096 bytes); got -s {}",
+            a.size
+        ));
+    }
+    if a.iters == 0 {
+        return Err("iters must be at least 1".into());
+    }
+    if a.rx_depth < 2 {
+        return Err("rx-depth must be at least 2".into());
+    }
+    Ok(())
+}
+
+struct PingpongTask<'a> {
+    args: &'a PingpongArgs,
+}
+
+impl TargetTask for PingpongTask<'_> {
+    type Output = Result<PingpongResult, String>;
+
+    fn run<O: Opener>(self, opener: &O, device: Option<DeviceSpec>) -> Self::Output {
+        let a = self.args;
+        let provider = Provider::new(opener.open_file().map_err(|e| e.0)?);
+        let guids = provider
+            .device_guids()
+            .map_err(|e| format!("listing devices: {e}"))?;
+        let server_ix = resolve_device(&guids, device).map_err(|e| e.0)?;
+        let client_ix = if guids.len() > 1 {
+            (server_ix + 1) % guids.len()
+        } else {
+            server_ix
+        };
+        drop(provider);
+        let cfg = SideConfig {
+            connection: a.connection,
+            tx_depth: 1,
+            rx_depth: a.rx_depth,
+            // rc_pingpong sends inline only when the device's inline limit covers the message.
+            inline_size: if a.size <= 64 { 64 } else { 0 },
+            buf_size: a.size as usize,
+            srq: a.srq,
+            split_cqs: false,
+        };
+        let sh = Shared {
+            abort: AtomicBool::new(false),
+            stop: AtomicU64::new(0),
+            sync: Rendezvous::default(),
+            origin: Instant::now(),
+        };
+        let (to_client, from_server) = mpsc::channel::<Dest>();
+        let (to_server, from_client) = mpsc::channel::<Dest>();
+        let body = |client: bool, guid: u64, tx: mpsc::Sender<Dest>, rx: mpsc::Receiver<Dest>| {
+            let r = side_main(opener, guid, cfg, a, client, tx, rx, &sh);
+            if r.is_err() {
+                sh.abort.store(true, Ordering::Relaxed);
+            }
+            r
+        };
+        let (server, client) = std::thread::scope(|s| {
+            let server = s.spawn(|| body(false, guids[server_ix], to_client, from_client));
+            let client = s.spawn(|| body(true, guids[client_ix], to_server, from_server));
+            (
+                server
+                    .join()
+                    .unwrap_or_else(|_| Err("the server thread panicked".into())),
+                client
+                    .join()
+                    .unwrap_or_else(|_| Err("the client thread panicked".into())),
+            )
+        });
+        match (client, server) {
+            (Ok(r), Ok(_)) => Ok(r),
+            (Err(e), _) | (_, Err(e)) if e != aborted() => Err(e),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        }
+    }
+}
+
+/// One side of rc_pingpong: set up, exchange addresses, run the loop, measure.
+#[allow(clippy::too_many_arguments)]
+fn side_main<O: Opener>(
+    opener: &O,
+    guid: u64,
+    cfg: SideConfig,
+    a: &PingpongArgs,
+    client: bool,
+    tx: mpsc::Sender<Dest>,
+    rx: mpsc::Receiver<Dest>,
+    sh: &Shared,
+) -> Result<PingpongResult, String> {
+    let provider = Provider::new(opener.open_file().map_err(|e| e.0)?);
+    let mut side = Side::open(&provider, guid, cfg, u32::from(client))?;
+    let size = a.size as usize;
+    let payload = side.recv_payload_offset();
+    for _ in 0..a.rx_depth {
+        side.post_recv(RECV_WRID)?;
+    }
+    let mut routs = u64::from(a.rx_depth);
+    tx.send(side.local).map_err(|_| aborted())?;
+    let remote = rx
+        .recv_timeout(Duration::from_secs(30))
+        .map_err(|_| aborted())?;
+    side.connect(remote)?;
+    // Both QPs are ready before the first send (rc_pingpong's "done" exchange).
+    sh.sync.meet(&sh.abort)?;
+    if a.events {
+        side.send_cq.arm()?;
+    }
+    let start = Instant::now();
+    let mut pending = RECV_WRID;
+    let (mut scnt, mut rcnt) = (0u64, 0u64);
+    let send = |n: u64| -> Result<(), String> {
+        if !a.no_chk {
+            let msg: Vec<u8> = (0..size).map(|j| pattern(n, j)).collect();
+            side.buf.write(0, &msg).map_err(|e| e.to_string())?;
+        }
+        side.post(SEND_WRID, WrOpcode::Send, 0, size, true)
+    };
+    if client {
+        send(1)?;
+        pending |= SEND_WRID;
+    }
+    let mut wc = [WorkCompletion::default(); 2];
+    let mut got = vec![0u8; size];
+    while rcnt < a.iters || scnt < a.iters {
+        let ne = if a.events {
+            side.send_cq.wait(&sh.abort)?;
+            side.send_cq.poll(&mut wc)
+        } else {
+            poll_some(&side.send_cq, &mut wc, false, sh, usize::MAX)?
+        };
+        for w in &wc[..ne] {
+            if w.status != wv_client::verbs::WcStatus::Success {
+                return Err(format!(
+                    "Failed status {:?} ({}) for wr_id {}",
+                    w.status, w.status as u8, w.wr_id
+                ));
+            }
+            match w.wr_id {
+                SEND_WRID => scnt += 1,
+                RECV_WRID => {
+                    rcnt += 1;
+                    if !a.no_chk {
+                        side.buf
+                            .read(side.land_off + payload, &mut got)
+                            .map_err(|e| e.to_string())?;
+                        if let Some(j) = (0..size).find(|&j| got[j] != pattern(rcnt, j)) {
+                            return Err(format!(
+                                "message {rcnt}: byte {j} is 0x{:02x}, expected 0x{:02x}",
+                                got[j],
+                                pattern(rcnt, j)
+                            ));
+                        }
+                    }
+                    routs -= 1;
+                    if routs <= 1 {
+                        while routs < u64::from(a.rx_depth) {
+                            side.post_recv(RECV_WRID)?;
+                            routs += 1;
+                        }
+                    }
+                }
+                other => return Err(format!("Completion for unknown wr_id {other}")),
+            }
+            pending &= !w.wr_id;
+            if scnt < a.iters && pending == 0 {
+                send(scnt + 1)?;
+                pending = RECV_WRID | SEND_WRID;
+            }
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    // Neither side tears down while the other may still be reaping.
+    sh.sync.meet(&sh.abort)?;
+    let bytes = a.size * a.iters * 2;
+    Ok(PingpongResult {
+        local: address_line("local", &side.local),
+        remote: address_line("remote", &remote),
+        bytes,
+        seconds,
+        mbit_per_sec: bytes as f64 * 8.0 / seconds / 1_000_000.0,
+        iters: a.iters,
+        usec_per_iter: seconds * 1_000_000.0 / a.iters as f64,
+        checked: !a.no_chk,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn address_line_matches_rc_pingpong() {
+        let d = Dest {
+            lid: 1,
+            qpn: 0x12,
+            psn: 0xabcdef,
+            gid: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            rkey: 0,
+            vaddr: 0,
+        };
+        assert_eq!(
+            address_line("local", &d),
+            "  local address:  LID 0x0001, QPN 0x000012, PSN 0xabcdef, GID fe80::1"
+        );
+    }
+}

@@ -1,0 +1,445 @@
+//! The default run (no command): the conformance suite with a progress bar, a short benchmark
+//! summary, and a verdict.
+//!
+//! The verdict is about correctness only: it fails (and the exit status is non-zero) when a
+//! check fails or a benchmark cannot run. Performance is reported, never judged here: every
+//! number stands next to a baseline measured in the same run, as a ratio, beside the target the
+//! design aims for (issue 4), because on a shared 2-core machine absolute times drift more than
+//! the differences that matter.
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde::Serialize;
+use wv_client::inproc::StackConfig;
+use wv_core::QpModifyMode;
+
+use crate::baseline;
+use crate::perftest::{self, Connection, PerftestArgs, Row, Test};
+use crate::progress::Progress;
+use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, resolve_device};
+
+/// Options of the default run.
+#[derive(Args, Clone, Debug, Default)]
+pub struct SummaryArgs {
+    /// A reduced workload (fewer iterations, shorter baselines): a few seconds instead of about
+    /// a minute, for smoke tests. The numbers are noisier.
+    #[arg(long)]
+    pub quick: bool,
+    /// Print the results as one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Skip the conformance checks (benchmark summary only).
+    #[arg(long)]
+    pub no_check: bool,
+    /// Which driver and device to run on.
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+/// How much work each part does.
+struct Workload {
+    lat_iters: u64,
+    event_iters: u64,
+    bw_iters: u64,
+    baseline_budget: Duration,
+    modify_qps: usize,
+    modify_rounds: usize,
+}
+
+impl Workload {
+    fn new(quick: bool) -> Workload {
+        if quick {
+            Workload {
+                lat_iters: 2_000,
+                event_iters: 500,
+                bw_iters: 200,
+                baseline_budget: Duration::from_millis(50),
+                modify_qps: 16,
+                modify_rounds: 2,
+            }
+        } else {
+            Workload {
+                lat_iters: 50_000,
+                event_iters: 10_000,
+                bw_iters: 10_000,
+                baseline_budget: Duration::from_millis(500),
+                modify_qps: 64,
+                modify_rounds: 10,
+            }
+        }
+    }
+}
+
+/// One line of the summary: a measured number, its same-run baseline, their ratio and the
+/// design target.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    /// What was measured.
+    pub what: String,
+    /// The measurement, in `unit`.
+    pub value: f64,
+    /// The baseline, in `unit`.
+    pub baseline: f64,
+    /// What the baseline is.
+    pub baseline_what: String,
+    /// The unit of both.
+    pub unit: String,
+    /// `value / baseline` (for a bandwidth, the fraction of the baseline reached).
+    pub ratio: f64,
+    /// The target, as text ("≤ 10×"), informational.
+    pub target: String,
+    /// Whether the ratio meets the target (informational: never fails the run).
+    pub meets_target: Option<bool>,
+}
+
+/// Everything the default run found.
+#[derive(Debug, Default, Serialize)]
+struct Outcome {
+    checks_passed: usize,
+    checks_failed: usize,
+    checks_skipped: usize,
+    failed_checks: Vec<String>,
+    check_gap: Option<String>,
+    comparisons: Vec<Comparison>,
+    benchmark_errors: Vec<String>,
+    verdict: String,
+    passed: bool,
+    seconds: f64,
+}
+
+/// Runs the default command.
+pub fn run(args: &SummaryArgs) -> io::Result<ExitCode> {
+    let started = Instant::now();
+    let work = Workload::new(args.quick);
+    let mut out = Outcome::default();
+    let text = !args.json;
+    let mut stdout = io::stdout().lock();
+
+    // 1. Conformance.
+    if !args.no_check {
+        run_checks(args, text, &mut out, &mut stdout)?;
+    }
+
+    // 2. Benchmarks, each beside its baseline.
+    if text {
+        writeln!(stdout)?;
+        writeln!(
+            stdout,
+            "Benchmark summary (informational: ratios to baselines measured in this run; targets from issue 4)"
+        )?;
+        stdout.flush()?;
+    }
+    let steps = 4;
+    let mut bar = Progress::new("benchmarks", steps, text);
+    let parts: [(
+        &str,
+        fn(&SummaryArgs, &Workload) -> Result<Vec<Comparison>, String>,
+    ); 4] = [
+        ("polling send latency", polling_latency),
+        ("event send latency", event_latency),
+        ("64 KiB RDMA write bandwidth", write_bandwidth),
+        ("QP_MODIFY async vs inline", qp_modify_throughput),
+    ];
+    for (name, part) in parts {
+        bar.working_on(name);
+        match part(args, &work) {
+            Ok(mut c) => {
+                bar.finish();
+                if text {
+                    for line in &c {
+                        writeln!(stdout, "{}", format_comparison(line))?;
+                    }
+                    stdout.flush()?;
+                }
+                out.comparisons.append(&mut c);
+            }
+            Err(e) => {
+                bar.finish();
+                if text {
+                    writeln!(stdout, "  {name}: FAILED to run: {e}")?;
+                }
+                out.benchmark_errors.push(format!("{name}: {e}"));
+            }
+        }
+        bar.step(name);
+    }
+    bar.finish();
+    drop(bar);
+
+    // 3. Verdict.
+    out.seconds = started.elapsed().as_secs_f64();
+    out.passed = out.checks_failed == 0 && out.benchmark_errors.is_empty();
+    out.verdict = verdict_line(&out);
+    if text {
+        writeln!(stdout)?;
+        writeln!(stdout, "{}", out.verdict)?;
+    } else {
+        serde_json::to_writer_pretty(&mut stdout, &out).map_err(io::Error::other)?;
+        writeln!(stdout)?;
+    }
+    Ok(if out.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The last line: the verdict, the counts, and the time taken.
+fn verdict_line(out: &Outcome) -> String {
+    let checks = if let Some(gap) = &out.check_gap {
+        format!("conformance checks not run ({gap})")
+    } else if out.checks_failed == 0 {
+        format!(
+            "{} checks passed{}",
+            out.checks_passed,
+            if out.checks_skipped > 0 {
+                format!(", {} skipped", out.checks_skipped)
+            } else {
+                String::new()
+            }
+        )
+    } else {
+        format!(
+            "{} of {} checks FAILED ({})",
+            out.checks_failed,
+            out.checks_passed + out.checks_failed,
+            out.failed_checks.join(", ")
+        )
+    };
+    let bench = if out.benchmark_errors.is_empty() {
+        format!("{} benchmark comparisons", out.comparisons.len())
+    } else {
+        format!("{} benchmarks FAILED to run", out.benchmark_errors.len())
+    };
+    format!(
+        "VERDICT: {} — {checks}; {bench}; {:.1} s",
+        if out.passed { "PASS" } else { "FAIL" },
+        out.seconds
+    )
+}
+
+/// `  label ......  value unit  vs  baseline unit (what)  = ratio  [target ...]`
+fn format_comparison(c: &Comparison) -> String {
+    let ratio = if c.unit.contains("/s") {
+        format!("{:.0} % of baseline", c.ratio * 100.0)
+    } else {
+        format!("{:.2}× baseline", c.ratio)
+    };
+    let mark = match c.meets_target {
+        Some(true) => "meets",
+        Some(false) => "misses",
+        None => "",
+    };
+    format!(
+        "  {:<34} {:>10} {:<6} vs {:>10} {:<6} {:<34} = {:<18} target {} {}",
+        c.what,
+        format_value(c.value),
+        c.unit,
+        format_value(c.baseline),
+        c.unit,
+        format!("({})", c.baseline_what),
+        ratio,
+        c.target,
+        mark
+    )
+}
+
+fn format_value(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn run_checks(
+    _args: &SummaryArgs,
+    text: bool,
+    out: &mut Outcome,
+    stdout: &mut impl Write,
+) -> io::Result<()> {
+    // The conformance suite is another engineer's module; until it exposes its runner here,
+    // the gap is reported in the verdict rather than hidden.
+    out.check_gap = Some("the conformance suite is not built into this binary yet".into());
+    if text {
+        writeln!(stdout, "Conformance checks: not available in this build")?;
+    }
+    Ok(())
+}
+
+/// The perftest options of a summary measurement.
+fn bench_args(args: &SummaryArgs, size: u64, iters: u64, events: bool) -> PerftestArgs {
+    PerftestArgs {
+        size: Some(size),
+        iters: Some(iters),
+        events,
+        connection: Connection::Rc,
+        target: args.target.clone(),
+        ..PerftestArgs::default()
+    }
+}
+
+fn polling_latency(args: &SummaryArgs, w: &Workload) -> Result<Vec<Comparison>, String> {
+    let rows = perftest::measure(Test::SendLat, &bench_args(args, 2, w.lat_iters, false))?;
+    let t = typical(&rows)?;
+    let base_ns = baseline::cache_line_one_way_ns(w.baseline_budget);
+    let ratio = t * 1000.0 / base_ns;
+    Ok(vec![Comparison {
+        what: "send_lat 2 B, polling (t_typical)".into(),
+        value: t * 1000.0,
+        baseline: base_ns,
+        baseline_what: "cache-line ping-pong, one way".into(),
+        unit: "ns".into(),
+        ratio,
+        target: "≤ 10×".into(),
+        meets_target: Some(ratio <= 10.0),
+    }])
+}
+
+fn event_latency(args: &SummaryArgs, w: &Workload) -> Result<Vec<Comparison>, String> {
+    let rows = perftest::measure(Test::SendLat, &bench_args(args, 2, w.event_iters, true))?;
+    let t = typical(&rows)?;
+    let base_ns = baseline::futex_wake_one_way_ns(w.baseline_budget);
+    let ratio = t * 1000.0 / base_ns;
+    Ok(vec![Comparison {
+        what: "send_lat 2 B, events -e (t_typical)".into(),
+        value: t * 1000.0,
+        baseline: base_ns,
+        baseline_what: "futex wake, one way".into(),
+        unit: "ns".into(),
+        ratio,
+        target: "≤ 1.3×".into(),
+        meets_target: Some(ratio <= 1.3),
+    }])
+}
+
+fn write_bandwidth(args: &SummaryArgs, w: &Workload) -> Result<Vec<Comparison>, String> {
+    let size = 64 << 10;
+    let rows = perftest::measure(Test::WriteBw, &bench_args(args, size, w.bw_iters, false))?;
+    let avg_mib = match rows.first() {
+        Some(Row::Bandwidth { bw_average, .. }) => *bw_average,
+        _ => return Err("write_bw produced no row".into()),
+    };
+    let bw = avg_mib * 1_048_576.0 / 1e9;
+    let base = baseline::memcpy_bytes_per_sec(size as usize, w.baseline_budget) / 1e9;
+    let ratio = bw / base;
+    Ok(vec![Comparison {
+        what: "write_bw 64 KiB (BW average)".into(),
+        value: bw,
+        baseline: base,
+        baseline_what: "memcpy of 64 KiB buffers".into(),
+        unit: "GB/s".into(),
+        ratio,
+        target: "≥ 60 %".into(),
+        meets_target: Some(ratio >= 0.6),
+    }])
+}
+
+fn qp_modify_throughput(args: &SummaryArgs, w: &Workload) -> Result<Vec<Comparison>, String> {
+    let rate = |mode| -> Result<f64, String> {
+        let config = StackConfig {
+            qp_modify: mode,
+            ..StackConfig::default()
+        };
+        let (target, device) = Target::open(&args.target, config).map_err(|e| e.0)?;
+        target.run(
+            ModifyTask {
+                qps: w.modify_qps,
+                rounds: w.modify_rounds,
+            },
+            device,
+        )
+    };
+    let inline = rate(QpModifyMode::Inline)?;
+    let asynchronous = rate(QpModifyMode::Async)?;
+    Ok(vec![Comparison {
+        what: "QP_MODIFY async (transitions)".into(),
+        value: asynchronous,
+        baseline: inline,
+        baseline_what: "QP_MODIFY inline, as OFW".into(),
+        unit: "/s".into(),
+        ratio: asynchronous / inline,
+        target: "(none; both measured)".into(),
+        meets_target: None,
+    }])
+}
+
+fn typical(rows: &[Row]) -> Result<f64, String> {
+    match rows.first() {
+        Some(Row::Latency { t_typical, .. }) => Ok(*t_typical),
+        _ => Err("send_lat produced no row".into()),
+    }
+}
+
+/// QP_MODIFY throughput: `qps` RC QPs cycled RESET → INIT → RTR → RTS → RESET `rounds` times,
+/// each step issued on every QP before waiting for any (as an application bringing up many
+/// connections does), so asynchronous modifies can overlap. Returns transitions per second.
+struct ModifyTask {
+    qps: usize,
+    rounds: usize,
+}
+
+impl TargetTask for ModifyTask {
+    type Output = Result<f64, String>;
+
+    fn run<O: Opener>(self, opener: &O, device: Option<DeviceSpec>) -> Self::Output {
+        use wv_client::verbs::{
+            AddressVector, Mtu, Provider, QpAttr, QpInit, QpState, QpType, WV_ACCESS_LOCAL_WRITE,
+        };
+        let e =
+            |what: &'static str| move |err: wv_client::verbs::VerbsError| format!("{what}: {err}");
+        let provider = Provider::new(opener.open_file().map_err(|e| e.0)?);
+        let guids = provider.device_guids().map_err(e("listing devices"))?;
+        let guid = guids[resolve_device(&guids, device).map_err(|e| e.0)?];
+        let dev = provider
+            .open_device(guid)
+            .map_err(e("opening the device"))?;
+        let gid = dev
+            .query_gids(1)
+            .map_err(e("querying GIDs"))?
+            .first()
+            .copied()
+            .unwrap_or([0; 16]);
+        let pd = dev.alloc_pd().map_err(e("allocating a PD"))?;
+        let cq = dev.create_cq(16).map_err(e("creating a CQ"))?;
+        let qps = (0..self.qps)
+            .map(|_| pd.create_qp(&QpInit::new(QpType::Rc, &cq, &cq)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(e("creating a QP"))?;
+        // Each QP is connected to itself: nothing flows, only the state machine runs.
+        let av = AddressVector {
+            dgid: gid,
+            grh_valid: true,
+            hop_limit: 1,
+            port: 1,
+            ..AddressVector::default()
+        };
+        let started = Instant::now();
+        let mut transitions = 0u64;
+        for _ in 0..self.rounds {
+            for step in 0..4 {
+                let pending = qps
+                    .iter()
+                    .map(|qp| {
+                        let attr = match step {
+                            0 => QpAttr::init(1, 0, WV_ACCESS_LOCAL_WRITE),
+                            1 => QpAttr::rtr(qp.qpn(), 0, &av, Mtu::Mtu1024, 1, 12),
+                            2 => QpAttr::rts(0, 14, 7, 7, 1),
+                            _ => QpAttr::to_state(QpState::Reset),
+                        };
+                        qp.modify_async(&attr)
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(e("QP_MODIFY"))?;
+                for p in pending {
+                    p.wait().map_err(e("QP_MODIFY"))?;
+                }
+                transitions += qps.len() as u64;
+            }
+        }
+        Ok(transitions as f64 / started.elapsed().as_secs_f64())
+    }
+}

@@ -1,0 +1,287 @@
+//! Which driver and which device a command runs on: `--transport inproc|windows` and
+//! `--device <index|GUID>`, shared by every command.
+//!
+//! * `inproc` (the default): the real driver core, loaded in this process on the host model of
+//!   KMDF above the built-in soft HCAs (two devices on one fabric unless a command asks for
+//!   another shape). Nothing needs to be installed.
+//! * `windows` (Windows builds only): the installed driver, through `\\.\WinVerbs`.
+//!
+//! A device is named by its index in GUID_QUERY order (`0`, `1`, …) or by its node GUID in hex
+//! (`0x0257560000000001`, `0257560000000001` or the ibv_devinfo form
+//! `0257:5600:0000:0001`): a value with a `0x` prefix, a colon, a hex letter or 16 digits is a
+//! GUID, any other all-decimal value an index.
+
+use std::fmt;
+use std::str::FromStr;
+
+use clap::{Args, ValueEnum};
+use wv_client::inproc::{Stack, StackConfig};
+use wv_client::raw::RawFile;
+
+/// The transports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Transport {
+    /// The driver core in this process, above the built-in soft HCAs.
+    #[default]
+    Inproc,
+    /// The installed driver through `\\.\WinVerbs` (Windows builds only).
+    Windows,
+}
+
+/// A device named on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceSpec {
+    /// Position in GUID_QUERY order.
+    Index(usize),
+    /// Node GUID.
+    Guid(u64),
+}
+
+impl FromStr for DeviceSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let bad = || {
+            format!(
+                "'{s}' is neither a device index (0, 1, …) nor a node GUID \
+                 (0x0257560000000001 or 0257:5600:0000:0001)"
+            )
+        };
+        if t.is_empty() {
+            return Err(bad());
+        }
+        let (hex, forced) = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+            Some(rest) => (rest.to_owned(), true),
+            None => (t.replace(':', ""), t.contains(':')),
+        };
+        let all_decimal = hex.bytes().all(|b| b.is_ascii_digit());
+        if !forced && all_decimal && hex.len() < 16 {
+            return t.parse().map(DeviceSpec::Index).map_err(|_| bad());
+        }
+        if hex.is_empty() || hex.len() > 16 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        u64::from_str_radix(&hex, 16)
+            .map(DeviceSpec::Guid)
+            .map_err(|_| bad())
+    }
+}
+
+impl fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceSpec::Index(i) => write!(f, "{i}"),
+            DeviceSpec::Guid(g) => write!(f, "{}", format_guid(*g)),
+        }
+    }
+}
+
+/// A node GUID as ibv_devinfo prints it (`0257:5600:0000:0001`).
+pub fn format_guid(g: u64) -> String {
+    format!(
+        "{:04x}:{:04x}:{:04x}:{:04x}",
+        g >> 48,
+        (g >> 32) & 0xffff,
+        (g >> 16) & 0xffff,
+        g & 0xffff
+    )
+}
+
+/// The options every command flattens in.
+#[derive(Args, Clone, Debug, Default)]
+pub struct TargetArgs {
+    /// Where the driver is: `inproc` = the driver core in this process above the built-in soft
+    /// HCAs (nothing to install); `windows` = the installed driver, `\\.\WinVerbs` (Windows
+    /// builds only).
+    #[arg(long, value_enum, default_value_t = Transport::Inproc)]
+    pub transport: Transport,
+    /// Device to use, by index (0, 1, …) or node GUID (0x0257560000000001 or
+    /// 0257:5600:0000:0001). Benchmarks run their server side on it and their client side on
+    /// the next device (or on the same one when there is only one). Default: the first.
+    #[arg(short = 'd', long, value_name = "INDEX|GUID")]
+    pub device: Option<DeviceSpec>,
+}
+
+/// Why a target could not be opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetError(pub String);
+
+impl fmt::Display for TargetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TargetError {}
+
+impl From<TargetError> for std::io::Error {
+    fn from(e: TargetError) -> Self {
+        std::io::Error::other(e.0)
+    }
+}
+
+/// Something that opens handles on the driver: `CreateFile(\\.\WinVerbs)` or its in-process
+/// equivalent. Each call is a new file object (a new WinVerbs provider in the driver), as a
+/// new process's would be.
+pub trait Opener: Sync {
+    /// An open handle.
+    type File: RawFile + Send + Sync + 'static;
+    /// Opens a handle.
+    ///
+    /// # Errors
+    /// Why the driver (or the OS) refused.
+    fn open_file(&self) -> Result<Self::File, TargetError>;
+}
+
+impl Opener for Stack {
+    type File = wv_client::inproc::File;
+    fn open_file(&self) -> Result<Self::File, TargetError> {
+        self.open()
+            .map_err(|s| TargetError(format!("opening the in-process driver failed: {s}")))
+    }
+}
+
+/// Opens the installed driver's `\\.\WinVerbs`.
+#[cfg(windows)]
+pub struct WindowsOpener;
+
+#[cfg(windows)]
+impl Opener for WindowsOpener {
+    type File = wv_client::windows::File;
+    fn open_file(&self) -> Result<Self::File, TargetError> {
+        wv_client::windows::File::open().map_err(|e| {
+            TargetError(format!(
+                "cannot open \\\\.\\WinVerbs ({e}): is the WinVerbs driver installed and an RDMA \
+                 controller started?"
+            ))
+        })
+    }
+}
+
+/// A command's work on a target, generic over the transport (closures cannot be generic, so
+/// this is a trait).
+pub trait TargetTask {
+    /// What the work returns.
+    type Output;
+    /// Does the work; `opener` opens handles, `device` is the `--device` choice.
+    fn run<O: Opener>(self, opener: &O, device: Option<DeviceSpec>) -> Self::Output;
+}
+
+/// An opened target.
+pub enum Target {
+    /// The in-process stack.
+    Inproc(Stack),
+    /// The installed driver.
+    #[cfg(windows)]
+    Windows(WindowsOpener),
+}
+
+impl Target {
+    /// Opens the target the options name; `config` shapes an in-process stack.
+    ///
+    /// # Errors
+    /// The Windows transport on a non-Windows build.
+    pub fn open(
+        args: &TargetArgs,
+        config: StackConfig,
+    ) -> Result<(Target, Option<DeviceSpec>), TargetError> {
+        let target = match args.transport {
+            Transport::Inproc => Target::Inproc(Stack::new(config)),
+            #[cfg(windows)]
+            Transport::Windows => Target::Windows(WindowsOpener),
+            #[cfg(not(windows))]
+            Transport::Windows => {
+                return Err(TargetError(
+                    "the windows transport (\\\\.\\WinVerbs) exists only in Windows builds of \
+                     wvharness; on this system use --transport inproc (the default)"
+                        .into(),
+                ));
+            }
+        };
+        Ok((target, args.device))
+    }
+
+    /// Runs `task` on this target.
+    pub fn run<T: TargetTask>(&self, task: T, device: Option<DeviceSpec>) -> T::Output {
+        match self {
+            Target::Inproc(s) => task.run(s, device),
+            #[cfg(windows)]
+            Target::Windows(w) => task.run(w, device),
+        }
+    }
+}
+
+/// Picks a device from the GUIDs GUID_QUERY returned: returns its index.
+///
+/// # Errors
+/// No device at all, an index out of range, or a GUID not present (the message lists what is).
+pub fn resolve_device(guids: &[u64], spec: Option<DeviceSpec>) -> Result<usize, TargetError> {
+    if guids.is_empty() {
+        return Err(TargetError(
+            "no RDMA device found (GUID_QUERY returned none)".into(),
+        ));
+    }
+    let list = || {
+        guids
+            .iter()
+            .enumerate()
+            .map(|(i, g)| format!("{i} = {}", format_guid(*g)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match spec {
+        None => Ok(0),
+        Some(DeviceSpec::Index(i)) if i < guids.len() => Ok(i),
+        Some(DeviceSpec::Index(i)) => Err(TargetError(format!(
+            "no device with index {i}; devices: {}",
+            list()
+        ))),
+        Some(DeviceSpec::Guid(g)) => guids.iter().position(|&x| x == g).ok_or_else(|| {
+            TargetError(format!(
+                "no device with GUID {}; devices: {}",
+                format_guid(g),
+                list()
+            ))
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_specs_parse() {
+        assert_eq!("1".parse(), Ok(DeviceSpec::Index(1)));
+        assert_eq!("0x10".parse(), Ok(DeviceSpec::Guid(0x10)));
+        assert_eq!(
+            "0257:5600:0000:0001".parse(),
+            Ok(DeviceSpec::Guid(0x0257_5600_0000_0001))
+        );
+        assert_eq!(
+            "0257560000000001".parse(),
+            Ok(DeviceSpec::Guid(0x0257_5600_0000_0001))
+        );
+        assert_eq!("ab".parse(), Ok(DeviceSpec::Guid(0xab)));
+        assert!("".parse::<DeviceSpec>().is_err());
+        assert!("mlx4_0".parse::<DeviceSpec>().is_err());
+        assert!("0x".parse::<DeviceSpec>().is_err());
+        assert!("0x11112222333344445".parse::<DeviceSpec>().is_err());
+    }
+
+    #[test]
+    fn devices_resolve_with_clear_errors() {
+        let g = [0x0257_5600_0000_0001, 0x0257_5600_0000_0002];
+        assert_eq!(resolve_device(&g, None), Ok(0));
+        assert_eq!(resolve_device(&g, Some(DeviceSpec::Index(1))), Ok(1));
+        assert_eq!(resolve_device(&g, Some(DeviceSpec::Guid(g[1]))), Ok(1));
+        let e = resolve_device(&g, Some(DeviceSpec::Index(7))).unwrap_err();
+        assert!(
+            e.0.contains("no device with index 7") && e.0.contains("0257:5600:0000:0002"),
+            "{e}"
+        );
+        assert!(resolve_device(&g, Some(DeviceSpec::Guid(3))).is_err());
+        assert!(resolve_device(&[], None).is_err());
+    }
+}
