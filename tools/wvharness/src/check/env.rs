@@ -80,7 +80,7 @@ impl CheckTarget {
 /// One scenario's machine.
 pub trait Env: Sized + 'static {
     /// An open handle.
-    type File: RawFile;
+    type File: RawFile + Send + Sync + 'static;
     /// Builds the environment for one scenario.
     ///
     /// # Errors

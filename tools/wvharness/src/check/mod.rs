@@ -22,6 +22,7 @@
 mod abi;
 mod badflow;
 mod env;
+mod fixture;
 mod lifetime;
 mod notify;
 mod ports;
