@@ -6,7 +6,7 @@
 //!
 //! * [`inproc`]: the in-process stack — the real driver core on the host model of KMDF above
 //!   soft HCAs — with the admin actions a controller's owner has;
-//! * [`windows`] (Windows only): the real `\\.\WinVerbs` device, through overlapped I/O.
+//! * `windows` (Windows only): the real `\\.\WinVerbs` device, through overlapped I/O.
 //!
 //! [`verbs`] is the verbs API (provider, device, PD, MR, CQ, SRQ, QP, AH, MW) over any of them.
 #![deny(unsafe_code)]

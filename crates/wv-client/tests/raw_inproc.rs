@@ -306,3 +306,21 @@ fn deterministic_stack_runs_deferred_work_when_waited_on() {
         assert_eq!(stack.unload(), Vec::<String>::new());
     }
 }
+
+#[test]
+fn unload_with_a_handle_open_reports_instead_of_panicking() {
+    let stack = Stack::new(StackConfig {
+        devices: 1,
+        ..StackConfig::default()
+    });
+    let file = stack.open().unwrap();
+    let found = stack.unload();
+    assert_eq!(
+        found,
+        vec!["verifier: 0 requests / 0 queues / 1 files alive at unload".to_string()]
+    );
+    // The handle still works against the driver left loaded; closing it is harmless.
+    let st = file.device_io_control(WV_IOCTL_GUID_QUERY, &[], 16).wait();
+    assert_eq!(st.nt_status(), NtStatus::SUCCESS);
+    drop(file);
+}

@@ -246,6 +246,58 @@ fn ud_send_through_an_address_handle() {
 }
 
 #[test]
+fn ud_multicast_attach_and_detach() {
+    let stack = Stack::new(StackConfig::default());
+    let p = open_inproc(&stack).unwrap();
+    let guids = p.device_guids().unwrap();
+    let a = side(&p, guids[0], QpType::Ud, None);
+    let b = side(&p, guids[1], QpType::Ud, None);
+    for s in [&a, &b] {
+        s.qp.modify(&QpAttr::init_ud(1, 0, QKEY)).unwrap();
+        s.qp.modify(&QpAttr::rtr_ud()).unwrap();
+        s.qp.modify(&QpAttr::rts_ud(0)).unwrap();
+    }
+    let mut mgid = [0u8; 16];
+    mgid[0] = 0xFF;
+    mgid[1] = 0x0E;
+    mgid[15] = 0x42;
+    b.qp.attach_mcast(&mgid, 0xC001).unwrap();
+    b.qp.post_recv(&RecvWr {
+        wr_id: 1,
+        sg_list: &[b.mr.sge(0, 64 + GRH_BYTES as u32)],
+    })
+    .unwrap();
+    a.buf.write(0, b"to the group").unwrap();
+    let sge = [a.mr.sge(0, 12)];
+    let mut wr = send_wr(1, WrOpcode::Send, &sge);
+    wr.ud = Some(UdAddress {
+        dgid: mgid,
+        dlid: 0xC001,
+        grh: true,
+        remote_qpn: 0xFF_FFFF,
+        remote_qkey: QKEY,
+    });
+    a.qp.post_send(&wr).unwrap();
+    let wc = poll_n(&b.cq, 1);
+    assert_eq!(
+        (wc[0].status, wc[0].byte_len as usize),
+        (WcStatus::Success, 12 + GRH_BYTES)
+    );
+    assert_eq!(b.buf.to_vec()[GRH_BYTES..GRH_BYTES + 12], *b"to the group");
+    b.qp.detach_mcast(&mgid, 0xC001).unwrap();
+    assert_eq!(
+        b.qp.detach_mcast(&mgid, 0xC001).unwrap_err(),
+        VerbsError::new("QP_DETACH", NtStatus::NOT_FOUND)
+    );
+    // Only UD QPs join groups (the soft HCA refuses an RC QP).
+    let rc = side(&p, guids[0], QpType::Rc, None);
+    assert_eq!(
+        rc.qp.attach_mcast(&mgid, 0xC001).unwrap_err(),
+        VerbsError::new("QP_ATTACH", NtStatus::UNSUCCESSFUL)
+    );
+}
+
+#[test]
 fn srq_receives_and_limit_event() {
     let stack = Stack::new(StackConfig::default());
     let p = open_inproc(&stack).unwrap();
@@ -732,4 +784,39 @@ fn a_device_without_a_built_in_uvp_names_the_missing_library() {
         e.to_string(),
         "LoadLibrary(mlx4u.dll) failed: STATUS_DLL_NOT_FOUND (0xC0000135)"
     );
+}
+
+#[test]
+fn objects_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Stack>();
+    send_sync::<Provider<F>>();
+    send_sync::<Device<F>>();
+    send_sync::<Pd<F>>();
+    send_sync::<Cq<F>>();
+    send_sync::<Qp<F>>();
+    send_sync::<Srq<F>>();
+    send_sync::<Ah<F>>();
+    send_sync::<Mw<F>>();
+    send_sync::<Mr>();
+    send_sync::<Buffer>();
+    send::<Pending<()>>();
+
+    // A waiter thread sleeps on the completion event while this thread sends.
+    let stack = Stack::new(StackConfig::default());
+    let (_p, a, b) = rc_pair(&stack);
+    let event = b.cq.notify(false).unwrap();
+    let waiter = std::thread::spawn(move || event.wait());
+    b.qp.post_recv(&RecvWr {
+        wr_id: 1,
+        sg_list: &[b.mr.sge(0, 64)],
+    })
+    .unwrap();
+    let sge = [a.mr.sge(0, 8)];
+    a.qp.post_send(&send_wr(1, WrOpcode::Send, &sge)).unwrap();
+    waiter.join().unwrap().unwrap();
+    let cq = b.cq.clone();
+    let polled = std::thread::spawn(move || poll_n(&cq, 1)).join().unwrap();
+    assert_eq!(polled[0].wr_id, 1);
 }

@@ -4,7 +4,7 @@
 //!
 //! * the control path is IOCTL bytes on one handle ([`RawFile`]), shared by every object of a
 //!   [`Provider`] through an `Arc`, so the same code runs in process ([`crate::inproc`]) and on
-//!   Windows ([`crate::windows`]);
+//!   Windows (`crate::windows`, compiled for Windows only);
 //! * the data path (post, poll, arm) never enters the driver: it goes through the user-mode
 //!   provider (UVP) that LIBRARY_QUERY names. The soft HCA's (`softhcau`) is built in; any
 //!   other name fails [`Provider::open_device`] with an error naming the missing library;

@@ -1014,7 +1014,9 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
     }
 
     /// QP_MODIFY without waiting. The output is the UVP's QP-state buffer (the soft UVP reads
-    /// the state the device shares, so it only needs the call to have succeeded).
+    /// the state the device shares, so it only needs the call to have succeeded). Modifies of
+    /// one QP run in the order issued; dropping the [`Pending`] before it completes cancels the
+    /// modify if it has not started yet.
     ///
     /// # Errors
     /// An inline failure of QP_MODIFY (e.g. `STATUS_NOT_FOUND`).
