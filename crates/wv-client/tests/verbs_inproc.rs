@@ -611,6 +611,10 @@ fn raw_ioctls_and_verbs_on_one_handle() {
     let raw = |code: u32, id: u64| -> IoStatus {
         file.device_io_control(code, &id.to_ne_bytes(), 0).wait()
     };
+    // A memory window holds its PD too.
+    let mw = a.pd.alloc_mw().unwrap();
+    assert_ne!(mw.rkey(), 0);
+    assert_eq!(mw.pd().id(), a.pd.id());
     // Destroy while referenced → ACCESS_DENIED (the verbs objects hold the references).
     assert_eq!(
         raw(WV_IOCTL_CQ_DESTROY, a.cq.id()).nt_status(),
