@@ -19,8 +19,8 @@ use serde::Serialize;
 use wv_client::inproc::StackConfig;
 use wv_client::verbs::{Provider, WorkCompletion, WrOpcode};
 
-use crate::perftest::Connection;
 use crate::perftest::endpoint::{Dest, Rendezvous, Shared, Side, SideConfig, aborted, poll_some};
+use crate::perftest::{Connection, UD_MTU};
 use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, resolve_device};
 
 /// Options of `wvharness pingpong` (rc_pingpong's, where they apply).
@@ -29,9 +29,10 @@ pub struct PingpongArgs {
     /// Transport: RC (ibv_rc_pingpong), UC (ibv_uc_pingpong) or UD (ibv_ud_pingpong).
     #[arg(short = 'c', long = "connection", value_enum, default_value_t = Connection::Rc, ignore_case = true)]
     pub connection: Connection,
-    /// Size of message to exchange (UD: at most the MTU, 4096).
-    #[arg(short = 's', long = "size", default_value_t = 4096)]
-    pub size: u64,
+    /// Size of message to exchange (default 4096; UD: default and at most 1024, the soft HCA's
+    /// UD path MTU).
+    #[arg(short = 's', long = "size")]
+    pub size: Option<u64>,
     /// Number of exchanges.
     #[arg(short = 'n', long = "iters", default_value_t = 1000)]
     pub iters: u64,
@@ -133,17 +134,27 @@ pub fn run(args: &PingpongArgs) -> io::Result<ExitCode> {
     }
 }
 
+/// The message size: `-s`, or rc_pingpong's 4096 (1024 for UD, the most a UD message holds
+/// here).
+fn size_of(a: &PingpongArgs) -> u64 {
+    a.size.unwrap_or(if a.connection == Connection::Ud {
+        UD_MTU
+    } else {
+        4096
+    })
+}
+
 fn validate(a: &PingpongArgs) -> Result<(), String> {
-    if a.size == 0 {
+    let size = size_of(a);
+    if size == 0 {
         return Err("size must be at least 1 byte".into());
     }
-    if a.size > 1 << 30 {
+    if size > 1 << 30 {
         return Err("size must be at most 1 GiB".into());
     }
-    if a.connection == Connection::Ud && a.size > 4096 {
+    if a.connection == Connection::Ud && size > UD_MTU {
         return Err(format!(
-            "UD messages are at most one MTU (4096 bytes); got -s {}",
-            a.size
+            "Requested size larger than port MTU ({UD_MTU}); got -s {size}"
         ));
     }
     if a.iters == 0 {
@@ -180,8 +191,8 @@ impl TargetTask for PingpongTask<'_> {
             tx_depth: 1,
             rx_depth: a.rx_depth,
             // rc_pingpong sends inline only when the device's inline limit covers the message.
-            inline_size: if a.size <= 64 { 64 } else { 0 },
-            buf_size: a.size as usize,
+            inline_size: if size_of(a) <= 64 { 64 } else { 0 },
+            buf_size: size_of(a) as usize,
             srq: a.srq,
             split_cqs: false,
         };
@@ -234,17 +245,19 @@ fn side_main<O: Opener>(
 ) -> Result<PingpongResult, String> {
     let provider = Provider::new(opener.open_file().map_err(|e| e.0)?);
     let mut side = Side::open(&provider, guid, cfg, u32::from(client))?;
-    let size = a.size as usize;
+    let size = size_of(a) as usize;
     let payload = side.recv_payload_offset();
-    for _ in 0..a.rx_depth {
-        side.post_recv(RECV_WRID)?;
-    }
-    let mut routs = u64::from(a.rx_depth);
     tx.send(side.local).map_err(|_| aborted())?;
     let remote = rx
         .recv_timeout(Duration::from_secs(30))
         .map_err(|_| aborted())?;
     side.connect(remote)?;
+    // Receives are posted once the QP has left RESET; the peer sends only after the
+    // rendezvous below.
+    for _ in 0..a.rx_depth {
+        side.post_recv(RECV_WRID)?;
+    }
+    let mut routs = u64::from(a.rx_depth);
     // Both QPs are ready before the first send (rc_pingpong's "done" exchange).
     sh.sync.meet(&sh.abort)?;
     if a.events {
@@ -316,7 +329,7 @@ fn side_main<O: Opener>(
     let seconds = start.elapsed().as_secs_f64();
     // Neither side tears down while the other may still be reaping.
     sh.sync.meet(&sh.abort)?;
-    let bytes = a.size * a.iters * 2;
+    let bytes = size as u64 * a.iters * 2;
     Ok(PingpongResult {
         local: address_line("local", &side.local),
         remote: address_line("remote", &remote),

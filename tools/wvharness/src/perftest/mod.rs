@@ -123,6 +123,10 @@ impl Connection {
     }
 }
 
+/// The largest UD message: the soft HCA keeps UD QPs at its default path MTU of 1024 bytes
+/// (a UD RTR carries no path MTU), whatever the port's MTU, so UD sizes are capped here as
+/// perftest caps them at the MTU.
+pub const UD_MTU: u64 = 1024;
 /// perftest's `MAX_SIZE`: `-a` runs sizes 2 … 2^23.
 pub const MAX_SIZE: u64 = 8 << 20;
 /// perftest's `MIN_ITER`.
@@ -231,6 +235,7 @@ impl Params {
 /// Applies perftest's defaults, limits and dependencies; the error is the message perftest
 /// prints for the same mistake, where it has one.
 pub fn params(test: Test, a: &PerftestArgs, ud_mtu: u64) -> Result<Params, String> {
+    let ud_mtu = ud_mtu.min(UD_MTU);
     let verb = test.verb();
     if a.connection == Connection::Ud && verb != Verb::Send {
         return Err("UD connection only possible in SEND verb".into());
@@ -280,7 +285,13 @@ pub fn params(test: Test, a: &PerftestArgs, ud_mtu: u64) -> Result<Params, Strin
     if a.duration.is_none() && u64::from(tx_depth) > iters {
         tx_depth = iters as u32;
     }
-    let mut rx_depth = a.rx_depth.unwrap_or(DEF_RX_SEND);
+    // Unreliable transports drop a message that finds no receive, so perftest posts one per
+    // message up front (up to UC_MAX_RX) unless -r says otherwise.
+    let mut rx_depth = a.rx_depth.unwrap_or(if a.connection == Connection::Rc {
+        DEF_RX_SEND
+    } else {
+        iters.min(16_000) as u32
+    });
     if rx_depth == 0 {
         return Err("rx depth must be at least 1".into());
     }
@@ -721,6 +732,6 @@ mod tests {
             ..args()
         };
         let p = params(Test::SendBw, &ud, 4096).unwrap();
-        assert_eq!(p.sizes.last().unwrap().0, 4096);
+        assert_eq!(p.sizes.last().unwrap().0, UD_MTU);
     }
 }
