@@ -20,14 +20,14 @@
 //! one drainer per QP ([`sync::ModifySched`]).
 //!
 //! # OFW bugs (spec §7.1) and the core
-//! Fixed, each with a test that fails on the OFW behaviour (except (k): the host platform
-//! cannot fail `create_queue` yet): (a) the 8-byte CQ_NOTIFY of
+//! Fixed, each with a test that fails on the OFW behaviour: (a) the 8-byte CQ_NOTIFY of
 //! `BatchNotify` parks as a next-completion notify; (b) no lock is held on any failure path;
 //! (d) CQ and SRQ errors are sticky; (e) lower-device removal completes every parked request
 //! with `STATUS_DEVICE_REMOVED` and destroys every verbs handle; (i) the provider gate is one
 //! closed flag and one counter under one lock; (j) DEVICE_QUERY fills `MaxInlineSend` and zeroes
 //! `Reserved`, QP_QUERY writes its `Id` header, QP_QUERY/SRQ_QUERY report verb failures;
-//! (k) every queue-creation failure fails the creating IOCTL; (l) device open, MR registration
+//! (k) every queue-creation or work-item failure fails the IOCTL that needed it, leaking nothing
+//! (`tests/resources.rs`); (l) device open, MR registration
 //! and CQ/QP creation run in the caller's thread.
 //!
 //! Kept for compatibility: every verbs failure is `STATUS_UNSUCCESSFUL`; a failing `query_ca` or

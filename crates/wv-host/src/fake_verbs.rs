@@ -339,6 +339,29 @@ impl State {
     }
 }
 
+/// The "callback running" counts one event delivery holds; dropping it releases what is left.
+struct Running<'a> {
+    fake: &'a FakeVerbs,
+    ids: Vec<u64>,
+}
+
+impl Running<'_> {
+    fn release(&mut self, id: u64) {
+        if let Some(pos) = self.ids.iter().position(|i| *i == id) {
+            self.ids.swap_remove(pos);
+            self.fake.release_running(id);
+        }
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        for id in std::mem::take(&mut self.ids) {
+            self.fake.release_running(id);
+        }
+    }
+}
+
 /// Sinks and the count of callbacks running per object (destroy waits for them).
 #[derive(Default)]
 struct Sinks {
@@ -643,6 +666,12 @@ impl FakeVerbs {
                 }
                 targets
             };
+            // The guard releases every count still held, also when a sink panics (a verifier
+            // failure inside a callback), so a later destroy does not wait for ever.
+            let mut counted = Running {
+                fake: self,
+                ids: targets.iter().map(|(id, _)| *id).collect(),
+            };
             for (id, sink) in targets {
                 match (&sink, event) {
                     (Sink::Ca(s), FakeEvent::Ca(e)) => s.on_event(e),
@@ -652,16 +681,21 @@ impl FakeVerbs {
                     (Sink::Qp(s), FakeEvent::Qp(_, e)) => s.on_event(e),
                     _ => {} // an event for an object of another kind: ignored
                 }
-                let mut sinks = self.sinks.lock();
-                if let Some(n) = sinks.running.get_mut(&id) {
-                    *n -= 1;
-                    if *n == 0 {
-                        sinks.running.remove(&id);
-                    }
-                }
-                self.sinks_idle.notify_all();
+                counted.release(id);
             }
         }
+    }
+
+    /// Drops one "callback running" count of `id` and wakes destroys waiting for it.
+    fn release_running(&self, id: u64) {
+        let mut sinks = self.sinks.lock();
+        if let Some(n) = sinks.running.get_mut(&id) {
+            *n -= 1;
+            if *n == 0 {
+                sinks.running.remove(&id);
+            }
+        }
+        self.sinks_idle.notify_all();
     }
 
     /// Unregisters a sink and waits until no callback for it runs, so that no callback for the

@@ -50,6 +50,12 @@ pub(crate) struct Shared {
     /// Queued, not started DPCs, by object address (`KDPC.Inserted`).
     dpc_queued: Mutex<HashSet<usize>>,
     next_id: AtomicU64,
+    /// `create_queue` calls still to let through before failing `fail_queues` of them.
+    skip_queues: AtomicU64,
+    /// `create_queue` calls still to fail (resource exhaustion injected by tests).
+    fail_queues: AtomicU64,
+    /// `queue_work` calls still to fail.
+    fail_work: AtomicU64,
 }
 
 impl Drop for Shared {
@@ -145,6 +151,9 @@ impl HostPlatform {
                 pool,
                 dpc_queued: Mutex::new(HashSet::new()),
                 next_id: AtomicU64::new(1),
+                skip_queues: AtomicU64::new(0),
+                fail_queues: AtomicU64::new(0),
+                fail_work: AtomicU64::new(0),
             }),
         }
     }
@@ -189,6 +198,20 @@ impl HostPlatform {
         self.shared.clock_ns.fetch_add(ns, Ordering::SeqCst);
     }
 
+    /// Lets the next `skip` `create_queue` calls succeed, then makes `count` of them fail with
+    /// STATUS_INSUFFICIENT_RESOURCES, as `WdfIoQueueCreate` does when pool is exhausted, so
+    /// tests reach the driver's failure paths (including "the second of two queues").
+    pub fn fail_queues(&self, skip: u64, count: u64) {
+        self.shared.skip_queues.store(skip, Ordering::SeqCst);
+        self.shared.fail_queues.store(count, Ordering::SeqCst);
+    }
+
+    /// Makes the next `count` `queue_work` calls fail with STATUS_INSUFFICIENT_RESOURCES, as
+    /// `IoAllocateWorkItem` does when pool is exhausted.
+    pub fn fail_next_work_items(&self, count: u64) {
+        self.shared.fail_work.store(count, Ordering::SeqCst);
+    }
+
     /// The teardown check (driver unload under Driver Verifier): settles deferred work, then
     /// reports every request, queue and file still alive and every leak a registered check
     /// (e.g. `FakeVerbs`) finds. Runs once; [`crate::IoManager`]'s `Drop` calls it too.
@@ -223,6 +246,9 @@ impl Platform for HostPlatform {
         if irql::current() > Irql::Dispatch {
             self.shared.verifier.fail("verifier: create_queue at DIRQL");
         }
+        if !take_one(&self.shared.skip_queues) && take_one(&self.shared.fail_queues) {
+            return Err(NtStatus::INSUFFICIENT_RESOURCES);
+        }
         Ok(HostQueue::new(Arc::clone(&self.shared)))
     }
 
@@ -240,6 +266,9 @@ impl Platform for HostPlatform {
             self.shared
                 .verifier
                 .fail(format!("verifier: queue_work at {}", level.name()));
+        }
+        if take_one(&self.shared.fail_work) {
+            return Err(NtStatus::INSUFFICIENT_RESOURCES);
         }
         self.shared.push(Task::Work(work));
         Ok(())
@@ -288,4 +317,11 @@ impl Platform for HostPlatform {
             }
         }
     }
+}
+
+/// Consumes one injected failure from `counter`, if any is left.
+fn take_one(counter: &AtomicU64) -> bool {
+    counter
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
 }
