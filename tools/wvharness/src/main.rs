@@ -7,6 +7,8 @@
 
 mod abi;
 mod baseline;
+mod check;
+mod devinfo;
 mod perftest;
 mod pingpong;
 mod progress;
@@ -42,6 +44,10 @@ struct Cli {
 enum Command {
     /// Print every IOCTL code, ABI struct layout and constant of the WinVerbs ABI.
     Abi(abi::AbiArgs),
+    /// Run the conformance suite: one PASS/FAIL line per scenario.
+    Check(check::CheckArgs),
+    /// List the RDMA devices, their limits and ports, like ibv_devinfo.
+    Devinfo(devinfo::DevinfoArgs),
     /// Ping-pong like ibv_rc_pingpong / ibv_uc_pingpong / ibv_ud_pingpong.
     Pingpong(pingpong::PingpongArgs),
     /// Send latency, like perftest's ib_send_lat.
@@ -68,6 +74,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Abi(args)) => abi::run(&args).map(|()| ExitCode::SUCCESS),
+        Some(Command::Check(args)) => check::run(&args),
+        Some(Command::Devinfo(args)) => devinfo::run(&args),
         Some(Command::Pingpong(args)) => pingpong::run(&args),
         Some(Command::SendLat(args)) => perftest::run_test(Test::SendLat, &args),
         Some(Command::WriteLat(args)) => perftest::run_test(Test::WriteLat, &args),

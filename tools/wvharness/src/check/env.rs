@@ -58,14 +58,6 @@ impl CheckTarget {
         Ok(target)
     }
 
-    /// The in-process target with the first device (what the default command checks).
-    pub fn inproc() -> CheckTarget {
-        CheckTarget {
-            transport: Transport::Inproc,
-            device: None,
-        }
-    }
-
     /// The transport.
     pub fn transport(&self) -> Transport {
         self.transport

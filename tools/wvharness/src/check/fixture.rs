@@ -47,8 +47,6 @@ pub fn device<F: wv_client::raw::RawFile + Send + Sync + 'static>(
 
 /// One side of a connection.
 pub struct End<F: wv_client::raw::RawFile> {
-    /// The open device.
-    pub dev: Device<F>,
     /// Its PD.
     pub pd: Pd<F>,
     /// One CQ for both queues.
@@ -134,7 +132,6 @@ pub fn end<F: wv_client::raw::RawFile + Send + Sync + 'static>(
         .copied()
         .ok_or("port 1 has no GID")?;
     Ok(End {
-        dev: dev.clone(),
         pd,
         cq,
         qp,
@@ -194,12 +191,12 @@ pub fn ud_to_rts<F: wv_client::raw::RawFile + Send + Sync + 'static>(
         .map_err(verr("QP_MODIFY(RTS)"))
 }
 
+/// A provider and two ends on it.
+pub type Pair<F> = (Provider<F>, End<F>, End<F>);
+
 /// Two ends of `shape`: on the chosen device and on the next one (loopback on the same device
 /// when there is only one).
-pub fn pair<E: Env>(
-    env: &E,
-    shape: Shape,
-) -> Result<(Provider<E::File>, End<E::File>, End<E::File>), Problem> {
+pub fn pair<E: Env>(env: &E, shape: Shape) -> Result<Pair<E::File>, Problem> {
     let p = provider(env)?;
     let guid = env.guid(p.file())?;
     let other = env.other_guid(p.file())?;

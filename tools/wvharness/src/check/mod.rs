@@ -412,6 +412,93 @@ pub fn run(args: &CheckArgs) -> io::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::target::TargetArgs;
+    use env::InprocEnv;
+    use wv_abi::NtStatus;
+    use wv_abi::ioctl::WV_IOCTL_GUID_QUERY;
+
+    fn target() -> CheckTarget {
+        CheckTarget::new(&TargetArgs::default()).unwrap()
+    }
+
+    /// A deliberately wrong expectation: GUID_QUERY with a 15-byte buffer is
+    /// BUFFER_TOO_SMALL, the scenario claims SUCCESS.
+    fn wrong_expectation(env: &InprocEnv) -> Outcome {
+        let f = env.open()?;
+        raw::call_expect(
+            &f,
+            WV_IOCTL_GUID_QUERY,
+            &[],
+            15,
+            NtStatus::SUCCESS,
+            "GUID_QUERY",
+        )?;
+        Ok("unreachable".into())
+    }
+
+    fn hangs(_: &InprocEnv) -> Outcome {
+        std::thread::sleep(Duration::from_secs(5));
+        Ok("too late".into())
+    }
+
+    fn skips(_: &InprocEnv) -> Outcome {
+        Err(Problem::Skip("not here".into()))
+    }
+
+    #[test]
+    fn a_failing_comparison_is_a_fail_line() {
+        let s = Scenario {
+            name: "deliberate",
+            run: wrong_expectation,
+        };
+        let (r, violations) = run_one(&target(), &s, SCENARIO_TIME_LIMIT);
+        assert_eq!(r.verdict, Verdict::Fail);
+        assert!(!r.passed);
+        assert!(
+            r.line()
+                .starts_with("FAIL  deliberate: GUID_QUERY: got STATUS_BUFFER_TOO_SMALL"),
+            "{}",
+            r.line()
+        );
+        assert_eq!(violations, Some(vec![]));
+    }
+
+    #[test]
+    fn a_hung_scenario_fails_instead_of_hanging_the_suite() {
+        let s = Scenario {
+            name: "hangs",
+            run: hangs,
+        };
+        let (r, violations) = run_one(&target(), &s, Duration::from_millis(200));
+        assert_eq!(r.verdict, Verdict::Fail);
+        assert!(r.detail.contains("did not finish"), "{}", r.detail);
+        assert!(violations.is_none());
+    }
+
+    #[test]
+    fn a_skip_does_not_fail() {
+        let s = Scenario {
+            name: "skips",
+            run: skips,
+        };
+        let (r, _) = run_one(&target(), &s, SCENARIO_TIME_LIMIT);
+        assert_eq!(
+            (r.verdict, r.passed, r.skipped),
+            (Verdict::Skip, true, true)
+        );
+        assert_eq!(r.line(), "SKIP  skips: not here");
+        assert_eq!(summary_line(&[r]), "0 passed, 0 failed, 1 skipped");
+    }
+
+    #[test]
+    fn names_are_unique_and_the_verifier_comes_last() {
+        let names = scenario_names(&target());
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), names.len());
+        assert_eq!(names.last(), Some(&VERIFIER_SCENARIO));
+    }
 
     #[test]
     fn summary_formats() {

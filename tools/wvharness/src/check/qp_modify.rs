@@ -166,7 +166,7 @@ fn modify_cancel<E: Env>(env: &E) -> Outcome {
     let o = objects(&f, env.guid(&f)?)?;
     const N: usize = 16;
     let target = |i: usize| {
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             WV_IO_QP_STATE_INIT
         } else {
             WV_IO_QP_STATE_RESET

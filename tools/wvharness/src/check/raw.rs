@@ -302,14 +302,6 @@ pub fn guids<F: RawFile>(f: &F) -> Result<Vec<u64>, String> {
     Ok(v)
 }
 
-/// The first device's GUID, or a FAIL explaining there is none.
-pub fn first_guid<F: RawFile>(f: &F) -> Result<u64, String> {
-    guids(f)?
-        .first()
-        .copied()
-        .ok_or_else(|| "GUID_QUERY reports no RDMA device".to_string())
-}
-
 /// DEVICE_OPEN by GUID (no vendor bytes); returns the device id.
 pub fn open_dev<F: RawFile>(f: &F, guid: u64) -> Result<u64, String> {
     let st = ok(
@@ -397,11 +389,6 @@ pub fn gid0<F: RawFile>(f: &F, dev: u64) -> Result<[u8; 16], String> {
     let mut g = [0u8; 16];
     g.copy_from_slice(&st.output[..16]);
     Ok(g)
-}
-
-/// Whether the request is still parked, probed without waiting.
-pub fn still_parked<I: RawIo>(io: &I) -> bool {
-    !io.is_complete()
 }
 
 /// A device, PD, CQ and RC QP on `guid`, created through raw IOCTLs without vendor bytes (the

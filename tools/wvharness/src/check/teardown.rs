@@ -27,12 +27,11 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     ]
 }
 
+/// Named parked notifies, and queued QP modifies.
+type Parked<I> = (Vec<(&'static str, I)>, Vec<I>);
+
 /// One parked request of every kind on `o` (plus `srq`), and a burst of queued QP modifies.
-fn park_everything<F: RawFile>(
-    f: &F,
-    o: &Objects,
-    srq: u64,
-) -> Result<(Vec<(&'static str, F::Io)>, Vec<F::Io>), String> {
+fn park_everything<F: RawFile>(f: &F, o: &Objects, srq: u64) -> Result<Parked<F::Io>, String> {
     let notifies = vec![
         (
             "DEVICE_NOTIFY",
@@ -58,8 +57,8 @@ fn park_everything<F: RawFile>(
         ("SRQ_NOTIFY", park(f, WV_IOCTL_SRQ_NOTIFY, &u64_in(srq), 0)?),
     ];
     let mut modifies = Vec::new();
-    for i in 0..8 {
-        let to = if i % 2 == 0 {
+    for i in 0..8u32 {
+        let to = if i.is_multiple_of(2) {
             WV_IO_QP_STATE_INIT
         } else {
             WV_IO_QP_STATE_RESET

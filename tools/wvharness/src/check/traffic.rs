@@ -76,17 +76,23 @@ fn rc_send_recv<E: Env>(env: &E) -> Outcome {
     let data = pattern(4096, 7);
     a.buf.write(0, &data).map_err(|e| e.to_string())?;
     let rsge = [b.mr.sge(1000, 8192)];
-    b.qp
-        .post_recv(&RecvWr {
-            wr_id: 100,
-            sg_list: &rsge,
-        })
-        .map_err(|e| format!("post_recv: {e:?}"))?;
+    b.qp.post_recv(&RecvWr {
+        wr_id: 100,
+        sg_list: &rsge,
+    })
+    .map_err(|e| format!("post_recv: {e:?}"))?;
     let sge = [a.mr.sge(0, 1000), a.mr.sge(1000, 3096)];
     let mut wr = SendWr::new(1, WrOpcode::Send);
     wr.sg_list = &sge;
-    a.qp.post_send(&wr).map_err(|e| format!("post_send: {e:?}"))?;
-    check_wc(&poll_one(&a.cq, "A send")?, 1, WcOpcode::Send, None, "A send")?;
+    a.qp.post_send(&wr)
+        .map_err(|e| format!("post_send: {e:?}"))?;
+    check_wc(
+        &poll_one(&a.cq, "A send")?,
+        1,
+        WcOpcode::Send,
+        None,
+        "A send",
+    )?;
     let w = poll_one(&b.cq, "B recv")?;
     check_wc(&w, 100, WcOpcode::Recv, Some(4096), "B recv")?;
     ensure!(
@@ -101,29 +107,41 @@ fn rc_send_recv<E: Env>(env: &E) -> Outcome {
     // Inline: the payload is copied at post time, so overwriting it afterwards is harmless.
     let small = b"inline payload, 31 bytes long!!";
     let rsge = [b.mr.sge(0, 64)];
-    b.qp
-        .post_recv(&RecvWr {
-            wr_id: 101,
-            sg_list: &rsge,
-        })
-        .map_err(|e| format!("post_recv: {e:?}"))?;
+    b.qp.post_recv(&RecvWr {
+        wr_id: 101,
+        sg_list: &rsge,
+    })
+    .map_err(|e| format!("post_recv: {e:?}"))?;
     let mut wr = SendWr::new(2, WrOpcode::Send);
     wr.inline_data = Some(small);
     wr.send_flags = send_flags::INLINE;
-    a.qp
-        .post_send(&wr)
+    a.qp.post_send(&wr)
         .map_err(|e| format!("inline post_send: {e:?}"))?;
-    check_wc(&poll_one(&a.cq, "A inline send")?, 2, WcOpcode::Send, None, "A inline")?;
+    check_wc(
+        &poll_one(&a.cq, "A inline send")?,
+        2,
+        WcOpcode::Send,
+        None,
+        "A inline",
+    )?;
     let w = poll_one(&b.cq, "B inline recv")?;
-    check_wc(&w, 101, WcOpcode::Recv, Some(small.len() as u32), "B inline recv")?;
+    check_wc(
+        &w,
+        101,
+        WcOpcode::Recv,
+        Some(small.len() as u32),
+        "B inline recv",
+    )?;
     let mut got = vec![0u8; small.len()];
     b.buf.read(0, &mut got).map_err(|e| e.to_string())?;
     ensure!(got == small, "inline bytes differ");
     cq_empty(&a.cq, "A")?;
     cq_empty(&b.cq, "B")?;
-    Ok("RC between two devices: 4096-byte send from 2 SGEs lands byte-exact at offset 1000 \
+    Ok(
+        "RC between two devices: 4096-byte send from 2 SGEs lands byte-exact at offset 1000 \
         (RECV, byte_len 4096, qp_num), a 31-byte inline send likewise; one completion each"
-        .into())
+            .into(),
+    )
 }
 
 /// RDMA WRITE of 8 KiB into the peer, then RDMA READ of it back into another place; both
@@ -138,7 +156,8 @@ fn rc_rdma<E: Env>(env: &E) -> Outcome {
     wr.sg_list = &sge;
     wr.remote_addr = b.mr.addr() + 4096;
     wr.rkey = b.mr.rkey();
-    a.qp.post_send(&wr).map_err(|e| format!("RDMA write: {e:?}"))?;
+    a.qp.post_send(&wr)
+        .map_err(|e| format!("RDMA write: {e:?}"))?;
     check_wc(
         &poll_one(&a.cq, "RDMA write")?,
         1,
@@ -155,7 +174,8 @@ fn rc_rdma<E: Env>(env: &E) -> Outcome {
     wr.sg_list = &sge;
     wr.remote_addr = b.mr.addr() + 4096;
     wr.rkey = b.mr.rkey();
-    a.qp.post_send(&wr).map_err(|e| format!("RDMA read: {e:?}"))?;
+    a.qp.post_send(&wr)
+        .map_err(|e| format!("RDMA read: {e:?}"))?;
     check_wc(
         &poll_one(&a.cq, "RDMA read")?,
         2,
@@ -167,9 +187,11 @@ fn rc_rdma<E: Env>(env: &E) -> Outcome {
     a.buf.read(32768, &mut back).map_err(|e| e.to_string())?;
     ensure!(back == data, "RDMA-read bytes differ from the target's");
     cq_empty(&b.cq, "target (one-sided operations)")?;
-    Ok("8192-byte RDMA write lands byte-exact in the peer, RDMA read brings it back \
+    Ok(
+        "8192-byte RDMA write lands byte-exact in the peer, RDMA read brings it back \
         byte-exact (byte_len 8192); the target's CQ stays empty"
-        .into())
+            .into(),
+    )
 }
 
 /// UD through an AH: the receiver gets a GRH (40 bytes) then the payload, with the sender's
@@ -183,18 +205,24 @@ fn ud_send_recv<E: Env>(env: &E) -> Outcome {
     let data = pattern(len as usize, 9);
     a.buf.write(0, &data).map_err(|e| e.to_string())?;
     let rsge = [b.mr.sge(0, len + GRH_BYTES as u32)];
-    b.qp
-        .post_recv(&RecvWr {
-            wr_id: 7,
-            sg_list: &rsge,
-        })
-        .map_err(|e| format!("post_recv: {e:?}"))?;
+    b.qp.post_recv(&RecvWr {
+        wr_id: 7,
+        sg_list: &rsge,
+    })
+    .map_err(|e| format!("post_recv: {e:?}"))?;
     let sge = [a.mr.sge(0, len)];
     let mut wr = SendWr::new(8, WrOpcode::Send);
     wr.sg_list = &sge;
     wr.ud = Some(ah.ud(b.qp.qpn(), QKEY));
-    a.qp.post_send(&wr).map_err(|e| format!("UD post_send: {e:?}"))?;
-    check_wc(&poll_one(&a.cq, "UD send")?, 8, WcOpcode::Send, None, "UD send")?;
+    a.qp.post_send(&wr)
+        .map_err(|e| format!("UD post_send: {e:?}"))?;
+    check_wc(
+        &poll_one(&a.cq, "UD send")?,
+        8,
+        WcOpcode::Send,
+        None,
+        "UD send",
+    )?;
     let w = poll_one(&b.cq, "UD recv")?;
     check_wc(
         &w,
@@ -214,17 +242,23 @@ fn ud_send_recv<E: Env>(env: &E) -> Outcome {
     b.buf.read(GRH_BYTES, &mut got).map_err(|e| e.to_string())?;
     ensure!(got == data, "UD payload after the GRH differs");
     // A wrong Q_Key is dropped silently: no receive completion.
-    b.qp
-        .post_recv(&RecvWr {
-            wr_id: 9,
-            sg_list: &rsge,
-        })
-        .map_err(|e| format!("post_recv: {e:?}"))?;
+    b.qp.post_recv(&RecvWr {
+        wr_id: 9,
+        sg_list: &rsge,
+    })
+    .map_err(|e| format!("post_recv: {e:?}"))?;
     let mut wr = SendWr::new(10, WrOpcode::Send);
     wr.sg_list = &sge;
     wr.ud = Some(ah.ud(b.qp.qpn(), QKEY ^ 1));
-    a.qp.post_send(&wr).map_err(|e| format!("UD post_send: {e:?}"))?;
-    check_wc(&poll_one(&a.cq, "UD send")?, 10, WcOpcode::Send, None, "UD send (bad qkey)")?;
+    a.qp.post_send(&wr)
+        .map_err(|e| format!("UD post_send: {e:?}"))?;
+    check_wc(
+        &poll_one(&a.cq, "UD send")?,
+        10,
+        WcOpcode::Send,
+        None,
+        "UD send (bad qkey)",
+    )?;
     cq_empty(&b.cq, "receiver after a wrong Q_Key")?;
     Ok(format!(
         "UD send through an AH to the other device: {len}-byte payload lands after the \
@@ -242,7 +276,11 @@ fn rc_events<E: Env>(env: &E) -> Outcome {
     let size = 256u32;
     let mut events = 0;
     for i in 0..ITERS {
-        let (tx, rx) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let (tx, rx) = if i.is_multiple_of(2) {
+            (&a, &b)
+        } else {
+            (&b, &a)
+        };
         let payload = pattern(size as usize, i as u8);
         tx.buf.write(0, &payload).map_err(|e| e.to_string())?;
         let rsge = [rx.mr.sge(4096, size)];
@@ -261,7 +299,9 @@ fn rc_events<E: Env>(env: &E) -> Outcome {
         let sge = [tx.mr.sge(0, size)];
         let mut wr = SendWr::new(i, WrOpcode::Send);
         wr.sg_list = &sge;
-        tx.qp.post_send(&wr).map_err(|e| format!("post_send: {e:?}"))?;
+        tx.qp
+            .post_send(&wr)
+            .map_err(|e| format!("post_send: {e:?}"))?;
         for (ev, who) in [(rx_event, "receiver"), (tx_event, "sender")] {
             match ev.wait_timeout(std::time::Duration::from_secs(5)) {
                 Some(Ok(())) => events += 1,
@@ -292,13 +332,16 @@ fn rc_events<E: Env>(env: &E) -> Outcome {
     // Armed with nothing to come: the event stays parked, then CQ_CANCEL ends it.
     let idle = a.cq.notify(false).map_err(verr("CQ_NOTIFY"))?;
     ensure!(
-        idle.wait_timeout(std::time::Duration::from_millis(20)).is_none(),
+        idle.wait_timeout(std::time::Duration::from_millis(20))
+            .is_none(),
         "CQ_NOTIFY on an idle armed CQ completed"
     );
     a.cq.cancel().map_err(verr("CQ_CANCEL"))?;
     match idle.wait_timeout(std::time::Duration::from_secs(5)) {
         Some(Err(e)) if e.status == NtStatus::CANCELLED => {}
-        other => return Err(format!("idle notify after CQ_CANCEL: {other:?}, want CANCELLED").into()),
+        other => {
+            return Err(format!("idle notify after CQ_CANCEL: {other:?}, want CANCELLED").into());
+        }
     }
     Ok(format!(
         "{ITERS} RC round trips of {size} bytes in event mode: CQ_NOTIFY queued then armed, \
@@ -315,7 +358,12 @@ fn broadcast<E: Env>(env: &E) -> Outcome {
     let f = file(&p);
     let cq = b.cq.id();
     let extra = vec![
-        park(&**f, WV_IOCTL_CQ_NOTIFY, &id_in(cq, 0, WV_CQ_NEXT_COMPLETION), 0)?,
+        park(
+            &**f,
+            WV_IOCTL_CQ_NOTIFY,
+            &id_in(cq, 0, WV_CQ_NEXT_COMPLETION),
+            0,
+        )?,
         park(&**f, WV_IOCTL_CQ_NOTIFY, &id_in(cq, 0, WV_CQ_SOLICITED), 0)?,
         park(&**f, WV_IOCTL_CQ_NOTIFY, &u64_in(cq), 0)?,
     ];
@@ -323,16 +371,16 @@ fn broadcast<E: Env>(env: &E) -> Outcome {
     // The verbs notify queues one more waiter and arms the CQ through the UVP.
     let armed = b.cq.notify(false).map_err(verr("CQ_NOTIFY"))?;
     let rsge = [b.mr.sge(0, 64)];
-    b.qp
-        .post_recv(&RecvWr {
-            wr_id: 1,
-            sg_list: &rsge,
-        })
-        .map_err(|e| format!("post_recv: {e:?}"))?;
+    b.qp.post_recv(&RecvWr {
+        wr_id: 1,
+        sg_list: &rsge,
+    })
+    .map_err(|e| format!("post_recv: {e:?}"))?;
     let sge = [a.mr.sge(0, 64)];
     let mut wr = SendWr::new(2, WrOpcode::Send);
     wr.sg_list = &sge;
-    a.qp.post_send(&wr).map_err(|e| format!("post_send: {e:?}"))?;
+    a.qp.post_send(&wr)
+        .map_err(|e| format!("post_send: {e:?}"))?;
     match armed.wait_timeout(std::time::Duration::from_secs(5)) {
         Some(Ok(())) => {}
         other => return Err(format!("armed notify: {other:?}, want success").into()),
@@ -346,7 +394,13 @@ fn broadcast<E: Env>(env: &E) -> Outcome {
         !error_waiter.is_complete(),
         "a completion ended the CQ's error waiter"
     );
-    check_wc(&poll_one(&b.cq, "recv")?, 1, WcOpcode::Recv, Some(64), "recv")?;
+    check_wc(
+        &poll_one(&b.cq, "recv")?,
+        1,
+        WcOpcode::Recv,
+        Some(64),
+        "recv",
+    )?;
     b.cq.cancel().map_err(verr("CQ_CANCEL"))?;
     expect(
         &wait(error_waiter, "error waiter")?,
@@ -387,8 +441,7 @@ fn sticky_error<E: Env>(env: &E) -> Outcome {
         wr.sg_list = &sge;
         wr.remote_addr = b.mr.addr();
         wr.rkey = b.mr.rkey();
-        a.qp
-            .post_send(&wr)
+        a.qp.post_send(&wr)
             .map_err(|e| format!("RDMA write {i}: {e:?}"))?;
     }
     match error_waiter.wait_timeout(std::time::Duration::from_secs(5)) {

@@ -1,0 +1,570 @@
+//! `wvharness devinfo`: the RDMA devices below the driver, like `ibv_devinfo`.
+//!
+//! Everything comes from raw IOCTLs (GUID_QUERY, LIBRARY_QUERY, DEVICE_OPEN without vendor
+//! bytes, DEVICE_QUERY, DEVICE_PORT_QUERY, DEVICE_GID_QUERY, DEVICE_PKEY_QUERY), so it needs no
+//! user-mode provider and works on any transport. GUIDs print as ibv_devinfo prints them
+//! (`0257:5600:0000:0001`), GIDs in IPv6 notation (`fe80::257:56ff:fe00:1`, and RoCE's
+//! IPv4-based GIDs as `::ffff:192.168.1.1`).
+
+use std::io::{self, Write};
+use std::net::Ipv6Addr;
+use std::process::ExitCode;
+
+use clap::Args;
+use serde::Serialize;
+use wv_abi::ioctl::*;
+use wv_abi::{
+    NtStatus, WV_IO_DEVICE_ATTRIBUTES, WV_IO_DEVICE_PORT_QUERY, WV_IO_ID, WV_IO_PORT_ATTRIBUTES,
+};
+use wv_client::inproc::StackConfig;
+use wv_client::raw::{IoStatus, RawFile, RawIo};
+use zerocopy::{FromBytes, IntoBytes};
+
+use crate::target::{
+    DeviceSpec, Opener, Target, TargetArgs, TargetError, TargetTask, format_guid, resolve_device,
+};
+
+/// Options of `wvharness devinfo`.
+#[derive(Args, Debug, Clone)]
+pub struct DevinfoArgs {
+    /// `--transport` and `--device` (only that device is listed; default: all).
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Print JSON (an array of devices) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also print the GID and P_Key tables and the port counters (like `ibv_devinfo -v`).
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+/// One device, as printed and as `--json` reports it.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceInfo {
+    /// Position in GUID_QUERY order (what `--device` takes).
+    pub index: usize,
+    /// Node GUID, ibv_devinfo form.
+    pub node_guid: String,
+    /// System image GUID, ibv_devinfo form.
+    pub sys_image_guid: String,
+    /// The user-mode provider library LIBRARY_QUERY names (without `.dll`).
+    pub library: String,
+    /// Firmware version, `major.minor.sub` from the 64-bit value (16 bits each, as OFW packs it).
+    pub fw_ver: String,
+    /// `DeviceType`: `InfiniBand`, `iWARP` or `unknown`.
+    pub transport: String,
+    /// PCI vendor id.
+    pub vendor_id: u32,
+    /// Vendor part id.
+    pub vendor_part_id: u32,
+    /// Hardware version.
+    pub hw_ver: u32,
+    /// Device limits.
+    pub limits: Limits,
+    /// `CapabilityFlags`.
+    pub device_cap_flags: u32,
+    /// Ports, 1-based.
+    pub ports: Vec<PortInfo>,
+}
+
+/// The device limits ibv_devinfo -v prints.
+#[derive(Clone, Debug, Serialize)]
+#[allow(missing_docs)]
+pub struct Limits {
+    pub max_mr_size: u64,
+    pub page_size_cap: u32,
+    pub max_qp: u32,
+    pub max_qp_wr: u32,
+    pub max_sge: u32,
+    pub max_cq: u32,
+    pub max_cqe: u32,
+    pub max_mr: u32,
+    pub max_pd: u32,
+    pub max_mw: u32,
+    pub max_ah: u32,
+    pub max_srq: u32,
+    pub max_srq_wr: u32,
+    pub max_srq_sge: u32,
+    pub max_qp_rd_atom: u32,
+    pub max_res_rd_atom: u32,
+    pub max_qp_init_rd_atom: u32,
+    pub max_inline_send: u32,
+    pub max_mcast_grp: u32,
+    pub max_mcast_qp_attach: u32,
+    pub max_total_mcast_qp_attach: u32,
+    pub max_pkeys: u32,
+    pub local_ca_ack_delay: u8,
+    pub atomic_cap: String,
+}
+
+/// One port.
+#[derive(Clone, Debug, Serialize)]
+pub struct PortInfo {
+    /// Port number (1-based).
+    pub port: u8,
+    /// `PORT_ACTIVE (4)` etc.
+    pub state: String,
+    /// Numeric state.
+    pub state_num: u32,
+    /// Largest MTU in bytes.
+    pub max_mtu: u32,
+    /// Active MTU in bytes.
+    pub active_mtu: u32,
+    /// LID (host order).
+    pub lid: u16,
+    /// SM LID (host order).
+    pub sm_lid: u16,
+    /// LMC.
+    pub lmc: u8,
+    /// `InfiniBand`, `iWARP` or `Ethernet` (RoCE).
+    pub link_layer: String,
+    /// Largest message.
+    pub max_msg_sz: u32,
+    /// Port capability flags.
+    pub port_cap_flags: u32,
+    /// GID table length as the port reports it.
+    pub gid_tbl_len: u32,
+    /// P_Key table length as the port reports it.
+    pub pkey_tbl_len: u16,
+    /// Non-zero GID table entries: (index, IPv6 text).
+    pub gids: Vec<GidEntry>,
+    /// P_Keys (host order), every entry.
+    pub pkeys: Vec<u16>,
+    /// Bad P_Key counter.
+    pub bad_pkey_cntr: u32,
+    /// Q_Key violation counter.
+    pub qkey_viol_cntr: u32,
+}
+
+/// One GID table entry.
+#[derive(Clone, Debug, Serialize)]
+pub struct GidEntry {
+    /// Index in the table.
+    pub index: usize,
+    /// IPv6 notation (`fe80::…`, `::ffff:a.b.c.d`).
+    pub gid: String,
+    /// `MAC` (link-local EUI-64), `IPv4` (IPv4-mapped) or `other`.
+    pub kind: &'static str,
+}
+
+/// A GID in IPv6 notation; RoCE's IPv4-based GIDs come out as `::ffff:a.b.c.d`.
+pub fn format_gid(raw: [u8; 16]) -> String {
+    Ipv6Addr::from(raw).to_string()
+}
+
+fn gid_kind(raw: [u8; 16]) -> &'static str {
+    if raw[..2] == [0xfe, 0x80] {
+        "MAC"
+    } else if raw[..10] == [0; 10] && raw[10..12] == [0xff, 0xff] {
+        "IPv4"
+    } else {
+        "other"
+    }
+}
+
+/// `PORT_ACTIVE (4)`, as ibv_devinfo names the states.
+fn port_state(s: u32) -> String {
+    let name = match s {
+        0 => "PORT_NOP",
+        1 => "PORT_DOWN",
+        2 => "PORT_INIT",
+        3 => "PORT_ARMED",
+        4 => "PORT_ACTIVE",
+        5 => "PORT_ACTIVE_DEFER",
+        _ => "PORT_UNKNOWN",
+    };
+    format!("{name} ({s})")
+}
+
+/// ibv_devinfo's MTU enum value for a byte count.
+fn mtu_enum(bytes: u32) -> u32 {
+    match bytes {
+        256 => 1,
+        512 => 2,
+        1024 => 3,
+        2048 => 4,
+        4096 => 5,
+        _ => 0,
+    }
+}
+
+/// Sends an IOCTL and waits for it.
+fn ioctl<F: RawFile>(f: &F, code: u32, input: &[u8], out: usize) -> IoStatus {
+    f.device_io_control(code, input, out).wait()
+}
+
+/// An IOCTL that must succeed; the error names it and its status.
+fn must<F: RawFile>(f: &F, code: u32, input: &[u8], out: usize) -> Result<IoStatus, String> {
+    let st = ioctl(f, code, input, out);
+    if NtStatus(st.status).is_success() {
+        Ok(st)
+    } else {
+        let name = Ioctl::from_code(code).map_or("IOCTL", |i| i.name());
+        Err(format!("{name} failed: {}", NtStatus(st.status)))
+    }
+}
+
+fn read<T: FromBytes>(bytes: &[u8], what: &str) -> Result<T, String> {
+    T::read_from_prefix(bytes)
+        .map(|(v, _)| v)
+        .map_err(|_| format!("{what}: short output ({} bytes)", bytes.len()))
+}
+
+fn port_query(dev: u64, port: u8) -> Vec<u8> {
+    WV_IO_DEVICE_PORT_QUERY {
+        Id: dev,
+        PortNumber: port,
+        Reserved: [0; 7],
+    }
+    .as_bytes()
+    .to_vec()
+}
+
+/// A whole GID or P_Key table: asks again with room for all entries the port reports, and more
+/// while the driver says MORE_ENTRIES.
+fn table<F: RawFile>(
+    f: &F,
+    code: u32,
+    dev: u64,
+    port: u8,
+    item: usize,
+    len: usize,
+) -> Result<Vec<u8>, String> {
+    let mut entries = len.max(1);
+    loop {
+        let st = must(f, code, &port_query(dev, port), entries * item)?;
+        if st.status != NtStatus::MORE_ENTRIES.0 || entries >= 1 << 16 {
+            return Ok(st.output);
+        }
+        entries *= 2;
+    }
+}
+
+/// Everything about one device, through a device handle opened and closed here. GUIDs are
+/// NET64 (the bytes in memory are the big-endian GUID), so they print via `from_be`, as
+/// ibv_devinfo prints `be64toh(node_guid)`.
+fn device_info<F: RawFile>(f: &F, index: usize, guid: u64) -> Result<DeviceInfo, String> {
+    let lib = must(f, WV_IOCTL_LIBRARY_QUERY, &guid.to_ne_bytes(), 28)?;
+    let library = String::from_utf8_lossy(lib.output.split(|&b| b == 0).next().unwrap_or_default())
+        .into_owned();
+    let id_in = WV_IO_ID {
+        Id: guid,
+        VerbInfo: 0,
+        Data: 0,
+    };
+    let st = must(f, WV_IOCTL_DEVICE_OPEN, id_in.as_bytes(), 16)?;
+    let dev = read::<WV_IO_ID>(&st.output, "DEVICE_OPEN")?.Id;
+    let result = describe(f, index, dev, library);
+    // Close the device handle whatever happened; its failure changes nothing for the report.
+    let _ = ioctl(f, WV_IOCTL_DEVICE_CLOSE, &dev.to_ne_bytes(), 0);
+    result
+}
+
+fn describe<F: RawFile>(
+    f: &F,
+    index: usize,
+    dev: u64,
+    library: String,
+) -> Result<DeviceInfo, String> {
+    let st = must(f, WV_IOCTL_DEVICE_QUERY, &dev.to_ne_bytes(), 152)?;
+    let a: WV_IO_DEVICE_ATTRIBUTES = read(&st.output, "DEVICE_QUERY")?;
+    let mut ports = Vec::new();
+    for port in 1..=a.PhysPortCount {
+        let st = must(f, WV_IOCTL_DEVICE_PORT_QUERY, &port_query(dev, port), 52)?;
+        let p: WV_IO_PORT_ATTRIBUTES = read(&st.output, "DEVICE_PORT_QUERY")?;
+        let gids = table(
+            f,
+            WV_IOCTL_DEVICE_GID_QUERY,
+            dev,
+            port,
+            16,
+            p.GidTableLength as usize,
+        )?
+        .chunks_exact(16)
+        .enumerate()
+        .filter_map(|(index, c)| {
+            let raw: [u8; 16] = c.try_into().ok()?;
+            (raw != [0; 16]).then(|| GidEntry {
+                index,
+                gid: format_gid(raw),
+                kind: gid_kind(raw),
+            })
+        })
+        .collect();
+        let pkeys = table(
+            f,
+            WV_IOCTL_DEVICE_PKEY_QUERY,
+            dev,
+            port,
+            2,
+            usize::from(p.PkeyTableLength),
+        )?
+        .chunks_exact(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]))
+        .collect();
+        ports.push(PortInfo {
+            port,
+            state: port_state(p.State),
+            state_num: p.State,
+            max_mtu: p.MaxMtu,
+            active_mtu: p.ActiveMtu,
+            lid: u16::from_be(p.Lid),
+            sm_lid: u16::from_be(p.SmLid),
+            lmc: p.Lmc,
+            link_layer: match p.Transport {
+                0 => "InfiniBand",
+                1 => "iWARP",
+                2 => "Ethernet",
+                _ => "unknown",
+            }
+            .into(),
+            max_msg_sz: p.MaxMessageSize,
+            port_cap_flags: p.PortCabilityFlags,
+            gid_tbl_len: p.GidTableLength,
+            pkey_tbl_len: p.PkeyTableLength,
+            gids,
+            pkeys,
+            bad_pkey_cntr: p.BadPkeyCounter,
+            qkey_viol_cntr: p.QkeyViolationCounter,
+        });
+    }
+    let fw = a.FwVersion;
+    Ok(DeviceInfo {
+        index,
+        node_guid: format_guid(u64::from_be(a.NodeGuid)),
+        sys_image_guid: format_guid(u64::from_be(a.SystemImageGuid)),
+        library,
+        fw_ver: format!("{}.{}.{}", fw >> 32, (fw >> 16) & 0xffff, fw & 0xffff),
+        transport: match a.DeviceType {
+            1 => "InfiniBand",
+            2 => "iWARP",
+            _ => "unknown",
+        }
+        .into(),
+        vendor_id: a.VendorId,
+        vendor_part_id: a.VendorPartId,
+        hw_ver: a.HwVersion,
+        device_cap_flags: a.CapabilityFlags,
+        limits: Limits {
+            max_mr_size: a.MaxMrSize,
+            page_size_cap: a.PageSizeCapabilityFlags,
+            max_qp: a.MaxQp,
+            max_qp_wr: a.MaxQpWr,
+            max_sge: a.MaxSge,
+            max_cq: a.MaxCq,
+            max_cqe: a.MaxCqEntries,
+            max_mr: a.MaxMr,
+            max_pd: a.MaxPd,
+            max_mw: a.MaxMw,
+            max_ah: a.MaxAh,
+            max_srq: a.MaxSrq,
+            max_srq_wr: a.MaxSrqWr,
+            max_srq_sge: a.MaxSrqSge,
+            max_qp_rd_atom: a.MaxQpResponderResources,
+            max_res_rd_atom: a.MaxResponderResources,
+            max_qp_init_rd_atom: a.MaxQpInitiatorDepth,
+            max_inline_send: a.MaxInlineSend,
+            max_mcast_grp: a.MaxMulticast,
+            max_mcast_qp_attach: a.MaxQpAttach,
+            max_total_mcast_qp_attach: a.MaxMulticastQp,
+            max_pkeys: a.MaxPkeys,
+            local_ca_ack_delay: a.LocalAckDelay,
+            atomic_cap: match a.AtomicCapability {
+                0 => "ATOMIC_NONE (0)",
+                1 => "ATOMIC_HCA (1)",
+                2 => "ATOMIC_GLOB (2)",
+                _ => "unknown",
+            }
+            .into(),
+        },
+        ports,
+    })
+}
+
+/// Collects the devices (all, or the `--device` one) through `opener`.
+struct Collect;
+
+impl TargetTask for Collect {
+    type Output = Result<Vec<DeviceInfo>, TargetError>;
+
+    fn run<O: Opener>(self, opener: &O, device: Option<DeviceSpec>) -> Self::Output {
+        let f = opener.open_file()?;
+        let st = ioctl(&f, WV_IOCTL_GUID_QUERY, &[], 8 + 8 * 256);
+        if !NtStatus(st.status).is_success() {
+            return Err(TargetError(format!(
+                "GUID_QUERY failed: {}",
+                NtStatus(st.status)
+            )));
+        }
+        let guids: Vec<u64> = st
+            .output
+            .get(8..)
+            .unwrap_or_default()
+            .chunks_exact(8)
+            .filter_map(|c| c.try_into().ok().map(u64::from_ne_bytes))
+            .collect();
+        let chosen: Vec<usize> = match device {
+            None if guids.is_empty() => {
+                return Err(TargetError(
+                    "no RDMA device found (GUID_QUERY returned none)".into(),
+                ));
+            }
+            None => (0..guids.len()).collect(),
+            Some(spec) => vec![resolve_device(&guids, Some(spec))?],
+        };
+        chosen
+            .into_iter()
+            .map(|i| {
+                device_info(&f, i, guids[i]).map_err(|e| {
+                    TargetError(format!("device {i} ({}): {e}", format_guid(guids[i])))
+                })
+            })
+            .collect()
+    }
+}
+
+/// The text ibv_devinfo prints, for one device.
+fn write_text(out: &mut impl Write, d: &DeviceInfo, verbose: bool) -> io::Result<()> {
+    let l = &d.limits;
+    writeln!(out, "hca_id:\t{}", d.index)?;
+    writeln!(
+        out,
+        "\ttransport:\t\t\t{} ({})",
+        d.transport,
+        if d.transport == "iWARP" { 1 } else { 0 }
+    )?;
+    writeln!(out, "\tlibrary:\t\t\t{}", d.library)?;
+    writeln!(out, "\tfw_ver:\t\t\t\t{}", d.fw_ver)?;
+    writeln!(out, "\tnode_guid:\t\t\t{}", d.node_guid)?;
+    writeln!(out, "\tsys_image_guid:\t\t\t{}", d.sys_image_guid)?;
+    writeln!(out, "\tvendor_id:\t\t\t{:#06x}", d.vendor_id)?;
+    writeln!(out, "\tvendor_part_id:\t\t\t{}", d.vendor_part_id)?;
+    writeln!(out, "\thw_ver:\t\t\t\t{:#x}", d.hw_ver)?;
+    writeln!(out, "\tphys_port_cnt:\t\t\t{}", d.ports.len())?;
+    let limits: [(&str, String); 24] = [
+        ("max_mr_size", format!("{:#x}", l.max_mr_size)),
+        ("page_size_cap", format!("{:#x}", l.page_size_cap)),
+        ("max_qp", l.max_qp.to_string()),
+        ("max_qp_wr", l.max_qp_wr.to_string()),
+        ("device_cap_flags", format!("{:#010x}", d.device_cap_flags)),
+        ("max_sge", l.max_sge.to_string()),
+        ("max_cq", l.max_cq.to_string()),
+        ("max_cqe", l.max_cqe.to_string()),
+        ("max_mr", l.max_mr.to_string()),
+        ("max_pd", l.max_pd.to_string()),
+        ("max_qp_rd_atom", l.max_qp_rd_atom.to_string()),
+        ("max_res_rd_atom", l.max_res_rd_atom.to_string()),
+        ("max_qp_init_rd_atom", l.max_qp_init_rd_atom.to_string()),
+        ("atomic_cap", l.atomic_cap.clone()),
+        ("max_mw", l.max_mw.to_string()),
+        ("max_ah", l.max_ah.to_string()),
+        ("max_srq", l.max_srq.to_string()),
+        ("max_srq_wr", l.max_srq_wr.to_string()),
+        ("max_srq_sge", l.max_srq_sge.to_string()),
+        ("max_inline_send", l.max_inline_send.to_string()),
+        ("max_mcast_grp", l.max_mcast_grp.to_string()),
+        ("max_mcast_qp_attach", l.max_mcast_qp_attach.to_string()),
+        (
+            "max_total_mcast_qp_attach",
+            l.max_total_mcast_qp_attach.to_string(),
+        ),
+        ("max_pkeys", l.max_pkeys.to_string()),
+    ];
+    for (name, value) in limits {
+        // ibv_devinfo aligns these values at column 40 (the line starts with a tab, then
+        // `name:`); long names get a single tab.
+        let tabs = "\t".repeat(5usize.saturating_sub((8 + name.len() + 1) / 8).max(1));
+        writeln!(out, "\t{name}:{tabs}{value}")?;
+    }
+    writeln!(out, "\tlocal_ca_ack_delay:\t\t{}", l.local_ca_ack_delay)?;
+    for p in &d.ports {
+        writeln!(out, "\t\tport:\t{}", p.port)?;
+        writeln!(out, "\t\t\tstate:\t\t\t{}", p.state)?;
+        writeln!(
+            out,
+            "\t\t\tmax_mtu:\t\t{} ({})",
+            p.max_mtu,
+            mtu_enum(p.max_mtu)
+        )?;
+        writeln!(
+            out,
+            "\t\t\tactive_mtu:\t\t{} ({})",
+            p.active_mtu,
+            mtu_enum(p.active_mtu)
+        )?;
+        writeln!(out, "\t\t\tsm_lid:\t\t\t{}", p.sm_lid)?;
+        writeln!(out, "\t\t\tport_lid:\t\t{}", p.lid)?;
+        writeln!(out, "\t\t\tport_lmc:\t\t{:#04x}", p.lmc)?;
+        writeln!(out, "\t\t\tlink_layer:\t\t{}", p.link_layer)?;
+        if verbose {
+            writeln!(out, "\t\t\tmax_msg_sz:\t\t{:#x}", p.max_msg_sz)?;
+            writeln!(out, "\t\t\tport_cap_flags:\t\t{:#010x}", p.port_cap_flags)?;
+            writeln!(out, "\t\t\tbad_pkey_cntr:\t\t{:#x}", p.bad_pkey_cntr)?;
+            writeln!(out, "\t\t\tqkey_viol_cntr:\t\t{:#x}", p.qkey_viol_cntr)?;
+            writeln!(out, "\t\t\tpkey_tbl_len:\t\t{}", p.pkey_tbl_len)?;
+            writeln!(out, "\t\t\tgid_tbl_len:\t\t{}", p.gid_tbl_len)?;
+            for g in &p.gids {
+                writeln!(out, "\t\t\tGID[{:>3}]:\t\t{}, {}", g.index, g.gid, g.kind)?;
+            }
+            let used: Vec<String> = p
+                .pkeys
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| **k != 0)
+                .map(|(i, k)| format!("[{i}] {k:#06x}"))
+                .collect();
+            writeln!(out, "\t\t\tpkeys:\t\t\t{}", used.join(" "))?;
+        }
+    }
+    writeln!(out)
+}
+
+/// `wvharness devinfo`.
+pub fn run(args: &DevinfoArgs) -> io::Result<ExitCode> {
+    let devices = Target::open(&args.target, StackConfig::default())
+        .and_then(|(target, device)| target.run(Collect, device));
+    let devices = match devices {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("wvharness devinfo: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let mut out = io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &devices).map_err(io::Error::other)?;
+        writeln!(out)?;
+    } else {
+        for d in &devices {
+            write_text(&mut out, d, args.verbose)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gids_print_as_ipv6() {
+        let mut mac = [0u8; 16];
+        mac[..2].copy_from_slice(&[0xfe, 0x80]);
+        mac[8..].copy_from_slice(&[0x00, 0x57, 0x56, 0xff, 0xfe, 0x00, 0x00, 0x01]);
+        assert_eq!(format_gid(mac), "fe80::57:56ff:fe00:1");
+        assert_eq!(gid_kind(mac), "MAC");
+        let mut v4 = [0u8; 16];
+        v4[10..12].copy_from_slice(&[0xff, 0xff]);
+        v4[12..].copy_from_slice(&[192, 168, 1, 7]);
+        assert_eq!(format_gid(v4), "::ffff:192.168.1.7");
+        assert_eq!(gid_kind(v4), "IPv4");
+    }
+
+    #[test]
+    fn states_and_mtus() {
+        assert_eq!(port_state(4), "PORT_ACTIVE (4)");
+        assert_eq!(port_state(1), "PORT_DOWN (1)");
+        assert_eq!(mtu_enum(1024), 3);
+        assert_eq!(mtu_enum(4096), 5);
+    }
+}
