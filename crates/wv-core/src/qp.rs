@@ -18,7 +18,7 @@ use crate::device::DeviceObj;
 use crate::dispatch::{VendorLens, with_umv};
 use crate::driver::Shared;
 use crate::ids::IdTable;
-use crate::notify::complete_all;
+use crate::notify::take_all;
 use crate::pd::PdObj;
 use crate::provider::{Held, Object, Provider, Tables, hold};
 use crate::srq::SrqObj;
@@ -58,6 +58,10 @@ pub(crate) struct QpObj<P: Platform, V: Verbs> {
     mcast: P::SpinLock<Vec<Mcast<V>>>,
     /// QP_MODIFY requests waiting for the drainer, cancellable while here.
     pub modify_queue: P::Queue,
+    /// Orders the drainer's takes against QP_CANCEL and removal, which empty the queue in one
+    /// step under it: what they cancel is always the whole tail of the queue, never a modify
+    /// queued before one the drainer then runs.
+    modify_order: P::SpinLock<()>,
     pub sched: ModifySched<P>,
 }
 
@@ -73,9 +77,23 @@ impl<P: Platform, V: Verbs> QpObj<P, V> {
         }
     }
 
-    /// Ends every queued modify with `status` (device removal).
+    /// The oldest queued modify, for the drainer.
+    pub fn next_modify(&self) -> Option<P::Request> {
+        let _order = self.modify_order.lock();
+        self.modify_queue.retrieve_next()
+    }
+
+    /// Ends every queued (not started) modify with `status`: QP_CANCEL, device removal, a
+    /// drainer that could not be scheduled. They are taken out in one step and completed
+    /// after the lock is released.
     pub fn fail_parked(&self, status: NtStatus) {
-        complete_all::<P>(&self.modify_queue, status);
+        let queued = {
+            let _order = self.modify_order.lock();
+            take_all::<P>(&self.modify_queue)
+        };
+        for request in queued {
+            request.complete(status, 0);
+        }
     }
 }
 
@@ -219,6 +237,7 @@ pub(crate) fn qp_create<P: Platform, V: Verbs>(
         qpn: info.qpn,
         mcast: platform.spin_lock(Vec::new()),
         modify_queue,
+        modify_order: platform.spin_lock(()),
         sched: ModifySched::new(platform),
     });
     let Some(new_id) = prov.insert(Arc::clone(&obj)) else {
@@ -322,7 +341,7 @@ pub(crate) fn qp_cancel<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Re
     let Some(qp) = prov.acquire::<QpObj<P, V>>(id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
-    complete_all::<P>(&qp.modify_queue, NtStatus::CANCELLED);
+    qp.fail_parked(NtStatus::CANCELLED);
     drop(qp);
     req.complete(NtStatus::SUCCESS, 0);
 }

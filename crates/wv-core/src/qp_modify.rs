@@ -16,7 +16,6 @@ use wv_hal::{IoRequest, Platform, RequestQueue, Verbs, WorkItem};
 use crate::QpModifyMode;
 use crate::convert::qp_modify_from_abi;
 use crate::driver::Shared;
-use crate::notify::complete_all;
 use crate::provider::Provider;
 use crate::qp::QpObj;
 use crate::status::{REMOVED, verbs_status};
@@ -77,7 +76,7 @@ pub(crate) fn qp_modify<P: Platform, V: Verbs>(
                 if let Err(status) = prov.platform().queue_work(work) {
                     // No drainer: fail what is queued; the next QP_MODIFY tries again.
                     loop {
-                        complete_all::<P>(&qp.modify_queue, status);
+                        qp.fail_parked(status);
                         if qp.sched.finish() {
                             break;
                         }
@@ -118,7 +117,7 @@ impl<P: Platform, V: Verbs> WorkItem for ModifyWork<P, V> {
     fn run(&self) {
         self.shared.platform.paged_code();
         loop {
-            match self.qp.modify_queue.retrieve_next() {
+            match self.qp.next_modify() {
                 Some(req) => self.run_one(req),
                 None => {
                     if self.qp.sched.finish() {

@@ -361,3 +361,41 @@ fn removal_racing_opens_and_creates() {
         drop(files);
     }
 }
+
+#[test]
+fn qp_cancel_racing_the_drainer_cancels_a_tail_of_the_queue() {
+    // QP_CANCEL and the drainer both take requests out of the modify queue. What QP_CANCEL
+    // ends must be the whole tail: never a modify queued before one that then runs (the
+    // harness's `qp-modify-cancel` check caught that interleaving about 1 run in 20).
+    let fx = Fx::threaded();
+    let f = Arc::new(fx.open());
+    let (qp, fake) = qps(&fx, &f, 1)[0];
+    for round in 0..40 {
+        let gate = fx.hca.hold_modify(fake);
+        let first = issue(&f, qp, QpState::Init);
+        assert!(gate.wait_blocked(HANG_GUARD));
+        let queued: Vec<Io> = (0..6).map(|_| issue(&f, qp, QpState::Init)).collect();
+        let canceller = {
+            let f = Arc::clone(&f);
+            std::thread::spawn(move || ioctl(&f, WV_IOCTL_QP_CANCEL, &u64_in(qp), 0))
+        };
+        // Let the drainer go while QP_CANCEL runs.
+        gate.release();
+        expect(&canceller.join().unwrap(), NtStatus::SUCCESS);
+        expect(&done(&first), NtStatus::SUCCESS);
+        let statuses: Vec<NtStatus> = queued.iter().map(|io| status(&done(io))).collect();
+        let first_cancelled = statuses
+            .iter()
+            .position(|s| *s == NtStatus::CANCELLED)
+            .unwrap_or(statuses.len());
+        assert!(
+            statuses[..first_cancelled]
+                .iter()
+                .all(|s| *s == NtStatus::SUCCESS)
+                && statuses[first_cancelled..]
+                    .iter()
+                    .all(|s| *s == NtStatus::CANCELLED),
+            "round {round}: not a cancelled tail: {statuses:?}"
+        );
+    }
+}
