@@ -347,6 +347,16 @@ impl File {
     pub fn cancel_io_ex(&self, io: &Io) -> bool {
         self.inner.cancel_io_ex(&io.inner)
     }
+
+    /// CloseHandle of this (last) handle racing a DeviceIoControl that the I/O manager has
+    /// already referenced the file object for on another thread: the driver's cleanup runs
+    /// first, then the IOCTL reaches it for the cleaned-up file. A conformance check uses it to
+    /// see `STATUS_FILE_CLOSED`, an interleaving a real system cannot order on demand.
+    pub fn close_racing_ioctl(self, code: u32, input: &[u8], output_len: usize) -> Io {
+        Io {
+            inner: self.inner.close_racing_ioctl(code, input, output_len),
+        }
+    }
 }
 
 /// One in-process IOCTL in flight (an OVERLAPPED). It outlives its [`File`].

@@ -92,8 +92,7 @@ pub trait Env: Sized + 'static {
     }
     /// CloseHandle racing an IOCTL the I/O manager has already referenced the file for: the
     /// IOCTL reaches the driver after cleanup. `None` when the transport cannot stage that
-    /// (a real system cannot order it deterministically; the in-process `File` does not expose
-    /// the host model's hook yet).
+    /// (a real system cannot order it deterministically).
     fn close_racing_ioctl(
         &self,
         file: Self::File,
@@ -184,6 +183,17 @@ impl Env for InprocEnv {
 
     fn stack(&self) -> Option<&Stack> {
         Some(&self.stack)
+    }
+
+    fn close_racing_ioctl(
+        &self,
+        file: Self::File,
+        code: u32,
+        input: &[u8],
+        output_len: usize,
+    ) -> Option<wv_client::raw::IoStatus> {
+        use wv_client::raw::RawIo;
+        Some(file.close_racing_ioctl(code, input, output_len).wait())
     }
 
     fn buffer(&self, len: usize) -> (u64, Box<dyn std::any::Any>) {
