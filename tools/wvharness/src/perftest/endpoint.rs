@@ -398,7 +398,7 @@ pub fn poll_some<F: RawFile + Send + Sync + 'static>(
             spins = spins.wrapping_add(1);
             // Checking the flags on every empty poll would put two more shared cache lines in
             // the latency path; every 1024th costs nothing measurable.
-            if spins % 1024 == 0 {
+            if spins.is_multiple_of(1024) {
                 sh.check(size_ix)?;
             }
             std::hint::spin_loop();

@@ -39,7 +39,7 @@ pub fn lat<F: RawFile + Send + Sync + 'static>(
             let mut spins = 0u32;
             while side.buf.byte(poll_off) != Some(rcnt as u8) {
                 spins = spins.wrapping_add(1);
-                if spins % 1024 == 0 {
+                if spins.is_multiple_of(1024) {
                     if sh.abort.load(Ordering::Relaxed) {
                         return Err(aborted());
                     }

@@ -1,0 +1,48 @@
+//! The default run (no command) ends with a verdict line. `--quick` keeps it short; the
+//! verdict itself depends on the conformance suite, so only its shape is checked here.
+
+use std::process::Command;
+
+#[test]
+fn default_run_prints_summary_and_verdict() {
+    let out = Command::new(env!("CARGO_BIN_EXE_wvharness"))
+        .arg("--quick")
+        .output()
+        .expect("run wvharness");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("VERDICT: PASS") || last.starts_with("VERDICT: FAIL"),
+        "{stdout}"
+    );
+    // The exit status agrees with the verdict.
+    assert_eq!(
+        out.status.success(),
+        last.starts_with("VERDICT: PASS"),
+        "{stdout}"
+    );
+    for what in [
+        "cache-line ping-pong",
+        "futex wake",
+        "memcpy",
+        "QP_MODIFY inline",
+    ] {
+        assert!(stdout.contains(what), "{what} missing:\n{stdout}");
+    }
+}
+
+#[test]
+fn default_run_json_has_the_verdict() {
+    let out = Command::new(env!("CARGO_BIN_EXE_wvharness"))
+        .args(["--quick", "--json", "--no-check"])
+        .output()
+        .expect("run wvharness");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(
+        v["verdict"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("VERDICT: ")
+    );
+    assert_eq!(v["comparisons"].as_array().map(Vec::len), Some(4));
+}
