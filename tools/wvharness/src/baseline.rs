@@ -22,7 +22,14 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// One-way latency of a cache line bounced between two spinning threads (two atomics, each
 /// written by one thread and spun on by the other), in nanoseconds: half the round trip.
-pub fn cache_line_one_way_ns(budget: Duration) -> f64 {
+///
+/// With `cpus = Some((echo, measuring))` the two threads are pinned there, as the benchmark it
+/// is compared with pins its server and client.
+pub fn cache_line_one_way_ns(budget: Duration, cpus: Option<(usize, usize)>) -> f64 {
+    on_cpu(cpus.map(|c| c.1), || cache_line(budget, cpus.map(|c| c.0)))
+}
+
+fn cache_line(budget: Duration, echo_cpu: Option<usize>) -> f64 {
     // Padding keeps the two flags on separate cache lines, so each hand-off moves exactly one
     // line one way, as a doorbell or a CQE written by the peer does.
     #[repr(align(128))]
@@ -33,6 +40,7 @@ pub fn cache_line_one_way_ns(budget: Duration) -> f64 {
     let echo = {
         let (ping, pong, stop) = (ping.clone(), pong.clone(), stop.clone());
         thread::spawn(move || {
+            pin(echo_cpu);
             let mut seen = 0;
             while !stop.load(Ordering::Relaxed) {
                 let v = ping.0.load(Ordering::Acquire);
@@ -72,13 +80,22 @@ pub fn cache_line_one_way_ns(budget: Duration) -> f64 {
 /// One-way latency of a futex wake between two threads (`thread::park` / `unpark`, which is a
 /// futex on Linux and a keyed event / WaitOnAddress on Windows), in nanoseconds: half of a
 /// round trip in which each side sleeps until the other wakes it.
-pub fn futex_wake_one_way_ns(budget: Duration) -> f64 {
+///
+/// Pinning matters most here: on a virtual machine a wake-up that crosses CPUs costs an
+/// inter-processor interrupt to a halted vCPU (tens of microseconds), one on the same CPU a
+/// context switch (about a microsecond). `cpus` pins as for the cache-line baseline.
+pub fn futex_wake_one_way_ns(budget: Duration, cpus: Option<(usize, usize)>) -> f64 {
+    on_cpu(cpus.map(|c| c.1), || futex_wake(budget, cpus.map(|c| c.0)))
+}
+
+fn futex_wake(budget: Duration, echo_cpu: Option<usize>) -> f64 {
     let turn = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let main = thread::current();
     let echo = {
         let (turn, stop) = (turn.clone(), stop.clone());
         thread::spawn(move || {
+            pin(echo_cpu);
             let mut seen = 0;
             loop {
                 let v = turn.load(Ordering::Acquire);
@@ -118,6 +135,41 @@ pub fn futex_wake_one_way_ns(budget: Duration) -> f64 {
     median(batches.split_off(1))
 }
 
+/// Runs `measure` on a thread pinned to `cpu` (or on this thread when `None`).
+fn on_cpu(cpu: Option<usize>, measure: impl FnOnce() -> f64 + Send) -> f64 {
+    match cpu {
+        None => measure(),
+        Some(cpu) => thread::scope(|s| {
+            s.spawn(move || {
+                pin(Some(cpu));
+                measure()
+            })
+            .join()
+            .expect("baseline thread")
+        }),
+    }
+}
+
+/// Pins the calling thread when asked; the caller checked beforehand that pinning works
+/// ([`can_pin`]), so a refusal here only leaves the thread unpinned.
+fn pin(cpu: Option<usize>) {
+    if let Some(cpu) = cpu {
+        let _ = crate::perftest::pin_to(cpu);
+    }
+}
+
+/// Whether threads can be pinned to `cpus` on this machine.
+pub fn can_pin(cpus: (usize, usize)) -> bool {
+    let try_pin = |cpu| {
+        thread::scope(|s| {
+            s.spawn(|| crate::perftest::pin_to(cpu).is_ok())
+                .join()
+                .unwrap_or(false)
+        })
+    };
+    try_pin(cpus.0) && try_pin(cpus.1)
+}
+
 /// `memcpy` bandwidth between two `size`-byte buffers, in bytes per second (the best of a few
 /// batches: the copy has no dependency on another thread, so the best batch is the one the
 /// scheduler left alone).
@@ -151,8 +203,8 @@ mod tests {
     fn baselines_return_positive_finite_numbers() {
         let d = Duration::from_millis(20);
         for v in [
-            cache_line_one_way_ns(d),
-            futex_wake_one_way_ns(d),
+            cache_line_one_way_ns(d, None),
+            futex_wake_one_way_ns(d, None),
             memcpy_bytes_per_sec(1 << 16, d),
         ] {
             assert!(v.is_finite() && v > 0.0, "{v}");

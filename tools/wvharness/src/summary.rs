@@ -45,18 +45,28 @@ struct Workload {
     event_iters: u64,
     bw_iters: u64,
     baseline_budget: Duration,
+    /// CPUs the latency benchmarks and their baselines pin their two threads to (server or
+    /// echo side, client or measuring side), so both wake-ups cross CPUs the same way; `None`
+    /// on a one-CPU machine or where pinning is refused.
+    cpus: Option<(usize, usize)>,
     modify_qps: usize,
     modify_rounds: usize,
 }
 
 impl Workload {
     fn new(quick: bool) -> Workload {
+        // Two threads on two different CPUs: the placement of a client and a server on a real
+        // system, and the same for the baselines.
+        let cpus = (std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2)
+            .then_some((1, 0))
+            .filter(|&cpus| baseline::can_pin(cpus));
         if quick {
             Workload {
                 lat_iters: 2_000,
                 event_iters: 500,
                 bw_iters: 200,
                 baseline_budget: Duration::from_millis(50),
+                cpus,
                 modify_qps: 16,
                 modify_rounds: 2,
             }
@@ -66,6 +76,7 @@ impl Workload {
                 event_iters: 20_000,
                 bw_iters: 20_000,
                 baseline_budget: Duration::from_secs(1),
+                cpus,
                 modify_qps: 128,
                 modify_rounds: 20,
             }
@@ -122,7 +133,9 @@ pub fn run(args: &SummaryArgs) -> io::Result<ExitCode> {
     let mut stdout = io::stdout().lock();
 
     // 1. Conformance.
-    if !args.no_check {
+    if args.no_check {
+        out.check_gap = Some("skipped with --no-check".into());
+    } else {
         run_checks(args, text, &mut out, &mut stdout)?;
     }
 
@@ -297,12 +310,21 @@ fn run_checks(
     Ok(())
 }
 
+/// A baseline's description with the CPU placement both sides of the comparison used.
+fn placed(what: &str, cpus: Option<(usize, usize)>) -> String {
+    match cpus {
+        Some((a, b)) => format!("{what}, CPUs {a}↔{b}"),
+        None => format!("{what}, unpinned"),
+    }
+}
+
 /// The perftest options of a summary measurement.
 fn bench_args(args: &SummaryArgs, size: u64, iters: u64, events: bool) -> PerftestArgs {
     PerftestArgs {
         size: Some(size),
         iters: Some(iters),
         events,
+        cpus: None,
         connection: Connection::Rc,
         target: args.target.clone(),
         ..PerftestArgs::default()
@@ -310,15 +332,19 @@ fn bench_args(args: &SummaryArgs, size: u64, iters: u64, events: bool) -> Perfte
 }
 
 fn polling_latency(args: &SummaryArgs, w: &Workload) -> Result<Vec<Comparison>, String> {
-    let rows = perftest::measure(Test::SendLat, &bench_args(args, 2, w.lat_iters, false))?;
+    let bench = PerftestArgs {
+        cpus: w.cpus,
+        ..bench_args(args, 2, w.lat_iters, false)
+    };
+    let rows = perftest::measure(Test::SendLat, &bench)?;
     let t = typical(&rows)?;
-    let base_ns = baseline::cache_line_one_way_ns(w.baseline_budget);
+    let base_ns = baseline::cache_line_one_way_ns(w.baseline_budget, w.cpus);
     let ratio = t * 1000.0 / base_ns;
     Ok(vec![Comparison {
         what: "send_lat 2 B, polling (t_typical)".into(),
         value: t * 1000.0,
         baseline: base_ns,
-        baseline_what: "cache-line ping-pong, one way".into(),
+        baseline_what: placed("cache-line ping-pong, one way", w.cpus),
         unit: "ns".into(),
         ratio,
         target: "≤ 10×".into(),
@@ -327,15 +353,19 @@ fn polling_latency(args: &SummaryArgs, w: &Workload) -> Result<Vec<Comparison>, 
 }
 
 fn event_latency(args: &SummaryArgs, w: &Workload) -> Result<Vec<Comparison>, String> {
-    let rows = perftest::measure(Test::SendLat, &bench_args(args, 2, w.event_iters, true))?;
+    let bench = PerftestArgs {
+        cpus: w.cpus,
+        ..bench_args(args, 2, w.event_iters, true)
+    };
+    let rows = perftest::measure(Test::SendLat, &bench)?;
     let t = typical(&rows)?;
-    let base_ns = baseline::futex_wake_one_way_ns(w.baseline_budget);
+    let base_ns = baseline::futex_wake_one_way_ns(w.baseline_budget, w.cpus);
     let ratio = t * 1000.0 / base_ns;
     Ok(vec![Comparison {
         what: "send_lat 2 B, events -e (t_typical)".into(),
         value: t * 1000.0,
         baseline: base_ns,
-        baseline_what: "futex wake, one way".into(),
+        baseline_what: placed("futex wake, one way", w.cpus),
         unit: "ns".into(),
         ratio,
         target: "≤ 1.3×".into(),

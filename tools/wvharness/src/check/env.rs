@@ -192,7 +192,6 @@ impl Env for InprocEnv {
         input: &[u8],
         output_len: usize,
     ) -> Option<wv_client::raw::IoStatus> {
-        use wv_client::raw::RawIo;
         Some(file.close_racing_ioctl(code, input, output_len).wait())
     }
 

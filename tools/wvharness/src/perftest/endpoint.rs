@@ -659,6 +659,9 @@ impl TargetTask for PerfTask<'_> {
                     events: Option<mpsc::Sender<Event>>|
          -> Result<(), String> {
             let result = (|| {
+                if let Some((server, client)) = p.cpus {
+                    super::pin_to(if role == Role::Server { server } else { client })?;
+                }
                 // Each side opens its own handle, as a separate process would.
                 let provider = Provider::new(opener.open_file().map_err(|e| e.0)?);
                 let mut side = Side::open(&provider, guid, cfg, role as u32)?;

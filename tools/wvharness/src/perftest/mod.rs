@@ -193,6 +193,11 @@ pub struct PerftestArgs {
     /// Print the results as JSON (same numbers) instead of perftest's text.
     #[arg(long)]
     pub json: bool,
+    /// Pin the server and client threads to these CPUs (`SERVER,CLIENT`, like running each
+    /// side under `taskset`). Latency depends on whether a wake-up crosses CPUs, so
+    /// comparisons pin the benchmark and its baseline the same way.
+    #[arg(long, value_name = "SERVER,CLIENT", value_parser = parse_cpus)]
+    pub cpus: Option<(usize, usize)>,
     /// Which driver and device to run on.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -223,12 +228,43 @@ pub struct Params {
     pub units: BwUnits,
     /// Compute the peak bandwidth.
     pub peak: bool,
+    /// CPUs the server and client threads are pinned to.
+    pub cpus: Option<(usize, usize)>,
 }
 
 impl Params {
     /// The largest message size of the run (buffers are allocated for it once).
     pub fn max_size(&self) -> u64 {
         self.sizes.iter().map(|&(s, _)| s).max().unwrap_or(1)
+    }
+}
+
+/// Parses `--cpus SERVER,CLIENT`.
+fn parse_cpus(s: &str) -> Result<(usize, usize), String> {
+    let (server, client) = s
+        .split_once(',')
+        .ok_or_else(|| format!("--cpus wants SERVER,CLIENT (two CPU numbers), not {s:?}"))?;
+    let cpu = |v: &str| {
+        v.trim()
+            .parse::<usize>()
+            .map_err(|_| format!("--cpus: {v:?} is not a CPU number"))
+    };
+    Ok((cpu(server)?, cpu(client)?))
+}
+
+/// Pins the calling thread to `cpu`.
+///
+/// # Errors
+/// The CPU does not exist or the system refused.
+pub fn pin_to(cpu: usize) -> Result<(), String> {
+    // Not checked against `get_core_ids`: that lists the calling thread's current affinity,
+    // which excludes every other CPU once the thread is pinned.
+    if core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
+        Ok(())
+    } else {
+        Err(format!(
+            "--cpus: could not pin a thread to CPU {cpu} (no such CPU, or not allowed)"
+        ))
     }
 }
 
@@ -371,6 +407,7 @@ pub fn params(test: Test, a: &PerftestArgs, ud_mtu: u64) -> Result<Params, Strin
         },
         // perftest turns the peak off in duration mode.
         peak: !a.no_peak && a.duration.is_none(),
+        cpus: a.cpus,
     })
 }
 
