@@ -1,7 +1,7 @@
 //! Completion queues: a CQE ring shared with user mode, one-shot arming, overrun detection.
 
 use alloc::sync::Arc;
-use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering, fence};
 
 use spin::Mutex;
 use wv_hal::CqEventSink;
@@ -62,6 +62,10 @@ impl Cq {
             };
             wc.encode(slot);
             self.ring.publish(1);
+            // Store (the CQE) then load (the arm) here, store (the arm) then load (the ring) in
+            // `arm`: without a full fence on both sides each could miss the other's store, the
+            // CQE would raise no event and a consumer that armed would sleep for ever.
+            fence(Ordering::SeqCst);
             let n = self.notify.load(Ordering::Acquire);
             fire = (n == ARM_NEXT || (n == ARM_SOLICITED && solicited))
                 && self
@@ -84,6 +88,8 @@ impl Cq {
             ARM_NEXT
         };
         self.notify.fetch_max(want, Ordering::AcqRel);
+        // Pairs with the fence in `post`: either `post` sees this arm, or we see its CQE.
+        fence(Ordering::SeqCst);
         !self.ring.is_empty()
     }
 }

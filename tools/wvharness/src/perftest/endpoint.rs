@@ -81,6 +81,9 @@ pub struct SideConfig {
     pub split_cqs: bool,
 }
 
+/// How long an event-mode wait may last before it is reported as a lost notification.
+pub const EVENT_DEADLINE: Duration = Duration::from_secs(10);
+
 /// A CQ and its notification, for `-e`: rdma-core's completion-channel pattern (wait for
 /// the event, re-arm, then poll; an event may come with nothing to poll).
 pub struct EventCq<F: RawFile + Send + Sync + 'static> {
@@ -105,12 +108,15 @@ impl<F: RawFile + Send + Sync + 'static> EventCq<F> {
     }
 
     /// Sleeps until the armed notification fires, then re-arms (before polling, so no
-    /// completion is missed). Checks `abort` every 100 ms so a failed peer cannot hang us.
+    /// completion is missed). Checks `abort` every 100 ms so a failed peer cannot hang us, and
+    /// gives up after [`EVENT_DEADLINE`]: in a ping-pong the peer answers at once, so an event
+    /// that never comes is a lost notification, reported as an error instead of a hang.
     pub fn wait(&self, abort: &AtomicBool) -> Result<(), String> {
         let p = self.armed.lock().unwrap_or_else(|e| e.into_inner()).take();
         let Some(p) = p else {
             return self.arm();
         };
+        let start = Instant::now();
         loop {
             if let Some(r) = p.wait_timeout(Duration::from_millis(100)) {
                 r.map_err(|e| e.to_string())?;
@@ -118,6 +124,12 @@ impl<F: RawFile + Send + Sync + 'static> EventCq<F> {
             }
             if abort.load(Ordering::Relaxed) {
                 return Err(aborted());
+            }
+            if start.elapsed() > EVENT_DEADLINE {
+                return Err(format!(
+                    "no completion event within {} s of arming the CQ (a lost notification)",
+                    EVENT_DEADLINE.as_secs()
+                ));
             }
         }
         self.arm()
