@@ -258,11 +258,14 @@ fn side_main<O: Opener>(
         side.post_recv(RECV_WRID)?;
     }
     let mut routs = u64::from(a.rx_depth);
-    // Both QPs are ready before the first send (rc_pingpong's "done" exchange).
-    sh.sync.meet(&sh.abort)?;
+    // Armed before the peer can send, as rc_pingpong requests notification before the address
+    // exchange: an arm covers the next completion only, so one that raced ahead of the arm
+    // would never raise an event.
     if a.events {
         side.send_cq.arm()?;
     }
+    // Both QPs are ready before the first send (rc_pingpong's "done" exchange).
+    sh.sync.meet(&sh.abort)?;
     let start = Instant::now();
     let mut pending = RECV_WRID;
     let (mut scnt, mut rcnt) = (0u64, 0u64);
@@ -281,7 +284,14 @@ fn side_main<O: Opener>(
     let mut got = vec![0u8; size];
     while rcnt < a.iters || scnt < a.iters {
         let ne = if a.events {
-            side.send_cq.wait(&sh.abort)?;
+            side.send_cq.wait(&sh.abort).map_err(|e| {
+                format!(
+                    "{e} ({} side: {scnt} of {} sends and {rcnt} of {} receives completed)",
+                    if client { "client" } else { "server" },
+                    a.iters,
+                    a.iters
+                )
+            })?;
             side.send_cq.poll(&mut wc)
         } else {
             poll_some(&side.send_cq, &mut wc, false, sh, usize::MAX)?
