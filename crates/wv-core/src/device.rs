@@ -429,47 +429,16 @@ pub(crate) fn device_cancel<P: Platform, V: Verbs>(
 pub(crate) fn remove<P: Platform, V: Verbs>(dev: &Arc<DeviceObj<P, V>>, shared: &Shared<P, V>) {
     dev.gate.close();
     dev.gate.wait_drained(&shared.platform);
-    let mine = |other: &Arc<DeviceObj<P, V>>| Arc::ptr_eq(other, dev);
     let (mws, ahs, pds, qps, srqs, cqs) = match dev.provider.upgrade() {
         Some(prov) => {
             let tables = prov.tables.lock();
             (
-                tables
-                    .mws
-                    .values()
-                    .filter(|o| mine(&o.dev))
-                    .cloned()
-                    .collect::<Vec<_>>(),
-                tables
-                    .ahs
-                    .values()
-                    .filter(|o| mine(&o.dev))
-                    .cloned()
-                    .collect::<Vec<_>>(),
-                tables
-                    .pds
-                    .values()
-                    .filter(|o| mine(&o.dev))
-                    .cloned()
-                    .collect::<Vec<_>>(),
-                tables
-                    .qps
-                    .values()
-                    .filter(|o| mine(&o.dev))
-                    .cloned()
-                    .collect::<Vec<_>>(),
-                tables
-                    .srqs
-                    .values()
-                    .filter(|o| mine(&o.dev))
-                    .cloned()
-                    .collect::<Vec<_>>(),
-                tables
-                    .cqs
-                    .values()
-                    .filter(|o| mine(&o.dev))
-                    .cloned()
-                    .collect::<Vec<_>>(),
+                on_device(&tables.mws, dev),
+                on_device(&tables.ahs, dev),
+                on_device(&tables.pds, dev),
+                on_device(&tables.qps, dev),
+                on_device(&tables.srqs, dev),
+                on_device(&tables.cqs, dev),
             )
         }
         None => Default::default(),
@@ -511,4 +480,16 @@ pub(crate) fn remove<P: Platform, V: Verbs>(dev: &Arc<DeviceObj<P, V>>, shared: 
         }
     }
     dev.removed.set();
+}
+
+/// The objects of `table` that live on the opened device `dev`.
+fn on_device<P: Platform, V: Verbs, T: Object<P, V>>(
+    table: &IdTable<Arc<T>>,
+    dev: &Arc<DeviceObj<P, V>>,
+) -> Vec<Arc<T>> {
+    table
+        .values()
+        .filter(|o| Arc::ptr_eq(T::device(o), dev))
+        .cloned()
+        .collect()
 }
