@@ -24,7 +24,7 @@ use perftest::{PerftestArgs, Test};
 /// WinVerbs test harness: conformance checks and perftest-compatible benchmarks.
 ///
 /// Without a command: run every conformance check, then a short benchmark summary, then print
-/// a verdict (about a minute in a release build).
+/// a verdict (a few seconds in a release build).
 #[derive(Parser)]
 #[command(
     name = "wvharness",

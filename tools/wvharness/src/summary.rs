@@ -24,8 +24,8 @@ use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, resolve_
 /// Options of the default run.
 #[derive(Args, Clone, Debug, Default)]
 pub struct SummaryArgs {
-    /// A reduced workload (fewer iterations, shorter baselines): a few seconds instead of about
-    /// a minute, for smoke tests. The numbers are noisier.
+    /// A reduced workload (fewer iterations, shorter baselines), for smoke tests and debug
+    /// builds. The numbers are noisier.
     #[arg(long)]
     pub quick: bool,
     /// Print the results as one JSON object instead of text.
