@@ -532,7 +532,11 @@ pub fn run(args: &DevinfoArgs) -> io::Result<ExitCode> {
     };
     let mut out = io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &devices).map_err(io::Error::other)?;
+        serde_json::to_writer_pretty(&mut out, &devices).map_err(|e| {
+            // Keep the kind (a closed pipe is not an error worth reporting).
+            e.io_error_kind()
+                .map_or_else(|| io::Error::other(e), io::Error::from)
+        })?;
         writeln!(out)?;
     } else {
         for d in &devices {

@@ -827,23 +827,35 @@ pub fn run_test(test: Test, args: &PerftestArgs) -> io::Result<ExitCode> {
     if let Some(d) = p.duration {
         bar.working_on(&format!("running for {} s", d.as_secs()));
     }
+    // A reader that went away (`wvharness send_lat | head`) ends the run quietly.
+    let pipe_closed = std::cell::Cell::new(false);
     let mut sink = |o: Out<'_>| -> io::Result<()> {
-        match o {
-            Out::Text(t) if !json => {
-                bar.finish();
-                writeln!(stdout, "{t}")?;
-            }
-            Out::Text(_) => {}
-            Out::Row { size, text, row } => {
-                bar.finish();
-                if !json {
-                    writeln!(stdout, "{text}")?;
+        let written = (|| -> io::Result<()> {
+            match o {
+                Out::Text(t) if !json => {
+                    bar.finish();
+                    writeln!(stdout, "{t}")?;
                 }
-                rows.push(row.clone());
-                bar.step(&format!("{size} bytes"));
+                Out::Text(_) => {}
+                Out::Row { size, text, row } => {
+                    bar.finish();
+                    if !json {
+                        writeln!(stdout, "{text}")?;
+                    }
+                    rows.push(row.clone());
+                    bar.step(&format!("{size} bytes"));
+                }
             }
+            Ok(())
+        })()
+        .and_then(|()| stdout.flush());
+        if written
+            .as_ref()
+            .is_err_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+        {
+            pipe_closed.set(true);
         }
-        stdout.flush()
+        written
     };
     let result = target.run(
         PerfTask {
@@ -854,6 +866,9 @@ pub fn run_test(test: Test, args: &PerftestArgs) -> io::Result<ExitCode> {
     );
     bar.finish();
     drop(bar);
+    if pipe_closed.get() {
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Err(e) = result {
         eprintln!("wvharness {}: {e}", test.name());
         return Ok(ExitCode::FAILURE);
