@@ -8,16 +8,6 @@ use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;
 
-fn rc_pair(p: &HostPlatform) -> (std::sync::Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
-    let (f, a, b) = pair(p);
-    let ca = a.cq(64);
-    let cb = b.cq(64);
-    let qa = a.qp(QpType::Rc, &ca);
-    let qb = b.qp(QpType::Rc, &cb);
-    connect(&a, &qa, &b, &qb, Conn::default());
-    (f, a, b, ca, cb, qa, qb)
-}
-
 #[test]
 fn rc_send_with_multiple_sges_across_two_devices() {
     let p = HostPlatform::deterministic();

@@ -9,16 +9,6 @@ use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;
 
-fn rc_pair_with(p: &HostPlatform, c: Conn) -> (std::sync::Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
-    let (f, a, b) = pair(p);
-    let ca = a.cq(64);
-    let cb = b.cq(64);
-    let qa = a.qp(QpType::Rc, &ca);
-    let qb = b.qp(QpType::Rc, &cb);
-    connect(&a, &qa, &b, &qb, c);
-    (f, a, b, ca, cb, qa, qb)
-}
-
 #[test]
 fn posting_in_the_wrong_state_too_many_sges_or_a_full_queue() {
     let p = HostPlatform::deterministic();

@@ -10,16 +10,6 @@ use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;
 
-fn rc_pair(p: &HostPlatform) -> (std::sync::Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
-    let (f, a, b) = pair(p);
-    let ca = a.cq(64);
-    let cb = b.cq(64);
-    let qa = a.qp(QpType::Rc, &ca);
-    let qb = b.qp(QpType::Rc, &cb);
-    connect(&a, &qa, &b, &qb, Conn::default());
-    (f, a, b, ca, cb, qa, qb)
-}
-
 #[test]
 fn cq_arm_is_one_shot_and_needs_a_dpc() {
     let p = HostPlatform::deterministic();

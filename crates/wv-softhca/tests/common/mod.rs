@@ -419,3 +419,19 @@ pub fn settle(p: &HostPlatform) {
     p.run_until_idle();
     assert_eq!(p.verifier().violations(), Vec::<String>::new());
 }
+
+/// Two devices on one fabric, each with a 64-entry CQ and an RC QP, the QPs connected with `c`.
+pub fn rc_pair_with(p: &HostPlatform, c: Conn) -> (Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    let (f, a, b) = pair(p);
+    let ca = a.cq(64);
+    let cb = b.cq(64);
+    let qa = a.qp(QpType::Rc, &ca);
+    let qb = b.qp(QpType::Rc, &cb);
+    connect(&a, &qa, &b, &qb, c);
+    (f, a, b, ca, cb, qa, qb)
+}
+
+/// [`rc_pair_with`] with the default connection attributes.
+pub fn rc_pair(p: &HostPlatform) -> (Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    rc_pair_with(p, Conn::default())
+}
