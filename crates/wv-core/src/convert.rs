@@ -3,6 +3,7 @@
 //! Wire `NET16`/`NET32` fields hold big-endian values as stored in memory; the verbs types are
 //! host order except where `wv-hal` says "as stored" (GUIDs, rkeys, pkeys), which pass through.
 
+use wv_abi::consts::wv_qp_attr_to_ib_mod_qp;
 use wv_abi::consts::{
     WV_DEVICE_INFINIBAND, WV_IO_BATCH_NOTIFY_CQ, WV_IO_EVENT_ADDRESS, WV_IO_EVENT_ERROR,
     WV_IO_EVENT_LINK_ADDRESS, WV_IO_EVENT_MANAGEMENT, WV_IO_EVENT_PARTITION, WV_IO_EVENT_STATE,
@@ -10,7 +11,8 @@ use wv_abi::consts::{
 };
 use wv_abi::{WV_IO_AV, WV_IO_DEVICE_ATTRIBUTES, WV_IO_PORT_ATTRIBUTES, WV_IO_QP_ATTRIBUTES};
 use wv_hal::{
-    AddressVector, CaAttributes, CaEventKind, Mtu, PortAttributes, QpAttributes, QpModify, QpState,
+    AddressVector, CaAttributes, CaEventKind, Mtu, PortAttributes, QpAttributes, QpInit, QpModify,
+    QpModifyOptions, QpPath, QpRtr, QpRts, QpState,
 };
 
 /// `WV_IO_AV` → address vector (OFW `WvVerbsConvertAv`). The GRH fields only count when
@@ -59,39 +61,75 @@ fn state_from_abi(value: u8) -> QpState {
     QpState::from_abi(value).unwrap_or(QpState::Error)
 }
 
-/// QP_MODIFY's `WV_IO_QP_ATTRIBUTES` → the verbs modification.
-///
-/// The `Options` mask travels unchanged (`wv-hal` speaks `WV_IO_QP_ATTR_*`); every value is
-/// converted whatever the target state, and the controller applies those the state and mask
-/// call for (OFW picked them per state while building `ib_qp_mod_t`). The port comes from the
-/// primary address vector, as in OFW; an invalid `PathMtu` becomes `None` (OFW: 0).
-pub(crate) fn qp_modify_from_abi(attr: &WV_IO_QP_ATTRIBUTES) -> QpModify {
-    QpModify {
-        state: state_from_abi(attr.QpState),
-        current_state: state_from_abi(attr.CurrentQpState),
-        mask: attr.Options,
-        sq_depth: attr.SendDepth,
-        rq_depth: attr.ReceiveDepth,
-        initiator_depth: attr.InitiatorDepth,
-        responder_resources: attr.ResponderResources,
-        apm_state: attr.ApmState,
-        dest_qpn: u32::from_be(attr.DestinationQpn),
-        qkey: u32::from_be(attr.Qkey),
-        sq_psn: u32::from_be(attr.SendPsn),
-        rq_psn: u32::from_be(attr.ReceivePsn),
-        primary_av: av_from_abi(&attr.AddressVector),
-        alternate_av: av_from_abi(&attr.AlternateAddressVector),
+/// One address vector of QP_MODIFY with the connection fields OFW attaches to it
+/// (`WvVerbsConvertAv`): the path MTU, ACK timeout and retry counts come from the attribute
+/// block, for the alternate path as for the primary (OFW reads neither `AlternatePathMtu` nor
+/// `AlternateLocalAckTimeout` there).
+fn qp_path_from_abi(av: &WV_IO_AV, attr: &WV_IO_QP_ATTRIBUTES) -> QpPath {
+    QpPath {
+        av: av_from_abi(av),
         path_mtu: Mtu::from_bytes(attr.PathMtu),
-        alternate_path_mtu: Mtu::from_bytes(attr.AlternatePathMtu),
-        pkey_index: attr.PkeyIndex,
-        port: attr.AddressVector.PortNumber,
         local_ack_timeout: attr.LocalAckTimeout,
-        alternate_local_ack_timeout: attr.AlternateLocalAckTimeout,
-        rnr_nak_timeout: attr.RnrNakTimeout,
-        retry_count: attr.SequenceErrorRetryCount,
-        rnr_retry_count: attr.RnrRetryCount,
-        access_flags: u32::from(attr.AccessFlags),
-        qp_flags: attr.QpFlags,
+        seq_err_retry_cnt: attr.SequenceErrorRetryCount,
+        rnr_retry_cnt: attr.RnrRetryCount,
+    }
+}
+
+/// QP_MODIFY's `WV_IO_QP_ATTRIBUTES` → the verbs modification, as OFW's `WvVerbsConvertAttr`
+/// builds `ib_qp_mod_t`: the target `QpState` alone decides what travels (an unknown state
+/// byte means ERROR); `Options` only becomes the RTR/RTS `opts` (`WvVerbsConvertOptions`).
+/// `ResponderResources` and `InitiatorDepth` are narrowed to 8 bits as OFW's casts do;
+/// `QpFlags`, `AlternatePathMtu`, `AlternateLocalAckTimeout` and `AlternatePkeyIndex` do not
+/// travel at all.
+pub(crate) fn qp_modify_from_abi(attr: &WV_IO_QP_ATTRIBUTES) -> QpModify {
+    let opts = QpModifyOptions(wv_qp_attr_to_ib_mod_qp(attr.Options));
+    let access = u32::from(attr.AccessFlags);
+    let qkey = u32::from_be(attr.Qkey);
+    match state_from_abi(attr.QpState) {
+        QpState::Reset => QpModify::Reset,
+        QpState::Init => QpModify::Init(QpInit {
+            port: attr.AddressVector.PortNumber,
+            qkey,
+            pkey_index: attr.PkeyIndex,
+            access,
+        }),
+        QpState::Rtr => QpModify::Rtr(QpRtr {
+            rq_psn: u32::from_be(attr.ReceivePsn),
+            dest_qpn: u32::from_be(attr.DestinationQpn),
+            primary: qp_path_from_abi(&attr.AddressVector, attr),
+            responder_resources: attr.ResponderResources as u8,
+            rnr_nak_timeout: attr.RnrNakTimeout,
+            opts,
+            alternate: qp_path_from_abi(&attr.AlternateAddressVector, attr),
+            qkey,
+            pkey_index: attr.PkeyIndex,
+            access,
+            sq_depth: attr.SendDepth,
+            rq_depth: attr.ReceiveDepth,
+        }),
+        QpState::Rts => QpModify::Rts(QpRts {
+            sq_psn: u32::from_be(attr.SendPsn),
+            retry_cnt: attr.SequenceErrorRetryCount,
+            rnr_retry_cnt: attr.RnrRetryCount,
+            local_ack_timeout: attr.LocalAckTimeout,
+            initiator_depth: attr.InitiatorDepth as u8,
+            opts,
+            rnr_nak_timeout: attr.RnrNakTimeout,
+            current_state: state_from_abi(attr.CurrentQpState),
+            qkey,
+            access,
+            responder_resources: attr.ResponderResources as u8,
+            primary: qp_path_from_abi(&attr.AddressVector, attr),
+            alternate: qp_path_from_abi(&attr.AlternateAddressVector, attr),
+            sq_depth: attr.SendDepth,
+            rq_depth: attr.ReceiveDepth,
+            apm_state: attr.ApmState,
+            port: attr.AddressVector.PortNumber,
+            pkey_index: attr.PkeyIndex,
+        }),
+        QpState::Sqd => QpModify::Sqd { notify: true },
+        QpState::SqError => QpModify::SqError,
+        QpState::Error => QpModify::Error,
     }
 }
 
@@ -235,18 +273,20 @@ pub(crate) fn port_event_flag(kind: CaEventKind) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wv_abi::consts::{WV_IO_QP_ATTR_AV, WV_IO_QP_ATTR_STATE};
+    use wv_abi::consts::{WV_IO_QP_ATTR_ACCESS_FLAGS, WV_IO_QP_ATTR_AV, WV_IO_QP_ATTR_STATE};
 
     #[test]
-    fn modify_converts_net_order_and_mtu() {
+    fn modify_to_rtr_converts_net_order_mtu_and_options() {
         let mut attr = WV_IO_QP_ATTRIBUTES {
             QpState: 2,
             CurrentQpState: 1,
-            Options: WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_AV,
+            Options: WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_AV | WV_IO_QP_ATTR_ACCESS_FLAGS,
             DestinationQpn: 0x0012_3456u32.to_be(),
             ReceivePsn: 0x77u32.to_be(),
             Qkey: 0x1111_2222u32.to_be(),
             PathMtu: 2048,
+            LocalAckTimeout: 14,
+            ResponderResources: 0x104,
             ..WV_IO_QP_ATTRIBUTES::default()
         };
         attr.AddressVector.PortNumber = 2;
@@ -255,19 +295,61 @@ mod tests {
         attr.AddressVector.FlowLabel = 0xFFF1_2345u32.to_be();
         attr.AddressVector.TrafficClass = 9;
         attr.AccessFlags = 0xB;
-        let m = qp_modify_from_abi(&attr);
-        assert_eq!(m.state, QpState::Rtr);
-        assert_eq!(m.current_state, QpState::Init);
-        assert_eq!(m.mask, WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_AV);
+        let QpModify::Rtr(m) = qp_modify_from_abi(&attr) else {
+            panic!("RTR expected")
+        };
         assert_eq!(m.dest_qpn, 0x0012_3456);
         assert_eq!(m.rq_psn, 0x77);
         assert_eq!(m.qkey, 0x1111_2222);
-        assert_eq!(m.path_mtu, Some(Mtu::Mtu2048));
-        assert_eq!(m.port, 2);
-        assert_eq!(m.primary_av.dlid, 0x0102);
-        assert_eq!(m.primary_av.flow_label, 0x1_2345);
-        assert_eq!(m.primary_av.traffic_class, 9);
-        assert_eq!(m.access_flags, 0xB);
+        assert_eq!(m.primary.path_mtu, Some(Mtu::Mtu2048));
+        assert_eq!(m.primary.local_ack_timeout, 14);
+        assert_eq!(m.primary.av.port, 2);
+        assert_eq!(m.primary.av.dlid, 0x0102);
+        assert_eq!(m.primary.av.flow_label, 0x1_2345);
+        assert_eq!(m.primary.av.traffic_class, 9);
+        // OFW gives the alternate path the primary's MTU and timeout.
+        assert_eq!(m.alternate.path_mtu, Some(Mtu::Mtu2048));
+        assert_eq!(m.access, 0xB);
+        assert_eq!(m.responder_resources, 4, "narrowed to 8 bits as OFW does");
+        assert_eq!(
+            m.opts,
+            QpModifyOptions(QpModifyOptions::PRIMARY_AV | QpModifyOptions::ACCESS_CTRL)
+        );
+    }
+
+    #[test]
+    fn the_target_state_alone_decides() {
+        // No STATE bit, no other bit: OFW still requests the state in QpState.
+        let attr = WV_IO_QP_ATTRIBUTES {
+            QpState: 6,
+            Options: 0,
+            ..WV_IO_QP_ATTRIBUTES::default()
+        };
+        assert_eq!(qp_modify_from_abi(&attr), QpModify::Error);
+        // INIT carries port, qkey, pkey index and access whatever Options says.
+        let mut attr = WV_IO_QP_ATTRIBUTES {
+            QpState: 1,
+            Options: WV_IO_QP_ATTR_STATE,
+            PkeyIndex: 3,
+            Qkey: 0x8001_0000u32.to_be(),
+            AccessFlags: 0x0F,
+            ..WV_IO_QP_ATTRIBUTES::default()
+        };
+        attr.AddressVector.PortNumber = 1;
+        assert_eq!(
+            qp_modify_from_abi(&attr),
+            QpModify::Init(QpInit {
+                port: 1,
+                qkey: 0x8001_0000,
+                pkey_index: 3,
+                access: 0x0F
+            })
+        );
+        let sqd = WV_IO_QP_ATTRIBUTES {
+            QpState: 4,
+            ..WV_IO_QP_ATTRIBUTES::default()
+        };
+        assert_eq!(qp_modify_from_abi(&sqd), QpModify::Sqd { notify: true });
     }
 
     #[test]
@@ -277,9 +359,18 @@ mod tests {
             PathMtu: 3000,
             ..WV_IO_QP_ATTRIBUTES::default()
         };
-        let m = qp_modify_from_abi(&attr);
-        assert_eq!(m.state, QpState::Error);
-        assert_eq!(m.path_mtu, None);
+        assert_eq!(qp_modify_from_abi(&attr), QpModify::Error);
+        let rts = WV_IO_QP_ATTRIBUTES {
+            QpState: 3,
+            CurrentQpState: 9,
+            PathMtu: 3000,
+            ..WV_IO_QP_ATTRIBUTES::default()
+        };
+        let QpModify::Rts(m) = qp_modify_from_abi(&rts) else {
+            panic!("RTS expected")
+        };
+        assert_eq!(m.primary.path_mtu, None);
+        assert_eq!(m.current_state, QpState::Error);
     }
 
     #[test]

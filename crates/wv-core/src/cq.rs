@@ -126,12 +126,21 @@ pub(crate) fn cq_create<P: Platform, V: Verbs>(
         Ok(queues) => queues,
         Err(status) => return req.complete(status, 0),
     };
-    let block = prov
+    let block = match prov
         .shared
         .config
         .debug_faults
         .block_in_cq_callback
-        .then(|| platform.event());
+        .then(|| platform.event())
+        .transpose()
+    {
+        Ok(block) => block,
+        Err(status) => {
+            queue.purge();
+            error_queue.purge();
+            return req.complete(status, 0);
+        }
+    };
     let notify: Arc<CqNotify<P>> = Arc::new(CqNotify {
         queue,
         error_queue,

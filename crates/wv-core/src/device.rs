@@ -196,6 +196,11 @@ fn open<P: Platform, V: Verbs>(
         });
     }
     let ports = Arc::new(Ports { ports });
+    // OFW answers a failed device allocation with STATUS_NO_MEMORY.
+    let (Ok(gate), Ok(removed)) = (Gate::new(platform), platform.event()) else {
+        ports.purge();
+        return Err(NtStatus::NO_MEMORY);
+    };
     let sink = Arc::new(PortSink {
         ports: Arc::clone(&ports),
     });
@@ -210,8 +215,8 @@ fn open<P: Platform, V: Verbs>(
         rdma: Arc::clone(rdma),
         provider: Arc::downgrade(prov),
         ca: Handle::new(platform, ca),
-        gate: Gate::new(platform),
-        removed: platform.event(),
+        gate,
+        removed,
         refs: RefCount::default(),
         ports,
     });
@@ -428,7 +433,7 @@ pub(crate) fn device_cancel<P: Platform, V: Verbs>(
 /// later calls fail as OFW's `Acquire` would, destroys still succeed.
 pub(crate) fn remove<P: Platform, V: Verbs>(dev: &Arc<DeviceObj<P, V>>, shared: &Shared<P, V>) {
     dev.gate.close();
-    dev.gate.wait_drained(&shared.platform);
+    dev.gate.wait_drained();
     let (mws, ahs, pds, qps, srqs, cqs) = match dev.provider.upgrade() {
         Some(prov) => {
             let tables = prov.tables.lock();

@@ -110,10 +110,11 @@ impl<P: Platform, V: Verbs> FilterDriver<P> for Driver<P, V> {
 
     fn device_arrival(&self, lower: Arc<V>) -> Result<(), NtStatus> {
         let shared = &self.shared;
+        let gate = Gate::new(&shared.platform)?;
         let dev = Arc::new(RdmaDevice {
             guid: lower.guid(),
             lower: shared.platform.spin_lock(Some(lower)),
-            gate: Gate::new(&shared.platform),
+            gate,
             opens: shared.platform.spin_lock(Vec::new()),
         });
         shared.devices.lock().push(dev);
@@ -133,18 +134,21 @@ impl<P: Platform, V: Verbs> FilterDriver<P> for Driver<P, V> {
         for rdma in removed {
             // No new DEVICE_OPEN can find it; wait for those already opening it.
             rdma.gate.close();
-            rdma.gate.wait_drained(&shared.platform);
+            rdma.gate.wait_drained();
             let opens: Vec<_> = rdma.opens.lock().iter().filter_map(Weak::upgrade).collect();
             for dev in opens {
                 device::remove(&dev, shared);
             }
-            // Nothing uses the interface any more: drop our reference on the lower device.
-            rdma.lower.lock().take();
+            // Nothing uses the interface any more: drop our reference on the lower device, after
+            // the lock: releasing the interface (`InterfaceDereference` on Windows) may need
+            // PASSIVE_LEVEL, and the lock holds DISPATCH_LEVEL.
+            let lower = rdma.lower.lock().take();
+            drop(lower);
         }
     }
 
     fn file_create(&self) -> Result<FileContext<P, V>, NtStatus> {
-        let provider = Arc::new(Provider::new(Arc::clone(&self.shared)));
+        let provider = Arc::new(Provider::new(Arc::clone(&self.shared))?);
         let mut providers = self.shared.providers.lock();
         providers.retain(|p| p.strong_count() > 0);
         providers.push(Arc::downgrade(&provider));

@@ -98,11 +98,12 @@ pub(crate) fn hold<P: Platform, V: Verbs, T: Object<P, V>>(obj: &Arc<T>) -> Opti
 }
 
 impl<P: Platform, V: Verbs> Provider<P, V> {
-    pub fn new(shared: Arc<Shared<P, V>>) -> Self {
+    /// A provider for a new file; fails with the platform's status when out of resources.
+    pub fn new(shared: Arc<Shared<P, V>>) -> Result<Self, NtStatus> {
         let limit = shared.config.max_ids_per_type;
         let platform = &shared.platform;
-        Provider {
-            gate: Gate::new(platform),
+        Ok(Provider {
+            gate: Gate::new(platform)?,
             tables: platform.spin_lock(Tables {
                 devices: IdTable::new(limit),
                 pds: IdTable::new(limit),
@@ -113,7 +114,7 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
                 ahs: IdTable::new(limit),
             }),
             shared,
-        }
+        })
     }
 
     pub fn platform(&self) -> &P {
@@ -185,7 +186,7 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
         if !self.gate.close() {
             return;
         }
-        self.gate.wait_drained(self.platform());
+        self.gate.wait_drained();
         self.destroy_all::<AhObj<P, V>>();
         self.destroy_all::<MwObj<P, V>>();
         self.destroy_all::<QpObj<P, V>>();

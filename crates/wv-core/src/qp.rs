@@ -107,11 +107,11 @@ impl<P: Platform, V: Verbs> Object<P, V> for QpObj<P, V> {
     fn refs(&self) -> &RefCount {
         &self.refs
     }
-    fn teardown(this: Arc<Self>, shared: &Shared<P, V>) {
+    fn teardown(this: Arc<Self>, _shared: &Shared<P, V>) {
         // Queued modifies end with STATUS_CANCELLED and no new one can be parked; then wait
         // for the one the drainer may be running (PASSIVE_LEVEL).
         this.modify_queue.purge();
-        this.sched.wait_idle(&shared.platform);
+        this.sched.wait_idle();
         if let Some(lower) = this.dev.lower() {
             this.destroy_handles(&lower);
         }
@@ -193,6 +193,11 @@ pub(crate) fn qp_create<P: Platform, V: Verbs>(
         Ok(queue) => queue,
         Err(status) => return req.complete(status, 0),
     };
+    // OFW answers a failed QP allocation with STATUS_NO_MEMORY.
+    let Ok(sched) = ModifySched::new(platform) else {
+        modify_queue.purge();
+        return req.complete(NtStatus::NO_MEMORY, 0);
+    };
     let params = QpCreate {
         qp_type,
         sq_depth: create.SendDepth,
@@ -238,7 +243,7 @@ pub(crate) fn qp_create<P: Platform, V: Verbs>(
         mcast: platform.spin_lock(Vec::new()),
         modify_queue,
         modify_order: platform.spin_lock(()),
-        sched: ModifySched::new(platform),
+        sched,
     });
     let Some(new_id) = prov.insert(Arc::clone(&obj)) else {
         QpObj::teardown(obj, &prov.shared);

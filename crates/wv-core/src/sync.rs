@@ -13,35 +13,42 @@
 //! * [`ModifySched`]: the "one drainer per QP" flag of the QP-modify queue.
 
 use alloc::sync::Arc;
-use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, Ordering};
 
+use wv_abi::NtStatus;
 use wv_hal::{Event, Platform, SpinLock};
 
 /// State of a [`Gate`].
-struct GateState<E> {
+struct GateState {
     closed: bool,
     active: u32,
-    /// Events of the threads waiting for `active` to reach 0 after close.
-    waiters: Vec<Arc<E>>,
 }
 
 /// A closable counter of users. `enter` fails once the gate is closed; `wait_drained` blocks
 /// (PASSIVE_LEVEL) until every user that entered before the close has left.
+///
+/// A closed gate never opens again, so one notification event, allocated with the gate, is
+/// enough for every drainer: it is set once the gate is closed and empty, and stays set.
 pub struct Gate<P: Platform> {
-    state: P::SpinLock<GateState<P::Event>>,
+    state: P::SpinLock<GateState>,
+    /// Shared so that the setter keeps it alive: a drainer woken by `set` may free the gate
+    /// before `set` has returned.
+    drained: Arc<P::Event>,
 }
 
 impl<P: Platform> Gate<P> {
     /// An open gate with no users.
-    pub fn new(platform: &P) -> Self {
-        Gate {
+    ///
+    /// # Errors
+    /// The platform's status when its event cannot be allocated.
+    pub fn new(platform: &P) -> Result<Self, NtStatus> {
+        Ok(Gate {
             state: platform.spin_lock(GateState {
                 closed: false,
                 active: 0,
-                waiters: Vec::new(),
             }),
-        }
+            drained: Arc::new(platform.event()?),
+        })
     }
 
     /// Becomes a user unless the gate is closed. IRQL <= DISPATCH_LEVEL.
@@ -65,27 +72,31 @@ impl<P: Platform> Gate<P> {
     /// Stops being a user; wakes the drainers when the last user of a closed gate leaves.
     /// IRQL <= DISPATCH_LEVEL.
     pub fn leave(&self) {
-        let waiters = {
+        let drained = {
             let mut state = self.state.lock();
             debug_assert!(state.active > 0, "gate left more often than entered");
             state.active -= 1;
-            if state.active == 0 && state.closed {
-                core::mem::take(&mut state.waiters)
-            } else {
-                Vec::new()
-            }
+            (state.active == 0 && state.closed).then(|| Arc::clone(&self.drained))
         };
-        // Set outside the lock: a woken waiter may free the gate's owner at once.
-        for waiter in waiters {
-            waiter.set();
+        // Set outside the lock, on our own reference: a woken drainer may free the gate's
+        // owner at once.
+        if let Some(event) = drained {
+            event.set();
         }
     }
 
     /// Closes the gate; returns whether this call closed it (false: it was closed already).
     /// IRQL <= DISPATCH_LEVEL.
     pub fn close(&self) -> bool {
-        let mut state = self.state.lock();
-        !core::mem::replace(&mut state.closed, true)
+        let (closed_now, drained) = {
+            let mut state = self.state.lock();
+            let closed_now = !core::mem::replace(&mut state.closed, true);
+            (closed_now, closed_now && state.active == 0)
+        };
+        if drained {
+            self.drained.set();
+        }
+        closed_now
     }
 
     /// Whether the gate is closed.
@@ -94,19 +105,12 @@ impl<P: Platform> Gate<P> {
     }
 
     /// Waits until a closed gate has no users. PASSIVE_LEVEL (it may block).
-    pub fn wait_drained(&self, platform: &P) {
-        let event = {
-            let mut state = self.state.lock();
-            debug_assert!(state.closed, "draining an open gate could wait for ever");
-            if state.active == 0 {
-                return;
-            }
-            // `Event` cannot be reset, so every wait gets a fresh one.
-            let event = Arc::new(platform.event());
-            state.waiters.push(Arc::clone(&event));
-            event
-        };
-        event.wait();
+    pub fn wait_drained(&self) {
+        debug_assert!(
+            self.state.lock().closed,
+            "draining an open gate could wait for ever"
+        );
+        self.drained.wait();
     }
 }
 
@@ -179,31 +183,39 @@ impl<P: Platform, H: Send + Sync> Handle<P, H> {
 }
 
 /// State of a [`ModifySched`].
-struct SchedState<E> {
+struct SchedState {
     /// A drainer (work item) is queued or running.
     running: bool,
     /// A request was parked while the drainer was running: it must look again before it stops.
     rerun: bool,
-    /// Threads waiting for the drainer to stop (QP destroy, cleanup).
-    waiters: Vec<Arc<E>>,
+    /// Someone waits for the drainer to stop (QP destroy, cleanup).
+    waited: bool,
 }
 
 /// The scheduler flag of a QP's modify queue: at most one drainer per QP, so modifies of one
 /// QP run in arrival order while different QPs' drainers run in parallel.
+///
+/// Waiting for the drainer happens only after the modify queue was purged, when no new
+/// drainer can start; so one event, allocated with the scheduler, serves every wait.
 pub struct ModifySched<P: Platform> {
-    state: P::SpinLock<SchedState<P::Event>>,
+    state: P::SpinLock<SchedState>,
+    stopped: Arc<P::Event>,
 }
 
 impl<P: Platform> ModifySched<P> {
     /// No drainer.
-    pub fn new(platform: &P) -> Self {
-        ModifySched {
+    ///
+    /// # Errors
+    /// The platform's status when its event cannot be allocated.
+    pub fn new(platform: &P) -> Result<Self, NtStatus> {
+        Ok(ModifySched {
             state: platform.spin_lock(SchedState {
                 running: false,
                 rerun: false,
-                waiters: Vec::new(),
+                waited: false,
             }),
-        }
+            stopped: Arc::new(platform.event()?),
+        })
     }
 
     /// Called after parking a request. Returns true when the caller must start a drainer.
@@ -221,33 +233,32 @@ impl<P: Platform> ModifySched<P> {
     /// Called by the drainer when the queue looked empty. Returns true when it may stop; false
     /// when a request was parked meanwhile and it must look again.
     pub fn finish(&self) -> bool {
-        let waiters = {
+        let wake = {
             let mut state = self.state.lock();
             if core::mem::take(&mut state.rerun) {
                 return false;
             }
             state.running = false;
-            core::mem::take(&mut state.waiters)
+            state.waited.then(|| Arc::clone(&self.stopped))
         };
-        for waiter in waiters {
-            waiter.set();
+        // On our own reference: the woken waiter may free the QP at once.
+        if let Some(event) = wake {
+            event.set();
         }
         true
     }
 
     /// Waits until no drainer runs. PASSIVE_LEVEL. The caller has stopped new requests from
     /// being parked (purged the queue), so the drainer finds the queue empty and stops.
-    pub fn wait_idle(&self, platform: &P) {
-        let event = {
+    pub fn wait_idle(&self) {
+        {
             let mut state = self.state.lock();
             if !state.running {
                 return;
             }
-            let event = Arc::new(platform.event());
-            state.waiters.push(Arc::clone(&event));
-            event
-        };
-        event.wait();
+            state.waited = true;
+        }
+        self.stopped.wait();
     }
 }
 
@@ -259,7 +270,7 @@ mod tests {
     #[test]
     fn gate_refuses_after_close_and_drains() {
         let platform = HostPlatform::deterministic();
-        let gate = Gate::new(&platform);
+        let gate = Gate::new(&platform).unwrap();
         assert!(gate.enter());
         let share = gate.share().expect("open gate");
         assert!(gate.close());
@@ -268,19 +279,19 @@ mod tests {
         assert!(gate.share().is_none());
         drop(share);
         gate.leave();
-        gate.wait_drained(&platform); // nobody left: returns at once
+        gate.wait_drained(); // nobody left: returns at once
         assert!(gate.is_closed());
     }
 
     #[test]
     fn sched_has_one_drainer_and_never_loses_a_kick() {
         let platform = HostPlatform::deterministic();
-        let sched = ModifySched::new(&platform);
+        let sched = ModifySched::new(&platform).unwrap();
         assert!(sched.kick(), "first kick starts a drainer");
         assert!(!sched.kick(), "a running drainer is told to look again");
         assert!(!sched.finish(), "so it may not stop yet");
         assert!(sched.finish());
-        sched.wait_idle(&platform);
+        sched.wait_idle();
         assert!(sched.kick());
         assert!(sched.finish());
     }

@@ -3,8 +3,10 @@
 //! `wv-core` is generic over two traits defined here:
 //!
 //! * [`Platform`]: the operating-system services the driver uses (pended requests, manual
-//!   request queues, spin locks, events, work items, DPCs). `driver/` implements it with WDF on
-//!   Windows; `wv-host` implements it with a host model of KMDF that checks the IRQL rules.
+//!   request queues, spin locks, events, work items, time): exactly what WDF offers a filter
+//!   driver. `driver/` implements it with WDF on Windows; `wv-host` implements it with a host
+//!   model of KMDF that checks the IRQL rules. Device models (the soft HCA) also need an
+//!   interrupt line and DPCs: [`DeviceModelPlatform`], which the core never uses.
 //! * [`Verbs`]: the lower RDMA controller, modelled on OFW's `ci_interface_t`. A real controller
 //!   driver provides it through `GUID_RDMA_INTERFACE_VERBS`; `wv-softhca` is a software one.
 //!
@@ -18,17 +20,17 @@
 
 extern crate alloc;
 
+pub mod device_model;
 pub mod driver;
 pub mod irql;
 pub mod platform;
 pub mod types;
 pub mod verbs;
 
+pub use device_model::{DeviceModelPlatform, Dpc, InterruptService};
 pub use driver::FilterDriver;
 pub use irql::Irql;
-pub use platform::{
-    Dpc, Event, InterruptService, IoRequest, Platform, RequestQueue, SpinLock, WorkItem,
-};
+pub use platform::{Event, IoRequest, Platform, RequestQueue, SpinLock, WorkItem};
 pub use types::*;
 pub use verbs::{CaEventSink, CqEventSink, QpEventSink, SrqEventSink, Umv, Verbs, VerbsError};
 pub use wv_abi::NtStatus;

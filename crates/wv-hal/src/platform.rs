@@ -1,8 +1,12 @@
 //! The operating-system services the driver core uses: the [`Platform`] trait and its parts.
 //!
-//! Each method names its WDF counterpart, so that `driver/` can implement it with KMDF objects
-//! and nothing more, at the IRQL stated here. The host model (`wv-host`) implements the same
-//! contract and fails the run when a caller breaks an IRQL rule.
+//! `Platform` holds exactly what WDF/WDM offer a filter driver, at the IRQL each method states,
+//! and nothing a real driver could not do: `driver/` implements every method with KMDF/WDM
+//! calls (each method's doc says which), and the host model (`wv-host`) implements the same
+//! contract and fails the run when a caller breaks an IRQL rule. What only a device model
+//! needs — raising an interrupt, queueing a DPC from DIRQL — is in
+//! [`crate::device_model`], which the core never uses: a real controller driver owns its
+//! `WDFINTERRUPT` and `KDPC`.
 
 use alloc::sync::Arc;
 use core::ops::DerefMut;
@@ -50,8 +54,9 @@ pub trait IoRequest: Send + 'static {
 /// A request taken out of the queue is owned by the caller and no longer cancellable, so a
 /// request is never both driver-owned and cancellable (the pattern of spec §3.7).
 ///
-/// WDF counterpart: a `WdfIoQueueDispatchManual` queue created with no `EvtIoCanceledOnQueue`,
-/// parented to the control device.
+/// WDF counterpart: a `WdfIoQueueDispatchManual` queue of the control device created with no
+/// `EvtIoCanceledOnQueue` (the framework then completes a request cancelled while queued with
+/// `STATUS_CANCELLED` itself), deleted with `WdfObjectDelete` when the value drops.
 pub trait RequestQueue<R: IoRequest>: Send + Sync {
     /// Parks a request. On failure (the queue was purged) the request comes back with the
     /// status to complete it with.
@@ -66,8 +71,9 @@ pub trait RequestQueue<R: IoRequest>: Send + Sync {
     /// [`RequestQueue::park`] calls. Used on teardown, before the queue is dropped; dropping a
     /// queue that still holds requests is a bug the host verifier reports.
     ///
-    /// WDF: `WdfIoQueuePurgeSynchronously` (PASSIVE_LEVEL) or `WdfIoQueuePurge` with no
-    /// callback (IRQL <= DISPATCH_LEVEL); this contract is the latter.
+    /// WDF: `WdfIoQueuePurge(queue, NULL, NULL)` (IRQL <= DISPATCH_LEVEL): it cancels the
+    /// parked requests and makes later forwards fail, which `park` maps to
+    /// `STATUS_CANCELLED`. Not `WdfIoQueuePurgeSynchronously`, which needs PASSIVE_LEVEL.
     fn purge(&self);
     /// How many requests are parked now (racy by nature; for diagnostics and tests).
     ///
@@ -79,8 +85,8 @@ pub trait RequestQueue<R: IoRequest>: Send + Sync {
 /// to DISPATCH_LEVEL: the holder must not block, wait, or touch pageable memory, and must
 /// release it before returning to PASSIVE_LEVEL code.
 ///
-/// WDF counterpart: `WDFSPINLOCK` (`WdfSpinLockAcquire` / `WdfSpinLockRelease`) or a
-/// `KSPIN_LOCK` beside the data.
+/// WDF counterpart: a `KSPIN_LOCK` beside the data (see [`Platform::spin_lock`]); a
+/// `WDFSPINLOCK` would need a framework object per lock and could fail to be created.
 pub trait SpinLock<T>: Send + Sync {
     /// The guard; releasing happens on drop and restores the previous IRQL.
     type Guard<'a>: DerefMut<Target = T>
@@ -93,7 +99,8 @@ pub trait SpinLock<T>: Send + Sync {
 
 /// A notification event: once set it stays set and releases every waiter.
 ///
-/// WDF counterpart: `KEVENT` of type `NotificationEvent` (`KeSetEvent`, `KeWaitForSingleObject`).
+/// WDF counterpart: a boxed `KEVENT` of type `NotificationEvent` (`KeSetEvent(e, 0, FALSE)`,
+/// `KeReadStateEvent`, `KeWaitForSingleObject(e, Executive, KernelMode, FALSE, NULL)`).
 pub trait Event: Send + Sync {
     /// Sets the event. IRQL <= DISPATCH_LEVEL.
     fn set(&self);
@@ -110,20 +117,7 @@ pub trait WorkItem: Send + Sync {
     fn run(&self);
 }
 
-/// Work run at DISPATCH_LEVEL soon after an interrupt.
-pub trait Dpc: Send + Sync {
-    /// Runs the deferred procedure. Called at DISPATCH_LEVEL.
-    fn run(&self);
-}
-
-/// An interrupt service routine of a (soft) device.
-pub trait InterruptService: Send + Sync {
-    /// Services the interrupt at device IRQL; returns whether the device had raised it.
-    /// It may only read and acknowledge device state and queue a DPC.
-    fn service(&self) -> bool;
-}
-
-/// The operating-system services the driver core and the soft HCA use.
+/// The operating-system services the driver core uses: what WDF offers a filter driver.
 ///
 /// # IRQL
 /// Each method states the IRQL it may be called at. The host model checks them.
@@ -145,44 +139,49 @@ pub trait Platform: Send + Sync + 'static {
     /// `STATUS_INSUFFICIENT_RESOURCES` (or the framework's status) when it cannot be created.
     fn create_queue(&self) -> Result<Self::Queue, NtStatus>;
 
-    /// Creates a spin lock around `value`. WDF: a `KSPIN_LOCK` (`KeInitializeSpinLock`) or
-    /// `WdfSpinLockCreate`. Any IRQL <= DISPATCH_LEVEL.
+    /// Creates a spin lock around `value`. Any IRQL <= DISPATCH_LEVEL; allocates nothing.
+    ///
+    /// WDF: a `KSPIN_LOCK` stored beside the value (`KeInitializeSpinLock` is a header inline
+    /// that stores 0 on x64), taken with `KeAcquireSpinLockRaiseToDpc` and released with
+    /// `KeReleaseSpinLock`, which restores the IRQL the guard saved. An unheld `KSPIN_LOCK` is
+    /// a plain word and may move with its owner.
     fn spin_lock<T: Send>(&self, value: T) -> Self::SpinLock<T>;
 
-    /// Creates a notification event, not set. WDF: `KeInitializeEvent(NotificationEvent)`.
-    fn event(&self) -> Self::Event;
+    /// Creates a notification event, not set. IRQL <= DISPATCH_LEVEL.
+    ///
+    /// WDF: a `KEVENT` in nonpaged pool (`ExAllocatePool2(POOL_FLAG_NON_PAGED, …)`) initialised
+    /// by `KeInitializeEvent(NotificationEvent, FALSE)`, freed on drop. It is boxed because an
+    /// initialised `KEVENT` heads its own wait list and must never move, while the returned
+    /// value may.
+    ///
+    /// # Errors
+    /// `STATUS_INSUFFICIENT_RESOURCES` when pool is exhausted.
+    fn event(&self) -> Result<Self::Event, NtStatus>;
 
     /// Queues `work` to run once at PASSIVE_LEVEL on a system worker thread. Items queued from
     /// one thread may run in parallel on different workers; ordering is the caller's business.
-    ///
-    /// WDF: `IoAllocateWorkItem` + `IoQueueWorkItem(DelayedWorkQueue)` (or a `WDFWORKITEM`).
     /// IRQL <= DISPATCH_LEVEL.
     ///
+    /// WDF: one `IoAllocateWorkItem(control device)` per call and
+    /// `IoQueueWorkItem(item, routine, DelayedWorkQueue, context)`, where the context owns
+    /// `work`; the routine runs `work`, then drops it and calls `IoFreeWorkItem` on its own
+    /// item. The work item holds a reference on the control device object, so the driver cannot
+    /// unload while one is queued or running.
+    ///
     /// # Errors
-    /// `STATUS_INSUFFICIENT_RESOURCES` when no work item can be allocated.
+    /// `STATUS_INSUFFICIENT_RESOURCES` when no work item (or its context) can be allocated;
+    /// `work` is dropped and never runs.
     fn queue_work(&self, work: Arc<dyn WorkItem>) -> Result<(), NtStatus>;
 
-    /// Queues `dpc` to run at DISPATCH_LEVEL. Returns `false` if that DPC object was already
-    /// queued and has not started yet (it then runs once for both requests).
-    ///
-    /// WDF: `WdfDpcEnqueue` / `KeInsertQueueDpc`. Any IRQL, DIRQL included.
-    fn queue_dpc(&self, dpc: &Arc<dyn Dpc>) -> bool;
-
-    /// Delivers an interrupt: runs `isr` at device IRQL on the current processor, as the
-    /// interrupt controller would when the (soft) device raises its line.
-    ///
-    /// WDF: none — on Windows the hardware does this and calls `EvtInterruptIsr`. The soft HCA
-    /// uses it to model its MSI-X vectors.
-    fn interrupt(&self, isr: &dyn InterruptService) -> bool;
-
-    /// The current IRQL. WDF: `KeGetCurrentIrql`. Any IRQL.
+    /// The current IRQL. Any IRQL. WDF: `KeGetCurrentIrql`.
     fn irql(&self) -> Irql;
 
     /// Asserts that the caller may touch pageable code or data (IRQL <= APC_LEVEL).
-    /// WDF: `PAGED_CODE()`.
+    /// WDF: `PAGED_CODE()` — in checked builds `NT_ASSERT(KeGetCurrentIrql() <= APC_LEVEL)`,
+    /// nothing in free builds; the host model always checks.
     fn paged_code(&self);
 
-    /// Monotonic time in nanoseconds. Injected in the host model's deterministic mode.
-    /// WDF: `KeQueryInterruptTimePrecise` × 100. Any IRQL.
+    /// Monotonic time in nanoseconds. Any IRQL. Injected in the host model's deterministic
+    /// mode. WDF: `KeQueryInterruptTimePrecise(&qpc)` (100 ns units) × 100.
     fn now_ns(&self) -> u64;
 }

@@ -408,62 +408,193 @@ pub struct QpAttributes {
     pub sq_signaled: bool,
 }
 
-/// A queue-pair modification: the target state, which attributes to apply, and their values.
-///
-/// `mask` uses the ABI's `WV_IO_QP_ATTR_*` bits (the user library's translation of
-/// `ibv_modify_qp`'s attribute mask); the path MTU travels with `WV_IO_QP_ATTR_AV`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QpModify {
-    /// Target state (`WV_IO_QP_ATTR_STATE` in `mask` says whether it is a transition).
-    pub state: QpState,
-    /// The state the caller believes the QP is in (`WV_IO_QP_ATTR_CURRENT_STATE`).
-    pub current_state: QpState,
-    /// Which attributes apply (`WV_IO_QP_ATTR_*`).
-    pub mask: u32,
-    /// Send depth (`CAPABILITIES`).
-    pub sq_depth: u32,
-    /// Receive depth (`CAPABILITIES`).
-    pub rq_depth: u32,
-    /// Outgoing RDMA reads/atomics.
-    pub initiator_depth: u32,
-    /// Incoming RDMA reads/atomics.
-    pub responder_resources: u32,
-    /// Path migration state.
-    pub apm_state: u8,
-    /// Destination QP number.
-    pub dest_qpn: u32,
-    /// Q_Key.
-    pub qkey: u32,
-    /// Send PSN.
-    pub sq_psn: u32,
-    /// Receive PSN.
-    pub rq_psn: u32,
-    /// Primary path.
-    pub primary_av: AddressVector,
-    /// Alternate path.
-    pub alternate_av: AddressVector,
-    /// Path MTU, when the caller gave a valid one.
+/// The `ib_qp_opts_t` bits of an RTR or RTS modification (`IB_MOD_QP_*`): which optional
+/// attributes the caller asked for. The values are OFW's (`inc/iba/ib_types.h`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct QpModifyOptions(pub u32);
+
+impl QpModifyOptions {
+    /// `IB_MOD_QP_ALTERNATE_AV`: load the alternate path.
+    pub const ALTERNATE_AV: u32 = 0x0000_0001;
+    /// `IB_MOD_QP_PKEY`: change the P_Key index.
+    pub const PKEY: u32 = 0x0000_0002;
+    /// `IB_MOD_QP_APM_STATE`: change the path-migration state.
+    pub const APM_STATE: u32 = 0x0000_0004;
+    /// `IB_MOD_QP_PRIMARY_AV`: change the primary path (RTS).
+    pub const PRIMARY_AV: u32 = 0x0000_0008;
+    /// `IB_MOD_QP_RNR_NAK_TIMEOUT`: change the RNR NAK timer.
+    pub const RNR_NAK_TIMEOUT: u32 = 0x0000_0010;
+    /// `IB_MOD_QP_RESP_RES`: change the responder resources.
+    pub const RESP_RES: u32 = 0x0000_0020;
+    /// `IB_MOD_QP_INIT_DEPTH`: change the initiator depth.
+    pub const INIT_DEPTH: u32 = 0x0000_0040;
+    /// `IB_MOD_QP_PRIMARY_PORT`: change the port.
+    pub const PRIMARY_PORT: u32 = 0x0000_0080;
+    /// `IB_MOD_QP_ACCESS_CTRL`: change the remote access rights.
+    pub const ACCESS_CTRL: u32 = 0x0000_0100;
+    /// `IB_MOD_QP_QKEY`: change the Q_Key.
+    pub const QKEY: u32 = 0x0000_0200;
+    /// `IB_MOD_QP_SQ_DEPTH`: resize the send queue.
+    pub const SQ_DEPTH: u32 = 0x0000_0400;
+    /// `IB_MOD_QP_RQ_DEPTH`: resize the receive queue.
+    pub const RQ_DEPTH: u32 = 0x0000_0800;
+    /// `IB_MOD_QP_CURRENT_STATE`: the caller states the current state.
+    pub const CURRENT_STATE: u32 = 0x0000_1000;
+    /// `IB_MOD_QP_RETRY_CNT`: change the retry count.
+    pub const RETRY_CNT: u32 = 0x0000_2000;
+    /// `IB_MOD_QP_LOCAL_ACK_TIMEOUT`: change the local ACK timeout.
+    pub const LOCAL_ACK_TIMEOUT: u32 = 0x0000_4000;
+    /// `IB_MOD_QP_RNR_RETRY_CNT`: change the RNR retry count.
+    pub const RNR_RETRY_CNT: u32 = 0x0000_8000;
+
+    /// Whether every bit of `bits` is set.
+    pub const fn has(self, bits: u32) -> bool {
+        self.0 & bits == bits
+    }
+}
+
+/// An address vector as a connected QP carries it (`ib_av_attr_t` with its `conn` part): the
+/// path, and the transport parameters that travel with it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpPath {
+    /// The path.
+    pub av: AddressVector,
+    /// `conn.path_mtu`; `None` where OFW passes 0 (a `PathMtu` that is not 256..4096).
     pub path_mtu: Option<Mtu>,
-    /// Alternate path MTU.
-    pub alternate_path_mtu: Option<Mtu>,
-    /// P_Key index.
-    pub pkey_index: u16,
-    /// Port (from the primary address vector), 1-based.
-    pub port: u8,
-    /// Local ack timeout.
+    /// `conn.local_ack_timeout`.
     pub local_ack_timeout: u8,
-    /// Alternate local ack timeout.
-    pub alternate_local_ack_timeout: u8,
-    /// RNR NAK timer.
+    /// `conn.seq_err_retry_cnt`.
+    pub seq_err_retry_cnt: u8,
+    /// `conn.rnr_retry_cnt`.
+    pub rnr_retry_cnt: u8,
+}
+
+/// The attributes of a move to INIT (`ib_qp_mod_t.state.init`): all of them always travel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpInit {
+    /// `primary_port`, 1-based.
+    pub port: u8,
+    /// `qkey`, host order.
+    pub qkey: u32,
+    /// `pkey_index`.
+    pub pkey_index: u16,
+    /// `access_ctrl` (`IB_AC_*` = `WV_ACCESS_*` bits).
+    pub access: u32,
+}
+
+/// The attributes of a move to RTR (`ib_qp_mod_t.state.rtr`). The destination, PSN, primary
+/// path, responder resources and RNR timer always travel; `opts` says which of the others the
+/// caller asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpRtr {
+    /// `rq_psn`, host order (24 bits).
+    pub rq_psn: u32,
+    /// `dest_qp`, host order (24 bits).
+    pub dest_qpn: u32,
+    /// `primary_av`.
+    pub primary: QpPath,
+    /// `resp_res`.
+    pub responder_resources: u8,
+    /// `rnr_nak_timeout`.
     pub rnr_nak_timeout: u8,
-    /// Retry count.
-    pub retry_count: u8,
-    /// RNR retry count.
-    pub rnr_retry_count: u8,
-    /// Remote access flags.
-    pub access_flags: u32,
-    /// `WV_IO_QP_*` flags (SIGNAL_SENDS …).
-    pub qp_flags: u8,
+    /// `opts`.
+    pub opts: QpModifyOptions,
+    /// `alternate_av`.
+    pub alternate: QpPath,
+    /// `qkey`, host order.
+    pub qkey: u32,
+    /// `pkey_index`.
+    pub pkey_index: u16,
+    /// `access_ctrl`.
+    pub access: u32,
+    /// `sq_depth`.
+    pub sq_depth: u32,
+    /// `rq_depth`.
+    pub rq_depth: u32,
+}
+
+/// The attributes of a move to RTS (`ib_qp_mod_t.state.rts`). The send PSN, retry counts, ACK
+/// timeout and initiator depth always travel; `opts` says which of the others the caller
+/// asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpRts {
+    /// `sq_psn`, host order (24 bits).
+    pub sq_psn: u32,
+    /// `retry_cnt`.
+    pub retry_cnt: u8,
+    /// `rnr_retry_cnt`.
+    pub rnr_retry_cnt: u8,
+    /// `local_ack_timeout`.
+    pub local_ack_timeout: u8,
+    /// `init_depth`.
+    pub initiator_depth: u8,
+    /// `opts`.
+    pub opts: QpModifyOptions,
+    /// `rnr_nak_timeout`.
+    pub rnr_nak_timeout: u8,
+    /// `current_state`.
+    pub current_state: QpState,
+    /// `qkey`, host order.
+    pub qkey: u32,
+    /// `access_ctrl`.
+    pub access: u32,
+    /// `resp_res`.
+    pub responder_resources: u8,
+    /// `primary_av`.
+    pub primary: QpPath,
+    /// `alternate_av`.
+    pub alternate: QpPath,
+    /// `sq_depth`.
+    pub sq_depth: u32,
+    /// `rq_depth`.
+    pub rq_depth: u32,
+    /// `apm_state` (`ib_apm_state_t`: 1 migrated, 2 rearm, 3 armed).
+    pub apm_state: u8,
+    /// `primary_port`.
+    pub port: u8,
+    /// `pkey_index`.
+    pub pkey_index: u16,
+}
+
+/// A queue-pair modification with OFW's meaning (`ib_qp_mod_t`): the target state is always
+/// requested, and each target state carries its own fixed set of attributes. This is what
+/// OFW's WinVerbs hands its controller (`ndi_modify_qp`) and what a Windows HCA driver below
+/// the filter expects; the `WV_IO_QP_ATTR_*` mask of QP_MODIFY survives only as the RTR/RTS
+/// [`QpModifyOptions`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QpModify {
+    /// `IB_QPS_RESET`: nothing else.
+    Reset,
+    /// `IB_QPS_INIT`.
+    Init(QpInit),
+    /// `IB_QPS_RTR`.
+    Rtr(QpRtr),
+    /// `IB_QPS_RTS`.
+    Rts(QpRts),
+    /// `IB_QPS_SQD`; `notify` is `sqd_event` (OFW always asks for the SQ_DRAINED event).
+    Sqd {
+        /// Raise `SQ_DRAINED` once the send queue has drained.
+        notify: bool,
+    },
+    /// `IB_QPS_SQERR`.
+    SqError,
+    /// `IB_QPS_ERROR`.
+    Error,
+}
+
+impl QpModify {
+    /// The state this modification requests.
+    pub const fn target(&self) -> QpState {
+        match self {
+            QpModify::Reset => QpState::Reset,
+            QpModify::Init(_) => QpState::Init,
+            QpModify::Rtr(_) => QpState::Rtr,
+            QpModify::Rts(_) => QpState::Rts,
+            QpModify::Sqd { .. } => QpState::Sqd,
+            QpModify::SqError => QpState::SqError,
+            QpModify::Error => QpState::Error,
+        }
+    }
 }
 
 /// Asynchronous events of a device or port (`ib_async_event_t`, the kinds WinVerbs maps).

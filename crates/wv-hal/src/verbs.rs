@@ -296,11 +296,17 @@ pub trait Verbs: Send + Sync + 'static {
     /// Any [`VerbsError`].
     fn query_qp(&self, qp: &Self::Qp) -> Result<QpAttributes, VerbsError>;
     /// Modifies a queue pair and writes the user-mode provider's QP-state bytes to `out`
-    /// (`ndi_modify_qp`). May take time (a command round trip to the device): the driver calls
-    /// it from a work item, never at DISPATCH_LEVEL.
+    /// (`ndi_modify_qp(h_qp, &ib_qp_mod_t, NULL, out.len(), out)`). `modify` has OFW's meaning:
+    /// the target state is always requested and each target state carries its fixed attribute
+    /// set (see [`QpModify`]); the controller decides, per QP type and current state, which of
+    /// them the transition uses, as OFW's HCA drivers do. May take time (a command round trip
+    /// to the device): the driver calls it from a work item or the caller's thread at
+    /// PASSIVE_LEVEL, never at DISPATCH_LEVEL.
     ///
     /// # Errors
-    /// `InvalidState` / `InvalidParameter` when the transition or its attributes are not valid.
+    /// `InvalidState` when the transition is not valid from the QP's state,
+    /// `InvalidParameter` / `InvalidSetting` for attributes the device refuses, `Unsupported`
+    /// for a resize of the work queues in RTR/RTS options.
     fn modify_qp(&self, qp: &Self::Qp, modify: &QpModify, out: &mut [u8])
     -> Result<(), VerbsError>;
     /// Destroys a queue pair (`destroy_qp`).

@@ -14,13 +14,12 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
-use wv_abi::consts::{WV_IO_QP_ATTR_PORT_NUMBER, WV_IO_QP_ATTR_STATE};
-use wv_hal::platform::InterruptService;
+use wv_hal::InterruptService;
 use wv_hal::{
-    AddressVector, CaAttributes, CaEvent, CaEventKind, CaEventSink, CqEventSink, Dpc, Gid, Irql,
-    MemoryKeys, MemoryRegion, Mtu, Platform, PortAttributes, PortState, QpAttributes, QpCreate,
-    QpCreated, QpEvent, QpEventSink, QpModify, QpState, QpType, SrqAttributes, SrqEvent,
-    SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
+    AddressVector, CaAttributes, CaEvent, CaEventKind, CaEventSink, CqEventSink,
+    DeviceModelPlatform, Dpc, Gid, Irql, MemoryKeys, MemoryRegion, Mtu, Platform, PortAttributes,
+    PortState, QpAttributes, QpCreate, QpCreated, QpEvent, QpEventSink, QpModify, QpModifyOptions,
+    QpState, QpType, SrqAttributes, SrqEvent, SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
 };
 
 use crate::platform::HostPlatform;
@@ -215,8 +214,10 @@ pub struct ModifyRecord {
     pub seq: u32,
     /// The state before.
     pub from: QpState,
-    /// The target state (`from` when the modify carried no state).
+    /// The target state.
     pub to: QpState,
+    /// The modification as the driver handed it over (OFW's `ib_qp_mod_t` meaning).
+    pub modify: QpModify,
     /// The outcome; `None` while the call is still running.
     pub result: Option<Result<(), VerbsError>>,
 }
@@ -1174,17 +1175,14 @@ impl Verbs for FakeVerbs {
                 }
                 _ => QpState::Reset,
             };
-            let to = if modify.mask & WV_IO_QP_ATTR_STATE != 0 {
-                modify.state
-            } else {
-                from
-            };
+            let to = modify.target();
             let seq = u32::try_from(state.modify_log.len() + 1).unwrap_or(u32::MAX);
             state.modify_log.push(ModifyRecord {
                 qp: qp.id,
                 seq,
                 from,
                 to,
+                modify: *modify,
                 result: None,
             });
             let gate = state.gates.get(&qp.id).cloned();
@@ -1209,8 +1207,10 @@ impl Verbs for FakeVerbs {
                 g.blocked -= 1;
             }
         }
-        let port_ok =
-            modify.mask & WV_IO_QP_ATTR_PORT_NUMBER == 0 || self.port(modify.port).is_ok();
+        let port_ok = match modify {
+            QpModify::Init(init) => self.port(init.port).is_ok(),
+            _ => true,
+        };
         let r = {
             let mut state = self.state.lock();
             let record = state.modify_log[index];
@@ -1219,17 +1219,12 @@ impl Verbs for FakeVerbs {
                     *modifying -= 1;
                     if !port_ok {
                         Err(VerbsError::InvalidParameter)
-                    } else if record.to != record.from || modify.mask & WV_IO_QP_ATTR_STATE != 0 {
-                        if qp_transition_ok(attr.state, record.to) {
-                            attr.state = record.to;
-                            apply_modify(attr, modify);
-                            Ok(())
-                        } else {
-                            Err(VerbsError::InvalidState)
-                        }
-                    } else {
+                    } else if qp_transition_ok(attr.state, record.to) {
+                        attr.state = record.to;
                         apply_modify(attr, modify);
                         Ok(())
+                    } else {
+                        Err(VerbsError::InvalidState)
                     }
                 }
                 _ => Err(VerbsError::InvalidParameter),
@@ -1282,17 +1277,51 @@ impl Verbs for FakeVerbs {
     }
 }
 
-/// Applies the attributes of a modify the fake keeps (enough for `query_qp` to reflect it).
+/// Applies the attributes of a modify the fake keeps (enough for `query_qp` to reflect it):
+/// each target state's fixed set, and the optional ones its options ask for.
 fn apply_modify(attr: &mut QpAttributes, modify: &QpModify) {
-    attr.dest_qpn = modify.dest_qpn;
-    attr.qkey = modify.qkey;
-    attr.sq_psn = modify.sq_psn;
-    attr.rq_psn = modify.rq_psn;
-    attr.primary_av = modify.primary_av;
-    attr.alternate_av = modify.alternate_av;
-    if let Some(mtu) = modify.path_mtu {
-        attr.path_mtu = mtu;
+    match modify {
+        QpModify::Init(init) => {
+            attr.primary_av.port = init.port;
+            attr.qkey = init.qkey;
+            attr.pkey_index = init.pkey_index;
+            attr.access_flags = init.access;
+        }
+        QpModify::Rtr(rtr) => {
+            attr.dest_qpn = rtr.dest_qpn;
+            attr.rq_psn = rtr.rq_psn;
+            attr.primary_av = rtr.primary.av;
+            if let Some(mtu) = rtr.primary.path_mtu {
+                attr.path_mtu = mtu;
+            }
+            attr.responder_resources = u32::from(rtr.responder_resources);
+            attr.rnr_nak_timeout = rtr.rnr_nak_timeout;
+            if rtr.opts.has(QpModifyOptions::ALTERNATE_AV) {
+                attr.alternate_av = rtr.alternate.av;
+            }
+            if rtr.opts.has(QpModifyOptions::ACCESS_CTRL) {
+                attr.access_flags = rtr.access;
+            }
+            if rtr.opts.has(QpModifyOptions::QKEY) {
+                attr.qkey = rtr.qkey;
+            }
+            if rtr.opts.has(QpModifyOptions::PKEY) {
+                attr.pkey_index = rtr.pkey_index;
+            }
+        }
+        QpModify::Rts(rts) => {
+            attr.sq_psn = rts.sq_psn;
+            attr.retry_count = rts.retry_cnt;
+            attr.rnr_retry_count = rts.rnr_retry_cnt;
+            attr.local_ack_timeout = rts.local_ack_timeout;
+            attr.initiator_depth = u32::from(rts.initiator_depth);
+            if rts.opts.has(QpModifyOptions::ACCESS_CTRL) {
+                attr.access_flags = rts.access;
+            }
+            if rts.opts.has(QpModifyOptions::QKEY) {
+                attr.qkey = rts.qkey;
+            }
+        }
+        QpModify::Reset | QpModify::Sqd { .. } | QpModify::SqError | QpModify::Error => {}
     }
-    attr.pkey_index = modify.pkey_index;
-    attr.access_flags = modify.access_flags;
 }

@@ -4,8 +4,8 @@ use std::collections::{HashSet, VecDeque};
 use std::time::Instant;
 
 use wv_abi::NtStatus;
-use wv_hal::platform::InterruptService;
-use wv_hal::{Dpc, Irql, Platform, WorkItem};
+use wv_hal::InterruptService;
+use wv_hal::{DeviceModelPlatform, Dpc, Irql, Platform, WorkItem};
 
 use crate::deferred::{self, Pool, Task};
 use crate::event::HostEvent;
@@ -256,8 +256,8 @@ impl Platform for HostPlatform {
         HostSpinLock::new(self.shared.verifier.clone(), value)
     }
 
-    fn event(&self) -> HostEvent {
-        HostEvent::new(Arc::clone(&self.shared))
+    fn event(&self) -> Result<HostEvent, NtStatus> {
+        Ok(HostEvent::new(Arc::clone(&self.shared)))
     }
 
     fn queue_work(&self, work: Arc<dyn WorkItem>) -> Result<(), NtStatus> {
@@ -272,28 +272,6 @@ impl Platform for HostPlatform {
         }
         self.shared.push(Task::Work(work));
         Ok(())
-    }
-
-    fn queue_dpc(&self, dpc: &Arc<dyn Dpc>) -> bool {
-        if !self.shared.dpc_queued.lock().insert(dpc_key(dpc)) {
-            return false;
-        }
-        if self.is_deterministic() {
-            self.shared.push(Task::Dpc(Arc::clone(dpc)));
-        } else {
-            deferred::push_thread_dpc(Arc::clone(&self.shared), Arc::clone(dpc));
-            deferred::drain_thread_dpcs();
-        }
-        true
-    }
-
-    fn interrupt(&self, isr: &dyn InterruptService) -> bool {
-        let serviced =
-            irql::run_callback(&self.shared.verifier, "ISR", Irql::Device, || isr.service());
-        if !self.is_deterministic() {
-            deferred::drain_thread_dpcs();
-        }
-        serviced
     }
 
     fn irql(&self) -> Irql {
@@ -316,6 +294,32 @@ impl Platform for HostPlatform {
                 u64::try_from(self.shared.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
             }
         }
+    }
+}
+
+/// The host model is also the interrupt controller and DPC queue of the device models above
+/// it (the soft HCA, `FakeVerbs`).
+impl DeviceModelPlatform for HostPlatform {
+    fn queue_dpc(&self, dpc: &Arc<dyn Dpc>) -> bool {
+        if !self.shared.dpc_queued.lock().insert(dpc_key(dpc)) {
+            return false;
+        }
+        if self.is_deterministic() {
+            self.shared.push(Task::Dpc(Arc::clone(dpc)));
+        } else {
+            deferred::push_thread_dpc(Arc::clone(&self.shared), Arc::clone(dpc));
+            deferred::drain_thread_dpcs();
+        }
+        true
+    }
+
+    fn interrupt(&self, isr: &dyn InterruptService) -> bool {
+        let serviced =
+            irql::run_callback(&self.shared.verifier, "ISR", Irql::Device, || isr.service());
+        if !self.is_deterministic() {
+            deferred::drain_thread_dpcs();
+        }
+        serviced
     }
 }
 

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use wv_hal::{
     CaEvent, CaEventKind, CaEventSink, CqEventSink, Irql, Platform, QpCreate, QpEvent, QpEventSink,
-    QpModify, QpState, QpType, SrqAttributes, SrqEvent, SrqEventSink, Umv, Verbs, VerbsError,
-    WorkItem,
+    QpInit, QpModify, QpModifyOptions, QpPath, QpRtr, QpRts, QpState, QpType, SrqAttributes,
+    SrqEvent, SrqEventSink, Umv, Verbs, VerbsError, WorkItem,
 };
 use wv_host::HostPlatform;
 use wv_host::fake_verbs::{FakeCall, FakeConfig, FakeVerbs, ObjectKind};
@@ -49,33 +49,38 @@ fn sink(p: &HostPlatform, seen: &Seen) -> Arc<Sink> {
     Arc::new(Sink(p.clone(), Arc::clone(seen)))
 }
 
+/// The modification to `state` carrying only what OFW always sends with it.
 fn modify(state: QpState) -> QpModify {
-    QpModify {
-        state,
-        current_state: QpState::Reset,
-        mask: wv_abi::consts::WV_IO_QP_ATTR_STATE,
-        sq_depth: 0,
-        rq_depth: 0,
-        initiator_depth: 0,
-        responder_resources: 0,
-        apm_state: 0,
-        dest_qpn: 0,
-        qkey: 0,
-        sq_psn: 0,
-        rq_psn: 0,
-        primary_av: Default::default(),
-        alternate_av: Default::default(),
-        path_mtu: None,
-        alternate_path_mtu: None,
-        pkey_index: 0,
-        port: 1,
-        local_ack_timeout: 0,
-        alternate_local_ack_timeout: 0,
-        rnr_nak_timeout: 0,
-        retry_count: 0,
-        rnr_retry_count: 0,
-        access_flags: 0,
-        qp_flags: 0,
+    match state {
+        QpState::Reset => QpModify::Reset,
+        QpState::Init => QpModify::Init(QpInit {
+            port: 1,
+            ..QpInit::default()
+        }),
+        QpState::Rtr => QpModify::Rtr(QpRtr::default()),
+        QpState::Rts => QpModify::Rts(QpRts {
+            sq_psn: 0,
+            retry_cnt: 0,
+            rnr_retry_cnt: 0,
+            local_ack_timeout: 0,
+            initiator_depth: 0,
+            opts: QpModifyOptions::default(),
+            rnr_nak_timeout: 0,
+            current_state: QpState::Rtr,
+            qkey: 0,
+            access: 0,
+            responder_resources: 0,
+            primary: QpPath::default(),
+            alternate: QpPath::default(),
+            sq_depth: 0,
+            rq_depth: 0,
+            apm_state: 0,
+            port: 1,
+            pkey_index: 0,
+        }),
+        QpState::Sqd => QpModify::Sqd { notify: true },
+        QpState::SqError => QpModify::SqError,
+        QpState::Error => QpModify::Error,
     }
 }
 

@@ -4,7 +4,7 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use wv_hal::platform::InterruptService;
+use wv_hal::{DeviceModelPlatform, InterruptService};
 use wv_hal::{Dpc, Irql, Platform, SpinLock, WorkItem};
 use wv_host::HostPlatform;
 
@@ -179,7 +179,7 @@ fn the_threaded_clock_is_monotonic() {
 fn paged_code_and_waits_are_fine_at_passive() {
     let p = HostPlatform::deterministic();
     p.paged_code();
-    let e = p.event();
+    let e = p.event().unwrap();
     wv_hal::Event::set(&e);
     wv_hal::Event::wait(&e);
     assert!(wv_hal::Event::is_set(&e));
@@ -196,7 +196,7 @@ impl WorkItem for SetLater {
 #[test]
 fn a_deterministic_wait_runs_queued_work_until_the_event_is_set() {
     let p = HostPlatform::deterministic();
-    let e = Arc::new(p.event());
+    let e = Arc::new(p.event().unwrap());
     p.queue_work(Arc::new(SetLater(Arc::clone(&e)))).unwrap();
     wv_hal::Event::wait(&*e);
     assert!(wv_hal::Event::is_set(&*e));

@@ -7,7 +7,7 @@ use std::thread::ThreadId;
 
 use common::{HANG_GUARD, PARK, manager, manager_with};
 use wv_abi::NtStatus;
-use wv_hal::platform::InterruptService;
+use wv_hal::{DeviceModelPlatform, InterruptService};
 use wv_hal::{Dpc, Irql, Platform, RequestQueue, SpinLock, WorkItem};
 use wv_host::HostPlatform;
 

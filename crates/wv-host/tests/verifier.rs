@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use common::{PARK, manager, manager_with};
 use wv_abi::NtStatus;
-use wv_hal::platform::InterruptService;
 use wv_hal::{
     CqEventSink, Event, IoRequest, Platform, RequestQueue, SpinLock, Umv, Verbs, WorkItem,
 };
+use wv_hal::{DeviceModelPlatform, InterruptService};
 use wv_host::HostPlatform;
 use wv_host::fake_verbs::FakeVerbs;
 
@@ -52,7 +52,7 @@ fn double_completion_message_names_the_request() {
 fn wait_at_dispatch() {
     let p = HostPlatform::deterministic();
     let lock = p.spin_lock(());
-    let event = p.event();
+    let event = p.event().unwrap();
     let _g = lock.lock();
     event.wait();
 }
@@ -274,7 +274,7 @@ fn lower_verb_called_at_dispatch() {
 #[should_panic(expected = "verifier: wait on an event that nothing queued can set")]
 fn deterministic_wait_that_can_never_end() {
     let p = HostPlatform::deterministic();
-    p.event().wait();
+    p.event().unwrap().wait();
 }
 
 #[test]

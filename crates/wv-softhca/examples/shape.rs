@@ -90,72 +90,65 @@ fn side(p: &HostPlatform, mac: u8) -> Side {
     }
 }
 
-fn modify(s: &Side, state: QpState, mask: u32, dgid: Gid, dqpn: u32) {
-    let m = QpModify {
-        state,
-        current_state: QpState::Reset,
-        mask,
-        sq_depth: 0,
-        rq_depth: 0,
-        initiator_depth: 1,
-        responder_resources: 1,
-        apm_state: 0,
-        dest_qpn: dqpn,
-        qkey: 0,
-        sq_psn: 0,
-        rq_psn: 0,
-        primary_av: AddressVector {
+fn modify(s: &Side, m: QpModify) {
+    s.hca.modify_qp(&s.soft_qp, &m, &mut []).unwrap();
+}
+
+/// RESET → INIT → RTR → RTS with the attribute sets an OFW driver hands its controller.
+fn up(s: &Side, dgid: Gid, dqpn: u32) {
+    let path = QpPath {
+        av: AddressVector {
             grh_valid: true,
             dgid,
             port: 1,
             ..AddressVector::default()
         },
-        alternate_av: AddressVector::default(),
         path_mtu: Some(Mtu::Mtu4096),
-        alternate_path_mtu: None,
-        pkey_index: 0,
-        port: 1,
         local_ack_timeout: 14,
-        alternate_local_ack_timeout: 0,
-        rnr_nak_timeout: 12,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        access_flags: WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ,
-        qp_flags: 0,
+        seq_err_retry_cnt: 7,
+        rnr_retry_cnt: 7,
     };
-    s.hca.modify_qp(&s.soft_qp, &m, &mut []).unwrap();
-}
-
-fn up(s: &Side, dgid: Gid, dqpn: u32) {
-    use WV_IO_QP_ATTR_STATE as ST;
     modify(
         s,
-        QpState::Init,
-        ST | WV_IO_QP_ATTR_PKEY_INDEX | WV_IO_QP_ATTR_PORT_NUMBER | WV_IO_QP_ATTR_ACCESS_FLAGS,
-        dgid,
-        dqpn,
+        QpModify::Init(QpInit {
+            port: 1,
+            qkey: 0,
+            pkey_index: 0,
+            access: WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ,
+        }),
     );
     modify(
         s,
-        QpState::Rtr,
-        ST | WV_IO_QP_ATTR_AV
-            | WV_IO_QP_ATTR_DESTINATION_QPN
-            | WV_IO_QP_ATTR_RECEIVE_PSN
-            | WV_IO_QP_ATTR_RESPONDER_RESOURCES
-            | WV_IO_QP_ATTR_RNR_NAK_TIMEOUT,
-        dgid,
-        dqpn,
+        QpModify::Rtr(QpRtr {
+            dest_qpn: dqpn,
+            primary: path,
+            responder_resources: 1,
+            rnr_nak_timeout: 12,
+            ..QpRtr::default()
+        }),
     );
     modify(
         s,
-        QpState::Rts,
-        ST | WV_IO_QP_ATTR_SEND_PSN
-            | WV_IO_QP_ATTR_ACK_TIMEOUT
-            | WV_IO_QP_ATTR_ERROR_RETRY_COUNT
-            | WV_IO_QP_ATTR_RNR_RETRY_COUNT
-            | WV_IO_QP_ATTR_INITIATOR_DEPTH,
-        dgid,
-        dqpn,
+        QpModify::Rts(QpRts {
+            sq_psn: 0,
+            retry_cnt: 7,
+            rnr_retry_cnt: 7,
+            local_ack_timeout: 14,
+            initiator_depth: 1,
+            opts: QpModifyOptions::default(),
+            rnr_nak_timeout: 12,
+            current_state: QpState::Rtr,
+            qkey: 0,
+            access: 0,
+            responder_resources: 1,
+            primary: path,
+            alternate: QpPath::default(),
+            sq_depth: 0,
+            rq_depth: 0,
+            apm_state: 0,
+            port: 1,
+            pkey_index: 0,
+        }),
     );
 }
 

@@ -17,7 +17,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 
 use spin::{Mutex, RwLock};
-use wv_hal::{Gid, Platform};
+use wv_hal::{DeviceModelPlatform, Gid};
 
 use crate::device::Device;
 use crate::verbs_impl::SoftHca;
@@ -111,7 +111,7 @@ impl Fabric {
     }
 
     /// Connects a soft HCA to the fabric and gives each of its ports a LID.
-    pub fn attach<P: Platform>(self: &Arc<Self>, hca: &SoftHca<P>) {
+    pub fn attach<P: DeviceModelPlatform>(self: &Arc<Self>, hca: &SoftHca<P>) {
         let dev = hca.device();
         if dev.fabric.get().is_some() {
             // A device joins one fabric, once.

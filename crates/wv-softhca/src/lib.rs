@@ -21,6 +21,7 @@ pub mod device;
 pub mod dma;
 mod engine;
 pub mod fabric;
+mod modify_attr;
 mod mr;
 mod qp;
 mod ring;

@@ -6,13 +6,13 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use spin::Mutex;
-use wv_abi::consts::{WV_IO_QP_ATTR_FLAGS, WV_IO_QP_SIGNAL_SENDS};
 use wv_hal::{
     AddressVector, Mtu, QpAttributes, QpEvent, QpEventSink, QpModify, QpState, QpType, VerbsError,
 };
 
 use crate::cq::Cq;
 use crate::device::{Device, Rundown};
+use crate::modify_attr::{self, Translated};
 use crate::ring::{Padded, Ring};
 use crate::srq::Srq;
 use crate::state_table::{self, ib};
@@ -128,30 +128,21 @@ impl Qp {
         }
     }
 
-    /// The `modify_qp` command. Validates the whole request against the state table and the
-    /// device before changing anything ("none of the attributes will be modified").
+    /// The `modify_qp` command: the OFW modification becomes the IB core's attribute set
+    /// ([`modify_attr`]), which is validated as a whole against the state table and the
+    /// device before anything changes ("none of the attributes will be modified").
     pub(crate) fn modify(
         self: &Arc<Self>,
         dev: &Arc<Device>,
         m: &QpModify,
     ) -> Result<(), VerbsError> {
-        use wv_abi::consts::WV_IO_QP_ATTR_STATE;
         let mut attrs = self.attrs.lock();
-        let cur_actual = self.state();
-        let mask = state_table::ib_mask_from_wv(m.mask, m.path_mtu.is_some());
-        let cur = if mask & ib::CUR_STATE != 0 {
-            m.current_state
-        } else {
-            cur_actual
+        let cur = self.state();
+        let (mask, a) = match modify_attr::to_ib_attr(self.qp_type, cur, m)? {
+            Translated::Skip => return Ok(()),
+            Translated::Apply(mask, a) => (mask, a),
         };
-        if cur != cur_actual {
-            return Err(VerbsError::InvalidState);
-        }
-        let next = if m.mask & WV_IO_QP_ATTR_STATE != 0 {
-            m.state
-        } else {
-            cur
-        };
+        let next = a.state;
         if !state_table::modify_is_ok(cur, next, self.qp_type, mask) {
             return Err(
                 if state_table::transition(cur, next, self.qp_type).is_none() {
@@ -163,30 +154,31 @@ impl Qp {
         }
         // Values the device refuses.
         let lim = dev.limits();
-        if mask & ib::PORT != 0 && (m.port == 0 || m.port > dev.port_count()) {
+        if mask & ib::PORT != 0 && (a.port == 0 || a.port > dev.port_count()) {
             return Err(VerbsError::InvalidParameter);
         }
-        if mask & ib::PKEY_INDEX != 0 && u32::from(m.pkey_index) >= lim.max_pkeys {
+        if mask & ib::PKEY_INDEX != 0 && u32::from(a.pkey_index) >= lim.max_pkeys {
             return Err(VerbsError::InvalidParameter);
         }
-        if mask & ib::ACCESS_FLAGS != 0 && m.access_flags & !crate::mr::ACCESS_ALL != 0 {
-            return Err(VerbsError::InvalidParameter);
-        }
-        if mask & ib::MAX_QP_RD_ATOMIC != 0 && m.initiator_depth > lim.max_qp_rd_atom {
+        if mask & ib::MAX_QP_RD_ATOMIC != 0 && a.max_rd_atomic > lim.max_qp_rd_atom {
             return Err(VerbsError::InvalidSetting);
         }
-        if mask & ib::MAX_DEST_RD_ATOMIC != 0 && m.responder_resources > lim.max_qp_rd_atom {
+        if mask & ib::MAX_DEST_RD_ATOMIC != 0 && a.max_dest_rd_atomic > lim.max_qp_rd_atom {
             return Err(VerbsError::InvalidSetting);
         }
-        if mask & ib::AV != 0 && (m.primary_av.port > dev.port_count()) {
+        if mask & ib::AV != 0 && (a.av.port > dev.port_count()) {
             return Err(VerbsError::InvalidParameter);
         }
-        if mask & (ib::RETRY_CNT | ib::RNR_RETRY) != 0
-            && (m.retry_count > 7 || m.rnr_retry_count > 7)
-        {
+        if mask & ib::ALT_PATH != 0 && (a.alt_av.port > dev.port_count()) {
             return Err(VerbsError::InvalidParameter);
         }
-        if mask & ib::DEST_QPN != 0 && m.dest_qpn > 0xFF_FFFF {
+        if mask & ib::PATH_MTU != 0 && a.path_mtu.is_none() {
+            return Err(VerbsError::InvalidParameter);
+        }
+        if mask & (ib::RETRY_CNT | ib::RNR_RETRY) != 0 && (a.retry_cnt > 7 || a.rnr_retry > 7) {
+            return Err(VerbsError::InvalidParameter);
+        }
+        if mask & ib::DEST_QPN != 0 && a.dest_qpn > 0xFF_FFFF {
             return Err(VerbsError::InvalidParameter);
         }
 
@@ -195,85 +187,79 @@ impl Qp {
             let mut sq = self.sq_ctx.lock();
             let mut rs = self.resp.lock();
             if mask & ib::PORT != 0 {
-                attrs.primary_av.port = m.port;
-                sq.av.port = m.port;
+                attrs.primary_av.port = a.port;
+                sq.av.port = a.port;
             }
             if mask & ib::PKEY_INDEX != 0 {
-                attrs.pkey_index = m.pkey_index;
+                attrs.pkey_index = a.pkey_index;
             }
             if mask & ib::ACCESS_FLAGS != 0 {
-                attrs.access_flags = m.access_flags;
-                rs.access = m.access_flags;
+                attrs.access_flags = a.access;
+                rs.access = a.access;
             }
             if mask & ib::QKEY != 0 {
-                attrs.qkey = m.qkey;
-                rs.qkey = m.qkey;
-                sq.qkey = m.qkey;
+                attrs.qkey = a.qkey;
+                rs.qkey = a.qkey;
+                sq.qkey = a.qkey;
             }
             if mask & ib::AV != 0 {
-                let port = if m.primary_av.port == 0 {
+                // A path without a port keeps the QP's (libibverbs sends port 0 at RTR).
+                let port = if a.av.port == 0 {
                     attrs.primary_av.port
                 } else {
-                    m.primary_av.port
+                    a.av.port
                 };
-                attrs.primary_av = m.primary_av;
+                attrs.primary_av = a.av;
                 attrs.primary_av.port = port;
                 sq.av = attrs.primary_av;
                 sq.peer = None;
             }
             if mask & ib::PATH_MTU != 0
-                && let Some(mtu) = m.path_mtu
+                && let Some(mtu) = a.path_mtu
             {
                 attrs.path_mtu = mtu;
                 sq.mtu = mtu;
             }
             if mask & ib::ALT_PATH != 0 {
-                attrs.alternate_av = m.alternate_av;
-                if let Some(mtu) = m.alternate_path_mtu {
-                    attrs.alternate_path_mtu = mtu;
-                }
+                attrs.alternate_av = a.alt_av;
+                attrs.alternate_local_ack_timeout = a.alt_timeout;
             }
             if mask & ib::DEST_QPN != 0 {
-                attrs.dest_qpn = m.dest_qpn;
-                sq.dest_qpn = m.dest_qpn;
-                rs.dest_qpn = m.dest_qpn;
+                attrs.dest_qpn = a.dest_qpn;
+                sq.dest_qpn = a.dest_qpn;
+                rs.dest_qpn = a.dest_qpn;
                 sq.peer = None;
             }
             if mask & ib::RQ_PSN != 0 {
-                attrs.rq_psn = m.rq_psn & 0xFF_FFFF;
+                attrs.rq_psn = a.rq_psn & 0xFF_FFFF;
                 rs.epsn = attrs.rq_psn;
             }
             if mask & ib::SQ_PSN != 0 {
-                attrs.sq_psn = m.sq_psn & 0xFF_FFFF;
+                attrs.sq_psn = a.sq_psn & 0xFF_FFFF;
                 sq.psn = attrs.sq_psn;
             }
             if mask & ib::TIMEOUT != 0 {
-                attrs.local_ack_timeout = m.local_ack_timeout;
+                attrs.local_ack_timeout = a.timeout;
             }
             if mask & ib::RETRY_CNT != 0 {
-                attrs.retry_count = m.retry_count;
-                sq.retry_cnt = m.retry_count;
+                attrs.retry_count = a.retry_cnt;
+                sq.retry_cnt = a.retry_cnt;
             }
             if mask & ib::RNR_RETRY != 0 {
-                attrs.rnr_retry_count = m.rnr_retry_count;
-                sq.rnr_retry = m.rnr_retry_count;
+                attrs.rnr_retry_count = a.rnr_retry;
+                sq.rnr_retry = a.rnr_retry;
             }
             if mask & ib::MIN_RNR_TIMER != 0 {
-                attrs.rnr_nak_timeout = m.rnr_nak_timeout;
+                attrs.rnr_nak_timeout = a.min_rnr_timer;
             }
             if mask & ib::MAX_QP_RD_ATOMIC != 0 {
-                attrs.initiator_depth = m.initiator_depth;
+                attrs.initiator_depth = a.max_rd_atomic;
             }
             if mask & ib::MAX_DEST_RD_ATOMIC != 0 {
-                attrs.responder_resources = m.responder_resources;
+                attrs.responder_resources = a.max_dest_rd_atomic;
             }
             if mask & ib::PATH_MIG_STATE != 0 {
-                attrs.apm_state = m.apm_state;
-            }
-            if m.mask & WV_IO_QP_ATTR_FLAGS != 0 {
-                let all = u32::from(m.qp_flags) & WV_IO_QP_SIGNAL_SENDS != 0;
-                attrs.sq_signaled = all;
-                self.sq_sig_all.store(all, Ordering::Release);
+                attrs.apm_state = a.path_mig_state;
             }
             if next == QpState::Reset && cur != QpState::Reset {
                 // RESET discards outstanding work silently and rewinds the rings.

@@ -1,8 +1,7 @@
 //! The QP state machine of the IB core (`ib_modify_qp_is_ok`): which transitions are valid for
-//! which QP type, and which attributes each requires and allows. Masks use the `IB_QP_*` bits;
-//! [`ib_mask_from_wv`] translates the `WV_IO_QP_ATTR_*` mask WinVerbs carries.
+//! which QP type, and which attributes each requires and allows. Masks use the `IB_QP_*` bits,
+//! which the device derives from an OFW modification (`modify_attr`).
 
-use wv_abi::consts::*;
 use wv_hal::{QpState, QpType};
 
 /// `IB_QP_*` attribute bits (`enum ib_qp_attr_mask`, = `IBV_QP_*`).
@@ -29,43 +28,6 @@ pub mod ib {
     pub const PATH_MIG_STATE: u32 = 1 << 18;
     pub const CAP: u32 = 1 << 19;
     pub const DEST_QPN: u32 = 1 << 20;
-}
-
-/// Translates a `WV_IO_QP_ATTR_*` mask to `IB_QP_*` bits. The path MTU travels with the
-/// address vector, so `AV` brings `PATH_MTU` when the caller gave a valid MTU. `FLAGS` (the
-/// signalling mode) has no IB bit and is left out.
-pub fn ib_mask_from_wv(wv: u32, has_mtu: bool) -> u32 {
-    const MAP: [(u32, u32); 19] = [
-        (WV_IO_QP_ATTR_CAPABILITIES, ib::CAP),
-        (WV_IO_QP_ATTR_INITIATOR_DEPTH, ib::MAX_QP_RD_ATOMIC),
-        (WV_IO_QP_ATTR_RESPONDER_RESOURCES, ib::MAX_DEST_RD_ATOMIC),
-        (WV_IO_QP_ATTR_CURRENT_STATE, ib::CUR_STATE),
-        (WV_IO_QP_ATTR_STATE, ib::STATE),
-        (WV_IO_QP_ATTR_PATH_MIG_STATE, ib::PATH_MIG_STATE),
-        (WV_IO_QP_ATTR_DESTINATION_QPN, ib::DEST_QPN),
-        (WV_IO_QP_ATTR_QKEY, ib::QKEY),
-        (WV_IO_QP_ATTR_SEND_PSN, ib::SQ_PSN),
-        (WV_IO_QP_ATTR_RECEIVE_PSN, ib::RQ_PSN),
-        (WV_IO_QP_ATTR_ACCESS_FLAGS, ib::ACCESS_FLAGS),
-        (WV_IO_QP_ATTR_AV, ib::AV),
-        (WV_IO_QP_ATTR_ALTERNATE_AV, ib::ALT_PATH),
-        (WV_IO_QP_ATTR_PORT_NUMBER, ib::PORT),
-        (WV_IO_QP_ATTR_PKEY_INDEX, ib::PKEY_INDEX),
-        (WV_IO_QP_ATTR_ACK_TIMEOUT, ib::TIMEOUT),
-        (WV_IO_QP_ATTR_RNR_NAK_TIMEOUT, ib::MIN_RNR_TIMER),
-        (WV_IO_QP_ATTR_ERROR_RETRY_COUNT, ib::RETRY_CNT),
-        (WV_IO_QP_ATTR_RNR_RETRY_COUNT, ib::RNR_RETRY),
-    ];
-    let mut out = 0;
-    for (w, i) in MAP {
-        if wv & w != 0 {
-            out |= i;
-        }
-    }
-    if wv & WV_IO_QP_ATTR_AV != 0 && has_mtu {
-        out |= ib::PATH_MTU;
-    }
-    out
 }
 
 /// One cell of the table: `None` = invalid transition, else `(required, optional)`.
@@ -287,19 +249,5 @@ mod tests {
         assert!(modify_is_ok(SqError, Rts, QpType::Rc, STATE));
         assert!(!modify_is_ok(SqError, Rts, QpType::Rc, STATE | CUR_STATE));
         assert!(!modify_is_ok(Init, Rtr, QpType::Rc, STATE | rtr | CAP));
-    }
-
-    #[test]
-    fn wv_mask_translation() {
-        let m = ib_mask_from_wv(
-            WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_AV | WV_IO_QP_ATTR_FLAGS,
-            true,
-        );
-        assert_eq!(m, ib::STATE | ib::AV | ib::PATH_MTU);
-        assert_eq!(ib_mask_from_wv(WV_IO_QP_ATTR_AV, false), ib::AV);
-        assert_eq!(
-            ib_mask_from_wv(WV_IO_QP_ATTR_RNR_NAK_TIMEOUT, false),
-            ib::MIN_RNR_TIMER
-        );
     }
 }

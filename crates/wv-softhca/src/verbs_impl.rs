@@ -5,11 +5,11 @@
 use alloc::sync::{Arc, Weak};
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use wv_hal::platform::InterruptService;
+use wv_hal::InterruptService;
 use wv_hal::{
-    AddressVector, CaAttributes, CaEventSink, CqEventSink, Dpc, Gid, MemoryKeys, MemoryRegion, Mtu,
-    Platform, PortAttributes, QpAttributes, QpCreate, QpCreated, QpEventSink, QpModify, QpState,
-    SrqAttributes, SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
+    AddressVector, CaAttributes, CaEventSink, CqEventSink, DeviceModelPlatform, Dpc, Gid,
+    MemoryKeys, MemoryRegion, Mtu, PortAttributes, QpAttributes, QpCreate, QpCreated, QpEventSink,
+    QpModify, QpState, SrqAttributes, SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
 };
 
 use crate::abi;
@@ -25,14 +25,14 @@ use crate::uvp::registry;
 use crate::wr::{RQ_HDR_WORDS, SQ_HDR_WORDS};
 
 /// The ISR of one vector.
-struct Isr<P: Platform> {
+struct Isr<P: DeviceModelPlatform> {
     dev: Weak<Device>,
     vector: Vector,
     platform: Arc<P>,
     dpc: Arc<dyn Dpc>,
 }
 
-impl<P: Platform> InterruptService for Isr<P> {
+impl<P: DeviceModelPlatform> InterruptService for Isr<P> {
     fn service(&self) -> bool {
         let Some(dev) = self.dev.upgrade() else {
             return false;
@@ -64,24 +64,24 @@ impl Dpc for VectorDpc {
     }
 }
 
-struct Lines<P: Platform> {
+struct Lines<P: DeviceModelPlatform> {
     platform: Arc<P>,
     isrs: [Isr<P>; 3],
 }
 
-impl<P: Platform> InterruptLine for Lines<P> {
+impl<P: DeviceModelPlatform> InterruptLine for Lines<P> {
     fn raise(&self, vector: Vector) {
         self.platform.interrupt(&self.isrs[vector as usize]);
     }
 }
 
 /// A soft HCA: the device model plus its kernel-half verbs interface.
-pub struct SoftHca<P: Platform> {
+pub struct SoftHca<P: DeviceModelPlatform> {
     dev: Arc<Device>,
     _platform: Arc<P>,
 }
 
-impl<P: Platform> core::fmt::Debug for SoftHca<P> {
+impl<P: DeviceModelPlatform> core::fmt::Debug for SoftHca<P> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("SoftHca")
             .field("name", &self.dev.config.name)
@@ -171,7 +171,7 @@ fn ring_for_sq(entries: u32, sge: u32, inline: u32) -> Ring {
     Ring::new(entries, SQ_HDR_WORDS + words)
 }
 
-impl<P: Platform> SoftHca<P> {
+impl<P: DeviceModelPlatform> SoftHca<P> {
     /// A new soft HCA on `platform`, validating client memory with `memory`.
     pub fn new(platform: Arc<P>, config: DeviceConfig, memory: ClientMemory) -> Arc<Self> {
         let mut config = config;
@@ -257,7 +257,7 @@ fn wait_rundown(r: &Rundown) {
     r.close_and_wait();
 }
 
-impl<P: Platform> Verbs for SoftHca<P> {
+impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
     type Ca = SoftCa;
     type Pd = SoftPd;
     type Mr = SoftMr;

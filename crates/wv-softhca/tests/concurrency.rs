@@ -148,9 +148,9 @@ fn modify_racing_posts_loses_no_doorbell() {
     let modifier = std::thread::spawn(move || {
         let mut n = 0u64;
         loop {
-            let mut mm = qpm(QpState::Rts, wv_abi::consts::WV_IO_QP_ATTR_ACCESS_FLAGS);
-            mm.access_flags = ALL_ACCESS;
-            hca.modify_qp(&soft, &mm, &mut []).unwrap();
+            let mut mm = attrs(wv_abi::consts::WV_IO_QP_ATTR_ACCESS_FLAGS);
+            mm.access = ALL_ACCESS;
+            hca.modify_qp(&soft, &mm.to(QpState::Rts), &mut []).unwrap();
             n += 1;
             if n == 1 {
                 started_tx.send(()).unwrap();

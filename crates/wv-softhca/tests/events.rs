@@ -203,10 +203,9 @@ fn comm_established_on_the_first_packet_in_rtr() {
     let qb = b.qp(QpType::Rc, &cb);
     bring_up(&a, &qa, b.hca.gid(), qb.uvp.qpn(), Conn::default());
     // B only to RTR.
-    let mut m = qpm(QpState::Init, INIT_RC);
-    b.modify(&qb, &m).unwrap();
-    m = qpm(QpState::Rtr, RTR_RC);
-    m.primary_av = AddressVector {
+    b.modify(&qb, &qpm(QpState::Init, INIT_RC)).unwrap();
+    let mut m = attrs(RTR_RC);
+    m.av = AddressVector {
         grh_valid: true,
         dgid: a.hca.gid(),
         port: 1,
@@ -214,7 +213,7 @@ fn comm_established_on_the_first_packet_in_rtr() {
     };
     m.dest_qpn = qa.uvp.qpn();
     m.rq_psn = Conn::default().psn;
-    b.modify(&qb, &m).unwrap();
+    b.modify(&qb, &m.to(QpState::Rtr)).unwrap();
     let mem = a.mem(16, ALL_ACCESS);
     let rb = b.mem(16, ALL_ACCESS);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 16)])).unwrap();
@@ -356,12 +355,9 @@ fn surprise_removal_fails_every_verb_and_stops_callbacks() {
     );
     // The peer sees a dead link.
     a.modify(&qa, &{
-        let mut m = qpm(
-            QpState::Rts,
-            WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_CURRENT_STATE,
-        );
+        let mut m = attrs(WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_CURRENT_STATE);
         m.current_state = QpState::Rts;
-        m
+        m.to(QpState::Rts)
     })
     .unwrap();
     qa.uvp

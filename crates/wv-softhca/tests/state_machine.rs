@@ -1,6 +1,7 @@
-//! The full QP state table through `modify_qp`: every valid transition of RC, UC and UD with
-//! exactly its required attributes, each required attribute missing, a disallowed attribute
-//! added, and the invalid transitions; a refused modify changes nothing.
+//! The full QP state table through `modify_qp`, with OFW's modification semantics: every valid
+//! transition of RC, UC and UD succeeds with the target state's fixed attributes alone and
+//! with every option it allows; options it does not allow, invalid transitions and values the
+//! device refuses fail and change nothing.
 
 mod common;
 
@@ -8,7 +9,7 @@ use common::*;
 use wv_abi::consts::*;
 use wv_hal::*;
 use wv_host::HostPlatform;
-use wv_softhca::state_table::{self, ib};
+use wv_softhca::state_table;
 
 const ALL: [QpState; 6] = [
     QpState::Reset,
@@ -19,58 +20,44 @@ const ALL: [QpState; 6] = [
     QpState::Error,
 ];
 
-/// IB attribute bit → the WV bit that carries it (PATH_MTU rides on AV).
-fn wv_of(ib_bit: u32) -> Option<u32> {
-    Some(match ib_bit {
-        ib::STATE => WV_IO_QP_ATTR_STATE,
-        ib::CUR_STATE => WV_IO_QP_ATTR_CURRENT_STATE,
-        ib::ACCESS_FLAGS => WV_IO_QP_ATTR_ACCESS_FLAGS,
-        ib::PKEY_INDEX => WV_IO_QP_ATTR_PKEY_INDEX,
-        ib::PORT => WV_IO_QP_ATTR_PORT_NUMBER,
-        ib::QKEY => WV_IO_QP_ATTR_QKEY,
-        ib::AV | ib::PATH_MTU => WV_IO_QP_ATTR_AV,
-        ib::TIMEOUT => WV_IO_QP_ATTR_ACK_TIMEOUT,
-        ib::RETRY_CNT => WV_IO_QP_ATTR_ERROR_RETRY_COUNT,
-        ib::RNR_RETRY => WV_IO_QP_ATTR_RNR_RETRY_COUNT,
-        ib::RQ_PSN => WV_IO_QP_ATTR_RECEIVE_PSN,
-        ib::MAX_QP_RD_ATOMIC => WV_IO_QP_ATTR_INITIATOR_DEPTH,
-        ib::ALT_PATH => WV_IO_QP_ATTR_ALTERNATE_AV,
-        ib::MIN_RNR_TIMER => WV_IO_QP_ATTR_RNR_NAK_TIMEOUT,
-        ib::SQ_PSN => WV_IO_QP_ATTR_SEND_PSN,
-        ib::MAX_DEST_RD_ATOMIC => WV_IO_QP_ATTR_RESPONDER_RESOURCES,
-        ib::PATH_MIG_STATE => WV_IO_QP_ATTR_PATH_MIG_STATE,
-        ib::DEST_QPN => WV_IO_QP_ATTR_DESTINATION_QPN,
-        _ => return None,
-    })
-}
+/// Every `WV_IO_QP_ATTR_*` option that has an `IB_MOD_QP_*` bit, except CAPABILITIES (a
+/// resize, which OFW's HCA drivers refuse in RTR/RTS).
+const OPTIONS: [u32; 14] = [
+    WV_IO_QP_ATTR_INITIATOR_DEPTH,
+    WV_IO_QP_ATTR_RESPONDER_RESOURCES,
+    WV_IO_QP_ATTR_CURRENT_STATE,
+    WV_IO_QP_ATTR_PATH_MIG_STATE,
+    WV_IO_QP_ATTR_QKEY,
+    WV_IO_QP_ATTR_ACCESS_FLAGS,
+    WV_IO_QP_ATTR_AV,
+    WV_IO_QP_ATTR_ALTERNATE_AV,
+    WV_IO_QP_ATTR_PORT_NUMBER,
+    WV_IO_QP_ATTR_PKEY_INDEX,
+    WV_IO_QP_ATTR_ACK_TIMEOUT,
+    WV_IO_QP_ATTR_RNR_NAK_TIMEOUT,
+    WV_IO_QP_ATTR_ERROR_RETRY_COUNT,
+    WV_IO_QP_ATTR_RNR_RETRY_COUNT,
+];
 
-fn wv_mask(ib_mask: u32) -> u32 {
-    (0..32)
-        .filter(|b| ib_mask & (1 << b) != 0)
-        .filter_map(|b| wv_of(1 << b))
-        .fold(0, |a, b| a | b)
-}
-
-fn modify_with(
-    node: &Node,
-    qp: &Qp,
-    cur: QpState,
-    next: QpState,
-    ib_mask: u32,
-) -> Result<(), VerbsError> {
-    let mut m = qpm(next, wv_mask(ib_mask | ib::STATE));
-    m.current_state = cur;
-    m.primary_av = AddressVector {
+/// Values for a QP of `node`: a path to the node itself, the QP's own number as destination.
+fn values(node: &Node, qp: &Qp, options: u32) -> Attrs {
+    let mut a = attrs(options);
+    a.av = AddressVector {
         grh_valid: true,
         dgid: node.hca.gid(),
         port: 1,
         ..AddressVector::default()
     };
-    m.dest_qpn = qp.uvp.qpn();
-    node.modify(qp, &m)
+    a.alternate_av = a.av;
+    a.dest_qpn = qp.uvp.qpn();
+    a
 }
 
-/// A fresh QP driven to `target` through required masks only.
+fn modify_with(node: &Node, qp: &Qp, next: QpState, options: u32) -> Result<(), VerbsError> {
+    node.modify(qp, &values(node, qp, options).to(next))
+}
+
+/// A fresh QP driven to `target` with no options at all.
 fn qp_in(node: &Node, cq: &Cq, t: QpType, target: QpState) -> Qp {
     let qp = node.qp(t, cq);
     let path: &[QpState] = match target {
@@ -82,88 +69,49 @@ fn qp_in(node: &Node, cq: &Cq, t: QpType, target: QpState) -> Qp {
         QpState::Error => &[QpState::Init, QpState::Error],
         QpState::SqError => unreachable!(),
     };
-    let mut cur = QpState::Reset;
     for &n in path {
-        let (req, _) = state_table::transition(cur, n, t).unwrap();
-        modify_with(node, &qp, cur, n, req).unwrap();
-        cur = n;
+        modify_with(node, &qp, n, 0).unwrap_or_else(|e| panic!("{t:?} to {n:?}: {e:?}"));
     }
     assert_eq!(node.state(&qp), target);
     qp
 }
 
 #[test]
-fn every_valid_transition_with_required_and_optional_masks() {
+fn every_valid_transition_with_its_fixed_set_and_with_each_option() {
     let p = HostPlatform::deterministic();
     let node = Node::simple(&p);
     let cq = node.cq(1024);
-    let mut checked = 0;
+    let (mut checked, mut accepted_options, mut refused_options) = (0, 0, 0);
     for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
         for cur in ALL {
             for next in ALL {
-                let Some((req, opt)) = state_table::transition(cur, next, t) else {
+                if state_table::transition(cur, next, t).is_none() {
                     continue;
-                };
-                // Exactly the required attributes.
+                }
+                // The target state alone, as ND's Flush and `Options = 0` send it.
                 let qp = qp_in(&node, &cq, t, cur);
-                modify_with(&node, &qp, cur, next, req)
+                modify_with(&node, &qp, next, 0)
                     .unwrap_or_else(|e| panic!("{t:?} {cur:?}->{next:?}: {e:?}"));
                 assert_eq!(node.state(&qp), next, "{t:?} {cur:?}->{next:?}");
-                // Required plus every optional one (EN_SQD_ASYNC_NOTIFY has no WinVerbs bit).
-                let qp = qp_in(&node, &cq, t, cur);
-                modify_with(
-                    &node,
-                    &qp,
-                    cur,
-                    next,
-                    req | (opt & !ib::EN_SQD_ASYNC_NOTIFY),
-                )
-                .unwrap_or_else(|e| panic!("{t:?} {cur:?}->{next:?} +opt: {e:?}"));
-                assert_eq!(node.state(&qp), next);
-                // Each required attribute missing: refused, state unchanged.
-                for b in (0..32)
-                    .map(|b| 1u32 << b)
-                    .filter(|b| req & b != 0 && *b != ib::PATH_MTU)
-                {
+                // Each option: either the transition allows what it adds, or it is refused as
+                // an invalid parameter and nothing changes.
+                for option in OPTIONS {
                     let qp = qp_in(&node, &cq, t, cur);
-                    let drop = if b == ib::AV {
-                        ib::AV | ib::PATH_MTU
-                    } else {
-                        b
-                    };
-                    assert!(
-                        modify_with(&node, &qp, cur, next, req & !drop).is_err(),
-                        "{t:?} {cur:?}->{next:?} without {b:#x}"
-                    );
-                    assert_eq!(node.state(&qp), cur);
-                }
-                // PATH_MTU missing while AV is there (an invalid MTU).
-                if req & ib::PATH_MTU != 0 {
-                    let qp = qp_in(&node, &cq, t, cur);
-                    let mut m = qpm(next, wv_mask(req | ib::STATE));
-                    m.path_mtu = None;
-                    m.dest_qpn = qp.uvp.qpn();
-                    assert!(node.modify(&qp, &m).is_err());
-                    assert_eq!(node.state(&qp), cur);
-                }
-                // An attribute the transition does not allow.
-                let extra = [
-                    ib::QKEY,
-                    ib::ACCESS_FLAGS,
-                    ib::SQ_PSN,
-                    ib::DEST_QPN,
-                    ib::TIMEOUT,
-                ]
-                .into_iter()
-                .find(|b| (req | opt) & b == 0);
-                if let Some(b) = extra {
-                    let qp = qp_in(&node, &cq, t, cur);
-                    assert_eq!(
-                        modify_with(&node, &qp, cur, next, req | b),
-                        Err(VerbsError::InvalidParameter),
-                        "{t:?} {cur:?}->{next:?} with {b:#x}"
-                    );
-                    assert_eq!(node.state(&qp), cur);
+                    match modify_with(&node, &qp, next, WV_IO_QP_ATTR_STATE | option) {
+                        Ok(()) => {
+                            assert_eq!(node.state(&qp), next);
+                            accepted_options += 1;
+                        }
+                        Err(e) => {
+                            assert_eq!(
+                                e,
+                                VerbsError::InvalidParameter,
+                                "{t:?} {cur:?}->{next:?} option {option:#x}"
+                            );
+                            assert_eq!(node.state(&qp), cur);
+                            refused_options += 1;
+                        }
+                    }
                 }
                 checked += 1;
                 // Keep the device's tables small.
@@ -173,6 +121,47 @@ fn every_valid_transition_with_required_and_optional_masks() {
     }
     // 22 valid pairs per type, less the three that start in SQE (not reachable by modify).
     assert_eq!(checked, 3 * 19);
+    assert!(accepted_options > 0 && refused_options > 0);
+    settle(&p);
+}
+
+#[test]
+fn options_a_transition_does_not_allow_are_refused() {
+    let p = HostPlatform::deterministic();
+    let node = Node::simple(&p);
+    let cq = node.cq(64);
+    // UC has no responder resources: RESP_RES on RTR → RTS is not in the table.
+    let qp = qp_in(&node, &cq, QpType::Uc, QpState::Rtr);
+    assert_eq!(
+        modify_with(
+            &node,
+            &qp,
+            QpState::Rts,
+            WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_RESPONDER_RESOURCES
+        ),
+        Err(VerbsError::InvalidParameter)
+    );
+    assert_eq!(node.state(&qp), QpState::Rtr);
+    // Resizing the work queues in RTR/RTS is something OFW's HCA drivers refuse.
+    assert_eq!(
+        modify_with(
+            &node,
+            &qp,
+            QpState::Rts,
+            WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_CAPABILITIES
+        ),
+        Err(VerbsError::Unsupported)
+    );
+    assert_eq!(node.state(&qp), QpState::Rtr);
+    // An RTR path without a valid MTU.
+    let qp = qp_in(&node, &cq, QpType::Rc, QpState::Init);
+    let mut a = values(&node, &qp, WV_IO_QP_ATTR_STATE);
+    a.path_mtu = None;
+    assert_eq!(
+        node.modify(&qp, &a.to(QpState::Rtr)),
+        Err(VerbsError::InvalidParameter)
+    );
+    assert_eq!(node.state(&qp), QpState::Init);
     settle(&p);
 }
 
@@ -188,36 +177,35 @@ fn invalid_transitions_are_refused_and_change_nothing() {
                     continue;
                 }
                 let qp = qp_in(&node, &cq, t, cur);
-                assert_eq!(
-                    modify_with(&node, &qp, cur, next, 0),
-                    Err(VerbsError::InvalidState),
-                    "{t:?} {cur:?}->{next:?}"
-                );
+                let result = modify_with(&node, &qp, next, 0);
+                if (cur, next) == (QpState::Reset, QpState::Error) {
+                    // OFW's HCA drivers accept it and leave the QP in RESET.
+                    assert_eq!(result, Ok(()), "{t:?} RESET->ERROR");
+                } else {
+                    assert_eq!(
+                        result,
+                        Err(VerbsError::InvalidState),
+                        "{t:?} {cur:?}->{next:?}"
+                    );
+                }
                 assert_eq!(node.state(&qp), cur);
             }
         }
     }
-    // CUR_STATE that is not the QP's state.
-    let qp = qp_in(&node, &cq, QpType::Rc, QpState::Rts);
-    let mut m = qpm(
-        QpState::Rts,
-        WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_CURRENT_STATE,
-    );
-    m.current_state = QpState::Rtr;
-    assert_eq!(node.modify(&qp, &m), Err(VerbsError::InvalidState));
-    // A modify without STATE is a self-transition: INIT→INIT with an optional attribute.
-    let qp = qp_in(&node, &cq, QpType::Rc, QpState::Init);
-    node.modify(&qp, &qpm(QpState::Reset, WV_IO_QP_ATTR_PKEY_INDEX))
-        .unwrap();
-    assert_eq!(node.state(&qp), QpState::Init);
     // Values the device refuses: port 2 of a one-port device, a P_Key index past the table.
     let qp = node.qp(QpType::Rc, &cq);
-    let mut m = qpm(QpState::Init, INIT_RC);
-    m.port = 2;
-    assert_eq!(node.modify(&qp, &m), Err(VerbsError::InvalidParameter));
-    let mut m = qpm(QpState::Init, INIT_RC);
-    m.pkey_index = 16;
-    assert_eq!(node.modify(&qp, &m), Err(VerbsError::InvalidParameter));
+    let mut a = attrs(INIT_RC);
+    a.port = 2;
+    assert_eq!(
+        node.modify(&qp, &a.to(QpState::Init)),
+        Err(VerbsError::InvalidParameter)
+    );
+    let mut a = attrs(INIT_RC);
+    a.pkey_index = 16;
+    assert_eq!(
+        node.modify(&qp, &a.to(QpState::Init)),
+        Err(VerbsError::InvalidParameter)
+    );
     assert_eq!(node.state(&qp), QpState::Reset);
     // query_qp reports what modify set.
     let qp = qp_in(&node, &cq, QpType::Rc, QpState::Rts);
@@ -234,9 +222,9 @@ fn invalid_transitions_are_refused_and_change_nothing() {
     );
     // The QP-state bytes for user mode.
     let mut out = [0u8; 8];
-    let mut m = qpm(QpState::Error, WV_IO_QP_ATTR_STATE);
-    m.current_state = QpState::Rts;
-    node.hca.modify_qp(&qp.soft, &m, &mut out).unwrap();
+    node.hca
+        .modify_qp(&qp.soft, &QpModify::Error, &mut out)
+        .unwrap();
     assert_eq!(out[0], QpState::Error as u8);
     settle(&p);
 }

@@ -260,38 +260,124 @@ impl Node {
     }
 }
 
-/// A modify with every value filled in sensibly and the given mask.
-pub fn qpm(state: QpState, mask: u32) -> QpModify {
-    QpModify {
-        state,
-        current_state: QpState::Reset,
-        mask,
-        sq_depth: 0,
-        rq_depth: 0,
-        initiator_depth: 1,
-        responder_resources: 1,
-        apm_state: 0,
-        dest_qpn: 0,
+/// Every value a QP modification can carry, filled in sensibly: what a client library puts
+/// in `WV_IO_QP_ATTRIBUTES`. [`Attrs::to`] builds the OFW modification for one target state
+/// from it, as the driver does (`WvVerbsConvertAttr`): `options` (`WV_IO_QP_ATTR_*`) survives
+/// only as the RTR/RTS options.
+#[derive(Clone, Copy, Debug)]
+pub struct Attrs {
+    pub options: u32,
+    pub port: u8,
+    pub qkey: u32,
+    pub pkey_index: u16,
+    pub access: u32,
+    pub dest_qpn: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub av: AddressVector,
+    pub path_mtu: Option<Mtu>,
+    pub local_ack_timeout: u8,
+    pub retry: u8,
+    pub rnr_retry: u8,
+    pub rnr_nak_timeout: u8,
+    pub initiator_depth: u8,
+    pub responder_resources: u8,
+    pub alternate_av: AddressVector,
+    pub current_state: QpState,
+    pub apm_state: u8,
+}
+
+impl Attrs {
+    /// The modification to `state`.
+    pub fn to(&self, state: QpState) -> QpModify {
+        let path = |av: AddressVector| QpPath {
+            av,
+            path_mtu: self.path_mtu,
+            local_ack_timeout: self.local_ack_timeout,
+            seq_err_retry_cnt: self.retry,
+            rnr_retry_cnt: self.rnr_retry,
+        };
+        let opts = QpModifyOptions(wv_qp_attr_to_ib_mod_qp(self.options));
+        match state {
+            QpState::Reset => QpModify::Reset,
+            QpState::Init => QpModify::Init(QpInit {
+                port: self.port,
+                qkey: self.qkey,
+                pkey_index: self.pkey_index,
+                access: self.access,
+            }),
+            QpState::Rtr => QpModify::Rtr(QpRtr {
+                rq_psn: self.rq_psn,
+                dest_qpn: self.dest_qpn,
+                primary: path(self.av),
+                responder_resources: self.responder_resources,
+                rnr_nak_timeout: self.rnr_nak_timeout,
+                opts,
+                alternate: path(self.alternate_av),
+                qkey: self.qkey,
+                pkey_index: self.pkey_index,
+                access: self.access,
+                sq_depth: 0,
+                rq_depth: 0,
+            }),
+            QpState::Rts => QpModify::Rts(QpRts {
+                sq_psn: self.sq_psn,
+                retry_cnt: self.retry,
+                rnr_retry_cnt: self.rnr_retry,
+                local_ack_timeout: self.local_ack_timeout,
+                initiator_depth: self.initiator_depth,
+                opts,
+                rnr_nak_timeout: self.rnr_nak_timeout,
+                current_state: self.current_state,
+                qkey: self.qkey,
+                access: self.access,
+                responder_resources: self.responder_resources,
+                primary: path(self.av),
+                alternate: path(self.alternate_av),
+                sq_depth: 0,
+                rq_depth: 0,
+                apm_state: self.apm_state,
+                port: self.port,
+                pkey_index: self.pkey_index,
+            }),
+            QpState::Sqd => QpModify::Sqd { notify: true },
+            QpState::SqError => QpModify::SqError,
+            QpState::Error => QpModify::Error,
+        }
+    }
+}
+
+/// Sensible values with the given `WV_IO_QP_ATTR_*` options.
+pub fn attrs(options: u32) -> Attrs {
+    Attrs {
+        options,
+        port: 1,
         qkey: 0x1111_1111,
-        sq_psn: 0,
+        pkey_index: 0,
+        access: WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ,
+        dest_qpn: 0,
         rq_psn: 0,
-        primary_av: AddressVector {
+        sq_psn: 0,
+        av: AddressVector {
             port: 1,
             ..AddressVector::default()
         },
-        alternate_av: AddressVector::default(),
         path_mtu: Some(Mtu::Mtu1024),
-        alternate_path_mtu: None,
-        pkey_index: 0,
-        port: 1,
         local_ack_timeout: 14,
-        alternate_local_ack_timeout: 0,
+        retry: 7,
+        rnr_retry: 7,
         rnr_nak_timeout: 12,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        access_flags: WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ,
-        qp_flags: 0,
+        initiator_depth: 1,
+        responder_resources: 1,
+        alternate_av: AddressVector::default(),
+        current_state: QpState::Reset,
+        apm_state: 0,
     }
+}
+
+/// The modification to `state` with sensible values and the given options.
+pub fn qpm(state: QpState, options: u32) -> QpModify {
+    attrs(options).to(state)
 }
 
 pub const INIT_RC: u32 = WV_IO_QP_ATTR_STATE
@@ -347,25 +433,25 @@ pub fn bring_up(node: &Node, qp: &Qp, dgid: Gid, remote_qpn: u32, c: Conn) {
             node.modify(qp, &qpm(QpState::Rts, RTS_UD)).unwrap();
         }
         t => {
-            let mut m = qpm(QpState::Init, INIT_RC);
-            m.access_flags = c.access;
-            node.modify(qp, &m).unwrap();
-            let mut m = qpm(QpState::Rtr, if t == QpType::Rc { RTR_RC } else { RTR_UC });
-            m.primary_av = AddressVector {
+            let mut a = attrs(INIT_RC);
+            a.access = c.access;
+            node.modify(qp, &a.to(QpState::Init)).unwrap();
+            a.options = if t == QpType::Rc { RTR_RC } else { RTR_UC };
+            a.av = AddressVector {
                 grh_valid: true,
                 dgid,
                 port: 1,
                 hop_limit: 1,
                 ..AddressVector::default()
             };
-            m.dest_qpn = remote_qpn;
-            m.rq_psn = c.psn;
-            node.modify(qp, &m).unwrap();
-            let mut m = qpm(QpState::Rts, if t == QpType::Rc { RTS_RC } else { RTS_UD });
-            m.sq_psn = c.psn;
-            m.retry_count = c.retry;
-            m.rnr_retry_count = c.rnr_retry;
-            node.modify(qp, &m).unwrap();
+            a.dest_qpn = remote_qpn;
+            a.rq_psn = c.psn;
+            node.modify(qp, &a.to(QpState::Rtr)).unwrap();
+            a.options = if t == QpType::Rc { RTS_RC } else { RTS_UD };
+            a.sq_psn = c.psn;
+            a.retry = c.retry;
+            a.rnr_retry = c.rnr_retry;
+            node.modify(qp, &a.to(QpState::Rts)).unwrap();
         }
     }
     assert_eq!(node.state(qp), QpState::Rts);
