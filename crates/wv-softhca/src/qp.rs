@@ -166,9 +166,6 @@ impl Qp {
         if mask & ib::MAX_DEST_RD_ATOMIC != 0 && a.max_dest_rd_atomic > lim.max_qp_rd_atom {
             return Err(VerbsError::InvalidSetting);
         }
-        if mask & ib::AV != 0 && (a.av.port > dev.port_count()) {
-            return Err(VerbsError::InvalidParameter);
-        }
         if mask & ib::ALT_PATH != 0 && (a.alt_av.port > dev.port_count()) {
             return Err(VerbsError::InvalidParameter);
         }
@@ -203,12 +200,10 @@ impl Qp {
                 sq.qkey = a.qkey;
             }
             if mask & ib::AV != 0 {
-                // A path without a port keeps the QP's (libibverbs sends port 0 at RTR).
-                let port = if a.av.port == 0 {
-                    attrs.primary_av.port
-                } else {
-                    a.av.port
-                };
+                // The primary path leaves from the QP's port (set with IB_QP_PORT); the port
+                // inside an RTR/RTS address vector is ignored, as mlx4 ignores it. libibverbs
+                // puts `attr.port_num` there, which rc_pingpong leaves uninitialised at RTR.
+                let port = attrs.primary_av.port;
                 attrs.primary_av = a.av;
                 attrs.primary_av.port = port;
                 sq.av = attrs.primary_av;

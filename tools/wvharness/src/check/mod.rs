@@ -21,6 +21,7 @@
 
 mod abi;
 mod badflow;
+mod client_modify;
 mod env;
 mod fixture;
 mod lifetime;
@@ -159,6 +160,7 @@ fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     all.extend(notify::scenarios());
     all.extend(ports::scenarios());
     all.extend(qp_modify::scenarios());
+    all.extend(client_modify::scenarios());
     all.extend(teardown::scenarios());
     all.extend(badflow::scenarios());
     all.extend(traffic::scenarios());
