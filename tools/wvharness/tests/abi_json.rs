@@ -1,5 +1,6 @@
 //! Runs `wvharness abi --json` and checks it against tables written from the spec, independent
-//! of wv-abi's definitions.
+//! of wv-abi's definitions; and `abi --lower --json` against a few numbers of wv-ci's lower
+//! interfaces (the full check is wv-ci's own layout test).
 
 use std::process::Command;
 
@@ -178,4 +179,81 @@ fn table_mode_runs() {
     assert!(text.contains("WV_IOCTL_PD_CANCEL"));
     assert!(text.contains("0x003BE0D4"));
     assert!(text.contains("PortCabilityFlags"));
+}
+
+#[test]
+fn lower_interfaces() {
+    let out = Command::new(env!("CARGO_BIN_EXE_wvharness"))
+        .args(["abi", "--lower", "--json"])
+        .output()
+        .expect("run wvharness");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let mut top: Vec<&String> = json.as_object().unwrap().keys().collect();
+    top.sort();
+    assert_eq!(top, ["constants", "structs"]);
+    let structs = json["structs"].as_array().unwrap();
+    // x64 sizes from a C compiler over WinOFED's headers; the two interfaces and their tables
+    // come first.
+    for (i, (name, size, fields)) in [
+        ("RDMA_INTERFACE_VERBS", 640, 3),
+        ("ci_interface_t", 600, 73),
+        ("INFINIBAND_INTERFACE_CM", 208, 2),
+        ("iba_cm_interface", 176, 22),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let s = &structs[i];
+        assert_eq!(s["name"], name);
+        assert_eq!(s["size"], size, "{name}");
+        assert_eq!(s["align"], 8, "{name}");
+        assert_eq!(s["fields"].as_array().unwrap().len(), fields, "{name}");
+    }
+    // Same schema as `abi --json`.
+    let verbs = &structs[0]["fields"][2];
+    assert_eq!(verbs["name"], "post_event");
+    assert_eq!(verbs["offset"], 632);
+    assert_eq!(verbs["size"], 8);
+    let query_ca = structs[1]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "query_ca")
+        .expect("query_ca");
+    assert_eq!(
+        (&query_ca["offset"], &query_ca["size"]),
+        (&96.into(), &8.into())
+    );
+    let constants = json["constants"].as_array().unwrap();
+    let get = |name: &str| {
+        constants
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("missing {name}"))["value"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(get("RDMA_INTERFACE_VERBS_VERSION"), 0x0207);
+    assert_eq!(get("VERBS_VERSION"), 0x2_0007);
+    assert_eq!(get("INFINIBAND_INTERFACE_CM_VERSION"), 0x0101);
+    assert_eq!(get("MAX_LIB_NAME"), 32);
+    assert_eq!(get("IB_QPS_RTS"), 8);
+}
+
+#[test]
+fn lower_table_mode_runs() {
+    let out = Command::new(env!("CARGO_BIN_EXE_wvharness"))
+        .args(["abi", "--lower"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("ci_interface_t  size 600  align 8"));
+    assert!(text.contains("ndi_modify_qp"));
+    assert!(text.contains("IB_SUCCESS"));
 }
