@@ -13,6 +13,16 @@
 //! * [`cm`]: `ib_cm_ifc.h`: `iba_cm_interface`, `INFINIBAND_INTERFACE_CM`.
 //! * [`layout`]: the layout table of every declared type and the list of constants.
 //!
+//! And the two adapters between these tables and `wv_hal::Verbs`:
+//!
+//! * [`import::CiVerbs`]: the driver's lower edge — `Verbs` over a `ci_interface_t` a
+//!   controller's driver handed over, with the controller's callbacks trampolined into the
+//!   driver core's sinks;
+//! * [`export::CiExport`]: any `Verbs` implementation presented as that table (the soft HCA's
+//!   C face), so the lower edge runs through real C calls on every host.
+//!
+//! [`convert`] holds the value conversions both use, [`status`] the `ib_api_status_t` mapping.
+//!
 //! Conventions:
 //!
 //! * Type and field names are the C ones. A tag declared inside another type
@@ -38,14 +48,24 @@
 #![no_std]
 #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]
 
+extern crate alloc;
+
 #[macro_use]
 mod macros;
 
 pub mod base;
 pub mod ci;
 pub mod cm;
+pub mod convert;
+pub mod export;
 pub mod ib_types;
+pub mod import;
 pub mod layout;
+mod pinned;
+pub mod status;
+
+pub use export::CiExport;
+pub use import::{CiError, CiVerbs};
 
 pub use base::*;
 pub use ci::*;

@@ -1,0 +1,1108 @@
+//! [`CiExport`]: any `wv_hal::Verbs` implementation as an `RDMA_INTERFACE_VERBS` table of
+//! `extern "system"` functions — what an RDMA controller's driver hands an upper filter. The
+//! soft HCA presents itself to the driver through this (its "C face"), exactly as a Windows
+//! soft-HCA driver would, so the filter's lower edge ([`crate::import::CiVerbs`]) is exercised
+//! through real C calls, pointers and callbacks.
+//!
+//! The table behaves as OFW's HCA drivers do:
+//! * `p_hca_obj` is the device's own open (`open_ca`), made when the export is created; its
+//!   asynchronous events go to every handler registered with `register_event_handler`, linked
+//!   through the handler's own `LIST_ENTRY` (registration cannot fail and allocates nothing);
+//! * every handle is the address of a heap object owning the Rust handle, freed by the destroy
+//!   call; vendor bytes travel as `ci_umv_buf_t`;
+//! * `query_ca` lays out `ib_ca_attr_t`, the page-size table, the port attributes and each
+//!   port's GID and P_Key tables in the caller's buffer, and answers `IB_INSUFFICIENT_MEMORY`
+//!   with the size when it is too small;
+//! * `InterfaceReference`/`InterfaceDereference` count references on the export; each
+//!   [`CiExport::interface`] hands out one, as a query does.
+//!
+//! Verbs WinVerbs does not use are left null (the consumer checks for them).
+
+use alloc::sync::Arc;
+use core::cell::UnsafeCell;
+use core::ffi::c_void;
+use core::ptr;
+
+use spin::Mutex;
+use wv_hal::{
+    CaEvent, CaEventSink, CqEventSink, MemoryRegion, QpCreate, QpEvent, QpEventSink, SrqEvent,
+    SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
+};
+
+use crate::base::{INTERFACE, KPROCESSOR_MODE, LIST_ENTRY, boolean_t, net32_t};
+use crate::ci::*;
+use crate::convert;
+use crate::ib_types::*;
+use crate::pinned::Pinned;
+use crate::status::{result_to_ib, to_ib};
+
+/// A Rust handle owned by C: the object and the verbs it belongs to.
+struct Held<V, T> {
+    obj: T,
+    verbs: Arc<V>,
+}
+
+/// Moves a handle to the heap for C. When no memory is left for that, `undo` destroys the
+/// Rust object again and the call fails with `IB_INSUFFICIENT_MEMORY`.
+fn give<V: Verbs, T, H>(
+    verbs: &Arc<V>,
+    obj: T,
+    undo: impl FnOnce(&V, T),
+) -> Result<*mut H, ib_api_status_t> {
+    let held = Held {
+        obj,
+        verbs: Arc::clone(verbs),
+    };
+    match Pinned::new(held) {
+        Ok(p) => Ok(p.into_raw().cast()),
+        Err(held) => {
+            undo(&held.verbs, held.obj);
+            Err(IB_INSUFFICIENT_MEMORY)
+        }
+    }
+}
+
+/// The object behind a handle C passes back.
+///
+/// # Safety
+/// `h` is null or a handle [`give`] made for a `Held<V, T>` that has not been taken back.
+unsafe fn held<'a, V, T, H>(h: *mut H) -> Option<&'a Held<V, T>> {
+    // SAFETY: the caller's promise.
+    unsafe { h.cast::<Held<V, T>>().as_ref() }
+}
+
+/// Takes a handle back from C (its destroy call).
+///
+/// # Safety
+/// As [`held`], and no other call uses the handle after this one.
+unsafe fn take<V, T, H>(h: *mut H) -> Option<Held<V, T>> {
+    if h.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's promise: `h` came from `Pinned::into_raw` in `give`, taken once.
+    Some(unsafe { Pinned::from_raw(h.cast::<Held<V, T>>()) }.into_inner())
+}
+
+/// The vendor bytes a `ci_umv_buf_t` describes, as a [`Umv`] for the call; the vendor status
+/// goes back into the C struct afterwards.
+///
+/// # Safety
+/// `p` is null or a valid `ci_umv_buf_t` whose `p_inout_buf` (if not 0) addresses at least
+/// `max(input_size, output_size)` bytes writable for the call.
+unsafe fn with_umv<R>(p: *mut ci_umv_buf_t, call: impl FnOnce(&mut Umv<'_>) -> R) -> R {
+    // SAFETY: the caller's promise.
+    let Some(c) = (unsafe { p.as_mut() }) else {
+        return call(&mut Umv::none());
+    };
+    let len = c.input_size.max(c.output_size) as usize;
+    let buf: &mut [u8] = if c.p_inout_buf == 0 || len == 0 {
+        &mut []
+    } else {
+        let data = ptr::with_exposed_provenance_mut::<u8>(c.p_inout_buf as usize);
+        // SAFETY: the caller's promise: `len` bytes at `data`, writable, for the call.
+        unsafe { core::slice::from_raw_parts_mut(data, len) }
+    };
+    let mut umv = Umv::new(
+        c.command,
+        c.input_size as usize,
+        c.output_size as usize,
+        buf,
+    );
+    let r = call(&mut umv);
+    c.status = umv.status;
+    r
+}
+
+/// Writes `value` through an output pointer C passed, if it is not null.
+///
+/// # Safety
+/// `p` is null or valid for a write of `T`.
+unsafe fn put<T>(p: *mut T, value: T) {
+    if !p.is_null() {
+        // SAFETY: the caller's promise.
+        unsafe { p.write(value) };
+    }
+}
+
+/// The registered event handlers of the device, linked through their own `LIST_ENTRY`.
+struct Handlers {
+    lock: Mutex<()>,
+    head: UnsafeCell<LIST_ENTRY>,
+}
+
+// SAFETY: the list is only read or changed with `lock` held; the records belong to the
+// registrants, who keep them alive until they unregister.
+unsafe impl Send for Handlers {}
+// SAFETY: as above.
+unsafe impl Sync for Handlers {}
+
+impl Handlers {
+    fn new() -> Arc<Handlers> {
+        // `Arc::new` has no fallible form on stable Rust; the list is made once per export.
+        let h = Arc::new(Handlers {
+            lock: Mutex::new(()),
+            head: UnsafeCell::new(LIST_ENTRY::zeroed()),
+        });
+        let head = h.head.get();
+        // SAFETY: `head` is inside the `Arc`, which never moves it; nobody else sees it yet.
+        unsafe {
+            head.write(LIST_ENTRY {
+                Flink: head,
+                Blink: head,
+            })
+        };
+        h
+    }
+
+    /// Links `entry` at the tail.
+    ///
+    /// # Safety
+    /// `entry` is a live record's link, not linked yet, alive until [`Handlers::remove`].
+    unsafe fn insert(&self, entry: *mut LIST_ENTRY) {
+        let _g = self.lock.lock();
+        let head = self.head.get();
+        // SAFETY: the head is initialised and the list is consistent under the lock.
+        let tail = unsafe { (*head).Blink };
+        // SAFETY: the caller's promise that `entry` is writable.
+        unsafe {
+            entry.write(LIST_ENTRY {
+                Flink: head,
+                Blink: tail,
+            })
+        };
+        // SAFETY: `tail` is the head or a linked live record.
+        unsafe { (*tail).Flink = entry };
+        // SAFETY: the head lives as long as `self`.
+        unsafe { (*head).Blink = entry };
+    }
+
+    /// Unlinks `entry`.
+    ///
+    /// # Safety
+    /// `entry` was linked by [`Handlers::insert`] and not removed since.
+    unsafe fn remove(&self, entry: *mut LIST_ENTRY) {
+        let _g = self.lock.lock();
+        // SAFETY: a linked record: its links are valid.
+        let LIST_ENTRY { Flink, Blink } = unsafe { entry.read() };
+        // SAFETY: the neighbours are linked (the head or live records).
+        unsafe { (*Blink).Flink = Flink };
+        // SAFETY: as above.
+        unsafe { (*Flink).Blink = Blink };
+    }
+}
+
+impl CaEventSink for Handlers {
+    /// Calls every registered handler with a record whose context is the handler, as the
+    /// controller's DPC does. DISPATCH_LEVEL.
+    fn on_event(&self, event: CaEvent) {
+        let _g = self.lock.lock();
+        let head = self.head.get();
+        // SAFETY: the list is consistent under the lock.
+        let mut at = unsafe { (*head).Flink };
+        while at != head {
+            let reg = at.cast::<ci_event_handler_t>();
+            // SAFETY: every linked entry is the first field of a live `ci_event_handler_t`.
+            let cb = unsafe { (*reg).pfn_async_event_cb };
+            // SAFETY: as above; read before the callback, which may unregister nothing (it
+            // runs under the list lock) but is the registrant's code.
+            let next = unsafe { (*at).Flink };
+            let mut rec = ib_event_rec_t::zeroed();
+            rec.context = reg.cast();
+            rec.r#type = convert::ca_event_to_ib(event.kind);
+            rec.port_number = event.port;
+            if let Some(cb) = cb {
+                // SAFETY: the registrant's callback, called with a record valid for the call.
+                unsafe { cb(&mut rec) };
+            }
+            at = next;
+        }
+    }
+}
+
+/// Events of a user-mode open: dropped, as the device's events reach the registered handlers.
+struct NoEvents;
+
+impl CaEventSink for NoEvents {
+    fn on_event(&self, _event: CaEvent) {}
+}
+
+/// A C callback and its context, as a Rust sink.
+struct CSink {
+    context: *const c_void,
+    event: ci_async_event_cb_t,
+    completion: ci_completion_cb_t,
+}
+
+// SAFETY: the controller's callbacks may be called from any processor at DISPATCH_LEVEL; the
+// context is the registrant's, which it keeps alive until the object's destroy returns.
+unsafe impl Send for CSink {}
+// SAFETY: as above.
+unsafe impl Sync for CSink {}
+
+impl CSink {
+    fn raise(&self, kind: ib_async_event_t) {
+        let mut rec = ib_event_rec_t::zeroed();
+        rec.context = self.context.cast_mut();
+        rec.r#type = kind;
+        if let Some(cb) = self.event {
+            // SAFETY: the callback the consumer registered, with a record valid for the call.
+            unsafe { cb(&mut rec) };
+        }
+    }
+}
+
+impl CqEventSink for CSink {
+    fn on_completion(&self) {
+        if let Some(cb) = self.completion {
+            // SAFETY: the consumer's completion callback with its own context.
+            unsafe { cb(self.context.cast_mut()) };
+        }
+    }
+    fn on_error(&self) {
+        self.raise(IB_AE_CQ_ERROR);
+    }
+}
+
+impl SrqEventSink for CSink {
+    fn on_event(&self, event: SrqEvent) {
+        self.raise(convert::srq_event_to_ib(event));
+    }
+}
+
+impl QpEventSink for CSink {
+    fn on_event(&self, event: QpEvent) {
+        self.raise(convert::qp_event_to_ib(event));
+    }
+}
+
+/// The device behind `p_hca_obj` and the interface's `Context`.
+struct Device<V: Verbs> {
+    verbs: Arc<V>,
+    handlers: Arc<Handlers>,
+    /// The device's own open, whose events feed the handlers; closed when the last reference
+    /// goes.
+    own: Mutex<Option<V::Ca>>,
+    no_events: Arc<dyn CaEventSink>,
+}
+
+impl<V: Verbs> Drop for Device<V> {
+    fn drop(&mut self) {
+        if let Some(ca) = self.own.get_mut().take() {
+            self.verbs.close_ca(ca);
+        }
+    }
+}
+
+/// An RDMA controller presented as an `RDMA_INTERFACE_VERBS` table.
+pub struct CiExport<V: Verbs> {
+    device: Arc<Device<V>>,
+}
+
+impl<V: Verbs> core::fmt::Debug for CiExport<V> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CiExport")
+            .field("guid", &self.device.verbs.guid())
+            .finish()
+    }
+}
+
+impl<V: Verbs> CiExport<V> {
+    /// Opens `verbs` for its own event delivery and presents it as a table.
+    ///
+    /// # Errors
+    /// The device's open failed, or no memory was left.
+    pub fn new(verbs: Arc<V>) -> Result<Self, VerbsError> {
+        let handlers = Handlers::new();
+        let sink: Arc<dyn CaEventSink> = handlers.clone();
+        let own = verbs.open_ca(&mut Umv::none(), sink)?;
+        Ok(CiExport {
+            device: Arc::new(Device {
+                verbs,
+                handlers,
+                own: Mutex::new(Some(own)),
+                no_events: Arc::new(NoEvents),
+            }),
+        })
+    }
+
+    /// The interface a query for `GUID_RDMA_INTERFACE_VERBS` returns, holding one reference
+    /// on the export (released by its `InterfaceDereference`).
+    pub fn interface(&self) -> RDMA_INTERFACE_VERBS {
+        let context = Arc::into_raw(Arc::clone(&self.device)).cast_mut().cast();
+        let mut verbs = table::<V>();
+        verbs.guid = self.device.verbs.guid();
+        verbs.p_hca_obj = Arc::as_ptr(&self.device).cast_mut().cast();
+        let name = self.device.verbs.library_name().as_bytes();
+        let n = name.len().min(MAX_LIB_NAME - 1);
+        verbs.libname[..n].copy_from_slice(&name[..n]);
+        verbs.version = VERBS_VERSION;
+        RDMA_INTERFACE_VERBS {
+            InterfaceHeader: INTERFACE {
+                Size: size_of::<RDMA_INTERFACE_VERBS>() as u16,
+                Version: RDMA_INTERFACE_VERBS_VERSION,
+                Context: context,
+                InterfaceReference: Some(reference::<V>),
+                InterfaceDereference: Some(dereference::<V>),
+            },
+            Verbs: verbs,
+            post_event: None,
+        }
+    }
+
+    /// References on the export held by consumers' interfaces (for tests and leak checks).
+    pub fn consumers(&self) -> usize {
+        Arc::strong_count(&self.device) - 1
+    }
+}
+
+unsafe extern "system" fn reference<V: Verbs>(context: *mut c_void) {
+    // SAFETY: `context` is the `Arc<Device<V>>` pointer `interface` leaked, still referenced
+    // by the caller.
+    unsafe { Arc::increment_strong_count(context.cast::<Device<V>>()) };
+}
+
+unsafe extern "system" fn dereference<V: Verbs>(context: *mut c_void) {
+    // SAFETY: drops one of the references `interface`/`reference` took.
+    unsafe { Arc::decrement_strong_count(context.cast::<Device<V>>()) };
+}
+
+/// The device behind `p_hca_obj`.
+///
+/// # Safety
+/// `h_ca` is the `p_hca_obj` of a live interface of a `CiExport<V>`.
+unsafe fn device<'a, V: Verbs>(h_ca: ib_ca_handle_t) -> Option<&'a Device<V>> {
+    // SAFETY: the caller's promise.
+    unsafe { h_ca.cast::<Device<V>>().as_ref() }
+}
+
+fn table<V: Verbs>() -> ci_interface_t {
+    let mut t = ci_interface_t::zeroed();
+    t.um_open_ca = Some(um_open_ca::<V>);
+    t.um_close_ca = Some(um_close_ca::<V>);
+    t.query_ca = Some(query_ca::<V>);
+    t.register_event_handler = Some(register_event_handler::<V>);
+    t.unregister_event_handler = Some(unregister_event_handler::<V>);
+    t.allocate_pd = Some(allocate_pd::<V>);
+    t.deallocate_pd = Some(deallocate_pd::<V>);
+    t.create_av = Some(create_av::<V>);
+    t.destroy_av = Some(destroy_av::<V>);
+    t.create_srq = Some(create_srq::<V>);
+    t.modify_srq = Some(modify_srq::<V>);
+    t.query_srq = Some(query_srq::<V>);
+    t.destroy_srq = Some(destroy_srq::<V>);
+    t.create_qp = Some(create_qp::<V>);
+    t.query_qp = Some(query_qp::<V>);
+    t.destroy_qp = Some(destroy_qp::<V>);
+    t.ndi_modify_qp = Some(ndi_modify_qp::<V>);
+    t.create_cq = Some(create_cq::<V>);
+    t.resize_cq = Some(resize_cq::<V>);
+    t.destroy_cq = Some(destroy_cq::<V>);
+    t.register_mr = Some(register_mr::<V>);
+    t.deregister_mr = Some(deregister_mr::<V>);
+    t.create_mw = Some(create_mw::<V>);
+    t.destroy_mw = Some(destroy_mw::<V>);
+    t.attach_mcast = Some(attach_mcast::<V>);
+    t.detach_mcast = Some(detach_mcast::<V>);
+    t
+}
+
+/// The status of a creation that produced `obj`: stores its handle at `out`.
+///
+/// # Safety
+/// `out` is null or writable.
+unsafe fn created<V: Verbs, T, H>(
+    verbs: &Arc<V>,
+    result: Result<T, VerbsError>,
+    out: *mut *mut H,
+    undo: impl FnOnce(&V, T),
+) -> ib_api_status_t {
+    match result {
+        Ok(obj) => match give::<V, T, H>(verbs, obj, undo) {
+            Ok(h) => {
+                // SAFETY: the caller's promise.
+                unsafe { put(out, h) };
+                IB_SUCCESS
+            }
+            Err(status) => status,
+        },
+        Err(e) => to_ib(e),
+    }
+}
+
+unsafe extern "system" fn um_open_ca<V: Verbs>(
+    h_ca: ib_ca_handle_t,
+    _mode: KPROCESSOR_MODE,
+    p_umv_buf: *mut ci_umv_buf_t,
+    ph_um_ca: *mut ib_ca_handle_t,
+) -> ib_api_status_t {
+    // SAFETY: `h_ca` is this export's `p_hca_obj`.
+    let Some(dev) = (unsafe { device::<V>(h_ca) }) else {
+        return IB_INVALID_CA_HANDLE;
+    };
+    // SAFETY: the consumer's vendor bytes, valid for the call.
+    let r = unsafe {
+        with_umv(p_umv_buf, |umv| {
+            dev.verbs.open_ca(umv, dev.no_events.clone())
+        })
+    };
+    // SAFETY: `ph_um_ca` is the consumer's output.
+    unsafe { created(&dev.verbs, r, ph_um_ca, |v, ca| v.close_ca(ca)) }
+}
+
+unsafe extern "system" fn um_close_ca<V: Verbs>(_h_ca: ib_ca_handle_t, h_um_ca: ib_ca_handle_t) {
+    // SAFETY: a handle `um_open_ca` made, closed once.
+    if let Some(ca) = unsafe { take::<V, V::Ca, _>(h_um_ca) } {
+        ca.verbs.close_ca(ca.obj);
+    }
+}
+
+unsafe extern "system" fn register_event_handler<V: Verbs>(
+    h_ca: ib_ca_handle_t,
+    p_reg: *mut ci_event_handler_t,
+) {
+    // SAFETY: `h_ca` is this export's `p_hca_obj`.
+    if let Some(dev) = unsafe { device::<V>(h_ca) }
+        && !p_reg.is_null()
+    {
+        // SAFETY: the consumer keeps the record alive and unmoved until it unregisters; its
+        // `entry` is the record's first field.
+        unsafe { dev.handlers.insert(p_reg.cast()) };
+    }
+}
+
+unsafe extern "system" fn unregister_event_handler<V: Verbs>(
+    h_ca: ib_ca_handle_t,
+    p_reg: *mut ci_event_handler_t,
+) {
+    // SAFETY: `h_ca` is this export's `p_hca_obj`.
+    if let Some(dev) = unsafe { device::<V>(h_ca) }
+        && !p_reg.is_null()
+    {
+        // SAFETY: a record `register_event_handler` linked.
+        unsafe { dev.handlers.remove(p_reg.cast()) };
+    }
+}
+
+/// The `query_ca` layout: where each part goes, in bytes from the start of the buffer.
+struct CaLayout {
+    pages: usize,
+    n_pages: usize,
+    ports: usize,
+    size: usize,
+}
+
+fn align8(n: usize) -> usize {
+    n.next_multiple_of(8)
+}
+
+/// A caller buffer that is written in bounds only.
+struct Out {
+    base: *mut u8,
+    len: usize,
+}
+
+impl Out {
+    /// Writes `value` at byte `offset`, if it fits.
+    fn put<T>(&self, offset: usize, value: T) {
+        if offset
+            .checked_add(size_of::<T>())
+            .is_some_and(|end| end <= self.len)
+        {
+            let at = self.base.wrapping_add(offset).cast::<T>();
+            // SAFETY: `Out` is made over `len` writable bytes (see `query_ca`), and the write
+            // is in bounds; unaligned writes need no alignment.
+            unsafe { at.write_unaligned(value) };
+        }
+    }
+
+    /// The address of byte `offset` of the buffer (as the table pointers C reads).
+    fn at<T>(&self, offset: usize) -> *mut T {
+        self.base.wrapping_add(offset).cast()
+    }
+}
+
+fn ca_layout<V: Verbs>(v: &V, ca: &wv_hal::CaAttributes) -> Result<CaLayout, VerbsError> {
+    let n_pages = convert::page_sizes(ca.page_size_capability).count();
+    let pages = size_of::<ib_ca_attr_t>();
+    let ports = align8(pages + n_pages * 4);
+    let mut size = ports + usize::from(ca.port_count) * size_of::<ib_port_attr_t>();
+    for port in 1..=ca.port_count {
+        let p = v.query_port(port)?;
+        size = align8(size + p.gid_table_len as usize * size_of::<ib_gid_t>());
+        size = align8(size + usize::from(p.pkey_table_len) * 2);
+    }
+    Ok(CaLayout {
+        pages,
+        n_pages,
+        ports,
+        size,
+    })
+}
+
+unsafe extern "system" fn query_ca<V: Verbs>(
+    h_ca: ib_ca_handle_t,
+    p_ca_attr: *mut ib_ca_attr_t,
+    p_size: *mut u32,
+    _p_umv_buf: *mut ci_umv_buf_t,
+) -> ib_api_status_t {
+    // SAFETY: `h_ca` is this export's `p_hca_obj`.
+    let Some(dev) = (unsafe { device::<V>(h_ca) }) else {
+        return IB_INVALID_CA_HANDLE;
+    };
+    if p_size.is_null() {
+        return IB_INVALID_PARAMETER;
+    }
+    let v = &*dev.verbs;
+    let ca = match v.query_ca() {
+        Ok(ca) => ca,
+        Err(e) => return to_ib(e),
+    };
+    let layout = match ca_layout(v, &ca) {
+        Ok(l) => l,
+        Err(e) => return to_ib(e),
+    };
+    // SAFETY: `p_size` is the caller's in/out size, checked not null.
+    let room = unsafe { p_size.read() } as usize;
+    let size = u32::try_from(layout.size).unwrap_or(u32::MAX);
+    // SAFETY: as above.
+    unsafe { p_size.write(size) };
+    if p_ca_attr.is_null() || room < layout.size {
+        return IB_INSUFFICIENT_MEMORY;
+    }
+    let out = Out {
+        base: p_ca_attr.cast(),
+        len: layout.size,
+    };
+    // SAFETY: the caller gave `room >= layout.size` writable bytes at `p_ca_attr`.
+    unsafe { out.base.write_bytes(0, layout.size) };
+    let mut head = convert::ca_attr_to_ib(&ca);
+    head.size = size;
+    head.num_page_sizes = layout.n_pages as u32;
+    head.p_page_size = out.at(layout.pages);
+    head.p_port_attr = out.at(layout.ports);
+    out.put(0, head);
+    for (i, page) in convert::page_sizes(ca.page_size_capability).enumerate() {
+        out.put(layout.pages + i * 4, page);
+    }
+    let mut tables = layout.ports + usize::from(ca.port_count) * size_of::<ib_port_attr_t>();
+    for port in 1..=ca.port_count {
+        let Ok(p) = v.query_port(port) else {
+            return IB_ERROR;
+        };
+        let mut attr = convert::port_attr_to_ib(port, &p);
+        let gids = tables;
+        let pkeys = align8(gids + p.gid_table_len as usize * size_of::<ib_gid_t>());
+        tables = align8(pkeys + usize::from(p.pkey_table_len) * 2);
+        attr.p_gid_table = out.at(gids);
+        attr.p_pkey_table = out.at(pkeys);
+        out.put(
+            layout.ports + usize::from(port - 1) * size_of::<ib_port_attr_t>(),
+            attr,
+        );
+        for i in 0..p.gid_table_len {
+            let gid = v.query_gid(port, i).unwrap_or([0; 16]);
+            out.put(gids + i as usize * size_of::<ib_gid_t>(), gid);
+        }
+        for i in 0..p.pkey_table_len {
+            let pkey = v.query_pkey(port, i).unwrap_or(0);
+            out.put(pkeys + usize::from(i) * 2, pkey);
+        }
+    }
+    IB_SUCCESS
+}
+
+unsafe extern "system" fn allocate_pd<V: Verbs>(
+    h_ca: ib_ca_handle_t,
+    _type: ib_pd_type_t,
+    ph_pd: *mut ib_pd_handle_t,
+    p_umv_buf: *mut ci_umv_buf_t,
+) -> ib_api_status_t {
+    // SAFETY: `h_ca` is a user-mode open this export made.
+    let Some(ca) = (unsafe { held::<V, V::Ca, _>(h_ca) }) else {
+        return IB_INVALID_CA_HANDLE;
+    };
+    // SAFETY: the consumer's vendor bytes, valid for the call.
+    let r = unsafe { with_umv(p_umv_buf, |umv| ca.verbs.allocate_pd(&ca.obj, umv)) };
+    // SAFETY: `ph_pd` is the consumer's output.
+    unsafe { created(&ca.verbs, r, ph_pd, |v, pd| v.deallocate_pd(pd)) }
+}
+
+unsafe extern "system" fn deallocate_pd<V: Verbs>(h_pd: ib_pd_handle_t) -> ib_api_status_t {
+    // SAFETY: a PD this export made, freed once.
+    match unsafe { take::<V, V::Pd, _>(h_pd) } {
+        Some(pd) => {
+            pd.verbs.deallocate_pd(pd.obj);
+            IB_SUCCESS
+        }
+        None => IB_INVALID_PD_HANDLE,
+    }
+}
+
+unsafe extern "system" fn create_av<V: Verbs>(
+    h_pd: ib_pd_handle_t,
+    p_av_attr: *const ib_av_attr_t,
+    ph_av: *mut ib_av_handle_t,
+    p_umv_buf: *mut ci_umv_buf_t,
+) -> ib_api_status_t {
+    // SAFETY: `h_pd` is a PD this export made.
+    let Some(pd) = (unsafe { held::<V, V::Pd, _>(h_pd) }) else {
+        return IB_INVALID_PD_HANDLE;
+    };
+    // SAFETY: the consumer's attributes, valid for the call, or null.
+    let Some(attr) = (unsafe { p_av_attr.as_ref() }) else {
+        return IB_INVALID_PARAMETER;
+    };
+    let av = convert::path_from_ib(attr).av;
+    // SAFETY: the consumer's vendor bytes, valid for the call.
+    let r = unsafe { with_umv(p_umv_buf, |umv| pd.verbs.create_ah(&pd.obj, &av, umv)) };
+    // SAFETY: `ph_av` is the consumer's output.
+    unsafe { created(&pd.verbs, r, ph_av, |v, ah| v.destroy_ah(ah)) }
+}
+
+unsafe extern "system" fn destroy_av<V: Verbs>(h_av: ib_av_handle_t) -> ib_api_status_t {
+    // SAFETY: an AV this export made, destroyed once.
+    match unsafe { take::<V, V::Ah, _>(h_av) } {
+        Some(ah) => {
+            ah.verbs.destroy_ah(ah.obj);
+            IB_SUCCESS
+        }
+        None => IB_INVALID_AV_HANDLE,
+    }
+}
+
+/// The C callbacks of a new object as a Rust sink.
+fn c_sink(
+    context: *const c_void,
+    event: ci_async_event_cb_t,
+    completion: ci_completion_cb_t,
+) -> Arc<CSink> {
+    // `Arc::new` has no fallible form on stable Rust: one small allocation per object.
+    Arc::new(CSink {
+        context,
+        event,
+        completion,
+    })
+}
+
+unsafe extern "system" fn create_srq<V: Verbs>(
+    h_pd: ib_pd_handle_t,
+    srq_context: *const c_void,
+    pfn_async_event_cb: ci_async_event_cb_t,
+    p_srq_attr: *const ib_srq_attr_t,
+    ph_srq: *mut ib_srq_handle_t,
+    p_umv_buf: *mut ci_umv_buf_t,
+) -> ib_api_status_t {
+    // SAFETY: `h_pd` is a PD this export made.
+    let Some(pd) = (unsafe { held::<V, V::Pd, _>(h_pd) }) else {
+        return IB_INVALID_PD_HANDLE;
+    };
+    // SAFETY: the consumer's attributes, valid for the call, or null.
+    let Some(attr) = (unsafe { p_srq_attr.as_ref() }) else {
+        return IB_INVALID_PARAMETER;
+    };
+    let attr = convert::srq_attr_from_ib(attr);
+    let sink = c_sink(srq_context, pfn_async_event_cb, None);
+    // SAFETY: the consumer's vendor bytes, valid for the call.
+    let r = unsafe {
+        with_umv(p_umv_buf, |umv| {
+            pd.verbs.create_srq(&pd.obj, &attr, sink, umv)
+        })
+    };
+    // SAFETY: `ph_srq` is the consumer's output.
+    unsafe { created(&pd.verbs, r, ph_srq, |v, srq| v.destroy_srq(srq)) }
+}
+
+unsafe extern "system" fn modify_srq<V: Verbs>(
+    h_srq: ib_srq_handle_t,
+    p_srq_attr: *const ib_srq_attr_t,
+    srq_attr_mask: ib_srq_attr_mask_t,
+    p_umv_buf: *mut ci_umv_buf_t,
+) -> ib_api_status_t {
+    // SAFETY: `h_srq` is an SRQ this export made.
+    let Some(srq) = (unsafe { held::<V, V::Srq, _>(h_srq) }) else {
+        return IB_INVALID_SRQ_HANDLE;
+    };
+    // SAFETY: the consumer's attributes, valid for the call, or null.
+    let Some(attr) = (unsafe { p_srq_attr.as_ref() }) else {
+        return IB_INVALID_PARAMETER;
+    };
+    let attr = convert::srq_attr_from_ib(attr);
+    let mask = SrqModifyMask {
+        max_wr: srq_attr_mask & IB_SRQ_MAX_WR != 0,
+        limit: srq_attr_mask & IB_SRQ_LIMIT != 0,
+    };
+    // SAFETY: the consumer's vendor bytes, valid for the call.
+    result_to_ib(unsafe {
+        with_umv(p_umv_buf, |umv| {
+            srq.verbs.modify_srq(&srq.obj, &attr, mask, umv)
+        })
+    })
+}
+
+unsafe extern "system" fn query_srq<V: Verbs>(
+    h_srq: ib_srq_handle_t,
+    p_srq_attr: *mut ib_srq_attr_t,
+    p_umv_buf: *mut ci_umv_buf_t,
+) -> ib_api_status_t {
+    // SAFETY: `h_srq` is an SRQ this export made.
+    let Some(srq) = (unsafe { held::<V, V::Srq, _>(h_srq) }) else {
+        return IB_INVALID_SRQ_HANDLE;
+    };
+    // SAFETY: the consumer's vendor bytes, valid for the call.
+    match unsafe { with_umv(p_umv_buf, |umv| srq.verbs.query_srq(&srq.obj, umv)) } {
+        Ok(attr) => {
+            // SAFETY: the consumer's output.
+            unsafe { put(p_srq_attr, convert::srq_attr_to_ib(&attr)) };
+            IB_SUCCESS
+        }
+        Err(e) => to_ib(e),
+    }
+}
+
+unsafe extern "system" fn destroy_srq<V: Verbs>(h_srq: ib_srq_handle_t) -> ib_api_status_t {
+    // SAFETY: an SRQ this export made, destroyed once.
+    match unsafe { take::<V, V::Srq, _>(h_srq) } {
+        Some(srq) => {
+            srq.verbs.destroy_srq(srq.obj);
+            IB_SUCCESS
+        }
+        None => IB_INVALID_SRQ_HANDLE,
+    }
+}
+
+unsafe extern "system" fn create_cq<V: Verbs>(
+    h_ca: ib_ca_handle_t,
+    cq_context: *const c_void,
+    pfn_async_event_cb: ci_async_event_cb_t,
+    completion_cb: ci_completion_cb_t,
+    p_size: *mut u32,
+    ph_cq: *mut ib_cq_handle_t,
+    p_umv_buf: *mut ci_umv_buf_t,
+) -> ib_api_status_t {
+    // SAFETY: `h_ca` is a user-mode open this export made.
+    let Some(ca) = (unsafe { held::<V, V::Ca, _>(h_ca) }) else {
+        return IB_INVALID_CA_HANDLE;
+    };
+    // SAFETY: the consumer's in/out size, or null.
+    let Some(size) = (unsafe { p_size.as_mut() }) else {
+        return IB_INVALID_PARAMETER;
+    };
+    let sink = c_sink(cq_context, pfn_async_event_cb, completion_cb);
+    // SAFETY: the consumer's vendor bytes, valid for the call.
+    let r = unsafe {
+        with_umv(p_umv_buf, |umv| {
+            ca.verbs.create_cq(&ca.obj, *size, sink, umv)
+        })
+    };
+    let r = r.map(|(cq, actual)| {
+        *size = actual;
+        cq
+    });
+    // SAFETY: `ph_cq` is the consumer's output.
+    unsafe { created(&ca.verbs, r, ph_cq, |v, cq| v.destroy_cq(cq)) }
+}
+
+unsafe extern "system" fn resize_cq<V: Verbs>(
+    h_cq: ib_cq_handle_t,
+    p_size: *mut u32,
+    p_umv_buf: *mut ci_umv_buf_t,
+) -> ib_api_status_t {
+    // SAFETY: `h_cq` is a CQ this export made.
+    let Some(cq) = (unsafe { held::<V, V::Cq, _>(h_cq) }) else {
+        return IB_INVALID_CQ_HANDLE;
+    };
+    // SAFETY: the consumer's in/out size, or null.
+    let Some(size) = (unsafe { p_size.as_mut() }) else {
+        return IB_INVALID_PARAMETER;
+    };
+    // SAFETY: the consumer's vendor bytes, valid for the call.
+    match unsafe { with_umv(p_umv_buf, |umv| cq.verbs.resize_cq(&cq.obj, *size, umv)) } {
+        Ok(actual) => {
+            *size = actual;
+            IB_SUCCESS
+        }
+        Err(e) => to_ib(e),
+    }
+}
+
+unsafe extern "system" fn destroy_cq<V: Verbs>(h_cq: ib_cq_handle_t) -> ib_api_status_t {
+    // SAFETY: a CQ this export made, destroyed once.
+    match unsafe { take::<V, V::Cq, _>(h_cq) } {
+        Some(cq) => {
+            cq.verbs.destroy_cq(cq.obj);
+            IB_SUCCESS
+        }
+        None => IB_INVALID_CQ_HANDLE,
+    }
+}
+
+unsafe extern "system" fn create_qp<V: Verbs>(
+    h_pd: ib_pd_handle_t,
+    qp_context: *const c_void,
+    pfn_async_event_cb: ci_async_event_cb_t,
+    p_create_attr: *mut ib_qp_create_t,
+    p_qp_attr: *mut ib_qp_attr_t,
+    ph_qp: *mut ib_qp_handle_t,
+    p_umv_buf: *mut ci_umv_buf_t,
+) -> ib_api_status_t {
+    // SAFETY: `h_pd` is a PD this export made.
+    let Some(pd) = (unsafe { held::<V, V::Pd, _>(h_pd) }) else {
+        return IB_INVALID_PD_HANDLE;
+    };
+    // SAFETY: the consumer's creation attributes, valid for the call, or null.
+    let Some(c) = (unsafe { p_create_attr.as_ref() }) else {
+        return IB_INVALID_PARAMETER;
+    };
+    let Some(qp_type) = convert::qp_type_from_ib(c.qp_type) else {
+        return IB_INVALID_SERVICE_TYPE;
+    };
+    // SAFETY: a CQ handle this export made (or null, refused).
+    let scq = unsafe { held::<V, V::Cq, _>(c.h_sq_cq) };
+    // SAFETY: as above.
+    let rcq = unsafe { held::<V, V::Cq, _>(c.h_rq_cq) };
+    let (Some(scq), Some(rcq)) = (scq, rcq) else {
+        return IB_INVALID_CQ_HANDLE;
+    };
+    // SAFETY: an SRQ handle this export made, or null for none.
+    let srq = unsafe { held::<V, V::Srq, _>(c.h_srq) };
+    let create = QpCreate {
+        qp_type,
+        sq_depth: c.sq_depth,
+        rq_depth: c.rq_depth,
+        sq_sge: c.sq_sge,
+        rq_sge: c.rq_sge,
+        sq_max_inline: c.sq_max_inline,
+        sq_signaled: c.sq_signaled != 0,
+        send_cq: &scq.obj,
+        recv_cq: &rcq.obj,
+        srq: srq.map(|s| &s.obj),
+    };
+    let sink = c_sink(qp_context, pfn_async_event_cb, None);
+    // SAFETY: the consumer's vendor bytes, valid for the call.
+    let r = unsafe {
+        with_umv(p_umv_buf, |umv| {
+            pd.verbs.create_qp(&pd.obj, &create, sink, umv)
+        })
+    };
+    let r = r.map(|(qp, info)| {
+        let mut attr = ib_qp_attr_t::zeroed();
+        attr.h_pd = h_pd;
+        attr.qp_type = c.qp_type;
+        attr.sq_max_inline = info.sq_max_inline;
+        attr.sq_depth = info.sq_depth;
+        attr.rq_depth = info.rq_depth;
+        attr.sq_sge = info.sq_sge;
+        attr.rq_sge = info.rq_sge;
+        attr.h_sq_cq = c.h_sq_cq;
+        attr.h_rq_cq = c.h_rq_cq;
+        attr.h_srq = c.h_srq;
+        attr.sq_signaled = c.sq_signaled;
+        attr.state = IB_QPS_RESET;
+        attr.num = info.qpn.to_be();
+        // SAFETY: the consumer's output.
+        unsafe { put(p_qp_attr, attr) };
+        qp
+    });
+    // SAFETY: `ph_qp` is the consumer's output.
+    unsafe { created(&pd.verbs, r, ph_qp, |v, qp| v.destroy_qp(qp)) }
+}
+
+unsafe extern "system" fn query_qp<V: Verbs>(
+    h_qp: ib_qp_handle_t,
+    p_qp_attr: *mut ib_qp_attr_t,
+    _p_umv_buf: *mut ci_umv_buf_t,
+) -> ib_api_status_t {
+    // SAFETY: `h_qp` is a QP this export made.
+    let Some(qp) = (unsafe { held::<V, V::Qp, _>(h_qp) }) else {
+        return IB_INVALID_QP_HANDLE;
+    };
+    match qp.verbs.query_qp(&qp.obj) {
+        Ok(attr) => {
+            // SAFETY: the consumer's output.
+            unsafe { put(p_qp_attr, convert::qp_attr_to_ib(&attr)) };
+            IB_SUCCESS
+        }
+        Err(e) => to_ib(e),
+    }
+}
+
+unsafe extern "system" fn ndi_modify_qp<V: Verbs>(
+    h_qp: ib_qp_handle_t,
+    p_modify_attr: *const ib_qp_mod_t,
+    p_qp_attr: *mut ib_qp_attr_t,
+    buf_size: u32,
+    p_outbuf: *mut u8,
+) -> ib_api_status_t {
+    // SAFETY: `h_qp` is a QP this export made.
+    let Some(qp) = (unsafe { held::<V, V::Qp, _>(h_qp) }) else {
+        return IB_INVALID_QP_HANDLE;
+    };
+    // SAFETY: the consumer's modification, valid for the call, or null.
+    let Some(m) = (unsafe { p_modify_attr.as_ref() }) else {
+        return IB_INVALID_PARAMETER;
+    };
+    let m = match convert::qp_mod_from_ib(m) {
+        Ok(m) => m,
+        Err(e) => return to_ib(e),
+    };
+    let out: &mut [u8] = if p_outbuf.is_null() || buf_size == 0 {
+        &mut []
+    } else {
+        // SAFETY: the consumer's output buffer of `buf_size` bytes, valid for the call.
+        unsafe { core::slice::from_raw_parts_mut(p_outbuf, buf_size as usize) }
+    };
+    if let Err(e) = qp.verbs.modify_qp(&qp.obj, &m, out) {
+        return to_ib(e);
+    }
+    if !p_qp_attr.is_null() {
+        match qp.verbs.query_qp(&qp.obj) {
+            // SAFETY: the consumer's output, checked not null.
+            Ok(attr) => unsafe { put(p_qp_attr, convert::qp_attr_to_ib(&attr)) },
+            Err(e) => return to_ib(e),
+        }
+    }
+    IB_SUCCESS
+}
+
+unsafe extern "system" fn destroy_qp<V: Verbs>(
+    h_qp: ib_qp_handle_t,
+    _timewait: u64,
+) -> ib_api_status_t {
+    // SAFETY: a QP this export made, destroyed once.
+    match unsafe { take::<V, V::Qp, _>(h_qp) } {
+        Some(qp) => {
+            qp.verbs.destroy_qp(qp.obj);
+            IB_SUCCESS
+        }
+        None => IB_INVALID_QP_HANDLE,
+    }
+}
+
+unsafe extern "system" fn register_mr<V: Verbs>(
+    h_pd: ib_pd_handle_t,
+    p_mr_create: *const ib_mr_create_t,
+    p_lkey: *mut net32_t,
+    p_rkey: *mut net32_t,
+    ph_mr: *mut ib_mr_handle_t,
+    _um_call: boolean_t,
+) -> ib_api_status_t {
+    // SAFETY: `h_pd` is a PD this export made.
+    let Some(pd) = (unsafe { held::<V, V::Pd, _>(h_pd) }) else {
+        return IB_INVALID_PD_HANDLE;
+    };
+    // SAFETY: the consumer's request, valid for the call, or null.
+    let Some(c) = (unsafe { p_mr_create.as_ref() }) else {
+        return IB_INVALID_PARAMETER;
+    };
+    let region = MemoryRegion {
+        address: c.vaddr.addr() as u64,
+        length: c.length,
+        access: c.access_ctrl,
+    };
+    let r = pd.verbs.register_mr(&pd.obj, &region).map(|(mr, keys)| {
+        // SAFETY: the consumer's outputs.
+        unsafe { put(p_lkey, keys.lkey) };
+        // SAFETY: as above.
+        unsafe { put(p_rkey, keys.rkey) };
+        // Deregistration can fail and leave the region registered under the same handle, so
+        // the handle owns an optional MR.
+        Mutex::new(Some(mr))
+    });
+    // SAFETY: `ph_mr` is the consumer's output.
+    unsafe {
+        created(&pd.verbs, r, ph_mr, |v, mr: Mutex<Option<V::Mr>>| {
+            if let Some(mr) = mr.into_inner() {
+                let _ = v.deregister_mr(mr);
+            }
+        })
+    }
+}
+
+unsafe extern "system" fn deregister_mr<V: Verbs>(h_mr: ib_mr_handle_t) -> ib_api_status_t {
+    // SAFETY: an MR handle this export made.
+    let Some(mr) = (unsafe { held::<V, Mutex<Option<V::Mr>>, _>(h_mr) }) else {
+        return IB_INVALID_MR_HANDLE;
+    };
+    let Some(obj) = mr.obj.lock().take() else {
+        return IB_INVALID_MR_HANDLE;
+    };
+    match mr.verbs.deregister_mr(obj) {
+        Ok(()) => {
+            // SAFETY: deregistered: the handle is dead and taken back once.
+            drop(unsafe { take::<V, Mutex<Option<V::Mr>>, _>(h_mr) });
+            IB_SUCCESS
+        }
+        Err((obj, e)) => {
+            // Still registered under the same handle.
+            *mr.obj.lock() = Some(obj);
+            to_ib(e)
+        }
+    }
+}
+
+unsafe extern "system" fn create_mw<V: Verbs>(
+    h_pd: ib_pd_handle_t,
+    p_rkey: *mut net32_t,
+    ph_mw: *mut ib_mw_handle_t,
+    p_umv_buf: *mut ci_umv_buf_t,
+) -> ib_api_status_t {
+    // SAFETY: `h_pd` is a PD this export made.
+    let Some(pd) = (unsafe { held::<V, V::Pd, _>(h_pd) }) else {
+        return IB_INVALID_PD_HANDLE;
+    };
+    // SAFETY: the consumer's vendor bytes, valid for the call.
+    let r = unsafe { with_umv(p_umv_buf, |umv| pd.verbs.create_mw(&pd.obj, umv)) };
+    let r = r.map(|(mw, rkey)| {
+        // SAFETY: the consumer's output.
+        unsafe { put(p_rkey, rkey) };
+        mw
+    });
+    // SAFETY: `ph_mw` is the consumer's output.
+    unsafe { created(&pd.verbs, r, ph_mw, |v, mw| v.destroy_mw(mw)) }
+}
+
+unsafe extern "system" fn destroy_mw<V: Verbs>(h_mw: ib_mw_handle_t) -> ib_api_status_t {
+    // SAFETY: a window this export made, destroyed once.
+    match unsafe { take::<V, V::Mw, _>(h_mw) } {
+        Some(mw) => {
+            mw.verbs.destroy_mw(mw.obj);
+            IB_SUCCESS
+        }
+        None => IB_INVALID_MW_HANDLE,
+    }
+}
+
+unsafe extern "system" fn attach_mcast<V: Verbs>(
+    h_qp: ib_qp_handle_t,
+    p_mcast_gid: *const ib_gid_t,
+    mcast_lid: ib_net16_t,
+    ph_mcast: *mut ib_mcast_handle_t,
+    _p_umv_buf: *mut ci_umv_buf_t,
+) -> ib_api_status_t {
+    // SAFETY: `h_qp` is a QP this export made.
+    let Some(qp) = (unsafe { held::<V, V::Qp, _>(h_qp) }) else {
+        return IB_INVALID_QP_HANDLE;
+    };
+    // SAFETY: the consumer's GID, valid for the call, or null.
+    let Some(gid) = (unsafe { p_mcast_gid.as_ref() }) else {
+        return IB_INVALID_PARAMETER;
+    };
+    // SAFETY: every view of the GID union is 16 plain bytes.
+    let gid = unsafe { gid.raw };
+    let r = qp
+        .verbs
+        .attach_mcast(&qp.obj, &gid, u16::from_be(mcast_lid));
+    // SAFETY: `ph_mcast` is the consumer's output.
+    unsafe { created(&qp.verbs, r, ph_mcast, |v, m| v.detach_mcast(m)) }
+}
+
+unsafe extern "system" fn detach_mcast<V: Verbs>(h_mcast: ib_mcast_handle_t) -> ib_api_status_t {
+    // SAFETY: an attachment this export made, detached once.
+    match unsafe { take::<V, V::Mcast, _>(h_mcast) } {
+        Some(m) => {
+            m.verbs.detach_mcast(m.obj);
+            IB_SUCCESS
+        }
+        None => IB_INVALID_MCAST_HANDLE,
+    }
+}
