@@ -41,13 +41,6 @@ impl<T> Pinned<T> {
         })
     }
 
-    /// The value.
-    pub(crate) fn get(&self) -> &T {
-        // SAFETY: the pointer is the live allocation this value owns; only shared references
-        // are handed out.
-        unsafe { self.ptr.as_ref() }
-    }
-
     /// Its address, for C.
     pub(crate) fn as_ptr(&self) -> *const T {
         self.ptr.as_ptr()
@@ -100,7 +93,6 @@ mod tests {
         // A pointer taken before the move is still usable after it.
         // SAFETY: the value is alive and only read.
         assert_eq!(unsafe { (*at)[1] }, 7);
-        assert_eq!(moved.get()[3], 7);
         let raw = moved.into_raw();
         assert_eq!(raw.cast_const(), at);
         // SAFETY: taken back once, from `into_raw`.

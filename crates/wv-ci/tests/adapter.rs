@@ -546,10 +546,8 @@ fn unusable_tables_are_refused_and_their_reference_released() {
     let mut small = r.export.interface();
     small.InterfaceHeader.Size = 32;
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { CiVerbs::new(small) }.unwrap_err(),
-        CiError::Size(32)
-    );
+    let e = unsafe { CiVerbs::new(small) }.unwrap_err();
+    assert_eq!(e, CiError::Size(32));
     let mut missing = r.export.interface();
     missing.Verbs.ndi_modify_qp = None;
     let e = {
