@@ -33,6 +33,7 @@ use crate::base::{INTERFACE, KPROCESSOR_MODE, LIST_ENTRY, boolean_t, net32_t};
 use crate::ci::*;
 use crate::convert;
 use crate::ib_types::*;
+use crate::import::{CiError, CiVerbs};
 use crate::pinned::Pinned;
 use crate::status::{result_to_ib, to_ib};
 
@@ -347,6 +348,16 @@ impl<V: Verbs> CiExport<V> {
             Verbs: verbs,
             post_event: None,
         }
+    }
+
+    /// The filter's lower edge over this table: what the driver makes of a queried interface.
+    ///
+    /// # Errors
+    /// Never for a table this export made; the check is [`CiVerbs::new`]'s.
+    pub fn open(&self) -> Result<CiVerbs, CiError> {
+        // SAFETY: `interface` returns a complete table of this export's functions over its
+        // live device, carrying one reference — what `CiVerbs::new` requires.
+        unsafe { CiVerbs::new(self.interface()) }
     }
 
     /// References on the export held by consumers' interfaces (for tests and leak checks).

@@ -1,7 +1,10 @@
 //! The in-process transport: the real driver core (`wv-core`) on the host model of KMDF and the
 //! I/O manager (`wv-host`), above soft HCAs (`wv-softhca`) joined on one fabric.
 //!
-//! A [`Stack`] is one "machine": a loaded driver with its lower devices. [`Stack::open`] is
+//! A [`Stack`] is one "machine": a loaded driver with its lower devices. The driver reaches
+//! each soft HCA the way the Windows driver reaches a controller, through OFW's C verbs table
+//! (the soft HCA's C face read by `wv-ci`'s `CiVerbs`), unless [`LowerEdge::Direct`] asks for
+//! plain Rust trait calls. [`Stack::open`] is
 //! `CreateFile(\\.\WinVerbs)`; a [`File`] sends IOCTL bytes exactly as the Windows transport
 //! does, and an [`Io`] is its OVERLAPPED. The admin actions a controller's owner has (port up or
 //! down, surprise removal, hot add) go through the soft HCA and the PnP manager, so the driver
@@ -15,6 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use wv_abi::NtStatus;
+use wv_ci::{CiExport, CiVerbs};
 use wv_core::{Driver, DriverConfig, QpModifyMode};
 use wv_hal::{Verbs, VerbsError as HalError};
 use wv_host::{HostPlatform, IoManager};
@@ -24,8 +28,48 @@ use crate::raw::{IoStatus, RawFile, RawIo};
 
 /// The soft HCA as the host platform runs it.
 pub type Hca = SoftHca<HostPlatform>;
-/// The driver core as the host platform runs it.
-type Drv = Driver<HostPlatform, Hca>;
+/// The driver core calling the soft HCAs directly.
+type DirectDrv = Driver<HostPlatform, Hca>;
+/// The driver core calling the soft HCAs through their C verbs tables.
+type TableDrv = Driver<HostPlatform, CiVerbs>;
+
+/// How the driver core reaches the soft HCAs below it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LowerEdge {
+    /// Through OFW's C verbs table: each soft HCA's C face (an `RDMA_INTERFACE_VERBS` of
+    /// `extern "system"` functions) read by `wv-ci`'s `CiVerbs`, as winverbs.sys reads a
+    /// controller's table on Windows. The default.
+    #[default]
+    CTable,
+    /// Direct Rust trait calls into the soft HCAs.
+    Direct,
+}
+
+impl LowerEdge {
+    /// The name `--lower` takes (`ctable`, `direct`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LowerEdge::CTable => "ctable",
+            LowerEdge::Direct => "direct",
+        }
+    }
+}
+
+/// The I/O manager and driver of one machine, for either lower edge.
+enum Machine {
+    Direct(IoManager<DirectDrv>),
+    Table(IoManager<TableDrv>),
+}
+
+/// The same call on either kind of machine or file.
+macro_rules! either {
+    ($value:expr, $enum:ident, $x:ident => $body:expr) => {
+        match $value {
+            $enum::Direct($x) => $body,
+            $enum::Table($x) => $body,
+        }
+    };
+}
 
 /// The memory of "this process" as every in-process soft HCA sees it: buffers allocated here
 /// can be registered (MEMORY_REGISTER) with any device of any [`Stack`]; other addresses are
@@ -50,6 +94,8 @@ pub struct StackConfig {
     /// One thread, no worker pool: work items and DPCs run only when someone waits (an
     /// [`Io::wait`], [`Stack::run_until_idle`]). Default `false`.
     pub deterministic: bool,
+    /// How the driver reaches the soft HCAs (default: through their C verbs tables).
+    pub lower: LowerEdge,
 }
 
 impl Default for StackConfig {
@@ -60,6 +106,7 @@ impl Default for StackConfig {
             workers: 2,
             qp_modify: QpModifyMode::Async,
             deterministic: false,
+            lower: LowerEdge::CTable,
         }
     }
 }
@@ -97,6 +144,8 @@ impl std::error::Error for StackError {}
 /// One soft HCA of the stack: present until removed (indices stay stable).
 struct Slot {
     hca: Arc<Hca>,
+    /// Its C face, when the driver reaches it through the table.
+    _table: Option<CiExport<Hca>>,
     removed: bool,
 }
 
@@ -108,7 +157,7 @@ struct Slot {
 /// bugcheck). Close every [`File`] first; [`Stack::unload`] reports instead of panicking.
 pub struct Stack {
     // Declared first so it drops first: unload runs while the soft HCAs still exist.
-    io: IoManager<Drv>,
+    io: Machine,
     platform: HostPlatform,
     fabric: Arc<Fabric>,
     slots: Mutex<Vec<Slot>>,
@@ -133,15 +182,22 @@ impl Stack {
         } else {
             HostPlatform::threaded(config.workers.max(1))
         };
-        let driver = Arc::new(Drv::new(
-            platform.clone(),
-            DriverConfig {
-                qp_modify: config.qp_modify,
-                ..DriverConfig::default()
-            },
-        ));
+        let driver_config = DriverConfig {
+            qp_modify: config.qp_modify,
+            ..DriverConfig::default()
+        };
+        let io = match config.lower {
+            LowerEdge::Direct => Machine::Direct(IoManager::new(
+                platform.clone(),
+                Arc::new(DirectDrv::new(platform.clone(), driver_config)),
+            )),
+            LowerEdge::CTable => Machine::Table(IoManager::new(
+                platform.clone(),
+                Arc::new(TableDrv::new(platform.clone(), driver_config)),
+            )),
+        };
         let stack = Stack {
-            io: IoManager::new(platform.clone(), driver),
+            io,
             platform,
             fabric: Fabric::new(),
             slots: Mutex::new(Vec::new()),
@@ -164,7 +220,22 @@ impl Stack {
     /// # Errors
     /// The driver's status when it refuses the create.
     pub fn open(&self) -> Result<File, NtStatus> {
-        self.io.open().map(|inner| File { inner })
+        match &self.io {
+            Machine::Direct(io) => io.open().map(|f| File {
+                inner: FileInner::Direct(f),
+            }),
+            Machine::Table(io) => io.open().map(|f| File {
+                inner: FileInner::Table(f),
+            }),
+        }
+    }
+
+    /// How the driver reaches the soft HCAs.
+    pub fn lower_edge(&self) -> LowerEdge {
+        match self.io {
+            Machine::Direct(_) => LowerEdge::Direct,
+            Machine::Table(_) => LowerEdge::CTable,
+        }
     }
 
     /// Admin: brings `port` of device `device` up or down. The soft HCA raises PORT_ACTIVE or
@@ -198,7 +269,7 @@ impl Stack {
             }
         };
         hca.surprise_remove();
-        self.io.remove(hca.guid());
+        either!(&self.io, Machine, io => io.remove(hca.guid()));
         true
     }
 
@@ -219,11 +290,24 @@ impl Stack {
             ClientMemory::pool(process_memory().clone()),
         );
         self.fabric.attach(&hca);
-        // The core accepts every arrival; a refusal would leave the device present but unknown
-        // to the driver, which GUID_QUERY then shows.
-        let _ = self.io.arrive(hca.clone());
+        // The core accepts every arrival; a refusal (or a table the adapter refuses) would
+        // leave the device present but unknown to the driver, which GUID_QUERY then shows.
+        let table = match &self.io {
+            Machine::Direct(io) => {
+                let _ = io.arrive(hca.clone());
+                None
+            }
+            Machine::Table(io) => {
+                let table = hca.c_interface().ok();
+                if let Some(lower) = table.as_ref().and_then(|t| t.open().ok()) {
+                    let _ = io.arrive(Arc::new(lower));
+                }
+                table
+            }
+        };
         slots.push(Slot {
             hca,
+            _table: table,
             removed: false,
         });
         index
@@ -297,7 +381,7 @@ impl Stack {
             .map(|s| s.hca.guid())
             .collect();
         for guid in guids {
-            self.io.remove(guid);
+            either!(&self.io, Machine, io => io.remove(guid));
         }
         self.platform.run_until_idle();
         let verifier = self.platform.verifier();
@@ -323,12 +407,17 @@ impl Stack {
 /// Dropping it is CloseHandle: parked requests are cancelled, the driver cleans up every object
 /// created through it, and the file closes once its last request has ended.
 pub struct File {
-    inner: wv_host::File<Drv>,
+    inner: FileInner,
+}
+
+enum FileInner {
+    Direct(wv_host::File<DirectDrv>),
+    Table(wv_host::File<TableDrv>),
 }
 
 impl core::fmt::Debug for File {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        self.inner.fmt(f)
+        either!(&self.inner, FileInner, x => x.fmt(f))
     }
 }
 
@@ -338,14 +427,14 @@ impl File {
     /// on this thread; the [`Io`] says whether it completed the request inline.
     pub fn device_io_control(&self, code: u32, input: &[u8], output_len: usize) -> Io {
         Io {
-            inner: self.inner.device_io_control(code, input, output_len),
+            inner: either!(&self.inner, FileInner, f => f.device_io_control(code, input, output_len)),
         }
     }
 
     /// CancelIoEx for one request of this file: returns whether a cancellable request was
     /// found (a parked one completes with `STATUS_CANCELLED`).
     pub fn cancel_io_ex(&self, io: &Io) -> bool {
-        self.inner.cancel_io_ex(&io.inner)
+        either!(&self.inner, FileInner, f => f.cancel_io_ex(&io.inner))
     }
 
     /// CloseHandle of this (last) handle racing a DeviceIoControl that the I/O manager has
@@ -354,7 +443,7 @@ impl File {
     /// see `STATUS_FILE_CLOSED`, an interleaving a real system cannot order on demand.
     pub fn close_racing_ioctl(self, code: u32, input: &[u8], output_len: usize) -> Io {
         Io {
-            inner: self.inner.close_racing_ioctl(code, input, output_len),
+            inner: either!(self.inner, FileInner, f => f.close_racing_ioctl(code, input, output_len)),
         }
     }
 }

@@ -7,6 +7,8 @@
 //! * [`uvp`] is the user half: post send/receive, poll and arm CQs, without IOCTLs. The work a
 //!   doorbell starts runs in the doorbell caller's thread, as in rxe.
 //! * [`Fabric`] joins soft HCAs in one process, with optional fault injection.
+//! * [`SoftHca::c_interface`] is the device's C face: the `ci_interface_t` table a Windows
+//!   soft-HCA driver would hand the filter (built by `wv-ci`'s export adapter).
 //! * [`dma`] is the only module with `unsafe` code: the device reaches client memory only
 //!   through regions pinned there.
 //!
@@ -16,6 +18,7 @@
 extern crate alloc;
 
 pub mod abi;
+mod c_face;
 mod cq;
 pub mod device;
 pub mod dma;
