@@ -45,7 +45,7 @@ pub unsafe fn park_and_wait(request: WDFREQUEST, queue: WDFQUEUE, event: PRKEVEN
     // SAFETY: forwarded from the caller.
     let status =
         unsafe { call_unsafe_wdf_function_binding!(WdfRequestForwardToIoQueue, request, queue) };
-    if !wdk_sys::NT_SUCCESS(status) {
+    if !wdk::nt_success(status) {
         return status;
     }
     // SAFETY: forwarded from the caller; no timeout.

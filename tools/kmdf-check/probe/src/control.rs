@@ -476,6 +476,10 @@ extern "C" fn evt_io_device_control(
 
     match io_control_code {
         IOCTL_PROBE_ECHO => echo(request, input_buffer_length.min(output_buffer_length)),
+        // A waiter blocks until signalled; only user mode may do that to itself.
+        IOCTL_PROBE_WAIT if !from_user_mode => {
+            complete_counted(device, request, STATUS_INVALID_DEVICE_REQUEST, 0);
+        }
         IOCTL_PROBE_WAIT => {
             let manual_queue = context.manual_queue.load(Ordering::Acquire);
             // SAFETY: the request is ours and not cancelable; the destination is another queue
@@ -517,14 +521,16 @@ extern "C" fn evt_io_device_control(
                     &mut with_driver,
                 )
             };
-            let idle = state & _WDF_IO_QUEUE_STATE::WdfIoQueueNoRequests != 0;
-            complete_counted(
-                device,
-                request,
-                STATUS_SUCCESS,
-                ULONG_PTR::from(idle && from_user_mode),
-            );
+            // Information: the number of waiters, or 0 when the queue reports none.
+            let waiters = if state & _WDF_IO_QUEUE_STATE::WdfIoQueueNoRequests != 0 {
+                0
+            } else {
+                ULONG_PTR::from(queued)
+            };
+            complete_counted(device, request, STATUS_SUCCESS, waiters);
         }
+        // The user buffers were probed, locked and mapped in the caller's context.
+        IOCTL_PROBE_USER_BUFFERS => complete_counted(device, request, STATUS_SUCCESS, 0),
         _ => complete_counted(device, request, STATUS_INVALID_DEVICE_REQUEST, 0),
     }
 }

@@ -193,6 +193,9 @@ extern "C" fn evt_driver_device_add(driver: WDFDRIVER, device_init: PWDFDEVICE_I
     if !nt_success(status) {
         return status;
     }
+    // Counted as soon as it exists: if anything below fails, the framework deletes the device
+    // and its cleanup callback uncounts it.
+    let first_filter_device = FILTER_DEVICES.fetch_add(1, Ordering::AcqRel) == 0;
 
     // SAFETY: `device` was just created with FILTER_CONTEXT and lives past this callback.
     let context = unsafe { filter_context(device) };
@@ -210,7 +213,7 @@ extern "C" fn evt_driver_device_add(driver: WDFDRIVER, device_init: PWDFDEVICE_I
         return status;
     }
 
-    if FILTER_DEVICES.fetch_add(1, Ordering::AcqRel) == 0 {
+    if first_filter_device {
         // The sideband sample's rule: the control device exists while any filter does. A
         // failure here only loses the sideband channel; the filter keeps working.
         let status = control::create_control_device(driver);
@@ -362,7 +365,8 @@ extern "C" fn evt_device_self_managed_io_cleanup(device: WDFDEVICE) {
     }
 }
 
-/// `EvtDeviceSurpriseRemoval`: requests parked for this device fail at cleanup.
+/// `EvtDeviceSurpriseRemoval`: the hardware is gone; nothing to stop in a filter that owns no
+/// hardware state (the glue would fail the HCA's outstanding work here).
 extern "C" fn evt_device_surprise_removal(_device: WDFDEVICE) {}
 
 /// `EvtCleanupCallback` of a filter device: the last one takes the control device with it.
