@@ -75,7 +75,8 @@ struct FilterContext {
     lock: AtomicPtr<WDFSPINLOCK__>,
     work_item: AtomicPtr<WDFWORKITEM__>,
     dpc: AtomicPtr<WDFDPC__>,
-    /// Interface dereference routine and its context, kept until self-managed I/O cleanup.
+    /// The bus interface as the bus driver filled it in (its header carries the context and
+    /// the dereference routine), kept until self-managed I/O cleanup gives it back.
     interface: UnsafeCell<ProbeInterface>,
     /// WDM primitives the glue uses outside WDF objects. All-zero is their initial state
     /// (a zero KSPIN_LOCK is an initialised, free lock on x64).
