@@ -1,0 +1,39 @@
+//! A DDI name that does not exist (WdfRequestCompleteWithInfo): the macro finds no table index
+//! and no PFN_ type for it in the generated bindings.
+//!
+//! Expected: `Failed to find function info for WdfRequestCompleteWithInfo`.
+
+use wdk_sys::{STATUS_SUCCESS, ULONG_PTR, WDFREQUEST, call_unsafe_wdf_function_binding};
+
+/// Completes `request` successfully with `bytes` of output.
+///
+/// # Safety
+///
+/// `request` must be owned by the driver and not yet completed.
+#[cfg(not(feature = "fixed"))]
+pub unsafe fn complete(request: WDFREQUEST, bytes: ULONG_PTR) {
+    // Outside the macro, so that the failed expansion leaves no unused import behind.
+    let status = STATUS_SUCCESS;
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        call_unsafe_wdf_function_binding!(WdfRequestCompleteWithInfo, request, status, bytes);
+    }
+}
+
+/// Completes `request` successfully with `bytes` of output.
+///
+/// # Safety
+///
+/// `request` must be owned by the driver and not yet completed.
+#[cfg(feature = "fixed")]
+pub unsafe fn complete(request: WDFREQUEST, bytes: ULONG_PTR) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        call_unsafe_wdf_function_binding!(
+            WdfRequestCompleteWithInformation,
+            request,
+            STATUS_SUCCESS,
+            bytes,
+        );
+    }
+}

@@ -1,0 +1,155 @@
+//! kmdf-check shim of `wdk-sys` 0.5.2: direct bindings to the kernel and KMDF APIs, generated
+//! at build time from Debian's mingw-w64 DDK headers and the project's WDF subset.
+//!
+//! Module paths and item names follow the real crate (`wdk_sys::ntddk`, `wdk_sys::wdf`, the
+//! types and constants at the root, `NT_SUCCESS`, `PAGED_CODE!`,
+//! `call_unsafe_wdf_function_binding!`), so the real `wdk`, `wdk-macros`, `wdk-alloc` and
+//! `wdk-panic` crates and the driver compile against it unchanged. Only for type-checking on
+//! Linux: nothing built against it is ever linked or run.
+
+#![no_std]
+
+#[cfg(any(
+    driver_model__driver_type = "WDM",
+    driver_model__driver_type = "KMDF",
+    driver_model__driver_type = "UMDF"
+))]
+#[doc(hidden)]
+pub use wdk_macros as __proc_macros;
+
+#[cfg(any(
+    driver_model__driver_type = "WDM",
+    driver_model__driver_type = "KMDF",
+    driver_model__driver_type = "UMDF"
+))]
+pub use crate::{constants::*, types::*};
+
+#[cfg(any(driver_model__driver_type = "WDM", driver_model__driver_type = "KMDF"))]
+pub mod ntddk;
+
+#[cfg(any(driver_model__driver_type = "KMDF", driver_model__driver_type = "UMDF"))]
+pub mod wdf;
+
+#[cfg(feature = "test-stubs")]
+pub mod test_stubs;
+
+#[cfg(any(
+    driver_model__driver_type = "WDM",
+    driver_model__driver_type = "KMDF",
+    driver_model__driver_type = "UMDF"
+))]
+mod constants;
+#[cfg(any(
+    driver_model__driver_type = "WDM",
+    driver_model__driver_type = "KMDF",
+    driver_model__driver_type = "UMDF"
+))]
+mod types;
+
+#[cfg(any(
+    driver_model__driver_type = "WDM",
+    driver_model__driver_type = "KMDF",
+    driver_model__driver_type = "UMDF"
+))]
+mod macros;
+
+#[cfg(all(driver_model__driver_type = "KMDF", target_pointer_width = "64"))]
+mod layout;
+
+// The same linker-symbol stubs the real crate defines: LLVM references `_fltused` and the C++
+// frame handlers even from panic=abort, soft-float kernel code.
+#[allow(missing_docs)]
+// SAFETY: `_fltused` is a required Windows linker symbol for floating point support; no other
+// symbol of this crate has the name.
+#[unsafe(no_mangle)]
+pub static _fltused: () = ();
+
+#[cfg(panic = "abort")]
+#[allow(missing_docs)]
+// SAFETY: `__CxxFrameHandler3` is a required Windows C++ exception handler symbol; no other
+// symbol of this crate has the name.
+#[unsafe(no_mangle)]
+pub const extern "system" fn __CxxFrameHandler3() -> i32 {
+    0
+}
+
+#[cfg(panic = "abort")]
+#[allow(missing_docs)]
+// SAFETY: `__CxxFrameHandler4` is a required Windows C++ exception handler symbol; no other
+// symbol of this crate has the name.
+#[unsafe(no_mangle)]
+pub const extern "system" fn __CxxFrameHandler4() -> i32 {
+    // Distinct from __CxxFrameHandler3 so that the linker cannot fold the two.
+    1
+}
+
+#[cfg(panic = "abort")]
+#[allow(missing_docs)]
+// SAFETY: `__GSHandlerCheck_EH4` is a required Windows C++ exception handler symbol; no other
+// symbol of this crate has the name.
+#[unsafe(no_mangle)]
+pub const extern "system" fn __GSHandlerCheck_EH4() -> i32 {
+    2
+}
+
+/// Evaluates to TRUE if the return value specified by `nt_status` is a success
+/// type (0 − 0x3FFFFFFF) or an informational type (0x40000000 − 0x7FFFFFFF).
+#[cfg(any(
+    driver_model__driver_type = "WDM",
+    driver_model__driver_type = "KMDF",
+    driver_model__driver_type = "UMDF"
+))]
+#[must_use]
+#[allow(non_snake_case)]
+pub const fn NT_SUCCESS(nt_status: NTSTATUS) -> bool {
+    nt_status >= 0
+}
+
+/// Evaluates to TRUE if the return value specified by `nt_status` is an
+/// informational type (0x40000000 − 0x7FFFFFFF).
+#[cfg(any(
+    driver_model__driver_type = "WDM",
+    driver_model__driver_type = "KMDF",
+    driver_model__driver_type = "UMDF"
+))]
+#[must_use]
+#[allow(non_snake_case)]
+pub const fn NT_INFORMATION(nt_status: NTSTATUS) -> bool {
+    (nt_status.cast_unsigned() >> 30) == 1
+}
+
+/// Evaluates to TRUE if the return value specified by `nt_status` is a warning
+/// type (0x80000000 − 0xBFFFFFFF).
+#[cfg(any(
+    driver_model__driver_type = "WDM",
+    driver_model__driver_type = "KMDF",
+    driver_model__driver_type = "UMDF"
+))]
+#[must_use]
+#[allow(non_snake_case)]
+pub const fn NT_WARNING(nt_status: NTSTATUS) -> bool {
+    (nt_status.cast_unsigned() >> 30) == 2
+}
+
+/// Evaluates to TRUE if the return value specified by `nt_status` is an error
+/// type (0xC0000000 - 0xFFFFFFFF).
+#[cfg(any(
+    driver_model__driver_type = "WDM",
+    driver_model__driver_type = "KMDF",
+    driver_model__driver_type = "UMDF"
+))]
+#[must_use]
+#[allow(non_snake_case)]
+pub const fn NT_ERROR(nt_status: NTSTATUS) -> bool {
+    (nt_status.cast_unsigned() >> 30) == 3
+}
+
+/// Debug-asserts that the caller runs at `IRQL <= APC_LEVEL`, like the WDK's `PAGED_CODE()`.
+#[cfg(any(driver_model__driver_type = "WDM", driver_model__driver_type = "KMDF"))]
+#[macro_export]
+#[allow(non_snake_case)]
+macro_rules! PAGED_CODE {
+    () => {
+        debug_assert!(unsafe { $crate::ntddk::KeGetCurrentIrql() <= $crate::APC_LEVEL as u8 });
+    };
+}

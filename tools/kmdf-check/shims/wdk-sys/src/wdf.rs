@@ -1,0 +1,28 @@
+//! Direct FFI bindings to the functions declared in WDF headers. Types are not included in
+//! this module, but are available in the top-level `wdk_sys` module.
+
+#[allow(
+    unused_imports,
+    reason = "the WDF subset declares every DDI as a PFN_* type of the function table, so the \
+              generated file may hold no plain function"
+)]
+pub use bindings::*;
+
+#[allow(missing_docs)]
+#[allow(clippy::all)]
+mod bindings {
+    #[allow(
+        clippy::wildcard_imports,
+        unused_imports,
+        reason = "the generated code refers to the generated types by their bare names"
+    )]
+    use crate::types::*;
+
+    include!(concat!(env!("OUT_DIR"), "/wdf.rs"));
+}
+
+// How `call_unsafe_wdf_function_binding!` bounds-checks its table index at run time.
+#[doc(hidden)]
+pub mod __private {
+    include!(concat!(env!("OUT_DIR"), "/wdf_function_count.rs"));
+}
