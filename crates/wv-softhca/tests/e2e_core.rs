@@ -2,6 +2,8 @@
 //! opened by GUID and PD/MR/CQ/QP created through IOCTL bytes (with the UVP's vendor bytes);
 //! QPs go to RTS through the asynchronous QP_MODIFY path; the data path runs through the UVP;
 //! completions are waited for through a parked CQ_NOTIFY that the device's DPC completes.
+//! It runs twice: with the core calling the soft HCAs directly, and through their C verbs
+//! tables (`CiVerbs` over each soft HCA's C face), as winverbs.sys reaches a controller.
 
 mod common;
 
@@ -15,13 +17,11 @@ use wv_abi::{
     WV_IO_QP_CREATE, read_prefix,
 };
 use wv_core::{Driver, DriverConfig};
-use wv_hal::{QpState, Verbs};
+use wv_hal::{FilterDriver, QpState, Verbs};
 use wv_host::{File, HostPlatform, IoManager, IoStatus};
 use wv_softhca::abi::{self, CqResp, OpenCaResp, QpResp};
 use wv_softhca::*;
 use zerocopy::IntoBytes;
-
-type Drv = Driver<HostPlatform, SoftHca<HostPlatform>>;
 
 fn id(id: u64, verb_info: u32, data: u32) -> Vec<u8> {
     WV_IO_ID {
@@ -39,7 +39,12 @@ fn ok(st: &IoStatus) {
 }
 
 #[track_caller]
-fn ioctl(file: &File<Drv>, code: u32, input: &[u8], out_len: usize) -> IoStatus {
+fn ioctl<D: FilterDriver<HostPlatform>>(
+    file: &File<D>,
+    code: u32,
+    input: &[u8],
+    out_len: usize,
+) -> IoStatus {
     let io = file.device_io_control(code, input, out_len);
     assert!(!io.pending(), "IOCTL {code:#x} pended");
     io.wait()
@@ -57,9 +62,8 @@ struct Side {
     uqp: UvpQp,
 }
 
-fn side(
-    io: &IoManager<Drv>,
-    file: &File<Drv>,
+fn side<D: FilterDriver<HostPlatform>>(
+    file: &File<D>,
     hca: Arc<SoftHca<HostPlatform>>,
     pool: BufferPool,
 ) -> Side {
@@ -106,7 +110,6 @@ fn side(
     let uqp = uvp
         .map_qp(&abi::parse::<QpResp>(&st.output[72..]).unwrap())
         .unwrap();
-    let _ = io;
     Side {
         hca,
         pool,
@@ -119,7 +122,11 @@ fn side(
     }
 }
 
-fn reg(file: &File<Drv>, s: &Side, len: usize) -> (DmaBuffer, u32, u32) {
+fn reg<D: FilterDriver<HostPlatform>>(
+    file: &File<D>,
+    s: &Side,
+    len: usize,
+) -> (DmaBuffer, u32, u32) {
     let buf = s.pool.alloc(len);
     let r = WV_IO_MEMORY_REGISTER {
         Id: s.pd,
@@ -135,9 +142,9 @@ fn reg(file: &File<Drv>, s: &Side, len: usize) -> (DmaBuffer, u32, u32) {
 }
 
 /// QP_MODIFY through the core's asynchronous path (a work item); returns once it completed.
-fn modify(
+fn modify<D: FilterDriver<HostPlatform>>(
     platform: &HostPlatform,
-    file: &File<Drv>,
+    file: &File<D>,
     qp: u64,
     to: QpState,
     options: u32,
@@ -169,7 +176,12 @@ fn modify(
     ok(&st);
 }
 
-fn to_rts(platform: &HostPlatform, file: &File<Drv>, s: &Side, peer: &Side) {
+fn to_rts<D: FilterDriver<HostPlatform>>(
+    platform: &HostPlatform,
+    file: &File<D>,
+    s: &Side,
+    peer: &Side,
+) {
     modify(
         platform,
         file,
@@ -205,8 +217,25 @@ fn to_rts(platform: &HostPlatform, file: &File<Drv>, s: &Side, peer: &Side) {
     assert_eq!(s.uqp.state(), QpState::Rts);
 }
 
+type Hca = SoftHca<HostPlatform>;
+
 #[test]
 fn core_on_two_soft_hcas_moves_bytes_and_completes_parked_notifies() {
+    run(|h: &Arc<Hca>| (h.clone(), ()));
+}
+
+#[test]
+fn core_through_the_c_verbs_tables_moves_bytes_and_completes_parked_notifies() {
+    run(|h: &Arc<Hca>| {
+        let table = h.c_interface().expect("the soft HCA's C face");
+        let lower = table.open().expect("a table the adapter accepts");
+        (Arc::new(lower), table)
+    });
+}
+
+/// The scenario, with `lower` giving the driver its view of a soft HCA (and what must outlive
+/// the driver's use of it).
+fn run<V: Verbs, Keep>(lower: impl Fn(&Arc<Hca>) -> (Arc<V>, Keep)) {
     let platform = HostPlatform::deterministic();
     let fabric = Fabric::new();
     let pools = [BufferPool::new(), BufferPool::new()];
@@ -223,14 +252,20 @@ fn core_on_two_soft_hcas_moves_bytes_and_completes_parked_notifies() {
     for h in &hcas {
         fabric.attach(h);
     }
-    let driver = Arc::new(Driver::new(platform.clone(), DriverConfig::default()));
+    let driver = Arc::new(Driver::<HostPlatform, V>::new(
+        platform.clone(),
+        DriverConfig::default(),
+    ));
     let io = IoManager::new(platform.clone(), driver);
+    let mut keep = Vec::new();
     for h in &hcas {
-        io.arrive(h.clone()).expect("arrival");
+        let (v, k) = lower(h);
+        keep.push(k);
+        io.arrive(v).expect("arrival");
     }
     let file = io.open().expect("CreateFile");
-    let a = side(&io, &file, hcas[0].clone(), pools[0].clone());
-    let b = side(&io, &file, hcas[1].clone(), pools[1].clone());
+    let a = side(&file, hcas[0].clone(), pools[0].clone());
+    let b = side(&file, hcas[1].clone(), pools[1].clone());
     to_rts(&platform, &file, &a, &b);
     to_rts(&platform, &file, &b, &a);
     let (la, lka, _) = reg(&file, &a, 4096);
@@ -315,5 +350,9 @@ fn core_on_two_soft_hcas_moves_bytes_and_completes_parked_notifies() {
     let _ = (a.dev, b.dev);
     drop(file);
     platform.run_until_idle();
+    for h in &hcas {
+        io.remove(h.guid());
+    }
+    drop(keep);
     assert_eq!(platform.verifier().violations(), Vec::<String>::new());
 }

@@ -277,7 +277,10 @@ fn run_checks(
     let target = crate::check::CheckTarget::new(&args.target)?;
     let total = crate::check::scenario_names(&target).len() as u64;
     if text {
-        writeln!(stdout, "Conformance checks ({total} scenarios)")?;
+        match target.lower_edge_text() {
+            Some(edge) => writeln!(stdout, "Conformance checks ({total} scenarios; {edge})")?,
+            None => writeln!(stdout, "Conformance checks ({total} scenarios)")?,
+        }
         stdout.flush()?;
     }
     let mut bar = Progress::new("checks", total, text);

@@ -15,7 +15,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use clap::{Args, ValueEnum};
-use wv_client::inproc::{Stack, StackConfig};
+use wv_client::inproc::{LowerEdge, Stack, StackConfig};
 use wv_client::raw::RawFile;
 
 /// The transports.
@@ -26,6 +26,26 @@ pub enum Transport {
     Inproc,
     /// The installed driver through `\\.\WinVerbs` (Windows builds only).
     Windows,
+}
+
+/// How the in-process driver reaches its soft HCAs (`--lower`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Lower {
+    /// Through OFW's C verbs table (`ci_interface_t`), as on Windows.
+    #[default]
+    Ctable,
+    /// Direct Rust trait calls.
+    Direct,
+}
+
+impl Lower {
+    /// The stack's setting.
+    pub fn edge(self) -> LowerEdge {
+        match self {
+            Lower::Ctable => LowerEdge::CTable,
+            Lower::Direct => LowerEdge::Direct,
+        }
+    }
 }
 
 /// A device named on the command line.
@@ -101,6 +121,11 @@ pub struct TargetArgs {
     /// the next device (or on the same one when there is only one). Default: the first.
     #[arg(short = 'd', long, value_name = "INDEX|GUID")]
     pub device: Option<DeviceSpec>,
+    /// How the in-process driver reaches the soft HCAs: `ctable` = through each soft HCA's C
+    /// verbs table (`ci_interface_t`), as winverbs.sys reaches a controller on Windows;
+    /// `direct` = Rust trait calls. Ignored by the windows transport.
+    #[arg(long, value_enum, default_value_t = Lower::Ctable)]
+    pub lower: Lower,
 }
 
 /// Why a target could not be opened.
@@ -187,7 +212,10 @@ impl Target {
         config: StackConfig,
     ) -> Result<(Target, Option<DeviceSpec>), TargetError> {
         let target = match args.transport {
-            Transport::Inproc => Target::Inproc(Stack::new(config)),
+            Transport::Inproc => Target::Inproc(Stack::new(StackConfig {
+                lower: args.lower.edge(),
+                ..config
+            })),
             #[cfg(windows)]
             Transport::Windows => Target::Windows(WindowsOpener),
             #[cfg(not(windows))]

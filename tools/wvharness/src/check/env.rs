@@ -9,7 +9,7 @@
 //!
 //! Transport and device selection come from the shared `crate::target` options.
 
-use wv_client::inproc::{Stack, StackConfig};
+use wv_client::inproc::{LowerEdge, Stack, StackConfig};
 use wv_client::raw::RawFile;
 
 use super::raw;
@@ -21,6 +21,7 @@ use crate::target::{DeviceSpec, TargetArgs, TargetError, Transport, resolve_devi
 pub struct CheckTarget {
     transport: Transport,
     device: Option<DeviceSpec>,
+    lower: LowerEdge,
 }
 
 impl CheckTarget {
@@ -34,11 +35,12 @@ impl CheckTarget {
         let target = CheckTarget {
             transport: args.transport,
             device: args.device,
+            lower: args.lower.edge(),
         };
         match args.transport {
             Transport::Inproc => {
                 if let Some(spec) = args.device {
-                    let stack = Stack::new(InprocEnv::config());
+                    let stack = Stack::new(InprocEnv::config(target.lower));
                     let found = resolve_device(&stack.device_guids(), Some(spec)).map(|_| ());
                     let _ = stack.unload();
                     found?;
@@ -61,6 +63,15 @@ impl CheckTarget {
     /// The transport.
     pub fn transport(&self) -> Transport {
         self.transport
+    }
+
+    /// How the in-process driver reached the soft HCAs, in words (`None` on Windows, where the
+    /// real controller's table is used).
+    pub fn lower_edge_text(&self) -> Option<&'static str> {
+        (self.transport == Transport::Inproc).then_some(match self.lower {
+            LowerEdge::CTable => "driver → soft HCAs through their C verbs tables",
+            LowerEdge::Direct => "driver → soft HCAs by direct calls",
+        })
     }
 
     /// Whether runs on this target have a host verifier whose findings are reported.
@@ -152,10 +163,11 @@ impl InprocEnv {
     /// The stack every scenario gets: two soft HCAs with two ports each (the second port lets
     /// the port-event scenario order events deterministically), QP modify asynchronous, a
     /// threaded platform (real waits, as on Windows).
-    pub fn config() -> StackConfig {
+    pub fn config(lower: LowerEdge) -> StackConfig {
         StackConfig {
             devices: 2,
             ports_per_device: 2,
+            lower,
             ..StackConfig::default()
         }
     }
@@ -166,7 +178,7 @@ impl Env for InprocEnv {
 
     fn create(target: &CheckTarget) -> Result<Self, String> {
         Ok(InprocEnv {
-            stack: Stack::new(Self::config()),
+            stack: Stack::new(Self::config(target.lower)),
             device: target.device,
         })
     }

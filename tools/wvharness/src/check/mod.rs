@@ -244,7 +244,8 @@ fn run_suite<E: Env>(
                 Verdict::Pass,
                 format!(
                     "no KMDF-model violations (double/missing completion, IRQL, locks, leaks) \
-                     in the {checked_envs} stacks the scenarios ran on"
+                     in the {checked_envs} stacks the scenarios ran on ({})",
+                    target.lower_edge_text().unwrap_or("installed driver")
                 ),
             )
         } else {
