@@ -19,7 +19,9 @@
 //!   controller's driver handed over, with the controller's callbacks trampolined into the
 //!   driver core's sinks;
 //! * [`export::CiExport`]: any `Verbs` implementation presented as that table (the soft HCA's
-//!   C face), so the lower edge runs through real C calls on every host.
+//!   C face), so the lower edge runs through real C calls on every host;
+//! * [`cm_import::CiCm`]: the connection manager's `iba_cm_interface`, validated and owned
+//!   with its reference.
 //!
 //! [`convert`] holds the value conversions both use, [`status`] the `ib_api_status_t` mapping.
 //!
@@ -56,6 +58,7 @@ mod macros;
 pub mod base;
 pub mod ci;
 pub mod cm;
+pub mod cm_import;
 pub mod convert;
 pub mod export;
 pub mod ib_types;
@@ -64,6 +67,7 @@ pub mod layout;
 mod pinned;
 pub mod status;
 
+pub use cm_import::CiCm;
 pub use export::CiExport;
 pub use import::{CiError, CiVerbs};
 

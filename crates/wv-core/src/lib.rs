@@ -42,6 +42,7 @@
 
 extern crate alloc;
 
+pub mod control;
 mod convert;
 mod cq;
 mod device;
