@@ -1,4 +1,41 @@
-//! winverbs.sys: the KMDF glue over `wv-core`. Compiled only for Windows targets.
+//! winverbs.sys: the KMDF upper filter driver, a thin WDF glue over the portable driver core.
 //!
-//! NOT BUILT HERE: nothing in this directory has been compiled on Windows yet.
+//! * [`entry`]: `DriverEntry`, `EvtDriverUnload`, the driver-wide state;
+//! * [`filter`]: the filter device on each RDMA controller's stack, which takes the
+//!   controller's verbs table (`GUID_RDMA_INTERFACE_VERBS`) and CM interface and hands the
+//!   table to the core through `wv-ci`'s `CiVerbs`;
+//! * [`control`]: the control device `\Device\WinVerbs`, its file objects and IOCTLs;
+//! * [`platform`]: `wv_hal::Platform` with WDF and WDM;
+//! * [`wdf`]: small safe wrappers over the framework calls, so the callback files make none
+//!   they could get wrong twice.
+//!
+//! Everything the driver decides is in `wv-core` (and `wv-ci` for the lower interfaces); this
+//! crate only moves framework objects to and from it.
+//!
+//! Status: type-checked and clippy-clean on Linux for `x86_64-pc-windows-msvc` against our
+//! WDF bindings (`tools/kmdf-check`), never linked, never loaded: nothing here has run on
+//! Windows yet.
 #![cfg_attr(windows, no_std)]
+
+#[cfg(windows)]
+extern crate alloc;
+#[cfg(windows)]
+extern crate wdk_panic;
+
+#[cfg(windows)]
+mod control;
+#[cfg(windows)]
+mod entry;
+#[cfg(windows)]
+mod filter;
+#[cfg(windows)]
+mod platform;
+#[cfg(windows)]
+mod wdf;
+
+/// Pool allocations of Rust code (the core's `Arc`s and `Vec`s): `ExAllocatePool2` from
+/// nonpaged pool with one tag. It returns null when pool runs out, which Rust turns into a bug
+/// check; the glue's own allocations go through `wdf::pool`, which fails softly instead.
+#[cfg(windows)]
+#[global_allocator]
+static GLOBAL_ALLOCATOR: wdk_alloc::WdkAllocator = wdk_alloc::WdkAllocator;

@@ -6,7 +6,12 @@
 //!   AddDevice creates it, and if that creation fails the AddDevice fails (OFW ignored the
 //!   failure and later passed a null device to every queue creation, spec §7.1-k). It is
 //!   deleted when the last controller has gone and the last handle has closed, whichever comes
-//!   last — never under an open handle, whose cleanup still needs the device's queues.
+//!   last — never under an open handle, whose cleanup still needs the device's queues. A
+//!   deletion decided at the last close runs later, from a work item (not inside the device's
+//!   own close callback); [`ControlDevice::delete_now`] confirms it then, so a controller or a
+//!   handle that arrived in between keeps the device. The glue serialises the decisions with
+//!   the creation and deletion themselves (one PASSIVE_LEVEL lock), so a new controller never
+//!   tries to create the device while the old one is still being deleted.
 //! * **Caller context** ([`runs_in_caller_context`]): the IOCTLs that always complete inline
 //!   (device open, MR registration, CQ/QP/SRQ creation: the verbs that pin or map the caller's
 //!   memory, and every other inline one) run in `EvtIoInCallerContext`, in the calling process
@@ -34,13 +39,15 @@ struct State {
     controllers: u32,
     files: u32,
     exists: bool,
-    creating: bool,
 }
 
 impl State {
-    fn delete_if_unused(&mut self) -> ControlAction {
-        if self.exists && self.controllers == 0 && self.files == 0 {
-            self.exists = false;
+    fn unused(&self) -> bool {
+        self.controllers == 0 && self.files == 0
+    }
+
+    fn delete_if_unused(&self) -> ControlAction {
+        if self.exists && self.unused() {
             ControlAction::Delete
         } else {
             ControlAction::None
@@ -49,7 +56,8 @@ impl State {
 }
 
 /// Counts controllers and open handles and says when the control device must be created or
-/// deleted. All methods run at PASSIVE_LEVEL (AddDevice, device cleanup, file callbacks).
+/// deleted. All methods run at PASSIVE_LEVEL (AddDevice, device cleanup, file callbacks, the
+/// deletion work item).
 pub struct ControlDevice<P: Platform> {
     state: P::SpinLock<State>,
 }
@@ -63,14 +71,15 @@ impl<P: Platform> ControlDevice<P> {
     }
 
     /// A controller's filter device is being added. Returns `Create` when the control device
-    /// does not exist yet; the caller creates it and reports back before adding another.
+    /// does not exist (the caller creates it and reports the outcome with
+    /// [`ControlDevice::created`]); an existing one — even one whose deletion is pending — is
+    /// kept and reused.
     pub fn controller_adding(&self) -> ControlAction {
         let mut s = self.state.lock();
-        if s.exists || s.creating {
+        if s.exists {
             s.controllers += 1;
             ControlAction::None
         } else {
-            s.creating = true;
             ControlAction::Create
         }
     }
@@ -78,15 +87,15 @@ impl<P: Platform> ControlDevice<P> {
     /// The outcome of a `Create`. On failure the controller's AddDevice fails and the
     /// controller does not count.
     pub fn created(&self, ok: bool) {
-        let mut s = self.state.lock();
-        s.creating = false;
         if ok {
+            let mut s = self.state.lock();
             s.exists = true;
             s.controllers += 1;
         }
     }
 
-    /// A controller's filter device went away (its cleanup callback).
+    /// A controller's filter device went away (its cleanup callback). `Delete`: call
+    /// [`ControlDevice::delete_now`] and delete.
     pub fn controller_gone(&self) -> ControlAction {
         let mut s = self.state.lock();
         s.controllers = s.controllers.saturating_sub(1);
@@ -98,11 +107,24 @@ impl<P: Platform> ControlDevice<P> {
         self.state.lock().files += 1;
     }
 
-    /// A handle's file object closed (`EvtFileClose`).
+    /// A handle's file object closed (`EvtFileClose`). `Delete`: queue the deletion, which
+    /// confirms with [`ControlDevice::delete_now`].
     pub fn file_closed(&self) -> ControlAction {
         let mut s = self.state.lock();
         s.files = s.files.saturating_sub(1);
         s.delete_if_unused()
+    }
+
+    /// Right before deleting: whether the device is still unused (it is then marked gone and
+    /// must be deleted), or something came back since the decision (it stays).
+    pub fn delete_now(&self) -> bool {
+        let mut s = self.state.lock();
+        if s.exists && s.unused() {
+            s.exists = false;
+            true
+        } else {
+            false
+        }
     }
 
     /// Whether the control device exists now (for diagnostics).
@@ -139,11 +161,36 @@ mod tests {
             "a handle is still open"
         );
         assert_eq!(c.file_closed(), ControlAction::Delete);
+        assert!(c.delete_now());
         assert!(!c.exists());
-        // A new controller creates it again.
+        assert!(!c.delete_now(), "deleted once");
+        // A new controller creates it again; its removal deletes it at once.
         assert_eq!(c.controller_adding(), ControlAction::Create);
         c.created(true);
         assert_eq!(c.controller_gone(), ControlAction::Delete);
+        assert!(c.delete_now());
+    }
+
+    #[test]
+    fn a_pending_deletion_is_cancelled_by_a_returning_user() {
+        let p = HostPlatform::deterministic();
+        let c = ControlDevice::new(&p);
+        assert_eq!(c.controller_adding(), ControlAction::Create);
+        c.created(true);
+        c.file_opened();
+        assert_eq!(c.controller_gone(), ControlAction::None);
+        // The last close decides; before the deletion runs, a controller arrives and reuses
+        // the device instead of creating a second one with the same name.
+        assert_eq!(c.file_closed(), ControlAction::Delete);
+        assert_eq!(c.controller_adding(), ControlAction::None);
+        assert!(!c.delete_now(), "the device is in use again");
+        assert!(c.exists());
+        // Likewise a handle opened in between.
+        assert_eq!(c.controller_gone(), ControlAction::Delete);
+        c.file_opened();
+        assert!(!c.delete_now());
+        assert_eq!(c.file_closed(), ControlAction::Delete);
+        assert!(c.delete_now());
     }
 
     #[test]
@@ -157,6 +204,7 @@ mod tests {
         assert_eq!(c.controller_adding(), ControlAction::Create);
         c.created(true);
         assert_eq!(c.controller_gone(), ControlAction::Delete);
+        assert!(c.delete_now());
         assert_eq!(c.controller_gone(), ControlAction::None);
     }
 

@@ -21,9 +21,13 @@
 
 extern crate wdk_panic;
 
+// The WDF helpers are the driver's own (`driver/wdf/`), shared by path so the probe checks the
+// very files the glue uses.
+#[path = "../../../../driver/wdf/context.rs"]
 mod context;
 mod control;
 mod deferred;
+#[path = "../../../../driver/wdf/wdf_init.rs"]
 pub mod wdf_init;
 
 use core::{

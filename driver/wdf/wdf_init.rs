@@ -9,7 +9,8 @@
 //! (zero, `Size`, then the documented non-zero defaults); the names keep the C spelling in
 //! lower case so that a reader can look the C helper up.
 //!
-//! Self-contained on purpose (only `wdk_sys` types): the driver glue copies or shares this file.
+//! Self-contained on purpose (only `wdk_sys` types): the kmdf-check probe compiles this very
+//! file too.
 //! The `const` block at the end evaluates every helper at compile time and checks the defaults.
 
 use core::mem::size_of;

@@ -15,7 +15,7 @@ use wdk_sys::{
     call_unsafe_wdf_function_binding,
 };
 
-use crate::wdf_init::wdf_structure_size;
+use super::wdf_init::wdf_structure_size;
 
 /// `WDF_OBJECT_CONTEXT_TYPE_INFO` for the context type `T`. Declare one `static` per type;
 /// `UniqueType` points at that static, which is what makes the type unique to WDF.

@@ -1,0 +1,111 @@
+//! `DriverEntry`, `EvtDriverUnload` and the driver-wide state every callback reaches: the
+//! driver core and the control device's lifetime rules, in nonpaged pool from `DriverEntry`
+//! until unload.
+
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use wdk::{nt_success, paged_code};
+use wdk_sys::{
+    DRIVER_OBJECT, NTSTATUS, PCUNICODE_STRING, PDRIVER_OBJECT, STATUS_INSUFFICIENT_RESOURCES,
+    STATUS_SUCCESS, WDF_NO_OBJECT_ATTRIBUTES, WDFDRIVER, WDFDRIVER__,
+    call_unsafe_wdf_function_binding,
+};
+use wv_ci::CiVerbs;
+use wv_core::control::ControlDevice;
+use wv_core::{Driver, DriverConfig};
+
+use crate::filter;
+use crate::platform::WdfPlatform;
+use crate::wdf::pool::PoolBox;
+use crate::wdf::sync::PassiveLock;
+use crate::wdf::wdf_init::wdf_driver_config_init;
+
+/// The driver core over the controllers' C verbs tables.
+pub type Core = Driver<WdfPlatform, CiVerbs>;
+
+/// State shared by every callback.
+pub struct Globals {
+    /// The WinVerbs driver core.
+    pub core: Core,
+    /// When the control device must exist.
+    pub control: ControlDevice<WdfPlatform>,
+    /// The WDF driver object (for creating the control device).
+    pub driver: AtomicPtr<WDFDRIVER__>,
+    /// Serialises the control device's creation and deletion with the decisions about them.
+    pub lock: PassiveLock,
+}
+
+static GLOBALS: AtomicPtr<Globals> = AtomicPtr::new(null_mut());
+
+/// The driver-wide state; `None` only before `DriverEntry` finished or after unload, when no
+/// callback can run.
+pub fn globals() -> Option<&'static Globals> {
+    // SAFETY: set once in DriverEntry to a pool allocation that lives until EvtDriverUnload,
+    // after every device (and so every callback) is gone; only shared references are made.
+    unsafe { GLOBALS.load(Ordering::Acquire).as_ref() }
+}
+
+/// The entry point WDF's `FxDriverEntry` stub calls (PASSIVE_LEVEL).
+///
+/// # Safety
+/// Called once by the system with a valid driver object and registry path.
+#[unsafe(export_name = "DriverEntry")]
+pub unsafe extern "system" fn driver_entry(
+    driver: &mut DRIVER_OBJECT,
+    registry_path: PCUNICODE_STRING,
+) -> NTSTATUS {
+    let driver_object: PDRIVER_OBJECT = driver;
+    let Ok(lock) = PassiveLock::new() else {
+        return STATUS_INSUFFICIENT_RESOURCES;
+    };
+    let state = Globals {
+        core: Driver::new(WdfPlatform, DriverConfig::default()),
+        control: ControlDevice::new(&WdfPlatform),
+        driver: AtomicPtr::new(null_mut()),
+        lock,
+    };
+    let Ok(state) = PoolBox::try_new(state) else {
+        return STATUS_INSUFFICIENT_RESOURCES;
+    };
+    GLOBALS.store(state.into_raw(), Ordering::Release);
+
+    let mut config = wdf_driver_config_init(Some(filter::evt_driver_device_add));
+    // Never DriverObject->DriverUnload: KMDF owns it for PnP drivers.
+    config.EvtDriverUnload = Some(evt_driver_unload);
+    let mut wdf_driver: WDFDRIVER = null_mut();
+    // SAFETY: PASSIVE_LEVEL with the system's driver object and registry path; `config` and
+    // `wdf_driver` outlive the call.
+    let status = unsafe {
+        call_unsafe_wdf_function_binding!(
+            WdfDriverCreate,
+            driver_object,
+            registry_path,
+            WDF_NO_OBJECT_ATTRIBUTES,
+            &mut config,
+            &mut wdf_driver,
+        )
+    };
+    if !nt_success(status) {
+        free_globals();
+        return status;
+    }
+    if let Some(g) = globals() {
+        g.driver.store(wdf_driver, Ordering::Release);
+    }
+    STATUS_SUCCESS
+}
+
+/// Frees the driver-wide state.
+fn free_globals() {
+    let globals = GLOBALS.swap(null_mut(), Ordering::AcqRel);
+    // SAFETY: the allocation DriverEntry gave away, taken back once (the swap cleared it).
+    drop(unsafe { PoolBox::from_raw(globals) });
+}
+
+/// `EvtDriverUnload` (PASSIVE_LEVEL): every filter device is gone, and with the last one and the
+/// last handle the control device; nothing uses the core any more.
+extern "C" fn evt_driver_unload(_driver: WDFDRIVER) {
+    paged_code!();
+    free_globals();
+}
