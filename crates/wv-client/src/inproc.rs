@@ -145,7 +145,7 @@ impl std::error::Error for StackError {}
 struct Slot {
     hca: Arc<Hca>,
     /// Its C face, when the driver reaches it through the table.
-    _table: Option<CiExport<Hca>>,
+    table: Option<CiExport<Hca>>,
     removed: bool,
 }
 
@@ -307,7 +307,7 @@ impl Stack {
         };
         slots.push(Slot {
             hca,
-            _table: table,
+            table,
             removed: false,
         });
         index
@@ -326,6 +326,16 @@ impl Stack {
     /// The node GUID of device `device`, removed or not.
     pub fn device_guid(&self, device: usize) -> Option<u64> {
         self.slots().get(device).map(|s| s.hca.guid())
+    }
+
+    /// References the driver holds on the soft HCAs' C verbs tables (one per device it uses;
+    /// 0 with [`LowerEdge::Direct`]). Removal and unload must give each back.
+    pub fn table_references(&self) -> usize {
+        self.slots()
+            .iter()
+            .filter_map(|s| s.table.as_ref())
+            .map(CiExport::consumers)
+            .sum()
     }
 
     /// How many devices were ever added (removed ones keep their index).
