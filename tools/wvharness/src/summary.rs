@@ -4,7 +4,7 @@
 //! The verdict is about correctness only: it fails (and the exit status is non-zero) when a
 //! check fails or a benchmark cannot run. Performance is reported, never judged here: every
 //! number stands next to a baseline measured in the same run, as a ratio, beside the target the
-//! design aims for (issue 4), because on a shared 2-core machine absolute times drift more than
+//! design aims for, because on a shared 2-core machine absolute times drift more than
 //! the differences that matter.
 
 use std::io::{self, Write};
@@ -144,7 +144,7 @@ pub fn run(args: &SummaryArgs) -> io::Result<ExitCode> {
         writeln!(stdout)?;
         writeln!(
             stdout,
-            "Benchmark summary (informational: ratios to baselines measured in this run; targets from issue 4)"
+            "Benchmark summary (informational: ratios to baselines measured in this run; targets are the design's aims)"
         )?;
         stdout.flush()?;
     }
