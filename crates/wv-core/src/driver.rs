@@ -19,6 +19,8 @@ pub(crate) struct RdmaDevice<P: Platform, V: Verbs> {
     pub guid: u64,
     /// The verbs interface; dropped when removal has finished with it.
     lower: P::SpinLock<Option<Arc<V>>>,
+    /// The connection manager of the device's stack, if it has one; dropped with `lower`.
+    cm: P::SpinLock<Option<Arc<V::Cm>>>,
     /// DEVICE_OPENs in progress on this device; removal closes it and waits for them.
     pub gate: Gate<P>,
     /// Every opened device (`WV_DEVICE`) on it, of every file, until its teardown is over.
@@ -29,6 +31,12 @@ impl<P: Platform, V: Verbs> RdmaDevice<P, V> {
     /// The verbs interface, unless removal has dropped it.
     pub fn lower(&self) -> Option<Arc<V>> {
         self.lower.lock().clone()
+    }
+
+    /// The connection manager, unless the device has none or removal has dropped it.
+    #[allow(dead_code)]
+    pub fn cm(&self) -> Option<Arc<V::Cm>> {
+        self.cm.lock().clone()
     }
 }
 
@@ -108,12 +116,13 @@ impl<P: Platform, V: Verbs> FilterDriver<P> for Driver<P, V> {
     type Lower = V;
     type File = FileContext<P, V>;
 
-    fn device_arrival(&self, lower: Arc<V>) -> Result<(), NtStatus> {
+    fn device_arrival(&self, lower: Arc<V>, cm: Option<Arc<V::Cm>>) -> Result<(), NtStatus> {
         let shared = &self.shared;
         let gate = Gate::new(&shared.platform)?;
         let dev = Arc::new(RdmaDevice {
             guid: lower.guid(),
             lower: shared.platform.spin_lock(Some(lower)),
+            cm: shared.platform.spin_lock(cm),
             gate,
             opens: shared.platform.spin_lock(Vec::new()),
         });
@@ -143,7 +152,9 @@ impl<P: Platform, V: Verbs> FilterDriver<P> for Driver<P, V> {
             // the lock: releasing the interface (`InterfaceDereference` on Windows) may need
             // PASSIVE_LEVEL, and the lock holds DISPATCH_LEVEL.
             let lower = rdma.lower.lock().take();
+            let cm = rdma.cm.lock().take();
             drop(lower);
+            drop(cm);
         }
     }
 

@@ -820,6 +820,7 @@ impl Verbs for FakeVerbs {
     type Srq = FakeSrq;
     type Qp = FakeQp;
     type Mcast = FakeMcast;
+    type Cm = crate::fake_cm::FakeCm;
 
     fn guid(&self) -> u64 {
         self.config.lock().guid

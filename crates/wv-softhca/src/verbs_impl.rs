@@ -267,6 +267,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
     type Srq = SoftSrq;
     type Qp = SoftQp;
     type Mcast = SoftMcast;
+    type Cm = wv_hal::NoCm;
 
     fn guid(&self) -> u64 {
         self.dev.guid

@@ -57,7 +57,11 @@ impl FilterDriver<HostPlatform> for TestDriver {
     type Lower = FakeVerbs;
     type File = TestFile;
 
-    fn device_arrival(&self, lower: Arc<FakeVerbs>) -> Result<(), NtStatus> {
+    fn device_arrival(
+        &self,
+        lower: Arc<FakeVerbs>,
+        _cm: Option<Arc<wv_host::fake_cm::FakeCm>>,
+    ) -> Result<(), NtStatus> {
         self.note("arrival".into());
         *self.lower.lock().unwrap() = Some(lower);
         Ok(())
