@@ -292,10 +292,10 @@ impl Obj {
 
 #[derive(Clone)]
 enum Sink {
-    Ca(Arc<dyn CaEventSink>),
-    Cq(Arc<dyn CqEventSink>),
-    Srq(Arc<dyn SrqEventSink>),
-    Qp(Arc<dyn QpEventSink>),
+    Ca(wv_hal::KArc<dyn CaEventSink>),
+    Cq(wv_hal::KArc<dyn CqEventSink>),
+    Srq(wv_hal::KArc<dyn SrqEventSink>),
+    Qp(wv_hal::KArc<dyn QpEventSink>),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -844,7 +844,7 @@ impl Verbs for FakeVerbs {
     fn open_ca(
         &self,
         umv: &mut Umv<'_>,
-        events: Arc<dyn CaEventSink>,
+        events: wv_hal::KArc<dyn CaEventSink>,
     ) -> Result<FakeCa, VerbsError> {
         self.enter(FakeCall::OpenCa, 0)?;
         self.umv(umv);
@@ -979,7 +979,7 @@ impl Verbs for FakeVerbs {
         &self,
         ca: &FakeCa,
         entries: u32,
-        events: Arc<dyn CqEventSink>,
+        events: wv_hal::KArc<dyn CqEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<(FakeCq, u32), VerbsError> {
         self.enter(FakeCall::CreateCq, ca.id)?;
@@ -1022,7 +1022,7 @@ impl Verbs for FakeVerbs {
         &self,
         pd: &FakePd,
         attr: &SrqAttributes,
-        events: Arc<dyn SrqEventSink>,
+        events: wv_hal::KArc<dyn SrqEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<FakeSrq, VerbsError> {
         self.enter(FakeCall::CreateSrq, pd.id)?;
@@ -1084,7 +1084,7 @@ impl Verbs for FakeVerbs {
         &self,
         pd: &FakePd,
         create: &QpCreate<'_, FakeCq, FakeSrq>,
-        events: Arc<dyn QpEventSink>,
+        events: wv_hal::KArc<dyn QpEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<(FakeQp, QpCreated), VerbsError> {
         self.enter(FakeCall::CreateQp, pd.id)?;

@@ -260,7 +260,7 @@ impl Platform for HostPlatform {
         Ok(HostEvent::new(Arc::clone(&self.shared)))
     }
 
-    fn queue_work(&self, work: Arc<dyn WorkItem>) -> Result<(), NtStatus> {
+    fn queue_work(&self, work: wv_hal::KArc<dyn WorkItem>) -> Result<(), NtStatus> {
         let level = irql::current();
         if level > Irql::Dispatch {
             self.shared

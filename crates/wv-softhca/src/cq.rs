@@ -1,6 +1,5 @@
 //! Completion queues: a CQE ring shared with user mode, one-shot arming, overrun detection.
 
-use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, AtomicU8, Ordering, fence};
 
 use spin::Mutex;
@@ -27,12 +26,12 @@ pub(crate) struct Cq {
     pub queued: AtomicBool,
     /// The CQ overran: it is in error for good and takes no more CQEs.
     pub overrun: AtomicBool,
-    pub sink: Arc<dyn CqEventSink>,
+    pub sink: wv_hal::KArc<dyn CqEventSink>,
     pub rundown: Rundown,
 }
 
 impl Cq {
-    pub(crate) fn new(handle: u32, entries: u32, sink: Arc<dyn CqEventSink>) -> Self {
+    pub(crate) fn new(handle: u32, entries: u32, sink: wv_hal::KArc<dyn CqEventSink>) -> Self {
         Cq {
             handle,
             ring: Ring::new(entries, CQE_WORDS),

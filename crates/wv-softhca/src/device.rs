@@ -331,7 +331,7 @@ impl EventRing {
 /// A user context (`open_ca`): its event sink and its id for the UVP registry.
 pub(crate) struct Context {
     pub handle: u32,
-    pub sink: Arc<dyn CaEventSink>,
+    pub sink: wv_hal::KArc<dyn CaEventSink>,
     pub rundown: Rundown,
 }
 

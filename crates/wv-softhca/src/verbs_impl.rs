@@ -279,7 +279,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
     fn open_ca(
         &self,
         umv: &mut Umv<'_>,
-        events: Arc<dyn CaEventSink>,
+        events: wv_hal::KArc<dyn CaEventSink>,
     ) -> Result<SoftCa, VerbsError> {
         let dev = &self.dev;
         dev.command(|| {
@@ -528,7 +528,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         &self,
         _ca: &SoftCa,
         entries: u32,
-        events: Arc<dyn CqEventSink>,
+        events: wv_hal::KArc<dyn CqEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<(SoftCq, u32), VerbsError> {
         let dev = &self.dev;
@@ -582,7 +582,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         &self,
         pd: &SoftPd,
         attr: &SrqAttributes,
-        events: Arc<dyn SrqEventSink>,
+        events: wv_hal::KArc<dyn SrqEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<SoftSrq, VerbsError> {
         let dev = &self.dev;
@@ -665,7 +665,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         &self,
         pd: &SoftPd,
         c: &QpCreate<'_, SoftCq, SoftSrq>,
-        events: Arc<dyn QpEventSink>,
+        events: wv_hal::KArc<dyn QpEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<(SoftQp, QpCreated), VerbsError> {
         let dev = &self.dev;
