@@ -205,9 +205,10 @@ fn every_allocation_of_every_ioctl_path_can_fail() {
 }
 
 fn second_hca() -> wv_host::fake_verbs::FakeConfig {
-    let mut config = wv_host::fake_verbs::FakeConfig::default();
-    config.guid = 0x0002_c903_0000_5678u64.to_be();
-    config
+    wv_host::fake_verbs::FakeConfig {
+        guid: 0x0002_c903_0000_5678u64.to_be(),
+        ..Default::default()
+    }
 }
 
 #[test]
