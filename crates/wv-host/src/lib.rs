@@ -27,7 +27,7 @@ mod sync;
 mod verifier;
 
 pub use event::HostEvent;
-pub use io_manager::{File, Io, IoManager};
+pub use io_manager::{File, FileRef, Io, IoManager};
 pub use low_resources::LowResources;
 pub use platform::HostPlatform;
 pub use queue::HostQueue;
