@@ -18,6 +18,8 @@ mod event;
 pub mod fake_verbs;
 mod io_manager;
 mod irql;
+#[cfg(loom)]
+pub mod loom_platform;
 pub mod low_resources;
 mod platform;
 mod queue;
