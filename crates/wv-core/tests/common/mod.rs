@@ -418,6 +418,12 @@ pub fn valid_request(code: Ioctl, s: &Full) -> (Vec<u8>, usize) {
         I::QpAttach => (mc_in(s.ud_qp, 0xC002), 0),
         I::QpDetach => (mc_in(s.ud_qp, 0xC001), 0),
         I::QpCancel => (u(s.qp), 0),
+        // The route option, with its 64-byte path record (any other option is refused first).
+        I::EpModify => {
+            let mut input = id(1, 0, wv_abi::consts::WV_IO_EP_OPTION_ROUTE);
+            input.resize(16 + 64, 0);
+            (input, 0)
+        }
         ep => (vec![0; ep.min_input()], ep.min_output()),
     }
 }
