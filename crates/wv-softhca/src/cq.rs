@@ -31,17 +31,22 @@ pub(crate) struct Cq {
 }
 
 impl Cq {
-    pub(crate) fn new(handle: u32, entries: u32, sink: wv_hal::KArc<dyn CqEventSink>) -> Self {
-        Cq {
+    /// A CQ, unless its ring cannot be allocated.
+    pub(crate) fn try_new(
+        handle: u32,
+        entries: u32,
+        sink: wv_hal::KArc<dyn CqEventSink>,
+    ) -> Result<Self, wv_hal::AllocError> {
+        Ok(Cq {
             handle,
-            ring: Ring::new(entries, CQE_WORDS),
+            ring: Ring::try_new(entries, CQE_WORDS)?,
             prod: Padded(Mutex::new(())),
             notify: AtomicU8::new(ARM_NONE),
             queued: AtomicBool::new(false),
             overrun: AtomicBool::new(false),
             sink,
             rundown: Rundown::new(),
-        }
+        })
     }
 
     /// Writes a CQE; raises the CQ interrupt if the CQ was armed for it, or the CQ error event

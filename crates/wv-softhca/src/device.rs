@@ -232,6 +232,9 @@ impl<T> Table<T> {
         let i = match slots.iter().position(Option::is_none) {
             Some(i) => i,
             None => {
+                slots
+                    .try_reserve(1)
+                    .map_err(|_| VerbsError::InsufficientMemory)?;
                 slots.push(None);
                 slots.len() - 1
             }
