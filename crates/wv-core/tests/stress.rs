@@ -158,7 +158,9 @@ fn threads_files_cancels_closes_removals_and_rearrivals() {
     assert!(removals > 0, "the PnP thread never removed the device");
     let fx = Arc::try_unwrap(fx).ok().expect("fixture still shared");
     drop(fx); // unload: the verifier's teardown check
-    let ops = THREADS * ops_per_thread + removals * 2;
+    // Operations: every request, cancel, close, removal and re-arrival.
+    let ops =
+        completed + cancels.load(Ordering::SeqCst) + closes.load(Ordering::SeqCst) + removals * 2;
     eprintln!(
         "stress: {} requests from {THREADS} threads, {} cancels, {} closes, {removals} \
          removals and re-arrivals; every request completed exactly once",
