@@ -1,8 +1,6 @@
 //! What the platform calls: the driver's side of PnP and of the control device.
 
-use alloc::sync::Arc;
-
-use crate::{Platform, Verbs};
+use crate::{KArc, Platform, Verbs};
 use wv_abi::NtStatus;
 
 /// The driver as the platform sees it. `wv-core` implements it; the WDF glue and the host model
@@ -16,20 +14,21 @@ pub trait FilterDriver<P: Platform>: Send + Sync + 'static {
     /// Per-file state (the WinVerbs "provider"), kept in the file object's context.
     type File: Send + Sync + 'static;
 
-    /// A lower device has started and handed over its verbs interface.
+    /// A lower device has started and handed over its verbs interface, in a `KArc` the caller
+    /// allocated (fallibly: the glue fails the start when it cannot).
     ///
-    /// WDF: `EvtDeviceD0Entry` of the filter device, after `WdfFdoQueryForInterface`
-    /// (`GUID_RDMA_INTERFACE_VERBS`) succeeded.
+    /// WDF: `EvtDeviceSelfManagedIoInit` of the filter device (its first start), after
+    /// `WdfFdoQueryForInterface` (`GUID_RDMA_INTERFACE_VERBS`) succeeded.
     ///
     /// # Errors
     /// The status to fail D0Entry with.
-    fn device_arrival(&self, lower: Arc<Self::Lower>) -> Result<(), NtStatus>;
+    fn device_arrival(&self, lower: KArc<Self::Lower>) -> Result<(), NtStatus>;
 
     /// The lower device with node GUID `guid` is going away (orderly or surprise removal). On
     /// return nothing uses its verbs interface any more: every parked request on it has ended
     /// and every handle on it is invalid.
     ///
-    /// WDF: `EvtDeviceD0Exit` / `EvtDeviceSurpriseRemoval` of the filter device.
+    /// WDF: `EvtDeviceSelfManagedIoCleanup` / `EvtDeviceSurpriseRemoval` of the filter device.
     fn device_removal(&self, guid: u64);
 
     /// A handle to `\\.\WinVerbs` was opened.

@@ -9,6 +9,8 @@
 //! * The [`Verifier`] is always on: IRQL rules, double/never completion, leaked requests,
 //!   queues, files and lower-device objects fail the run with a message naming the rule.
 //! * [`fake_verbs::FakeVerbs`] is a scriptable lower device for the core's tests.
+//! * [`LowResources`] is Driver Verifier's low-resources simulation: a global allocator that
+//!   refuses the driver's N-th allocation, or a random fraction of them.
 #![deny(unsafe_code)]
 
 mod deferred;
@@ -16,6 +18,9 @@ mod event;
 pub mod fake_verbs;
 mod io_manager;
 mod irql;
+#[cfg(loom)]
+pub mod loom_platform;
+pub mod low_resources;
 mod platform;
 mod queue;
 mod request;
@@ -24,7 +29,8 @@ mod sync;
 mod verifier;
 
 pub use event::HostEvent;
-pub use io_manager::{File, Io, IoManager};
+pub use io_manager::{File, FileRef, Io, IoManager};
+pub use low_resources::LowResources;
 pub use platform::HostPlatform;
 pub use queue::HostQueue;
 pub use request::{HostRequest, IoStatus, RawIrp};
