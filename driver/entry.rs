@@ -59,8 +59,12 @@ pub unsafe extern "system" fn driver_entry(
     let Ok(lock) = PassiveLock::new() else {
         return STATUS_INSUFFICIENT_RESOURCES;
     };
+    let core = match Driver::try_new(WdfPlatform, DriverConfig::default()) {
+        Ok(core) => core,
+        Err(status) => return status.0 as NTSTATUS,
+    };
     let state = Globals {
-        core: Driver::new(WdfPlatform, DriverConfig::default()),
+        core,
         control: ControlDevice::new(&WdfPlatform),
         driver: AtomicPtr::new(null_mut()),
         lock,

@@ -10,15 +10,15 @@
 //! tore every application's objects down on each sleep transition (spec §7.1-e); here they
 //! survive a Dx transition of the controller, whose driver owns restoring its hardware state.
 
-use alloc::sync::Arc;
 use core::mem::size_of;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use wdk::{nt_success, paged_code};
 use wdk_sys::{
-    GUID, INTERFACE, NTSTATUS, PWDFDEVICE_INIT, STATUS_NOT_SUPPORTED, STATUS_SUCCESS, WDFDEVICE,
-    WDFDRIVER, WDFOBJECT, call_unsafe_wdf_function_binding,
+    GUID, INTERFACE, NTSTATUS, PWDFDEVICE_INIT, STATUS_INSUFFICIENT_RESOURCES,
+    STATUS_NOT_SUPPORTED, STATUS_SUCCESS, WDFDEVICE, WDFDRIVER, WDFOBJECT,
+    call_unsafe_wdf_function_binding,
 };
 use wv_ci::{
     CiCm, CiVerbs, GUID_INFINIBAND_INTERFACE_CM, GUID_RDMA_INTERFACE_VERBS,
@@ -26,7 +26,7 @@ use wv_ci::{
     RDMA_INTERFACE_VERBS_VERSION,
 };
 use wv_core::control::ControlAction;
-use wv_hal::{FilterDriver, Verbs};
+use wv_hal::{FilterDriver, KArc, Verbs};
 
 use crate::control;
 use crate::entry::{Globals, globals};
@@ -182,14 +182,19 @@ extern "C" fn evt_self_managed_io_init(device: WDFDEVICE) -> NTSTATUS {
         }
     };
     let node_guid = lower.guid();
-    // `Arc` has no fallible constructor on stable Rust; this is one small allocation per
-    // controller start.
-    let cm = take_cm(device).map(Arc::new);
-    if let Err(status) = g.core.device_arrival(Arc::new(lower), cm) {
+    let Ok(lower) = KArc::try_new(lower) else {
+        // Out of pool: dropping the adapter gives the table's reference back; the start fails.
+        return STATUS_INSUFFICIENT_RESOURCES;
+    };
+    // A CM whose cell cannot be allocated is released again (its reference goes back): the
+    // controller still works without endpoints.
+    let cm = take_cm(device).and_then(|cm| KArc::try_new(cm).ok());
+    if let Err(status) = g.core.device_arrival(lower, cm) {
         return status.0 as NTSTATUS;
     }
     st.guid.store(node_guid, Ordering::Release);
     st.arrived.store(true, Ordering::Release);
+    take_cm(device, st);
     STATUS_SUCCESS
 }
 

@@ -33,9 +33,11 @@ mod platform;
 #[cfg(windows)]
 mod wdf;
 
-/// Pool allocations of Rust code (the core's `Arc`s and `Vec`s): `ExAllocatePool2` from
-/// nonpaged pool with one tag. It returns null when pool runs out, which Rust turns into a bug
-/// check; the glue's own allocations go through `wdf::pool`, which fails softly instead.
+/// Pool allocations of Rust code: `ExAllocatePool2` from nonpaged pool with one tag. It
+/// returns null when pool runs out. The core and the adapters only allocate through fallible
+/// paths (`KArc::try_new`, `try_reserve`, `wdf::pool`), which turn that null into a failed
+/// request; an infallible one (`Arc::new`, `Box::new`, a growing `Vec`) would turn it into a
+/// bug check, which is why `wv-core`'s clippy configuration forbids them.
 #[cfg(windows)]
 #[global_allocator]
 static GLOBAL_ALLOCATOR: wdk_alloc::WdkAllocator = wdk_alloc::WdkAllocator;

@@ -2,11 +2,9 @@
 //! `wv-hal` describes: manual queues of the control device, `KSPIN_LOCK`s, nonpaged `KEVENT`s,
 //! `IoAllocateWorkItem` work items, `KeGetCurrentIrql`, `KeQueryInterruptTimePrecise`.
 
-use alloc::sync::Arc;
-
 use wdk_sys::ntddk::{KeGetCurrentIrql, KeQueryInterruptTimePrecise};
 use wv_abi::NtStatus;
-use wv_hal::{Irql, Platform, WorkItem};
+use wv_hal::{Irql, KArc, Platform, WorkItem};
 
 use crate::control;
 use crate::wdf::queue::ManualQueue;
@@ -38,7 +36,7 @@ impl Platform for WdfPlatform {
         KEvent::new()
     }
 
-    fn queue_work(&self, work: Arc<dyn WorkItem>) -> Result<(), NtStatus> {
+    fn queue_work(&self, work: KArc<dyn WorkItem>) -> Result<(), NtStatus> {
         // SAFETY: the control device's WDM device object (or null when it does not exist),
         // which lives while any handle is open, and work is only queued for open handles.
         unsafe { work::queue_work(control::wdm_device(), work) }

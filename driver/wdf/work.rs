@@ -3,19 +3,17 @@
 //! a reference on the device object it was allocated for, so the driver cannot unload while one
 //! is queued or running.
 
-use alloc::sync::Arc;
-
 use wdk_sys::ntddk::{IoAllocateWorkItem, IoFreeWorkItem, IoQueueWorkItem};
 use wdk_sys::{_WORK_QUEUE_TYPE, PDEVICE_OBJECT, PIO_WORKITEM, PVOID};
 use wv_abi::NtStatus;
-use wv_hal::WorkItem;
+use wv_hal::{KArc, WorkItem};
 
 use super::pool::PoolBox;
 
 /// What the routine receives.
 struct Queued {
     item: PIO_WORKITEM,
-    work: Arc<dyn WorkItem>,
+    work: KArc<dyn WorkItem>,
 }
 
 /// Queues `work` to run once at PASSIVE_LEVEL. IRQL <= DISPATCH_LEVEL.
@@ -26,7 +24,7 @@ struct Queued {
 ///
 /// # Safety
 /// `device` is null or a live device object of this driver.
-pub unsafe fn queue_work(device: PDEVICE_OBJECT, work: Arc<dyn WorkItem>) -> Result<(), NtStatus> {
+pub unsafe fn queue_work(device: PDEVICE_OBJECT, work: KArc<dyn WorkItem>) -> Result<(), NtStatus> {
     if device.is_null() {
         return Err(NtStatus::INSUFFICIENT_RESOURCES);
     }

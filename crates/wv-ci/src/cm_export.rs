@@ -24,6 +24,7 @@
 use alloc::sync::Arc;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
+use core::mem::ManuallyDrop;
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
@@ -32,7 +33,7 @@ use wv_hal::cm::{
     DREP_PRIVATE_DATA, DREQ_PRIVATE_DATA, MRA_PRIVATE_DATA, REJ_ARI, REJ_PRIVATE_DATA,
     REP_PRIVATE_DATA, REQ_PRIVATE_DATA, RTU_PRIVATE_DATA,
 };
-use wv_hal::{CmEvent, CmEventSink, CmRep, CmReq, ConnectionManager};
+use wv_hal::{CmEvent, CmEventSink, CmRep, CmReq, ConnectionManager, KArc};
 
 use crate::base::{INTERFACE, NTSTATUS, net64_t};
 use crate::cm::*;
@@ -65,7 +66,7 @@ impl<C: ConnectionManager> Drop for Shared<C> {
 
 /// A connection manager presented as an `INFINIBAND_INTERFACE_CM` table.
 pub struct CiCmExport<C: ConnectionManager> {
-    shared: Arc<Shared<C>>,
+    shared: KArc<Shared<C>>,
 }
 
 impl<C: ConnectionManager> core::fmt::Debug for CiCmExport<C> {
@@ -78,14 +79,21 @@ impl<C: ConnectionManager> core::fmt::Debug for CiCmExport<C> {
 
 /// Why an export could not be made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SlotsExhausted;
+pub enum ExportError {
+    /// Every one of the [`EXPORT_SLOTS`] slots is taken by a live export.
+    NoSlot,
+    /// No memory for the export.
+    NoMemory,
+}
 
 impl<C: ConnectionManager> CiCmExport<C> {
     /// Presents `cm` as a table.
     ///
     /// # Errors
-    /// Every one of the [`EXPORT_SLOTS`] slots is taken by a live export.
-    pub fn new(cm: Arc<C>) -> Result<Self, SlotsExhausted> {
+    /// Every one of the [`EXPORT_SLOTS`] slots is taken by a live export, or no memory.
+    pub fn new(cm: Arc<C>) -> Result<Self, ExportError> {
+        // Reserved first: a claimed slot is then always filled.
+        let reserved = KArc::<Shared<C>>::try_reserve().map_err(|_| ExportError::NoMemory)?;
         for (slot, cell) in SLOTS.iter().enumerate() {
             // Claim the slot with a placeholder, then publish the real pointer.
             let placeholder = ptr::dangling_mut::<()>();
@@ -98,22 +106,22 @@ impl<C: ConnectionManager> CiCmExport<C> {
                 )
                 .is_ok()
             {
-                let shared = Arc::new(Shared {
+                let shared = reserved.write(Shared {
                     cm,
                     slot,
                     next_cid: AtomicU32::new(1),
                 });
-                cell.store(Arc::as_ptr(&shared).cast_mut().cast(), Ordering::Release);
+                cell.store(KArc::as_ptr(&shared).cast_mut().cast(), Ordering::Release);
                 return Ok(CiCmExport { shared });
             }
         }
-        Err(SlotsExhausted)
+        Err(ExportError::NoSlot)
     }
 
     /// The interface a query for `GUID_INFINIBAND_INTERFACE_CM` returns, holding one reference
     /// on the export (released by its `InterfaceDereference`).
     pub fn interface(&self) -> INFINIBAND_INTERFACE_CM {
-        let context = Arc::into_raw(Arc::clone(&self.shared)).cast_mut().cast();
+        let context = KArc::into_raw(self.shared.clone()).cast_mut().cast();
         INFINIBAND_INTERFACE_CM {
             InterfaceHeader: INTERFACE {
                 Size: size_of::<INFINIBAND_INTERFACE_CM>() as u16,
@@ -138,26 +146,38 @@ impl<C: ConnectionManager> CiCmExport<C> {
 
     /// References on the export held by consumers' interfaces (for tests and leak checks).
     pub fn consumers(&self) -> usize {
-        Arc::strong_count(&self.shared) - 1
+        KArc::strong_count(&self.shared) - 1
     }
 }
 
+/// A new reference on the `Shared<C>` behind `raw` (a reference its caller holds).
+///
+/// # Safety
+/// `raw` came from `KArc::into_raw` of a `KArc<Shared<C>>` whose reference is still held.
+unsafe fn another<C: ConnectionManager>(raw: *const Shared<C>) -> KArc<Shared<C>> {
+    // SAFETY: the caller's promise; borrowing its reference for a clone leaves it as it was.
+    let held = ManuallyDrop::new(unsafe { KArc::from_raw(raw) });
+    KArc::clone(&held)
+}
+
 unsafe extern "system" fn reference<C: ConnectionManager>(context: *mut c_void) {
-    // SAFETY: `context` is the `Arc<Shared<C>>` pointer `interface` leaked, still referenced
+    // SAFETY: `context` is the `KArc<Shared<C>>` pointer `interface` gave up, still referenced
     // by the caller.
-    unsafe { Arc::increment_strong_count(context.cast::<Shared<C>>()) };
+    let new = unsafe { another::<C>(context.cast()) };
+    // The new reference the caller now holds as well.
+    let _ = KArc::into_raw(new);
 }
 
 unsafe extern "system" fn dereference<C: ConnectionManager>(context: *mut c_void) {
-    // SAFETY: drops one of the references `interface`/`reference` took.
-    unsafe { Arc::decrement_strong_count(context.cast::<Shared<C>>()) };
+    // SAFETY: drops one of the references `interface`/`reference` gave up.
+    drop(unsafe { KArc::from_raw(context.cast::<Shared<C>>()) });
 }
 
 /// One id: the C id first, so its address is the record's.
 #[repr(C)]
 struct ExportId<C: ConnectionManager> {
     c: UnsafeCell<iba_cm_id>,
-    shared: Arc<Shared<C>>,
+    shared: KArc<Shared<C>>,
     /// The Rust id; written once before the record's address reaches C, read-only after.
     id: UnsafeCell<Option<C::Id>>,
 }
@@ -278,11 +298,11 @@ fn pdata(data: &[u8], field: usize) -> iba_cm_pdata {
 }
 
 /// A record not yet published, and the sink that reports to its C callback.
-type NewRecord<C> = (Pinned<ExportId<C>>, Arc<dyn CmEventSink>);
+type NewRecord<C> = (Pinned<ExportId<C>>, KArc<dyn CmEventSink>);
 
 /// A record for a new id, not yet published.
 fn new_record<C: ConnectionManager>(
-    shared: &Arc<Shared<C>>,
+    shared: &KArc<Shared<C>>,
     callback: iba_cm_callback,
     context: *mut c_void,
 ) -> Result<NewRecord<C>, NTSTATUS> {
@@ -293,14 +313,15 @@ fn new_record<C: ConnectionManager>(
             callback,
             cid: cid.to_be(),
         }),
-        shared: Arc::clone(shared),
+        shared: KArc::clone(shared),
         id: UnsafeCell::new(None),
     })
     .map_err(|_| status(NtStatus::NO_MEMORY))?;
-    let sink: Arc<dyn CmEventSink> = Arc::new(IdSink {
+    let sink = KArc::try_new(IdSink {
         id: record.as_ptr().cast_mut().cast(),
-    });
-    Ok((record, sink))
+    })
+    .map_err(|_| status(NtStatus::NO_MEMORY))?;
+    Ok((record, sink.into()))
 }
 
 /// Publishes a record whose Rust id exists: C owns it from here, until `destroy_id`.
@@ -383,9 +404,7 @@ unsafe extern "system" fn create_id<C: ConnectionManager, const SLOT: usize>(
     // SAFETY: the slot holds the `Shared<C>` of the export whose table carries this
     // function, alive while the caller holds the interface's reference (the slot is cleared
     // when the last reference goes); the reference taken here keeps it for the call.
-    unsafe { Arc::increment_strong_count(raw) };
-    // SAFETY: the reference just taken.
-    let shared = unsafe { Arc::from_raw(raw) };
+    let shared = unsafe { another::<C>(raw) };
     let (record, sink) = match new_record(&shared, callback, context) {
         Ok(r) => r,
         Err(s) => return s,

@@ -11,7 +11,6 @@
 //! id's callback and context before the CM can report anything on it (spec §7.1-h: OFW used
 //! `get_request`, which gives the new id the listener's callback, and overwrote it afterwards).
 
-use alloc::sync::Arc;
 use core::ffi::c_void;
 use core::ptr;
 
@@ -21,7 +20,7 @@ use wv_hal::cm::{
     REP_PRIVATE_DATA, RTU_PRIVATE_DATA,
 };
 use wv_hal::{
-    CmEvent, CmEventSink, CmRep, CmReq, CmReqEvent, ConnectionManager, QpModify, QpState,
+    CmEvent, CmEventSink, CmRep, CmReq, CmReqEvent, ConnectionManager, KArc, QpModify, QpState,
 };
 
 use crate::base::NTSTATUS;
@@ -54,7 +53,7 @@ impl core::fmt::Debug for CiCm {
 /// A CM id: the C id and the context its callback receives (the owner's sink).
 pub struct CiCmId {
     id: *mut iba_cm_id,
-    ctx: Pinned<Arc<dyn CmEventSink>>,
+    ctx: Pinned<KArc<dyn CmEventSink>>,
 }
 
 // SAFETY: the id is the CM's token, usable from any thread; the context is only read (a
@@ -188,8 +187,8 @@ unsafe extern "system" fn cm_callback(
     let Some(event) = (unsafe { p_event.as_ref() }) else {
         return 0;
     };
-    let context = id.context.cast::<Arc<dyn CmEventSink>>();
-    // SAFETY: every id this adapter creates gets as context a `Pinned<Arc<dyn CmEventSink>>`'s
+    let context = id.context.cast::<KArc<dyn CmEventSink>>();
+    // SAFETY: every id this adapter creates gets as context a `Pinned<KArc<dyn CmEventSink>>`'s
     // value, freed only after `destroy_id` (which waits for running callbacks) has returned.
     let Some(sink) = (unsafe { context.as_ref() }) else {
         return 0;
@@ -266,14 +265,14 @@ impl Drop for CiCm {
 }
 
 /// The context a new id's callback receives.
-fn context(events: Arc<dyn CmEventSink>) -> Result<Pinned<Arc<dyn CmEventSink>>, NtStatus> {
+fn context(events: KArc<dyn CmEventSink>) -> Result<Pinned<KArc<dyn CmEventSink>>, NtStatus> {
     Pinned::new(events).map_err(|_| NtStatus::NO_MEMORY)
 }
 
 impl ConnectionManager for CiCm {
     type Id = CiCmId;
 
-    fn create_id(&self, events: Arc<dyn CmEventSink>) -> Result<CiCmId, NtStatus> {
+    fn create_id(&self, events: KArc<dyn CmEventSink>) -> Result<CiCmId, NtStatus> {
         let create = cm_fn!(self.create_id);
         let ctx = context(events)?;
         let mut id = ptr::null_mut();
@@ -323,7 +322,7 @@ impl ConnectionManager for CiCm {
     fn get_request(
         &self,
         listen: &CiCmId,
-        events: Arc<dyn CmEventSink>,
+        events: KArc<dyn CmEventSink>,
     ) -> Result<(CiCmId, CmReqEvent), NtStatus> {
         let get = cm_fn!(self.get_request_ex);
         let ctx = context(events)?;

@@ -21,12 +21,13 @@
 use alloc::sync::Arc;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
+use core::mem::ManuallyDrop;
 use core::ptr;
 
 use spin::Mutex;
 use wv_hal::{
-    CaEvent, CaEventSink, CqEventSink, MemoryRegion, QpCreate, QpEvent, QpEventSink, SrqEvent,
-    SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
+    AllocError, CaEvent, CaEventSink, CqEventSink, KArc, MemoryRegion, QpCreate, QpEvent,
+    QpEventSink, SrqEvent, SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
 };
 
 use crate::base::{INTERFACE, KPROCESSOR_MODE, LIST_ENTRY, boolean_t, net32_t};
@@ -138,21 +139,20 @@ unsafe impl Send for Handlers {}
 unsafe impl Sync for Handlers {}
 
 impl Handlers {
-    fn new() -> Arc<Handlers> {
-        // `Arc::new` has no fallible form on stable Rust; the list is made once per export.
-        let h = Arc::new(Handlers {
+    fn new() -> Result<KArc<Handlers>, AllocError> {
+        let h = KArc::try_new(Handlers {
             lock: Mutex::new(()),
             head: UnsafeCell::new(LIST_ENTRY::zeroed()),
-        });
+        })?;
         let head = h.head.get();
-        // SAFETY: `head` is inside the `Arc`, which never moves it; nobody else sees it yet.
+        // SAFETY: `head` is inside the `KArc`, which never moves it; nobody else sees it yet.
         unsafe {
             head.write(LIST_ENTRY {
                 Flink: head,
                 Blink: head,
             })
         };
-        h
+        Ok(h)
     }
 
     /// Links `entry` at the tail.
@@ -279,11 +279,11 @@ impl QpEventSink for CSink {
 /// The device behind `p_hca_obj` and the interface's `Context`.
 struct Device<V: Verbs> {
     verbs: Arc<V>,
-    handlers: Arc<Handlers>,
+    handlers: KArc<Handlers>,
     /// The device's own open, whose events feed the handlers; closed when the last reference
     /// goes.
     own: Mutex<Option<V::Ca>>,
-    no_events: Arc<dyn CaEventSink>,
+    no_events: KArc<dyn CaEventSink>,
 }
 
 impl<V: Verbs> Drop for Device<V> {
@@ -296,7 +296,7 @@ impl<V: Verbs> Drop for Device<V> {
 
 /// An RDMA controller presented as an `RDMA_INTERFACE_VERBS` table.
 pub struct CiExport<V: Verbs> {
-    device: Arc<Device<V>>,
+    device: KArc<Device<V>>,
 }
 
 impl<V: Verbs> core::fmt::Debug for CiExport<V> {
@@ -313,15 +313,18 @@ impl<V: Verbs> CiExport<V> {
     /// # Errors
     /// The device's open failed, or no memory was left.
     pub fn new(verbs: Arc<V>) -> Result<Self, VerbsError> {
-        let handlers = Handlers::new();
-        let sink: Arc<dyn CaEventSink> = handlers.clone();
-        let own = verbs.open_ca(&mut Umv::none(), sink)?;
+        let no_memory = |_| VerbsError::InsufficientMemory;
+        let handlers = Handlers::new().map_err(no_memory)?;
+        let no_events = KArc::try_new(NoEvents).map_err(no_memory)?.into();
+        // Reserved before the open, so nothing can fail once the device is open.
+        let slot = KArc::<Device<V>>::try_reserve().map_err(no_memory)?;
+        let own = verbs.open_ca(&mut Umv::none(), handlers.clone().into())?;
         Ok(CiExport {
-            device: Arc::new(Device {
+            device: slot.write(Device {
                 verbs,
                 handlers,
                 own: Mutex::new(Some(own)),
-                no_events: Arc::new(NoEvents),
+                no_events,
             }),
         })
     }
@@ -329,10 +332,10 @@ impl<V: Verbs> CiExport<V> {
     /// The interface a query for `GUID_RDMA_INTERFACE_VERBS` returns, holding one reference
     /// on the export (released by its `InterfaceDereference`).
     pub fn interface(&self) -> RDMA_INTERFACE_VERBS {
-        let context = Arc::into_raw(Arc::clone(&self.device)).cast_mut().cast();
+        let context = KArc::into_raw(self.device.clone()).cast_mut().cast();
         let mut verbs = table::<V>();
         verbs.guid = self.device.verbs.guid();
-        verbs.p_hca_obj = Arc::as_ptr(&self.device).cast_mut().cast();
+        verbs.p_hca_obj = KArc::as_ptr(&self.device).cast_mut().cast();
         let name = self.device.verbs.library_name().as_bytes();
         let n = name.len().min(MAX_LIB_NAME - 1);
         verbs.libname[..n].copy_from_slice(&name[..n]);
@@ -362,19 +365,21 @@ impl<V: Verbs> CiExport<V> {
 
     /// References on the export held by consumers' interfaces (for tests and leak checks).
     pub fn consumers(&self) -> usize {
-        Arc::strong_count(&self.device) - 1
+        KArc::strong_count(&self.device) - 1
     }
 }
 
 unsafe extern "system" fn reference<V: Verbs>(context: *mut c_void) {
-    // SAFETY: `context` is the `Arc<Device<V>>` pointer `interface` leaked, still referenced
-    // by the caller.
-    unsafe { Arc::increment_strong_count(context.cast::<Device<V>>()) };
+    // SAFETY: `context` is the `KArc<Device<V>>` pointer `interface` gave up, still referenced
+    // by the caller: borrowing that reference for a clone leaves it as it was.
+    let held = ManuallyDrop::new(unsafe { KArc::from_raw(context.cast::<Device<V>>()) });
+    // The new reference the caller now holds as well.
+    let _ = KArc::into_raw(KArc::clone(&held));
 }
 
 unsafe extern "system" fn dereference<V: Verbs>(context: *mut c_void) {
-    // SAFETY: drops one of the references `interface`/`reference` took.
-    unsafe { Arc::decrement_strong_count(context.cast::<Device<V>>()) };
+    // SAFETY: drops one of the references `interface`/`reference` gave up.
+    drop(unsafe { KArc::from_raw(context.cast::<Device<V>>()) });
 }
 
 /// The device behind `p_hca_obj`.
@@ -686,9 +691,8 @@ fn c_sink(
     context: *const c_void,
     event: ci_async_event_cb_t,
     completion: ci_completion_cb_t,
-) -> Arc<CSink> {
-    // `Arc::new` has no fallible form on stable Rust: one small allocation per object.
-    Arc::new(CSink {
+) -> Result<KArc<CSink>, AllocError> {
+    KArc::try_new(CSink {
         context,
         event,
         completion,
@@ -712,11 +716,13 @@ unsafe extern "system" fn create_srq<V: Verbs>(
         return IB_INVALID_PARAMETER;
     };
     let attr = convert::srq_attr_from_ib(attr);
-    let sink = c_sink(srq_context, pfn_async_event_cb, None);
+    let Ok(sink) = c_sink(srq_context, pfn_async_event_cb, None) else {
+        return IB_INSUFFICIENT_MEMORY;
+    };
     // SAFETY: the consumer's vendor bytes, valid for the call.
     let r = unsafe {
         with_umv(p_umv_buf, |umv| {
-            pd.verbs.create_srq(&pd.obj, &attr, sink, umv)
+            pd.verbs.create_srq(&pd.obj, &attr, sink.into(), umv)
         })
     };
     // SAFETY: `ph_srq` is the consumer's output.
@@ -798,11 +804,13 @@ unsafe extern "system" fn create_cq<V: Verbs>(
     let Some(size) = (unsafe { p_size.as_mut() }) else {
         return IB_INVALID_PARAMETER;
     };
-    let sink = c_sink(cq_context, pfn_async_event_cb, completion_cb);
+    let Ok(sink) = c_sink(cq_context, pfn_async_event_cb, completion_cb) else {
+        return IB_INSUFFICIENT_MEMORY;
+    };
     // SAFETY: the consumer's vendor bytes, valid for the call.
     let r = unsafe {
         with_umv(p_umv_buf, |umv| {
-            ca.verbs.create_cq(&ca.obj, *size, sink, umv)
+            ca.verbs.create_cq(&ca.obj, *size, sink.into(), umv)
         })
     };
     let r = r.map(|(cq, actual)| {
@@ -888,11 +896,13 @@ unsafe extern "system" fn create_qp<V: Verbs>(
         recv_cq: &rcq.obj,
         srq: srq.map(|s| &s.obj),
     };
-    let sink = c_sink(qp_context, pfn_async_event_cb, None);
+    let Ok(sink) = c_sink(qp_context, pfn_async_event_cb, None) else {
+        return IB_INSUFFICIENT_MEMORY;
+    };
     // SAFETY: the consumer's vendor bytes, valid for the call.
     let r = unsafe {
         with_umv(p_umv_buf, |umv| {
-            pd.verbs.create_qp(&pd.obj, &create, sink, umv)
+            pd.verbs.create_qp(&pd.obj, &create, sink.into(), umv)
         })
     };
     let r = r.map(|(qp, info)| {

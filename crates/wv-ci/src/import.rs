@@ -10,14 +10,13 @@
 //! holds one reference on the controller's driver (taken by the query), dropped with
 //! `InterfaceDereference` when the `CiVerbs` is dropped.
 
-use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
 use core::ptr;
 
 use wv_hal::{
-    AddressVector, CaAttributes, CaEventSink, CqEventSink, Gid, MemoryKeys, MemoryRegion,
+    AddressVector, CaAttributes, CaEventSink, CqEventSink, Gid, KArc, MemoryKeys, MemoryRegion,
     PortAttributes, QpAttributes, QpCreate, QpCreated, QpEventSink, QpModify, SrqAttributes,
     SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
 };
@@ -104,7 +103,7 @@ macro_rules! handles {
 #[repr(C)]
 struct CaHandler {
     reg: UnsafeCell<ci_event_handler_t>,
-    sink: Arc<dyn CaEventSink>,
+    sink: KArc<dyn CaEventSink>,
 }
 
 impl Pinned<CaHandler> {
@@ -127,11 +126,11 @@ handles! {
     /// An address vector.
     CiAh(ib_av_handle_t);
     /// A completion queue and the sink its callbacks reach.
-    CiCq(ib_cq_handle_t) + ctx: Pinned<Arc<dyn CqEventSink>>;
+    CiCq(ib_cq_handle_t) + ctx: Pinned<KArc<dyn CqEventSink>>;
     /// A shared receive queue and the sink its events reach.
-    CiSrq(ib_srq_handle_t) + ctx: Pinned<Arc<dyn SrqEventSink>>;
+    CiSrq(ib_srq_handle_t) + ctx: Pinned<KArc<dyn SrqEventSink>>;
     /// A queue pair and the sink its events reach.
-    CiQp(ib_qp_handle_t) + ctx: Pinned<Arc<dyn QpEventSink>>;
+    CiQp(ib_qp_handle_t) + ctx: Pinned<KArc<dyn QpEventSink>>;
     /// A multicast attachment.
     CiMcast(ib_mcast_handle_t);
 }
@@ -156,10 +155,10 @@ unsafe extern "system" fn ca_event(rec: *mut ib_event_rec_t) {
 /// The sink behind a CQ/SRQ/QP context pointer.
 ///
 /// # Safety
-/// `context` is null or the address of a live `Pinned<Arc<S>>`'s value.
-unsafe fn sink<'a, S: ?Sized>(context: *const c_void) -> Option<&'a Arc<S>> {
+/// `context` is null or the address of a live `Pinned<KArc<S>>`'s value.
+unsafe fn sink<'a, S: ?Sized>(context: *const c_void) -> Option<&'a KArc<S>> {
     // SAFETY: the caller's promise.
-    unsafe { context.cast::<Arc<S>>().as_ref() }
+    unsafe { context.cast::<KArc<S>>().as_ref() }
 }
 
 /// The CQ completion trampoline (`ci_completion_cb_t`). DISPATCH_LEVEL.
@@ -432,7 +431,11 @@ impl Verbs for CiVerbs {
         core::str::from_utf8(&name[..len]).unwrap_or("")
     }
 
-    fn open_ca(&self, umv: &mut Umv<'_>, events: Arc<dyn CaEventSink>) -> Result<CiCa, VerbsError> {
+    fn open_ca(
+        &self,
+        umv: &mut Umv<'_>,
+        events: KArc<dyn CaEventSink>,
+    ) -> Result<CiCa, VerbsError> {
         let open = verb!(self.um_open_ca);
         let register = verb!(self.register_event_handler);
         let handler = Pinned::new(CaHandler {
@@ -598,7 +601,7 @@ impl Verbs for CiVerbs {
         &self,
         ca: &CiCa,
         entries: u32,
-        events: Arc<dyn CqEventSink>,
+        events: KArc<dyn CqEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<(CiCq, u32), VerbsError> {
         let create = verb!(self.create_cq);
@@ -645,7 +648,7 @@ impl Verbs for CiVerbs {
         &self,
         pd: &CiPd,
         attr: &SrqAttributes,
-        events: Arc<dyn SrqEventSink>,
+        events: KArc<dyn SrqEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<CiSrq, VerbsError> {
         let create = verb!(self.create_srq);
@@ -709,7 +712,7 @@ impl Verbs for CiVerbs {
         &self,
         pd: &CiPd,
         create: &QpCreate<'_, CiCq, CiSrq>,
-        events: Arc<dyn QpEventSink>,
+        events: KArc<dyn QpEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<(CiQp, QpCreated), VerbsError> {
         let create_qp = verb!(self.create_qp);

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use wv_hal::KArc;
 
 use wv_abi::consts::*;
 use wv_ci::ib_types::IB_AE_LOCAL_FATAL;
@@ -171,7 +172,7 @@ fn vendor_bytes_travel_both_ways() {
     let mut buf = *b"request\0\0\0";
     let mut umv = Umv::new(0x42, 7, 10, &mut buf);
     let ca =
-        r.ci.open_ca(&mut umv, Arc::new(Counter::default()))
+        r.ci.open_ca(&mut umv, KArc::new(Counter::default()).into())
             .unwrap();
     assert_eq!(umv.status, 0x77);
     assert_eq!(&buf[..5], b"reply");
@@ -185,9 +186,9 @@ fn vendor_bytes_travel_both_ways() {
 #[test]
 fn device_events_reach_each_open_once_and_stop_after_close() {
     let r = rig();
-    let (a, b) = (Arc::new(Counter::default()), Arc::new(Counter::default()));
-    let ca_a = r.ci.open_ca(&mut Umv::none(), a.clone()).unwrap();
-    let ca_b = r.ci.open_ca(&mut Umv::none(), b.clone()).unwrap();
+    let (a, b) = (KArc::new(Counter::default()), KArc::new(Counter::default()));
+    let ca_a = r.ci.open_ca(&mut Umv::none(), a.clone().into()).unwrap();
+    let ca_b = r.ci.open_ca(&mut Umv::none(), b.clone().into()).unwrap();
     assert!(r.fake.port_event(1, CaEventKind::PortDown));
     r.p.run_until_idle();
     assert_eq!(a.ca.load(Ordering::SeqCst), 1);
@@ -217,12 +218,12 @@ fn device_events_reach_each_open_once_and_stop_after_close() {
 fn cq_srq_and_qp_callbacks_arrive_through_the_trampolines() {
     let r = rig();
     let ca =
-        r.ci.open_ca(&mut Umv::none(), Arc::new(Counter::default()))
+        r.ci.open_ca(&mut Umv::none(), KArc::new(Counter::default()).into())
             .unwrap();
     let pd = r.ci.allocate_pd(&ca, &mut Umv::none()).unwrap();
-    let cq_sink = Arc::new(Counter::default());
+    let cq_sink = KArc::new(Counter::default());
     let (cq, size) =
-        r.ci.create_cq(&ca, 100, cq_sink.clone(), &mut Umv::none())
+        r.ci.create_cq(&ca, 100, cq_sink.clone().into(), &mut Umv::none())
             .unwrap();
     assert!(size >= 100);
     let cq_id = r.live(ObjectKind::Cq)[0];
@@ -234,14 +235,14 @@ fn cq_srq_and_qp_callbacks_arrive_through_the_trampolines() {
     assert_eq!(cq_sink.errors.load(Ordering::SeqCst), 1);
     assert!(r.ci.resize_cq(&cq, 200, &mut Umv::none()).unwrap() >= 200);
 
-    let srq_sink = Arc::new(Counter::default());
+    let srq_sink = KArc::new(Counter::default());
     let attr = SrqAttributes {
         max_wr: 16,
         max_sge: 1,
         srq_limit: 0,
     };
     let srq =
-        r.ci.create_srq(&pd, &attr, srq_sink.clone(), &mut Umv::none())
+        r.ci.create_srq(&pd, &attr, srq_sink.clone().into(), &mut Umv::none())
             .unwrap();
     let srq_id = r.live(ObjectKind::Srq)[0];
     for e in [
@@ -272,7 +273,7 @@ fn cq_srq_and_qp_callbacks_arrive_through_the_trampolines() {
         .unwrap();
     assert_eq!(r.ci.query_srq(&srq, &mut Umv::none()).unwrap().srq_limit, 4);
 
-    let qp_sink = Arc::new(Counter::default());
+    let qp_sink = KArc::new(Counter::default());
     let create = QpCreate {
         qp_type: QpType::Rc,
         sq_depth: 8,
@@ -286,7 +287,7 @@ fn cq_srq_and_qp_callbacks_arrive_through_the_trampolines() {
         srq: Some(&srq),
     };
     let (qp, created) =
-        r.ci.create_qp(&pd, &create, qp_sink.clone(), &mut Umv::none())
+        r.ci.create_qp(&pd, &create, qp_sink.clone().into(), &mut Umv::none())
             .unwrap();
     assert!(created.qpn != 0 && created.sq_depth >= 8);
     let qp_id = r.live(ObjectKind::Qp)[0];
@@ -321,12 +322,17 @@ fn cq_srq_and_qp_callbacks_arrive_through_the_trampolines() {
 fn every_modification_arrives_exactly_as_sent() {
     let r = rig();
     let ca =
-        r.ci.open_ca(&mut Umv::none(), Arc::new(Counter::default()))
+        r.ci.open_ca(&mut Umv::none(), KArc::new(Counter::default()).into())
             .unwrap();
     let pd = r.ci.allocate_pd(&ca, &mut Umv::none()).unwrap();
     let (cq, _) =
-        r.ci.create_cq(&ca, 8, Arc::new(Counter::default()), &mut Umv::none())
-            .unwrap();
+        r.ci.create_cq(
+            &ca,
+            8,
+            KArc::new(Counter::default()).into(),
+            &mut Umv::none(),
+        )
+        .unwrap();
     let create = QpCreate {
         qp_type: QpType::Rc,
         sq_depth: 8,
@@ -340,8 +346,13 @@ fn every_modification_arrives_exactly_as_sent() {
         srq: None,
     };
     let (qp, _) =
-        r.ci.create_qp(&pd, &create, Arc::new(Counter::default()), &mut Umv::none())
-            .unwrap();
+        r.ci.create_qp(
+            &pd,
+            &create,
+            KArc::new(Counter::default()).into(),
+            &mut Umv::none(),
+        )
+        .unwrap();
     let path = QpPath {
         av: AddressVector {
             grh_valid: true,
@@ -443,7 +454,7 @@ fn every_modification_arrives_exactly_as_sent() {
 fn memory_windows_address_handles_and_multicast() {
     let r = rig();
     let ca =
-        r.ci.open_ca(&mut Umv::none(), Arc::new(Counter::default()))
+        r.ci.open_ca(&mut Umv::none(), KArc::new(Counter::default()).into())
             .unwrap();
     let pd = r.ci.allocate_pd(&ca, &mut Umv::none()).unwrap();
     let region = MemoryRegion {
@@ -474,8 +485,13 @@ fn memory_windows_address_handles_and_multicast() {
     r.ci.destroy_ah(ah);
 
     let (cq, _) =
-        r.ci.create_cq(&ca, 8, Arc::new(Counter::default()), &mut Umv::none())
-            .unwrap();
+        r.ci.create_cq(
+            &ca,
+            8,
+            KArc::new(Counter::default()).into(),
+            &mut Umv::none(),
+        )
+        .unwrap();
     let create = QpCreate {
         qp_type: QpType::Ud,
         sq_depth: 8,
@@ -489,8 +505,13 @@ fn memory_windows_address_handles_and_multicast() {
         srq: None,
     };
     let (qp, _) =
-        r.ci.create_qp(&pd, &create, Arc::new(Counter::default()), &mut Umv::none())
-            .unwrap();
+        r.ci.create_qp(
+            &pd,
+            &create,
+            KArc::new(Counter::default()).into(),
+            &mut Umv::none(),
+        )
+        .unwrap();
     let mut mgid = [0u8; 16];
     mgid[0] = 0xFF;
     let m = r.ci.attach_mcast(&qp, &mgid, 0xC001).unwrap();
@@ -510,7 +531,7 @@ fn memory_windows_address_handles_and_multicast() {
 fn device_failures_come_back_as_the_same_errors() {
     let r = rig();
     let ca =
-        r.ci.open_ca(&mut Umv::none(), Arc::new(Counter::default()))
+        r.ci.open_ca(&mut Umv::none(), KArc::new(Counter::default()).into())
             .unwrap();
     for e in [
         VerbsError::InsufficientResources,
@@ -518,14 +539,18 @@ fn device_failures_come_back_as_the_same_errors() {
         VerbsError::InsufficientMemory,
     ] {
         r.fake.fail_next(FakeCall::CreateCq, e);
-        let got =
-            r.ci.create_cq(&ca, 8, Arc::new(Counter::default()), &mut Umv::none());
+        let got = r.ci.create_cq(
+            &ca,
+            8,
+            KArc::new(Counter::default()).into(),
+            &mut Umv::none(),
+        );
         assert_eq!(got.err(), Some(e));
     }
     r.fake
         .fail_next(FakeCall::OpenCa, VerbsError::InsufficientResources);
     assert_eq!(
-        r.ci.open_ca(&mut Umv::none(), Arc::new(Counter::default()))
+        r.ci.open_ca(&mut Umv::none(), KArc::new(Counter::default()).into())
             .err(),
         Some(VerbsError::InsufficientResources)
     );

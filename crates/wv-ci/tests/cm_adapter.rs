@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use wv_abi::{IB_PATH_REC, NtStatus};
 use wv_ci::{CiCm, CiCmExport};
 use wv_hal::cm::REJ_USER_DEFINED;
-use wv_hal::{CmEvent, CmEventSink, CmRep, CmReq, ConnectionManager, QpModify, QpState, QpType};
+use wv_hal::{
+    CmEvent, CmEventSink, CmRep, CmReq, ConnectionManager, KArc, QpModify, QpState, QpType,
+};
 use wv_host::HostPlatform;
 use wv_host::fake_cm::{FakeCm, FakeCmDetail, FakeCmEvent, FakeCmOp, peer_rep, peer_req};
 
@@ -105,8 +107,8 @@ fn path() -> IB_PATH_REC {
 #[test]
 fn an_active_connection_crosses_the_table_unchanged() {
     let r = rig();
-    let seen = Arc::new(Seen::default());
-    let id = r.cm.create_id(seen.clone()).unwrap();
+    let seen = KArc::new(Seen::default());
+    let id = r.cm.create_id(KArc::clone(&seen).into()).unwrap();
     let fake_id = r.fake.last_id(FakeCmOp::CreateId).unwrap();
     let path = path();
     let pdata: Vec<u8> = (0..92).collect();
@@ -181,8 +183,8 @@ fn an_active_connection_crosses_the_table_unchanged() {
 #[test]
 fn a_listen_hands_requests_over_with_their_own_sinks() {
     let r = rig();
-    let listener = Arc::new(Seen::default());
-    let lid = r.cm.create_id(listener.clone()).unwrap();
+    let listener = KArc::new(Seen::default());
+    let lid = r.cm.create_id(KArc::clone(&listener).into()).unwrap();
     let fake_lid = r.fake.last_id(FakeCmOp::CreateId).unwrap();
     let compare = [0x00, 0x40, 0, 0, 0, 0, 0, 0];
     r.cm.listen(&lid, 0x0106_2710, &compare, 4).unwrap();
@@ -195,16 +197,16 @@ fn a_listen_hands_requests_over_with_their_own_sinks() {
         }
     );
     // Nothing queued yet.
-    let conn = Arc::new(Seen::default());
+    let conn = KArc::new(Seen::default());
     assert_eq!(
-        r.cm.get_request(&lid, conn.clone()).err(),
+        r.cm.get_request(&lid, KArc::clone(&conn).into()).err(),
         Some(NtStatus::NO_MORE_ENTRIES)
     );
     let req = peer_req(0x0106_2710, b"\x00\x40hello");
     assert!(r.fake.incoming_request(fake_lid, req));
     r.p.run_until_idle();
     assert_eq!(listener.take(), ["ReqReceived"]);
-    let (id, got) = r.cm.get_request(&lid, conn.clone()).unwrap();
+    let (id, got) = r.cm.get_request(&lid, KArc::clone(&conn).into()).unwrap();
     assert_eq!(got, req, "the request arrives field for field");
     let fake_id = r.fake.last_id(FakeCmOp::GetRequest).unwrap();
     let rep = CmRep {
@@ -240,8 +242,8 @@ fn a_listen_hands_requests_over_with_their_own_sinks() {
 #[test]
 fn an_event_racing_the_hand_over_reaches_the_new_connection() {
     let r = rig();
-    let listener = Arc::new(Seen::default());
-    let lid = r.cm.create_id(listener.clone()).unwrap();
+    let listener = KArc::new(Seen::default());
+    let lid = r.cm.create_id(KArc::clone(&listener).into()).unwrap();
     let fake_lid = r.fake.last_id(FakeCmOp::CreateId).unwrap();
     r.cm.listen(&lid, 0x0106_0001, &[], 0).unwrap();
     r.fake
@@ -252,8 +254,8 @@ fn an_event_racing_the_hand_over_reaches_the_new_connection() {
         reason: REJ_USER_DEFINED,
         private_data: b"no".to_vec(),
     });
-    let conn = Arc::new(Seen::default());
-    let (id, _) = r.cm.get_request(&lid, conn.clone()).unwrap();
+    let conn = KArc::new(Seen::default());
+    let (id, _) = r.cm.get_request(&lid, KArc::clone(&conn).into()).unwrap();
     assert_eq!(conn.take(), ["rej 28 [110, 111]"]);
     assert!(
         listener.take().is_empty(),
@@ -269,12 +271,12 @@ fn failures_and_other_events_pass_through() {
     let r = rig();
     r.fake
         .fail_next(FakeCmOp::CreateId, NtStatus::INSUFFICIENT_RESOURCES);
-    let seen = Arc::new(Seen::default());
+    let seen = KArc::new(Seen::default());
     assert_eq!(
-        r.cm.create_id(seen.clone()).err(),
+        r.cm.create_id(KArc::clone(&seen).into()).err(),
         Some(NtStatus::INSUFFICIENT_RESOURCES)
     );
-    let id = r.cm.create_id(seen.clone()).unwrap();
+    let id = r.cm.create_id(KArc::clone(&seen).into()).unwrap();
     let fake_id = r.fake.last_id(FakeCmOp::CreateId).unwrap();
     r.fake
         .fail_next(FakeCmOp::Listen, NtStatus::INVALID_PARAMETER);
@@ -313,7 +315,7 @@ fn each_export_takes_a_slot_and_gives_it_back() {
     let cm = b.open().unwrap();
     drop(b);
     // The table still works: the interface holds the export.
-    let id = cm.create_id(Arc::new(Seen::default())).unwrap();
+    let id = cm.create_id(KArc::new(Seen::default()).into()).unwrap();
     cm.destroy_id(id);
     drop(cm);
     drop(a);

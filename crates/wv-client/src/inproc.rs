@@ -29,7 +29,7 @@ use crate::raw::{IoStatus, RawFile, RawIo};
 /// The soft HCA as the host platform runs it.
 pub type Hca = SoftHca<HostPlatform>;
 /// The driver core calling the soft HCAs directly.
-type DirectDrv = Driver<HostPlatform, Hca>;
+type DirectDrv = Driver<HostPlatform, Arc<Hca>>;
 /// The driver core calling the soft HCAs through their C verbs tables.
 type TableDrv = Driver<HostPlatform, CiVerbs>;
 
@@ -300,7 +300,7 @@ impl Stack {
             Machine::Table(io) => {
                 let table = hca.c_interface().ok();
                 if let Some(lower) = table.as_ref().and_then(|t| t.open().ok()) {
-                    let _ = io.arrive(Arc::new(lower));
+                    let _ = io.arrive(lower);
                 }
                 table
             }

@@ -1,15 +1,15 @@
 //! Completion queues: create/destroy/resize and the notification queues completed from the
 //! controller's DPC.
 
-use alloc::sync::Arc;
 use core::mem::size_of;
 
 use wv_abi::consts::WV_CQ_ERROR;
 use wv_abi::encode::{write_data, write_id, write_verb_info};
 use wv_abi::{NtStatus, WV_IO_ID};
-use wv_hal::{CqEventSink, Event, IoRequest, Platform, RequestQueue, SpinLock, Verbs};
+#[cfg(feature = "fault-injection")]
+use wv_hal::Event;
+use wv_hal::{CqEventSink, IoRequest, KArc, Platform, RequestQueue, SpinLock, Verbs};
 
-use crate::DriverConfig;
 use crate::device::DeviceObj;
 use crate::dispatch::{VendorLens, with_umv};
 use crate::driver::Shared;
@@ -29,7 +29,8 @@ pub(crate) struct CqNotify<P: Platform> {
     /// CQ_NOTIFY fails at once instead of waiting for an event that already happened. The lock
     /// makes "check, then park" atomic against "set, then flush".
     error: P::SpinLock<bool>,
-    /// Debug fault: an event to wait on inside the DPC callback.
+    /// Fault-injection builds: an event to wait on inside the DPC callback.
+    #[cfg(feature = "fault-injection")]
     block: Option<P::Event>,
 }
 
@@ -44,6 +45,7 @@ impl<P: Platform> CqEventSink for CqNotify<P> {
     /// DISPATCH_LEVEL, from the controller's DPC: every parked completion waiter ends here,
     /// with no thread hop. The CQ is not re-armed: user mode arms it after queueing a notify.
     fn on_completion(&self) {
+        #[cfg(feature = "fault-injection")]
         if let Some(block) = &self.block {
             block.wait();
         }
@@ -58,21 +60,23 @@ impl<P: Platform> CqEventSink for CqNotify<P> {
 
 /// A completion queue (OFW `WV_COMPLETION_QUEUE`).
 pub(crate) struct CqObj<P: Platform, V: Verbs> {
-    pub dev: Arc<DeviceObj<P, V>>,
+    pub dev: KArc<DeviceObj<P, V>>,
     pub cq: Handle<P, V::Cq>,
     /// QPs and IOCTLs in flight.
     pub refs: RefCount,
-    notify: Arc<CqNotify<P>>,
+    notify: KArc<CqNotify<P>>,
 }
 
 impl<P: Platform, V: Verbs> CqObj<P, V> {
-    pub fn destroy_handles(&self, lower: &V, config: &DriverConfig) {
+    pub fn destroy_handles(&self, lower: &V, shared: &Shared<P, V>) {
         if let Some(cq) = self.cq.take() {
-            if config.debug_faults.leak_cq_on_destroy {
+            #[cfg(feature = "fault-injection")]
+            if shared.faults().leak_cq_on_destroy {
                 core::mem::forget(cq);
-            } else {
-                lower.destroy_cq(cq);
+                return;
             }
+            let _ = shared;
+            lower.destroy_cq(cq);
         }
     }
 
@@ -83,18 +87,18 @@ impl<P: Platform, V: Verbs> CqObj<P, V> {
 }
 
 impl<P: Platform, V: Verbs> Object<P, V> for CqObj<P, V> {
-    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<Arc<Self>> {
+    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>> {
         &mut tables.cqs
     }
-    fn device(this: &Arc<Self>) -> &Arc<DeviceObj<P, V>> {
+    fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>> {
         &this.dev
     }
     fn refs(&self) -> &RefCount {
         &self.refs
     }
-    fn teardown(this: Arc<Self>, shared: &Shared<P, V>) {
+    fn teardown(this: KArc<Self>, shared: &Shared<P, V>) {
         if let Some(lower) = this.dev.lower() {
-            this.destroy_handles(&lower, &shared.config);
+            this.destroy_handles(&lower, shared);
         }
         // No callback runs after destroy_cq: purging now ends every waiter for good.
         this.notify.queue.purge();
@@ -118,6 +122,16 @@ pub(crate) fn cq_create<P: Platform, V: Verbs>(
         return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
     };
     let platform = prov.platform();
+    // OFW: the CQ's allocation fails with STATUS_NO_MEMORY, its queues with the framework's
+    // status, the verb with STATUS_UNSUCCESSFUL. Everything is allocated before the verb.
+    let (notify_slot, obj_slot, handle_slot) = match (
+        KArc::try_reserve(),
+        KArc::try_reserve(),
+        KArc::try_reserve(),
+    ) {
+        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+        _ => return req.complete(NtStatus::NO_MEMORY, 0),
+    };
     // Both queues or no CQ (spec §7.1-k).
     let queues = platform
         .create_queue()
@@ -126,10 +140,10 @@ pub(crate) fn cq_create<P: Platform, V: Verbs>(
         Ok(queues) => queues,
         Err(status) => return req.complete(status, 0),
     };
+    #[cfg(feature = "fault-injection")]
     let block = match prov
         .shared
-        .config
-        .debug_faults
+        .faults()
         .block_in_cq_callback
         .then(|| platform.event())
         .transpose()
@@ -141,13 +155,14 @@ pub(crate) fn cq_create<P: Platform, V: Verbs>(
             return req.complete(status, 0);
         }
     };
-    let notify: Arc<CqNotify<P>> = Arc::new(CqNotify {
+    let notify: KArc<CqNotify<P>> = notify_slot.write(CqNotify {
         queue,
         error_queue,
         error: platform.spin_lock(false),
+        #[cfg(feature = "fault-injection")]
         block,
     });
-    let sink: Arc<dyn CqEventSink> = notify.clone();
+    let sink: KArc<dyn CqEventSink> = KArc::clone(&notify).into();
     let (created, verb_info) = with_umv(
         &mut req,
         size_of::<WV_IO_ID>(),
@@ -164,15 +179,18 @@ pub(crate) fn cq_create<P: Platform, V: Verbs>(
         }
     };
     dev.refs.get();
-    let obj = Arc::new(CqObj {
-        dev: Arc::clone(dev.arc()),
-        cq: Handle::new(platform, cq),
+    let obj = obj_slot.write(CqObj {
+        dev: KArc::clone(dev.arc()),
+        cq: Handle::new(platform, handle_slot.write(cq)),
         refs: RefCount::default(),
         notify,
     });
-    let Some(new_id) = prov.insert(Arc::clone(&obj)) else {
-        CqObj::teardown(obj, &prov.shared);
-        return req.complete(NtStatus::NO_MEMORY, 0);
+    let new_id = match prov.insert(obj) {
+        Ok(new_id) => new_id,
+        Err((obj, status)) => {
+            CqObj::teardown(obj, &prov.shared);
+            return req.complete(status, 0);
+        }
     };
     let buf = req.buffer_mut();
     write_id(buf, new_id).ok();
@@ -262,13 +280,20 @@ pub(crate) fn cq_cancel<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Re
     };
     cq.notify.complete_all(NtStatus::CANCELLED);
     drop(cq);
-    let raw = *prov.shared.raw_completer.lock();
-    match raw {
-        Some(raw) if prov.shared.config.debug_faults.complete_twice => {
+    #[cfg(feature = "fault-injection")]
+    {
+        let faults = prov.shared.faults();
+        if faults.lose_cq_cancel {
+            core::mem::forget(req);
+            return;
+        }
+        let raw = *prov.shared.raw_completer.lock();
+        if let Some(raw) = raw.filter(|_| faults.complete_twice) {
             let complete = raw(req);
             complete(NtStatus::SUCCESS, 0);
             complete(NtStatus::SUCCESS, 0);
+            return;
         }
-        _ => req.complete(NtStatus::SUCCESS, 0),
     }
+    req.complete(NtStatus::SUCCESS, 0);
 }

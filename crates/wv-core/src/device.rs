@@ -1,7 +1,6 @@
 //! Opened devices (OFW `WV_DEVICE`): DEVICE_OPEN/CLOSE/QUERY, port/GID/pkey queries, port event
 //! notification, and device removal.
 
-use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::mem::size_of;
 
@@ -10,15 +9,21 @@ use wv_abi::{
     NtStatus, WV_IO_DEVICE_PORT_QUERY, WV_IO_GID, WV_IO_ID, WV_IO_PORT_ATTRIBUTES, read_prefix,
 };
 use wv_hal::{
-    CaEvent, CaEventKind, CaEventSink, Event, IoRequest, Platform, RequestQueue, SpinLock, Verbs,
+    CaEvent, CaEventKind, CaEventSink, Event, IoRequest, KArc, KWeak, Platform, RequestQueue,
+    SpinLock, Verbs,
 };
 
 use crate::convert::{device_attr_to_abi, port_attr_to_abi, port_event_flag};
+use crate::cq::CqObj;
 use crate::dispatch::{VendorLens, with_umv};
 use crate::driver::{RdmaDevice, Shared};
+use crate::fallible::{grow_locked, push_locked, vec_with_capacity};
 use crate::ids::IdTable;
-use crate::notify::{complete_all, take_all};
+use crate::notify::complete_all;
+use crate::pd::{AhObj, MwObj, PdObj};
 use crate::provider::{Held, Object, Provider, Tables};
+use crate::qp::QpObj;
+use crate::srq::SrqObj;
 use crate::status::REMOVED;
 use crate::sync::{Gate, Handle, RefCount};
 
@@ -41,21 +46,24 @@ impl<P: Platform> Ports<P> {
     /// Adds `event` to the port's flags and completes every parked DEVICE_NOTIFY with the
     /// accumulated flags (`Information = 4`); the flags clear only if someone was waiting
     /// (OFW `WvDeviceCompleteRequests`). IRQL <= DISPATCH_LEVEL.
+    ///
+    /// The requests are completed with the port lock held, as OFW completes them under the
+    /// queue's lock: that keeps "flags are 0, so park" atomic against "set the flags, then
+    /// complete whoever is parked" without a list of taken requests (which would allocate in
+    /// the DPC). Completion is legal at DISPATCH_LEVEL and calls nothing back into the driver.
     fn signal(&self, index: usize, status: NtStatus, event: u32) {
         let port = &self.ports[index];
-        let (value, requests) = {
-            let mut flags = port.flags.lock();
-            *flags |= event;
-            let value = *flags;
-            let requests = take_all::<P>(&port.queue);
-            if !requests.is_empty() {
-                *flags = 0;
-            }
-            (value, requests)
-        };
-        for mut request in requests {
+        let mut flags = port.flags.lock();
+        *flags |= event;
+        let value = *flags;
+        let mut woken = false;
+        while let Some(mut request) = port.queue.retrieve_next() {
+            woken = true;
             write_at(request.buffer_mut(), 0, &value).ok();
             request.complete(status, size_of::<u32>());
+        }
+        if woken {
+            *flags = 0;
         }
     }
 
@@ -75,7 +83,7 @@ impl<P: Platform> Ports<P> {
 /// Receives the lower device's asynchronous events at DISPATCH_LEVEL and completes the port
 /// notifies directly (no thread hop).
 struct PortSink<P: Platform> {
-    ports: Arc<Ports<P>>,
+    ports: KArc<Ports<P>>,
 }
 
 impl<P: Platform> CaEventSink for PortSink<P> {
@@ -99,9 +107,9 @@ impl<P: Platform> CaEventSink for PortSink<P> {
 
 /// An opened device (OFW `WV_DEVICE`).
 pub(crate) struct DeviceObj<P: Platform, V: Verbs> {
-    pub rdma: Arc<RdmaDevice<P, V>>,
+    pub rdma: KArc<RdmaDevice<P, V>>,
     /// The file it belongs to, so removal can find its children.
-    pub provider: Weak<Provider<P, V>>,
+    pub provider: KWeak<Provider<P, V>>,
     pub ca: Handle<P, V::Ca>,
     /// Users of this device's verbs handles (every object of the device shares it); removal
     /// closes it and waits before destroying them (OFW's provider remove lock, per device).
@@ -110,11 +118,11 @@ pub(crate) struct DeviceObj<P: Platform, V: Verbs> {
     pub removed: P::Event,
     /// PDs, CQs and IOCTLs in flight.
     pub refs: RefCount,
-    ports: Arc<Ports<P>>,
+    ports: KArc<Ports<P>>,
 }
 
 impl<P: Platform, V: Verbs> DeviceObj<P, V> {
-    pub fn lower(&self) -> Option<Arc<V>> {
+    pub fn lower(&self) -> Option<KArc<V>> {
         self.rdma.lower()
     }
 
@@ -127,16 +135,16 @@ impl<P: Platform, V: Verbs> DeviceObj<P, V> {
 }
 
 impl<P: Platform, V: Verbs> Object<P, V> for DeviceObj<P, V> {
-    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<Arc<Self>> {
+    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>> {
         &mut tables.devices
     }
-    fn device(this: &Arc<Self>) -> &Arc<DeviceObj<P, V>> {
+    fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>> {
         this
     }
     fn refs(&self) -> &RefCount {
         &self.refs
     }
-    fn teardown(this: Arc<Self>, _shared: &Shared<P, V>) {
+    fn teardown(this: KArc<Self>, _shared: &Shared<P, V>) {
         if let Some(ca) = this.ca.take()
             && let Some(lower) = this.lower()
         {
@@ -144,7 +152,7 @@ impl<P: Platform, V: Verbs> Object<P, V> for DeviceObj<P, V> {
         }
         // After close_ca no event callback runs, so nothing parks or signals any more.
         this.ports.purge();
-        let me = Arc::as_ptr(&this);
+        let me = KArc::as_ptr(&this);
         this.rdma
             .opens
             .lock()
@@ -154,7 +162,7 @@ impl<P: Platform, V: Verbs> Object<P, V> for DeviceObj<P, V> {
 
 /// DEVICE_OPEN (OFW `WvDeviceOpen`).
 pub(crate) fn device_open<P: Platform, V: Verbs>(
-    prov: &Arc<Provider<P, V>>,
+    prov: &KArc<Provider<P, V>>,
     mut req: P::Request,
     id: WV_IO_ID,
     vendor: VendorLens,
@@ -175,17 +183,28 @@ pub(crate) fn device_open<P: Platform, V: Verbs>(
 }
 
 fn open<P: Platform, V: Verbs>(
-    prov: &Arc<Provider<P, V>>,
+    prov: &KArc<Provider<P, V>>,
     req: &mut P::Request,
-    rdma: &Arc<RdmaDevice<P, V>>,
+    rdma: &KArc<RdmaDevice<P, V>>,
     id: WV_IO_ID,
     vendor: VendorLens,
 ) -> Result<(), NtStatus> {
     let platform = prov.platform();
     let lower = rdma.lower().ok_or(NtStatus::NO_SUCH_DEVICE)?;
+    // Everything the device needs is allocated before the controller is called, so nothing
+    // can fail after `open_ca` but the id table. OFW answers a failed device allocation with
+    // STATUS_NO_MEMORY and anything that fails while initialising it (the port array and
+    // queues, the verbs) with STATUS_UNSUCCESSFUL.
+    let dev_slot = KArc::try_reserve()?;
+    let ca_slot = KArc::try_reserve()?;
+    let sink_slot = KArc::try_reserve()?;
+    let gate = Gate::new(platform).map_err(|_| NtStatus::NO_MEMORY)?;
+    let removed = platform.event().map_err(|_| NtStatus::NO_MEMORY)?;
+    grow_locked(&rdma.opens, 1)?;
     // One notify queue per port. Every failure is reported (OFW §7.1-k: no queue, no device).
     let attr = lower.query_ca().map_err(|_| NtStatus::UNSUCCESSFUL)?;
-    let mut ports = Vec::with_capacity(usize::from(attr.port_count));
+    let mut ports =
+        vec_with_capacity(usize::from(attr.port_count)).map_err(|_| NtStatus::UNSUCCESSFUL)?;
     for _ in 0..attr.port_count {
         let queue = platform
             .create_queue()
@@ -195,15 +214,12 @@ fn open<P: Platform, V: Verbs>(
             flags: platform.spin_lock(0),
         });
     }
-    let ports = Arc::new(Ports { ports });
-    // OFW answers a failed device allocation with STATUS_NO_MEMORY.
-    let (Ok(gate), Ok(removed)) = (Gate::new(platform), platform.event()) else {
-        ports.purge();
-        return Err(NtStatus::NO_MEMORY);
-    };
-    let sink = Arc::new(PortSink {
-        ports: Arc::clone(&ports),
-    });
+    let ports = KArc::try_new(Ports { ports }).map_err(|_| NtStatus::UNSUCCESSFUL)?;
+    let sink: KArc<dyn CaEventSink> = sink_slot
+        .write(PortSink {
+            ports: KArc::clone(&ports),
+        })
+        .into();
     let (ca, verb_info) = with_umv(req, size_of::<WV_IO_ID>(), id.VerbInfo, vendor, |umv| {
         lower.open_ca(umv, sink)
     });
@@ -211,20 +227,31 @@ fn open<P: Platform, V: Verbs>(
         ports.purge();
         return Err(NtStatus::UNSUCCESSFUL);
     };
-    let dev = Arc::new(DeviceObj {
-        rdma: Arc::clone(rdma),
-        provider: Arc::downgrade(prov),
-        ca: Handle::new(platform, ca),
+    let dev = dev_slot.write(DeviceObj {
+        rdma: KArc::clone(rdma),
+        provider: KArc::downgrade(prov),
+        ca: Handle::new(platform, ca_slot.write(ca)),
         gate,
         removed,
         refs: RefCount::default(),
         ports,
     });
-    rdma.opens.lock().push(Arc::downgrade(&dev));
-    // OFW §7.1-b: its id-table failure path kept the provider mutex; here no lock is held.
-    let Some(new_id) = prov.insert(Arc::clone(&dev)) else {
+    // Room was made above; another open may have taken it meanwhile.
+    if let Err((_, e)) = push_locked(&rdma.opens, KArc::downgrade(&dev)) {
         DeviceObj::teardown(dev, &prov.shared);
-        return Err(NtStatus::NO_MEMORY);
+        return Err(e.into());
+    }
+    // OFW §7.1-b: its id-table failure path kept the provider mutex; here no lock is held.
+    let new_id = match prov.insert(dev) {
+        Ok(new_id) => new_id,
+        Err((dev, status)) => {
+            DeviceObj::teardown(dev, &prov.shared);
+            #[cfg(feature = "fault-injection")]
+            if prov.shared.faults().keep_lock_on_full_table {
+                core::mem::forget(prov.tables.lock());
+            }
+            return Err(status);
+        }
     };
     let buf = req.buffer_mut();
     write_id(buf, new_id).ok();
@@ -266,7 +293,7 @@ pub(crate) fn device_query<P: Platform, V: Verbs>(
 fn port_of<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     query: &WV_IO_DEVICE_PORT_QUERY,
-) -> Result<(Held<P, V, DeviceObj<P, V>>, Arc<V>, u8), NtStatus> {
+) -> Result<(Held<P, V, DeviceObj<P, V>>, KArc<V>, u8), NtStatus> {
     let dev = prov
         .acquire::<DeviceObj<P, V>>(query.Id)
         .ok_or(NtStatus::NO_SUCH_DEVICE)?;
@@ -306,7 +333,7 @@ pub(crate) fn gid_query<P: Platform, V: Verbs>(
     let table = port_of(prov, &query).and_then(|(_dev, lower, port)| {
         let attr = lower.query_port(port).map_err(|_| NtStatus::NO_MEMORY)?;
         let fit = (output_len / size_of::<WV_IO_GID>()).min(attr.gid_table_len as usize);
-        let mut gids = Vec::with_capacity(fit);
+        let mut gids = vec_with_capacity(fit)?;
         for index in 0..fit as u32 {
             let raw = lower
                 .query_gid(port, index)
@@ -329,7 +356,7 @@ pub(crate) fn pkey_query<P: Platform, V: Verbs>(
     let table = port_of(prov, &query).and_then(|(_dev, lower, port)| {
         let attr = lower.query_port(port).map_err(|_| NtStatus::NO_MEMORY)?;
         let fit = (output_len / size_of::<u16>()).min(usize::from(attr.pkey_table_len));
-        let mut pkeys = Vec::with_capacity(fit);
+        let mut pkeys = vec_with_capacity(fit)?;
         for index in 0..fit as u16 {
             pkeys.push(
                 lower
@@ -431,55 +458,23 @@ pub(crate) fn device_cancel<P: Platform, V: Verbs>(
 /// `STATUS_DEVICE_REMOVED`, destroys every verbs handle in OFW's order (MW, AH, MR, QP, SRQ, PD,
 /// CQ, then the device itself) and marks it removed. The objects stay in their id tables:
 /// later calls fail as OFW's `Acquire` would, destroys still succeed.
-pub(crate) fn remove<P: Platform, V: Verbs>(dev: &Arc<DeviceObj<P, V>>, shared: &Shared<P, V>) {
+pub(crate) fn remove<P: Platform, V: Verbs>(dev: &KArc<DeviceObj<P, V>>, shared: &Shared<P, V>) {
     dev.gate.close();
     dev.gate.wait_drained();
-    let (mws, ahs, pds, qps, srqs, cqs) = match dev.provider.upgrade() {
-        Some(prov) => {
-            let tables = prov.tables.lock();
-            (
-                on_device(&tables.mws, dev),
-                on_device(&tables.ahs, dev),
-                on_device(&tables.pds, dev),
-                on_device(&tables.qps, dev),
-                on_device(&tables.srqs, dev),
-                on_device(&tables.cqs, dev),
-            )
-        }
-        None => Default::default(),
-    };
+    let prov = dev.provider.upgrade();
+    let prov = prov.as_deref();
     dev.ports.fail_all(REMOVED);
-    for cq in &cqs {
-        cq.fail_parked(REMOVED);
-    }
-    for srq in &srqs {
-        srq.fail_parked(REMOVED);
-    }
-    for qp in &qps {
-        qp.fail_parked(REMOVED);
-    }
+    each_on_device::<P, V, CqObj<P, V>>(prov, dev, |cq| cq.fail_parked(REMOVED));
+    each_on_device::<P, V, SrqObj<P, V>>(prov, dev, |srq| srq.fail_parked(REMOVED));
+    each_on_device::<P, V, QpObj<P, V>>(prov, dev, |qp| qp.fail_parked(REMOVED));
     if let Some(lower) = dev.lower() {
-        for mw in &mws {
-            mw.destroy_handles(&lower);
-        }
-        for ah in &ahs {
-            ah.destroy_handles(&lower);
-        }
-        for pd in &pds {
-            pd.deregister_all(&lower);
-        }
-        for qp in &qps {
-            qp.destroy_handles(&lower);
-        }
-        for srq in &srqs {
-            srq.destroy_handles(&lower);
-        }
-        for pd in &pds {
-            pd.destroy_handles(&lower);
-        }
-        for cq in &cqs {
-            cq.destroy_handles(&lower, &shared.config);
-        }
+        each_on_device::<P, V, MwObj<P, V>>(prov, dev, |mw| mw.destroy_handles(&lower));
+        each_on_device::<P, V, AhObj<P, V>>(prov, dev, |ah| ah.destroy_handles(&lower));
+        each_on_device::<P, V, PdObj<P, V>>(prov, dev, |pd| pd.deregister_all(&lower));
+        each_on_device::<P, V, QpObj<P, V>>(prov, dev, |qp| qp.destroy_handles(&lower));
+        each_on_device::<P, V, SrqObj<P, V>>(prov, dev, |srq| srq.destroy_handles(&lower));
+        each_on_device::<P, V, PdObj<P, V>>(prov, dev, |pd| pd.destroy_handles(&lower));
+        each_on_device::<P, V, CqObj<P, V>>(prov, dev, |cq| cq.destroy_handles(&lower, shared));
         if let Some(ca) = dev.ca.take() {
             lower.close_ca(ca);
         }
@@ -487,14 +482,33 @@ pub(crate) fn remove<P: Platform, V: Verbs>(dev: &Arc<DeviceObj<P, V>>, shared: 
     dev.removed.set();
 }
 
-/// The objects of `table` that live on the opened device `dev`.
-fn on_device<P: Platform, V: Verbs, T: Object<P, V>>(
-    table: &IdTable<Arc<T>>,
-    dev: &Arc<DeviceObj<P, V>>,
-) -> Vec<Arc<T>> {
-    table
-        .values()
-        .filter(|o| Arc::ptr_eq(T::device(o), dev))
-        .cloned()
-        .collect()
+/// Calls `f` on every object of type `T` that lives on the opened device `dev`, in id order,
+/// one at a time with the provider lock released (removal cannot fail, so it builds no list;
+/// the device gate is closed and drained, so no object of `dev` comes or goes meanwhile).
+fn each_on_device<P: Platform, V: Verbs, T: Object<P, V>>(
+    prov: Option<&Provider<P, V>>,
+    dev: &KArc<DeviceObj<P, V>>,
+    mut f: impl FnMut(&KArc<T>),
+) {
+    let Some(prov) = prov else { return };
+    let mut at = 0;
+    loop {
+        let next = {
+            let mut tables = prov.tables.lock();
+            let table = T::table(&mut tables);
+            let mut cursor = at;
+            loop {
+                match table.next_after(cursor) {
+                    Some((id, obj)) if KArc::ptr_eq(T::device(obj), dev) => {
+                        break Some((id, KArc::clone(obj)));
+                    }
+                    Some((id, _)) => cursor = id,
+                    None => break None,
+                }
+            }
+        };
+        let Some((id, obj)) = next else { break };
+        at = id;
+        f(&obj);
+    }
 }

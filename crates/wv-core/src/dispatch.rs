@@ -1,9 +1,6 @@
 //! IOCTL dispatch (OFW `WvIoDeviceControl`): the provider gate, decoding through `wv-abi`, and
 //! the hand-off to the handler that completes, parks or queues the request.
 
-use alloc::sync::Arc;
-use alloc::vec::Vec;
-
 use wv_abi::consts::WV_CQ_NEXT_COMPLETION;
 use wv_abi::encode::{write_guid_list, write_library_name};
 use wv_abi::ioctl::WV_IOCTL_CQ_NOTIFY;
@@ -12,7 +9,7 @@ use wv_abi::{
     WV_IO_MEMORY_REGISTER, WV_IO_QP_ATTRIBUTES, WV_IO_QP_CREATE, WV_IO_QP_MULTICAST,
     WV_IO_SRQ_ATTRIBUTES, decode, read_u64_id,
 };
-use wv_hal::{IoRequest, Platform, SpinLock, Umv, Verbs};
+use wv_hal::{IoRequest, KArc, Platform, SpinLock, Umv, Verbs};
 
 use crate::provider::Provider;
 use crate::{cq, device, pd, qp, qp_modify, srq};
@@ -300,7 +297,7 @@ fn decode_op<R: IoRequest>(req: &R) -> Result<Op, NtStatus> {
 /// PASSIVE_LEVEL; every handler that creates objects or registers memory calls the controller
 /// right here, never on another thread (spec §7.1-l).
 pub(crate) fn device_io_control<P: Platform, V: Verbs>(
-    prov: &Arc<Provider<P, V>>,
+    prov: &KArc<Provider<P, V>>,
     req: P::Request,
 ) {
     let Some(_in_flight) = prov.gate.share() else {
@@ -309,7 +306,7 @@ pub(crate) fn device_io_control<P: Platform, V: Verbs>(
     dispatch(prov, req);
 }
 
-fn dispatch<P: Platform, V: Verbs>(prov: &Arc<Provider<P, V>>, req: P::Request) {
+fn dispatch<P: Platform, V: Verbs>(prov: &KArc<Provider<P, V>>, req: P::Request) {
     let op = match decode_op(&req) {
         Ok(op) => op,
         Err(status) => return req.complete(status, 0),
@@ -364,14 +361,17 @@ fn guid_query<P: Platform, V: Verbs>(
     mut req: P::Request,
     output_len: usize,
 ) {
-    let guids: Vec<u64> = prov.shared.devices.lock().iter().map(|d| d.guid).collect();
     let buf = req.buffer_mut();
     let out_len = output_len.min(buf.len());
-    let info = write_guid_list(
-        &mut buf[..out_len],
-        guids.len() as u64,
-        guids.iter().copied(),
-    );
+    // Written straight from the list under its lock: no copy, no allocation.
+    let info = {
+        let devices = prov.shared.devices.lock();
+        write_guid_list(
+            &mut buf[..out_len],
+            devices.len() as u64,
+            devices.iter().map(|d| d.guid),
+        )
+    };
     req.complete(NtStatus::SUCCESS, info);
 }
 

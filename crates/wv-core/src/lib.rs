@@ -19,9 +19,17 @@
 //! completed straight from the lower device's DPC callbacks. QP modifies run on work items,
 //! one drainer per QP ([`sync::ModifySched`]).
 //!
+//! # Memory
+//! Every allocation on a request path can fail and fails the request (OFW's status, usually
+//! `STATUS_NO_MEMORY`), never the machine: shared objects are [`wv_hal::KArc`]s, allocated
+//! before the lower device is called so nothing can fail after it; collections grow with
+//! `try_reserve`, never while a spin lock is held (`fallible.rs`). Cleanup, removal and the
+//! DPC callbacks allocate nothing.
+//!
 //! # OFW bugs (spec §7.1) and the core
 //! Fixed, each with a test that fails on the OFW behaviour: (a) the 8-byte CQ_NOTIFY of
-//! `BatchNotify` parks as a next-completion notify; (b) no lock is held on any failure path;
+//! `BatchNotify` parks as a next-completion notify; (b) no lock is held on any failure path
+//! (the host verifier fails a callback that returns holding one);
 //! (d) CQ and SRQ errors are sticky; (e) lower-device removal completes every parked request
 //! with `STATUS_DEVICE_REMOVED` and destroys every verbs handle; (i) the provider gate is one
 //! closed flag and one counter under one lock; (j) DEVICE_QUERY fills `MaxInlineSend` and zeroes
@@ -48,6 +56,7 @@ mod cq;
 mod device;
 mod dispatch;
 mod driver;
+mod fallible;
 mod ids;
 mod notify;
 mod pd;
@@ -58,7 +67,9 @@ mod srq;
 mod status;
 pub mod sync;
 
-pub use driver::{Driver, RawCompleter};
+pub use driver::Driver;
+#[cfg(feature = "fault-injection")]
+pub use driver::RawCompleter;
 pub use provider::FileContext;
 
 /// How QP_MODIFY runs.
@@ -74,18 +85,26 @@ pub enum QpModifyMode {
     Inline,
 }
 
-/// Deliberate bugs, so tests can show that the host verifier catches them. Never set outside
-/// tests.
-#[doc(hidden)]
+/// Deliberate bugs, so tests can show that each detector of the host model (and of the
+/// allocation-failure walk, the fuzz target and the stress run) catches them. Compiled only
+/// with the `fault-injection` feature, which nothing shipped enables: the driver built for
+/// Windows has none of this code.
+#[cfg(feature = "fault-injection")]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DebugFaults {
-    /// CQ_DESTROY and cleanup forget the lower CQ instead of destroying it.
+pub struct Faults {
+    /// CQ_DESTROY and cleanup forget the lower CQ instead of destroying it (a leak).
     pub leak_cq_on_destroy: bool,
-    /// The CQ completion callback waits on an event at DISPATCH_LEVEL.
+    /// The CQ completion callback waits on an event at DISPATCH_LEVEL (IRQL misuse).
     pub block_in_cq_callback: bool,
-    /// CQ_CANCEL completes the cancel request, then completes the same IRP again through the
-    /// platform's raw-IRP layer (see `Driver::set_raw_completer`).
+    /// CQ_CANCEL completes its request, then completes the same IRP again through the
+    /// platform's raw-IRP layer (see `Driver::set_raw_completer`): a double completion.
     pub complete_twice: bool,
+    /// CQ_CANCEL forgets its request: it is never completed (a missing completion).
+    pub lose_cq_cancel: bool,
+    /// The QP-modify drainer stops without waking a destroy that waits for it (a hang).
+    pub lose_modify_wakeup: bool,
+    /// DEVICE_OPEN keeps the provider lock when the id table is full (OFW's §7.1-b).
+    pub keep_lock_on_full_table: bool,
 }
 
 /// Driver settings.
@@ -97,8 +116,6 @@ pub struct DriverConfig {
     /// `STATUS_NO_MEMORY` like OFW's id table when the pool is exhausted. Tests lower it to
     /// reach those paths.
     pub max_ids_per_type: u32,
-    #[doc(hidden)]
-    pub debug_faults: DebugFaults,
 }
 
 impl Default for DriverConfig {
@@ -106,7 +123,6 @@ impl Default for DriverConfig {
         DriverConfig {
             qp_modify: QpModifyMode::Async,
             max_ids_per_type: u32::MAX,
-            debug_faults: DebugFaults::default(),
         }
     }
 }

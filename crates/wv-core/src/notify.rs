@@ -5,8 +5,6 @@
 //! cancellation completes anything still parked. These run at IRQL <= DISPATCH_LEVEL, straight
 //! from the lower device's DPC callbacks: no work item, no thread hop.
 
-use alloc::vec::Vec;
-
 use wv_abi::NtStatus;
 use wv_hal::{IoRequest, Platform, RequestQueue};
 
@@ -15,14 +13,4 @@ pub(crate) fn complete_all<P: Platform>(queue: &P::Queue, status: NtStatus) {
     while let Some(request) = queue.retrieve_next() {
         request.complete(status, 0);
     }
-}
-
-/// Takes every parked request out of `queue`, for callers that must decide under their own
-/// lock which requests an event covers and complete them after releasing it.
-pub(crate) fn take_all<P: Platform>(queue: &P::Queue) -> Vec<P::Request> {
-    let mut taken = Vec::new();
-    while let Some(request) = queue.retrieve_next() {
-        taken.push(request);
-    }
-    taken
 }

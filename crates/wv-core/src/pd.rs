@@ -1,18 +1,18 @@
 //! Protection domains and what hangs off them: memory regions (kept in the PD by lkey, as in
 //! OFW), memory windows and address handles.
 
-use alloc::collections::BTreeMap;
-use alloc::sync::Arc;
+use alloc::vec::Vec;
 use core::mem::size_of;
 
 use wv_abi::encode::{write_data, write_id, write_prefix, write_verb_info};
 use wv_abi::{NtStatus, WV_IO_AH_CREATE, WV_IO_ID, WV_IO_MEMORY_KEYS, WV_IO_MEMORY_REGISTER};
-use wv_hal::{IoRequest, MemoryRegion, Platform, SpinLock, Verbs};
+use wv_hal::{IoRequest, KArc, MemoryRegion, Platform, SpinLock, Verbs};
 
 use crate::convert::av_from_abi;
 use crate::device::DeviceObj;
 use crate::dispatch::{VendorLens, with_umv};
 use crate::driver::Shared;
+use crate::fallible::grow_locked;
 use crate::ids::IdTable;
 use crate::provider::{Object, Provider, Tables};
 use crate::status::verbs_status;
@@ -20,21 +20,26 @@ use crate::sync::{Handle, RefCount};
 
 /// A protection domain (OFW `WV_PROTECTION_DOMAIN`).
 pub(crate) struct PdObj<P: Platform, V: Verbs> {
-    pub dev: Arc<DeviceObj<P, V>>,
+    pub dev: KArc<DeviceObj<P, V>>,
     pub pd: Handle<P, V::Pd>,
     /// SRQs, QPs, MWs, AHs and IOCTLs in flight. MRs hold none: PD_DEALLOCATE deregisters
     /// them (OFW behaviour, kept).
     pub refs: RefCount,
-    /// Registered memory by lkey (OFW's `MrMap`).
-    mrs: P::SpinLock<BTreeMap<u32, V::Mr>>,
+    /// Registered memory, sorted by lkey (OFW's `MrMap`). An entry whose region is being
+    /// deregistered is `None` until the controller has answered, so a refused deregistration
+    /// puts it back without allocating. Grows outside the lock (`grow_locked`).
+    mrs: P::SpinLock<MrTable<V>>,
 }
+
+/// Registered regions by lkey; `None` while one is being deregistered.
+type MrTable<V> = Vec<(u32, Option<<V as Verbs>::Mr>)>;
 
 impl<P: Platform, V: Verbs> PdObj<P, V> {
     /// Deregisters every MR. A failure is ignored, as in OFW's `WvPdFree`: the PD is going
     /// away regardless.
     pub fn deregister_all(&self, lower: &V) {
         let mrs = core::mem::take(&mut *self.mrs.lock());
-        for (_, mr) in mrs {
+        for mr in mrs.into_iter().filter_map(|(_, mr)| mr) {
             let _ = lower.deregister_mr(mr);
         }
     }
@@ -44,19 +49,58 @@ impl<P: Platform, V: Verbs> PdObj<P, V> {
             lower.deallocate_pd(pd);
         }
     }
+
+    /// Records a registered region; returns a region the lkey replaced (a controller bug), or
+    /// the region back when there is no room (nothing is allocated under the lock).
+    fn insert_mr(&self, lkey: u32, mr: V::Mr) -> Result<Option<V::Mr>, V::Mr> {
+        let mut mrs = self.mrs.lock();
+        match mrs.binary_search_by_key(&lkey, |(key, _)| *key) {
+            Ok(at) => Ok(mrs[at].1.replace(mr)),
+            Err(_) if mrs.len() == mrs.capacity() => Err(mr),
+            Err(at) => {
+                mrs.insert(at, (lkey, Some(mr)));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Takes a region out for deregistration, leaving its entry in place.
+    fn take_mr(&self, lkey: u32) -> Option<V::Mr> {
+        let mut mrs = self.mrs.lock();
+        let at = mrs.binary_search_by_key(&lkey, |(key, _)| *key).ok()?;
+        mrs[at].1.take()
+    }
+
+    /// Puts back a region the controller refused to deregister.
+    fn restore_mr(&self, lkey: u32, mr: V::Mr) {
+        let mut mrs = self.mrs.lock();
+        if let Ok(at) = mrs.binary_search_by_key(&lkey, |(key, _)| *key) {
+            mrs[at].1 = Some(mr);
+        }
+    }
+
+    /// Drops the entry of a deregistered region.
+    fn forget_mr(&self, lkey: u32) {
+        let mut mrs = self.mrs.lock();
+        if let Ok(at) = mrs.binary_search_by_key(&lkey, |(key, _)| *key)
+            && mrs[at].1.is_none()
+        {
+            mrs.remove(at);
+        }
+    }
 }
 
 impl<P: Platform, V: Verbs> Object<P, V> for PdObj<P, V> {
-    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<Arc<Self>> {
+    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>> {
         &mut tables.pds
     }
-    fn device(this: &Arc<Self>) -> &Arc<DeviceObj<P, V>> {
+    fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>> {
         &this.dev
     }
     fn refs(&self) -> &RefCount {
         &self.refs
     }
-    fn teardown(this: Arc<Self>, _shared: &Shared<P, V>) {
+    fn teardown(this: KArc<Self>, _shared: &Shared<P, V>) {
         if let Some(lower) = this.dev.lower() {
             this.deregister_all(&lower);
             this.destroy_handles(&lower);
@@ -67,8 +111,8 @@ impl<P: Platform, V: Verbs> Object<P, V> for PdObj<P, V> {
 
 /// A memory window (OFW `WV_MEMORY_WINDOW`).
 pub(crate) struct MwObj<P: Platform, V: Verbs> {
-    pub pd: Arc<PdObj<P, V>>,
-    pub dev: Arc<DeviceObj<P, V>>,
+    pub pd: KArc<PdObj<P, V>>,
+    pub dev: KArc<DeviceObj<P, V>>,
     mw: Handle<P, V::Mw>,
     refs: RefCount,
 }
@@ -82,16 +126,16 @@ impl<P: Platform, V: Verbs> MwObj<P, V> {
 }
 
 impl<P: Platform, V: Verbs> Object<P, V> for MwObj<P, V> {
-    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<Arc<Self>> {
+    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>> {
         &mut tables.mws
     }
-    fn device(this: &Arc<Self>) -> &Arc<DeviceObj<P, V>> {
+    fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>> {
         &this.dev
     }
     fn refs(&self) -> &RefCount {
         &self.refs
     }
-    fn teardown(this: Arc<Self>, _shared: &Shared<P, V>) {
+    fn teardown(this: KArc<Self>, _shared: &Shared<P, V>) {
         if let Some(lower) = this.dev.lower() {
             this.destroy_handles(&lower);
         }
@@ -101,8 +145,8 @@ impl<P: Platform, V: Verbs> Object<P, V> for MwObj<P, V> {
 
 /// An address handle (OFW `WV_ADDRESS_HANDLE`).
 pub(crate) struct AhObj<P: Platform, V: Verbs> {
-    pub pd: Arc<PdObj<P, V>>,
-    pub dev: Arc<DeviceObj<P, V>>,
+    pub pd: KArc<PdObj<P, V>>,
+    pub dev: KArc<DeviceObj<P, V>>,
     ah: Handle<P, V::Ah>,
     refs: RefCount,
 }
@@ -116,16 +160,16 @@ impl<P: Platform, V: Verbs> AhObj<P, V> {
 }
 
 impl<P: Platform, V: Verbs> Object<P, V> for AhObj<P, V> {
-    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<Arc<Self>> {
+    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>> {
         &mut tables.ahs
     }
-    fn device(this: &Arc<Self>) -> &Arc<DeviceObj<P, V>> {
+    fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>> {
         &this.dev
     }
     fn refs(&self) -> &RefCount {
         &self.refs
     }
-    fn teardown(this: Arc<Self>, _shared: &Shared<P, V>) {
+    fn teardown(this: KArc<Self>, _shared: &Shared<P, V>) {
         if let Some(lower) = this.dev.lower() {
             this.destroy_handles(&lower);
         }
@@ -146,6 +190,10 @@ pub(crate) fn pd_allocate<P: Platform, V: Verbs>(
     let (Some(lower), Some(ca)) = (dev.lower(), dev.ca.get()) else {
         return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
     };
+    // OFW: the PD's allocation fails with STATUS_NO_MEMORY, before the verb.
+    let (Ok(obj_slot), Ok(handle_slot)) = (KArc::try_reserve(), KArc::try_reserve()) else {
+        return req.complete(NtStatus::NO_MEMORY, 0);
+    };
     let (pd, verb_info) = with_umv(
         &mut req,
         size_of::<WV_IO_ID>(),
@@ -159,15 +207,18 @@ pub(crate) fn pd_allocate<P: Platform, V: Verbs>(
     };
     let platform = prov.platform();
     dev.refs.get();
-    let obj = Arc::new(PdObj {
-        dev: Arc::clone(dev.arc()),
-        pd: Handle::new(platform, pd),
+    let obj = obj_slot.write(PdObj {
+        dev: KArc::clone(dev.arc()),
+        pd: Handle::new(platform, handle_slot.write(pd)),
         refs: RefCount::default(),
-        mrs: platform.spin_lock(BTreeMap::new()),
+        mrs: platform.spin_lock(Vec::new()),
     });
-    let Some(new_id) = prov.insert(Arc::clone(&obj)) else {
-        PdObj::teardown(obj, &prov.shared);
-        return req.complete(NtStatus::NO_MEMORY, 0);
+    let new_id = match prov.insert(obj) {
+        Ok(new_id) => new_id,
+        Err((obj, status)) => {
+            PdObj::teardown(obj, &prov.shared);
+            return req.complete(status, 0);
+        }
     };
     let buf = req.buffer_mut();
     write_id(buf, new_id).ok();
@@ -214,12 +265,23 @@ pub(crate) fn memory_register<P: Platform, V: Verbs>(
         length: reg.BufferLength,
         access: reg.AccessFlags,
     };
+    // OFW allocates the MR's record before registering: STATUS_NO_MEMORY.
+    if grow_locked(&pd.mrs, 1).is_err() {
+        return req.complete(NtStatus::NO_MEMORY, 0);
+    }
     let (mr, keys) = match lower.register_mr(&handle, &region) {
         Ok(registered) => registered,
         Err(e) => return req.complete(verbs_status(e), 0),
     };
-    let replaced = pd.mrs.lock().insert(keys.lkey, mr);
-    if let Some(stale) = replaced {
+    let stale = match pd.insert_mr(keys.lkey, mr) {
+        Ok(stale) => stale,
+        Err(mr) => {
+            // The room made above went to a concurrent registration and no more can be had.
+            let _ = lower.deregister_mr(mr);
+            return req.complete(NtStatus::NO_MEMORY, 0);
+        }
+    };
+    if let Some(stale) = stale {
         // The controller handed out an lkey that is still registered: its bug, but do not
         // leak the older region over it.
         let _ = lower.deregister_mr(stale);
@@ -245,13 +307,16 @@ pub(crate) fn memory_deregister<P: Platform, V: Verbs>(
     let Some(lower) = pd.dev.lower() else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
-    let Some(mr) = pd.mrs.lock().remove(&id.Data) else {
+    let Some(mr) = pd.take_mr(id.Data) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let status = match lower.deregister_mr(mr) {
-        Ok(()) => NtStatus::SUCCESS,
+        Ok(()) => {
+            pd.forget_mr(id.Data);
+            NtStatus::SUCCESS
+        }
         Err((mr, e)) => {
-            pd.mrs.lock().insert(id.Data, mr);
+            pd.restore_mr(id.Data, mr);
             verbs_status(e)
         }
     };
@@ -271,6 +336,10 @@ pub(crate) fn mw_allocate<P: Platform, V: Verbs>(
     let (Some(lower), Some(handle)) = (pd.dev.lower(), pd.pd.get()) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
+    // OFW: the MW's allocation fails with STATUS_NO_MEMORY, before the verb.
+    let (Ok(obj_slot), Ok(handle_slot)) = (KArc::try_reserve(), KArc::try_reserve()) else {
+        return req.complete(NtStatus::NO_MEMORY, 0);
+    };
     let (mw, verb_info) = with_umv(
         &mut req,
         size_of::<WV_IO_ID>(),
@@ -283,15 +352,18 @@ pub(crate) fn mw_allocate<P: Platform, V: Verbs>(
         Err(e) => return req.complete(verbs_status(e), 0),
     };
     pd.refs.get();
-    let obj = Arc::new(MwObj {
-        pd: Arc::clone(pd.arc()),
-        dev: Arc::clone(&pd.dev),
-        mw: Handle::new(prov.platform(), mw),
+    let obj = obj_slot.write(MwObj {
+        pd: KArc::clone(pd.arc()),
+        dev: KArc::clone(&pd.dev),
+        mw: Handle::new(prov.platform(), handle_slot.write(mw)),
         refs: RefCount::default(),
     });
-    let Some(new_id) = prov.insert(Arc::clone(&obj)) else {
-        MwObj::teardown(obj, &prov.shared);
-        return req.complete(NtStatus::NO_MEMORY, 0);
+    let new_id = match prov.insert(obj) {
+        Ok(new_id) => new_id,
+        Err((obj, status)) => {
+            MwObj::teardown(obj, &prov.shared);
+            return req.complete(status, 0);
+        }
     };
     let buf = req.buffer_mut();
     write_id(buf, new_id).ok();
@@ -325,6 +397,10 @@ pub(crate) fn ah_create<P: Platform, V: Verbs>(
     let (Some(lower), Some(handle)) = (pd.dev.lower(), pd.pd.get()) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
+    // OFW: the AH's allocation fails with STATUS_NO_MEMORY, before the verb.
+    let (Ok(obj_slot), Ok(handle_slot)) = (KArc::try_reserve(), KArc::try_reserve()) else {
+        return req.complete(NtStatus::NO_MEMORY, 0);
+    };
     let av = av_from_abi(&ah.AddressVector);
     let (created, verb_info) = with_umv(
         &mut req,
@@ -338,15 +414,18 @@ pub(crate) fn ah_create<P: Platform, V: Verbs>(
         Err(e) => return req.complete(verbs_status(e), 0),
     };
     pd.refs.get();
-    let obj = Arc::new(AhObj {
-        pd: Arc::clone(pd.arc()),
-        dev: Arc::clone(&pd.dev),
-        ah: Handle::new(prov.platform(), created),
+    let obj = obj_slot.write(AhObj {
+        pd: KArc::clone(pd.arc()),
+        dev: KArc::clone(&pd.dev),
+        ah: Handle::new(prov.platform(), handle_slot.write(created)),
         refs: RefCount::default(),
     });
-    let Some(new_id) = prov.insert(Arc::clone(&obj)) else {
-        AhObj::teardown(obj, &prov.shared);
-        return req.complete(NtStatus::NO_MEMORY, 0);
+    let new_id = match prov.insert(obj) {
+        Ok(new_id) => new_id,
+        Err((obj, status)) => {
+            AhObj::teardown(obj, &prov.shared);
+            return req.complete(status, 0);
+        }
     };
     let buf = req.buffer_mut();
     write_id(buf, new_id).ok();

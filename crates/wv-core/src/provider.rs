@@ -1,17 +1,16 @@
 //! The provider: the state of one open file (`\\.\WinVerbs` handle), its id tables, the IOCTL
 //! gate, object lookup with references (OFW `Wv*Acquire`), destroy and cleanup.
 
-use alloc::sync::Arc;
 use core::marker::PhantomData;
 use core::ops::Deref;
 
 use wv_abi::NtStatus;
-use wv_hal::{Event, Platform, SpinLock, Verbs};
+use wv_hal::{Event, KArc, Platform, SpinLock, Verbs};
 
 use crate::cq::CqObj;
 use crate::device::DeviceObj;
 use crate::driver::Shared;
-use crate::ids::IdTable;
+use crate::ids::{IdTable, Insert, Spare};
 use crate::pd::{AhObj, MwObj, PdObj};
 use crate::qp::QpObj;
 use crate::srq::SrqObj;
@@ -20,32 +19,32 @@ use crate::sync::{Gate, RefCount};
 /// The per-type id tables of one provider (OFW `DevIndex`, `PdIndex`, …). EPs come with the
 /// endpoint issue.
 pub(crate) struct Tables<P: Platform, V: Verbs> {
-    pub devices: IdTable<Arc<DeviceObj<P, V>>>,
-    pub pds: IdTable<Arc<PdObj<P, V>>>,
-    pub cqs: IdTable<Arc<CqObj<P, V>>>,
-    pub srqs: IdTable<Arc<SrqObj<P, V>>>,
-    pub qps: IdTable<Arc<QpObj<P, V>>>,
-    pub mws: IdTable<Arc<MwObj<P, V>>>,
-    pub ahs: IdTable<Arc<AhObj<P, V>>>,
+    pub devices: IdTable<KArc<DeviceObj<P, V>>>,
+    pub pds: IdTable<KArc<PdObj<P, V>>>,
+    pub cqs: IdTable<KArc<CqObj<P, V>>>,
+    pub srqs: IdTable<KArc<SrqObj<P, V>>>,
+    pub qps: IdTable<KArc<QpObj<P, V>>>,
+    pub mws: IdTable<KArc<MwObj<P, V>>>,
+    pub ahs: IdTable<KArc<AhObj<P, V>>>,
 }
 
 /// What every object with an id has in common.
 pub(crate) trait Object<P: Platform, V: Verbs>: Send + Sync + Sized + 'static {
     /// The object's table.
-    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<Arc<Self>>;
+    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>>;
     /// The opened device the object lives on (itself for a device).
-    fn device(this: &Arc<Self>) -> &Arc<DeviceObj<P, V>>;
+    fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>>;
     /// Children and in-flight users.
     fn refs(&self) -> &RefCount;
     /// Destroys what is left of the object after it left its table: its verbs handle (unless
     /// device removal destroyed it already), its parked requests, its references on parents.
     /// PASSIVE_LEVEL, no lock held; the caller holds the device gate or removal has finished.
-    fn teardown(this: Arc<Self>, shared: &Shared<P, V>);
+    fn teardown(this: KArc<Self>, shared: &Shared<P, V>);
 }
 
 /// One open file.
 pub(crate) struct Provider<P: Platform, V: Verbs> {
-    pub shared: Arc<Shared<P, V>>,
+    pub shared: KArc<Shared<P, V>>,
     /// IOCTLs in flight; cleanup closes it (later IOCTLs get `STATUS_FILE_CLOSED`).
     pub gate: Gate<P>,
     pub tables: P::SpinLock<Tables<P, V>>,
@@ -53,19 +52,19 @@ pub(crate) struct Provider<P: Platform, V: Verbs> {
 
 /// The per-file context the platform keeps in the file object (`FilterDriver::File`).
 pub struct FileContext<P: Platform, V: Verbs> {
-    pub(crate) provider: Arc<Provider<P, V>>,
+    pub(crate) provider: KArc<Provider<P, V>>,
 }
 
 /// An object found by id, with a reference and a share of its device gate: its verbs handles
 /// stay valid and destroy answers `STATUS_ACCESS_DENIED` until this is dropped.
 pub(crate) struct Held<P: Platform, V: Verbs, T: Object<P, V>> {
-    obj: Arc<T>,
+    obj: KArc<T>,
     _types: PhantomData<(P, V)>,
 }
 
 impl<P: Platform, V: Verbs, T: Object<P, V>> Held<P, V, T> {
     /// The object itself.
-    pub fn arc(&self) -> &Arc<T> {
+    pub fn arc(&self) -> &KArc<T> {
         &self.obj
     }
 }
@@ -86,20 +85,20 @@ impl<P: Platform, V: Verbs, T: Object<P, V>> Drop for Held<P, V, T> {
 
 /// Takes a reference and a share of the device gate on an object already found under the
 /// provider lock; `None` when its device has been removed (OFW: the handle is NULL).
-pub(crate) fn hold<P: Platform, V: Verbs, T: Object<P, V>>(obj: &Arc<T>) -> Option<Held<P, V, T>> {
+pub(crate) fn hold<P: Platform, V: Verbs, T: Object<P, V>>(obj: &KArc<T>) -> Option<Held<P, V, T>> {
     if !T::device(obj).gate.enter() {
         return None;
     }
     obj.refs().get();
     Some(Held {
-        obj: Arc::clone(obj),
+        obj: KArc::clone(obj),
         _types: PhantomData,
     })
 }
 
 impl<P: Platform, V: Verbs> Provider<P, V> {
     /// A provider for a new file; fails with the platform's status when out of resources.
-    pub fn new(shared: Arc<Shared<P, V>>) -> Result<Self, NtStatus> {
+    pub fn new(shared: KArc<Shared<P, V>>) -> Result<Self, NtStatus> {
         let limit = shared.config.max_ids_per_type;
         let platform = &shared.platform;
         Ok(Provider {
@@ -129,9 +128,27 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
         hold(obj)
     }
 
-    /// Inserts a new object; `None` when the table is full.
-    pub fn insert<T: Object<P, V>>(&self, obj: Arc<T>) -> Option<u64> {
-        T::table(&mut self.tables.lock()).insert(obj)
+    /// Inserts a new object. `STATUS_NO_MEMORY` when the table is at its limit or cannot grow
+    /// (OFW: `IndexListInsertHead` returns 0); the object comes back so the caller can tear
+    /// it down. The table grows with the lock released ([`Spare`]).
+    pub fn insert<T: Object<P, V>>(&self, obj: KArc<T>) -> Result<u64, (KArc<T>, NtStatus)> {
+        let mut obj = obj;
+        loop {
+            let want = match T::table(&mut self.tables.lock()).insert(obj) {
+                Insert::Done(id) => return Ok(id),
+                Insert::Full(back) => return Err((back, NtStatus::NO_MEMORY)),
+                Insert::Grow(back, want) => {
+                    obj = back;
+                    want
+                }
+            };
+            let spare = match Spare::new(want) {
+                Ok(spare) => spare,
+                Err(e) => return Err((obj, e.into())),
+            };
+            let leftover = T::table(&mut self.tables.lock()).adopt(spare);
+            drop(leftover);
+        }
     }
 
     /// OFW's destroy IOCTLs: `not_found` for an unknown id, `STATUS_ACCESS_DENIED` while the
@@ -147,7 +164,7 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
             let Some(obj) = T::table(&mut tables).get(id).cloned() else {
                 return not_found;
             };
-            let dev = Arc::clone(T::device(&obj));
+            let dev = KArc::clone(T::device(&obj));
             if dev.gate.enter() {
                 if obj.refs().is_held() && !force {
                     drop(tables);
@@ -162,7 +179,7 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
                 dev.removed.wait();
                 let mut tables = self.tables.lock();
                 match T::table(&mut tables).get(id) {
-                    Some(current) if Arc::ptr_eq(current, &obj) => {}
+                    Some(current) if KArc::ptr_eq(current, &obj) => {}
                     _ => return not_found,
                 }
                 if obj.refs().is_held() && !force {
@@ -197,8 +214,14 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
     }
 
     fn destroy_all<T: Object<P, V>>(&self) {
-        let ids = T::table(&mut self.tables.lock()).ids();
-        for id in ids {
+        // One id at a time: cleanup cannot fail, so it allocates nothing.
+        let mut at = 0;
+        loop {
+            let next = T::table(&mut self.tables.lock())
+                .next_after(at)
+                .map(|(id, _)| id);
+            let Some(id) = next else { break };
+            at = id;
             // Children went first and nothing else can hold a reference: force only guards
             // against leaking an object if that reasoning were ever wrong.
             let status = self.destroy::<T>(id, NtStatus::NOT_FOUND, true);

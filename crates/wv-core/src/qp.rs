@@ -1,7 +1,6 @@
 //! Queue pairs: create/destroy/query, multicast attach/detach, QP_CANCEL. QP_MODIFY lives in
 //! [`crate::qp_modify`].
 
-use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::mem::size_of;
 
@@ -9,7 +8,8 @@ use wv_abi::consts::WV_IO_QP_SIGNAL_SENDS;
 use wv_abi::encode::{write_id, write_prefix, write_verb_info};
 use wv_abi::{NtStatus, WV_IO_QP_ATTRIBUTES, WV_IO_QP_CREATE, WV_IO_QP_MULTICAST, read_prefix};
 use wv_hal::{
-    Gid, IoRequest, Platform, QpCreate, QpEvent, QpEventSink, QpType, RequestQueue, SpinLock, Verbs,
+    Gid, IoRequest, KArc, Platform, QpCreate, QpEvent, QpEventSink, QpType, RequestQueue, SpinLock,
+    Verbs,
 };
 
 use crate::convert::qp_attr_to_abi;
@@ -17,8 +17,8 @@ use crate::cq::CqObj;
 use crate::device::DeviceObj;
 use crate::dispatch::{VendorLens, with_umv};
 use crate::driver::Shared;
+use crate::fallible::{grow_locked, push_locked};
 use crate::ids::IdTable;
-use crate::notify::take_all;
 use crate::pd::PdObj;
 use crate::provider::{Held, Object, Provider, Tables, hold};
 use crate::srq::SrqObj;
@@ -43,11 +43,11 @@ struct Mcast<V: Verbs> {
 
 /// A queue pair (OFW `WV_QUEUE_PAIR`).
 pub(crate) struct QpObj<P: Platform, V: Verbs> {
-    pub pd: Arc<PdObj<P, V>>,
-    pub dev: Arc<DeviceObj<P, V>>,
-    send_cq: Arc<CqObj<P, V>>,
-    recv_cq: Arc<CqObj<P, V>>,
-    srq: Option<Arc<SrqObj<P, V>>>,
+    pub pd: KArc<PdObj<P, V>>,
+    pub dev: KArc<DeviceObj<P, V>>,
+    send_cq: KArc<CqObj<P, V>>,
+    recv_cq: KArc<CqObj<P, V>>,
+    srq: Option<KArc<SrqObj<P, V>>>,
     pub qp: Handle<P, V::Qp>,
     /// IOCTLs in flight (queued and running modifies do not count: destroy cancels and waits
     /// for them instead of refusing).
@@ -63,6 +63,9 @@ pub(crate) struct QpObj<P: Platform, V: Verbs> {
     /// queued before one the drainer then runs.
     modify_order: P::SpinLock<()>,
     pub sched: ModifySched<P>,
+    /// For the drainer, which the QP itself is (`WorkItem`): queueing it allocates nothing
+    /// but the platform's work item.
+    pub shared: KArc<Shared<P, V>>,
 }
 
 impl<P: Platform, V: Verbs> QpObj<P, V> {
@@ -84,30 +87,28 @@ impl<P: Platform, V: Verbs> QpObj<P, V> {
     }
 
     /// Ends every queued (not started) modify with `status`: QP_CANCEL, device removal, a
-    /// drainer that could not be scheduled. They are taken out in one step and completed
-    /// after the lock is released.
+    /// drainer that could not be scheduled. They are taken out and completed in one step
+    /// under the order lock (completion is legal at DISPATCH_LEVEL; collecting them first
+    /// would allocate).
     pub fn fail_parked(&self, status: NtStatus) {
-        let queued = {
-            let _order = self.modify_order.lock();
-            take_all::<P>(&self.modify_queue)
-        };
-        for request in queued {
+        let _order = self.modify_order.lock();
+        while let Some(request) = self.modify_queue.retrieve_next() {
             request.complete(status, 0);
         }
     }
 }
 
 impl<P: Platform, V: Verbs> Object<P, V> for QpObj<P, V> {
-    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<Arc<Self>> {
+    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>> {
         &mut tables.qps
     }
-    fn device(this: &Arc<Self>) -> &Arc<DeviceObj<P, V>> {
+    fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>> {
         &this.dev
     }
     fn refs(&self) -> &RefCount {
         &self.refs
     }
-    fn teardown(this: Arc<Self>, _shared: &Shared<P, V>) {
+    fn teardown(this: KArc<Self>, _shared: &Shared<P, V>) {
         // Queued modifies end with STATUS_CANCELLED and no new one can be parked; then wait
         // for the one the drainer may be running (PASSIVE_LEVEL).
         this.modify_queue.purge();
@@ -168,9 +169,9 @@ pub(crate) fn qp_create<P: Platform, V: Verbs>(
         Err(status) => return req.complete(status, 0),
     };
     let dev = &pd.dev;
-    let same_device = Arc::ptr_eq(&send_cq.dev, dev)
-        && Arc::ptr_eq(&recv_cq.dev, dev)
-        && srq.as_ref().is_none_or(|s| Arc::ptr_eq(&s.dev, dev));
+    let same_device = KArc::ptr_eq(&send_cq.dev, dev)
+        && KArc::ptr_eq(&recv_cq.dev, dev)
+        && srq.as_ref().is_none_or(|s| KArc::ptr_eq(&s.dev, dev));
     if !same_device {
         return req.complete(NtStatus::INVALID_PARAMETER, 0);
     }
@@ -189,15 +190,23 @@ pub(crate) fn qp_create<P: Platform, V: Verbs>(
         None => None,
     };
     let platform = prov.platform();
+    // OFW answers a failed QP allocation with STATUS_NO_MEMORY; everything is allocated
+    // before the verb.
+    let (Ok(obj_slot), Ok(handle_slot), Ok(events_slot)) = (
+        KArc::try_reserve(),
+        KArc::try_reserve(),
+        KArc::try_reserve(),
+    ) else {
+        return req.complete(NtStatus::NO_MEMORY, 0);
+    };
+    let Ok(sched) = ModifySched::new(platform) else {
+        return req.complete(NtStatus::NO_MEMORY, 0);
+    };
     let modify_queue = match platform.create_queue() {
         Ok(queue) => queue,
         Err(status) => return req.complete(status, 0),
     };
-    // OFW answers a failed QP allocation with STATUS_NO_MEMORY.
-    let Ok(sched) = ModifySched::new(platform) else {
-        modify_queue.purge();
-        return req.complete(NtStatus::NO_MEMORY, 0);
-    };
+    let events: KArc<dyn QpEventSink> = events_slot.write(NoQpEvents).into();
     let params = QpCreate {
         qp_type,
         sq_depth: create.SendDepth,
@@ -215,7 +224,7 @@ pub(crate) fn qp_create<P: Platform, V: Verbs>(
         size_of::<WV_IO_QP_CREATE>(),
         create.Id.VerbInfo,
         vendor,
-        |umv| lower.create_qp(&pd_handle, &params, Arc::new(NoQpEvents), umv),
+        |umv| lower.create_qp(&pd_handle, &params, events, umv),
     );
     let (qp, info) = match created {
         Ok(created) => created,
@@ -231,23 +240,27 @@ pub(crate) fn qp_create<P: Platform, V: Verbs>(
     if let Some(srq) = &srq {
         srq.refs.get();
     }
-    let obj = Arc::new(QpObj {
-        pd: Arc::clone(pd.arc()),
-        dev: Arc::clone(dev),
-        send_cq: Arc::clone(send_cq.arc()),
-        recv_cq: Arc::clone(recv_cq.arc()),
-        srq: srq.as_ref().map(|s| Arc::clone(s.arc())),
-        qp: Handle::new(platform, qp),
+    let obj = obj_slot.write(QpObj {
+        pd: KArc::clone(pd.arc()),
+        dev: KArc::clone(dev),
+        send_cq: KArc::clone(send_cq.arc()),
+        recv_cq: KArc::clone(recv_cq.arc()),
+        srq: srq.as_ref().map(|s| KArc::clone(s.arc())),
+        qp: Handle::new(platform, handle_slot.write(qp)),
         refs: RefCount::default(),
         qpn: info.qpn,
         mcast: platform.spin_lock(Vec::new()),
         modify_queue,
         modify_order: platform.spin_lock(()),
         sched,
+        shared: KArc::clone(&prov.shared),
     });
-    let Some(new_id) = prov.insert(Arc::clone(&obj)) else {
-        QpObj::teardown(obj, &prov.shared);
-        return req.complete(NtStatus::NO_MEMORY, 0);
+    let new_id = match prov.insert(obj) {
+        Ok(new_id) => new_id,
+        Err((obj, status)) => {
+            QpObj::teardown(obj, &prov.shared);
+            return req.complete(status, 0);
+        }
     };
     let buf = req.buffer_mut();
     write_id(buf, new_id).ok();
@@ -298,14 +311,25 @@ pub(crate) fn qp_attach<P: Platform, V: Verbs>(
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let lid = mc.Id.Data as u16;
+    // OFW allocates the attachment's record first: STATUS_NO_MEMORY.
+    if grow_locked(&qp.mcast, 1).is_err() {
+        return req.complete(NtStatus::NO_MEMORY, 0);
+    }
     match lower.attach_mcast(&handle, &mc.Gid.Raw, u16::from_be(lid)) {
         Ok(attached) => {
-            qp.mcast.lock().push(Mcast {
+            let group = Mcast {
                 gid: mc.Gid.Raw,
                 lid,
                 handle: attached,
-            });
-            req.complete(NtStatus::SUCCESS, 0);
+            };
+            match push_locked(&qp.mcast, group) {
+                Ok(()) => req.complete(NtStatus::SUCCESS, 0),
+                Err((group, _)) => {
+                    // The room went to a concurrent attach and no more can be had.
+                    lower.detach_mcast(group.handle);
+                    req.complete(NtStatus::NO_MEMORY, 0);
+                }
+            }
         }
         Err(e) => req.complete(verbs_status(e), 0),
     }

@@ -8,14 +8,11 @@
 //! share of the device gate only while it calls the controller, so device removal waits for a
 //! running modify and fails the queued ones.
 
-use alloc::sync::Arc;
-
 use wv_abi::{NtStatus, WV_IO_QP_ATTRIBUTES, read_prefix};
-use wv_hal::{IoRequest, Platform, RequestQueue, Verbs, WorkItem};
+use wv_hal::{IoRequest, KArc, Platform, RequestQueue, Verbs, WorkItem};
 
 use crate::QpModifyMode;
 use crate::convert::qp_modify_from_abi;
-use crate::driver::Shared;
 use crate::provider::Provider;
 use crate::qp::QpObj;
 use crate::status::{REMOVED, verbs_status};
@@ -69,10 +66,8 @@ pub(crate) fn qp_modify<P: Platform, V: Verbs>(
                 return req.complete(status, 0);
             }
             if qp.sched.kick() {
-                let work = Arc::new(ModifyWork {
-                    qp: Arc::clone(qp.arc()),
-                    shared: Arc::clone(&prov.shared),
-                });
+                // The QP is its own drainer: the queued work holds a reference on it.
+                let work: KArc<dyn WorkItem> = KArc::clone(qp.arc()).into();
                 if let Err(status) = prov.platform().queue_work(work) {
                     // No drainer: fail what is queued; the next QP_MODIFY tries again.
                     loop {
@@ -87,22 +82,15 @@ pub(crate) fn qp_modify<P: Platform, V: Verbs>(
     }
 }
 
-/// The drainer of one QP's modify queue.
-struct ModifyWork<P: Platform, V: Verbs> {
-    qp: Arc<QpObj<P, V>>,
-    shared: Arc<Shared<P, V>>,
-}
-
-impl<P: Platform, V: Verbs> ModifyWork<P, V> {
+impl<P: Platform, V: Verbs> QpObj<P, V> {
     fn run_one(&self, mut req: P::Request) {
-        let qp = &self.qp;
-        let status = if qp.dev.gate.enter() {
-            let status = match (qp.dev.lower(), qp.qp.get()) {
+        let status = if self.dev.gate.enter() {
+            let status = match (self.dev.lower(), self.qp.get()) {
                 (Some(lower), Some(handle)) => apply::<P, V>(&lower, &handle, &mut req),
                 _ => REMOVED,
             };
             // The handle clone is gone before the gate share: removal may take it at once.
-            qp.dev.gate.leave();
+            self.dev.gate.leave();
             status
         } else {
             REMOVED
@@ -111,16 +99,25 @@ impl<P: Platform, V: Verbs> ModifyWork<P, V> {
     }
 }
 
-impl<P: Platform, V: Verbs> WorkItem for ModifyWork<P, V> {
+/// The drainer of one QP's modify queue: the QP itself, queued by [`qp_modify`] when its
+/// scheduler says no drainer runs.
+impl<P: Platform, V: Verbs> WorkItem for QpObj<P, V> {
     /// PASSIVE_LEVEL on a system worker thread: applies the QP's queued modifies in order until
     /// the queue is empty.
     fn run(&self) {
         self.shared.platform.paged_code();
         loop {
-            match self.qp.next_modify() {
+            match self.next_modify() {
                 Some(req) => self.run_one(req),
                 None => {
-                    if self.qp.sched.finish() {
+                    #[cfg(feature = "fault-injection")]
+                    if self.shared.faults().lose_modify_wakeup {
+                        if self.sched.finish_silently() {
+                            break;
+                        }
+                        continue;
+                    }
+                    if self.sched.finish() {
                         break;
                     }
                 }

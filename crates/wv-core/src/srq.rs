@@ -1,12 +1,11 @@
 //! Shared receive queues and their event notification.
 
-use alloc::sync::Arc;
 use core::mem::{offset_of, size_of};
 
 use wv_abi::encode::{write_at, write_id, write_verb_info};
 use wv_abi::{NtStatus, WV_IO_SRQ_ATTRIBUTES};
 use wv_hal::{
-    IoRequest, Platform, RequestQueue, SpinLock, SrqAttributes, SrqEvent, SrqEventSink,
+    IoRequest, KArc, Platform, RequestQueue, SpinLock, SrqAttributes, SrqEvent, SrqEventSink,
     SrqModifyMask, Verbs,
 };
 
@@ -45,12 +44,12 @@ impl<P: Platform> SrqEventSink for SrqNotify<P> {
 
 /// A shared receive queue (OFW `WV_SHARED_RECEIVE_QUEUE`).
 pub(crate) struct SrqObj<P: Platform, V: Verbs> {
-    pub pd: Arc<PdObj<P, V>>,
-    pub dev: Arc<DeviceObj<P, V>>,
+    pub pd: KArc<PdObj<P, V>>,
+    pub dev: KArc<DeviceObj<P, V>>,
     pub srq: Handle<P, V::Srq>,
     /// QPs and IOCTLs in flight.
     pub refs: RefCount,
-    notify: Arc<SrqNotify<P>>,
+    notify: KArc<SrqNotify<P>>,
 }
 
 impl<P: Platform, V: Verbs> SrqObj<P, V> {
@@ -67,16 +66,16 @@ impl<P: Platform, V: Verbs> SrqObj<P, V> {
 }
 
 impl<P: Platform, V: Verbs> Object<P, V> for SrqObj<P, V> {
-    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<Arc<Self>> {
+    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>> {
         &mut tables.srqs
     }
-    fn device(this: &Arc<Self>) -> &Arc<DeviceObj<P, V>> {
+    fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>> {
         &this.dev
     }
     fn refs(&self) -> &RefCount {
         &self.refs
     }
-    fn teardown(this: Arc<Self>, _shared: &Shared<P, V>) {
+    fn teardown(this: KArc<Self>, _shared: &Shared<P, V>) {
         if let Some(lower) = this.dev.lower() {
             this.destroy_handles(&lower);
         }
@@ -107,15 +106,24 @@ pub(crate) fn srq_create<P: Platform, V: Verbs>(
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let platform = prov.platform();
-    let queue = match platform.create_queue() {
-        Ok(queue) => queue,
-        Err(status) => return req.complete(status, 0),
+    // OFW `WvSrqAlloc`: the SRQ's allocation fails with STATUS_NO_MEMORY; its queue, like the
+    // verb, with STATUS_UNSUCCESSFUL (not the framework's status, unlike CQ_CREATE).
+    let (notify_slot, obj_slot, handle_slot) = match (
+        KArc::try_reserve(),
+        KArc::try_reserve(),
+        KArc::try_reserve(),
+    ) {
+        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+        _ => return req.complete(NtStatus::NO_MEMORY, 0),
     };
-    let notify: Arc<SrqNotify<P>> = Arc::new(SrqNotify {
+    let Ok(queue) = platform.create_queue() else {
+        return req.complete(NtStatus::UNSUCCESSFUL, 0);
+    };
+    let notify: KArc<SrqNotify<P>> = notify_slot.write(SrqNotify {
         queue,
         error: platform.spin_lock(false),
     });
-    let sink: Arc<dyn SrqEventSink> = notify.clone();
+    let sink: KArc<dyn SrqEventSink> = KArc::clone(&notify).into();
     let verbs_attr = srq_attributes(&attr);
     let (created, verb_info) = with_umv(
         &mut req,
@@ -132,16 +140,19 @@ pub(crate) fn srq_create<P: Platform, V: Verbs>(
         }
     };
     pd.refs.get();
-    let obj = Arc::new(SrqObj {
-        pd: Arc::clone(pd.arc()),
-        dev: Arc::clone(&pd.dev),
-        srq: Handle::new(platform, srq),
+    let obj = obj_slot.write(SrqObj {
+        pd: KArc::clone(pd.arc()),
+        dev: KArc::clone(&pd.dev),
+        srq: Handle::new(platform, handle_slot.write(srq)),
         refs: RefCount::default(),
         notify,
     });
-    let Some(new_id) = prov.insert(Arc::clone(&obj)) else {
-        SrqObj::teardown(obj, &prov.shared);
-        return req.complete(NtStatus::NO_MEMORY, 0);
+    let new_id = match prov.insert(obj) {
+        Ok(new_id) => new_id,
+        Err((obj, status)) => {
+            SrqObj::teardown(obj, &prov.shared);
+            return req.complete(status, 0);
+        }
     };
     let buf = req.buffer_mut();
     write_id(buf, new_id).ok();

@@ -8,15 +8,18 @@
 //!   verbs handles). Closing and counting happen under one lock, which is the fix of OFW's
 //!   `WvProviderGet` race (spec §7.1-i).
 //! * [`RefCount`]: children and in-flight users of an object; destroy refuses while it is not 0.
-//! * [`Handle`]: a verbs handle that users borrow (as an `Arc`) for the length of one call and
+//! * [`Handle`]: a verbs handle that users borrow (as a [`KArc`]) for the length of one call and
 //!   that teardown takes exactly once.
 //! * [`ModifySched`]: the "one drainer per QP" flag of the QP-modify queue.
 
-use alloc::sync::Arc;
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU32, Ordering};
+
+#[cfg(not(loom))]
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use wv_abi::NtStatus;
-use wv_hal::{Event, Platform, SpinLock};
+use wv_hal::{Event, KArc, Platform, SpinLock};
 
 /// State of a [`Gate`].
 struct GateState {
@@ -33,21 +36,22 @@ pub struct Gate<P: Platform> {
     state: P::SpinLock<GateState>,
     /// Shared so that the setter keeps it alive: a drainer woken by `set` may free the gate
     /// before `set` has returned.
-    drained: Arc<P::Event>,
+    drained: KArc<P::Event>,
 }
 
 impl<P: Platform> Gate<P> {
     /// An open gate with no users.
     ///
     /// # Errors
-    /// The platform's status when its event cannot be allocated.
+    /// The platform's status when its event cannot be allocated, `STATUS_NO_MEMORY` when its
+    /// shared cell cannot.
     pub fn new(platform: &P) -> Result<Self, NtStatus> {
         Ok(Gate {
             state: platform.spin_lock(GateState {
                 closed: false,
                 active: 0,
             }),
-            drained: Arc::new(platform.event()?),
+            drained: KArc::try_new(platform.event()?)?,
         })
     }
 
@@ -76,7 +80,7 @@ impl<P: Platform> Gate<P> {
             let mut state = self.state.lock();
             debug_assert!(state.active > 0, "gate left more often than entered");
             state.active -= 1;
-            (state.active == 0 && state.closed).then(|| Arc::clone(&self.drained))
+            (state.active == 0 && state.closed).then(|| KArc::clone(&self.drained))
         };
         // Set outside the lock, on our own reference: a woken drainer may free the gate's
         // owner at once.
@@ -128,8 +132,14 @@ impl<P: Platform> Drop for GateShare<'_, P> {
 /// References on an object other than its id-table entry: child objects and IOCTLs in flight
 /// (OFW's `Ref - 1`). Increments happen under the provider lock, so once destroy has seen 0 and
 /// removed the object from its table nobody can take a new reference.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RefCount(AtomicU32);
+
+impl Default for RefCount {
+    fn default() -> Self {
+        RefCount(AtomicU32::new(0))
+    }
+}
 
 impl RefCount {
     /// Takes a reference.
@@ -149,22 +159,23 @@ impl RefCount {
 
 /// A verbs handle shared by the calls that use it and destroyed exactly once.
 ///
-/// Users clone the `Arc` for the duration of one verb (never holding the lock across it);
+/// Users clone the `KArc` for the duration of one verb (never holding the lock across it);
 /// teardown takes it out. Teardown runs only once every user has left the device gate, so by
-/// then the taken `Arc` is the last one.
+/// then the taken `KArc` is the last one.
 pub struct Handle<P: Platform, H: Send + Sync> {
-    slot: P::SpinLock<Option<Arc<H>>>,
+    slot: P::SpinLock<Option<KArc<H>>>,
 }
 
 impl<P: Platform, H: Send + Sync> Handle<P, H> {
-    /// A live handle.
-    pub fn new(platform: &P, handle: H) -> Self {
+    /// A live handle. The caller allocated its shared cell before it created the lower
+    /// object (`KArc::try_reserve`), so that nothing can fail once the object exists.
+    pub fn new(platform: &P, handle: KArc<H>) -> Self {
         Handle {
-            slot: platform.spin_lock(Some(Arc::new(handle))),
+            slot: platform.spin_lock(Some(handle)),
         }
     }
     /// The handle for one call, or `None` after teardown.
-    pub fn get(&self) -> Option<Arc<H>> {
+    pub fn get(&self) -> Option<KArc<H>> {
         self.slot.lock().clone()
     }
     /// Takes the handle for destruction; `None` if it was taken already (device removal got
@@ -172,7 +183,7 @@ impl<P: Platform, H: Send + Sync> Handle<P, H> {
     /// rather than destroyed under a user.
     pub fn take(&self) -> Option<H> {
         let taken = self.slot.lock().take()?;
-        match Arc::try_unwrap(taken) {
+        match KArc::try_unwrap(taken) {
             Ok(handle) => Some(handle),
             Err(_still_borrowed) => {
                 debug_assert!(false, "verbs handle destroyed while still in use");
@@ -199,7 +210,7 @@ struct SchedState {
 /// drainer can start; so one event, allocated with the scheduler, serves every wait.
 pub struct ModifySched<P: Platform> {
     state: P::SpinLock<SchedState>,
-    stopped: Arc<P::Event>,
+    stopped: KArc<P::Event>,
 }
 
 impl<P: Platform> ModifySched<P> {
@@ -214,7 +225,7 @@ impl<P: Platform> ModifySched<P> {
                 rerun: false,
                 waited: false,
             }),
-            stopped: Arc::new(platform.event()?),
+            stopped: KArc::try_new(platform.event()?)?,
         })
     }
 
@@ -239,12 +250,24 @@ impl<P: Platform> ModifySched<P> {
                 return false;
             }
             state.running = false;
-            state.waited.then(|| Arc::clone(&self.stopped))
+            state.waited.then(|| KArc::clone(&self.stopped))
         };
         // On our own reference: the woken waiter may free the QP at once.
         if let Some(event) = wake {
             event.set();
         }
+        true
+    }
+
+    /// [`ModifySched::finish`] that forgets to wake the waiter: the hang of a fault-injection
+    /// build, which the host verifier must catch.
+    #[cfg(feature = "fault-injection")]
+    pub fn finish_silently(&self) -> bool {
+        let mut state = self.state.lock();
+        if core::mem::take(&mut state.rerun) {
+            return false;
+        }
+        state.running = false;
         true
     }
 
@@ -262,7 +285,7 @@ impl<P: Platform> ModifySched<P> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use wv_host::HostPlatform;
@@ -299,7 +322,7 @@ mod tests {
     #[test]
     fn handle_is_taken_once() {
         let platform = HostPlatform::deterministic();
-        let handle = Handle::new(&platform, 7u32);
+        let handle = Handle::new(&platform, KArc::try_new(7u32).unwrap());
         let borrowed = handle.get().unwrap();
         assert_eq!(*borrowed, 7);
         drop(borrowed);

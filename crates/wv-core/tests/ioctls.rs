@@ -1,5 +1,6 @@
 //! Every non-endpoint IOCTL through raw bytes: statuses, Information, output bytes,
 //! inline-vs-pending (deterministic host mode).
+#![allow(clippy::disallowed_methods)] // tests may allocate infallibly; the core may not (clippy.toml)
 
 mod common;
 
@@ -845,7 +846,9 @@ fn id_table_exhaustion_is_no_memory() {
     });
     let f = fx.open();
     let dev = open_device(&fx, &f);
-    // §7.1-b: OFW deadlocked here (it kept the provider lock on this path).
+    // §7.1-b: OFW deadlocked here (it kept the provider lock on this path). The host verifier
+    // fails any callback that returns holding a spin lock ("spin lock held across return");
+    // tests/detectors.rs shows it catching exactly this path in a build that keeps the lock.
     expect(
         &ioctl(&f, WV_IOCTL_DEVICE_OPEN, &id(fx.guid(), 0, 0), 16),
         NtStatus::NO_MEMORY,

@@ -1,5 +1,6 @@
 //! Races on the threaded host model: QP modify ordering and parallelism, QP_CANCEL / destroy /
 //! cleanup / removal racing running modifies, IOCTLs racing the last close.
+#![allow(clippy::disallowed_methods)] // tests may allocate infallibly; the core may not (clippy.toml)
 
 mod common;
 
@@ -199,18 +200,108 @@ fn removal_racing_a_running_modify() {
     );
 }
 
+/// §7.1-i, forced: an IOCTL is inside the driver (held in `query_ca`) when the last handle
+/// closes. Cleanup must wait for it, and every IOCTL that reaches the driver after cleanup
+/// began must get `STATUS_FILE_CLOSED`, even though one is still in flight. OFW's gate (a bare
+/// reference count, "closed" only when it reads 0) admitted those, so this test fails on it:
+/// its loop never sees `STATUS_FILE_CLOSED` while the held IOCTL keeps the count up.
+#[test]
+fn an_ioctl_arriving_during_cleanup_is_refused_while_another_is_in_flight() {
+    use std::sync::mpsc;
+    let fx = Fx::threaded();
+    let f = fx.open();
+    let dev = open_device(&fx, &f);
+    let (entered, inside) = mpsc::channel::<()>();
+    let release = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let gate = Arc::clone(&release);
+    let once = std::sync::atomic::AtomicBool::new(false);
+    fx.hca.set_failure_hook(Some(Box::new(move |call, _| {
+        if call == FakeCall::QueryCa && !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            entered.send(()).unwrap();
+            let (lock, cv) = &*gate;
+            let mut released = lock.lock().unwrap();
+            while !*released {
+                released = cv.wait(released).unwrap();
+            }
+        }
+        None
+    })));
+    let (held, late) = (f.reference(), f.reference());
+    let in_flight = std::thread::spawn(move || {
+        held.device_io_control(WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152)
+    });
+    inside
+        .recv_timeout(HANG_GUARD)
+        .expect("the IOCTL never reached query_ca");
+    let closer = std::thread::spawn(move || drop(f));
+    // Until cleanup has closed the gate, requests are admitted (GUID_QUERY succeeds); from then
+    // on every one is refused, while the held IOCTL is still in flight.
+    let deadline = std::time::Instant::now() + HANG_GUARD;
+    let mut admitted_before = 0;
+    loop {
+        let st = late.device_io_control(WV_IOCTL_GUID_QUERY, &[], 24).wait();
+        match status(&st) {
+            NtStatus::SUCCESS => admitted_before += 1,
+            NtStatus::FILE_CLOSED => break,
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "an IOCTL that arrived after cleanup began was admitted {admitted_before} times \
+             (the gate must refuse them while another is in flight)"
+        );
+        std::thread::yield_now();
+    }
+    assert!(
+        !closer.is_finished(),
+        "cleanup did not wait for the IOCTL in flight"
+    );
+    for _ in 0..10 {
+        expect(
+            &late
+                .device_io_control(WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152)
+                .wait(),
+            NtStatus::FILE_CLOSED,
+        );
+    }
+    *release.0.lock().unwrap() = true;
+    release.1.notify_all();
+    let io = in_flight.join().unwrap();
+    expect(&done(&io), NtStatus::SUCCESS);
+    closer.join().unwrap();
+    expect(
+        &late.device_io_control(WV_IOCTL_GUID_QUERY, &[], 24).wait(),
+        NtStatus::FILE_CLOSED,
+    );
+    fx.hca.set_failure_hook(None);
+    fx.run();
+    assert!(fx.hca.live_objects().is_empty());
+}
+
+/// §7.1-i in practice: four threads issue IOCTLs through references on the file object while
+/// the main thread closes the last handle in the middle of their runs. Every request ends
+/// once with an expected status; each thread sees `STATUS_FILE_CLOSED` for every request
+/// after its first one (a closed gate never admits again); and over the runs the closing
+/// really lands in the middle (requests both before and after it).
 #[test]
 fn ioctls_racing_each_other_and_the_last_close() {
+    let mut closed_total = 0;
+    let mut admitted_total = 0;
     for _ in 0..20 {
         let fx = Fx::threaded();
-        let f = Arc::new(fx.open());
+        let f = fx.open();
         let s = qp_rts(&fx, &f);
+        let started = Arc::new(std::sync::Barrier::new(5));
         let workers: Vec<_> = (0..4)
             .map(|i| {
-                let f = Arc::clone(&f);
+                let f = f.reference();
+                let started = Arc::clone(&started);
                 std::thread::spawn(move || {
                     let mut statuses = Vec::new();
-                    for _ in 0..50 {
+                    for n in 0..50 {
+                        if n == 5 {
+                            started.wait();
+                        }
                         let io = match i {
                             0 => f.device_io_control(WV_IOCTL_DEVICE_QUERY, &u64_in(s.dev), 152),
                             1 => f.device_io_control(WV_IOCTL_CQ_NOTIFY, &id(s.cq, 0, 1), 0),
@@ -230,27 +321,51 @@ fn ioctls_racing_each_other_and_the_last_close() {
                 })
             })
             .collect();
-        let f = Arc::try_unwrap(f);
-        // Whoever holds the last reference closes the handle; the threads keep issuing.
+        // Every worker is under way: close the last handle now, while they keep issuing.
+        started.wait();
         drop(f);
         for w in workers {
-            for s in w.join().unwrap() {
+            let statuses = w.join().unwrap();
+            let first_closed = statuses
+                .iter()
+                .position(|s| *s == NtStatus::FILE_CLOSED)
+                .unwrap_or(statuses.len());
+            assert!(
+                statuses[first_closed..]
+                    .iter()
+                    .all(|s| *s == NtStatus::FILE_CLOSED),
+                "admitted after a FILE_CLOSED: {statuses:?}"
+            );
+            for s in &statuses[..first_closed] {
                 assert!(
+                    // CANCELLED: the worker's own cancel, or cleanup ending a parked request;
                     // UNSUCCESSFUL: the fake's PD limit.
                     [
                         NtStatus::SUCCESS,
                         NtStatus::CANCELLED,
-                        NtStatus::FILE_CLOSED,
                         NtStatus::UNSUCCESSFUL
                     ]
-                    .contains(&s),
+                    .contains(s),
                     "{s:?}"
                 );
             }
+            closed_total += statuses.len() - first_closed;
+            admitted_total += first_closed;
         }
         fx.run();
         assert!(fx.hca.live_objects().is_empty());
     }
+    figures(
+        "close_race",
+        &[
+            ("admitted", admitted_total as u64),
+            ("file_closed", closed_total as u64),
+        ],
+    );
+    assert!(
+        closed_total > 0 && admitted_total > 0,
+        "the close never raced the IOCTLs ({admitted_total} admitted, {closed_total} refused)"
+    );
 }
 
 #[test]

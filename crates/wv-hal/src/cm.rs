@@ -16,7 +16,7 @@ use alloc::sync::Arc;
 
 use wv_abi::{IB_PATH_REC, NtStatus};
 
-use crate::{QpModify, QpState, QpType};
+use crate::{KArc, QpModify, QpState, QpType};
 
 /// Private data bytes a REQ carries (`IB_REQ_PDATA_SIZE`).
 pub const REQ_PRIVATE_DATA: usize = 92;
@@ -249,7 +249,7 @@ pub trait ConnectionManager: Send + Sync + 'static {
     ///
     /// # Errors
     /// `STATUS_NO_MEMORY` / `STATUS_INSUFFICIENT_RESOURCES` when out of ids.
-    fn create_id(&self, events: Arc<dyn CmEventSink>) -> Result<Self::Id, NtStatus>;
+    fn create_id(&self, events: KArc<dyn CmEventSink>) -> Result<Self::Id, NtStatus>;
 
     /// Destroys an id (`destroy_id`): an established connection is torn down (the peer gets a
     /// DREQ), a listen stops, queued requests of a listen are rejected. Waits until no event
@@ -284,7 +284,7 @@ pub trait ConnectionManager: Send + Sync + 'static {
     fn get_request(
         &self,
         listen: &Self::Id,
-        events: Arc<dyn CmEventSink>,
+        events: KArc<dyn CmEventSink>,
     ) -> Result<(Self::Id, CmReqEvent), NtStatus>;
 
     /// Sends a REQ (`send_req`).
@@ -358,7 +358,7 @@ pub enum NoCm {}
 impl ConnectionManager for NoCm {
     type Id = NoCm;
 
-    fn create_id(&self, _events: Arc<dyn CmEventSink>) -> Result<NoCm, NtStatus> {
+    fn create_id(&self, _events: KArc<dyn CmEventSink>) -> Result<NoCm, NtStatus> {
         match *self {}
     }
     fn destroy_id(&self, _id: NoCm) {
@@ -370,7 +370,7 @@ impl ConnectionManager for NoCm {
     fn get_request(
         &self,
         _: &NoCm,
-        _: Arc<dyn CmEventSink>,
+        _: KArc<dyn CmEventSink>,
     ) -> Result<(NoCm, CmReqEvent), NtStatus> {
         match *self {}
     }
@@ -397,5 +397,69 @@ impl ConnectionManager for NoCm {
     }
     fn get_qp_attr(&self, _: &NoCm, _: QpState) -> Result<QpModify, NtStatus> {
         match *self {}
+    }
+}
+
+/// A shared connection manager is a connection manager (as a shared device is a device, see
+/// `verbs_shared`): a CM that tests or a device model also hold can be handed to the driver.
+impl<C: ConnectionManager> ConnectionManager for Arc<C> {
+    type Id = C::Id;
+
+    fn create_id(&self, events: KArc<dyn CmEventSink>) -> Result<C::Id, NtStatus> {
+        (**self).create_id(events)
+    }
+    fn destroy_id(&self, id: C::Id) {
+        (**self).destroy_id(id)
+    }
+    fn listen(
+        &self,
+        id: &C::Id,
+        service_id: u64,
+        compare: &[u8],
+        compare_offset: u8,
+    ) -> Result<(), NtStatus> {
+        (**self).listen(id, service_id, compare, compare_offset)
+    }
+    fn get_request(
+        &self,
+        listen: &C::Id,
+        events: KArc<dyn CmEventSink>,
+    ) -> Result<(C::Id, CmReqEvent), NtStatus> {
+        (**self).get_request(listen, events)
+    }
+    fn send_req(&self, id: &C::Id, req: &CmReq<'_>) -> Result<(), NtStatus> {
+        (**self).send_req(id, req)
+    }
+    fn send_rep(&self, id: &C::Id, rep: &CmRep<'_>) -> Result<(), NtStatus> {
+        (**self).send_rep(id, rep)
+    }
+    fn send_rtu(&self, id: &C::Id, private_data: &[u8]) -> Result<(), NtStatus> {
+        (**self).send_rtu(id, private_data)
+    }
+    fn send_dreq(&self, id: &C::Id, private_data: &[u8]) -> Result<(), NtStatus> {
+        (**self).send_dreq(id, private_data)
+    }
+    fn send_drep(&self, id: &C::Id, private_data: &[u8]) -> Result<(), NtStatus> {
+        (**self).send_drep(id, private_data)
+    }
+    fn send_rej(
+        &self,
+        id: &C::Id,
+        reason: u16,
+        ari: &[u8],
+        private_data: &[u8],
+    ) -> Result<(), NtStatus> {
+        (**self).send_rej(id, reason, ari, private_data)
+    }
+    fn send_mra(
+        &self,
+        id: &C::Id,
+        service_timeout: u8,
+        private_data: &[u8],
+    ) -> Result<(), NtStatus> {
+        (**self).send_mra(id, service_timeout, private_data)
+    }
+    fn get_qp_attr(&self, id: &C::Id, state: QpState) -> Result<QpModify, NtStatus> {
+        (**self).get_qp_attr(id, state)
     }
 }

@@ -1,8 +1,6 @@
 //! What the platform calls: the driver's side of PnP and of the control device.
 
-use alloc::sync::Arc;
-
-use crate::{Platform, Verbs};
+use crate::{KArc, Platform, Verbs};
 use wv_abi::NtStatus;
 
 /// The driver as the platform sees it. `wv-core` implements it; the WDF glue and the host model
@@ -18,24 +16,26 @@ pub trait FilterDriver<P: Platform>: Send + Sync + 'static {
 
     /// A lower device has started and handed over its verbs interface and, if its stack has
     /// one, its connection manager (without one the endpoint IOCTLs cannot connect through
-    /// this device).
+    /// this device), each in a `KArc` the caller allocated (fallibly: the glue fails the start
+    /// when it cannot).
     ///
-    /// WDF: `EvtDeviceSelfManagedIoInit` of the filter device, after `WdfFdoQueryForInterface`
-    /// (`GUID_RDMA_INTERFACE_VERBS`, then `GUID_INFINIBAND_INTERFACE_CM`) succeeded.
+    /// WDF: `EvtDeviceSelfManagedIoInit` of the filter device (its first start), after
+    /// `WdfFdoQueryForInterface` (`GUID_RDMA_INTERFACE_VERBS`, then
+    /// `GUID_INFINIBAND_INTERFACE_CM`) succeeded.
     ///
     /// # Errors
     /// The status to fail the start with.
     fn device_arrival(
         &self,
-        lower: Arc<Self::Lower>,
-        cm: Option<Arc<<Self::Lower as Verbs>::Cm>>,
+        lower: KArc<Self::Lower>,
+        cm: Option<KArc<<Self::Lower as Verbs>::Cm>>,
     ) -> Result<(), NtStatus>;
 
     /// The lower device with node GUID `guid` is going away (orderly or surprise removal). On
     /// return nothing uses its verbs interface any more: every parked request on it has ended
     /// and every handle on it is invalid.
     ///
-    /// WDF: `EvtDeviceD0Exit` / `EvtDeviceSurpriseRemoval` of the filter device.
+    /// WDF: `EvtDeviceSelfManagedIoCleanup` / `EvtDeviceSurpriseRemoval` of the filter device.
     fn device_removal(&self, guid: u64);
 
     /// A handle to `\\.\WinVerbs` was opened.

@@ -15,10 +15,14 @@
 //! In the other direction, [`FilterDriver`] is what the platform calls: PnP arrival and removal
 //! of lower devices, and the file/IOCTL callbacks of the control device `\Device\WinVerbs`.
 //!
+//! Shared objects cross these contracts as [`KArc`]s, whose allocation can fail (an
+//! out-of-pool condition fails the request, never the machine).
+//!
 //! Every method documents the IRQL at which it may be called, and its WDF counterpart. The host
 //! model enforces the IRQL rules at run time.
 #![no_std]
-#![forbid(unsafe_code)]
+// One audited module (`karc`) allocates and frees by hand; everything else is safe code.
+#![deny(unsafe_code)]
 
 extern crate alloc;
 
@@ -26,14 +30,17 @@ pub mod cm;
 pub mod device_model;
 pub mod driver;
 pub mod irql;
+pub mod karc;
 pub mod platform;
 pub mod types;
 pub mod verbs;
+mod verbs_shared;
 
 pub use cm::{CmEvent, CmEventSink, CmRep, CmRepEvent, CmReq, CmReqEvent, ConnectionManager, NoCm};
 pub use device_model::{DeviceModelPlatform, Dpc, InterruptService};
 pub use driver::FilterDriver;
 pub use irql::Irql;
+pub use karc::{AllocError, KArc, KArcSlot, KWeak};
 pub use platform::{Event, IoRequest, Platform, RequestQueue, SpinLock, WorkItem};
 pub use types::*;
 pub use verbs::{CaEventSink, CqEventSink, QpEventSink, SrqEventSink, Umv, Verbs, VerbsError};

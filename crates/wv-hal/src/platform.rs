@@ -8,7 +8,7 @@
 //! [`crate::device_model`], which the core never uses: a real controller driver owns its
 //! `WDFINTERRUPT` and `KDPC`.
 
-use alloc::sync::Arc;
+use crate::KArc;
 use core::ops::DerefMut;
 
 use crate::Irql;
@@ -171,7 +171,7 @@ pub trait Platform: Send + Sync + 'static {
     /// # Errors
     /// `STATUS_INSUFFICIENT_RESOURCES` when no work item (or its context) can be allocated;
     /// `work` is dropped and never runs.
-    fn queue_work(&self, work: Arc<dyn WorkItem>) -> Result<(), NtStatus>;
+    fn queue_work(&self, work: KArc<dyn WorkItem>) -> Result<(), NtStatus>;
 
     /// The current IRQL. Any IRQL. WDF: `KeGetCurrentIrql`.
     fn irql(&self) -> Irql;

@@ -4,7 +4,7 @@
 //! Control path only: the data path (post, poll, arm) runs in user mode through the
 //! controller's user-mode provider and never reaches this trait.
 
-use alloc::sync::Arc;
+use crate::KArc;
 
 use crate::cm::ConnectionManager;
 use crate::types::{
@@ -164,7 +164,7 @@ pub trait Verbs: Send + Sync + 'static {
     fn open_ca(
         &self,
         umv: &mut Umv<'_>,
-        events: Arc<dyn CaEventSink>,
+        events: KArc<dyn CaEventSink>,
     ) -> Result<Self::Ca, VerbsError>;
     /// Unregisters the events and closes the user-mode open (`unregister_event_handler` +
     /// `um_close_ca`).
@@ -245,7 +245,7 @@ pub trait Verbs: Send + Sync + 'static {
         &self,
         ca: &Self::Ca,
         entries: u32,
-        events: Arc<dyn CqEventSink>,
+        events: KArc<dyn CqEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<(Self::Cq, u32), VerbsError>;
     /// Resizes a completion queue (`resize_cq`); returns the actual size.
@@ -264,7 +264,7 @@ pub trait Verbs: Send + Sync + 'static {
         &self,
         pd: &Self::Pd,
         attr: &SrqAttributes,
-        events: Arc<dyn SrqEventSink>,
+        events: KArc<dyn SrqEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<Self::Srq, VerbsError>;
     /// Modifies a shared receive queue (`modify_srq`).
@@ -294,7 +294,7 @@ pub trait Verbs: Send + Sync + 'static {
         &self,
         pd: &Self::Pd,
         create: &QpCreate<'_, Self::Cq, Self::Srq>,
-        events: Arc<dyn QpEventSink>,
+        events: KArc<dyn QpEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<(Self::Qp, QpCreated), VerbsError>;
     /// Queries a queue pair (`query_qp`).

@@ -14,7 +14,7 @@ use crate::sync::{Arc, Condvar, Mutex, Weak};
 /// Something queued for later.
 pub(crate) enum Task {
     /// A driver work item (PASSIVE_LEVEL).
-    Work(Arc<dyn WorkItem>),
+    Work(wv_hal::KArc<dyn WorkItem>),
     /// A DPC (DISPATCH_LEVEL); only the deterministic mode puts DPCs in the FIFO.
     Dpc(Arc<dyn Dpc>),
     /// Platform work at PASSIVE_LEVEL, such as dropping a file reference whose last release

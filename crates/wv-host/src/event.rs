@@ -3,6 +3,7 @@
 use wv_hal::{Event, Irql};
 
 use crate::irql;
+use crate::low_resources;
 use crate::platform::Shared;
 use crate::sync::{Arc, Condvar, Mutex};
 
@@ -31,6 +32,7 @@ impl HostEvent {
 
 impl Event for HostEvent {
     fn set(&self) {
+        let _host = low_resources::host_scope();
         let level = irql::current();
         if level > Irql::Dispatch {
             self.shared
@@ -46,6 +48,7 @@ impl Event for HostEvent {
     }
 
     fn wait(&self) {
+        let _host = low_resources::host_scope();
         let level = irql::current();
         if level >= Irql::Dispatch {
             self.shared

@@ -17,8 +17,8 @@ use wv_hal::InterruptService;
 use wv_hal::cm::{REP_PRIVATE_DATA, REQ_PRIVATE_DATA};
 use wv_hal::{
     CmEvent, CmEventSink, CmRep, CmRepEvent, CmReq, CmReqEvent, ConnectionManager,
-    DeviceModelPlatform, Dpc, Irql, Mtu, Platform, QpInit, QpModify, QpPath, QpRtr, QpRts, QpState,
-    QpType,
+    DeviceModelPlatform, Dpc, Irql, KArc, Mtu, Platform, QpInit, QpModify, QpPath, QpRtr, QpRts,
+    QpState, QpType,
 };
 
 use crate::irql;
@@ -240,7 +240,7 @@ impl State {
 
 #[derive(Default)]
 struct Sinks {
-    by_id: HashMap<u64, Arc<dyn CmEventSink>>,
+    by_id: HashMap<u64, KArc<dyn CmEventSink>>,
     running: HashMap<u64, usize>,
 }
 
@@ -611,7 +611,7 @@ impl FakeCm {
         Ok(())
     }
 
-    fn new_id(&self, state: CepState, passive: bool, events: Arc<dyn CmEventSink>) -> u64 {
+    fn new_id(&self, state: CepState, passive: bool, events: KArc<dyn CmEventSink>) -> u64 {
         let id = {
             let mut st = self.state.lock();
             let id = st.next_id;
@@ -711,7 +711,7 @@ fn fake_rep(rep: &CmRep<'_>) -> FakeRep {
 impl ConnectionManager for FakeCm {
     type Id = FakeCmId;
 
-    fn create_id(&self, events: Arc<dyn CmEventSink>) -> Result<FakeCmId, NtStatus> {
+    fn create_id(&self, events: KArc<dyn CmEventSink>) -> Result<FakeCmId, NtStatus> {
         self.enter(FakeCmOp::CreateId)?;
         let id = self.new_id(CepState::Idle, false, events);
         self.log(FakeCmOp::CreateId, id, Ok(()), FakeCmDetail::None);
@@ -761,7 +761,7 @@ impl ConnectionManager for FakeCm {
     fn get_request(
         &self,
         listen: &FakeCmId,
-        events: Arc<dyn CmEventSink>,
+        events: KArc<dyn CmEventSink>,
     ) -> Result<(FakeCmId, CmReqEvent), NtStatus> {
         self.enter(FakeCmOp::GetRequest)?;
         let req = {

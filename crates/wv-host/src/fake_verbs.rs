@@ -22,6 +22,7 @@ use wv_hal::{
     QpState, QpType, SrqAttributes, SrqEvent, SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
 };
 
+use crate::low_resources;
 use crate::platform::HostPlatform;
 use crate::sync::{Arc, Condvar, Mutex, Weak};
 
@@ -292,10 +293,10 @@ impl Obj {
 
 #[derive(Clone)]
 enum Sink {
-    Ca(Arc<dyn CaEventSink>),
-    Cq(Arc<dyn CqEventSink>),
-    Srq(Arc<dyn SrqEventSink>),
-    Qp(Arc<dyn QpEventSink>),
+    Ca(wv_hal::KArc<dyn CaEventSink>),
+    Cq(wv_hal::KArc<dyn CqEventSink>),
+    Srq(wv_hal::KArc<dyn SrqEventSink>),
+    Qp(wv_hal::KArc<dyn QpEventSink>),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -386,6 +387,7 @@ struct FakeDpc(Weak<FakeVerbs>);
 
 impl Dpc for FakeDpc {
     fn run(&self) {
+        let _host = low_resources::host_scope();
         if let Some(fake) = self.0.upgrade() {
             fake.deliver_events();
         }
@@ -396,6 +398,7 @@ struct FakeIsr<'a>(&'a FakeVerbs);
 
 impl InterruptService for FakeIsr<'_> {
     fn service(&self) -> bool {
+        let _host = low_resources::host_scope();
         let fake = self.0;
         if fake.events.lock().is_empty() {
             return false;
@@ -674,6 +677,8 @@ impl FakeVerbs {
                 ids: targets.iter().map(|(id, _)| *id).collect(),
             };
             for (id, sink) in targets {
+                // The sinks are the driver's code, called from the device's DPC.
+                let driver = low_resources::driver_scope();
                 match (&sink, event) {
                     (Sink::Ca(s), FakeEvent::Ca(e)) => s.on_event(e),
                     (Sink::Cq(s), FakeEvent::CqCompletion(_)) => s.on_completion(),
@@ -682,6 +687,7 @@ impl FakeVerbs {
                     (Sink::Qp(s), FakeEvent::Qp(_, e)) => s.on_event(e),
                     _ => {} // an event for an object of another kind: ignored
                 }
+                drop(driver);
                 counted.release(id);
             }
         }
@@ -823,10 +829,12 @@ impl Verbs for FakeVerbs {
     type Cm = crate::fake_cm::FakeCm;
 
     fn guid(&self) -> u64 {
+        let _host = low_resources::host_scope();
         self.config.lock().guid
     }
 
     fn library_name(&self) -> &str {
+        let _host = low_resources::host_scope();
         // The trait hands out a borrow of the device; the name is fixed at creation in
         // practice, so leak one copy per distinct name rather than hold the lock.
         let name = self.config.lock().library_name.clone();
@@ -845,8 +853,9 @@ impl Verbs for FakeVerbs {
     fn open_ca(
         &self,
         umv: &mut Umv<'_>,
-        events: Arc<dyn CaEventSink>,
+        events: wv_hal::KArc<dyn CaEventSink>,
     ) -> Result<FakeCa, VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::OpenCa, 0)?;
         self.umv(umv);
         let r = self.create(Obj::Ca, u32::MAX);
@@ -858,21 +867,25 @@ impl Verbs for FakeVerbs {
     }
 
     fn close_ca(&self, ca: FakeCa) {
+        let _host = low_resources::host_scope();
         self.destroy(FakeCall::CloseCa, ca.id);
     }
 
     fn query_ca(&self) -> Result<CaAttributes, VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::QueryCa, 0)?;
         self.finish(FakeCall::QueryCa, 0, Ok(self.limits()))
     }
 
     fn query_port(&self, port: u8) -> Result<PortAttributes, VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::QueryPort, u64::from(port))?;
         let r = self.port(port).map(|p| p.attributes);
         self.finish(FakeCall::QueryPort, u64::from(port), r)
     }
 
     fn query_gid(&self, port: u8, index: u32) -> Result<Gid, VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::QueryGid, u64::from(port))?;
         let r = self.port(port).and_then(|p| {
             p.gids
@@ -884,6 +897,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn query_pkey(&self, port: u8, index: u16) -> Result<u16, VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::QueryPkey, u64::from(port))?;
         let r = self.port(port).and_then(|p| {
             p.pkeys
@@ -895,6 +909,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn allocate_pd(&self, ca: &FakeCa, umv: &mut Umv<'_>) -> Result<FakePd, VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::AllocatePd, ca.id)?;
         self.umv(umv);
         let r = self.create(Obj::Pd, self.limits().max_pd);
@@ -903,6 +918,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn deallocate_pd(&self, pd: FakePd) {
+        let _host = low_resources::host_scope();
         self.destroy(FakeCall::DeallocatePd, pd.id);
     }
 
@@ -911,6 +927,7 @@ impl Verbs for FakeVerbs {
         pd: &FakePd,
         region: &MemoryRegion,
     ) -> Result<(FakeMr, MemoryKeys), VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::RegisterMr, pd.id)?;
         let r = if region.length == 0 || region.address.checked_add(region.length).is_none() {
             Err(VerbsError::InvalidParameter)
@@ -933,6 +950,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn deregister_mr(&self, mr: FakeMr) -> Result<(), (FakeMr, VerbsError)> {
+        let _host = low_resources::host_scope();
         if let Err(e) = self.enter(FakeCall::DeregisterMr, mr.id) {
             return Err((mr, e));
         }
@@ -941,6 +959,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn create_mw(&self, pd: &FakePd, umv: &mut Umv<'_>) -> Result<(FakeMw, u32), VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::CreateMw, pd.id)?;
         self.umv(umv);
         let r = self.create(Obj::Mw, self.limits().max_mw);
@@ -954,6 +973,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn destroy_mw(&self, mw: FakeMw) {
+        let _host = low_resources::host_scope();
         self.destroy(FakeCall::DestroyMw, mw.id);
     }
 
@@ -963,6 +983,7 @@ impl Verbs for FakeVerbs {
         av: &AddressVector,
         umv: &mut Umv<'_>,
     ) -> Result<FakeAh, VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::CreateAh, pd.id)?;
         self.umv(umv);
         let r = self
@@ -973,6 +994,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn destroy_ah(&self, ah: FakeAh) {
+        let _host = low_resources::host_scope();
         self.destroy(FakeCall::DestroyAh, ah.id);
     }
 
@@ -980,9 +1002,10 @@ impl Verbs for FakeVerbs {
         &self,
         ca: &FakeCa,
         entries: u32,
-        events: Arc<dyn CqEventSink>,
+        events: wv_hal::KArc<dyn CqEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<(FakeCq, u32), VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::CreateCq, ca.id)?;
         self.umv(umv);
         let limits = self.limits();
@@ -1001,6 +1024,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn resize_cq(&self, cq: &FakeCq, entries: u32, umv: &mut Umv<'_>) -> Result<u32, VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::ResizeCq, cq.id)?;
         self.umv(umv);
         let r = if entries > self.limits().max_cqe {
@@ -1016,6 +1040,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn destroy_cq(&self, cq: FakeCq) {
+        let _host = low_resources::host_scope();
         self.destroy(FakeCall::DestroyCq, cq.id);
     }
 
@@ -1023,9 +1048,10 @@ impl Verbs for FakeVerbs {
         &self,
         pd: &FakePd,
         attr: &SrqAttributes,
-        events: Arc<dyn SrqEventSink>,
+        events: wv_hal::KArc<dyn SrqEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<FakeSrq, VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::CreateSrq, pd.id)?;
         self.umv(umv);
         let limits = self.limits();
@@ -1048,6 +1074,7 @@ impl Verbs for FakeVerbs {
         mask: SrqModifyMask,
         umv: &mut Umv<'_>,
     ) -> Result<(), VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::ModifySrq, srq.id)?;
         self.umv(umv);
         let limits = self.limits();
@@ -1068,6 +1095,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn query_srq(&self, srq: &FakeSrq, umv: &mut Umv<'_>) -> Result<SrqAttributes, VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::QuerySrq, srq.id)?;
         self.umv(umv);
         let r = match self.state.lock().objects.get(&srq.id) {
@@ -1078,6 +1106,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn destroy_srq(&self, srq: FakeSrq) {
+        let _host = low_resources::host_scope();
         self.destroy(FakeCall::DestroySrq, srq.id);
     }
 
@@ -1085,9 +1114,10 @@ impl Verbs for FakeVerbs {
         &self,
         pd: &FakePd,
         create: &QpCreate<'_, FakeCq, FakeSrq>,
-        events: Arc<dyn QpEventSink>,
+        events: wv_hal::KArc<dyn QpEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<(FakeQp, QpCreated), VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::CreateQp, pd.id)?;
         self.umv(umv);
         let limits = self.limits();
@@ -1154,6 +1184,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn query_qp(&self, qp: &FakeQp) -> Result<QpAttributes, VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::QueryQp, qp.id)?;
         let r = match self.state.lock().objects.get(&qp.id) {
             Some(Obj::Qp { attr, .. }) => Ok(*attr),
@@ -1166,6 +1197,7 @@ impl Verbs for FakeVerbs {
     /// transition (the IB state table, minimally), applies it and writes the output bytes:
     /// `out[0]` = the new state, `out[1..5]` = the modify's start sequence number (LE).
     fn modify_qp(&self, qp: &FakeQp, modify: &QpModify, out: &mut [u8]) -> Result<(), VerbsError> {
+        let _host = low_resources::host_scope();
         self.enter(FakeCall::ModifyQp, qp.id)?;
         let (seq, index, gate) = {
             let mut state = self.state.lock();
@@ -1244,6 +1276,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn destroy_qp(&self, qp: FakeQp) {
+        let _host = low_resources::host_scope();
         let running = match self.state.lock().objects.get(&qp.id) {
             Some(Obj::Qp { modifying, .. }) => *modifying,
             _ => 0,
@@ -1258,6 +1291,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn attach_mcast(&self, qp: &FakeQp, gid: &Gid, lid: u16) -> Result<FakeMcast, VerbsError> {
+        let _host = low_resources::host_scope();
         let _ = lid;
         self.enter(FakeCall::AttachMcast, qp.id)?;
         let is_ud = matches!(
@@ -1274,6 +1308,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn detach_mcast(&self, mcast: FakeMcast) {
+        let _host = low_resources::host_scope();
         self.destroy(FakeCall::DetachMcast, mcast.id);
     }
 }

@@ -48,7 +48,7 @@ impl<D: FilterDriver<HostPlatform>> IoManager<D> {
     ///
     /// # Errors
     /// The driver's status (the device then failed to start and is not remembered).
-    pub fn arrive(&self, lower: Arc<D::Lower>) -> Result<(), NtStatus> {
+    pub fn arrive(&self, lower: D::Lower) -> Result<(), NtStatus> {
         self.arrive_with_cm(lower, None)
     }
 
@@ -58,10 +58,13 @@ impl<D: FilterDriver<HostPlatform>> IoManager<D> {
     /// The driver's status (the device then failed to start and is not remembered).
     pub fn arrive_with_cm(
         &self,
-        lower: Arc<D::Lower>,
-        cm: Option<Arc<<D::Lower as Verbs>::Cm>>,
+        lower: D::Lower,
+        cm: Option<<D::Lower as Verbs>::Cm>,
     ) -> Result<(), NtStatus> {
         let guid = lower.guid();
+        // What the glue does before it calls the driver (a host has the memory).
+        let lower = wv_hal::KArc::new(lower);
+        let cm = cm.map(wv_hal::KArc::new);
         let verifier = self.platform.verifier();
         irql::run_callback(verifier, "device_arrival", Irql::Passive, || {
             self.driver.device_arrival(lower, cm)
@@ -174,6 +177,16 @@ impl<D: FilterDriver<HostPlatform>> File<D> {
         dispatch(&core, code, input, output_len)
     }
 
+    /// The file object as an IOCTL in flight holds it: what the I/O manager references when
+    /// DeviceIoControl starts, before the IRP reaches the driver. Requests issued through it
+    /// race this handle's CloseHandle for real: the last handle may close (cleanup runs)
+    /// while they are on their way in, and they still reach the driver afterwards.
+    pub fn reference(&self) -> FileRef<D> {
+        FileRef {
+            core: Arc::clone(&self.core),
+        }
+    }
+
     /// CancelIoEx(handle, overlapped of `io`): cancels the IRP if it is parked in a queue (the
     /// platform completes it with STATUS_CANCELLED). Returns whether a cancellable IRP of this
     /// file was found. A driver-owned IRP is only marked (`Irp->Cancel`), so a later park of
@@ -183,6 +196,36 @@ impl<D: FilterDriver<HostPlatform>> File<D> {
             return false;
         }
         io.irp.cancel()
+    }
+}
+
+/// A reference on a file object that is not a handle (see [`File::reference`]): it keeps the
+/// file object alive but does not delay cleanup.
+pub struct FileRef<D: FilterDriver<HostPlatform>> {
+    core: Arc<FileCore<D>>,
+}
+
+impl<D: FilterDriver<HostPlatform>> FileRef<D> {
+    /// DeviceIoControl on the referenced file object, as [`File::device_io_control`], also
+    /// after its last handle was closed.
+    pub fn device_io_control(&self, code: u32, input: &[u8], output_len: usize) -> Io {
+        dispatch(&self.core, code, input, output_len)
+    }
+
+    /// CancelIoEx of a request issued on this file object.
+    pub fn cancel_io_ex(&self, io: &Io) -> bool {
+        if io.irp.file_id != self.core.id || io.irp.result().is_some() {
+            return false;
+        }
+        io.irp.cancel()
+    }
+}
+
+impl<D: FilterDriver<HostPlatform>> Clone for FileRef<D> {
+    fn clone(&self) -> Self {
+        FileRef {
+            core: Arc::clone(&self.core),
+        }
     }
 }
 

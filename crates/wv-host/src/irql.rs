@@ -10,6 +10,7 @@ use std::cell::Cell;
 
 use wv_hal::Irql;
 
+use crate::low_resources;
 use crate::sync::{AtomicU64, Ordering};
 use crate::verifier::Verifier;
 
@@ -45,6 +46,12 @@ pub(crate) fn get() -> ThreadIrql {
 /// Sets the current thread's IRQL state (no DPC draining: callers decide).
 pub(crate) fn set(state: ThreadIrql) {
     STATE.with(|s| s.set(state));
+}
+
+/// The current thread's IRQL state, or `None` while its thread-locals are torn down (for the
+/// allocator, which may run at any time).
+pub(crate) fn get_raw() -> Option<ThreadIrql> {
+    STATE.try_with(Cell::get).ok()
 }
 
 /// The current IRQL.
@@ -85,7 +92,10 @@ pub(crate) fn run_callback<R>(
 ) -> R {
     let restore = Restore(get());
     set(ThreadIrql { irql: at, locks: 0 });
-    let result = f();
+    let result = {
+        let _driver = low_resources::driver_scope();
+        f()
+    };
     let after = get();
     drop(restore);
     if after.locks != 0 {

@@ -10,6 +10,8 @@
 //!   queues, files and lower-device objects fail the run with a message naming the rule.
 //! * [`fake_verbs::FakeVerbs`] is a scriptable lower device for the core's tests, and
 //!   [`fake_cm::FakeCm`] a scriptable connection manager beside it.
+//! * [`LowResources`] is Driver Verifier's low-resources simulation: a global allocator that
+//!   refuses the driver's N-th allocation, or a random fraction of them.
 #![deny(unsafe_code)]
 
 mod deferred;
@@ -18,6 +20,9 @@ pub mod fake_cm;
 pub mod fake_verbs;
 mod io_manager;
 mod irql;
+#[cfg(loom)]
+pub mod loom_platform;
+pub mod low_resources;
 mod platform;
 mod queue;
 mod request;
@@ -26,7 +31,8 @@ mod sync;
 mod verifier;
 
 pub use event::HostEvent;
-pub use io_manager::{File, Io, IoManager};
+pub use io_manager::{File, FileRef, Io, IoManager};
+pub use low_resources::LowResources;
 pub use platform::HostPlatform;
 pub use queue::HostQueue;
 pub use request::{HostRequest, IoStatus, RawIrp};

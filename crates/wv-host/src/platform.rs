@@ -10,6 +10,7 @@ use wv_hal::{DeviceModelPlatform, Dpc, Irql, Platform, WorkItem};
 use crate::deferred::{self, Pool, Task};
 use crate::event::HostEvent;
 use crate::irql;
+use crate::low_resources;
 use crate::queue::HostQueue;
 use crate::request::HostRequest;
 use crate::spin_lock::HostSpinLock;
@@ -243,6 +244,7 @@ impl Platform for HostPlatform {
     type Event = HostEvent;
 
     fn create_queue(&self) -> Result<HostQueue, NtStatus> {
+        let _host = low_resources::host_scope();
         if irql::current() > Irql::Dispatch {
             self.shared.verifier.fail("verifier: create_queue at DIRQL");
         }
@@ -253,14 +255,17 @@ impl Platform for HostPlatform {
     }
 
     fn spin_lock<T: Send>(&self, value: T) -> HostSpinLock<T> {
+        let _host = low_resources::host_scope();
         HostSpinLock::new(self.shared.verifier.clone(), value)
     }
 
     fn event(&self) -> Result<HostEvent, NtStatus> {
+        let _host = low_resources::host_scope();
         Ok(HostEvent::new(Arc::clone(&self.shared)))
     }
 
-    fn queue_work(&self, work: Arc<dyn WorkItem>) -> Result<(), NtStatus> {
+    fn queue_work(&self, work: wv_hal::KArc<dyn WorkItem>) -> Result<(), NtStatus> {
+        let _host = low_resources::host_scope();
         let level = irql::current();
         if level > Irql::Dispatch {
             self.shared
@@ -279,6 +284,7 @@ impl Platform for HostPlatform {
     }
 
     fn paged_code(&self) {
+        let _host = low_resources::host_scope();
         let level = irql::current();
         if level >= Irql::Dispatch {
             self.shared
@@ -301,6 +307,7 @@ impl Platform for HostPlatform {
 /// it (the soft HCA, `FakeVerbs`).
 impl DeviceModelPlatform for HostPlatform {
     fn queue_dpc(&self, dpc: &Arc<dyn Dpc>) -> bool {
+        let _host = low_resources::host_scope();
         if !self.shared.dpc_queued.lock().insert(dpc_key(dpc)) {
             return false;
         }

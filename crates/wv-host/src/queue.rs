@@ -6,6 +6,7 @@ use wv_abi::NtStatus;
 use wv_hal::{Irql, RequestQueue};
 
 use crate::irql;
+use crate::low_resources;
 use crate::platform::Shared;
 use crate::request::HostRequest;
 use crate::sync::{Arc, Mutex, Ordering};
@@ -78,6 +79,7 @@ impl HostQueue {
 
 impl RequestQueue<HostRequest> for HostQueue {
     fn park(&self, request: HostRequest) -> Result<(), (HostRequest, NtStatus)> {
+        let _host = low_resources::host_scope();
         self.check_irql("park");
         let mut state = self.inner.state.lock();
         if state.purged {
@@ -101,6 +103,7 @@ impl RequestQueue<HostRequest> for HostQueue {
     }
 
     fn retrieve_next(&self) -> Option<HostRequest> {
+        let _host = low_resources::host_scope();
         self.check_irql("retrieve_next");
         let request = self.inner.state.lock().parked.pop_front()?;
         request.irp.cancel.lock().parked_in = None;
@@ -108,6 +111,7 @@ impl RequestQueue<HostRequest> for HostQueue {
     }
 
     fn purge(&self) {
+        let _host = low_resources::host_scope();
         self.check_irql("purge");
         let drained: Vec<HostRequest> = {
             let mut state = self.inner.state.lock();
@@ -121,12 +125,14 @@ impl RequestQueue<HostRequest> for HostQueue {
     }
 
     fn parked(&self) -> usize {
+        let _host = low_resources::host_scope();
         self.inner.state.lock().parked.len()
     }
 }
 
 impl Drop for HostQueue {
     fn drop(&mut self) {
+        let _host = low_resources::host_scope();
         let left: Vec<HostRequest> = self.inner.state.lock().parked.drain(..).collect();
         let verifier = self.inner.shared.verifier.clone();
         verifier.destroyed(Counted::Queue);

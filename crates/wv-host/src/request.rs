@@ -11,6 +11,7 @@ use wv_hal::{IoRequest, Irql};
 
 use crate::deferred::Task;
 use crate::irql;
+use crate::low_resources;
 use crate::platform::Shared;
 use crate::queue::QueueInner;
 use crate::sync::{Arc, AtomicBool, Condvar, Mutex, Ordering, Weak};
@@ -217,6 +218,7 @@ impl HostRequest {
     /// completed any number of times. Exists to show the IRP layer's double-completion check
     /// (the typed API cannot express the bug); not for driver code.
     pub fn into_raw_irp(mut self) -> RawIrp {
+        let _host = low_resources::host_scope();
         self.done = true;
         RawIrp {
             irp: Arc::clone(&self.irp),
@@ -253,6 +255,7 @@ impl IoRequest for HostRequest {
     }
 
     fn complete(mut self, status: NtStatus, information: usize) {
+        let _host = low_resources::host_scope();
         self.done = true;
         let level = irql::current();
         let mut problem = None;
@@ -279,6 +282,7 @@ impl IoRequest for HostRequest {
 
 impl Drop for HostRequest {
     fn drop(&mut self) {
+        let _host = low_resources::host_scope();
         if self.done {
             return;
         }
@@ -318,6 +322,7 @@ impl RawIrp {
     /// `IoCompleteRequest` on the raw IRP. Verifier: "verifier: request 0x… completed twice"
     /// on the second call.
     pub fn complete(&self, status: NtStatus, information: usize) {
+        let _host = low_resources::host_scope();
         let buffer = self.buffer.lock().clone();
         self.irp.complete(status, information, &buffer);
     }

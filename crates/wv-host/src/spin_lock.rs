@@ -6,6 +6,7 @@ use wv_hal::{Irql, SpinLock};
 
 use crate::deferred;
 use crate::irql::{self, ThreadIrql};
+use crate::low_resources;
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::verifier::Verifier;
 
@@ -47,6 +48,7 @@ impl<T: Send> SpinLock<T> for HostSpinLock<T> {
         T: 'a;
 
     fn lock(&self) -> HostSpinLockGuard<'_, T> {
+        let _host = low_resources::host_scope();
         let state = irql::get();
         if state.irql > Irql::Dispatch {
             self.verifier.fail(format!(
@@ -88,6 +90,7 @@ impl<T> DerefMut for HostSpinLockGuard<'_, T> {
 
 impl<T> Drop for HostSpinLockGuard<'_, T> {
     fn drop(&mut self) {
+        let _host = low_resources::host_scope();
         self.lock.owner.store(0, Ordering::SeqCst);
         drop(self.guard.take());
         let now = irql::get();

@@ -45,8 +45,8 @@ impl QpEventSink for Sink {
     }
 }
 
-fn sink(p: &HostPlatform, seen: &Seen) -> Arc<Sink> {
-    Arc::new(Sink(p.clone(), Arc::clone(seen)))
+fn sink(p: &HostPlatform, seen: &Seen) -> wv_hal::KArc<Sink> {
+    wv_hal::KArc::new(Sink(p.clone(), Arc::clone(seen)))
 }
 
 /// The modification to `state` carrying only what OFW always sends with it.
@@ -116,18 +116,20 @@ fn limits_are_enforced_and_failures_injected_and_logged() {
     let fake = FakeVerbs::with_defaults(&p);
     fake.configure(|c| c.ca.max_cq = 1);
     let seen = Seen::default();
-    let ca = fake.open_ca(&mut Umv::none(), sink(&p, &seen)).unwrap();
+    let ca = fake
+        .open_ca(&mut Umv::none(), sink(&p, &seen).into())
+        .unwrap();
     assert_eq!(
-        fake.create_cq(&ca, 1 << 20, sink(&p, &seen), &mut Umv::none())
+        fake.create_cq(&ca, 1 << 20, sink(&p, &seen).into(), &mut Umv::none())
             .err(),
         Some(VerbsError::InvalidSetting)
     );
     let (cq, n) = fake
-        .create_cq(&ca, 10, sink(&p, &seen), &mut Umv::none())
+        .create_cq(&ca, 10, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();
     assert_eq!(n, 10);
     assert_eq!(
-        fake.create_cq(&ca, 10, sink(&p, &seen), &mut Umv::none())
+        fake.create_cq(&ca, 10, sink(&p, &seen).into(), &mut Umv::none())
             .err(),
         Some(VerbsError::InsufficientResources)
     );
@@ -167,10 +169,12 @@ fn events_arrive_through_interrupt_and_dpc_at_dispatch() {
     let p = HostPlatform::deterministic();
     let fake = FakeVerbs::with_defaults(&p);
     let seen = Seen::default();
-    let ca = fake.open_ca(&mut Umv::none(), sink(&p, &seen)).unwrap();
+    let ca = fake
+        .open_ca(&mut Umv::none(), sink(&p, &seen).into())
+        .unwrap();
     let pd = fake.allocate_pd(&ca, &mut Umv::none()).unwrap();
     let (cq, _) = fake
-        .create_cq(&ca, 4, sink(&p, &seen), &mut Umv::none())
+        .create_cq(&ca, 4, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();
     let srq_attr = SrqAttributes {
         max_wr: 4,
@@ -178,7 +182,7 @@ fn events_arrive_through_interrupt_and_dpc_at_dispatch() {
         srq_limit: 0,
     };
     let srq = fake
-        .create_srq(&pd, &srq_attr, sink(&p, &seen), &mut Umv::none())
+        .create_srq(&pd, &srq_attr, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();
     let create = QpCreate {
         qp_type: QpType::Ud,
@@ -193,7 +197,7 @@ fn events_arrive_through_interrupt_and_dpc_at_dispatch() {
         srq: Some(&srq),
     };
     let (qp, created) = fake
-        .create_qp(&pd, &create, sink(&p, &seen), &mut Umv::none())
+        .create_qp(&pd, &create, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();
     assert_ne!(created.qpn, 0);
     assert!(fake.cq_completion(cq.id()));
@@ -236,10 +240,12 @@ fn qp_state_model_and_modify_log() {
     let p = HostPlatform::deterministic();
     let fake = FakeVerbs::with_defaults(&p);
     let seen = Seen::default();
-    let ca = fake.open_ca(&mut Umv::none(), sink(&p, &seen)).unwrap();
+    let ca = fake
+        .open_ca(&mut Umv::none(), sink(&p, &seen).into())
+        .unwrap();
     let pd = fake.allocate_pd(&ca, &mut Umv::none()).unwrap();
     let (cq, _) = fake
-        .create_cq(&ca, 4, sink(&p, &seen), &mut Umv::none())
+        .create_cq(&ca, 4, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();
     let create = QpCreate {
         qp_type: QpType::Rc,
@@ -254,7 +260,7 @@ fn qp_state_model_and_modify_log() {
         srq: None,
     };
     let (qp, _) = fake
-        .create_qp(&pd, &create, sink(&p, &seen), &mut Umv::none())
+        .create_qp(&pd, &create, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();
     let mut out = [0u8; 8];
     assert_eq!(
@@ -305,7 +311,10 @@ fn umv_reply_and_input_are_observable() {
     let mut buf = [9u8, 8, 7, 0, 0, 0];
     let mut umv = Umv::new(5, 3, 2, &mut buf);
     let ca = fake
-        .open_ca(&mut umv, Arc::new(Sink(p.clone(), Seen::default())))
+        .open_ca(
+            &mut umv,
+            wv_hal::KArc::new(Sink(p.clone(), Seen::default())).into(),
+        )
         .unwrap();
     assert_eq!(umv.status, 0x77);
     assert_eq!(fake.last_umv_input(), vec![9, 8, 7]);
@@ -335,10 +344,12 @@ fn a_held_modify_blocks_on_a_worker_until_released() {
     let p = HostPlatform::threaded(2);
     let fake = FakeVerbs::with_defaults(&p);
     let seen = Seen::default();
-    let ca = fake.open_ca(&mut Umv::none(), sink(&p, &seen)).unwrap();
+    let ca = fake
+        .open_ca(&mut Umv::none(), sink(&p, &seen).into())
+        .unwrap();
     let pd = fake.allocate_pd(&ca, &mut Umv::none()).unwrap();
     let (cq, _) = fake
-        .create_cq(&ca, 4, sink(&p, &seen), &mut Umv::none())
+        .create_cq(&ca, 4, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();
     let create = QpCreate {
         qp_type: QpType::Rc,
@@ -353,17 +364,20 @@ fn a_held_modify_blocks_on_a_worker_until_released() {
         srq: None,
     };
     let (qp, _) = fake
-        .create_qp(&pd, &create, sink(&p, &seen), &mut Umv::none())
+        .create_qp(&pd, &create, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();
     let qp = Arc::new(qp);
     let done = Arc::new(Mutex::new(Vec::new()));
     let gate = fake.hold_modify(qp.id());
-    p.queue_work(Arc::new(Modify(
-        Arc::clone(&fake),
-        Arc::clone(&qp),
-        QpState::Init,
-        Arc::clone(&done),
-    )))
+    p.queue_work(
+        wv_hal::KArc::new(Modify(
+            Arc::clone(&fake),
+            Arc::clone(&qp),
+            QpState::Init,
+            Arc::clone(&done),
+        ))
+        .into(),
+    )
     .unwrap();
     assert!(gate.wait_blocked(common::HANG_GUARD));
     assert_eq!(gate.blocked(), 1);

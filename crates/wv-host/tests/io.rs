@@ -87,7 +87,7 @@ fn a_parked_request_is_pending_until_fired() {
 
 #[test]
 fn a_request_completed_by_a_work_item_is_pending() {
-    use std::sync::{Arc, Mutex};
+    use std::sync::Mutex;
     use wv_hal::{Platform, WorkItem};
     struct Later(Mutex<Option<wv_host::HostRequest>>);
     impl WorkItem for Later {
@@ -103,7 +103,7 @@ fn a_request_completed_by_a_work_item_is_pending() {
     let p = HostPlatform::deterministic();
     let pp = p.clone();
     let mgr = manager_with(&p, move |_, _, request| {
-        pp.queue_work(Arc::new(Later(Mutex::new(Some(request)))))
+        pp.queue_work(wv_hal::KArc::new(Later(Mutex::new(Some(request)))).into())
             .unwrap();
     });
     let file = mgr.open().unwrap();

@@ -70,10 +70,10 @@ fn passive_by_default_and_spin_locks_raise_and_restore() {
 fn deferred_work_runs_in_fifo_order_at_its_irql() {
     let p = HostPlatform::deterministic();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    p.queue_work(record(&p, "w1", &seen)).unwrap();
+    p.queue_work(work(&p, "w1", &seen)).unwrap();
     let dpc: Arc<dyn Dpc> = record(&p, "d1", &seen);
     assert!(p.queue_dpc(&dpc));
-    p.queue_work(record(&p, "w2", &seen)).unwrap();
+    p.queue_work(work(&p, "w2", &seen)).unwrap();
     assert!(
         seen.lock().unwrap().is_empty(),
         "nothing runs before run_until_idle"
@@ -96,8 +96,8 @@ fn deferred_work_runs_in_fifo_order_at_its_irql() {
 fn run_one_runs_a_single_item() {
     let p = HostPlatform::deterministic();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    p.queue_work(record(&p, "a", &seen)).unwrap();
-    p.queue_work(record(&p, "b", &seen)).unwrap();
+    p.queue_work(work(&p, "a", &seen)).unwrap();
+    p.queue_work(work(&p, "b", &seen)).unwrap();
     assert!(p.run_one());
     assert_eq!(seen.lock().unwrap().len(), 1);
     assert!(p.run_one());
@@ -197,8 +197,22 @@ impl WorkItem for SetLater {
 fn a_deterministic_wait_runs_queued_work_until_the_event_is_set() {
     let p = HostPlatform::deterministic();
     let e = Arc::new(p.event().unwrap());
-    p.queue_work(Arc::new(SetLater(Arc::clone(&e)))).unwrap();
+    p.queue_work(wv_hal::KArc::new(SetLater(Arc::clone(&e))).into())
+        .unwrap();
     wv_hal::Event::wait(&*e);
     assert!(wv_hal::Event::is_set(&*e));
     p.shutdown();
+}
+
+fn work(
+    p: &HostPlatform,
+    name: &'static str,
+    seen: &Arc<Mutex<Vec<(&'static str, Irql)>>>,
+) -> wv_hal::KArc<dyn wv_hal::WorkItem> {
+    wv_hal::KArc::new(Record {
+        platform: p.clone(),
+        name,
+        seen: Arc::clone(seen),
+    })
+    .into()
 }

@@ -113,11 +113,14 @@ fn work_items_run_in_parallel_on_the_pool() {
     let p = HostPlatform::threaded(n);
     let state = Arc::new((Mutex::new((0, 0, Vec::new())), Condvar::new()));
     for _ in 0..n {
-        p.queue_work(Arc::new(Rendezvous {
-            platform: p.clone(),
-            n,
-            state: Arc::clone(&state),
-        }))
+        p.queue_work(
+            wv_hal::KArc::new(Rendezvous {
+                platform: p.clone(),
+                n,
+                state: Arc::clone(&state),
+            })
+            .into(),
+        )
         .unwrap();
     }
     p.run_until_idle();

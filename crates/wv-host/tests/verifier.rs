@@ -92,14 +92,16 @@ impl WorkItem for LeakLock {
 #[should_panic(expected = "verifier: spin lock held across return to PASSIVE_LEVEL (in work item)")]
 fn spin_lock_held_across_work_item_return() {
     let p = HostPlatform::deterministic();
-    p.queue_work(Arc::new(LeakLock(p.spin_lock(())))).unwrap();
+    p.queue_work(wv_hal::KArc::new(LeakLock(p.spin_lock(()))).into())
+        .unwrap();
     p.run_until_idle();
 }
 
 #[test]
 fn irql_restored_after_the_violation() {
     let p = HostPlatform::deterministic();
-    p.queue_work(Arc::new(LeakLock(p.spin_lock(())))).unwrap();
+    p.queue_work(wv_hal::KArc::new(LeakLock(p.spin_lock(()))).into())
+        .unwrap();
     assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.run_until_idle())).is_err());
     assert_eq!(p.irql(), wv_hal::Irql::Passive);
     assert_eq!(p.verifier().take_violations().len(), 1);
@@ -175,9 +177,11 @@ impl wv_hal::CaEventSink for NoCa {
 fn lower_object_leaked_at_teardown() {
     let p = HostPlatform::deterministic();
     let fake = FakeVerbs::with_defaults(&p);
-    let ca = fake.open_ca(&mut Umv::none(), Arc::new(NoCa)).unwrap();
+    let ca = fake
+        .open_ca(&mut Umv::none(), wv_hal::KArc::new(NoCa).into())
+        .unwrap();
     let (cq, _) = fake
-        .create_cq(&ca, 16, Arc::new(NoSink), &mut Umv::none())
+        .create_cq(&ca, 16, wv_hal::KArc::new(NoSink).into(), &mut Umv::none())
         .unwrap();
     let _leaked = cq; // never destroyed
     fake.close_ca(ca);
@@ -191,7 +195,7 @@ impl WorkItem for Nothing {
 }
 impl InterruptService for QueueWorkIsr {
     fn service(&self) -> bool {
-        let _ = self.0.queue_work(Arc::new(Nothing));
+        let _ = self.0.queue_work(wv_hal::KArc::new(Nothing).into());
         true
     }
 }
@@ -253,9 +257,12 @@ fn completion_above_dispatch() {
 struct CreateCqInDpc(Arc<FakeVerbs>, wv_host::fake_verbs::FakeCa);
 impl wv_hal::Dpc for CreateCqInDpc {
     fn run(&self) {
-        let _ = self
-            .0
-            .create_cq(&self.1, 4, Arc::new(NoSink), &mut Umv::none());
+        let _ = self.0.create_cq(
+            &self.1,
+            4,
+            wv_hal::KArc::new(NoSink).into(),
+            &mut Umv::none(),
+        );
     }
 }
 
@@ -264,7 +271,9 @@ impl wv_hal::Dpc for CreateCqInDpc {
 fn lower_verb_called_at_dispatch() {
     let p = HostPlatform::deterministic();
     let fake = FakeVerbs::with_defaults(&p);
-    let ca = fake.open_ca(&mut Umv::none(), Arc::new(NoCa)).unwrap();
+    let ca = fake
+        .open_ca(&mut Umv::none(), wv_hal::KArc::new(NoCa).into())
+        .unwrap();
     let dpc: Arc<dyn wv_hal::Dpc> = Arc::new(CreateCqInDpc(Arc::clone(&fake), ca));
     p.queue_dpc(&dpc);
     p.run_until_idle();
@@ -280,7 +289,8 @@ fn deterministic_wait_that_can_never_end() {
 #[test]
 fn threaded_violations_are_recorded_and_fail_teardown() {
     let p = HostPlatform::threaded(2);
-    p.queue_work(Arc::new(LeakLock(p.spin_lock(())))).unwrap();
+    p.queue_work(wv_hal::KArc::new(LeakLock(p.spin_lock(()))).into())
+        .unwrap();
     p.run_until_idle();
     assert_eq!(
         p.verifier().violations(),
@@ -303,7 +313,7 @@ impl WorkItem for Panics {
 #[test]
 fn a_panic_on_a_worker_is_recorded() {
     let p = HostPlatform::threaded(1);
-    p.queue_work(Arc::new(Panics)).unwrap();
+    p.queue_work(wv_hal::KArc::new(Panics).into()).unwrap();
     p.run_until_idle();
     assert_eq!(
         p.verifier().take_violations(),

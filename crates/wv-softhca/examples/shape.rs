@@ -43,7 +43,10 @@ fn side(p: &HostPlatform, mac: u8) -> Side {
     );
     let mut out = [0u8; 64];
     let ca = hca
-        .open_ca(&mut Umv::new(0, 0, 64, &mut out), Arc::new(NoSink))
+        .open_ca(
+            &mut Umv::new(0, 0, 64, &mut out),
+            wv_hal::KArc::new(NoSink).into(),
+        )
         .unwrap();
     let uvp = UvpContext::from_open_resp(&out).unwrap();
     let pd = hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
@@ -51,7 +54,7 @@ fn side(p: &HostPlatform, mac: u8) -> Side {
         .create_cq(
             &ca,
             4096,
-            Arc::new(NoSink),
+            wv_hal::KArc::new(NoSink).into(),
             &mut Umv::new(0, 0, 64, &mut out),
         )
         .unwrap();
@@ -72,7 +75,7 @@ fn side(p: &HostPlatform, mac: u8) -> Side {
         .create_qp(
             &pd,
             &create,
-            Arc::new(NoSink),
+            wv_hal::KArc::new(NoSink).into(),
             &mut Umv::new(0, 0, 64, &mut out),
         )
         .unwrap();

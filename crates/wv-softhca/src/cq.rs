@@ -1,6 +1,5 @@
 //! Completion queues: a CQE ring shared with user mode, one-shot arming, overrun detection.
 
-use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, AtomicU8, Ordering, fence};
 
 use spin::Mutex;
@@ -27,22 +26,27 @@ pub(crate) struct Cq {
     pub queued: AtomicBool,
     /// The CQ overran: it is in error for good and takes no more CQEs.
     pub overrun: AtomicBool,
-    pub sink: Arc<dyn CqEventSink>,
+    pub sink: wv_hal::KArc<dyn CqEventSink>,
     pub rundown: Rundown,
 }
 
 impl Cq {
-    pub(crate) fn new(handle: u32, entries: u32, sink: Arc<dyn CqEventSink>) -> Self {
-        Cq {
+    /// A CQ, unless its ring cannot be allocated.
+    pub(crate) fn try_new(
+        handle: u32,
+        entries: u32,
+        sink: wv_hal::KArc<dyn CqEventSink>,
+    ) -> Result<Self, wv_hal::AllocError> {
+        Ok(Cq {
             handle,
-            ring: Ring::new(entries, CQE_WORDS),
+            ring: Ring::try_new(entries, CQE_WORDS)?,
             prod: Padded(Mutex::new(())),
             notify: AtomicU8::new(ARM_NONE),
             queued: AtomicBool::new(false),
             overrun: AtomicBool::new(false),
             sink,
             rundown: Rundown::new(),
-        }
+        })
     }
 
     /// Writes a CQE; raises the CQ interrupt if the CQ was armed for it, or the CQ error event

@@ -232,6 +232,9 @@ impl<T> Table<T> {
         let i = match slots.iter().position(Option::is_none) {
             Some(i) => i,
             None => {
+                slots
+                    .try_reserve(1)
+                    .map_err(|_| VerbsError::InsufficientMemory)?;
                 slots.push(None);
                 slots.len() - 1
             }
@@ -331,7 +334,7 @@ impl EventRing {
 /// A user context (`open_ca`): its event sink and its id for the UVP registry.
 pub(crate) struct Context {
     pub handle: u32,
-    pub sink: Arc<dyn CaEventSink>,
+    pub sink: wv_hal::KArc<dyn CaEventSink>,
     pub rundown: Rundown,
 }
 

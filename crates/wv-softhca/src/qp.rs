@@ -92,7 +92,7 @@ pub(crate) struct Qp {
     pub attrs: Mutex<QpAttributes>,
     /// Requesters waiting after an RNR NAK for a receive to be posted here.
     pub rnr_waiters: Padded<Mutex<Vec<Weak<Qp>>>>,
-    pub sink: Arc<dyn QpEventSink>,
+    pub sink: wv_hal::KArc<dyn QpEventSink>,
     pub rundown: Rundown,
 }
 

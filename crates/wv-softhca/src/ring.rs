@@ -27,19 +27,20 @@ pub struct Ring {
 
 impl Ring {
     /// A ring of at least `entries` slots (rounded up to a power of two, at least 1) of
-    /// `stride` words each.
-    pub(crate) fn new(entries: u32, stride: usize) -> Self {
+    /// `stride` words each, unless its memory cannot be allocated.
+    pub(crate) fn try_new(entries: u32, stride: usize) -> Result<Self, wv_hal::AllocError> {
         let entries = entries.max(1).next_power_of_two();
         let n = entries as usize * stride;
-        let mut v = Vec::with_capacity(n);
+        let mut v = Vec::new();
+        v.try_reserve_exact(n)?;
         v.resize_with(n, || AtomicU64::new(0));
-        Ring {
+        Ok(Ring {
             words: v.into_boxed_slice(),
             entries,
             stride: stride as u32,
             tail: Index::default(),
             head: Index::default(),
-        }
+        })
     }
 
     /// Number of slots.
@@ -138,7 +139,7 @@ mod tests {
 
     #[test]
     fn full_and_empty_are_distinct_across_wraps() {
-        let r = Ring::new(3, 2);
+        let r = Ring::try_new(3, 2).unwrap();
         assert_eq!(r.entries(), 4);
         for round in 0..5u64 {
             assert!(r.is_empty());

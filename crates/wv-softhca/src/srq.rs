@@ -1,6 +1,6 @@
 //! Shared receive queues: one receive ring consumed by every QP attached to it.
 
-use alloc::sync::{Arc, Weak};
+use alloc::sync::Weak;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -24,7 +24,7 @@ pub(crate) struct Srq {
     pub consumer: Mutex<()>,
     /// Requesters waiting after an RNR NAK for a receive to be posted here.
     pub rnr_waiters: Mutex<Vec<Weak<Qp>>>,
-    pub sink: Arc<dyn SrqEventSink>,
+    pub sink: wv_hal::KArc<dyn SrqEventSink>,
     pub rundown: Rundown,
 }
 

@@ -166,9 +166,9 @@ impl SoftPd {
 
 static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
 
-fn ring_for_sq(entries: u32, sge: u32, inline: u32) -> Ring {
+fn ring_for_sq(entries: u32, sge: u32, inline: u32) -> Result<Ring, VerbsError> {
     let words = (sge as usize * 2).max((inline as usize).div_ceil(8));
-    Ring::new(entries, SQ_HDR_WORDS + words)
+    Ring::try_new(entries, SQ_HDR_WORDS + words).map_err(|_| VerbsError::InsufficientMemory)
 }
 
 impl<P: DeviceModelPlatform> SoftHca<P> {
@@ -280,7 +280,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
     fn open_ca(
         &self,
         umv: &mut Umv<'_>,
-        events: Arc<dyn CaEventSink>,
+        events: wv_hal::KArc<dyn CaEventSink>,
     ) -> Result<SoftCa, VerbsError> {
         let dev = &self.dev;
         dev.command(|| {
@@ -529,7 +529,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         &self,
         _ca: &SoftCa,
         entries: u32,
-        events: Arc<dyn CqEventSink>,
+        events: wv_hal::KArc<dyn CqEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<(SoftCq, u32), VerbsError> {
         let dev = &self.dev;
@@ -538,7 +538,9 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                 return Err(VerbsError::InvalidSetting);
             }
             let cq = dev.cqs.insert_with(dev.limits().max_cq, |handle| {
-                Ok(Arc::new(Cq::new(handle, entries, events)))
+                let cq = Cq::try_new(handle, entries, events)
+                    .map_err(|_| VerbsError::InsufficientMemory)?;
+                Ok(Arc::new(cq))
             })?;
             let resp = abi::CqResp {
                 cq_handle: cq.handle,
@@ -583,7 +585,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         &self,
         pd: &SoftPd,
         attr: &SrqAttributes,
-        events: Arc<dyn SrqEventSink>,
+        events: wv_hal::KArc<dyn SrqEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<SoftSrq, VerbsError> {
         let dev = &self.dev;
@@ -601,7 +603,8 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                 Ok(Arc::new(Srq {
                     handle,
                     pd: pd.0.handle,
-                    ring: Ring::new(attr.max_wr, RQ_HDR_WORDS + 2 * max_sge as usize),
+                    ring: Ring::try_new(attr.max_wr, RQ_HDR_WORDS + 2 * max_sge as usize)
+                        .map_err(|_| VerbsError::InsufficientMemory)?,
                     max_sge,
                     limit: attr.srq_limit.into(),
                     consumer: spin::Mutex::new(()),
@@ -666,7 +669,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         &self,
         pd: &SoftPd,
         c: &QpCreate<'_, SoftCq, SoftSrq>,
-        events: Arc<dyn QpEventSink>,
+        events: wv_hal::KArc<dyn QpEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<(SoftQp, QpCreated), VerbsError> {
         let dev = &self.dev;
@@ -689,8 +692,9 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             let rq_sge = if srq.is_some() { 0 } else { c.rq_sge.max(1) };
             let rq_entries = if srq.is_some() { 1 } else { c.rq_depth.max(1) };
             let qp = dev.qps.insert_with(l.max_qp, |handle| {
-                let sq = ring_for_sq(c.sq_depth.max(1), sq_sge, c.sq_max_inline);
-                let rq = Ring::new(rq_entries, RQ_HDR_WORDS + 2 * rq_sge as usize);
+                let sq = ring_for_sq(c.sq_depth.max(1), sq_sge, c.sq_max_inline)?;
+                let rq = Ring::try_new(rq_entries, RQ_HDR_WORDS + 2 * rq_sge as usize)
+                    .map_err(|_| VerbsError::InsufficientMemory)?;
                 let inline_cap =
                     ((sq.stride() - SQ_HDR_WORDS) * 8).min(l.max_inline as usize) as u32;
                 let attrs = QpAttributes {
@@ -828,7 +832,12 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             if qp.0.qp_type != wv_hal::QpType::Ud || gid[0] != 0xFF {
                 return Err(VerbsError::InvalidParameter);
             }
-            self.dev.mcast.write().push((*gid, qp.0.qpn));
+            let mut groups = self.dev.mcast.write();
+            groups
+                .try_reserve(1)
+                .map_err(|_| VerbsError::InsufficientMemory)?;
+            groups.push((*gid, qp.0.qpn));
+            drop(groups);
             Ok(SoftMcast {
                 gid: *gid,
                 qpn: qp.0.qpn,

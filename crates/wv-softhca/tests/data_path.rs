@@ -416,7 +416,7 @@ fn deregistered_keys_and_closed_contexts_are_refused() {
         .hca
         .open_ca(
             &mut Umv::new(0, 0, 64, &mut out),
-            std::sync::Arc::new(Log::<CaEvent>::default()),
+            wv_hal::KArc::new(Log::<CaEvent>::default()).into(),
         )
         .unwrap();
     let r: abi::OpenCaResp = abi::parse(&out).unwrap();

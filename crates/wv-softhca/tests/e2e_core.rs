@@ -229,13 +229,13 @@ fn core_through_the_c_verbs_tables_moves_bytes_and_completes_parked_notifies() {
     run(|h: &Arc<Hca>| {
         let table = h.c_interface().expect("the soft HCA's C face");
         let lower = table.open().expect("a table the adapter accepts");
-        (Arc::new(lower), table)
+        (lower, table)
     });
 }
 
 /// The scenario, with `lower` giving the driver its view of a soft HCA (and what must outlive
 /// the driver's use of it).
-fn run<V: Verbs, Keep>(lower: impl Fn(&Arc<Hca>) -> (Arc<V>, Keep)) {
+fn run<V: Verbs, Keep>(lower: impl Fn(&Arc<Hca>) -> (V, Keep)) {
     let platform = HostPlatform::deterministic();
     let fabric = Fabric::new();
     let pools = [BufferPool::new(), BufferPool::new()];

@@ -421,10 +421,10 @@ fn limits_are_advertised_and_enforced() {
         a.hca.allocate_pd(&a.ca, &mut Umv::none()).unwrap_err(),
         VerbsError::InsufficientResources
     );
-    let sink = std::sync::Arc::new(CqSink::default());
+    let sink = wv_hal::KArc::new(CqSink::default());
     assert_eq!(
         a.hca
-            .create_cq(&a.ca, 17, sink.clone(), &mut Umv::none())
+            .create_cq(&a.ca, 17, sink.clone().into(), &mut Umv::none())
             .unwrap_err(),
         VerbsError::InvalidSetting
     );
@@ -432,7 +432,7 @@ fn limits_are_advertised_and_enforced() {
     let _c2 = a.cq(1);
     assert_eq!(
         a.hca
-            .create_cq(&a.ca, 1, sink, &mut Umv::none())
+            .create_cq(&a.ca, 1, sink.into(), &mut Umv::none())
             .unwrap_err(),
         VerbsError::InsufficientResources
     );
@@ -447,7 +447,7 @@ fn limits_are_advertised_and_enforced() {
         a.hca.register_mr(&a.pd, &r).unwrap_err(),
         VerbsError::InsufficientResources
     );
-    let events = std::sync::Arc::new(Log::default());
+    let events = wv_hal::KArc::new(Log::default());
     let mk = |depth, sge| QpCreate {
         qp_type: QpType::Rc,
         sq_depth: depth,
@@ -462,19 +462,19 @@ fn limits_are_advertised_and_enforced() {
     };
     assert_eq!(
         a.hca
-            .create_qp(&a.pd, &mk(9, 1), events.clone(), &mut Umv::none())
+            .create_qp(&a.pd, &mk(9, 1), events.clone().into(), &mut Umv::none())
             .unwrap_err(),
         VerbsError::InvalidSetting
     );
     assert_eq!(
         a.hca
-            .create_qp(&a.pd, &mk(8, 3), events.clone(), &mut Umv::none())
+            .create_qp(&a.pd, &mk(8, 3), events.clone().into(), &mut Umv::none())
             .unwrap_err(),
         VerbsError::InvalidSetting
     );
     let (q1, created) = a
         .hca
-        .create_qp(&a.pd, &mk(5, 2), events.clone(), &mut Umv::none())
+        .create_qp(&a.pd, &mk(5, 2), events.clone().into(), &mut Umv::none())
         .unwrap();
     assert_eq!(
         (created.sq_depth, created.rq_depth, created.sq_sge),
@@ -482,11 +482,11 @@ fn limits_are_advertised_and_enforced() {
     );
     let _q2 = a
         .hca
-        .create_qp(&a.pd, &mk(1, 1), events.clone(), &mut Umv::none())
+        .create_qp(&a.pd, &mk(1, 1), events.clone().into(), &mut Umv::none())
         .unwrap();
     assert_eq!(
         a.hca
-            .create_qp(&a.pd, &mk(1, 1), events.clone(), &mut Umv::none())
+            .create_qp(&a.pd, &mk(1, 1), events.clone().into(), &mut Umv::none())
             .unwrap_err(),
         VerbsError::InsufficientResources
     );
@@ -494,7 +494,7 @@ fn limits_are_advertised_and_enforced() {
     a.hca.destroy_qp(q1);
     assert!(
         a.hca
-            .create_qp(&a.pd, &mk(1, 1), events, &mut Umv::none())
+            .create_qp(&a.pd, &mk(1, 1), events.into(), &mut Umv::none())
             .is_ok()
     );
     settle(&p);
@@ -505,7 +505,7 @@ fn vendor_bytes_are_validated_never_trusted() {
     let p = HostPlatform::deterministic();
     let a = Node::simple(&p);
     let c = a.cq(4);
-    let events = std::sync::Arc::new(Log::default());
+    let events = wv_hal::KArc::new(Log::default());
     let create = QpCreate {
         qp_type: QpType::Rc,
         sq_depth: 4,
@@ -523,7 +523,7 @@ fn vendor_bytes_are_validated_never_trusted() {
     let mut umv = Umv::new(0, 8, 64, &mut buf);
     assert_eq!(
         a.hca
-            .create_qp(&a.pd, &create, events.clone(), &mut umv)
+            .create_qp(&a.pd, &create, events.clone().into(), &mut umv)
             .unwrap_err(),
         VerbsError::InvalidParameter
     );
@@ -538,7 +538,7 @@ fn vendor_bytes_are_validated_never_trusted() {
     };
     assert_eq!(
         a.hca
-            .create_qp(&a.pd, &create, events.clone(), &mut umv)
+            .create_qp(&a.pd, &create, events.clone().into(), &mut umv)
             .unwrap_err(),
         VerbsError::InvalidParameter
     );
@@ -547,27 +547,40 @@ fn vendor_bytes_are_validated_never_trusted() {
     let mut umv = Umv::new(0, 0, 8, &mut small);
     assert_eq!(
         a.hca
-            .create_qp(&a.pd, &create, events.clone(), &mut umv)
+            .create_qp(&a.pd, &create, events.clone().into(), &mut umv)
             .unwrap_err(),
         VerbsError::InvalidParameter
     );
     let mut small = [0u8; 8];
     let mut umv = Umv::new(0, 0, 8, &mut small);
-    let sink = std::sync::Arc::new(CqSink::default());
-    assert!(a.hca.create_cq(&a.ca, 4, sink.clone(), &mut umv).is_err());
+    let sink = wv_hal::KArc::new(CqSink::default());
+    assert!(
+        a.hca
+            .create_cq(&a.ca, 4, sink.clone().into(), &mut umv)
+            .is_err()
+    );
     // No vendor bytes at all: a kernel consumer; the rings are allocated all the same.
     let (_q, created) = a
         .hca
-        .create_qp(&a.pd, &create, events, &mut Umv::none())
+        .create_qp(&a.pd, &create, events.into(), &mut Umv::none())
         .unwrap();
     assert!(created.qpn >= 2);
-    assert!(a.hca.create_cq(&a.ca, 4, sink, &mut Umv::none()).is_ok());
+    assert!(
+        a.hca
+            .create_cq(&a.ca, 4, sink.into(), &mut Umv::none())
+            .is_ok()
+    );
     // Mapping with a response that does not match the device's allocation.
     let mut out = [0u8; 64];
     let mut umv = Umv::new(0, 0, 64, &mut out);
     let (_c, _) = a
         .hca
-        .create_cq(&a.ca, 4, std::sync::Arc::new(CqSink::default()), &mut umv)
+        .create_cq(
+            &a.ca,
+            4,
+            wv_hal::KArc::new(CqSink::default()).into(),
+            &mut umv,
+        )
         .unwrap();
     let mut r: abi::CqResp = abi::parse(&out).unwrap();
     r.ring_addr += 8;

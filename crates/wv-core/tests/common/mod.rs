@@ -4,10 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::mem::size_of;
 use wv_abi::ioctl::*;
+
 use wv_abi::{
-    NtStatus, WV_IO_AH_CREATE, WV_IO_ID, WV_IO_QP_ATTRIBUTES, WV_IO_QP_CREATE,
-    WV_IO_SRQ_ATTRIBUTES, read_prefix,
+    NtStatus, WV_IO_AH_CREATE, WV_IO_DEVICE_ATTRIBUTES, WV_IO_DEVICE_PORT_QUERY, WV_IO_GID,
+    WV_IO_ID, WV_IO_MEMORY_KEYS, WV_IO_MEMORY_REGISTER, WV_IO_PORT_ATTRIBUTES, WV_IO_QP_ATTRIBUTES,
+    WV_IO_QP_CREATE, WV_IO_QP_MULTICAST, WV_IO_SRQ_ATTRIBUTES, read_prefix,
 };
 use wv_core::{Driver, DriverConfig};
 use wv_hal::{FilterDriver, QpState};
@@ -15,7 +18,7 @@ use wv_host::fake_verbs::{FakeCall, FakeConfig, FakeVerbs};
 use wv_host::{File, HostPlatform, HostRequest, Io, IoManager, IoStatus};
 use zerocopy::{Immutable, IntoBytes};
 
-pub type Drv = Driver<HostPlatform, FakeVerbs>;
+pub type Drv = Driver<HostPlatform, Arc<FakeVerbs>>;
 pub type WvFile = File<Drv>;
 
 /// The platform the scenario tests run on: `WV_HOST_MODE=threaded` selects the threaded host
@@ -273,3 +276,179 @@ pub fn ah_in(pd: u64) -> WV_IO_AH_CREATE {
 }
 
 pub fn _use_filter_driver<D: FilterDriver<HostPlatform>>() {}
+
+/// Every kind of object, twice where a destroy needs one of its own: what the tables of valid
+/// requests (`valid_request`) refer to.
+#[derive(Clone, Copy, Debug)]
+pub struct Full {
+    pub guid: u64,
+    pub dev: u64,
+    pub pd: u64,
+    pub cq: u64,
+    pub srq: u64,
+    pub qp: u64,
+    pub ud_qp: u64,
+    pub lkey: u32,
+    pub spare_dev: u64,
+    pub spare_pd: u64,
+    pub spare_cq: u64,
+    pub spare_srq: u64,
+    pub spare_qp: u64,
+    pub spare_mw: u64,
+    pub spare_ah: u64,
+    pub spare_lkey: u32,
+}
+
+pub fn mc_in(qp: u64, lid: u16) -> Vec<u8> {
+    bytes(&WV_IO_QP_MULTICAST {
+        Id: WV_IO_ID {
+            Id: qp,
+            VerbInfo: 0,
+            Data: u32::from(lid.to_be()),
+        },
+        Gid: WV_IO_GID { Raw: [0xFF; 16] },
+    })
+}
+
+pub fn mr_reg_in(pd: u64) -> Vec<u8> {
+    bytes(&WV_IO_MEMORY_REGISTER {
+        Id: pd,
+        Address: 0x1000,
+        BufferLength: 64,
+        AccessFlags: 0,
+        Reserved: 0,
+    })
+}
+
+pub fn port_in(dev: u64, port: u8) -> Vec<u8> {
+    bytes(&WV_IO_DEVICE_PORT_QUERY {
+        Id: dev,
+        PortNumber: port,
+        Reserved: [0; 7],
+    })
+}
+
+fn register(file: &WvFile, pd: u64) -> u32 {
+    let st = ioctl(file, WV_IOCTL_MEMORY_REGISTER, &mr_reg_in(pd), 8);
+    expect(&st, NtStatus::SUCCESS);
+    out::<WV_IO_MEMORY_KEYS>(&st).Lkey
+}
+
+/// Builds [`Full`] on `file`.
+pub fn full_stack(fx: &Fx, file: &WvFile) -> Full {
+    let s = qp_rts(fx, file);
+    let srq = srq(file, s.pd);
+    let mut ud = qp_create_in(s.pd, s.cq, s.cq, 0);
+    ud.QpType = 3;
+    let st = ioctl(file, WV_IOCTL_QP_CREATE, &bytes(&ud), 72);
+    expect(&st, NtStatus::SUCCESS);
+    let ud_qp = out::<WV_IO_QP_CREATE>(&st).Id.Id;
+    expect(
+        &ioctl(file, WV_IOCTL_QP_ATTACH, &mc_in(ud_qp, 0xC001), 0),
+        NtStatus::SUCCESS,
+    );
+    let lkey = register(file, s.pd);
+    let spare_lkey = register(file, s.pd);
+    let st = ioctl(file, WV_IOCTL_MW_ALLOCATE, &id(s.pd, 0, 0), 16);
+    expect(&st, NtStatus::SUCCESS);
+    let spare_mw = out::<WV_IO_ID>(&st).Id;
+    let st = ioctl(file, WV_IOCTL_AH_CREATE, &bytes(&ah_in(s.pd)), 64);
+    expect(&st, NtStatus::SUCCESS);
+    let spare_ah = out::<WV_IO_AH_CREATE>(&st).Id.Id;
+    Full {
+        guid: fx.guid(),
+        dev: s.dev,
+        pd: s.pd,
+        cq: s.cq,
+        srq,
+        qp: s.qp,
+        ud_qp,
+        lkey,
+        spare_dev: open_device(fx, file),
+        spare_pd: alloc_pd(file, s.dev),
+        spare_cq: cq(file, s.dev, 8),
+        spare_srq: self::srq(file, s.pd),
+        spare_qp: qp(file, s.pd, s.cq, s.cq, 0),
+        spare_mw,
+        spare_ah,
+        spare_lkey,
+    }
+}
+
+/// A valid request of every one of the 53 codes against [`Full`]: (input, output length).
+/// Destroys name the spare objects. Endpoint codes get zeroed minimum-size buffers.
+pub fn valid_request(code: Ioctl, s: &Full) -> (Vec<u8>, usize) {
+    use Ioctl as I;
+    let u = u64_in;
+    match code {
+        I::GuidQuery => (Vec::new(), 24),
+        I::LibraryQuery => (u(s.guid), 28),
+        I::DeviceOpen => (id(s.guid, 0, 0), 16),
+        I::DeviceClose => (u(s.spare_dev), 0),
+        I::DeviceQuery => (u(s.dev), size_of::<WV_IO_DEVICE_ATTRIBUTES>()),
+        I::DevicePortQuery => (port_in(s.dev, 1), size_of::<WV_IO_PORT_ATTRIBUTES>()),
+        I::DeviceGidQuery => (port_in(s.dev, 1), 32),
+        I::DevicePkeyQuery => (port_in(s.dev, 1), 4),
+        I::DeviceNotify => (id(s.dev, 0, 1), 4),
+        I::DeviceCancel => (u(s.dev), 0),
+        I::PdAllocate => (id(s.dev, 0, 0), 16),
+        I::PdDeallocate => (u(s.spare_pd), 0),
+        I::PdCancel => (u(s.pd), 0),
+        I::MemoryRegister => (mr_reg_in(s.pd), 8),
+        I::MemoryDeregister => (id(s.pd, 0, s.spare_lkey), 0),
+        I::MwAllocate => (id(s.pd, 0, 0), 16),
+        I::MwDeallocate => (u(s.spare_mw), 0),
+        I::AhCreate => (bytes(&ah_in(s.pd)), size_of::<WV_IO_AH_CREATE>()),
+        I::AhDestroy => (u(s.spare_ah), 0),
+        I::CqCreate => (id(s.dev, 0, 8), 16),
+        I::CqDestroy => (u(s.spare_cq), 0),
+        I::CqResize => (id(s.cq, 0, 128), 16),
+        I::CqNotify => (id(s.cq, 0, 1), 0),
+        I::CqCancel => (u(s.cq), 0),
+        I::SrqCreate => (bytes(&srq_attr(s.pd, 16, 0)), 32),
+        I::SrqDestroy => (u(s.spare_srq), 0),
+        I::SrqQuery => (bytes(&srq_attr(s.srq, 0, 0)), 32),
+        I::SrqModify => (bytes(&srq_attr(s.srq, 32, 4)), 32),
+        I::SrqNotify => (u(s.srq), 0),
+        I::SrqCancel => (u(s.srq), 0),
+        I::QpCreate => (bytes(&qp_create_in(s.pd, s.cq, s.cq, 0)), 72),
+        I::QpDestroy => (u(s.spare_qp), 0),
+        I::QpQuery => (u(s.qp), size_of::<WV_IO_QP_ATTRIBUTES>()),
+        I::QpModify => (modify_in(s.qp, QpState::Rts), 8),
+        I::QpAttach => (mc_in(s.ud_qp, 0xC002), 0),
+        I::QpDetach => (mc_in(s.ud_qp, 0xC001), 0),
+        I::QpCancel => (u(s.qp), 0),
+        // The route option, with its 64-byte path record (any other option is refused first).
+        I::EpModify => {
+            let mut input = id(1, 0, wv_abi::consts::WV_IO_EP_OPTION_ROUTE);
+            input.resize(16 + 64, 0);
+            (input, 0)
+        }
+        ep => (vec![0; ep.min_input()], ep.min_output()),
+    }
+}
+
+/// Issues a request and returns its final status: pending requests get the queued work run,
+/// then a CancelIoEx if they are still parked (a notify nobody signals).
+pub fn issue(fx: &Fx, file: &WvFile, code: u32, input: &[u8], out_len: usize) -> IoStatus {
+    let io = file.device_io_control(code, input, out_len);
+    if io.pending() {
+        fx.run();
+        if !io.is_complete() {
+            file.cancel_io_ex(&io);
+        }
+    }
+    done(&io)
+}
+
+/// Writes `figures` as `name.txt` (`key=value` lines) into `$WV_FIGURES_DIR`, when set: the
+/// numbers `docs/VERIFICATION.md` reports.
+pub fn figures(name: &str, figures: &[(&str, u64)]) {
+    let Ok(dir) = std::env::var("WV_FIGURES_DIR") else {
+        return;
+    };
+    let text: String = figures.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+    std::fs::create_dir_all(&dir).expect("figures directory");
+    std::fs::write(std::path::Path::new(&dir).join(format!("{name}.txt")), text)
+        .expect("write figures");
+}

@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use wv_abi::NtStatus;
+use wv_hal::KArc;
 use wv_hal::{FilterDriver, Irql, Platform, RequestQueue};
 use wv_host::fake_verbs::FakeVerbs;
 use wv_host::{HostPlatform, HostQueue, HostRequest, IoManager};
@@ -16,7 +17,7 @@ pub struct TestDriver {
     pub handler: Box<Handler>,
     /// "create n", "cleanup n", "close n", "arrival", "removal", each with the IRQL seen.
     pub log: Mutex<Vec<String>>,
-    pub lower: Mutex<Option<Arc<FakeVerbs>>>,
+    pub lower: Mutex<Option<KArc<Arc<FakeVerbs>>>>,
     next: Mutex<u32>,
 }
 
@@ -54,13 +55,13 @@ impl TestDriver {
 }
 
 impl FilterDriver<HostPlatform> for TestDriver {
-    type Lower = FakeVerbs;
+    type Lower = Arc<FakeVerbs>;
     type File = TestFile;
 
     fn device_arrival(
         &self,
-        lower: Arc<FakeVerbs>,
-        _cm: Option<Arc<wv_host::fake_cm::FakeCm>>,
+        lower: KArc<Arc<FakeVerbs>>,
+        _cm: Option<KArc<Arc<wv_host::fake_cm::FakeCm>>>,
     ) -> Result<(), NtStatus> {
         self.note("arrival".into());
         *self.lower.lock().unwrap() = Some(lower);

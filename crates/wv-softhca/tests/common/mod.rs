@@ -73,7 +73,7 @@ pub struct Node {
     pub platform: HostPlatform,
     pub hca: Arc<Hca>,
     pub ca: SoftCa,
-    pub ca_events: Arc<Log<CaEvent>>,
+    pub ca_events: wv_hal::KArc<Log<CaEvent>>,
     pub uvp: UvpContext,
     pub pd: SoftPd,
     pub pool: BufferPool,
@@ -82,20 +82,20 @@ pub struct Node {
 pub struct Cq {
     pub soft: SoftCq,
     pub uvp: UvpCq,
-    pub sink: Arc<CqSink>,
+    pub sink: wv_hal::KArc<CqSink>,
 }
 
 pub struct Qp {
     pub soft: SoftQp,
     pub uvp: UvpQp,
-    pub events: Arc<Log<QpEvent>>,
+    pub events: wv_hal::KArc<Log<QpEvent>>,
     pub qp_type: QpType,
 }
 
 pub struct Srq {
     pub soft: SoftSrq,
     pub uvp: UvpSrq,
-    pub events: Arc<Log<SrqEvent>>,
+    pub events: wv_hal::KArc<Log<SrqEvent>>,
 }
 
 pub struct Mem {
@@ -136,10 +136,10 @@ impl Node {
             config,
             ClientMemory::pool(pool.clone()),
         );
-        let ca_events = Arc::new(Log::default());
+        let ca_events = wv_hal::KArc::new(Log::default());
         let mut out = [0u8; 64];
         let mut umv = Umv::new(0, 0, 64, &mut out);
-        let ca = hca.open_ca(&mut umv, ca_events.clone()).unwrap();
+        let ca = hca.open_ca(&mut umv, ca_events.clone().into()).unwrap();
         let uvp = UvpContext::from_open_resp(&out).unwrap();
         let pd = hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
         Node {
@@ -158,12 +158,12 @@ impl Node {
     }
 
     pub fn cq(&self, entries: u32) -> Cq {
-        let sink = Arc::new(CqSink::default());
+        let sink = wv_hal::KArc::new(CqSink::default());
         let mut out = [0u8; 64];
         let mut umv = Umv::new(0, 0, 64, &mut out);
         let (soft, _n) = self
             .hca
-            .create_cq(&self.ca, entries, sink.clone(), &mut umv)
+            .create_cq(&self.ca, entries, sink.clone().into(), &mut umv)
             .unwrap();
         let r: CqResp = abi::parse(&out).unwrap();
         let uvp = self.uvp.map_cq(&r).unwrap();
@@ -198,7 +198,7 @@ impl Node {
         inline: u32,
         sig_all: bool,
     ) -> Qp {
-        let events = Arc::new(Log::default());
+        let events = wv_hal::KArc::new(Log::default());
         let create = QpCreate {
             qp_type,
             sq_depth: depth,
@@ -215,7 +215,7 @@ impl Node {
         let mut umv = Umv::new(0, 0, 64, &mut out);
         let (soft, created) = self
             .hca
-            .create_qp(&self.pd, &create, events.clone(), &mut umv)
+            .create_qp(&self.pd, &create, events.clone().into(), &mut umv)
             .unwrap();
         let r: QpResp = abi::parse(&out).unwrap();
         assert_eq!(r.qpn, created.qpn);
@@ -233,7 +233,7 @@ impl Node {
     }
 
     pub fn srq(&self, max_wr: u32, limit: u32) -> Srq {
-        let events = Arc::new(Log::default());
+        let events = wv_hal::KArc::new(Log::default());
         let mut out = [0u8; 64];
         let mut umv = Umv::new(0, 0, 64, &mut out);
         let attr = SrqAttributes {
@@ -243,7 +243,7 @@ impl Node {
         };
         let soft = self
             .hca
-            .create_srq(&self.pd, &attr, events.clone(), &mut umv)
+            .create_srq(&self.pd, &attr, events.clone().into(), &mut umv)
             .unwrap();
         let r: SrqResp = abi::parse(&out).unwrap();
         let uvp = self.uvp.map_srq(&r).unwrap();

@@ -1,0 +1,254 @@
+//! Driver Verifier's low-resources simulation over every IOCTL path: for each of the 53 codes
+//! (and CreateFile and device arrival), count the driver's allocations on the path, then run
+//! the path again once per allocation with exactly that one refused. Each run must end the
+//! request with one of OFW's out-of-resources statuses, leave no lower-device object behind,
+//! leave the stack able to run the same request successfully, and pass the verifier's
+//! teardown check (no request, queue, file or lower object alive). An infallible allocation
+//! would abort the test process instead (the allocation-error handler; on Windows a bug
+//! check). No allocation may happen while a spin lock is held.
+//!
+//! A second test refuses a random 5% of the driver's allocations over whole sequences of
+//! requests with cancels and a close.
+#![allow(clippy::disallowed_methods)] // tests may allocate infallibly; the core may not (clippy.toml)
+
+mod common;
+
+use common::*;
+use wv_abi::NtStatus;
+use wv_abi::ioctl::*;
+use wv_host::low_resources::{self, Plan, Tally};
+
+#[global_allocator]
+static ALLOC: wv_host::LowResources = wv_host::LowResources;
+
+/// What a refused allocation may turn into: OFW's statuses for a failed allocation (the
+/// object's, the id table's), the framework's for a queue, and OFW's for a failure while
+/// initialising a device or SRQ.
+const OUT_OF_RESOURCES: [NtStatus; 3] = [
+    NtStatus::NO_MEMORY,
+    NtStatus::INSUFFICIENT_RESOURCES,
+    NtStatus::UNSUCCESSFUL,
+];
+
+fn fixture() -> (Fx, WvFile, Full) {
+    let fx = Fx::with(
+        wv_host::HostPlatform::deterministic(),
+        wv_core::DriverConfig::default(),
+    );
+    let f = fx.open();
+    let s = full_stack(&fx, &f);
+    (fx, f, s)
+}
+
+/// Runs `op` under `plan`; returns its status and what the allocator saw.
+fn armed<T>(plan: Plan, op: impl FnOnce() -> T) -> (T, Tally) {
+    low_resources::arm(plan);
+    let r = op();
+    (r, low_resources::disarm())
+}
+
+/// One path to walk: a request on the full stack, after an optional extra setup that puts
+/// the stack in the state where the path allocates (an empty MR table, a full id table).
+struct Case {
+    name: &'static str,
+    code: Ioctl,
+    setup: fn(&Fx, &WvFile, &Full) -> (Vec<u8>, usize),
+}
+
+/// The states the plain table does not reach: containers that must grow.
+fn growth_cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "MEMORY_REGISTER (first MR of a PD)",
+            code: Ioctl::MemoryRegister,
+            setup: |_, _, s| (mr_reg_in(s.spare_pd), 8),
+        },
+        Case {
+            name: "QP_ATTACH (first group of a QP)",
+            code: Ioctl::QpAttach,
+            setup: |_, f, s| {
+                let mut ud = qp_create_in(s.pd, s.cq, s.cq, 0);
+                ud.QpType = 3;
+                let st = ioctl(f, WV_IOCTL_QP_CREATE, &bytes(&ud), 72);
+                let qp = out::<wv_abi::WV_IO_QP_CREATE>(&st).Id.Id;
+                (mc_in(qp, 0xC003), 0)
+            },
+        },
+        Case {
+            name: "PD_ALLOCATE (id table full: it grows)",
+            code: Ioctl::PdAllocate,
+            setup: |_, f, s| {
+                // Two PDs exist; fill the first four slots.
+                alloc_pd(f, s.dev);
+                alloc_pd(f, s.dev);
+                (id(s.dev, 0, 0), 16)
+            },
+        },
+    ]
+}
+
+#[test]
+fn every_allocation_of_every_ioctl_path_can_fail() {
+    let mut paths = 0u64;
+    let mut points = 0u64;
+    let mut allocating_paths = 0u64;
+    let plain = Ioctl::ALL.iter().map(|&code| Case {
+        name: code.name(),
+        code,
+        setup: |_, _, _| (Vec::new(), usize::MAX),
+    });
+    for case in plain.chain(growth_cases()) {
+        let code = case.code;
+        let prepare = |fx: &Fx, f: &WvFile, s: &Full| match (case.setup)(fx, f, s) {
+            (_, usize::MAX) => valid_request(code, s),
+            custom => custom,
+        };
+        let (fx, f, s) = fixture();
+        let (input, out_len) = prepare(&fx, &f, &s);
+        let (normal, tally) = armed(Plan::Count, || issue(&fx, &f, code.code(), &input, out_len));
+        assert_eq!(
+            tally.under_spin_lock, 0,
+            "{}: {} allocation(s) while holding a spin lock",
+            case.name, tally.under_spin_lock
+        );
+        drop((f, fx));
+        eprintln!("{}: {} allocation(s)", case.name, tally.seen);
+        paths += 1;
+        if tally.seen > 0 {
+            allocating_paths += 1;
+        }
+        for n in 1..=tally.seen {
+            let (fx, f, s) = fixture();
+            let (input, out_len) = prepare(&fx, &f, &s);
+            let before = fx.hca.live_objects();
+            let (st, t) = armed(Plan::FailNth(n), || {
+                issue(&fx, &f, code.code(), &input, out_len)
+            });
+            assert_eq!(t.refused, 1, "{} #{n}: the path changed", case.name);
+            assert!(
+                OUT_OF_RESOURCES.contains(&status(&st)),
+                "{}: allocation #{n} of {} refused, request ended with {st:?}",
+                case.name,
+                tally.seen
+            );
+            assert_eq!(
+                fx.hca.live_objects(),
+                before,
+                "{} #{n}: a lower-device object was left behind",
+                case.name
+            );
+            // The stack is healthy: the same request now does what it did before.
+            let again = issue(&fx, &f, code.code(), &input, out_len);
+            assert_eq!(
+                status(&again),
+                status(&normal),
+                "{} #{n}: not healthy afterwards",
+                case.name
+            );
+            drop(f);
+            drop(fx); // the verifier's teardown check
+            points += 1;
+        }
+    }
+    // Paths outside IOCTLs that a user can trigger: CreateFile and a device arrival.
+    let (count, tally) = {
+        let fx = Fx::new();
+        let (file, tally) = armed(Plan::Count, || fx.io.open());
+        drop(file);
+        (fx, tally)
+    };
+    drop(count);
+    for n in 1..=tally.seen {
+        let fx = Fx::new();
+        let (file, t) = armed(Plan::FailNth(n), || fx.io.open());
+        assert_eq!(t.refused, 1);
+        let err = file.expect_err("CreateFile with a refused allocation");
+        assert!(OUT_OF_RESOURCES.contains(&err), "CreateFile: {err:?}");
+        drop(fx.open());
+        points += 1;
+    }
+    paths += 1;
+    let (count, tally) = {
+        let fx = Fx::new();
+        let other = wv_host::fake_verbs::FakeVerbs::new(fx.platform(), second_hca());
+        let (r, tally) = armed(Plan::Count, || fx.io.arrive(other));
+        r.expect("arrival");
+        (fx, tally)
+    };
+    drop(count);
+    for n in 1..=tally.seen {
+        let fx = Fx::new();
+        let other = wv_host::fake_verbs::FakeVerbs::new(fx.platform(), second_hca());
+        let (r, t) = armed(Plan::FailNth(n), || fx.io.arrive(other.clone()));
+        assert_eq!(t.refused, 1);
+        assert!(OUT_OF_RESOURCES.contains(&r.expect_err("arrival")));
+        fx.io.arrive(other).expect("arrival once memory is back");
+        points += 1;
+    }
+    paths += 1;
+    assert!(
+        allocating_paths >= 12,
+        "the walk found too few allocating paths"
+    );
+    eprintln!(
+        "allocation-failure walk: {paths} paths ({allocating_paths} IOCTLs allocate), \
+         {points} allocation points refused one by one, 0 failures"
+    );
+    figures(
+        "alloc_walk",
+        &[
+            ("paths", paths),
+            ("allocating_ioctls", allocating_paths),
+            ("points", points),
+        ],
+    );
+}
+
+fn second_hca() -> wv_host::fake_verbs::FakeConfig {
+    wv_host::fake_verbs::FakeConfig {
+        guid: 0x0002_c903_0000_5678u64.to_be(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_random_fraction_of_allocations_fails_over_whole_sequences() {
+    let mut faults = 0u64;
+    let mut requests = 0u64;
+    for seed in 1..=40u64 {
+        let (fx, f, s) = fixture();
+        let (_, tally) = armed(
+            Plan::Random {
+                per_million: 50_000,
+                seed,
+            },
+            || {
+                let mut pending = Vec::new();
+                for code in Ioctl::ALL.iter().cycle().skip(seed as usize).take(80) {
+                    let (input, out_len) = valid_request(*code, &s);
+                    let io = f.device_io_control(code.code(), &input, out_len);
+                    requests += 1;
+                    if io.pending() {
+                        pending.push(io);
+                    }
+                }
+                fx.run();
+                for io in &pending {
+                    f.cancel_io_ex(io);
+                }
+                pending
+            },
+        );
+        faults += tally.refused;
+        assert_eq!(tally.under_spin_lock, 0);
+        drop(f);
+        fx.run();
+        drop(fx); // teardown: every request ended once, nothing leaked
+    }
+    assert!(faults > 0, "the random plan refused nothing");
+    eprintln!("random low resources: {requests} requests, {faults} allocations refused");
+    figures(
+        "alloc_random",
+        &[("requests", requests), ("faults", faults)],
+    );
+}

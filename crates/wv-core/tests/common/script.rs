@@ -1,0 +1,180 @@
+//! Byte strings read as IOCTL sequences for the driver core: shared by the cargo-fuzz target
+//! (`fuzz/fuzz_targets/ioctl_sequence.rs` includes this file) and its proptest twin
+//! (`tests/fuzz.rs`), which also replays the seed corpus in `fuzz/corpus/ioctl_sequence/`.
+//!
+//! A script runs on the deterministic host model above a fake lower device: raw IOCTLs (codes
+//! around the WinVerbs range, inputs whose leading id is small so lookups hit), lower-device
+//! events through interrupt and DPC, CancelIoEx, the last handle's close and a new open,
+//! device removal and re-arrival, and deferred work. Whatever the bytes, nothing may panic,
+//! every request must end exactly once, and nothing may leak: the host verifier checks the
+//! last two when the I/O manager is dropped (driver unload).
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use wv_abi::ioctl::{
+    WV_IOCTL_CQ_CREATE, WV_IOCTL_DEVICE_OPEN, WV_IOCTL_MIN, WV_IOCTL_PD_ALLOCATE,
+    WV_IOCTL_QP_CREATE, wv_ioctl,
+};
+use wv_abi::{WV_IO_ID, WV_IO_QP_CREATE};
+use wv_core::{Driver, DriverConfig};
+use wv_hal::CaEventKind;
+use wv_host::fake_verbs::FakeVerbs;
+use wv_host::{File, HostPlatform, Io, IoManager};
+use zerocopy::IntoBytes;
+
+type Drv = Driver<HostPlatform, Arc<FakeVerbs>>;
+
+/// What one script did, for the figures.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Ran {
+    pub requests: u64,
+    pub cancels: u64,
+    pub closes: u64,
+    pub removals: u64,
+}
+
+fn id(id: u64, data: u32) -> WV_IO_ID {
+    WV_IO_ID {
+        Id: id,
+        VerbInfo: 0,
+        Data: data,
+    }
+}
+
+/// Reads the bytes as a little program.
+struct Script<'a>(&'a [u8]);
+
+impl<'a> Script<'a> {
+    fn byte(&mut self) -> Option<u8> {
+        let (&b, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(b)
+    }
+    fn bytes(&mut self, n: usize) -> &'a [u8] {
+        let (taken, rest) = self.0.split_at(n.min(self.0.len()));
+        self.0 = rest;
+        taken
+    }
+}
+
+/// Opens a file and creates one device, PD, CQ and QP on it (ids 1), as far as the device is
+/// present, so that the script's small ids find something.
+fn open_with_objects(io: &IoManager<Drv>, guid: u64) -> File<Drv> {
+    let file = io.open().expect("CreateFile");
+    for (code, input, out_len) in [
+        (WV_IOCTL_DEVICE_OPEN, id(guid, 0).as_bytes().to_vec(), 16),
+        (WV_IOCTL_PD_ALLOCATE, id(1, 0).as_bytes().to_vec(), 16),
+        (WV_IOCTL_CQ_CREATE, id(1, 16).as_bytes().to_vec(), 16),
+        (
+            WV_IOCTL_QP_CREATE,
+            WV_IO_QP_CREATE {
+                Id: id(1, 0),
+                SendCqId: 1,
+                ReceiveCqId: 1,
+                SendDepth: 8,
+                SendSge: 1,
+                ReceiveDepth: 8,
+                ReceiveSge: 1,
+                ..Default::default()
+            }
+            .as_bytes()
+            .to_vec(),
+            72,
+        ),
+    ] {
+        let _ = file.device_io_control(code, &input, out_len).wait();
+    }
+    file
+}
+
+/// Runs one script; panics (a verifier violation, or a request left incomplete) on a bug.
+pub fn run(data: &[u8]) -> Ran {
+    let mut ran = Ran::default();
+    let platform = HostPlatform::deterministic();
+    let hca = FakeVerbs::with_defaults(&platform);
+    let guid = wv_hal::Verbs::guid(&*hca);
+    let driver = Arc::new(Driver::new(platform.clone(), DriverConfig::default()));
+    let io = IoManager::new(platform.clone(), driver);
+    io.arrive(Arc::clone(&hca)).expect("arrival");
+    let mut present = true;
+    let mut file = open_with_objects(&io, guid);
+    let mut issued: Vec<Io> = Vec::new();
+    let mut script = Script(data);
+    while let Some(op) = script.byte() {
+        match op % 11 {
+            // An IOCTL: a code around the WinVerbs range, an input whose leading id is small
+            // (so lookups hit objects the sequence created), an output length.
+            0..=4 => {
+                let index = u32::from(script.byte().unwrap_or(0) % 58);
+                let out_len = usize::from(script.byte().unwrap_or(0));
+                let in_len = usize::from(script.byte().unwrap_or(0));
+                let mut input = script.bytes(in_len).to_vec();
+                if input.len() >= 8 {
+                    let id = u64::from(input[0] % 4);
+                    input[..8].copy_from_slice(&id.to_ne_bytes());
+                }
+                issued.push(file.device_io_control(
+                    wv_ioctl(WV_IOCTL_MIN + index),
+                    &input,
+                    out_len,
+                ));
+                ran.requests += 1;
+            }
+            // Events from the lower device, through its interrupt and DPC.
+            5 => {
+                let object = u64::from(script.byte().unwrap_or(0) % 8);
+                match script.byte().unwrap_or(0) % 3 {
+                    0 => {
+                        hca.cq_completion(object);
+                    }
+                    1 => {
+                        hca.cq_error(object);
+                    }
+                    _ => {
+                        hca.port_event(1, CaEventKind::PortDown);
+                    }
+                }
+            }
+            // CancelIoEx of an earlier request (a no-op once it has ended).
+            6 => {
+                if !issued.is_empty() {
+                    let i = usize::from(script.byte().unwrap_or(0)) % issued.len();
+                    file.cancel_io_ex(&issued[i]);
+                    ran.cancels += 1;
+                }
+            }
+            // CloseHandle with requests outstanding, and a new file.
+            7 => {
+                drop(file);
+                file = open_with_objects(&io, guid);
+                ran.closes += 1;
+            }
+            // Removal of the lower device, or its re-arrival.
+            8 => {
+                if present {
+                    io.remove(guid);
+                    ran.removals += 1;
+                } else {
+                    io.arrive(Arc::clone(&hca)).expect("re-arrival");
+                }
+                present = !present;
+            }
+            // Let work items and DPCs run.
+            _ => platform.run_until_idle(),
+        }
+    }
+    platform.run_until_idle();
+    // CloseHandle: every request still parked must end.
+    drop(file);
+    platform.run_until_idle();
+    for request in &issued {
+        assert!(
+            request.is_complete(),
+            "a request outlived its file's cleanup"
+        );
+    }
+    // Driver unload: the verifier's teardown check (leaks, requests, queues) runs here.
+    drop(io);
+    ran
+}

@@ -1,0 +1,595 @@
+//! A [`Platform`] and a lower device built on loom's primitives, so that loom can explore every
+//! interleaving of the real driver core's synchronisation (`RUSTFLAGS="--cfg loom"`).
+//!
+//! The host model proper ([`crate::HostPlatform`]) is too large to model-check: its verifier,
+//! IRQL bookkeeping and worker pool would multiply the states loom must visit. This platform
+//! keeps exactly the semantics the core relies on, with loom's mutexes and atomics where
+//! ownership is decided:
+//!
+//! * a request completes once; a second completion, a request dropped without completion and
+//!   a request still parked at the end are recorded ([`Ledger`]), not hidden;
+//! * a manual queue decides under its lock who owns a parked request: `retrieve_next`,
+//!   `purge` or the I/O manager's [`LoomPlatform::cancel`], exactly one of them;
+//! * a cancel that reaches a request before it is parked completes it when it parks;
+//! * work items wait in a queue until a model thread runs them ([`LoomPlatform::run_work`]);
+//! * the lower device ([`LoomVerbs`]) calls its sinks from "DPC" threads of the model and
+//!   never after the object's destroy call returned; it counts live objects for leaks.
+//!
+//! Spin locks are loom mutexes; IRQL is not modelled (the host model checks it).
+#![allow(missing_docs)]
+
+use std::collections::VecDeque;
+use std::sync::Mutex as StdMutex;
+
+use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use wv_abi::NtStatus;
+use wv_hal::{
+    AddressVector, CaAttributes, CaEventSink, CqEventSink, Event, Gid, IoRequest, Irql, KArc,
+    MemoryKeys, MemoryRegion, Platform, PortAttributes, QpAttributes, QpCreate, QpCreated,
+    QpEventSink, QpModify, RequestQueue, SpinLock, SrqAttributes, SrqEventSink, SrqModifyMask, Umv,
+    Verbs, VerbsError, WorkItem,
+};
+
+/// What happened to every request of a model run. Plain `std` state: recording is not part
+/// of what loom explores.
+#[derive(Default, Debug)]
+pub struct Ledger {
+    /// (request id, status) per completion, in order.
+    pub completions: Vec<(u64, NtStatus)>,
+    /// Violations seen: a second completion, a request dropped without completion.
+    pub violations: Vec<String>,
+}
+
+/// The I/O manager's record of one request.
+pub struct Irp {
+    pub id: u64,
+    cancelled: AtomicBool,
+    /// The queue it is parked in, if any (its id).
+    parked_in: Mutex<Option<u64>>,
+}
+
+pub struct LoomRequest {
+    irp: std::sync::Arc<Irp>,
+    ledger: std::sync::Arc<StdMutex<Ledger>>,
+    code: u32,
+    input_len: usize,
+    output_len: usize,
+    buffer: Vec<u8>,
+    done: bool,
+}
+
+impl LoomRequest {
+    fn finish(mut self, status: NtStatus) {
+        self.done = true;
+        let mut ledger = self.ledger.lock().unwrap();
+        if ledger.completions.iter().any(|(id, _)| *id == self.irp.id) {
+            ledger
+                .violations
+                .push(format!("request {} completed twice", self.irp.id));
+        }
+        ledger.completions.push((self.irp.id, status));
+    }
+}
+
+impl IoRequest for LoomRequest {
+    fn ioctl_code(&self) -> u32 {
+        self.code
+    }
+    fn input_len(&self) -> usize {
+        self.input_len
+    }
+    fn output_len(&self) -> usize {
+        self.output_len
+    }
+    fn buffer(&self) -> &[u8] {
+        &self.buffer
+    }
+    fn buffer_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer
+    }
+    fn complete(self, status: NtStatus, _information: usize) {
+        self.finish(status);
+    }
+}
+
+impl Drop for LoomRequest {
+    fn drop(&mut self) {
+        if !self.done {
+            self.ledger.lock().unwrap().violations.push(format!(
+                "request {} dropped without completion",
+                self.irp.id
+            ));
+        }
+    }
+}
+
+#[derive(Default)]
+struct QueueState {
+    parked: VecDeque<LoomRequest>,
+    purged: bool,
+}
+
+struct QueueInner {
+    id: u64,
+    state: Mutex<QueueState>,
+}
+
+/// A manual queue (see the module docs).
+pub struct LoomQueue {
+    inner: Arc<QueueInner>,
+    platform: LoomPlatform,
+}
+
+impl RequestQueue<LoomRequest> for LoomQueue {
+    fn park(&self, request: LoomRequest) -> Result<(), (LoomRequest, NtStatus)> {
+        let mut state = self.inner.state.lock().unwrap();
+        if state.purged {
+            return Err((request, NtStatus::CANCELLED));
+        }
+        let cancelled = {
+            let mut parked_in = request.irp.parked_in.lock().unwrap();
+            let cancelled = request.irp.cancelled.load(Ordering::SeqCst);
+            if !cancelled {
+                *parked_in = Some(self.inner.id);
+            }
+            cancelled
+        };
+        if cancelled {
+            drop(state);
+            request.finish(NtStatus::CANCELLED);
+        } else {
+            state.parked.push_back(request);
+        }
+        Ok(())
+    }
+
+    fn retrieve_next(&self) -> Option<LoomRequest> {
+        let request = self.inner.state.lock().unwrap().parked.pop_front()?;
+        *request.irp.parked_in.lock().unwrap() = None;
+        Some(request)
+    }
+
+    fn purge(&self) {
+        let drained: Vec<LoomRequest> = {
+            let mut state = self.inner.state.lock().unwrap();
+            state.purged = true;
+            state.parked.drain(..).collect()
+        };
+        for request in drained {
+            *request.irp.parked_in.lock().unwrap() = None;
+            request.finish(NtStatus::CANCELLED);
+        }
+    }
+
+    fn parked(&self) -> usize {
+        self.inner.state.lock().unwrap().parked.len()
+    }
+}
+
+impl Drop for LoomQueue {
+    fn drop(&mut self) {
+        let left = self.inner.state.lock().unwrap().parked.len();
+        if left != 0 {
+            self.platform
+                .shared
+                .ledger
+                .lock()
+                .unwrap()
+                .violations
+                .push(format!("queue dropped with {left} requests parked"));
+        }
+        self.platform
+            .shared
+            .queues
+            .lock()
+            .unwrap()
+            .retain(|q| q.id != self.inner.id);
+    }
+}
+
+pub struct LoomSpinLock<T>(Mutex<T>);
+
+impl<T: Send> SpinLock<T> for LoomSpinLock<T> {
+    type Guard<'a>
+        = MutexGuard<'a, T>
+    where
+        Self: 'a,
+        T: 'a;
+    fn lock(&self) -> MutexGuard<'_, T> {
+        self.0.lock().unwrap()
+    }
+}
+
+pub struct LoomEvent {
+    set: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Event for LoomEvent {
+    fn set(&self) {
+        *self.set.lock().unwrap() = true;
+        self.cv.notify_all();
+    }
+    fn is_set(&self) -> bool {
+        *self.set.lock().unwrap()
+    }
+    fn wait(&self) {
+        let mut set = self.set.lock().unwrap();
+        while !*set {
+            set = self.cv.wait(set).unwrap();
+        }
+    }
+}
+
+struct Shared {
+    ledger: std::sync::Arc<StdMutex<Ledger>>,
+    next_id: AtomicU64,
+    work: Mutex<VecDeque<KArc<dyn WorkItem>>>,
+    /// Live queues, so the I/O manager can find the one a request is parked in.
+    queues: Mutex<Vec<Arc<QueueInner>>>,
+}
+
+/// The loom platform; clones are the same platform.
+#[derive(Clone)]
+pub struct LoomPlatform {
+    shared: Arc<Shared>,
+}
+
+impl Default for LoomPlatform {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LoomPlatform {
+    pub fn new() -> Self {
+        LoomPlatform {
+            shared: Arc::new(Shared {
+                ledger: std::sync::Arc::default(),
+                next_id: AtomicU64::new(1),
+                work: Mutex::new(VecDeque::new()),
+                queues: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// A new request (an IRP the I/O manager built) with `input` and room for `output_len`.
+    pub fn request(
+        &self,
+        code: u32,
+        input: &[u8],
+        output_len: usize,
+    ) -> (LoomRequest, std::sync::Arc<Irp>) {
+        let irp = std::sync::Arc::new(Irp {
+            id: self.shared.next_id.fetch_add(1, Ordering::Relaxed),
+            cancelled: AtomicBool::new(false),
+            parked_in: Mutex::new(None),
+        });
+        let mut buffer = vec![0; input.len().max(output_len)];
+        buffer[..input.len()].copy_from_slice(input);
+        let request = LoomRequest {
+            irp: std::sync::Arc::clone(&irp),
+            ledger: std::sync::Arc::clone(&self.shared.ledger),
+            code,
+            input_len: input.len(),
+            output_len,
+            buffer,
+            done: false,
+        };
+        (request, irp)
+    }
+
+    /// CancelIoEx: marks the IRP and, if it is parked, takes it out of its queue and completes
+    /// it with STATUS_CANCELLED. Returns whether it did.
+    pub fn cancel(&self, irp: &Irp) -> bool {
+        let queue = {
+            let parked_in = irp.parked_in.lock().unwrap();
+            irp.cancelled.store(true, Ordering::SeqCst);
+            *parked_in
+        };
+        let Some(queue_id) = queue else { return false };
+        let queue = self
+            .shared
+            .queues
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|q| q.id == queue_id)
+            .cloned();
+        let Some(queue) = queue else { return false };
+        let taken = {
+            let mut state = queue.state.lock().unwrap();
+            let at = state.parked.iter().position(|r| r.irp.id == irp.id);
+            at.and_then(|at| state.parked.remove(at))
+        };
+        match taken {
+            Some(request) => {
+                *request.irp.parked_in.lock().unwrap() = None;
+                request.finish(NtStatus::CANCELLED);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Runs queued work items until none is left (a system worker thread).
+    pub fn run_work(&self) {
+        loop {
+            let item = self.shared.work.lock().unwrap().pop_front();
+            match item {
+                Some(item) => item.run(),
+                None => break,
+            }
+        }
+    }
+
+    /// The statuses request `id` was completed with (one, if all went well).
+    pub fn completions_of(&self, id: u64) -> Vec<NtStatus> {
+        self.shared
+            .ledger
+            .lock()
+            .unwrap()
+            .completions
+            .iter()
+            .filter(|(i, _)| *i == id)
+            .map(|(_, s)| *s)
+            .collect()
+    }
+
+    /// Every violation recorded.
+    pub fn violations(&self) -> Vec<String> {
+        self.shared.ledger.lock().unwrap().violations.clone()
+    }
+}
+
+impl Platform for LoomPlatform {
+    type Request = LoomRequest;
+    type Queue = LoomQueue;
+    type SpinLock<T: Send> = LoomSpinLock<T>;
+    type Event = LoomEvent;
+
+    fn create_queue(&self) -> Result<LoomQueue, NtStatus> {
+        let inner = Arc::new(QueueInner {
+            id: self.shared.next_id.fetch_add(1, Ordering::Relaxed),
+            state: Mutex::new(QueueState::default()),
+        });
+        self.shared.queues.lock().unwrap().push(Arc::clone(&inner));
+        Ok(LoomQueue {
+            inner,
+            platform: self.clone(),
+        })
+    }
+
+    fn spin_lock<T: Send>(&self, value: T) -> LoomSpinLock<T> {
+        LoomSpinLock(Mutex::new(value))
+    }
+
+    fn event(&self) -> Result<LoomEvent, NtStatus> {
+        Ok(LoomEvent {
+            set: Mutex::new(false),
+            cv: Condvar::new(),
+        })
+    }
+
+    fn queue_work(&self, work: KArc<dyn WorkItem>) -> Result<(), NtStatus> {
+        self.shared.work.lock().unwrap().push_back(work);
+        Ok(())
+    }
+
+    fn irql(&self) -> Irql {
+        Irql::Passive
+    }
+
+    fn paged_code(&self) {}
+
+    fn now_ns(&self) -> u64 {
+        0
+    }
+}
+
+/// A lower device with just enough behaviour for the models (see the module docs).
+pub struct LoomVerbs {
+    guid: u64,
+    /// The sinks of live CQs and devices, by handle. A "DPC" calls them with this lock held,
+    /// so a destroy (which takes it) returns only when no callback runs any more.
+    cq_sinks: Mutex<Vec<(u64, KArc<dyn CqEventSink>)>>,
+    ca_sinks: Mutex<Vec<(u64, KArc<dyn CaEventSink>)>>,
+    /// Live objects (a leak check): plain std, not modelled.
+    live: StdMutex<Vec<u64>>,
+    next: AtomicU64,
+}
+
+impl LoomVerbs {
+    pub fn new(guid: u64) -> Self {
+        LoomVerbs {
+            guid,
+            cq_sinks: Mutex::new(Vec::new()),
+            ca_sinks: Mutex::new(Vec::new()),
+            live: StdMutex::new(Vec::new()),
+            next: AtomicU64::new(1),
+        }
+    }
+
+    fn create(&self) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.live.lock().unwrap().push(id);
+        id
+    }
+
+    fn destroy(&self, id: u64) {
+        let mut live = self.live.lock().unwrap();
+        let at = live.iter().position(|i| *i == id).expect("destroyed twice");
+        live.swap_remove(at);
+    }
+
+    /// Objects still alive.
+    pub fn live(&self) -> usize {
+        self.live.lock().unwrap().len()
+    }
+
+    /// The CQ DPC: a completion on every live CQ.
+    pub fn cq_completion(&self) {
+        let sinks = self.cq_sinks.lock().unwrap();
+        for (_, sink) in sinks.iter() {
+            sink.on_completion();
+        }
+    }
+}
+
+pub struct H(u64);
+
+impl Verbs for LoomVerbs {
+    type Ca = H;
+    type Pd = H;
+    type Mr = H;
+    type Mw = H;
+    type Ah = H;
+    type Cq = H;
+    type Srq = H;
+    type Qp = H;
+    type Mcast = H;
+    type Cm = wv_hal::NoCm;
+
+    fn guid(&self) -> u64 {
+        self.guid
+    }
+    fn library_name(&self) -> &str {
+        "loomu"
+    }
+    fn open_ca(&self, _: &mut Umv<'_>, events: KArc<dyn CaEventSink>) -> Result<H, VerbsError> {
+        let id = self.create();
+        self.ca_sinks.lock().unwrap().push((id, events));
+        Ok(H(id))
+    }
+    fn close_ca(&self, ca: H) {
+        self.ca_sinks.lock().unwrap().retain(|(id, _)| *id != ca.0);
+        self.destroy(ca.0);
+    }
+    fn query_ca(&self) -> Result<CaAttributes, VerbsError> {
+        Ok(CaAttributes {
+            port_count: 1,
+            ..CaAttributes::default()
+        })
+    }
+    fn query_port(&self, _: u8) -> Result<PortAttributes, VerbsError> {
+        Err(VerbsError::Unsupported)
+    }
+    fn query_gid(&self, _: u8, _: u32) -> Result<Gid, VerbsError> {
+        Err(VerbsError::Unsupported)
+    }
+    fn query_pkey(&self, _: u8, _: u16) -> Result<u16, VerbsError> {
+        Err(VerbsError::Unsupported)
+    }
+    fn allocate_pd(&self, _: &H, _: &mut Umv<'_>) -> Result<H, VerbsError> {
+        Ok(H(self.create()))
+    }
+    fn deallocate_pd(&self, pd: H) {
+        self.destroy(pd.0);
+    }
+    fn register_mr(&self, _: &H, _: &MemoryRegion) -> Result<(H, MemoryKeys), VerbsError> {
+        let id = self.create();
+        let key = u32::try_from(id).unwrap_or(u32::MAX);
+        Ok((
+            H(id),
+            MemoryKeys {
+                lkey: key,
+                rkey: key,
+            },
+        ))
+    }
+    fn deregister_mr(&self, mr: H) -> Result<(), (H, VerbsError)> {
+        self.destroy(mr.0);
+        Ok(())
+    }
+    fn create_mw(&self, _: &H, _: &mut Umv<'_>) -> Result<(H, u32), VerbsError> {
+        Ok((H(self.create()), 0))
+    }
+    fn destroy_mw(&self, mw: H) {
+        self.destroy(mw.0);
+    }
+    fn create_ah(&self, _: &H, _: &AddressVector, _: &mut Umv<'_>) -> Result<H, VerbsError> {
+        Ok(H(self.create()))
+    }
+    fn destroy_ah(&self, ah: H) {
+        self.destroy(ah.0);
+    }
+    fn create_cq(
+        &self,
+        _: &H,
+        entries: u32,
+        events: KArc<dyn CqEventSink>,
+        _: &mut Umv<'_>,
+    ) -> Result<(H, u32), VerbsError> {
+        let id = self.create();
+        self.cq_sinks.lock().unwrap().push((id, events));
+        Ok((H(id), entries))
+    }
+    fn resize_cq(&self, _: &H, entries: u32, _: &mut Umv<'_>) -> Result<u32, VerbsError> {
+        Ok(entries)
+    }
+    fn destroy_cq(&self, cq: H) {
+        self.cq_sinks.lock().unwrap().retain(|(id, _)| *id != cq.0);
+        self.destroy(cq.0);
+    }
+    fn create_srq(
+        &self,
+        _: &H,
+        _: &SrqAttributes,
+        _: KArc<dyn SrqEventSink>,
+        _: &mut Umv<'_>,
+    ) -> Result<H, VerbsError> {
+        Ok(H(self.create()))
+    }
+    fn modify_srq(
+        &self,
+        _: &H,
+        _: &SrqAttributes,
+        _: SrqModifyMask,
+        _: &mut Umv<'_>,
+    ) -> Result<(), VerbsError> {
+        Ok(())
+    }
+    fn query_srq(&self, _: &H, _: &mut Umv<'_>) -> Result<SrqAttributes, VerbsError> {
+        Ok(SrqAttributes::default())
+    }
+    fn destroy_srq(&self, srq: H) {
+        self.destroy(srq.0);
+    }
+    fn create_qp(
+        &self,
+        _: &H,
+        create: &QpCreate<'_, H, H>,
+        _: KArc<dyn QpEventSink>,
+        _: &mut Umv<'_>,
+    ) -> Result<(H, QpCreated), VerbsError> {
+        let id = self.create();
+        Ok((
+            H(id),
+            QpCreated {
+                qpn: u32::try_from(id).unwrap_or(0),
+                sq_depth: create.sq_depth,
+                rq_depth: create.rq_depth,
+                sq_sge: create.sq_sge,
+                rq_sge: create.rq_sge,
+                sq_max_inline: create.sq_max_inline,
+            },
+        ))
+    }
+    fn query_qp(&self, _: &H) -> Result<QpAttributes, VerbsError> {
+        Err(VerbsError::Unsupported)
+    }
+    fn modify_qp(&self, _: &H, _: &QpModify, _: &mut [u8]) -> Result<(), VerbsError> {
+        Ok(())
+    }
+    fn destroy_qp(&self, qp: H) {
+        self.destroy(qp.0);
+    }
+    fn attach_mcast(&self, _: &H, _: &Gid, _: u16) -> Result<H, VerbsError> {
+        Ok(H(self.create()))
+    }
+    fn detach_mcast(&self, mcast: H) {
+        self.destroy(mcast.0);
+    }
+}
