@@ -194,7 +194,6 @@ extern "C" fn evt_self_managed_io_init(device: WDFDEVICE) -> NTSTATUS {
     }
     st.guid.store(node_guid, Ordering::Release);
     st.arrived.store(true, Ordering::Release);
-    take_cm(device, st);
     STATUS_SUCCESS
 }
 
