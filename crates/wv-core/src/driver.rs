@@ -36,7 +36,6 @@ impl<P: Platform, V: Verbs> RdmaDevice<P, V> {
     }
 
     /// The connection manager, unless the device has none or removal has dropped it.
-    #[allow(dead_code)]
     pub fn cm(&self) -> Option<KArc<V::Cm>> {
         self.cm.lock().clone()
     }
@@ -193,6 +192,8 @@ impl<P: Platform, V: Verbs> FilterDriver<P> for Driver<P, V> {
                 let Some(dev) = dev else { break };
                 device::remove(&dev, shared);
             }
+            // The endpoints whose CM ids this device's CM made end too.
+            crate::ep::remove_device(&rdma, shared);
             // Nothing uses the interface any more: drop our reference on the lower device, after
             // the lock: releasing the interface (`InterfaceDereference` on Windows) may need
             // PASSIVE_LEVEL, and the lock holds DISPATCH_LEVEL.

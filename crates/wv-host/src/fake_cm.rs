@@ -550,7 +550,8 @@ impl FakeCm {
                 CepState::RepRcvd
             }
             (CepState::RepSent, FakeCmEvent::Rtu(_)) => CepState::Established,
-            (CepState::Established, FakeCmEvent::Dreq(_))
+            // A DREQ while the REP waits for its RTU implies the RTU (IBA 12.6.8).
+            (CepState::Established | CepState::RepSent, FakeCmEvent::Dreq(_))
             | (CepState::DreqSent, FakeCmEvent::Dreq(_)) => CepState::DreqRcvd,
             (CepState::DreqSent, FakeCmEvent::Drep(_) | FakeCmEvent::DreqError) => {
                 CepState::Timewait
