@@ -276,6 +276,7 @@ fn ud_multicast_attach_and_detach() {
         grh: true,
         remote_qpn: 0xFF_FFFF,
         remote_qkey: QKEY,
+        ..UdAddress::default()
     });
     a.qp.post_send(&wr).unwrap();
     let wc = poll_n(&b.cq, 1);
@@ -379,7 +380,7 @@ fn srq_receives_and_limit_event() {
 }
 
 #[test]
-fn srq_modify_keeps_the_ring() {
+fn srq_modify_sets_the_limit_and_resizes() {
     let stack = Stack::new(StackConfig {
         devices: 1,
         ..StackConfig::default()
@@ -390,6 +391,8 @@ fn srq_modify_keeps_the_ring() {
     let srq = pd.create_srq(16, 1, 0).unwrap();
     srq.modify(16, 4).unwrap();
     assert_eq!(srq.query().unwrap().SrqLimit, 4);
+    srq.modify(64, 4).unwrap();
+    assert_eq!(srq.query().unwrap().MaxWr, 64);
     let e = srq.modify(1 << 20, 4).unwrap_err();
     assert_eq!(e.status, NtStatus::UNSUCCESSFUL);
 }
@@ -589,8 +592,9 @@ fn errors_carry_the_ntstatus() {
     );
     assert_eq!(a.cq.resize(a.cq.entries()).unwrap(), a.cq.entries());
     assert_eq!(
-        a.cq.resize(a.cq.entries() * 4).unwrap_err(),
-        VerbsError::new("CQ_RESIZE", NtStatus::UNSUCCESSFUL)
+        a.cq.resize(1 << 20).unwrap_err(),
+        VerbsError::new("CQ_RESIZE", NtStatus::UNSUCCESSFUL),
+        "beyond MaxCqEntries"
     );
     assert_eq!(
         a.dev.query_port(0).unwrap_err(),

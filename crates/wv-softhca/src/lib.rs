@@ -23,6 +23,7 @@ mod engine;
 pub mod fabric;
 mod modify_attr;
 mod mr;
+mod mw;
 mod qp;
 mod ring;
 mod srq;
@@ -34,13 +35,14 @@ pub mod wr;
 pub use device::{DeviceConfig, Limits, Vector};
 pub use dma::{BufferPool, ClientMemory, DmaBuffer};
 pub use engine::{GRH_BYTES, MAX_INLINE};
-pub use fabric::{Fabric, FaultConfig, LinkStats};
+pub use fabric::{Fabric, FaultConfig, LinkStats, PacketFate};
+pub use mw::MwType;
 pub use qp::MAX_SGE;
-pub use uvp::{PostError, UvpContext, UvpCq, UvpQp, UvpSrq};
+pub use uvp::{CqResize, PostError, SrqResize, UvpContext, UvpCq, UvpQp, UvpSrq};
 pub use verbs_impl::{
     SoftAh, SoftCa, SoftCq, SoftHca, SoftMcast, SoftMr, SoftMw, SoftPd, SoftQp, SoftSrq,
 };
 pub use wr::{
-    FastReg, RecvWr, SendWr, Sge, UdAddress, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
-    send_flags, wc_flags,
+    AtomicArgs, FastReg, MwBind, MwBindInfo, RecvWr, SendWr, Sge, UdAddress, WcOpcode, WcStatus,
+    WorkCompletion, WrOpcode, inc_rkey, send_flags, wc_flags,
 };

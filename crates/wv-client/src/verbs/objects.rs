@@ -407,8 +407,12 @@ impl<F: RawFile> Ah<F> {
             dgid: av.dgid,
             dlid: av.dlid,
             grh: av.grh_valid,
+            hop_limit: av.hop_limit,
+            traffic_class: av.traffic_class,
+            flow_label: av.flow_label,
             remote_qpn,
             remote_qkey,
+            ..UdAddress::default()
         }
     }
 }
