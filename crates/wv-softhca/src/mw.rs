@@ -18,7 +18,7 @@ use alloc::sync::{Arc, Weak};
 use core::sync::atomic::Ordering;
 
 use spin::Mutex;
-use wv_abi::consts::{WV_ACCESS_REMOTE_ATOMIC, WV_ACCESS_REMOTE_READ};
+use wv_abi::consts::{WV_ACCESS_LOCAL_WRITE, WV_ACCESS_REMOTE_ATOMIC, WV_ACCESS_REMOTE_READ};
 
 use crate::mr::{ACCESS_REMOTE_WRITE_BIT, Mr, Want};
 use crate::qp::Qp;
@@ -123,7 +123,9 @@ impl Mw {
         if st.rkey != b.mw_rkey || self.pd != pd || mw_handle(b.new_rkey) != self.handle {
             return Err(BindError);
         }
-        if b.access & !MW_ACCESS != 0 {
+        // WinVerbs' WV_ACCESS_REMOTE_WRITE (0xA) carries the local-write bit, which means
+        // nothing for a window: accepted and ignored; any other unknown bit is refused.
+        if b.access & !(MW_ACCESS | WV_ACCESS_LOCAL_WRITE) != 0 {
             return Err(BindError);
         }
         match self.kind {
@@ -150,7 +152,7 @@ impl Mw {
                 mr,
                 addr: b.addr,
                 len: b.length,
-                access: b.access,
+                access: b.access & MW_ACCESS,
                 qp: (self.kind == MwType::Type2).then(|| Arc::downgrade(qp)),
             })
         };
