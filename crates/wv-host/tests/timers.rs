@@ -7,11 +7,13 @@ use std::time::{Duration, Instant};
 use wv_hal::{DeviceModelPlatform, Dpc, Irql, Platform};
 use wv_host::HostPlatform;
 
+type Seen = Arc<Mutex<Vec<(&'static str, u64, Irql)>>>;
+
 /// Records the clock and the IRQL each time it runs.
 struct Stamp {
     platform: HostPlatform,
     name: &'static str,
-    seen: Arc<Mutex<Vec<(&'static str, u64, Irql)>>>,
+    seen: Seen,
 }
 
 impl Dpc for Stamp {
@@ -22,8 +24,6 @@ impl Dpc for Stamp {
             .push((self.name, self.platform.now_ns(), self.platform.irql()));
     }
 }
-
-type Seen = Arc<Mutex<Vec<(&'static str, u64, Irql)>>>;
 
 fn stamp(p: &HostPlatform, name: &'static str, seen: &Seen) -> Arc<dyn Dpc> {
     Arc::new(Stamp {
