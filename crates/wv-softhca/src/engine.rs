@@ -44,8 +44,8 @@ use crate::mr::{Mr, Want};
 use crate::mw::is_mw_key;
 use crate::qp::{MAX_SGE, Qp, RecvWqe, RespCtx, SqCtx, Track};
 use crate::wr::{
-    AtomicArgs, SQ_HDR_WORDS, SendWqe, WcOpcode, WcStatus, WorkCompletion, WrOpcode, inline_bytes,
-    send_flags, sge_at, wc_flags,
+    AtomicArgs, SQ_HDR_WORDS, SendWqe, WcOpcode, WcStatus, WorkCompletion, WrOpcode, inline_len,
+    inline_range, send_flags, sge_at, wc_flags,
 };
 
 /// Largest inline payload a WQE carries.
@@ -282,14 +282,15 @@ impl SegList {
     }
 }
 
-/// Resolves SGEs against `dev`'s regions for protection domain `pd`.
-fn resolve(
+/// Resolves SGEs against `dev`'s regions for protection domain `pd` into `list` (built in
+/// place: the list is large, and the data path moves nothing it can avoid).
+fn resolve_into(
+    list: &mut SegList,
     dev: &Device,
     pd: u32,
     sges: impl Iterator<Item = crate::wr::Sge>,
     want: Want,
-) -> Result<SegList, ()> {
-    let mut list = SegList::new();
+) -> Result<(), ()> {
     for s in sges {
         if s.length == 0 {
             continue;
@@ -298,7 +299,18 @@ fn resolve(
         let off = mr.check(s.lkey, pd, s.addr, u64::from(s.length), want)?;
         list.push(mr, off, u64::from(s.length));
     }
-    Ok(list)
+    Ok(())
+}
+
+/// The buffers of a receive WQE, resolved for the device to write.
+fn resolve_recv(dst: &mut SegList, tdev: &Device, t: &Qp, w: &RecvWqe) -> Result<(), ()> {
+    resolve_into(
+        dst,
+        tdev,
+        t.pd,
+        w.sges[..w.n].iter().copied(),
+        Want::LocalWrite,
+    )
 }
 
 /// Where a message's bytes come from.
@@ -552,18 +564,36 @@ fn local_op(dev: &Device, qp: &Arc<Qp>, wqe: &SendWqe, op: WrOpcode) -> WcStatus
     }
 }
 
-/// The local side of a request: its buffers resolved and its payload source.
-struct Local {
-    list: SegList,
-    inline: [u8; MAX_INLINE],
-    inline_len: usize,
-    is_inline: bool,
+/// An empty list (the scatter list of an inline payload).
+const EMPTY_LIST: &SegList = &SegList {
+    segs: [const { None }; MAX_SGE],
+    n: 0,
+    total: 0,
+};
+
+/// Where the buffers of a request are resolved: in the caller's frame, filled only as far as
+/// the request needs (a list for SGEs, a copy of an inline payload), so nothing large is
+/// initialised or moved for nothing.
+#[derive(Default)]
+struct LocalStore {
+    list: Option<SegList>,
+    inline: Option<[u8; MAX_INLINE]>,
 }
 
-impl Local {
-    /// Resolves the request's buffers: what a send or write carries, where a read's data or an
-    /// atomic's original value goes. Errors are the completion status.
-    fn build(
+/// The local side of a request: its buffers resolved and its payload source.
+struct Local<'s> {
+    /// The resolved gather (or, for a read or atomic, scatter) list; none for an inline
+    /// payload.
+    list: Option<&'s SegList>,
+    /// The inline payload, copied out of the WQE.
+    inline: &'s [u8],
+}
+
+impl<'s> Local<'s> {
+    /// Resolves the request's buffers into `store`: what a send or write carries, where a
+    /// read's data or an atomic's original value goes. Errors are the completion status.
+    fn new(
+        store: &'s mut LocalStore,
         dev: &Device,
         qp: &Qp,
         wqe: &SendWqe,
@@ -571,47 +601,55 @@ impl Local {
         op: WrOpcode,
     ) -> Result<Self, WcStatus> {
         let rd = op.is_read_or_atomic();
-        let mut l = Local {
-            list: SegList::new(),
-            inline: [0u8; MAX_INLINE],
-            inline_len: 0,
-            is_inline: wqe.flags & send_flags::INLINE != 0 && !rd,
-        };
-        if l.is_inline {
-            l.inline_len = inline_bytes(slot, wqe.inline_len, &mut l.inline);
-        } else {
-            let want = if rd {
-                Want::LocalWrite
-            } else {
-                Want::LocalRead
-            };
-            let n = wqe.num_sge.min(qp.sq_max_sge as usize).min(MAX_SGE);
-            l.list = resolve(
-                dev,
-                qp.pd,
-                (0..n).map(|i| sge_at(slot, SQ_HDR_WORDS, i)),
-                want,
-            )
-            .map_err(|()| WcStatus::LocProtErr)?;
+        if wqe.flags & send_flags::INLINE != 0 && !rd {
+            let n = inline_len(slot, wqe.inline_len).min(MAX_INLINE);
+            let buf = store.inline.insert([0u8; MAX_INLINE]);
+            inline_range(slot, 0, &mut buf[..n]);
+            return Ok(Local {
+                list: None,
+                inline: &buf[..n],
+            });
         }
-        if op.is_atomic() && l.list.total != 8 {
+        let want = if rd {
+            Want::LocalWrite
+        } else {
+            Want::LocalRead
+        };
+        let n = wqe.num_sge.min(qp.sq_max_sge as usize).min(MAX_SGE);
+        let list = store.list.insert(SegList::new());
+        resolve_into(
+            list,
+            dev,
+            qp.pd,
+            (0..n).map(|i| sge_at(slot, SQ_HDR_WORDS, i)),
+            want,
+        )
+        .map_err(|()| WcStatus::LocProtErr)?;
+        if op.is_atomic() && list.total != 8 {
             return Err(WcStatus::LocLenErr);
         }
-        Ok(l)
+        Ok(Local {
+            list: Some(list),
+            inline: &[],
+        })
     }
-    fn src(&self, op: WrOpcode) -> Src<'_> {
+    /// The resolved list (empty for an inline payload).
+    fn list(&self) -> &'s SegList {
+        self.list.unwrap_or(EMPTY_LIST)
+    }
+    fn src(&self, op: WrOpcode) -> Src<'s> {
         if op.is_read_or_atomic() {
             Src::Bytes(&[])
-        } else if self.is_inline {
-            Src::Bytes(&self.inline[..self.inline_len])
+        } else if let Some(list) = self.list {
+            Src::Segs(list)
         } else {
-            Src::Segs(&self.list)
+            Src::Bytes(self.inline)
         }
     }
     /// The message length: what is sent, or what a read asks for.
     fn len(&self, op: WrOpcode) -> u64 {
         if op == WrOpcode::RdmaRead {
-            self.list.total
+            self.list().total
         } else if op.is_atomic() {
             8
         } else {
@@ -690,7 +728,8 @@ fn send_unreliable(
     slot: &[core::sync::atomic::AtomicU64],
     op: WrOpcode,
 ) -> (WcStatus, u32) {
-    let local = match Local::build(dev, qp, wqe, slot, op) {
+    let mut store = LocalStore::default();
+    let local = match Local::new(&mut store, dev, qp, wqe, slot, op) {
         Ok(l) => l,
         Err(s) => return (s, 0),
     };
@@ -1016,7 +1055,7 @@ fn on_reply(
         }
         Reply::AtomicResp(psn, orig) => {
             // The original value lands in the local 8-byte buffer, in host order.
-            if Cursor::at(&local.list, 0)
+            if Cursor::at(local.list(), 0)
                 .put(Some(&orig.to_ne_bytes()), None, 8)
                 .is_err()
             {
@@ -1071,7 +1110,8 @@ fn rc_send(
     new: bool,
 ) -> bool {
     let i = ctx.tx.cur;
-    let local = match Local::build(dev, qp, wqe, slot, op) {
+    let mut store = LocalStore::default();
+    let local = match Local::new(&mut store, dev, qp, wqe, slot, op) {
         Ok(l) => l,
         Err(s) => return fail_at(dev, qp, ctx, i, s),
     };
@@ -1127,7 +1167,7 @@ fn rc_send(
         qkey: 0,
         grh: None,
         slid: dev.lid(port),
-        read_dst: rd.then_some(&local.list),
+        read_dst: rd.then_some(local.list()),
     };
     let up = dev.port_up(port);
     loop {
@@ -1145,6 +1185,19 @@ fn rc_send(
             && let Some((tdev, t, _)) = &target
         {
             let reply = respond(tdev, t, &msg, from, ok);
+            if reply == Reply::Ack(psn_add(first_psn, psns - 1)) && ctx.tx.started == 1 && !rd {
+                // The common case: the only request in flight, acknowledged whole.
+                let tx = &mut ctx.tx;
+                tx.una = psn_add(first_psn, psns);
+                tx.retries = ctx.retry_cnt;
+                tx.rnrs = ctx.rnr_retry;
+                tx.started = 0;
+                tx.cur = 0;
+                tx.cur_pkt = 0;
+                complete_send(dev, qp, wqe, WcStatus::Success, len as u32);
+                qp.sq.consume(1);
+                return true;
+            }
             if reply == Reply::Lost {
                 ctx.tx.cur_pkt = from + ok;
             } else {
@@ -1423,9 +1476,10 @@ fn ud_receive(tdev: &Device, t: &Qp, _rs: &mut RespCtx, m: &Msg<'_>, after: &mut
     let Some((w, from_srq)) = next_recv(tdev, t) else {
         return; // Class D: no receive, no message.
     };
-    let Ok(dst) = resolve(tdev, t.pd, w.sges[..w.n].iter().copied(), Want::LocalWrite) else {
+    let mut dst = SegList::new();
+    if resolve_recv(&mut dst, tdev, t, &w).is_err() {
         return bad_recv_wqe(tdev, t, &w, from_srq, after);
-    };
+    }
     let need = GRH_BYTES as u64 + m.len;
     if need > dst.total {
         // Too small: dropped (the WQE stays); a WQE taken from an SRQ completes in error.
@@ -1496,10 +1550,10 @@ fn uc_receive(
                     rs.msg = InMsg::Drop;
                     return;
                 };
-                let Ok(dst) = resolve(tdev, t.pd, w.sges[..w.n].iter().copied(), Want::LocalWrite)
-                else {
+                let mut dst = SegList::new();
+                if resolve_recv(&mut dst, tdev, t, &w).is_err() {
                     return bad_recv_wqe(tdev, t, &w, from_srq, after);
-                };
+                }
                 if m.len > dst.total {
                     rs.msg = InMsg::Drop;
                     if from_srq {
@@ -1577,6 +1631,28 @@ fn uc_receive(
         }
         _ => {}
     }
+}
+
+/// The last packet of a send arrived: its receive completes (after the invalidation a
+/// `SEND_WITH_INV` asks for).
+fn send_done(
+    tdev: &Device,
+    t: &Qp,
+    m: &Msg<'_>,
+    w: &RecvWqe,
+    from_srq: bool,
+    last_psn: u32,
+    after: &mut After,
+) -> Reply {
+    retire_recv(t, from_srq);
+    if m.op == WrOpcode::SendWithInv && !invalidate_remote(tdev, t, m.imm_or_inv) {
+        // Class J: the receive completes in error, the responder goes to ERR.
+        recv_complete_error(tdev, t, w, WcStatus::RemInvReqErr);
+        after.errored = true;
+        return Reply::Nak(last_psn, WcStatus::RemInvReqErr);
+    }
+    recv_complete(tdev, t, m, w, m.len, 0);
+    Reply::Ack(last_psn)
 }
 
 /// Records a read or atomic in the responder resources (the oldest is recycled).
@@ -1721,51 +1797,55 @@ fn rc_receive(
         }
         WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::SendWithInv => {
             let last = i0 + n == m.npkts;
-            // The receive and its buffers: found at the first packet, kept in the context
-            // only while the message spans several bursts.
-            let (w, from_srq, dst) = if i0 == 0 {
+            let (from, len) = m.payload(i0, n);
+            if i0 == 0 {
+                // The first packet takes the receive and resolves its buffers (in place; kept
+                // in the context only while the message spans several bursts).
                 let Some((w, from_srq)) = next_recv(tdev, t) else {
                     return Reply::Rnr(psn, rnr_delay_ns(rs.min_rnr_timer));
                 };
-                let Ok(dst) = resolve(tdev, t.pd, w.sges[..w.n].iter().copied(), Want::LocalWrite)
-                else {
+                let mut dst = SegList::new();
+                if resolve_recv(&mut dst, tdev, t, &w).is_err() {
                     bad_recv_wqe(tdev, t, &w, from_srq, after);
                     return Reply::Nak(psn, WcStatus::RemOpErr);
-                };
+                }
                 if m.len > dst.total {
                     recv_complete_error(tdev, t, &w, WcStatus::LocLenErr);
                     retire_recv(t, from_srq);
                     return fatal(after, WcStatus::RemInvReqErr, psn);
                 }
-                (w, from_srq, dst)
-            } else {
-                match core::mem::replace(&mut rs.msg, InMsg::None) {
-                    InMsg::Send { wqe, from_srq, dst } => (wqe, from_srq, dst),
-                    // A later packet without its first (cannot happen in sequence).
-                    _ => return fatal(after, WcStatus::RemInvReqErr, psn),
+                if Cursor::at(&dst, from).put_src(&m.src, from, len).is_err() {
+                    bad_recv_wqe(tdev, t, &w, from_srq, after);
+                    return Reply::Nak(psn, WcStatus::RemOpErr);
                 }
+                rs.epsn = psn_add(psn, n);
+                if !last {
+                    rs.msg = InMsg::Send {
+                        wqe: w,
+                        from_srq,
+                        dst,
+                    };
+                    return Reply::Ack(last_psn);
+                }
+                return send_done(tdev, t, m, &w, from_srq, last_psn, after);
+            }
+            let InMsg::Send { wqe, from_srq, dst } = &rs.msg else {
+                // A later packet without its first (cannot happen in sequence).
+                return fatal(after, WcStatus::RemInvReqErr, psn);
             };
-            let (from, len) = m.payload(i0, n);
-            if Cursor::at(&dst, from).put_src(&m.src, from, len).is_err() {
-                bad_recv_wqe(tdev, t, &w, from_srq, after);
+            if Cursor::at(dst, from).put_src(&m.src, from, len).is_err() {
+                let (w, srq) = (*wqe, *from_srq);
+                rs.msg = InMsg::None;
+                bad_recv_wqe(tdev, t, &w, srq, after);
                 return Reply::Nak(psn, WcStatus::RemOpErr);
             }
             rs.epsn = psn_add(psn, n);
             if !last {
-                rs.msg = InMsg::Send {
-                    wqe: w,
-                    from_srq,
-                    dst,
-                };
                 return Reply::Ack(last_psn);
             }
-            retire_recv(t, from_srq);
-            if m.op == WrOpcode::SendWithInv && !invalidate_remote(tdev, t, m.imm_or_inv) {
-                recv_complete_error(tdev, t, &w, WcStatus::RemInvReqErr);
-                return fatal(after, WcStatus::RemInvReqErr, last_psn);
-            }
-            recv_complete(tdev, t, m, &w, m.len, 0);
-            Reply::Ack(last_psn)
+            let (w, srq) = (*wqe, *from_srq);
+            rs.msg = InMsg::None;
+            send_done(tdev, t, m, &w, srq, last_psn, after)
         }
         WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => {
             let last = i0 + n == m.npkts;

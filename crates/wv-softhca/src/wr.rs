@@ -661,17 +661,23 @@ pub(crate) fn sge_at(slot: &[AtomicU64], first: usize, i: usize) -> Sge {
     }
 }
 
-/// Copies the inline bytes of a send WQE into `out` (at most `out.len()`, and never past the
-/// slot whatever length the WQE claims).
-pub(crate) fn inline_bytes(slot: &[AtomicU64], len: usize, out: &mut [u8]) -> usize {
-    let room = slot.len().saturating_sub(SQ_HDR_WORDS) * 8;
-    let n = len.min(out.len()).min(room);
-    for i in 0..n.div_ceil(8) {
-        let w = ld(slot, SQ_HDR_WORDS + i).to_le_bytes();
-        let take = (n - i * 8).min(8);
-        out[i * 8..i * 8 + take].copy_from_slice(&w[..take]);
+/// How many inline bytes a send WQE really carries: what it claims, never past its slot.
+pub(crate) fn inline_len(slot: &[AtomicU64], claimed: usize) -> usize {
+    claimed.min(slot.len().saturating_sub(SQ_HDR_WORDS) * 8)
+}
+
+/// Copies inline bytes `[from, from + out.len())` of a send WQE into `out`; the caller keeps
+/// the range within [`inline_len`].
+pub(crate) fn inline_range(slot: &[AtomicU64], from: usize, out: &mut [u8]) {
+    let mut done = 0;
+    while done < out.len() {
+        let p = from + done;
+        let w = ld(slot, SQ_HDR_WORDS + p / 8).to_le_bytes();
+        let off = p % 8;
+        let n = (8 - off).min(out.len() - done);
+        out[done..done + n].copy_from_slice(&w[off..off + n]);
+        done += n;
     }
-    n
 }
 
 /// Encodes a receive request.
@@ -741,11 +747,16 @@ mod tests {
         );
         assert_eq!(w.flags, send_flags::SOLICITED | send_flags::INLINE);
         assert_eq!(w.ud(), wr.ud.unwrap());
-        let mut out = [0u8; 64];
-        assert_eq!(inline_bytes(&s, 16, &mut out), 16);
-        assert_eq!(&out[..16], b"0123456789abcdef");
+        let mut out = [0u8; 16];
+        assert_eq!(inline_len(&s, 16), 16);
+        inline_range(&s, 0, &mut out);
+        assert_eq!(&out, b"0123456789abcdef");
         // A WQE that claims more inline bytes than its slot holds.
-        assert_eq!(inline_bytes(&s, 1 << 20, &mut out), 16);
+        assert_eq!(inline_len(&s, 1 << 20), 16);
+        // Any byte range, across words.
+        let mut part = [0u8; 7];
+        inline_range(&s, 5, &mut part);
+        assert_eq!(&part, b"56789ab");
     }
 
     #[test]
