@@ -57,7 +57,8 @@ const PSN_MASK: u32 = 0xFF_FFFF;
 // ---------------------------------------------------------------------------------------------
 // Timers
 
-/// The RNR NAK timer field (IBTA table 45) in microseconds: 0 is the longest (655.36 ms).
+/// The encoding of the AETH's RNR NAK timer field (IBTA vol. 1) in microseconds: 0 is the
+/// longest (655.36 ms).
 const RNR_TIMER_US: [u32; 32] = [
     655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560, 3_840,
     5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880, 163_840,
@@ -1455,7 +1456,7 @@ fn recv_complete(tdev: &Device, t: &Qp, m: &Msg<'_>, w: &RecvWqe, byte_len: u64,
     t.recv_cq.post(tdev, &wc, m.solicited);
 }
 
-/// The GRH a UD receive buffer starts with (IBTA 8.3): IP version 6, traffic class, flow
+/// The GRH a UD receive buffer starts with (IBTA vol. 1, ch. 8): IP version 6, traffic class, flow
 /// label, payload length (the packet after the GRH: BTH, DETH, immediate data, payload,
 /// ICRC), next header 0x1B (BTH), hop limit, SGID, DGID.
 fn grh_bytes(g: &Grh, m: &Msg<'_>) -> [u8; GRH_BYTES] {
@@ -1787,7 +1788,7 @@ fn rc_receive(
             };
             let orig = match r {
                 Ok(v) => v,
-                // A misaligned atomic is an invalid request (C9-??; rxe's class C).
+                // A misaligned atomic is an invalid request (rxe's class C).
                 Err(AtomicFault::Misaligned) => return fatal(after, WcStatus::RemInvReqErr, psn),
                 Err(AtomicFault::OutOfBounds) => return fatal(after, WcStatus::RemAccessErr, psn),
             };

@@ -3,9 +3,12 @@
 //! * [`SoftHca`] is the device and its kernel half: it implements [`wv_hal::Verbs`]. Commands go
 //!   through a one-slot command channel with a response interrupt; completions and events leave
 //!   through a CQ-notify ring and an async-event ring, each with its interrupt vector, whose ISR
-//!   (run by `Platform::interrupt`) queues a DPC (`Platform::queue_dpc`) that calls the sinks.
-//! * [`uvp`] is the user half: post send/receive, poll and arm CQs, without IOCTLs. The work a
-//!   doorbell starts runs in the doorbell caller's thread, as in rxe.
+//!   (run by `DeviceModelPlatform::interrupt`) queues a DPC (`DeviceModelPlatform::queue_dpc`)
+//!   that calls the sinks.
+//! * [`uvp`] is the user half: post send/receive, bind memory windows, poll and arm CQs,
+//!   without IOCTLs. The work a doorbell starts runs in the doorbell caller's thread, as in rxe;
+//!   what waits for time (an RNR wait, a retransmission) runs in the DPC of the QP's timer
+//!   (`DeviceModelPlatform::set_timer`), on the platform's clock.
 //! * [`Fabric`] joins soft HCAs in one process, with optional fault injection.
 //! * [`dma`] is the only module with `unsafe` code: the device reaches client memory only
 //!   through regions pinned there.
