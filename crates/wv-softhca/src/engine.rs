@@ -786,7 +786,7 @@ fn send_unreliable(
                 flow_label: a.flow_label,
             });
             if a.dgid[0] == 0xFF {
-                deliver_multicast(dev, qp, &msg, &a.dgid);
+                deliver_multicast(dev, &msg, &a.dgid);
                 return (WcStatus::Success, len as u32);
             }
         }
@@ -818,8 +818,7 @@ fn send_unreliable(
 
 /// A UD send to a multicast GID: a copy to every attached QP whose port is up, on this device
 /// (loopback) and on every device of the fabric, each remote device's copy subject to the link.
-fn deliver_multicast(dev: &Arc<Device>, qp: &Arc<Qp>, msg: &Msg<'_>, group: &Gid) {
-    let _ = qp;
+fn deliver_multicast(dev: &Arc<Device>, msg: &Msg<'_>, group: &Gid) {
     let visit = |d: &Arc<Device>| {
         let arrives = Arc::ptr_eq(d, dev)
             || dev
@@ -1321,7 +1320,7 @@ fn respond_locked(
     let reply = match t.qp_type {
         QpType::Ud => {
             if m.qkey == rs.qkey {
-                ud_receive(tdev, t, &mut rs, m, after);
+                ud_receive(tdev, t, m, after);
             }
             Reply::Lost
         }
@@ -1473,7 +1472,7 @@ fn grh_bytes(g: &Grh, m: &Msg<'_>) -> [u8; GRH_BYTES] {
     b
 }
 
-fn ud_receive(tdev: &Device, t: &Qp, _rs: &mut RespCtx, m: &Msg<'_>, after: &mut After) {
+fn ud_receive(tdev: &Device, t: &Qp, m: &Msg<'_>, after: &mut After) {
     let Some((w, from_srq)) = next_recv(tdev, t) else {
         return; // Class D: no receive, no message.
     };
