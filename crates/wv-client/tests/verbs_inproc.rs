@@ -276,6 +276,7 @@ fn ud_multicast_attach_and_detach() {
         grh: true,
         remote_qpn: 0xFF_FFFF,
         remote_qkey: QKEY,
+        ..UdAddress::default()
     });
     a.qp.post_send(&wr).unwrap();
     let wc = poll_n(&b.cq, 1);
@@ -379,7 +380,7 @@ fn srq_receives_and_limit_event() {
 }
 
 #[test]
-fn srq_modify_keeps_the_ring() {
+fn srq_modify_sets_the_limit_and_resizes() {
     let stack = Stack::new(StackConfig {
         devices: 1,
         ..StackConfig::default()
@@ -390,6 +391,8 @@ fn srq_modify_keeps_the_ring() {
     let srq = pd.create_srq(16, 1, 0).unwrap();
     srq.modify(16, 4).unwrap();
     assert_eq!(srq.query().unwrap().SrqLimit, 4);
+    srq.modify(64, 4).unwrap();
+    assert_eq!(srq.query().unwrap().MaxWr, 64);
     let e = srq.modify(1 << 20, 4).unwrap_err();
     assert_eq!(e.status, NtStatus::UNSUCCESSFUL);
 }
@@ -589,8 +592,9 @@ fn errors_carry_the_ntstatus() {
     );
     assert_eq!(a.cq.resize(a.cq.entries()).unwrap(), a.cq.entries());
     assert_eq!(
-        a.cq.resize(a.cq.entries() * 4).unwrap_err(),
-        VerbsError::new("CQ_RESIZE", NtStatus::UNSUCCESSFUL)
+        a.cq.resize(1 << 20).unwrap_err(),
+        VerbsError::new("CQ_RESIZE", NtStatus::UNSUCCESSFUL),
+        "beyond MaxCqEntries"
     );
     assert_eq!(
         a.dev.query_port(0).unwrap_err(),
@@ -823,4 +827,165 @@ fn objects_cross_threads() {
     let cq = b.cq.clone();
     let polled = std::thread::spawn(move || poll_n(&cq, 1)).join().unwrap();
     assert_eq!(polled[0].wr_id, 1);
+}
+
+/// Both sides to RTS with remote atomic access too.
+fn connect_rc_atomic(a: &Side, b: &Side) {
+    let access = ACCESS | WV_ACCESS_REMOTE_ATOMIC;
+    for (s, peer) in [(a, b), (b, a)] {
+        s.qp.modify(&QpAttr::init(1, 0, access)).unwrap();
+        let av = AddressVector {
+            grh_valid: true,
+            dgid: gid(&peer.dev),
+            hop_limit: 1,
+            port: 1,
+            ..AddressVector::default()
+        };
+        s.qp.modify(&QpAttr::rtr(peer.qp.qpn(), 7, &av, Mtu::Mtu1024, 4, 12))
+            .unwrap();
+        s.qp.modify(&QpAttr::rts(7, 14, 7, 7, 4)).unwrap();
+    }
+}
+
+fn word(buf: &Buffer, off: usize) -> u64 {
+    let mut w = [0u8; 8];
+    buf.read(off, &mut w).unwrap();
+    u64::from_ne_bytes(w)
+}
+
+#[test]
+fn atomics_through_the_verbs_api() {
+    let stack = Stack::new(StackConfig::default());
+    let p = open_inproc(&stack).unwrap();
+    let guids = p.device_guids().unwrap();
+    let a = side(&p, guids[0], QpType::Rc, None);
+    let b = side(&p, guids[1], QpType::Rc, None);
+    connect_rc_atomic(&a, &b);
+    assert_eq!(b.dev.query().unwrap().AtomicCapability, 1, "ATOMIC_HCA");
+    let target = b.dev.alloc_buffer(64);
+    let tmr =
+        b.pd.reg_mr(&target, WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_ATOMIC)
+            .unwrap();
+    target.write(0, &40u64.to_ne_bytes()).unwrap();
+    let flags = send_flags::SIGNALED;
+    a.qp.fetch_add(1, a.mr.sge(0, 8), tmr.addr(), tmr.rkey(), 2, flags)
+        .unwrap();
+    a.qp.compare_swap(2, a.mr.sge(8, 8), tmr.addr(), tmr.rkey(), 42, 99, flags)
+        .unwrap();
+    let wcs = poll_n(&a.cq, 2);
+    assert_eq!(
+        wcs.iter()
+            .map(|w| (w.wr_id, w.status, w.opcode))
+            .collect::<Vec<_>>(),
+        vec![
+            (1, WcStatus::Success, WcOpcode::FetchAdd),
+            (2, WcStatus::Success, WcOpcode::CompSwap)
+        ]
+    );
+    assert_eq!((word(&a.buf, 0), word(&a.buf, 8)), (40, 42));
+    assert_eq!(word(&target, 0), 99);
+    // A misaligned target: an error completion, the QP in ERR.
+    a.qp.fetch_add(3, a.mr.sge(0, 8), tmr.addr() + 4, tmr.rkey(), 1, flags)
+        .unwrap();
+    assert_eq!(poll_n(&a.cq, 1)[0].status, WcStatus::RemInvReqErr);
+    // The local buffer must be 8 bytes.
+    assert_eq!(
+        b.qp.fetch_add(4, b.mr.sge(0, 4), tmr.addr(), tmr.rkey(), 1, flags),
+        Err(PostError::AtomicLength)
+    );
+}
+
+#[test]
+fn memory_windows_through_the_verbs_api() {
+    let stack = Stack::new(StackConfig::default());
+    let p = open_inproc(&stack).unwrap();
+    let guids = p.device_guids().unwrap();
+    let a = side(&p, guids[0], QpType::Rc, None);
+    let b = side(&p, guids[1], QpType::Rc, None);
+    connect_rc(&a, &b);
+    let region_buf = b.dev.alloc_buffer(4096);
+    let region =
+        b.pd.reg_mr(&region_buf, WV_ACCESS_LOCAL_WRITE | WV_ACCESS_MW_BIND)
+            .unwrap();
+    a.buf.write(0, b"via a window").unwrap();
+    let flags = send_flags::SIGNALED;
+    let write = |id: u64, at: u64, rkey: u32| {
+        let sg = [a.mr.sge(0, 12)];
+        let mut wr = send_wr(id, WrOpcode::RdmaWrite, &sg);
+        wr.remote_addr = at;
+        wr.rkey = rkey;
+        a.qp.post_send(&wr).unwrap();
+        poll_n(&a.cq, 1)[0].status
+    };
+    // Type 1, bound by the verb on B's QP.
+    let mw1 = b.pd.alloc_mw().unwrap();
+    assert_eq!(mw1.kind(), MwType::Type1);
+    let old = mw1.rkey();
+    let key =
+        b.qp.bind_mw(&mw1, 1, flags, &region, 100, 64, WV_ACCESS_REMOTE_WRITE)
+            .unwrap();
+    assert_eq!((key, mw1.rkey()), (inc_rkey(old), inc_rkey(old)));
+    let w = poll_n(&b.cq, 1);
+    assert_eq!(
+        (w[0].status, w[0].opcode),
+        (WcStatus::Success, WcOpcode::BindMw)
+    );
+    assert_eq!(write(2, region.addr() + 100, mw1.rkey()), WcStatus::Success);
+    let mut got = [0u8; 12];
+    region_buf.read(100, &mut got).unwrap();
+    assert_eq!(&got, b"via a window");
+    // While a window is bound the region cannot be deregistered (MEMORY_DEREGISTER fails and
+    // the region stays, as OFW's driver re-inserts it); it can once the windows are gone.
+    let dereg = |mr: &Mr| {
+        let id = WV_IO_ID {
+            Id: b.pd.id(),
+            VerbInfo: 0,
+            Data: mr.lkey(),
+        };
+        p.file()
+            .device_io_control(WV_IOCTL_MEMORY_DEREGISTER, id.as_bytes(), 0)
+            .wait()
+            .nt_status()
+    };
+    assert_eq!(dereg(&region), NtStatus::UNSUCCESSFUL);
+    let mw2 = b.pd.alloc_mw_type(MwType::Type2).unwrap();
+    assert_eq!(mw2.kind(), MwType::Type2);
+    let key2 =
+        b.qp.post_bind_mw(&mw2, 3, flags, &region, 0, 4096, WV_ACCESS_REMOTE_WRITE)
+            .unwrap();
+    assert_eq!(poll_n(&b.cq, 1)[0].status, WcStatus::Success);
+    assert_eq!(write(4, region.addr() + 2000, key2), WcStatus::Success);
+    // LOCAL_INV of the type 2 window: its key stops working (and the QPs go to ERR on the
+    // remote access error that follows).
+    b.qp.invalidate(5, key2, flags).unwrap();
+    assert_eq!(poll_n(&b.cq, 1)[0].status, WcStatus::Success);
+    assert_eq!(write(6, region.addr() + 2000, key2), WcStatus::RemAccessErr);
+    drop(mw1);
+    drop(mw2);
+    assert_eq!(dereg(&region), NtStatus::SUCCESS);
+    drop(region);
+}
+
+#[test]
+fn cq_resize_keeps_the_completions_waiting() {
+    let stack = Stack::new(StackConfig::default());
+    let (_p, a, b) = rc_pair(&stack);
+    for i in 0..10u64 {
+        let sg = [a.mr.sge(0, 8)];
+        let mut wr = send_wr(i, WrOpcode::RdmaWrite, &sg);
+        wr.remote_addr = b.mr.addr();
+        wr.rkey = b.mr.rkey();
+        a.qp.post_send(&wr).unwrap();
+    }
+    // Ten waiting in 64 entries: shrink to 16, then grow to 256; they come out in order.
+    assert_eq!(a.cq.resize(16).unwrap(), 16);
+    assert_eq!(a.cq.entries(), 16);
+    assert_eq!(
+        a.cq.resize(8).unwrap_err(),
+        VerbsError::new("CQ_RESIZE", NtStatus::UNSUCCESSFUL),
+        "too small for the ten waiting"
+    );
+    assert_eq!(a.cq.resize(256).unwrap(), 256);
+    let ids: Vec<u64> = poll_n(&a.cq, 10).iter().map(|w| w.wr_id).collect();
+    assert_eq!(ids, (0..10).collect::<Vec<_>>());
 }

@@ -1,4 +1,5 @@
-//! What a device model needs beyond [`Platform`]: raising its interrupt and queueing its DPC.
+//! What a device model needs beyond [`Platform`]: raising its interrupt, queueing its DPC, and
+//! timers that queue a DPC when the platform's clock reaches a due time.
 //!
 //! The driver core never uses this. On Windows a real controller driver owns its
 //! `WDFINTERRUPT` (the framework calls its `EvtInterruptIsr` at DIRQL) and its `KDPC`; the
@@ -24,7 +25,7 @@ pub trait InterruptService: Send + Sync {
     fn service(&self) -> bool;
 }
 
-/// The interrupt plumbing of a device model: an interrupt line and DPCs.
+/// The interrupt plumbing of a device model: an interrupt line, DPCs and timers.
 pub trait DeviceModelPlatform: Platform {
     /// Queues `dpc` to run at DISPATCH_LEVEL. Returns `false` if that DPC object was already
     /// queued and has not started yet (it then runs once for both requests). Any IRQL, DIRQL
@@ -36,4 +37,30 @@ pub trait DeviceModelPlatform: Platform {
     /// interrupt controller would when the device raises its line. Windows counterpart: none
     /// in software — the hardware does this and the framework calls `EvtInterruptIsr`.
     fn interrupt(&self, isr: &dyn InterruptService) -> bool;
+
+    /// Sets a one-shot timer: once [`Platform::now_ns`] reaches `due_ns`, `timer` is queued as
+    /// a DPC (as by [`DeviceModelPlatform::queue_dpc`], so it runs at DISPATCH_LEVEL). The DPC
+    /// object names the timer: setting it again while it is pending replaces the due time (only
+    /// the last one counts); a due time already passed queues the DPC at once. IRQL <=
+    /// DISPATCH_LEVEL.
+    ///
+    /// A timer never fires early, but may fire late (the DPC queue, a busy processor). In the
+    /// host model's deterministic mode the clock is injected, so a timer fires exactly when a
+    /// test moves the clock past its due time.
+    ///
+    /// Windows counterpart: a `KTIMER` and a `KDPC` the device driver keeps beside each timer
+    /// object (`KeInitializeTimerEx(SynchronizationTimer)`, `KeInitializeDpc`), set with
+    /// `KeSetTimer(&timer, due, &dpc)`, where `due` is the relative interval
+    /// `-((due_ns - now_ns).div_ceil(100))` in 100 ns units (negative means relative, and
+    /// rounding up keeps it from firing early); `KeSetTimer` on a set timer cancels it first,
+    /// as here.
+    fn set_timer(&self, timer: &Arc<dyn Dpc>, due_ns: u64);
+
+    /// Cancels a pending timer; returns whether it was set. A DPC the timer already queued is
+    /// not removed (it runs; the device model decides, by its own clock reading, that there is
+    /// nothing to do). IRQL <= DISPATCH_LEVEL.
+    ///
+    /// Windows counterpart: `KeCancelTimer(&timer)` (and, for the queued DPC,
+    /// `KeRemoveQueueDpc`, which the device model does not need).
+    fn cancel_timer(&self, timer: &Arc<dyn Dpc>) -> bool;
 }

@@ -2,8 +2,9 @@
 //! uses, so the real core runs, and is checked, on any machine.
 //!
 //! * [`HostPlatform`] implements [`wv_hal::Platform`]: requests, manual queues, spin locks,
-//!   events, work items, DPCs, interrupts, the IRQL, the clock. Deterministic (one thread,
-//!   explicit `run_until_idle`, injected clock) or threaded (worker pool, per-thread DPCs).
+//!   events, work items, DPCs, interrupts, the IRQL, the clock, and the device models' timers.
+//!   Deterministic (one thread, explicit `run_until_idle`, injected clock that fires timers as
+//!   it moves) or threaded (worker pool, per-thread DPCs, a timer thread).
 //! * [`IoManager`], [`File`] and [`Io`] play the I/O manager: PnP arrival/removal,
 //!   CreateFile/CloseHandle, DeviceIoControl with OVERLAPPED semantics, CancelIoEx.
 //! * The [`Verifier`] is always on: IRQL rules, double/never completion, leaked requests,
@@ -28,6 +29,7 @@ mod queue;
 mod request;
 mod spin_lock;
 mod sync;
+mod timer;
 mod verifier;
 
 pub use event::HostEvent;

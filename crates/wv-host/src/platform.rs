@@ -15,6 +15,7 @@ use crate::queue::HostQueue;
 use crate::request::HostRequest;
 use crate::spin_lock::HostSpinLock;
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
+use crate::timer::Timers;
 use crate::verifier::Verifier;
 
 /// The host model of the kernel services the driver core uses.
@@ -22,11 +23,13 @@ use crate::verifier::Verifier;
 /// Two modes, chosen at construction:
 /// * [`HostPlatform::deterministic`]: one thread. Work items and DPCs wait in one FIFO until
 ///   the test calls [`HostPlatform::run_until_idle`] or [`HostPlatform::run_one`]; the clock
-///   only moves with [`HostPlatform::advance_clock`]. Unit tests get exact interleavings.
+///   only moves with [`HostPlatform::advance_clock`], which also queues the DPCs of the device
+///   models' timers that came due. Unit tests get exact interleavings.
 /// * [`HostPlatform::threaded`]: a pool of PASSIVE_LEVEL worker threads runs work items; a DPC
 ///   runs on the thread that queued it as soon as that thread's IRQL drops below
 ///   DISPATCH_LEVEL (like a DPC targeted at the current processor), so interrupt → ISR → DPC →
-///   completion adds no thread hop. The clock is the real monotonic clock.
+///   completion adds no thread hop. The clock is the real monotonic clock; a timer thread
+///   queues (and so runs) the DPCs of timers as they come due.
 ///
 /// Cloning is cheap (an `Arc`); clones are the same platform.
 #[derive(Clone)]
@@ -50,6 +53,8 @@ pub(crate) struct Shared {
     pool: Option<Arc<Pool>>,
     /// Queued, not started DPCs, by object address (`KDPC.Inserted`).
     dpc_queued: Mutex<HashSet<usize>>,
+    /// The device models' pending timers.
+    timers: Arc<Timers>,
     next_id: AtomicU64,
     /// `create_queue` calls still to let through before failing `fail_queues` of them.
     skip_queues: AtomicU64,
@@ -61,6 +66,7 @@ pub(crate) struct Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        self.timers.shutdown();
         if let Some(pool) = &self.pool {
             pool.shutdown();
         }
@@ -95,6 +101,29 @@ impl Shared {
             }
             Task::Dpc(dpc) => self.run_dpc(&dpc),
             Task::Internal(name, f) => irql::run_callback(&self.verifier, name, Irql::Passive, f),
+        }
+    }
+
+    /// `KeInsertQueueDpc`: queues `dpc` unless it is queued already (see
+    /// [`DeviceModelPlatform::queue_dpc`]).
+    pub(crate) fn queue_dpc(self: &Arc<Self>, dpc: &Arc<dyn Dpc>) -> bool {
+        if !self.dpc_queued.lock().insert(dpc_key(dpc)) {
+            return false;
+        }
+        if self.is_deterministic() {
+            self.push(Task::Dpc(Arc::clone(dpc)));
+        } else {
+            deferred::push_thread_dpc(Arc::clone(self), Arc::clone(dpc));
+            deferred::drain_thread_dpcs();
+        }
+        true
+    }
+
+    /// Deterministic mode: queues the DPCs of the timers due at the injected clock.
+    fn fire_due_timers(self: &Arc<Self>) {
+        let now = self.clock_ns.load(Ordering::SeqCst);
+        for dpc in self.timers.take_due(now) {
+            self.queue_dpc(&dpc);
         }
     }
 
@@ -151,6 +180,7 @@ impl HostPlatform {
                 fifo: Mutex::new(VecDeque::new()),
                 pool,
                 dpc_queued: Mutex::new(HashSet::new()),
+                timers: Arc::new(Timers::default()),
                 next_id: AtomicU64::new(1),
                 skip_queues: AtomicU64::new(0),
                 fail_queues: AtomicU64::new(0),
@@ -187,7 +217,8 @@ impl HostPlatform {
         self.shared.fifo.lock().len()
     }
 
-    /// Moves the injected clock forward.
+    /// Moves the injected clock forward and queues the DPCs of the device models' timers that
+    /// are now due (earliest first); [`HostPlatform::run_until_idle`] runs them.
     ///
     /// # Panics
     /// In threaded mode, whose clock is the real one.
@@ -197,6 +228,32 @@ impl HostPlatform {
             "advance_clock: the threaded mode uses the real clock"
         );
         self.shared.clock_ns.fetch_add(ns, Ordering::SeqCst);
+        self.shared.fire_due_timers();
+    }
+
+    /// The due time of the earliest pending device-model timer, on the platform's clock.
+    pub fn next_timer_ns(&self) -> Option<u64> {
+        self.shared.timers.next_due()
+    }
+
+    /// How many device-model timers are pending.
+    pub fn pending_timers(&self) -> usize {
+        self.shared.timers.pending()
+    }
+
+    /// Deterministic mode: moves the clock to the earliest pending timer (if it is in the
+    /// future), queues its DPC and every other one due by then, and runs the deferred work
+    /// until idle. Returns `false` when no timer was pending.
+    ///
+    /// # Panics
+    /// In threaded mode.
+    pub fn run_next_timer(&self) -> bool {
+        let Some(due) = self.next_timer_ns() else {
+            return false;
+        };
+        self.advance_clock(due.saturating_sub(self.now_ns()));
+        self.run_until_idle();
+        true
     }
 
     /// Lets the next `skip` `create_queue` calls succeed, then makes `count` of them fail with
@@ -307,17 +364,9 @@ impl Platform for HostPlatform {
 /// it (the soft HCA, `FakeVerbs`).
 impl DeviceModelPlatform for HostPlatform {
     fn queue_dpc(&self, dpc: &Arc<dyn Dpc>) -> bool {
+        // The platform's own bookkeeping, not the driver's allocation.
         let _host = low_resources::host_scope();
-        if !self.shared.dpc_queued.lock().insert(dpc_key(dpc)) {
-            return false;
-        }
-        if self.is_deterministic() {
-            self.shared.push(Task::Dpc(Arc::clone(dpc)));
-        } else {
-            deferred::push_thread_dpc(Arc::clone(&self.shared), Arc::clone(dpc));
-            deferred::drain_thread_dpcs();
-        }
-        true
+        self.shared.queue_dpc(dpc)
     }
 
     fn interrupt(&self, isr: &dyn InterruptService) -> bool {
@@ -327,6 +376,31 @@ impl DeviceModelPlatform for HostPlatform {
             deferred::drain_thread_dpcs();
         }
         serviced
+    }
+
+    fn set_timer(&self, timer: &Arc<dyn Dpc>, due_ns: u64) {
+        let _host = low_resources::host_scope();
+        let level = irql::current();
+        if level > Irql::Dispatch {
+            self.shared
+                .verifier
+                .fail(format!("verifier: set_timer at {}", level.name()));
+        }
+        let threaded = !self.is_deterministic();
+        if self.shared.timers.set(timer, due_ns, threaded) {
+            self.shared
+                .timers
+                .start_thread(Arc::downgrade(&self.shared), self.shared.start);
+        }
+        if !threaded {
+            // A due time already passed fires now (into the FIFO), as `KeSetTimer` with an
+            // expired due time queues the DPC at the next clock tick.
+            self.shared.fire_due_timers();
+        }
+    }
+
+    fn cancel_timer(&self, timer: &Arc<dyn Dpc>) -> bool {
+        self.shared.timers.cancel(timer)
     }
 }
 

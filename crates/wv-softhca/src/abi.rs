@@ -121,8 +121,34 @@ pub struct SrqResp {
 pub struct AhResp {
     /// AH handle.
     pub ah_handle: u32,
-    /// Reserved.
-    pub reserved: u32,
+    /// Index of the address vector's source GID in its port's GID table (0 for a zero
+    /// SGID): what the user-mode provider puts in the UD work requests it sends with it.
+    pub sgid_index: u32,
+}
+
+/// Memory-window allocation command (optional: without it the window is type 1, the only
+/// kind the OFW verbs knew).
+#[repr(C)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+pub struct MwCmd {
+    /// [`SOFTHCA_ABI_MAGIC`].
+    pub magic: u32,
+    /// `IBV_MW_TYPE_1` (1) or `IBV_MW_TYPE_2` (2).
+    pub mw_type: u32,
+}
+
+/// Memory-window allocation response (the rkey travels in `WV_IO_ID.Data`).
+#[repr(C)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+pub struct MwResp {
+    /// MW handle.
+    pub mw_handle: u32,
+    /// The window's type.
+    pub mw_type: u32,
 }
 
 /// The QP-state bytes `modify_qp` writes for the user-mode provider.
@@ -194,6 +220,9 @@ mod tests {
         assert_eq!(core::mem::size_of::<QpResp>(), 40);
         assert_eq!(core::mem::size_of::<SrqResp>(), 24);
         assert_eq!(core::mem::size_of::<QpStateOut>(), 8);
+        assert_eq!(core::mem::size_of::<MwCmd>(), 8);
+        assert_eq!(core::mem::size_of::<MwResp>(), 8);
+        assert_eq!(core::mem::size_of::<AhResp>(), 8);
     }
 
     #[test]

@@ -1,9 +1,11 @@
-//! Completion queues: a CQE ring shared with user mode, one-shot arming, overrun detection.
+//! Completion queues: a CQE ring shared with user mode, one-shot arming, overrun detection,
+//! and resizing with the completions not yet polled carried over.
 
+use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, AtomicU8, Ordering, fence};
 
 use spin::Mutex;
-use wv_hal::CqEventSink;
+use wv_hal::{AllocError, CqEventSink, KArc, VerbsError};
 
 use crate::device::{AsyncEvent, Device, Rundown};
 use crate::ring::{Padded, Ring};
@@ -18,15 +20,15 @@ pub(crate) const ARM_NEXT: u8 = 2;
 #[repr(align(64))]
 pub(crate) struct Cq {
     pub handle: u32,
-    pub ring: Ring,
-    /// Serialises producers (the send and receive sides of any number of QPs).
-    prod: Padded<Mutex<()>>,
+    /// The ring the device writes, under the lock that serialises producers (the send and
+    /// receive sides of any number of QPs). A resize replaces it.
+    prod: Padded<Mutex<Arc<Ring>>>,
     notify: AtomicU8,
     /// The CQ handle is in the CQ-notify ring (at most once, so the ring never overflows).
     pub queued: AtomicBool,
     /// The CQ overran: it is in error for good and takes no more CQEs.
     pub overrun: AtomicBool,
-    pub sink: wv_hal::KArc<dyn CqEventSink>,
+    pub sink: KArc<dyn CqEventSink>,
     pub rundown: Rundown,
 }
 
@@ -35,12 +37,11 @@ impl Cq {
     pub(crate) fn try_new(
         handle: u32,
         entries: u32,
-        sink: wv_hal::KArc<dyn CqEventSink>,
-    ) -> Result<Self, wv_hal::AllocError> {
+        sink: KArc<dyn CqEventSink>,
+    ) -> Result<Self, AllocError> {
         Ok(Cq {
             handle,
-            ring: Ring::try_new(entries, CQE_WORDS)?,
-            prod: Padded(Mutex::new(())),
+            prod: Padded(Mutex::new(Arc::new(Ring::try_new(entries, CQE_WORDS)?))),
             notify: AtomicU8::new(ARM_NONE),
             queued: AtomicBool::new(false),
             overrun: AtomicBool::new(false),
@@ -54,18 +55,18 @@ impl Cq {
     pub(crate) fn post(&self, dev: &Device, wc: &WorkCompletion, solicited: bool) -> bool {
         let fire;
         {
-            let _g = self.prod.lock();
+            let ring = self.prod.lock();
             if self.overrun.load(Ordering::Relaxed) {
                 return false;
             }
-            let Some(slot) = self.ring.producer_slot() else {
+            let Some(slot) = ring.producer_slot() else {
                 self.overrun.store(true, Ordering::Relaxed);
-                drop(_g);
+                drop(ring);
                 dev.post_async(AsyncEvent::CqErr, self.handle);
                 return false;
             };
             wc.encode(slot);
-            self.ring.publish(1);
+            ring.publish(1);
             // Store (the CQE) then load (the arm) here, store (the arm) then load (the ring) in
             // `arm`: without a full fence on both sides each could miss the other's store, the
             // CQE would raise no event and a consumer that armed would sleep for ever.
@@ -83,9 +84,37 @@ impl Cq {
         true
     }
 
-    /// The arm doorbell. Returns whether the ring already holds completions (the
-    /// `REPORT_MISSED_EVENTS` answer: the caller must poll again).
-    pub(crate) fn arm(&self, solicited_only: bool) -> bool {
+    /// The ring completions are written to now.
+    pub(crate) fn ring(&self) -> Arc<Ring> {
+        Arc::clone(&self.prod.lock())
+    }
+
+    /// Resizes to at least `entries` (the device limit checked by the caller): a new ring
+    /// that starts with the completions not yet polled, oldest first. The same size keeps the
+    /// ring. The consumer must not poll meanwhile (the user-mode provider holds its poll lock
+    /// across the command, as libmlx4 holds its CQ lock across `ibv_resize_cq`) and maps the
+    /// ring returned.
+    ///
+    /// # Errors
+    /// `InvalidParameter` when the new size cannot hold the completions waiting;
+    /// `InsufficientMemory` when the new ring cannot be allocated.
+    pub(crate) fn resize(&self, entries: u32) -> Result<Arc<Ring>, VerbsError> {
+        // Allocated before the producers' lock is taken, never under it.
+        let new = Ring::try_new(entries, CQE_WORDS).map_err(|_| VerbsError::InsufficientMemory)?;
+        let mut ring = self.prod.lock();
+        if new.entries() == ring.entries() {
+            return Ok(Arc::clone(&ring));
+        }
+        if !ring.copy_pending_to(&new) {
+            return Err(VerbsError::InvalidParameter);
+        }
+        *ring = Arc::new(new);
+        Ok(Arc::clone(&ring))
+    }
+
+    /// The arm doorbell; `ring` is the ring the consumer polls. Returns whether it already
+    /// holds completions (the `REPORT_MISSED_EVENTS` answer: the caller must poll again).
+    pub(crate) fn arm(&self, solicited_only: bool, ring: &Ring) -> bool {
         let want = if solicited_only {
             ARM_SOLICITED
         } else {
@@ -94,6 +123,6 @@ impl Cq {
         self.notify.fetch_max(want, Ordering::AcqRel);
         // Pairs with the fence in `post`: either `post` sees this arm, or we see its CQE.
         fence(Ordering::SeqCst);
-        !self.ring.is_empty()
+        !ring.is_empty()
     }
 }

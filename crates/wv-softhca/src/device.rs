@@ -1,8 +1,9 @@
 //! The device: object tables, ports, the command channel, the async-event and CQ-notify rings,
 //! and the three interrupt vectors that lead to the DPC which calls the core's sinks.
 //!
-//! This part is platform-neutral: interrupts leave through an [`InterruptLine`] that the
-//! platform glue (`verbs_impl`) implements with `Platform::interrupt` and `Platform::queue_dpc`.
+//! This part is platform-neutral: interrupts leave, and timers and the clock come in, through a
+//! [`Bus`] that the platform glue (`verbs_impl`) implements with the platform's interrupt, DPC,
+//! timer and clock services.
 
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -10,12 +11,15 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use spin::{Mutex, RwLock};
-use wv_hal::{CaEvent, CaEventKind, CaEventSink, Gid, PortState, QpEvent, SrqEvent, VerbsError};
+use wv_hal::{
+    CaEvent, CaEventKind, CaEventSink, Dpc, Gid, Mtu, PortState, QpEvent, SrqEvent, VerbsError,
+};
 
 use crate::cq::Cq;
 use crate::dma::ClientMemory;
 use crate::fabric::Fabric;
 use crate::mr::Mr;
+use crate::mw::{Mw, is_mw_key, mw_handle};
 use crate::qp::Qp;
 use crate::srq::Srq;
 
@@ -31,11 +35,21 @@ pub enum Vector {
     Cq = 2,
 }
 
-/// Where the device's interrupt lines go (the platform glue).
-pub(crate) trait InterruptLine: Send + Sync {
+/// The board the device sits on (the platform glue): where its interrupt lines go, its clock,
+/// and its timers.
+pub(crate) trait Bus: Send + Sync {
     /// Raises `vector`: the glue runs the ISR through the platform.
     fn raise(&self, vector: Vector);
+    /// The platform's monotonic clock in nanoseconds.
+    fn now_ns(&self) -> u64;
+    /// Queues `timer` as a DPC once the clock reaches `due_ns` (replacing an earlier due time).
+    fn set_timer(&self, timer: &Arc<dyn Dpc>, due_ns: u64);
+    /// Cancels a pending timer.
+    fn cancel_timer(&self, timer: &Arc<dyn Dpc>);
 }
+
+/// The MTU of every port (`query_port`'s `mtu`): the largest path MTU, and a UD message's limit.
+pub(crate) const PORT_MTU: Mtu = Mtu::Mtu4096;
 
 /// Limits the device advertises through `query_ca` and enforces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -355,12 +369,6 @@ pub(crate) struct Ah {
     pub av: wv_hal::AddressVector,
 }
 
-/// A memory window (created unbound; binding is not implemented).
-#[derive(Debug)]
-pub(crate) struct Mw {
-    pub handle: u32,
-}
-
 /// The device model (aligned so that the `Arc` counts do not share a line with its fields).
 #[repr(align(64))]
 pub(crate) struct Device {
@@ -387,7 +395,7 @@ pub(crate) struct Device {
     cq_ring: Mutex<EventRing>,
     /// Async events lost to a full ring.
     pub async_overflows: AtomicU64,
-    irq: RwLock<Option<Arc<dyn InterruptLine>>>,
+    irq: RwLock<Option<Arc<dyn Bus>>>,
     /// The fabric this device joined (at most one, for good).
     pub fabric: spin::Once<Arc<Fabric>>,
     /// Lock-free copies of each port's state and LID for the data path (the `ports` table
@@ -455,8 +463,27 @@ impl Device {
         }
     }
 
-    pub(crate) fn set_irq(&self, irq: Arc<dyn InterruptLine>) {
+    pub(crate) fn set_irq(&self, irq: Arc<dyn Bus>) {
         *self.irq.write() = Some(irq);
+    }
+
+    /// The platform's clock (0 without a platform).
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.irq.read().as_ref().map_or(0, |b| b.now_ns())
+    }
+
+    /// Sets a timer on the platform (never fires without one).
+    pub(crate) fn set_timer(&self, timer: &Arc<dyn Dpc>, due_ns: u64) {
+        if let Some(b) = self.irq.read().as_ref() {
+            b.set_timer(timer, due_ns);
+        }
+    }
+
+    /// Cancels a timer.
+    pub(crate) fn cancel_timer(&self, timer: &Arc<dyn Dpc>) {
+        if let Some(b) = self.irq.read().as_ref() {
+            b.cancel_timer(timer);
+        }
     }
 
     pub(crate) fn limits(&self) -> &Limits {
@@ -707,6 +734,30 @@ impl Device {
             .is_some_and(|a| a.load(Ordering::Acquire))
     }
 
+    /// GID `index` of `port` as a source GID (index 0, the MAC-based GID, never changes); an
+    /// empty or missing entry is `None`.
+    pub(crate) fn sgid(&self, port: u8, index: u8) -> Option<Gid> {
+        if index == 0 {
+            return Some(mac_gid(self.config.mac));
+        }
+        let ports = self.ports.read();
+        let g = *ports
+            .get(usize::from(port).wrapping_sub(1))?
+            .gids
+            .get(usize::from(index))?;
+        (g != [0u8; 16]).then_some(g)
+    }
+
+    /// The index of `gid` in `port`'s GID table.
+    pub(crate) fn gid_index(&self, port: u8, gid: &Gid) -> Option<u8> {
+        let ports = self.ports.read();
+        let p = ports.get(usize::from(port).wrapping_sub(1))?;
+        p.gids
+            .iter()
+            .position(|g| g == gid)
+            .and_then(|i| u8::try_from(i).ok())
+    }
+
     pub(crate) fn lid(&self, port: u8) -> u16 {
         self.port_lid
             .get(usize::from(port.max(1)) - 1)
@@ -748,8 +799,20 @@ impl Device {
         self.qps.get(qpn.checked_sub(1)?)
     }
 
+    /// The region a (non-window) key names.
     pub(crate) fn mr_by_key(&self, key: u32) -> Option<Arc<Mr>> {
+        if is_mw_key(key) {
+            return None;
+        }
         self.mrs.get(key >> 8)
+    }
+
+    /// The window a window key names.
+    pub(crate) fn mw_by_key(&self, key: u32) -> Option<Arc<Mw>> {
+        if !is_mw_key(key) {
+            return None;
+        }
+        self.mws.get(mw_handle(key))
     }
 
     /// Surprise removal: every later verb fails, and once this returns no callback runs.

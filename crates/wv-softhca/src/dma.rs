@@ -11,12 +11,20 @@
 //! client's own accesses. The verbs rules order them (a buffer belongs to the device from post
 //! to completion, and the ring indices carry release/acquire edges), so a well-behaved client
 //! never races the device.
+//!
+//! Remote atomics ([`DmaRange::compare_swap`], [`DmaRange::fetch_add`]) are 8-byte CPU atomics
+//! on naturally aligned client memory, so they are atomic with respect to each other whichever
+//! threads run them (the device advertises `ATOMIC_HCA`). As on hardware, they are not atomic
+//! with respect to other accesses to the same 8 bytes: a client that targets them with an
+//! RDMA write, a receive or its own plain stores while an atomic may run breaks the verbs rules
+//! (the result is undefined on an HCA), the same contract as for the copies above.
 
 use alloc::boxed::Box;
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::any::Any;
 use core::ptr;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use spin::Mutex;
 use wv_hal::VerbsError;
@@ -24,6 +32,15 @@ use wv_hal::VerbsError;
 /// Why a copy was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct OutOfBounds;
+
+/// Why a remote atomic was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AtomicFault {
+    /// The 8 bytes are not inside the range.
+    OutOfBounds,
+    /// The address is not a multiple of 8.
+    Misaligned,
+}
 
 /// A pinned range of client memory the device may read and write.
 pub(crate) struct DmaRange {
@@ -103,6 +120,47 @@ impl DmaRange {
         // `new`'s contract; `data` is a Rust slice that cannot alias client memory mutably.
         unsafe { ptr::copy(data.as_ptr(), self.base.wrapping_add(off), data.len()) };
         Ok(())
+    }
+
+    /// The 8-byte word at `offset` as an atomic, after checking that it lies in the range and
+    /// is naturally aligned in client memory.
+    fn atomic_at(&self, offset: u64) -> Result<&AtomicU64, AtomicFault> {
+        let off = self
+            .check(offset, 8)
+            .map_err(|_| AtomicFault::OutOfBounds)?;
+        let p = self.base.wrapping_add(off);
+        if p.addr() % core::mem::align_of::<AtomicU64>() != 0 {
+            return Err(AtomicFault::Misaligned);
+        }
+        // SAFETY: `check` proved the 8 bytes at `p` lie inside the range, which `new`'s contract
+        // makes valid for reads and writes for as long as `self` lives (the returned reference
+        // borrows `self`); `p` is aligned for `AtomicU64` (checked just above). Every access the
+        // device makes to these bytes through this function is atomic and of the same size, and
+        // the module's contract makes concurrent non-atomic accesses to them the client's
+        // violation of the verbs rules, as on hardware.
+        Ok(unsafe { AtomicU64::from_ptr(p.cast::<u64>()) })
+    }
+
+    /// Remote compare-and-swap: if the word at `offset` equals `compare`, it becomes `swap`.
+    /// Returns the original value either way.
+    pub(crate) fn compare_swap(
+        &self,
+        offset: u64,
+        compare: u64,
+        swap: u64,
+    ) -> Result<u64, AtomicFault> {
+        let a = self.atomic_at(offset)?;
+        Ok(
+            match a.compare_exchange(compare, swap, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(v) | Err(v) => v,
+            },
+        )
+    }
+
+    /// Remote fetch-and-add (wrapping, as the IB operation is modulo 2^64). Returns the
+    /// original value.
+    pub(crate) fn fetch_add(&self, offset: u64, add: u64) -> Result<u64, AtomicFault> {
+        Ok(self.atomic_at(offset)?.fetch_add(add, Ordering::SeqCst))
     }
 
     /// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off`; the ranges may be the
@@ -308,6 +366,8 @@ impl ClientMemory {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+
     use super::*;
 
     #[test]
@@ -343,6 +403,69 @@ mod tests {
         rb.read(8, &mut out).unwrap();
         assert_eq!(out, [1, 2, 3, 4]);
         assert!(ra.write(31, &[1, 2]).is_err());
+    }
+
+    #[test]
+    fn atomics_check_bounds_and_alignment_and_return_the_original_value() {
+        let pool = BufferPool::new();
+        let mem = ClientMemory::pool(pool.clone());
+        let b = pool.alloc(24);
+        b.write(8, &5u64.to_ne_bytes()).unwrap();
+        let r = mem.pin(b.addr(), 24).unwrap();
+        assert_eq!(r.fetch_add(8, 3), Ok(5));
+        assert_eq!(r.compare_swap(8, 7, 100), Ok(8), "no swap: 8 != 7");
+        assert_eq!(r.compare_swap(8, 8, 100), Ok(8));
+        let mut word = [0u8; 8];
+        b.read(8, &mut word).unwrap();
+        assert_eq!(u64::from_ne_bytes(word), 100);
+        // Wrapping add.
+        assert_eq!(r.fetch_add(0, u64::MAX), Ok(0));
+        assert_eq!(r.fetch_add(0, 2), Ok(u64::MAX));
+        // Bounds: the last word fits, one byte further does not.
+        assert_eq!(r.fetch_add(16, 1), Ok(0));
+        assert_eq!(r.fetch_add(17, 1), Err(AtomicFault::OutOfBounds));
+        assert_eq!(r.fetch_add(24, 1), Err(AtomicFault::OutOfBounds));
+        assert_eq!(r.fetch_add(u64::MAX, 1), Err(AtomicFault::OutOfBounds));
+        // Alignment is of the client address, not of the offset in the range.
+        assert_eq!(r.compare_swap(4, 0, 1), Err(AtomicFault::Misaligned));
+        let shifted = mem.pin(b.addr() + 4, 20).unwrap();
+        assert_eq!(shifted.fetch_add(0, 1), Err(AtomicFault::Misaligned));
+        assert_eq!(shifted.fetch_add(4, 1), Ok(100));
+    }
+
+    #[test]
+    fn concurrent_atomics_from_two_threads_lose_no_update() {
+        let pool = BufferPool::new();
+        let mem = ClientMemory::pool(pool.clone());
+        let b = pool.alloc(16);
+        let r = Arc::new(mem.pin(b.addr(), 16).unwrap());
+        const N: u64 = 50;
+        let threads: Vec<_> = (0..2)
+            .map(|t| {
+                let r = Arc::clone(&r);
+                std::thread::spawn(move || {
+                    for _ in 0..N {
+                        r.fetch_add(0, 1).unwrap();
+                        // A CAS loop: increment word 1 by compare-and-swap.
+                        let mut cur = r.compare_swap(8, 0, 0).unwrap();
+                        loop {
+                            let got = r.compare_swap(8, cur, cur + t + 1).unwrap();
+                            if got == cur {
+                                break;
+                            }
+                            cur = got;
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let mut w = [0u8; 16];
+        b.read(0, &mut w).unwrap();
+        assert_eq!(u64::from_ne_bytes(w[..8].try_into().unwrap()), 2 * N);
+        assert_eq!(u64::from_ne_bytes(w[8..].try_into().unwrap()), 3 * N);
     }
 
     #[test]

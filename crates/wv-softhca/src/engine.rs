@@ -1,26 +1,51 @@
 //! The device engine: executes send-queue WQEs in the doorbell caller's thread (requester),
-//! delivers each message to the target QP's responder over the link, moves the bytes between
-//! registered regions, and writes the completions. Like rxe, no device thread: the work runs
-//! where the doorbell was rung, or where a receive that an RNR-waiting sender needs was posted.
+//! carries each message to the target QP's responder as packets of the path MTU with one PSN
+//! each, moves the bytes between registered regions, and writes the completions. Like rxe, no
+//! device thread: the work runs where the doorbell was rung, or in the DPC of the QP's timer.
 //!
-//! Lock order: `Qp::attrs` → `Qp::sq_ctx` → `Qp::resp` → `Srq::consumer` / waiters → `Cq`
-//! producer lock. The responder of another QP is entered with only the requester's `sq_ctx`
-//! held, and a responder never takes an `sq_ctx` (it only *schedules* send-queue work through
-//! [`run_sq`], which uses `try_lock`), so two QPs sending to each other cannot deadlock.
+//! The RC requester follows the InfiniBand transport (IBTA vol. 1 ch. 9):
+//! * every packet gets an answer from the link: an ACK (cumulative), a read or atomic
+//!   response, an RNR NAK, a sequence-error NAK, a fatal NAK, or nothing (the packet or the
+//!   answer was lost);
+//! * after a loss it keeps sending what follows (up to `max_rd_atomic` reads and atomics in
+//!   flight, fences and local operations waiting for what precedes them); the responder
+//!   answers the first out-of-sequence packet with a sequence-error NAK and the requester goes
+//!   back to the lost packet at once; with nothing following, the local ACK timer (4.096 µs ×
+//!   2^`timeout`) expires and it goes back to the oldest unacknowledged packet; `retry_cnt`
+//!   such retries, then `RETRY_EXC_ERR`;
+//! * an RNR NAK makes it wait the responder's `min_rnr_timer` before resending; `rnr_retry`
+//!   such waits (7: for ever), then `RNR_RETRY_EXC_ERR`;
+//! * a duplicate request is acknowledged again; a duplicate read is executed again; a
+//!   duplicate atomic gets the original value it got the first time from the responder's
+//!   resources, and is never executed twice.
+//!
+//! Timers run on the platform's clock (`Bus::now_ns`, `Bus::set_timer`), so the host's
+//! deterministic mode fires them exactly when a test moves its clock.
+//!
+//! UC and UD have no acknowledgements: a message is complete when its packets are sent. A
+//! send error moves them to SQE (the send queue flushes, the receive queue goes on); a
+//! responder error drops the message silently (rxe's classes D and E), except a receive WQE
+//! that names memory it may not use, which is the QP's own error (class A).
+//!
+//! Lock order: `Qp::attrs` → `Qp::sq_ctx` → `Qp::resp` → `Srq::consumer` → `Cq` producer
+//! lock. The responder of another QP is entered with only the requester's `sq_ctx` held, and a
+//! responder never takes an `sq_ctx` (it only *schedules* send-queue work through [`run_sq`],
+//! which uses `try_lock`), so two QPs sending to each other cannot deadlock.
 
-use alloc::sync::{Arc, Weak};
+use alloc::sync::Arc;
 use core::sync::atomic::Ordering;
 
-use wv_hal::{QpEvent, QpState, QpType};
+use wv_hal::{Gid, QpEvent, QpState, QpType};
 
-use crate::device::Device;
-use crate::dma::DmaRange;
+use crate::device::{Device, PORT_MTU};
+use crate::dma::{AtomicFault, DmaRange};
 use crate::fabric::Fate;
-use crate::mr::{ACCESS_REMOTE_WRITE_BIT, Mr, Want};
-use crate::qp::{MAX_SGE, Qp, RecvWqe, SqCtx};
+use crate::mr::{Mr, Want};
+use crate::mw::is_mw_key;
+use crate::qp::{MAX_SGE, Qp, RecvWqe, RespCtx, SqCtx, Track};
 use crate::wr::{
-    SQ_HDR_WORDS, SendWqe, WcOpcode, WcStatus, WorkCompletion, WrOpcode, inline_bytes, send_flags,
-    sge_at, wc_flags,
+    AtomicArgs, SQ_HDR_WORDS, SendWqe, WcOpcode, WcStatus, WorkCompletion, WrOpcode, inline_len,
+    inline_range, send_flags, sge_at, wc_flags,
 };
 
 /// Largest inline payload a WQE carries.
@@ -28,6 +53,38 @@ pub const MAX_INLINE: usize = 256;
 /// Bytes of the GRH that precede a UD payload in the receive buffer.
 pub const GRH_BYTES: usize = 40;
 const PSN_MASK: u32 = 0xFF_FFFF;
+
+// ---------------------------------------------------------------------------------------------
+// Timers
+
+/// The encoding of the AETH's RNR NAK timer field (IBTA vol. 1) in microseconds: 0 is the
+/// longest (655.36 ms).
+const RNR_TIMER_US: [u32; 32] = [
+    655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560, 3_840,
+    5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880, 163_840,
+    245_760, 327_680, 491_520,
+];
+
+/// How long a requester waits after an RNR NAK carrying the timer field `code`.
+pub(crate) fn rnr_delay_ns(code: u8) -> u64 {
+    u64::from(RNR_TIMER_US[usize::from(code & 31)]) * 1_000
+}
+
+/// The local ACK timeout of the `timeout` attribute: 4.096 µs × 2^timeout; 0 means none.
+pub(crate) fn ack_timeout_ns(timeout: u8) -> Option<u64> {
+    (timeout != 0).then(|| 4_096u64 << timeout.min(31))
+}
+
+fn psn_diff(a: u32, b: u32) -> i32 {
+    ((a.wrapping_sub(b) << 8) as i32) >> 8
+}
+
+fn psn_add(a: u32, n: u32) -> u32 {
+    a.wrapping_add(n) & PSN_MASK
+}
+
+// ---------------------------------------------------------------------------------------------
+// The send queue
 
 /// Schedules the send queue of `qp` and runs it in this thread unless another thread is
 /// already running it (that thread then runs the new work too).
@@ -47,39 +104,34 @@ pub(crate) fn run_sq(dev: &Arc<Device>, qp: &Arc<Qp>) {
     }
 }
 
-enum Step {
-    Done(WcStatus, u32),
-    /// RNR with infinite retry: the WQE stays at the head until a receive is posted.
-    Wait,
-}
-
 fn process_sq(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx) {
     loop {
         if dev.is_removed() {
             return;
         }
-        match qp.state() {
-            QpState::Error => {
-                flush_sq(dev, qp);
-                return;
+        let st = qp.state();
+        match st {
+            QpState::Error | QpState::SqError => {
+                flush_sq(dev, qp, ctx);
+                break;
             }
-            QpState::Rts => {}
+            QpState::Rts | QpState::Sqd => {}
             _ => return,
         }
-        let Some(slot) = qp.sq.consumer_slot() else {
-            return;
+        let more = if qp.qp_type == QpType::Rc {
+            rc_step(dev, qp, ctx, st)
+        } else {
+            unreliable_step(dev, qp, ctx, st)
         };
-        let wqe = SendWqe::decode(slot);
-        let step = execute(dev, qp, ctx, &wqe, slot);
-        match step {
-            Step::Wait => return,
-            Step::Done(status, len) => {
-                complete_send(dev, qp, &wqe, status, len);
-                qp.sq.consume(1);
-                if status != WcStatus::Success && qp.set_error() {
-                    enter_error(dev, qp);
-                }
-            }
+        if !more {
+            break;
+        }
+    }
+    sync_timer(dev, qp, ctx);
+    if ctx.draining && ctx.tx.started == 0 && qp.state() == QpState::Sqd {
+        ctx.draining = false;
+        if ctx.drain_notify {
+            dev.post_qp_event(qp, QpEvent::SqDrained);
         }
     }
 }
@@ -96,7 +148,10 @@ fn wc_opcode(op: Option<WrOpcode>) -> WcOpcode {
     match op {
         Some(WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm) => WcOpcode::RdmaWrite,
         Some(WrOpcode::RdmaRead) => WcOpcode::RdmaRead,
+        Some(WrOpcode::AtomicCmpAndSwp) => WcOpcode::CompSwap,
+        Some(WrOpcode::AtomicFetchAndAdd) => WcOpcode::FetchAdd,
         Some(WrOpcode::LocalInv) => WcOpcode::LocalInv,
+        Some(WrOpcode::BindMw) => WcOpcode::BindMw,
         Some(WrOpcode::RegMr) => WcOpcode::RegMr,
         _ => WcOpcode::Send,
     }
@@ -120,8 +175,9 @@ fn complete_send(dev: &Device, qp: &Qp, wqe: &SendWqe, status: WcStatus, len: u3
     qp.send_cq.post(dev, &wc, !ok);
 }
 
-/// Completes every outstanding send WQE with `WR_FLUSH_ERR`, signaled or not.
-fn flush_sq(dev: &Device, qp: &Qp) {
+/// Completes every outstanding send WQE with `WR_FLUSH_ERR`, signaled or not, and forgets
+/// what was in flight.
+fn flush_sq(dev: &Device, qp: &Qp, ctx: &mut SqCtx) {
     while let Some(slot) = qp.sq.consumer_slot() {
         let wqe = SendWqe::decode(slot);
         let wc = WorkCompletion {
@@ -134,44 +190,73 @@ fn flush_sq(dev: &Device, qp: &Qp) {
         qp.send_cq.post(dev, &wc, true);
         qp.sq.consume(1);
     }
+    let psn = ctx.psn;
+    ctx.tx.clear(psn);
 }
 
-/// Completes every outstanding receive WQE of the QP's own receive queue with `WR_FLUSH_ERR`.
+/// Completes every outstanding receive WQE of the QP's own receive queue (and one taken from
+/// its SRQ for a message in progress) with `WR_FLUSH_ERR`.
 pub(crate) fn flush_rq(dev: &Device, qp: &Qp) {
-    if qp.srq.is_some() {
-        return;
-    }
-    let _rs = qp.resp.lock();
-    flush_rq_locked(dev, qp);
+    let mut rs = qp.resp.lock();
+    flush_rq_locked(dev, qp, &mut rs);
 }
 
-fn flush_rq_locked(dev: &Device, qp: &Qp) {
+fn flush_rq_locked(dev: &Device, qp: &Qp, rs: &mut RespCtx) {
+    if let InMsg::Send {
+        wqe,
+        from_srq: true,
+        ..
+    } = core::mem::replace(&mut rs.msg, InMsg::None)
+    {
+        recv_complete_error(dev, qp, &wqe, WcStatus::WrFlushErr);
+    }
     if qp.srq.is_some() {
         return;
     }
     while let Some(slot) = qp.rq.consumer_slot() {
         let w = RecvWqe::read(slot, qp.rq_max_sge as usize);
-        let wc = WorkCompletion {
-            wr_id: w.wr_id,
-            status: WcStatus::WrFlushErr,
-            opcode: WcOpcode::Recv,
-            qp_num: qp.qpn,
-            ..WorkCompletion::default()
-        };
-        qp.recv_cq.post(dev, &wc, true);
+        recv_complete_error(dev, qp, &w, WcStatus::WrFlushErr);
         qp.rq.consume(1);
     }
 }
 
+/// Sets (or cancels) the QP's platform timer to its next deadline.
+fn sync_timer(dev: &Device, qp: &Qp, ctx: &mut SqCtx) {
+    let tx = &mut ctx.tx;
+    if tx.started == 0 {
+        tx.ack_due = None;
+    } else if tx.ack_due.is_none()
+        && tx.rnr_until.is_none()
+        && let Some(t) = ack_timeout_ns(ctx.timeout)
+    {
+        tx.ack_due = Some(dev.now_ns().saturating_add(t));
+        tx.ack_una = tx.una;
+    }
+    // While an RNR wait runs nothing is sent, so it is the only deadline that matters.
+    let due = tx.rnr_until.or(tx.ack_due);
+    if due != tx.timer_due {
+        match due {
+            Some(d) => dev.set_timer(&qp.timer, d),
+            None => dev.cancel_timer(&qp.timer),
+        }
+        tx.timer_due = due;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scatter/gather lists and copies
+
 /// A resolved piece of a scatter/gather list.
-struct Seg {
+#[derive(Debug)]
+pub(crate) struct Seg {
     mr: Arc<Mr>,
     off: u64,
     len: u64,
 }
 
 /// A resolved scatter/gather list (no allocation: at most [`MAX_SGE`] pieces).
-struct SegList {
+#[derive(Debug)]
+pub(crate) struct SegList {
     segs: [Option<Seg>; MAX_SGE],
     n: usize,
     total: u64,
@@ -193,24 +278,20 @@ impl SegList {
         self.n += 1;
         self.total += len;
     }
-    fn one(mr: Arc<Mr>, off: u64, len: u64) -> Self {
-        let mut s = Self::new();
-        s.push(mr, off, len);
-        s
-    }
     fn iter(&self) -> impl Iterator<Item = &Seg> {
         self.segs[..self.n].iter().flatten()
     }
 }
 
-/// Resolves SGEs against `dev`'s regions for protection domain `pd`.
-fn resolve(
+/// Resolves SGEs against `dev`'s regions for protection domain `pd` into `list` (built in
+/// place: the list is large, and the data path moves nothing it can avoid).
+fn resolve_into(
+    list: &mut SegList,
     dev: &Device,
     pd: u32,
     sges: impl Iterator<Item = crate::wr::Sge>,
     want: Want,
-) -> Result<SegList, ()> {
-    let mut list = SegList::new();
+) -> Result<(), ()> {
     for s in sges {
         if s.length == 0 {
             continue;
@@ -219,7 +300,18 @@ fn resolve(
         let off = mr.check(s.lkey, pd, s.addr, u64::from(s.length), want)?;
         list.push(mr, off, u64::from(s.length));
     }
-    Ok(list)
+    Ok(())
+}
+
+/// The buffers of a receive WQE, resolved for the device to write.
+fn resolve_recv(dst: &mut SegList, tdev: &Device, t: &Qp, w: &RecvWqe) -> Result<(), ()> {
+    resolve_into(
+        dst,
+        tdev,
+        t.pd,
+        w.sges[..w.n].iter().copied(),
+        Want::LocalWrite,
+    )
 }
 
 /// Where a message's bytes come from.
@@ -237,16 +329,31 @@ impl Src<'_> {
     }
 }
 
-/// A write cursor over a destination list.
+/// A write cursor over destination segments.
 struct Cursor<'a> {
-    dst: &'a SegList,
+    segs: &'a [Option<Seg>],
     i: usize,
     off: u64,
 }
 
 impl<'a> Cursor<'a> {
-    fn new(dst: &'a SegList) -> Self {
-        Cursor { dst, i: 0, off: 0 }
+    /// A cursor at byte `pos` of `dst`.
+    fn at(dst: &'a SegList, pos: u64) -> Self {
+        Self::over(&dst.segs[..dst.n], pos)
+    }
+    /// A cursor at byte `pos` of the segments `segs`.
+    fn over(segs: &'a [Option<Seg>], pos: u64) -> Self {
+        let mut c = Cursor { segs, i: 0, off: 0 };
+        let mut left = pos;
+        for s in segs.iter().flatten() {
+            if left < s.len {
+                break;
+            }
+            left -= s.len;
+            c.i += 1;
+        }
+        c.off = left;
+        c
     }
     /// Copies `len` bytes, either from `bytes` or from `range` at `roff`.
     fn put(
@@ -257,12 +364,7 @@ impl<'a> Cursor<'a> {
     ) -> Result<(), ()> {
         let mut done = 0u64;
         while done < len {
-            let seg = self
-                .dst
-                .segs
-                .get(self.i)
-                .and_then(Option::as_ref)
-                .ok_or(())?;
+            let seg = self.segs.get(self.i).and_then(Option::as_ref).ok_or(())?;
             let room = seg.len - self.off;
             if room == 0 {
                 self.i += 1;
@@ -287,50 +389,120 @@ impl<'a> Cursor<'a> {
         }
         Ok(())
     }
-    fn put_src(&mut self, src: &Src<'_>) -> Result<(), ()> {
+    /// Copies bytes `[from, from + len)` of `src`.
+    fn put_src(&mut self, src: &Src<'_>, from: u64, len: u64) -> Result<(), ()> {
         match src {
-            Src::Bytes(b) => self.put(Some(b), None, b.len() as u64),
+            Src::Bytes(b) => {
+                let b = b.get(from as usize..(from + len) as usize).ok_or(())?;
+                self.put(Some(b), None, len)
+            }
             Src::Segs(list) => {
+                let (mut skip, mut left) = (from, len);
                 for s in list.iter() {
-                    self.put(None, Some((&s.mr.range, s.off)), s.len)?;
+                    if left == 0 {
+                        break;
+                    }
+                    if skip >= s.len {
+                        skip -= s.len;
+                        continue;
+                    }
+                    let n = (s.len - skip).min(left);
+                    self.put(None, Some((&s.mr.range, s.off + skip)), n)?;
+                    skip = 0;
+                    left -= n;
                 }
-                Ok(())
+                if left == 0 { Ok(()) } else { Err(()) }
             }
         }
     }
 }
 
-/// One message on the wire.
-struct Packet<'a> {
+// ---------------------------------------------------------------------------------------------
+// Messages, packets and answers
+
+/// A global route header, as the receiver of a UD message sees it.
+#[derive(Clone, Copy, Debug)]
+struct Grh {
+    sgid: Gid,
+    dgid: Gid,
+    hop_limit: u8,
+    traffic_class: u8,
+    flow_label: u32,
+}
+
+/// One message on the wire: the request's headers and where its payload comes from. It
+/// travels as `npkts` packets of `mtu` bytes (the last one shorter), PSNs from `first_psn`.
+struct Msg<'a> {
     qp_type: QpType,
     op: WrOpcode,
     src_qpn: u32,
-    psn: u32,
+    first_psn: u32,
+    /// Request packets (1 for a read or an atomic).
     npkts: u32,
+    /// PSNs the request takes (a read: as many as its response has packets).
+    psns: u32,
+    mtu: u64,
+    len: u64,
     src: Src<'a>,
     remote_addr: u64,
     rkey: u32,
     imm_or_inv: u32,
     solicited: bool,
+    atomic: AtomicArgs,
     qkey: u32,
-    sgid: wv_hal::Gid,
+    grh: Option<Grh>,
     slid: u16,
+    /// Where a read's response data goes (the requester's buffers).
     read_dst: Option<&'a SegList>,
 }
 
-/// The responder's answer.
+impl Msg<'_> {
+    /// The payload bytes of packets `[i0, i0 + n)`: their offset in the message and length.
+    fn payload(&self, i0: u32, n: u32) -> (u64, u64) {
+        let from = u64::from(i0) * self.mtu;
+        let to = (u64::from(i0 + n) * self.mtu).min(self.len);
+        (from, to.saturating_sub(from))
+    }
+}
+
+/// The answer to the last packet of a burst.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Reply {
-    Ack,
-    Rnr,
-    Nak(WcStatus),
+    /// Every PSN up to this one arrived.
+    Ack(u32),
+    /// The read whose last response PSN this is was answered (its data is in place).
+    ReadResp(u32),
+    /// The atomic of this PSN was answered with the original value.
+    AtomicResp(u32, u64),
+    /// Receiver not ready for this PSN; retry after the delay.
+    Rnr(u32, u64),
+    /// Out of sequence: the responder expects this PSN.
+    NakSeq(u32),
+    /// A fatal NAK for this PSN (invalid request, remote access or operational error).
+    Nak(u32, WcStatus),
+    /// Nothing came back.
     Lost,
+}
+
+/// The fates of `n` packets from `from` to port `to_port` of `to`: how many in a row arrive,
+/// and what happens to the next one (loopback never faults; a port that is down loses all).
+fn fates(from: &Arc<Device>, to: &Arc<Device>, to_port: u8, n: u32) -> (u32, Option<Fate>) {
+    if !to.port_up(to_port) || to.is_removed() {
+        return (0, Some(Fate::Drop));
+    }
+    if Arc::ptr_eq(from, to) {
+        return (n, None);
+    }
+    match from.fabric() {
+        Some(f) => f.fates_from(from, n),
+        None => (0, Some(Fate::Drop)),
+    }
 }
 
 fn opcode_allowed(op: WrOpcode, t: QpType) -> bool {
     match t {
         QpType::Ud => matches!(op, WrOpcode::Send | WrOpcode::SendWithImm),
-        QpType::Uc => !matches!(op, WrOpcode::RdmaRead),
+        QpType::Uc => !op.is_read_or_atomic(),
         QpType::Rc => true,
     }
 }
@@ -340,33 +512,24 @@ pub(crate) fn opcode_valid(op: WrOpcode, t: QpType) -> bool {
     opcode_allowed(op, t)
 }
 
-fn execute(
-    dev: &Arc<Device>,
-    qp: &Arc<Qp>,
-    ctx: &mut SqCtx,
-    wqe: &SendWqe,
-    slot: &[core::sync::atomic::AtomicU64],
-) -> Step {
-    let Some(op) = WrOpcode::from_u8(wqe.opcode) else {
-        return Step::Done(WcStatus::LocQpOpErr, 0);
-    };
-    if !opcode_allowed(op, qp.qp_type) {
-        return Step::Done(WcStatus::LocQpOpErr, 0);
-    }
+/// Executes a local operation (no packet): invalidation, fast registration, window binding.
+fn local_op(dev: &Device, qp: &Arc<Qp>, wqe: &SendWqe, op: WrOpcode) -> WcStatus {
     match op {
         WrOpcode::LocalInv => {
-            let ok = dev
-                .mr_by_key(wqe.imm_or_inv)
-                .filter(|mr| mr.pd == qp.pd)
-                .is_some_and(|mr| mr.invalidate(wqe.imm_or_inv).is_ok());
-            Step::Done(
-                if ok {
-                    WcStatus::Success
-                } else {
-                    WcStatus::LocQpOpErr
-                },
-                0,
-            )
+            let key = wqe.imm_or_inv;
+            let ok = if is_mw_key(key) {
+                dev.mw_by_key(key)
+                    .is_some_and(|mw| mw.invalidate(key, qp.pd).is_ok())
+            } else {
+                dev.mr_by_key(key)
+                    .filter(|mr| mr.pd == qp.pd)
+                    .is_some_and(|mr| mr.invalidate(key).is_ok())
+            };
+            if ok {
+                WcStatus::Success
+            } else {
+                WcStatus::LocQpOpErr
+            }
         }
         WrOpcode::RegMr => {
             let r = wqe.reg();
@@ -377,220 +540,300 @@ fn execute(
                     mr.fast_register(r.mr_key, r.new_key_byte, r.access, r.iova, r.length)
                         .is_ok()
                 });
-            Step::Done(
-                if ok {
-                    WcStatus::Success
-                } else {
-                    WcStatus::LocQpOpErr
-                },
-                0,
-            )
+            if ok {
+                WcStatus::Success
+            } else {
+                WcStatus::LocQpOpErr
+            }
         }
-        _ => transport(dev, qp, ctx, wqe, slot, op),
+        WrOpcode::BindMw => {
+            let (b, by_verb) = wqe.bind();
+            let Some(mw) = dev.mw_by_key(b.mw_rkey) else {
+                return WcStatus::MwBindErr;
+            };
+            let mr = if b.length == 0 {
+                None
+            } else {
+                dev.mr_by_key(b.mr_lkey)
+            };
+            match mw.bind(qp, qp.pd, mr, &b, by_verb) {
+                Ok(()) => WcStatus::Success,
+                Err(_) => WcStatus::MwBindErr,
+            }
+        }
+        _ => WcStatus::LocQpOpErr,
     }
 }
 
-fn transport(
+/// An empty list (the scatter list of an inline payload).
+const EMPTY_LIST: &SegList = &SegList {
+    segs: [const { None }; MAX_SGE],
+    n: 0,
+    total: 0,
+};
+
+/// Where the buffers of a request are resolved: in the caller's frame, filled only as far as
+/// the request needs (a list for SGEs, a copy of an inline payload), so nothing large is
+/// initialised or moved for nothing.
+#[derive(Default)]
+struct LocalStore {
+    list: Option<SegList>,
+    inline: Option<[u8; MAX_INLINE]>,
+}
+
+/// The local side of a request: its buffers resolved and its payload source.
+struct Local<'s> {
+    /// The resolved gather (or, for a read or atomic, scatter) list; none for an inline
+    /// payload.
+    list: Option<&'s SegList>,
+    /// The inline payload, copied out of the WQE.
+    inline: &'s [u8],
+}
+
+impl<'s> Local<'s> {
+    /// Resolves the request's buffers into `store`: what a send or write carries, where a
+    /// read's data or an atomic's original value goes. Errors are the completion status.
+    fn new(
+        store: &'s mut LocalStore,
+        dev: &Device,
+        qp: &Qp,
+        wqe: &SendWqe,
+        slot: &[core::sync::atomic::AtomicU64],
+        op: WrOpcode,
+    ) -> Result<Self, WcStatus> {
+        let rd = op.is_read_or_atomic();
+        if wqe.flags & send_flags::INLINE != 0 && !rd {
+            let n = inline_len(slot, wqe.inline_len).min(MAX_INLINE);
+            let buf = store.inline.insert([0u8; MAX_INLINE]);
+            inline_range(slot, 0, &mut buf[..n]);
+            return Ok(Local {
+                list: None,
+                inline: &buf[..n],
+            });
+        }
+        let want = if rd {
+            Want::LocalWrite
+        } else {
+            Want::LocalRead
+        };
+        let n = wqe.num_sge.min(qp.sq_max_sge as usize).min(MAX_SGE);
+        let list = store.list.insert(SegList::new());
+        resolve_into(
+            list,
+            dev,
+            qp.pd,
+            (0..n).map(|i| sge_at(slot, SQ_HDR_WORDS, i)),
+            want,
+        )
+        .map_err(|()| WcStatus::LocProtErr)?;
+        if op.is_atomic() && list.total != 8 {
+            return Err(WcStatus::LocLenErr);
+        }
+        Ok(Local {
+            list: Some(list),
+            inline: &[],
+        })
+    }
+    /// The resolved list (empty for an inline payload).
+    fn list(&self) -> &'s SegList {
+        self.list.unwrap_or(EMPTY_LIST)
+    }
+    fn src(&self, op: WrOpcode) -> Src<'s> {
+        if op.is_read_or_atomic() {
+            Src::Bytes(&[])
+        } else if let Some(list) = self.list {
+            Src::Segs(list)
+        } else {
+            Src::Bytes(self.inline)
+        }
+    }
+    /// The message length: what is sent, or what a read asks for.
+    fn len(&self, op: WrOpcode) -> u64 {
+        if op == WrOpcode::RdmaRead {
+            self.list().total
+        } else if op.is_atomic() {
+            8
+        } else {
+            self.src(op).len()
+        }
+    }
+}
+
+/// The device, QP and port a connected QP sends to (resolved once per connection).
+type Target = (Arc<Device>, Arc<Qp>, u8);
+
+fn resolve_target(dev: &Arc<Device>, grh: bool, dgid: &Gid, dlid: u16, qpn: u32) -> Option<Target> {
+    let d = dev.route(grh, dgid, dlid)?;
+    let p = d.port_of(grh, dgid, dlid)?;
+    let q = d.qp_by_qpn(qpn)?;
+    Some((d, q, p))
+}
+
+fn connected_peer(dev: &Arc<Device>, ctx: &mut SqCtx) -> Option<Target> {
+    if let Some(t) = ctx
+        .peer
+        .as_ref()
+        .and_then(|(d, q, p)| Some((d.upgrade()?, q.upgrade()?, *p)))
+    {
+        return Some(t);
+    }
+    let t = resolve_target(
+        dev,
+        ctx.av.grh_valid,
+        &ctx.av.dgid,
+        ctx.av.dlid,
+        ctx.dest_qpn,
+    );
+    ctx.peer = t
+        .as_ref()
+        .map(|(d, q, p)| (Arc::downgrade(d), Arc::downgrade(q), *p));
+    t
+}
+
+// ---------------------------------------------------------------------------------------------
+// UC and UD requester
+
+fn unreliable_step(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, st: QpState) -> bool {
+    if st == QpState::Sqd {
+        // Nothing is ever in flight: the queue is drained, new requests wait for RTS.
+        return false;
+    }
+    let Some(slot) = qp.sq.consumer_slot() else {
+        return false;
+    };
+    let wqe = SendWqe::decode(slot);
+    let (status, len) = match WrOpcode::from_u8(wqe.opcode) {
+        Some(op) if opcode_allowed(op, qp.qp_type) => {
+            if op.is_local() {
+                (local_op(dev, qp, &wqe, op), 0)
+            } else {
+                send_unreliable(dev, qp, ctx, &wqe, slot, op)
+            }
+        }
+        _ => (WcStatus::LocQpOpErr, 0),
+    };
+    complete_send(dev, qp, &wqe, status, len);
+    qp.sq.consume(1);
+    if status != WcStatus::Success {
+        // IB: a UD or UC send error is a send queue error; the receive side goes on.
+        qp.set_sq_error();
+    }
+    true
+}
+
+fn send_unreliable(
     dev: &Arc<Device>,
     qp: &Arc<Qp>,
     ctx: &mut SqCtx,
     wqe: &SendWqe,
     slot: &[core::sync::atomic::AtomicU64],
     op: WrOpcode,
-) -> Step {
-    let is_read = op == WrOpcode::RdmaRead;
-    let mut inline = [0u8; MAX_INLINE];
-    let local = if wqe.flags & send_flags::INLINE != 0 && !is_read {
-        None
-    } else {
-        let want = if is_read {
-            Want::LocalWrite
-        } else {
-            Want::LocalRead
-        };
-        let n = wqe.num_sge.min(qp.sq_max_sge as usize).min(MAX_SGE);
-        match resolve(
-            dev,
-            qp.pd,
-            (0..n).map(|i| sge_at(slot, SQ_HDR_WORDS, i)),
-            want,
-        ) {
-            Ok(l) => Some(l),
-            Err(()) => return Step::Done(WcStatus::LocProtErr, 0),
-        }
+) -> (WcStatus, u32) {
+    let mut store = LocalStore::default();
+    let local = match Local::new(&mut store, dev, qp, wqe, slot, op) {
+        Ok(l) => l,
+        Err(s) => return (s, 0),
     };
-    let src = match &local {
-        Some(l) if !is_read => Src::Segs(l),
-        _ if is_read => Src::Bytes(&[]),
-        _ => {
-            let n = inline_bytes(slot, wqe.inline_len, &mut inline);
-            Src::Bytes(&inline[..n])
-        }
-    };
-    let len = if is_read {
-        local.as_ref().map_or(0, |l| l.total)
-    } else {
-        src.len()
-    };
-    let mtu = u64::from(ctx.mtu.bytes());
-    if len > u64::from(dev.limits().max_msg) || (qp.qp_type == QpType::Ud && len > mtu) {
-        return Step::Done(WcStatus::LocLenErr, 0);
+    let len = local.len(op);
+    let ud = qp.qp_type == QpType::Ud;
+    let mtu = u64::from(if ud { PORT_MTU } else { ctx.mtu }.bytes());
+    if len > u64::from(dev.limits().max_msg) || (ud && len > mtu) {
+        return (WcStatus::LocLenErr, 0);
     }
     let npkts = len.div_ceil(mtu).max(1) as u32;
-
-    // Where it goes.
     let port = ctx.av.port.max(1);
-    let (grh, dgid, dlid, dqpn, qkey) = if qp.qp_type == QpType::Ud {
-        let ud = wqe.ud();
-        let qkey = if ud.remote_qkey & 0x8000_0000 != 0 {
-            ctx.qkey
-        } else {
-            ud.remote_qkey
-        };
-        (ud.grh, ud.dgid, ud.dlid, ud.remote_qpn, qkey)
-    } else {
-        (ctx.av.grh_valid, ctx.av.dgid, ctx.av.dlid, ctx.dest_qpn, 0)
-    };
-    // The target and the port it receives on (resolved once per connection for RC/UC).
-    let resolve_target = || {
-        let d = dev.route(grh, &dgid, dlid)?;
-        let p = d.port_of(grh, &dgid, dlid)?;
-        let q = d.qp_by_qpn(dqpn)?;
-        Some((d, q, p))
-    };
-    let target = if qp.qp_type != QpType::Ud {
-        match ctx
-            .peer
-            .as_ref()
-            .and_then(|(d, q, p)| Some((d.upgrade()?, q.upgrade()?, *p)))
-        {
-            Some(t) => Some(t),
-            None => {
-                let t = resolve_target();
-                ctx.peer = t
-                    .as_ref()
-                    .map(|(d, q, p)| (Arc::downgrade(d), Arc::downgrade(q), *p));
-                t
-            }
-        }
-    } else {
-        resolve_target()
-    };
-    // GID index 0 is the MAC-based GID, which never changes.
-    let sgid = crate::device::mac_gid(dev.config.mac);
-    let pkt = Packet {
+    let mut msg = Msg {
         qp_type: qp.qp_type,
         op,
         src_qpn: qp.qpn,
-        psn: ctx.psn,
+        first_psn: ctx.psn,
         npkts,
-        src,
+        psns: npkts,
+        mtu,
+        len,
+        src: local.src(op),
         remote_addr: wqe.remote_addr,
         rkey: wqe.rkey,
         imm_or_inv: wqe.imm_or_inv,
         solicited: wqe.flags & send_flags::SOLICITED != 0,
-        qkey,
-        sgid,
+        atomic: AtomicArgs::default(),
+        qkey: 0,
+        grh: None,
         slid: dev.lid(port),
-        read_dst: if is_read { local.as_ref() } else { None },
+        read_dst: None,
     };
-
-    if qp.qp_type == QpType::Ud && grh && dgid[0] == 0xFF {
-        if dev.port_up(port) {
-            deliver_multicast(dev, qp, &pkt, &dgid);
-        }
-        return Step::Done(WcStatus::Success, len as u32);
+    ctx.psn = psn_add(ctx.psn, npkts);
+    if !dev.port_up(port) {
+        // The packets go nowhere; an unreliable sender does not know.
+        return (WcStatus::Success, len as u32);
     }
-    if qp.qp_type != QpType::Rc {
-        if let Some((tdev, t, tport)) = &target
-            && dev.port_up(port)
-            && link(dev, tdev, *tport) == Fate::Deliver
-        {
-            respond(tdev, t, &pkt, qp);
-        }
-        ctx.psn = (ctx.psn + npkts) & PSN_MASK;
-        return Step::Done(WcStatus::Success, len as u32);
-    }
-
-    let (mut retries, mut rnrs) = (0u8, 0u8);
-    loop {
-        let reply = match &target {
-            Some((tdev, t, tport)) if dev.port_up(port) => match link(dev, tdev, *tport) {
-                Fate::Deliver => respond(tdev, t, &pkt, qp),
-                Fate::Delay => {
-                    // Executed, but the ACK arrives after the retransmission timer.
-                    let _ = respond(tdev, t, &pkt, qp);
-                    Reply::Lost
-                }
-                Fate::Drop | Fate::Corrupt => Reply::Lost,
-            },
-            _ => Reply::Lost,
-        };
-        match reply {
-            Reply::Ack => {
-                ctx.psn = (ctx.psn + npkts) & PSN_MASK;
-                return Step::Done(WcStatus::Success, len as u32);
-            }
-            Reply::Nak(s) => return Step::Done(s, 0),
-            Reply::Rnr => {
-                if ctx.rnr_retry == 7 {
-                    return Step::Wait;
-                }
-                rnrs += 1;
-                if rnrs > ctx.rnr_retry {
-                    return Step::Done(WcStatus::RnrRetryExcErr, 0);
-                }
-            }
-            Reply::Lost => {
-                retries += 1;
-                if retries > ctx.retry_cnt {
-                    return Step::Done(WcStatus::RetryExcErr, 0);
-                }
-            }
-        }
-    }
-}
-
-/// The fate of a packet from `from` to port `to_port` of `to`: lost when that port is down, else decided by the fabric (loopback never faults).
-fn link(from: &Arc<Device>, to: &Arc<Device>, to_port: u8) -> Fate {
-    if !to.port_up(to_port) {
-        return Fate::Drop;
-    }
-    if Arc::ptr_eq(from, to) {
-        return Fate::Deliver;
-    }
-    if to.is_removed() {
-        return Fate::Drop;
-    }
-    match from.fabric() {
-        Some(f) => f.fate_from(from),
-        None => Fate::Drop,
-    }
-}
-
-/// A UD send to a multicast GID: a copy to every attached QP, on this device (loopback) and on
-/// every device of the fabric, each copy subject to the link.
-fn deliver_multicast(dev: &Arc<Device>, qp: &Arc<Qp>, pkt: &Packet<'_>, group: &wv_hal::Gid) {
-    let visit = |d: &Arc<Device>| {
-        let fate = if Arc::ptr_eq(d, dev) {
-            Fate::Deliver
-        } else if !d.port_up(1) {
-            Fate::Drop
+    let target = if ud {
+        let a = wqe.ud();
+        msg.qkey = if a.remote_qkey & 0x8000_0000 != 0 {
+            ctx.qkey
         } else {
-            match dev.fabric() {
-                Some(f) => f.fate_from(dev),
-                None => Fate::Drop,
-            }
+            a.remote_qkey
         };
-        if fate != Fate::Deliver {
+        if a.grh {
+            let Some(sgid) = dev.sgid(port, a.sgid_index) else {
+                return (WcStatus::LocQpOpErr, 0);
+            };
+            msg.grh = Some(Grh {
+                sgid,
+                dgid: a.dgid,
+                hop_limit: a.hop_limit,
+                traffic_class: a.traffic_class,
+                flow_label: a.flow_label,
+            });
+            if a.dgid[0] == 0xFF {
+                deliver_multicast(dev, &msg, &a.dgid);
+                return (WcStatus::Success, len as u32);
+            }
+        }
+        resolve_target(dev, a.grh, &a.dgid, a.dlid, a.remote_qpn)
+    } else {
+        connected_peer(dev, ctx)
+    };
+    if let Some((tdev, t, tport)) = &target {
+        let mut i = 0;
+        while i < npkts {
+            let (ok, fate) = fates(dev, tdev, *tport, npkts - i);
+            if ok > 0 {
+                respond(tdev, t, &msg, i, ok);
+                i += ok;
+            }
+            match fate {
+                // Unreliable: a late packet is as good as a timely one.
+                Some(Fate::Delay) => {
+                    respond(tdev, t, &msg, i, 1);
+                    i += 1;
+                }
+                Some(_) => i += 1,
+                None => {}
+            }
+        }
+    }
+    (WcStatus::Success, len as u32)
+}
+
+/// A UD send to a multicast GID: a copy to every attached QP whose port is up, on this device
+/// (loopback) and on every device of the fabric, each remote device's copy subject to the link.
+fn deliver_multicast(dev: &Arc<Device>, msg: &Msg<'_>, group: &Gid) {
+    let visit = |d: &Arc<Device>| {
+        let arrives = Arc::ptr_eq(d, dev)
+            || dev
+                .fabric()
+                .is_some_and(|f| matches!(f.fate_from(dev), Fate::Deliver | Fate::Delay));
+        if !arrives {
             return;
         }
         let members = d.mcast.read();
         for (g, qpn) in members.iter() {
             if g == group
                 && let Some(t) = d.qp_by_qpn(*qpn)
+                && d.port_up(t.port())
             {
-                respond(d, &t, pkt, qp);
+                respond(d, &t, msg, 0, 1);
             }
         }
     };
@@ -600,164 +843,530 @@ fn deliver_multicast(dev: &Arc<Device>, qp: &Arc<Qp>, pkt: &Packet<'_>, group: &
     }
 }
 
-fn psn_diff(a: u32, b: u32) -> i32 {
-    ((a.wrapping_sub(b) << 8) as i32) >> 8
+// ---------------------------------------------------------------------------------------------
+// RC requester
+
+fn slot_of(qp: &Qp, i: u32) -> usize {
+    ((qp.sq.head() + i) & (qp.sq.entries() - 1)) as usize
 }
 
-/// The responder: executes one incoming message on QP `t` of device `tdev`, then raises the
-/// interrupts that caused on the receiving device (with only the requester's `sq_ctx` held,
-/// which the data path only ever `try_lock`s, so an inline DPC cannot deadlock against it).
-fn respond(tdev: &Arc<Device>, t: &Arc<Qp>, pkt: &Packet<'_>, requester: &Arc<Qp>) -> Reply {
-    let r = respond_locked(tdev, t, pkt, requester);
-    tdev.deliver_interrupts();
-    r
-}
-
-fn respond_locked(tdev: &Arc<Device>, t: &Arc<Qp>, pkt: &Packet<'_>, requester: &Arc<Qp>) -> Reply {
-    if tdev.is_removed() {
-        return Reply::Lost;
-    }
-    let mut errored = false;
-    let mut comm_est = false;
-    let reply = {
-        let mut rs = t.resp.lock();
-        let st = t.state();
-        if !matches!(
-            st,
-            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::SqError
-        ) || t.qp_type != pkt.qp_type
+/// One step of the RC requester: (re)send what can be sent next. Returns whether to go on.
+fn rc_step(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, st: QpState) -> bool {
+    if ctx.tx.rnr_until.is_some() || ctx.tx.ack_due.is_some() {
+        let now = dev.now_ns();
+        if let Some(t) = ctx.tx.rnr_until {
+            if now < t {
+                return false;
+            }
+            ctx.tx.rnr_until = None;
+        }
+        if let Some(t) = ctx.tx.ack_due
+            && now >= t
         {
-            return Reply::Lost;
-        }
-        match t.qp_type {
-            QpType::Ud => {
-                if pkt.qkey != rs.qkey {
-                    return Reply::Lost;
+            ctx.tx.ack_due = None;
+            if ctx.tx.started > 0 && ctx.tx.una == ctx.tx.ack_una {
+                // The local ACK timeout: resend from the oldest unacknowledged packet.
+                if !retry(dev, qp, ctx, WcStatus::RetryExcErr) {
+                    return true;
                 }
+                let una = ctx.tx.una;
+                go_back(qp, ctx, una);
             }
-            _ => {
-                if rs.dest_qpn != pkt.src_qpn {
-                    return Reply::Lost;
-                }
-            }
+            // Otherwise there was progress since the timer was armed: it restarts.
         }
-        if t.qp_type == QpType::Rc {
-            let d = psn_diff(pkt.psn, rs.epsn);
-            if d < 0 {
-                // A duplicate (our ACK was late): acknowledge again; a read is re-executed.
-                return if pkt.op == WrOpcode::RdmaRead {
-                    do_read(tdev, t, rs.access, pkt)
-                } else {
-                    Reply::Ack
-                };
-            }
-            if d > 0 {
-                return Reply::Lost;
-            }
-            if st == QpState::Rtr && !rs.comm_est {
-                rs.comm_est = true;
-                comm_est = true;
-            }
-        }
-        let r = execute_incoming(tdev, t, rs.access, pkt, requester, &mut errored);
-        if t.qp_type == QpType::Rc && r == Reply::Ack {
-            rs.epsn = (rs.epsn + pkt.npkts) & PSN_MASK;
-        }
-        if errored && t.set_error() {
-            flush_rq_locked(tdev, t);
-        } else {
-            errored = false;
-        }
-        r
+    }
+    let cur = ctx.tx.cur;
+    let Some(slot) = qp.sq.consumer_slot_at(cur) else {
+        return false;
     };
-    if comm_est {
+    let new = cur == ctx.tx.started;
+    if new && st == QpState::Sqd {
+        return false;
+    }
+    let wqe = SendWqe::decode(slot);
+    let Some(op) = WrOpcode::from_u8(wqe.opcode) else {
+        return fail_at(dev, qp, ctx, cur, WcStatus::LocQpOpErr);
+    };
+    if op.is_local() {
+        // Local operations run when everything before them has completed.
+        if ctx.tx.started > 0 {
+            return false;
+        }
+        let status = local_op(dev, qp, &wqe, op);
+        complete_send(dev, qp, &wqe, status, 0);
+        qp.sq.consume(1);
+        if status != WcStatus::Success && qp.set_error() {
+            enter_error(dev, qp);
+        }
+        return true;
+    }
+    if new {
+        if op.is_read_or_atomic() && ctx.tx.rd_out >= ctx.max_rd_atomic.max(1) {
+            return false;
+        }
+        if wqe.flags & send_flags::FENCE != 0 && ctx.tx.rd_out > 0 {
+            return false;
+        }
+    }
+    rc_send(dev, qp, ctx, &wqe, slot, op, new)
+}
+
+/// Fails request `i` (from the head) with `status`: at once when it is the head, else when
+/// the requests before it have completed.
+fn fail_at(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, i: u32, status: WcStatus) -> bool {
+    if i != 0 {
+        return false;
+    }
+    fail_head(dev, qp, ctx, status);
+    true
+}
+
+/// Completes the oldest request with an error and moves the QP to ERR (the rest flushes).
+fn fail_head(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, status: WcStatus) {
+    if let Some(slot) = qp.sq.consumer_slot() {
+        let wqe = SendWqe::decode(slot);
+        complete_send(dev, qp, &wqe, status, 0);
+        qp.sq.consume(1);
+    }
+    let psn = ctx.psn;
+    ctx.tx.clear(psn);
+    if qp.set_error() {
+        enter_error(dev, qp);
+    }
+}
+
+/// Spends a transport retry; when none is left, fails the oldest request with `status`.
+fn retry(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, status: WcStatus) -> bool {
+    if ctx.tx.retries == 0 {
+        fail_head(dev, qp, ctx, status);
+        return false;
+    }
+    ctx.tx.retries -= 1;
+    true
+}
+
+/// Moves the send position back to the packet of PSN `psn` (Go-Back-N); a read or atomic is
+/// asked again whole.
+fn go_back(qp: &Qp, ctx: &mut SqCtx, psn: u32) {
+    let tx = &mut ctx.tx;
+    tx.cur = tx.started;
+    tx.cur_pkt = 0;
+    for i in 0..tx.started {
+        let t = tx.track[slot_of(qp, i)];
+        let off = psn_diff(psn, t.first_psn);
+        if off >= 0 && (off as u32) < t.npkts {
+            tx.cur = i;
+            tx.cur_pkt = if t.rd { 0 } else { off as u32 };
+            break;
+        }
+    }
+    skip_acked(qp, ctx);
+}
+
+/// Never resends what was acknowledged or answered.
+fn skip_acked(qp: &Qp, ctx: &mut SqCtx) {
+    let tx = &mut ctx.tx;
+    while tx.cur < tx.started {
+        let t = tx.track[slot_of(qp, tx.cur)];
+        if t.rd {
+            if !t.done {
+                break;
+            }
+            tx.cur += 1;
+            tx.cur_pkt = 0;
+            continue;
+        }
+        let acked = psn_diff(tx.una, t.first_psn).max(0) as u32;
+        if acked >= t.npkts {
+            tx.cur += 1;
+            tx.cur_pkt = 0;
+            continue;
+        }
+        tx.cur_pkt = tx.cur_pkt.max(acked);
+        break;
+    }
+}
+
+/// Every PSN up to `psn` arrived: completes the requests that are done, in order.
+fn acked(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, psn: u32) {
+    let tx = &mut ctx.tx;
+    if tx.started > 0 && psn_diff(psn, tx.una) >= 0 && psn_diff(psn, ctx.psn) < 0 {
+        tx.una = psn_add(psn, 1);
+        // Forward progress: the retry budgets start again (as rxe, and hardware, do).
+        tx.retries = ctx.retry_cnt;
+        tx.rnrs = ctx.rnr_retry;
+    }
+    while ctx.tx.started > 0 {
+        let Some(slot) = qp.sq.consumer_slot() else {
+            break;
+        };
+        let t = ctx.tx.track[slot_of(qp, 0)];
+        let last = psn_add(t.first_psn, t.npkts - 1);
+        let covered = psn_diff(last, ctx.tx.una) < 0;
+        if t.rd && !t.done {
+            if covered {
+                // A later packet was acknowledged but this read or atomic got no response:
+                // it was lost (an implied NAK). Ask again.
+                if retry(dev, qp, ctx, WcStatus::RetryExcErr) {
+                    go_back(qp, ctx, t.first_psn);
+                }
+            }
+            break;
+        }
+        if !covered {
+            break;
+        }
+        let wqe = SendWqe::decode(slot);
+        complete_send(dev, qp, &wqe, WcStatus::Success, t.len);
+        qp.sq.consume(1);
+        let tx = &mut ctx.tx;
+        tx.started -= 1;
+        if tx.cur > 0 {
+            tx.cur -= 1;
+        } else {
+            tx.cur_pkt = 0;
+        }
+    }
+    skip_acked(qp, ctx);
+}
+
+/// Acts on the answer to packets of request `i` (from the head). Returns `false` when the
+/// requester must wait (an RNR NAK).
+fn on_reply(
+    dev: &Arc<Device>,
+    qp: &Arc<Qp>,
+    ctx: &mut SqCtx,
+    i: u32,
+    local: &Local,
+    reply: Reply,
+) -> bool {
+    let answered = |ctx: &mut SqCtx| {
+        let t = &mut ctx.tx.track[slot_of(qp, i)];
+        if !t.done {
+            t.done = true;
+            ctx.tx.rd_out -= 1;
+        }
+    };
+    match reply {
+        Reply::Ack(psn) => acked(dev, qp, ctx, psn),
+        Reply::ReadResp(last) => {
+            answered(ctx);
+            acked(dev, qp, ctx, last);
+        }
+        Reply::AtomicResp(psn, orig) => {
+            // The original value lands in the local 8-byte buffer, in host order.
+            if Cursor::at(local.list(), 0)
+                .put(Some(&orig.to_ne_bytes()), None, 8)
+                .is_err()
+            {
+                fail_head(dev, qp, ctx, WcStatus::LocProtErr);
+                return true;
+            }
+            answered(ctx);
+            acked(dev, qp, ctx, psn);
+        }
+        Reply::Rnr(psn, delay) => {
+            acked(dev, qp, ctx, psn_add(psn, PSN_MASK));
+            if qp.state() == QpState::Error {
+                return true;
+            }
+            if ctx.rnr_retry != 7 {
+                if ctx.tx.rnrs == 0 {
+                    fail_head(dev, qp, ctx, WcStatus::RnrRetryExcErr);
+                    return true;
+                }
+                ctx.tx.rnrs -= 1;
+            }
+            go_back(qp, ctx, psn);
+            ctx.tx.rnr_until = Some(dev.now_ns().saturating_add(delay));
+            return false;
+        }
+        Reply::NakSeq(epsn) => {
+            acked(dev, qp, ctx, psn_add(epsn, PSN_MASK));
+            if qp.state() != QpState::Error && retry(dev, qp, ctx, WcStatus::RetryExcErr) {
+                go_back(qp, ctx, epsn);
+            }
+        }
+        Reply::Nak(psn, status) => {
+            acked(dev, qp, ctx, psn_add(psn, PSN_MASK));
+            if qp.state() != QpState::Error {
+                fail_head(dev, qp, ctx, status);
+            }
+        }
+        Reply::Lost => {}
+    }
+    true
+}
+
+/// (Re)sends the packets of request `i = ctx.tx.cur` from `ctx.tx.cur_pkt` on: in bursts
+/// while the link delivers, packet by packet around a loss. Returns whether to go on.
+fn rc_send(
+    dev: &Arc<Device>,
+    qp: &Arc<Qp>,
+    ctx: &mut SqCtx,
+    wqe: &SendWqe,
+    slot: &[core::sync::atomic::AtomicU64],
+    op: WrOpcode,
+    new: bool,
+) -> bool {
+    let i = ctx.tx.cur;
+    let mut store = LocalStore::default();
+    let local = match Local::new(&mut store, dev, qp, wqe, slot, op) {
+        Ok(l) => l,
+        Err(s) => return fail_at(dev, qp, ctx, i, s),
+    };
+    let len = local.len(op);
+    if len > u64::from(dev.limits().max_msg) {
+        return fail_at(dev, qp, ctx, i, WcStatus::LocLenErr);
+    }
+    let rd = op.is_read_or_atomic();
+    let mtu = u64::from(ctx.mtu.bytes());
+    let data_pkts = len.div_ceil(mtu).max(1) as u32;
+    let (npkts, psns) = match op {
+        WrOpcode::RdmaRead => (1, data_pkts),
+        _ if rd => (1, 1),
+        _ => (data_pkts, data_pkts),
+    };
+    let ti = slot_of(qp, i);
+    if new {
+        ctx.tx.track[ti] = Track {
+            first_psn: ctx.psn,
+            npkts: psns,
+            len: len as u32,
+            rd,
+            done: false,
+        };
+        ctx.psn = psn_add(ctx.psn, psns);
+        ctx.tx.started += 1;
+        if rd {
+            ctx.tx.rd_out += 1;
+        }
+    }
+    let first_psn = ctx.tx.track[ti].first_psn;
+    let port = ctx.av.port.max(1);
+    let target = connected_peer(dev, ctx);
+    let msg = Msg {
+        qp_type: QpType::Rc,
+        op,
+        src_qpn: qp.qpn,
+        first_psn,
+        npkts,
+        psns,
+        mtu,
+        len,
+        src: local.src(op),
+        remote_addr: wqe.remote_addr,
+        rkey: wqe.rkey,
+        imm_or_inv: wqe.imm_or_inv,
+        solicited: wqe.flags & send_flags::SOLICITED != 0,
+        atomic: if op.is_atomic() {
+            wqe.atomic()
+        } else {
+            AtomicArgs::default()
+        },
+        qkey: 0,
+        grh: None,
+        slid: dev.lid(port),
+        read_dst: rd.then_some(local.list()),
+    };
+    let up = dev.port_up(port);
+    loop {
+        let from = ctx.tx.cur_pkt;
+        if from >= npkts {
+            ctx.tx.cur += 1;
+            ctx.tx.cur_pkt = 0;
+            return true;
+        }
+        let (ok, fate) = match &target {
+            Some((tdev, _, tport)) if up => fates(dev, tdev, *tport, npkts - from),
+            _ => (0, Some(Fate::Drop)),
+        };
+        if ok > 0
+            && let Some((tdev, t, _)) = &target
+        {
+            let reply = respond(tdev, t, &msg, from, ok);
+            if reply == Reply::Ack(psn_add(first_psn, psns - 1)) && ctx.tx.started == 1 && !rd {
+                // The common case: the only request in flight, acknowledged whole.
+                let tx = &mut ctx.tx;
+                tx.una = psn_add(first_psn, psns);
+                tx.retries = ctx.retry_cnt;
+                tx.rnrs = ctx.rnr_retry;
+                tx.started = 0;
+                tx.cur = 0;
+                tx.cur_pkt = 0;
+                complete_send(dev, qp, wqe, WcStatus::Success, len as u32);
+                qp.sq.consume(1);
+                return true;
+            }
+            if reply == Reply::Lost {
+                ctx.tx.cur_pkt = from + ok;
+            } else {
+                let go_on = on_reply(dev, qp, ctx, i, &local, reply);
+                // An ACK of the burst leaves the position right after it: the packet after it
+                // (whose fate is decided) goes on the wire too. Anything else moved the
+                // position (or ended the request): that packet was sent and is ignored.
+                let moved_on = qp.state() == QpState::Rts || qp.state() == QpState::Sqd;
+                if fate.is_none()
+                    || !go_on
+                    || !moved_on
+                    || !matches!(reply, Reply::Ack(_))
+                    || ctx.tx.cur != i
+                    || ctx.tx.cur_pkt != from + ok
+                {
+                    return go_on;
+                }
+            }
+        }
+        if let Some(fate) = fate {
+            if fate == Fate::Delay
+                && let Some((tdev, t, _)) = &target
+            {
+                // It arrives and is acted on; its answer comes too late.
+                let _ = respond(tdev, t, &msg, ctx.tx.cur_pkt, 1);
+            }
+            ctx.tx.cur_pkt += 1;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The responder
+
+/// A message being received across packets (in `RespCtx`).
+#[derive(Debug, Default)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per QP, in its responder context; boxing would allocate per message"
+)]
+pub(crate) enum InMsg {
+    #[default]
+    None,
+    /// A send: its receive WQE (taken from the SRQ, or still at the head of the RQ until the
+    /// message completes) and the resolved buffers.
+    Send {
+        wqe: RecvWqe,
+        from_srq: bool,
+        dst: SegList,
+    },
+    /// An RDMA write: the remote range its first packet was granted.
+    Write { seg: Option<Seg> },
+    /// UC: the rest of this message is dropped.
+    Drop,
+}
+
+/// What a responder resource remembers of a read or an atomic.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ResKind {
+    Read,
+    /// The original value it answered with.
+    Atomic(u64),
+}
+
+/// A responder resource: one read or atomic and its PSNs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RdRes {
+    first_psn: u32,
+    last_psn: u32,
+    kind: ResKind,
+}
+
+/// What the responder leaves to do once it has dropped its lock.
+#[derive(Default)]
+struct After {
+    comm_est: bool,
+    errored: bool,
+}
+
+/// The responder: executes packets `[i0, i0 + n)` of `m` on QP `t` of device `tdev`, then
+/// raises the interrupts that caused on the receiving device (with only the requester's
+/// `sq_ctx` held, which the data path only ever `try_lock`s, so an inline DPC cannot deadlock
+/// against it).
+fn respond(tdev: &Arc<Device>, t: &Arc<Qp>, m: &Msg<'_>, i0: u32, n: u32) -> Reply {
+    let mut after = After::default();
+    let r = respond_locked(tdev, t, m, i0, n, &mut after);
+    if after.comm_est {
         tdev.post_qp_event(t, QpEvent::CommEstablished);
     }
-    if errored {
+    if after.errored {
         if t.srq.is_some() {
             tdev.post_qp_event(t, QpEvent::LastWqeReached);
         }
         run_sq(tdev, t);
     }
+    tdev.deliver_interrupts();
+    r
+}
+
+fn respond_locked(
+    tdev: &Arc<Device>,
+    t: &Arc<Qp>,
+    m: &Msg<'_>,
+    i0: u32,
+    n: u32,
+    after: &mut After,
+) -> Reply {
+    if tdev.is_removed() {
+        return Reply::Lost;
+    }
+    let mut rs = t.resp.lock();
+    let st = t.state();
+    if !matches!(
+        st,
+        QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::SqError
+    ) || t.qp_type != m.qp_type
+    {
+        return Reply::Lost;
+    }
+    let reply = match t.qp_type {
+        QpType::Ud => {
+            if m.qkey == rs.qkey {
+                ud_receive(tdev, t, m, after);
+            }
+            Reply::Lost
+        }
+        QpType::Uc => {
+            if rs.dest_qpn == m.src_qpn {
+                uc_receive(tdev, t, &mut rs, m, i0, n, after);
+            }
+            Reply::Lost
+        }
+        QpType::Rc => {
+            if rs.dest_qpn != m.src_qpn {
+                return Reply::Lost;
+            }
+            rc_receive(tdev, t, &mut rs, m, i0, n, st, after)
+        }
+    };
+    if after.errored {
+        if t.set_error() {
+            flush_rq_locked(tdev, t, &mut rs);
+        } else {
+            after.errored = false;
+        }
+    }
     reply
 }
 
-fn do_read(tdev: &Device, t: &Qp, access: u32, pkt: &Packet<'_>) -> Reply {
-    let Some(dst) = pkt.read_dst else {
-        return Reply::Nak(WcStatus::RemInvReqErr);
-    };
-    let len = dst.total;
-    let seg = match remote_seg(tdev, t, access, pkt, len, Want::RemoteRead) {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
-    match Cursor::new(dst).put(None, Some((&seg.mr.range, seg.off)), len) {
-        Ok(()) => Reply::Ack,
-        Err(()) => Reply::Nak(WcStatus::RemOpErr),
+/// The next receive WQE of `t`: taken from its SRQ, or read at the head of its RQ (consumed
+/// when the message completes).
+fn next_recv(tdev: &Device, t: &Qp) -> Option<(RecvWqe, bool)> {
+    match &t.srq {
+        Some(srq) => srq.take(tdev).map(|w| (w, true)),
+        None => {
+            t.rq.consumer_slot()
+                .map(|s| (RecvWqe::read(s, t.rq_max_sge as usize), false))
+        }
     }
 }
 
-fn remote_seg(
-    tdev: &Device,
-    t: &Qp,
-    access: u32,
-    pkt: &Packet<'_>,
-    len: u64,
-    want: Want,
-) -> Result<Seg, Reply> {
-    let qp_ok = match want {
-        Want::RemoteRead => access & wv_abi::consts::WV_ACCESS_REMOTE_READ != 0,
-        _ => access & ACCESS_REMOTE_WRITE_BIT != 0,
-    };
-    let seg = qp_ok
-        .then(|| tdev.mr_by_key(pkt.rkey))
-        .flatten()
-        .and_then(|mr| {
-            mr.check(pkt.rkey, t.pd, pkt.remote_addr, len, want)
-                .ok()
-                .map(|off| Seg { mr, off, len })
-        });
-    seg.ok_or(Reply::Nak(WcStatus::RemAccessErr))
-}
-
-/// Takes a receive WQE for `t` (its RQ, or its SRQ), or — with `register` — registers
-/// `requester` to be woken when one is posted. The caller holds `t.resp`, which makes it the
-/// RQ's only consumer (an SRQ serialises its consumers itself).
-///
-/// No lost wake-up: the poster publishes its WQE and then takes the waiters' lock; we check
-/// for a WQE *under* that lock before registering, so either we see the WQE or it sees us.
-fn take_recv(tdev: &Device, t: &Qp, requester: &Arc<Qp>, register: bool) -> Option<RecvWqe> {
-    let take = || match &t.srq {
-        Some(srq) => srq.take(tdev),
-        None => t.rq.consumer_slot().map(|s| {
-            let w = RecvWqe::read(s, t.rq_max_sge as usize);
-            t.rq.consume(1);
-            w
-        }),
-    };
-    let (waiters, ring) = match &t.srq {
-        Some(srq) => (&srq.rnr_waiters, &srq.ring),
-        None => (&*t.rnr_waiters, &t.rq),
-    };
-    loop {
-        if let Some(w) = take() {
-            return Some(w);
-        }
-        if !register {
-            return None;
-        }
-        let mut w = waiters.lock();
-        if ring.is_empty() {
-            if !w.iter().any(|q| q.as_ptr() == Arc::as_ptr(requester)) {
-                w.push(Arc::downgrade(requester));
-            }
-            return None;
-        }
-        // A WQE arrived meanwhile (or another consumer of the SRQ raced us): try again.
+/// A receive WQE is done with: an RQ WQE leaves the ring now (an SRQ one already has).
+fn retire_recv(t: &Qp, from_srq: bool) {
+    if !from_srq {
+        t.rq.consume(1);
     }
 }
 
-fn recv_error(tdev: &Device, t: &Qp, w: &RecvWqe, status: WcStatus, errored: &mut bool) {
+fn recv_complete_error(tdev: &Device, t: &Qp, w: &RecvWqe, status: WcStatus) {
     let wc = WorkCompletion {
         wr_id: w.wr_id,
         status,
@@ -766,146 +1375,537 @@ fn recv_error(tdev: &Device, t: &Qp, w: &RecvWqe, status: WcStatus, errored: &mu
         ..WorkCompletion::default()
     };
     t.recv_cq.post(tdev, &wc, true);
-    *errored = true;
 }
 
-fn execute_incoming(
+/// A receive WQE names memory the QP may not write: the receive completes with
+/// `LOC_PROT_ERR` and the QP goes to ERR, whatever its type (class A).
+fn bad_recv_wqe(tdev: &Device, t: &Qp, w: &RecvWqe, from_srq: bool, after: &mut After) {
+    recv_complete_error(tdev, t, w, WcStatus::LocProtErr);
+    retire_recv(t, from_srq);
+    after.errored = true;
+}
+
+/// Checks a remote access of `len` bytes at `addr` under `rkey` (a region's or a window's)
+/// for `want`, by QP `t` whose access flags are `qp_access`.
+fn remote_range(
     tdev: &Device,
     t: &Qp,
-    access: u32,
-    pkt: &Packet<'_>,
-    requester: &Arc<Qp>,
-    errored: &mut bool,
-) -> Reply {
-    let rc = t.qp_type == QpType::Rc;
-    let lost_unless_rc = |r: Reply| if rc { r } else { Reply::Lost };
-    let len = pkt.src.len();
-    match pkt.op {
-        WrOpcode::RdmaRead => do_read(tdev, t, access, pkt),
-        WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => {
-            let seg = if len == 0 {
-                None
-            } else {
-                match remote_seg(tdev, t, access, pkt, len, Want::RemoteWrite) {
-                    Ok(s) => Some(s),
-                    Err(r) => {
-                        *errored = true;
-                        return lost_unless_rc(r);
-                    }
-                }
-            };
-            let wqe = if pkt.op == WrOpcode::RdmaWriteWithImm {
-                match take_recv(tdev, t, requester, rc) {
-                    Some(w) => Some(w),
-                    None => return if rc { Reply::Rnr } else { Reply::Lost },
-                }
-            } else {
-                None
-            };
-            if let Some(seg) = seg {
-                let dst = SegList::one(seg.mr, seg.off, seg.len);
-                if Cursor::new(&dst).put_src(&pkt.src).is_err() {
-                    *errored = true;
-                    return lost_unless_rc(Reply::Nak(WcStatus::RemOpErr));
-                }
-            }
-            if let Some(w) = wqe {
-                let wc = WorkCompletion {
-                    wr_id: w.wr_id,
-                    opcode: WcOpcode::RecvRdmaWithImm,
-                    byte_len: len as u32,
-                    imm_data: pkt.imm_or_inv,
-                    wc_flags: wc_flags::WITH_IMM,
-                    qp_num: t.qpn,
-                    src_qp: pkt.src_qpn,
-                    slid: pkt.slid,
-                    ..WorkCompletion::default()
-                };
-                t.recv_cq.post(tdev, &wc, pkt.solicited);
-            }
-            Reply::Ack
-        }
-        WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::SendWithInv => {
-            let Some(w) = take_recv(tdev, t, requester, rc) else {
-                return if rc { Reply::Rnr } else { Reply::Lost };
-            };
-            let ud = t.qp_type == QpType::Ud;
-            let dst = match resolve(tdev, t.pd, w.sges[..w.n].iter().copied(), Want::LocalWrite) {
-                Ok(d) => d,
-                Err(()) => {
-                    recv_error(tdev, t, &w, WcStatus::LocProtErr, errored);
-                    return lost_unless_rc(Reply::Nak(WcStatus::RemOpErr));
-                }
-            };
-            let need = len + if ud { GRH_BYTES as u64 } else { 0 };
-            if need > dst.total {
-                recv_error(tdev, t, &w, WcStatus::LocLenErr, errored);
-                return lost_unless_rc(Reply::Nak(WcStatus::RemInvReqErr));
-            }
-            let mut flags = 0;
-            if pkt.op == WrOpcode::SendWithInv {
-                let ok = tdev
-                    .mr_by_key(pkt.imm_or_inv)
-                    .filter(|mr| mr.pd == t.pd)
-                    .is_some_and(|mr| mr.invalidate(pkt.imm_or_inv).is_ok());
-                if !ok {
-                    recv_error(tdev, t, &w, WcStatus::RemInvReqErr, errored);
-                    return lost_unless_rc(Reply::Nak(WcStatus::RemInvReqErr));
-                }
-                flags |= wc_flags::WITH_INV;
-            }
-            let mut cur = Cursor::new(&dst);
-            if ud {
-                let mut grh = [0u8; GRH_BYTES];
-                grh[0] = 0x60;
-                grh[4..6].copy_from_slice(&((len as u16).to_be_bytes()));
-                grh[6] = 0x1B;
-                grh[7] = 64;
-                grh[8..24].copy_from_slice(&pkt.sgid);
-                flags |= wc_flags::GRH;
-                if cur.put(Some(&grh), None, GRH_BYTES as u64).is_err() {
-                    recv_error(tdev, t, &w, WcStatus::LocLenErr, errored);
-                    return Reply::Lost;
-                }
-            }
-            if cur.put_src(&pkt.src).is_err() {
-                recv_error(tdev, t, &w, WcStatus::LocProtErr, errored);
-                return lost_unless_rc(Reply::Nak(WcStatus::RemOpErr));
-            }
-            if pkt.op == WrOpcode::SendWithImm {
-                flags |= wc_flags::WITH_IMM;
-            }
-            let wc = WorkCompletion {
-                wr_id: w.wr_id,
-                opcode: WcOpcode::Recv,
-                byte_len: need as u32,
-                imm_data: if pkt.op == WrOpcode::Send {
-                    0
-                } else {
-                    pkt.imm_or_inv
-                },
-                wc_flags: flags,
-                qp_num: t.qpn,
-                src_qp: pkt.src_qpn,
-                slid: pkt.slid,
-                ..WorkCompletion::default()
-            };
-            t.recv_cq.post(tdev, &wc, pkt.solicited);
-            Reply::Ack
-        }
-        _ => lost_unless_rc(Reply::Nak(WcStatus::RemInvReqErr)),
+    qp_access: u32,
+    rkey: u32,
+    addr: u64,
+    len: u64,
+    want: Want,
+) -> Option<Seg> {
+    if qp_access & want.remote_bit() == 0 {
+        return None;
+    }
+    if is_mw_key(rkey) {
+        let mw = tdev.mw_by_key(rkey)?;
+        let (mr, off) = mw.check(rkey, t, t.pd, addr, len, want).ok()?;
+        Some(Seg { mr, off, len })
+    } else {
+        let mr = tdev.mr_by_key(rkey)?;
+        let off = mr.check(rkey, t.pd, addr, len, want).ok()?;
+        Some(Seg { mr, off, len })
     }
 }
 
-/// Wakes the requesters that got an RNR NAK from `qp` (or its SRQ): a receive was posted.
-pub(crate) fn kick_waiters(waiters: &spin::Mutex<alloc::vec::Vec<Weak<Qp>>>) {
-    let list = core::mem::take(&mut *waiters.lock());
-    for w in list {
-        if let Some(q) = w.upgrade()
-            && let Some(d) = q.dev.upgrade()
-        {
-            run_sq(&d, &q);
-            d.deliver_interrupts();
+/// Invalidates the region or window `key` names on behalf of QP `t` (`SEND_WITH_INV`).
+fn invalidate_remote(tdev: &Device, t: &Qp, key: u32) -> bool {
+    if is_mw_key(key) {
+        tdev.mw_by_key(key)
+            .is_some_and(|mw| mw.invalidate(key, t.pd).is_ok())
+    } else {
+        tdev.mr_by_key(key)
+            .filter(|mr| mr.pd == t.pd)
+            .is_some_and(|mr| mr.invalidate(key).is_ok())
+    }
+}
+
+/// Writes the receive completion of a message.
+fn recv_complete(tdev: &Device, t: &Qp, m: &Msg<'_>, w: &RecvWqe, byte_len: u64, flags: u32) {
+    let mut flags = flags;
+    let mut imm = 0;
+    match m.op {
+        WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm => {
+            flags |= wc_flags::WITH_IMM;
+            imm = m.imm_or_inv;
         }
+        WrOpcode::SendWithInv => {
+            flags |= wc_flags::WITH_INV;
+            imm = m.imm_or_inv;
+        }
+        _ => {}
+    }
+    let wc = WorkCompletion {
+        wr_id: w.wr_id,
+        opcode: if m.op == WrOpcode::RdmaWriteWithImm {
+            WcOpcode::RecvRdmaWithImm
+        } else {
+            WcOpcode::Recv
+        },
+        byte_len: byte_len as u32,
+        imm_data: imm,
+        wc_flags: flags,
+        qp_num: t.qpn,
+        src_qp: m.src_qpn,
+        slid: m.slid,
+        ..WorkCompletion::default()
+    };
+    t.recv_cq.post(tdev, &wc, m.solicited);
+}
+
+/// The GRH a UD receive buffer starts with (IBTA vol. 1, ch. 8): IP version 6, traffic class, flow
+/// label, payload length (the packet after the GRH: BTH, DETH, immediate data, payload,
+/// ICRC), next header 0x1B (BTH), hop limit, SGID, DGID.
+fn grh_bytes(g: &Grh, m: &Msg<'_>) -> [u8; GRH_BYTES] {
+    let mut b = [0u8; GRH_BYTES];
+    let word0 = (6u32 << 28) | (u32::from(g.traffic_class) << 20) | (g.flow_label & 0xF_FFFF);
+    b[0..4].copy_from_slice(&word0.to_be_bytes());
+    let imm = if m.op == WrOpcode::SendWithImm { 4 } else { 0 };
+    let paylen = 12 + 8 + imm + m.len + 4;
+    b[4..6].copy_from_slice(&(paylen as u16).to_be_bytes());
+    b[6] = 0x1B;
+    b[7] = g.hop_limit;
+    b[8..24].copy_from_slice(&g.sgid);
+    b[24..40].copy_from_slice(&g.dgid);
+    b
+}
+
+fn ud_receive(tdev: &Device, t: &Qp, m: &Msg<'_>, after: &mut After) {
+    let Some((w, from_srq)) = next_recv(tdev, t) else {
+        return; // Class D: no receive, no message.
+    };
+    let mut dst = SegList::new();
+    if resolve_recv(&mut dst, tdev, t, &w).is_err() {
+        return bad_recv_wqe(tdev, t, &w, from_srq, after);
+    }
+    let need = GRH_BYTES as u64 + m.len;
+    if need > dst.total {
+        // Too small: dropped (the WQE stays); a WQE taken from an SRQ completes in error.
+        if from_srq {
+            recv_complete_error(tdev, t, &w, WcStatus::RemInvReqErr);
+        }
+        return;
+    }
+    let mut flags = 0;
+    if let Some(g) = &m.grh {
+        // Only a sender's global route puts a GRH in the buffer; without one its first 40
+        // bytes are left as they were.
+        if Cursor::at(&dst, 0)
+            .put(Some(&grh_bytes(g, m)), None, GRH_BYTES as u64)
+            .is_err()
+        {
+            return bad_recv_wqe(tdev, t, &w, from_srq, after);
+        }
+        flags |= wc_flags::GRH;
+    }
+    if Cursor::at(&dst, GRH_BYTES as u64)
+        .put_src(&m.src, 0, m.len)
+        .is_err()
+    {
+        return bad_recv_wqe(tdev, t, &w, from_srq, after);
+    }
+    retire_recv(t, from_srq);
+    recv_complete(tdev, t, m, &w, need, flags);
+}
+
+/// A UC message in progress is abandoned (a packet of it was lost): its receive stays for the
+/// next message, or, taken from an SRQ, completes in error (rxe's classes D1 and E).
+fn uc_abandon(tdev: &Device, t: &Qp, rs: &mut RespCtx) {
+    if let InMsg::Send {
+        wqe,
+        from_srq: true,
+        ..
+    } = core::mem::replace(&mut rs.msg, InMsg::None)
+    {
+        recv_complete_error(tdev, t, &wqe, WcStatus::RemInvReqErr);
+    }
+}
+
+fn uc_receive(
+    tdev: &Device,
+    t: &Qp,
+    rs: &mut RespCtx,
+    m: &Msg<'_>,
+    i0: u32,
+    n: u32,
+    after: &mut After,
+) {
+    let psn = psn_add(m.first_psn, i0);
+    if psn != rs.epsn || i0 == 0 {
+        // A gap in the PSNs loses the message in progress; a first packet starts a new one
+        // (UC resynchronises on it), a later one is dropped with the rest of its message.
+        uc_abandon(tdev, t, rs);
+        if i0 != 0 {
+            rs.msg = InMsg::Drop;
+        }
+    }
+    rs.epsn = psn_add(psn, n);
+    let last = i0 + n == m.npkts;
+    if i0 == 0 {
+        match m.op {
+            WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::SendWithInv => {
+                let Some((w, from_srq)) = next_recv(tdev, t) else {
+                    rs.msg = InMsg::Drop;
+                    return;
+                };
+                let mut dst = SegList::new();
+                if resolve_recv(&mut dst, tdev, t, &w).is_err() {
+                    return bad_recv_wqe(tdev, t, &w, from_srq, after);
+                }
+                if m.len > dst.total {
+                    rs.msg = InMsg::Drop;
+                    if from_srq {
+                        recv_complete_error(tdev, t, &w, WcStatus::RemInvReqErr);
+                    }
+                    return;
+                }
+                rs.msg = InMsg::Send {
+                    wqe: w,
+                    from_srq,
+                    dst,
+                };
+            }
+            WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => {
+                let seg = if m.len == 0 {
+                    None
+                } else {
+                    match remote_range(
+                        tdev,
+                        t,
+                        rs.access,
+                        m.rkey,
+                        m.remote_addr,
+                        m.len,
+                        Want::RemoteWrite,
+                    ) {
+                        Some(s) => Some(s),
+                        None => {
+                            rs.msg = InMsg::Drop;
+                            return;
+                        }
+                    }
+                };
+                rs.msg = InMsg::Write { seg };
+            }
+            _ => {
+                rs.msg = InMsg::Drop;
+                return;
+            }
+        }
+    }
+    let (from, len) = m.payload(i0, n);
+    let placed = match &rs.msg {
+        InMsg::Send { dst, .. } => Cursor::at(dst, from).put_src(&m.src, from, len),
+        InMsg::Write { seg } => {
+            Cursor::over(core::slice::from_ref(seg), from).put_src(&m.src, from, len)
+        }
+        InMsg::None | InMsg::Drop => return,
+    };
+    if placed.is_err() {
+        uc_abandon(tdev, t, rs);
+        rs.msg = InMsg::Drop;
+        return;
+    }
+    if !last {
+        return;
+    }
+    match core::mem::replace(&mut rs.msg, InMsg::None) {
+        InMsg::Send { wqe, from_srq, .. } => {
+            if m.op == WrOpcode::SendWithInv && !invalidate_remote(tdev, t, m.imm_or_inv) {
+                retire_recv(t, from_srq);
+                recv_complete_error(tdev, t, &wqe, WcStatus::RemInvReqErr);
+                return;
+            }
+            retire_recv(t, from_srq);
+            recv_complete(tdev, t, m, &wqe, m.len, 0);
+        }
+        InMsg::Write { .. } if m.op == WrOpcode::RdmaWriteWithImm => {
+            // The immediate data needs a receive; without one the message is dropped (its
+            // bytes are in place, as on hardware).
+            if let Some((w, from_srq)) = next_recv(tdev, t) {
+                retire_recv(t, from_srq);
+                recv_complete(tdev, t, m, &w, m.len, 0);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The last packet of a send arrived: its receive completes (after the invalidation a
+/// `SEND_WITH_INV` asks for).
+fn send_done(
+    tdev: &Device,
+    t: &Qp,
+    m: &Msg<'_>,
+    w: &RecvWqe,
+    from_srq: bool,
+    last_psn: u32,
+    after: &mut After,
+) -> Reply {
+    retire_recv(t, from_srq);
+    if m.op == WrOpcode::SendWithInv && !invalidate_remote(tdev, t, m.imm_or_inv) {
+        // Class J: the receive completes in error, the responder goes to ERR.
+        recv_complete_error(tdev, t, w, WcStatus::RemInvReqErr);
+        after.errored = true;
+        return Reply::Nak(last_psn, WcStatus::RemInvReqErr);
+    }
+    recv_complete(tdev, t, m, w, m.len, 0);
+    Reply::Ack(last_psn)
+}
+
+/// Records a read or atomic in the responder resources (the oldest is recycled).
+fn record_resource(rs: &mut RespCtx, first_psn: u32, last_psn: u32, kind: ResKind) {
+    let cap = (rs.max_dest_rd_atomic as usize).clamp(1, rs.res.len());
+    rs.res[rs.res_next % cap] = Some(RdRes {
+        first_psn,
+        last_psn,
+        kind,
+    });
+    rs.res_next = (rs.res_next + 1) % cap;
+}
+
+fn find_resource(rs: &RespCtx, psn: u32) -> Option<RdRes> {
+    let cap = (rs.max_dest_rd_atomic as usize).clamp(1, rs.res.len());
+    rs.res[..cap]
+        .iter()
+        .flatten()
+        .copied()
+        .find(|r| psn_diff(psn, r.first_psn) >= 0 && psn_diff(psn, r.last_psn) <= 0)
+}
+
+/// Executes an RDMA read: the data goes straight into the requester's buffers.
+fn do_read(tdev: &Device, t: &Qp, access: u32, m: &Msg<'_>) -> Result<(), WcStatus> {
+    let Some(dst) = m.read_dst else {
+        return Err(WcStatus::RemInvReqErr);
+    };
+    if m.len == 0 {
+        return Ok(());
+    }
+    let seg = remote_range(
+        tdev,
+        t,
+        access,
+        m.rkey,
+        m.remote_addr,
+        m.len,
+        Want::RemoteRead,
+    )
+    .ok_or(WcStatus::RemAccessErr)?;
+    Cursor::at(dst, 0)
+        .put(None, Some((&seg.mr.range, seg.off)), m.len)
+        .map_err(|()| WcStatus::RemOpErr)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rc_receive(
+    tdev: &Device,
+    t: &Qp,
+    rs: &mut RespCtx,
+    m: &Msg<'_>,
+    i0: u32,
+    n: u32,
+    st: QpState,
+    after: &mut After,
+) -> Reply {
+    let psn = psn_add(m.first_psn, i0);
+    let d = psn_diff(psn, rs.epsn);
+    if d > 0 {
+        // Out of sequence (a packet before it was lost): one NAK per error, then silence
+        // until the expected PSN arrives.
+        if rs.nak_sent {
+            return Reply::Lost;
+        }
+        rs.nak_sent = true;
+        return Reply::NakSeq(rs.epsn);
+    }
+    let (mut i0, mut n) = (i0, n);
+    if d < 0 {
+        // A duplicate (its answer was lost), possibly running into new packets.
+        let dup = d.unsigned_abs();
+        if m.op.is_read_or_atomic() {
+            return match find_resource(rs, psn).map(|r| r.kind) {
+                Some(ResKind::Read) => match do_read(tdev, t, rs.access, m) {
+                    Ok(()) => Reply::ReadResp(psn_add(psn, m.psns - 1)),
+                    Err(_) => Reply::Lost,
+                },
+                Some(ResKind::Atomic(orig)) => Reply::AtomicResp(psn, orig),
+                // Not in the resources any more (class D): dropped.
+                None => Reply::Lost,
+            };
+        }
+        if dup >= n {
+            return Reply::Ack(psn_add(rs.epsn, PSN_MASK));
+        }
+        i0 += dup;
+        n -= dup;
+    }
+    rs.nak_sent = false;
+    if st == QpState::Rtr && !rs.comm_est {
+        rs.comm_est = true;
+        after.comm_est = true;
+    }
+    let psn = psn_add(m.first_psn, i0);
+    let last_psn = psn_add(psn, n - 1);
+    // Class C: a fatal NAK, and the responder goes to ERR.
+    let fatal = |after: &mut After, status: WcStatus, at: u32| {
+        after.errored = true;
+        Reply::Nak(at, status)
+    };
+    match m.op {
+        WrOpcode::RdmaRead | WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
+            if rs.max_dest_rd_atomic == 0 {
+                // No responder resources (rxe's "too many RDMA READ/ATOMIC requests").
+                return fatal(after, WcStatus::RemInvReqErr, psn);
+            }
+            if m.op == WrOpcode::RdmaRead {
+                if let Err(s) = do_read(tdev, t, rs.access, m) {
+                    return fatal(after, s, psn);
+                }
+                let last = psn_add(psn, m.psns - 1);
+                record_resource(rs, psn, last, ResKind::Read);
+                rs.epsn = psn_add(psn, m.psns);
+                return Reply::ReadResp(last);
+            }
+            let Some(seg) = remote_range(
+                tdev,
+                t,
+                rs.access,
+                m.rkey,
+                m.remote_addr,
+                8,
+                Want::RemoteAtomic,
+            ) else {
+                return fatal(after, WcStatus::RemAccessErr, psn);
+            };
+            let a = m.atomic;
+            let r = if m.op == WrOpcode::AtomicCmpAndSwp {
+                seg.mr.range.compare_swap(seg.off, a.compare_add, a.swap)
+            } else {
+                seg.mr.range.fetch_add(seg.off, a.compare_add)
+            };
+            let orig = match r {
+                Ok(v) => v,
+                // A misaligned atomic is an invalid request (rxe's class C).
+                Err(AtomicFault::Misaligned) => return fatal(after, WcStatus::RemInvReqErr, psn),
+                Err(AtomicFault::OutOfBounds) => return fatal(after, WcStatus::RemAccessErr, psn),
+            };
+            record_resource(rs, psn, psn, ResKind::Atomic(orig));
+            rs.epsn = psn_add(psn, 1);
+            Reply::AtomicResp(psn, orig)
+        }
+        WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::SendWithInv => {
+            let last = i0 + n == m.npkts;
+            let (from, len) = m.payload(i0, n);
+            if i0 == 0 {
+                // The first packet takes the receive and resolves its buffers (in place; kept
+                // in the context only while the message spans several bursts).
+                let Some((w, from_srq)) = next_recv(tdev, t) else {
+                    return Reply::Rnr(psn, rnr_delay_ns(rs.min_rnr_timer));
+                };
+                let mut dst = SegList::new();
+                if resolve_recv(&mut dst, tdev, t, &w).is_err() {
+                    bad_recv_wqe(tdev, t, &w, from_srq, after);
+                    return Reply::Nak(psn, WcStatus::RemOpErr);
+                }
+                if m.len > dst.total {
+                    recv_complete_error(tdev, t, &w, WcStatus::LocLenErr);
+                    retire_recv(t, from_srq);
+                    return fatal(after, WcStatus::RemInvReqErr, psn);
+                }
+                if Cursor::at(&dst, from).put_src(&m.src, from, len).is_err() {
+                    bad_recv_wqe(tdev, t, &w, from_srq, after);
+                    return Reply::Nak(psn, WcStatus::RemOpErr);
+                }
+                rs.epsn = psn_add(psn, n);
+                if !last {
+                    rs.msg = InMsg::Send {
+                        wqe: w,
+                        from_srq,
+                        dst,
+                    };
+                    return Reply::Ack(last_psn);
+                }
+                return send_done(tdev, t, m, &w, from_srq, last_psn, after);
+            }
+            let InMsg::Send { wqe, from_srq, dst } = &rs.msg else {
+                // A later packet without its first (cannot happen in sequence).
+                return fatal(after, WcStatus::RemInvReqErr, psn);
+            };
+            if Cursor::at(dst, from).put_src(&m.src, from, len).is_err() {
+                let (w, srq) = (*wqe, *from_srq);
+                rs.msg = InMsg::None;
+                bad_recv_wqe(tdev, t, &w, srq, after);
+                return Reply::Nak(psn, WcStatus::RemOpErr);
+            }
+            rs.epsn = psn_add(psn, n);
+            if !last {
+                return Reply::Ack(last_psn);
+            }
+            let (w, srq) = (*wqe, *from_srq);
+            rs.msg = InMsg::None;
+            send_done(tdev, t, m, &w, srq, last_psn, after)
+        }
+        WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => {
+            let last = i0 + n == m.npkts;
+            // The remote range is checked at the first packet (its RETH carries the whole
+            // length) and kept in the context while the message spans several bursts.
+            let seg = if i0 == 0 {
+                if m.len == 0 {
+                    None
+                } else {
+                    match remote_range(
+                        tdev,
+                        t,
+                        rs.access,
+                        m.rkey,
+                        m.remote_addr,
+                        m.len,
+                        Want::RemoteWrite,
+                    ) {
+                        Some(s) => Some(s),
+                        None => return fatal(after, WcStatus::RemAccessErr, psn),
+                    }
+                }
+            } else {
+                match core::mem::replace(&mut rs.msg, InMsg::None) {
+                    InMsg::Write { seg } => seg,
+                    _ => return fatal(after, WcStatus::RemInvReqErr, psn),
+                }
+            };
+            // With immediate data the last packet needs a receive: without one, everything
+            // before it is taken and it gets an RNR NAK.
+            let mut n = n;
+            let mut recv = None;
+            if last && m.op == WrOpcode::RdmaWriteWithImm {
+                match next_recv(tdev, t) {
+                    Some(w) => recv = Some(w),
+                    None => n -= 1,
+                }
+            }
+            let (from, len) = m.payload(i0, n);
+            if len > 0
+                && Cursor::over(core::slice::from_ref(&seg), from)
+                    .put_src(&m.src, from, len)
+                    .is_err()
+            {
+                return fatal(after, WcStatus::RemOpErr, psn);
+            }
+            rs.epsn = psn_add(psn, n);
+            if !last || recv.is_none() && m.op == WrOpcode::RdmaWriteWithImm {
+                rs.msg = InMsg::Write { seg };
+                if last {
+                    return Reply::Rnr(psn_add(psn, n), rnr_delay_ns(rs.min_rnr_timer));
+                }
+                return Reply::Ack(last_psn);
+            }
+            if let Some((w, from_srq)) = recv {
+                retire_recv(t, from_srq);
+                recv_complete(tdev, t, m, &w, m.len, 0);
+            }
+            Reply::Ack(last_psn)
+        }
+        _ => fatal(after, WcStatus::RemInvReqErr, psn),
     }
 }

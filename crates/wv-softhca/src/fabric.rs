@@ -2,7 +2,9 @@
 //! optional fault-injection mode with a seeded generator that drops, delays or corrupts packets.
 //!
 //! Delivery is a call in the sender's thread, so the link is ordered and lossless by default.
-//! Faults are decided per packet before it has any effect:
+//! A message travels as packets of the path MTU, each with its PSN. Faults are decided per
+//! packet before it has any effect, either scripted ([`Fabric::script`]: the fates of the next
+//! packets, in order) or drawn from the seeded generator:
 //! * dropped: the packet never arrives;
 //! * corrupted: it arrives with a bad ICRC and the receiver discards it (so, like a drop, but
 //!   counted apart);
@@ -10,8 +12,12 @@
 //!   executes it but the acknowledgement comes too late, so the requester retransmits and the
 //!   responder must recognise the duplicate by its PSN.
 //!
-//! Timers elapse instantly: a retry happens at once in the sender's thread.
+//! A lost packet is noticed the way InfiniBand notices it: the next packet arrives out of
+//! sequence and the responder answers with a sequence-error NAK (the requester resends from
+//! the lost packet at once), or, when nothing follows, the requester's local ACK timer
+//! expires (on the platform's clock) and it resends from the oldest unacknowledged packet.
 
+use alloc::collections::VecDeque;
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
@@ -35,14 +41,21 @@ pub struct FaultConfig {
     pub delay_ppm: u32,
 }
 
-/// What the link did with a packet.
+/// What the link does with a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fate {
+pub enum PacketFate {
+    /// Arrives intact and in time.
     Deliver,
+    /// Never arrives.
     Drop,
+    /// Arrives with a bad ICRC: discarded by the receiver.
     Corrupt,
+    /// Arrives, but its response (ACK, read or atomic response) comes after the requester's
+    /// timer: the responder acts on it, the requester resends.
     Delay,
 }
+
+pub(crate) use PacketFate as Fate;
 
 /// Packet counters of the link.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -79,7 +92,10 @@ pub struct Fabric {
     devices: RwLock<Vec<Weak<Device>>>,
     next_lid: AtomicU16,
     faults: Mutex<Option<Faults>>,
-    /// Whether `faults` is set: the lossless fast path does not take the lock.
+    /// Fates of the next packets, before the generator's.
+    script: Mutex<VecDeque<Fate>>,
+    /// Whether `faults` is set or `script` is not empty: the lossless fast path does not take
+    /// the locks.
     faulty: AtomicBool,
     delivered: AtomicU64,
     dropped: AtomicU64,
@@ -102,6 +118,7 @@ impl Fabric {
             devices: RwLock::new(Vec::new()),
             next_lid: AtomicU16::new(1),
             faults: Mutex::new(None),
+            script: Mutex::new(VecDeque::new()),
             faulty: AtomicBool::new(false),
             delivered: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -132,7 +149,20 @@ impl Fabric {
             cfg,
             state: cfg.seed | 1,
         });
-        self.faulty.store(f.is_some(), Ordering::Release);
+        let scripted = !self.script.lock().is_empty();
+        self.faulty
+            .store(f.is_some() || scripted, Ordering::Release);
+    }
+
+    /// Scripts the fates of the next packets between two devices of the fabric, in the order
+    /// they are sent (data packets; responses share their request's fate): a deterministic
+    /// way to lose exactly the packet a test wants lost. Appends to what is still scripted;
+    /// once the script is used up, the generator of [`Fabric::set_faults`] (if any) decides.
+    pub fn script(&self, fates: &[PacketFate]) {
+        let _f = self.faults.lock();
+        let mut s = self.script.lock();
+        s.extend(fates.iter().copied());
+        self.faulty.store(true, Ordering::Release);
     }
 
     /// The link's counters.
@@ -168,22 +198,46 @@ impl Fabric {
         }
     }
 
-    /// Decides the fate of one packet between two devices.
     /// Decides the fate of one packet `from` a device.
     pub(crate) fn fate_from(&self, from: &Device) -> Fate {
-        if !self.faulty.load(Ordering::Acquire) {
-            from.tx_delivered.fetch_add(1, Ordering::Relaxed);
-            return Fate::Deliver;
+        match self.fates_from(from, 1) {
+            (1, _) => Fate::Deliver,
+            (_, fate) => fate.unwrap_or(Fate::Drop),
         }
-        self.fate()
+    }
+
+    /// Decides the fates of up to `n` consecutive packets `from` a device: how many in a row
+    /// are delivered, and the fate of the next one when it is not (the packets after it are
+    /// not decided yet).
+    pub(crate) fn fates_from(&self, from: &Device, n: u32) -> (u32, Option<Fate>) {
+        if !self.faulty.load(Ordering::Acquire) {
+            from.tx_delivered.fetch_add(u64::from(n), Ordering::Relaxed);
+            return (n, None);
+        }
+        for i in 0..n {
+            let f = self.fate();
+            if f != Fate::Deliver {
+                return (i, Some(f));
+            }
+        }
+        (n, None)
     }
 
     fn fate(&self) -> Fate {
         let fate = {
             let mut f = self.faults.lock();
-            match f.as_mut() {
-                None => Fate::Deliver,
-                Some(f) => {
+            let scripted = {
+                let mut s = self.script.lock();
+                let next = s.pop_front();
+                if s.is_empty() && f.is_none() {
+                    self.faulty.store(false, Ordering::Release);
+                }
+                next
+            };
+            match (scripted, f.as_mut()) {
+                (Some(fate), _) => fate,
+                (None, None) => Fate::Deliver,
+                (None, Some(f)) => {
                     let r = f.next();
                     let c = f.cfg;
                     if r < c.drop_ppm {

@@ -3,9 +3,12 @@
 //! * [`SoftHca`] is the device and its kernel half: it implements [`wv_hal::Verbs`]. Commands go
 //!   through a one-slot command channel with a response interrupt; completions and events leave
 //!   through a CQ-notify ring and an async-event ring, each with its interrupt vector, whose ISR
-//!   (run by `Platform::interrupt`) queues a DPC (`Platform::queue_dpc`) that calls the sinks.
-//! * [`uvp`] is the user half: post send/receive, poll and arm CQs, without IOCTLs. The work a
-//!   doorbell starts runs in the doorbell caller's thread, as in rxe.
+//!   (run by `DeviceModelPlatform::interrupt`) queues a DPC (`DeviceModelPlatform::queue_dpc`)
+//!   that calls the sinks.
+//! * [`uvp`] is the user half: post send/receive, bind memory windows, poll and arm CQs,
+//!   without IOCTLs. The work a doorbell starts runs in the doorbell caller's thread, as in rxe;
+//!   what waits for time (an RNR wait, a retransmission) runs in the DPC of the QP's timer
+//!   (`DeviceModelPlatform::set_timer`), on the platform's clock.
 //! * [`Fabric`] joins soft HCAs in one process, with optional fault injection.
 //! * [`SoftHca::c_interface`] is the device's C face: the `ci_interface_t` table a Windows
 //!   soft-HCA driver would hand the filter (built by `wv-ci`'s export adapter).
@@ -26,6 +29,7 @@ mod engine;
 pub mod fabric;
 mod modify_attr;
 mod mr;
+mod mw;
 mod qp;
 mod ring;
 mod srq;
@@ -37,13 +41,14 @@ pub mod wr;
 pub use device::{DeviceConfig, Limits, Vector};
 pub use dma::{BufferPool, ClientMemory, DmaBuffer};
 pub use engine::{GRH_BYTES, MAX_INLINE};
-pub use fabric::{Fabric, FaultConfig, LinkStats};
+pub use fabric::{Fabric, FaultConfig, LinkStats, PacketFate};
+pub use mw::MwType;
 pub use qp::MAX_SGE;
-pub use uvp::{PostError, UvpContext, UvpCq, UvpQp, UvpSrq};
+pub use uvp::{CqResize, PostError, SrqResize, UvpContext, UvpCq, UvpQp, UvpSrq};
 pub use verbs_impl::{
     SoftAh, SoftCa, SoftCq, SoftHca, SoftMcast, SoftMr, SoftMw, SoftPd, SoftQp, SoftSrq,
 };
 pub use wr::{
-    FastReg, RecvWr, SendWr, Sge, UdAddress, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
-    send_flags, wc_flags,
+    AtomicArgs, FastReg, MwBind, MwBindInfo, RecvWr, SendWr, Sge, UdAddress, WcOpcode, WcStatus,
+    WorkCompletion, WrOpcode, inc_rkey, send_flags, wc_flags,
 };

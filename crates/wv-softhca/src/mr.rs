@@ -1,5 +1,7 @@
 //! Memory regions: keys, access rights and bounds, checked on every access the device makes.
 
+use core::sync::atomic::{AtomicU32, Ordering};
+
 use spin::RwLock;
 use wv_abi::consts::{
     WV_ACCESS_LOCAL_WRITE, WV_ACCESS_MW_BIND, WV_ACCESS_REMOTE_ATOMIC, WV_ACCESS_REMOTE_READ,
@@ -38,6 +40,19 @@ pub(crate) enum Want {
     LocalWrite,
     RemoteRead,
     RemoteWrite,
+    RemoteAtomic,
+}
+
+impl Want {
+    /// The access bit a remote access needs (of a region, a window or the QP); 0 for local.
+    pub(crate) fn remote_bit(self) -> u32 {
+        match self {
+            Want::RemoteRead => WV_ACCESS_REMOTE_READ,
+            Want::RemoteWrite => ACCESS_REMOTE_WRITE_BIT,
+            Want::RemoteAtomic => WV_ACCESS_REMOTE_ATOMIC,
+            Want::LocalRead | Want::LocalWrite => 0,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -60,6 +75,9 @@ pub(crate) struct Mr {
     /// The pinned pages of the registration (fast registration re-maps within them).
     pub range: DmaRange,
     pub st: RwLock<MrState>,
+    /// Memory windows bound to the region: while any is, it can be neither invalidated nor
+    /// deregistered (a window keeps the region it opens onto, as in rxe).
+    pub windows: AtomicU32,
 }
 
 impl Mr {
@@ -76,6 +94,7 @@ impl Mr {
             pd,
             range,
             st: RwLock::new(st),
+            windows: AtomicU32::new(0),
         }
     }
 
@@ -96,8 +115,7 @@ impl Mr {
         let ok = match want {
             Want::LocalRead => true,
             Want::LocalWrite => st.access & WV_ACCESS_LOCAL_WRITE != 0,
-            Want::RemoteRead => st.access & WV_ACCESS_REMOTE_READ != 0,
-            Want::RemoteWrite => st.access & ACCESS_REMOTE_WRITE_BIT != 0,
+            w => st.access & w.remote_bit() != 0,
         };
         if !ok {
             return Err(());
@@ -109,10 +127,29 @@ impl Mr {
         Ok(addr - self.range.base())
     }
 
-    /// Local invalidation (`LOCAL_INV`, `SEND_WITH_INV`): the key must match.
+    /// The region as a window's binding target: a valid region of `pd` named by `lkey`, with
+    /// bind rights, covering `[addr, addr + len)`, that allows `access` (remote write or
+    /// atomic rights need local write). Returns whether it qualifies (C10-73, C10-74, C10-75).
+    pub(crate) fn bindable(&self, lkey: u32, pd: u32, addr: u64, len: u64, access: u32) -> bool {
+        let st = *self.st.read();
+        let Some(end) = addr.checked_add(len) else {
+            return false;
+        };
+        st.valid
+            && st.key == lkey
+            && self.pd == pd
+            && st.access & WV_ACCESS_MW_BIND != 0
+            && (access & (ACCESS_REMOTE_WRITE_BIT | WV_ACCESS_REMOTE_ATOMIC) == 0
+                || st.access & WV_ACCESS_LOCAL_WRITE != 0)
+            && addr >= st.iova
+            && end <= st.iova + st.length
+    }
+
+    /// Local invalidation (`LOCAL_INV`, `SEND_WITH_INV`): the key must match, and no window
+    /// may be bound to the region.
     pub(crate) fn invalidate(&self, key: u32) -> Result<(), ()> {
         let mut st = self.st.write();
-        if st.key != key || !st.valid {
+        if st.key != key || !st.valid || self.windows.load(Ordering::Acquire) != 0 {
             return Err(());
         }
         st.valid = false;

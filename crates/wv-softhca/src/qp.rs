@@ -1,17 +1,19 @@
 //! Queue pairs: rings, state, attributes, and the modify command that moves them through the
 //! state table.
 
+use alloc::boxed::Box;
 use alloc::sync::{Arc, Weak};
-use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use spin::Mutex;
 use wv_hal::{
-    AddressVector, Mtu, QpAttributes, QpEvent, QpEventSink, QpModify, QpState, QpType, VerbsError,
+    AddressVector, Dpc, Mtu, QpAttributes, QpEvent, QpEventSink, QpModify, QpState, QpType,
+    VerbsError,
 };
 
 use crate::cq::Cq;
 use crate::device::{Device, Rundown};
+use crate::engine::{InMsg, RdRes};
 use crate::modify_attr::{self, Translated};
 use crate::ring::{Padded, Ring};
 use crate::srq::Srq;
@@ -41,18 +43,100 @@ impl RecvWqe {
     }
 }
 
+/// What the RC requester remembers of a request it has started sending (per send-ring slot).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Track {
+    /// PSN of its first packet.
+    pub first_psn: u32,
+    /// PSNs it takes (an RDMA read: as many as its response has packets).
+    pub npkts: u32,
+    /// Message length (for the completion of a read).
+    pub len: u32,
+    /// An RDMA read or atomic: complete only with its response.
+    pub rd: bool,
+    /// Its response arrived (reads and atomics).
+    pub done: bool,
+}
+
+/// The RC requester's transport state: requests sent and not yet acknowledged, the position
+/// of the next packet to (re)send, retry budgets and timers.
+///
+/// Requests are counted from the head of the send ring: `started` of them have had packets
+/// sent; the next packet to send is packet `cur_pkt` of request `cur` (`cur <= started`; less
+/// after a go-back). `una` is the oldest PSN not acknowledged.
+#[derive(Debug)]
+pub(crate) struct Tx {
+    pub track: Box<[Track]>,
+    pub started: u32,
+    pub cur: u32,
+    pub cur_pkt: u32,
+    pub una: u32,
+    /// Reads and atomics started and not answered.
+    pub rd_out: u32,
+    /// Transport retries left (`retry_cnt`), and RNR retries left (`rnr_retry`, 7 = for ever).
+    pub retries: u8,
+    pub rnrs: u8,
+    /// After an RNR NAK: nothing is (re)sent before this time.
+    pub rnr_until: Option<u64>,
+    /// The transport (local ACK) timer, and `una` when it was armed.
+    pub ack_due: Option<u64>,
+    pub ack_una: u32,
+    /// The due time the QP's platform timer is set to.
+    pub timer_due: Option<u64>,
+}
+
+impl Tx {
+    pub(crate) fn new(entries: u32) -> Self {
+        Tx {
+            track: alloc::vec![Track::default(); entries as usize].into_boxed_slice(),
+            started: 0,
+            cur: 0,
+            cur_pkt: 0,
+            una: 0,
+            rd_out: 0,
+            retries: 0,
+            rnrs: 0,
+            rnr_until: None,
+            ack_due: None,
+            ack_una: 0,
+            timer_due: None,
+        }
+    }
+
+    /// Forgets everything in flight (RESET, ERR: the requests are discarded or flushed).
+    pub(crate) fn clear(&mut self, psn: u32) {
+        self.started = 0;
+        self.cur = 0;
+        self.cur_pkt = 0;
+        self.una = psn;
+        self.rd_out = 0;
+        self.rnr_until = None;
+        self.ack_due = None;
+    }
+}
+
 /// The requester's context (held while the send queue is processed).
 #[derive(Debug)]
 pub(crate) struct SqCtx {
+    /// The PSN of the next new packet.
     pub psn: u32,
     pub dest_qpn: u32,
     pub av: AddressVector,
     pub mtu: Mtu,
     pub retry_cnt: u8,
     pub rnr_retry: u8,
+    /// Local ACK timeout (4.096 µs × 2^timeout; 0: none).
+    pub timeout: u8,
+    /// Reads and atomics in flight at most (`max_rd_atomic`; 0 counts as 1).
+    pub max_rd_atomic: u32,
     pub qkey: u32,
     /// The connected peer, resolved at the first send after RTR.
     pub peer: Option<(Weak<Device>, Weak<Qp>, u8)>,
+    /// In SQD until the requests in flight have completed.
+    pub draining: bool,
+    /// Raise `SQ_DRAINED` when the drain ends.
+    pub drain_notify: bool,
+    pub tx: Tx,
 }
 
 /// The responder's context.
@@ -63,6 +147,60 @@ pub(crate) struct RespCtx {
     pub qkey: u32,
     pub dest_qpn: u32,
     pub comm_est: bool,
+    /// The RNR NAK timer value this responder asks requesters to wait (`min_rnr_timer`).
+    pub min_rnr_timer: u8,
+    /// Incoming reads and atomics it keeps resources for (`max_dest_rd_atomic`).
+    pub max_dest_rd_atomic: u32,
+    /// A sequence-error NAK was sent: later out-of-sequence packets are dropped silently
+    /// until the expected PSN arrives (one NAK per error).
+    pub nak_sent: bool,
+    /// The message being received across packets.
+    pub msg: InMsg,
+    /// The responder resources: the last reads and atomics, for duplicates (a duplicate atomic
+    /// gets its original result again and is not executed twice).
+    pub res: Box<[Option<RdRes>]>,
+    pub res_next: usize,
+}
+
+impl RespCtx {
+    pub(crate) fn new(resources: u32) -> Self {
+        RespCtx {
+            epsn: 0,
+            access: 0,
+            qkey: 0,
+            dest_qpn: 0,
+            comm_est: false,
+            min_rnr_timer: 0,
+            max_dest_rd_atomic: 0,
+            nak_sent: false,
+            msg: InMsg::None,
+            res: alloc::vec![None; resources.max(1) as usize].into_boxed_slice(),
+            res_next: 0,
+        }
+    }
+
+    /// Forgets the messages and resources of the connection (RESET).
+    pub(crate) fn clear(&mut self) {
+        self.comm_est = false;
+        self.nak_sent = false;
+        self.msg = InMsg::None;
+        self.res.iter_mut().for_each(|r| *r = None);
+        self.res_next = 0;
+    }
+}
+
+/// The QP's timer: its DPC runs the send queue, which looks at its deadlines.
+pub(crate) struct QpTimer(pub Weak<Qp>);
+
+impl Dpc for QpTimer {
+    fn run(&self) {
+        if let Some(qp) = self.0.upgrade()
+            && let Some(dev) = qp.dev.upgrade()
+        {
+            crate::engine::run_sq(&dev, &qp);
+            dev.deliver_interrupts();
+        }
+    }
 }
 
 /// A queue pair. Aligned so that the `Arc` counts do not share a line with the fields, and
@@ -84,14 +222,16 @@ pub(crate) struct Qp {
     pub max_inline: u32,
     pub sq_sig_all: AtomicBool,
     pub state: AtomicU8,
+    /// The port the QP is bound to (a lock-free copy of `attrs.primary_av.port`).
+    pub port: AtomicU8,
     /// Work for the send queue is pending (see `engine::run_sq`).
     pub sq_pending: Padded<AtomicBool>,
     pub sq_ctx: Padded<Mutex<SqCtx>>,
     pub resp: Padded<Mutex<RespCtx>>,
     /// Everything `query_qp` reports; modify holds it across the whole command.
     pub attrs: Mutex<QpAttributes>,
-    /// Requesters waiting after an RNR NAK for a receive to be posted here.
-    pub rnr_waiters: Padded<Mutex<Vec<Weak<Qp>>>>,
+    /// The transport timer (RNR and local ACK timeouts): a DPC the platform queues when due.
+    pub timer: Arc<dyn Dpc>,
     pub sink: wv_hal::KArc<dyn QpEventSink>,
     pub rundown: Rundown,
 }
@@ -105,21 +245,38 @@ impl Qp {
         state_from_u8(self.state.load(Ordering::Acquire))
     }
 
+    /// The port the QP is bound to.
+    pub(crate) fn port(&self) -> u8 {
+        self.port.load(Ordering::Acquire)
+    }
+
     /// Moves the QP to ERR from the data path (an error completion, a NAK). Returns whether
     /// this call made the transition.
     pub(crate) fn set_error(&self) -> bool {
+        self.data_path_transition(QpState::Error, |s| {
+            !matches!(s, QpState::Error | QpState::Reset)
+        })
+    }
+
+    /// Moves a UD or UC QP to SQE after a send error: the send queue is in error (it flushes
+    /// what it holds and what is posted until SQE → RTS), the receive queue goes on.
+    pub(crate) fn set_sq_error(&self) -> bool {
+        self.data_path_transition(QpState::SqError, |s| {
+            matches!(s, QpState::Rts | QpState::Sqd)
+        })
+    }
+
+    fn data_path_transition(&self, to: QpState, from: impl Fn(QpState) -> bool) -> bool {
         let mut cur = self.state.load(Ordering::Acquire);
         loop {
             let s = state_from_u8(cur);
-            if matches!(s, QpState::Error | QpState::Reset) {
+            if !from(s) {
                 return false;
             }
-            match self.state.compare_exchange(
-                cur,
-                QpState::Error as u8,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            match self
+                .state
+                .compare_exchange(cur, to as u8, Ordering::AcqRel, Ordering::Acquire)
+            {
                 // `attrs.state` is refreshed from the atomic by `query_qp`: the data path never
                 // takes `attrs` (modify holds it while it takes the data-path locks).
                 Ok(_) => return true,
@@ -151,6 +308,14 @@ impl Qp {
                     VerbsError::InvalidParameter
                 },
             );
+        }
+        // While the send queue drains, SQD only leaves for ERR or RESET (as rxe: attributes
+        // change, and RTS resumes, once SQ_DRAINED could be reported).
+        if cur == QpState::Sqd
+            && !matches!(next, QpState::Error | QpState::Reset)
+            && self.sq_ctx.lock().draining
+        {
+            return Err(VerbsError::InvalidState);
         }
         // Values the device refuses.
         let lim = dev.limits();
@@ -232,26 +397,36 @@ impl Qp {
             if mask & ib::SQ_PSN != 0 {
                 attrs.sq_psn = a.sq_psn & 0xFF_FFFF;
                 sq.psn = attrs.sq_psn;
+                sq.tx.una = attrs.sq_psn;
             }
             if mask & ib::TIMEOUT != 0 {
                 attrs.local_ack_timeout = a.timeout;
+                sq.timeout = a.timeout;
             }
             if mask & ib::RETRY_CNT != 0 {
                 attrs.retry_count = a.retry_cnt;
                 sq.retry_cnt = a.retry_cnt;
+                sq.tx.retries = a.retry_cnt;
             }
             if mask & ib::RNR_RETRY != 0 {
                 attrs.rnr_retry_count = a.rnr_retry;
                 sq.rnr_retry = a.rnr_retry;
+                sq.tx.rnrs = a.rnr_retry;
             }
             if mask & ib::MIN_RNR_TIMER != 0 {
                 attrs.rnr_nak_timeout = a.min_rnr_timer;
+                rs.min_rnr_timer = a.min_rnr_timer;
             }
             if mask & ib::MAX_QP_RD_ATOMIC != 0 {
                 attrs.initiator_depth = a.max_rd_atomic;
+                sq.max_rd_atomic = a.max_rd_atomic;
             }
             if mask & ib::MAX_DEST_RD_ATOMIC != 0 {
                 attrs.responder_resources = a.max_dest_rd_atomic;
+                rs.max_dest_rd_atomic = a.max_dest_rd_atomic.min(rs.res.len() as u32);
+            }
+            if mask & ib::EN_SQD_ASYNC_NOTIFY != 0 {
+                sq.drain_notify = a.en_sqd_async_notify;
             }
             if mask & ib::PATH_MIG_STATE != 0 {
                 attrs.apm_state = a.path_mig_state;
@@ -262,10 +437,32 @@ impl Qp {
                 if self.srq.is_none() {
                     self.rq.reset();
                 }
-                rs.comm_est = false;
+                rs.clear();
                 sq.peer = None;
+                sq.draining = false;
+                let psn = sq.psn;
+                sq.tx.clear(psn);
+                if sq.tx.timer_due.take().is_some() {
+                    dev.cancel_timer(&self.timer);
+                }
+            }
+            if next == QpState::Rts && cur != QpState::Rts {
+                // Fresh retry budgets for the (re)started send queue.
+                sq.tx.retries = sq.retry_cnt;
+                sq.tx.rnrs = sq.rnr_retry;
+            }
+            if next == QpState::Sqd && cur == QpState::Rts {
+                // Drain: no new request starts; SQ_DRAINED when those in flight are done.
+                sq.draining = true;
+                if mask & ib::EN_SQD_ASYNC_NOTIFY == 0 {
+                    sq.drain_notify = false;
+                }
+            }
+            if next != QpState::Sqd {
+                sq.draining = false;
             }
             attrs.state = next;
+            self.port.store(attrs.primary_av.port, Ordering::Release);
             self.state.store(next as u8, Ordering::Release);
         }
         drop(attrs);

@@ -126,6 +126,34 @@ impl Ring {
             .0
             .store(self.wrap(h.wrapping_add(n)), Ordering::Release);
     }
+    /// The consumer index (modulo twice the size). For the consumer's own bookkeeping.
+    pub(crate) fn head(&self) -> u32 {
+        self.head.0.load(Ordering::Relaxed)
+    }
+
+    /// Copies the entries not yet consumed, oldest first, into the empty ring `to` and
+    /// publishes them there (a resize). Returns `false`, copying nothing, when they do not fit.
+    /// Only while neither side of `self` moves (the caller holds what stops them).
+    pub(crate) fn copy_pending_to(&self, to: &Ring) -> bool {
+        let h = self.head.0.load(Ordering::Acquire);
+        let t = self.tail.0.load(Ordering::Acquire);
+        let n = self.wrap(t.wrapping_sub(h));
+        if n > to.entries {
+            return false;
+        }
+        for i in 0..n {
+            let (Some(dst), src) = (to.producer_slot_ahead(i), self.slot_of(h.wrapping_add(i)))
+            else {
+                return false;
+            };
+            for (d, s) in dst.iter().zip(src) {
+                d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+        to.publish(n);
+        true
+    }
+
     /// Drops every entry (QP reset): both indices back to zero. Only with both sides quiet.
     pub(crate) fn reset(&self) {
         self.head.0.store(0, Ordering::Release);

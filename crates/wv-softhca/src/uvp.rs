@@ -11,7 +11,7 @@ use alloc::sync::Arc;
 
 use core::sync::atomic::Ordering;
 
-use spin::Mutex;
+use spin::{Mutex, MutexGuard};
 use wv_hal::{QpState, QpType};
 
 use crate::abi;
@@ -20,8 +20,12 @@ use crate::device::Device;
 use crate::engine::{self, MAX_INLINE};
 use crate::mr::Want;
 use crate::qp::Qp;
+use crate::ring::Ring;
 use crate::srq::Srq;
-use crate::wr::{RecvWr, SendWr, WorkCompletion, WrOpcode, encode_recv, encode_send, send_flags};
+use crate::wr::{
+    MwBind, MwBindInfo, RecvWr, SendWr, WorkCompletion, WrOpcode, encode_recv, encode_send,
+    inc_rkey, send_flags,
+};
 
 /// Why a post failed (detected at once; the WR was not queued).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,8 +34,11 @@ pub enum PostError {
     WrongState,
     /// More SGEs than the queue was created for (`EINVAL`).
     TooManySge,
-    /// Opcode not valid for the QP type (`EINVAL`).
+    /// Opcode not valid for the QP type, or its parameters missing (a bind without
+    /// [`SendWr::bind`]) (`EINVAL`).
     BadOpcode,
+    /// An atomic whose local buffer is not 8 bytes (`EINVAL`).
+    AtomicLength,
     /// Inline data larger than the QP's inline size (`EINVAL`).
     InlineTooLarge,
     /// Inline SGE outside registered memory (`EINVAL`).
@@ -138,11 +145,12 @@ impl UvpContext {
             .cqs
             .get(r.cq_handle)
             .ok_or(wv_hal::VerbsError::InvalidParameter)?;
-        check(cq.ring.addr() == r.ring_addr && cq.ring.entries() == r.entries)?;
+        let ring = cq.ring();
+        check(ring.addr() == r.ring_addr && ring.entries() == r.entries)?;
         Ok(UvpCq {
             dev: self.dev.clone(),
             cq,
-            poll: Arc::new(Mutex::new(())),
+            poll: Arc::new(Mutex::new(ring)),
         })
     }
 
@@ -175,11 +183,12 @@ impl UvpContext {
             .srqs
             .get(r.srq_handle)
             .ok_or(wv_hal::VerbsError::InvalidParameter)?;
-        check(srq.ring.addr() == r.ring_addr)?;
+        let ring = srq.ring();
+        check(ring.addr() == r.ring_addr && ring.entries() == r.entries)?;
         Ok(UvpSrq {
             dev: self.dev.clone(),
             srq,
-            lock: Arc::new(Mutex::new(())),
+            lock: Arc::new(Mutex::new(ring)),
         })
     }
 }
@@ -265,7 +274,7 @@ impl UvpQp {
         {
             let _g = self.sq_lock.lock();
             for (i, wr) in wrs.iter().enumerate() {
-                match self.write_send(wr, posted) {
+                match self.write_send(wr, posted, false) {
                     Ok(()) => posted += 1,
                     Err(e) => {
                         result = Err((i, e));
@@ -285,7 +294,43 @@ impl UvpQp {
         result
     }
 
-    fn write_send(&self, wr: &SendWr<'_>, ahead: u32) -> Result<(), PostError> {
+    /// Binds the type 1 window whose rkey is `mw_rkey` (`ibv_bind_mw`): posts the bind on the
+    /// send queue (its completion is `IBV_WC_BIND_MW` with `wr_id`, signalled as `send_flags`
+    /// say) and returns the window's new rkey, the old one with the next key byte. Remote
+    /// access with the new key works once the bind has completed; if it completes in error the
+    /// window keeps its old key (as with rdma-core, the caller then undoes its copy).
+    ///
+    /// # Errors
+    /// As [`UvpQp::post_send`] (`BadOpcode` on a UD QP).
+    pub fn bind_mw(
+        &self,
+        wr_id: u64,
+        send_flags: u32,
+        mw_rkey: u32,
+        info: &MwBindInfo,
+    ) -> Result<u32, PostError> {
+        let new_rkey = inc_rkey(mw_rkey);
+        let mut wr = SendWr::new(wr_id, WrOpcode::BindMw);
+        wr.send_flags = send_flags;
+        wr.bind = Some(MwBind {
+            mw_rkey,
+            new_rkey,
+            mr_lkey: info.mr_lkey,
+            addr: info.addr,
+            length: info.length,
+            access: info.access,
+        });
+        {
+            let _g = self.sq_lock.lock();
+            self.write_send(&wr, 0, true)?;
+            self.qp.sq.publish(1);
+        }
+        engine::run_sq(&self.dev, &self.qp);
+        self.dev.deliver_interrupts();
+        Ok(new_rkey)
+    }
+
+    fn write_send(&self, wr: &SendWr<'_>, ahead: u32, type1_bind: bool) -> Result<(), PostError> {
         let qp = &self.qp;
         if self.dev.is_removed() {
             return Err(PostError::DeviceRemoved);
@@ -296,45 +341,48 @@ impl UvpQp {
         if !engine::opcode_valid(wr.opcode, qp.qp_type) {
             return Err(PostError::BadOpcode);
         }
-        if qp.qp_type == QpType::Ud && wr.ud.is_none() {
+        if qp.qp_type == QpType::Ud && wr.ud.is_none()
+            || wr.opcode == WrOpcode::BindMw && wr.bind.is_none()
+        {
             return Err(PostError::BadOpcode);
+        }
+        if wr.opcode.is_atomic() && wr.sg_list.iter().map(|s| u64::from(s.length)).sum::<u64>() != 8
+        {
+            return Err(PostError::AtomicLength);
         }
         let inline_flag = wr.send_flags & send_flags::INLINE != 0 || wr.inline_data.is_some();
         let mut buf = [0u8; MAX_INLINE];
-        let inline: Option<&[u8]> = if wr.opcode == WrOpcode::RdmaRead
-            || wr.opcode == WrOpcode::LocalInv
-            || wr.opcode == WrOpcode::RegMr
-            || !inline_flag
-        {
-            None
-        } else if let Some(d) = wr.inline_data {
-            if d.len() > qp.max_inline as usize {
-                return Err(PostError::InlineTooLarge);
-            }
-            Some(d)
-        } else {
-            // Inline from SGEs: user mode copies its own memory into the WQE. Here that memory
-            // is read through the regions the SGEs name, so it must be registered.
-            let mut n = 0usize;
-            for s in wr.sg_list {
-                let len = s.length as usize;
-                if n + len > qp.max_inline as usize {
+        let inline: Option<&[u8]> =
+            if wr.opcode.is_read_or_atomic() || wr.opcode.is_local() || !inline_flag {
+                None
+            } else if let Some(d) = wr.inline_data {
+                if d.len() > qp.max_inline as usize {
                     return Err(PostError::InlineTooLarge);
                 }
-                if len == 0 {
-                    continue;
+                Some(d)
+            } else {
+                // Inline from SGEs: user mode copies its own memory into the WQE. Here that memory
+                // is read through the regions the SGEs name, so it must be registered.
+                let mut n = 0usize;
+                for s in wr.sg_list {
+                    let len = s.length as usize;
+                    if n + len > qp.max_inline as usize {
+                        return Err(PostError::InlineTooLarge);
+                    }
+                    if len == 0 {
+                        continue;
+                    }
+                    let mr = self.dev.mr_by_key(s.lkey).ok_or(PostError::BadInlineSge)?;
+                    let off = mr
+                        .check(s.lkey, qp.pd, s.addr, len as u64, Want::LocalRead)
+                        .map_err(|_| PostError::BadInlineSge)?;
+                    mr.range
+                        .read(off, &mut buf[n..n + len])
+                        .map_err(|_| PostError::BadInlineSge)?;
+                    n += len;
                 }
-                let mr = self.dev.mr_by_key(s.lkey).ok_or(PostError::BadInlineSge)?;
-                let off = mr
-                    .check(s.lkey, qp.pd, s.addr, len as u64, Want::LocalRead)
-                    .map_err(|_| PostError::BadInlineSge)?;
-                mr.range
-                    .read(off, &mut buf[n..n + len])
-                    .map_err(|_| PostError::BadInlineSge)?;
-                n += len;
-            }
-            Some(&buf[..n])
-        };
+                Some(&buf[..n])
+            };
         if inline.is_none() && wr.sg_list.len() > qp.sq_max_sge as usize {
             return Err(PostError::TooManySge);
         }
@@ -346,7 +394,7 @@ impl UvpQp {
             .sq
             .producer_slot_ahead(ahead)
             .ok_or(PostError::QueueFull)?;
-        encode_send(slot, wr, inline);
+        encode_send(slot, wr, inline, type1_bind);
         Ok(())
     }
 
@@ -394,13 +442,10 @@ impl UvpQp {
                 qp.rq.publish(posted);
             }
         }
-        if posted > 0 {
-            // The receive doorbell: a QP in ERR flushes at once; senders parked on an RNR NAK
-            // retry now.
-            if qp.state() == QpState::Error {
-                engine::flush_rq(&self.dev, qp);
-            }
-            engine::kick_waiters(&qp.rnr_waiters);
+        if posted > 0 && qp.state() == QpState::Error {
+            // The receive doorbell of a QP in ERR: flushed at once. (A sender that got an RNR
+            // NAK retries when its RNR timer expires, as on hardware.)
+            engine::flush_rq(&self.dev, qp);
             self.dev.deliver_interrupts();
         }
         result
@@ -412,7 +457,38 @@ impl UvpQp {
 pub struct UvpSrq {
     dev: Arc<Device>,
     srq: Arc<Srq>,
-    lock: Arc<Mutex<()>>,
+    /// The post lock, and the ring posts go to.
+    lock: Arc<Mutex<Arc<Ring>>>,
+}
+
+/// An SRQ resize in progress ([`UvpSrq::begin_resize`]): no receive is posted from the SRQ_MODIFY
+/// command until the new ring is mapped ([`SrqResize::finish`]) or the command failed (drop it).
+pub struct SrqResize<'a> {
+    srq: &'a UvpSrq,
+    ring: MutexGuard<'a, Arc<Ring>>,
+}
+
+impl core::fmt::Debug for SrqResize<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SrqResize").finish_non_exhaustive()
+    }
+}
+
+impl SrqResize<'_> {
+    /// Maps the ring the command's vendor output names; returns its size.
+    ///
+    /// # Errors
+    /// `InvalidParameter` when the output does not name the SRQ's ring.
+    pub fn finish(mut self, r: &abi::SrqResp) -> Result<u32, wv_hal::VerbsError> {
+        let ring = self.srq.srq.ring();
+        check(
+            r.srq_handle == self.srq.srq.handle
+                && ring.addr() == r.ring_addr
+                && ring.entries() == r.entries,
+        )?;
+        *self.ring = ring;
+        Ok(r.entries)
+    }
 }
 
 impl core::fmt::Debug for UvpSrq {
@@ -432,13 +508,13 @@ impl UvpSrq {
         let mut posted = 0u32;
         let mut result = Ok(());
         {
-            let _g = self.lock.lock();
+            let ring = self.lock.lock();
             for (i, wr) in wrs.iter().enumerate() {
                 let r = if self.dev.is_removed() {
                     Err(PostError::DeviceRemoved)
                 } else if wr.sg_list.len() > self.srq.max_sge as usize {
                     Err(PostError::TooManySge)
-                } else if let Some(slot) = self.srq.ring.producer_slot_ahead(posted) {
+                } else if let Some(slot) = ring.producer_slot_ahead(posted) {
                     encode_recv(slot, wr);
                     Ok(())
                 } else {
@@ -451,14 +527,24 @@ impl UvpSrq {
                 posted += 1;
             }
             if posted > 0 {
-                self.srq.ring.publish(posted);
+                ring.publish(posted);
             }
         }
-        if posted > 0 {
-            engine::kick_waiters(&self.srq.rnr_waiters);
-            self.dev.deliver_interrupts();
-        }
         result
+    }
+
+    /// Starts a resize (SRQ_MODIFY with a new size): holds the post lock until
+    /// [`SrqResize::finish`] maps the new ring or the guard drops.
+    pub fn begin_resize(&self) -> SrqResize<'_> {
+        SrqResize {
+            srq: self,
+            ring: self.lock.lock(),
+        }
+    }
+
+    /// Receive slots.
+    pub fn entries(&self) -> u32 {
+        self.lock.lock().entries()
     }
 
     /// Posts one receive request.
@@ -476,7 +562,39 @@ impl UvpSrq {
 pub struct UvpCq {
     dev: Arc<Device>,
     cq: Arc<Cq>,
-    poll: Arc<Mutex<()>>,
+    /// The poll lock, and the ring polled.
+    poll: Arc<Mutex<Arc<Ring>>>,
+}
+
+/// A CQ resize in progress ([`UvpCq::begin_resize`]): nothing polls or arms the CQ from the
+/// CQ_RESIZE command until the new ring is mapped ([`CqResize::finish`]) or the command failed
+/// (drop it), as libmlx4 holds its CQ lock across `ibv_resize_cq`.
+pub struct CqResize<'a> {
+    cq: &'a UvpCq,
+    ring: MutexGuard<'a, Arc<Ring>>,
+}
+
+impl core::fmt::Debug for CqResize<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CqResize").finish_non_exhaustive()
+    }
+}
+
+impl CqResize<'_> {
+    /// Maps the ring the command's vendor output names; returns its size.
+    ///
+    /// # Errors
+    /// `InvalidParameter` when the output does not name the CQ's ring.
+    pub fn finish(mut self, r: &abi::CqResp) -> Result<u32, wv_hal::VerbsError> {
+        let ring = self.cq.cq.ring();
+        check(
+            r.cq_handle == self.cq.cq.handle
+                && ring.addr() == r.ring_addr
+                && ring.entries() == r.entries,
+        )?;
+        *self.ring = ring;
+        Ok(r.entries)
+    }
 }
 
 impl core::fmt::Debug for UvpCq {
@@ -490,17 +608,26 @@ impl core::fmt::Debug for UvpCq {
 impl UvpCq {
     /// Takes up to `out.len()` completions; returns how many.
     pub fn poll(&self, out: &mut [WorkCompletion]) -> usize {
-        let _g = self.poll.lock();
+        let ring = self.poll.lock();
         let mut n = 0;
         while n < out.len() {
-            let Some(slot) = self.cq.ring.consumer_slot() else {
+            let Some(slot) = ring.consumer_slot() else {
                 break;
             };
             out[n] = WorkCompletion::decode(slot);
-            self.cq.ring.consume(1);
+            ring.consume(1);
             n += 1;
         }
         n
+    }
+
+    /// Starts a resize (CQ_RESIZE): holds the poll lock until [`CqResize::finish`] maps the
+    /// new ring or the guard drops.
+    pub fn begin_resize(&self) -> CqResize<'_> {
+        CqResize {
+            cq: self,
+            ring: self.poll.lock(),
+        }
     }
 
     /// Arms the CQ for one notification (`ibv_req_notify_cq`): the next completion, or with
@@ -510,12 +637,13 @@ impl UvpCq {
         if self.dev.is_removed() {
             return false;
         }
-        self.cq.arm(solicited_only)
+        let ring = self.poll.lock();
+        self.cq.arm(solicited_only, &ring)
     }
 
     /// CQE slots.
     pub fn entries(&self) -> u32 {
-        self.cq.ring.entries()
+        self.poll.lock().entries()
     }
 
     /// Whether the CQ overran (its error is sticky).

@@ -5,6 +5,7 @@
 use alloc::sync::{Arc, Weak};
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use wv_abi::consts::{WV_IO_ATOMIC_HCA, WV_IO_PORT_ACTIVE_EVENT, WV_IO_SRQ_RESIZE};
 use wv_hal::InterruptService;
 use wv_hal::{
     AddressVector, CaAttributes, CaEventSink, CqEventSink, DeviceModelPlatform, Dpc, Gid,
@@ -14,11 +15,12 @@ use wv_hal::{
 
 use crate::abi;
 use crate::cq::Cq;
-use crate::device::{Ah, Context, Device, DeviceConfig, InterruptLine, Mw, Pd, Rundown, Vector};
+use crate::device::{Ah, Bus, Context, Device, DeviceConfig, PORT_MTU, Pd, Rundown, Vector};
 use crate::dma::ClientMemory;
 use crate::engine::MAX_INLINE;
 use crate::mr::{Mr, check_access};
-use crate::qp::{MAX_SGE, Qp, RespCtx, SqCtx};
+use crate::mw::{Mw, MwType};
+use crate::qp::{MAX_SGE, Qp, QpTimer, RespCtx, SqCtx, Tx};
 use crate::ring::{Padded, Ring};
 use crate::srq::Srq;
 use crate::uvp::registry;
@@ -69,9 +71,18 @@ struct Lines<P: DeviceModelPlatform> {
     isrs: [Isr<P>; 3],
 }
 
-impl<P: DeviceModelPlatform> InterruptLine for Lines<P> {
+impl<P: DeviceModelPlatform> Bus for Lines<P> {
     fn raise(&self, vector: Vector) {
         self.platform.interrupt(&self.isrs[vector as usize]);
+    }
+    fn now_ns(&self) -> u64 {
+        self.platform.now_ns()
+    }
+    fn set_timer(&self, timer: &Arc<dyn Dpc>, due_ns: u64) {
+        self.platform.set_timer(timer, due_ns);
+    }
+    fn cancel_timer(&self, timer: &Arc<dyn Dpc>) {
+        self.platform.cancel_timer(timer);
     }
 }
 
@@ -257,6 +268,25 @@ fn wait_rundown(r: &Rundown) {
     r.close_and_wait();
 }
 
+fn cq_resp(cq: &Cq, ring: &Ring) -> abi::CqResp {
+    abi::CqResp {
+        cq_handle: cq.handle,
+        entries: ring.entries(),
+        ring_addr: ring.addr(),
+        ring_bytes: ring.bytes(),
+    }
+}
+
+fn srq_resp(srq: &Srq, ring: &Ring) -> abi::SrqResp {
+    abi::SrqResp {
+        srq_handle: srq.handle,
+        entries: ring.entries(),
+        stride: ring.stride() as u32,
+        reserved: 0,
+        ring_addr: ring.addr(),
+    }
+}
+
 impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
     type Ca = SoftCa;
     type Pd = SoftPd;
@@ -327,8 +357,11 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             vendor_id: 0x0015AD,
             vendor_part_id: 0x0820,
             hw_version: 1,
-            capability_flags: 0,
-            atomic_capability: 0,
+            // Port events are raised; SRQs resize (SRQ_MODIFY with a new MaxWr). CQ resize has
+            // no capability bit in WinVerbs (nor in IB): CQ_RESIZE simply works.
+            capability_flags: WV_IO_PORT_ACTIVE_EVENT | WV_IO_SRQ_RESIZE,
+            // Compare-and-swap and fetch-and-add, atomic among this device's atomics.
+            atomic_capability: WV_IO_ATOMIC_HCA,
             page_size_capability: 0x1000,
             max_mr_size: l.max_mr_size,
             max_qp: l.max_qp,
@@ -368,7 +401,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         Ok(PortAttributes {
             capability_flags: 0,
             state: p.state,
-            mtu: Mtu::Mtu4096,
+            mtu: PORT_MTU,
             gid_table_len: p.gids.len() as u32,
             max_message_size: l.max_msg,
             bad_pkey_counter: 0,
@@ -469,24 +502,42 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
     }
 
     fn deregister_mr(&self, mr: SoftMr) -> Result<(), (SoftMr, VerbsError)> {
+        // A region stays while windows are bound to it (rxe: -EINVAL).
+        if mr.0.windows.load(Ordering::Acquire) != 0 {
+            return Err((mr, VerbsError::ResourceBusy));
+        }
         self.dev.mrs.remove(mr.0.handle);
         Ok(())
     }
 
-    fn create_mw(&self, _pd: &SoftPd, _umv: &mut Umv<'_>) -> Result<(SoftMw, u32), VerbsError> {
+    fn create_mw(&self, pd: &SoftPd, umv: &mut Umv<'_>) -> Result<(SoftMw, u32), VerbsError> {
         let dev = &self.dev;
         dev.command(|| {
-            let mw = dev
-                .mws
-                .insert_with(dev.limits().max_mw, |handle| Ok(Arc::new(Mw { handle })))?;
-            // Window keys live above the region key space: they never match a region.
-            let rkey = (0x80_0000 | mw.handle) << 8;
+            // The type comes in the vendor command; a caller without one gets type 1.
+            let kind = match abi::read_cmd::<abi::MwCmd>(umv, |c| c.magic)? {
+                Some(c) => MwType::from_u32(c.mw_type).ok_or(VerbsError::InvalidParameter)?,
+                None => MwType::Type1,
+            };
+            let mw = dev.mws.insert_with(dev.limits().max_mw, |handle| {
+                Ok(Arc::new(Mw::new(handle, pd.0.handle, kind)))
+            })?;
+            let resp = abi::MwResp {
+                mw_handle: mw.handle,
+                mw_type: kind as u32,
+            };
+            if let Err(e) = abi::write_resp(umv, &resp) {
+                dev.mws.remove(mw.handle);
+                return Err(e);
+            }
+            // Window keys have bit 31 set: they never name a region.
+            let rkey = mw.rkey();
             Ok((SoftMw(mw), rkey.to_be()))
         })
     }
 
     fn destroy_mw(&self, mw: SoftMw) {
         self.dev.mws.remove(mw.0.handle);
+        mw.0.unbind();
     }
 
     fn create_ah(
@@ -504,6 +555,13 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             if !av.grh_valid || av.dgid[0] == 0xFF {
                 return Err(VerbsError::InvalidParameter);
             }
+            // The source GID must be one of the port's (a zero SGID means GID index 0).
+            let sgid_index = if av.sgid == [0u8; 16] {
+                0
+            } else {
+                dev.gid_index(av.port, &av.sgid)
+                    .ok_or(VerbsError::InvalidParameter)?
+            };
             let ah = dev.ahs.insert_with(dev.limits().max_ah, |handle| {
                 Ok(Arc::new(Ah { handle, av: *av }))
             })?;
@@ -511,7 +569,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                 umv,
                 &abi::AhResp {
                     ah_handle: ah.handle,
-                    reserved: 0,
+                    sgid_index: u32::from(sgid_index),
                 },
             ) {
                 dev.ahs.remove(ah.handle);
@@ -542,37 +600,30 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                     .map_err(|_| VerbsError::InsufficientMemory)?;
                 Ok(Arc::new(cq))
             })?;
-            let resp = abi::CqResp {
-                cq_handle: cq.handle,
-                entries: cq.ring.entries(),
-                ring_addr: cq.ring.addr(),
-                ring_bytes: cq.ring.bytes(),
-            };
+            let ring = cq.ring();
+            let resp = cq_resp(&cq, &ring);
             if let Err(e) = abi::write_resp(umv, &resp) {
                 dev.cqs.remove(cq.handle);
                 return Err(e);
             }
-            let n = cq.ring.entries();
-            Ok((SoftCq(cq), n))
+            Ok((SoftCq(cq), ring.entries()))
         })
     }
 
-    fn resize_cq(&self, cq: &SoftCq, entries: u32, _umv: &mut Umv<'_>) -> Result<u32, VerbsError> {
+    fn resize_cq(&self, cq: &SoftCq, entries: u32, umv: &mut Umv<'_>) -> Result<u32, VerbsError> {
         let dev = &self.dev;
         dev.command(|| {
             if entries == 0 || entries > dev.limits().max_cqe {
                 return Err(VerbsError::InvalidSetting);
             }
-            if entries < cq.0.ring.used() {
+            if umv.output_len != 0 && umv.output_len < core::mem::size_of::<abi::CqResp>() {
                 return Err(VerbsError::InvalidParameter);
             }
-            // The ring is mapped by user mode: it keeps its size (pvrdma does not resize either);
-            // a request it already satisfies succeeds.
-            if entries <= cq.0.ring.entries() {
-                Ok(cq.0.ring.entries())
-            } else {
-                Err(VerbsError::Unsupported)
-            }
+            // Up or down; the completions not yet polled move to the new ring, whose address
+            // the user-mode provider maps from the vendor output.
+            let ring = cq.0.resize(entries)?;
+            abi::write_resp(umv, &cq_resp(&cq.0, &ring))?;
+            Ok(ring.entries())
         })
     }
 
@@ -600,26 +651,16 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             }
             let max_sge = attr.max_sge.max(1);
             let srq = dev.srqs.insert_with(l.max_srq, |handle| {
-                Ok(Arc::new(Srq {
+                Ok(Arc::new(Srq::try_new(
                     handle,
-                    pd: pd.0.handle,
-                    ring: Ring::try_new(attr.max_wr, RQ_HDR_WORDS + 2 * max_sge as usize)
-                        .map_err(|_| VerbsError::InsufficientMemory)?,
+                    pd.0.handle,
+                    attr.max_wr,
                     max_sge,
-                    limit: attr.srq_limit.into(),
-                    consumer: spin::Mutex::new(()),
-                    rnr_waiters: spin::Mutex::new(alloc::vec::Vec::new()),
-                    sink: events,
-                    rundown: Rundown::new(),
-                }))
+                    attr.srq_limit,
+                    events,
+                )?))
             })?;
-            let resp = abi::SrqResp {
-                srq_handle: srq.handle,
-                entries: srq.ring.entries(),
-                stride: srq.ring.stride() as u32,
-                reserved: 0,
-                ring_addr: srq.ring.addr(),
-            };
+            let resp = srq_resp(&srq, &srq.ring());
             if let Err(e) = abi::write_resp(umv, &resp) {
                 dev.srqs.remove(srq.handle);
                 return Err(e);
@@ -633,28 +674,44 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         srq: &SoftSrq,
         attr: &SrqAttributes,
         mask: SrqModifyMask,
-        _umv: &mut Umv<'_>,
+        umv: &mut Umv<'_>,
     ) -> Result<(), VerbsError> {
-        self.dev.command(|| {
-            // The ring is mapped by user mode and keeps its size; a size it already holds
-            // succeeds (WinVerbs' SRQ_MODIFY always passes MAX_WR with the limit, as OFW did).
-            if mask.max_wr && attr.max_wr > srq.0.ring.entries() {
-                return Err(VerbsError::Unsupported);
-            }
-            if mask.limit {
-                if attr.srq_limit > srq.0.ring.entries() {
-                    return Err(VerbsError::InvalidParameter);
+        let dev = &self.dev;
+        dev.command(|| {
+            let s = &srq.0;
+            // WinVerbs' SRQ_MODIFY always passes MAX_WR with the limit, as OFW did: the
+            // current size is no resize, another one resizes (up or down, the receives not yet
+            // used moving to the new ring, whose address goes back in the vendor output).
+            let entries = if mask.max_wr {
+                if attr.max_wr == 0 || attr.max_wr > dev.limits().max_srq_wr {
+                    return Err(VerbsError::InvalidSetting);
                 }
-                srq.0.limit.store(attr.srq_limit, Ordering::Release);
+                attr.max_wr.next_power_of_two()
+            } else {
+                s.ring().entries()
+            };
+            if mask.limit && attr.srq_limit > entries {
+                return Err(VerbsError::InvalidParameter);
             }
-            Ok(())
+            if umv.output_len != 0 && umv.output_len < core::mem::size_of::<abi::SrqResp>() {
+                return Err(VerbsError::InvalidParameter);
+            }
+            let ring = if mask.max_wr {
+                s.resize(attr.max_wr)?
+            } else {
+                s.ring()
+            };
+            if mask.limit {
+                s.limit.store(attr.srq_limit, Ordering::Release);
+            }
+            abi::write_resp(umv, &srq_resp(s, &ring))
         })
     }
 
     fn query_srq(&self, srq: &SoftSrq, _umv: &mut Umv<'_>) -> Result<SrqAttributes, VerbsError> {
         self.check_alive()?;
         Ok(SrqAttributes {
-            max_wr: srq.0.ring.entries(),
+            max_wr: srq.0.ring().entries(),
             max_sge: srq.0.max_sge,
             srq_limit: srq.0.limit.load(Ordering::Acquire),
         })
@@ -693,6 +750,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             let rq_entries = if srq.is_some() { 1 } else { c.rq_depth.max(1) };
             let qp = dev.qps.insert_with(l.max_qp, |handle| {
                 let sq = ring_for_sq(c.sq_depth.max(1), sq_sge, c.sq_max_inline)?;
+                let sq_entries = sq.entries();
                 let rq = Ring::try_new(rq_entries, RQ_HDR_WORDS + 2 * rq_sge as usize)
                     .map_err(|_| VerbsError::InsufficientMemory)?;
                 let inline_cap =
@@ -730,7 +788,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                     access_flags: 0,
                     sq_signaled: c.sq_signaled,
                 };
-                Ok(Arc::new(Qp {
+                Ok(Arc::new_cyclic(|me| Qp {
                     handle,
                     qpn: handle + 1,
                     qp_type: c.qp_type,
@@ -746,6 +804,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                     max_inline: inline_cap,
                     sq_sig_all: c.sq_signaled.into(),
                     state: (QpState::Reset as u8).into(),
+                    port: attrs.primary_av.port.into(),
                     sq_pending: Padded(false.into()),
                     sq_ctx: Padded(spin::Mutex::new(SqCtx {
                         psn: 0,
@@ -754,18 +813,17 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                         mtu: attrs.path_mtu,
                         retry_cnt: 0,
                         rnr_retry: 0,
+                        timeout: 0,
+                        max_rd_atomic: 0,
                         qkey: 0,
                         peer: None,
+                        draining: false,
+                        drain_notify: false,
+                        tx: Tx::new(sq_entries),
                     })),
-                    resp: Padded(spin::Mutex::new(RespCtx {
-                        epsn: 0,
-                        access: 0,
-                        qkey: 0,
-                        dest_qpn: 0,
-                        comm_est: false,
-                    })),
+                    resp: Padded(spin::Mutex::new(RespCtx::new(l.max_qp_rd_atom))),
                     attrs: spin::Mutex::new(attrs),
-                    rnr_waiters: Padded(spin::Mutex::new(alloc::vec::Vec::new())),
+                    timer: Arc::new(QpTimer(me.clone())),
                     sink: events,
                     rundown: Rundown::new(),
                 }))
@@ -821,8 +879,9 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
 
     fn destroy_qp(&self, qp: SoftQp) {
         self.dev.qps.remove(qp.0.handle);
-        // A destroyed QP discards its work silently (no flush completions).
+        // A destroyed QP discards its work silently (no flush completions) and its timer.
         qp.0.state.store(QpState::Reset as u8, Ordering::Release);
+        self.dev.cancel_timer(&qp.0.timer);
         wait_rundown(&qp.0.rundown);
     }
 

@@ -19,8 +19,16 @@ pub enum WrOpcode {
     SendWithImm = 3,
     /// `IBV_WR_RDMA_READ`.
     RdmaRead = 4,
+    /// `IBV_WR_ATOMIC_CMP_AND_SWP`: 8 bytes at `remote_addr` become `swap` if they equal
+    /// `compare_add`; the original value lands in the 8-byte local buffer.
+    AtomicCmpAndSwp = 5,
+    /// `IBV_WR_ATOMIC_FETCH_AND_ADD`: `compare_add` is added to the 8 bytes at `remote_addr`;
+    /// the original value lands in the 8-byte local buffer.
+    AtomicFetchAndAdd = 6,
     /// `IBV_WR_LOCAL_INV`.
     LocalInv = 7,
+    /// `IBV_WR_BIND_MW`: binds a type 2 memory window (see [`MwBind`]).
+    BindMw = 8,
     /// `IBV_WR_SEND_WITH_INV`.
     SendWithInv = 9,
     /// Fast-register MR (the kernel's `IB_WR_REG_MR`; numbered after `IBV_WR_DRIVER1`).
@@ -35,11 +43,29 @@ impl WrOpcode {
             2 => Self::Send,
             3 => Self::SendWithImm,
             4 => Self::RdmaRead,
+            5 => Self::AtomicCmpAndSwp,
+            6 => Self::AtomicFetchAndAdd,
             7 => Self::LocalInv,
+            8 => Self::BindMw,
             9 => Self::SendWithInv,
             12 => Self::RegMr,
             _ => return None,
         })
+    }
+
+    /// A remote atomic.
+    pub(crate) fn is_atomic(self) -> bool {
+        matches!(self, Self::AtomicCmpAndSwp | Self::AtomicFetchAndAdd)
+    }
+
+    /// An RDMA read or atomic: a request that needs a response and a responder resource.
+    pub(crate) fn is_read_or_atomic(self) -> bool {
+        self == Self::RdmaRead || self.is_atomic()
+    }
+
+    /// Executed by the local device without a packet.
+    pub(crate) fn is_local(self) -> bool {
+        matches!(self, Self::LocalInv | Self::RegMr | Self::BindMw)
     }
 }
 
@@ -125,6 +151,12 @@ pub enum WcOpcode {
     RdmaWrite = 1,
     /// `IBV_WC_RDMA_READ`.
     RdmaRead = 2,
+    /// `IBV_WC_COMP_SWAP`.
+    CompSwap = 3,
+    /// `IBV_WC_FETCH_ADD`.
+    FetchAdd = 4,
+    /// `IBV_WC_BIND_MW`.
+    BindMw = 5,
     /// `IBV_WC_LOCAL_INV`.
     LocalInv = 6,
     /// Fast registration done (`IB_WC_REG_MR`).
@@ -141,6 +173,9 @@ impl WcOpcode {
             0 => Self::Send,
             1 => Self::RdmaWrite,
             2 => Self::RdmaRead,
+            3 => Self::CompSwap,
+            4 => Self::FetchAdd,
+            5 => Self::BindMw,
             6 => Self::LocalInv,
             10 => Self::RegMr,
             129 => Self::RecvRdmaWithImm,
@@ -177,8 +212,17 @@ pub struct UdAddress {
     pub dgid: Gid,
     /// Destination LID (used without `grh`).
     pub dlid: u16,
-    /// Route by GID.
+    /// Route by GID, with a global route header: the receiver gets a GRH (`IBV_WC_GRH`) made
+    /// of the fields below. Without it the receiver's first 40 bytes are left alone.
     pub grh: bool,
+    /// Index of the source GID in the sending port's GID table (the GRH's SGID).
+    pub sgid_index: u8,
+    /// GRH hop limit.
+    pub hop_limit: u8,
+    /// GRH traffic class.
+    pub traffic_class: u8,
+    /// GRH flow label (20 bits).
+    pub flow_label: u32,
     /// Destination QP number.
     pub remote_qpn: u32,
     /// Q_Key; the high bit set means "use the QP's own Q_Key".
@@ -199,6 +243,58 @@ pub struct FastReg {
     pub iova: u64,
     /// Length made accessible.
     pub length: u64,
+}
+
+/// The operands of an atomic request (`wr.atomic` of `ibv_send_wr`), host order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AtomicArgs {
+    /// The value to compare with (compare-and-swap) or to add (fetch-and-add).
+    pub compare_add: u64,
+    /// The value to store when the comparison holds (compare-and-swap only).
+    pub swap: u64,
+}
+
+/// Memory-window binding parameters (`bind_mw` of `ibv_send_wr`, `ibv_mw_bind_info`): make
+/// `[addr, addr + length)` of the region `mr_lkey` names reachable through the window, with
+/// `access`, under the key `new_rkey`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MwBind {
+    /// The window's current rkey (which window).
+    pub mw_rkey: u32,
+    /// The rkey after the bind: the window's index with a new key byte (its low 8 bits), as
+    /// `ibv_inc_rkey` makes it.
+    pub new_rkey: u32,
+    /// Local key of the region the window opens onto (ignored when `length` is 0).
+    pub mr_lkey: u32,
+    /// First address.
+    pub addr: u64,
+    /// Length; 0 unbinds a type 1 window.
+    pub length: u64,
+    /// Remote rights: `WV_ACCESS_REMOTE_READ | WV_ACCESS_REMOTE_WRITE |
+    /// WV_ACCESS_REMOTE_ATOMIC`.
+    pub access: u32,
+}
+
+/// What the type 1 bind verb (`ibv_bind_mw`'s `ibv_mw_bind_info`) binds a window to: `length`
+/// bytes at `addr` of the region `mr_lkey` names, with remote rights `access`. A zero length
+/// unbinds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MwBindInfo {
+    /// Local key of the region.
+    pub mr_lkey: u32,
+    /// First address.
+    pub addr: u64,
+    /// Length (0: unbind).
+    pub length: u64,
+    /// Remote rights (`WV_ACCESS_REMOTE_READ | WV_ACCESS_REMOTE_WRITE |
+    /// WV_ACCESS_REMOTE_ATOMIC`).
+    pub access: u32,
+}
+
+/// `ibv_inc_rkey`: the same key with the next key byte (the low 8 bits), as a window's new
+/// rkey after a bind.
+pub fn inc_rkey(rkey: u32) -> u32 {
+    (rkey & !0xFF) | (rkey.wrapping_add(1) & 0xFF)
 }
 
 /// A send-queue work request (`ibv_send_wr`).
@@ -225,6 +321,10 @@ pub struct SendWr<'a> {
     pub ud: Option<UdAddress>,
     /// Fast-registration parameters.
     pub reg: Option<FastReg>,
+    /// Atomic operands.
+    pub atomic: Option<AtomicArgs>,
+    /// Memory-window binding (`BindMw`).
+    pub bind: Option<MwBind>,
 }
 
 impl<'a> SendWr<'a> {
@@ -241,6 +341,8 @@ impl<'a> SendWr<'a> {
             rkey: 0,
             ud: None,
             reg: None,
+            atomic: None,
+            bind: None,
         }
     }
 }
@@ -419,9 +521,34 @@ impl SendWqe {
             dgid,
             dlid: self.w7 as u16,
             grh: (self.w7 >> 24) & 1 != 0,
+            sgid_index: (self.w7 >> 16) as u8,
+            hop_limit: (self.remote_addr >> 32) as u8,
+            traffic_class: (self.remote_addr >> 24) as u8,
+            flow_label: (self.remote_addr as u32) & 0xF_FFFF,
             remote_qpn: self.w4 as u32,
             remote_qkey: (self.w4 >> 32) as u32,
         }
+    }
+    pub(crate) fn atomic(&self) -> AtomicArgs {
+        AtomicArgs {
+            compare_add: self.w4,
+            swap: self.w5,
+        }
+    }
+    /// The bind parameters and whether the bind came from the type 1 verb (`ibv_bind_mw`)
+    /// rather than a posted `BIND_MW` request.
+    pub(crate) fn bind(&self) -> (MwBind, bool) {
+        (
+            MwBind {
+                mw_rkey: self.rkey,
+                new_rkey: self.w6 as u32,
+                mr_lkey: self.w5 as u32,
+                addr: self.remote_addr,
+                length: self.w4,
+                access: (self.w5 >> 32) as u32,
+            },
+            (self.w6 >> 32) & 1 != 0,
+        )
     }
     pub(crate) fn reg(&self) -> FastReg {
         FastReg {
@@ -435,8 +562,14 @@ impl SendWqe {
 }
 
 /// Encodes a send request into a WQE slot. `inline` is the payload to embed, if any; the
-/// caller checked that it and the SGEs fit the stride.
-pub(crate) fn encode_send(slot: &[AtomicU64], wr: &SendWr<'_>, inline: Option<&[u8]>) {
+/// caller checked that it and the SGEs fit the stride. `type1_bind` marks a bind made by the
+/// type 1 verb.
+pub(crate) fn encode_send(
+    slot: &[AtomicU64],
+    wr: &SendWr<'_>,
+    inline: Option<&[u8]>,
+    type1_bind: bool,
+) {
     let (num_sge, inline_len) = match inline {
         Some(d) => (0usize, d.len()),
         None => (wr.sg_list.len(), 0),
@@ -458,7 +591,11 @@ pub(crate) fn encode_send(slot: &[AtomicU64], wr: &SendWr<'_>, inline: Option<&[
     );
     let (mut w4, mut w5, mut w6, mut w7) = (0u64, 0u64, 0u64, 0u64);
     let mut rkey = wr.rkey;
+    let mut w3 = wr.remote_addr;
     if let Some(ud) = wr.ud {
+        w3 = u64::from(ud.flow_label & 0xF_FFFF)
+            | (u64::from(ud.traffic_class) << 24)
+            | (u64::from(ud.hop_limit) << 32);
         w4 = u64::from(ud.remote_qpn) | (u64::from(ud.remote_qkey) << 32);
         let mut hi = [0u8; 8];
         let mut lo = [0u8; 8];
@@ -466,7 +603,7 @@ pub(crate) fn encode_send(slot: &[AtomicU64], wr: &SendWr<'_>, inline: Option<&[
         lo.copy_from_slice(&ud.dgid[8..]);
         w5 = u64::from_be_bytes(hi);
         w6 = u64::from_be_bytes(lo);
-        w7 = u64::from(ud.dlid) | (u64::from(ud.grh) << 24);
+        w7 = u64::from(ud.dlid) | (u64::from(ud.sgid_index) << 16) | (u64::from(ud.grh) << 24);
     }
     if let Some(r) = wr.reg {
         rkey = r.mr_key;
@@ -474,8 +611,19 @@ pub(crate) fn encode_send(slot: &[AtomicU64], wr: &SendWr<'_>, inline: Option<&[
         w5 = r.length;
         w6 = u64::from(r.access) | (u64::from(r.new_key_byte) << 32);
     }
+    if let Some(a) = wr.atomic {
+        w4 = a.compare_add;
+        w5 = a.swap;
+    }
+    if let Some(b) = wr.bind {
+        rkey = b.mw_rkey;
+        w3 = b.addr;
+        w4 = b.length;
+        w5 = u64::from(b.mr_lkey) | (u64::from(b.access) << 32);
+        w6 = u64::from(b.new_rkey) | (u64::from(type1_bind) << 32);
+    }
     st(slot, 2, u64::from(wr.imm_or_inv) | (u64::from(rkey) << 32));
-    st(slot, 3, wr.remote_addr);
+    st(slot, 3, w3);
     st(slot, 4, w4);
     st(slot, 5, w5);
     st(slot, 6, w6);
@@ -513,17 +661,23 @@ pub(crate) fn sge_at(slot: &[AtomicU64], first: usize, i: usize) -> Sge {
     }
 }
 
-/// Copies the inline bytes of a send WQE into `out` (at most `out.len()`, and never past the
-/// slot whatever length the WQE claims).
-pub(crate) fn inline_bytes(slot: &[AtomicU64], len: usize, out: &mut [u8]) -> usize {
-    let room = slot.len().saturating_sub(SQ_HDR_WORDS) * 8;
-    let n = len.min(out.len()).min(room);
-    for i in 0..n.div_ceil(8) {
-        let w = ld(slot, SQ_HDR_WORDS + i).to_le_bytes();
-        let take = (n - i * 8).min(8);
-        out[i * 8..i * 8 + take].copy_from_slice(&w[..take]);
+/// How many inline bytes a send WQE really carries: what it claims, never past its slot.
+pub(crate) fn inline_len(slot: &[AtomicU64], claimed: usize) -> usize {
+    claimed.min(slot.len().saturating_sub(SQ_HDR_WORDS) * 8)
+}
+
+/// Copies inline bytes `[from, from + out.len())` of a send WQE into `out`; the caller keeps
+/// the range within [`inline_len`].
+pub(crate) fn inline_range(slot: &[AtomicU64], from: usize, out: &mut [u8]) {
+    let mut done = 0;
+    while done < out.len() {
+        let p = from + done;
+        let w = ld(slot, SQ_HDR_WORDS + p / 8).to_le_bytes();
+        let off = p % 8;
+        let n = (8 - off).min(out.len() - done);
+        out[done..done + n].copy_from_slice(&w[off..off + n]);
+        done += n;
     }
-    n
 }
 
 /// Encodes a receive request.
@@ -578,10 +732,14 @@ mod tests {
             dgid: [7; 16],
             dlid: 3,
             grh: true,
+            sgid_index: 2,
+            hop_limit: 64,
+            traffic_class: 0xA5,
+            flow_label: 0xF_1234,
             remote_qpn: 44,
             remote_qkey: 0x8000_0000,
         });
-        encode_send(&s, &wr, Some(b"0123456789abcdef"));
+        encode_send(&s, &wr, Some(b"0123456789abcdef"), false);
         let w = SendWqe::decode(&s);
         assert_eq!(
             (w.wr_id, w.opcode, w.inline_len),
@@ -589,10 +747,45 @@ mod tests {
         );
         assert_eq!(w.flags, send_flags::SOLICITED | send_flags::INLINE);
         assert_eq!(w.ud(), wr.ud.unwrap());
-        let mut out = [0u8; 64];
-        assert_eq!(inline_bytes(&s, 16, &mut out), 16);
-        assert_eq!(&out[..16], b"0123456789abcdef");
+        let mut out = [0u8; 16];
+        assert_eq!(inline_len(&s, 16), 16);
+        inline_range(&s, 0, &mut out);
+        assert_eq!(&out, b"0123456789abcdef");
         // A WQE that claims more inline bytes than its slot holds.
-        assert_eq!(inline_bytes(&s, 1 << 20, &mut out), 16);
+        assert_eq!(inline_len(&s, 1 << 20), 16);
+        // Any byte range, across words.
+        let mut part = [0u8; 7];
+        inline_range(&s, 5, &mut part);
+        assert_eq!(&part, b"56789ab");
+    }
+
+    #[test]
+    fn atomic_and_bind_wqes_round_trip() {
+        let s = slot(SQ_HDR_WORDS + 2);
+        let mut wr = SendWr::new(3, WrOpcode::AtomicCmpAndSwp);
+        wr.remote_addr = 0x1000;
+        wr.rkey = 0x4200;
+        wr.atomic = Some(AtomicArgs {
+            compare_add: u64::MAX,
+            swap: 0x0123_4567_89AB_CDEF,
+        });
+        encode_send(&s, &wr, None, false);
+        let w = SendWqe::decode(&s);
+        assert_eq!((w.remote_addr, w.rkey), (0x1000, 0x4200));
+        assert_eq!(w.atomic(), wr.atomic.unwrap());
+        let mut wr = SendWr::new(4, WrOpcode::BindMw);
+        let b = MwBind {
+            mw_rkey: 0x8000_0100,
+            new_rkey: 0x8000_0101,
+            mr_lkey: 0x300,
+            addr: 0xDEAD_0000,
+            length: 1 << 33,
+            access: 0x7,
+        };
+        wr.bind = Some(b);
+        encode_send(&s, &wr, None, true);
+        assert_eq!(SendWqe::decode(&s).bind(), (b, true));
+        encode_send(&s, &wr, None, false);
+        assert_eq!(SendWqe::decode(&s).bind(), (b, false));
     }
 }

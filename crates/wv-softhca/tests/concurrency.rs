@@ -178,7 +178,7 @@ fn modify_racing_posts_loses_no_doorbell() {
 }
 
 #[test]
-fn srq_consumers_race_and_rnr_waiters_are_all_woken() {
+fn srq_consumers_race_and_senders_waiting_on_rnr_all_get_through() {
     let p = HostPlatform::threaded(2);
     let (_f, a, b) = pair(&p);
     let ca = a.cq(8192);
@@ -204,7 +204,8 @@ fn srq_consumers_race_and_rnr_waiters_are_all_woken() {
                     let s = [m.sge(0, 8)];
                     let mut wr = send_wr(i, WrOpcode::Send, &s);
                     wr.send_flags = 0;
-                    // The send queue is deep enough for all of them; most wait on RNR.
+                    // The send queue is deep enough for all of them; many get RNR NAKs and
+                    // retry when their RNR timer (on the real clock) expires.
                     q.post_send(&wr).unwrap();
                 }
             })

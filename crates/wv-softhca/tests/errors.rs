@@ -1,5 +1,6 @@
 //! Error paths: post-time failures with rdma-core's expectations, error completions that move
-//! the QP to ERR, flush semantics, RNR and transport retry, MR registration checks, limits.
+//! the QP to ERR, flush semantics, transport retry exceeded, MR registration checks, limits.
+//! (RNR and the timers themselves: `timers.rs`.)
 
 mod common;
 
@@ -241,51 +242,6 @@ fn receive_too_small_and_bad_receive_key() {
 }
 
 #[test]
-fn rnr_retry_exhausts_or_waits_forever_with_seven() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(
-        &p,
-        Conn {
-            rnr_retry: 2,
-            ..Conn::default()
-        },
-    );
-    let m = a.mem(64, ALL_ACCESS);
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
-        .unwrap();
-    assert_eq!(poll_all(&ca)[0].status, WcStatus::RnrRetryExcErr);
-    assert_eq!(a.state(&qa), QpState::Error);
-    let _ = (b, cb, qb);
-
-    // rnr_retry = 7: the send waits until a receive is posted, then completes, in order.
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(&p, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
-    m.buf.write(0, b"first---second--").unwrap();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
-        .unwrap();
-    qa.uvp
-        .post_send(&send_wr(2, WrOpcode::Send, &[m.sge(8, 8)]))
-        .unwrap();
-    assert!(poll_all(&ca).is_empty());
-    qb.uvp.post_recv(&recv_wr(10, &[rb.sge(0, 8)])).unwrap();
-    assert_eq!(
-        poll_all(&ca).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
-        vec![1]
-    );
-    qb.uvp.post_recv(&recv_wr(11, &[rb.sge(8, 8)])).unwrap();
-    assert_eq!(
-        poll_all(&ca).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
-        vec![2]
-    );
-    assert_eq!(poll_all(&cb).len(), 2);
-    assert_eq!(&rb.buf.to_vec()[..16], b"first---second--");
-    settle(&p);
-}
-
-#[test]
 fn transport_retry_exceeded_when_the_peer_is_gone_or_the_port_is_down() {
     let p = HostPlatform::deterministic();
     let (_f, a, b, ca, _cb, qa, qb) = rc_pair_with(
@@ -302,6 +258,11 @@ fn transport_retry_exceeded_when_the_peer_is_gone_or_the_port_is_down() {
     qa.uvp
         .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
         .unwrap();
+    assert_eq!(
+        run_timers(&p, 100),
+        4,
+        "the first try and three retries time out"
+    );
     assert_eq!(poll_all(&ca)[0].status, WcStatus::RetryExcErr);
     b.hca.set_port_state(1, true).unwrap();
     // Our own port is down.
@@ -317,6 +278,7 @@ fn transport_retry_exceeded_when_the_peer_is_gone_or_the_port_is_down() {
     qa2.uvp
         .post_send(&send_wr(1, WrOpcode::Send, &[m2.sge(0, 8)]))
         .unwrap();
+    assert_eq!(run_timers(&p, 100), 1);
     assert_eq!(poll_all(&ca2)[0].status, WcStatus::RetryExcErr);
     // A destination QP that does not exist.
     let c = a.cq(8);
@@ -334,6 +296,7 @@ fn transport_retry_exceeded_when_the_peer_is_gone_or_the_port_is_down() {
     q.uvp
         .post_send(&send_wr(5, WrOpcode::Send, &[m.sge(0, 8)]))
         .unwrap();
+    assert_eq!(run_timers(&p, 100), 2);
     assert_eq!(poll_all(&c)[0].status, WcStatus::RetryExcErr);
     settle(&p);
 }

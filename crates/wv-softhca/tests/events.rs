@@ -178,7 +178,8 @@ fn srq_shared_by_two_qps_with_limit_and_last_wqe_events() {
     settle(&p);
     assert_eq!(qb1.events.take(), vec![QpEvent::LastWqeReached]);
     assert!(poll_all(&cb).is_empty());
-    // RNR on an SRQ: posting to the SRQ wakes the waiting sender.
+    // RNR on an SRQ: the sender retries when its RNR timer expires and finds the receive
+    // posted to the SRQ meanwhile.
     qa2.uvp.post_send(&send_wr(4, WrOpcode::Send, &sg)).unwrap();
     qa2.uvp.post_send(&send_wr(5, WrOpcode::Send, &sg)).unwrap();
     assert_eq!(
@@ -186,6 +187,8 @@ fn srq_shared_by_two_qps_with_limit_and_last_wqe_events() {
         vec![1, 2, 3, 4]
     );
     srq.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 16)])).unwrap();
+    assert!(poll_all(&ca).is_empty());
+    assert_eq!(run_timers(&p, 10), 1);
     assert_eq!(
         poll_all(&ca).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
         vec![5]
@@ -363,6 +366,11 @@ fn surprise_removal_fails_every_verb_and_stops_callbacks() {
     qa.uvp
         .post_send(&send_wr(3, WrOpcode::Send, &[m.sge(0, 4)]))
         .unwrap();
+    assert_eq!(
+        run_timers(&p, 100),
+        8,
+        "the first try and seven retries time out"
+    );
     let s = poll_all(&ca);
     assert_eq!(s.last().unwrap().status, WcStatus::RetryExcErr);
     // Destroys still succeed.

@@ -63,6 +63,8 @@ pub struct DeviceInfo {
     pub limits: Limits,
     /// `CapabilityFlags`.
     pub device_cap_flags: u32,
+    /// Its bits by ibv_devinfo's names (`SRQ_RESIZE`, `PORT_ACTIVE_EVENT`, ...).
+    pub device_caps: Vec<&'static str>,
     /// Ports, 1-based.
     pub ports: Vec<PortInfo>,
 }
@@ -160,6 +162,35 @@ fn gid_kind(raw: [u8; 16]) -> &'static str {
     } else {
         "other"
     }
+}
+
+/// The `WV_IO_*` device capability bits by the names ibv_devinfo prints for the same
+/// `IBV_DEVICE_*` bits (WinVerbs' `BATCH_NOTIFY_CQ` is ibverbs' `N_NOTIFY_CQ`).
+const DEVICE_CAPS: [(u32, &str); 15] = [
+    (0x0001, "RESIZE_MAX_WR"),
+    (0x0002, "BAD_PKEY_CNTR"),
+    (0x0004, "BAD_QKEY_CNTR"),
+    (0x0008, "RAW_MULTI"),
+    (0x0010, "AUTO_PATH_MIG"),
+    (0x0020, "CHANGE_PHY_PORT"),
+    (0x0040, "UD_AV_PORT_ENFORCE"),
+    (0x0080, "CURR_QP_STATE_MOD"),
+    (0x0100, "SHUTDOWN_PORT"),
+    (0x0200, "INIT_TYPE"),
+    (0x0400, "PORT_ACTIVE_EVENT"),
+    (0x0800, "SYS_IMAGE_GUID"),
+    (0x1000, "RC_RNR_NAK_GEN"),
+    (0x2000, "SRQ_RESIZE"),
+    (0x4000, "N_NOTIFY_CQ"),
+];
+
+/// The names of the known capability bits set in `flags`, in bit order.
+fn device_cap_names(flags: u32) -> Vec<&'static str> {
+    DEVICE_CAPS
+        .iter()
+        .filter(|(bit, _)| flags & bit != 0)
+        .map(|(_, name)| *name)
+        .collect()
 }
 
 /// `PORT_ACTIVE (4)`, as ibv_devinfo names the states.
@@ -345,6 +376,7 @@ fn describe<F: RawFile>(
         vendor_part_id: a.VendorPartId,
         hw_ver: a.HwVersion,
         device_cap_flags: a.CapabilityFlags,
+        device_caps: device_cap_names(a.CapabilityFlags),
         limits: Limits {
             max_mr_size: a.MaxMrSize,
             page_size_cap: a.PageSizeCapabilityFlags,
@@ -475,6 +507,18 @@ fn write_text(out: &mut impl Write, d: &DeviceInfo, verbose: bool) -> io::Result
         // `name:`); long names get a single tab.
         let tabs = "\t".repeat(5usize.saturating_sub((8 + name.len() + 1) / 8).max(1));
         writeln!(out, "\t{name}:{tabs}{value}")?;
+        if verbose && name == "device_cap_flags" {
+            // ibv_devinfo -v names the bits under the value, one per line.
+            for cap in &d.device_caps {
+                writeln!(out, "\t\t\t\t\t{cap}")?;
+            }
+            let unknown = DEVICE_CAPS
+                .iter()
+                .fold(d.device_cap_flags, |f, (bit, _)| f & !bit);
+            if unknown != 0 {
+                writeln!(out, "\t\t\t\t\tUnknown flags: {unknown:#x}")?;
+            }
+        }
     }
     writeln!(out, "\tlocal_ca_ack_delay:\t\t{}", l.local_ca_ack_delay)?;
     for p in &d.ports {
@@ -562,6 +606,20 @@ mod tests {
         v4[12..].copy_from_slice(&[192, 168, 1, 7]);
         assert_eq!(format_gid(v4), "::ffff:192.168.1.7");
         assert_eq!(gid_kind(v4), "IPv4");
+    }
+
+    #[test]
+    fn capability_bits_by_name() {
+        assert_eq!(
+            device_cap_names(0x0000_7400),
+            vec![
+                "PORT_ACTIVE_EVENT",
+                "RC_RNR_NAK_GEN",
+                "SRQ_RESIZE",
+                "N_NOTIFY_CQ"
+            ]
+        );
+        assert!(device_cap_names(0x8000).is_empty());
     }
 
     #[test]

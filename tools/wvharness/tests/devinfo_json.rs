@@ -31,6 +31,9 @@ fn json_lists_both_devices() {
         assert_eq!(guid.len(), 19, "{guid}");
         assert_eq!(guid.matches(':').count(), 3, "{guid}");
         assert_eq!(d["transport"], "InfiniBand");
+        assert_eq!(d["limits"]["atomic_cap"], "ATOMIC_HCA (1)");
+        let caps = d["device_caps"].as_array().unwrap();
+        assert!(caps.iter().any(|c| c == "SRQ_RESIZE"), "{caps:?}");
         for limit in [
             "max_qp",
             "max_qp_wr",
@@ -70,6 +73,10 @@ fn text_looks_like_ibv_devinfo() {
         "\t\tport:\t1\n",
         "\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n",
         "\t\t\tGID[  0]:\t\tfe80::",
+        // The soft HCA's atomics and SRQ resize, as ibv_devinfo -v shows them.
+        "\tatomic_cap:\t\t\tATOMIC_HCA (1)\n",
+        "\tdevice_cap_flags:\t\t0x00007400\n\t\t\t\t\tPORT_ACTIVE_EVENT\n",
+        "\t\t\t\t\tSRQ_RESIZE\n",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }

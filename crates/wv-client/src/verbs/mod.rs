@@ -1,4 +1,6 @@
-//! The verbs API: provider → device → PD, MR, CQ, SRQ, QP, AH, MW, over any transport.
+//! The verbs API: provider → device → PD, MR, CQ, SRQ, QP, AH, MW, over any transport, with
+//! the data path of libibverbs: sends, receives, RDMA, atomics (compare-and-swap,
+//! fetch-and-add), memory-window binding (type 1 and 2) and invalidation, CQ and SRQ resize.
 //!
 //! It mirrors winverbs.dll (and the libibverbs semantics its users expect):
 //!
@@ -51,8 +53,8 @@ pub use wv_abi::{
 };
 pub use wv_hal::{AddressVector, Gid, Mtu, QpState, QpType};
 pub use wv_softhca::{
-    FastReg, GRH_BYTES, PostError, RecvWr, SendWr, Sge, UdAddress, WcOpcode, WcStatus,
-    WorkCompletion, WrOpcode, send_flags, wc_flags,
+    AtomicArgs, FastReg, GRH_BYTES, MwBind, MwBindInfo, MwType, PostError, RecvWr, SendWr, Sge,
+    UdAddress, WcOpcode, WcStatus, WorkCompletion, WrOpcode, inc_rkey, send_flags, wc_flags,
 };
 
 /// The name LIBRARY_QUERY returns for the soft HCA: its user-mode provider is built in.

@@ -7,13 +7,17 @@ use core::fmt;
 use core::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+use wv_softhca::{AtomicArgs, MwBind, MwBindInfo, MwType, Sge, WrOpcode, inc_rkey};
+
 use wv_abi::consts::{WV_CQ_ERROR, WV_CQ_NEXT_COMPLETION, WV_CQ_SOLICITED, WV_IO_QP_SIGNAL_SENDS};
 use wv_abi::ioctl::*;
 use wv_abi::{
     NtStatus, WV_IO_AH_CREATE, WV_IO_AV, WV_IO_ID, WV_IO_MEMORY_KEYS, WV_IO_MEMORY_REGISTER,
     WV_IO_QP_ATTRIBUTES, WV_IO_QP_CREATE, WV_IO_QP_MULTICAST, WV_IO_SRQ_ATTRIBUTES,
 };
-use wv_softhca::abi::{self as uabi, AhResp, CqResp, PdResp, QpCmd, QpResp, QpStateOut, SrqResp};
+use wv_softhca::abi::{
+    self as uabi, AhResp, CqResp, MwCmd, MwResp, PdResp, QpCmd, QpResp, QpStateOut, SrqResp,
+};
 use wv_softhca::{PostError, RecvWr, SendWr, UvpCq, UvpQp, UvpSrq, WorkCompletion};
 use zerocopy::IntoBytes;
 
@@ -213,34 +217,61 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
             size_of::<WV_IO_AH_CREATE>() + size_of::<AhResp>(),
         )?;
         let id = parse::<WV_IO_AH_CREATE>(OP, &st.output)?.Id.Id;
+        // The device says which entry of the port's GID table the source GID is: UD sends
+        // through this handle carry it.
+        let sgid_index = vendor_out::<AhResp>(OP, &st.output, size_of::<WV_IO_AH_CREATE>())
+            .map_or(0, |r| r.sgid_index as u8);
         Ok(Ah {
             inner: Arc::new(AhInner {
                 pd: self.clone(),
                 id,
                 av: *av,
+                sgid_index,
             }),
         })
     }
 
-    /// MW_ALLOCATE: a memory window.
+    /// MW_ALLOCATE of a type 1 window (`ibv_alloc_mw(pd, IBV_MW_TYPE_1)`, the only kind OFW's
+    /// verbs knew): bound with [`Qp::bind_mw`].
     ///
     /// # Errors
     /// The status of MW_ALLOCATE.
     pub fn alloc_mw(&self) -> Result<Mw<F>> {
+        self.alloc_mw_type(MwType::Type1)
+    }
+
+    /// MW_ALLOCATE of a window of `kind` (the soft UVP's vendor command carries the type):
+    /// type 1 windows are bound with [`Qp::bind_mw`], type 2 with [`Qp::post_bind_mw`].
+    ///
+    /// # Errors
+    /// The status of MW_ALLOCATE.
+    pub fn alloc_mw_type(&self, kind: MwType) -> Result<Mw<F>> {
         const OP: &str = "MW_ALLOCATE";
+        let fixed = size_of::<WV_IO_ID>();
+        let cmd = MwCmd {
+            magic: uabi::SOFTHCA_ABI_MAGIC,
+            mw_type: kind as u32,
+        };
+        let mut input = id_bytes(self.inner.id, 0, 0);
+        input.extend_from_slice(cmd.as_bytes());
         let st = ioctl(
             &**self.file(),
             OP,
             WV_IOCTL_MW_ALLOCATE,
-            &id_bytes(self.inner.id, 0, 0),
-            size_of::<WV_IO_ID>(),
+            &input,
+            fixed + size_of::<MwResp>(),
         )?;
         let out: WV_IO_ID = parse(OP, &st.output)?;
+        let kind = vendor_out::<MwResp>(OP, &st.output, fixed)
+            .ok()
+            .and_then(|r| MwType::from_u32(r.mw_type))
+            .unwrap_or(kind);
         Ok(Mw {
             inner: Arc::new(MwInner {
                 pd: self.clone(),
                 id: out.Id,
-                rkey: u32::from_be(out.Data),
+                rkey: AtomicU32::new(u32::from_be(out.Data)),
+                kind,
             }),
         })
     }
@@ -314,7 +345,9 @@ impl Drop for Mr {
 struct MwInner<F: RawFile> {
     pd: Pd<F>,
     id: u64,
-    rkey: u32,
+    /// The current rkey (a bind posted through this library moves it to the next key).
+    rkey: AtomicU32,
+    kind: MwType,
 }
 
 impl<F: RawFile> Drop for MwInner<F> {
@@ -327,16 +360,28 @@ impl<F: RawFile> Drop for MwInner<F> {
     }
 }
 
-/// A memory window (`IWVMemoryWindow`). The soft HCA creates windows unbound.
+/// A memory window (`IWVMemoryWindow`, `ibv_mw`): created unbound; bound to part of a
+/// region through a QP's send queue ([`Qp::bind_mw`] for type 1, [`Qp::post_bind_mw`] for
+/// type 2), then reachable by a peer's RDMA and atomics under [`Mw::rkey`] within its bounds
+/// and rights. Cloning shares it.
 pub struct Mw<F: RawFile> {
     inner: Arc<MwInner<F>>,
+}
+
+impl<F: RawFile> Clone for Mw<F> {
+    fn clone(&self) -> Self {
+        Mw {
+            inner: Arc::clone(&self.inner),
+        }
+    }
 }
 
 impl<F: RawFile> fmt::Debug for Mw<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Mw")
             .field("id", &self.inner.id)
-            .field("rkey", &format_args!("{:#x}", self.inner.rkey))
+            .field("kind", &self.inner.kind)
+            .field("rkey", &format_args!("{:#x}", self.rkey()))
             .finish()
     }
 }
@@ -346,9 +391,14 @@ impl<F: RawFile> Mw<F> {
     pub fn id(&self) -> u64 {
         self.inner.id
     }
-    /// The window's rkey (host order).
+    /// The window's current rkey (host order): after a bind posted through this library, the
+    /// key that bind gives it (as `ibv_mw.rkey`).
     pub fn rkey(&self) -> u32 {
-        self.inner.rkey
+        self.inner.rkey.load(Ordering::Acquire)
+    }
+    /// Type 1 or type 2.
+    pub fn kind(&self) -> MwType {
+        self.inner.kind
     }
     /// The PD it belongs to.
     pub fn pd(&self) -> &Pd<F> {
@@ -360,6 +410,7 @@ struct AhInner<F: RawFile> {
     pd: Pd<F>,
     id: u64,
     av: AddressVector,
+    sgid_index: u8,
 }
 
 impl<F: RawFile> Drop for AhInner<F> {
@@ -399,14 +450,19 @@ impl<F: RawFile> Ah<F> {
     }
 
     /// The UD destination of a send through this handle (`wr.ud` of `ibv_send_wr`): the soft
-    /// HCA embeds the address vector in the WQE, as pvrdma does. A `remote_qkey` with the high
-    /// bit set means "use the QP's own Q_Key".
+    /// HCA embeds the address vector in the WQE, as pvrdma does, with its GRH fields (the
+    /// source GID as its index in the port's table). A `remote_qkey` with the high bit set
+    /// means "use the QP's own Q_Key".
     pub fn ud(&self, remote_qpn: u32, remote_qkey: u32) -> UdAddress {
         let av = &self.inner.av;
         UdAddress {
             dgid: av.dgid,
             dlid: av.dlid,
             grh: av.grh_valid,
+            sgid_index: self.inner.sgid_index,
+            hop_limit: av.hop_limit,
+            traffic_class: av.traffic_class,
+            flow_label: av.flow_label,
             remote_qpn,
             remote_qkey,
         }
@@ -561,21 +617,27 @@ impl<F: RawFile + Send + Sync + 'static> Cq<F> {
         .map(|_| ())
     }
 
-    /// CQ_RESIZE to at least `entries`; returns the new size. (The soft HCA keeps its ring:
-    /// a size it already holds succeeds, a larger one fails with `STATUS_UNSUCCESSFUL`.)
+    /// CQ_RESIZE to at least `entries` (`ibv_resize_cq`), larger or smaller; returns the new
+    /// size. Completions not yet polled are kept, in order. Polling and arming wait while the
+    /// command runs (the user-mode provider then maps the new ring).
     ///
     /// # Errors
-    /// The status of CQ_RESIZE.
+    /// The status of CQ_RESIZE: `STATUS_UNSUCCESSFUL` for a size beyond the device's
+    /// `MaxCqEntries` or too small for the completions waiting.
     pub fn resize(&self, entries: u32) -> Result<u32> {
         const OP: &str = "CQ_RESIZE";
+        let fixed = size_of::<WV_IO_ID>();
+        let resize = self.inner.uvp.begin_resize();
         let st = ioctl(
             &**self.file(),
             OP,
             WV_IOCTL_CQ_RESIZE,
             &id_bytes(self.inner.id, 0, entries),
-            size_of::<WV_IO_ID>(),
+            fixed + size_of::<CqResp>(),
         )?;
         let n = parse::<WV_IO_ID>(OP, &st.output)?.Data;
+        let r = vendor_out::<CqResp>(OP, &st.output, fixed)?;
+        resize.finish(&r).map_err(|_| uvp_refused(OP))?;
         self.inner.entries.store(n, Ordering::Relaxed);
         Ok(n)
     }
@@ -709,21 +771,30 @@ impl<F: RawFile + Send + Sync + 'static> Srq<F> {
         }
     }
 
-    /// SRQ_MODIFY: the driver always passes both the size and the limit, as OFW does (the
-    /// soft HCA keeps its ring, so `max_wr` must not exceed the current size).
+    /// SRQ_MODIFY: the driver always passes both the size and the limit, as OFW does. A
+    /// `max_wr` other than the current size resizes the SRQ (`ibv_modify_srq` with
+    /// `IBV_SRQ_MAX_WR`; the device advertises `WV_IO_SRQ_RESIZE`), keeping the receives not
+    /// yet used; posting waits while the command runs. Pass [`Srq::query`]'s `MaxWr` to change
+    /// only the limit.
     ///
     /// # Errors
-    /// The status of SRQ_MODIFY.
+    /// The status of SRQ_MODIFY: `STATUS_UNSUCCESSFUL` for a size beyond `MaxSrqWr`, too small
+    /// for the receives waiting, or below the limit.
     pub fn modify(&self, max_wr: u32, limit: u32) -> Result<()> {
+        const OP: &str = "SRQ_MODIFY";
+        let fixed = size_of::<WV_IO_SRQ_ATTRIBUTES>();
         let attr = self.attr(max_wr, limit);
-        ioctl(
+        let resize = self.inner.uvp.begin_resize();
+        let st = ioctl(
             &**self.file(),
-            "SRQ_MODIFY",
+            OP,
             WV_IOCTL_SRQ_MODIFY,
             attr.as_bytes(),
-            size_of::<WV_IO_SRQ_ATTRIBUTES>(),
-        )
-        .map(|_| ())
+            fixed + size_of::<SrqResp>(),
+        )?;
+        let r = vendor_out::<SrqResp>(OP, &st.output, fixed)?;
+        resize.finish(&r).map_err(|_| uvp_refused(OP))?;
+        Ok(())
     }
 
     /// SRQ_QUERY: `MaxWr`, `MaxSge`, `SrqLimit`.
@@ -918,6 +989,170 @@ impl<F: RawFile> Qp<F> {
         wrs: &[RecvWr<'_>],
     ) -> core::result::Result<(), (usize, PostError)> {
         self.inner.uvp.post_recv_list(wrs)
+    }
+
+    fn atomic(
+        &self,
+        wr_id: u64,
+        opcode: WrOpcode,
+        result: Sge,
+        remote: (u64, u32),
+        args: AtomicArgs,
+        send_flags: u32,
+    ) -> core::result::Result<(), PostError> {
+        let sg = [result];
+        let mut wr = SendWr::new(wr_id, opcode);
+        wr.sg_list = &sg;
+        wr.send_flags = send_flags;
+        wr.remote_addr = remote.0;
+        wr.rkey = remote.1;
+        wr.atomic = Some(args);
+        self.inner.uvp.post_send(&wr)
+    }
+
+    /// Posts an atomic compare-and-swap (`IBV_WR_ATOMIC_CMP_AND_SWP`, RC only): if the 8
+    /// bytes at `remote_addr` (naturally aligned, under `rkey` with remote atomic access)
+    /// equal `compare` they become `swap`; their original value lands in `result` (an 8-byte
+    /// SGE of a region with local write access). Completes as `WcOpcode::CompSwap`.
+    ///
+    /// # Errors
+    /// The UVP's [`PostError`] (`BadOpcode` on UC/UD, `AtomicLength` unless `result` is 8
+    /// bytes); access, bounds and alignment faults are error completions.
+    #[allow(clippy::too_many_arguments)]
+    pub fn compare_swap(
+        &self,
+        wr_id: u64,
+        result: Sge,
+        remote_addr: u64,
+        rkey: u32,
+        compare: u64,
+        swap: u64,
+        send_flags: u32,
+    ) -> core::result::Result<(), PostError> {
+        self.atomic(
+            wr_id,
+            WrOpcode::AtomicCmpAndSwp,
+            result,
+            (remote_addr, rkey),
+            AtomicArgs {
+                compare_add: compare,
+                swap,
+            },
+            send_flags,
+        )
+    }
+
+    /// Posts an atomic fetch-and-add (`IBV_WR_ATOMIC_FETCH_AND_ADD`, RC only): `add` is added
+    /// (modulo 2^64) to the 8 bytes at `remote_addr`; their original value lands in `result`.
+    /// Completes as `WcOpcode::FetchAdd`. See [`Qp::compare_swap`] for the rules.
+    ///
+    /// # Errors
+    /// As [`Qp::compare_swap`].
+    pub fn fetch_add(
+        &self,
+        wr_id: u64,
+        result: Sge,
+        remote_addr: u64,
+        rkey: u32,
+        add: u64,
+        send_flags: u32,
+    ) -> core::result::Result<(), PostError> {
+        self.atomic(
+            wr_id,
+            WrOpcode::AtomicFetchAndAdd,
+            result,
+            (remote_addr, rkey),
+            AtomicArgs {
+                compare_add: add,
+                swap: 0,
+            },
+            send_flags,
+        )
+    }
+
+    /// Binds the type 1 window `mw` (`ibv_bind_mw`) to `len` bytes at `offset` of `mr` (a
+    /// region registered with `WV_ACCESS_MW_BIND`) with the remote rights `access`; `len` 0
+    /// unbinds it. The bind goes through the send queue (completion `WcOpcode::BindMw` with
+    /// `wr_id`) and the window's key moves to the next key byte: returned, and what
+    /// [`Mw::rkey`] says from now on.
+    ///
+    /// # Errors
+    /// The UVP's [`PostError`]; a bind the device refuses (wrong type, PD, bounds, rights)
+    /// completes with `MW_BIND_ERR`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn bind_mw(
+        &self,
+        mw: &Mw<F>,
+        wr_id: u64,
+        send_flags: u32,
+        mr: &Mr,
+        offset: usize,
+        len: u64,
+        access: u32,
+    ) -> core::result::Result<u32, PostError> {
+        let info = MwBindInfo {
+            mr_lkey: mr.lkey(),
+            addr: mr.addr().wrapping_add(offset as u64),
+            length: len,
+            access,
+        };
+        let new = self
+            .inner
+            .uvp
+            .bind_mw(wr_id, send_flags, mw.rkey(), &info)?;
+        mw.inner.rkey.store(new, Ordering::Release);
+        Ok(new)
+    }
+
+    /// Posts a `BIND_MW` request for the type 2 window `mw` (`IBV_WR_BIND_MW`): like
+    /// [`Qp::bind_mw`], under the key `inc_rkey(mw.rkey())`, which it returns and [`Mw::rkey`]
+    /// reports from now on. The window is then reachable through this QP only, until a
+    /// `LOCAL_INV` ([`Qp::invalidate`]) or a peer's `SEND_WITH_INV` of that key frees it.
+    ///
+    /// # Errors
+    /// As [`Qp::bind_mw`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn post_bind_mw(
+        &self,
+        mw: &Mw<F>,
+        wr_id: u64,
+        send_flags: u32,
+        mr: &Mr,
+        offset: usize,
+        len: u64,
+        access: u32,
+    ) -> core::result::Result<u32, PostError> {
+        let new = inc_rkey(mw.rkey());
+        let mut wr = SendWr::new(wr_id, WrOpcode::BindMw);
+        wr.send_flags = send_flags;
+        wr.bind = Some(MwBind {
+            mw_rkey: mw.rkey(),
+            new_rkey: new,
+            mr_lkey: mr.lkey(),
+            addr: mr.addr().wrapping_add(offset as u64),
+            length: len,
+            access,
+        });
+        self.inner.uvp.post_send(&wr)?;
+        mw.inner.rkey.store(new, Ordering::Release);
+        Ok(new)
+    }
+
+    /// Posts a `LOCAL_INV` of `rkey` (a region's key, or a type 2 window's).
+    ///
+    /// # Errors
+    /// The UVP's [`PostError`]; a key the device cannot invalidate completes with
+    /// `LOC_QP_OP_ERR`.
+    pub fn invalidate(
+        &self,
+        wr_id: u64,
+        rkey: u32,
+        send_flags: u32,
+    ) -> core::result::Result<(), PostError> {
+        let mut wr = SendWr::new(wr_id, WrOpcode::LocalInv);
+        wr.imm_or_inv = rkey;
+        wr.send_flags = send_flags;
+        self.inner.uvp.post_send(&wr)
     }
 }
 

@@ -411,6 +411,15 @@ pub struct Conn {
     pub rnr_retry: u8,
     pub access: u32,
     pub psn: u32,
+    /// Local ACK timeout (`timeout`).
+    pub timeout: u8,
+    /// The RNR NAK timer this side's responder asks for (`min_rnr_timer`).
+    pub min_rnr_timer: u8,
+    /// `max_rd_atomic` (initiator depth).
+    pub depth: u8,
+    /// `max_dest_rd_atomic` (responder resources).
+    pub resources: u8,
+    pub mtu: Mtu,
 }
 impl Default for Conn {
     fn default() -> Self {
@@ -419,6 +428,11 @@ impl Default for Conn {
             rnr_retry: 7,
             access: WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ,
             psn: 0x123,
+            timeout: 14,
+            min_rnr_timer: 12,
+            depth: 1,
+            resources: 1,
+            mtu: Mtu::Mtu1024,
         }
     }
 }
@@ -446,11 +460,16 @@ pub fn bring_up(node: &Node, qp: &Qp, dgid: Gid, remote_qpn: u32, c: Conn) {
             };
             a.dest_qpn = remote_qpn;
             a.rq_psn = c.psn;
+            a.rnr_nak_timeout = c.min_rnr_timer;
+            a.responder_resources = c.resources;
+            a.path_mtu = Some(c.mtu);
             node.modify(qp, &a.to(QpState::Rtr)).unwrap();
             a.options = if t == QpType::Rc { RTS_RC } else { RTS_UD };
             a.sq_psn = c.psn;
             a.retry = c.retry;
             a.rnr_retry = c.rnr_retry;
+            a.local_ack_timeout = c.timeout;
+            a.initiator_depth = c.depth;
             node.modify(qp, &a.to(QpState::Rts)).unwrap();
         }
     }
@@ -520,4 +539,35 @@ pub fn rc_pair_with(p: &HostPlatform, c: Conn) -> (Arc<Fabric>, Node, Node, Cq, 
 /// [`rc_pair_with`] with the default connection attributes.
 pub fn rc_pair(p: &HostPlatform) -> (Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
     rc_pair_with(p, Conn::default())
+}
+
+/// The local ACK timeout of `attrs()`'s `local_ack_timeout` (14): 4.096 µs × 2^14.
+pub const ACK_TIMEOUT_NS: u64 = 4096 << 14;
+/// The RNR NAK delay of `attrs()`'s `rnr_nak_timeout` (12): 0.64 ms.
+pub const RNR_DELAY_NS: u64 = 640_000;
+
+/// Deterministic mode: fires the device timers one after the other (moving the clock to each)
+/// until none is pending or the next is more than `budget_ns` past the clock at the call.
+/// Returns how many fired.
+pub fn run_timers_for(p: &HostPlatform, budget_ns: u64) -> usize {
+    let end = p.now_ns().saturating_add(budget_ns);
+    let mut fired = 0;
+    while let Some(due) = p.next_timer_ns() {
+        if due > end {
+            break;
+        }
+        assert!(p.run_next_timer());
+        fired += 1;
+    }
+    fired
+}
+
+/// Fires device timers until none is pending (at most `limit` of them: an RNR wait with
+/// `rnr_retry = 7` never ends on its own).
+pub fn run_timers(p: &HostPlatform, limit: usize) -> usize {
+    let mut fired = 0;
+    while fired < limit && p.run_next_timer() {
+        fired += 1;
+    }
+    fired
 }

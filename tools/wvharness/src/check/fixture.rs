@@ -158,16 +158,41 @@ pub fn rc_to_rts<F: wv_client::raw::RawFile + Send + Sync + 'static>(
     a: &End<F>,
     b: &End<F>,
 ) -> Result<(), String> {
-    a.qp.modify(&QpAttr::init(
-        1,
+    rc_to_rts_with(a, b, WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ, 1)
+}
+
+/// [`rc_to_rts`] with the QP's remote `access` and `depth` reads/atomics each way
+/// (`max_rd_atomic` and `max_dest_rd_atomic`).
+pub fn rc_to_rts_with<F: wv_client::raw::RawFile + Send + Sync + 'static>(
+    a: &End<F>,
+    b: &End<F>,
+    access: u32,
+    depth: u8,
+) -> Result<(), String> {
+    a.qp.modify(&QpAttr::init(1, 0, access))
+        .map_err(verr("QP_MODIFY(INIT)"))?;
+    a.qp.modify(&QpAttr::rtr(
+        b.qp.qpn(),
         0,
-        WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ,
+        &av(a, b),
+        Mtu::Mtu1024,
+        depth,
+        12,
     ))
-    .map_err(verr("QP_MODIFY(INIT)"))?;
-    a.qp.modify(&QpAttr::rtr(b.qp.qpn(), 0, &av(a, b), Mtu::Mtu1024, 1, 12))
-        .map_err(verr("QP_MODIFY(RTR)"))?;
-    a.qp.modify(&QpAttr::rts(0, 14, 7, 7, 1))
+    .map_err(verr("QP_MODIFY(RTR)"))?;
+    a.qp.modify(&QpAttr::rts(0, 14, 7, 7, depth))
         .map_err(verr("QP_MODIFY(RTS)"))
+}
+
+/// Connects two RC ends both ways with the QPs' remote `access` and `depth`.
+pub fn connect_rc_with<F: wv_client::raw::RawFile + Send + Sync + 'static>(
+    a: &End<F>,
+    b: &End<F>,
+    access: u32,
+    depth: u8,
+) -> Result<(), String> {
+    rc_to_rts_with(a, b, access, depth)?;
+    rc_to_rts_with(b, a, access, depth)
 }
 
 /// Connects two RC ends both ways.

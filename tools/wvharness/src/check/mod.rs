@@ -20,6 +20,7 @@
 //! Other commands (the default command's progress bar) use [`run_all`] / [`scenario_names`].
 
 mod abi;
+mod atomics;
 mod badflow;
 mod client_modify;
 mod env;
@@ -29,8 +30,10 @@ mod notify;
 mod ports;
 mod qp_modify;
 mod raw;
+mod resize;
 mod teardown;
 mod traffic;
+mod windows;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -164,6 +167,9 @@ fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     all.extend(teardown::scenarios());
     all.extend(badflow::scenarios());
     all.extend(traffic::scenarios());
+    all.extend(atomics::scenarios());
+    all.extend(windows::scenarios());
+    all.extend(resize::scenarios());
     all
 }
 

@@ -293,8 +293,10 @@ impl<F: RawFile + Send + Sync + 'static> Side<F> {
                     dgid: remote.gid,
                     dlid: remote.lid,
                     grh: av.grh_valid,
+                    hop_limit: av.hop_limit,
                     remote_qpn: remote.qpn,
                     remote_qkey: QKEY,
+                    ..UdAddress::default()
                 });
             }
             Connection::Uc => {

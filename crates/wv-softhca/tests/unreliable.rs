@@ -1,0 +1,335 @@
+//! UD and UC as InfiniBand specifies them: a send error is a send queue error (SQE: the send
+//! queue flushes, receives go on, SQE → RTS recovers); a UC responder drops a message it
+//! cannot take, silently, and stays as it was; a UD receiver finds a GRH only when the sender's
+//! address vector carries one, with the sender's SGID and the destination GID; multicast
+//! reaches members on any port.
+
+mod common;
+
+use common::*;
+use wv_abi::consts::*;
+use wv_hal::*;
+use wv_host::HostPlatform;
+use wv_softhca::*;
+
+fn ud_to(dgid: Gid, qpn: u32) -> UdAddress {
+    UdAddress {
+        dgid,
+        grh: true,
+        remote_qpn: qpn,
+        remote_qkey: 0x1111_1111,
+        ..UdAddress::default()
+    }
+}
+
+fn statuses(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
+    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
+}
+
+/// SQE → RTS, as a client asks for it.
+fn recover(n: &Node, q: &Qp) {
+    let mut m = attrs(WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_CURRENT_STATE);
+    m.current_state = QpState::SqError;
+    n.modify(q, &m.to(QpState::Rts)).unwrap();
+}
+
+#[test]
+fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let ca = a.cq(16);
+    let cb = b.cq(16);
+    let qa = a.qp(QpType::Ud, &ca);
+    let qb = b.qp(QpType::Ud, &cb);
+    bring_up(&a, &qa, [0; 16], 0, Conn::default());
+    bring_up(&b, &qb, [0; 16], 0, Conn::default());
+    let big = a.mem(8192, ALL_ACCESS);
+    let ra = a.mem(256, ALL_ACCESS);
+    let mb = b.mem(64, ALL_ACCESS);
+    qa.uvp.post_recv(&recv_wr(100, &[ra.sge(0, 128)])).unwrap();
+    qa.uvp
+        .post_recv(&recv_wr(101, &[ra.sge(128, 128)]))
+        .unwrap();
+    // Larger than the port MTU: LOC_LEN_ERR, the QP goes to SQE (not ERR); the next send is
+    // flushed.
+    let sg = [big.sge(0, 8192)];
+    let mut wr = send_wr(1, WrOpcode::Send, &sg);
+    wr.ud = Some(ud_to(b.hca.gid(), qb.uvp.qpn()));
+    qa.uvp.post_send(&wr).unwrap();
+    let sg2 = [big.sge(0, 16)];
+    let mut ok = send_wr(2, WrOpcode::Send, &sg2);
+    ok.ud = wr.ud;
+    qa.uvp.post_send(&ok).unwrap();
+    assert_eq!(
+        statuses(&poll_all(&ca)),
+        vec![(1, WcStatus::LocLenErr), (2, WcStatus::WrFlushErr)]
+    );
+    assert_eq!(a.state(&qa), QpState::SqError);
+    assert_eq!(qa.uvp.state(), QpState::SqError);
+    // Its receive queue still works: nothing was flushed, and B's datagram lands.
+    let sgb = [mb.sge(0, 8)];
+    let mut back = send_wr(3, WrOpcode::Send, &sgb);
+    back.ud = Some(ud_to(a.hca.gid(), qa.uvp.qpn()));
+    qb.uvp.post_send(&back).unwrap();
+    assert_eq!(statuses(&poll_all(&ca)), vec![(100, WcStatus::Success)]);
+    // SQE → RTS: sending works again.
+    recover(&a, &qa);
+    assert_eq!(a.state(&qa), QpState::Rts);
+    qb.uvp.post_recv(&recv_wr(200, &[mb.sge(0, 64)])).unwrap();
+    qa.uvp.post_send(&ok).unwrap();
+    assert_eq!(statuses(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
+    assert_eq!(
+        statuses(&poll_all(&cb)),
+        vec![(3, WcStatus::Success), (200, WcStatus::Success)]
+    );
+    settle(&p);
+}
+
+#[test]
+fn a_uc_send_error_is_a_send_queue_error_too() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let ca = a.cq(16);
+    let cb = b.cq(16);
+    let qa = a.qp(QpType::Uc, &ca);
+    let qb = b.qp(QpType::Uc, &cb);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let la = a.mem(64, ALL_ACCESS);
+    let mb = b.mem(64, ALL_ACCESS);
+    qa.uvp.post_recv(&recv_wr(100, &[la.sge(0, 64)])).unwrap();
+    let bad = [Sge {
+        lkey: la.lkey ^ 0x100,
+        ..la.sge(0, 8)
+    }];
+    qa.uvp.post_send(&send_wr(1, WrOpcode::Send, &bad)).unwrap();
+    assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::LocProtErr)]);
+    assert_eq!(a.state(&qa), QpState::SqError);
+    qb.uvp
+        .post_send(&send_wr(2, WrOpcode::Send, &[mb.sge(0, 8)]))
+        .unwrap();
+    assert_eq!(statuses(&poll_all(&ca)), vec![(100, WcStatus::Success)]);
+    recover(&a, &qa);
+    qb.uvp.post_recv(&recv_wr(200, &[mb.sge(0, 64)])).unwrap();
+    qa.uvp
+        .post_send(&send_wr(3, WrOpcode::Send, &[la.sge(0, 8)]))
+        .unwrap();
+    assert_eq!(statuses(&poll_all(&ca)), vec![(3, WcStatus::Success)]);
+    assert_eq!(
+        statuses(&poll_all(&cb)),
+        vec![(2, WcStatus::Success), (200, WcStatus::Success)]
+    );
+    settle(&p);
+}
+
+#[test]
+fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b) = pair(&p);
+    let ca = a.cq(32);
+    let cb = b.cq(32);
+    let qa = a.qp(QpType::Uc, &ca);
+    let qb = b.qp(QpType::Uc, &cb);
+    connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
+    let la = a.mem(8192, ALL_ACCESS);
+    let rb = b.mem(8192, ALL_ACCESS);
+    la.buf.write(0, &[0x5A; 4096]).unwrap();
+    // No receive posted: the send is dropped.
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[la.sge(0, 8)]))
+        .unwrap();
+    // An RDMA write under a bad rkey: dropped.
+    let sg = [la.sge(0, 8)];
+    let mut wr = send_wr(2, WrOpcode::RdmaWrite, &sg);
+    wr.remote_addr = rb.addr(0);
+    wr.rkey = rb.rkey ^ 0x100;
+    qa.uvp.post_send(&wr).unwrap();
+    // A receive too small for the message: dropped, and the receive stays for the next one.
+    qb.uvp.post_recv(&recv_wr(10, &[rb.sge(0, 16)])).unwrap();
+    qa.uvp
+        .post_send(&send_wr(3, WrOpcode::Send, &[la.sge(0, 64)]))
+        .unwrap();
+    assert_eq!(
+        statuses(&poll_all(&ca)),
+        vec![
+            (1, WcStatus::Success),
+            (2, WcStatus::Success),
+            (3, WcStatus::Success)
+        ]
+    );
+    assert!(poll_all(&cb).is_empty());
+    assert_eq!(b.state(&qb), QpState::Rts);
+    assert!(rb.buf.to_vec()[..16].iter().all(|&x| x == 0));
+    qa.uvp
+        .post_send(&send_wr(4, WrOpcode::Send, &[la.sge(0, 16)]))
+        .unwrap();
+    let r = poll_all(&cb);
+    assert_eq!(
+        (r[0].wr_id, r[0].status, r[0].byte_len),
+        (10, WcStatus::Success, 16)
+    );
+    // A message of four packets whose second is lost: the rest of it is dropped, and the next
+    // message (UC resynchronises on its first packet) arrives whole.
+    qb.uvp.post_recv(&recv_wr(11, &[rb.sge(0, 4096)])).unwrap();
+    f.script(&[PacketFate::Deliver, PacketFate::Drop]);
+    qa.uvp
+        .post_send(&send_wr(5, WrOpcode::Send, &[la.sge(0, 4096)]))
+        .unwrap();
+    assert!(poll_all(&cb).is_empty());
+    qa.uvp
+        .post_send(&send_wr(6, WrOpcode::Send, &[la.sge(0, 3000)]))
+        .unwrap();
+    let r = poll_all(&cb);
+    assert_eq!(
+        (r[0].wr_id, r[0].status, r[0].byte_len),
+        (11, WcStatus::Success, 3000)
+    );
+    assert_eq!(poll_all(&ca).len(), 3);
+    assert_eq!(b.state(&qb), QpState::Rts);
+    settle(&p);
+}
+
+#[test]
+fn a_ud_receiver_gets_a_grh_only_when_the_sender_sends_one() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let ca = a.cq(16);
+    let cb = b.cq(16);
+    let qa = a.qp(QpType::Ud, &ca);
+    let qb = b.qp(QpType::Ud, &cb);
+    bring_up(&a, &qa, [0; 16], 0, Conn::default());
+    bring_up(&b, &qb, [0; 16], 0, Conn::default());
+    // The sender's port has an IPv4-based GID at index 1: the GRH carries it as SGID.
+    let idx = a.hca.add_ipv4_gid(1, [10, 0, 0, 7]).unwrap();
+    assert_eq!(idx, 1);
+    let sgid = a.hca.query_gid(1, 1).unwrap();
+    let la = a.mem(64, ALL_ACCESS);
+    la.buf.write(0, b"payload!").unwrap();
+    let rb = b.mem(256, ALL_ACCESS);
+    rb.buf.write(0, &[0xEE; 256]).unwrap();
+    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 128)])).unwrap();
+    qb.uvp.post_recv(&recv_wr(2, &[rb.sge(128, 128)])).unwrap();
+    let sg = [la.sge(0, 8)];
+    let mut wr = send_wr(1, WrOpcode::SendWithImm, &sg);
+    wr.imm_or_inv = 0x0102_0304;
+    wr.ud = Some(UdAddress {
+        sgid_index: 1,
+        hop_limit: 9,
+        traffic_class: 0xA4,
+        flow_label: 0x1_2345,
+        ..ud_to(b.hca.gid(), qb.uvp.qpn())
+    });
+    qa.uvp.post_send(&wr).unwrap();
+    // Routed by LID, without a global route: no GRH.
+    let mut plain = send_wr(2, WrOpcode::Send, &sg);
+    plain.ud = Some(UdAddress {
+        dlid: b.hca.lid(1),
+        remote_qpn: qb.uvp.qpn(),
+        remote_qkey: 0x1111_1111,
+        ..UdAddress::default()
+    });
+    qa.uvp.post_send(&plain).unwrap();
+    let r = poll_all(&cb);
+    assert_eq!(r.len(), 2);
+    // With: the flag, and a GRH made of the sender's address vector.
+    assert_eq!(r[0].wc_flags, wc_flags::GRH | wc_flags::WITH_IMM);
+    assert_eq!(r[0].byte_len, 8 + GRH_BYTES as u32);
+    let v = rb.buf.to_vec();
+    let grh = &v[..GRH_BYTES];
+    let word0 = u32::from_be_bytes(grh[0..4].try_into().unwrap());
+    assert_eq!(word0 >> 28, 6, "IP version 6");
+    assert_eq!((word0 >> 20) & 0xFF, 0xA4, "traffic class");
+    assert_eq!(word0 & 0xF_FFFF, 0x1_2345, "flow label");
+    // Payload length: BTH 12 + DETH 8 + immediate 4 + payload 8 + ICRC 4.
+    assert_eq!(u16::from_be_bytes([grh[4], grh[5]]), 36);
+    assert_eq!((grh[6], grh[7]), (0x1B, 9), "next header BTH, hop limit");
+    assert_eq!(&grh[8..24], &sgid, "SGID of the sender's GID index");
+    assert_eq!(&grh[24..40], &b.hca.gid(), "DGID");
+    assert_eq!(&v[40..48], b"payload!");
+    // Without: no flag, and the first 40 bytes as they were.
+    assert_eq!(r[1].wc_flags, 0);
+    assert_eq!(r[1].byte_len, 8 + GRH_BYTES as u32);
+    assert!(v[128..128 + GRH_BYTES].iter().all(|&x| x == 0xEE));
+    assert_eq!(&v[168..176], b"payload!");
+    // A GID index the sending port does not have: a local error, the QP to SQE.
+    let mut bad = wr;
+    bad.wr_id = 3;
+    bad.ud = Some(UdAddress {
+        sgid_index: 9,
+        ..wr.ud.unwrap()
+    });
+    qa.uvp.post_send(&bad).unwrap();
+    assert_eq!(
+        statuses(&poll_all(&ca)),
+        vec![
+            (1, WcStatus::Success),
+            (2, WcStatus::Success),
+            (3, WcStatus::LocQpOpErr)
+        ]
+    );
+    assert_eq!(a.state(&qa), QpState::SqError);
+    settle(&p);
+}
+
+#[test]
+fn multicast_reaches_members_on_any_port() {
+    let p = HostPlatform::deterministic();
+    let f = Fabric::new();
+    let two_ports = || {
+        let mut c = DeviceConfig::new("two", mac());
+        c.ports = 2;
+        c
+    };
+    let a = Node::new(&p, two_ports());
+    let b = Node::new(&p, two_ports());
+    f.attach(&a.hca);
+    f.attach(&b.hca);
+    let ca = a.cq(16);
+    let cb = b.cq(16);
+    let sender = a.qp(QpType::Ud, &ca);
+    bring_up(&a, &sender, [0; 16], 0, Conn::default());
+    // The member is bound to port 2.
+    let member = b.qp(QpType::Ud, &cb);
+    let mut at = attrs(INIT_UD);
+    at.port = 2;
+    b.modify(&member, &at.to(QpState::Init)).unwrap();
+    b.modify(&member, &at.to(QpState::Rtr)).unwrap();
+    at.options = RTS_UD;
+    b.modify(&member, &at.to(QpState::Rts)).unwrap();
+    let mut group = [0u8; 16];
+    group[0] = 0xFF;
+    group[1] = 0x0E;
+    group[15] = 9;
+    let _m = b.hca.attach_mcast(&member.soft, &group, 0xC009).unwrap();
+    let rb = b.mem(512, ALL_ACCESS);
+    for i in 0..3 {
+        member
+            .uvp
+            .post_recv(&recv_wr(i, &[rb.sge(i as usize * 128, 128)]))
+            .unwrap();
+    }
+    let data = *b"all ports";
+    let mut wr = send_wr(9, WrOpcode::Send, &[]);
+    wr.inline_data = Some(&data);
+    wr.ud = Some(ud_to(group, 0xFF_FFFF));
+    // Port 1 of the member's device down: the member on port 2 still gets its copy.
+    b.hca.set_port_state(1, false).unwrap();
+    sender.uvp.post_send(&wr).unwrap();
+    let r = poll_all(&cb);
+    assert_eq!(statuses(&r), vec![(0, WcStatus::Success)]);
+    assert_ne!(r[0].wc_flags & wc_flags::GRH, 0);
+    assert_eq!(
+        &rb.buf.to_vec()[24..40],
+        &group,
+        "the GRH's DGID is the group"
+    );
+    assert_eq!(&rb.buf.to_vec()[40..49], b"all ports");
+    // Its own port down: no copy.
+    b.hca.set_port_state(1, true).unwrap();
+    b.hca.set_port_state(2, false).unwrap();
+    sender.uvp.post_send(&wr).unwrap();
+    assert!(poll_all(&cb).is_empty());
+    b.hca.set_port_state(2, true).unwrap();
+    sender.uvp.post_send(&wr).unwrap();
+    assert_eq!(statuses(&poll_all(&cb)), vec![(1, WcStatus::Success)]);
+    settle(&p);
+}
