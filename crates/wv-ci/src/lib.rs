@@ -72,7 +72,7 @@ pub mod layout;
 mod pinned;
 pub mod status;
 
-pub use cm_export::CiCmExport;
+pub use cm_export::{CiCmExport, ExportError};
 pub use cm_import::{CiCm, CiCmId};
 pub use export::CiExport;
 pub use import::{CiError, CiVerbs};

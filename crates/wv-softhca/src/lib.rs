@@ -22,6 +22,7 @@ extern crate alloc;
 
 pub mod abi;
 mod c_face;
+mod cm;
 mod cq;
 pub mod device;
 pub mod dma;
@@ -38,6 +39,7 @@ pub mod uvp;
 mod verbs_impl;
 pub mod wr;
 
+pub use cm::{SoftCm, SoftCmId};
 pub use device::{DeviceConfig, Limits, Vector};
 pub use dma::{BufferPool, ClientMemory, DmaBuffer};
 pub use engine::{GRH_BYTES, MAX_INLINE};
