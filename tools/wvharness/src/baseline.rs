@@ -194,6 +194,32 @@ pub fn memcpy_bytes_per_sec(size: usize, budget: Duration) -> f64 {
     best
 }
 
+/// One TCP connection over loopback, in nanoseconds: `connect`, `accept` and both closes,
+/// the median of single iterations (the kernel completes the handshake inside `connect`, so
+/// one thread does both sides). What a connection costs where no RDMA is involved.
+///
+/// # Errors
+/// The socket calls' error (no loopback interface, no free port).
+pub fn tcp_connect_accept_close_ns(budget: Duration) -> std::io::Result<f64> {
+    use std::net::{Ipv4Addr, TcpListener, TcpStream};
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    let addr = listener.local_addr()?;
+    let mut times = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < budget || times.len() < 20 {
+        let t = Instant::now();
+        let client = TcpStream::connect(addr)?;
+        let (server, _) = listener.accept()?;
+        drop(client);
+        drop(server);
+        times.push(t.elapsed().as_nanos() as f64);
+        if times.len() >= 100_000 {
+            break;
+        }
+    }
+    Ok(median(times))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +232,7 @@ mod tests {
             cache_line_one_way_ns(d, None),
             futex_wake_one_way_ns(d, None),
             memcpy_bytes_per_sec(1 << 16, d),
+            tcp_connect_accept_close_ns(d).unwrap(),
         ] {
             assert!(v.is_finite() && v > 0.0, "{v}");
         }

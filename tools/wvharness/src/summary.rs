@@ -17,6 +17,7 @@ use wv_client::inproc::StackConfig;
 use wv_core::QpModifyMode;
 
 use crate::baseline;
+use crate::conn::{ConnArgs, ConnTask};
 use crate::perftest::{self, Connection, PerftestArgs, Row, Test};
 use crate::progress::Progress;
 use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, resolve_device};
@@ -51,6 +52,7 @@ struct Workload {
     cpus: Option<(usize, usize)>,
     modify_qps: usize,
     modify_rounds: usize,
+    connections: u64,
 }
 
 impl Workload {
@@ -69,6 +71,7 @@ impl Workload {
                 cpus,
                 modify_qps: 16,
                 modify_rounds: 2,
+                connections: 100,
             }
         } else {
             Workload {
@@ -79,6 +82,7 @@ impl Workload {
                 cpus,
                 modify_qps: 128,
                 modify_rounds: 20,
+                connections: 1000,
             }
         }
     }
@@ -116,6 +120,7 @@ struct Outcome {
     checks_failed: usize,
     checks_skipped: usize,
     failed_checks: Vec<String>,
+    endpoint_checks: String,
     check_gap: Option<String>,
     comparisons: Vec<Comparison>,
     benchmark_errors: Vec<String>,
@@ -148,14 +153,14 @@ pub fn run(args: &SummaryArgs) -> io::Result<ExitCode> {
         )?;
         stdout.flush()?;
     }
-    let steps = 4;
-    let mut bar = Progress::new("benchmarks", steps, text);
-    let parts: [(&str, Part); 4] = [
+    let parts: [(&str, Part); 5] = [
         ("polling send latency", polling_latency),
         ("event send latency", event_latency),
         ("64 KiB RDMA write bandwidth", write_bandwidth),
         ("QP_MODIFY async vs inline", qp_modify_throughput),
+        ("connection rate", connection_rate),
     ];
+    let mut bar = Progress::new("benchmarks", parts.len() as u64, text);
     for (name, part) in parts {
         bar.working_on(name);
         match part(args, &work) {
@@ -304,11 +309,27 @@ fn run_checks(
         .filter(|r| !r.passed)
         .map(|r| r.name.clone())
         .collect();
+    // The endpoint scenarios on a line of their own: connections are what applications
+    // built on rdma_cm or NetworkDirect need first.
+    let endpoints: Vec<_> = results
+        .iter()
+        .filter(|r| r.name.starts_with("ep-"))
+        .collect();
+    out.endpoint_checks = format!(
+        "{} of {} endpoint scenarios passed",
+        endpoints.iter().filter(|r| r.passed && !r.skipped).count(),
+        endpoints.len()
+    );
     if text {
         for f in &failures {
             writeln!(stdout, "  {f}")?;
         }
         writeln!(stdout, "  {}", crate::check::summary_line(&results))?;
+        writeln!(
+            stdout,
+            "  endpoints (connect/accept/data/disconnect, reject, timeout, cancel, removal): {}",
+            out.endpoint_checks
+        )?;
     }
     Ok(())
 }
@@ -423,6 +444,36 @@ fn qp_modify_throughput(args: &SummaryArgs, w: &Workload) -> Result<Vec<Comparis
         unit: "/s".into(),
         ratio: asynchronous / inline,
         target: "(none; both measured)".into(),
+        meets_target: None,
+    }])
+}
+
+/// `wvharness conn` with one client thread (and one server thread): the full life of a
+/// connection — endpoint, bind, route, QP, CONNECT, ACCEPT, DISCONNECT — one after the other,
+/// beside one loopback TCP connection's connect, accept and close.
+fn connection_rate(args: &SummaryArgs, w: &Workload) -> Result<Vec<Comparison>, String> {
+    let conn_args = ConnArgs {
+        threads: 1,
+        connections: w.connections,
+        json: false,
+        target: args.target.clone(),
+    };
+    let (target, device) = Target::open(&args.target, StackConfig::default()).map_err(|e| e.0)?;
+    let r = target.run(ConnTask { args: conn_args }, device)?;
+    let tcp_ns = baseline::tcp_connect_accept_close_ns(w.baseline_budget)
+        .map_err(|e| format!("TCP loopback baseline: {e}"))?;
+    let tcp_rate = 1e9 / tcp_ns;
+    Ok(vec![Comparison {
+        what: format!(
+            "conn -t 1 (connect p50 {:.0} µs, disconnect p50 {:.0} µs)",
+            r.connect.p50_us, r.disconnect.p50_us
+        ),
+        value: r.connections_per_sec,
+        baseline: tcp_rate,
+        baseline_what: "TCP loopback connect+accept+close, median".into(),
+        unit: "/s".into(),
+        ratio: r.connections_per_sec / tcp_rate,
+        target: "(none; reported)".into(),
         meets_target: None,
     }])
 }
