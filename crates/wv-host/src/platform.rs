@@ -51,7 +51,8 @@ pub(crate) struct Shared {
     start: Instant,
     fifo: Mutex<VecDeque<Task>>,
     pool: Option<Arc<Pool>>,
-    /// Queued, not started DPCs, by object address (`KDPC.Inserted`).
+    /// Queued, not started DPCs that carry no inserted flag of their own, by object address
+    /// (`KDPC.Inserted`).
     dpc_queued: Mutex<HashSet<usize>>,
     /// The device models' pending timers.
     timers: Arc<Timers>,
@@ -107,7 +108,14 @@ impl Shared {
     /// `KeInsertQueueDpc`: queues `dpc` unless it is queued already (see
     /// [`DeviceModelPlatform::queue_dpc`]).
     pub(crate) fn queue_dpc(self: &Arc<Self>, dpc: &Arc<dyn Dpc>) -> bool {
-        if !self.dpc_queued.lock().insert(dpc_key(dpc)) {
+        let fresh = match dpc.inserted_flag() {
+            // AcqRel on both sides (here and in `run_dpc`): a queuer that finds the DPC still
+            // queued has its earlier writes seen by that DPC's run, which starts with the
+            // swap that reads this one's value.
+            Some(inserted) => !inserted.swap(true, Ordering::AcqRel),
+            None => self.dpc_queued.lock().insert(dpc_key(dpc)),
+        };
+        if !fresh {
             return false;
         }
         if self.is_deterministic() {
@@ -129,7 +137,14 @@ impl Shared {
 
     pub(crate) fn run_dpc(&self, dpc: &Arc<dyn Dpc>) {
         // Started: from here on the DPC may be queued again.
-        self.dpc_queued.lock().remove(&dpc_key(dpc));
+        match dpc.inserted_flag() {
+            Some(inserted) => {
+                inserted.swap(false, Ordering::AcqRel);
+            }
+            None => {
+                self.dpc_queued.lock().remove(&dpc_key(dpc));
+            }
+        }
         irql::run_callback(&self.verifier, "DPC", Irql::Dispatch, || dpc.run());
     }
 
