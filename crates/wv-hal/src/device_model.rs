@@ -72,4 +72,13 @@ pub trait DeviceModelPlatform: Platform {
     /// Windows counterpart: `KeCancelTimer(&timer)` (and, for the queued DPC,
     /// `KeRemoveQueueDpc`, which the device model does not need).
     fn cancel_timer(&self, timer: &Arc<dyn Dpc>) -> bool;
+
+    /// Blocks the calling thread for `ns` nanoseconds of the platform's clock: how a device
+    /// model makes its caller wait for a device that takes time to answer (a firmware command
+    /// round trip). Other threads run meanwhile, so the waits of several callers overlap as
+    /// commands in flight on a real controller do.
+    ///
+    /// Windows counterpart: `KeDelayExecutionThread` at PASSIVE_LEVEL (a real driver sleeps on
+    /// its command-completion event), `KeStallExecutionProcessor` at DISPATCH_LEVEL.
+    fn delay(&self, ns: u64);
 }

@@ -118,6 +118,7 @@ impl Shared {
         if !fresh {
             return false;
         }
+        crate::probe::stamp(1);
         if self.is_deterministic() {
             self.push(Task::Dpc(Arc::clone(dpc)));
         } else {
@@ -145,7 +146,9 @@ impl Shared {
                 self.dpc_queued.lock().remove(&dpc_key(dpc));
             }
         }
+        crate::probe::stamp(2);
         irql::run_callback(&self.verifier, "DPC", Irql::Dispatch, || dpc.run());
+        crate::probe::end_chain();
     }
 
     /// Deterministic mode: runs the oldest queued task. Threaded mode: does nothing.
@@ -385,6 +388,7 @@ impl DeviceModelPlatform for HostPlatform {
     }
 
     fn interrupt(&self, isr: &dyn InterruptService) -> bool {
+        crate::probe::stamp(0);
         let serviced =
             irql::run_callback(&self.shared.verifier, "ISR", Irql::Device, || isr.service());
         if !self.is_deterministic() {
@@ -416,6 +420,25 @@ impl DeviceModelPlatform for HostPlatform {
 
     fn cancel_timer(&self, timer: &Arc<dyn Dpc>) -> bool {
         self.shared.timers.cancel(timer)
+    }
+
+    /// Threaded mode: sleeps (a sleeping thread leaves its CPU to others, as a driver waiting
+    /// for its device's answer does; the kernel's timer slack makes a short sleep last some
+    /// tens of microseconds longer, for every caller alike); at DISPATCH_LEVEL it spins, as a
+    /// stall does. Deterministic mode: returns at once (the clock moves only when a test moves
+    /// it).
+    fn delay(&self, ns: u64) {
+        if self.is_deterministic() || ns == 0 {
+            return;
+        }
+        if irql::current() >= Irql::Dispatch {
+            let due = self.now_ns().saturating_add(ns);
+            while self.now_ns() < due {
+                std::hint::spin_loop();
+            }
+        } else {
+            std::thread::sleep(std::time::Duration::from_nanos(ns));
+        }
     }
 }
 

@@ -19,6 +19,7 @@ use crate::deferred::Task;
 use crate::irql;
 use crate::low_resources;
 use crate::platform::Shared;
+use crate::probe;
 use crate::queue::QueueInner;
 use crate::sync::{Arc, AtomicBool, AtomicU8, Mutex, Ordering, Weak};
 use crate::verifier::Counted;
@@ -85,6 +86,8 @@ pub(crate) struct Irp {
     wait_word: AtomicU8,
     /// The threads parked in [`Irp::wait`] (registered before they set [`WAITED_ON`]).
     waiters: Mutex<Vec<Thread>>,
+    /// The event-path time stamps of the completion (benchmarks only).
+    trace: probe::IrpTrace,
     pub cancel: Mutex<CancelState>,
     /// The file object reference the IRP holds; released when it completes.
     file_ref: Mutex<Option<Box<dyn FileReference>>>,
@@ -108,6 +111,7 @@ impl Irp {
             result: OnceLock::new(),
             wait_word: AtomicU8::new(NOBODY_WAITS),
             waiters: Mutex::new(Vec::new()),
+            trace: probe::IrpTrace::default(),
             cancel: Mutex::new(CancelState::default()),
             file_ref: Mutex::new(Some(file_ref)),
             dispatch_thread: std::thread::current().id(),
@@ -144,7 +148,9 @@ impl Irp {
             Ordering::Acquire,
         );
         let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        let mut slept = false;
         while self.wait_word.load(Ordering::Acquire) != DONE {
+            slept = true;
             match deadline {
                 None => std::thread::park(),
                 Some(deadline) => {
@@ -155,6 +161,9 @@ impl Irp {
                     std::thread::park_timeout(deadline - now);
                 }
             }
+        }
+        if slept {
+            self.trace.woken();
         }
         self.result()
     }
@@ -167,6 +176,7 @@ impl Irp {
         if self.result.get().is_some() {
             verifier.fail(format!("verifier: request {:#x} completed twice", self.id));
         }
+        self.trace.completing();
         if status.is_error() {
             buffer = Vec::new();
         } else {
@@ -190,6 +200,7 @@ impl Irp {
                 waiter.unpark();
             }
         }
+        self.trace.wake_issued();
         verifier.destroyed(Counted::Request);
         let file_ref = self.file_ref.lock().take();
         if let Some(last) = file_ref.and_then(|r| r.release()) {

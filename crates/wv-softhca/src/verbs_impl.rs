@@ -86,6 +86,9 @@ impl<P: DeviceModelPlatform> Bus for Lines<P> {
     fn set_timer(&self, timer: &Arc<dyn Dpc>, due_ns: u64) {
         self.platform.set_timer(timer, due_ns);
     }
+    fn delay(&self, ns: u64) {
+        self.platform.delay(ns);
+    }
     fn cancel_timer(&self, timer: &Arc<dyn Dpc>) {
         self.platform.cancel_timer(timer);
     }

@@ -90,6 +90,9 @@ pub struct EventCq<F: RawFile + Send + Sync + 'static> {
     /// The CQ.
     pub cq: Cq<F>,
     armed: Mutex<Option<Pending<()>>>,
+    /// The last poll left the CQ empty (it returned fewer completions than it asked for): the
+    /// next completion needs an event.
+    drained: AtomicBool,
 }
 
 impl<F: RawFile + Send + Sync + 'static> EventCq<F> {
@@ -97,6 +100,7 @@ impl<F: RawFile + Send + Sync + 'static> EventCq<F> {
         EventCq {
             cq,
             armed: Mutex::new(None),
+            drained: AtomicBool::new(true),
         }
     }
 
@@ -384,6 +388,13 @@ impl<F: RawFile + Send + Sync + 'static> Side<F> {
 /// each completion's status and returns how many were taken. Gives up with [`aborted`] when
 /// the other side failed, and with [`STOPPED`] once the client has finished size `size_ix`
 /// (a receiver waiting for messages that a duration run will not send).
+///
+/// With events it waits first, as perftest's `-e` does (`ctx_notify_events`: get the CQ
+/// event, acknowledge, re-arm, then poll), and waits again when the poll finds nothing (the
+/// first call only arms, so a completion that came before it is found by the poll that
+/// follows). Latency tests wait before every poll, as perftest's latency loops do; bandwidth
+/// tests wait only once a poll has emptied the CQ (perftest polls until empty after each
+/// event), since completions that were already there raise no new event.
 pub fn poll_some<F: RawFile + Send + Sync + 'static>(
     cq: &EventCq<F>,
     wc: &mut [WorkCompletion],
@@ -393,7 +404,11 @@ pub fn poll_some<F: RawFile + Send + Sync + 'static>(
 ) -> Result<usize, String> {
     let mut spins = 0u32;
     loop {
+        if events && (sh.wait_every_poll || cq.drained.load(Ordering::Relaxed)) {
+            cq.wait(&sh.abort)?;
+        }
         let n = cq.poll(wc);
+        cq.drained.store(n < wc.len(), Ordering::Relaxed);
         if n > 0 {
             for w in &wc[..n] {
                 if w.status != WcStatus::Success {
@@ -406,9 +421,7 @@ pub fn poll_some<F: RawFile + Send + Sync + 'static>(
             }
             return Ok(n);
         }
-        if events {
-            cq.wait(&sh.abort)?;
-        } else {
+        if !events {
             spins = spins.wrapping_add(1);
             // Checking the flags on every empty poll would put two more shared cache lines in
             // the latency path; every 1024th costs nothing measurable.
@@ -530,6 +543,8 @@ pub struct Shared {
     pub sync: Rendezvous,
     /// The common time origin of the timestamps.
     pub origin: Instant,
+    /// Event mode waits before every poll (latency tests), not only once the CQ is empty.
+    pub wait_every_poll: bool,
 }
 
 impl Shared {
@@ -601,6 +616,8 @@ pub enum Out<'a> {
         text: &'a str,
         /// The same numbers for JSON.
         row: &'a Row,
+        /// What the measuring side recorded.
+        samples: &'a Samples,
     },
 }
 
@@ -662,6 +679,7 @@ impl TargetTask for PerfTask<'_> {
             stop: AtomicU64::new(0),
             sync: Rendezvous::default(),
             origin: Instant::now(),
+            wait_every_poll: p.test.is_latency(),
         };
         let (to_client, from_server) = mpsc::channel::<Dest>();
         let (to_server, from_client) = mpsc::channel::<Dest>();
@@ -739,6 +757,7 @@ impl TargetTask for PerfTask<'_> {
                                 size,
                                 text: &text,
                                 row: &row,
+                                samples: &samples,
                             })
                             .map_err(io_err)
                         })
@@ -839,7 +858,9 @@ pub fn run_test(test: Test, args: &PerftestArgs) -> io::Result<ExitCode> {
                     writeln!(stdout, "{t}")?;
                 }
                 Out::Text(_) => {}
-                Out::Row { size, text, row } => {
+                Out::Row {
+                    size, text, row, ..
+                } => {
                     bar.finish();
                     if !json {
                         writeln!(stdout, "{text}")?;
@@ -894,14 +915,43 @@ pub fn run_test(test: Test, args: &PerftestArgs) -> io::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Runs a test quietly and returns its rows (for the default run's summary).
-pub fn measure(test: Test, args: &PerftestArgs) -> Result<Vec<Row>, String> {
-    let p = super::params(test, args, 4096)?;
-    let (target, device) = Target::open(&args.target, StackConfig::default()).map_err(|e| e.0)?;
+/// One size of a quiet run: perftest's row and the measuring side's per-iteration times.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    /// perftest's numbers.
+    pub row: Row,
+    /// Latency tests: each iteration's time in ns as the row reports it (half a round trip for
+    /// send and write, the whole operation for read), unsorted. Bandwidth tests: empty.
+    pub iteration_ns: Vec<f64>,
+}
+
+/// Runs a test quietly on a fresh in-process stack built with `config` (or on the target the
+/// options name) and returns its rows with their samples. `sizes` replaces the options' sizes
+/// (`(size, iterations)` each), so one connection runs several sizes.
+pub fn measure_sizes(
+    test: Test,
+    args: &PerftestArgs,
+    sizes: Option<&[(u64, u64)]>,
+    config: StackConfig,
+) -> Result<Vec<Measurement>, String> {
+    let mut p = super::params(test, args, 4096)?;
+    if let Some(sizes) = sizes {
+        p.sizes = sizes.to_vec();
+    }
+    let rtt = f64::from(p.test.rtt() as u8);
+    let (target, device) = Target::open(&args.target, config).map_err(|e| e.0)?;
     let mut rows = Vec::new();
     let mut sink = |o: Out<'_>| -> io::Result<()> {
-        if let Out::Row { row, .. } = o {
-            rows.push(row.clone());
+        if let Out::Row { row, samples, .. } = o {
+            let iteration_ns = samples
+                .posted
+                .windows(2)
+                .map(|w| w[1].saturating_sub(w[0]) as f64 / rtt)
+                .collect();
+            rows.push(Measurement {
+                row: row.clone(),
+                iteration_ns,
+            });
         }
         Ok(())
     };
@@ -913,6 +963,14 @@ pub fn measure(test: Test, args: &PerftestArgs) -> Result<Vec<Row>, String> {
         device,
     )?;
     Ok(rows)
+}
+
+/// Runs a test quietly and returns its rows (for the default run's summary).
+pub fn measure(test: Test, args: &PerftestArgs) -> Result<Vec<Row>, String> {
+    Ok(measure_sizes(test, args, None, StackConfig::default())?
+        .into_iter()
+        .map(|m| m.row)
+        .collect())
 }
 
 /// The port's MTU in bytes (`WV_IO_PORT_ATTRIBUTES` reports bytes; 0 means unknown).

@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::target::TargetArgs;
 use report::{BwUnits, RttFactor};
 
-pub use endpoint::{measure, run_test};
+pub use endpoint::{Measurement, measure, measure_sizes, run_test};
 
 /// The six tests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
