@@ -653,12 +653,15 @@ impl TargetTask for PerfTask<'_> {
             .map_err(|e| err("opening the device", e))?;
         let port = dev.query_port(1).map_err(|e| err("querying port 1", e))?;
         let mtu = mtu_bytes(port.ActiveMtu);
+        // WV_IO_PORT_ATTRIBUTES.Transport: 2 is Ethernet (RoCE), as ibv_devinfo reads it.
+        let ethernet = port.Transport == 2;
         drop(dev);
         drop(provider);
         out(Out::Text(&header_text(
             &p,
             &format!("softhca{server_ix}"),
             mtu,
+            if ethernet { "Ethernet" } else { "IB" },
         )))
         .map_err(io_err)?;
         let cfg = SideConfig {
@@ -742,10 +745,19 @@ impl TargetTask for PerfTask<'_> {
             for ev in events_rx {
                 let r = match ev {
                     Event::Connected(local, remote) => {
+                        let gid = |d: &Dest| {
+                            if ethernet {
+                                format!("\n{}", gid_line(&d.gid))
+                            } else {
+                                String::new()
+                            }
+                        };
                         let text = format!(
-                            "{}\n{}\n{}\n{}",
+                            "{}{}\n{}{}\n{}\n{}",
                             address_line("local", &local, p.test.verb()),
+                            gid(&local),
                             address_line("remote", &remote, p.test.verb()),
+                            gid(&remote),
                             report::RESULT_LINE,
                             super::column_header(&p)
                         );
@@ -803,6 +815,13 @@ fn c_alt_hex(v: u64, width: usize) -> String {
     } else {
         format!("{v:#0width$x}")
     }
+}
+
+/// perftest's GID line under an address on a RoCE port: each byte in decimal, two digits at
+/// least (`" GID: %02d:%02d:…"`).
+fn gid_line(gid: &[u8; 16]) -> String {
+    let bytes: Vec<String> = gid.iter().map(|b| format!("{b:02}")).collect();
+    format!(" GID: {}", bytes.join(":"))
 }
 
 /// perftest's address line (`BASIC_ADDR_FMT`, then `READ_FMT`/`RDMA_FMT` for RDMA verbs).
@@ -989,7 +1008,7 @@ fn mtu_enum(bytes: u32) -> Mtu {
     }
 }
 
-fn header_text(p: &Params, device: &str, mtu: u32) -> String {
+fn header_text(p: &Params, device: &str, mtu: u32, link: &str) -> String {
     let latency = p.test.is_latency();
     report::format_test_info(&TestInfo {
         verb: p.test.verb_str(),
@@ -998,7 +1017,9 @@ fn header_text(p: &Params, device: &str, mtu: u32) -> String {
         connection: p.connection.as_str(),
         srq: false,
         tx_depth: p.tx_depth,
-        rx_depth: (p.test.verb() == Verb::Send).then_some(p.rx_depth),
+        // The client's header: the server's RX depth line is not in it (perftest prints it on
+        // the server only).
+        rx_depth: None,
         cq_mod: (!latency).then_some(p.cq_mod),
         mtu,
         inline_or_outstanding: if p.test.verb() == Verb::Read {
@@ -1007,5 +1028,6 @@ fn header_text(p: &Params, device: &str, mtu: u32) -> String {
             p.inline_size
         },
         events: p.events,
+        link,
     })
 }
