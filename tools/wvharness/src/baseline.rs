@@ -217,22 +217,30 @@ pub fn mutex_lock_unlock(budget: Duration) -> Measured {
 }
 
 /// `memcpy` between two `size`-byte buffers: each sample is the rate (bytes per second) of
-/// one copy, or of the smallest group of copies that lasts about a microsecond for sizes whose
-/// single copy is below the clock's resolution.
+/// one copy, or for sizes below 64 KiB of a group of copies of 64 KiB in all (at most 4096
+/// copies), so that the two clock reads around a sample stay small beside it.
+///
+/// Source and destination sit half a page apart modulo 4096, as the benchmarks' buffers do:
+/// where two separately allocated buffers land is up to the allocator, and a distance that is
+/// (nearly) a multiple of 4096 slows a copy several times on these CPUs (4K aliasing, and
+/// `rep movsb` on AMD), which would make the floor depend on heap layout.
 pub fn memcpy_rate(size: usize, budget: Duration) -> Measured {
-    let src = vec![0x5au8; size];
-    let mut dst = vec![0u8; size];
-    let per = (4096 / size.max(1)).clamp(1, 256);
+    let stride = size.max(1).next_multiple_of(4096) + 2048;
+    let mut both = vec![0x5au8; stride + size];
+    let (src, rest) = both.split_at_mut(stride);
+    let src = &src[..size];
+    let dst = &mut rest[..size];
+    let per = ((64 << 10) / size.max(1)).clamp(1, 4096);
     for _ in 0..16 {
-        dst.copy_from_slice(black_box(&src));
+        dst.copy_from_slice(black_box(src));
     }
     let mut samples = Vec::new();
     let start = Instant::now();
     while keep_going(start, samples.len(), budget, 30, 200_000) {
         let t = Instant::now();
         for _ in 0..per {
-            dst.copy_from_slice(black_box(&src));
-            black_box(&mut dst);
+            dst.copy_from_slice(black_box(src));
+            black_box(&mut *dst);
         }
         let ns = t.elapsed().as_nanos().max(1) as f64;
         samples.push((per * size) as f64 * 1e9 / ns);
