@@ -234,7 +234,7 @@ fn verdict_line(out: &Outcome) -> String {
 
 /// `  label ......  value unit  vs  baseline unit (what)  = ratio  [target ...]`
 fn format_comparison(c: &Comparison) -> String {
-    let ratio = if c.unit.contains("/s") {
+    let ratio = if c.unit == "GB/s" {
         format!("{:.0} % of baseline", c.ratio * 100.0)
     } else {
         format!("{:.2}× baseline", c.ratio)
