@@ -99,6 +99,9 @@ pub struct StackConfig {
     pub deterministic: bool,
     /// How the driver reaches the soft HCAs (default: through their C verbs tables).
     pub lower: LowerEdge,
+    /// The soft HCAs' firmware command latency in nanoseconds (default 0: commands answer at
+    /// once; see `wv_softhca::DeviceConfig::command_latency_ns`).
+    pub command_latency_ns: u64,
 }
 
 impl Default for StackConfig {
@@ -110,6 +113,7 @@ impl Default for StackConfig {
             qp_modify: QpModifyMode::Async,
             deterministic: false,
             lower: LowerEdge::CTable,
+            command_latency_ns: 0,
         }
     }
 }
@@ -166,6 +170,7 @@ pub struct Stack {
     fabric: Arc<Fabric>,
     slots: Mutex<Vec<Slot>>,
     ports: u8,
+    command_latency_ns: u64,
 }
 
 impl core::fmt::Debug for Stack {
@@ -206,6 +211,7 @@ impl Stack {
             fabric: Fabric::new(),
             slots: Mutex::new(Vec::new()),
             ports: config.ports_per_device.clamp(1, 2),
+            command_latency_ns: config.command_latency_ns,
         };
         for _ in 0..config.devices {
             stack.add_device();
@@ -288,6 +294,7 @@ impl Stack {
         let mac = [0x02, 0x57, 0x56, (n >> 16) as u8, (n >> 8) as u8, n as u8];
         let mut config = DeviceConfig::new(&format!("softhca{index}"), mac);
         config.ports = self.ports;
+        config.command_latency_ns = self.command_latency_ns;
         let hca = SoftHca::new(
             Arc::new(self.platform.clone()),
             config,

@@ -9,6 +9,7 @@
 //! soft-HCA driver would implement it with a `KDPC` and a direct call of its ISR.
 
 use alloc::sync::Arc;
+use core::sync::atomic::AtomicBool;
 
 use crate::Platform;
 
@@ -16,6 +17,14 @@ use crate::Platform;
 pub trait Dpc: Send + Sync {
     /// Runs the deferred procedure. Called at DISPATCH_LEVEL.
     fn run(&self);
+
+    /// The DPC object's own "inserted" flag, if it carries one, as a `KDPC` does: the platform
+    /// sets it when it queues the DPC and clears it when the DPC starts, so "already queued?"
+    /// is one atomic operation on the object instead of a lookup in a shared table. `None`
+    /// (the default) leaves that bookkeeping to the platform. Only the platform touches it.
+    fn inserted_flag(&self) -> Option<&AtomicBool> {
+        None
+    }
 }
 
 /// An interrupt service routine of a (soft) device.
@@ -63,4 +72,13 @@ pub trait DeviceModelPlatform: Platform {
     /// Windows counterpart: `KeCancelTimer(&timer)` (and, for the queued DPC,
     /// `KeRemoveQueueDpc`, which the device model does not need).
     fn cancel_timer(&self, timer: &Arc<dyn Dpc>) -> bool;
+
+    /// Blocks the calling thread for `ns` nanoseconds of the platform's clock: how a device
+    /// model makes its caller wait for a device that takes time to answer (a firmware command
+    /// round trip). Other threads run meanwhile, so the waits of several callers overlap as
+    /// commands in flight on a real controller do.
+    ///
+    /// Windows counterpart: `KeDelayExecutionThread` at PASSIVE_LEVEL (a real driver sleeps on
+    /// its command-completion event), `KeStallExecutionProcessor` at DISPATCH_LEVEL.
+    fn delay(&self, ns: u64);
 }

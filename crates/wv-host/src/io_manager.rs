@@ -8,7 +8,7 @@ use wv_hal::{FilterDriver, Irql, Verbs};
 
 use crate::irql;
 use crate::platform::HostPlatform;
-use crate::request::{HostRequest, IoStatus, Irp};
+use crate::request::{FileReference, HostRequest, IoStatus, Irp};
 use crate::sync::{Arc, Mutex, Ordering, Weak};
 use crate::verifier::Counted;
 
@@ -244,7 +244,7 @@ fn dispatch<D: FilterDriver<HostPlatform>>(
             level.name()
         ));
     }
-    let reference: Box<dyn Send> = Box::new(Arc::clone(core));
+    let reference: Box<dyn FileReference> = Box::new(Arc::clone(core));
     let irp = Irp::new(Arc::clone(shared), core.id, reference);
     {
         let mut irps = core.irps.lock();
@@ -325,8 +325,8 @@ impl Io {
         self.irp.result()
     }
 
-    /// Waits for completion (`GetOverlappedResult(bWait = TRUE)`). Threaded mode: blocks on
-    /// the IRP's condition variable, woken directly by the completing thread. Deterministic
+    /// Waits for completion (`GetOverlappedResult(bWait = TRUE)`). Threaded mode: parks on
+    /// the IRP's wait word, woken directly (and alone) by the completing thread. Deterministic
     /// mode: runs the queued work first.
     ///
     /// # Panics

@@ -25,6 +25,7 @@ mod irql;
 pub mod loom_platform;
 pub mod low_resources;
 mod platform;
+pub mod probe;
 mod queue;
 mod request;
 mod spin_lock;

@@ -51,7 +51,8 @@ pub(crate) struct Shared {
     start: Instant,
     fifo: Mutex<VecDeque<Task>>,
     pool: Option<Arc<Pool>>,
-    /// Queued, not started DPCs, by object address (`KDPC.Inserted`).
+    /// Queued, not started DPCs that carry no inserted flag of their own, by object address
+    /// (`KDPC.Inserted`).
     dpc_queued: Mutex<HashSet<usize>>,
     /// The device models' pending timers.
     timers: Arc<Timers>,
@@ -107,9 +108,17 @@ impl Shared {
     /// `KeInsertQueueDpc`: queues `dpc` unless it is queued already (see
     /// [`DeviceModelPlatform::queue_dpc`]).
     pub(crate) fn queue_dpc(self: &Arc<Self>, dpc: &Arc<dyn Dpc>) -> bool {
-        if !self.dpc_queued.lock().insert(dpc_key(dpc)) {
+        let fresh = match dpc.inserted_flag() {
+            // AcqRel on both sides (here and in `run_dpc`): a queuer that finds the DPC still
+            // queued has its earlier writes seen by that DPC's run, which starts with the
+            // swap that reads this one's value.
+            Some(inserted) => !inserted.swap(true, Ordering::AcqRel),
+            None => self.dpc_queued.lock().insert(dpc_key(dpc)),
+        };
+        if !fresh {
             return false;
         }
+        crate::probe::stamp(1);
         if self.is_deterministic() {
             self.push(Task::Dpc(Arc::clone(dpc)));
         } else {
@@ -129,8 +138,17 @@ impl Shared {
 
     pub(crate) fn run_dpc(&self, dpc: &Arc<dyn Dpc>) {
         // Started: from here on the DPC may be queued again.
-        self.dpc_queued.lock().remove(&dpc_key(dpc));
+        match dpc.inserted_flag() {
+            Some(inserted) => {
+                inserted.swap(false, Ordering::AcqRel);
+            }
+            None => {
+                self.dpc_queued.lock().remove(&dpc_key(dpc));
+            }
+        }
+        crate::probe::stamp(2);
         irql::run_callback(&self.verifier, "DPC", Irql::Dispatch, || dpc.run());
+        crate::probe::end_chain();
     }
 
     /// Deterministic mode: runs the oldest queued task. Threaded mode: does nothing.
@@ -370,6 +388,7 @@ impl DeviceModelPlatform for HostPlatform {
     }
 
     fn interrupt(&self, isr: &dyn InterruptService) -> bool {
+        crate::probe::stamp(0);
         let serviced =
             irql::run_callback(&self.shared.verifier, "ISR", Irql::Device, || isr.service());
         if !self.is_deterministic() {
@@ -401,6 +420,25 @@ impl DeviceModelPlatform for HostPlatform {
 
     fn cancel_timer(&self, timer: &Arc<dyn Dpc>) -> bool {
         self.shared.timers.cancel(timer)
+    }
+
+    /// Threaded mode: sleeps (a sleeping thread leaves its CPU to others, as a driver waiting
+    /// for its device's answer does; the kernel's timer slack makes a short sleep last some
+    /// tens of microseconds longer, for every caller alike); at DISPATCH_LEVEL it spins, as a
+    /// stall does. Deterministic mode: returns at once (the clock moves only when a test moves
+    /// it).
+    fn delay(&self, ns: u64) {
+        if self.is_deterministic() || ns == 0 {
+            return;
+        }
+        if irql::current() >= Irql::Dispatch {
+            let due = self.now_ns().saturating_add(ns);
+            while self.now_ns() < due {
+                std::hint::spin_loop();
+            }
+        } else {
+            std::thread::sleep(std::time::Duration::from_nanos(ns));
+        }
     }
 }
 

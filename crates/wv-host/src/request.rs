@@ -1,10 +1,16 @@
 //! IRPs and [`HostRequest`], the driver's owned handle to one.
 //!
 //! The [`Irp`] is the I/O manager's record (shared with the caller's [`crate::Io`]); the
-//! [`HostRequest`] is the WDFREQUEST the driver owns. Completion is decided under the IRP's
-//! result lock, so the second completer of an IRP is always caught.
+//! [`HostRequest`] is the WDFREQUEST the driver owns. Completion is decided by setting the
+//! IRP's write-once result, so the second completer of an IRP is always caught.
+//!
+//! Completing an IRP costs what `IoCompleteRequest` costs a thread that nobody waits on: no
+//! lock, no copy of the system buffer (it is moved), and no wake-up except of a thread blocked
+//! in [`crate::Io::wait`] — exactly that one thread, through its own park token (a futex on
+//! Linux), as the I/O manager signals the one event an OVERLAPPED names.
 
-use std::thread::ThreadId;
+use std::sync::OnceLock;
+use std::thread::{Thread, ThreadId};
 
 use wv_abi::NtStatus;
 use wv_hal::{IoRequest, Irql};
@@ -13,8 +19,9 @@ use crate::deferred::Task;
 use crate::irql;
 use crate::low_resources;
 use crate::platform::Shared;
+use crate::probe;
 use crate::queue::QueueInner;
-use crate::sync::{Arc, AtomicBool, Condvar, Mutex, Ordering, Weak};
+use crate::sync::{Arc, AtomicBool, AtomicU8, Mutex, Ordering, Weak};
 use crate::verifier::Counted;
 
 /// The final status of an I/O request, as `GetOverlappedResult` would show it.
@@ -44,16 +51,46 @@ pub(crate) struct CancelState {
     pub parked_in: Option<Weak<QueueInner>>,
 }
 
+/// A file-object reference an IRP holds (`Irp->Tail.Overlay.OriginalFileObject`).
+pub(crate) trait FileReference: Send {
+    /// Gives the reference up. Returns the file object itself when this was its last
+    /// reference: dropping that runs the driver's `file_close`, which the caller must do at
+    /// PASSIVE_LEVEL.
+    fn release(self: Box<Self>) -> Option<Box<dyn Send>>;
+}
+
+impl<T: Send + Sync + 'static> FileReference for Arc<T> {
+    fn release(self: Box<Self>) -> Option<Box<dyn Send>> {
+        // Exactly one of the holders that release this way gets the value back, so the last
+        // release is never missed and never run twice, whichever threads race here.
+        Arc::into_inner(*self).map(|last| Box::new(last) as Box<dyn Send>)
+    }
+}
+
+/// [`Irp::wait_word`]: no thread waits for the result yet.
+const NOBODY_WAITS: u8 = 0;
+/// [`Irp::wait_word`]: at least one thread is (about to be) parked in [`Irp::wait`].
+const WAITED_ON: u8 = 1;
+/// [`Irp::wait_word`]: the result is set.
+const DONE: u8 = 2;
+
 /// The I/O manager's record of one IRP.
 pub(crate) struct Irp {
     pub id: u64,
     pub shared: Arc<Shared>,
     pub file_id: u64,
-    result: Mutex<Option<IoStatus>>,
-    done: Condvar,
+    /// The final status, set exactly once (the first completer wins; a second is a violation).
+    result: OnceLock<IoStatus>,
+    /// The per-request wait word: [`NOBODY_WAITS`], [`WAITED_ON`] or [`DONE`]. A completer
+    /// looks at `waiters` only when it finds [`WAITED_ON`].
+    wait_word: AtomicU8,
+    /// The threads parked in [`Irp::wait`] (registered before they set [`WAITED_ON`]).
+    waiters: Mutex<Vec<Thread>>,
+    /// The event-path time stamps of the completion (benchmarks only).
+    trace: probe::IrpTrace,
     pub cancel: Mutex<CancelState>,
     /// The file object reference the IRP holds; released when it completes.
-    file_ref: Mutex<Option<Box<dyn Send>>>,
+    file_ref: Mutex<Option<Box<dyn FileReference>>>,
     dispatch_thread: ThreadId,
     pub dispatching: AtomicBool,
     pub ever_parked: AtomicBool,
@@ -61,14 +98,20 @@ pub(crate) struct Irp {
 }
 
 impl Irp {
-    pub(crate) fn new(shared: Arc<Shared>, file_id: u64, file_ref: Box<dyn Send>) -> Arc<Irp> {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        file_id: u64,
+        file_ref: Box<dyn FileReference>,
+    ) -> Arc<Irp> {
         shared.verifier.created(Counted::Request);
         Arc::new(Irp {
             id: shared.next_id(),
             shared,
             file_id,
-            result: Mutex::new(None),
-            done: Condvar::new(),
+            result: OnceLock::new(),
+            wait_word: AtomicU8::new(NOBODY_WAITS),
+            waiters: Mutex::new(Vec::new()),
+            trace: probe::IrpTrace::default(),
             cancel: Mutex::new(CancelState::default()),
             file_ref: Mutex::new(Some(file_ref)),
             dispatch_thread: std::thread::current().id(),
@@ -85,62 +128,88 @@ impl Irp {
     }
 
     pub(crate) fn result(&self) -> Option<IoStatus> {
-        self.result.lock().clone()
+        self.result.get().cloned()
     }
 
+    /// Blocks the calling thread until the IRP completes (or `timeout` passes). The thread
+    /// registers itself, announces itself in the wait word, then parks until the word says
+    /// [`DONE`]; the completer unparks the registered threads only if it saw [`WAITED_ON`].
     pub(crate) fn wait(&self, timeout: Option<std::time::Duration>) -> Option<IoStatus> {
-        let mut result = self.result.lock();
-        match timeout {
-            None => {
-                while result.is_none() {
-                    self.done.wait(&mut result);
-                }
-            }
-            Some(t) => {
-                let deadline = std::time::Instant::now() + t;
-                while result.is_none() {
-                    if self.done.wait_until(&mut result, deadline).timed_out() {
+        if let Some(done) = self.result.get() {
+            return Some(done.clone());
+        }
+        self.waiters.lock().push(std::thread::current());
+        // AcqRel: the registration above happens before a completer that reads WAITED_ON
+        // locks `waiters`; reading DONE makes the result visible.
+        let _ = self.wait_word.compare_exchange(
+            NOBODY_WAITS,
+            WAITED_ON,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        let mut slept = false;
+        while self.wait_word.load(Ordering::Acquire) != DONE {
+            slept = true;
+            match deadline {
+                None => std::thread::park(),
+                Some(deadline) => {
+                    let now = std::time::Instant::now();
+                    if now >= deadline {
                         break;
                     }
+                    std::thread::park_timeout(deadline - now);
                 }
             }
         }
-        result.clone()
+        if slept {
+            self.trace.woken();
+        }
+        self.result()
     }
 
-    /// `IoCompleteRequest`: records the status, copies the output back, wakes the waiter and
-    /// releases the file reference. The second completion of an IRP is a violation.
-    pub(crate) fn complete(&self, status: NtStatus, information: usize, buffer: &[u8]) {
+    /// `IoCompleteRequest`: records the status and the output (the system buffer, moved),
+    /// wakes the threads waiting for it and releases the file reference. The second completion
+    /// of an IRP is a violation.
+    pub(crate) fn complete(&self, status: NtStatus, information: usize, mut buffer: Vec<u8>) {
         let verifier = &self.shared.verifier;
-        let mut result = self.result.lock();
-        if result.is_some() {
-            drop(result);
+        if self.result.get().is_some() {
             verifier.fail(format!("verifier: request {:#x} completed twice", self.id));
         }
-        let output = if status.is_error() {
-            Vec::new()
+        self.trace.completing();
+        if status.is_error() {
+            buffer = Vec::new();
         } else {
-            buffer[..information.min(buffer.len())].to_vec()
-        };
+            buffer.truncate(information);
+        }
         let inline = self.dispatching.load(Ordering::SeqCst)
             && std::thread::current().id() == self.dispatch_thread
             && !self.ever_parked.load(Ordering::SeqCst);
         self.inline.store(inline, Ordering::SeqCst);
-        *result = Some(IoStatus {
+        let status_block = IoStatus {
             status: status.0,
             information,
-            output,
-        });
-        self.done.notify_all();
-        drop(result);
+            output: buffer,
+        };
+        if self.result.set(status_block).is_err() {
+            verifier.fail(format!("verifier: request {:#x} completed twice", self.id));
+        }
+        // Release: the result (and `inline`) are visible to whoever reads DONE.
+        if self.wait_word.swap(DONE, Ordering::AcqRel) == WAITED_ON {
+            for waiter in self.waiters.lock().drain(..) {
+                waiter.unpark();
+            }
+        }
+        self.trace.wake_issued();
         verifier.destroyed(Counted::Request);
-        if let Some(file_ref) = self.file_ref.lock().take() {
+        let file_ref = self.file_ref.lock().take();
+        if let Some(last) = file_ref.and_then(|r| r.release()) {
             // The last file reference runs the driver's file_close at PASSIVE_LEVEL; on
-            // Windows the I/O completion APC drops it, never the completing DPC.
-            self.shared.push(Task::Internal(
-                "file_close",
-                Box::new(move || drop(file_ref)),
-            ));
+            // Windows the I/O completion APC drops it, never the completing DPC. Any other
+            // reference is simply given up here, as IoCompleteRequest dereferences the file
+            // object, without waking a thread.
+            self.shared
+                .push(Task::Internal("file_close", Box::new(move || drop(last))));
         }
         if status == NtStatus::PENDING {
             verifier.fail(format!(
@@ -229,7 +298,8 @@ impl HostRequest {
     /// Completion by the platform itself (cancel, purge): no driver-rule checks.
     pub(crate) fn complete_by_platform(mut self, status: NtStatus) {
         self.done = true;
-        self.irp.complete(status, 0, &self.buffer);
+        self.irp
+            .complete(status, 0, std::mem::take(&mut self.buffer));
     }
 }
 
@@ -272,8 +342,9 @@ impl IoRequest for HostRequest {
                 self.output_len, self.irp.id
             ));
         }
+        let information = information.min(self.output_len);
         self.irp
-            .complete(status, information.min(self.output_len), &self.buffer);
+            .complete(status, information, std::mem::take(&mut self.buffer));
         if let Some(message) = problem {
             self.irp.shared.verifier.fail(message);
         }
@@ -292,7 +363,7 @@ impl Drop for HostRequest {
             self.irp.id
         );
         self.irp.shared.verifier.report(message.clone());
-        self.irp.complete(NtStatus::UNSUCCESSFUL, 0, &[]);
+        self.irp.complete(NtStatus::UNSUCCESSFUL, 0, Vec::new());
         if !std::thread::panicking() {
             panic!("{message}");
         }
@@ -324,7 +395,7 @@ impl RawIrp {
     pub fn complete(&self, status: NtStatus, information: usize) {
         let _host = low_resources::host_scope();
         let buffer = self.buffer.lock().clone();
-        self.irp.complete(status, information, &buffer);
+        self.irp.complete(status, information, buffer);
     }
 }
 

@@ -11,5 +11,5 @@
 //! primitives. The host model keeps these types in that build.
 
 pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 pub(crate) use std::sync::{Arc, Weak};

@@ -46,6 +46,8 @@ pub(crate) trait Bus: Send + Sync {
     fn set_timer(&self, timer: &Arc<dyn Dpc>, due_ns: u64);
     /// Cancels a pending timer.
     fn cancel_timer(&self, timer: &Arc<dyn Dpc>);
+    /// Blocks the caller for `ns` of the platform's clock (the firmware's command latency).
+    fn delay(&self, ns: u64);
 }
 
 /// The MTU of every port (`query_port`'s `mtu`): the largest path MTU, and a UD message's limit.
@@ -125,16 +127,23 @@ pub struct DeviceConfig {
     pub ports: u8,
     /// Limits.
     pub limits: Limits,
+    /// How long each command takes to answer, in nanoseconds (0, the default: at once). A
+    /// real controller's firmware takes tens of microseconds per command; with a latency here
+    /// the caller of a command (QP modify, create, destroy, …) waits that long for the
+    /// response after the device has executed it, and the waits of several callers overlap,
+    /// as commands in flight on real firmware do. The data path never waits.
+    pub command_latency_ns: u64,
 }
 
 impl DeviceConfig {
-    /// A one-port device with default limits.
+    /// A one-port device with default limits and commands answered at once.
     pub fn new(name: &str, mac: [u8; 6]) -> Self {
         DeviceConfig {
             name: String::from(name),
             mac,
             ports: 1,
             limits: Limits::default(),
+            command_latency_ns: 0,
         }
     }
 }
@@ -544,6 +553,14 @@ impl Device {
         // the driver would poll the ICR; the response slot is valid either way because the
         // device executes synchronously.
         self.deliver_interrupts();
+        // The firmware's answer takes its time; the slot is free meanwhile, so the commands of
+        // other callers are executed and their waits overlap with this one.
+        let latency = self.config.command_latency_ns;
+        if latency > 0
+            && let Some(b) = self.irq.read().clone()
+        {
+            b.delay(latency);
+        }
         r
     }
 

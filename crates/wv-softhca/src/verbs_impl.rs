@@ -3,7 +3,7 @@
 //! the vector's DPC with `Platform::queue_dpc`; the DPC calls the sinks at DISPATCH_LEVEL).
 
 use alloc::sync::{Arc, Weak};
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use wv_abi::consts::{WV_IO_ATOMIC_HCA, WV_IO_PORT_ACTIVE_EVENT, WV_IO_SRQ_RESIZE};
 use wv_hal::InterruptService;
@@ -56,6 +56,8 @@ impl<P: DeviceModelPlatform> InterruptService for Isr<P> {
 struct VectorDpc {
     dev: Weak<Device>,
     vector: Vector,
+    /// The DPC object's inserted state (`KDPC`), kept by the platform.
+    inserted: AtomicBool,
 }
 
 impl Dpc for VectorDpc {
@@ -63,6 +65,9 @@ impl Dpc for VectorDpc {
         if let Some(dev) = self.dev.upgrade() {
             dev.dpc(self.vector);
         }
+    }
+    fn inserted_flag(&self) -> Option<&AtomicBool> {
+        Some(&self.inserted)
     }
 }
 
@@ -80,6 +85,9 @@ impl<P: DeviceModelPlatform> Bus for Lines<P> {
     }
     fn set_timer(&self, timer: &Arc<dyn Dpc>, due_ns: u64) {
         self.platform.set_timer(timer, due_ns);
+    }
+    fn delay(&self, ns: u64) {
+        self.platform.delay(ns);
     }
     fn cancel_timer(&self, timer: &Arc<dyn Dpc>) {
         self.platform.cancel_timer(timer);
@@ -196,6 +204,7 @@ impl<P: DeviceModelPlatform> SoftHca<P> {
             dpc: Arc::new(VectorDpc {
                 dev: Arc::downgrade(&dev),
                 vector,
+                inserted: AtomicBool::new(false),
             }) as Arc<dyn Dpc>,
         };
         let lines = Lines {

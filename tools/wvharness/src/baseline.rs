@@ -1,11 +1,18 @@
-//! Baselines measured in the same run as the benchmarks they calibrate.
+//! The machine's limits, measured in the same run as the benchmarks they calibrate.
 //!
 //! The machines this runs on are shared and small (2 cores), so absolute times drift from run
 //! to run by more than the differences worth reporting. Each benchmark number is therefore
 //! printed as a ratio to what the same machine does, at the same moment, with the cheapest
 //! mechanism that could possibly do the job: a cache line bounced between two threads (the floor
-//! of any polling hand-off), a futex wake round trip (the floor of any sleeping hand-off), and
-//! `memcpy` (the floor of moving bytes).
+//! of any polling hand-off), a futex wake (the floor of any sleeping hand-off, across CPUs and
+//! on one CPU), `memcpy` (the floor of moving bytes), an uncontended mutex (the unit of a
+//! system call's bookkeeping) and a TCP loopback connection (what a connection costs without
+//! RDMA).
+//!
+//! Every limit is timed per iteration, as perftest times each post, and reported as the median
+//! and 99th percentile of those samples: a median of batch means is not the same number (a
+//! batch mean carries every slow iteration in it, so its median sits above the per-iteration
+//! median — 11–54 % above it for the futex wake on these machines).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -13,23 +20,69 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Median of per-batch means, so a context switch in one batch (likely on 2 shared cores) does
-/// not move the result, in nanoseconds per operation.
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+/// Per-iteration samples and their order statistics.
+#[derive(Clone, Debug, Default)]
+pub struct Measured {
+    /// The samples, sorted ascending (ns per operation, or bytes per second for a bandwidth).
+    pub samples: Vec<f64>,
+}
+
+impl Measured {
+    /// Sorts `samples` (which must not be empty to give meaningful statistics).
+    pub fn new(mut samples: Vec<f64>) -> Measured {
+        samples.sort_by(f64::total_cmp);
+        Measured { samples }
+    }
+
+    /// The value at quantile `q` (0..=1) of the samples (nearest rank).
+    pub fn quantile(&self, q: f64) -> f64 {
+        if self.samples.is_empty() {
+            return f64::NAN;
+        }
+        let i = ((self.samples.len() as f64 * q).ceil() as usize).clamp(1, self.samples.len());
+        self.samples[i - 1]
+    }
+
+    /// The median.
+    pub fn median(&self) -> f64 {
+        self.quantile(0.5)
+    }
+
+    /// The 99th percentile (for a bandwidth: of the rates, so the fast end).
+    pub fn p99(&self) -> f64 {
+        self.quantile(0.99)
+    }
+
+    /// The 1st percentile (for a bandwidth, the slow end).
+    pub fn p1(&self) -> f64 {
+        self.quantile(0.01)
+    }
+}
+
+/// Time stamps of consecutive iteration starts → the per-iteration times, divided by `div`.
+fn deltas(stamps: &[Instant], div: f64) -> Vec<f64> {
+    stamps
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_nanos() as f64 / div)
+        .collect()
+}
+
+/// Iterations a timed loop runs: enough for `budget`, at least `min`, at most `max`.
+fn keep_going(start: Instant, done: usize, budget: Duration, min: usize, max: usize) -> bool {
+    done < max && (done < min || start.elapsed() < budget)
 }
 
 /// One-way latency of a cache line bounced between two spinning threads (two atomics, each
-/// written by one thread and spun on by the other), in nanoseconds: half the round trip.
+/// written by one thread and spun on by the other): each round trip is timed, and a sample is
+/// half of it.
 ///
 /// With `cpus = Some((echo, measuring))` the two threads are pinned there, as the benchmark it
-/// is compared with pins its server and client.
-pub fn cache_line_one_way_ns(budget: Duration, cpus: Option<(usize, usize)>) -> f64 {
+/// is compared with pins its server and client. Never two spinners on one CPU.
+pub fn cache_line_one_way(budget: Duration, cpus: Option<(usize, usize)>) -> Measured {
     on_cpu(cpus.map(|c| c.1), || cache_line(budget, cpus.map(|c| c.0)))
 }
 
-fn cache_line(budget: Duration, echo_cpu: Option<usize>) -> f64 {
+fn cache_line(budget: Duration, echo_cpu: Option<usize>) -> Measured {
     // Padding keeps the two flags on separate cache lines, so each hand-off moves exactly one
     // line one way, as a doorbell or a CQE written by the peer does.
     #[repr(align(128))]
@@ -53,42 +106,50 @@ fn cache_line(budget: Duration, echo_cpu: Option<usize>) -> f64 {
             }
         })
     };
-    const BATCH: u64 = 2_000;
-    let mut batches = Vec::new();
+    // Warm up (the echo thread's start-up), then time each round trip.
     let mut n = 0u64;
-    let start = Instant::now();
-    while start.elapsed() < budget || batches.len() < 5 {
-        let t = Instant::now();
-        for _ in 0..BATCH {
-            n += 1;
-            ping.0.store(n, Ordering::Release);
-            while pong.0.load(Ordering::Acquire) != n {
-                std::hint::spin_loop();
-            }
+    let round = |n: &mut u64| {
+        *n += 1;
+        ping.0.store(*n, Ordering::Release);
+        while pong.0.load(Ordering::Acquire) != *n {
+            std::hint::spin_loop();
         }
-        batches.push(t.elapsed().as_nanos() as f64 / BATCH as f64 / 2.0);
+    };
+    for _ in 0..1000 {
+        round(&mut n);
     }
+    let mut stamps = Vec::with_capacity(1 << 16);
+    let start = Instant::now();
+    while keep_going(start, stamps.len(), budget, 1000, 2_000_000) {
+        stamps.push(Instant::now());
+        round(&mut n);
+    }
+    stamps.push(Instant::now());
     stop.store(true, Ordering::Relaxed);
     // The echo thread may be waiting for a value that will never come; one more store lets it
     // see `stop` promptly.
     ping.0.store(n + 1, Ordering::Release);
     let _ = echo.join();
-    // Skip the first batch: it includes the other thread's start-up.
-    median(batches.split_off(1))
+    Measured::new(deltas(&stamps, 2.0))
 }
 
-/// One-way latency of a futex wake between two threads (`thread::park` / `unpark`, which is a
-/// futex on Linux and a keyed event / WaitOnAddress on Windows), in nanoseconds: half of a
-/// round trip in which each side sleeps until the other wakes it.
+/// One-way latency of a futex wake between two threads (`thread::park` / `unpark`, a futex on
+/// Linux and WaitOnAddress on Windows): each round trip, in which each side sleeps until the
+/// other wakes it, is timed, and a sample is half of it.
 ///
-/// Pinning matters most here: on a virtual machine a wake-up that crosses CPUs costs an
-/// inter-processor interrupt to a halted vCPU (tens of microseconds), one on the same CPU a
-/// context switch (about a microsecond). `cpus` pins as for the cache-line baseline.
-pub fn futex_wake_one_way_ns(budget: Duration, cpus: Option<(usize, usize)>) -> f64 {
+/// `cpus` pins as for the cache line. On a virtual machine a wake-up that crosses CPUs costs an
+/// inter-processor interrupt to a halted vCPU; with both threads on one CPU
+/// ([`futex_wake_same_cpu`]) it is a context switch.
+pub fn futex_wake_one_way(budget: Duration, cpus: Option<(usize, usize)>) -> Measured {
     on_cpu(cpus.map(|c| c.1), || futex_wake(budget, cpus.map(|c| c.0)))
 }
 
-fn futex_wake(budget: Duration, echo_cpu: Option<usize>) -> f64 {
+/// [`futex_wake_one_way`] with both threads pinned to `cpu`: the hand-off is a context switch.
+pub fn futex_wake_same_cpu(budget: Duration, cpu: usize) -> Measured {
+    futex_wake_one_way(budget, Some((cpu, cpu)))
+}
+
+fn futex_wake(budget: Duration, echo_cpu: Option<usize>) -> Measured {
     let turn = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let main = thread::current();
@@ -113,30 +174,109 @@ fn futex_wake(budget: Duration, echo_cpu: Option<usize>) -> f64 {
         })
     };
     let echo_thread = echo.thread().clone();
-    const BATCH: u64 = 200;
-    let mut batches = Vec::new();
     let mut n = 0u64;
-    let start = Instant::now();
-    while start.elapsed() < budget || batches.len() < 5 {
-        let t = Instant::now();
-        for _ in 0..BATCH {
-            n += 2;
-            turn.store(n - 1, Ordering::Release);
-            echo_thread.unpark();
-            while turn.load(Ordering::Acquire) != n {
-                thread::park();
-            }
+    let round = |n: &mut u64| {
+        *n += 2;
+        turn.store(*n - 1, Ordering::Release);
+        echo_thread.unpark();
+        while turn.load(Ordering::Acquire) != *n {
+            thread::park();
         }
-        batches.push(t.elapsed().as_nanos() as f64 / BATCH as f64 / 2.0);
+    };
+    for _ in 0..50 {
+        round(&mut n);
     }
+    let mut stamps = Vec::with_capacity(1 << 14);
+    let start = Instant::now();
+    while keep_going(start, stamps.len(), budget, 200, 1_000_000) {
+        stamps.push(Instant::now());
+        round(&mut n);
+    }
+    stamps.push(Instant::now());
     stop.store(true, Ordering::Release);
     echo_thread.unpark();
     let _ = echo.join();
-    median(batches.split_off(1))
+    Measured::new(deltas(&stamps, 2.0))
+}
+
+/// An uncontended `std::sync::Mutex` lock + unlock, in nanoseconds, timed per batch of 64
+/// (one pair is below the clock's resolution), each batch a sample of the per-pair time.
+pub fn mutex_lock_unlock(budget: Duration) -> Measured {
+    let m = std::sync::Mutex::new(0u64);
+    const PER: u32 = 64;
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    while keep_going(start, samples.len(), budget, 200, 1_000_000) {
+        let t = Instant::now();
+        for _ in 0..PER {
+            *black_box(&m).lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        }
+        samples.push(t.elapsed().as_nanos() as f64 / f64::from(PER));
+    }
+    Measured::new(samples)
+}
+
+/// `memcpy` between two `size`-byte buffers: each sample is the rate (bytes per second) of
+/// one copy, or for sizes below 64 KiB of a group of copies of 64 KiB in all (at most 4096
+/// copies), so that the two clock reads around a sample stay small beside it.
+///
+/// Source and destination sit half a page apart modulo 4096, as the benchmarks' buffers do:
+/// where two separately allocated buffers land is up to the allocator, and a distance that is
+/// (nearly) a multiple of 4096 slows a copy several times on these CPUs (4K aliasing, and
+/// `rep movsb` on AMD), which would make the floor depend on heap layout.
+pub fn memcpy_rate(size: usize, budget: Duration) -> Measured {
+    let stride = size.max(1).next_multiple_of(4096) + 2048;
+    let mut both = vec![0x5au8; stride + size];
+    let (src, rest) = both.split_at_mut(stride);
+    let src = &src[..size];
+    let dst = &mut rest[..size];
+    let per = ((64 << 10) / size.max(1)).clamp(1, 4096);
+    for _ in 0..16 {
+        dst.copy_from_slice(black_box(src));
+    }
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    while keep_going(start, samples.len(), budget, 30, 200_000) {
+        let t = Instant::now();
+        for _ in 0..per {
+            dst.copy_from_slice(black_box(src));
+            black_box(&mut *dst);
+        }
+        let ns = t.elapsed().as_nanos().max(1) as f64;
+        samples.push((per * size) as f64 * 1e9 / ns);
+    }
+    Measured::new(samples)
+}
+
+/// A TCP loopback connection: connect + accept + close of both ends, in nanoseconds each. The
+/// listener runs on this thread (accept follows connect at once), so this is the kernel's cost
+/// of a connection without any wire.
+pub fn tcp_loopback_connect(budget: Duration) -> Measured {
+    let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", 0)) else {
+        return Measured::default();
+    };
+    let Ok(addr) = listener.local_addr() else {
+        return Measured::default();
+    };
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    while keep_going(start, samples.len(), budget, 50, 20_000) {
+        let t = Instant::now();
+        let Ok(client) = std::net::TcpStream::connect(addr) else {
+            break;
+        };
+        let Ok((server, _)) = listener.accept() else {
+            break;
+        };
+        drop(client);
+        drop(server);
+        samples.push(t.elapsed().as_nanos() as f64);
+    }
+    Measured::new(samples)
 }
 
 /// Runs `measure` on a thread pinned to `cpu` (or on this thread when `None`).
-fn on_cpu(cpu: Option<usize>, measure: impl FnOnce() -> f64 + Send) -> f64 {
+fn on_cpu<R: Send>(cpu: Option<usize>, measure: impl FnOnce() -> R + Send) -> R {
     match cpu {
         None => measure(),
         Some(cpu) => thread::scope(|s| {
@@ -170,54 +310,13 @@ pub fn can_pin(cpus: (usize, usize)) -> bool {
     try_pin(cpus.0) && try_pin(cpus.1)
 }
 
-/// `memcpy` bandwidth between two `size`-byte buffers, in bytes per second (the best of a few
-/// batches: the copy has no dependency on another thread, so the best batch is the one the
-/// scheduler left alone).
-pub fn memcpy_bytes_per_sec(size: usize, budget: Duration) -> f64 {
-    let src = vec![0x5au8; size];
-    let mut dst = vec![0u8; size];
-    // Enough copies per batch to dwarf the clock reads, few enough for several batches.
-    let per_batch = ((64usize << 20) / size.max(1)).clamp(8, 4096);
-    let mut best = 0f64;
-    let start = Instant::now();
-    let mut batches = 0;
-    while start.elapsed() < budget || batches < 3 {
-        let t = Instant::now();
-        for _ in 0..per_batch {
-            dst.copy_from_slice(black_box(&src));
-            black_box(&mut dst);
-        }
-        let rate = (per_batch * size) as f64 / t.elapsed().as_secs_f64();
-        best = best.max(rate);
-        batches += 1;
-    }
-    best
-}
-
-/// One TCP connection over loopback, in nanoseconds: `connect`, `accept` and both closes,
-/// the median of single iterations (the kernel completes the handshake inside `connect`, so
-/// one thread does both sides). What a connection costs where no RDMA is involved.
-///
-/// # Errors
-/// The socket calls' error (no loopback interface, no free port).
-pub fn tcp_connect_accept_close_ns(budget: Duration) -> std::io::Result<f64> {
-    use std::net::{Ipv4Addr, TcpListener, TcpStream};
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-    let addr = listener.local_addr()?;
-    let mut times = Vec::new();
-    let start = Instant::now();
-    while start.elapsed() < budget || times.len() < 20 {
-        let t = Instant::now();
-        let client = TcpStream::connect(addr)?;
-        let (server, _) = listener.accept()?;
-        drop(client);
-        drop(server);
-        times.push(t.elapsed().as_nanos() as f64);
-        if times.len() >= 100_000 {
-            break;
-        }
-    }
-    Ok(median(times))
+/// The two CPUs the benchmarks pin their server/echo and client/measuring threads to, when the
+/// machine has two and lets us pin; `None` otherwise (then nothing spins on a shared CPU
+/// knowingly, but the scheduler decides).
+pub fn bench_cpus() -> Option<(usize, usize)> {
+    (thread::available_parallelism().map_or(1, |n| n.get()) >= 2)
+        .then_some((1, 0))
+        .filter(|&cpus| can_pin(cpus))
 }
 
 #[cfg(test)]
@@ -226,15 +325,27 @@ mod tests {
 
     // Only shapes here: performance never fails a unit test.
     #[test]
-    fn baselines_return_positive_finite_numbers() {
-        let d = Duration::from_millis(20);
-        for v in [
-            cache_line_one_way_ns(d, None),
-            futex_wake_one_way_ns(d, None),
-            memcpy_bytes_per_sec(1 << 16, d),
-            tcp_connect_accept_close_ns(d).unwrap(),
+    fn limits_return_positive_finite_numbers() {
+        let d = Duration::from_millis(10);
+        for m in [
+            cache_line_one_way(d, None),
+            futex_wake_one_way(d, None),
+            mutex_lock_unlock(d),
+            memcpy_rate(1 << 16, d),
+            memcpy_rate(2, d),
         ] {
-            assert!(v.is_finite() && v > 0.0, "{v}");
+            assert!(!m.samples.is_empty());
+            let (med, p99) = (m.median(), m.p99());
+            assert!(med.is_finite() && med > 0.0 && p99 >= med, "{med} {p99}");
         }
+    }
+
+    #[test]
+    fn quantiles_use_the_nearest_rank() {
+        let m = Measured::new((1..=100).rev().map(f64::from).collect());
+        assert_eq!(m.median(), 50.0);
+        assert_eq!(m.p99(), 99.0);
+        assert_eq!(m.p1(), 1.0);
+        assert!(Measured::default().median().is_nan());
     }
 }

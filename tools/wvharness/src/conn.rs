@@ -9,7 +9,8 @@
 //! * `setup`: endpoint, bind, route and QP;
 //! * `connect`: CONNECT until the REP (the server's GET_REQUEST and ACCEPT included);
 //! * `establish`: ACCEPT on the client (the RTU) until it completes;
-//! * `disconnect`: DISCONNECT until the DREP came and the QP is in ERROR.
+//! * `disconnect`: DISCONNECT until the DREP came and the QP is in ERROR;
+//! * `total`: the whole connection, setup to disconnect.
 
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -74,6 +75,8 @@ pub struct ConnResult {
     pub establish: Phase,
     /// DISCONNECT until the DREP.
     pub disconnect: Phase,
+    /// A whole connection, setup to disconnect.
+    pub total: Phase,
 }
 
 /// Runs `conn`.
@@ -113,6 +116,7 @@ fn print_text(out: &mut impl Write, r: &ConnResult) -> io::Result<()> {
         ("connect", r.connect),
         ("establish", r.establish),
         ("disconnect", r.disconnect),
+        ("total", r.total),
     ] {
         writeln!(out, "{name:<12}{:>12.1}{:>12.1}", p.p50_us, p.p99_us)?;
     }
@@ -131,6 +135,7 @@ struct Times {
     connect: Vec<u64>,
     establish: Vec<u64>,
     disconnect: Vec<u64>,
+    total: Vec<u64>,
 }
 
 /// The `q` quantile of `v` (sorted in place), in microseconds.
@@ -238,6 +243,7 @@ impl TargetTask for ConnTask {
             all.connect.extend(t.connect);
             all.establish.extend(t.establish);
             all.disconnect.extend(t.disconnect);
+            all.total.extend(t.total);
         }
         let seconds = end.duration_since(first).as_secs_f64().max(1e-9);
         Ok(ConnResult {
@@ -249,6 +255,7 @@ impl TargetTask for ConnTask {
             connect: phase(&mut all.connect),
             establish: phase(&mut all.establish),
             disconnect: phase(&mut all.disconnect),
+            total: phase(&mut all.total),
         })
     }
 }
@@ -336,6 +343,7 @@ fn connect_many<O: Opener>(
     let _ = started.send(Instant::now());
     let ns = |t: Instant| t.elapsed().as_nanos() as u64;
     for _ in 0..n {
+        let whole = Instant::now();
         let t = Instant::now();
         let ep = p.create_endpoint().map_err(|e| e.to_string())?;
         ep.bind(SocketAddr::new(local, 0), net)
@@ -363,6 +371,7 @@ fn connect_many<O: Opener>(
             abort,
         )?;
         times.disconnect.push(ns(t));
+        times.total.push(ns(whole));
     }
     Ok(times)
 }

@@ -7,6 +7,7 @@
 
 mod abi;
 mod baseline;
+mod bench;
 mod check;
 mod conn;
 mod conn_side;
@@ -47,6 +48,9 @@ struct Cli {
 enum Command {
     /// Print every IOCTL code, ABI struct layout and constant of the WinVerbs ABI.
     Abi(abi::AbiArgs),
+    /// Run every benchmark beside the machine's limits measured in the same run (ratios,
+    /// goals met or not; `--quick` for CI, `--json`, `--out DIR` for a report).
+    Bench(bench::BenchArgs),
     /// Run the conformance suite: one PASS/FAIL line per scenario.
     Check(check::CheckArgs),
     /// List the RDMA devices, their limits and ports, like ibv_devinfo.
@@ -81,6 +85,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Abi(args)) => abi::run(&args).map(|()| ExitCode::SUCCESS),
+        Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::Check(args)) => check::run(&args),
         Some(Command::Devinfo(args)) => devinfo::run(&args),
         Some(Command::Pingpong(args)) => pingpong::run(&args),

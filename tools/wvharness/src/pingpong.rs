@@ -201,6 +201,7 @@ impl TargetTask for PingpongTask<'_> {
             stop: AtomicU64::new(0),
             sync: Rendezvous::default(),
             origin: Instant::now(),
+            wait_every_poll: false,
         };
         let (to_client, from_server) = mpsc::channel::<Dest>();
         let (to_server, from_client) = mpsc::channel::<Dest>();

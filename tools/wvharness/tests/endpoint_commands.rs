@@ -84,7 +84,7 @@ fn conn_reports_rate_and_phases() {
     assert_eq!(v["threads"], 2);
     assert_eq!(v["connections"], 200);
     assert!(v["connections_per_sec"].as_f64().unwrap() > 0.0);
-    for phase in ["setup", "connect", "establish", "disconnect"] {
+    for phase in ["setup", "connect", "establish", "disconnect", "total"] {
         let p50 = v[phase]["p50_us"].as_f64().unwrap();
         let p99 = v[phase]["p99_us"].as_f64().unwrap();
         assert!(p50 > 0.0 && p99 >= p50, "{phase}: {p50} {p99}");
@@ -98,5 +98,5 @@ fn conn_reports_rate_and_phases() {
         "{out}"
     );
     assert!(lines[0].ends_with(" connections/s"), "{out}");
-    assert_eq!(lines.len(), 6, "{out}");
+    assert_eq!(lines.len(), 7, "{out}");
 }

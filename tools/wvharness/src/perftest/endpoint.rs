@@ -90,6 +90,9 @@ pub struct EventCq<F: RawFile + Send + Sync + 'static> {
     /// The CQ.
     pub cq: Cq<F>,
     armed: Mutex<Option<Pending<()>>>,
+    /// The last poll left the CQ empty (it returned fewer completions than it asked for): the
+    /// next completion needs an event.
+    drained: AtomicBool,
 }
 
 impl<F: RawFile + Send + Sync + 'static> EventCq<F> {
@@ -97,6 +100,7 @@ impl<F: RawFile + Send + Sync + 'static> EventCq<F> {
         EventCq {
             cq,
             armed: Mutex::new(None),
+            drained: AtomicBool::new(true),
         }
     }
 
@@ -211,7 +215,12 @@ impl<F: RawFile + Send + Sync + 'static> Side<F> {
             send_cq.clone()
         };
         let ud = c.connection == Connection::Ud;
-        let land_off = c.buf_size.max(64);
+        // The landing half starts half a page past a page boundary: buffers are page aligned,
+        // so a landing area at a multiple of 4096 from the source would put every copy's
+        // source and destination at the same offset within a page, where the CPU's 4K-aliasing
+        // check (loads that seem to depend on earlier stores) slows a 64 KiB memmove by about
+        // 40 % on the machines this runs on. perftest's buffers move by DMA, which does not care.
+        let land_off = c.buf_size.max(64).next_multiple_of(4096) + 2048;
         let buf = device.alloc_buffer(2 * land_off + if ud { GRH } else { 0 });
         let access = WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ;
         let mr = pd
@@ -384,6 +393,13 @@ impl<F: RawFile + Send + Sync + 'static> Side<F> {
 /// each completion's status and returns how many were taken. Gives up with [`aborted`] when
 /// the other side failed, and with [`STOPPED`] once the client has finished size `size_ix`
 /// (a receiver waiting for messages that a duration run will not send).
+///
+/// With events it waits first, as perftest's `-e` does (`ctx_notify_events`: get the CQ
+/// event, acknowledge, re-arm, then poll), and waits again when the poll finds nothing (the
+/// first call only arms, so a completion that came before it is found by the poll that
+/// follows). Latency tests wait before every poll, as perftest's latency loops do; bandwidth
+/// tests wait only once a poll has emptied the CQ (perftest polls until empty after each
+/// event), since completions that were already there raise no new event.
 pub fn poll_some<F: RawFile + Send + Sync + 'static>(
     cq: &EventCq<F>,
     wc: &mut [WorkCompletion],
@@ -393,7 +409,11 @@ pub fn poll_some<F: RawFile + Send + Sync + 'static>(
 ) -> Result<usize, String> {
     let mut spins = 0u32;
     loop {
+        if events && (sh.wait_every_poll || cq.drained.load(Ordering::Relaxed)) {
+            cq.wait(&sh.abort)?;
+        }
         let n = cq.poll(wc);
+        cq.drained.store(n < wc.len(), Ordering::Relaxed);
         if n > 0 {
             for w in &wc[..n] {
                 if w.status != WcStatus::Success {
@@ -406,9 +426,7 @@ pub fn poll_some<F: RawFile + Send + Sync + 'static>(
             }
             return Ok(n);
         }
-        if events {
-            cq.wait(&sh.abort)?;
-        } else {
+        if !events {
             spins = spins.wrapping_add(1);
             // Checking the flags on every empty poll would put two more shared cache lines in
             // the latency path; every 1024th costs nothing measurable.
@@ -530,6 +548,8 @@ pub struct Shared {
     pub sync: Rendezvous,
     /// The common time origin of the timestamps.
     pub origin: Instant,
+    /// Event mode waits before every poll (latency tests), not only once the CQ is empty.
+    pub wait_every_poll: bool,
 }
 
 impl Shared {
@@ -601,6 +621,8 @@ pub enum Out<'a> {
         text: &'a str,
         /// The same numbers for JSON.
         row: &'a Row,
+        /// What the measuring side recorded.
+        samples: &'a Samples,
     },
 }
 
@@ -636,12 +658,15 @@ impl TargetTask for PerfTask<'_> {
             .map_err(|e| err("opening the device", e))?;
         let port = dev.query_port(1).map_err(|e| err("querying port 1", e))?;
         let mtu = mtu_bytes(port.ActiveMtu);
+        // WV_IO_PORT_ATTRIBUTES.Transport: 2 is Ethernet (RoCE), as ibv_devinfo reads it.
+        let ethernet = port.Transport == 2;
         drop(dev);
         drop(provider);
         out(Out::Text(&header_text(
             &p,
             &format!("softhca{server_ix}"),
             mtu,
+            if ethernet { "Ethernet" } else { "IB" },
         )))
         .map_err(io_err)?;
         let cfg = SideConfig {
@@ -662,6 +687,7 @@ impl TargetTask for PerfTask<'_> {
             stop: AtomicU64::new(0),
             sync: Rendezvous::default(),
             origin: Instant::now(),
+            wait_every_poll: p.test.is_latency(),
         };
         let (to_client, from_server) = mpsc::channel::<Dest>();
         let (to_server, from_client) = mpsc::channel::<Dest>();
@@ -724,10 +750,19 @@ impl TargetTask for PerfTask<'_> {
             for ev in events_rx {
                 let r = match ev {
                     Event::Connected(local, remote) => {
+                        let gid = |d: &Dest| {
+                            if ethernet {
+                                format!("\n{}", gid_line(&d.gid))
+                            } else {
+                                String::new()
+                            }
+                        };
                         let text = format!(
-                            "{}\n{}\n{}\n{}",
+                            "{}{}\n{}{}\n{}\n{}",
                             address_line("local", &local, p.test.verb()),
+                            gid(&local),
                             address_line("remote", &remote, p.test.verb()),
+                            gid(&remote),
                             report::RESULT_LINE,
                             super::column_header(&p)
                         );
@@ -739,6 +774,7 @@ impl TargetTask for PerfTask<'_> {
                                 size,
                                 text: &text,
                                 row: &row,
+                                samples: &samples,
                             })
                             .map_err(io_err)
                         })
@@ -784,6 +820,13 @@ fn c_alt_hex(v: u64, width: usize) -> String {
     } else {
         format!("{v:#0width$x}")
     }
+}
+
+/// perftest's GID line under an address on a RoCE port: each byte in decimal, two digits at
+/// least (`" GID: %02d:%02d:…"`).
+fn gid_line(gid: &[u8; 16]) -> String {
+    let bytes: Vec<String> = gid.iter().map(|b| format!("{b:02}")).collect();
+    format!(" GID: {}", bytes.join(":"))
 }
 
 /// perftest's address line (`BASIC_ADDR_FMT`, then `READ_FMT`/`RDMA_FMT` for RDMA verbs).
@@ -839,7 +882,9 @@ pub fn run_test(test: Test, args: &PerftestArgs) -> io::Result<ExitCode> {
                     writeln!(stdout, "{t}")?;
                 }
                 Out::Text(_) => {}
-                Out::Row { size, text, row } => {
+                Out::Row {
+                    size, text, row, ..
+                } => {
                     bar.finish();
                     if !json {
                         writeln!(stdout, "{text}")?;
@@ -894,14 +939,43 @@ pub fn run_test(test: Test, args: &PerftestArgs) -> io::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Runs a test quietly and returns its rows (for the default run's summary).
-pub fn measure(test: Test, args: &PerftestArgs) -> Result<Vec<Row>, String> {
-    let p = super::params(test, args, 4096)?;
-    let (target, device) = Target::open(&args.target, StackConfig::default()).map_err(|e| e.0)?;
+/// One size of a quiet run: perftest's row and the measuring side's per-iteration times.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    /// perftest's numbers.
+    pub row: Row,
+    /// Latency tests: each iteration's time in ns as the row reports it (half a round trip for
+    /// send and write, the whole operation for read), unsorted. Bandwidth tests: empty.
+    pub iteration_ns: Vec<f64>,
+}
+
+/// Runs a test quietly on a fresh in-process stack built with `config` (or on the target the
+/// options name) and returns its rows with their samples. `sizes` replaces the options' sizes
+/// (`(size, iterations)` each), so one connection runs several sizes.
+pub fn measure_sizes(
+    test: Test,
+    args: &PerftestArgs,
+    sizes: Option<&[(u64, u64)]>,
+    config: StackConfig,
+) -> Result<Vec<Measurement>, String> {
+    let mut p = super::params(test, args, 4096)?;
+    if let Some(sizes) = sizes {
+        p.sizes = sizes.to_vec();
+    }
+    let rtt = f64::from(p.test.rtt() as u8);
+    let (target, device) = Target::open(&args.target, config).map_err(|e| e.0)?;
     let mut rows = Vec::new();
     let mut sink = |o: Out<'_>| -> io::Result<()> {
-        if let Out::Row { row, .. } = o {
-            rows.push(row.clone());
+        if let Out::Row { row, samples, .. } = o {
+            let iteration_ns = samples
+                .posted
+                .windows(2)
+                .map(|w| w[1].saturating_sub(w[0]) as f64 / rtt)
+                .collect();
+            rows.push(Measurement {
+                row: row.clone(),
+                iteration_ns,
+            });
         }
         Ok(())
     };
@@ -913,6 +987,14 @@ pub fn measure(test: Test, args: &PerftestArgs) -> Result<Vec<Row>, String> {
         device,
     )?;
     Ok(rows)
+}
+
+/// Runs a test quietly and returns its rows (for the default run's summary).
+pub fn measure(test: Test, args: &PerftestArgs) -> Result<Vec<Row>, String> {
+    Ok(measure_sizes(test, args, None, StackConfig::default())?
+        .into_iter()
+        .map(|m| m.row)
+        .collect())
 }
 
 /// The port's MTU in bytes (`WV_IO_PORT_ATTRIBUTES` reports bytes; 0 means unknown).
@@ -931,7 +1013,7 @@ fn mtu_enum(bytes: u32) -> Mtu {
     }
 }
 
-fn header_text(p: &Params, device: &str, mtu: u32) -> String {
+fn header_text(p: &Params, device: &str, mtu: u32, link: &str) -> String {
     let latency = p.test.is_latency();
     report::format_test_info(&TestInfo {
         verb: p.test.verb_str(),
@@ -940,7 +1022,9 @@ fn header_text(p: &Params, device: &str, mtu: u32) -> String {
         connection: p.connection.as_str(),
         srq: false,
         tx_depth: p.tx_depth,
-        rx_depth: (p.test.verb() == Verb::Send).then_some(p.rx_depth),
+        // The client's header: the server's RX depth line is not in it (perftest prints it on
+        // the server only).
+        rx_depth: None,
         cq_mod: (!latency).then_some(p.cq_mod),
         mtu,
         inline_or_outstanding: if p.test.verb() == Verb::Read {
@@ -949,5 +1033,6 @@ fn header_text(p: &Params, device: &str, mtu: u32) -> String {
             p.inline_size
         },
         events: p.events,
+        link,
     })
 }

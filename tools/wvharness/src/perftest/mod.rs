@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::target::TargetArgs;
 use report::{BwUnits, RttFactor};
 
-pub use endpoint::{measure, run_test};
+pub use endpoint::{Measurement, measure, measure_sizes, run_test};
 
 /// The six tests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -616,7 +616,10 @@ pub fn row_for(p: &Params, size: u64, s: &Samples) -> Result<(String, Row), Stri
             bw_avg: size as f64 * iters as f64 * 1e9 / (ns.max(1) as f64 * units_factor(p.units)),
             msg_rate: iters as f64 * 1e9 / (ns.max(1) as f64 * 1e6),
         };
-        return Ok((report::format_bandwidth_row(&r), Row::from_bw(&r, p.units)));
+        return Ok((
+            report::format_bandwidth_row_in(&r, p.units),
+            Row::from_bw(&r, p.units),
+        ));
     }
     if p.test.is_latency() {
         let r = report::latency_row(size, &s.posted, p.test.rtt())
@@ -632,7 +635,10 @@ pub fn row_for(p: &Params, size: u64, s: &Samples) -> Result<(String, Row), Stri
             p.peak,
         )
         .ok_or_else(|| format!("no samples for size {size}"))?;
-        Ok((report::format_bandwidth_row(&r), Row::from_bw(&r, p.units)))
+        Ok((
+            report::format_bandwidth_row_in(&r, p.units),
+            Row::from_bw(&r, p.units),
+        ))
     }
 }
 

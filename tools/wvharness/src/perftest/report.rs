@@ -27,6 +27,9 @@ pub const RESULT_FMT_BW: &str =
 pub const RESULT_FMT_BW_GBITS: &str =
     " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
 
+/// Completions a bandwidth test polls at once (perftest's `CTX_POLL_BATCH`).
+pub const CQE_POLL_BATCH: usize = 16;
+
 /// Samples perftest drops from the top of the sorted latencies (`LAT_MEASURE_TAIL`).
 const LAT_MEASURE_TAIL: usize = 2;
 
@@ -295,6 +298,20 @@ pub fn format_bandwidth_row(row: &BandwidthRow) -> String {
     )
 }
 
+/// Formats a bandwidth row as perftest prints it in `units`: with `--report_gbits` an average
+/// below 0.1 Gb/s switches to the extended format (`REPORT_FMT_EXT`, six decimals), so small
+/// messages do not print as 0.00.
+pub fn format_bandwidth_row_in(row: &BandwidthRow, units: BwUnits) -> String {
+    if units == BwUnits::GbitPerSec && row.bw_avg < 0.1 {
+        format!(
+            " {:<7}    {}           {:<7.6}            {:<7.6}            {:<7.6}",
+            row.bytes, row.iterations, row.bw_peak, row.bw_avg, row.msg_rate
+        )
+    } else {
+        format_bandwidth_row(row)
+    }
+}
+
 /// perftest's header block (`ctx_print_test_info`, the lines that apply to us).
 pub struct TestInfo<'a> {
     /// "Send", "RDMA_Write" or "RDMA_Read".
@@ -319,6 +336,8 @@ pub struct TestInfo<'a> {
     pub inline_or_outstanding: u32,
     /// Whether completions are waited for with CQ events (`-e`).
     pub events: bool,
+    /// The port's link layer as perftest names it ("IB" or "Ethernet").
+    pub link: &'a str,
 }
 
 /// Formats the header block that precedes the results.
@@ -342,15 +361,25 @@ pub fn format_test_info(info: &TestInfo<'_>) -> String {
         info.connection,
         if info.srq { "ON" } else { "OFF" }
     );
+    // No PCIe below a soft HCA, so no relaxed ordering; the classic post verbs, not ibv_wr_*.
+    let _ = writeln!(out, " PCIe relax order: OFF");
+    let _ = writeln!(out, " ibv_wr* API     : OFF");
+    // The report is the client's (the measuring side), which prints its TX depth; the RX
+    // depth is the server's line.
     let _ = writeln!(out, " TX depth        : {}", info.tx_depth);
     if let Some(rx) = info.rx_depth {
         let _ = writeln!(out, " RX depth        : {rx}");
     }
     if let Some(cq_mod) = info.cq_mod {
         let _ = writeln!(out, " CQ Moderation   : {cq_mod}");
+        let _ = writeln!(out, " CQE Poll Batch  : {CQE_POLL_BATCH}");
     }
     let _ = writeln!(out, " Mtu             : {}[B]", info.mtu);
-    let _ = writeln!(out, " Link type       : IB");
+    let _ = writeln!(out, " Link type       : {}", info.link);
+    // On RoCE perftest picks GID index 0 itself and says so.
+    if info.link == "Ethernet" {
+        let _ = writeln!(out, " GID index       : 0");
+    }
     if info.verb == "RDMA_Read" {
         let _ = writeln!(out, " Outstand reads  : {}", info.inline_or_outstanding);
     } else {
@@ -476,6 +505,33 @@ mod tests {
         assert_eq!(
             format_latency_duration_row(&row),
             " 2             1000            2.00           250000.00"
+        );
+    }
+
+    #[test]
+    fn report_gbits_switches_to_the_extended_format_below_a_tenth() {
+        let row = BandwidthRow {
+            bytes: 2,
+            iterations: 5000,
+            bw_peak: 0.050986,
+            bw_avg: 0.048851,
+            msg_rate: 3.053158,
+        };
+        assert_eq!(
+            format_bandwidth_row_in(&row, BwUnits::GbitPerSec),
+            " 2          5000           0.050986            0.048851            3.053158"
+        );
+        let fast = BandwidthRow {
+            bw_avg: 0.5,
+            ..row.clone()
+        };
+        assert_eq!(
+            format_bandwidth_row_in(&fast, BwUnits::GbitPerSec),
+            format_bandwidth_row(&fast)
+        );
+        assert_eq!(
+            format_bandwidth_row_in(&row, BwUnits::MibPerSec),
+            format_bandwidth_row(&row)
         );
     }
 
