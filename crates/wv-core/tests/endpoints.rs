@@ -793,6 +793,50 @@ fn active_disconnect_waits_for_the_drep_then_moves_the_qp_to_error() {
 }
 
 #[test]
+fn both_sides_disconnecting_at_once_end_each_other() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    let io = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    // The peer's DREQ crosses ours (ActiveDisconnect → Disconnected): both end well.
+    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
+    fx.run();
+    let st = done(&io);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(qp_state_byte(&st), QpState::Error as u8);
+    expect(&done(&notify), NtStatus::SUCCESS);
+    // Its late DREP changes nothing.
+    fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
+    fx.run();
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8),
+        NtStatus::INVALID_DEVICE_STATE,
+    );
+
+    // A second DISCONNECT while the first waits for the DREP answers at once (OFW: it tries a
+    // DREP, which the CM refuses as no DREQ came, and moves the QP to ERROR); the first still
+    // ends when the DREP comes.
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    let first = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, 0), 0);
+    let st = ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(qp_state_byte(&st), QpState::Error as u8);
+    let dreps: Vec<_> = fx
+        .cm
+        .calls()
+        .into_iter()
+        .filter(|c| c.op == FakeCmOp::SendDrep)
+        .map(|c| c.result)
+        .collect();
+    assert_eq!(dreps, vec![Err(NtStatus::INVALID_DEVICE_STATE)]);
+    fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
+    fx.run();
+    expect(&done(&first), NtStatus::SUCCESS);
+}
+
+#[test]
 fn a_dreq_timeout_ends_the_disconnect_with_status_timeout() {
     let fx = fx();
     let r = Rig::new(&fx);
