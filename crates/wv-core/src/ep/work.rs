@@ -87,6 +87,18 @@ impl<P: Platform, V: Verbs> WorkItem for EpObj<P, V> {
     }
 }
 
+/// The status of a CONNECT or ACCEPT the endpoint's state no longer allows when its work item
+/// gets to it: OFW's `STATUS_NOT_SUPPORTED`, but `STATUS_CANCELLED` once the endpoint is being
+/// destroyed (a destroy or the file's cleanup raced the work item), as the requests still
+/// parked then end.
+fn refused(state: EpState) -> NtStatus {
+    if state == EpState::Destroying {
+        NtStatus::CANCELLED
+    } else {
+        NtStatus::NOT_SUPPORTED
+    }
+}
+
 /// A request's output bytes (the UVP's QP-state buffer), as much as the system buffer holds.
 fn output<R: IoRequest>(req: &mut R) -> &mut [u8] {
     let len = req.output_len();
@@ -162,8 +174,9 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         let (local, route, device) = {
             let inner = self.inner.lock();
             if inner.state != EpState::RouteResolved {
+                let status = refused(inner.state);
                 drop(inner);
-                return req.complete(NtStatus::NOT_SUPPORTED, 0);
+                return req.complete(status, 0);
             }
             (
                 inner.attr.LocalAddress,
@@ -190,8 +203,9 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         {
             let mut inner = self.inner.lock();
             if inner.state != EpState::RouteResolved {
+                let status = refused(inner.state);
                 drop(inner);
-                return req.complete(NtStatus::NOT_SUPPORTED, 0);
+                return req.complete(status, 0);
             }
             inner.state = EpState::ActiveConnect;
             inner.rep_received = false;
@@ -289,7 +303,7 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
                 self.accept_active(req, &a.Param);
             }
             EpState::PassiveConnect if !rep_sent => self.accept_passive(req, qp, &a.Param),
-            _ => req.complete(NtStatus::NOT_SUPPORTED, 0),
+            state => req.complete(refused(state), 0),
         }
     }
 
@@ -299,8 +313,9 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         {
             let mut inner = self.inner.lock();
             if inner.state != EpState::ActiveConnect {
+                let status = refused(inner.state);
                 drop(inner);
-                return req.complete(NtStatus::NOT_SUPPORTED, 0);
+                return req.complete(status, 0);
             }
             inner.state = EpState::Connected;
         }
@@ -361,8 +376,9 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         {
             let mut inner = self.inner.lock();
             if inner.state != EpState::PassiveConnect || inner.rep_sent {
+                let status = refused(inner.state);
                 drop(inner);
-                return req.complete(NtStatus::NOT_SUPPORTED, 0);
+                return req.complete(status, 0);
             }
             inner.rep_sent = true;
             if let Err((req, status)) = self.handshake_queue.park(req) {

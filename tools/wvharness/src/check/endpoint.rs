@@ -580,8 +580,13 @@ fn listener_destroyed_with_queued_requests<E: Env>(env: &E) -> Outcome {
 fn close_during_connect<E: Env>(env: &E) -> Outcome {
     let w = world(env)?;
     let listener = w.listener(4)?;
-    // A client on a handle of its own, which it closes while its CONNECT waits for the REP
-    // (nobody takes the request).
+    // A client on a handle of its own, which it closes while its CONNECT waits for the REP.
+    // It connects to a listener that never takes the request, so the withdrawn request cannot
+    // meet the GET_REQUEST of the connection that follows.
+    let quiet = w.server.create_endpoint().map_err(verr("EP_CREATE"))?;
+    let quiet_addr = SocketAddr::new(w.server_ip, PORT + 1);
+    quiet.bind(quiet_addr, w.net).map_err(verr("bind"))?;
+    quiet.listen(4).map_err(verr("EP_LISTEN"))?;
     let doomed = Provider::new(env.open()?);
     let dev = device(&doomed, env.other_guid(&**w.server.file())?)?;
     let ep = doomed.create_endpoint().map_err(verr("EP_CREATE"))?;
@@ -591,7 +596,7 @@ fn close_during_connect<E: Env>(env: &E) -> Outcome {
         .map_err(verr("route"))?;
     let side = ConnSide::new(&dev, 1, 4, 4).map_err(verr("QP"))?;
     let connecting = ep
-        .connect(&side.qp, w.server_addr(), &ConnectParam::default())
+        .connect(&side.qp, quiet_addr, &ConnectParam::default())
         .map_err(verr("EP_CONNECT"))?;
     drop((ep, side, dev, doomed));
     ends_with(
@@ -599,12 +604,13 @@ fn close_during_connect<E: Env>(env: &E) -> Outcome {
         NtStatus::CANCELLED,
         "EP_CONNECT of a closed handle",
     )?;
-    // The listener still connects another client (the withdrawn request is not in the way).
+    drop(quiet);
+    // Another client connects.
     let c = w.connect(&listener)?;
     disconnect(&c, true)?;
     Ok(
-        "closing the client's handle while its CONNECT waits for the REP ends it with \
-         STATUS_CANCELLED; the listener then connects a new client"
+        "closing the client's handle while its CONNECT waits for the REP (or while its work \
+         item runs) ends it with STATUS_CANCELLED; another client then connects"
             .into(),
     )
 }
@@ -670,14 +676,19 @@ fn cancel_parked_requests<E: Env>(env: &E) -> Outcome {
     }
     ends_with(g, NtStatus::CANCELLED, "GET_REQUEST after CancelIoEx")?;
 
-    // CONNECT waiting for the REP (nobody takes the request yet).
+    // CONNECT waiting for the REP: to a listener of its own that never takes the request, so
+    // the withdrawn request cannot meet a later GET_REQUEST.
+    let quiet = w.server.create_endpoint().map_err(verr("EP_CREATE"))?;
+    let quiet_addr = SocketAddr::new(w.server_ip, PORT + 1);
+    quiet.bind(quiet_addr, w.net).map_err(verr("bind"))?;
+    quiet.listen(4).map_err(verr("EP_LISTEN"))?;
     let (cep, cside) = w.client_ep()?;
     let c = cep
-        .connect(&cside.qp, w.server_addr(), &ConnectParam::default())
+        .connect(&cside.qp, quiet_addr, &ConnectParam::default())
         .map_err(verr("EP_CONNECT"))?;
     cep.cancel().map_err(verr("EP_CANCEL"))?;
     ends_with(c, NtStatus::CANCELLED, "CONNECT after EP_CANCEL")?;
-    drop((cep, cside));
+    drop((cep, cside, quiet));
 
     // A passive ACCEPT waiting for the RTU (the client never sends it).
     let sep = w.server.create_endpoint().map_err(verr("EP_CREATE"))?;
