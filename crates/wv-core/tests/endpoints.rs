@@ -11,18 +11,15 @@ mod common;
 
 use std::mem::size_of;
 
+use common::ep::*;
 use common::*;
-use wv_abi::consts::{WV_IO_EP_OPTION_ROUTE, WV_IO_EP_TYPE_CONNECT, WV_IO_EP_TYPE_DATAGRAM};
+use wv_abi::consts::{WV_IO_EP_TYPE_CONNECT, WV_IO_EP_TYPE_DATAGRAM};
 use wv_abi::ioctl::*;
-use wv_abi::{
-    IB_PATH_REC, NtStatus, WV_IO_CONNECT_PARAM, WV_IO_DEVICE_ADDRESS, WV_IO_EP_ACCEPT,
-    WV_IO_EP_ATTRIBUTES, WV_IO_EP_BIND, WV_IO_EP_CONNECT, WV_IO_EP_DISCONNECT,
-    WV_IO_EP_GET_REQUEST, WV_IO_EP_LISTEN, WV_IO_SOCKADDR_DATA,
-};
+use wv_abi::{NtStatus, WV_IO_EP_ATTRIBUTES, WV_IO_EP_CONNECT, WV_IO_SOCKADDR_DATA};
 use wv_core::DriverConfig;
 use wv_hal::cm::{REJ_INSUFFICIENT_RESOURCES, REJ_USER_DEFINED};
 use wv_hal::{QpModify, QpState};
-use wv_host::fake_cm::{FakeCmDetail, FakeCmEvent, FakeCmOp, peer_rep, peer_req};
+use wv_host::fake_cm::{FakeCmDetail, FakeCmEvent, FakeCmOp, peer_rep};
 use wv_host::fake_verbs::FakeCall;
 use wv_host::{HostPlatform, Io, IoStatus};
 
@@ -48,112 +45,6 @@ impl Rig {
         let fake_qp = fx.last_created(FakeCall::CreateQp);
         Rig { f, qp, fake_qp }
     }
-}
-
-fn ipv4(addr: [u8; 4], port: u16) -> WV_IO_SOCKADDR_DATA {
-    let mut a = WV_IO_SOCKADDR_DATA::default();
-    let mut sin = a.sin();
-    sin.SinFamily = 2;
-    sin.SinPort = port.to_be();
-    sin.SinAddr = u32::from_ne_bytes(addr);
-    a.set_sin(&sin);
-    a
-}
-
-const LOCAL: [u8; 4] = [10, 0, 0, 1];
-const PEER: [u8; 4] = [10, 0, 0, 2];
-
-fn ep_create(f: &WvFile) -> u64 {
-    let st = ioctl(f, WV_IOCTL_EP_CREATE, &u64_in(WV_IO_EP_TYPE_CONNECT), 8);
-    expect(&st, NtStatus::SUCCESS);
-    assert_eq!(st.information, 8);
-    out::<u64>(&st)
-}
-
-fn bind_in(ep: u64, addr: WV_IO_SOCKADDR_DATA, guid: u64) -> Vec<u8> {
-    bytes(&WV_IO_EP_BIND {
-        Id: ep,
-        Address: addr,
-        Device: WV_IO_DEVICE_ADDRESS {
-            DeviceGuid: guid,
-            Pkey: 0xFFFF,
-            PortNumber: 1,
-            Reserved: [0; 5],
-        },
-    })
-}
-
-fn bind(fx: &Fx, f: &WvFile, ep: u64, addr: WV_IO_SOCKADDR_DATA) {
-    let st = ioctl(f, WV_IOCTL_EP_BIND, &bind_in(ep, addr, fx.guid()), 56);
-    expect(&st, NtStatus::SUCCESS);
-    assert_eq!(st.information, 56);
-}
-
-fn path() -> IB_PATH_REC {
-    IB_PATH_REC {
-        dgid: [0xD; 16],
-        sgid: [0x5; 16],
-        dlid: 2u16.to_be(),
-        slid: 1u16.to_be(),
-        pkey: 0xFFFF,
-        mtu: 0x84,
-        pkt_life: 0x92,
-        ..IB_PATH_REC::default()
-    }
-}
-
-fn route_in(ep: u64) -> Vec<u8> {
-    let mut input = id(ep, 0, WV_IO_EP_OPTION_ROUTE);
-    input.extend_from_slice(&bytes(&path()));
-    input
-}
-
-fn param(pdata: &[u8]) -> WV_IO_CONNECT_PARAM {
-    let mut p = WV_IO_CONNECT_PARAM {
-        ResponderResources: 3,
-        InitiatorDepth: 2,
-        RetryCount: 6,
-        RnrRetryCount: 5,
-        DataLength: pdata.len() as u8,
-        ..WV_IO_CONNECT_PARAM::default()
-    };
-    p.Data[..pdata.len()].copy_from_slice(pdata);
-    p
-}
-
-fn connect_in(ep: u64, qp: u64, pdata: &[u8]) -> Vec<u8> {
-    bytes(&WV_IO_EP_CONNECT {
-        Id: ep,
-        QpId: qp,
-        PeerAddress: ipv4(PEER, 5000),
-        Param: param(pdata),
-    })
-}
-
-fn accept_in(ep: u64, qp: u64, pdata: &[u8]) -> Vec<u8> {
-    bytes(&WV_IO_EP_ACCEPT {
-        Id: ep,
-        QpId: qp,
-        Param: param(pdata),
-    })
-}
-
-fn disconnect_in(ep: u64, qp: u64) -> Vec<u8> {
-    bytes(&WV_IO_EP_DISCONNECT { Id: ep, QpId: qp })
-}
-
-fn listen_in(ep: u64, backlog: u64) -> Vec<u8> {
-    bytes(&WV_IO_EP_LISTEN {
-        Id: ep,
-        Backlog: backlog,
-    })
-}
-
-fn get_request_in(listener: u64, ep: u64) -> Vec<u8> {
-    bytes(&WV_IO_EP_GET_REQUEST {
-        Id: listener,
-        EpId: ep,
-    })
 }
 
 fn query(f: &WvFile, ep: u64) -> WV_IO_EP_ATTRIBUTES {
@@ -217,17 +108,6 @@ fn listening(fx: &Fx, f: &WvFile) -> (u64, u64, Io, u64) {
     let ep = ep_create(f);
     let io = pend(f, WV_IOCTL_EP_GET_REQUEST, &get_request_in(listener, ep), 0);
     (listener, ep, io, lid)
-}
-
-/// The REQ a peer at PEER:6000 sends to LOCAL:7001 with `user` private data.
-fn incoming(user: &[u8]) -> wv_hal::CmReqEvent {
-    let mut pdata = vec![0x00, 0x40, 0x17, 0x70];
-    pdata.extend_from_slice(&[0; 12]);
-    pdata.extend_from_slice(&PEER);
-    pdata.extend_from_slice(&[0; 12]);
-    pdata.extend_from_slice(&LOCAL);
-    pdata.extend_from_slice(user);
-    peer_req(0x0106_1B59, &pdata)
 }
 
 /// A passive endpoint whose request arrived (PassiveConnect); returns (listener, ep, its CM id).

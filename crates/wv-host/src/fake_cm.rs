@@ -22,6 +22,7 @@ use wv_hal::{
 };
 
 use crate::irql;
+use crate::low_resources;
 use crate::platform::HostPlatform;
 use crate::sync::{Arc, Condvar, Mutex, Weak};
 
@@ -497,6 +498,8 @@ impl FakeCm {
             }
         }
         let _running = Running(self, id);
+        // The sinks are the driver's code, called from the CM's DPC.
+        let _driver = low_resources::driver_scope();
         match delivery {
             Delivery::ReqReceived => sink.on_event(CmEvent::ReqReceived),
             Delivery::Event(event) => match &**event {
@@ -713,6 +716,8 @@ impl ConnectionManager for FakeCm {
     type Id = FakeCmId;
 
     fn create_id(&self, events: KArc<dyn CmEventSink>) -> Result<FakeCmId, NtStatus> {
+        // The CM's own bookkeeping, not the driver's allocation.
+        let _host = low_resources::host_scope();
         self.enter(FakeCmOp::CreateId)?;
         let id = self.new_id(CepState::Idle, false, events);
         self.log(FakeCmOp::CreateId, id, Ok(()), FakeCmDetail::None);
@@ -720,6 +725,8 @@ impl ConnectionManager for FakeCm {
     }
 
     fn destroy_id(&self, id: FakeCmId) {
+        // The CM's own bookkeeping, not the driver's allocation.
+        let _host = low_resources::host_scope();
         let level = self.platform.irql();
         if level != Irql::Passive {
             self.platform
@@ -744,6 +751,8 @@ impl ConnectionManager for FakeCm {
         compare: &[u8],
         compare_offset: u8,
     ) -> Result<(), NtStatus> {
+        // The CM's own bookkeeping, not the driver's allocation.
+        let _host = low_resources::host_scope();
         self.enter(FakeCmOp::Listen)?;
         let r = self.transition(id.id, &[CepState::Idle], CepState::Listen, |_| {});
         self.log(
@@ -764,6 +773,8 @@ impl ConnectionManager for FakeCm {
         listen: &FakeCmId,
         events: KArc<dyn CmEventSink>,
     ) -> Result<(FakeCmId, CmReqEvent), NtStatus> {
+        // The CM's own bookkeeping, not the driver's allocation.
+        let _host = low_resources::host_scope();
         self.enter(FakeCmOp::GetRequest)?;
         let req = {
             let mut state = self.state.lock();
@@ -803,6 +814,8 @@ impl ConnectionManager for FakeCm {
     }
 
     fn send_req(&self, id: &FakeCmId, req: &CmReq<'_>) -> Result<(), NtStatus> {
+        // The CM's own bookkeeping, not the driver's allocation.
+        let _host = low_resources::host_scope();
         self.enter(FakeCmOp::SendReq)?;
         let sent = fake_req(req);
         let r = if req.private_data.len() > REQ_PRIVATE_DATA {
@@ -818,6 +831,8 @@ impl ConnectionManager for FakeCm {
     }
 
     fn send_rep(&self, id: &FakeCmId, rep: &CmRep<'_>) -> Result<(), NtStatus> {
+        // The CM's own bookkeeping, not the driver's allocation.
+        let _host = low_resources::host_scope();
         self.enter(FakeCmOp::SendRep)?;
         let sent = fake_rep(rep);
         let keep = sent.clone();
@@ -829,6 +844,8 @@ impl ConnectionManager for FakeCm {
     }
 
     fn send_rtu(&self, id: &FakeCmId, private_data: &[u8]) -> Result<(), NtStatus> {
+        // The CM's own bookkeeping, not the driver's allocation.
+        let _host = low_resources::host_scope();
         self.enter(FakeCmOp::SendRtu)?;
         let r = self.transition(id.id, &[CepState::RepRcvd], CepState::Established, |_| {});
         let detail = FakeCmDetail::PrivateData(private_data.to_vec());
@@ -837,6 +854,8 @@ impl ConnectionManager for FakeCm {
     }
 
     fn send_dreq(&self, id: &FakeCmId, private_data: &[u8]) -> Result<(), NtStatus> {
+        // The CM's own bookkeeping, not the driver's allocation.
+        let _host = low_resources::host_scope();
         self.enter(FakeCmOp::SendDreq)?;
         let r = self.transition(id.id, &[CepState::Established], CepState::DreqSent, |_| {});
         let detail = FakeCmDetail::PrivateData(private_data.to_vec());
@@ -845,6 +864,8 @@ impl ConnectionManager for FakeCm {
     }
 
     fn send_drep(&self, id: &FakeCmId, private_data: &[u8]) -> Result<(), NtStatus> {
+        // The CM's own bookkeeping, not the driver's allocation.
+        let _host = low_resources::host_scope();
         self.enter(FakeCmOp::SendDrep)?;
         let r = self.transition(id.id, &[CepState::DreqRcvd], CepState::Timewait, |_| {});
         let detail = FakeCmDetail::PrivateData(private_data.to_vec());
@@ -859,6 +880,8 @@ impl ConnectionManager for FakeCm {
         ari: &[u8],
         private_data: &[u8],
     ) -> Result<(), NtStatus> {
+        // The CM's own bookkeeping, not the driver's allocation.
+        let _host = low_resources::host_scope();
         self.enter(FakeCmOp::SendRej)?;
         let r = self.transition(
             id.id,
@@ -881,6 +904,8 @@ impl ConnectionManager for FakeCm {
         service_timeout: u8,
         private_data: &[u8],
     ) -> Result<(), NtStatus> {
+        // The CM's own bookkeeping, not the driver's allocation.
+        let _host = low_resources::host_scope();
         self.enter(FakeCmOp::SendMra)?;
         let _ = service_timeout;
         let states = [CepState::ReqRcvd, CepState::RepRcvd];
@@ -899,6 +924,8 @@ impl ConnectionManager for FakeCm {
     /// path's DLID. RTS: the local send PSN (the REQ's, or the REP's once sent), the REQ's
     /// retry counts, the initiator depth the peer's responder resources allow.
     fn get_qp_attr(&self, id: &FakeCmId, state: QpState) -> Result<QpModify, NtStatus> {
+        // The CM's own bookkeeping, not the driver's allocation.
+        let _host = low_resources::host_scope();
         self.enter(FakeCmOp::GetQpAttr)?;
         let r = {
             let st = self.state.lock();

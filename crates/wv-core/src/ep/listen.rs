@@ -236,24 +236,31 @@ fn fill<P: Platform, V: Verbs>(listener: &EpObj<P, V>, req: P::Request) {
         // Given back meanwhile (EP_CANCEL raced the pairing): nothing to fill.
         return req.complete(NtStatus::CANCELLED, 0);
     };
-    let taken = KArc::try_new(ConnEvents { ep: ep.me.clone() })
-        .map_err(NtStatus::from)
-        .and_then(|sink| {
-            let slot = KArc::<CmConn<V>>::try_reserve()?;
-            listener.with_binding(|rdma, conn| {
-                let (id, event) = conn.cm.get_request(&conn.id, sink.into())?;
-                let new = Binding {
-                    rdma: KArc::clone(rdma),
-                    conn: slot.write(CmConn {
-                        cm: KArc::clone(&conn.cm),
-                        id,
-                    }),
-                };
-                // Bound inside the device's gate, as every id of an endpoint is.
-                ep.bind(new);
-                Ok(event)
-            })
-        });
+    // What the new id needs, allocated before the CM is asked: when memory is short the
+    // request stays with the CM for a later GET_REQUEST, and this one fails (its endpoint
+    // goes back to Idle).
+    let made = KArc::try_new(ConnEvents { ep: ep.me.clone() })
+        .and_then(|sink| Ok((sink, KArc::<CmConn<V>>::try_reserve()?)));
+    let (sink, slot) = match made {
+        Ok(made) => made,
+        Err(e) => {
+            take_queued(listener, g.EpId);
+            return req.complete(e.into(), 0);
+        }
+    };
+    let taken = listener.with_binding(|rdma, conn| {
+        let (id, event) = conn.cm.get_request(&conn.id, sink.into())?;
+        let new = Binding {
+            rdma: KArc::clone(rdma),
+            conn: slot.write(CmConn {
+                cm: KArc::clone(&conn.cm),
+                id,
+            }),
+        };
+        // Bound inside the device's gate, as every id of an endpoint is.
+        ep.bind(new);
+        Ok(event)
+    });
     match taken {
         Ok(event) => {
             listener.inner.lock().pending -= 1;

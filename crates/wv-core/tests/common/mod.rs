@@ -19,6 +19,8 @@ use wv_host::fake_verbs::{FakeCall, FakeConfig, FakeVerbs};
 use wv_host::{File, HostPlatform, HostRequest, Io, IoManager, IoStatus};
 use zerocopy::{Immutable, IntoBytes};
 
+pub mod ep;
+
 pub type Drv = Driver<HostPlatform, Arc<FakeVerbs>>;
 pub type WvFile = File<Drv>;
 
