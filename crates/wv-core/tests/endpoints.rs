@@ -569,6 +569,47 @@ fn get_request_errors() {
     );
 }
 
+/// EP_CANCEL while the work item runs a passive ACCEPT (the request is in no queue then):
+/// the ACCEPT ends with `STATUS_CANCELLED` where it would park, and no REP goes. OFW's
+/// cancel flushed only the queue and missed it. Threaded: the work item is held inside the
+/// QP modify while the cancel comes.
+#[test]
+fn ep_cancel_reaches_an_accept_its_work_item_is_running() {
+    let fx = Fx::with(HostPlatform::threaded(2), DriverConfig::default());
+    let r = Rig::new(&fx);
+    let (_listener, ep, _cm_id) = passive(&fx, &r);
+    let gate = fx.hca.hold_modify(r.fake_qp);
+    let accept = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b"x"), 8);
+    assert!(
+        gate.wait_blocked(std::time::Duration::from_secs(20)),
+        "the ACCEPT's QP modify never started"
+    );
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+    assert!(
+        !accept.is_complete(),
+        "running, in no queue: the cancel found nothing"
+    );
+    gate.release();
+    expect(&done(&accept), NtStatus::CANCELLED);
+    assert!(
+        fx.cm.sent(FakeCmOp::SendRep).is_empty(),
+        "no REP after the cancel"
+    );
+    // The request is still there to answer: EP_REJECT refuses it (once the work item is
+    // done).
+    fx.run();
+    let mut reject = id(ep, 0, 0);
+    reject.extend_from_slice(b"no");
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_REJECT, &reject, 0),
+        NtStatus::SUCCESS,
+    );
+    assert_eq!(fx.cm.sent(FakeCmOp::SendRej).len(), 1);
+}
+
 #[test]
 fn passive_endpoints_end_on_rej_rep_timeout_and_early_dreq() {
     let fx = fx();

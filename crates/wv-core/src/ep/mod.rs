@@ -97,6 +97,10 @@ pub(crate) struct EpInner {
     /// A CONNECT or ACCEPT waits for or runs on the work item (OFW's single work entry: a
     /// second one meanwhile is `STATUS_TOO_MANY_COMMANDS`).
     pub busy: bool,
+    /// EP_CANCELs so far (wrapping): a CONNECT or ACCEPT the work item was running, in no
+    /// queue, when one came is cancelled when it would park (OFW's cancel missed it, and it
+    /// waited for an answer nobody would send).
+    pub cancels: u32,
     /// Passive side: the REP went out; the ACCEPT waits for the RTU.
     pub rep_sent: bool,
     /// The DISCONNECT's answer came: the work item moves its QP to ERROR and completes it.
@@ -207,6 +211,16 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         if let Some(old) = old {
             old.destroy();
         }
+    }
+
+    /// EP_CANCEL of a connection: every parked request ends with `STATUS_CANCELLED`, and so
+    /// does the CONNECT or ACCEPT the work item is running, when it would park.
+    pub fn cancel_parked(&self) {
+        {
+            let mut inner = self.inner.lock();
+            inner.cancels = inner.cancels.wrapping_add(1);
+        }
+        self.fail_parked(NtStatus::CANCELLED);
     }
 
     /// Ends every request parked on the endpoint with `status` (EP_CANCEL of a connection,

@@ -253,6 +253,7 @@ fn new_endpoint<P: Platform, V: Verbs>(
             route: IB_PATH_REC::default(),
             rep_received: false,
             busy: false,
+            cancels: 0,
             rep_sent: false,
             disconnect_due: false,
             pending: 0,
@@ -515,7 +516,7 @@ fn cancel<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64
     if ep.state() == EpState::Listening {
         listen::release_waiters(&ep, NtStatus::CANCELLED);
     } else {
-        ep.fail_parked(NtStatus::CANCELLED);
+        ep.cancel_parked();
     }
     drop(ep);
     req.complete(NtStatus::SUCCESS, 0);

@@ -115,19 +115,19 @@ fn private_data(param: &WV_IO_CONNECT_PARAM) -> &[u8] {
 impl<P: Platform, V: Verbs> EpObj<P, V> {
     /// Starts the oldest queued CONNECT or ACCEPT, if any; returns whether there was one.
     fn start_next(&self) -> bool {
-        let req = {
+        let (req, cancels) = {
             let mut inner = self.inner.lock();
             let req = self.start_queue.retrieve_next();
             if req.is_none() {
                 // Nothing left to start (it may have been cancelled): a new one may come.
                 inner.busy = false;
             }
-            req
+            (req, inner.cancels)
         };
         let Some(req) = req else { return false };
         match req.ioctl_code() {
-            WV_IOCTL_EP_CONNECT => self.connect(req),
-            WV_IOCTL_EP_ACCEPT => self.accept(req),
+            WV_IOCTL_EP_CONNECT => self.connect(req, cancels),
+            WV_IOCTL_EP_ACCEPT => self.accept(req, cancels),
             _ => req.complete(NtStatus::NOT_IMPLEMENTED, 0),
         }
         self.inner.lock().busy = false;
@@ -165,8 +165,9 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
     }
 
     /// CONNECT (OFW `WvEpAsyncConnect`): a connection id, the REQ with the IP-CM header and
-    /// the caller's private data, then the request waits for the REP.
-    fn connect(&self, req: P::Request) {
+    /// the caller's private data, then the request waits for the REP. `cancels` is the
+    /// endpoint's EP_CANCEL count when the work item took the request.
+    fn connect(&self, req: P::Request, cancels: u32) {
         let c: WV_IO_EP_CONNECT = match read_prefix(req.buffer()) {
             Ok(c) => c,
             Err(status) => return req.complete(status, 0),
@@ -206,6 +207,11 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
                 let status = refused(inner.state);
                 drop(inner);
                 return req.complete(status, 0);
+            }
+            if inner.cancels != cancels {
+                // EP_CANCEL came while this ran: no REQ goes.
+                drop(inner);
+                return req.complete(NtStatus::CANCELLED, 0);
             }
             inner.state = EpState::ActiveConnect;
             inner.rep_received = false;
@@ -277,7 +283,7 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
 
     /// ACCEPT (OFW `WvEpAsyncAccept`): the active side after the REP, or the passive side
     /// after GET_REQUEST.
-    fn accept(&self, mut req: P::Request) {
+    fn accept(&self, mut req: P::Request, cancels: u32) {
         let a: WV_IO_EP_ACCEPT = match read_prefix(req.buffer()) {
             Ok(a) => a,
             Err(status) => return req.complete(status, 0),
@@ -302,7 +308,7 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
                 }
                 self.accept_active(req, &a.Param);
             }
-            EpState::PassiveConnect if !rep_sent => self.accept_passive(req, qp, &a.Param),
+            EpState::PassiveConnect if !rep_sent => self.accept_passive(req, qp, &a.Param, cancels),
             state => req.complete(refused(state), 0),
         }
     }
@@ -347,6 +353,7 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         mut req: P::Request,
         qp: Held<P, V, QpObj<P, V>>,
         param: &WV_IO_CONNECT_PARAM,
+        cancels: u32,
     ) {
         let psn = starting_psn(self.shared.platform.now_ns(), self.me.as_ptr().addr());
         let resources = param.ResponderResources as u8;
@@ -379,6 +386,11 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
                 let status = refused(inner.state);
                 drop(inner);
                 return req.complete(status, 0);
+            }
+            if inner.cancels != cancels {
+                // EP_CANCEL came while the QP moved: no REP goes (the request may still be rejected).
+                drop(inner);
+                return req.complete(NtStatus::CANCELLED, 0);
             }
             inner.rep_sent = true;
             if let Err((req, status)) = self.handshake_queue.park(req) {
