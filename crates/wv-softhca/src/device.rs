@@ -195,7 +195,7 @@ pub(crate) struct Rundown(AtomicU32);
 const CLOSED: u32 = 1 << 31;
 
 impl Rundown {
-    pub(crate) fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Rundown(AtomicU32::new(0))
     }
     pub(crate) fn acquire(&self) -> bool {
@@ -418,6 +418,8 @@ pub(crate) struct Device {
     pub mcast: RwLock<Vec<(Gid, u32)>>,
     /// DPC dispatch holds this; removal closes it.
     pub dispatch: Rundown,
+    /// The connection manager's agent on this device.
+    pub cm: crate::cm::Agent,
 }
 
 impl Device {
@@ -468,6 +470,7 @@ impl Device {
             tx_delivered: crate::ring::Padded(AtomicU64::new(0)),
             mcast: RwLock::new(Vec::new()),
             dispatch: Rundown::new(),
+            cm: crate::cm::Agent::new(),
             config,
         }
     }
