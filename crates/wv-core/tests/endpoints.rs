@@ -973,6 +973,88 @@ fn destroying_a_listener_gives_its_queued_endpoints_back() {
     );
 }
 
+/// EP_CANCEL of the listener while its work item takes a request for a GET_REQUEST (the
+/// GET_REQUEST is in no queue then, and its endpoint still held): the endpoint goes back to
+/// Idle, so the connection the CM hands over is refused and its id destroyed, and the
+/// GET_REQUEST ends cancelled. Before, it succeeded on an endpoint left Idle that could not
+/// answer the request (found by the loom model `ep-get-request-req-cancel-cancelio`).
+#[test]
+fn ep_cancel_while_the_listener_takes_the_request_refuses_it() {
+    let fx = fx();
+    let f = fx.open();
+    let (listener, ep, io, lid) = listening(&fx, &f);
+    assert!(fx.cm.incoming_request(lid, incoming(b"")));
+    let file = f.reference();
+    fx.cm.during_next_get_request(move || {
+        let st = file.device_io_control(WV_IOCTL_EP_CANCEL, &u64_in(listener), 0);
+        expect(&st.wait(), NtStatus::SUCCESS);
+    });
+    fx.run();
+    expect(&done(&io), NtStatus::CANCELLED);
+    let taken = fx
+        .cm
+        .last_id(FakeCmOp::GetRequest)
+        .expect("the CM handed one over");
+    let rej = fx.cm.sent(FakeCmOp::SendRej);
+    assert_eq!(rej.len(), 1);
+    assert_eq!(rej[0].id, taken);
+    assert!(matches!(
+        rej[0].detail,
+        FakeCmDetail::Rej {
+            reason: REJ_INSUFFICIENT_RESOURCES,
+            ..
+        }
+    ));
+    assert!(
+        !fx.cm.live_ids().contains(&taken),
+        "the refused id was destroyed"
+    );
+    // The endpoint is Idle again: it takes the next request.
+    let again = pend(
+        &f,
+        WV_IOCTL_EP_GET_REQUEST,
+        &get_request_in(listener, ep),
+        0,
+    );
+    assert!(fx.cm.incoming_request(lid, incoming(b"")));
+    fx.run();
+    expect(&done(&again), NtStatus::SUCCESS);
+    let mut reject = id(ep, 0, 0);
+    reject.extend_from_slice(b"no");
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_REJECT, &reject, 0),
+        NtStatus::SUCCESS,
+    );
+}
+
+/// The same with the endpoint destroyed as soon as it is given back: the new connection must
+/// not go to the torn-down endpoint, whose id nobody would destroy any more (the CM's leak
+/// check at teardown).
+#[test]
+fn an_endpoint_destroyed_while_the_listener_takes_its_request_gets_no_id() {
+    let fx = fx();
+    let f = fx.open();
+    let (listener, ep, io, lid) = listening(&fx, &f);
+    assert!(fx.cm.incoming_request(lid, incoming(b"")));
+    let file = f.reference();
+    fx.cm.during_next_get_request(move || {
+        let st = file.device_io_control(WV_IOCTL_EP_CANCEL, &u64_in(listener), 0);
+        expect(&st.wait(), NtStatus::SUCCESS);
+        let st = file.device_io_control(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);
+        expect(&st.wait(), NtStatus::SUCCESS);
+    });
+    fx.run();
+    expect(&done(&io), NtStatus::CANCELLED);
+    let taken = fx
+        .cm
+        .last_id(FakeCmOp::GetRequest)
+        .expect("the CM handed one over");
+    assert!(
+        !fx.cm.live_ids().contains(&taken),
+        "the refused id was destroyed"
+    );
+}
+
 /// Spec §7.1-h: the new connection's id reports to its endpoint from the moment the CM hands
 /// it over, even for an event processed in that very instant.
 #[test]

@@ -228,6 +228,8 @@ struct State {
     log: Vec<FakeCmCall>,
     /// Delivered from inside the next `get_request` to the new id's sink.
     racing: Option<FakeCmEvent>,
+    /// Run from inside the next `get_request`, once the new id is made.
+    during: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl State {
@@ -454,6 +456,14 @@ impl FakeCm {
     /// in the very instant the id is handed over (the window of spec §7.1-h).
     pub fn race_next_get_request(&self, event: FakeCmEvent) {
         self.state.lock().racing = Some(event);
+    }
+
+    /// The next successful `get_request` runs `f` before it returns, once the request is
+    /// taken and the new id made, at PASSIVE_LEVEL on the caller's thread: as if another
+    /// thread ran `f` (an IOCTL, say) in the very instant the caller waits for the CM, which
+    /// the deterministic mode cannot otherwise interleave.
+    pub fn during_next_get_request(&self, f: impl FnOnce() + Send + 'static) {
+        self.state.lock().during = Some(Box::new(f));
     }
 
     fn raise(&self, id: u64, delivery: Delivery) {
@@ -803,6 +813,12 @@ impl ConnectionManager for FakeCm {
             Ok(()),
             FakeCmDetail::GetRequest { listen: listen.id },
         );
+        let during = self.state.lock().during.take();
+        if let Some(f) = during {
+            // The test's code is the driver's caller, not the CM's bookkeeping.
+            let _driver = low_resources::driver_scope();
+            f();
+        }
         let racing = self.state.lock().racing.take();
         if let Some(event) = racing {
             let verifier = self.platform.verifier().clone();

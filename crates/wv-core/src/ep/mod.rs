@@ -21,7 +21,9 @@
 //!
 //! Locks: an endpoint's `inner` spin lock guards its state and attributes; the CM is never
 //! called with it (or any lock) held, and nothing waits under it. A listener's lock may be held
-//! while a queued endpoint's is taken, never the other way round.
+//! while a queued endpoint's is taken, never the other way round; an endpoint's `inner` lock
+//! may be held while its `binding` lock is taken (a new connection is bound together with the
+//! state that owns it), never the other way round.
 
 pub(crate) mod cma;
 pub(crate) mod events;
