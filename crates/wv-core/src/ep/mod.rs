@@ -221,6 +221,12 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         {
             let mut inner = self.inner.lock();
             inner.cancels = inner.cancels.wrapping_add(1);
+            // Under the same lock as the count: the work item takes a CONNECT or ACCEPT out of
+            // the start queue and reads the count under it, so it either took the request
+            // before (and sees the new count where it would park) or finds it gone. With the
+            // queue emptied after the lock, a request taken in between was in no queue and
+            // saw the new count: the cancel missed it.
+            fail_queue::<P>(&self.start_queue, NtStatus::CANCELLED);
         }
         self.fail_parked(NtStatus::CANCELLED);
     }
