@@ -10,6 +10,7 @@
 mod common;
 
 use std::mem::size_of;
+use std::sync::Arc;
 
 use common::ep::*;
 use common::*;
@@ -19,7 +20,7 @@ use wv_abi::{NtStatus, WV_IO_EP_ATTRIBUTES, WV_IO_EP_CONNECT, WV_IO_SOCKADDR_DAT
 use wv_core::DriverConfig;
 use wv_hal::cm::{REJ_INSUFFICIENT_RESOURCES, REJ_USER_DEFINED};
 use wv_hal::{QpModify, QpState};
-use wv_host::fake_cm::{FakeCmDetail, FakeCmEvent, FakeCmOp, peer_rep};
+use wv_host::fake_cm::{CepState, FakeCmDetail, FakeCmEvent, FakeCmOp, peer_rep};
 use wv_host::fake_verbs::FakeCall;
 use wv_host::{HostPlatform, Io, IoStatus};
 
@@ -790,6 +791,100 @@ fn both_sides_disconnecting_at_once_end_each_other() {
     expect(&done(&first), NtStatus::SUCCESS);
 }
 
+/// A DISCONNECT whose DREQ the CM refuses (the peer's own DREQ reached the CM first, and its
+/// event is still on the way) disconnects at once, and a DISCONNECT_NOTIFY parked on the
+/// connection ends with it: the late event finds the endpoint disconnected and ends nothing.
+/// The notify waited for ever before (found by the loom model `ep-disconnect-notify-dreq`).
+#[test]
+fn a_disconnect_whose_dreq_is_refused_ends_the_notify() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    fx.cm
+        .fail_next(FakeCmOp::SendDreq, NtStatus::INVALID_DEVICE_STATE);
+    // Parked before the DREQ goes: it pends, and has ended when the call returns.
+    let io =
+        r.f.device_io_control(WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    assert!(io.is_complete());
+    let st = done(&io);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(qp_state_byte(&st), QpState::Error as u8);
+    expect(&done(&notify), NtStatus::SUCCESS);
+    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
+    fx.run();
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+}
+
+/// An active ACCEPT whose RTU the CM refuses leaves the connection it had just declared: a
+/// DISCONNECT_NOTIFY parked on it in that instant ends too (it waited for ever before).
+#[test]
+fn an_accept_whose_rtu_is_refused_ends_a_notify_parked_meanwhile() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let ep = routed(&fx, &r.f);
+    let (io, cm_id) = connecting(&fx, &r, ep, b"");
+    fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"")));
+    fx.run();
+    expect(&done(&io), NtStatus::SUCCESS);
+    let notify = Arc::new(std::sync::Mutex::new(None));
+    let (file, parked) = (r.f.reference(), Arc::clone(&notify));
+    fx.cm.during_next(FakeCmOp::SendRtu, move || {
+        let io = file.device_io_control(WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+        assert!(!io.is_complete(), "the endpoint is connected: it parks");
+        *parked.lock().unwrap() = Some(io);
+    });
+    fx.cm
+        .fail_next(FakeCmOp::SendRtu, NtStatus::INVALID_DEVICE_STATE);
+    let accept = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8);
+    fx.run();
+    expect(&done(&accept), NtStatus::INVALID_DEVICE_STATE);
+    let notify = notify.lock().unwrap().take().expect("the notify was sent");
+    expect(&done(&notify), NtStatus::SUCCESS);
+}
+
+/// The peer's DREQ arrives while the DISCONNECT sends its own: the CM refuses ours, and the
+/// event with its work item has already ended the DISCONNECT. The peer's DREQ is still
+/// answered (it went unanswered before, and the peer's disconnect waited for its timeout).
+#[test]
+fn a_dreq_that_ends_the_disconnect_before_its_own_dreq_fails_is_answered() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    let (cm, platform) = (Arc::clone(&fx.cm), fx.platform().clone());
+    fx.cm.during_next(FakeCmOp::SendDreq, move || {
+        cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
+        platform.run_until_idle();
+    });
+    // Parked before the DREQ goes: it pends, and has ended when the call returns.
+    let io =
+        r.f.device_io_control(WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    assert!(io.is_complete());
+    let st = done(&io);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(qp_state_byte(&st), QpState::Error as u8);
+    expect(&done(&notify), NtStatus::SUCCESS);
+    let dreq = fx
+        .cm
+        .calls()
+        .into_iter()
+        .find(|c| c.op == FakeCmOp::SendDreq);
+    assert_eq!(
+        dreq.map(|c| c.result),
+        Some(Err(NtStatus::INVALID_DEVICE_STATE))
+    );
+    assert_eq!(
+        fx.cm.sent(FakeCmOp::SendDrep).len(),
+        1,
+        "the DREQ is answered"
+    );
+    assert_eq!(fx.cm.cep_state(cm_id), Some(CepState::Timewait));
+}
+
 #[test]
 fn a_dreq_timeout_ends_the_disconnect_with_status_timeout() {
     let fx = fx();
@@ -1018,7 +1113,7 @@ fn ep_cancel_while_the_listener_takes_the_request_refuses_it() {
     let (listener, ep, io, lid) = listening(&fx, &f);
     assert!(fx.cm.incoming_request(lid, incoming(b"")));
     let file = f.reference();
-    fx.cm.during_next_get_request(move || {
+    fx.cm.during_next(FakeCmOp::GetRequest, move || {
         let st = file.device_io_control(WV_IOCTL_EP_CANCEL, &u64_in(listener), 0);
         expect(&st.wait(), NtStatus::SUCCESS);
     });
@@ -1070,7 +1165,7 @@ fn an_endpoint_destroyed_while_the_listener_takes_its_request_gets_no_id() {
     let (listener, ep, io, lid) = listening(&fx, &f);
     assert!(fx.cm.incoming_request(lid, incoming(b"")));
     let file = f.reference();
-    fx.cm.during_next_get_request(move || {
+    fx.cm.during_next(FakeCmOp::GetRequest, move || {
         let st = file.device_io_control(WV_IOCTL_EP_CANCEL, &u64_in(listener), 0);
         expect(&st.wait(), NtStatus::SUCCESS);
         let st = file.device_io_control(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);

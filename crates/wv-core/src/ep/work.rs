@@ -334,6 +334,8 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
                 let mut inner = self.inner.lock();
                 if inner.state == EpState::Connected {
                     inner.state = EpState::Disconnected;
+                    // A DISCONNECT_NOTIFY may have parked on the connection meanwhile.
+                    super::ops::end_notify::<P>(&self.notify_queue);
                 }
                 drop(inner);
                 req.complete(status, 0);
