@@ -21,7 +21,7 @@ use wv_core::DriverConfig;
 use wv_hal::cm::{REJ_INSUFFICIENT_RESOURCES, REJ_USER_DEFINED};
 use wv_hal::{QpModify, QpState};
 use wv_host::fake_cm::{CepState, FakeCmDetail, FakeCmEvent, FakeCmOp, peer_rep};
-use wv_host::fake_verbs::FakeCall;
+use wv_host::fake_verbs::{FakeCall, FakeConfig, FakeVerbs};
 use wv_host::{HostPlatform, Io, IoStatus};
 
 /// A deterministic fixture: the order of work items, DPCs and IOCTLs is the test's.
@@ -1381,6 +1381,66 @@ fn removal_ends_every_endpoint_on_the_device() {
         &ioctl(&r.f, WV_IOCTL_EP_LISTEN, &listen_in(ep, 1), 16),
         NtStatus::NO_SUCH_DEVICE,
     );
+}
+
+/// Removal of the device whose CM made a passive endpoint's id, in the instant its ACCEPT's
+/// work item moves the QP (of another device) to RTS: the ACCEPT ends with
+/// `STATUS_DEVICE_REMOVED`, as its parked requests do. It ended with `STATUS_NOT_SUPPORTED`
+/// before, the status of an ACCEPT the endpoint's state never allowed (the loom model
+/// `ep-removal-connect-notify` found it for a CONNECT, whose window no hook reaches).
+#[test]
+fn removal_while_the_accept_moves_its_qp_ends_it_with_device_removed() {
+    let fx = fx();
+    let f = fx.open();
+    // The QP lives on a second device without a CM, so the removal of the first one does not
+    // wait for the modify the work item is in.
+    let other = FakeVerbs::new(
+        fx.platform(),
+        FakeConfig {
+            guid: 0x0002_c903_0000_4321u64.to_be(),
+            ..FakeConfig::default()
+        },
+    );
+    fx.io.arrive(Arc::clone(&other)).expect("arrival");
+    let st = ioctl(
+        &f,
+        WV_IOCTL_DEVICE_OPEN,
+        &id(wv_hal::Verbs::guid(&*other), 0, 0),
+        16,
+    );
+    expect(&st, NtStatus::SUCCESS);
+    let dev = out::<wv_abi::WV_IO_ID>(&st).Id;
+    let pd = alloc_pd(&f, dev);
+    let cq = cq(&f, dev, 16);
+    let qp = qp(&f, pd, cq, cq, 0);
+    let fake_qp = other
+        .calls()
+        .iter()
+        .rev()
+        .find(|c| c.call == FakeCall::CreateQp && c.result.is_ok())
+        .map(|c| c.object)
+        .expect("the QP was made");
+    let (_listener, ep, get, lid) = listening(&fx, &f);
+    assert!(fx.cm.incoming_request(lid, incoming(b"")));
+    fx.run();
+    expect(&done(&get), NtStatus::SUCCESS);
+    // The third modify of the QP is the move to RTS, after the CM's last attributes.
+    let (driver, guid) = (Arc::clone(fx.driver()), fx.guid());
+    let modifies = std::sync::atomic::AtomicUsize::new(0);
+    other.set_failure_hook(Some(Box::new(move |call, object| {
+        if call == FakeCall::ModifyQp
+            && object == fake_qp
+            && modifies.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 2
+        {
+            wv_hal::FilterDriver::device_removal(&*driver, guid);
+        }
+        None
+    })));
+    let accept = pend(&f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, qp, b""), 8);
+    fx.run();
+    other.set_failure_hook(None);
+    expect(&done(&accept), NtStatus::DEVICE_REMOVED);
+    assert!(fx.cm.live_ids().is_empty(), "every CM id destroyed");
 }
 
 #[test]

@@ -105,6 +105,10 @@ pub(crate) struct EpInner {
     pub cancels: u32,
     /// Passive side: the REP went out; the ACCEPT waits for the RTU.
     pub rep_sent: bool,
+    /// The device whose CM made its id was removed (it is Disconnected for good): what its
+    /// work item can no longer do ends with `STATUS_DEVICE_REMOVED`, as its parked requests
+    /// did.
+    pub removed: bool,
     /// The DISCONNECT's answer came: the work item moves its QP to ERROR and completes it.
     pub disconnect_due: bool,
     /// Listener: requests the CM announced that no GET_REQUEST has taken yet.
@@ -271,6 +275,7 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
             if inner.state != EpState::Destroying {
                 inner.state = EpState::Disconnected;
             }
+            inner.removed = true;
         }
         self.fail_parked(REMOVED);
         listen::release_waiters(self, REMOVED);

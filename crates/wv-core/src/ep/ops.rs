@@ -255,6 +255,7 @@ fn new_endpoint<P: Platform, V: Verbs>(
             busy: false,
             cancels: 0,
             rep_sent: false,
+            removed: false,
             disconnect_due: false,
             pending: 0,
             backlog: 0,
