@@ -33,7 +33,7 @@ pub mod types;
 pub mod verbs;
 mod verbs_shared;
 
-pub use device_model::{DeviceModelPlatform, Dpc, InterruptService};
+pub use device_model::{DeviceModelPlatform, Dpc, DpcInserted, InterruptService};
 pub use driver::FilterDriver;
 pub use irql::Irql;
 pub use karc::{AllocError, KArc, KArcSlot, KWeak};

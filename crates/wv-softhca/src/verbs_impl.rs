@@ -3,14 +3,15 @@
 //! the vector's DPC with `Platform::queue_dpc`; the DPC calls the sinks at DISPATCH_LEVEL).
 
 use alloc::sync::{Arc, Weak};
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use wv_abi::consts::{WV_IO_ATOMIC_HCA, WV_IO_PORT_ACTIVE_EVENT, WV_IO_SRQ_RESIZE};
 use wv_hal::InterruptService;
 use wv_hal::{
-    AddressVector, CaAttributes, CaEventSink, CqEventSink, DeviceModelPlatform, Dpc, Gid,
-    MemoryKeys, MemoryRegion, Mtu, PortAttributes, QpAttributes, QpCreate, QpCreated, QpEventSink,
-    QpModify, QpState, SrqAttributes, SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
+    AddressVector, CaAttributes, CaEventSink, CqEventSink, DeviceModelPlatform, Dpc, DpcInserted,
+    Gid, MemoryKeys, MemoryRegion, Mtu, PortAttributes, QpAttributes, QpCreate, QpCreated,
+    QpEventSink, QpModify, QpState, SrqAttributes, SrqEventSink, SrqModifyMask, Umv, Verbs,
+    VerbsError,
 };
 
 use crate::abi;
@@ -57,7 +58,7 @@ struct VectorDpc {
     dev: Weak<Device>,
     vector: Vector,
     /// The DPC object's inserted state (`KDPC`), kept by the platform.
-    inserted: AtomicBool,
+    inserted: DpcInserted,
 }
 
 impl Dpc for VectorDpc {
@@ -66,7 +67,7 @@ impl Dpc for VectorDpc {
             dev.dpc(self.vector);
         }
     }
-    fn inserted_flag(&self) -> Option<&AtomicBool> {
+    fn inserted_flag(&self) -> Option<&DpcInserted> {
         Some(&self.inserted)
     }
 }
@@ -204,7 +205,7 @@ impl<P: DeviceModelPlatform> SoftHca<P> {
             dpc: Arc::new(VectorDpc {
                 dev: Arc::downgrade(&dev),
                 vector,
-                inserted: AtomicBool::new(false),
+                inserted: DpcInserted::new(),
             }) as Arc<dyn Dpc>,
         };
         let lines = Lines {
