@@ -15,13 +15,13 @@ use wv_hal::{
 };
 
 use crate::abi;
-use crate::cq::Cq;
+use crate::cq::{Cq, CqPort, Side};
 use crate::device::{Ah, Bus, Context, Device, DeviceConfig, PORT_MTU, Pd, Rundown, Vector};
 use crate::dma::ClientMemory;
 use crate::engine::MAX_INLINE;
 use crate::mr::{Mr, check_access};
 use crate::mw::{Mw, MwType};
-use crate::qp::{MAX_SGE, Qp, QpTimer, RespCtx, SqCtx, Tx};
+use crate::qp::{MAX_SGE, Qp, QpTimer, RespCtx, SqCtx, SqRefs, Tx};
 use crate::ring::{Padded, Ring};
 use crate::srq::Srq;
 use crate::uvp::registry;
@@ -516,6 +516,8 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             return Err((mr, VerbsError::ResourceBusy));
         }
         self.dev.mrs.remove(mr.0.handle);
+        // Queue sides that kept it look their regions up again.
+        self.dev.mr_gone();
         Ok(())
     }
 
@@ -814,7 +816,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                     sq_sig_all: c.sq_signaled.into(),
                     state: (QpState::Reset as u8).into(),
                     port: attrs.primary_av.port.into(),
-                    sq_pending: Padded(false.into()),
+                    sq_pending: Padded(crate::sched::Pending::new()),
                     sq_ctx: Padded(spin::Mutex::new(SqCtx {
                         psn: 0,
                         dest_qpn: 0,
@@ -825,12 +827,17 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                         timeout: 0,
                         max_rd_atomic: 0,
                         qkey: 0,
-                        peer: None,
+                        refs: SqRefs::default(),
+                        cq: CqPort::new(c.send_cq.0.clone()),
+                        delivered: 0,
                         draining: false,
                         drain_notify: false,
                         tx: Tx::new(sq_entries),
                     })),
-                    resp: Padded(spin::Mutex::new(RespCtx::new(l.max_qp_rd_atom))),
+                    resp: Padded(spin::Mutex::new(RespCtx::new(
+                        l.max_qp_rd_atom,
+                        c.recv_cq.0.clone(),
+                    ))),
                     attrs: spin::Mutex::new(attrs),
                     timer: Arc::new(QpTimer(me.clone())),
                     sink: events,
@@ -845,6 +852,17 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                 rq_sge: qp.rq_max_sge,
                 sq_max_inline: qp.max_inline,
             };
+            // The QP's sides become producers of its CQs (the only one of a CQ posts without
+            // the CQ's lock).
+            if let Err(e) = qp
+                .send_cq
+                .bind(&qp, Side::Send)
+                .and_then(|()| qp.recv_cq.bind(&qp, Side::Recv))
+            {
+                dev.qps.remove(qp.handle);
+                qp.shut_down(dev);
+                return Err(e);
+            }
             let resp = abi::QpResp {
                 qp_handle: qp.handle,
                 qpn: qp.qpn,
@@ -857,6 +875,8 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             };
             if let Err(e) = abi::write_resp(umv, &resp) {
                 dev.qps.remove(qp.handle);
+                dev.qp_gone();
+                qp.shut_down(dev);
                 return Err(e);
             }
             Ok((SoftQp(qp), created))
@@ -888,10 +908,13 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
 
     fn destroy_qp(&self, qp: SoftQp) {
         self.dev.qps.remove(qp.0.handle);
+        // Requesters that kept it as their peer look again.
+        self.dev.qp_gone();
         // A destroyed QP discards its work silently (no flush completions) and its timer.
         qp.0.state.store(QpState::Reset as u8, Ordering::Release);
         self.dev.cancel_timer(&qp.0.timer);
         wait_rundown(&qp.0.rundown);
+        qp.0.shut_down(&self.dev);
     }
 
     fn attach_mcast(&self, qp: &SoftQp, gid: &Gid, lid: u16) -> Result<SoftMcast, VerbsError> {
