@@ -295,7 +295,7 @@ fn side_main<O: Opener>(
             })?;
             side.send_cq.poll(&mut wc)
         } else {
-            poll_some(&side.send_cq, &mut wc, false, sh, usize::MAX)?
+            poll_some(&*side.send_cq, &mut wc, false, sh, usize::MAX)?
         };
         for w in &wc[..ne] {
             if w.status != wv_client::verbs::WcStatus::Success {

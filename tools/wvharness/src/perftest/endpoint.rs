@@ -84,6 +84,51 @@ pub struct SideConfig {
 /// How long an event-mode wait may last before it is reported as a lost notification.
 pub const EVENT_DEADLINE: Duration = Duration::from_secs(10);
 
+/// A CQ as the benchmark loops use it: polled, or slept on until its event (`-e`).
+pub trait LoopCq {
+    /// Polls up to `wc.len()` completions.
+    fn poll(&self, wc: &mut [WorkCompletion]) -> usize;
+    /// Sleeps until the armed notification fires, then re-arms before returning, so no
+    /// completion is missed (the first call only arms).
+    ///
+    /// # Errors
+    /// The other side failed, or the event never came.
+    fn wait(&self, abort: &AtomicBool) -> Result<(), String>;
+    /// Whether the last poll left the CQ empty, so the next completion needs an event
+    /// (kept in event mode only).
+    fn drained(&self) -> &AtomicBool;
+}
+
+/// One side's data path as the benchmark loops drive it: the stack's [`Side`], or the
+/// filter-overhead baseline's soft HCA driven without the driver (`bench/direct.rs`), which
+/// so runs the very same loop and work requests.
+pub trait DataPath {
+    /// Its CQs.
+    type Cq: LoopCq;
+    /// The send CQ.
+    fn send_cq(&self) -> &Self::Cq;
+    /// The receive CQ.
+    fn recv_cq(&self) -> &Self::Cq;
+    /// Posts one send-queue request of `len` bytes from offset `off` of the buffer (inline
+    /// when it fits the threshold).
+    ///
+    /// # Errors
+    /// The provider refused the request.
+    fn post(
+        &self,
+        wr_id: u64,
+        opcode: WrOpcode,
+        off: usize,
+        len: usize,
+        signaled: bool,
+    ) -> Result<(), String>;
+    /// Posts one receive of the whole landing half of the buffer.
+    ///
+    /// # Errors
+    /// The provider refused the request.
+    fn post_recv(&self, wr_id: u64) -> Result<(), String>;
+}
+
 /// A CQ and its notification, for `-e`: rdma-core's completion-channel pattern (wait for
 /// the event, re-arm, then poll; an event may come with nothing to poll).
 pub struct EventCq<F: RawFile + Send + Sync + 'static> {
@@ -142,6 +187,41 @@ impl<F: RawFile + Send + Sync + 'static> EventCq<F> {
     /// Polls up to `wc.len()` completions.
     pub fn poll(&self, wc: &mut [WorkCompletion]) -> usize {
         self.cq.poll(wc)
+    }
+}
+
+impl<F: RawFile + Send + Sync + 'static> LoopCq for EventCq<F> {
+    fn poll(&self, wc: &mut [WorkCompletion]) -> usize {
+        EventCq::poll(self, wc)
+    }
+    fn wait(&self, abort: &AtomicBool) -> Result<(), String> {
+        EventCq::wait(self, abort)
+    }
+    fn drained(&self) -> &AtomicBool {
+        &self.drained
+    }
+}
+
+impl<F: RawFile + Send + Sync + 'static> DataPath for Side<F> {
+    type Cq = EventCq<F>;
+    fn send_cq(&self) -> &EventCq<F> {
+        &self.send_cq
+    }
+    fn recv_cq(&self) -> &EventCq<F> {
+        &self.recv_cq
+    }
+    fn post(
+        &self,
+        wr_id: u64,
+        opcode: WrOpcode,
+        off: usize,
+        len: usize,
+        signaled: bool,
+    ) -> Result<(), String> {
+        Side::post(self, wr_id, opcode, off, len, signaled)
+    }
+    fn post_recv(&self, wr_id: u64) -> Result<(), String> {
+        Side::post_recv(self, wr_id)
     }
 }
 
@@ -400,8 +480,8 @@ impl<F: RawFile + Send + Sync + 'static> Side<F> {
 /// follows). Latency tests wait before every poll, as perftest's latency loops do; bandwidth
 /// tests wait only once a poll has emptied the CQ (perftest polls until empty after each
 /// event), since completions that were already there raise no new event.
-pub fn poll_some<F: RawFile + Send + Sync + 'static>(
-    cq: &EventCq<F>,
+pub fn poll_some<C: LoopCq + ?Sized>(
+    cq: &C,
     wc: &mut [WorkCompletion],
     events: bool,
     sh: &Shared,
@@ -409,11 +489,14 @@ pub fn poll_some<F: RawFile + Send + Sync + 'static>(
 ) -> Result<usize, String> {
     let mut spins = 0u32;
     loop {
-        if events && (sh.wait_every_poll || cq.drained.load(Ordering::Relaxed)) {
+        if events && (sh.wait_every_poll || cq.drained().load(Ordering::Relaxed)) {
             cq.wait(&sh.abort)?;
         }
         let n = cq.poll(wc);
-        cq.drained.store(n < wc.len(), Ordering::Relaxed);
+        if events {
+            // Only a waiter needs to know; polling keeps no bookkeeping.
+            cq.drained().store(n < wc.len(), Ordering::Relaxed);
+        }
         if n > 0 {
             for w in &wc[..n] {
                 if w.status != WcStatus::Success {

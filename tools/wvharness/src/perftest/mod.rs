@@ -12,7 +12,7 @@ pub mod report;
 
 pub(crate) mod endpoint;
 mod read;
-mod send;
+pub(crate) mod send;
 mod write;
 
 use std::time::Duration;
@@ -463,7 +463,7 @@ pub(crate) fn bw_client<F: wv_client::raw::RawFile + Send + Sync + 'static>(
                 // Only unsignalled requests are left (a stopped duration run): nothing to reap.
                 break;
             }
-            endpoint::poll_some(&side.send_cq, &mut wc, p.events, sh, usize::MAX)?
+            endpoint::poll_some(&*side.send_cq, &mut wc, p.events, sh, usize::MAX)?
         } else {
             side.send_cq.poll(&mut wc)
         };
