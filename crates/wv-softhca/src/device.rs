@@ -90,6 +90,12 @@ pub struct Limits {
     pub max_qp_rd_atom: u32,
     /// Largest message.
     pub max_msg: u32,
+    /// Multicast groups with attached QPs.
+    pub max_mcast_grp: u32,
+    /// QPs attached to one multicast group.
+    pub max_mcast_qp_attach: u32,
+    /// Multicast attachments in all.
+    pub max_total_mcast_qp_attach: u32,
 }
 
 impl Default for Limits {
@@ -112,6 +118,9 @@ impl Default for Limits {
             gid_table_len: 16,
             max_qp_rd_atom: 16,
             max_msg: 1 << 31,
+            max_mcast_grp: 1024,
+            max_mcast_qp_attach: 64,
+            max_total_mcast_qp_attach: 1024 * 64,
         }
     }
 }

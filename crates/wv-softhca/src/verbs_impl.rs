@@ -228,7 +228,9 @@ impl<P: DeviceModelPlatform> SoftHca<P> {
         self.dev.config.mac
     }
 
-    /// The LID of `port` (assigned when the device joins a fabric; 0 before).
+    /// The fabric's LID of `port` (assigned when the device joins a fabric; 0 before): it
+    /// routes the UVP's UD work requests that name no GID. The port itself is RoCE and reports
+    /// no LID (`query_port` answers 0).
     pub fn lid(&self, port: u8) -> u16 {
         self.dev.lid(port)
     }
@@ -385,9 +387,9 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             max_qp_initiator_depth: l.max_qp_rd_atom,
             max_inline_send: l.max_inline,
             max_mw: l.max_mw,
-            max_multicast: 0,
-            max_qp_attach: 0,
-            max_multicast_qp: 0,
+            max_multicast: l.max_mcast_grp,
+            max_qp_attach: l.max_mcast_qp_attach,
+            max_multicast_qp: l.max_total_mcast_qp_attach,
             max_ah: l.max_ah,
             max_fmr: 0,
             max_map_per_fmr: 0,
@@ -416,7 +418,9 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             bad_pkey_counter: 0,
             qkey_violation_counter: 0,
             pkey_table_len: p.pkeys.len() as u16,
-            lid: p.lid,
+            // A RoCE (Ethernet) port has no LID: ibv_query_port reports 0 there. The fabric's
+            // own LID (`SoftHca::lid`) only routes the UVP's UD work requests that name no GID.
+            lid: 0,
             sm_lid: 0,
             lmc: 0,
             max_vls: 1,
@@ -924,6 +928,24 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                 return Err(VerbsError::InvalidParameter);
             }
             let mut groups = self.dev.mcast.write();
+            // The limits query_ca advertises.
+            let l = self.dev.limits();
+            let in_group = groups.iter().filter(|(g, _)| g == gid).count() as u32;
+            let is_new_group = in_group == 0;
+            // Distinct groups (counted only when a new one would be added; no allocation).
+            let group_count = || {
+                groups
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, (g, _))| !groups[..*i].iter().any(|(h, _)| h == g))
+                    .count() as u32
+            };
+            if groups.len() as u32 >= l.max_total_mcast_qp_attach
+                || in_group >= l.max_mcast_qp_attach
+                || (is_new_group && group_count() >= l.max_mcast_grp)
+            {
+                return Err(VerbsError::InsufficientResources);
+            }
             groups
                 .try_reserve(1)
                 .map_err(|_| VerbsError::InsufficientMemory)?;
