@@ -276,6 +276,18 @@ impl<P: DeviceModelPlatform> SoftHca<P> {
     }
 }
 
+impl<P: DeviceModelPlatform> Drop for SoftHca<P> {
+    fn drop(&mut self) {
+        // The QPs' contexts keep strong references to their peers (and so to other devices,
+        // whose QPs may keep this one): a QP destroy drops them, but QPs still alive when the
+        // device goes away would hold each other's devices for ever. They are caches: drop them.
+        for qp in self.dev.qps.all() {
+            qp.sq_ctx.lock().refs = crate::qp::SqRefs::default();
+            qp.resp.lock().mrs.clear();
+        }
+    }
+}
+
 fn wait_rundown(r: &Rundown) {
     r.close_and_wait();
 }
