@@ -1,6 +1,6 @@
 //! The filter device on each RDMA controller's stack: attach (`WdfFdoInitSetFilter`), take the
-//! controller's verbs and CM interfaces when its self-managed I/O starts, hand the verbs table
-//! to the driver core, and tell the core when the controller goes (orderly or surprise
+//! controller's verbs and CM interfaces when its self-managed I/O starts, hand both to the
+//! driver core, and tell the core when the controller goes (orderly or surprise
 //! removal). A controller that answers `STATUS_NOT_SUPPORTED` (no IB ports) or hands out a
 //! table the adapter refuses keeps a pass-through filter: the framework forwards all of its I/O
 //! and nothing else happens.
@@ -10,8 +10,7 @@
 //! tore every application's objects down on each sleep transition (spec §7.1-e); here they
 //! survive a Dx transition of the controller, whose driver owns restoring its hardware state.
 
-use core::cell::UnsafeCell;
-use core::mem::{MaybeUninit, size_of};
+use core::mem::size_of;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -40,9 +39,6 @@ struct FilterState {
     guid: AtomicU64,
     /// The core knows the controller.
     arrived: AtomicBool,
-    /// The CM interface, valid while `cm_held`.
-    cm: UnsafeCell<MaybeUninit<CiCm>>,
-    cm_held: AtomicBool,
 }
 
 static FILTER_STATE: ContextType<FilterState> =
@@ -146,7 +142,7 @@ extern "C" fn evt_filter_cleanup(_object: WDFOBJECT) {
 }
 
 /// `EvtDeviceSelfManagedIoInit` (PASSIVE_LEVEL, first start): take the controller's
-/// interfaces and hand the verbs table to the core.
+/// interfaces and hand them to the core.
 extern "C" fn evt_self_managed_io_init(device: WDFDEVICE) -> NTSTATUS {
     paged_code!();
     let Some(g) = globals() else {
@@ -190,18 +186,22 @@ extern "C" fn evt_self_managed_io_init(device: WDFDEVICE) -> NTSTATUS {
         // Out of pool: dropping the adapter gives the table's reference back; the start fails.
         return STATUS_INSUFFICIENT_RESOURCES;
     };
-    if let Err(status) = g.core.device_arrival(lower) {
+    // A CM whose cell cannot be allocated is released again (its reference goes back): the
+    // controller still works without endpoints.
+    let cm = take_cm(device).and_then(|cm| KArc::try_new(cm).ok());
+    if let Err(status) = g.core.device_arrival(lower, cm) {
         return status.0 as NTSTATUS;
     }
     st.guid.store(node_guid, Ordering::Release);
     st.arrived.store(true, Ordering::Release);
-    take_cm(device, st);
     STATUS_SUCCESS
 }
 
 /// Takes the CM interface (answered by ibbus below the filter), if there is one: without it
-/// the verbs still work and the endpoint IOCTLs have no connection manager.
-fn take_cm(device: WDFDEVICE, st: &FilterState) {
+/// the verbs still work and the endpoint IOCTLs have no connection manager through this
+/// controller. The core owns it from here and drops it (releasing the interface's reference)
+/// when the controller goes.
+fn take_cm(device: WDFDEVICE) -> Option<CiCm> {
     let mut cm = INFINIBAND_INTERFACE_CM::zeroed();
     let interface_guid = guid(GUID_INFINIBAND_INTERFACE_CM);
     // SAFETY: as for the verbs query.
@@ -217,15 +217,10 @@ fn take_cm(device: WDFDEVICE, st: &FilterState) {
         )
     };
     if !nt_success(status) {
-        return;
+        return None;
     }
     // SAFETY: filled in by the CM's provider with one reference, now owned by `CiCm`.
-    if let Ok(cm) = unsafe { CiCm::new(cm) } {
-        // SAFETY: only this callback and the removal paths touch the slot, never at once
-        // (the framework serialises PnP callbacks of one device).
-        unsafe { st.cm.get().cast::<CiCm>().write(cm) };
-        st.cm_held.store(true, Ordering::Release);
-    }
+    unsafe { CiCm::new(cm) }.ok()
 }
 
 /// The controller is going: the core ends everything on it, then the interfaces go back.
@@ -233,12 +228,8 @@ fn controller_gone(st: &FilterState) {
     if st.arrived.swap(false, Ordering::AcqRel)
         && let Some(g) = globals()
     {
+        // The core drops the verbs and CM interfaces it holds (their references) on return.
         g.core.device_removal(st.guid.load(Ordering::Acquire));
-    }
-    if st.cm_held.swap(false, Ordering::AcqRel) {
-        // SAFETY: `cm_held` was true: the slot holds a `CiCm`, moved out once; dropping it
-        // releases the interface's reference (PASSIVE_LEVEL).
-        drop(unsafe { st.cm.get().cast::<CiCm>().read() });
     }
 }
 

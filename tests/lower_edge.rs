@@ -67,6 +67,7 @@ fn traffic_and_events_run_through_the_controllers_c_tables() {
     let stack = Stack::new(StackConfig::default());
     assert_eq!(stack.lower_edge(), LowerEdge::CTable);
     assert_eq!(stack.table_references(), 2, "one table per controller");
+    assert_eq!(stack.cm_table_references(), 2, "and one CM table each");
     let p = open_inproc(&stack).unwrap();
     let guids = p.device_guids().unwrap();
     let (a, b) = (side(&p, guids[0]), side(&p, guids[1]));
@@ -119,10 +120,12 @@ fn removal_ends_parked_requests_and_gives_the_table_back() {
         1,
         "the removed controller's table was released"
     );
+    assert_eq!(stack.cm_table_references(), 1, "and its CM table");
 
     // A controller arriving later is taken with a reference of its own.
     stack.add_device();
     assert_eq!(stack.table_references(), 2);
+    assert_eq!(stack.cm_table_references(), 2);
     let q = a.qp.query().unwrap_err();
     assert_eq!(q.status, NtStatus::NOT_FOUND);
     drop((a, p));

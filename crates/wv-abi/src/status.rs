@@ -40,6 +40,7 @@ statuses! {
     PENDING = 0x0000_0103, "The request was parked; completion comes later.";
     MORE_ENTRIES = 0x0000_0105, "GID/PKEY query: the table is larger than the output buffer (success).";
     NOTIFY_CLEANUP = 0x0000_010B, "SRQ_NOTIFY: last WQE reached on a QP attached to the SRQ (success).";
+    NO_MORE_ENTRIES = 0x8000_001A, "CM get_request: no connection request is queued (a warning).";
     UNSUCCESSFUL = 0xC000_0001, "Any failure reported by the HCA verbs.";
     NOT_IMPLEMENTED = 0xC000_0002, "EP_LOOKUP / EP_MULTICAST_*; an unknown CM event.";
     INVALID_HANDLE = 0xC000_0008, "A handle that does not name a live object.";

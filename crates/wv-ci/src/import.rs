@@ -419,6 +419,7 @@ impl Verbs for CiVerbs {
     type Srq = CiSrq;
     type Qp = CiQp;
     type Mcast = CiMcast;
+    type Cm = crate::CiCm;
 
     fn guid(&self) -> u64 {
         self.iface.Verbs.guid

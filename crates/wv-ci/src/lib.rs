@@ -20,10 +20,13 @@
 //!   driver core's sinks;
 //! * [`export::CiExport`]: any `Verbs` implementation presented as that table (the soft HCA's
 //!   C face), so the lower edge runs through real C calls on every host;
-//! * [`cm_import::CiCm`]: the connection manager's `iba_cm_interface`, validated and owned
-//!   with its reference.
+//! * [`cm_import::CiCm`]: `wv_hal::ConnectionManager` over the connection manager's
+//!   `iba_cm_interface`, validated and owned with its reference, its id callbacks trampolined
+//!   into the driver core's sinks;
+//! * [`cm_export::CiCmExport`]: any `ConnectionManager` presented as that table (the soft
+//!   HCA's CM, so the CM edge also runs through real C calls).
 //!
-//! [`convert`] holds the value conversions both use, [`status`] the `ib_api_status_t` mapping.
+//! [`convert`] and [`cm_convert`] hold the value conversions both directions use, [`status`] the `ib_api_status_t` mapping.
 //!
 //! Conventions:
 //!
@@ -58,6 +61,8 @@ mod macros;
 pub mod base;
 pub mod ci;
 pub mod cm;
+pub mod cm_convert;
+pub mod cm_export;
 pub mod cm_import;
 pub mod convert;
 pub mod export;
@@ -67,7 +72,8 @@ pub mod layout;
 mod pinned;
 pub mod status;
 
-pub use cm_import::CiCm;
+pub use cm_export::{CiCmExport, ExportError};
+pub use cm_import::{CiCm, CiCmId};
 pub use export::CiExport;
 pub use import::{CiError, CiVerbs};
 

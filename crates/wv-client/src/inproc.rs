@@ -14,17 +14,20 @@
 //! [`process_memory`] pool, so a buffer from it can be registered with any device, as any
 //! memory of a process can.
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use wv_abi::NtStatus;
-use wv_ci::{CiExport, CiVerbs};
+use wv_abi::{IB_PATH_REC, NtStatus};
+use wv_ci::{CiCmExport, CiExport, CiVerbs};
 use wv_core::{Driver, DriverConfig, QpModifyMode};
 use wv_hal::{Verbs, VerbsError as HalError};
 use wv_host::{HostPlatform, IoManager};
-use wv_softhca::{BufferPool, ClientMemory, DeviceConfig, Fabric, SoftHca};
+use wv_softhca::{BufferPool, ClientMemory, DeviceConfig, Fabric, SoftCm, SoftHca};
 
 use crate::raw::{IoStatus, RawFile, RawIo};
+use crate::verbs::{AddressService, DeviceAddress, PortError, PortReservation};
+use wv_softhca::AddressError;
 
 /// The soft HCA as the host platform runs it.
 pub type Hca = SoftHca<HostPlatform>;
@@ -148,8 +151,9 @@ impl std::error::Error for StackError {}
 /// One soft HCA of the stack: present until removed (indices stay stable).
 struct Slot {
     hca: Arc<Hca>,
-    /// Its C face, when the driver reaches it through the table.
+    /// Its C faces (verbs and CM), when the driver reaches it through the tables.
     table: Option<CiExport<Hca>>,
+    cm_table: Option<CiCmExport<SoftCm>>,
     removed: bool,
 }
 
@@ -297,24 +301,34 @@ impl Stack {
             ClientMemory::pool(process_memory().clone()),
         );
         self.fabric.attach(&hca);
+        // Its addresses, before the driver sees it (as IPoIB comes up with the port).
+        for port in 1..=self.ports {
+            for ip in [address(index, port), address_v6(index, port)] {
+                let _ = self.fabric.assign_address(&hca, port, ip);
+            }
+        }
         // The core accepts every arrival; a refusal (or a table the adapter refuses) would
         // leave the device present but unknown to the driver, which GUID_QUERY then shows.
-        let table = match &self.io {
+        // The connection manager comes with the verbs, from the same stack.
+        let (table, cm_table) = match &self.io {
             Machine::Direct(io) => {
-                let _ = io.arrive(hca.clone());
-                None
+                let _ = io.arrive_with_cm(hca.clone(), Some(Arc::new(hca.cm())));
+                (None, None)
             }
             Machine::Table(io) => {
                 let table = hca.c_interface().ok();
+                let cm_table = hca.c_cm_interface().ok();
                 if let Some(lower) = table.as_ref().and_then(|t| t.open().ok()) {
-                    let _ = io.arrive(lower);
+                    let cm = cm_table.as_ref().and_then(|t| t.open().ok());
+                    let _ = io.arrive_with_cm(lower, cm);
                 }
-                table
+                (table, cm_table)
             }
         };
         slots.push(Slot {
             hca,
             table,
+            cm_table,
             removed: false,
         });
         index
@@ -343,6 +357,27 @@ impl Stack {
             .filter_map(|s| s.table.as_ref())
             .map(CiExport::consumers)
             .sum()
+    }
+
+    /// References the driver holds on the soft HCAs' CM tables (one per device it uses; 0
+    /// with [`LowerEdge::Direct`]). Removal and unload must give each back.
+    pub fn cm_table_references(&self) -> usize {
+        self.slots()
+            .iter()
+            .filter_map(|s| s.cm_table.as_ref())
+            .map(CiCmExport::consumers)
+            .sum()
+    }
+
+    /// The IPv4 address of `port` of device `device` (`10.x.y.port`, `x.y` the index),
+    /// assigned when the device was added.
+    pub fn address(&self, device: usize, port: u8) -> IpAddr {
+        address(device, port)
+    }
+
+    /// The IPv6 address of `port` of device `device` (`fd57:5600::index:port`).
+    pub fn address_v6(&self, device: usize, port: u8) -> IpAddr {
+        address_v6(device, port)
     }
 
     /// How many devices were ever added (removed ones keep their index).
@@ -417,6 +452,49 @@ impl Stack {
         }
         // Otherwise dropping `self` runs the teardown checks, now on a clean log.
         found
+    }
+}
+
+/// The IPv4 address a stack gives `port` of device `index`.
+fn address(index: usize, port: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, (index >> 8) as u8, index as u8, port))
+}
+
+/// The IPv6 address a stack gives `port` of device `index`.
+fn address_v6(index: usize, port: u8) -> IpAddr {
+    IpAddr::V6(Ipv6Addr::new(
+        0xfd57,
+        0x5600,
+        0,
+        0,
+        0,
+        0,
+        index as u16,
+        u16::from(port),
+    ))
+}
+
+/// The stack's fabric answers what IBAT and the socket layer answer on Windows.
+impl AddressService for Stack {
+    fn locate(&self, ip: IpAddr) -> Option<DeviceAddress> {
+        self.fabric.locate(ip).map(|l| DeviceAddress {
+            device_guid: l.device_guid,
+            pkey: l.pkey,
+            port: l.port,
+        })
+    }
+
+    fn resolve_path(&self, src: IpAddr, dst: IpAddr) -> Option<IB_PATH_REC> {
+        self.fabric.resolve_path(src, dst).ok()
+    }
+
+    fn reserve_port(&self, ip: IpAddr, port: u16) -> Result<PortReservation, PortError> {
+        match self.fabric.reserve_port(ip, port) {
+            Ok(lease) => Ok(PortReservation::new(lease.port(), Box::new(lease))),
+            Err(AddressError::InUse) => Err(PortError::InUse),
+            Err(AddressError::NoFreePort) => Err(PortError::Exhausted),
+            Err(_) => Err(PortError::Unknown),
+        }
     }
 }
 

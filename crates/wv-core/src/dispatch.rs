@@ -11,6 +11,8 @@ use wv_abi::{
 };
 use wv_hal::{IoRequest, KArc, Platform, SpinLock, Umv, Verbs};
 
+use crate::ep;
+use crate::ep::ops::EpCall;
 use crate::provider::Provider;
 use crate::{cq, device, pd, qp, qp_modify, srq};
 
@@ -175,8 +177,8 @@ enum Op {
     QpCancel {
         id: u64,
     },
-    /// Endpoint IOCTLs: `STATUS_NOT_IMPLEMENTED` until the endpoint issue lands.
-    Endpoint,
+    /// The endpoint IOCTLs, handled by [`crate::ep`].
+    Endpoint(EpCall),
 }
 
 impl From<Request<'_>> for Op {
@@ -253,22 +255,11 @@ impl From<Request<'_>> for Op {
             R::QpAttach { mc } => Op::QpAttach { mc },
             R::QpDetach { mc } => Op::QpDetach { mc },
             R::QpCancel { id } => Op::QpCancel { id },
-            R::EpCreate { .. }
-            | R::EpDestroy { .. }
-            | R::EpModify { .. }
-            | R::EpBind { .. }
-            | R::EpReject { .. }
-            | R::EpConnect { .. }
-            | R::EpAccept { .. }
-            | R::EpDisconnect { .. }
-            | R::EpDisconnectNotify { .. }
-            | R::EpQuery { .. }
-            | R::EpLookup
-            | R::EpMulticastJoin
-            | R::EpMulticastLeave
-            | R::EpCancel { .. }
-            | R::EpListen { .. }
-            | R::EpGetRequest { .. } => Op::Endpoint,
+            ep => match EpCall::of(&ep) {
+                Some(call) => Op::Endpoint(call),
+                // Every other request is matched above.
+                None => Op::Endpoint(EpCall::NotImplemented),
+            },
         }
     }
 }
@@ -350,7 +341,7 @@ fn dispatch<P: Platform, V: Verbs>(prov: &KArc<Provider<P, V>>, req: P::Request)
         Op::QpAttach { mc } => qp::qp_attach(p, req, mc),
         Op::QpDetach { mc } => qp::qp_detach(p, req, mc),
         Op::QpCancel { id } => qp::qp_cancel(p, req, id),
-        Op::Endpoint => req.complete(NtStatus::NOT_IMPLEMENTED, 0),
+        Op::Endpoint(call) => ep::ops::dispatch(prov, req, call),
     }
 }
 

@@ -21,6 +21,8 @@ pub(crate) struct RdmaDevice<P: Platform, V: Verbs> {
     /// The verbs interface; dropped when removal has finished with it. The platform allocated
     /// it (the glue's adapter over the interface it queried); the core only shares it.
     lower: P::SpinLock<Option<KArc<V>>>,
+    /// The connection manager of the device's stack, if it has one; dropped with `lower`.
+    cm: P::SpinLock<Option<KArc<V::Cm>>>,
     /// DEVICE_OPENs in progress on this device; removal closes it and waits for them.
     pub gate: Gate<P>,
     /// Every opened device (`WV_DEVICE`) on it, of every file, until its teardown is over.
@@ -31,6 +33,11 @@ impl<P: Platform, V: Verbs> RdmaDevice<P, V> {
     /// The verbs interface, unless removal has dropped it.
     pub fn lower(&self) -> Option<KArc<V>> {
         self.lower.lock().clone()
+    }
+
+    /// The connection manager, unless the device has none or removal has dropped it.
+    pub fn cm(&self) -> Option<KArc<V::Cm>> {
+        self.cm.lock().clone()
     }
 }
 
@@ -145,12 +152,13 @@ impl<P: Platform, V: Verbs> FilterDriver<P> for Driver<P, V> {
     type Lower = V;
     type File = FileContext<P, V>;
 
-    fn device_arrival(&self, lower: KArc<V>) -> Result<(), NtStatus> {
+    fn device_arrival(&self, lower: KArc<V>, cm: Option<KArc<V::Cm>>) -> Result<(), NtStatus> {
         let shared = &self.shared;
         let gate = Gate::new(&shared.platform)?;
         let dev = KArc::try_new(RdmaDevice {
             guid: lower.guid(),
             lower: shared.platform.spin_lock(Some(lower)),
+            cm: shared.platform.spin_lock(cm),
             gate,
             opens: shared.platform.spin_lock(Vec::new()),
         })?;
@@ -184,11 +192,15 @@ impl<P: Platform, V: Verbs> FilterDriver<P> for Driver<P, V> {
                 let Some(dev) = dev else { break };
                 device::remove(&dev, shared);
             }
+            // The endpoints whose CM ids this device's CM made end too.
+            crate::ep::remove_device(&rdma, shared);
             // Nothing uses the interface any more: drop our reference on the lower device, after
             // the lock: releasing the interface (`InterfaceDereference` on Windows) may need
             // PASSIVE_LEVEL, and the lock holds DISPATCH_LEVEL.
             let lower = rdma.lower.lock().take();
+            let cm = rdma.cm.lock().take();
             drop(lower);
+            drop(cm);
         }
     }
 

@@ -56,6 +56,7 @@ mod cq;
 mod device;
 mod dispatch;
 mod driver;
+mod ep;
 mod fallible;
 mod ids;
 mod notify;

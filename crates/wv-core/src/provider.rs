@@ -10,14 +10,14 @@ use wv_hal::{Event, KArc, Platform, SpinLock, Verbs};
 use crate::cq::CqObj;
 use crate::device::DeviceObj;
 use crate::driver::Shared;
+use crate::ep::EpObj;
 use crate::ids::{IdTable, Insert, Spare};
 use crate::pd::{AhObj, MwObj, PdObj};
 use crate::qp::QpObj;
 use crate::srq::SrqObj;
 use crate::sync::{Gate, RefCount};
 
-/// The per-type id tables of one provider (OFW `DevIndex`, `PdIndex`, …). EPs come with the
-/// endpoint issue.
+/// The per-type id tables of one provider (OFW `DevIndex`, `PdIndex`, …, `EpIndex`).
 pub(crate) struct Tables<P: Platform, V: Verbs> {
     pub devices: IdTable<KArc<DeviceObj<P, V>>>,
     pub pds: IdTable<KArc<PdObj<P, V>>>,
@@ -26,6 +26,7 @@ pub(crate) struct Tables<P: Platform, V: Verbs> {
     pub qps: IdTable<KArc<QpObj<P, V>>>,
     pub mws: IdTable<KArc<MwObj<P, V>>>,
     pub ahs: IdTable<KArc<AhObj<P, V>>>,
+    pub eps: IdTable<KArc<EpObj<P, V>>>,
 }
 
 /// What every object with an id has in common.
@@ -111,6 +112,7 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
                 qps: IdTable::new(limit),
                 mws: IdTable::new(limit),
                 ahs: IdTable::new(limit),
+                eps: IdTable::new(limit),
             }),
             shared,
         })
@@ -132,9 +134,22 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
     /// (OFW: `IndexListInsertHead` returns 0); the object comes back so the caller can tear
     /// it down. The table grows with the lock released ([`Spare`]).
     pub fn insert<T: Object<P, V>>(&self, obj: KArc<T>) -> Result<u64, (KArc<T>, NtStatus)> {
+        self.insert_in(obj, T::table)
+    }
+
+    /// [`Provider::insert`] for an endpoint (which lives on no device).
+    pub fn insert_ep(&self, ep: KArc<EpObj<P, V>>) -> Result<u64, (KArc<EpObj<P, V>>, NtStatus)> {
+        self.insert_in(ep, |t| &mut t.eps)
+    }
+
+    fn insert_in<T>(
+        &self,
+        obj: KArc<T>,
+        table: fn(&mut Tables<P, V>) -> &mut IdTable<KArc<T>>,
+    ) -> Result<u64, (KArc<T>, NtStatus)> {
         let mut obj = obj;
         loop {
-            let want = match T::table(&mut self.tables.lock()).insert(obj) {
+            let want = match table(&mut self.tables.lock()).insert(obj) {
                 Insert::Done(id) => return Ok(id),
                 Insert::Full(back) => return Err((back, NtStatus::NO_MEMORY)),
                 Insert::Grow(back, want) => {
@@ -146,7 +161,7 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
                 Ok(spare) => spare,
                 Err(e) => return Err((obj, e.into())),
             };
-            let leftover = T::table(&mut self.tables.lock()).adopt(spare);
+            let leftover = table(&mut self.tables.lock()).adopt(spare);
             drop(leftover);
         }
     }
@@ -204,6 +219,7 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
             return;
         }
         self.gate.wait_drained();
+        self.cleanup_eps();
         self.destroy_all::<AhObj<P, V>>();
         self.destroy_all::<MwObj<P, V>>();
         self.destroy_all::<QpObj<P, V>>();

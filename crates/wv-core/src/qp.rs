@@ -52,8 +52,7 @@ pub(crate) struct QpObj<P: Platform, V: Verbs> {
     /// IOCTLs in flight (queued and running modifies do not count: destroy cancels and waits
     /// for them instead of refusing).
     pub refs: RefCount,
-    /// The QP number, for the endpoint code.
-    #[allow(dead_code)]
+    /// The QP number, for the endpoint code (the REQ and REP carry it).
     pub qpn: u32,
     mcast: P::SpinLock<Vec<Mcast<V>>>,
     /// QP_MODIFY requests waiting for the drainer, cancellable while here.
@@ -69,6 +68,11 @@ pub(crate) struct QpObj<P: Platform, V: Verbs> {
 }
 
 impl<P: Platform, V: Verbs> QpObj<P, V> {
+    /// Whether the QP receives through an SRQ (the REQ and REP say so).
+    pub fn has_srq(&self) -> bool {
+        self.srq.is_some()
+    }
+
     /// Detaches every multicast group and destroys the QP (OFW `WvQpRemoveHandler`).
     pub fn destroy_handles(&self, lower: &V) {
         let groups = core::mem::take(&mut *self.mcast.lock());

@@ -88,7 +88,9 @@ impl Stack {
         let p = LoomPlatform::new();
         let hca = Arc::new(LoomVerbs::new(GUID));
         let driver = Arc::new(Driver::new(p.clone(), DriverConfig::default()));
-        driver.device_arrival(KArc::new(Arc::clone(&hca))).unwrap();
+        driver
+            .device_arrival(KArc::new(Arc::clone(&hca)), None)
+            .unwrap();
         let file = Arc::new(driver.file_create().unwrap());
         Stack {
             p,

@@ -43,7 +43,11 @@ fn valid_status(code: Ioctl) -> NtStatus {
     match code {
         // Parked; nothing signals them in the matrix, so `issue` cancels them.
         I::DeviceNotify | I::CqNotify | I::SrqNotify => NtStatus::CANCELLED,
-        c if c.name().starts_with("WV_IOCTL_EP_") => NtStatus::NOT_IMPLEMENTED,
+        // Endpoint codes get zeroed buffers (the endpoint tests cover them for real): id 0
+        // names no endpoint, EpType 0 is no type, and the datagram-only ones OFW never had.
+        I::EpCreate => NtStatus::INVALID_PARAMETER,
+        I::EpLookup | I::EpMulticastJoin | I::EpMulticastLeave => NtStatus::NOT_IMPLEMENTED,
+        c if c.name().starts_with("WV_IOCTL_EP_") => NtStatus::NOT_FOUND,
         _ => NtStatus::SUCCESS,
     }
 }

@@ -14,15 +14,22 @@ pub trait FilterDriver<P: Platform>: Send + Sync + 'static {
     /// Per-file state (the WinVerbs "provider"), kept in the file object's context.
     type File: Send + Sync + 'static;
 
-    /// A lower device has started and handed over its verbs interface, in a `KArc` the caller
-    /// allocated (fallibly: the glue fails the start when it cannot).
+    /// A lower device has started and handed over its verbs interface and, if its stack has
+    /// one, its connection manager (without one the endpoint IOCTLs cannot connect through
+    /// this device), each in a `KArc` the caller allocated (fallibly: the glue fails the start
+    /// when it cannot).
     ///
     /// WDF: `EvtDeviceSelfManagedIoInit` of the filter device (its first start), after
-    /// `WdfFdoQueryForInterface` (`GUID_RDMA_INTERFACE_VERBS`) succeeded.
+    /// `WdfFdoQueryForInterface` (`GUID_RDMA_INTERFACE_VERBS`, then
+    /// `GUID_INFINIBAND_INTERFACE_CM`) succeeded.
     ///
     /// # Errors
-    /// The status to fail D0Entry with.
-    fn device_arrival(&self, lower: KArc<Self::Lower>) -> Result<(), NtStatus>;
+    /// The status to fail the start with.
+    fn device_arrival(
+        &self,
+        lower: KArc<Self::Lower>,
+        cm: Option<KArc<<Self::Lower as Verbs>::Cm>>,
+    ) -> Result<(), NtStatus>;
 
     /// The lower device with node GUID `guid` is going away (orderly or surprise removal). On
     /// return nothing uses its verbs interface any more: every parked request on it has ended

@@ -42,6 +42,7 @@ use loom::sync::atomic::{AtomicUsize, Ordering, fence};
 #[cfg(not(loom))]
 use core::sync::atomic::{AtomicUsize, Ordering, fence};
 
+use crate::cm::CmEventSink;
 use crate::platform::WorkItem;
 use crate::verbs::{CaEventSink, CqEventSink, QpEventSink, SrqEventSink};
 use wv_abi::NtStatus;
@@ -427,6 +428,7 @@ unsize_into!(
     CqEventSink,
     SrqEventSink,
     QpEventSink,
+    CmEventSink,
     WorkItem
 );
 

@@ -9,6 +9,8 @@
 //!   interrupt line and DPCs: [`DeviceModelPlatform`], which the core never uses.
 //! * [`Verbs`]: the lower RDMA controller, modelled on OFW's `ci_interface_t`. A real controller
 //!   driver provides it through `GUID_RDMA_INTERFACE_VERBS`; `wv-softhca` is a software one.
+//! * [`ConnectionManager`]: the IB connection manager of the controller's stack, modelled on
+//!   OFW's `iba_cm_interface` (`GUID_INFINIBAND_INTERFACE_CM`), which the endpoint IOCTLs use.
 //!
 //! In the other direction, [`FilterDriver`] is what the platform calls: PnP arrival and removal
 //! of lower devices, and the file/IOCTL callbacks of the control device `\Device\WinVerbs`.
@@ -24,6 +26,7 @@
 
 extern crate alloc;
 
+pub mod cm;
 pub mod device_model;
 pub mod driver;
 pub mod irql;
@@ -33,6 +36,7 @@ pub mod types;
 pub mod verbs;
 mod verbs_shared;
 
+pub use cm::{CmEvent, CmEventSink, CmRep, CmRepEvent, CmReq, CmReqEvent, ConnectionManager, NoCm};
 pub use device_model::{DeviceModelPlatform, Dpc, DpcInserted, InterruptService};
 pub use driver::FilterDriver;
 pub use irql::Irql;

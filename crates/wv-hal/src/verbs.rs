@@ -6,6 +6,7 @@
 
 use crate::KArc;
 
+use crate::cm::ConnectionManager;
 use crate::types::{
     AddressVector, CaAttributes, CaEvent, Gid, MemoryKeys, MemoryRegion, PortAttributes,
     QpAttributes, QpCreate, QpCreated, QpEvent, QpModify, SrqAttributes, SrqEvent, SrqModifyMask,
@@ -142,6 +143,12 @@ pub trait Verbs: Send + Sync + 'static {
     type Qp: Send + Sync;
     /// A multicast attachment.
     type Mcast: Send + Sync;
+    /// The connection manager that serves this kind of controller's ports: on Windows the
+    /// `iba_cm_interface` the filter queries from the same device stack (answered by ibbus),
+    /// [`crate::NoCm`] for a controller with none. The platform hands it to the driver beside
+    /// the verbs ([`crate::FilterDriver::device_arrival`]); it is a separate interface, named
+    /// here only so the driver knows its type.
+    type Cm: ConnectionManager;
 
     /// Node GUID in network byte order as stored (`ci_interface_t.guid`). Any IRQL.
     fn guid(&self) -> u64;

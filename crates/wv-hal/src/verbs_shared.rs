@@ -21,6 +21,7 @@ impl<V: Verbs> Verbs for Arc<V> {
     type Srq = V::Srq;
     type Qp = V::Qp;
     type Mcast = V::Mcast;
+    type Cm = Arc<V::Cm>;
 
     fn guid(&self) -> u64 {
         (**self).guid()

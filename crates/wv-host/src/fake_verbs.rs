@@ -826,6 +826,7 @@ impl Verbs for FakeVerbs {
     type Srq = FakeSrq;
     type Qp = FakeQp;
     type Mcast = FakeMcast;
+    type Cm = crate::fake_cm::FakeCm;
 
     fn guid(&self) -> u64 {
         let _host = low_resources::host_scope();

@@ -43,17 +43,31 @@ impl<D: FilterDriver<HostPlatform>> IoManager<D> {
         &self.driver
     }
 
-    /// PnP start of a lower device: `device_arrival` at PASSIVE_LEVEL on this thread.
+    /// PnP start of a lower device whose stack has no connection manager: `device_arrival`
+    /// at PASSIVE_LEVEL on this thread.
     ///
     /// # Errors
     /// The driver's status (the device then failed to start and is not remembered).
     pub fn arrive(&self, lower: D::Lower) -> Result<(), NtStatus> {
+        self.arrive_with_cm(lower, None)
+    }
+
+    /// PnP start of a lower device with the connection manager of its stack.
+    ///
+    /// # Errors
+    /// The driver's status (the device then failed to start and is not remembered).
+    pub fn arrive_with_cm(
+        &self,
+        lower: D::Lower,
+        cm: Option<<D::Lower as Verbs>::Cm>,
+    ) -> Result<(), NtStatus> {
         let guid = lower.guid();
         // What the glue does before it calls the driver (a host has the memory).
         let lower = wv_hal::KArc::new(lower);
+        let cm = cm.map(wv_hal::KArc::new);
         let verifier = self.platform.verifier();
         irql::run_callback(verifier, "device_arrival", Irql::Passive, || {
-            self.driver.device_arrival(lower)
+            self.driver.device_arrival(lower, cm)
         })?;
         self.devices.lock().push(guid);
         Ok(())

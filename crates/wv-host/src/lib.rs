@@ -9,13 +9,15 @@
 //!   CreateFile/CloseHandle, DeviceIoControl with OVERLAPPED semantics, CancelIoEx.
 //! * The [`Verifier`] is always on: IRQL rules, double/never completion, leaked requests,
 //!   queues, files and lower-device objects fail the run with a message naming the rule.
-//! * [`fake_verbs::FakeVerbs`] is a scriptable lower device for the core's tests.
+//! * [`fake_verbs::FakeVerbs`] is a scriptable lower device for the core's tests, and
+//!   [`fake_cm::FakeCm`] a scriptable connection manager beside it.
 //! * [`LowResources`] is Driver Verifier's low-resources simulation: a global allocator that
 //!   refuses the driver's N-th allocation, or a random fraction of them.
 #![deny(unsafe_code)]
 
 mod deferred;
 mod event;
+pub mod fake_cm;
 pub mod fake_verbs;
 mod io_manager;
 mod irql;

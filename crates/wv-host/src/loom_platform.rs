@@ -450,6 +450,7 @@ impl Verbs for LoomVerbs {
     type Srq = H;
     type Qp = H;
     type Mcast = H;
+    type Cm = wv_hal::NoCm;
 
     fn guid(&self) -> u64 {
         self.guid

@@ -204,7 +204,7 @@ pub(crate) struct Rundown(AtomicU32);
 const CLOSED: u32 = 1 << 31;
 
 impl Rundown {
-    pub(crate) fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Rundown(AtomicU32::new(0))
     }
     pub(crate) fn acquire(&self) -> bool {
@@ -441,6 +441,8 @@ pub(crate) struct Device {
     pub epochs: crate::ring::Padded<Epochs>,
     /// DPC dispatch holds this; removal closes it.
     pub dispatch: Rundown,
+    /// The connection manager's agent on this device.
+    pub cm: crate::cm::Agent,
 }
 
 impl Device {
@@ -492,6 +494,7 @@ impl Device {
             mcast: RwLock::new(Vec::new()),
             epochs: crate::ring::Padded(Epochs::default()),
             dispatch: Rundown::new(),
+            cm: crate::cm::Agent::new(),
             config,
         }
     }

@@ -101,6 +101,11 @@ pub struct Fabric {
     dropped: AtomicU64,
     corrupted: AtomicU64,
     delayed: AtomicU64,
+    /// The connection manager's listens: the host's, so a listen takes requests arriving at
+    /// any device of the fabric.
+    pub(crate) cm_listens: Mutex<crate::cm::Listens>,
+    /// IP addresses of the devices' ports and the port space.
+    pub(crate) addresses: Mutex<crate::address::AddressBook>,
 }
 
 impl core::fmt::Debug for Fabric {
@@ -124,6 +129,8 @@ impl Fabric {
             dropped: AtomicU64::new(0),
             corrupted: AtomicU64::new(0),
             delayed: AtomicU64::new(0),
+            cm_listens: Mutex::new(crate::cm::Listens::new()),
+            addresses: Mutex::new(crate::address::AddressBook::new()),
         })
     }
 
@@ -208,6 +215,15 @@ impl Fabric {
                 f(&d);
             }
         }
+    }
+
+    /// Decides the fate of one packet a device sends outside any QP (a CM MAD), counted in the
+    /// device's own counter.
+    pub(crate) fn fate_of_device_packet(&self, from: &Device) -> Fate {
+        let mut delivered = 0;
+        let fate = self.fate_from(&mut delivered);
+        from.tx_delivered.fetch_add(delivered, Ordering::Relaxed);
+        fate
     }
 
     /// Decides the fate of one packet of a sender whose lossless count is `delivered`.

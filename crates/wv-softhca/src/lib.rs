@@ -9,7 +9,10 @@
 //!   without IOCTLs. The work a doorbell starts runs in the doorbell caller's thread, as in rxe;
 //!   what waits for time (an RNR wait, a retransmission) runs in the DPC of the QP's timer
 //!   (`DeviceModelPlatform::set_timer`), on the platform's clock.
-//! * [`Fabric`] joins soft HCAs in one process, with optional fault injection.
+//! * [`Fabric`] joins soft HCAs in one process, with optional fault injection; [`address`]
+//!   gives their ports IP addresses, resolves paths between them and keeps the port space.
+//! * [`SoftCm`] is the connection manager: IB CM handshakes between the fabric's devices, on
+//!   the platform's clock; [`SoftHca::c_cm_interface`] is its C table.
 //! * [`SoftHca::c_interface`] is the device's C face: the `ci_interface_t` table a Windows
 //!   soft-HCA driver would hand the filter (built by `wv-ci`'s export adapter).
 //! * [`dma`] is the only module with `unsafe` code: the device reaches client memory only
@@ -21,7 +24,9 @@
 extern crate alloc;
 
 pub mod abi;
+pub mod address;
 mod c_face;
+mod cm;
 mod cq;
 pub mod device;
 pub mod dma;
@@ -42,6 +47,8 @@ pub mod uvp;
 mod verbs_impl;
 pub mod wr;
 
+pub use address::{AddressError, Location, PortLease};
+pub use cm::{SoftCm, SoftCmId};
 pub use device::{DeviceConfig, Limits, Vector};
 pub use dma::{BufferPool, ClientMemory, DmaBuffer};
 pub use engine::{GRH_BYTES, MAX_INLINE};

@@ -213,6 +213,7 @@ impl<P: DeviceModelPlatform> SoftHca<P> {
             isrs: [isr(Vector::Response), isr(Vector::Async), isr(Vector::Cq)],
         };
         dev.set_irq(Arc::new(lines));
+        crate::cm::Agent::attach(&dev);
         Arc::new(SoftHca {
             dev,
             _platform: platform,
@@ -254,6 +255,12 @@ impl<P: DeviceModelPlatform> SoftHca<P> {
     /// `InvalidParameter` for a bad port, `InsufficientResources` when the table is full.
     pub fn add_ipv4_gid(&self, port: u8, ip: [u8; 4]) -> Result<u32, VerbsError> {
         self.dev.add_gid(port, crate::device::ipv4_gid(ip))
+    }
+
+    /// The device's connection manager (what the filter gets with the verbs on arrival).
+    /// Every call makes a new handle to the same agent.
+    pub fn cm(&self) -> crate::cm::SoftCm {
+        crate::cm::SoftCm::new(self.dev.clone())
     }
 
     /// Admin: surprise removal. Every later verb fails with `DeviceRemoved` (destroys still
@@ -321,6 +328,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
     type Srq = SoftSrq;
     type Qp = SoftQp;
     type Mcast = SoftMcast;
+    type Cm = crate::cm::SoftCm;
 
     fn guid(&self) -> u64 {
         self.dev.guid

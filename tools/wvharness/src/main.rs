@@ -9,10 +9,13 @@ mod abi;
 mod baseline;
 mod bench;
 mod check;
+mod conn;
+mod conn_side;
 mod devinfo;
 mod perftest;
 mod pingpong;
 mod progress;
+mod rping;
 mod summary;
 mod target;
 
@@ -54,6 +57,10 @@ enum Command {
     Devinfo(devinfo::DevinfoArgs),
     /// Ping-pong like ibv_rc_pingpong / ibv_uc_pingpong / ibv_ud_pingpong.
     Pingpong(pingpong::PingpongArgs),
+    /// Connection rate, like NetworkDirect's ndconn.
+    Conn(conn::ConnArgs),
+    /// RDMA ping over a connection, like librdmacm's rping.
+    Rping(rping::RpingArgs),
     /// Send latency, like perftest's ib_send_lat.
     #[command(name = "send_lat")]
     SendLat(PerftestArgs),
@@ -82,6 +89,8 @@ fn main() -> ExitCode {
         Some(Command::Check(args)) => check::run(&args),
         Some(Command::Devinfo(args)) => devinfo::run(&args),
         Some(Command::Pingpong(args)) => pingpong::run(&args),
+        Some(Command::Rping(args)) => rping::run(&args),
+        Some(Command::Conn(args)) => conn::run(&args),
         Some(Command::SendLat(args)) => perftest::run_test(Test::SendLat, &args),
         Some(Command::WriteLat(args)) => perftest::run_test(Test::WriteLat, &args),
         Some(Command::ReadLat(args)) => perftest::run_test(Test::ReadLat, &args),

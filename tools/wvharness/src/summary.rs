@@ -17,6 +17,7 @@ use wv_client::inproc::StackConfig;
 use wv_core::QpModifyMode;
 
 use crate::baseline;
+use crate::conn::{ConnArgs, ConnResult, ConnTask};
 use crate::perftest::{self, Connection, PerftestArgs, Row, Test};
 use crate::progress::Progress;
 use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, resolve_device};
@@ -51,6 +52,7 @@ struct Workload {
     cpus: Option<(usize, usize)>,
     modify_qps: usize,
     modify_rounds: usize,
+    connections: u64,
 }
 
 impl Workload {
@@ -67,6 +69,7 @@ impl Workload {
                 cpus,
                 modify_qps: 8,
                 modify_rounds: 2,
+                connections: 100,
             }
         } else {
             Workload {
@@ -77,6 +80,7 @@ impl Workload {
                 cpus,
                 modify_qps: 8,
                 modify_rounds: 50,
+                connections: 1000,
             }
         }
     }
@@ -114,6 +118,7 @@ struct Outcome {
     checks_failed: usize,
     checks_skipped: usize,
     failed_checks: Vec<String>,
+    endpoint_checks: String,
     check_gap: Option<String>,
     comparisons: Vec<Comparison>,
     benchmark_errors: Vec<String>,
@@ -146,14 +151,14 @@ pub fn run(args: &SummaryArgs) -> io::Result<ExitCode> {
         )?;
         stdout.flush()?;
     }
-    let steps = 4;
-    let mut bar = Progress::new("benchmarks", steps, text);
-    let parts: [(&str, Part); 4] = [
+    let parts: [(&str, Part); 5] = [
         ("polling send latency", polling_latency),
         ("event send latency", event_latency),
         ("64 KiB RDMA write bandwidth", write_bandwidth),
         ("QP_MODIFY async vs inline", qp_modify_throughput),
+        ("connection rate", connection_rate),
     ];
+    let mut bar = Progress::new("benchmarks", parts.len() as u64, text);
     for (name, part) in parts {
         bar.working_on(name);
         match part(args, &work) {
@@ -302,11 +307,27 @@ fn run_checks(
         .filter(|r| !r.passed)
         .map(|r| r.name.clone())
         .collect();
+    // The endpoint scenarios on a line of their own: connections are what applications
+    // built on rdma_cm or NetworkDirect need first.
+    let endpoints: Vec<_> = results
+        .iter()
+        .filter(|r| r.name.starts_with("ep-"))
+        .collect();
+    out.endpoint_checks = format!(
+        "{} of {} endpoint scenarios passed",
+        endpoints.iter().filter(|r| r.passed && !r.skipped).count(),
+        endpoints.len()
+    );
     if text {
         for f in &failures {
             writeln!(stdout, "  {f}")?;
         }
         writeln!(stdout, "  {}", crate::check::summary_line(&results))?;
+        writeln!(
+            stdout,
+            "  endpoints (connect/accept/data/disconnect, reject, timeout, cancel, removal): {}",
+            out.endpoint_checks
+        )?;
     }
     Ok(())
 }
@@ -427,6 +448,40 @@ fn qp_modify_throughput(args: &SummaryArgs, w: &Workload) -> Result<Vec<Comparis
         target: "≥ 4×".into(),
         meets_target: Some(asynchronous / inline >= 4.0),
     }])
+}
+
+/// `wvharness conn` with one client thread (and one server thread): the whole life of a
+/// connection — endpoint, bind, route, QP, CONNECT, ACCEPT, DISCONNECT — one after the other,
+/// per-connection median beside one loopback TCP connection's connect, accept and close.
+fn connection_rate(args: &SummaryArgs, w: &Workload) -> Result<Vec<Comparison>, String> {
+    let r = measure_connections(&args.target, w.connections)?;
+    let tcp_rate = 1e9 / baseline::tcp_loopback_connect(w.baseline_budget).median();
+    let rate = 1e6 / r.total.p50_us;
+    Ok(vec![Comparison {
+        what: format!(
+            "conn -t 1 (connect p50 {:.0} µs, disconnect p50 {:.0} µs)",
+            r.connect.p50_us, r.disconnect.p50_us
+        ),
+        value: rate,
+        baseline: tcp_rate,
+        baseline_what: "TCP loopback connect+accept+close, median".into(),
+        unit: "/s".into(),
+        ratio: rate / tcp_rate,
+        target: "(none; reported)".into(),
+        meets_target: None,
+    }])
+}
+
+/// `n` connections on one client thread, as `wvharness conn -t 1 -n <n>`.
+pub fn measure_connections(target: &TargetArgs, n: u64) -> Result<ConnResult, String> {
+    let conn_args = ConnArgs {
+        threads: 1,
+        connections: n,
+        json: false,
+        target: target.clone(),
+    };
+    let (opened, device) = Target::open(target, StackConfig::default()).map_err(|e| e.0)?;
+    opened.run(ConnTask { args: conn_args }, device)
 }
 
 fn typical(rows: &[Row]) -> Result<f64, String> {

@@ -12,11 +12,13 @@
 //! GUID, any other all-decimal value an index.
 
 use std::fmt;
+use std::net::IpAddr;
 use std::str::FromStr;
 
 use clap::{Args, ValueEnum};
 use wv_client::inproc::{LowerEdge, Stack, StackConfig};
 use wv_client::raw::{RawFile, RawIo};
+use wv_client::verbs::AddressService;
 
 /// The transports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -194,6 +196,18 @@ pub trait Opener: Sync {
     /// # Errors
     /// Why the driver (or the OS) refused.
     fn open_file(&self) -> Result<Self::File, TargetError>;
+
+    /// What the host answers about IP addresses, for the endpoint commands (IBAT and the
+    /// socket layer on Windows, which this harness does not reach: `None` there).
+    fn addresses(&self) -> Option<&dyn AddressService> {
+        None
+    }
+
+    /// The IPv4 address of port 1 of device `index` (GUID_QUERY order), when known.
+    fn device_address(&self, index: usize) -> Option<IpAddr> {
+        let _ = index;
+        None
+    }
 }
 
 impl Opener for Stack {
@@ -201,6 +215,16 @@ impl Opener for Stack {
     fn open_file(&self) -> Result<Self::File, TargetError> {
         self.open()
             .map_err(|s| TargetError(format!("opening the in-process driver failed: {s}")))
+    }
+
+    fn addresses(&self) -> Option<&dyn AddressService> {
+        Some(self)
+    }
+
+    fn device_address(&self, index: usize) -> Option<IpAddr> {
+        let guid = *self.device_guids().get(index)?;
+        let at = (0..self.device_count()).find(|&i| self.device_guid(i) == Some(guid))?;
+        Some(self.address(at, 1))
     }
 }
 

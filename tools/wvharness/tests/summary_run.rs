@@ -26,6 +26,8 @@ fn default_run_prints_summary_and_verdict() {
         "futex wake",
         "memcpy",
         "QP_MODIFY inline",
+        "TCP loopback connect+accept+close",
+        "endpoint scenarios passed",
     ] {
         assert!(stdout.contains(what), "{what} missing:\n{stdout}");
     }
@@ -44,5 +46,15 @@ fn default_run_json_has_the_verdict() {
             .unwrap_or_default()
             .starts_with("VERDICT: ")
     );
-    assert_eq!(v["comparisons"].as_array().map(Vec::len), Some(4));
+    let comparisons = v["comparisons"].as_array().expect("comparisons");
+    assert_eq!(comparisons.len(), 5);
+    let rate = &comparisons[4];
+    assert!(
+        rate["what"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("conn -t 1")
+    );
+    assert_eq!(rate["unit"], "/s");
+    assert!(rate["value"].as_f64().unwrap_or_default() > 0.0);
 }

@@ -9,6 +9,25 @@ use wv_abi::NtStatus;
 /// `STATUS_DLL_NOT_FOUND`: what `LoadLibrary` of a missing user-mode provider comes down to.
 pub const STATUS_DLL_NOT_FOUND: NtStatus = NtStatus(0xC000_0135);
 
+/// `STATUS_INVALID_ADDRESS`: an address no RDMA port owns (winverbs.dll's `TranslateAddress`
+/// failing, `WV_INVALID_ADDRESS`).
+pub const STATUS_INVALID_ADDRESS: NtStatus = NtStatus(0xC000_0141);
+/// `STATUS_ADDRESS_ALREADY_EXISTS`: the port is taken (the socket bind's `WSAEADDRINUSE`).
+pub const STATUS_ADDRESS_ALREADY_EXISTS: NtStatus = NtStatus(0xC000_020A);
+/// `STATUS_HOST_UNREACHABLE`: no path to the destination (`WV_HOST_UNREACHABLE`).
+pub const STATUS_HOST_UNREACHABLE: NtStatus = NtStatus(0xC000_023D);
+
+/// Statuses the library itself produces (the driver never does, so wv-abi has no names).
+const LIBRARY_STATUSES: &[(NtStatus, &str)] = &[
+    (STATUS_DLL_NOT_FOUND, "STATUS_DLL_NOT_FOUND"),
+    (STATUS_INVALID_ADDRESS, "STATUS_INVALID_ADDRESS"),
+    (
+        STATUS_ADDRESS_ALREADY_EXISTS,
+        "STATUS_ADDRESS_ALREADY_EXISTS",
+    ),
+    (STATUS_HOST_UNREACHABLE, "STATUS_HOST_UNREACHABLE"),
+];
+
 /// A failed control-path call: which operation (named after its IOCTL, e.g. `"QP_CREATE"`) and
 /// the NTSTATUS it ended with. Statuses are the raw NTSTATUS values (`WV_*` in `wvstatus.h`),
 /// not the Win32 mapping, so they compare exactly with the spec's tables.
@@ -30,13 +49,8 @@ impl VerbsError {
 
 impl fmt::Display for VerbsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.status == STATUS_DLL_NOT_FOUND {
-            // Not one of the driver's statuses, so wv-abi has no name for it.
-            return write!(
-                f,
-                "{} failed: STATUS_DLL_NOT_FOUND (0x{:08X})",
-                self.op, self.status.0
-            );
+        if let Some((_, name)) = LIBRARY_STATUSES.iter().find(|(s, _)| *s == self.status) {
+            return write!(f, "{} failed: {name} (0x{:08X})", self.op, self.status.0);
         }
         write!(f, "{} failed: {}", self.op, self.status)
     }

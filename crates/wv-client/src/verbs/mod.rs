@@ -1,6 +1,8 @@
 //! The verbs API: provider → device → PD, MR, CQ, SRQ, QP, AH, MW, over any transport, with
 //! the data path of libibverbs: sends, receives, RDMA, atomics (compare-and-swap,
-//! fetch-and-add), memory-window binding (type 1 and 2) and invalidation, CQ and SRQ resize.
+//! fetch-and-add), memory-window binding (type 1 and 2) and invalidation, CQ and SRQ resize;
+//! and connection endpoints ([`Endpoint`]: bind, listen, connect, accept, reject, disconnect,
+//! with private data) over an [`AddressService`].
 //!
 //! It mirrors winverbs.dll (and the libibverbs semantics its users expect):
 //!
@@ -21,6 +23,7 @@
 //! UVP, so a completion between the two still wakes the waiter.
 
 mod buffer;
+mod endpoint;
 mod error;
 mod objects;
 mod pending;
@@ -38,7 +41,14 @@ use zerocopy::{FromBytes, IntoBytes};
 use crate::raw::{IoStatus, RawFile, RawIo};
 
 pub use buffer::{Buffer, OutOfBounds};
-pub use error::{Result, STATUS_DLL_NOT_FOUND, VerbsError};
+pub use endpoint::{
+    AF_INET, AF_INET6, AddressService, ConnectAttributes, ConnectParam, DeviceAddress, Endpoint,
+    MAX_PRIVATE_DATA, PortError, PortReservation, sockaddr, socket_addr,
+};
+pub use error::{
+    Result, STATUS_ADDRESS_ALREADY_EXISTS, STATUS_DLL_NOT_FOUND, STATUS_HOST_UNREACHABLE,
+    STATUS_INVALID_ADDRESS, VerbsError,
+};
 pub use objects::{Ah, Cq, Mr, Mw, Pd, Qp, QpInit, Srq};
 pub use pending::Pending;
 pub use qp_attr::QpAttr;

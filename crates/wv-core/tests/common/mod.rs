@@ -14,9 +14,12 @@ use wv_abi::{
 };
 use wv_core::{Driver, DriverConfig};
 use wv_hal::{FilterDriver, QpState};
+use wv_host::fake_cm::FakeCm;
 use wv_host::fake_verbs::{FakeCall, FakeConfig, FakeVerbs};
 use wv_host::{File, HostPlatform, HostRequest, Io, IoManager, IoStatus};
 use zerocopy::{Immutable, IntoBytes};
+
+pub mod ep;
 
 pub type Drv = Driver<HostPlatform, Arc<FakeVerbs>>;
 pub type WvFile = File<Drv>;
@@ -31,10 +34,11 @@ pub fn mode() -> HostPlatform {
     }
 }
 
-/// One driver on one platform with one fake HCA.
+/// One driver on one platform with one fake HCA and the fake CM of its stack.
 pub struct Fx {
     pub io: IoManager<Drv>,
     pub hca: Arc<FakeVerbs>,
+    pub cm: Arc<FakeCm>,
 }
 
 impl Fx {
@@ -58,10 +62,12 @@ impl Fx {
 
     pub fn with_hca(platform: HostPlatform, config: DriverConfig, hca: FakeConfig) -> Fx {
         let hca = FakeVerbs::new(&platform, hca);
+        let cm = FakeCm::new(&platform);
         let driver = Arc::new(Driver::new(platform.clone(), config));
         let io = IoManager::new(platform, driver);
-        io.arrive(Arc::clone(&hca)).expect("arrival");
-        Fx { io, hca }
+        io.arrive_with_cm(Arc::clone(&hca), Some(Arc::clone(&cm)))
+            .expect("arrival");
+        Fx { io, hca, cm }
     }
 
     pub fn platform(&self) -> &HostPlatform {

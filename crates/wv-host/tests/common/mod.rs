@@ -58,7 +58,11 @@ impl FilterDriver<HostPlatform> for TestDriver {
     type Lower = Arc<FakeVerbs>;
     type File = TestFile;
 
-    fn device_arrival(&self, lower: KArc<Arc<FakeVerbs>>) -> Result<(), NtStatus> {
+    fn device_arrival(
+        &self,
+        lower: KArc<Arc<FakeVerbs>>,
+        _cm: Option<KArc<Arc<wv_host::fake_cm::FakeCm>>>,
+    ) -> Result<(), NtStatus> {
         self.note("arrival".into());
         *self.lower.lock().unwrap() = Some(lower);
         Ok(())

@@ -736,30 +736,29 @@ fn qp_transitions(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
     Ok(rows)
 }
 
-/// The connection-rate row: endpoints (connection establishment through the driver) are
-/// not implemented yet, so the row reports the TCP limit beside an empty value.
-///
-/// HOOK for the endpoint work: when the endpoint IOCTLs exist, measure
-/// connect + accept + close through them here (one listener, one connector, per-iteration
-/// times) and fill `value`/`p99`; the baseline and goal are already in place.
+/// The connection-rate row: one connection after the other through the endpoint IOCTLs
+/// (`wvharness conn -t 1`: endpoint, bind, route, QP, CONNECT, ACCEPT, DISCONNECT, with a
+/// server thread taking each), per-connection median and 99th percentile as rates, beside the
+/// TCP loopback limit.
 fn connection_rate(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
+    let n = if cx.plan.quick { 200 } else { 2000 };
+    let r = crate::summary::measure_connections(cx.target, n)?;
     let tcp = &cx.limits.tcp;
-    // Connections per second: the TCP limit as a rate.
-    let tcp_rate = 1e9 / tcp.median();
-    Ok(vec![BenchRow {
-        group: "control path",
-        name: "connection rate (connect+accept+close)".into(),
-        value: None,
-        p99: None,
-        unit: "/s",
-        baseline: "TCP loopback connect+accept+close".into(),
-        baseline_value: Some(tcp_rate),
-        baseline_p99: Some(1e9 / tcp.p99()),
-        ratio: None,
-        goal: Some(Goal::AtLeast(0.5).text()),
-        met: None,
-        note: Some("not measured: the endpoint (connection) IOCTLs are not implemented".into()),
-    }])
+    let mut row = BenchRow::new(
+        "control path",
+        "connection rate (connect+accept+disconnect)",
+        1e6 / r.total.p50_us,
+        Some(1e6 / r.total.p99_us),
+        "/s",
+        "TCP loopback connect+accept+close",
+        (1e9 / tcp.median(), Some(1e9 / tcp.p99())),
+        Some(Goal::AtLeast(0.5)),
+    );
+    row.note = Some(format!(
+        "{n} connections; p50 µs: setup {:.0}, connect {:.0}, establish {:.0}, disconnect {:.0}",
+        r.setup.p50_us, r.connect.p50_us, r.establish.p50_us, r.disconnect.p50_us
+    ));
+    Ok(vec![row])
 }
 
 /// Our stack against a baseline that drives the soft HCA's data path and its interrupt

@@ -428,18 +428,18 @@ fn port_gid_pkey<E: Env>(env: &E) -> Outcome {
     ))
 }
 
-/// The endpoint IOCTLs (the range this driver leaves unimplemented).
+/// The endpoint IOCTLs (their own scenarios live in `endpoint.rs`).
 fn is_endpoint(i: Ioctl) -> bool {
     (Ioctl::EpCreate.index()..=Ioctl::EpGetRequest.index()).contains(&i.index())
 }
 
-/// Every non-endpoint IOCTL: one byte short of the input minimum, then one byte short of the
-/// output minimum → BUFFER_TOO_SMALL, inline, before any id is looked up (the inputs name id 0).
+/// Every IOCTL: one byte short of the input minimum, then one byte short of the output
+/// minimum → BUFFER_TOO_SMALL, inline, before any id is looked up (the inputs name id 0).
 fn short_buffers<E: Env>(env: &E) -> Outcome {
     let f = env.open()?;
     let mut checked = 0;
     let mut problems = Vec::new();
-    for i in Ioctl::ALL.into_iter().filter(|i| !is_endpoint(*i)) {
+    for i in Ioctl::ALL {
         let (min_in, min_out) = (i.min_input(), i.min_output());
         if min_in > 0 {
             let st = call(&f, i.code(), &vec![0; min_in - 1], min_out.max(16))?;
@@ -473,8 +473,9 @@ fn short_buffers<E: Env>(env: &E) -> Outcome {
         )));
     }
     Ok(format!(
-        "{checked} short input/output buffers over the 37 non-endpoint IOCTLs → \
-         BUFFER_TOO_SMALL inline, checked before any id lookup"
+        "{checked} short input/output buffers over all {} IOCTLs → BUFFER_TOO_SMALL inline, \
+         checked before any id lookup",
+        Ioctl::ALL.len()
     ))
 }
 
@@ -841,31 +842,43 @@ fn unknown_codes<E: Env>(env: &E) -> Outcome {
     ))
 }
 
-/// The endpoint range is not implemented by this driver: every EP code with a well-sized
-/// request → NOT_IMPLEMENTED, inline.
+/// The endpoint codes before any endpoint exists: each id-taking one with a well-sized
+/// request naming no endpoint → NOT_FOUND inline; EP_LOOKUP and the multicast pair →
+/// NOT_IMPLEMENTED inline, as OFW's (the datagram endpoint was never implemented).
 fn endpoint_codes<E: Env>(env: &E) -> Outcome {
     let f = env.open()?;
     let mut n = 0;
     for i in Ioctl::ALL.into_iter().filter(|i| is_endpoint(*i)) {
         let mut input = vec![0u8; i.min_input().max(8)];
-        input[..8].copy_from_slice(&WV_IO_EP_TYPE_CONNECT.to_ne_bytes());
+        input[..8].copy_from_slice(&77u64.to_ne_bytes());
         if i == Ioctl::EpModify {
             // A valid option (ROUTE) with its 64-byte path record, so the decoder's own
             // INVALID_PARAMETER / BUFFER_TOO_SMALL checks pass.
-            input = id_in(1, 0, WV_IO_EP_OPTION_ROUTE);
+            input = id_in(77, 0, WV_IO_EP_OPTION_ROUTE);
             input.resize(16 + 64, 0);
         }
+        let want = match i {
+            Ioctl::EpLookup | Ioctl::EpMulticastJoin | Ioctl::EpMulticastLeave => {
+                NtStatus::NOT_IMPLEMENTED
+            }
+            // EpType 77 is no endpoint type.
+            Ioctl::EpCreate => NtStatus::INVALID_PARAMETER,
+            _ => NtStatus::NOT_FOUND,
+        };
         call_expect(
             &f,
             i.code(),
             &input,
             i.min_output().max(16),
-            NtStatus::NOT_IMPLEMENTED,
+            want,
             &code_name(i.code()),
         )?;
         n += 1;
     }
-    Ok(format!("all {n} endpoint IOCTLs → NOT_IMPLEMENTED inline"))
+    Ok(format!(
+        "all {n} endpoint IOCTLs answer inline: unknown endpoint → NOT_FOUND, unknown EpType \
+         → INVALID_PARAMETER, EP_LOOKUP/EP_MULTICAST_JOIN/LEAVE → NOT_IMPLEMENTED"
+    ))
 }
 
 /// An IOCTL that reaches the driver after the file's cleanup → FILE_CLOSED.

@@ -23,6 +23,7 @@ mod abi;
 mod atomics;
 mod badflow;
 mod client_modify;
+mod endpoint;
 mod env;
 mod fixture;
 mod lifetime;
@@ -170,6 +171,7 @@ fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     all.extend(atomics::scenarios());
     all.extend(windows::scenarios());
     all.extend(resize::scenarios());
+    all.extend(endpoint::scenarios());
     all
 }
 

@@ -1,0 +1,346 @@
+//! Endpoints (OFW `WV_ENDPOINT`): the 16 EP IOCTLs over the connection manager of the lower
+//! device's stack, with OFW's state machine (spec §2.4, §3.8) and its bugs fixed.
+//!
+//! * [`cma`]: the IP-CM header, service ids and any-addresses rdma_cm and WinVerbs share.
+//! * [`ops`]: the IOCTLs that complete inline, and the entry of the pending ones.
+//! * [`listen`]: LISTEN, GET_REQUEST, and the pairing of queued connection requests with
+//!   waiting GET_REQUESTs.
+//! * [`work`]: the endpoint's work item, which runs everything that needs PASSIVE_LEVEL and
+//!   cannot run in the caller's thread: CONNECT, ACCEPT, the disconnect's QP → ERROR step and
+//!   the listener's pairing.
+//! * [`events`]: what the CM's events do to an endpoint (its sinks).
+//!
+//! Requests park in one queue per purpose (fix of spec §7.1-f: OFW parked every request of an
+//! endpoint in one queue, so a work item could take the wrong one): CONNECT and ACCEPT until
+//! the work item starts them, then until the handshake's answer; DISCONNECT until the DREP;
+//! DISCONNECT_NOTIFY until the connection goes; GET_REQUEST on a listener until a request
+//! arrives. Each is checked against the
+//! endpoint's state before it parks, and everything that parks ends: by a CM event, by
+//! EP_CANCEL, by the I/O manager's cancel, by destroy or cleanup (`STATUS_CANCELLED`) or by
+//! the removal of the device whose CM the endpoint uses (`STATUS_DEVICE_REMOVED`).
+//!
+//! Locks: an endpoint's `inner` spin lock guards its state and attributes; the CM is never
+//! called with it (or any lock) held, and nothing waits under it. A listener's lock may be held
+//! while a queued endpoint's is taken, never the other way round.
+
+pub(crate) mod cma;
+pub(crate) mod events;
+pub(crate) mod listen;
+pub(crate) mod ops;
+pub(crate) mod work;
+
+use alloc::vec::Vec;
+
+use wv_abi::{IB_PATH_REC, NtStatus, WV_IO_EP_ATTRIBUTES};
+use wv_hal::{ConnectionManager, KArc, KWeak, Platform, RequestQueue, SpinLock, Verbs};
+
+use crate::driver::{RdmaDevice, Shared};
+use crate::provider::Provider;
+use crate::status::REMOVED;
+use crate::sync::{Gate, ModifySched, RefCount};
+
+pub(crate) use work::kick;
+
+/// An endpoint's state (OFW `WV_ENDPOINT_STATE`, the same names and order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EpState {
+    Idle,
+    AddressBound,
+    Listening,
+    Queued,
+    RouteResolved,
+    PassiveConnect,
+    ActiveConnect,
+    Connected,
+    ActiveDisconnect,
+    PassiveDisconnect,
+    Disconnected,
+    Destroying,
+}
+
+/// A CM id of the lower device's CM.
+pub(crate) type CmId<V> = <<V as Verbs>::Cm as ConnectionManager>::Id;
+
+/// A CM id with the CM it belongs to.
+pub(crate) struct CmConn<V: Verbs> {
+    pub cm: KArc<V::Cm>,
+    pub id: CmId<V>,
+}
+
+/// The CM id of an endpoint and the lower device whose CM made it. Users hold a share of the
+/// device's gate while they call the CM, so removal (which closes and drains the gate) and
+/// teardown find the id unused when they take it to destroy it.
+pub(crate) struct Binding<P: Platform, V: Verbs> {
+    pub rdma: KArc<RdmaDevice<P, V>>,
+    pub conn: KArc<CmConn<V>>,
+}
+
+impl<P: Platform, V: Verbs> Binding<P, V> {
+    /// Destroys the id. PASSIVE_LEVEL; waits for its running callbacks.
+    fn destroy(self) {
+        match KArc::try_unwrap(self.conn) {
+            Ok(conn) => conn.cm.destroy_id(conn.id),
+            Err(_still_used) => debug_assert!(false, "CM id destroyed while still in use"),
+        }
+    }
+}
+
+/// What the `inner` lock guards.
+pub(crate) struct EpInner {
+    pub state: EpState,
+    /// What EP_QUERY returns.
+    pub attr: WV_IO_EP_ATTRIBUTES,
+    /// The primary path (EP_MODIFY, or the request's).
+    pub route: IB_PATH_REC,
+    /// Active side: the REP arrived, so ACCEPT may run.
+    pub rep_received: bool,
+    /// A CONNECT or ACCEPT waits for or runs on the work item (OFW's single work entry: a
+    /// second one meanwhile is `STATUS_TOO_MANY_COMMANDS`).
+    pub busy: bool,
+    /// EP_CANCELs so far (wrapping): a CONNECT or ACCEPT the work item was running, in no
+    /// queue, when one came is cancelled when it would park (OFW's cancel missed it, and it
+    /// waited for an answer nobody would send).
+    pub cancels: u32,
+    /// Passive side: the REP went out; the ACCEPT waits for the RTU.
+    pub rep_sent: bool,
+    /// The DISCONNECT's answer came: the work item moves its QP to ERROR and completes it.
+    pub disconnect_due: bool,
+    /// Listener: requests the CM announced that no GET_REQUEST has taken yet.
+    pub pending: u64,
+    /// Listener: how many of them it keeps before it rejects more.
+    pub backlog: u64,
+    /// The status the DISCONNECT waiting in `disconnect_queue` ends with, once its QP is in
+    /// ERROR (DREP: success; DREQ timed out: `STATUS_TIMEOUT`).
+    pub disconnect_status: NtStatus,
+}
+
+/// An endpoint a listener holds for a GET_REQUEST, with its id in the file.
+pub(crate) type Queued<P, V> = (u64, KArc<EpObj<P, V>>);
+
+/// A device and its connection manager.
+pub(crate) type DeviceCm<P, V> = (KArc<RdmaDevice<P, V>>, KArc<<V as Verbs>::Cm>);
+
+/// An endpoint (OFW `WV_ENDPOINT`).
+pub(crate) struct EpObj<P: Platform, V: Verbs> {
+    /// `WV_IO_EP_TYPE_*` as stored by OFW (16 bits); the high half of its service ids.
+    pub ep_type: u16,
+    /// Itself, for the sinks of its CM ids.
+    pub me: KWeak<EpObj<P, V>>,
+    pub shared: KArc<Shared<P, V>>,
+    /// Its file, for the QPs its work items move.
+    pub prov: KWeak<Provider<P, V>>,
+    /// IOCTLs in flight and, for an endpoint queued on a listener, the listener's hold:
+    /// destroy answers `STATUS_ACCESS_DENIED` while any is held (as OFW's `Ref > 1`).
+    pub refs: RefCount,
+    pub inner: P::SpinLock<EpInner>,
+    pub binding: P::SpinLock<Option<Binding<P, V>>>,
+    /// Listener: the endpoints its GET_REQUESTs wait to fill, by id.
+    pub queued: P::SpinLock<Vec<Queued<P, V>>>,
+    /// The work item runs inside it; teardown closes it and waits.
+    pub work: Gate<P>,
+    /// At most one work item of the endpoint at a time (it is the endpoint itself).
+    pub sched: ModifySched<P>,
+    /// CONNECT and ACCEPT until the work item starts them.
+    pub start_queue: P::Queue,
+    /// CONNECT until the REP, a passive ACCEPT until the RTU.
+    pub handshake_queue: P::Queue,
+    /// DISCONNECT until the DREP (or the DREQ's timeout).
+    pub disconnect_queue: P::Queue,
+    /// DISCONNECT_NOTIFY until the connection goes.
+    pub notify_queue: P::Queue,
+    /// Listener: GET_REQUEST until a connection request arrives.
+    pub request_queue: P::Queue,
+}
+
+/// Completes every request of `queue` with `status`, `Information = 0`.
+fn fail_queue<P: Platform>(queue: &P::Queue, status: NtStatus) {
+    crate::notify::complete_all::<P>(queue, status);
+}
+
+impl<P: Platform, V: Verbs> EpObj<P, V> {
+    /// The state now.
+    pub fn state(&self) -> EpState {
+        self.inner.lock().state
+    }
+
+    /// Runs `call` with the endpoint's CM and id under a share of the id's device gate.
+    /// `STATUS_DEVICE_REMOVED` when the device has gone (or the endpoint has no id).
+    pub fn with_cm<T>(
+        &self,
+        call: impl FnOnce(&V::Cm, &CmId<V>) -> Result<T, NtStatus>,
+    ) -> Result<T, NtStatus> {
+        // The id is taken inside the share: removal cannot be past its drain, so it has not
+        // taken the id yet and finds it unused once this returns.
+        self.with_binding(|_, conn| call(&conn.cm, &conn.id))
+    }
+
+    /// Runs `call` with the endpoint's binding (its device and CM id) under a share of the
+    /// device's gate, as [`EpObj::with_cm`].
+    pub fn with_binding<T>(
+        &self,
+        call: impl FnOnce(&KArc<RdmaDevice<P, V>>, &KArc<CmConn<V>>) -> Result<T, NtStatus>,
+    ) -> Result<T, NtStatus> {
+        let rdma = self
+            .binding
+            .lock()
+            .as_ref()
+            .map(|b| KArc::clone(&b.rdma))
+            .ok_or(REMOVED)?;
+        let Some(_share) = rdma.gate.share() else {
+            return Err(REMOVED);
+        };
+        let conn = match self.binding.lock().as_ref() {
+            Some(b) if KArc::ptr_eq(&b.rdma, &rdma) => KArc::clone(&b.conn),
+            _ => return Err(REMOVED),
+        };
+        call(&rdma, &conn)
+    }
+
+    /// Replaces the endpoint's CM id (a stale one, of an earlier failed attempt, is
+    /// destroyed). PASSIVE_LEVEL.
+    pub(crate) fn bind(&self, binding: Binding<P, V>) {
+        let old = self.binding.lock().replace(binding);
+        if let Some(old) = old {
+            old.destroy();
+        }
+    }
+
+    /// Destroys the endpoint's CM id, if it has one. PASSIVE_LEVEL.
+    pub(crate) fn unbind(&self) {
+        let old = self.binding.lock().take();
+        if let Some(old) = old {
+            old.destroy();
+        }
+    }
+
+    /// EP_CANCEL of a connection: every parked request ends with `STATUS_CANCELLED`, and so
+    /// does the CONNECT or ACCEPT the work item is running, when it would park.
+    pub fn cancel_parked(&self) {
+        {
+            let mut inner = self.inner.lock();
+            inner.cancels = inner.cancels.wrapping_add(1);
+        }
+        self.fail_parked(NtStatus::CANCELLED);
+    }
+
+    /// Ends every request parked on the endpoint with `status` (EP_CANCEL of a connection,
+    /// device removal). The CM's state is not changed (OFW).
+    pub fn fail_parked(&self, status: NtStatus) {
+        fail_queue::<P>(&self.start_queue, status);
+        fail_queue::<P>(&self.handshake_queue, status);
+        fail_queue::<P>(&self.disconnect_queue, status);
+        fail_queue::<P>(&self.notify_queue, status);
+    }
+
+    /// Destroys what is left of an endpoint that left its table (EP_DESTROY, cleanup): a
+    /// listener first ends its GET_REQUESTs and gives its queued endpoints back (fix of spec
+    /// §7.1-g: OFW left them queued, with a reference, on a freed listener); then running work
+    /// items finish, the CM id goes, and every parked request ends with `STATUS_CANCELLED`.
+    /// PASSIVE_LEVEL, no lock held.
+    pub fn teardown(&self) {
+        self.inner.lock().state = EpState::Destroying;
+        listen::release_waiters(self, NtStatus::CANCELLED);
+        if self.work.close() {
+            self.work.wait_drained();
+        }
+        self.unbind();
+        self.start_queue.purge();
+        self.handshake_queue.purge();
+        self.disconnect_queue.purge();
+        self.notify_queue.purge();
+        self.request_queue.purge();
+    }
+
+    /// The device whose CM made this endpoint's id is going: the id goes, every parked request
+    /// ends with `STATUS_DEVICE_REMOVED`, and the endpoint is disconnected. The device's gate
+    /// is closed and drained, so nothing uses the id.
+    fn remove(&self) {
+        let binding = self.binding.lock().take();
+        let Some(binding) = binding else { return };
+        binding.destroy();
+        {
+            let mut inner = self.inner.lock();
+            if inner.state != EpState::Destroying {
+                inner.state = EpState::Disconnected;
+            }
+        }
+        self.fail_parked(REMOVED);
+        listen::release_waiters(self, REMOVED);
+    }
+}
+
+/// Removal of a lower device, for endpoints: every endpoint of every file whose CM id that
+/// device's CM made ends (see [`EpObj::remove`]). The device's gate is closed and drained.
+/// One endpoint at a time with every lock released, building no list (removal cannot fail).
+pub(crate) fn remove_device<P: Platform, V: Verbs>(
+    rdma: &KArc<RdmaDevice<P, V>>,
+    shared: &Shared<P, V>,
+) {
+    let mut file = 0;
+    loop {
+        let prov = {
+            let providers = shared.providers.lock();
+            match providers.get(file) {
+                Some(p) => p.upgrade(),
+                None => break,
+            }
+        };
+        file += 1;
+        let Some(prov) = prov else { continue };
+        let mut at = 0;
+        loop {
+            let next = {
+                let tables = prov.tables.lock();
+                let mut cursor = at;
+                loop {
+                    match tables.eps.next_after(cursor) {
+                        Some((id, ep)) if ep.uses(rdma) => break Some((id, KArc::clone(ep))),
+                        Some((id, _)) => cursor = id,
+                        None => break None,
+                    }
+                }
+            };
+            let Some((id, ep)) = next else { break };
+            at = id;
+            ep.remove();
+        }
+    }
+}
+
+impl<P: Platform, V: Verbs> EpObj<P, V> {
+    /// Whether the endpoint's CM id was made by `rdma`'s CM.
+    fn uses(&self, rdma: &KArc<RdmaDevice<P, V>>) -> bool {
+        self.binding
+            .lock()
+            .as_ref()
+            .is_some_and(|b| KArc::ptr_eq(&b.rdma, rdma))
+    }
+}
+
+/// The device (and its CM) an endpoint bound to `device_guid` uses: that device when it has a
+/// CM, otherwise the first device that has one. OFW used one CM for every device (the first
+/// one's, never dropped: spec §7.1-c); an IB CM serves every port of the host, so any present
+/// device's CM reaches the endpoint's port, and each id stays tied to the device whose CM made
+/// it, so its removal ends exactly the ids that used it.
+pub(crate) fn choose_cm<P: Platform, V: Verbs>(
+    shared: &Shared<P, V>,
+    device_guid: u64,
+) -> Option<DeviceCm<P, V>> {
+    let devices = shared.devices.lock();
+    let with_cm = |d: &KArc<RdmaDevice<P, V>>| d.cm().map(|cm| (KArc::clone(d), cm));
+    devices
+        .iter()
+        .filter(|d| device_guid != 0 && d.guid == device_guid)
+        .find_map(with_cm)
+        .or_else(|| devices.iter().find_map(with_cm))
+}
+
+/// A fresh 24-bit starting PSN (OFW: `RtlRandomEx`): the clock and the endpoint's address,
+/// mixed. It only has to differ between connections, not be secret.
+pub(crate) fn starting_psn(now_ns: u64, salt: usize) -> u32 {
+    let mut x = now_ns ^ (salt as u64).rotate_left(29) ^ 0x9E37_79B9_7F4A_7C15;
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    x ^= x >> 33;
+    (x as u32) & 0x00FF_FFFF
+}

@@ -1,0 +1,523 @@
+//! The endpoint IOCTLs (spec §2.4): the ones that complete in the caller's thread, and the
+//! entry of CONNECT/ACCEPT, which park until the endpoint's work item starts them.
+//!
+//! EP_LOOKUP and the multicast join/leave answer `STATUS_NOT_IMPLEMENTED`, as OFW does: the
+//! datagram endpoint was never implemented end to end.
+
+use core::mem::size_of;
+use core::ops::Deref;
+
+use wv_abi::consts::{WV_IO_EP_TYPE_CONNECT, WV_IO_EP_TYPE_DATAGRAM};
+use wv_abi::encode::write_prefix;
+use wv_abi::{
+    IB_PATH_REC, NtStatus, Request, WV_IO_EP_ACCEPT, WV_IO_EP_ATTRIBUTES, WV_IO_EP_BIND,
+    WV_IO_EP_CONNECT, WV_IO_EP_DISCONNECT, WV_IO_EP_GET_REQUEST, WV_IO_EP_LISTEN, WV_IO_ID,
+    read_prefix,
+};
+use wv_hal::cm::REJ_USER_DEFINED;
+use wv_hal::{ConnectionManager, IoRequest, KArc, Platform, RequestQueue, SpinLock, Verbs};
+
+use super::work::disconnect_qp;
+use super::{EpInner, EpObj, EpState, listen};
+use crate::provider::Provider;
+use crate::sync::{Gate, ModifySched, RefCount};
+
+/// A decoded endpoint IOCTL: the fixed structs by value; variable bytes stay in the system
+/// buffer and are read again by the handler.
+pub(crate) enum EpCall {
+    Create {
+        ep_type: u64,
+    },
+    Destroy {
+        id: u64,
+    },
+    Modify {
+        id: u64,
+        route: IB_PATH_REC,
+    },
+    Bind(WV_IO_EP_BIND),
+    Reject {
+        id: u64,
+    },
+    Connect(WV_IO_EP_CONNECT),
+    Accept(WV_IO_EP_ACCEPT),
+    Disconnect(WV_IO_EP_DISCONNECT),
+    DisconnectNotify {
+        id: u64,
+    },
+    Query {
+        id: u64,
+    },
+    Cancel {
+        id: u64,
+    },
+    Listen(WV_IO_EP_LISTEN),
+    GetRequest(WV_IO_EP_GET_REQUEST),
+    /// EP_LOOKUP, EP_MULTICAST_JOIN, EP_MULTICAST_LEAVE.
+    NotImplemented,
+}
+
+impl EpCall {
+    /// The endpoint call a decoded request is, if it is one.
+    pub(crate) fn of(request: &Request<'_>) -> Option<EpCall> {
+        use Request as R;
+        Some(match request {
+            R::EpCreate { ep_type } => EpCall::Create { ep_type: *ep_type },
+            R::EpDestroy { id } => EpCall::Destroy { id: *id },
+            R::EpModify { id, data } => EpCall::Modify {
+                id: id.Id,
+                // The decoder checked that the path's 64 bytes are there.
+                route: read_prefix(data).unwrap_or_default(),
+            },
+            R::EpBind { bind } => EpCall::Bind(*bind),
+            R::EpReject { id, .. } => EpCall::Reject { id: id.Id },
+            R::EpConnect { connect } => EpCall::Connect(*connect),
+            R::EpAccept { accept, .. } => EpCall::Accept(*accept),
+            R::EpDisconnect { disconnect, .. } => EpCall::Disconnect(*disconnect),
+            R::EpDisconnectNotify { id } => EpCall::DisconnectNotify { id: *id },
+            R::EpQuery { id } => EpCall::Query { id: *id },
+            R::EpCancel { id } => EpCall::Cancel { id: *id },
+            R::EpListen { listen } => EpCall::Listen(*listen),
+            R::EpGetRequest { req } => EpCall::GetRequest(*req),
+            R::EpLookup | R::EpMulticastJoin | R::EpMulticastLeave => EpCall::NotImplemented,
+            _ => return None,
+        })
+    }
+}
+
+/// Runs an endpoint IOCTL. `prov` is the caller's file (PASSIVE_LEVEL, the caller's thread).
+pub(crate) fn dispatch<P: Platform, V: Verbs>(
+    prov: &KArc<Provider<P, V>>,
+    req: P::Request,
+    call: EpCall,
+) {
+    let p = &**prov;
+    match call {
+        EpCall::Create { ep_type } => create(prov, req, ep_type),
+        EpCall::Destroy { id } => {
+            let status = p.destroy_ep(id, false);
+            req.complete(status, 0);
+        }
+        EpCall::Modify { id, route } => modify(p, req, id, route),
+        EpCall::Bind(bind) => self::bind(p, req, bind),
+        EpCall::Reject { id } => reject(p, req, id),
+        EpCall::Connect(c) => start(p, req, c.Id, |inner| inner.state == EpState::RouteResolved),
+        EpCall::Accept(a) => start(p, req, a.Id, |inner| match inner.state {
+            EpState::ActiveConnect => inner.rep_received,
+            EpState::PassiveConnect => !inner.rep_sent,
+            _ => false,
+        }),
+        EpCall::Disconnect(d) => disconnect(p, req, d),
+        EpCall::DisconnectNotify { id } => disconnect_notify(p, req, id),
+        EpCall::Query { id } => query(p, req, id),
+        EpCall::Cancel { id } => cancel(p, req, id),
+        EpCall::Listen(l) => listen::listen(p, req, l),
+        EpCall::GetRequest(g) => listen::get_request(p, req, g),
+        EpCall::NotImplemented => req.complete(NtStatus::NOT_IMPLEMENTED, 0),
+    }
+}
+
+/// An endpoint found by id, with a reference: destroy answers `STATUS_ACCESS_DENIED` until
+/// this is dropped (OFW `WvEpAcquire` / `WvEpRelease`).
+pub(crate) struct EpRef<P: Platform, V: Verbs> {
+    ep: KArc<EpObj<P, V>>,
+}
+
+impl<P: Platform, V: Verbs> EpRef<P, V> {
+    /// The endpoint itself.
+    pub fn arc(&self) -> &KArc<EpObj<P, V>> {
+        &self.ep
+    }
+}
+
+impl<P: Platform, V: Verbs> Deref for EpRef<P, V> {
+    type Target = EpObj<P, V>;
+    fn deref(&self) -> &EpObj<P, V> {
+        &self.ep
+    }
+}
+
+impl<P: Platform, V: Verbs> Drop for EpRef<P, V> {
+    fn drop(&mut self) {
+        self.ep.refs.put();
+    }
+}
+
+impl<P: Platform, V: Verbs> Provider<P, V> {
+    /// The endpoint with this id, referenced.
+    pub fn acquire_ep(&self, id: u64) -> Option<EpRef<P, V>> {
+        let tables = self.tables.lock();
+        let ep = tables.eps.get(id)?;
+        ep.refs.get();
+        Some(EpRef {
+            ep: KArc::clone(ep),
+        })
+    }
+
+    /// EP_DESTROY (and cleanup, with `force`): `STATUS_NOT_FOUND` for an unknown id,
+    /// `STATUS_ACCESS_DENIED` while an IOCTL uses the endpoint or a listener holds it;
+    /// otherwise it leaves its table and is torn down.
+    pub fn destroy_ep(&self, id: u64, force: bool) -> NtStatus {
+        let ep = {
+            let mut tables = self.tables.lock();
+            let Some(ep) = tables.eps.get(id) else {
+                return NtStatus::NOT_FOUND;
+            };
+            if ep.refs.is_held() && !force {
+                return NtStatus::ACCESS_DENIED;
+            }
+            match tables.eps.remove(id) {
+                Some(ep) => ep,
+                None => return NtStatus::NOT_FOUND,
+            }
+        };
+        ep.teardown();
+        NtStatus::SUCCESS
+    }
+
+    /// Cleanup's first step for endpoints (OFW `WvProviderCleanup`): every listener gives
+    /// its queued endpoints back, then every endpoint is destroyed. One at a time, no list.
+    pub fn cleanup_eps(&self) {
+        let mut at = 0;
+        loop {
+            let next = {
+                let tables = self.tables.lock();
+                tables
+                    .eps
+                    .next_after(at)
+                    .map(|(id, ep)| (id, KArc::clone(ep)))
+            };
+            let Some((id, ep)) = next else { break };
+            at = id;
+            listen::release_waiters(&ep, NtStatus::CANCELLED);
+        }
+        let mut at = 0;
+        loop {
+            let next = self.tables.lock().eps.next_after(at).map(|(id, _)| id);
+            let Some(id) = next else { break };
+            at = id;
+            let status = self.destroy_ep(id, true);
+            debug_assert_eq!(status, NtStatus::SUCCESS);
+        }
+    }
+}
+
+/// EP_CREATE `UINT64 EpType` → `UINT64 id`, `Information = 8`. Beyond OFW (spec §7.1-j): a
+/// type other than `WV_IO_EP_TYPE_CONNECT` / `_DATAGRAM` is `STATUS_INVALID_PARAMETER`.
+fn create<P: Platform, V: Verbs>(prov: &KArc<Provider<P, V>>, mut req: P::Request, ep_type: u64) {
+    if ep_type != WV_IO_EP_TYPE_CONNECT && ep_type != WV_IO_EP_TYPE_DATAGRAM {
+        return req.complete(NtStatus::INVALID_PARAMETER, 0);
+    }
+    let ep = match new_endpoint(prov, ep_type as u16) {
+        Ok(ep) => ep,
+        Err(status) => return req.complete(status, 0),
+    };
+    let id = match prov.insert_ep(ep) {
+        Ok(id) => id,
+        Err((ep, status)) => {
+            ep.teardown();
+            return req.complete(status, 0);
+        }
+    };
+    let info = write_prefix(req.buffer_mut(), &id).unwrap_or(0);
+    req.complete(NtStatus::SUCCESS, info);
+}
+
+/// A new Idle endpoint: its queues, gate and scheduler, or the status of what could not be
+/// made (`STATUS_NO_MEMORY` for memory, as OFW's `WvEpAllocate`; the framework's status for a
+/// queue). Nothing is left behind on failure.
+fn new_endpoint<P: Platform, V: Verbs>(
+    prov: &KArc<Provider<P, V>>,
+    ep_type: u16,
+) -> Result<KArc<EpObj<P, V>>, NtStatus> {
+    let platform = prov.platform();
+    let slot = KArc::<EpObj<P, V>>::try_reserve()?;
+    let queues = Queues::<P>::new(platform)?;
+    let (work, sched) = match (Gate::new(platform), ModifySched::new(platform)) {
+        (Ok(work), Ok(sched)) => (work, sched),
+        _ => {
+            queues.purge();
+            return Err(NtStatus::NO_MEMORY);
+        }
+    };
+    let [start, handshake, disconnect, notify, request] = queues.0;
+    Ok(slot.write_cyclic(|me| EpObj {
+        ep_type,
+        me: me.clone(),
+        shared: KArc::clone(&prov.shared),
+        prov: KArc::downgrade(prov),
+        refs: RefCount::default(),
+        inner: platform.spin_lock(EpInner {
+            state: EpState::Idle,
+            attr: WV_IO_EP_ATTRIBUTES::default(),
+            route: IB_PATH_REC::default(),
+            rep_received: false,
+            busy: false,
+            cancels: 0,
+            rep_sent: false,
+            disconnect_due: false,
+            pending: 0,
+            backlog: 0,
+            disconnect_status: NtStatus::SUCCESS,
+        }),
+        binding: platform.spin_lock(None),
+        queued: platform.spin_lock(alloc::vec::Vec::new()),
+        work,
+        sched,
+        start_queue: start,
+        handshake_queue: handshake,
+        disconnect_queue: disconnect,
+        notify_queue: notify,
+        request_queue: request,
+    }))
+}
+
+/// The five queues of an endpoint, all or none.
+struct Queues<P: Platform>([P::Queue; 5]);
+
+impl<P: Platform> Queues<P> {
+    fn new(platform: &P) -> Result<Self, NtStatus> {
+        let a = platform.create_queue()?;
+        let rest = (|| {
+            Ok::<_, NtStatus>([
+                platform.create_queue()?,
+                platform.create_queue()?,
+                platform.create_queue()?,
+                platform.create_queue()?,
+            ])
+        })();
+        match rest {
+            Ok([b, c, d, e]) => Ok(Queues([a, b, c, d, e])),
+            Err(status) => {
+                a.purge();
+                Err(status)
+            }
+        }
+    }
+
+    fn purge(&self) {
+        for q in &self.0 {
+            q.purge();
+        }
+    }
+}
+
+/// EP_MODIFY `{Id, Data = WV_IO_EP_OPTION_ROUTE}` + path: the route the endpoint connects
+/// over (resolved in user mode); only when bound (`STATUS_NOT_SUPPORTED`).
+fn modify<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    req: P::Request,
+    id: u64,
+    route: IB_PATH_REC,
+) {
+    let Some(ep) = prov.acquire_ep(id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let status = {
+        let mut inner = ep.inner.lock();
+        if inner.state == EpState::AddressBound {
+            inner.route = route;
+            inner.state = EpState::RouteResolved;
+            NtStatus::SUCCESS
+        } else {
+            NtStatus::NOT_SUPPORTED
+        }
+    };
+    drop(ep);
+    req.complete(status, 0);
+}
+
+/// EP_BIND: the local address (the user library reserved the port) and device; only when Idle
+/// (`STATUS_NOT_SUPPORTED`). `Information = 56`: the input echoes back.
+fn bind<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, bind: WV_IO_EP_BIND) {
+    let Some(ep) = prov.acquire_ep(bind.Id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let ok = {
+        let mut inner = ep.inner.lock();
+        let ok = inner.state == EpState::Idle;
+        if ok {
+            inner.attr.LocalAddress = bind.Address;
+            inner.attr.Device = bind.Device;
+            inner.state = EpState::AddressBound;
+        }
+        ok
+    };
+    drop(ep);
+    if ok {
+        req.complete(NtStatus::SUCCESS, size_of::<WV_IO_EP_BIND>());
+    } else {
+        req.complete(NtStatus::NOT_SUPPORTED, 0);
+    }
+}
+
+/// CONNECT and ACCEPT: `STATUS_TOO_MANY_COMMANDS` while another waits for or runs on the
+/// work item (OFW's single work entry); `STATUS_NOT_SUPPORTED` in a state that does not allow
+/// it, checked before it parks (fix of spec §7.1-f: OFW queued it anyway, and its work item
+/// then took whatever request was first in the endpoint's one queue). Otherwise it parks and
+/// the work item starts it.
+fn start<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    req: P::Request,
+    id: u64,
+    allowed: impl FnOnce(&EpInner) -> bool,
+) {
+    let Some(ep) = prov.acquire_ep(id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    {
+        let mut inner = ep.inner.lock();
+        if inner.busy {
+            drop(inner);
+            return req.complete(NtStatus::TOO_MANY_COMMANDS, 0);
+        }
+        if !allowed(&inner) {
+            drop(inner);
+            return req.complete(NtStatus::NOT_SUPPORTED, 0);
+        }
+        if let Err((req, status)) = ep.start_queue.park(req) {
+            drop(inner);
+            return req.complete(status, 0);
+        }
+        inner.busy = true;
+    }
+    super::kick(ep.arc());
+}
+
+/// EP_REJECT `{Id}` + private data: refuses the request (passive) or the reply (active) with
+/// `IB_REJ_USER_DEFINED`; the endpoint is disconnected. Only while connecting
+/// (`STATUS_NOT_SUPPORTED`). The private data length is OFW's `(UINT8)(inlen - 16)`.
+fn reject<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
+    let Some(ep) = prov.acquire_ep(id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    {
+        let mut inner = ep.inner.lock();
+        if !matches!(
+            inner.state,
+            EpState::ActiveConnect | EpState::PassiveConnect
+        ) {
+            drop(inner);
+            return req.complete(NtStatus::NOT_SUPPORTED, 0);
+        }
+        inner.state = EpState::Disconnected;
+        // A handshake request cannot be answered any more: it ends now rather than never.
+        while let Some(r) = ep.handshake_queue.retrieve_next() {
+            r.complete(NtStatus::CANCELLED, 0);
+        }
+    }
+    let input = req.input_len().min(req.buffer().len());
+    let len = usize::from((input.saturating_sub(size_of::<WV_IO_ID>())) as u8);
+    let start = size_of::<WV_IO_ID>();
+    let pdata = &req.buffer()[start..start + len.min(input.saturating_sub(start))];
+    let status = match ep.with_cm(|cm, id| cm.send_rej(id, REJ_USER_DEFINED, &[], pdata)) {
+        Ok(()) => NtStatus::SUCCESS,
+        Err(status) => status,
+    };
+    drop(ep);
+    req.complete(status, 0);
+}
+
+/// EP_DISCONNECT `{Id, QpId}` → the QP-state bytes. Connected: the DREQ goes out and the
+/// request pends until the DREP (or the DREQ's timeout), then its QP goes to ERROR.
+/// Disconnecting (either way): the DREP answers, the QP goes to ERROR at once, and it completes
+/// inline. Otherwise `STATUS_INVALID_DEVICE_STATE`.
+fn disconnect<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    req: P::Request,
+    d: WV_IO_EP_DISCONNECT,
+) {
+    let Some(ep) = prov.acquire_ep(d.Id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let req = {
+        let mut inner = ep.inner.lock();
+        match inner.state {
+            EpState::Connected => {
+                // Parked before the DREQ leaves, so the DREP cannot come first.
+                if let Err((req, status)) = ep.disconnect_queue.park(req) {
+                    drop(inner);
+                    return req.complete(status, 0);
+                }
+                inner.state = EpState::ActiveDisconnect;
+                None
+            }
+            EpState::ActiveDisconnect | EpState::PassiveDisconnect => Some(req),
+            _ => {
+                drop(inner);
+                return req.complete(NtStatus::INVALID_DEVICE_STATE, 0);
+            }
+        }
+    };
+    let req = match req {
+        Some(req) => req,
+        None => match ep.with_cm(|cm, id| cm.send_dreq(id, &[])) {
+            Ok(()) => return,
+            // No DREQ could go: as OFW, disconnect at once (if the request is still here).
+            Err(_) => match ep.disconnect_queue.retrieve_next() {
+                Some(req) => req,
+                None => return,
+            },
+        },
+    };
+    {
+        let mut inner = ep.inner.lock();
+        if inner.state != EpState::Destroying {
+            inner.state = EpState::Disconnected;
+        }
+    }
+    let _ = ep.with_cm(|cm, id| cm.send_drep(id, &[]));
+    disconnect_qp(&ep, req, d.QpId, NtStatus::SUCCESS);
+}
+
+/// EP_DISCONNECT_NOTIFY: pends while connected (or disconnecting actively) until the
+/// connection goes; completes at once once it went; otherwise `STATUS_NOT_SUPPORTED`.
+fn disconnect_notify<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
+    let Some(ep) = prov.acquire_ep(id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let inner = ep.inner.lock();
+    match inner.state {
+        EpState::Connected | EpState::ActiveDisconnect => {
+            if let Err((req, status)) = ep.notify_queue.park(req) {
+                drop(inner);
+                req.complete(status, 0);
+            }
+        }
+        EpState::PassiveDisconnect | EpState::Disconnected => {
+            drop(inner);
+            req.complete(NtStatus::SUCCESS, 0);
+        }
+        _ => {
+            drop(inner);
+            req.complete(NtStatus::NOT_SUPPORTED, 0);
+        }
+    }
+}
+
+/// EP_QUERY: the endpoint's `WV_IO_EP_ATTRIBUTES`, `Information = 160`.
+fn query<P: Platform, V: Verbs>(prov: &Provider<P, V>, mut req: P::Request, id: u64) {
+    let Some(ep) = prov.acquire_ep(id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    let attr = ep.inner.lock().attr;
+    drop(ep);
+    let info = write_prefix(req.buffer_mut(), &attr).unwrap_or(0);
+    req.complete(NtStatus::SUCCESS, info);
+}
+
+/// EP_CANCEL: a listener's GET_REQUESTs end with `STATUS_CANCELLED` and its queued endpoints
+/// go back to Idle; any other endpoint's parked requests end with `STATUS_CANCELLED`. The
+/// connection's state does not change (OFW).
+fn cancel<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
+    let Some(ep) = prov.acquire_ep(id) else {
+        return req.complete(NtStatus::NOT_FOUND, 0);
+    };
+    if ep.state() == EpState::Listening {
+        listen::release_waiters(&ep, NtStatus::CANCELLED);
+    } else {
+        ep.cancel_parked();
+    }
+    drop(ep);
+    req.complete(NtStatus::SUCCESS, 0);
+}

@@ -1,0 +1,1210 @@
+//! The endpoint IOCTLs through raw bytes, over the scriptable CM: every transition of the
+//! state machine of spec §3.8 and every error status of spec §2.4, the pend/inline behaviour,
+//! what reaches the CM and the QP, and the fixes of spec §7.1-f, -g and -h.
+//!
+//! The scenarios run on the deterministic host model (`fx.run()` runs the work items and the
+//! CM's DPCs), so every interleaving is the one written; where the order of two things matters
+//! (a request waiting for its work item) the test says so.
+#![allow(clippy::disallowed_methods)] // tests may allocate infallibly; the core may not (clippy.toml)
+
+mod common;
+
+use std::mem::size_of;
+
+use common::ep::*;
+use common::*;
+use wv_abi::consts::{WV_IO_EP_TYPE_CONNECT, WV_IO_EP_TYPE_DATAGRAM};
+use wv_abi::ioctl::*;
+use wv_abi::{NtStatus, WV_IO_EP_ATTRIBUTES, WV_IO_EP_CONNECT, WV_IO_SOCKADDR_DATA};
+use wv_core::DriverConfig;
+use wv_hal::cm::{REJ_INSUFFICIENT_RESOURCES, REJ_USER_DEFINED};
+use wv_hal::{QpModify, QpState};
+use wv_host::fake_cm::{FakeCmDetail, FakeCmEvent, FakeCmOp, peer_rep};
+use wv_host::fake_verbs::FakeCall;
+use wv_host::{HostPlatform, Io, IoStatus};
+
+/// A deterministic fixture: the order of work items, DPCs and IOCTLs is the test's.
+fn fx() -> Fx {
+    Fx::with(HostPlatform::deterministic(), DriverConfig::default())
+}
+
+/// A file with a device, PD, CQ and an RC QP (in RESET), for endpoints to connect.
+struct Rig {
+    f: WvFile,
+    qp: u64,
+    fake_qp: u64,
+}
+
+impl Rig {
+    fn new(fx: &Fx) -> Rig {
+        let f = fx.open();
+        let dev = open_device(fx, &f);
+        let pd = alloc_pd(&f, dev);
+        let cq = cq(&f, dev, 16);
+        let qp = qp(&f, pd, cq, cq, 0);
+        let fake_qp = fx.last_created(FakeCall::CreateQp);
+        Rig { f, qp, fake_qp }
+    }
+}
+
+fn query(f: &WvFile, ep: u64) -> WV_IO_EP_ATTRIBUTES {
+    let st = ioctl(f, WV_IOCTL_EP_QUERY, &u64_in(ep), 160);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(st.information, 160);
+    out(&st)
+}
+
+/// Bytes the fake QP's modify writes: the new state first.
+fn qp_state_byte(st: &IoStatus) -> u8 {
+    st.output[0]
+}
+
+/// An endpoint with its route, ready to connect.
+fn routed(fx: &Fx, f: &WvFile) -> u64 {
+    let ep = ep_create(f);
+    bind(fx, f, ep, ipv4(LOCAL, 7000));
+    expect(
+        &ioctl(f, WV_IOCTL_EP_MODIFY, &route_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+    ep
+}
+
+/// CONNECT sent and its REQ out: returns the pending request and the CM id.
+fn connecting(fx: &Fx, r: &Rig, ep: u64, pdata: &[u8]) -> (Io, u64) {
+    let io = pend(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, pdata), 0);
+    fx.run();
+    assert!(!io.is_complete(), "CONNECT waits for the REP");
+    (
+        io,
+        fx.cm.last_id(FakeCmOp::SendReq).expect("a REQ went out"),
+    )
+}
+
+/// An active endpoint connected through REP and ACCEPT (RTU sent); returns it and its CM id.
+fn connected_active(fx: &Fx, r: &Rig) -> (u64, u64) {
+    let ep = routed(fx, &r.f);
+    let (io, cm_id) = connecting(fx, r, ep, b"hi");
+    fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"there")));
+    fx.run();
+    expect(&done(&io), NtStatus::SUCCESS);
+    let io = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8);
+    fx.run();
+    let st = done(&io);
+    expect(&st, NtStatus::SUCCESS);
+    (ep, cm_id)
+}
+
+/// A listener on LOCAL:7001 with a GET_REQUEST for a fresh endpoint; returns (listener, ep,
+/// the GET_REQUEST, the listen's CM id).
+fn listening(fx: &Fx, f: &WvFile) -> (u64, u64, Io, u64) {
+    let listener = ep_create(f);
+    bind(fx, f, listener, ipv4(LOCAL, 7001));
+    expect(
+        &ioctl(f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 4), 16),
+        NtStatus::SUCCESS,
+    );
+    let lid = fx.cm.last_id(FakeCmOp::Listen).unwrap();
+    let ep = ep_create(f);
+    let io = pend(f, WV_IOCTL_EP_GET_REQUEST, &get_request_in(listener, ep), 0);
+    (listener, ep, io, lid)
+}
+
+/// A passive endpoint whose request arrived (PassiveConnect); returns (listener, ep, its CM id).
+fn passive(fx: &Fx, r: &Rig) -> (u64, u64, u64) {
+    let (listener, ep, io, lid) = listening(fx, &r.f);
+    assert!(fx.cm.incoming_request(lid, incoming(b"hello")));
+    fx.run();
+    let st = done(&io);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(st.information, 0);
+    let cm_id = fx.cm.last_id(FakeCmOp::GetRequest).unwrap();
+    (listener, ep, cm_id)
+}
+
+#[test]
+fn create_validates_the_type_and_destroy_and_query_find_by_id() {
+    let fx = fx();
+    let f = fx.open();
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_CREATE, &u64_in(0x0107), 8),
+        NtStatus::INVALID_PARAMETER,
+    );
+    let a = ep_create(&f);
+    let st = ioctl(&f, WV_IOCTL_EP_CREATE, &u64_in(WV_IO_EP_TYPE_DATAGRAM), 8);
+    expect(&st, NtStatus::SUCCESS);
+    let b = out::<u64>(&st);
+    assert_eq!((a, b), (1, 2), "ids from 1, per file");
+    assert_eq!(query(&f, a).LocalAddress, WV_IO_SOCKADDR_DATA::default());
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_DESTROY, &u64_in(a), 0),
+        NtStatus::SUCCESS,
+    );
+    for code in [
+        WV_IOCTL_EP_DESTROY,
+        WV_IOCTL_EP_QUERY,
+        WV_IOCTL_EP_CANCEL,
+        WV_IOCTL_EP_DISCONNECT_NOTIFY,
+    ] {
+        expect(&ioctl(&f, code, &u64_in(a), 160), NtStatus::NOT_FOUND);
+    }
+    // Buffers: EP_CREATE needs 8 bytes out, EP_QUERY 160.
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_CREATE, &u64_in(WV_IO_EP_TYPE_CONNECT), 7),
+        NtStatus::BUFFER_TOO_SMALL,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_QUERY, &u64_in(b), 159),
+        NtStatus::BUFFER_TOO_SMALL,
+    );
+    for code in [
+        WV_IOCTL_EP_LOOKUP,
+        WV_IOCTL_EP_MULTICAST_JOIN,
+        WV_IOCTL_EP_MULTICAST_LEAVE,
+    ] {
+        expect(&ioctl(&f, code, &u64_in(b), 64), NtStatus::NOT_IMPLEMENTED);
+    }
+}
+
+#[test]
+fn bind_and_route_move_an_idle_endpoint_forward_once() {
+    let fx = fx();
+    let f = fx.open();
+    let ep = ep_create(&f);
+    // MODIFY needs the bound state, the ROUTE option and a whole path record.
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_MODIFY, &route_in(ep), 0),
+        NtStatus::NOT_SUPPORTED,
+    );
+    let st = ioctl(
+        &f,
+        WV_IOCTL_EP_BIND,
+        &bind_in(ep, ipv4(LOCAL, 7000), fx.guid()),
+        56,
+    );
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(
+        read_back_bind(&st),
+        bind_in(ep, ipv4(LOCAL, 7000), fx.guid())
+    );
+    let attr = query(&f, ep);
+    assert_eq!(attr.LocalAddress, ipv4(LOCAL, 7000));
+    assert_eq!(attr.Device.DeviceGuid, fx.guid());
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_BIND, &bind_in(ep, ipv4(LOCAL, 1), 0), 56),
+        NtStatus::NOT_SUPPORTED,
+    );
+    let mut other = id(ep, 0, 2);
+    other.resize(16 + 64, 0);
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_MODIFY, &other, 0),
+        NtStatus::INVALID_PARAMETER,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_MODIFY, &route_in(ep)[..16 + 63], 0),
+        NtStatus::BUFFER_TOO_SMALL,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_MODIFY, &route_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_MODIFY, &route_in(ep), 0),
+        NtStatus::NOT_SUPPORTED,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_MODIFY, &route_in(99), 0),
+        NtStatus::NOT_FOUND,
+    );
+}
+
+fn read_back_bind(st: &IoStatus) -> Vec<u8> {
+    st.output.clone()
+}
+
+#[test]
+fn connect_sends_ofw_s_req_and_completes_on_the_rep() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let ep = routed(&fx, &r.f);
+    let (io, _) = connecting(&fx, &r, ep, b"hello");
+    let FakeCmDetail::Req(req) = &fx.cm.sent(FakeCmOp::SendReq)[0].detail else {
+        panic!("no REQ");
+    };
+    assert_eq!(
+        req.service_id, 0x0106_1388,
+        "TCP port space, peer port 5000"
+    );
+    assert_eq!(req.primary_path, path());
+    assert_eq!(
+        req.private_data.len(),
+        36 + 5,
+        "IP-CM header + the user's bytes"
+    );
+    assert_eq!(&req.private_data[..4], &[0x00, 0x40, 0x1B, 0x58]);
+    assert_eq!(&req.private_data[16..20], &LOCAL);
+    assert_eq!(&req.private_data[32..36], &PEER);
+    assert_eq!(&req.private_data[36..], b"hello");
+    assert_eq!(req.qp_type, wv_hal::QpType::Rc);
+    assert_eq!((req.responder_resources, req.initiator_depth), (3, 2));
+    assert_eq!((req.retry_count, req.rnr_retry_count), (6, 5));
+    assert_eq!(
+        (
+            req.remote_cm_response_timeout,
+            req.local_cm_response_timeout
+        ),
+        (20, 20)
+    );
+    assert_eq!(req.max_cm_retries, 15);
+    assert!(req.flow_control && !req.srq);
+    assert!(req.starting_psn < 1 << 24);
+    let cm_id = fx.cm.last_id(FakeCmOp::SendReq).unwrap();
+    fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"rep data")));
+    fx.run();
+    let st = done(&io);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(st.information, 0);
+    // The REP is saved as OFW's WvEpSaveReply does: 56 bytes, read limits swapped.
+    let attr = query(&r.f, ep);
+    let param = attr.connect();
+    assert_eq!(param.DataLength, 56);
+    assert_eq!(&param.Data[..8], b"rep data");
+    assert_eq!(
+        (param.InitiatorDepth, param.ResponderResources),
+        (2, 3),
+        "REP resp_res 2 → InitiatorDepth, init_depth 3 → ResponderResources"
+    );
+    assert_eq!(param.RnrRetryCount, 7);
+    assert_eq!(attr.PeerAddress, ipv4(PEER, 5000));
+}
+
+#[test]
+fn active_accept_moves_the_qp_to_rts_and_sends_the_rtu() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let ep = routed(&fx, &r.f);
+    let (io, cm_id) = connecting(&fx, &r, ep, b"");
+    // ACCEPT before the REP: not yet.
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8),
+        NtStatus::NOT_SUPPORTED,
+    );
+    fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"")));
+    fx.run();
+    expect(&done(&io), NtStatus::SUCCESS);
+    let io = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b"rtu!"), 8);
+    fx.run();
+    let st = done(&io);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(
+        st.information, 8,
+        "Information = outlen (the QP-state bytes)"
+    );
+    assert_eq!(qp_state_byte(&st), QpState::Rts as u8);
+    assert_eq!(fx.hca.qp_state(r.fake_qp), Some(QpState::Rts));
+    let modifies: Vec<_> = fx
+        .hca
+        .modify_log()
+        .into_iter()
+        .filter(|m| m.qp == r.fake_qp)
+        .map(|m| m.to)
+        .collect();
+    assert_eq!(modifies, [QpState::Init, QpState::Rtr, QpState::Rts]);
+    let rtr = fx.hca.modify_log()[1].modify;
+    let QpModify::Rtr(rtr) = rtr else { panic!() };
+    assert_eq!((rtr.dest_qpn, rtr.rq_psn), (0x51, 0x5000), "from the REP");
+    assert_eq!(
+        fx.cm.sent(FakeCmOp::SendRtu)[0].detail,
+        FakeCmDetail::PrivateData(b"rtu!".to_vec())
+    );
+    // Connected: a second ACCEPT or a CONNECT is in the wrong state.
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8),
+        NtStatus::NOT_SUPPORTED,
+    );
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0),
+        NtStatus::NOT_SUPPORTED,
+    );
+}
+
+#[test]
+fn a_req_timeout_returns_to_the_route_and_a_rej_refuses_with_its_data() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let ep = routed(&fx, &r.f);
+    let (io, cm_id) = connecting(&fx, &r, ep, b"");
+    fx.cm.event(cm_id, FakeCmEvent::ReqError);
+    fx.run();
+    let st = done(&io);
+    // STATUS_TIMEOUT is a success code: the bytes (none) come back.
+    expect(&st, NtStatus::TIMEOUT);
+    // RouteResolved again: CONNECT once more, on a new CM id (the old one is destroyed).
+    let (io, second) = connecting(&fx, &r, ep, b"");
+    assert_ne!(second, cm_id);
+    assert!(!fx.cm.live_ids().contains(&cm_id));
+    fx.cm.event(
+        second,
+        FakeCmEvent::Rej {
+            reason: REJ_USER_DEFINED,
+            private_data: b"go away".to_vec(),
+        },
+    );
+    fx.run();
+    expect(&done(&io), NtStatus::CONNECTION_REFUSED);
+    let param = query(&r.f, ep).connect();
+    assert_eq!((param.DataLength, &param.Data[..7]), (56, &b"go away"[..]));
+    // Disconnected: nothing more to connect or disconnect.
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0),
+        NtStatus::NOT_SUPPORTED,
+    );
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8),
+        NtStatus::INVALID_DEVICE_STATE,
+    );
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+}
+
+#[test]
+fn connect_checks_before_it_parks() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let ep = ep_create(&r.f);
+    // Not routed yet.
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0),
+        NtStatus::NOT_SUPPORTED,
+    );
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(77, r.qp, b""), 0),
+        NtStatus::NOT_FOUND,
+    );
+    let mut long = WV_IO_EP_CONNECT {
+        Id: ep,
+        QpId: r.qp,
+        PeerAddress: ipv4(PEER, 1),
+        Param: param(b""),
+    };
+    long.Param.DataLength = 57;
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CONNECT, &bytes(&long), 0),
+        NtStatus::INVALID_BUFFER_SIZE,
+    );
+    expect(
+        &ioctl(
+            &r.f,
+            WV_IOCTL_EP_CONNECT,
+            &connect_in(ep, r.qp, b"")[..127],
+            0,
+        ),
+        NtStatus::BUFFER_TOO_SMALL,
+    );
+    let ep = routed(&fx, &r.f);
+    // A second CONNECT while the first waits for the work item: OFW's single work entry.
+    let first = pend(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0);
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0),
+        NtStatus::TOO_MANY_COMMANDS,
+    );
+    fx.run();
+    assert!(!first.is_complete());
+    // An unknown QP fails on the work item.
+    let ep2 = routed(&fx, &r.f);
+    let io = pend(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep2, 999, b""), 0);
+    fx.run();
+    expect(&done(&io), NtStatus::NOT_FOUND);
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(&done(&first), NtStatus::CANCELLED);
+}
+
+#[test]
+fn listen_get_request_and_the_passive_accept() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (listener, ep, io, lid) = listening(&fx, &r.f);
+    let FakeCmDetail::Listen {
+        service_id,
+        compare,
+        compare_offset,
+    } = fx.cm.sent(FakeCmOp::Listen)[0].detail.clone()
+    else {
+        panic!()
+    };
+    assert_eq!(service_id, 0x0106_1B59);
+    assert_eq!(compare.len(), 36, "bound to one address: its IP-CM header");
+    assert_eq!(&compare[32..36], &LOCAL);
+    assert_eq!(compare_offset, 4, "IB_REQ_CM_RDMA_CMP_DST_IP");
+    assert_eq!(query(&r.f, listener).backlog(), 4);
+    // The queued endpoint is the listener's now.
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
+        NtStatus::ACCESS_DENIED,
+    );
+    expect(
+        &ioctl(
+            &r.f,
+            WV_IOCTL_EP_GET_REQUEST,
+            &get_request_in(listener, ep),
+            0,
+        ),
+        NtStatus::CONNECTION_IN_USE,
+    );
+    assert!(fx.cm.incoming_request(lid, incoming(b"hello")));
+    fx.run();
+    expect(&done(&io), NtStatus::SUCCESS);
+    let attr = query(&r.f, ep);
+    assert_eq!(attr.LocalAddress, ipv4(LOCAL, 7001));
+    assert_eq!(attr.PeerAddress, ipv4(PEER, 6000));
+    assert_eq!(attr.Device.DeviceGuid, 0x0002_c903_0000_1234u64.to_be());
+    assert_eq!((attr.Device.Pkey, attr.Device.PortNumber), (0xFFFF, 1));
+    let param = attr.connect();
+    assert_eq!((param.ResponderResources, param.InitiatorDepth), (4, 5));
+    assert_eq!((param.RetryCount, param.RnrRetryCount), (7, 6));
+    assert_eq!(param.DataLength, 56);
+    assert_eq!(&param.Data[..5], b"hello");
+    // ACCEPT: QP to RTS with the caller's limits, the REP, then the RTU.
+    let io = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b"ok"), 8);
+    fx.run();
+    assert!(!io.is_complete(), "a passive ACCEPT waits for the RTU");
+    let FakeCmDetail::Rep(rep) = fx.cm.sent(FakeCmOp::SendRep)[0].detail.clone() else {
+        panic!()
+    };
+    assert_eq!(rep.private_data, b"ok");
+    assert_eq!((rep.responder_resources, rep.initiator_depth), (3, 2));
+    assert_eq!(rep.failover_accepted, 1);
+    let log = fx.hca.modify_log();
+    let QpModify::Rtr(rtr) = log[1].modify else {
+        panic!()
+    };
+    assert_eq!(
+        rtr.responder_resources, 3,
+        "the caller's ResponderResources"
+    );
+    assert_eq!(
+        (rtr.dest_qpn, rtr.rq_psn),
+        (0x61, 0x6000),
+        "the requester's QP and PSN"
+    );
+    let QpModify::Rts(rts) = log[2].modify else {
+        panic!()
+    };
+    assert_eq!(rts.initiator_depth, 2, "the caller's InitiatorDepth");
+    assert_eq!(rts.sq_psn, rep.starting_psn, "the PSN the REP announces");
+    // A second ACCEPT while the first waits: the REP is out.
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8),
+        NtStatus::NOT_SUPPORTED,
+    );
+    let cm_id = fx.cm.last_id(FakeCmOp::SendRep).unwrap();
+    fx.cm.event(cm_id, FakeCmEvent::Rtu(vec![]));
+    fx.run();
+    let st = done(&io);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(st.information, 8);
+    // Connected now.
+    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
+    fx.run();
+    expect(&done(&notify), NtStatus::SUCCESS);
+}
+
+#[test]
+fn get_request_errors() {
+    let fx = fx();
+    let f = fx.open();
+    let listener = ep_create(&f);
+    let ep = ep_create(&f);
+    expect(
+        &ioctl(
+            &f,
+            WV_IOCTL_EP_GET_REQUEST,
+            &get_request_in(listener, ep),
+            0,
+        ),
+        NtStatus::NOT_SUPPORTED,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_GET_REQUEST, &get_request_in(99, ep), 0),
+        NtStatus::NOT_FOUND,
+    );
+    bind(&fx, &f, listener, ipv4([0, 0, 0, 0], 7002));
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 0), 16),
+        NtStatus::SUCCESS,
+    );
+    // The any-address listens without compare data.
+    let FakeCmDetail::Listen { compare, .. } = &fx.cm.sent(FakeCmOp::Listen)[0].detail else {
+        panic!()
+    };
+    assert!(compare.is_empty());
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 0), 16),
+        NtStatus::NOT_SUPPORTED,
+    );
+    expect(
+        &ioctl(
+            &f,
+            WV_IOCTL_EP_GET_REQUEST,
+            &get_request_in(listener, 99),
+            0,
+        ),
+        NtStatus::NOT_FOUND,
+    );
+    bind(&fx, &f, ep, ipv4(LOCAL, 1));
+    expect(
+        &ioctl(
+            &f,
+            WV_IOCTL_EP_GET_REQUEST,
+            &get_request_in(listener, ep),
+            0,
+        ),
+        NtStatus::CONNECTION_IN_USE,
+    );
+}
+
+/// EP_CANCEL while the work item runs a passive ACCEPT (the request is in no queue then):
+/// the ACCEPT ends with `STATUS_CANCELLED` where it would park, and no REP goes. OFW's
+/// cancel flushed only the queue and missed it. Threaded: the work item is held inside the
+/// QP modify while the cancel comes.
+#[test]
+fn ep_cancel_reaches_an_accept_its_work_item_is_running() {
+    let fx = Fx::with(HostPlatform::threaded(2), DriverConfig::default());
+    let r = Rig::new(&fx);
+    let (_listener, ep, _cm_id) = passive(&fx, &r);
+    let gate = fx.hca.hold_modify(r.fake_qp);
+    let accept = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b"x"), 8);
+    assert!(
+        gate.wait_blocked(std::time::Duration::from_secs(20)),
+        "the ACCEPT's QP modify never started"
+    );
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+    assert!(
+        !accept.is_complete(),
+        "running, in no queue: the cancel found nothing"
+    );
+    gate.release();
+    expect(&done(&accept), NtStatus::CANCELLED);
+    assert!(
+        fx.cm.sent(FakeCmOp::SendRep).is_empty(),
+        "no REP after the cancel"
+    );
+    // The request is still there to answer: EP_REJECT refuses it (once the work item is
+    // done).
+    fx.run();
+    let mut reject = id(ep, 0, 0);
+    reject.extend_from_slice(b"no");
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_REJECT, &reject, 0),
+        NtStatus::SUCCESS,
+    );
+    assert_eq!(fx.cm.sent(FakeCmOp::SendRej).len(), 1);
+}
+
+#[test]
+fn passive_endpoints_end_on_rej_rep_timeout_and_early_dreq() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    // REP never acknowledged.
+    let (_, ep, cm_id) = passive(&fx, &r);
+    let io = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8);
+    fx.run();
+    fx.cm.event(cm_id, FakeCmEvent::RepError);
+    fx.run();
+    expect(&done(&io), NtStatus::IO_TIMEOUT);
+    // The peer refuses the REP.
+    let r2 = Rig::new(&fx);
+    let (_, ep, cm_id) = passive(&fx, &r2);
+    let io = pend(&r2.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r2.qp, b""), 8);
+    fx.run();
+    fx.cm.event(
+        cm_id,
+        FakeCmEvent::Rej {
+            reason: 28,
+            private_data: b"no".to_vec(),
+        },
+    );
+    fx.run();
+    expect(&done(&io), NtStatus::CONNECTION_REFUSED);
+    // A DREQ before the RTU: the ACCEPT ends well, the DREQ is answered by DISCONNECT.
+    let r3 = Rig::new(&fx);
+    let (_, ep, cm_id) = passive(&fx, &r3);
+    let io = pend(&r3.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r3.qp, b""), 8);
+    fx.run();
+    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
+    fx.run();
+    let st = done(&io);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(st.information, 8);
+    let st = ioctl(&r3.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r3.qp), 8);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(qp_state_byte(&st), QpState::Error as u8);
+    assert_eq!(fx.cm.sent(FakeCmOp::SendDrep).len(), 1);
+}
+
+#[test]
+fn reject_sends_the_callers_private_data() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (_, ep, _) = passive(&fx, &r);
+    let mut input = id(ep, 0, 0);
+    input.extend_from_slice(b"not today");
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_REJECT, &input, 0),
+        NtStatus::SUCCESS,
+    );
+    assert_eq!(
+        fx.cm.sent(FakeCmOp::SendRej)[0].detail,
+        FakeCmDetail::Rej {
+            reason: REJ_USER_DEFINED,
+            ari: vec![],
+            private_data: b"not today".to_vec()
+        }
+    );
+    // Disconnected: rejecting again is the wrong state.
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_REJECT, &input, 0),
+        NtStatus::NOT_SUPPORTED,
+    );
+    let idle = ep_create(&r.f);
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_REJECT, &id(idle, 0, 0), 0),
+        NtStatus::NOT_SUPPORTED,
+    );
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_REJECT, &id(99, 0, 0), 0),
+        NtStatus::NOT_FOUND,
+    );
+}
+
+#[test]
+fn active_disconnect_waits_for_the_drep_then_moves_the_qp_to_error() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    let io = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    assert_eq!(fx.cm.sent(FakeCmOp::SendDreq).len(), 1);
+    fx.run();
+    assert!(!io.is_complete() && !notify.is_complete());
+    fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
+    fx.run();
+    let st = done(&io);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(
+        (st.information, qp_state_byte(&st)),
+        (8, QpState::Error as u8)
+    );
+    assert_eq!(fx.hca.qp_state(r.fake_qp), Some(QpState::Error));
+    expect(&done(&notify), NtStatus::SUCCESS);
+    // Disconnected.
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8),
+        NtStatus::INVALID_DEVICE_STATE,
+    );
+}
+
+#[test]
+fn both_sides_disconnecting_at_once_end_each_other() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    let io = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    // The peer's DREQ crosses ours (ActiveDisconnect → Disconnected): both end well.
+    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
+    fx.run();
+    let st = done(&io);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(qp_state_byte(&st), QpState::Error as u8);
+    expect(&done(&notify), NtStatus::SUCCESS);
+    // Its late DREP changes nothing.
+    fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
+    fx.run();
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8),
+        NtStatus::INVALID_DEVICE_STATE,
+    );
+
+    // A second DISCONNECT while the first waits for the DREP answers at once (OFW: it tries a
+    // DREP, which the CM refuses as no DREQ came, and moves the QP to ERROR); the first still
+    // ends when the DREP comes.
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    let first = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, 0), 0);
+    let st = ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(qp_state_byte(&st), QpState::Error as u8);
+    let dreps: Vec<_> = fx
+        .cm
+        .calls()
+        .into_iter()
+        .filter(|c| c.op == FakeCmOp::SendDrep)
+        .map(|c| c.result)
+        .collect();
+    assert_eq!(dreps, vec![Err(NtStatus::INVALID_DEVICE_STATE)]);
+    fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
+    fx.run();
+    expect(&done(&first), NtStatus::SUCCESS);
+}
+
+#[test]
+fn a_dreq_timeout_ends_the_disconnect_with_status_timeout() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    let io = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, 0), 0);
+    fx.cm.event(cm_id, FakeCmEvent::DreqError);
+    fx.run();
+    expect(&done(&io), NtStatus::TIMEOUT);
+    assert_eq!(
+        fx.hca.qp_state(r.fake_qp),
+        Some(QpState::Rts),
+        "QpId 0: no QP modify"
+    );
+}
+
+#[test]
+fn passive_disconnect_answers_the_dreq_inline() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    fx.cm.event(cm_id, FakeCmEvent::Dreq(b"bye".to_vec()));
+    fx.run();
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+    let st = ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(
+        (st.information, qp_state_byte(&st)),
+        (8, QpState::Error as u8)
+    );
+    assert_eq!(fx.cm.sent(FakeCmOp::SendDrep).len(), 1);
+    // A QP the file does not have.
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
+    fx.run();
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, 555), 8),
+        NtStatus::NOT_FOUND,
+    );
+}
+
+#[test]
+fn disconnect_notify_states() {
+    let fx = fx();
+    let f = fx.open();
+    let ep = ep_create(&f);
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0),
+        NtStatus::NOT_SUPPORTED,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, 0), 0),
+        NtStatus::INVALID_DEVICE_STATE,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(99, 0), 0),
+        NtStatus::NOT_FOUND,
+    );
+}
+
+#[test]
+fn an_unknown_cm_event_ends_the_connection_with_not_implemented() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    fx.cm.event(cm_id, FakeCmEvent::Other(11));
+    fx.run();
+    expect(&done(&notify), NtStatus::NOT_IMPLEMENTED);
+    // MRAs change nothing.
+    let ep2 = routed(&fx, &r.f);
+    let (io, id2) = connecting(&fx, &r, ep2, b"");
+    fx.cm.event(id2, FakeCmEvent::Mra(20));
+    fx.run();
+    assert!(!io.is_complete());
+    let _ = ep;
+    fx.cm.event(id2, FakeCmEvent::ReqError);
+    fx.run();
+    expect(&done(&io), NtStatus::TIMEOUT);
+}
+
+#[test]
+fn ep_cancel_ends_parked_requests_and_gives_queued_endpoints_back() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (listener, ep, io, _) = listening(&fx, &r.f);
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(listener), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(&done(&io), NtStatus::CANCELLED);
+    // Idle again: it can be queued again, or destroyed.
+    let io = pend(
+        &r.f,
+        WV_IOCTL_EP_GET_REQUEST,
+        &get_request_in(listener, ep),
+        0,
+    );
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(listener), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(&done(&io), NtStatus::CANCELLED);
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+    // A connection's CONNECT, DISCONNECT_NOTIFY: cancelled; the CM state stays.
+    let ep = routed(&fx, &r.f);
+    let (io, _) = connecting(&fx, &r, ep, b"");
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(&done(&io), NtStatus::CANCELLED);
+    let (ep, _) = connected_active(&fx, &r);
+    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(&done(&notify), NtStatus::CANCELLED);
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(99), 0),
+        NtStatus::NOT_FOUND,
+    );
+}
+
+#[test]
+fn the_io_managers_cancel_ends_each_parked_request() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    // GET_REQUEST, CONNECT (waiting for the REP), ACCEPT (waiting for the RTU),
+    // DISCONNECT (waiting for the DREP), DISCONNECT_NOTIFY.
+    let (_, _, get, _) = listening(&fx, &r.f);
+    let active = routed(&fx, &r.f);
+    let (connect, _) = connecting(&fx, &r, active, b"");
+    let r2 = Rig::new(&fx);
+    let (_, pep, _) = passive(&fx, &r2);
+    let accept = pend(&r2.f, WV_IOCTL_EP_ACCEPT, &accept_in(pep, r2.qp, b""), 8);
+    fx.run();
+    let r3 = Rig::new(&fx);
+    let (cep, _) = connected_active(&fx, &r3);
+    let notify = pend(&r3.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(cep), 0);
+    let disconnect = pend(&r3.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(cep, r3.qp), 8);
+    for (file, io) in [
+        (&r.f, &get),
+        (&r.f, &connect),
+        (&r2.f, &accept),
+        (&r3.f, &notify),
+        (&r3.f, &disconnect),
+    ] {
+        assert!(file.cancel_io_ex(io));
+        expect(&done(io), NtStatus::CANCELLED);
+    }
+    // A CONNECT that was cancelled before its work item ran: nothing is sent.
+    let ep = routed(&fx, &r.f);
+    let io = pend(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0);
+    let reqs = fx.cm.sent(FakeCmOp::SendReq).len();
+    assert!(r.f.cancel_io_ex(&io));
+    fx.run();
+    expect(&done(&io), NtStatus::CANCELLED);
+    assert_eq!(fx.cm.sent(FakeCmOp::SendReq).len(), reqs);
+    // And the endpoint is free for the next CONNECT (no stale "busy").
+    let io = pend(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0);
+    fx.run();
+    assert!(!io.is_complete());
+}
+
+/// Spec §7.1-f: OFW kept every request of an endpoint in one queue and checked no state
+/// before queueing a CONNECT/ACCEPT; its work item took the first request of the queue
+/// whatever it was. An ACCEPT issued while connected, with a DISCONNECT_NOTIFY parked, had
+/// the notify completed with `STATUS_NOT_IMPLEMENTED` and itself left pending for ever. Here
+/// the ACCEPT is refused inline and the notify waits for the DREQ.
+#[test]
+fn accept_while_connected_leaves_a_parked_notify_alone() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    let accept =
+        r.f.device_io_control(WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8);
+    fx.run();
+    assert!(!notify.is_complete(), "the notify was taken for the ACCEPT");
+    let st = done(&accept);
+    expect(&st, NtStatus::NOT_SUPPORTED);
+    assert!(!accept.pending(), "refused before it parked");
+    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
+    fx.run();
+    expect(&done(&notify), NtStatus::SUCCESS);
+}
+
+/// Spec §7.1-g: OFW's EP_DESTROY of a listener did not cancel the listen first: the endpoints
+/// queued on it kept their state and the listener's reference, so their destroy answered
+/// `STATUS_ACCESS_DENIED` for ever and cleanup hung. Here the listener gives them back first.
+#[test]
+fn destroying_a_listener_gives_its_queued_endpoints_back() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (listener, ep, io, lid) = listening(&fx, &r.f);
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(listener), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(&done(&io), NtStatus::CANCELLED);
+    assert!(!fx.cm.live_ids().contains(&lid), "the listen's id is gone");
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+}
+
+/// Spec §7.1-h: the new connection's id reports to its endpoint from the moment the CM hands
+/// it over, even for an event processed in that very instant.
+#[test]
+fn an_event_racing_the_hand_over_reaches_the_new_endpoint() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (_, ep, io, lid) = listening(&fx, &r.f);
+    fx.cm.incoming_request(lid, incoming(b""));
+    fx.cm.race_next_get_request(FakeCmEvent::Dreq(vec![]));
+    fx.run();
+    expect(&done(&io), NtStatus::SUCCESS);
+    // The DREQ arrived while the endpoint was still Queued: ignored; a second one counts.
+    let cm_id = fx.cm.last_id(FakeCmOp::GetRequest).unwrap();
+    let accept = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8);
+    fx.run();
+    fx.cm.event(
+        cm_id,
+        FakeCmEvent::Rej {
+            reason: 28,
+            private_data: vec![],
+        },
+    );
+    fx.run();
+    expect(&done(&accept), NtStatus::CONNECTION_REFUSED);
+}
+
+#[test]
+fn requests_beyond_the_backlog_are_rejected_and_pairing_follows_each_get_request() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let listener = ep_create(&r.f);
+    bind(&fx, &r.f, listener, ipv4(LOCAL, 7001));
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 1), 16),
+        NtStatus::SUCCESS,
+    );
+    let lid = fx.cm.last_id(FakeCmOp::Listen).unwrap();
+    for user in [&b"one"[..], b"two", b"three"] {
+        fx.cm.incoming_request(lid, incoming(user));
+    }
+    fx.run();
+    // Backlog 1: two of the three are rejected (the CM hands requests over oldest first, so
+    // the oldest go); the newest stays for a GET_REQUEST.
+    let rejects = fx.cm.sent(FakeCmOp::SendRej);
+    assert_eq!(rejects.len(), 2);
+    assert!(matches!(
+        rejects[0].detail,
+        FakeCmDetail::Rej {
+            reason: REJ_INSUFFICIENT_RESOURCES,
+            ..
+        }
+    ));
+    // Two GET_REQUESTs; the first is cancelled by the I/O manager: the second gets the
+    // request, for its own endpoint.
+    let a = ep_create(&r.f);
+    let b = ep_create(&r.f);
+    fx.cm.incoming_request(lid, incoming(b"four"));
+    let ga = pend(
+        &r.f,
+        WV_IOCTL_EP_GET_REQUEST,
+        &get_request_in(listener, a),
+        0,
+    );
+    assert!(r.f.cancel_io_ex(&ga));
+    let gb = pend(
+        &r.f,
+        WV_IOCTL_EP_GET_REQUEST,
+        &get_request_in(listener, b),
+        0,
+    );
+    fx.run();
+    expect(&done(&gb), NtStatus::SUCCESS);
+    assert_eq!(&query(&r.f, b).connect().Data[..5], b"three");
+    // `a` stays queued (its GET_REQUEST was cancelled, not the listen) until EP_CANCEL.
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(a), 0),
+        NtStatus::ACCESS_DENIED,
+    );
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(listener), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(a), 0),
+        NtStatus::SUCCESS,
+    );
+}
+
+#[test]
+fn cm_failures_leave_nothing_behind() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    // LISTEN refused by the CM: still bound, the id destroyed.
+    let ep = ep_create(&r.f);
+    bind(&fx, &r.f, ep, ipv4(LOCAL, 7003));
+    fx.cm
+        .fail_next(FakeCmOp::Listen, NtStatus::INVALID_PARAMETER);
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_LISTEN, &listen_in(ep, 1), 16),
+        NtStatus::INVALID_PARAMETER,
+    );
+    assert!(fx.cm.live_ids().is_empty());
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_MODIFY, &route_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+    // CONNECT: no id, then no REQ.
+    fx.cm
+        .fail_next(FakeCmOp::CreateId, NtStatus::INSUFFICIENT_RESOURCES);
+    let io = pend(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0);
+    fx.run();
+    expect(&done(&io), NtStatus::INSUFFICIENT_RESOURCES);
+    fx.cm
+        .fail_next(FakeCmOp::SendReq, NtStatus::INVALID_PARAMETER);
+    let io = pend(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0);
+    fx.run();
+    expect(&done(&io), NtStatus::INVALID_PARAMETER);
+    // OFW: a REQ that cannot go disconnects the endpoint.
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0),
+        NtStatus::NOT_SUPPORTED,
+    );
+    // A failing QP modify fails the ACCEPT with STATUS_UNSUCCESSFUL.
+    let (_, pep, _) = passive(&fx, &r);
+    fx.hca
+        .fail_next(FakeCall::ModifyQp, wv_hal::VerbsError::InvalidState);
+    let io = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(pep, r.qp, b""), 8);
+    fx.run();
+    expect(&done(&io), NtStatus::UNSUCCESSFUL);
+    drop(r);
+    fx.run();
+    assert!(fx.cm.live_ids().is_empty(), "cleanup destroyed every id");
+}
+
+#[test]
+fn a_work_item_that_cannot_be_queued_fails_its_request() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let ep = routed(&fx, &r.f);
+    fx.platform().fail_next_work_items(1);
+    let io =
+        r.f.device_io_control(WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0);
+    expect(&done(&io), NtStatus::INSUFFICIENT_RESOURCES);
+    // Nothing is left busy: the next CONNECT goes through.
+    let (io, _) = connecting(&fx, &r, ep, b"");
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(&done(&io), NtStatus::CANCELLED);
+    // A DREP whose work item cannot run still ends the DISCONNECT.
+    let (cep, cm_id) = connected_active(&fx, &r);
+    let io = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(cep, r.qp), 8);
+    fx.platform().fail_next_work_items(1);
+    fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
+    fx.run();
+    expect(&done(&io), NtStatus::INSUFFICIENT_RESOURCES);
+}
+
+#[test]
+fn a_queue_that_cannot_be_created_fails_ep_create() {
+    let fx = fx();
+    let f = fx.open();
+    for skip in 0..5 {
+        fx.platform().fail_queues(skip, 1);
+        expect(
+            &ioctl(&f, WV_IOCTL_EP_CREATE, &u64_in(WV_IO_EP_TYPE_CONNECT), 8),
+            NtStatus::INSUFFICIENT_RESOURCES,
+        );
+    }
+    assert_eq!(ep_create(&f), 1, "no id was used by the failures");
+}
+
+#[test]
+fn removal_ends_every_endpoint_on_the_device() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (_, _, get, _) = listening(&fx, &r.f);
+    let active = routed(&fx, &r.f);
+    let (connect, _) = connecting(&fx, &r, active, b"");
+    let (cep, _) = connected_active(&fx, &r);
+    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(cep), 0);
+    fx.io.remove(fx.guid());
+    for io in [&get, &connect, &notify] {
+        expect(&done(io), NtStatus::DEVICE_REMOVED);
+    }
+    assert!(fx.cm.live_ids().is_empty(), "every CM id destroyed");
+    // Disconnected endpoints: destroys still succeed, a new listen finds no CM.
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(cep), 0),
+        NtStatus::SUCCESS,
+    );
+    let ep = ep_create(&r.f);
+    bind(&fx, &r.f, ep, ipv4(LOCAL, 7009));
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_LISTEN, &listen_in(ep, 1), 16),
+        NtStatus::NO_SUCH_DEVICE,
+    );
+}
+
+#[test]
+fn closing_the_file_ends_everything_and_destroys_every_id() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (_, _, get, _) = listening(&fx, &r.f);
+    let active = routed(&fx, &r.f);
+    let (connect, _) = connecting(&fx, &r, active, b"");
+    let (cep, _) = connected_active(&fx, &r);
+    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(cep), 0);
+    let disconnect = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(cep, r.qp), 8);
+    drop(r);
+    fx.run();
+    for io in [&get, &connect, &notify, &disconnect] {
+        expect(&done(io), NtStatus::CANCELLED);
+    }
+    assert!(fx.cm.live_ids().is_empty());
+}
+
+#[test]
+fn an_endpoint_in_use_cannot_be_destroyed() {
+    let fx = fx();
+    let f = fx.open();
+    let ep = ep_create(&f);
+    // An IOCTL holds the endpoint while it runs: destroy from inside is not possible here,
+    // but the listener's hold shows the same rule (above); an unknown id is NOT_FOUND.
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_DESTROY, &u64_in(ep + 1), 0),
+        NtStatus::NOT_FOUND,
+    );
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+    let _ = size_of::<u64>();
+}

@@ -1,0 +1,711 @@
+//! The soft CM: IB CM handshakes between two soft HCAs of a fabric, in the host's
+//! deterministic mode (messages move only when the DPCs run, the clock only when a test moves
+//! it). Each scenario runs on the CM directly and, where it says so, through the C face
+//! (`c_cm_interface` read back by `wv-ci`'s `CiCm`), as the filter uses it.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::Mutex;
+
+use common::*;
+use wv_abi::{IB_PATH_REC, NtStatus};
+use wv_hal::cm::*;
+use wv_hal::*;
+use wv_host::HostPlatform;
+use wv_softhca::*;
+
+/// An owned copy of a CM event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Ev {
+    ReqReceived,
+    ReqError,
+    Rep(CmRepEvent),
+    RepError,
+    Rtu(Vec<u8>),
+    Dreq(Vec<u8>),
+    DreqError,
+    Drep(Vec<u8>),
+    Rej(u16, Vec<u8>),
+    Mra(u8),
+    Other(u32),
+}
+
+#[derive(Default)]
+struct Events(Mutex<Vec<Ev>>);
+
+impl Events {
+    fn take(&self) -> Vec<Ev> {
+        std::mem::take(&mut self.0.lock().unwrap())
+    }
+}
+
+impl CmEventSink for Events {
+    fn on_event(&self, event: CmEvent<'_>) {
+        let e = match event {
+            CmEvent::ReqReceived => Ev::ReqReceived,
+            CmEvent::ReqError => Ev::ReqError,
+            CmEvent::RepReceived(r) => Ev::Rep(*r),
+            CmEvent::RepError => Ev::RepError,
+            CmEvent::RtuReceived { private_data } => Ev::Rtu(private_data.to_vec()),
+            CmEvent::DreqReceived { private_data } => Ev::Dreq(private_data.to_vec()),
+            CmEvent::DreqError => Ev::DreqError,
+            CmEvent::DrepReceived { private_data } => Ev::Drep(private_data.to_vec()),
+            CmEvent::RejReceived {
+                reason,
+                private_data,
+                ..
+            } => Ev::Rej(reason, private_data.to_vec()),
+            CmEvent::MraReceived {
+                service_timeout, ..
+            } => Ev::Mra(service_timeout),
+            CmEvent::Other(n) => Ev::Other(n),
+        };
+        self.0.lock().unwrap().push(e);
+    }
+}
+
+fn sink() -> (KArc<Events>, KArc<dyn CmEventSink>) {
+    let s = KArc::new(Events::default());
+    (s.clone(), s.into())
+}
+
+const SID: u64 = 0x0106_1388;
+/// The packet lifetime of the test paths (`4.096 µs × 2^13`).
+const PKT_LIFE: u8 = 13;
+/// The CM response time the REQs announce (`4.096 µs × 2^16` ≈ 268 ms).
+const RESPONSE: u8 = 16;
+const RETRIES: u8 = 3;
+
+fn ib_time(exp: u8) -> u64 {
+    4096 << exp
+}
+/// How long a side waits for an answer: response time + 2 × packet lifetime.
+fn wait_ns() -> u64 {
+    ib_time(RESPONSE) + 2 * ib_time(PKT_LIFE)
+}
+
+/// The path from `a` to `b` as an SA would return it.
+fn path(a: &Node, b: &Node) -> IB_PATH_REC {
+    IB_PATH_REC {
+        dgid: b.hca.gid(),
+        sgid: a.hca.gid(),
+        dlid: b.hca.lid(1).to_be(),
+        slid: a.hca.lid(1).to_be(),
+        hop_flow_raw: 1u32.to_be(),
+        num_path: 0x81,
+        pkey: 0xFFFFu16.to_be(),
+        mtu: 0x80 | 3,
+        rate: 0x80 | 3,
+        pkt_life: 0x80 | PKT_LIFE,
+        ..IB_PATH_REC::default()
+    }
+}
+
+fn req<'a>(path: &'a IB_PATH_REC, qpn: u32, pdata: &'a [u8]) -> CmReq<'a> {
+    CmReq {
+        service_id: SID,
+        primary_path: path,
+        qpn,
+        qp_type: QpType::Rc,
+        starting_psn: 0x1111,
+        private_data: pdata,
+        max_cm_retries: RETRIES,
+        responder_resources: 4,
+        initiator_depth: 2,
+        remote_cm_response_timeout: RESPONSE,
+        flow_control: true,
+        local_cm_response_timeout: RESPONSE,
+        rnr_retry_count: 6,
+        retry_count: 5,
+        srq: false,
+    }
+}
+
+fn rep(qpn: u32, pdata: &[u8]) -> CmRep<'_> {
+    CmRep {
+        qpn,
+        starting_psn: 0x2222,
+        private_data: pdata,
+        failover_accepted: 1,
+        responder_resources: 2,
+        initiator_depth: 1,
+        flow_control: true,
+        rnr_retry_count: 3,
+        srq: false,
+    }
+}
+
+/// Moves `qp` to RTS with the CM's attributes (the passive side's send PSN is its REP's).
+fn move_qp<C: ConnectionManager>(node: &Node, qp: &Qp, cm: &C, id: &C::Id, sq_psn: Option<u32>) {
+    for state in [QpState::Init, QpState::Rtr, QpState::Rts] {
+        let mut m = cm.get_qp_attr(id, state).unwrap();
+        if let (QpModify::Rts(rts), Some(psn)) = (&mut m, sq_psn) {
+            rts.sq_psn = psn;
+        }
+        node.modify(qp, &m).unwrap();
+    }
+    assert_eq!(node.state(qp), QpState::Rts);
+}
+
+/// The full life of one connection, over any face of the two CMs: REQ with private data, the
+/// request taken from the listen, both QPs moved with the CM's attributes, REP, RTU, a send
+/// across, DREQ and DREP; every id destroyed and nothing left behind.
+fn full_connection<C: ConnectionManager>(p: &HostPlatform, a: &Node, b: &Node, cm_a: &C, cm_b: &C) {
+    let (ca, cb) = (a.cq(16), b.cq(16));
+    let (qa, qb) = (a.qp(QpType::Rc, &ca), b.qp(QpType::Rc, &cb));
+    let (listen_events, ls) = sink();
+    let listener = cm_b.create_id(ls).unwrap();
+    cm_b.listen(&listener, SID, &[], 0).unwrap();
+
+    let (active_events, s) = sink();
+    let active = cm_a.create_id(s).unwrap();
+    let path = path(a, b);
+    cm_a.send_req(&active, &req(&path, qa.uvp.qpn(), b"hello"))
+        .unwrap();
+    // Nothing is reported inside a call.
+    assert!(listen_events.take().is_empty());
+    p.run_until_idle();
+    assert_eq!(listen_events.take(), vec![Ev::ReqReceived]);
+
+    let (passive_events, s) = sink();
+    let (passive, ev) = cm_b.get_request(&listener, s).unwrap();
+    assert_eq!(ev.service_id, SID);
+    assert_eq!(ev.remote_qpn, qa.uvp.qpn());
+    assert_eq!(ev.starting_psn, 0x1111);
+    assert_eq!(&ev.private_data[..5], b"hello");
+    assert!(ev.private_data[5..].iter().all(|&x| x == 0));
+    assert_eq!(
+        ev.primary_path.sgid,
+        b.hca.gid(),
+        "the path as the receiver sees it"
+    );
+    assert_eq!(ev.primary_path.dgid, a.hca.gid());
+    assert_eq!(ev.local_ca_guid, b.hca.guid());
+    assert_eq!(ev.remote_ca_guid, a.hca.guid());
+    assert_eq!(
+        (ev.port, ev.responder_resources, ev.initiator_depth),
+        (1, 4, 2)
+    );
+    assert_eq!((ev.rnr_retry_count, ev.retry_count), (6, 5));
+    let Err(NtStatus::NO_MORE_ENTRIES) = cm_b.get_request(&listener, sink().1) else {
+        panic!("one request, taken once");
+    };
+
+    move_qp(b, &qb, cm_b, &passive, Some(0x2222));
+    cm_b.send_rep(&passive, &rep(qb.uvp.qpn(), b"welcome"))
+        .unwrap();
+    p.run_until_idle();
+    let evs = active_events.take();
+    let [Ev::Rep(r)] = evs.as_slice() else {
+        panic!("{evs:?}")
+    };
+    assert_eq!((r.remote_qpn, r.starting_psn), (qb.uvp.qpn(), 0x2222));
+    assert_eq!(&r.private_data[..7], b"welcome");
+    assert_eq!(r.remote_ca_guid, b.hca.guid());
+    move_qp(a, &qa, cm_a, &active, None);
+    cm_a.send_rtu(&active, b"rtu").unwrap();
+    p.run_until_idle();
+    let evs = passive_events.take();
+    assert!(
+        matches!(evs.as_slice(), [Ev::Rtu(d)] if d.starts_with(b"rtu")),
+        "{evs:?}"
+    );
+
+    // The QPs talk: the CM's PSNs, QP numbers and path fit together.
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    m.buf.write(0, b"ping").unwrap();
+    qb.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 64)])).unwrap();
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
+        .unwrap();
+    p.run_until_idle();
+    assert_eq!(poll_all(&ca)[0].status, WcStatus::Success);
+    assert_eq!(poll_all(&cb)[0].status, WcStatus::Success);
+    assert_eq!(&rb.buf.to_vec()[..4], b"ping");
+
+    cm_a.send_dreq(&active, b"bye").unwrap();
+    p.run_until_idle();
+    let evs = passive_events.take();
+    assert!(
+        matches!(evs.as_slice(), [Ev::Dreq(d)] if d.starts_with(b"bye")),
+        "{evs:?}"
+    );
+    cm_b.send_drep(&passive, b"ok").unwrap();
+    p.run_until_idle();
+    let evs = active_events.take();
+    assert!(
+        matches!(evs.as_slice(), [Ev::Drep(d)] if d.starts_with(b"ok")),
+        "{evs:?}"
+    );
+
+    cm_a.destroy_id(active);
+    cm_b.destroy_id(passive);
+    cm_b.destroy_id(listener);
+    p.run_until_idle();
+    assert!(listen_events.take().is_empty());
+    assert_eq!((a.hca.cm().ids(), b.hca.cm().ids()), (0, 0));
+    assert_eq!(p.pending_timers(), 0, "no wait is left");
+    settle(p);
+}
+
+#[test]
+fn a_connection_from_req_to_drep() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    full_connection(&p, &a, &b, &a.hca.cm(), &b.hca.cm());
+}
+
+#[test]
+fn a_connection_through_the_c_tables() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let (ta, tb) = (
+        a.hca.c_cm_interface().unwrap(),
+        b.hca.c_cm_interface().unwrap(),
+    );
+    let (cm_a, cm_b) = (ta.open().unwrap(), tb.open().unwrap());
+    full_connection(&p, &a, &b, &cm_a, &cm_b);
+    drop((cm_a, cm_b));
+    assert_eq!(ta.consumers() + tb.consumers(), 0);
+}
+
+#[test]
+fn a_connection_on_one_device() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, _b) = pair(&p);
+    // A second client of the same device: the connection loops back.
+    let ca_events = KArc::new(Log::default());
+    let mut out = [0u8; 64];
+    let ca = a
+        .hca
+        .open_ca(&mut Umv::new(0, 0, 64, &mut out), ca_events.clone().into())
+        .unwrap();
+    let b = Node {
+        platform: p.clone(),
+        hca: a.hca.clone(),
+        uvp: UvpContext::from_open_resp(&out).unwrap(),
+        pd: a.hca.allocate_pd(&ca, &mut Umv::none()).unwrap(),
+        ca,
+        ca_events,
+        pool: a.pool.clone(),
+    };
+    let cm = a.hca.cm();
+    full_connection(&p, &a, &b, &cm, &cm);
+}
+
+#[test]
+fn a_req_nobody_listens_for_is_rejected_as_an_invalid_service_id() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let cm = a.hca.cm();
+    let (events, s) = sink();
+    let id = cm.create_id(s).unwrap();
+    let path = path(&a, &b);
+    cm.send_req(&id, &req(&path, 5, &[])).unwrap();
+    p.run_until_idle();
+    assert_eq!(
+        events.take(),
+        vec![Ev::Rej(REJ_INVALID_SERVICE_ID, vec![0; REJ_PRIVATE_DATA])]
+    );
+    assert_eq!(p.pending_timers(), 0, "the REQ's wait ended with the REJ");
+    // The id is done with: another REQ on it is refused.
+    assert_eq!(
+        cm.send_req(&id, &req(&path, 5, &[])),
+        Err(NtStatus::INVALID_DEVICE_STATE)
+    );
+    cm.destroy_id(id);
+    settle(&p);
+}
+
+#[test]
+fn a_req_to_an_address_nobody_owns_times_out_after_its_retries() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b) = pair(&p);
+    let cm = a.hca.cm();
+    let (events, s) = sink();
+    let id = cm.create_id(s).unwrap();
+    let mut path = path(&a, &b);
+    path.dgid[15] ^= 0x55;
+    let t0 = p.now_ns();
+    cm.send_req(&id, &req(&path, 5, &[])).unwrap();
+    p.run_until_idle();
+    // The REQ and each resend wait the full time; the last one ends it.
+    for n in 1..=RETRIES {
+        assert_eq!(p.next_timer_ns(), Some(t0 + u64::from(n) * wait_ns()));
+        assert!(p.run_next_timer());
+        assert!(events.take().is_empty(), "resend {n} is not the end");
+    }
+    assert!(p.run_next_timer());
+    assert_eq!(p.now_ns(), t0 + u64::from(RETRIES + 1) * wait_ns());
+    assert_eq!(events.take(), vec![Ev::ReqError]);
+    assert_eq!(p.pending_timers(), 0);
+    assert_eq!(
+        f.stats().delivered,
+        0,
+        "nobody owns the address: nothing was delivered"
+    );
+    cm.destroy_id(id);
+    settle(&p);
+}
+
+/// A listener on `b`, an active id on `a` with its REQ sent; returns the listen's events,
+/// the active id's events, the listener and the active id.
+#[allow(clippy::type_complexity)]
+fn requested(
+    p: &HostPlatform,
+    a: &Node,
+    b: &Node,
+    cm_a: &SoftCm,
+    cm_b: &SoftCm,
+) -> (KArc<Events>, KArc<Events>, SoftCmId, SoftCmId) {
+    let (listen_events, s) = sink();
+    let listener = cm_b.create_id(s).unwrap();
+    cm_b.listen(&listener, SID, &[], 0).unwrap();
+    let (active_events, s) = sink();
+    let active = cm_a.create_id(s).unwrap();
+    let path = path(a, b);
+    cm_a.send_req(&active, &req(&path, 7, &[])).unwrap();
+    p.run_until_idle();
+    (listen_events, active_events, listener, active)
+}
+
+#[test]
+fn a_lost_rep_is_sent_again_when_the_req_comes_again() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b) = pair(&p);
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let (_l, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
+    let (passive_events, s) = sink();
+    let (passive, _) = cm_b.get_request(&listener, s).unwrap();
+    f.script(&[PacketFate::Drop]);
+    cm_b.send_rep(&passive, &rep(8, b"again")).unwrap();
+    p.run_until_idle();
+    assert!(active_events.take().is_empty(), "the REP was lost");
+    // The active side's wait ends first (its REQ went out first): it resends the REQ, and
+    // the passive side answers the duplicate with its REP.
+    assert!(p.run_next_timer());
+    let evs = active_events.take();
+    assert!(
+        matches!(evs.as_slice(), [Ev::Rep(r)] if r.private_data.starts_with(b"again")),
+        "{evs:?}"
+    );
+    assert!(
+        passive_events.take().is_empty(),
+        "no new request: a duplicate"
+    );
+    assert_eq!(cm_b.ids(), 2, "the listener and one connection");
+    cm_a.send_rtu(&active, &[]).unwrap();
+    p.run_until_idle();
+    assert!(matches!(passive_events.take().as_slice(), [Ev::Rtu(_)]));
+    assert_eq!(p.pending_timers(), 0);
+    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
+        cm.destroy_id(id);
+    }
+    settle(&p);
+}
+
+#[test]
+fn a_rep_never_acknowledged_is_a_rep_error_and_a_rej_to_the_peer() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b) = pair(&p);
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let (_l, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
+    let (passive_events, s) = sink();
+    let (passive, _) = cm_b.get_request(&listener, s).unwrap();
+    cm_b.send_rep(&passive, &rep(8, &[])).unwrap();
+    p.run_until_idle();
+    assert!(matches!(active_events.take().as_slice(), [Ev::Rep(_)]));
+    // The active side never answers (its consumer sits on the REP), and every resent REP is
+    // lost on the way.
+    f.script(&[PacketFate::Drop; RETRIES as usize]);
+    for _ in 0..RETRIES {
+        assert!(p.run_next_timer());
+    }
+    assert!(passive_events.take().is_empty());
+    assert!(p.run_next_timer());
+    assert_eq!(passive_events.take(), vec![Ev::RepError]);
+    let evs = active_events.take();
+    assert!(
+        matches!(evs.as_slice(), [Ev::Rej(REJ_TIMEOUT, _)]),
+        "{evs:?}"
+    );
+    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
+        cm.destroy_id(id);
+    }
+    settle(&p);
+}
+
+#[test]
+fn a_dreq_nobody_answers_is_a_dreq_error() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b) = pair(&p);
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let (_l, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
+    let (passive_events, s) = sink();
+    let (passive, _) = cm_b.get_request(&listener, s).unwrap();
+    cm_b.send_rep(&passive, &rep(8, &[])).unwrap();
+    p.run_until_idle();
+    cm_a.send_rtu(&active, &[]).unwrap();
+    p.run_until_idle();
+    assert_eq!(active_events.take().len(), 1);
+    assert_eq!(passive_events.take().len(), 1);
+    // Every DREQ is lost.
+    f.script(&[PacketFate::Drop; 1 + RETRIES as usize]);
+    cm_a.send_dreq(&active, &[]).unwrap();
+    p.run_until_idle();
+    let t0 = p.now_ns();
+    for _ in 0..=RETRIES {
+        assert!(p.run_next_timer());
+    }
+    assert_eq!(p.now_ns(), t0 + u64::from(RETRIES + 1) * wait_ns());
+    assert_eq!(active_events.take(), vec![Ev::DreqError]);
+    assert!(passive_events.take().is_empty());
+    // A DREP cannot answer a DREQ that never came.
+    assert_eq!(
+        cm_b.send_drep(&passive, &[]),
+        Err(NtStatus::INVALID_DEVICE_STATE)
+    );
+    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
+        cm.destroy_id(id);
+    }
+    settle(&p);
+}
+
+#[test]
+fn destroying_a_listen_rejects_the_requests_it_held() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let (listen_events, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
+    assert_eq!(listen_events.take(), vec![Ev::ReqReceived]);
+    assert_eq!(cm_b.ids(), 2, "the listener and the queued request");
+    cm_b.destroy_id(listener);
+    p.run_until_idle();
+    let evs = active_events.take();
+    assert!(
+        matches!(evs.as_slice(), [Ev::Rej(REJ_USER_DEFINED, _)]),
+        "{evs:?}"
+    );
+    assert_eq!(cm_b.ids(), 0);
+    assert!(listen_events.take().is_empty());
+    cm_a.destroy_id(active);
+    settle(&p);
+}
+
+#[test]
+fn a_request_whose_sender_gives_up_before_it_is_taken_is_gone() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let (listen_events, _ae, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
+    assert_eq!(listen_events.take(), vec![Ev::ReqReceived]);
+    // The active side goes: its REJ takes the request back.
+    cm_a.destroy_id(active);
+    p.run_until_idle();
+    assert_eq!(cm_b.ids(), 1);
+    let Err(NtStatus::NO_MORE_ENTRIES) = cm_b.get_request(&listener, sink().1) else {
+        panic!("the request went");
+    };
+    cm_b.destroy_id(listener);
+    settle(&p);
+}
+
+#[test]
+fn destroying_a_connection_tells_the_peer() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let (_l, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
+    let (passive_events, s) = sink();
+    let (passive, _) = cm_b.get_request(&listener, s).unwrap();
+    cm_b.send_rep(&passive, &rep(8, &[])).unwrap();
+    p.run_until_idle();
+    cm_a.send_rtu(&active, &[]).unwrap();
+    p.run_until_idle();
+    active_events.take();
+    passive_events.take();
+    // An established connection's id goes: the peer gets a DREQ.
+    cm_a.destroy_id(active);
+    p.run_until_idle();
+    assert!(matches!(passive_events.take().as_slice(), [Ev::Dreq(_)]));
+    cm_b.send_drep(&passive, &[]).unwrap();
+    p.run_until_idle();
+    for (cm, id) in [(&cm_b, passive), (&cm_b, listener)] {
+        cm.destroy_id(id);
+    }
+    assert_eq!(p.pending_timers(), 0);
+    settle(&p);
+}
+
+#[test]
+fn mra_extends_the_wait() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let (_l, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
+    let (_pe, s) = sink();
+    let (passive, _) = cm_b.get_request(&listener, s).unwrap();
+    let t0 = p.now_ns();
+    cm_b.send_mra(&passive, 20, &[]).unwrap();
+    p.run_until_idle();
+    assert_eq!(active_events.take(), vec![Ev::Mra(20)]);
+    assert_eq!(
+        p.next_timer_ns(),
+        Some(t0 + ib_time(20) + 2 * ib_time(PKT_LIFE)),
+        "the wait is the MRA's"
+    );
+    cm_b.send_rep(&passive, &rep(8, &[])).unwrap();
+    p.run_until_idle();
+    assert!(matches!(active_events.take().as_slice(), [Ev::Rep(_)]));
+    cm_b.destroy_id(passive);
+    cm_a.destroy_id(active);
+    cm_b.destroy_id(listener);
+    settle(&p);
+}
+
+#[test]
+fn listens_match_service_id_and_the_compared_address() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    // IP-CM headers: version 0, IPv4, a source port, source and destination addresses.
+    let header = |dst: [u8; 4]| {
+        let mut h = [0u8; 36];
+        h[1] = 0x40;
+        h[2..4].copy_from_slice(&5000u16.to_be_bytes());
+        h[16..20].copy_from_slice(&[10, 0, 1, 1]);
+        h[32..36].copy_from_slice(&dst);
+        h
+    };
+    let (any_events, s) = sink();
+    let any = cm_b.create_id(s).unwrap();
+    cm_b.listen(&any, SID, &[], 0).unwrap();
+    let (one_events, s) = sink();
+    let one = cm_b.create_id(s).unwrap();
+    cm_b.listen(&one, SID, &header([10, 0, 0, 1]), 4).unwrap();
+    // The same listen again is refused; a listening id cannot listen twice.
+    let dup = cm_b.create_id(sink().1).unwrap();
+    assert_eq!(
+        cm_b.listen(&dup, SID, &header([10, 0, 0, 1]), 4),
+        Err(NtStatus::INVALID_PARAMETER)
+    );
+    assert_eq!(
+        cm_b.listen(&one, SID + 1, &[], 0),
+        Err(NtStatus::INVALID_DEVICE_STATE)
+    );
+    let path = path(&a, &b);
+    let mut ids = vec![];
+    for dst in [[10, 0, 0, 1], [10, 0, 0, 2]] {
+        let id = cm_a.create_id(sink().1).unwrap();
+        cm_a.send_req(&id, &req(&path, 7, &header(dst))).unwrap();
+        ids.push(id);
+    }
+    p.run_until_idle();
+    // The request for 10.0.0.1 goes to its listen, the other one to the wildcard.
+    assert_eq!(one_events.take(), vec![Ev::ReqReceived]);
+    assert_eq!(any_events.take(), vec![Ev::ReqReceived]);
+    let (_, ev) = cm_b
+        .get_request(&one, sink().1)
+        .map(|(id, ev)| {
+            cm_b.destroy_id(id);
+            ((), ev)
+        })
+        .unwrap();
+    assert_eq!(ev.private_data[32..36], [10, 0, 0, 1]);
+    for id in ids {
+        cm_a.destroy_id(id);
+    }
+    for id in [any, one, dup] {
+        cm_b.destroy_id(id);
+    }
+    p.run_until_idle();
+    assert_eq!((cm_a.ids(), cm_b.ids()), (0, 0));
+    settle(&p);
+}
+
+#[test]
+fn wrong_states_and_sizes_are_refused() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let cm = a.hca.cm();
+    let id = cm.create_id(sink().1).unwrap();
+    let path = path(&a, &b);
+    assert_eq!(
+        cm.send_rep(&id, &rep(1, &[])),
+        Err(NtStatus::INVALID_DEVICE_STATE)
+    );
+    assert_eq!(cm.send_rtu(&id, &[]), Err(NtStatus::INVALID_DEVICE_STATE));
+    assert_eq!(cm.send_dreq(&id, &[]), Err(NtStatus::INVALID_DEVICE_STATE));
+    assert_eq!(cm.send_drep(&id, &[]), Err(NtStatus::INVALID_DEVICE_STATE));
+    assert_eq!(
+        cm.send_rej(&id, 28, &[], &[]),
+        Err(NtStatus::INVALID_DEVICE_STATE)
+    );
+    assert_eq!(
+        cm.send_mra(&id, 1, &[]),
+        Err(NtStatus::INVALID_DEVICE_STATE)
+    );
+    assert_eq!(
+        cm.get_qp_attr(&id, QpState::Init),
+        Err(NtStatus::INVALID_DEVICE_STATE)
+    );
+    assert_eq!(
+        cm.send_req(&id, &req(&path, 1, &[0; REQ_PRIVATE_DATA + 1])),
+        Err(NtStatus::INVALID_PARAMETER)
+    );
+    let mut foreign = path;
+    foreign.sgid = [9; 16];
+    assert_eq!(
+        cm.send_req(&id, &req(&foreign, 1, &[])),
+        Err(NtStatus::INVALID_PARAMETER),
+        "no port of this device owns the source GID"
+    );
+    cm.send_req(&id, &req(&path, 1, &[])).unwrap();
+    assert!(cm.get_qp_attr(&id, QpState::Init).is_ok());
+    assert_eq!(
+        cm.get_qp_attr(&id, QpState::Rtr),
+        Err(NtStatus::INVALID_DEVICE_STATE),
+        "no REP yet"
+    );
+    assert_eq!(
+        cm.get_qp_attr(&id, QpState::Sqd),
+        Err(NtStatus::INVALID_PARAMETER)
+    );
+    cm.destroy_id(id);
+    settle(&p);
+}
+
+#[test]
+fn removal_stops_the_cm() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let (_l, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
+    b.hca.surprise_remove();
+    assert_eq!(
+        cm_b.create_id(sink().1).err(),
+        Some(NtStatus::DEVICE_REMOVED)
+    );
+    assert_eq!(
+        cm_b.get_request(&listener, sink().1).err(),
+        Some(NtStatus::DEVICE_REMOVED)
+    );
+    // The peer's REQ retries find nobody and end as a timeout.
+    while p.run_next_timer() {}
+    assert_eq!(active_events.take(), vec![Ev::ReqError]);
+    cm_a.destroy_id(active);
+    cm_b.destroy_id(listener);
+    settle(&p);
+}
+
+/// The CM behind an `Arc` is the CM (what the direct lower edge hands the core).
+#[test]
+fn a_shared_cm_is_a_cm() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let (cm_a, cm_b) = (Arc::new(a.hca.cm()), Arc::new(b.hca.cm()));
+    full_connection(&p, &a, &b, &cm_a, &cm_b);
+}
