@@ -9,20 +9,55 @@
 //! soft-HCA driver would implement it with a `KDPC` and a direct call of its ISR.
 
 use alloc::sync::Arc;
-use core::sync::atomic::AtomicBool;
+
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicBool, Ordering};
+
+#[cfg(not(loom))]
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::Platform;
+
+/// A DPC object's "inserted" state (`KDPC.Inserted`): set by the platform when it queues the
+/// DPC, cleared when the DPC starts, so "already queued?" is one atomic operation on the object
+/// instead of a lookup in a table the platform shares between processors.
+///
+/// Both operations are swaps with acquire and release: a caller that finds the DPC already
+/// queued ([`DpcInserted::insert`] returns `false`) relies on the pending run to see what it
+/// wrote before (the event it wants the DPC to handle). That run starts with
+/// [`DpcInserted::started`], whose swap reads the caller's value, so the caller's writes happen
+/// before the run. `wv-host`'s `tests/loom.rs` checks this with loom (`--cfg loom`, under which
+/// the flag is loom's), and shows it failing with either swap relaxed.
+#[derive(Debug, Default)]
+pub struct DpcInserted(AtomicBool);
+
+impl DpcInserted {
+    /// Not queued.
+    pub fn new() -> Self {
+        DpcInserted(AtomicBool::new(false))
+    }
+
+    /// `KeInsertQueueDpc`'s test-and-set: returns `true` when this call queued the DPC, `false`
+    /// when it was queued already and has not started (that run then serves this call too).
+    pub fn insert(&self) -> bool {
+        !self.0.swap(true, Ordering::AcqRel)
+    }
+
+    /// The DPC starts running: from here on it may be queued again. Call before running it.
+    pub fn started(&self) {
+        self.0.swap(false, Ordering::AcqRel);
+    }
+}
 
 /// Work run at DISPATCH_LEVEL soon after an interrupt.
 pub trait Dpc: Send + Sync {
     /// Runs the deferred procedure. Called at DISPATCH_LEVEL.
     fn run(&self);
 
-    /// The DPC object's own "inserted" flag, if it carries one, as a `KDPC` does: the platform
-    /// sets it when it queues the DPC and clears it when the DPC starts, so "already queued?"
-    /// is one atomic operation on the object instead of a lookup in a shared table. `None`
-    /// (the default) leaves that bookkeeping to the platform. Only the platform touches it.
-    fn inserted_flag(&self) -> Option<&AtomicBool> {
+    /// The DPC object's own "inserted" flag, if it carries one, as a `KDPC` does (see
+    /// [`DpcInserted`]). `None` (the default) leaves that bookkeeping to the platform. Only the
+    /// platform touches it.
+    fn inserted_flag(&self) -> Option<&DpcInserted> {
         None
     }
 }

@@ -37,7 +37,7 @@ pub mod verbs;
 mod verbs_shared;
 
 pub use cm::{CmEvent, CmEventSink, CmRep, CmRepEvent, CmReq, CmReqEvent, ConnectionManager, NoCm};
-pub use device_model::{DeviceModelPlatform, Dpc, InterruptService};
+pub use device_model::{DeviceModelPlatform, Dpc, DpcInserted, InterruptService};
 pub use driver::FilterDriver;
 pub use irql::Irql;
 pub use karc::{AllocError, KArc, KArcSlot, KWeak};

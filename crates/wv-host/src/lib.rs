@@ -32,6 +32,7 @@ mod spin_lock;
 mod sync;
 mod timer;
 mod verifier;
+pub mod wait_word;
 
 pub use event::HostEvent;
 pub use io_manager::{File, FileRef, Io, IoManager};

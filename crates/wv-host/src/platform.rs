@@ -109,10 +109,9 @@ impl Shared {
     /// [`DeviceModelPlatform::queue_dpc`]).
     pub(crate) fn queue_dpc(self: &Arc<Self>, dpc: &Arc<dyn Dpc>) -> bool {
         let fresh = match dpc.inserted_flag() {
-            // AcqRel on both sides (here and in `run_dpc`): a queuer that finds the DPC still
-            // queued has its earlier writes seen by that DPC's run, which starts with the
-            // swap that reads this one's value.
-            Some(inserted) => !inserted.swap(true, Ordering::AcqRel),
+            // A queuer that finds the DPC still queued has its earlier writes seen by that
+            // DPC's run (`DpcInserted`'s orderings).
+            Some(inserted) => inserted.insert(),
             None => self.dpc_queued.lock().insert(dpc_key(dpc)),
         };
         if !fresh {
@@ -139,9 +138,7 @@ impl Shared {
     pub(crate) fn run_dpc(&self, dpc: &Arc<dyn Dpc>) {
         // Started: from here on the DPC may be queued again.
         match dpc.inserted_flag() {
-            Some(inserted) => {
-                inserted.swap(false, Ordering::AcqRel);
-            }
+            Some(inserted) => inserted.started(),
             None => {
                 self.dpc_queued.lock().remove(&dpc_key(dpc));
             }

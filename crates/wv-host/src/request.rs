@@ -10,7 +10,7 @@
 //! Linux), as the I/O manager signals the one event an OVERLAPPED names.
 
 use std::sync::OnceLock;
-use std::thread::{Thread, ThreadId};
+use std::thread::ThreadId;
 
 use wv_abi::NtStatus;
 use wv_hal::{IoRequest, Irql};
@@ -21,8 +21,9 @@ use crate::low_resources;
 use crate::platform::Shared;
 use crate::probe;
 use crate::queue::QueueInner;
-use crate::sync::{Arc, AtomicBool, AtomicU8, Mutex, Ordering, Weak};
+use crate::sync::{Arc, AtomicBool, Mutex, Ordering, Weak};
 use crate::verifier::Counted;
+use crate::wait_word::{WaitWord, Waited};
 
 /// The final status of an I/O request, as `GetOverlappedResult` would show it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,13 +68,6 @@ impl<T: Send + Sync + 'static> FileReference for Arc<T> {
     }
 }
 
-/// [`Irp::wait_word`]: no thread waits for the result yet.
-const NOBODY_WAITS: u8 = 0;
-/// [`Irp::wait_word`]: at least one thread is (about to be) parked in [`Irp::wait`].
-const WAITED_ON: u8 = 1;
-/// [`Irp::wait_word`]: the result is set.
-const DONE: u8 = 2;
-
 /// The I/O manager's record of one IRP.
 pub(crate) struct Irp {
     pub id: u64,
@@ -81,11 +75,9 @@ pub(crate) struct Irp {
     pub file_id: u64,
     /// The final status, set exactly once (the first completer wins; a second is a violation).
     result: OnceLock<IoStatus>,
-    /// The per-request wait word: [`NOBODY_WAITS`], [`WAITED_ON`] or [`DONE`]. A completer
-    /// looks at `waiters` only when it finds [`WAITED_ON`].
-    wait_word: AtomicU8,
-    /// The threads parked in [`Irp::wait`] (registered before they set [`WAITED_ON`]).
-    waiters: Mutex<Vec<Thread>>,
+    /// The per-request wait word: the completion wakes exactly the threads parked in
+    /// [`Irp::wait`], and publishes `result` to them.
+    wait_word: WaitWord,
     /// The event-path time stamps of the completion (benchmarks only).
     trace: probe::IrpTrace,
     pub cancel: Mutex<CancelState>,
@@ -109,8 +101,7 @@ impl Irp {
             shared,
             file_id,
             result: OnceLock::new(),
-            wait_word: AtomicU8::new(NOBODY_WAITS),
-            waiters: Mutex::new(Vec::new()),
+            wait_word: WaitWord::new(),
             trace: probe::IrpTrace::default(),
             cancel: Mutex::new(CancelState::default()),
             file_ref: Mutex::new(Some(file_ref)),
@@ -131,38 +122,14 @@ impl Irp {
         self.result.get().cloned()
     }
 
-    /// Blocks the calling thread until the IRP completes (or `timeout` passes). The thread
-    /// registers itself, announces itself in the wait word, then parks until the word says
-    /// [`DONE`]; the completer unparks the registered threads only if it saw [`WAITED_ON`].
+    /// Blocks the calling thread until the IRP completes (or `timeout` passes), on the IRP's
+    /// wait word.
     pub(crate) fn wait(&self, timeout: Option<std::time::Duration>) -> Option<IoStatus> {
         if let Some(done) = self.result.get() {
             return Some(done.clone());
         }
-        self.waiters.lock().push(std::thread::current());
-        // AcqRel: the registration above happens before a completer that reads WAITED_ON
-        // locks `waiters`; reading DONE makes the result visible.
-        let _ = self.wait_word.compare_exchange(
-            NOBODY_WAITS,
-            WAITED_ON,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
         let deadline = timeout.map(|t| std::time::Instant::now() + t);
-        let mut slept = false;
-        while self.wait_word.load(Ordering::Acquire) != DONE {
-            slept = true;
-            match deadline {
-                None => std::thread::park(),
-                Some(deadline) => {
-                    let now = std::time::Instant::now();
-                    if now >= deadline {
-                        break;
-                    }
-                    std::thread::park_timeout(deadline - now);
-                }
-            }
-        }
-        if slept {
+        if let Waited::Done { slept: true } = self.wait_word.wait(deadline) {
             self.trace.woken();
         }
         self.result()
@@ -194,12 +161,8 @@ impl Irp {
         if self.result.set(status_block).is_err() {
             verifier.fail(format!("verifier: request {:#x} completed twice", self.id));
         }
-        // Release: the result (and `inline`) are visible to whoever reads DONE.
-        if self.wait_word.swap(DONE, Ordering::AcqRel) == WAITED_ON {
-            for waiter in self.waiters.lock().drain(..) {
-                waiter.unpark();
-            }
-        }
+        // The result (and `inline`) are visible to whoever the wait word wakes.
+        self.wait_word.set_done();
         self.trace.wake_issued();
         verifier.destroyed(Counted::Request);
         let file_ref = self.file_ref.lock().take();

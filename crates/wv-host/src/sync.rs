@@ -8,8 +8,11 @@
 //! The loom build (`--cfg loom`) does not model-check this host model (its verifier, IRQL
 //! bookkeeping and worker pool would multiply the states beyond reach); it checks the driver
 //! core on [`crate::loom_platform`], a platform with the same ownership rules built on loom's
-//! primitives. The host model keeps these types in that build.
+//! primitives. The host model keeps these types in that build, except the two lock-free
+//! hand-offs of its event path, which are small enough to check on their own: the IRP wait word
+//! ([`crate::wait_word`]) and a DPC's inserted flag (`wv_hal::DpcInserted`) are built on loom's
+//! primitives there, and `tests/loom.rs` models them.
 
 pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 pub(crate) use std::sync::{Arc, Weak};

@@ -1,35 +1,116 @@
 //! Completion queues: a CQE ring shared with user mode, one-shot arming, overrun detection,
 //! and resizing with the completions not yet polled carried over.
+//!
+//! The producers of a CQ are the sides of the QPs bound to it (a QP's send side posts its send
+//! completions, its receive side its receive completions), each serialised by that side's own
+//! lock. Each side posts through a [`CqPort`] kept under that lock. When one side is a CQ's only
+//! producer (perftest's separate send and receive CQs, one QP per CQ) its port holds the ring
+//! and posts without the CQ's lock: its own side lock already serialises every producer there
+//! is. The commands that bind a second side, unbind one or resize take the bound side's lock
+//! before they change that (and nothing else posts to a CQ), so a port never posts lock-free
+//! beside another producer or into a ring being replaced.
 
-use alloc::sync::Arc;
-use core::sync::atomic::{AtomicBool, AtomicU8, Ordering, fence};
+use alloc::sync::{Arc, Weak};
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use spin::Mutex;
 use wv_hal::{AllocError, CqEventSink, KArc, VerbsError};
 
 use crate::device::{AsyncEvent, Device, Rundown};
+use crate::qp::Qp;
 use crate::ring::{Padded, Ring};
 use crate::wr::{CQE_WORDS, WorkCompletion};
 
-/// Arm states, ordered so that arming can only widen (NEXT is never downgraded to SOLICITED).
-pub(crate) const ARM_NONE: u8 = 0;
-pub(crate) const ARM_SOLICITED: u8 = 1;
-pub(crate) const ARM_NEXT: u8 = 2;
+/// Which side of a QP produces into a CQ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// Send completions (the QP's requester, under its `sq_ctx`).
+    Send,
+    /// Receive completions (the QP's responder, under its `resp`).
+    Recv,
+}
 
 /// A completion queue (aligned and padded like `Qp`).
 #[repr(align(64))]
 pub(crate) struct Cq {
     pub handle: u32,
-    /// The ring the device writes, under the lock that serialises producers (the send and
-    /// receive sides of any number of QPs). A resize replaces it.
+    /// The ring the device writes, under the lock that serialises shared producers (the
+    /// sides of several QPs, or both sides of one). A resize replaces it.
     prod: Padded<Mutex<Arc<Ring>>>,
-    notify: AtomicU8,
+    /// The QP sides bound to the CQ (commands only).
+    bound: Mutex<Vec<(Weak<Qp>, Side)>>,
     /// The CQ handle is in the CQ-notify ring (at most once, so the ring never overflows).
     pub queued: AtomicBool,
     /// The CQ overran: it is in error for good and takes no more CQEs.
     pub overrun: AtomicBool,
     pub sink: KArc<dyn CqEventSink>,
     pub rundown: Rundown,
+}
+
+/// A QP side's producer end of a CQ, kept in that side's locked context (`SqCtx`, `RespCtx`).
+pub(crate) struct CqPort {
+    pub cq: Arc<Cq>,
+    /// The CQ's ring when this side is its only producer: posts then go straight to it. Set
+    /// and cleared only with the side's lock held (the CQ's binding commands).
+    sole: Option<Arc<Ring>>,
+}
+
+impl core::fmt::Debug for CqPort {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CqPort")
+            .field("cq", &self.cq.handle)
+            .field("sole", &self.sole.is_some())
+            .finish()
+    }
+}
+
+impl CqPort {
+    /// A port that posts under the CQ's lock until a binding makes it the sole producer.
+    pub(crate) fn new(cq: Arc<Cq>) -> Self {
+        CqPort { cq, sole: None }
+    }
+
+    /// Stops posting without the CQ's lock (the side is being destroyed).
+    pub(crate) fn detach(&mut self) {
+        self.sole = None;
+    }
+
+    /// Writes a CQE; raises the CQ interrupt if the CQ was armed for it, or the CQ error event
+    /// on overrun. Returns `false` when the CQE was lost to an overrun. The caller holds its
+    /// side's lock.
+    pub(crate) fn post(&self, dev: &Device, wc: &WorkCompletion, solicited: bool) -> bool {
+        let posted = match &self.sole {
+            Some(ring) => self.cq.write(ring, wc, solicited),
+            None => {
+                let ring = self.cq.prod.lock();
+                self.cq.write(&ring, wc, solicited)
+            }
+        };
+        match posted {
+            Posted::Quiet => true,
+            Posted::Fired => {
+                dev.cq_notify(&self.cq);
+                true
+            }
+            Posted::Overrun { first } => {
+                if first {
+                    dev.post_async(AsyncEvent::CqErr, self.cq.handle);
+                }
+                false
+            }
+        }
+    }
+}
+
+/// What writing a CQE did.
+enum Posted {
+    /// Written; nobody was armed for it.
+    Quiet,
+    /// Written, and it took the arm: the CQ event is to be raised.
+    Fired,
+    /// Lost: the CQ is (`first`: has just become) overrun.
+    Overrun { first: bool },
 }
 
 impl Cq {
@@ -42,7 +123,7 @@ impl Cq {
         Ok(Cq {
             handle,
             prod: Padded(Mutex::new(Arc::new(Ring::try_new(entries, CQE_WORDS)?))),
-            notify: AtomicU8::new(ARM_NONE),
+            bound: Mutex::new(Vec::new()),
             queued: AtomicBool::new(false),
             overrun: AtomicBool::new(false),
             sink,
@@ -50,38 +131,24 @@ impl Cq {
         })
     }
 
-    /// Writes a CQE; raises the CQ interrupt if the CQ was armed for it, or the CQ error event
-    /// on overrun. Returns `false` when the CQE was lost to an overrun.
-    pub(crate) fn post(&self, dev: &Device, wc: &WorkCompletion, solicited: bool) -> bool {
-        let fire;
-        {
-            let ring = self.prod.lock();
-            if self.overrun.load(Ordering::Relaxed) {
-                return false;
-            }
-            let Some(slot) = ring.producer_slot() else {
-                self.overrun.store(true, Ordering::Relaxed);
-                drop(ring);
-                dev.post_async(AsyncEvent::CqErr, self.handle);
-                return false;
-            };
-            wc.encode(slot);
-            ring.publish(1);
-            // Store (the CQE) then load (the arm) here, store (the arm) then load (the ring) in
-            // `arm`: without a full fence on both sides each could miss the other's store, the
-            // CQE would raise no event and a consumer that armed would sleep for ever.
-            fence(Ordering::SeqCst);
-            let n = self.notify.load(Ordering::Acquire);
-            fire = (n == ARM_NEXT || (n == ARM_SOLICITED && solicited))
-                && self
-                    .notify
-                    .compare_exchange(n, ARM_NONE, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok();
+    /// Writes a CQE into `ring`; the caller is the ring's only writer for now (it holds the
+    /// CQ's lock, or it is the sole producer under its side lock).
+    fn write(&self, ring: &Ring, wc: &WorkCompletion, solicited: bool) -> Posted {
+        if self.overrun.load(Ordering::Relaxed) {
+            return Posted::Overrun { first: false };
         }
-        if fire {
-            dev.cq_notify(self);
+        let Some(slot) = ring.producer_slot() else {
+            self.overrun.store(true, Ordering::Relaxed);
+            return Posted::Overrun { first: true };
+        };
+        wc.encode(slot);
+        // Publishes the CQE and takes the arm in one step: no fence, and no notify
+        // bookkeeping at all when nobody armed the CQ.
+        if ring.publish_notify(solicited) {
+            Posted::Fired
+        } else {
+            Posted::Quiet
         }
-        true
     }
 
     /// The ring completions are written to now.
@@ -89,40 +156,90 @@ impl Cq {
         Arc::clone(&self.prod.lock())
     }
 
+    /// Binds the `side` of `qp` (a new QP, whose ports are not sole) as a producer. The first
+    /// side bound becomes the sole producer; binding a second one first takes the sole
+    /// producer's lock and makes its port post under the CQ's lock again.
+    ///
+    /// # Errors
+    /// `InsufficientMemory` when the binding list cannot grow.
+    pub(crate) fn bind(&self, qp: &Arc<Qp>, side: Side) -> Result<(), VerbsError> {
+        let mut bound = self.bound.lock();
+        bound
+            .try_reserve(1)
+            .map_err(|_| VerbsError::InsufficientMemory)?;
+        match bound.len() {
+            0 => {
+                let ring = self.ring();
+                qp.with_port(side, |port| port.sole = Some(ring));
+            }
+            1 => {
+                if let Some(other) = bound[0].0.upgrade() {
+                    other.with_port(bound[0].1, |port| port.sole = None);
+                }
+            }
+            _ => {}
+        }
+        bound.push((Arc::downgrade(qp), side));
+        Ok(())
+    }
+
+    /// Unbinds the `side` of `qp` (being destroyed: its port no longer posts). A side left
+    /// alone becomes the sole producer.
+    pub(crate) fn unbind(&self, qp: &Arc<Qp>, side: Side) {
+        let mut bound = self.bound.lock();
+        let me = Arc::downgrade(qp);
+        bound.retain(|(q, s)| !(Weak::ptr_eq(q, &me) && *s == side));
+        if let [(last, last_side)] = bound.as_slice()
+            && let Some(last) = last.upgrade()
+        {
+            // Under its side lock: it is not posting (under the CQ's lock) meanwhile.
+            last.with_port(*last_side, |port| port.sole = Some(self.ring()));
+        }
+    }
+
     /// Resizes to at least `entries` (the device limit checked by the caller): a new ring
-    /// that starts with the completions not yet polled, oldest first. The same size keeps the
-    /// ring. The consumer must not poll meanwhile (the user-mode provider holds its poll lock
-    /// across the command, as libmlx4 holds its CQ lock across `ibv_resize_cq`) and maps the
-    /// ring returned.
+    /// that starts with the completions not yet polled, oldest first, and the arm. The same
+    /// size keeps the ring. The consumer must not poll meanwhile (the user-mode provider holds
+    /// its poll lock across the command, as libmlx4 holds its CQ lock across
+    /// `ibv_resize_cq`) and maps the ring returned. A sole producer is held off by its side
+    /// lock and given the new ring.
     ///
     /// # Errors
     /// `InvalidParameter` when the new size cannot hold the completions waiting;
     /// `InsufficientMemory` when the new ring cannot be allocated.
     pub(crate) fn resize(&self, entries: u32) -> Result<Arc<Ring>, VerbsError> {
-        // Allocated before the producers' lock is taken, never under it.
-        let new = Ring::try_new(entries, CQE_WORDS).map_err(|_| VerbsError::InsufficientMemory)?;
-        let mut ring = self.prod.lock();
-        if new.entries() == ring.entries() {
-            return Ok(Arc::clone(&ring));
+        // Allocated before any lock is taken, never under one.
+        let new = Arc::new(
+            Ring::try_new(entries, CQE_WORDS).map_err(|_| VerbsError::InsufficientMemory)?,
+        );
+        let bound = self.bound.lock();
+        let sole = match bound.as_slice() {
+            [(qp, side)] => qp.upgrade().map(|qp| (qp, *side)),
+            _ => None,
+        };
+        let swap = |port: Option<&mut CqPort>| -> Result<Arc<Ring>, VerbsError> {
+            let mut ring = self.prod.lock();
+            if new.entries() == ring.entries() {
+                return Ok(Arc::clone(&ring));
+            }
+            if !ring.copy_pending_to(&new) {
+                return Err(VerbsError::InvalidParameter);
+            }
+            *ring = Arc::clone(&new);
+            if let Some(port) = port {
+                port.sole = Some(Arc::clone(&new));
+            }
+            Ok(Arc::clone(&new))
+        };
+        match sole {
+            Some((qp, side)) => qp.with_port(side, |port| swap(Some(port))),
+            None => swap(None),
         }
-        if !ring.copy_pending_to(&new) {
-            return Err(VerbsError::InvalidParameter);
-        }
-        *ring = Arc::new(new);
-        Ok(Arc::clone(&ring))
     }
 
     /// The arm doorbell; `ring` is the ring the consumer polls. Returns whether it already
     /// holds completions (the `REPORT_MISSED_EVENTS` answer: the caller must poll again).
     pub(crate) fn arm(&self, solicited_only: bool, ring: &Ring) -> bool {
-        let want = if solicited_only {
-            ARM_SOLICITED
-        } else {
-            ARM_NEXT
-        };
-        self.notify.fetch_max(want, Ordering::AcqRel);
-        // Pairs with the fence in `post`: either `post` sees this arm, or we see its CQE.
-        fence(Ordering::SeqCst);
-        !ring.is_empty()
+        ring.arm(solicited_only)
     }
 }

@@ -90,6 +90,12 @@ pub struct Limits {
     pub max_qp_rd_atom: u32,
     /// Largest message.
     pub max_msg: u32,
+    /// Multicast groups with attached QPs.
+    pub max_mcast_grp: u32,
+    /// QPs attached to one multicast group.
+    pub max_mcast_qp_attach: u32,
+    /// Multicast attachments in all.
+    pub max_total_mcast_qp_attach: u32,
 }
 
 impl Default for Limits {
@@ -112,6 +118,9 @@ impl Default for Limits {
             gid_table_len: 16,
             max_qp_rd_atom: 16,
             max_msg: 1 << 31,
+            max_mcast_grp: 1024,
+            max_mcast_qp_attach: 64,
+            max_total_mcast_qp_attach: 1024 * 64,
         }
     }
 }
@@ -378,6 +387,17 @@ pub(crate) struct Ah {
     pub av: wv_hal::AddressVector,
 }
 
+/// Generations of the tables the data path keeps references into: each is bumped (release)
+/// after an object has left its table, so a side that cached a reference sees the change with
+/// one acquire load per message instead of a table lookup.
+#[derive(Debug, Default)]
+pub(crate) struct Epochs {
+    /// QPs destroyed (and the device removed): peers cached by connected requesters.
+    pub qp: AtomicU32,
+    /// Regions deregistered: the regions cached by queue sides.
+    pub mr: AtomicU32,
+}
+
 /// The device model (aligned so that the `Arc` counts do not share a line with its fields).
 #[repr(align(64))]
 pub(crate) struct Device {
@@ -411,11 +431,14 @@ pub(crate) struct Device {
     /// stays the authority; both change together under its write lock).
     pub port_active: Vec<AtomicBool>,
     pub port_lid: Vec<core::sync::atomic::AtomicU16>,
-    /// Packets this device put on the link intact (the fabric's `delivered`, per sender so
-    /// the counter is not a cache line every sender shares).
+    /// Packets the QPs of this device put on a lossless link and that were destroyed since
+    /// (a live QP counts its own in its send context, so no counter is shared on the data
+    /// path).
     pub tx_delivered: crate::ring::Padded<AtomicU64>,
     /// Multicast attachments: (group, QPN).
     pub mcast: RwLock<Vec<(Gid, u32)>>,
+    /// Read on every message by both ends of a connection, written only by destroys.
+    pub epochs: crate::ring::Padded<Epochs>,
     /// DPC dispatch holds this; removal closes it.
     pub dispatch: Rundown,
     /// The connection manager's agent on this device.
@@ -469,6 +492,7 @@ impl Device {
                 .collect(),
             tx_delivered: crate::ring::Padded(AtomicU64::new(0)),
             mcast: RwLock::new(Vec::new()),
+            epochs: crate::ring::Padded(Epochs::default()),
             dispatch: Rundown::new(),
             cm: crate::cm::Agent::new(),
             config,
@@ -819,6 +843,26 @@ impl Device {
         self.qps.get(qpn.checked_sub(1)?)
     }
 
+    /// The QP epoch (see [`Epochs`]).
+    pub(crate) fn qp_epoch(&self) -> u32 {
+        self.epochs.qp.load(Ordering::Acquire)
+    }
+
+    /// The region epoch (see [`Epochs`]).
+    pub(crate) fn mr_epoch(&self) -> u32 {
+        self.epochs.mr.load(Ordering::Acquire)
+    }
+
+    /// A QP left the table (or the device went away): cached peers must look again.
+    pub(crate) fn qp_gone(&self) {
+        self.epochs.qp.fetch_add(1, Ordering::Release);
+    }
+
+    /// A region left the table: cached regions must be looked up again.
+    pub(crate) fn mr_gone(&self) {
+        self.epochs.mr.fetch_add(1, Ordering::Release);
+    }
+
     /// The region a (non-window) key names.
     pub(crate) fn mr_by_key(&self, key: u32) -> Option<Arc<Mr>> {
         if is_mw_key(key) {
@@ -838,6 +882,7 @@ impl Device {
     /// Surprise removal: every later verb fails, and once this returns no callback runs.
     pub(crate) fn remove(&self) {
         self.removed.store(true, Ordering::Release);
+        self.qp_gone();
         self.dispatch.close_and_wait();
     }
 }

@@ -150,8 +150,11 @@ impl DmaRange {
         swap: u64,
     ) -> Result<u64, AtomicFault> {
         let a = self.atomic_at(offset)?;
+        // Atomicity is what a remote atomic promises; its result reaches the requester through
+        // the completion, whose publication orders it (no total order with other locations is
+        // needed, so no SeqCst).
         Ok(
-            match a.compare_exchange(compare, swap, Ordering::SeqCst, Ordering::SeqCst) {
+            match a.compare_exchange(compare, swap, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(v) | Err(v) => v,
             },
         )
@@ -160,7 +163,7 @@ impl DmaRange {
     /// Remote fetch-and-add (wrapping, as the IB operation is modulo 2^64). Returns the
     /// original value.
     pub(crate) fn fetch_add(&self, offset: u64, add: u64) -> Result<u64, AtomicFault> {
-        Ok(self.atomic_at(offset)?.fetch_add(add, Ordering::SeqCst))
+        Ok(self.atomic_at(offset)?.fetch_add(add, Ordering::AcqRel))
     }
 
     /// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off`; the ranges may be the

@@ -37,12 +37,14 @@ use core::sync::atomic::Ordering;
 
 use wv_hal::{Gid, QpEvent, QpState, QpType};
 
+use crate::cq::CqPort;
 use crate::device::{Device, PORT_MTU};
 use crate::dma::{AtomicFault, DmaRange};
 use crate::fabric::Fate;
-use crate::mr::{Mr, Want};
+use crate::mr::Want;
+use crate::mr_cache::{MrCache, MrRef};
 use crate::mw::is_mw_key;
-use crate::qp::{MAX_SGE, Qp, RecvWqe, RespCtx, SqCtx, Track};
+use crate::qp::{MAX_SGE, Qp, RecvWqe, RespCtx, SqCtx, SqRefs, Track};
 use crate::wr::{
     AtomicArgs, SQ_HDR_WORDS, SendWqe, WcOpcode, WcStatus, WorkCompletion, WrOpcode, inline_len,
     inline_range, send_flags, sge_at, wc_flags,
@@ -87,24 +89,23 @@ fn psn_add(a: u32, n: u32) -> u32 {
 // The send queue
 
 /// Schedules the send queue of `qp` and runs it in this thread unless another thread is
-/// already running it (that thread then runs the new work too).
+/// already running it (that thread then runs the new work too): see [`crate::sched`].
 pub(crate) fn run_sq(dev: &Arc<Device>, qp: &Arc<Qp>) {
-    qp.sq_pending.store(true, Ordering::SeqCst);
-    loop {
-        let Some(mut ctx) = qp.sq_ctx.try_lock() else {
-            return;
-        };
-        while qp.sq_pending.swap(false, Ordering::SeqCst) {
-            process_sq(dev, qp, &mut ctx);
-        }
-        drop(ctx);
-        if !qp.sq_pending.load(Ordering::SeqCst) {
-            return;
-        }
-    }
+    crate::sched::schedule(&qp.sq_pending, || {
+        let mut ctx = qp.sq_ctx.try_lock()?;
+        process_sq(dev, qp, &mut ctx);
+        Some(())
+    });
 }
 
 fn process_sq(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx) {
+    // The references kept between messages, out of the context while it is borrowed whole.
+    let mut refs = core::mem::take(&mut ctx.refs);
+    process_sq_with(dev, qp, ctx, &mut refs);
+    ctx.refs = refs;
+}
+
+fn process_sq_with(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, refs: &mut SqRefs) {
     loop {
         if dev.is_removed() {
             return;
@@ -119,9 +120,9 @@ fn process_sq(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx) {
             _ => return,
         }
         let more = if qp.qp_type == QpType::Rc {
-            rc_step(dev, qp, ctx, st)
+            rc_step(dev, qp, ctx, refs, st)
         } else {
-            unreliable_step(dev, qp, ctx, st)
+            unreliable_step(dev, qp, ctx, refs, st)
         };
         if !more {
             break;
@@ -157,7 +158,7 @@ fn wc_opcode(op: Option<WrOpcode>) -> WcOpcode {
     }
 }
 
-fn complete_send(dev: &Device, qp: &Qp, wqe: &SendWqe, status: WcStatus, len: u32) {
+fn complete_send(dev: &Device, qp: &Qp, port: &CqPort, wqe: &SendWqe, status: WcStatus, len: u32) {
     let ok = status == WcStatus::Success;
     let signaled =
         !ok || qp.sq_sig_all.load(Ordering::Acquire) || wqe.flags & send_flags::SIGNALED != 0;
@@ -172,7 +173,7 @@ fn complete_send(dev: &Device, qp: &Qp, wqe: &SendWqe, status: WcStatus, len: u3
         qp_num: qp.qpn,
         ..WorkCompletion::default()
     };
-    qp.send_cq.post(dev, &wc, !ok);
+    port.post(dev, &wc, !ok);
 }
 
 /// Completes every outstanding send WQE with `WR_FLUSH_ERR`, signaled or not, and forgets
@@ -187,7 +188,7 @@ fn flush_sq(dev: &Device, qp: &Qp, ctx: &mut SqCtx) {
             qp_num: qp.qpn,
             ..WorkCompletion::default()
         };
-        qp.send_cq.post(dev, &wc, true);
+        ctx.cq.post(dev, &wc, true);
         qp.sq.consume(1);
     }
     let psn = ctx.psn;
@@ -208,14 +209,14 @@ fn flush_rq_locked(dev: &Device, qp: &Qp, rs: &mut RespCtx) {
         ..
     } = core::mem::replace(&mut rs.msg, InMsg::None)
     {
-        recv_complete_error(dev, qp, &wqe, WcStatus::WrFlushErr);
+        recv_complete_error(dev, qp, &rs.cq, &wqe, WcStatus::WrFlushErr);
     }
     if qp.srq.is_some() {
         return;
     }
     while let Some(slot) = qp.rq.consumer_slot() {
         let w = RecvWqe::read(slot, qp.rq_max_sge as usize);
-        recv_complete_error(dev, qp, &w, WcStatus::WrFlushErr);
+        recv_complete_error(dev, qp, &rs.cq, &w, WcStatus::WrFlushErr);
         qp.rq.consume(1);
     }
 }
@@ -246,23 +247,35 @@ fn sync_timer(dev: &Device, qp: &Qp, ctx: &mut SqCtx) {
 // ---------------------------------------------------------------------------------------------
 // Scatter/gather lists and copies
 
-/// A resolved piece of a scatter/gather list.
+/// A resolved piece of a scatter/gather list: its region as the side's cache lends it (or
+/// owned, for a segment kept across packets).
 #[derive(Debug)]
-pub(crate) struct Seg {
-    mr: Arc<Mr>,
+pub(crate) struct Seg<'a> {
+    mr: MrRef<'a>,
     off: u64,
     len: u64,
 }
 
+impl Seg<'_> {
+    /// The same piece, owning its region (to keep it in a context between packets).
+    fn into_owned(self) -> Seg<'static> {
+        Seg {
+            mr: self.mr.into_owned(),
+            off: self.off,
+            len: self.len,
+        }
+    }
+}
+
 /// A resolved scatter/gather list (no allocation: at most [`MAX_SGE`] pieces).
 #[derive(Debug)]
-pub(crate) struct SegList {
-    segs: [Option<Seg>; MAX_SGE],
+pub(crate) struct SegList<'a> {
+    segs: [Option<Seg<'a>>; MAX_SGE],
     n: usize,
     total: u64,
 }
 
-impl SegList {
+impl<'a> SegList<'a> {
     fn new() -> Self {
         SegList {
             segs: [const { None }; MAX_SGE],
@@ -270,7 +283,7 @@ impl SegList {
             total: 0,
         }
     }
-    fn push(&mut self, mr: Arc<Mr>, off: u64, len: u64) {
+    fn push(&mut self, mr: MrRef<'a>, off: u64, len: u64) {
         if len == 0 || self.n == MAX_SGE {
             return;
         }
@@ -278,16 +291,27 @@ impl SegList {
         self.n += 1;
         self.total += len;
     }
-    fn iter(&self) -> impl Iterator<Item = &Seg> {
+    fn iter(&self) -> impl Iterator<Item = &Seg<'a>> {
         self.segs[..self.n].iter().flatten()
+    }
+    /// The same list, owning its regions (to keep it in a context between packets).
+    fn into_owned(self) -> SegList<'static> {
+        let mut owned = SegList::new();
+        for seg in self.segs.into_iter().flatten() {
+            let seg = seg.into_owned();
+            owned.push(seg.mr, seg.off, seg.len);
+        }
+        owned
     }
 }
 
-/// Resolves SGEs against `dev`'s regions for protection domain `pd` into `list` (built in
-/// place: the list is large, and the data path moves nothing it can avoid).
-fn resolve_into(
-    list: &mut SegList,
+/// Resolves SGEs against `dev`'s regions (through the side's cache `mrs`) for protection
+/// domain `pd` into `list` (built in place: the list is large, and the data path moves nothing
+/// it can avoid).
+fn resolve_into<'a>(
+    list: &mut SegList<'a>,
     dev: &Device,
+    mrs: &'a MrCache,
     pd: u32,
     sges: impl Iterator<Item = crate::wr::Sge>,
     want: Want,
@@ -296,7 +320,7 @@ fn resolve_into(
         if s.length == 0 {
             continue;
         }
-        let mr = dev.mr_by_key(s.lkey).ok_or(())?;
+        let mr = mrs.get(dev, s.lkey).ok_or(())?;
         let off = mr.check(s.lkey, pd, s.addr, u64::from(s.length), want)?;
         list.push(mr, off, u64::from(s.length));
     }
@@ -304,10 +328,17 @@ fn resolve_into(
 }
 
 /// The buffers of a receive WQE, resolved for the device to write.
-fn resolve_recv(dst: &mut SegList, tdev: &Device, t: &Qp, w: &RecvWqe) -> Result<(), ()> {
+fn resolve_recv<'a>(
+    dst: &mut SegList<'a>,
+    tdev: &Device,
+    mrs: &'a MrCache,
+    t: &Qp,
+    w: &RecvWqe,
+) -> Result<(), ()> {
     resolve_into(
         dst,
         tdev,
+        mrs,
         t.pd,
         w.sges[..w.n].iter().copied(),
         Want::LocalWrite,
@@ -317,7 +348,7 @@ fn resolve_recv(dst: &mut SegList, tdev: &Device, t: &Qp, w: &RecvWqe) -> Result
 /// Where a message's bytes come from.
 enum Src<'a> {
     Bytes(&'a [u8]),
-    Segs(&'a SegList),
+    Segs(&'a SegList<'a>),
 }
 
 impl Src<'_> {
@@ -330,19 +361,19 @@ impl Src<'_> {
 }
 
 /// A write cursor over destination segments.
-struct Cursor<'a> {
-    segs: &'a [Option<Seg>],
+struct Cursor<'s, 'a> {
+    segs: &'s [Option<Seg<'a>>],
     i: usize,
     off: u64,
 }
 
-impl<'a> Cursor<'a> {
+impl<'s, 'a> Cursor<'s, 'a> {
     /// A cursor at byte `pos` of `dst`.
-    fn at(dst: &'a SegList, pos: u64) -> Self {
+    fn at(dst: &'s SegList<'a>, pos: u64) -> Self {
         Self::over(&dst.segs[..dst.n], pos)
     }
     /// A cursor at byte `pos` of the segments `segs`.
-    fn over(segs: &'a [Option<Seg>], pos: u64) -> Self {
+    fn over(segs: &'s [Option<Seg<'a>>], pos: u64) -> Self {
         let mut c = Cursor { segs, i: 0, off: 0 };
         let mut left = pos;
         for s in segs.iter().flatten() {
@@ -453,7 +484,7 @@ struct Msg<'a> {
     grh: Option<Grh>,
     slid: u16,
     /// Where a read's response data goes (the requester's buffers).
-    read_dst: Option<&'a SegList>,
+    read_dst: Option<&'a SegList<'a>>,
 }
 
 impl Msg<'_> {
@@ -486,7 +517,14 @@ enum Reply {
 
 /// The fates of `n` packets from `from` to port `to_port` of `to`: how many in a row arrive,
 /// and what happens to the next one (loopback never faults; a port that is down loses all).
-fn fates(from: &Arc<Device>, to: &Arc<Device>, to_port: u8, n: u32) -> (u32, Option<Fate>) {
+/// `delivered` is the sender's count of packets delivered on a lossless link.
+fn fates(
+    from: &Arc<Device>,
+    to: &Arc<Device>,
+    to_port: u8,
+    n: u32,
+    delivered: &mut u64,
+) -> (u32, Option<Fate>) {
     if !to.port_up(to_port) || to.is_removed() {
         return (0, Some(Fate::Drop));
     }
@@ -494,7 +532,7 @@ fn fates(from: &Arc<Device>, to: &Arc<Device>, to_port: u8, n: u32) -> (u32, Opt
         return (n, None);
     }
     match from.fabric() {
-        Some(f) => f.fates_from(from, n),
+        Some(f) => f.fates_from(delivered, n),
         None => (0, Some(Fate::Drop)),
     }
 }
@@ -566,7 +604,7 @@ fn local_op(dev: &Device, qp: &Arc<Qp>, wqe: &SendWqe, op: WrOpcode) -> WcStatus
 }
 
 /// An empty list (the scatter list of an inline payload).
-const EMPTY_LIST: &SegList = &SegList {
+const EMPTY_LIST: &SegList<'static> = &SegList {
     segs: [const { None }; MAX_SGE],
     n: 0,
     total: 0,
@@ -576,8 +614,8 @@ const EMPTY_LIST: &SegList = &SegList {
 /// the request needs (a list for SGEs, a copy of an inline payload), so nothing large is
 /// initialised or moved for nothing.
 #[derive(Default)]
-struct LocalStore {
-    list: Option<SegList>,
+struct LocalStore<'c> {
+    list: Option<SegList<'c>>,
     inline: Option<[u8; MAX_INLINE]>,
 }
 
@@ -585,7 +623,7 @@ struct LocalStore {
 struct Local<'s> {
     /// The resolved gather (or, for a read or atomic, scatter) list; none for an inline
     /// payload.
-    list: Option<&'s SegList>,
+    list: Option<&'s SegList<'s>>,
     /// The inline payload, copied out of the WQE.
     inline: &'s [u8],
 }
@@ -593,12 +631,13 @@ struct Local<'s> {
 impl<'s> Local<'s> {
     /// Resolves the request's buffers into `store`: what a send or write carries, where a
     /// read's data or an atomic's original value goes. Errors are the completion status.
-    fn new(
-        store: &'s mut LocalStore,
+    fn new<'c: 's>(
+        store: &'s mut LocalStore<'c>,
         dev: &Device,
+        mrs: &'c MrCache,
         qp: &Qp,
         wqe: &SendWqe,
-        slot: &[core::sync::atomic::AtomicU64],
+        slot: &[crate::ring::Word],
         op: WrOpcode,
     ) -> Result<Self, WcStatus> {
         let rd = op.is_read_or_atomic();
@@ -621,6 +660,7 @@ impl<'s> Local<'s> {
         resolve_into(
             list,
             dev,
+            mrs,
             qp.pd,
             (0..n).map(|i| sge_at(slot, SQ_HDR_WORDS, i)),
             want,
@@ -635,7 +675,7 @@ impl<'s> Local<'s> {
         })
     }
     /// The resolved list (empty for an inline payload).
-    fn list(&self) -> &'s SegList {
+    fn list(&self) -> &'s SegList<'s> {
         self.list.unwrap_or(EMPTY_LIST)
     }
     fn src(&self, op: WrOpcode) -> Src<'s> {
@@ -659,41 +699,98 @@ impl<'s> Local<'s> {
     }
 }
 
-/// The device, QP and port a connected QP sends to (resolved once per connection).
-type Target = (Arc<Device>, Arc<Qp>, u8);
+/// Where a request goes: the device, the QP and its port, resolved once and kept (strong
+/// references) while the device's QP epoch is the one read before the lookup.
+pub(crate) struct Target {
+    dev: Arc<Device>,
+    qp: Arc<Qp>,
+    port: u8,
+    epoch: u32,
+}
+
+impl core::fmt::Debug for Target {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Target")
+            .field("qpn", &self.qp.qpn)
+            .field("port", &self.port)
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Target {
+    /// Whether no QP of the target's device was destroyed since it was resolved.
+    fn current(&self) -> bool {
+        self.dev.qp_epoch() == self.epoch
+    }
+}
+
+/// A UD destination as a WQE names it (the key of the requester's last-destination cache).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct UdDest {
+    grh: bool,
+    dgid: Gid,
+    dlid: u16,
+    qpn: u32,
+}
 
 fn resolve_target(dev: &Arc<Device>, grh: bool, dgid: &Gid, dlid: u16, qpn: u32) -> Option<Target> {
     let d = dev.route(grh, dgid, dlid)?;
-    let p = d.port_of(grh, dgid, dlid)?;
-    let q = d.qp_by_qpn(qpn)?;
-    Some((d, q, p))
+    // Read before the lookup: a destroy after it moves the epoch, so the target is looked up
+    // again; a destroy before it is seen by the lookup.
+    let epoch = d.qp_epoch();
+    let port = d.port_of(grh, dgid, dlid)?;
+    let qp = d.qp_by_qpn(qpn)?;
+    Some(Target {
+        dev: d,
+        qp,
+        port,
+        epoch,
+    })
 }
 
-fn connected_peer(dev: &Arc<Device>, ctx: &mut SqCtx) -> Option<Target> {
-    if let Some(t) = ctx
-        .peer
-        .as_ref()
-        .and_then(|(d, q, p)| Some((d.upgrade()?, q.upgrade()?, *p)))
-    {
-        return Some(t);
+/// The connected peer of a UC or RC requester: the cached one while current, else resolved
+/// (and cached).
+fn connected_peer<'r>(
+    dev: &Arc<Device>,
+    ctx: &SqCtx,
+    peer: &'r mut Option<Target>,
+) -> Option<&'r Target> {
+    if !peer.as_ref().is_some_and(Target::current) {
+        *peer = resolve_target(
+            dev,
+            ctx.av.grh_valid,
+            &ctx.av.dgid,
+            ctx.av.dlid,
+            ctx.dest_qpn,
+        );
     }
-    let t = resolve_target(
-        dev,
-        ctx.av.grh_valid,
-        &ctx.av.dgid,
-        ctx.av.dlid,
-        ctx.dest_qpn,
-    );
-    ctx.peer = t
-        .as_ref()
-        .map(|(d, q, p)| (Arc::downgrade(d), Arc::downgrade(q), *p));
-    t
+    peer.as_ref()
+}
+
+/// The target of a UD send: the cached one when it is the same destination and current, else
+/// resolved (and cached).
+fn ud_target<'r>(
+    dev: &Arc<Device>,
+    cached: &'r mut Option<(UdDest, Target)>,
+    dest: UdDest,
+) -> Option<&'r Target> {
+    if !matches!(cached, Some((d, t)) if *d == dest && t.current()) {
+        *cached = resolve_target(dev, dest.grh, &dest.dgid, dest.dlid, dest.qpn).map(|t| (dest, t));
+    }
+    cached.as_ref().map(|(_, t)| t)
 }
 
 // ---------------------------------------------------------------------------------------------
 // UC and UD requester
 
-fn unreliable_step(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, st: QpState) -> bool {
+fn unreliable_step(
+    dev: &Arc<Device>,
+    qp: &Arc<Qp>,
+    ctx: &mut SqCtx,
+    refs: &mut SqRefs,
+    st: QpState,
+) -> bool {
     if st == QpState::Sqd {
         // Nothing is ever in flight: the queue is drained, new requests wait for RTS.
         return false;
@@ -707,12 +804,12 @@ fn unreliable_step(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, st: QpState
             if op.is_local() {
                 (local_op(dev, qp, &wqe, op), 0)
             } else {
-                send_unreliable(dev, qp, ctx, &wqe, slot, op)
+                send_unreliable(dev, qp, ctx, refs, &wqe, slot, op)
             }
         }
         _ => (WcStatus::LocQpOpErr, 0),
     };
-    complete_send(dev, qp, &wqe, status, len);
+    complete_send(dev, qp, &ctx.cq, &wqe, status, len);
     qp.sq.consume(1);
     if status != WcStatus::Success {
         // IB: a UD or UC send error is a send queue error; the receive side goes on.
@@ -725,12 +822,14 @@ fn send_unreliable(
     dev: &Arc<Device>,
     qp: &Arc<Qp>,
     ctx: &mut SqCtx,
+    refs: &mut SqRefs,
     wqe: &SendWqe,
-    slot: &[core::sync::atomic::AtomicU64],
+    slot: &[crate::ring::Word],
     op: WrOpcode,
 ) -> (WcStatus, u32) {
+    refs.mrs.validate(dev);
     let mut store = LocalStore::default();
-    let local = match Local::new(&mut store, dev, qp, wqe, slot, op) {
+    let local = match Local::new(&mut store, dev, &refs.mrs, qp, wqe, slot, op) {
         Ok(l) => l,
         Err(s) => return (s, 0),
     };
@@ -786,18 +885,30 @@ fn send_unreliable(
                 flow_label: a.flow_label,
             });
             if a.dgid[0] == 0xFF {
-                deliver_multicast(dev, &msg, &a.dgid);
+                deliver_multicast(dev, &msg, &a.dgid, &mut ctx.delivered);
                 return (WcStatus::Success, len as u32);
             }
         }
-        resolve_target(dev, a.grh, &a.dgid, a.dlid, a.remote_qpn)
+        let dest = UdDest {
+            grh: a.grh,
+            dgid: a.dgid,
+            dlid: a.dlid,
+            qpn: a.remote_qpn,
+        };
+        ud_target(dev, &mut refs.ud_peer, dest)
     } else {
-        connected_peer(dev, ctx)
+        connected_peer(dev, ctx, &mut refs.peer)
     };
-    if let Some((tdev, t, tport)) = &target {
+    if let Some(Target {
+        dev: tdev,
+        qp: t,
+        port: tport,
+        ..
+    }) = target
+    {
         let mut i = 0;
         while i < npkts {
-            let (ok, fate) = fates(dev, tdev, *tport, npkts - i);
+            let (ok, fate) = fates(dev, tdev, *tport, npkts - i, &mut ctx.delivered);
             if ok > 0 {
                 respond(tdev, t, &msg, i, ok);
                 i += ok;
@@ -818,12 +929,12 @@ fn send_unreliable(
 
 /// A UD send to a multicast GID: a copy to every attached QP whose port is up, on this device
 /// (loopback) and on every device of the fabric, each remote device's copy subject to the link.
-fn deliver_multicast(dev: &Arc<Device>, msg: &Msg<'_>, group: &Gid) {
-    let visit = |d: &Arc<Device>| {
+fn deliver_multicast(dev: &Arc<Device>, msg: &Msg<'_>, group: &Gid, delivered: &mut u64) {
+    let mut visit = |d: &Arc<Device>| {
         let arrives = Arc::ptr_eq(d, dev)
             || dev
                 .fabric()
-                .is_some_and(|f| matches!(f.fate_from(dev), Fate::Deliver | Fate::Delay));
+                .is_some_and(|f| matches!(f.fate_from(delivered), Fate::Deliver | Fate::Delay));
         if !arrives {
             return;
         }
@@ -851,7 +962,13 @@ fn slot_of(qp: &Qp, i: u32) -> usize {
 }
 
 /// One step of the RC requester: (re)send what can be sent next. Returns whether to go on.
-fn rc_step(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, st: QpState) -> bool {
+fn rc_step(
+    dev: &Arc<Device>,
+    qp: &Arc<Qp>,
+    ctx: &mut SqCtx,
+    refs: &mut SqRefs,
+    st: QpState,
+) -> bool {
     if ctx.tx.rnr_until.is_some() || ctx.tx.ack_due.is_some() {
         let now = dev.now_ns();
         if let Some(t) = ctx.tx.rnr_until {
@@ -893,7 +1010,7 @@ fn rc_step(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, st: QpState) -> boo
             return false;
         }
         let status = local_op(dev, qp, &wqe, op);
-        complete_send(dev, qp, &wqe, status, 0);
+        complete_send(dev, qp, &ctx.cq, &wqe, status, 0);
         qp.sq.consume(1);
         if status != WcStatus::Success && qp.set_error() {
             enter_error(dev, qp);
@@ -908,7 +1025,7 @@ fn rc_step(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, st: QpState) -> boo
             return false;
         }
     }
-    rc_send(dev, qp, ctx, &wqe, slot, op, new)
+    rc_send(dev, qp, ctx, refs, &wqe, slot, op, new)
 }
 
 /// Fails request `i` (from the head) with `status`: at once when it is the head, else when
@@ -925,7 +1042,7 @@ fn fail_at(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, i: u32, status: WcS
 fn fail_head(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, status: WcStatus) {
     if let Some(slot) = qp.sq.consumer_slot() {
         let wqe = SendWqe::decode(slot);
-        complete_send(dev, qp, &wqe, status, 0);
+        complete_send(dev, qp, &ctx.cq, &wqe, status, 0);
         qp.sq.consume(1);
     }
     let psn = ctx.psn;
@@ -1017,7 +1134,7 @@ fn acked(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, psn: u32) {
             break;
         }
         let wqe = SendWqe::decode(slot);
-        complete_send(dev, qp, &wqe, WcStatus::Success, t.len);
+        complete_send(dev, qp, &ctx.cq, &wqe, WcStatus::Success, t.len);
         qp.sq.consume(1);
         let tx = &mut ctx.tx;
         tx.started -= 1;
@@ -1100,18 +1217,21 @@ fn on_reply(
 
 /// (Re)sends the packets of request `i = ctx.tx.cur` from `ctx.tx.cur_pkt` on: in bursts
 /// while the link delivers, packet by packet around a loss. Returns whether to go on.
+#[allow(clippy::too_many_arguments)]
 fn rc_send(
     dev: &Arc<Device>,
     qp: &Arc<Qp>,
     ctx: &mut SqCtx,
+    refs: &mut SqRefs,
     wqe: &SendWqe,
-    slot: &[core::sync::atomic::AtomicU64],
+    slot: &[crate::ring::Word],
     op: WrOpcode,
     new: bool,
 ) -> bool {
     let i = ctx.tx.cur;
+    refs.mrs.validate(dev);
     let mut store = LocalStore::default();
-    let local = match Local::new(&mut store, dev, qp, wqe, slot, op) {
+    let local = match Local::new(&mut store, dev, &refs.mrs, qp, wqe, slot, op) {
         Ok(l) => l,
         Err(s) => return fail_at(dev, qp, ctx, i, s),
     };
@@ -1144,7 +1264,7 @@ fn rc_send(
     }
     let first_psn = ctx.tx.track[ti].first_psn;
     let port = ctx.av.port.max(1);
-    let target = connected_peer(dev, ctx);
+    let target = connected_peer(dev, ctx, &mut refs.peer);
     let msg = Msg {
         qp_type: QpType::Rc,
         op,
@@ -1177,14 +1297,14 @@ fn rc_send(
             ctx.tx.cur_pkt = 0;
             return true;
         }
-        let (ok, fate) = match &target {
-            Some((tdev, _, tport)) if up => fates(dev, tdev, *tport, npkts - from),
+        let (ok, fate) = match target {
+            Some(t) if up => fates(dev, &t.dev, t.port, npkts - from, &mut ctx.delivered),
             _ => (0, Some(Fate::Drop)),
         };
         if ok > 0
-            && let Some((tdev, t, _)) = &target
+            && let Some(t) = target
         {
-            let reply = respond(tdev, t, &msg, from, ok);
+            let reply = respond(&t.dev, &t.qp, &msg, from, ok);
             if reply == Reply::Ack(psn_add(first_psn, psns - 1)) && ctx.tx.started == 1 && !rd {
                 // The common case: the only request in flight, acknowledged whole.
                 let tx = &mut ctx.tx;
@@ -1194,7 +1314,7 @@ fn rc_send(
                 tx.started = 0;
                 tx.cur = 0;
                 tx.cur_pkt = 0;
-                complete_send(dev, qp, wqe, WcStatus::Success, len as u32);
+                complete_send(dev, qp, &ctx.cq, wqe, WcStatus::Success, len as u32);
                 qp.sq.consume(1);
                 return true;
             }
@@ -1219,10 +1339,10 @@ fn rc_send(
         }
         if let Some(fate) = fate {
             if fate == Fate::Delay
-                && let Some((tdev, t, _)) = &target
+                && let Some(t) = target
             {
                 // It arrives and is acted on; its answer comes too late.
-                let _ = respond(tdev, t, &msg, ctx.tx.cur_pkt, 1);
+                let _ = respond(&t.dev, &t.qp, &msg, ctx.tx.cur_pkt, 1);
             }
             ctx.tx.cur_pkt += 1;
         }
@@ -1246,10 +1366,10 @@ pub(crate) enum InMsg {
     Send {
         wqe: RecvWqe,
         from_srq: bool,
-        dst: SegList,
+        dst: SegList<'static>,
     },
     /// An RDMA write: the remote range its first packet was granted.
-    Write { seg: Option<Seg> },
+    Write { seg: Option<Seg<'static>> },
     /// UC: the rest of this message is dropped.
     Drop,
 }
@@ -1317,26 +1437,26 @@ fn respond_locked(
     {
         return Reply::Lost;
     }
+    // The regions kept between messages, out of the context while it is borrowed whole.
+    let mut mrs = core::mem::take(&mut rs.mrs);
+    mrs.validate(tdev);
     let reply = match t.qp_type {
         QpType::Ud => {
             if m.qkey == rs.qkey {
-                ud_receive(tdev, t, m, after);
+                ud_receive(tdev, t, &rs, &mrs, m, after);
             }
             Reply::Lost
         }
         QpType::Uc => {
             if rs.dest_qpn == m.src_qpn {
-                uc_receive(tdev, t, &mut rs, m, i0, n, after);
+                uc_receive(tdev, t, &mut rs, &mrs, m, i0, n, after);
             }
             Reply::Lost
         }
-        QpType::Rc => {
-            if rs.dest_qpn != m.src_qpn {
-                return Reply::Lost;
-            }
-            rc_receive(tdev, t, &mut rs, m, i0, n, st, after)
-        }
+        QpType::Rc if rs.dest_qpn != m.src_qpn => Reply::Lost,
+        QpType::Rc => rc_receive(tdev, t, &mut rs, &mrs, m, i0, n, st, after),
     };
+    rs.mrs = mrs;
     if after.errored {
         if t.set_error() {
             flush_rq_locked(tdev, t, &mut rs);
@@ -1366,7 +1486,7 @@ fn retire_recv(t: &Qp, from_srq: bool) {
     }
 }
 
-fn recv_complete_error(tdev: &Device, t: &Qp, w: &RecvWqe, status: WcStatus) {
+fn recv_complete_error(tdev: &Device, t: &Qp, port: &CqPort, w: &RecvWqe, status: WcStatus) {
     let wc = WorkCompletion {
         wr_id: w.wr_id,
         status,
@@ -1374,37 +1494,50 @@ fn recv_complete_error(tdev: &Device, t: &Qp, w: &RecvWqe, status: WcStatus) {
         qp_num: t.qpn,
         ..WorkCompletion::default()
     };
-    t.recv_cq.post(tdev, &wc, true);
+    port.post(tdev, &wc, true);
 }
 
 /// A receive WQE names memory the QP may not write: the receive completes with
 /// `LOC_PROT_ERR` and the QP goes to ERR, whatever its type (class A).
-fn bad_recv_wqe(tdev: &Device, t: &Qp, w: &RecvWqe, from_srq: bool, after: &mut After) {
-    recv_complete_error(tdev, t, w, WcStatus::LocProtErr);
+fn bad_recv_wqe(
+    tdev: &Device,
+    t: &Qp,
+    port: &CqPort,
+    w: &RecvWqe,
+    from_srq: bool,
+    after: &mut After,
+) {
+    recv_complete_error(tdev, t, port, w, WcStatus::LocProtErr);
     retire_recv(t, from_srq);
     after.errored = true;
 }
 
 /// Checks a remote access of `len` bytes at `addr` under `rkey` (a region's or a window's)
 /// for `want`, by QP `t` whose access flags are `qp_access`.
-fn remote_range(
+#[allow(clippy::too_many_arguments)]
+fn remote_range<'a>(
     tdev: &Device,
     t: &Qp,
+    mrs: &'a MrCache,
     qp_access: u32,
     rkey: u32,
     addr: u64,
     len: u64,
     want: Want,
-) -> Option<Seg> {
+) -> Option<Seg<'a>> {
     if qp_access & want.remote_bit() == 0 {
         return None;
     }
     if is_mw_key(rkey) {
         let mw = tdev.mw_by_key(rkey)?;
         let (mr, off) = mw.check(rkey, t, t.pd, addr, len, want).ok()?;
-        Some(Seg { mr, off, len })
+        Some(Seg {
+            mr: MrRef::Owned(mr),
+            off,
+            len,
+        })
     } else {
-        let mr = tdev.mr_by_key(rkey)?;
+        let mr = mrs.get(tdev, rkey)?;
         let off = mr.check(rkey, t.pd, addr, len, want).ok()?;
         Some(Seg { mr, off, len })
     }
@@ -1423,7 +1556,15 @@ fn invalidate_remote(tdev: &Device, t: &Qp, key: u32) -> bool {
 }
 
 /// Writes the receive completion of a message.
-fn recv_complete(tdev: &Device, t: &Qp, m: &Msg<'_>, w: &RecvWqe, byte_len: u64, flags: u32) {
+fn recv_complete(
+    tdev: &Device,
+    t: &Qp,
+    port: &CqPort,
+    m: &Msg<'_>,
+    w: &RecvWqe,
+    byte_len: u64,
+    flags: u32,
+) {
     let mut flags = flags;
     let mut imm = 0;
     match m.op {
@@ -1452,7 +1593,7 @@ fn recv_complete(tdev: &Device, t: &Qp, m: &Msg<'_>, w: &RecvWqe, byte_len: u64,
         slid: m.slid,
         ..WorkCompletion::default()
     };
-    t.recv_cq.post(tdev, &wc, m.solicited);
+    port.post(tdev, &wc, m.solicited);
 }
 
 /// The GRH a UD receive buffer starts with (IBTA vol. 1, ch. 8): IP version 6, traffic class, flow
@@ -1472,19 +1613,20 @@ fn grh_bytes(g: &Grh, m: &Msg<'_>) -> [u8; GRH_BYTES] {
     b
 }
 
-fn ud_receive(tdev: &Device, t: &Qp, m: &Msg<'_>, after: &mut After) {
+fn ud_receive(tdev: &Device, t: &Qp, rs: &RespCtx, mrs: &MrCache, m: &Msg<'_>, after: &mut After) {
+    let port = &rs.cq;
     let Some((w, from_srq)) = next_recv(tdev, t) else {
         return; // Class D: no receive, no message.
     };
     let mut dst = SegList::new();
-    if resolve_recv(&mut dst, tdev, t, &w).is_err() {
-        return bad_recv_wqe(tdev, t, &w, from_srq, after);
+    if resolve_recv(&mut dst, tdev, mrs, t, &w).is_err() {
+        return bad_recv_wqe(tdev, t, port, &w, from_srq, after);
     }
     let need = GRH_BYTES as u64 + m.len;
     if need > dst.total {
         // Too small: dropped (the WQE stays); a WQE taken from an SRQ completes in error.
         if from_srq {
-            recv_complete_error(tdev, t, &w, WcStatus::RemInvReqErr);
+            recv_complete_error(tdev, t, port, &w, WcStatus::RemInvReqErr);
         }
         return;
     }
@@ -1496,7 +1638,7 @@ fn ud_receive(tdev: &Device, t: &Qp, m: &Msg<'_>, after: &mut After) {
             .put(Some(&grh_bytes(g, m)), None, GRH_BYTES as u64)
             .is_err()
         {
-            return bad_recv_wqe(tdev, t, &w, from_srq, after);
+            return bad_recv_wqe(tdev, t, port, &w, from_srq, after);
         }
         flags |= wc_flags::GRH;
     }
@@ -1504,10 +1646,10 @@ fn ud_receive(tdev: &Device, t: &Qp, m: &Msg<'_>, after: &mut After) {
         .put_src(&m.src, 0, m.len)
         .is_err()
     {
-        return bad_recv_wqe(tdev, t, &w, from_srq, after);
+        return bad_recv_wqe(tdev, t, port, &w, from_srq, after);
     }
     retire_recv(t, from_srq);
-    recv_complete(tdev, t, m, &w, need, flags);
+    recv_complete(tdev, t, port, m, &w, need, flags);
 }
 
 /// A UC message in progress is abandoned (a packet of it was lost): its receive stays for the
@@ -1519,14 +1661,16 @@ fn uc_abandon(tdev: &Device, t: &Qp, rs: &mut RespCtx) {
         ..
     } = core::mem::replace(&mut rs.msg, InMsg::None)
     {
-        recv_complete_error(tdev, t, &wqe, WcStatus::RemInvReqErr);
+        recv_complete_error(tdev, t, &rs.cq, &wqe, WcStatus::RemInvReqErr);
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn uc_receive(
     tdev: &Device,
     t: &Qp,
     rs: &mut RespCtx,
+    mrs: &MrCache,
     m: &Msg<'_>,
     i0: u32,
     n: u32,
@@ -1551,20 +1695,20 @@ fn uc_receive(
                     return;
                 };
                 let mut dst = SegList::new();
-                if resolve_recv(&mut dst, tdev, t, &w).is_err() {
-                    return bad_recv_wqe(tdev, t, &w, from_srq, after);
+                if resolve_recv(&mut dst, tdev, mrs, t, &w).is_err() {
+                    return bad_recv_wqe(tdev, t, &rs.cq, &w, from_srq, after);
                 }
                 if m.len > dst.total {
                     rs.msg = InMsg::Drop;
                     if from_srq {
-                        recv_complete_error(tdev, t, &w, WcStatus::RemInvReqErr);
+                        recv_complete_error(tdev, t, &rs.cq, &w, WcStatus::RemInvReqErr);
                     }
                     return;
                 }
                 rs.msg = InMsg::Send {
                     wqe: w,
                     from_srq,
-                    dst,
+                    dst: dst.into_owned(),
                 };
             }
             WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => {
@@ -1574,13 +1718,14 @@ fn uc_receive(
                     match remote_range(
                         tdev,
                         t,
+                        mrs,
                         rs.access,
                         m.rkey,
                         m.remote_addr,
                         m.len,
                         Want::RemoteWrite,
                     ) {
-                        Some(s) => Some(s),
+                        Some(s) => Some(s.into_owned()),
                         None => {
                             rs.msg = InMsg::Drop;
                             return;
@@ -1615,18 +1760,18 @@ fn uc_receive(
         InMsg::Send { wqe, from_srq, .. } => {
             if m.op == WrOpcode::SendWithInv && !invalidate_remote(tdev, t, m.imm_or_inv) {
                 retire_recv(t, from_srq);
-                recv_complete_error(tdev, t, &wqe, WcStatus::RemInvReqErr);
+                recv_complete_error(tdev, t, &rs.cq, &wqe, WcStatus::RemInvReqErr);
                 return;
             }
             retire_recv(t, from_srq);
-            recv_complete(tdev, t, m, &wqe, m.len, 0);
+            recv_complete(tdev, t, &rs.cq, m, &wqe, m.len, 0);
         }
         InMsg::Write { .. } if m.op == WrOpcode::RdmaWriteWithImm => {
             // The immediate data needs a receive; without one the message is dropped (its
             // bytes are in place, as on hardware).
             if let Some((w, from_srq)) = next_recv(tdev, t) {
                 retire_recv(t, from_srq);
-                recv_complete(tdev, t, m, &w, m.len, 0);
+                recv_complete(tdev, t, &rs.cq, m, &w, m.len, 0);
             }
         }
         _ => {}
@@ -1635,9 +1780,11 @@ fn uc_receive(
 
 /// The last packet of a send arrived: its receive completes (after the invalidation a
 /// `SEND_WITH_INV` asks for).
+#[allow(clippy::too_many_arguments)]
 fn send_done(
     tdev: &Device,
     t: &Qp,
+    port: &CqPort,
     m: &Msg<'_>,
     w: &RecvWqe,
     from_srq: bool,
@@ -1647,11 +1794,11 @@ fn send_done(
     retire_recv(t, from_srq);
     if m.op == WrOpcode::SendWithInv && !invalidate_remote(tdev, t, m.imm_or_inv) {
         // Class J: the receive completes in error, the responder goes to ERR.
-        recv_complete_error(tdev, t, w, WcStatus::RemInvReqErr);
+        recv_complete_error(tdev, t, port, w, WcStatus::RemInvReqErr);
         after.errored = true;
         return Reply::Nak(last_psn, WcStatus::RemInvReqErr);
     }
-    recv_complete(tdev, t, m, w, m.len, 0);
+    recv_complete(tdev, t, port, m, w, m.len, 0);
     Reply::Ack(last_psn)
 }
 
@@ -1676,7 +1823,7 @@ fn find_resource(rs: &RespCtx, psn: u32) -> Option<RdRes> {
 }
 
 /// Executes an RDMA read: the data goes straight into the requester's buffers.
-fn do_read(tdev: &Device, t: &Qp, access: u32, m: &Msg<'_>) -> Result<(), WcStatus> {
+fn do_read(tdev: &Device, t: &Qp, mrs: &MrCache, access: u32, m: &Msg<'_>) -> Result<(), WcStatus> {
     let Some(dst) = m.read_dst else {
         return Err(WcStatus::RemInvReqErr);
     };
@@ -1686,6 +1833,7 @@ fn do_read(tdev: &Device, t: &Qp, access: u32, m: &Msg<'_>) -> Result<(), WcStat
     let seg = remote_range(
         tdev,
         t,
+        mrs,
         access,
         m.rkey,
         m.remote_addr,
@@ -1703,6 +1851,7 @@ fn rc_receive(
     tdev: &Device,
     t: &Qp,
     rs: &mut RespCtx,
+    mrs: &MrCache,
     m: &Msg<'_>,
     i0: u32,
     n: u32,
@@ -1726,7 +1875,7 @@ fn rc_receive(
         let dup = d.unsigned_abs();
         if m.op.is_read_or_atomic() {
             return match find_resource(rs, psn).map(|r| r.kind) {
-                Some(ResKind::Read) => match do_read(tdev, t, rs.access, m) {
+                Some(ResKind::Read) => match do_read(tdev, t, mrs, rs.access, m) {
                     Ok(()) => Reply::ReadResp(psn_add(psn, m.psns - 1)),
                     Err(_) => Reply::Lost,
                 },
@@ -1760,7 +1909,7 @@ fn rc_receive(
                 return fatal(after, WcStatus::RemInvReqErr, psn);
             }
             if m.op == WrOpcode::RdmaRead {
-                if let Err(s) = do_read(tdev, t, rs.access, m) {
+                if let Err(s) = do_read(tdev, t, mrs, rs.access, m) {
                     return fatal(after, s, psn);
                 }
                 let last = psn_add(psn, m.psns - 1);
@@ -1771,6 +1920,7 @@ fn rc_receive(
             let Some(seg) = remote_range(
                 tdev,
                 t,
+                mrs,
                 rs.access,
                 m.rkey,
                 m.remote_addr,
@@ -1805,17 +1955,17 @@ fn rc_receive(
                     return Reply::Rnr(psn, rnr_delay_ns(rs.min_rnr_timer));
                 };
                 let mut dst = SegList::new();
-                if resolve_recv(&mut dst, tdev, t, &w).is_err() {
-                    bad_recv_wqe(tdev, t, &w, from_srq, after);
+                if resolve_recv(&mut dst, tdev, mrs, t, &w).is_err() {
+                    bad_recv_wqe(tdev, t, &rs.cq, &w, from_srq, after);
                     return Reply::Nak(psn, WcStatus::RemOpErr);
                 }
                 if m.len > dst.total {
-                    recv_complete_error(tdev, t, &w, WcStatus::LocLenErr);
+                    recv_complete_error(tdev, t, &rs.cq, &w, WcStatus::LocLenErr);
                     retire_recv(t, from_srq);
                     return fatal(after, WcStatus::RemInvReqErr, psn);
                 }
                 if Cursor::at(&dst, from).put_src(&m.src, from, len).is_err() {
-                    bad_recv_wqe(tdev, t, &w, from_srq, after);
+                    bad_recv_wqe(tdev, t, &rs.cq, &w, from_srq, after);
                     return Reply::Nak(psn, WcStatus::RemOpErr);
                 }
                 rs.epsn = psn_add(psn, n);
@@ -1823,11 +1973,11 @@ fn rc_receive(
                     rs.msg = InMsg::Send {
                         wqe: w,
                         from_srq,
-                        dst,
+                        dst: dst.into_owned(),
                     };
                     return Reply::Ack(last_psn);
                 }
-                return send_done(tdev, t, m, &w, from_srq, last_psn, after);
+                return send_done(tdev, t, &rs.cq, m, &w, from_srq, last_psn, after);
             }
             let InMsg::Send { wqe, from_srq, dst } = &rs.msg else {
                 // A later packet without its first (cannot happen in sequence).
@@ -1836,7 +1986,7 @@ fn rc_receive(
             if Cursor::at(dst, from).put_src(&m.src, from, len).is_err() {
                 let (w, srq) = (*wqe, *from_srq);
                 rs.msg = InMsg::None;
-                bad_recv_wqe(tdev, t, &w, srq, after);
+                bad_recv_wqe(tdev, t, &rs.cq, &w, srq, after);
                 return Reply::Nak(psn, WcStatus::RemOpErr);
             }
             rs.epsn = psn_add(psn, n);
@@ -1845,7 +1995,7 @@ fn rc_receive(
             }
             let (w, srq) = (*wqe, *from_srq);
             rs.msg = InMsg::None;
-            send_done(tdev, t, m, &w, srq, last_psn, after)
+            send_done(tdev, t, &rs.cq, m, &w, srq, last_psn, after)
         }
         WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => {
             let last = i0 + n == m.npkts;
@@ -1858,6 +2008,7 @@ fn rc_receive(
                     match remote_range(
                         tdev,
                         t,
+                        mrs,
                         rs.access,
                         m.rkey,
                         m.remote_addr,
@@ -1894,7 +2045,9 @@ fn rc_receive(
             }
             rs.epsn = psn_add(psn, n);
             if !last || recv.is_none() && m.op == WrOpcode::RdmaWriteWithImm {
-                rs.msg = InMsg::Write { seg };
+                rs.msg = InMsg::Write {
+                    seg: seg.map(Seg::into_owned),
+                };
                 if last {
                     return Reply::Rnr(psn_add(psn, n), rnr_delay_ns(rs.min_rnr_timer));
                 }
@@ -1902,7 +2055,7 @@ fn rc_receive(
             }
             if let Some((w, from_srq)) = recv {
                 retire_recv(t, from_srq);
-                recv_complete(tdev, t, m, &w, m.len, 0);
+                recv_complete(tdev, t, &rs.cq, m, &w, m.len, 0);
             }
             Reply::Ack(last_psn)
         }

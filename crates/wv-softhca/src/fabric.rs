@@ -174,15 +174,27 @@ impl Fabric {
 
     /// The link's counters.
     pub fn stats(&self) -> LinkStats {
+        // Lossless deliveries are counted by each sending QP (in its send context, which only
+        // its runner writes) and, once it is destroyed, by its device.
+        let devices: Vec<Arc<Device>> = self
+            .devices
+            .read()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let lossless: u64 = devices
+            .iter()
+            .map(|d| {
+                d.tx_delivered.load(Ordering::Relaxed)
+                    + d.qps
+                        .all()
+                        .iter()
+                        .map(|q| q.sq_ctx.lock().delivered)
+                        .sum::<u64>()
+            })
+            .sum();
         LinkStats {
-            delivered: self.delivered.load(Ordering::Relaxed)
-                + self
-                    .devices
-                    .read()
-                    .iter()
-                    .filter_map(Weak::upgrade)
-                    .map(|d| d.tx_delivered.load(Ordering::Relaxed))
-                    .sum::<u64>(),
+            delivered: self.delivered.load(Ordering::Relaxed) + lossless,
             dropped: self.dropped.load(Ordering::Relaxed),
             corrupted: self.corrupted.load(Ordering::Relaxed),
             delayed: self.delayed.load(Ordering::Relaxed),
@@ -205,20 +217,30 @@ impl Fabric {
         }
     }
 
-    /// Decides the fate of one packet `from` a device.
-    pub(crate) fn fate_from(&self, from: &Device) -> Fate {
-        match self.fates_from(from, 1) {
+    /// Decides the fate of one packet a device sends outside any QP (a CM MAD), counted in the
+    /// device's own counter.
+    pub(crate) fn fate_of_device_packet(&self, from: &Device) -> Fate {
+        let mut delivered = 0;
+        let fate = self.fate_from(&mut delivered);
+        from.tx_delivered.fetch_add(delivered, Ordering::Relaxed);
+        fate
+    }
+
+    /// Decides the fate of one packet of a sender whose lossless count is `delivered`.
+    pub(crate) fn fate_from(&self, delivered: &mut u64) -> Fate {
+        match self.fates_from(delivered, 1) {
             (1, _) => Fate::Deliver,
             (_, fate) => fate.unwrap_or(Fate::Drop),
         }
     }
 
-    /// Decides the fates of up to `n` consecutive packets `from` a device: how many in a row
-    /// are delivered, and the fate of the next one when it is not (the packets after it are
-    /// not decided yet).
-    pub(crate) fn fates_from(&self, from: &Device, n: u32) -> (u32, Option<Fate>) {
+    /// Decides the fates of up to `n` consecutive packets of a sender: how many in a row are
+    /// delivered, and the fate of the next one when it is not (the packets after it are not
+    /// decided yet). On a lossless link the sender counts them itself, in `delivered` (its
+    /// send context's count: no shared counter on the fast path).
+    pub(crate) fn fates_from(&self, delivered: &mut u64, n: u32) -> (u32, Option<Fate>) {
         if !self.faulty.load(Ordering::Acquire) {
-            from.tx_delivered.fetch_add(u64::from(n), Ordering::Relaxed);
+            *delivered += u64::from(n);
             return (n, None);
         }
         for i in 0..n {

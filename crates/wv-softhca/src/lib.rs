@@ -32,11 +32,15 @@ pub mod device;
 pub mod dma;
 mod engine;
 pub mod fabric;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod modify_attr;
 mod mr;
+mod mr_cache;
 mod mw;
 mod qp;
 mod ring;
+mod sched;
 mod srq;
 pub mod state_table;
 pub mod uvp;

@@ -1,8 +1,13 @@
 //! Memory regions: keys, access rights and bounds, checked on every access the device makes.
+//!
+//! The data path reads a region's state for every scatter/gather entry, from the threads of
+//! both ends of a connection, so the read takes no lock: the state is a sequence lock over
+//! atomics ([`StateCell`]). A reader never writes the region's cache lines; the rare writers
+//! (invalidation, fast registration) serialise on a lock of their own.
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
-use spin::RwLock;
+use spin::Mutex;
 use wv_abi::consts::{
     WV_ACCESS_LOCAL_WRITE, WV_ACCESS_MW_BIND, WV_ACCESS_REMOTE_ATOMIC, WV_ACCESS_REMOTE_READ,
 };
@@ -67,6 +72,85 @@ pub(crate) struct MrState {
     pub length: u64,
 }
 
+/// A region's [`MrState`], readable without a lock: a sequence lock over atomics. A writer
+/// makes the sequence odd, stores the fields, and makes it even again; a reader reads the
+/// sequence, the fields, and the sequence again, and retries if it changed or was odd. All
+/// fields are atomics, so a torn read is only ever retried, never undefined.
+#[derive(Debug)]
+pub(crate) struct StateCell {
+    seq: AtomicU32,
+    /// `key << 32 | access << 1 | valid`.
+    word: AtomicU64,
+    iova: AtomicU64,
+    length: AtomicU64,
+    /// Serialises the writers.
+    writer: Mutex<()>,
+}
+
+impl StateCell {
+    fn new(st: MrState) -> Self {
+        let (word, iova, length) = Self::pack(&st);
+        StateCell {
+            seq: AtomicU32::new(0),
+            word: AtomicU64::new(word),
+            iova: AtomicU64::new(iova),
+            length: AtomicU64::new(length),
+            writer: Mutex::new(()),
+        }
+    }
+
+    fn pack(st: &MrState) -> (u64, u64, u64) {
+        let word = (u64::from(st.key) << 32) | (u64::from(st.access) << 1) | u64::from(st.valid);
+        (word, st.iova, st.length)
+    }
+
+    fn unpack(word: u64, iova: u64, length: u64) -> MrState {
+        MrState {
+            key: (word >> 32) as u32,
+            valid: word & 1 != 0,
+            access: (word as u32) >> 1,
+            iova,
+            length,
+        }
+    }
+
+    /// A consistent snapshot of the state.
+    pub(crate) fn read(&self) -> MrState {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 & 1 == 0 {
+                let word = self.word.load(Ordering::Relaxed);
+                let iova = self.iova.load(Ordering::Relaxed);
+                let length = self.length.load(Ordering::Relaxed);
+                // The field loads before the second look at the sequence.
+                fence(Ordering::Acquire);
+                if self.seq.load(Ordering::Relaxed) == s1 {
+                    return Self::unpack(word, iova, length);
+                }
+            }
+            core::hint::spin_loop();
+        }
+    }
+
+    /// Changes the state: `f` sees the current state and returns `Err` to leave it as it
+    /// was (nothing is written then).
+    fn update<R>(&self, f: impl FnOnce(&mut MrState) -> Result<R, ()>) -> Result<R, ()> {
+        let _writer = self.writer.lock();
+        let mut st = self.read();
+        let r = f(&mut st)?;
+        let (word, iova, length) = Self::pack(&st);
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        // The odd sequence before the field stores.
+        fence(Ordering::Release);
+        self.word.store(word, Ordering::Relaxed);
+        self.iova.store(iova, Ordering::Relaxed);
+        self.length.store(length, Ordering::Relaxed);
+        self.seq.store(s.wrapping_add(2), Ordering::Release);
+        Ok(r)
+    }
+}
+
 /// A registered memory region.
 #[derive(Debug)]
 pub(crate) struct Mr {
@@ -74,7 +158,7 @@ pub(crate) struct Mr {
     pub pd: u32,
     /// The pinned pages of the registration (fast registration re-maps within them).
     pub range: DmaRange,
-    pub st: RwLock<MrState>,
+    pub st: StateCell,
     /// Memory windows bound to the region: while any is, it can be neither invalidated nor
     /// deregistered (a window keeps the region it opens onto, as in rxe).
     pub windows: AtomicU32,
@@ -93,7 +177,7 @@ impl Mr {
             handle,
             pd,
             range,
-            st: RwLock::new(st),
+            st: StateCell::new(st),
             windows: AtomicU32::new(0),
         }
     }
@@ -108,7 +192,7 @@ impl Mr {
         len: u64,
         want: Want,
     ) -> Result<u64, ()> {
-        let st = *self.st.read();
+        let st = self.st.read();
         if !st.valid || st.key != key || pd != self.pd {
             return Err(());
         }
@@ -131,7 +215,7 @@ impl Mr {
     /// bind rights, covering `[addr, addr + len)`, that allows `access` (remote write or
     /// atomic rights need local write). Returns whether it qualifies (C10-73, C10-74, C10-75).
     pub(crate) fn bindable(&self, lkey: u32, pd: u32, addr: u64, len: u64, access: u32) -> bool {
-        let st = *self.st.read();
+        let st = self.st.read();
         let Some(end) = addr.checked_add(len) else {
             return false;
         };
@@ -148,12 +232,13 @@ impl Mr {
     /// Local invalidation (`LOCAL_INV`, `SEND_WITH_INV`): the key must match, and no window
     /// may be bound to the region.
     pub(crate) fn invalidate(&self, key: u32) -> Result<(), ()> {
-        let mut st = self.st.write();
-        if st.key != key || !st.valid || self.windows.load(Ordering::Acquire) != 0 {
-            return Err(());
-        }
-        st.valid = false;
-        Ok(())
+        self.st.update(|st| {
+            if st.key != key || !st.valid || self.windows.load(Ordering::Acquire) != 0 {
+                return Err(());
+            }
+            st.valid = false;
+            Ok(())
+        })
     }
 
     /// Fast registration: re-key an invalidated region over part of its pinned pages.
@@ -166,20 +251,21 @@ impl Mr {
         length: u64,
     ) -> Result<u32, ()> {
         check_access(access).map_err(|_| ())?;
-        let mut st = self.st.write();
-        if st.key != key || st.valid {
-            return Err(());
-        }
-        let base = self.range.base();
-        let end = iova.checked_add(length).ok_or(())?;
-        if iova < base || end > base + self.range.len() {
-            return Err(());
-        }
-        st.key = (self.handle << 8) | u32::from(new_byte);
-        st.access = access;
-        st.iova = iova;
-        st.length = length;
-        st.valid = true;
-        Ok(st.key)
+        self.st.update(|st| {
+            if st.key != key || st.valid {
+                return Err(());
+            }
+            let base = self.range.base();
+            let end = iova.checked_add(length).ok_or(())?;
+            if iova < base || end > base + self.range.len() {
+                return Err(());
+            }
+            st.key = (self.handle << 8) | u32::from(new_byte);
+            st.access = access;
+            st.iova = iova;
+            st.length = length;
+            st.valid = true;
+            Ok(st.key)
+        })
     }
 }

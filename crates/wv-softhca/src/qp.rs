@@ -3,7 +3,7 @@
 
 use alloc::boxed::Box;
 use alloc::sync::{Arc, Weak};
-use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use spin::Mutex;
 use wv_hal::{
@@ -11,10 +11,11 @@ use wv_hal::{
     VerbsError,
 };
 
-use crate::cq::Cq;
+use crate::cq::{Cq, CqPort, Side};
 use crate::device::{Device, Rundown};
-use crate::engine::{InMsg, RdRes};
+use crate::engine::{InMsg, RdRes, Target, UdDest};
 use crate::modify_attr::{self, Translated};
+use crate::mr_cache::MrCache;
 use crate::ring::{Padded, Ring};
 use crate::srq::Srq;
 use crate::state_table::{self, ib};
@@ -32,7 +33,7 @@ pub(crate) struct RecvWqe {
 }
 
 impl RecvWqe {
-    pub(crate) fn read(slot: &[AtomicU64], max_sge: usize) -> Self {
+    pub(crate) fn read(slot: &[crate::ring::Word], max_sge: usize) -> Self {
         let (wr_id, n) = recv_header(slot);
         let n = n.min(max_sge).min(MAX_SGE);
         let mut sges = [Sge::default(); MAX_SGE];
@@ -130,13 +131,31 @@ pub(crate) struct SqCtx {
     /// Reads and atomics in flight at most (`max_rd_atomic`; 0 counts as 1).
     pub max_rd_atomic: u32,
     pub qkey: u32,
-    /// The connected peer, resolved at the first send after RTR.
-    pub peer: Option<(Weak<Device>, Weak<Qp>, u8)>,
+    /// The references the requester keeps between messages (taken out while it runs).
+    pub refs: SqRefs,
+    /// Where send completions go.
+    pub cq: CqPort,
+    /// Packets sent intact on a lossless link (the fabric's count, kept here so that no
+    /// shared counter is written per message).
+    pub delivered: u64,
     /// In SQD until the requests in flight have completed.
     pub draining: bool,
     /// Raise `SQ_DRAINED` when the drain ends.
     pub drain_notify: bool,
     pub tx: Tx,
+}
+
+/// What the requester keeps between messages instead of looking it up again: strong
+/// references, each checked against its device's epoch before use.
+#[derive(Debug, Default)]
+pub(crate) struct SqRefs {
+    /// The connected peer, resolved at the first send after RTR and kept while its device's
+    /// QP epoch says it still exists.
+    pub peer: Option<Target>,
+    /// The last UD destination and where it leads (as `peer`).
+    pub ud_peer: Option<(UdDest, Target)>,
+    /// The regions this side's requests use.
+    pub mrs: MrCache,
 }
 
 /// The responder's context.
@@ -160,10 +179,14 @@ pub(crate) struct RespCtx {
     /// gets its original result again and is not executed twice).
     pub res: Box<[Option<RdRes>]>,
     pub res_next: usize,
+    /// The regions incoming messages land in or read from.
+    pub mrs: MrCache,
+    /// Where receive completions go.
+    pub cq: CqPort,
 }
 
 impl RespCtx {
-    pub(crate) fn new(resources: u32) -> Self {
+    pub(crate) fn new(resources: u32, cq: Arc<Cq>) -> Self {
         RespCtx {
             epsn: 0,
             access: 0,
@@ -176,6 +199,8 @@ impl RespCtx {
             msg: InMsg::None,
             res: alloc::vec![None; resources.max(1) as usize].into_boxed_slice(),
             res_next: 0,
+            mrs: MrCache::default(),
+            cq: CqPort::new(cq),
         }
     }
 
@@ -225,7 +250,7 @@ pub(crate) struct Qp {
     /// The port the QP is bound to (a lock-free copy of `attrs.primary_av.port`).
     pub port: AtomicU8,
     /// Work for the send queue is pending (see `engine::run_sq`).
-    pub sq_pending: Padded<AtomicBool>,
+    pub sq_pending: Padded<crate::sched::Pending>,
     pub sq_ctx: Padded<Mutex<SqCtx>>,
     pub resp: Padded<Mutex<RespCtx>>,
     /// Everything `query_qp` reports; modify holds it across the whole command.
@@ -264,6 +289,47 @@ impl Qp {
         self.data_path_transition(QpState::SqError, |s| {
             matches!(s, QpState::Rts | QpState::Sqd)
         })
+    }
+
+    /// Runs `f` on the port through which `side` posts completions, with that side's lock
+    /// held (so the side is not posting meanwhile). A doorbell rung while the send side was
+    /// held is run afterwards.
+    pub(crate) fn with_port<R>(
+        self: &Arc<Self>,
+        side: Side,
+        f: impl FnOnce(&mut CqPort) -> R,
+    ) -> R {
+        match side {
+            Side::Send => {
+                let r = f(&mut self.sq_ctx.lock().cq);
+                if let Some(dev) = self.dev.upgrade() {
+                    crate::engine::run_sq(&dev, self);
+                }
+                r
+            }
+            Side::Recv => f(&mut self.resp.lock().cq),
+        }
+    }
+
+    /// Destroy: waits for the engine to be done with the QP (its state is RESET already, so
+    /// nothing new starts), then lets go of every reference its contexts keep (peers, regions,
+    /// rings) and unbinds it from its CQs.
+    pub(crate) fn shut_down(self: &Arc<Self>, dev: &Device) {
+        {
+            let mut sq = self.sq_ctx.lock();
+            sq.refs = SqRefs::default();
+            sq.cq.detach();
+            dev.tx_delivered
+                .fetch_add(core::mem::take(&mut sq.delivered), Ordering::Relaxed);
+        }
+        {
+            let mut rs = self.resp.lock();
+            rs.msg = InMsg::None;
+            rs.mrs.clear();
+            rs.cq.detach();
+        }
+        self.send_cq.unbind(self, Side::Send);
+        self.recv_cq.unbind(self, Side::Recv);
     }
 
     fn data_path_transition(&self, to: QpState, from: impl Fn(QpState) -> bool) -> bool {
@@ -334,6 +400,11 @@ impl Qp {
         if mask & ib::ALT_PATH != 0 && (a.alt_av.port > dev.port_count()) {
             return Err(VerbsError::InvalidParameter);
         }
+        // The ports are RoCE: a connected QP's path needs a global route (the IB core's
+        // rdma_check_ah_attr refuses an Ethernet port's address without a GRH).
+        if mask & ib::AV != 0 && !a.av.grh_valid {
+            return Err(VerbsError::InvalidParameter);
+        }
         if mask & ib::PATH_MTU != 0 && a.path_mtu.is_none() {
             return Err(VerbsError::InvalidParameter);
         }
@@ -372,7 +443,7 @@ impl Qp {
                 attrs.primary_av = a.av;
                 attrs.primary_av.port = port;
                 sq.av = attrs.primary_av;
-                sq.peer = None;
+                sq.refs.peer = None;
             }
             if mask & ib::PATH_MTU != 0
                 && let Some(mtu) = a.path_mtu
@@ -388,7 +459,7 @@ impl Qp {
                 attrs.dest_qpn = a.dest_qpn;
                 sq.dest_qpn = a.dest_qpn;
                 rs.dest_qpn = a.dest_qpn;
-                sq.peer = None;
+                sq.refs.peer = None;
             }
             if mask & ib::RQ_PSN != 0 {
                 attrs.rq_psn = a.rq_psn & 0xFF_FFFF;
@@ -438,7 +509,7 @@ impl Qp {
                     self.rq.reset();
                 }
                 rs.clear();
-                sq.peer = None;
+                sq.refs.peer = None;
                 sq.draining = false;
                 let psn = sq.psn;
                 sq.tx.clear(psn);

@@ -19,6 +19,7 @@ use crate::cq::Cq;
 use crate::device::Device;
 use crate::engine::{self, MAX_INLINE};
 use crate::mr::Want;
+use crate::mr_cache::MrCache;
 use crate::qp::Qp;
 use crate::ring::Ring;
 use crate::srq::Srq;
@@ -168,7 +169,7 @@ impl UvpContext {
         Ok(UvpQp {
             dev: self.dev.clone(),
             qp,
-            sq_lock: Arc::new(Mutex::new(())),
+            sq_lock: Arc::new(Mutex::new(MrCache::default())),
             rq_lock: Arc::new(Mutex::new(())),
         })
     }
@@ -198,7 +199,8 @@ impl UvpContext {
 pub struct UvpQp {
     dev: Arc<Device>,
     qp: Arc<Qp>,
-    sq_lock: Arc<Mutex<()>>,
+    /// The post lock, and the regions inline sends copy from.
+    sq_lock: Arc<Mutex<MrCache>>,
     rq_lock: Arc<Mutex<()>>,
 }
 
@@ -272,9 +274,10 @@ impl UvpQp {
         let mut posted = 0u32;
         let mut result = Ok(());
         {
-            let _g = self.sq_lock.lock();
+            let mut mrs = self.sq_lock.lock();
+            mrs.validate(&self.dev);
             for (i, wr) in wrs.iter().enumerate() {
-                match self.write_send(wr, posted, false) {
+                match self.write_send(&mrs, wr, posted, false) {
                     Ok(()) => posted += 1,
                     Err(e) => {
                         result = Err((i, e));
@@ -321,8 +324,9 @@ impl UvpQp {
             access: info.access,
         });
         {
-            let _g = self.sq_lock.lock();
-            self.write_send(&wr, 0, true)?;
+            let mut mrs = self.sq_lock.lock();
+            mrs.validate(&self.dev);
+            self.write_send(&mrs, &wr, 0, true)?;
             self.qp.sq.publish(1);
         }
         engine::run_sq(&self.dev, &self.qp);
@@ -330,7 +334,13 @@ impl UvpQp {
         Ok(new_rkey)
     }
 
-    fn write_send(&self, wr: &SendWr<'_>, ahead: u32, type1_bind: bool) -> Result<(), PostError> {
+    fn write_send(
+        &self,
+        mrs: &MrCache,
+        wr: &SendWr<'_>,
+        ahead: u32,
+        type1_bind: bool,
+    ) -> Result<(), PostError> {
         let qp = &self.qp;
         if self.dev.is_removed() {
             return Err(PostError::DeviceRemoved);
@@ -372,7 +382,7 @@ impl UvpQp {
                     if len == 0 {
                         continue;
                     }
-                    let mr = self.dev.mr_by_key(s.lkey).ok_or(PostError::BadInlineSge)?;
+                    let mr = mrs.get(&self.dev, s.lkey).ok_or(PostError::BadInlineSge)?;
                     let off = mr
                         .check(s.lkey, qp.pd, s.addr, len as u64, Want::LocalRead)
                         .map_err(|_| PostError::BadInlineSge)?;

@@ -3,24 +3,25 @@
 //! the vector's DPC with `Platform::queue_dpc`; the DPC calls the sinks at DISPATCH_LEVEL).
 
 use alloc::sync::{Arc, Weak};
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use wv_abi::consts::{WV_IO_ATOMIC_HCA, WV_IO_PORT_ACTIVE_EVENT, WV_IO_SRQ_RESIZE};
 use wv_hal::InterruptService;
 use wv_hal::{
-    AddressVector, CaAttributes, CaEventSink, CqEventSink, DeviceModelPlatform, Dpc, Gid,
-    MemoryKeys, MemoryRegion, Mtu, PortAttributes, QpAttributes, QpCreate, QpCreated, QpEventSink,
-    QpModify, QpState, SrqAttributes, SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
+    AddressVector, CaAttributes, CaEventSink, CqEventSink, DeviceModelPlatform, Dpc, DpcInserted,
+    Gid, MemoryKeys, MemoryRegion, Mtu, PortAttributes, QpAttributes, QpCreate, QpCreated,
+    QpEventSink, QpModify, QpState, SrqAttributes, SrqEventSink, SrqModifyMask, Umv, Verbs,
+    VerbsError,
 };
 
 use crate::abi;
-use crate::cq::Cq;
+use crate::cq::{Cq, CqPort, Side};
 use crate::device::{Ah, Bus, Context, Device, DeviceConfig, PORT_MTU, Pd, Rundown, Vector};
 use crate::dma::ClientMemory;
 use crate::engine::MAX_INLINE;
 use crate::mr::{Mr, check_access};
 use crate::mw::{Mw, MwType};
-use crate::qp::{MAX_SGE, Qp, QpTimer, RespCtx, SqCtx, Tx};
+use crate::qp::{MAX_SGE, Qp, QpTimer, RespCtx, SqCtx, SqRefs, Tx};
 use crate::ring::{Padded, Ring};
 use crate::srq::Srq;
 use crate::uvp::registry;
@@ -57,7 +58,7 @@ struct VectorDpc {
     dev: Weak<Device>,
     vector: Vector,
     /// The DPC object's inserted state (`KDPC`), kept by the platform.
-    inserted: AtomicBool,
+    inserted: DpcInserted,
 }
 
 impl Dpc for VectorDpc {
@@ -66,7 +67,7 @@ impl Dpc for VectorDpc {
             dev.dpc(self.vector);
         }
     }
-    fn inserted_flag(&self) -> Option<&AtomicBool> {
+    fn inserted_flag(&self) -> Option<&DpcInserted> {
         Some(&self.inserted)
     }
 }
@@ -204,7 +205,7 @@ impl<P: DeviceModelPlatform> SoftHca<P> {
             dpc: Arc::new(VectorDpc {
                 dev: Arc::downgrade(&dev),
                 vector,
-                inserted: AtomicBool::new(false),
+                inserted: DpcInserted::new(),
             }) as Arc<dyn Dpc>,
         };
         let lines = Lines {
@@ -228,7 +229,9 @@ impl<P: DeviceModelPlatform> SoftHca<P> {
         self.dev.config.mac
     }
 
-    /// The LID of `port` (assigned when the device joins a fabric; 0 before).
+    /// The fabric's LID of `port` (assigned when the device joins a fabric; 0 before): it
+    /// routes the UVP's UD work requests that name no GID. The port itself is RoCE and reports
+    /// no LID (`query_port` answers 0).
     pub fn lid(&self, port: u8) -> u16 {
         self.dev.lid(port)
     }
@@ -276,6 +279,18 @@ impl<P: DeviceModelPlatform> SoftHca<P> {
             Err(VerbsError::DeviceRemoved)
         } else {
             Ok(())
+        }
+    }
+}
+
+impl<P: DeviceModelPlatform> Drop for SoftHca<P> {
+    fn drop(&mut self) {
+        // The QPs' contexts keep strong references to their peers (and so to other devices,
+        // whose QPs may keep this one): a QP destroy drops them, but QPs still alive when the
+        // device goes away would hold each other's devices for ever. They are caches: drop them.
+        for qp in self.dev.qps.all() {
+            qp.sq_ctx.lock().refs = crate::qp::SqRefs::default();
+            qp.resp.lock().mrs.clear();
         }
     }
 }
@@ -392,9 +407,9 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             max_qp_initiator_depth: l.max_qp_rd_atom,
             max_inline_send: l.max_inline,
             max_mw: l.max_mw,
-            max_multicast: 0,
-            max_qp_attach: 0,
-            max_multicast_qp: 0,
+            max_multicast: l.max_mcast_grp,
+            max_qp_attach: l.max_mcast_qp_attach,
+            max_multicast_qp: l.max_total_mcast_qp_attach,
             max_ah: l.max_ah,
             max_fmr: 0,
             max_map_per_fmr: 0,
@@ -423,7 +438,9 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             bad_pkey_counter: 0,
             qkey_violation_counter: 0,
             pkey_table_len: p.pkeys.len() as u16,
-            lid: p.lid,
+            // A RoCE (Ethernet) port has no LID: ibv_query_port reports 0 there. The fabric's
+            // own LID (`SoftHca::lid`) only routes the UVP's UD work requests that name no GID.
+            lid: 0,
             sm_lid: 0,
             lmc: 0,
             max_vls: 1,
@@ -523,6 +540,8 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             return Err((mr, VerbsError::ResourceBusy));
         }
         self.dev.mrs.remove(mr.0.handle);
+        // Queue sides that kept it look their regions up again.
+        self.dev.mr_gone();
         Ok(())
     }
 
@@ -821,7 +840,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                     sq_sig_all: c.sq_signaled.into(),
                     state: (QpState::Reset as u8).into(),
                     port: attrs.primary_av.port.into(),
-                    sq_pending: Padded(false.into()),
+                    sq_pending: Padded(crate::sched::Pending::new()),
                     sq_ctx: Padded(spin::Mutex::new(SqCtx {
                         psn: 0,
                         dest_qpn: 0,
@@ -832,12 +851,17 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                         timeout: 0,
                         max_rd_atomic: 0,
                         qkey: 0,
-                        peer: None,
+                        refs: SqRefs::default(),
+                        cq: CqPort::new(c.send_cq.0.clone()),
+                        delivered: 0,
                         draining: false,
                         drain_notify: false,
                         tx: Tx::new(sq_entries),
                     })),
-                    resp: Padded(spin::Mutex::new(RespCtx::new(l.max_qp_rd_atom))),
+                    resp: Padded(spin::Mutex::new(RespCtx::new(
+                        l.max_qp_rd_atom,
+                        c.recv_cq.0.clone(),
+                    ))),
                     attrs: spin::Mutex::new(attrs),
                     timer: Arc::new(QpTimer(me.clone())),
                     sink: events,
@@ -852,6 +876,17 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                 rq_sge: qp.rq_max_sge,
                 sq_max_inline: qp.max_inline,
             };
+            // The QP's sides become producers of its CQs (the only one of a CQ posts without
+            // the CQ's lock).
+            if let Err(e) = qp
+                .send_cq
+                .bind(&qp, Side::Send)
+                .and_then(|()| qp.recv_cq.bind(&qp, Side::Recv))
+            {
+                dev.qps.remove(qp.handle);
+                qp.shut_down(dev);
+                return Err(e);
+            }
             let resp = abi::QpResp {
                 qp_handle: qp.handle,
                 qpn: qp.qpn,
@@ -864,6 +899,8 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             };
             if let Err(e) = abi::write_resp(umv, &resp) {
                 dev.qps.remove(qp.handle);
+                dev.qp_gone();
+                qp.shut_down(dev);
                 return Err(e);
             }
             Ok((SoftQp(qp), created))
@@ -895,10 +932,13 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
 
     fn destroy_qp(&self, qp: SoftQp) {
         self.dev.qps.remove(qp.0.handle);
+        // Requesters that kept it as their peer look again.
+        self.dev.qp_gone();
         // A destroyed QP discards its work silently (no flush completions) and its timer.
         qp.0.state.store(QpState::Reset as u8, Ordering::Release);
         self.dev.cancel_timer(&qp.0.timer);
         wait_rundown(&qp.0.rundown);
+        qp.0.shut_down(&self.dev);
     }
 
     fn attach_mcast(&self, qp: &SoftQp, gid: &Gid, lid: u16) -> Result<SoftMcast, VerbsError> {
@@ -908,6 +948,24 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                 return Err(VerbsError::InvalidParameter);
             }
             let mut groups = self.dev.mcast.write();
+            // The limits query_ca advertises.
+            let l = self.dev.limits();
+            let in_group = groups.iter().filter(|(g, _)| g == gid).count() as u32;
+            let is_new_group = in_group == 0;
+            // Distinct groups (counted only when a new one would be added; no allocation).
+            let group_count = || {
+                groups
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, (g, _))| !groups[..*i].iter().any(|(h, _)| h == g))
+                    .count() as u32
+            };
+            if groups.len() as u32 >= l.max_total_mcast_qp_attach
+                || in_group >= l.max_mcast_qp_attach
+                || (is_new_group && group_count() >= l.max_mcast_grp)
+            {
+                return Err(VerbsError::InsufficientResources);
+            }
             groups
                 .try_reserve(1)
                 .map_err(|_| VerbsError::InsufficientMemory)?;

@@ -1,7 +1,12 @@
 //! The typed work requests and completions of the data path, with ibverbs numeric values, and
 //! their encodings as ring entries (WQEs and CQEs of 64-bit words).
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use crate::ring::Word;
+
+#[cfg(not(loom))]
+use core::sync::atomic::Ordering;
+#[cfg(loom)]
+use loom::sync::atomic::Ordering;
 
 use wv_hal::Gid;
 
@@ -415,15 +420,15 @@ pub(crate) const SQ_HDR_WORDS: usize = 8;
 pub(crate) const RQ_HDR_WORDS: usize = 2;
 
 /// Stores words with relaxed ordering: the ring index publishes them with release.
-fn st(slot: &[AtomicU64], i: usize, v: u64) {
+fn st(slot: &[Word], i: usize, v: u64) {
     slot[i].store(v, Ordering::Relaxed);
 }
-fn ld(slot: &[AtomicU64], i: usize) -> u64 {
+fn ld(slot: &[Word], i: usize) -> u64 {
     slot[i].load(Ordering::Relaxed)
 }
 
 impl WorkCompletion {
-    pub(crate) fn encode(&self, slot: &[AtomicU64]) {
+    pub(crate) fn encode(&self, slot: &[Word]) {
         st(slot, 0, self.wr_id);
         st(
             slot,
@@ -453,7 +458,7 @@ impl WorkCompletion {
                 | (u64::from(self.vendor_err) << 32),
         );
     }
-    pub(crate) fn decode(slot: &[AtomicU64]) -> Self {
+    pub(crate) fn decode(slot: &[Word]) -> Self {
         let w1 = ld(slot, 1);
         let w2 = ld(slot, 2);
         let w3 = ld(slot, 3);
@@ -495,7 +500,7 @@ pub(crate) struct SendWqe {
 }
 
 impl SendWqe {
-    pub(crate) fn decode(slot: &[AtomicU64]) -> Self {
+    pub(crate) fn decode(slot: &[Word]) -> Self {
         let w1 = ld(slot, 1);
         let w2 = ld(slot, 2);
         SendWqe {
@@ -564,12 +569,7 @@ impl SendWqe {
 /// Encodes a send request into a WQE slot. `inline` is the payload to embed, if any; the
 /// caller checked that it and the SGEs fit the stride. `type1_bind` marks a bind made by the
 /// type 1 verb.
-pub(crate) fn encode_send(
-    slot: &[AtomicU64],
-    wr: &SendWr<'_>,
-    inline: Option<&[u8]>,
-    type1_bind: bool,
-) {
+pub(crate) fn encode_send(slot: &[Word], wr: &SendWr<'_>, inline: Option<&[u8]>, type1_bind: bool) {
     let (num_sge, inline_len) = match inline {
         Some(d) => (0usize, d.len()),
         None => (wr.sg_list.len(), 0),
@@ -640,7 +640,7 @@ pub(crate) fn encode_send(
     }
 }
 
-fn encode_sges(slot: &[AtomicU64], first: usize, sges: &[Sge]) {
+fn encode_sges(slot: &[Word], first: usize, sges: &[Sge]) {
     for (i, s) in sges.iter().enumerate() {
         st(slot, first + 2 * i, s.addr);
         st(
@@ -652,7 +652,7 @@ fn encode_sges(slot: &[AtomicU64], first: usize, sges: &[Sge]) {
 }
 
 /// The `i`th SGE of a WQE whose SGEs start at word `first`.
-pub(crate) fn sge_at(slot: &[AtomicU64], first: usize, i: usize) -> Sge {
+pub(crate) fn sge_at(slot: &[Word], first: usize, i: usize) -> Sge {
     let w = ld(slot, first + 2 * i + 1);
     Sge {
         addr: ld(slot, first + 2 * i),
@@ -662,13 +662,13 @@ pub(crate) fn sge_at(slot: &[AtomicU64], first: usize, i: usize) -> Sge {
 }
 
 /// How many inline bytes a send WQE really carries: what it claims, never past its slot.
-pub(crate) fn inline_len(slot: &[AtomicU64], claimed: usize) -> usize {
+pub(crate) fn inline_len(slot: &[Word], claimed: usize) -> usize {
     claimed.min(slot.len().saturating_sub(SQ_HDR_WORDS) * 8)
 }
 
 /// Copies inline bytes `[from, from + out.len())` of a send WQE into `out`; the caller keeps
 /// the range within [`inline_len`].
-pub(crate) fn inline_range(slot: &[AtomicU64], from: usize, out: &mut [u8]) {
+pub(crate) fn inline_range(slot: &[Word], from: usize, out: &mut [u8]) {
     let mut done = 0;
     while done < out.len() {
         let p = from + done;
@@ -681,14 +681,14 @@ pub(crate) fn inline_range(slot: &[AtomicU64], from: usize, out: &mut [u8]) {
 }
 
 /// Encodes a receive request.
-pub(crate) fn encode_recv(slot: &[AtomicU64], wr: &RecvWr<'_>) {
+pub(crate) fn encode_recv(slot: &[Word], wr: &RecvWr<'_>) {
     st(slot, 0, wr.wr_id);
     st(slot, 1, wr.sg_list.len() as u64);
     encode_sges(slot, RQ_HDR_WORDS, wr.sg_list);
 }
 
 /// `(wr_id, num_sge)` of a receive WQE.
-pub(crate) fn recv_header(slot: &[AtomicU64]) -> (u64, usize) {
+pub(crate) fn recv_header(slot: &[Word]) -> (u64, usize) {
     (ld(slot, 0), ld(slot, 1) as u16 as usize)
 }
 
@@ -696,8 +696,8 @@ pub(crate) fn recv_header(slot: &[AtomicU64]) -> (u64, usize) {
 mod tests {
     use super::*;
 
-    fn slot(words: usize) -> alloc::vec::Vec<AtomicU64> {
-        (0..words).map(|_| AtomicU64::new(0)).collect()
+    fn slot(words: usize) -> alloc::vec::Vec<Word> {
+        (0..words).map(|_| Word::new(0)).collect()
     }
 
     #[test]

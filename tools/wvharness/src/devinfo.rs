@@ -2,9 +2,13 @@
 //!
 //! Everything comes from raw IOCTLs (GUID_QUERY, LIBRARY_QUERY, DEVICE_OPEN without vendor
 //! bytes, DEVICE_QUERY, DEVICE_PORT_QUERY, DEVICE_GID_QUERY, DEVICE_PKEY_QUERY), so it needs no
-//! user-mode provider and works on any transport. GUIDs print as ibv_devinfo prints them
-//! (`0257:5600:0000:0001`), GIDs in IPv6 notation (`fe80::257:56ff:fe00:1`, and RoCE's
-//! IPv4-based GIDs as `::ffff:192.168.1.1`).
+//! user-mode provider and works on any transport. The text is ibv_devinfo's: the device and
+//! its ports' basic lines by default, the device limits, the ports' extended lines and the GID
+//! tables with `-v`; GUIDs as `0257:5600:0000:0001`, RoCE v1 GIDs as eight groups of four hex
+//! digits with `, RoCE v1` on an Ethernet port. The lines ibv_devinfo takes from
+//! `ibv_query_device_ex` (ODP, TSO, RSS, packet pacing, tag matching, CQ moderation, …) have no
+//! counterpart in WinVerbs' DEVICE_QUERY and are not printed. `--json` reports the same values
+//! (and the GIDs in IPv6 notation too).
 
 use std::io::{self, Write};
 use std::net::Ipv6Addr;
@@ -33,7 +37,8 @@ pub struct DevinfoArgs {
     /// Print JSON (an array of devices) instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Also print the GID and P_Key tables and the port counters (like `ibv_devinfo -v`).
+    /// Also print the device limits, the ports' extended attributes and their GID tables
+    /// (`ibv_devinfo -v`).
     #[arg(short, long)]
     pub verbose: bool,
 }
@@ -43,6 +48,9 @@ pub struct DevinfoArgs {
 pub struct DeviceInfo {
     /// Position in GUID_QUERY order (what `--device` takes).
     pub index: usize,
+    /// The device name (`hca_id`): the provider library's name and the index, as the
+    /// benchmarks' headers name it (`softhca0`).
+    pub name: String,
     /// Node GUID, ibv_devinfo form.
     pub node_guid: String,
     /// System image GUID, ibv_devinfo form.
@@ -91,6 +99,8 @@ pub struct Limits {
     pub max_res_rd_atom: u32,
     pub max_qp_init_rd_atom: u32,
     pub max_inline_send: u32,
+    pub max_fmr: u32,
+    pub max_map_per_fmr: u32,
     pub max_mcast_grp: u32,
     pub max_mcast_qp_attach: u32,
     pub max_total_mcast_qp_attach: u32,
@@ -136,6 +146,20 @@ pub struct PortInfo {
     pub bad_pkey_cntr: u32,
     /// Q_Key violation counter.
     pub qkey_viol_cntr: u32,
+    /// Virtual lanes (`max_vl_num`).
+    pub max_vl_num: u8,
+    /// SM service level.
+    pub sm_sl: u8,
+    /// Subnet timeout.
+    pub subnet_timeout: u8,
+    /// InitTypeReply.
+    pub init_type_reply: u8,
+    /// Active link width (the IB encoding: 1, 2, 4, 8, 16).
+    pub active_width: u8,
+    /// Active link speed (the IB encoding: 1, 2, 4, …).
+    pub active_speed: u8,
+    /// Physical port state (5: LINK_UP).
+    pub phys_state: u8,
 }
 
 /// One GID table entry.
@@ -147,11 +171,86 @@ pub struct GidEntry {
     pub gid: String,
     /// `MAC` (link-local EUI-64), `IPv4` (IPv4-mapped) or `other`.
     pub kind: &'static str,
+    /// The GID type ibv_devinfo names on an Ethernet port (`RoCE v1`: the soft HCA's GIDs are
+    /// MAC- and IPv4-based); `None` on InfiniBand.
+    pub gid_type: Option<&'static str>,
 }
 
 /// A GID in IPv6 notation; RoCE's IPv4-based GIDs come out as `::ffff:a.b.c.d`.
 pub fn format_gid(raw: [u8; 16]) -> String {
     Ipv6Addr::from(raw).to_string()
+}
+
+/// A GID as ibv_devinfo prints an IB or RoCE v1 GID: eight groups of four hex digits.
+pub fn format_gid_v1(raw: [u8; 16]) -> String {
+    raw.chunks_exact(2)
+        .map(|p| format!("{:02x}{:02x}", p[0], p[1]))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// ibv_devinfo's `width_str`: the lane count of an IB width code.
+fn width_str(width: u8) -> &'static str {
+    match width {
+        1 => "1",
+        2 => "4",
+        4 => "8",
+        8 => "12",
+        16 => "2",
+        _ => "invalid width",
+    }
+}
+
+/// ibv_devinfo's `speed_str`.
+fn speed_str(speed: u8) -> &'static str {
+    match speed {
+        1 => "2.5 Gbps",
+        2 => "5.0 Gbps",
+        4 | 8 => "10.0 Gbps",
+        16 => "14.0 Gbps",
+        32 => "25.0 Gbps",
+        64 => "50.0 Gbps",
+        128 => "100.0 Gbps",
+        _ => "invalid speed",
+    }
+}
+
+/// ibv_devinfo's `vl_str`.
+fn vl_str(vls: u8) -> &'static str {
+    match vls {
+        1 => "1",
+        2 => "2",
+        3 => "4",
+        4 => "8",
+        5 => "15",
+        _ => "invalid value",
+    }
+}
+
+/// ibv_devinfo's `port_phy_state_str`.
+fn phys_state_str(state: u8) -> &'static str {
+    match state {
+        1 => "SLEEP",
+        2 => "POLLING",
+        3 => "DISABLED",
+        4 => "PORT_CONFIGURATION TRAINNING",
+        5 => "LINK_UP",
+        6 => "LINK_ERROR_RECOVERY",
+        7 => "PHY TEST",
+        _ => "invalid physical state",
+    }
+}
+
+/// ibv_devinfo's `mtu_str` of an MTU given in bytes.
+fn mtu_str(bytes: u32) -> &'static str {
+    match bytes {
+        256 => "256",
+        512 => "512",
+        1024 => "1024",
+        2048 => "2048",
+        4096 => "4096",
+        _ => "invalid MTU",
+    }
 }
 
 fn gid_kind(raw: [u8; 16]) -> &'static str {
@@ -275,9 +374,7 @@ fn table<F: RawFile>(
 /// NET64 (the bytes in memory are the big-endian GUID), so they print via `from_be`, as
 /// ibv_devinfo prints `be64toh(node_guid)`.
 fn device_info<F: RawFile>(f: &F, index: usize, guid: u64) -> Result<DeviceInfo, String> {
-    let lib = must(f, WV_IOCTL_LIBRARY_QUERY, &guid.to_ne_bytes(), 28)?;
-    let library = String::from_utf8_lossy(lib.output.split(|&b| b == 0).next().unwrap_or_default())
-        .into_owned();
+    let library = crate::target::library_name(f, guid)?;
     let id_in = WV_IO_ID {
         Id: guid,
         VerbInfo: 0,
@@ -303,6 +400,7 @@ fn describe<F: RawFile>(
     for port in 1..=a.PhysPortCount {
         let st = must(f, WV_IOCTL_DEVICE_PORT_QUERY, &port_query(dev, port), 52)?;
         let p: WV_IO_PORT_ATTRIBUTES = read(&st.output, "DEVICE_PORT_QUERY")?;
+        let ethernet = p.Transport == 2;
         let gids = table(
             f,
             WV_IOCTL_DEVICE_GID_QUERY,
@@ -319,6 +417,7 @@ fn describe<F: RawFile>(
                 index,
                 gid: format_gid(raw),
                 kind: gid_kind(raw),
+                gid_type: ethernet.then_some("RoCE v1"),
             })
         })
         .collect();
@@ -357,11 +456,19 @@ fn describe<F: RawFile>(
             pkeys,
             bad_pkey_cntr: p.BadPkeyCounter,
             qkey_viol_cntr: p.QkeyViolationCounter,
+            max_vl_num: p.MaxVls,
+            sm_sl: p.SmSl,
+            subnet_timeout: p.SubnetTimeout,
+            init_type_reply: p.InitTypeReply,
+            active_width: p.ActiveWidth,
+            active_speed: p.ActiveSpeed,
+            phys_state: p.PhysicalState,
         });
     }
     let fw = a.FwVersion;
     Ok(DeviceInfo {
         index,
+        name: crate::target::device_name(&library, index),
         node_guid: format_guid(u64::from_be(a.NodeGuid)),
         sys_image_guid: format_guid(u64::from_be(a.SystemImageGuid)),
         library,
@@ -396,6 +503,8 @@ fn describe<F: RawFile>(
             max_res_rd_atom: a.MaxResponderResources,
             max_qp_init_rd_atom: a.MaxQpInitiatorDepth,
             max_inline_send: a.MaxInlineSend,
+            max_fmr: a.MaxFmr,
+            max_map_per_fmr: a.MaxMapPerFmr,
             max_mcast_grp: a.MaxMulticast,
             max_mcast_qp_attach: a.MaxQpAttach,
             max_total_mcast_qp_attach: a.MaxMulticastQp,
@@ -455,85 +564,97 @@ impl TargetTask for Collect {
     }
 }
 
-/// The text ibv_devinfo prints, for one device.
+/// A device line `\t{name}:{tabs}{value}` with ibv_devinfo's tabs (its format strings put
+/// the values at column 40 with tab stops of 8: a line starts with one tab).
+fn field(out: &mut impl Write, name: &str, value: impl std::fmt::Display) -> io::Result<()> {
+    let tabs = "\t".repeat(5usize.saturating_sub((8 + name.len() + 1) / 8).max(1));
+    writeln!(out, "\t{name}:{tabs}{value}")
+}
+
+/// The text ibv_devinfo prints, for one device (`print_hca_cap`).
 fn write_text(out: &mut impl Write, d: &DeviceInfo, verbose: bool) -> io::Result<()> {
     let l = &d.limits;
-    writeln!(out, "hca_id:\t{}", d.index)?;
+    writeln!(out, "hca_id:\t{}", d.name)?;
     writeln!(
         out,
         "\ttransport:\t\t\t{} ({})",
         d.transport,
         if d.transport == "iWARP" { 1 } else { 0 }
     )?;
-    writeln!(out, "\tlibrary:\t\t\t{}", d.library)?;
     writeln!(out, "\tfw_ver:\t\t\t\t{}", d.fw_ver)?;
     writeln!(out, "\tnode_guid:\t\t\t{}", d.node_guid)?;
     writeln!(out, "\tsys_image_guid:\t\t\t{}", d.sys_image_guid)?;
     writeln!(out, "\tvendor_id:\t\t\t{:#06x}", d.vendor_id)?;
     writeln!(out, "\tvendor_part_id:\t\t\t{}", d.vendor_part_id)?;
-    writeln!(out, "\thw_ver:\t\t\t\t{:#x}", d.hw_ver)?;
+    writeln!(out, "\thw_ver:\t\t\t\t{:#X}", d.hw_ver)?;
     writeln!(out, "\tphys_port_cnt:\t\t\t{}", d.ports.len())?;
-    let limits: [(&str, String); 24] = [
-        ("max_mr_size", format!("{:#x}", l.max_mr_size)),
-        ("page_size_cap", format!("{:#x}", l.page_size_cap)),
-        ("max_qp", l.max_qp.to_string()),
-        ("max_qp_wr", l.max_qp_wr.to_string()),
-        ("device_cap_flags", format!("{:#010x}", d.device_cap_flags)),
-        ("max_sge", l.max_sge.to_string()),
-        ("max_cq", l.max_cq.to_string()),
-        ("max_cqe", l.max_cqe.to_string()),
-        ("max_mr", l.max_mr.to_string()),
-        ("max_pd", l.max_pd.to_string()),
-        ("max_qp_rd_atom", l.max_qp_rd_atom.to_string()),
-        ("max_res_rd_atom", l.max_res_rd_atom.to_string()),
-        ("max_qp_init_rd_atom", l.max_qp_init_rd_atom.to_string()),
-        ("atomic_cap", l.atomic_cap.clone()),
-        ("max_mw", l.max_mw.to_string()),
-        ("max_ah", l.max_ah.to_string()),
-        ("max_srq", l.max_srq.to_string()),
-        ("max_srq_wr", l.max_srq_wr.to_string()),
-        ("max_srq_sge", l.max_srq_sge.to_string()),
-        ("max_inline_send", l.max_inline_send.to_string()),
-        ("max_mcast_grp", l.max_mcast_grp.to_string()),
-        ("max_mcast_qp_attach", l.max_mcast_qp_attach.to_string()),
-        (
-            "max_total_mcast_qp_attach",
-            l.max_total_mcast_qp_attach.to_string(),
-        ),
-        ("max_pkeys", l.max_pkeys.to_string()),
-    ];
-    for (name, value) in limits {
-        // ibv_devinfo aligns these values at column 40 (the line starts with a tab, then
-        // `name:`); long names get a single tab.
-        let tabs = "\t".repeat(5usize.saturating_sub((8 + name.len() + 1) / 8).max(1));
-        writeln!(out, "\t{name}:{tabs}{value}")?;
-        if verbose && name == "device_cap_flags" {
-            // ibv_devinfo -v names the bits under the value, one per line.
-            for cap in &d.device_caps {
-                writeln!(out, "\t\t\t\t\t{cap}")?;
-            }
-            let unknown = DEVICE_CAPS
-                .iter()
-                .fold(d.device_cap_flags, |f, (bit, _)| f & !bit);
-            if unknown != 0 {
-                writeln!(out, "\t\t\t\t\tUnknown flags: {unknown:#x}")?;
-            }
+    if verbose {
+        field(out, "max_mr_size", format_args!("{:#x}", l.max_mr_size))?;
+        field(out, "page_size_cap", format_args!("{:#x}", l.page_size_cap))?;
+        field(out, "max_qp", l.max_qp)?;
+        field(out, "max_qp_wr", l.max_qp_wr)?;
+        writeln!(out, "\tdevice_cap_flags:\t\t{:#010x}", d.device_cap_flags)?;
+        // The bits by name under the value, one per line.
+        for cap in &d.device_caps {
+            writeln!(out, "\t\t\t\t\t{cap}")?;
         }
+        let unknown = DEVICE_CAPS
+            .iter()
+            .fold(d.device_cap_flags, |f, (bit, _)| f & !bit);
+        if unknown != 0 {
+            writeln!(out, "\t\t\t\t\tUnknown flags: 0x{unknown:X}")?;
+        }
+        field(out, "max_sge", l.max_sge)?;
+        // WinVerbs has one SGE limit; the soft HCA reads with as many SGEs as it sends.
+        field(out, "max_sge_rd", l.max_sge)?;
+        field(out, "max_cq", l.max_cq)?;
+        field(out, "max_cqe", l.max_cqe)?;
+        field(out, "max_mr", l.max_mr)?;
+        field(out, "max_pd", l.max_pd)?;
+        field(out, "max_qp_rd_atom", l.max_qp_rd_atom)?;
+        field(out, "max_ee_rd_atom", 0)?;
+        field(out, "max_res_rd_atom", l.max_res_rd_atom)?;
+        field(out, "max_qp_init_rd_atom", l.max_qp_init_rd_atom)?;
+        field(out, "max_ee_init_rd_atom", 0)?;
+        field(out, "atomic_cap", &l.atomic_cap)?;
+        field(out, "max_ee", 0)?;
+        field(out, "max_rdd", 0)?;
+        field(out, "max_mw", l.max_mw)?;
+        field(out, "max_raw_ipv6_qp", 0)?;
+        field(out, "max_raw_ethy_qp", 0)?;
+        field(out, "max_mcast_grp", l.max_mcast_grp)?;
+        field(out, "max_mcast_qp_attach", l.max_mcast_qp_attach)?;
+        field(
+            out,
+            "max_total_mcast_qp_attach",
+            l.max_total_mcast_qp_attach,
+        )?;
+        field(out, "max_ah", l.max_ah)?;
+        field(out, "max_fmr", l.max_fmr)?;
+        if l.max_fmr != 0 {
+            field(out, "max_map_per_fmr", l.max_map_per_fmr)?;
+        }
+        field(out, "max_srq", l.max_srq)?;
+        if l.max_srq != 0 {
+            field(out, "max_srq_wr", l.max_srq_wr)?;
+            field(out, "max_srq_sge", l.max_srq_sge)?;
+        }
+        field(out, "max_pkeys", l.max_pkeys)?;
+        field(out, "local_ca_ack_delay", l.local_ca_ack_delay)?;
     }
-    writeln!(out, "\tlocal_ca_ack_delay:\t\t{}", l.local_ca_ack_delay)?;
     for p in &d.ports {
         writeln!(out, "\t\tport:\t{}", p.port)?;
         writeln!(out, "\t\t\tstate:\t\t\t{}", p.state)?;
         writeln!(
             out,
             "\t\t\tmax_mtu:\t\t{} ({})",
-            p.max_mtu,
+            mtu_str(p.max_mtu),
             mtu_enum(p.max_mtu)
         )?;
         writeln!(
             out,
             "\t\t\tactive_mtu:\t\t{} ({})",
-            p.active_mtu,
+            mtu_str(p.active_mtu),
             mtu_enum(p.active_mtu)
         )?;
         writeln!(out, "\t\t\tsm_lid:\t\t\t{}", p.sm_lid)?;
@@ -543,24 +664,61 @@ fn write_text(out: &mut impl Write, d: &DeviceInfo, verbose: bool) -> io::Result
         if verbose {
             writeln!(out, "\t\t\tmax_msg_sz:\t\t{:#x}", p.max_msg_sz)?;
             writeln!(out, "\t\t\tport_cap_flags:\t\t{:#010x}", p.port_cap_flags)?;
+            // WinVerbs reports no second capability word.
+            writeln!(out, "\t\t\tport_cap_flags2:\t0x0000")?;
+            writeln!(
+                out,
+                "\t\t\tmax_vl_num:\t\t{} ({})",
+                vl_str(p.max_vl_num),
+                p.max_vl_num
+            )?;
             writeln!(out, "\t\t\tbad_pkey_cntr:\t\t{:#x}", p.bad_pkey_cntr)?;
             writeln!(out, "\t\t\tqkey_viol_cntr:\t\t{:#x}", p.qkey_viol_cntr)?;
+            writeln!(out, "\t\t\tsm_sl:\t\t\t{}", p.sm_sl)?;
             writeln!(out, "\t\t\tpkey_tbl_len:\t\t{}", p.pkey_tbl_len)?;
             writeln!(out, "\t\t\tgid_tbl_len:\t\t{}", p.gid_tbl_len)?;
-            for g in &p.gids {
-                writeln!(out, "\t\t\tGID[{:>3}]:\t\t{}, {}", g.index, g.gid, g.kind)?;
+            writeln!(out, "\t\t\tsubnet_timeout:\t\t{}", p.subnet_timeout)?;
+            writeln!(out, "\t\t\tinit_type_reply:\t{}", p.init_type_reply)?;
+            writeln!(
+                out,
+                "\t\t\tactive_width:\t\t{}X ({})",
+                width_str(p.active_width),
+                p.active_width
+            )?;
+            writeln!(
+                out,
+                "\t\t\tactive_speed:\t\t{} ({})",
+                speed_str(p.active_speed),
+                p.active_speed
+            )?;
+            // Every WinVerbs device is an InfiniBand transport (RoCE included), where
+            // ibv_devinfo prints the physical state.
+            if d.transport == "InfiniBand" {
+                writeln!(
+                    out,
+                    "\t\t\tphys_state:\t\t{} ({})",
+                    phys_state_str(p.phys_state),
+                    p.phys_state
+                )?;
             }
-            let used: Vec<String> = p
-                .pkeys
-                .iter()
-                .enumerate()
-                .filter(|(_, k)| **k != 0)
-                .map(|(i, k)| format!("[{i}] {k:#06x}"))
-                .collect();
-            writeln!(out, "\t\t\tpkeys:\t\t\t{}", used.join(" "))?;
+            for g in &p.gids {
+                let raw: [u8; 16] = g
+                    .gid
+                    .parse::<Ipv6Addr>()
+                    .map(|a| a.octets())
+                    .unwrap_or_default();
+                let suffix = g.gid_type.map(|t| format!(", {t}")).unwrap_or_default();
+                writeln!(
+                    out,
+                    "\t\t\tGID[{:>3}]:\t\t{}{suffix}",
+                    g.index,
+                    format_gid_v1(raw)
+                )?;
+            }
         }
+        writeln!(out)?;
     }
-    writeln!(out)
+    Ok(())
 }
 
 /// `wvharness devinfo`.
@@ -606,6 +764,22 @@ mod tests {
         v4[12..].copy_from_slice(&[192, 168, 1, 7]);
         assert_eq!(format_gid(v4), "::ffff:192.168.1.7");
         assert_eq!(gid_kind(v4), "IPv4");
+        assert_eq!(
+            format_gid_v1(mac),
+            "fe80:0000:0000:0000:0057:56ff:fe00:0001",
+            "ibv_devinfo's RoCE v1 form"
+        );
+    }
+
+    #[test]
+    fn port_strings_as_ibv_devinfo() {
+        assert_eq!(width_str(1), "1");
+        assert_eq!(width_str(2), "4");
+        assert_eq!(speed_str(1), "2.5 Gbps");
+        assert_eq!(speed_str(128), "100.0 Gbps");
+        assert_eq!(vl_str(1), "1");
+        assert_eq!(phys_state_str(5), "LINK_UP");
+        assert_eq!(mtu_str(4096), "4096");
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! `wvharness pingpong`: libibverbs' `ibv_rc_pingpong` / `ibv_uc_pingpong` / `ibv_ud_pingpong`.
 //!
-//! The transport is chosen with `-c RC|UC|UD` (as perftest's `-c`), not by three programs;
-//! consequently rc_pingpong's `-c` (`--chk`, verify received bytes) is not a flag here: the
-//! check is on by default and `--no-chk` turns it off. Both sides run in this process, as two
-//! threads on two devices (each with its own handle on the driver, as two processes would
-//! have); they exchange `LID:QPN:PSN:GID` through a channel instead of TCP, then run
-//! rc_pingpong's loop and print its lines (the client's view).
+//! The transport is chosen with `-C RC|UC|UD` instead of three programs; the other options are
+//! the examples' (`-s`, `-n`, `-r`, `-e`, `-g`, `-c`/`--chk`). Both sides run in this process,
+//! as two threads on two devices (each with its own handle on the driver, as two processes
+//! would have); they exchange `LID:QPN:PSN:GID` through a channel instead of TCP, then run
+//! rc_pingpong's loop and print its lines (the client's view): the address lines as the
+//! example of the transport prints them (ud_pingpong's local line has `PSN …: GID`), the GID
+//! `::` unless `-g` names a GID index (as the examples: on a RoCE port, such as the soft
+//! HCA's, a connection needs `-g`, which the driver's refusal of a path without a GRH says),
+//! and the received data checked only with `-c`, after the timed loop.
 
 use std::io::{self, Write};
 use std::net::Ipv6Addr;
@@ -19,20 +22,22 @@ use serde::Serialize;
 use wv_client::inproc::StackConfig;
 use wv_client::verbs::{Provider, WorkCompletion, WrOpcode};
 
+use crate::perftest::Connection;
 use crate::perftest::endpoint::{Dest, Rendezvous, Shared, Side, SideConfig, aborted, poll_some};
-use crate::perftest::{Connection, UD_MTU};
 use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, resolve_device};
 
 /// Options of `wvharness pingpong` (rc_pingpong's, where they apply).
 #[derive(Args, Clone, Debug)]
 pub struct PingpongArgs {
     /// Transport: RC (ibv_rc_pingpong), UC (ibv_uc_pingpong) or UD (ibv_ud_pingpong).
-    #[arg(short = 'c', long = "connection", value_enum, default_value_t = Connection::Rc, ignore_case = true)]
+    #[arg(short = 'C', long = "connection", value_enum, default_value_t = Connection::Rc, ignore_case = true)]
     pub connection: Connection,
-    /// Size of message to exchange (default 4096; UD: default and at most 1024, the soft HCA's
-    /// UD path MTU).
+    /// Size of message to exchange (default 4096; UD: default 1024, at most the port's MTU).
     #[arg(short = 's', long = "size")]
     pub size: Option<u64>,
+    /// Local port GID index (default: none, the GID `::`; a RoCE port needs one).
+    #[arg(short = 'g', long = "gid-idx")]
+    pub gid_idx: Option<u32>,
     /// Number of exchanges.
     #[arg(short = 'n', long = "iters", default_value_t = 1000)]
     pub iters: u64,
@@ -45,9 +50,9 @@ pub struct PingpongArgs {
     /// Use a shared receive queue.
     #[arg(long)]
     pub srq: bool,
-    /// Do not verify the received bytes (rc_pingpong's -c/--chk is always on here).
-    #[arg(long = "no-chk")]
-    pub no_chk: bool,
+    /// Validate the received buffer (after the timed loop, as the examples do).
+    #[arg(short = 'c', long = "chk")]
+    pub chk: bool,
     /// Print the results as JSON instead of rc_pingpong's lines.
     #[arg(long)]
     pub json: bool,
@@ -76,14 +81,22 @@ pub struct PingpongResult {
     pub iters: u64,
     /// Microseconds per iteration (a full round trip).
     pub usec_per_iter: f64,
-    /// Whether received bytes were verified.
+    /// Whether received bytes were verified (`-c`).
     pub checked: bool,
+    /// Pages of the last message received that did not hold the peer's bytes (`-c`).
+    pub invalid_pages: Vec<usize>,
 }
 
-/// rc_pingpong's address line.
-fn address_line(side: &str, d: &Dest) -> String {
+/// The example's address line: rc/uc_pingpong's `…, PSN 0x%06x, GID %s`; ud_pingpong's local
+/// line says `…, PSN 0x%06x: GID %s`.
+fn address_line(side: &str, d: &Dest, connection: Connection) -> String {
+    let sep = if connection == Connection::Ud && side == "local" {
+        ":"
+    } else {
+        ","
+    };
     format!(
-        "  {:<16}LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
+        "  {:<16}LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}{sep} GID {}",
         format!("{side} address:"),
         d.lid,
         d.qpn,
@@ -92,28 +105,40 @@ fn address_line(side: &str, d: &Dest) -> String {
     )
 }
 
-/// The byte `j` of message `n`: changes with both, so a lost, repeated or misplaced message
-/// shows.
-fn pattern(n: u64, j: usize) -> u8 {
-    (n.wrapping_mul(131) as usize).wrapping_add(j.wrapping_mul(7)) as u8
+/// The byte `j` of each side's message (`server`: the server's), so that a side that received
+/// its own bytes, or none, shows.
+fn pattern(server: bool, j: usize) -> u8 {
+    (j.wrapping_mul(7) as u8).wrapping_add(if server { 0x5a } else { 0xa5 })
 }
 
 /// Runs `pingpong`.
 pub fn run(args: &PingpongArgs) -> io::Result<ExitCode> {
-    if let Err(e) = validate(args) {
+    if let Err(e) = validate(args, None) {
         eprintln!("wvharness pingpong: {e}");
         return Ok(ExitCode::FAILURE);
     }
     let (target, device) = Target::open(&args.target, StackConfig::default())?;
-    match target.run(PingpongTask { args }, device) {
+    // The address lines as the client prints them, before anything can fail after them.
+    let lines = std::sync::Mutex::new(Vec::new());
+    let result = target.run(
+        PingpongTask {
+            args,
+            lines: &lines,
+        },
+        device,
+    );
+    let mut out = io::stdout().lock();
+    if !args.json {
+        for line in lines.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            writeln!(out, "{line}")?;
+        }
+    }
+    match result {
         Ok(r) => {
-            let mut out = io::stdout().lock();
             if args.json {
                 serde_json::to_writer_pretty(&mut out, &r).map_err(io::Error::other)?;
                 writeln!(out)?;
             } else {
-                writeln!(out, "{}", r.local)?;
-                writeln!(out, "{}", r.remote)?;
                 writeln!(
                     out,
                     "{} bytes in {:.2} seconds = {:.2} Mbit/sec",
@@ -124,6 +149,9 @@ pub fn run(args: &PingpongArgs) -> io::Result<ExitCode> {
                     "{} iters in {:.2} seconds = {:.2} usec/iter",
                     r.iters, r.seconds, r.usec_per_iter
                 )?;
+                for page in &r.invalid_pages {
+                    writeln!(out, "invalid data in page {page}")?;
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -134,17 +162,17 @@ pub fn run(args: &PingpongArgs) -> io::Result<ExitCode> {
     }
 }
 
-/// The message size: `-s`, or rc_pingpong's 4096 (1024 for UD, the most a UD message holds
-/// here).
+/// The message size: `-s`, or the examples' defaults (4096; ud_pingpong: 1024).
 fn size_of(a: &PingpongArgs) -> u64 {
     a.size.unwrap_or(if a.connection == Connection::Ud {
-        UD_MTU
+        1024
     } else {
         4096
     })
 }
 
-fn validate(a: &PingpongArgs) -> Result<(), String> {
+/// Checks the options; with the port's MTU (`mtu`, once the device is open) also a UD size.
+fn validate(a: &PingpongArgs, mtu: Option<u64>) -> Result<(), String> {
     let size = size_of(a);
     if size == 0 {
         return Err("size must be at least 1 byte".into());
@@ -152,10 +180,12 @@ fn validate(a: &PingpongArgs) -> Result<(), String> {
     if size > 1 << 30 {
         return Err("size must be at most 1 GiB".into());
     }
-    if a.connection == Connection::Ud && size > UD_MTU {
-        return Err(format!(
-            "Requested size larger than port MTU ({UD_MTU}); got -s {size}"
-        ));
+    if let Some(mtu) = mtu
+        && a.connection == Connection::Ud
+        && size > mtu
+    {
+        // ud_pingpong's check against the port's active MTU.
+        return Err(format!("Requested size larger than port MTU ({mtu})"));
     }
     if a.iters == 0 {
         return Err("iters must be at least 1".into());
@@ -168,6 +198,7 @@ fn validate(a: &PingpongArgs) -> Result<(), String> {
 
 struct PingpongTask<'a> {
     args: &'a PingpongArgs,
+    lines: &'a std::sync::Mutex<Vec<String>>,
 }
 
 impl TargetTask for PingpongTask<'_> {
@@ -185,6 +216,16 @@ impl TargetTask for PingpongTask<'_> {
         } else {
             server_ix
         };
+        let port = provider
+            .open_device(guids[server_ix])
+            .and_then(|d| d.query_port(1))
+            .map_err(|e| format!("Couldn't get port info: {e}"))?;
+        validate(
+            a,
+            Some(u64::from(crate::perftest::endpoint::mtu_bytes(
+                port.ActiveMtu,
+            ))),
+        )?;
         drop(provider);
         let cfg = SideConfig {
             connection: a.connection,
@@ -195,6 +236,7 @@ impl TargetTask for PingpongTask<'_> {
             buf_size: size_of(a) as usize,
             srq: a.srq,
             split_cqs: false,
+            out_reads: 1,
         };
         let sh = Shared {
             abort: AtomicBool::new(false),
@@ -205,8 +247,9 @@ impl TargetTask for PingpongTask<'_> {
         };
         let (to_client, from_server) = mpsc::channel::<Dest>();
         let (to_server, from_client) = mpsc::channel::<Dest>();
+        let lines = self.lines;
         let body = |client: bool, guid: u64, tx: mpsc::Sender<Dest>, rx: mpsc::Receiver<Dest>| {
-            let r = side_main(opener, guid, cfg, a, client, tx, rx, &sh);
+            let r = side_main(opener, guid, cfg, a, client, tx, rx, &sh, lines);
             if r.is_err() {
                 sh.abort.store(true, Ordering::Relaxed);
             }
@@ -225,14 +268,19 @@ impl TargetTask for PingpongTask<'_> {
             )
         });
         match (client, server) {
-            (Ok(r), Ok(_)) => Ok(r),
+            (Ok(mut r), Ok(s)) => {
+                // The examples' server checks the data it received; report its findings too.
+                r.invalid_pages.extend(s.invalid_pages);
+                Ok(r)
+            }
             (Err(e), _) | (_, Err(e)) if e != aborted() => Err(e),
             (Err(e), _) | (_, Err(e)) => Err(e),
         }
     }
 }
 
-/// One side of rc_pingpong: set up, exchange addresses, run the loop, measure.
+/// One side of rc_pingpong: set up, exchange addresses, run the loop, measure, then (with
+/// `-c`) check the data received.
 #[allow(clippy::too_many_arguments)]
 fn side_main<O: Opener>(
     opener: &O,
@@ -243,15 +291,35 @@ fn side_main<O: Opener>(
     tx: mpsc::Sender<Dest>,
     rx: mpsc::Receiver<Dest>,
     sh: &Shared,
+    lines: &std::sync::Mutex<Vec<String>>,
 ) -> Result<PingpongResult, String> {
     let provider = Provider::new(opener.open_file().map_err(|e| e.0)?);
     let mut side = Side::open(&provider, guid, cfg, u32::from(client))?;
+    // Without -g the examples exchange no GID (`::`).
+    match a.gid_idx {
+        None => side.local.gid = [0; 16],
+        Some(i) => side.local.gid = side.gid(i)?,
+    }
     let size = size_of(a) as usize;
     let payload = side.recv_payload_offset();
+    let local = address_line("local", &side.local, a.connection);
+    if client {
+        lines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(local.clone());
+    }
     tx.send(side.local).map_err(|_| aborted())?;
     let remote = rx
         .recv_timeout(Duration::from_secs(30))
         .map_err(|_| aborted())?;
+    let remote_line = address_line("remote", &remote, a.connection);
+    if client {
+        lines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(remote_line.clone());
+    }
     side.connect(remote)?;
     // Receives are posted once the QP has left RESET; the peer sends only after the
     // rendezvous below.
@@ -265,24 +333,22 @@ fn side_main<O: Opener>(
     if a.events {
         side.send_cq.arm()?;
     }
+    if a.chk {
+        // As the examples, the buffer is filled once before the first send.
+        let msg: Vec<u8> = (0..size).map(|j| pattern(!client, j)).collect();
+        side.buf.write(0, &msg).map_err(|e| e.to_string())?;
+    }
     // Both QPs are ready before the first send (rc_pingpong's "done" exchange).
     sh.sync.meet(&sh.abort)?;
     let start = Instant::now();
     let mut pending = RECV_WRID;
     let (mut scnt, mut rcnt) = (0u64, 0u64);
-    let send = |n: u64| -> Result<(), String> {
-        if !a.no_chk {
-            let msg: Vec<u8> = (0..size).map(|j| pattern(n, j)).collect();
-            side.buf.write(0, &msg).map_err(|e| e.to_string())?;
-        }
-        side.post(SEND_WRID, WrOpcode::Send, 0, size, true)
-    };
+    let send = || side.post(SEND_WRID, WrOpcode::Send, 0, size, true);
     if client {
-        send(1)?;
+        send()?;
         pending |= SEND_WRID;
     }
     let mut wc = [WorkCompletion::default(); 2];
-    let mut got = vec![0u8; size];
     while rcnt < a.iters || scnt < a.iters {
         let ne = if a.events {
             side.send_cq.wait(&sh.abort).map_err(|e| {
@@ -295,7 +361,7 @@ fn side_main<O: Opener>(
             })?;
             side.send_cq.poll(&mut wc)
         } else {
-            poll_some(&side.send_cq, &mut wc, false, sh, usize::MAX)?
+            poll_some(&*side.send_cq, &mut wc, false, sh, usize::MAX)?
         };
         for w in &wc[..ne] {
             if w.status != wv_client::verbs::WcStatus::Success {
@@ -308,18 +374,6 @@ fn side_main<O: Opener>(
                 SEND_WRID => scnt += 1,
                 RECV_WRID => {
                     rcnt += 1;
-                    if !a.no_chk {
-                        side.buf
-                            .read(side.land_off + payload, &mut got)
-                            .map_err(|e| e.to_string())?;
-                        if let Some(j) = (0..size).find(|&j| got[j] != pattern(rcnt, j)) {
-                            return Err(format!(
-                                "message {rcnt}: byte {j} is 0x{:02x}, expected 0x{:02x}",
-                                got[j],
-                                pattern(rcnt, j)
-                            ));
-                        }
-                    }
                     routs -= 1;
                     if routs <= 1 {
                         while routs < u64::from(a.rx_depth) {
@@ -332,24 +386,43 @@ fn side_main<O: Opener>(
             }
             pending &= !w.wr_id;
             if scnt < a.iters && pending == 0 {
-                send(scnt + 1)?;
+                send()?;
                 pending = RECV_WRID | SEND_WRID;
             }
         }
     }
     let seconds = start.elapsed().as_secs_f64();
+    // After the timed loop, as the examples: the last message received is the peer's bytes,
+    // page by page.
+    let mut invalid_pages = Vec::new();
+    if a.chk {
+        let mut got = vec![0u8; size];
+        side.buf
+            .read(side.land_off + payload, &mut got)
+            .map_err(|e| e.to_string())?;
+        for (page, chunk) in got.chunks(4096).enumerate() {
+            if chunk
+                .iter()
+                .enumerate()
+                .any(|(k, &b)| b != pattern(client, page * 4096 + k))
+            {
+                invalid_pages.push(page);
+            }
+        }
+    }
     // Neither side tears down while the other may still be reaping.
     sh.sync.meet(&sh.abort)?;
     let bytes = size as u64 * a.iters * 2;
     Ok(PingpongResult {
-        local: address_line("local", &side.local),
-        remote: address_line("remote", &remote),
+        local,
+        remote: remote_line,
         bytes,
         seconds,
         mbit_per_sec: bytes as f64 * 8.0 / seconds / 1_000_000.0,
         iters: a.iters,
         usec_per_iter: seconds * 1_000_000.0 / a.iters as f64,
-        checked: !a.no_chk,
+        checked: a.chk,
+        invalid_pages,
     })
 }
 
@@ -366,10 +439,21 @@ mod tests {
             gid: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
             rkey: 0,
             vaddr: 0,
+            out_reads: 1,
         };
         assert_eq!(
-            address_line("local", &d),
+            address_line("local", &d, Connection::Rc),
             "  local address:  LID 0x0001, QPN 0x000012, PSN 0xabcdef, GID fe80::1"
+        );
+        // ud_pingpong's local line has a colon before the GID; its remote line does not.
+        let none = Dest { gid: [0; 16], ..d };
+        assert_eq!(
+            address_line("local", &none, Connection::Ud),
+            "  local address:  LID 0x0001, QPN 0x000012, PSN 0xabcdef: GID ::"
+        );
+        assert_eq!(
+            address_line("remote", &none, Connection::Ud),
+            "  remote address: LID 0x0001, QPN 0x000012, PSN 0xabcdef, GID ::"
         );
     }
 }

@@ -17,7 +17,7 @@ use std::str::FromStr;
 
 use clap::{Args, ValueEnum};
 use wv_client::inproc::{LowerEdge, Stack, StackConfig};
-use wv_client::raw::RawFile;
+use wv_client::raw::{RawFile, RawIo};
 use wv_client::verbs::AddressService;
 
 /// The transports.
@@ -97,6 +97,43 @@ impl fmt::Display for DeviceSpec {
             DeviceSpec::Guid(g) => write!(f, "{}", format_guid(*g)),
         }
     }
+}
+
+/// The name of a device (`hca_id`, the benchmarks' `Device`): its user-mode provider
+/// library's name without the trailing `u` (WinOFED names its libraries `mlx4u`, `softhcau`)
+/// and the device's index, with `_` between them when the name ends in a digit, as Linux names
+/// devices (`softhca0`, `mlx4_0`).
+pub fn device_name(library: &str, index: usize) -> String {
+    let base = library.strip_suffix('u').unwrap_or(library);
+    if base.ends_with(|c: char| c.is_ascii_digit()) {
+        format!("{base}_{index}")
+    } else {
+        format!("{base}{index}")
+    }
+}
+
+/// LIBRARY_QUERY: the user-mode provider library of device `guid` (without `.dll`).
+///
+/// # Errors
+/// The IOCTL's failure.
+pub fn library_name<F: RawFile>(f: &F, guid: u64) -> Result<String, String> {
+    let st = f
+        .device_io_control(
+            wv_abi::ioctl::WV_IOCTL_LIBRARY_QUERY,
+            &guid.to_ne_bytes(),
+            28,
+        )
+        .wait();
+    if !wv_abi::NtStatus(st.status).is_success() {
+        return Err(format!(
+            "LIBRARY_QUERY failed: {}",
+            wv_abi::NtStatus(st.status)
+        ));
+    }
+    Ok(
+        String::from_utf8_lossy(st.output.split(|&b| b == 0).next().unwrap_or_default())
+            .into_owned(),
+    )
 }
 
 /// A node GUID as ibv_devinfo prints it (`0257:5600:0000:0001`).

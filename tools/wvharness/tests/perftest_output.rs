@@ -132,3 +132,219 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+/// The client's header block as perftest's `ctx_print_test_info` prints it (a build with the
+/// ibv_wr API and thread domains but no relaxed-ordering support), line by line.
+fn header_lines(out: &str) -> Vec<&str> {
+    let lines: Vec<&str> = out.lines().collect();
+    let end = lines[1..]
+        .iter()
+        .position(|l| l.starts_with("----"))
+        .expect("header end")
+        + 1;
+    lines[..=end].to_vec()
+}
+
+#[test]
+fn the_header_is_the_clients_as_perftest_prints_it() {
+    let (ok, out, err) = run(&["send_lat", "-n", "20"]);
+    assert!(ok, "{err}");
+    let rule =
+        "---------------------------------------------------------------------------------------";
+    assert_eq!(
+        header_lines(&out),
+        [
+            rule,
+            "                    Send Latency Test",
+            " Dual-port       : OFF\t\tDevice         : softhca0",
+            " Number of qps   : 1\t\tTransport type : IB",
+            " Connection type : RC\t\tUsing SRQ      : OFF",
+            " PCIe relax order: Unsupported\t\tLock-free      : OFF",
+            " ibv_wr* API     : OFF\t\tUsing Enhanced Reorder      : OFF",
+            // The client prints its TX depth; the RX depth is the server's line.
+            " TX depth        : 1",
+            " Mtu             : 4096[B]",
+            " Link type       : Ethernet",
+            " GID index       : 0",
+            " Max inline data : 236[B]",
+            " rdma_cm QPs\t : OFF",
+            " Data ex. method : Ethernet",
+            rule,
+        ]
+    );
+    // The address lines: BASIC_ADDR_FMT (a RoCE port's LID is 0) and, on Ethernet, the GID
+    // line in PERF_GID_FMT (each byte in decimal, at least two digits).
+    let lines: Vec<&str> = out.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(" local address:"))
+        .unwrap();
+    for (line, side) in [(lines[at], "local"), (lines[at + 2], "remote")] {
+        let rest = line
+            .strip_prefix(&format!(" {side} address: LID 0000 QPN 0x"))
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(rest.contains(" PSN 0x"), "{line}");
+    }
+    for gid in [lines[at + 1], lines[at + 3]] {
+        let bytes = gid
+            .strip_prefix(" GID: ")
+            .unwrap_or_else(|| panic!("{gid}"));
+        let fields: Vec<&str> = bytes.split(':').collect();
+        assert_eq!(fields.len(), 16, "{gid}");
+        assert!(
+            fields
+                .iter()
+                .all(|f| f.len() >= 2 && f.parse::<u8>().is_ok()),
+            "{gid}"
+        );
+    }
+}
+
+#[test]
+fn outstanding_reads_come_from_the_device() {
+    // The soft HCA's max_qp_rd_atom (what `devinfo -v` shows) by default, as perftest's
+    // ctx_set_out_reads; -o asks for fewer; more is capped with perftest's message.
+    for (args, want, warned) in [
+        (&["read_lat", "-n", "20"][..], 16, false),
+        (&["read_bw", "-n", "50", "-o", "4"], 4, false),
+        (&["read_lat", "-n", "20", "-o", "99"], 16, true),
+    ] {
+        let (ok, out, err) = run(args);
+        assert!(ok, "{args:?}: {err}");
+        assert!(
+            out.contains(&format!(" Outstand reads  : {want}\n")),
+            "{args:?}:\n{out}"
+        );
+        assert!(
+            out.contains(&format!(" OUT {want:#04x} RKey")),
+            "{args:?}:\n{out}"
+        );
+        assert_eq!(
+            err.contains("Number of outstanding reads is above max = 16"),
+            warned,
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn ud_sizes_stop_at_the_mtu_the_header_prints() {
+    let (ok, out, err) = run(&["send_bw", "-c", "UD", "-a", "-n", "20"]);
+    assert!(ok, "{err}");
+    assert!(out.contains(" Mtu             : 4096[B]\n"), "{out}");
+    let sizes: Vec<u64> = rows(&out, BW_HEADER).iter().map(|r| r[0] as u64).collect();
+    assert_eq!(sizes.last(), Some(&4096), "{sizes:?}");
+    // A larger -s is cut to the MTU, as perftest does.
+    let (ok, out, err) = run(&["send_lat", "-c", "UD", "-s", "8192", "-n", "20"]);
+    assert!(ok, "{err}");
+    assert_eq!(rows(&out, LAT_HEADER)[0][0], 4096.0);
+}
+
+#[test]
+fn out_json_writes_perftests_schema() {
+    let dir = std::env::temp_dir().join(format!("wvharness-out-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("report.json");
+    let file_arg = file.to_str().unwrap();
+    for (args, results) in [
+        (
+            &[
+                "send_lat",
+                "-n",
+                "20",
+                "--out_json",
+                "--out_json_file",
+                file_arg,
+            ][..],
+            &[
+                "MsgSize",
+                "n_iterations",
+                "t_min",
+                "t_max",
+                "t_typical",
+                "t_avg",
+                "t_stdev",
+                "percentile_99",
+                "percentile_99.9",
+            ][..],
+        ),
+        (
+            &[
+                "read_bw",
+                "-n",
+                "50",
+                "--out_json",
+                "--out_json_file",
+                file_arg,
+            ],
+            &[
+                "MsgSize",
+                "n_iterations",
+                "BW_peak",
+                "BW_average",
+                "MsgRate",
+            ],
+        ),
+    ] {
+        let (ok, _, err) = run(args);
+        assert!(ok, "{args:?}: {err}");
+        let text = std::fs::read_to_string(&file).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).expect("perftest's JSON");
+        let info = v["test_info"].as_object().unwrap();
+        // write_test_info_to_file's members, in its order (those that apply).
+        let keys: Vec<&str> = info.keys().map(String::as_str).collect();
+        let mut want = vec![
+            "test",
+            "Dual_port",
+            "Device",
+            "Number_of_qps",
+            "Transport_type",
+            "Connection_type",
+            "Using_SRQ",
+            "PCIe_relax_order",
+            "ibv_wr_API",
+            "TX_depth",
+        ];
+        if args[0].ends_with("_bw") {
+            want.push("CQ_Moderation");
+        }
+        want.extend(["Mtu", "Link_type", "GID_index"]);
+        want.push(if args[0].starts_with("read") {
+            "Outstand_reads"
+        } else {
+            "Max_inline_data"
+        });
+        want.extend([
+            "rdma_cm_QPs",
+            "Use_ROCm_memory",
+            "Use_MUSA_memory",
+            "Data_ex_method",
+        ]);
+        let mut sorted_want = want.clone();
+        sorted_want.sort_unstable();
+        let mut sorted_keys = keys.clone();
+        sorted_keys.sort_unstable();
+        assert_eq!(sorted_keys, sorted_want, "{text}");
+        // serde_json's map is sorted; the order is checked on the text.
+        let positions: Vec<usize> = want
+            .iter()
+            .map(|k| text.find(&format!("\"{k}\":")).unwrap())
+            .collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{text}");
+        assert_eq!(
+            info["test"],
+            if args[0] == "send_lat" {
+                "Send_Latency_Test"
+            } else {
+                "RDMA_Read_BW_Test"
+            }
+        );
+        let r = v["results"].as_object().unwrap();
+        let mut got: Vec<&str> = r.keys().map(String::as_str).collect();
+        let mut want_r = results.to_vec();
+        got.sort_unstable();
+        want_r.sort_unstable();
+        assert_eq!(got, want_r, "{text}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

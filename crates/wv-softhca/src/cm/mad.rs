@@ -92,7 +92,10 @@ pub(crate) fn post(from: &Device, to: Option<Arc<Device>>, mad: Mad) {
     let loopback = core::ptr::eq(from, &*to);
     if !loopback
         && let Some(fabric) = from.fabric()
-        && matches!(fabric.fate_from(from), Fate::Drop | Fate::Corrupt)
+        && matches!(
+            fabric.fate_of_device_packet(from),
+            Fate::Drop | Fate::Corrupt
+        )
     {
         return;
     }

@@ -3,11 +3,16 @@
 //! provider), with no driver core: in event mode the soft HCA's DPC calls a completion sink
 //! that wakes the waiting thread itself, where the stack completes a parked CQ_NOTIFY.
 //!
-//! Same host platform (threaded), same fabric, same QP attributes, same loop shape as
-//! `perftest/send.rs`: the difference between the two is what the driver adds.
+//! Like for like: the loop is the stack's own (`perftest::send::lat`, generic over the data
+//! path), with the same parameters, queue and CQ sizes, buffer layout, work requests (the
+//! same SGE into the registered buffer, inline under the same threshold, the same receive
+//! length), the same start rendezvous and timestamps, on the same host platform and fabric.
+//! What differs is only what the driver adds: the client library's verbs objects around the
+//! same user-mode provider, and in event mode the CQ_NOTIFY round trip.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -21,28 +26,20 @@ use wv_host::HostPlatform;
 use wv_softhca::abi::{self, CqResp, QpResp};
 use wv_softhca::{
     BufferPool, ClientMemory, DeviceConfig, DmaBuffer, Fabric, RecvWr, SendWr, Sge, SoftHca,
-    UvpContext, UvpCq, UvpQp, WcStatus, WorkCompletion, WrOpcode, send_flags,
+    UvpContext, UvpCq, UvpQp, WorkCompletion, WrOpcode, send_flags,
 };
 
 use crate::baseline::Measured;
+use crate::perftest::endpoint::{
+    DataPath, EVENT_DEADLINE, LoopCq, Rendezvous, Role, Run, Shared, aborted,
+};
+use crate::perftest::{self, PerftestArgs, Test};
 
 /// A CQ's completion sink: remembers that the CQ fired and wakes the thread waiting for it.
 #[derive(Default)]
 struct Wake {
     fired: AtomicBool,
     waiter: std::sync::Mutex<Option<Thread>>,
-}
-
-impl Wake {
-    fn wait(&self, deadline: Instant) -> Result<(), String> {
-        while !self.fired.swap(false, Ordering::AcqRel) {
-            if Instant::now() > deadline {
-                return Err("direct baseline: no completion event".into());
-            }
-            std::thread::park_timeout(Duration::from_millis(100));
-        }
-        Ok(())
-    }
 }
 
 impl CqEventSink for Wake {
@@ -55,6 +52,15 @@ impl CqEventSink for Wake {
     fn on_error(&self) {}
 }
 
+/// Forwards the device's completion callback to a shared [`Wake`].
+struct Relay(Arc<Wake>);
+impl CqEventSink for Relay {
+    fn on_completion(&self) {
+        self.0.on_completion();
+    }
+    fn on_error(&self) {}
+}
+
 struct NoSink;
 impl CaEventSink for NoSink {
     fn on_event(&self, _: CaEvent) {}
@@ -63,27 +69,127 @@ impl QpEventSink for NoSink {
     fn on_event(&self, _: QpEvent) {}
 }
 
-/// One side: a soft HCA, separate send and receive CQs with their sinks, an RC QP, a buffer.
+/// A CQ of the baseline: the user-mode provider's CQ, and for `-e` its sink's wake-up (where
+/// the stack has CQ_NOTIFY).
+struct DirectCq {
+    cq: UvpCq,
+    wake: Arc<Wake>,
+    armed: AtomicBool,
+    drained: AtomicBool,
+}
+
+impl LoopCq for DirectCq {
+    fn poll(&self, wc: &mut [WorkCompletion]) -> usize {
+        self.cq.poll(wc)
+    }
+
+    fn wait(&self, abort: &AtomicBool) -> Result<(), String> {
+        if self.armed.swap(true, Ordering::Relaxed) {
+            *self.wake.waiter.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(std::thread::current());
+            let start = Instant::now();
+            while !self.wake.fired.swap(false, Ordering::AcqRel) {
+                if abort.load(Ordering::Relaxed) {
+                    return Err(aborted());
+                }
+                if start.elapsed() > EVENT_DEADLINE {
+                    return Err("direct baseline: no completion event".into());
+                }
+                std::thread::park_timeout(Duration::from_millis(100));
+            }
+        }
+        self.cq.arm(false);
+        Ok(())
+    }
+
+    fn drained(&self) -> &AtomicBool {
+        &self.drained
+    }
+}
+
+/// One side, built as `perftest::endpoint::Side::open` builds the stack's: separate send and
+/// receive CQs of the same sizes, an RC QP with the same depths, one registered buffer whose
+/// landing half starts where the stack's does.
 struct Side {
     hca: Arc<SoftHca<HostPlatform>>,
     qp: UvpQp,
     soft_qp: wv_softhca::SoftQp,
-    send_cq: UvpCq,
-    recv_cq: UvpCq,
-    send_wake: Arc<Wake>,
-    recv_wake: Arc<Wake>,
+    send_cq: DirectCq,
+    recv_cq: DirectCq,
     buf: DmaBuffer,
+    land_off: usize,
     lkey: u32,
+    rkey: u32,
+    /// The peer's landing half and rkey (RDMA fields the stack's sends carry too).
+    remote: (u64, u32),
+    inline_size: u32,
     // Kept alive for the life of the side.
     _keep: (
         wv_softhca::SoftCa,
         wv_softhca::SoftPd,
         wv_softhca::SoftCq,
         wv_softhca::SoftCq,
+        wv_softhca::SoftMr,
     ),
 }
 
-fn side(p: &HostPlatform, mac: u8, pool: &BufferPool) -> Result<Side, String> {
+impl DataPath for Side {
+    type Cq = DirectCq;
+    fn send_cq(&self) -> &DirectCq {
+        &self.send_cq
+    }
+    fn recv_cq(&self) -> &DirectCq {
+        &self.recv_cq
+    }
+    fn post(
+        &self,
+        wr_id: u64,
+        opcode: WrOpcode,
+        off: usize,
+        len: usize,
+        signaled: bool,
+    ) -> Result<(), String> {
+        // The work request `Side::post` builds for the stack.
+        let sge = [Sge {
+            addr: self.buf.addr() + off as u64,
+            length: len as u32,
+            lkey: self.lkey,
+        }];
+        let mut wr = SendWr::new(wr_id, opcode);
+        wr.sg_list = &sge;
+        if signaled {
+            wr.send_flags |= send_flags::SIGNALED;
+        }
+        if opcode != WrOpcode::RdmaRead && len as u32 <= self.inline_size {
+            wr.send_flags |= send_flags::INLINE;
+        }
+        wr.remote_addr = self.remote.0 + off as u64;
+        wr.rkey = self.remote.1;
+        self.qp
+            .post_send(&wr)
+            .map_err(|e| format!("direct baseline: post send failed: {e:?}"))
+    }
+    fn post_recv(&self, wr_id: u64) -> Result<(), String> {
+        let sge = [Sge {
+            addr: self.buf.addr() + self.land_off as u64,
+            length: (self.buf.len() - self.land_off) as u32,
+            lkey: self.lkey,
+        }];
+        self.qp
+            .post_recv(&RecvWr {
+                wr_id,
+                sg_list: &sge,
+            })
+            .map_err(|e| format!("direct baseline: post receive failed: {e:?}"))
+    }
+}
+
+fn side(
+    p: &HostPlatform,
+    mac: u8,
+    pool: &BufferPool,
+    params: &perftest::Params,
+) -> Result<Side, String> {
     let e = |what: &'static str| {
         move |err: wv_hal::VerbsError| format!("direct baseline: {what}: {err:?}")
     };
@@ -101,31 +207,39 @@ fn side(p: &HostPlatform, mac: u8, pool: &BufferPool) -> Result<Side, String> {
         .map_err(e("open CA"))?;
     let uvp = UvpContext::from_open_resp(&out).map_err(e("context"))?;
     let pd = hca.allocate_pd(&ca, &mut Umv::none()).map_err(e("PD"))?;
-    let mut cq = |wake: &Arc<Wake>| -> Result<(wv_softhca::SoftCq, UvpCq), String> {
+    let mut cq = |entries: u32| -> Result<(wv_softhca::SoftCq, DirectCq), String> {
+        let wake = Arc::new(Wake::default());
         let (soft, _) = hca
             .create_cq(
                 &ca,
-                1024,
-                wv_hal::KArc::new(Relay(Arc::clone(wake))).into(),
+                entries,
+                wv_hal::KArc::new(Relay(Arc::clone(&wake))).into(),
                 &mut Umv::new(0, 0, 64, &mut out),
             )
             .map_err(e("CQ"))?;
         let u = uvp
             .map_cq(&abi::parse::<CqResp>(&out).ok_or("direct baseline: CQ response")?)
             .map_err(e("CQ map"))?;
-        Ok((soft, u))
+        Ok((
+            soft,
+            DirectCq {
+                cq: u,
+                wake,
+                armed: AtomicBool::new(false),
+                drained: AtomicBool::new(true),
+            },
+        ))
     };
-    let send_wake = Arc::new(Wake::default());
-    let recv_wake = Arc::new(Wake::default());
-    let (soft_send, send_cq) = cq(&send_wake)?;
-    let (soft_recv, recv_cq) = cq(&recv_wake)?;
+    // The sizes `Side::open` asks the stack for.
+    let (soft_send, send_cq) = cq(params.tx_depth + params.rx_depth + 1)?;
+    let (soft_recv, recv_cq) = cq(params.rx_depth + 1)?;
     let create = QpCreate {
         qp_type: QpType::Rc,
-        sq_depth: 16,
-        rq_depth: 512,
+        sq_depth: params.tx_depth.max(1),
+        rq_depth: params.rx_depth.max(1),
         sq_sge: 1,
         rq_sge: 1,
-        sq_max_inline: 236,
+        sq_max_inline: params.inline_size,
         sq_signaled: false,
         send_cq: &soft_send,
         recv_cq: &soft_recv,
@@ -142,13 +256,16 @@ fn side(p: &HostPlatform, mac: u8, pool: &BufferPool) -> Result<Side, String> {
     let qp = uvp
         .map_qp(&abi::parse::<QpResp>(&out).ok_or("direct baseline: QP response")?)
         .map_err(e("QP map"))?;
-    let buf = pool.alloc(4096);
-    let (_mr, keys) = hca
+    // The stack's buffer layout (`Side::open`): the landing half half a page past a page
+    // boundary beyond the largest message.
+    let land_off = (params.max_size() as usize).max(64).next_multiple_of(4096) + 2048;
+    let buf = pool.alloc(2 * land_off);
+    let (mr, keys) = hca
         .register_mr(
             &pd,
             &MemoryRegion {
                 address: buf.addr(),
-                length: 4096,
+                length: buf.len() as u64,
                 access: WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ,
             },
         )
@@ -159,21 +276,14 @@ fn side(p: &HostPlatform, mac: u8, pool: &BufferPool) -> Result<Side, String> {
         soft_qp,
         send_cq,
         recv_cq,
-        send_wake,
-        recv_wake,
         buf,
+        land_off,
         lkey: keys.lkey,
-        _keep: (ca, pd, soft_send, soft_recv),
+        rkey: keys.rkey,
+        remote: (0, 0),
+        inline_size: params.inline_size,
+        _keep: (ca, pd, soft_send, soft_recv, mr),
     })
-}
-
-/// Forwards the device's completion callback to a shared [`Wake`].
-struct Relay(Arc<Wake>);
-impl CqEventSink for Relay {
-    fn on_completion(&self) {
-        self.0.on_completion();
-    }
-    fn on_error(&self) {}
 }
 
 /// RESET → INIT → RTR → RTS with perftest's RC attributes.
@@ -231,114 +341,56 @@ fn connect(s: &Side, dgid: Gid, dqpn: u32) -> Result<(), String> {
     }))
 }
 
-/// Polls `cq` for one completion: spinning, or (events) waiting for the CQ's event first, then
-/// re-arming and polling, as perftest's `-e` does.
-fn poll_one(cq: &UvpCq, wake: &Wake, events: bool, armed: &mut bool) -> Result<(), String> {
-    let mut wc = [WorkCompletion::default(); 1];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut spins = 0u32;
-    loop {
-        if events {
-            if *armed {
-                wake.wait(deadline)?;
-            }
-            cq.arm(false);
-            *armed = true;
-        }
-        if cq.poll(&mut wc) > 0 {
-            if wc[0].status != WcStatus::Success {
-                return Err(format!("direct baseline: completion {:?}", wc[0].status));
-            }
-            return Ok(());
-        }
-        if !events {
-            // The clock only every 1024th empty poll, as the benchmark's own loop checks its
-            // flags: a clock read per poll would lengthen the spin.
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(1024) && Instant::now() > deadline {
-                return Err("direct baseline: no completion".into());
-            }
-            std::hint::spin_loop();
-        }
-    }
-}
-
-/// Runs `iters` round trips of 2-byte inline sends and returns the per-iteration one-way times
-/// (half of each interval between the client's posts, as perftest's send_lat).
-pub fn send_lat(
-    iters: usize,
-    events: bool,
-    cpus: Option<(usize, usize)>,
-) -> Result<Measured, String> {
+/// Runs perftest's send_lat loop with `args` (2-byte messages, polling or `-e`) on two soft
+/// HCAs without the driver and returns the per-iteration one-way times (half of each interval
+/// between the client's posts, as perftest's send_lat and the stack's run report them).
+pub fn send_lat(args: &PerftestArgs) -> Result<Measured, String> {
+    let params = perftest::params(Test::SendLat, args, 4096)?;
+    let &(size, iters) = params.sizes.first().ok_or("direct baseline: no size")?;
     let p = HostPlatform::threaded(2);
     let pool = BufferPool::new();
     let fabric = Fabric::new();
-    let a = side(&p, 1, &pool)?;
-    let b = side(&p, 2, &pool)?;
+    let mut a = side(&p, 1, &pool, &params)?;
+    let mut b = side(&p, 2, &pool, &params)?;
+    a.remote = (b.buf.addr() + b.land_off as u64, b.rkey);
+    b.remote = (a.buf.addr() + a.land_off as u64, a.rkey);
     fabric.attach(&a.hca);
     fabric.attach(&b.hca);
     connect(&a, b.hca.gid(), b.qp.qpn())?;
     connect(&b, a.hca.gid(), a.qp.qpn())?;
-    let run = |s: &Side, client: bool, cpu: Option<usize>| -> Result<Vec<Instant>, String> {
-        if let Some(cpu) = cpu {
-            crate::perftest::pin_to(cpu)?;
-        }
-        for w in [&s.send_wake, &s.recv_wake] {
-            *w.waiter.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
-        }
-        let rsge = [Sge {
-            addr: s.buf.addr() + 2048,
-            length: 2048,
-            lkey: s.lkey,
-        }];
-        let recv = |i: u64| {
-            s.qp.post_recv(&RecvWr {
-                wr_id: i,
-                sg_list: &rsge,
-            })
-            .map_err(|e| format!("direct baseline: post_recv {e:?}"))
-        };
-        let depth = iters.min(256) as u64;
-        for i in 0..depth {
-            recv(i)?;
-        }
-        let (mut send_armed, mut recv_armed) = (false, false);
-        if events {
-            // Arm before the peer can send (as rc_pingpong does).
-            s.recv_cq.arm(false);
-            recv_armed = true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-        let data = [7u8; 2];
-        let mut stamps = Vec::with_capacity(iters);
-        let mut posted = depth;
-        for i in 0..iters as u64 {
-            if !(client && i == 0) {
-                poll_one(&s.recv_cq, &s.recv_wake, events, &mut recv_armed)?;
-                if posted < iters as u64 {
-                    recv(posted)?;
-                    posted += 1;
-                }
+    let sh = Shared {
+        abort: AtomicBool::new(false),
+        stop: AtomicU64::new(0),
+        sync: Rendezvous::default(),
+        origin: Instant::now(),
+        wait_every_poll: true,
+    };
+    let run = Run {
+        ix: 0,
+        size: size as usize,
+        iters,
+    };
+    let (tx, rx) = mpsc::channel();
+    let body = |s: &Side, role: Role, cpu: Option<usize>| -> Result<(), String> {
+        let r = (|| {
+            if let Some(cpu) = cpu {
+                perftest::pin_to(cpu)?;
             }
-            if client {
-                stamps.push(Instant::now());
+            let samples = perftest::send::lat(s, role, &params, run, &sh)?;
+            if role == Role::Client {
+                tx.send(samples.posted).map_err(|_| aborted())?;
             }
-            let mut wr = SendWr::new(i, WrOpcode::Send);
-            wr.inline_data = Some(&data);
-            wr.send_flags = send_flags::SIGNALED | send_flags::INLINE;
-            s.qp.post_send(&wr)
-                .map_err(|e| format!("direct baseline: post_send {e:?}"))?;
-            poll_one(&s.send_cq, &s.send_wake, events, &mut send_armed)?;
+            // Neither side tears down while the other still has traffic in flight.
+            sh.sync.meet(&sh.abort)
+        })();
+        if r.is_err() {
+            sh.abort.store(true, Ordering::Relaxed);
         }
-        if client {
-            // The server's last answer.
-            poll_one(&s.recv_cq, &s.recv_wake, events, &mut recv_armed)?;
-        }
-        Ok(stamps)
+        r
     };
     let (server, client) = std::thread::scope(|sc| {
-        let server = sc.spawn(|| run(&b, false, cpus.map(|c| c.0)));
-        let client = sc.spawn(|| run(&a, true, cpus.map(|c| c.1)));
+        let server = sc.spawn(|| body(&b, Role::Server, params.cpus.map(|c| c.0)));
+        let client = sc.spawn(|| body(&a, Role::Client, params.cpus.map(|c| c.1)));
         (
             server
                 .join()
@@ -348,24 +400,32 @@ pub fn send_lat(
                 .unwrap_or_else(|_| Err("direct baseline: client panicked".into())),
         )
     });
+    client?;
     server?;
-    let stamps = client?;
+    let posted: Vec<u64> = rx.recv().map_err(|_| aborted())?;
     drop((a, b));
     Ok(Measured::new(
-        stamps
+        posted
             .windows(2)
-            .map(|w| (w[1] - w[0]).as_nanos() as f64 / 2.0)
+            .map(|w| w[1].saturating_sub(w[0]) as f64 / 2.0)
             .collect(),
     ))
 }
 
 #[cfg(test)]
 mod tests {
+    use crate::perftest::PerftestArgs;
+
     // Shape only: performance never fails a unit test.
     #[test]
     fn the_direct_baseline_runs_in_both_modes() {
         for events in [false, true] {
-            let m = super::send_lat(50, events, None).unwrap();
+            let args = PerftestArgs {
+                iters: Some(50),
+                events,
+                ..PerftestArgs::default()
+            };
+            let m = super::send_lat(&args).unwrap();
             assert_eq!(m.samples.len(), 49);
         }
     }

@@ -46,6 +46,8 @@ pub struct Dest {
     pub rkey: u32,
     /// Buffer address.
     pub vaddr: u64,
+    /// Reads and atomics it keeps in flight (perftest's `out_reads`, the `OUT` field).
+    pub out_reads: u32,
 }
 
 /// A random 24-bit PSN (rc_pingpong's `lrand48() & 0xffffff`), from the clock: it only has
@@ -79,10 +81,58 @@ pub struct SideConfig {
     pub srq: bool,
     /// Separate send and receive CQs (perftest) or one shared CQ (rc_pingpong).
     pub split_cqs: bool,
+    /// Reads and atomics in flight (perftest's `out_reads`): the QP's initiator depth and
+    /// responder resources.
+    pub out_reads: u32,
 }
 
 /// How long an event-mode wait may last before it is reported as a lost notification.
 pub const EVENT_DEADLINE: Duration = Duration::from_secs(10);
+
+/// A CQ as the benchmark loops use it: polled, or slept on until its event (`-e`).
+pub trait LoopCq {
+    /// Polls up to `wc.len()` completions.
+    fn poll(&self, wc: &mut [WorkCompletion]) -> usize;
+    /// Sleeps until the armed notification fires, then re-arms before returning, so no
+    /// completion is missed (the first call only arms).
+    ///
+    /// # Errors
+    /// The other side failed, or the event never came.
+    fn wait(&self, abort: &AtomicBool) -> Result<(), String>;
+    /// Whether the last poll left the CQ empty, so the next completion needs an event
+    /// (kept in event mode only).
+    fn drained(&self) -> &AtomicBool;
+}
+
+/// One side's data path as the benchmark loops drive it: the stack's [`Side`], or the
+/// filter-overhead baseline's soft HCA driven without the driver (`bench/direct.rs`), which
+/// so runs the very same loop and work requests.
+pub trait DataPath {
+    /// Its CQs.
+    type Cq: LoopCq;
+    /// The send CQ.
+    fn send_cq(&self) -> &Self::Cq;
+    /// The receive CQ.
+    fn recv_cq(&self) -> &Self::Cq;
+    /// Posts one send-queue request of `len` bytes from offset `off` of the buffer (inline
+    /// when it fits the threshold).
+    ///
+    /// # Errors
+    /// The provider refused the request.
+    fn post(
+        &self,
+        wr_id: u64,
+        opcode: WrOpcode,
+        off: usize,
+        len: usize,
+        signaled: bool,
+    ) -> Result<(), String>;
+    /// Posts one receive of the whole landing half of the buffer.
+    ///
+    /// # Errors
+    /// The provider refused the request.
+    fn post_recv(&self, wr_id: u64) -> Result<(), String>;
+}
 
 /// A CQ and its notification, for `-e`: rdma-core's completion-channel pattern (wait for
 /// the event, re-arm, then poll; an event may come with nothing to poll).
@@ -145,6 +195,41 @@ impl<F: RawFile + Send + Sync + 'static> EventCq<F> {
     }
 }
 
+impl<F: RawFile + Send + Sync + 'static> LoopCq for EventCq<F> {
+    fn poll(&self, wc: &mut [WorkCompletion]) -> usize {
+        EventCq::poll(self, wc)
+    }
+    fn wait(&self, abort: &AtomicBool) -> Result<(), String> {
+        EventCq::wait(self, abort)
+    }
+    fn drained(&self) -> &AtomicBool {
+        &self.drained
+    }
+}
+
+impl<F: RawFile + Send + Sync + 'static> DataPath for Side<F> {
+    type Cq = EventCq<F>;
+    fn send_cq(&self) -> &EventCq<F> {
+        &self.send_cq
+    }
+    fn recv_cq(&self) -> &EventCq<F> {
+        &self.recv_cq
+    }
+    fn post(
+        &self,
+        wr_id: u64,
+        opcode: WrOpcode,
+        off: usize,
+        len: usize,
+        signaled: bool,
+    ) -> Result<(), String> {
+        Side::post(self, wr_id, opcode, off, len, signaled)
+    }
+    fn post_recv(&self, wr_id: u64) -> Result<(), String> {
+        Side::post_recv(self, wr_id)
+    }
+}
+
 /// One side: device, PD, CQs, QP, a registered buffer.
 pub struct Side<F: RawFile + Send + Sync + 'static> {
     /// Send CQ.
@@ -155,6 +240,15 @@ pub struct Side<F: RawFile + Send + Sync + 'static> {
     pub qp: Qp<F>,
     /// The SRQ, with `--srq`.
     pub srq: Option<Srq<F>>,
+    /// The protection domain (address handles are made in it).
+    pd: verbs::Pd<F>,
+    /// The UD address handle of the peer (perftest and ud_pingpong create one; creating it is
+    /// where a RoCE port refuses an address without a GID).
+    ah: Option<verbs::Ah<F>>,
+    /// Port 1's GID table.
+    gids: Vec<[u8; 16]>,
+    /// Reads and atomics in flight.
+    out_reads: u32,
     /// The registered buffer: messages go out from `[0, land_off)`; receives and the peer's
     /// RDMA land in `[land_off, ..)` (perftest's two halves, so incoming data never overwrites
     /// the next outgoing message).
@@ -172,6 +266,11 @@ pub struct Side<F: RawFile + Send + Sync + 'static> {
     /// Inline threshold.
     pub inline_size: u32,
     ud_remote: Option<UdAddress>,
+}
+
+/// A read depth as the QP attributes carry it (one byte).
+fn rd_atom(n: u32) -> u8 {
+    n.min(u32::from(u8::MAX)) as u8
 }
 
 fn err(what: &str, e: impl std::fmt::Display) -> String {
@@ -256,13 +355,19 @@ impl<F: RawFile + Send + Sync + 'static> Side<F> {
             lid: u16::from_be(port.Lid),
             qpn: qp.qpn(),
             psn: random_psn(salt),
+            // perftest uses GID index 0 on an Ethernet port when -x names none.
             gid: gids.first().copied().unwrap_or([0; 16]),
             rkey: mr.rkey(),
             vaddr: buf.addr() + land_off as u64,
+            out_reads: c.out_reads.max(1),
         };
-        // The QP holds its PD and the PD its device: nothing else needs keeping.
-        drop((device, pd));
+        // The QP holds its PD and the PD its device.
+        drop(device);
         Ok(Side {
+            pd,
+            ah: None,
+            gids,
+            out_reads: c.out_reads.max(1),
             send_cq,
             recv_cq,
             qp,
@@ -277,6 +382,17 @@ impl<F: RawFile + Send + Sync + 'static> Side<F> {
             inline_size: c.inline_size,
             ud_remote: None,
         })
+    }
+
+    /// GID `index` of port 1, for `-g` (rc_pingpong's message when there is none).
+    ///
+    /// # Errors
+    /// No such entry.
+    pub fn gid(&self, index: u32) -> Result<[u8; 16], String> {
+        self.gids
+            .get(index as usize)
+            .copied()
+            .ok_or_else(|| format!("Could not get local gid for gid index {index}"))
     }
 
     /// Moves the QP to RTS towards `remote` with rc_pingpong's / perftest's attributes (RC/UC:
@@ -298,6 +414,11 @@ impl<F: RawFile + Send + Sync + 'static> Side<F> {
                 step(QpAttr::init_ud(1, 0, QKEY), "moving the QP to INIT")?;
                 step(QpAttr::rtr_ud(), "moving the QP to RTR")?;
                 step(QpAttr::rts_ud(self.local.psn), "moving the QP to RTS")?;
+                self.ah = Some(
+                    self.pd
+                        .create_ah(&av)
+                        .map_err(|e| err("Failed to create AH", e))?,
+                );
                 self.ud_remote = Some(UdAddress {
                     dgid: remote.gid,
                     dlid: remote.lid,
@@ -318,12 +439,20 @@ impl<F: RawFile + Send + Sync + 'static> Side<F> {
             }
             Connection::Rc => {
                 step(QpAttr::init(1, 0, access), "moving the QP to INIT")?;
+                // perftest: max_dest_rd_atomic and max_rd_atomic are its out_reads.
                 step(
-                    QpAttr::rtr(remote.qpn, remote.psn, &av, self.mtu, 1, 12),
+                    QpAttr::rtr(
+                        remote.qpn,
+                        remote.psn,
+                        &av,
+                        self.mtu,
+                        rd_atom(self.out_reads),
+                        12,
+                    ),
                     "moving the QP to RTR",
                 )?;
                 step(
-                    QpAttr::rts(self.local.psn, 14, 7, 7, 1),
+                    QpAttr::rts(self.local.psn, 14, 7, 7, rd_atom(self.out_reads)),
                     "moving the QP to RTS",
                 )?;
             }
@@ -400,8 +529,8 @@ impl<F: RawFile + Send + Sync + 'static> Side<F> {
 /// follows). Latency tests wait before every poll, as perftest's latency loops do; bandwidth
 /// tests wait only once a poll has emptied the CQ (perftest polls until empty after each
 /// event), since completions that were already there raise no new event.
-pub fn poll_some<F: RawFile + Send + Sync + 'static>(
-    cq: &EventCq<F>,
+pub fn poll_some<C: LoopCq + ?Sized>(
+    cq: &C,
     wc: &mut [WorkCompletion],
     events: bool,
     sh: &Shared,
@@ -409,11 +538,14 @@ pub fn poll_some<F: RawFile + Send + Sync + 'static>(
 ) -> Result<usize, String> {
     let mut spins = 0u32;
     loop {
-        if events && (sh.wait_every_poll || cq.drained.load(Ordering::Relaxed)) {
+        if events && (sh.wait_every_poll || cq.drained().load(Ordering::Relaxed)) {
             cq.wait(&sh.abort)?;
         }
         let n = cq.poll(wc);
-        cq.drained.store(n < wc.len(), Ordering::Relaxed);
+        if events {
+            // Only a waiter needs to know; polling keeps no bookkeeping.
+            cq.drained().store(n < wc.len(), Ordering::Relaxed);
+        }
         if n > 0 {
             for w in &wc[..n] {
                 if w.status != WcStatus::Success {
@@ -638,7 +770,7 @@ impl TargetTask for PerfTask<'_> {
     type Output = Result<(), String>;
 
     fn run<O: Opener>(self, opener: &O, device: Option<DeviceSpec>) -> Self::Output {
-        let p = self.params;
+        let mut p = self.params;
         let out = self.out;
         let io_err = |e: io::Error| e.to_string();
         let provider = Provider::new(opener.open_file().map_err(|e| e.0)?);
@@ -657,18 +789,52 @@ impl TargetTask for PerfTask<'_> {
             .open_device(guids[server_ix])
             .map_err(|e| err("opening the device", e))?;
         let port = dev.query_port(1).map_err(|e| err("querying port 1", e))?;
+        let attr = dev.query().map_err(|e| err("querying the device", e))?;
         let mtu = mtu_bytes(port.ActiveMtu);
         // WV_IO_PORT_ATTRIBUTES.Transport: 2 is Ethernet (RoCE), as ibv_devinfo reads it.
         let ethernet = port.Transport == 2;
+        let name = crate::target::device_name(
+            &crate::target::library_name(&opener.open_file().map_err(|e| e.0)?, guids[server_ix])?,
+            server_ix,
+        );
         drop(dev);
         drop(provider);
-        out(Out::Text(&header_text(
-            &p,
-            &format!("softhca{server_ix}"),
+        // perftest's ctx_set_out_reads: the device's max_qp_rd_atom unless -o asks for fewer.
+        if p.test.verb() == Verb::Read {
+            let max = attr.MaxQpResponderResources.max(1);
+            if p.out_reads > max {
+                eprintln!("{}", report::RESULT_LINE);
+                eprintln!(" Number of outstanding reads is above max = {max}");
+                eprintln!(" Changing to that max value");
+            }
+            p.out_reads = if p.out_reads == 0 {
+                max
+            } else {
+                p.out_reads.min(max)
+            };
+        }
+        let info = TestInfo {
+            verb: p.test.verb_str(),
+            latency: p.test.is_latency(),
+            device: &name,
+            connection: p.connection.as_str(),
+            srq: false,
+            tx_depth: p.tx_depth,
+            // The client's header: the server's RX depth line is not in it (perftest prints it
+            // on the server only).
+            rx_depth: None,
+            cq_mod: (!p.test.is_latency()).then_some(p.cq_mod),
             mtu,
-            if ethernet { "Ethernet" } else { "IB" },
-        )))
-        .map_err(io_err)?;
+            inline_or_outstanding: if p.test.verb() == Verb::Read {
+                p.out_reads
+            } else {
+                p.inline_size
+            },
+            events: p.events,
+            link: if ethernet { "Ethernet" } else { "IB" },
+        };
+        out(Out::Text(&report::format_test_info(&info))).map_err(io_err)?;
+        let json_info = report::json_test_info(&info);
         let cfg = SideConfig {
             connection: p.connection,
             tx_depth: p.tx_depth,
@@ -681,6 +847,7 @@ impl TargetTask for PerfTask<'_> {
             buf_size: p.max_size() as usize,
             srq: false,
             split_cqs: true,
+            out_reads: p.out_reads,
         };
         let sh = Shared {
             abort: AtomicBool::new(false),
@@ -770,6 +937,14 @@ impl TargetTask for PerfTask<'_> {
                     }
                     Event::Done(size, samples) => {
                         super::row_for(&p, size, &samples).and_then(|(text, row)| {
+                            if let Some(path) = &p.out_json {
+                                // perftest rewrites the file at every report: a sweep leaves
+                                // the last size's.
+                                std::fs::write(path, report::json_report(&json_info, &row))
+                                    .map_err(|e| {
+                                        format!("failed to open {}: {e}", path.display())
+                                    })?;
+                            }
                             out(Out::Row {
                                 size,
                                 text: &text,
@@ -838,7 +1013,7 @@ fn address_line(side: &str, d: &Dest, verb: Verb) -> String {
         c_alt_hex(u64::from(d.psn), 6)
     );
     if verb == Verb::Read {
-        s.push_str(&format!(" OUT {}", c_alt_hex(1, 4)));
+        s.push_str(&format!(" OUT {}", c_alt_hex(u64::from(d.out_reads), 4)));
     }
     if verb != Verb::Send {
         s.push_str(&format!(
@@ -1011,28 +1186,4 @@ fn mtu_enum(bytes: u32) -> Mtu {
         1025..=2048 => Mtu::Mtu2048,
         _ => Mtu::Mtu4096,
     }
-}
-
-fn header_text(p: &Params, device: &str, mtu: u32, link: &str) -> String {
-    let latency = p.test.is_latency();
-    report::format_test_info(&TestInfo {
-        verb: p.test.verb_str(),
-        latency,
-        device,
-        connection: p.connection.as_str(),
-        srq: false,
-        tx_depth: p.tx_depth,
-        // The client's header: the server's RX depth line is not in it (perftest prints it on
-        // the server only).
-        rx_depth: None,
-        cq_mod: (!latency).then_some(p.cq_mod),
-        mtu,
-        inline_or_outstanding: if p.test.verb() == Verb::Read {
-            1
-        } else {
-            p.inline_size
-        },
-        events: p.events,
-        link,
-    })
 }

@@ -12,7 +12,7 @@ pub mod report;
 
 pub(crate) mod endpoint;
 mod read;
-mod send;
+pub(crate) mod send;
 mod write;
 
 use std::time::Duration;
@@ -123,10 +123,6 @@ impl Connection {
     }
 }
 
-/// The largest UD message: the soft HCA keeps UD QPs at its default path MTU of 1024 bytes
-/// (a UD RTR carries no path MTU), whatever the port's MTU, so UD sizes are capped here as
-/// perftest caps them at the MTU.
-pub const UD_MTU: u64 = 1024;
 /// perftest's `MAX_SIZE`: `-a` runs sizes 2 … 2^23.
 pub const MAX_SIZE: u64 = 8 << 20;
 /// perftest's `MIN_ITER`.
@@ -190,6 +186,16 @@ pub struct PerftestArgs {
     /// Cancel the peak-bandwidth calculation (it is also off in duration mode).
     #[arg(short = 'N', long = "noPeak")]
     pub no_peak: bool,
+    /// Number of outstanding read/atomic requests (read tests; default: the device's
+    /// max_qp_rd_atom).
+    #[arg(short = 'o', long = "outs")]
+    pub outs: Option<u32>,
+    /// Save the report in a JSON file, in perftest's schema (see --out_json_file).
+    #[arg(long = "out_json")]
+    pub out_json: bool,
+    /// Name of the report JSON file (default perftest_out.json in the working directory).
+    #[arg(long = "out_json_file", value_name = "FILE")]
+    pub out_json_file: Option<std::path::PathBuf>,
     /// Print the results as JSON (same numbers) instead of perftest's text.
     #[arg(long)]
     pub json: bool,
@@ -230,6 +236,11 @@ pub struct Params {
     pub peak: bool,
     /// CPUs the server and client threads are pinned to.
     pub cpus: Option<(usize, usize)>,
+    /// Reads and atomics in flight (`-o`; 0 until the device's max_qp_rd_atom is known):
+    /// perftest's `out_reads`, 1 for the tests that issue none.
+    pub out_reads: u32,
+    /// Where `--out_json` writes perftest's report.
+    pub out_json: Option<std::path::PathBuf>,
 }
 
 impl Params {
@@ -270,8 +281,9 @@ pub fn pin_to(cpu: usize) -> Result<(), String> {
 
 /// Applies perftest's defaults, limits and dependencies; the error is the message perftest
 /// prints for the same mistake, where it has one.
+/// `ud_mtu` is the port's active MTU in bytes, which bounds a UD message (perftest sizes UD
+/// messages at most one MTU, the one its header prints).
 pub fn params(test: Test, a: &PerftestArgs, ud_mtu: u64) -> Result<Params, String> {
-    let ud_mtu = ud_mtu.min(UD_MTU);
     let verb = test.verb();
     if a.connection == Connection::Ud && verb != Verb::Send {
         return Err("UD connection only possible in SEND verb".into());
@@ -408,6 +420,16 @@ pub fn params(test: Test, a: &PerftestArgs, ud_mtu: u64) -> Result<Params, Strin
         // perftest turns the peak off in duration mode.
         peak: !a.no_peak && a.duration.is_none(),
         cpus: a.cpus,
+        out_reads: if verb == Verb::Read {
+            a.outs.unwrap_or(0)
+        } else {
+            1
+        },
+        out_json: a.out_json.then(|| {
+            a.out_json_file
+                .clone()
+                .unwrap_or_else(|| "perftest_out.json".into())
+        }),
     })
 }
 
@@ -463,7 +485,7 @@ pub(crate) fn bw_client<F: wv_client::raw::RawFile + Send + Sync + 'static>(
                 // Only unsignalled requests are left (a stopped duration run): nothing to reap.
                 break;
             }
-            endpoint::poll_some(&side.send_cq, &mut wc, p.events, sh, usize::MAX)?
+            endpoint::poll_some(&*side.send_cq, &mut wc, p.events, sh, usize::MAX)?
         } else {
             side.send_cq.poll(&mut wc)
         };
@@ -775,6 +797,6 @@ mod tests {
             ..args()
         };
         let p = params(Test::SendBw, &ud, 4096).unwrap();
-        assert_eq!(p.sizes.last().unwrap().0, UD_MTU);
+        assert_eq!(p.sizes.last().unwrap().0, 4096, "UD stops at the port MTU");
     }
 }

@@ -35,7 +35,7 @@ pub fn lat<F: RawFile + Send + Sync + 'static>(
         }
         scnt += 1;
         side.post(scnt, WrOpcode::RdmaRead, 0, run.size, true)?;
-        poll_some(&side.send_cq, &mut wc, p.events, sh, usize::MAX)?;
+        poll_some(&*side.send_cq, &mut wc, p.events, sh, usize::MAX)?;
         if let Some(w) = &mut window
             && !w.tick(scnt)
         {

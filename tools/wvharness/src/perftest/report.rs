@@ -361,9 +361,16 @@ pub fn format_test_info(info: &TestInfo<'_>) -> String {
         info.connection,
         if info.srq { "ON" } else { "OFF" }
     );
-    // No PCIe below a soft HCA, so no relaxed ordering; the classic post verbs, not ibv_wr_*.
-    let _ = writeln!(out, " PCIe relax order: OFF");
-    let _ = writeln!(out, " ibv_wr* API     : OFF");
+    // No PCIe below a soft HCA: relaxed ordering is unsupported (perftest's line without RO
+    // support); locks kept; the classic post verbs, not ibv_wr_*.
+    let _ = writeln!(
+        out,
+        " PCIe relax order: Unsupported\t\tLock-free      : OFF"
+    );
+    let _ = writeln!(
+        out,
+        " ibv_wr* API     : OFF\t\tUsing Enhanced Reorder      : OFF"
+    );
     // The report is the client's (the measuring side), which prints its TX depth; the RX
     // depth is the server's line.
     let _ = writeln!(out, " TX depth        : {}", info.tx_depth);
@@ -388,6 +395,120 @@ pub fn format_test_info(info: &TestInfo<'_>) -> String {
     let _ = writeln!(out, " rdma_cm QPs\t : OFF");
     let _ = writeln!(out, " Data ex. method : Ethernet");
     let _ = write!(out, "{RESULT_LINE}");
+    out
+}
+
+/// The `test_info` object perftest's `--out_json` writes (`write_test_info_to_file`), as
+/// perftest writes it: one member per line, in its order, with its names and its quirks (the
+/// space before `PCIe_relax_order` in a build without relaxed-ordering support).
+pub fn json_test_info(info: &TestInfo<'_>) -> String {
+    let mut out = String::new();
+    let kind = if info.latency { "Latency" } else { "BW" };
+    let _ = writeln!(out, "\"test_info\": {{");
+    let _ = writeln!(out, "\"test\": \"{}_{kind}_Test\",", info.verb);
+    if info.events {
+        let _ = writeln!(
+            out,
+            "\"Test with events\": \"Using_{}_comp0\",",
+            info.device
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\"Dual_port\": \"OFF\",\n\"Device\": \"{}\",",
+        info.device
+    );
+    let _ = writeln!(out, "\"Number_of_qps\": 1,\n\"Transport_type\": \"IB\",");
+    let _ = writeln!(
+        out,
+        "\"Connection_type\": \"{}\",\n\"Using_SRQ\": \"{}\",",
+        info.connection,
+        if info.srq { "ON" } else { "OFF" }
+    );
+    let _ = writeln!(out, " \"PCIe_relax_order\": \"Unsupported\",");
+    let _ = writeln!(out, "\"ibv_wr_API\": \"OFF\",");
+    let _ = writeln!(out, "\"TX_depth\": {},", info.tx_depth);
+    if let Some(rx) = info.rx_depth {
+        let _ = writeln!(out, "\"RX_depth\": {rx},");
+    }
+    if let Some(cq_mod) = info.cq_mod {
+        let _ = writeln!(out, "\"CQ_Moderation\": {cq_mod},");
+    }
+    let _ = writeln!(out, "\"Mtu\": {},", info.mtu);
+    let _ = writeln!(out, "\"Link_type\": \"{}\",", info.link);
+    if info.link == "Ethernet" {
+        let _ = writeln!(out, "\"GID_index\": 0,");
+    }
+    if info.verb == "RDMA_Read" {
+        let _ = writeln!(out, "\"Outstand_reads\": {},", info.inline_or_outstanding);
+    } else {
+        let _ = writeln!(out, "\"Max_inline_data\": {},", info.inline_or_outstanding);
+    }
+    let _ = writeln!(out, "\"rdma_cm_QPs\": \"OFF\",");
+    let _ = writeln!(out, "\"Use_ROCm_memory\": \"OFF\",");
+    let _ = writeln!(out, "\"Use_MUSA_memory\": \"OFF\",");
+    let _ = write!(out, "\"Data_ex_method\": \"Ethernet\"");
+    let _ = writeln!(out, "\n}},");
+    out
+}
+
+/// The whole file perftest's `--out_json` writes for one report: `{`, the test info, the
+/// results of one size (`REPORT_FMT_LAT_JSON`, `REPORT_FMT_LAT_DUR_JSON`, `REPORT_FMT_JSON`
+/// or, below 0.1 Gb/s with `--report_gbits`, `REPORT_FMT_EXT_JSON`), `}`.
+pub fn json_report(test_info: &str, row: &super::Row) -> String {
+    let mut out = String::from("{\n");
+    out.push_str(test_info);
+    out.push_str("\"results\": {\n");
+    match row {
+        super::Row::Latency {
+            bytes,
+            iterations,
+            t_min,
+            t_max,
+            t_typical,
+            t_avg,
+            t_stdev,
+            percentile_99,
+            percentile_99_9,
+        } => {
+            let _ = write!(
+                out,
+                "\"MsgSize\": {bytes},\n\"n_iterations\": {iterations},\n\"t_min\": {t_min:.2},\n\"t_max\": {t_max:.2},\n\"t_typical\": {t_typical:.2},\n\"t_avg\": {t_avg:.2},\n\"t_stdev\": {t_stdev:.2},\n\"percentile_99\": {percentile_99:.2},\n\"percentile_99.9\": {percentile_99_9:.2}"
+            );
+        }
+        super::Row::LatencyDuration {
+            bytes,
+            iterations,
+            t_avg,
+            tps_average,
+        } => {
+            let _ = write!(
+                out,
+                "\"MsgSize\": {bytes},\n\"n_iterations\": {iterations},\n\"t_avg\": {t_avg:.2},\n\"tps_average\": {tps_average:.2}"
+            );
+        }
+        super::Row::Bandwidth {
+            bytes,
+            iterations,
+            bw_peak,
+            bw_average,
+            msg_rate_mpps,
+            units,
+        } => {
+            if *units == "Gb/sec" && *bw_average < 0.1 {
+                let _ = write!(
+                    out,
+                    "\"MsgSize\": {bytes},\n\"n_iterations\": {iterations},\n\"BW_peak\": {bw_peak:.6},\n\"BW_average\": {bw_average:.6},\n\"MsgRate\": {msg_rate_mpps:.6}"
+                );
+            } else {
+                let _ = write!(
+                    out,
+                    "\"MsgSize\": {bytes},\n\"n_iterations\": {iterations},\n\"BW_peak\": {bw_peak:.2},\n\"BW_average\": {bw_average:.2},\n\"MsgRate\": {msg_rate_mpps:.6}"
+                );
+            }
+        }
+    }
+    out.push_str("\n}\n}\n");
     out
 }
 

@@ -4,15 +4,11 @@
 use wv_client::raw::RawFile;
 use wv_client::verbs::{WorkCompletion, WrOpcode};
 
-use super::endpoint::{Role, Run, STOPPED, Shared, Side, Window, poll_some};
+use super::endpoint::{DataPath, Role, Run, STOPPED, Shared, Side, Window, poll_some};
 use super::{Params, Samples, bw_client};
 
 /// Posts the receives a size needs up front (at most the receive depth) and returns how many.
-fn prepost<F: RawFile + Send + Sync + 'static>(
-    side: &Side<F>,
-    p: &Params,
-    total: u64,
-) -> Result<u64, String> {
+fn prepost<D: DataPath>(side: &D, p: &Params, total: u64) -> Result<u64, String> {
     let n = total.min(u64::from(p.rx_depth));
     for i in 0..n {
         side.post_recv(i)?;
@@ -24,8 +20,11 @@ fn prepost<F: RawFile + Send + Sync + 'static>(
 /// receive while more are needed, then sends. Every send is signalled (the latency tests' TX
 /// depth of 1 caps CQ moderation at 1) and its completion reaped. The client timestamps each
 /// post; a sample is the time between two posts, i.e. one round trip.
-pub fn lat<F: RawFile + Send + Sync + 'static>(
-    side: &Side<F>,
+///
+/// Generic over the data path, so the filter-overhead baseline runs this same loop on the
+/// soft HCA without the driver.
+pub fn lat<D: DataPath>(
+    side: &D,
     role: Role,
     p: &Params,
     run: Run,
@@ -46,7 +45,7 @@ pub fn lat<F: RawFile + Send + Sync + 'static>(
     let (mut scnt, mut rcnt) = (0u64, 0u64);
     while scnt < iters || rcnt < iters {
         if rcnt < iters && !(scnt < 1 && role == Role::Client) {
-            match poll_some(&side.recv_cq, &mut wc, p.events, sh, run.ix) {
+            match poll_some(side.recv_cq(), &mut wc, p.events, sh, run.ix) {
                 Ok(_) => {}
                 Err(e) if e == STOPPED => break,
                 Err(e) => return Err(e),
@@ -71,7 +70,7 @@ pub fn lat<F: RawFile + Send + Sync + 'static>(
             let signaled = scnt % u64::from(p.cq_mod) == 0 || scnt == iters;
             side.post(scnt, WrOpcode::Send, 0, run.size, signaled)?;
             if signaled {
-                poll_some(&side.send_cq, &mut wc, p.events, sh, run.ix)?;
+                poll_some(side.send_cq(), &mut wc, p.events, sh, run.ix)?;
             }
         }
     }
@@ -107,7 +106,7 @@ pub fn bw<F: RawFile + Send + Sync + 'static>(
             let mut wc = [WorkCompletion::default(); 16];
             let mut rcnt = 0u64;
             while rcnt < total {
-                let n = match poll_some(&side.recv_cq, &mut wc, p.events, sh, run.ix) {
+                let n = match poll_some(&*side.recv_cq, &mut wc, p.events, sh, run.ix) {
                     Ok(n) => n as u64,
                     Err(e) if e == STOPPED => break,
                     Err(e) => return Err(e),

@@ -68,7 +68,7 @@ pub fn lat<F: RawFile + Send + Sync + 'static>(
             side.post(scnt, WrOpcode::RdmaWrite, 0, run.size, true)?;
         }
         if ccnt < iters {
-            poll_some(&side.send_cq, &mut wc, false, sh, usize::MAX)?;
+            poll_some(&*side.send_cq, &mut wc, false, sh, usize::MAX)?;
             ccnt += 1;
         }
     }
