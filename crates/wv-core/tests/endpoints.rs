@@ -10,6 +10,7 @@
 mod common;
 
 use std::mem::size_of;
+use std::sync::Arc;
 
 use common::ep::*;
 use common::*;
@@ -19,8 +20,8 @@ use wv_abi::{NtStatus, WV_IO_EP_ATTRIBUTES, WV_IO_EP_CONNECT, WV_IO_SOCKADDR_DAT
 use wv_core::DriverConfig;
 use wv_hal::cm::{REJ_INSUFFICIENT_RESOURCES, REJ_USER_DEFINED};
 use wv_hal::{QpModify, QpState};
-use wv_host::fake_cm::{FakeCmDetail, FakeCmEvent, FakeCmOp, peer_rep};
-use wv_host::fake_verbs::FakeCall;
+use wv_host::fake_cm::{CepState, FakeCmDetail, FakeCmEvent, FakeCmOp, peer_rep};
+use wv_host::fake_verbs::{FakeCall, FakeConfig, FakeVerbs};
 use wv_host::{HostPlatform, Io, IoStatus};
 
 /// A deterministic fixture: the order of work items, DPCs and IOCTLs is the test's.
@@ -574,6 +575,10 @@ fn get_request_errors() {
 /// cancel flushed only the queue and missed it. Threaded: the work item is held inside the
 /// QP modify while the cancel comes.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "the threaded host parks its workers with parking_lot, whose futex call Miri rejects"
+)]
 fn ep_cancel_reaches_an_accept_its_work_item_is_running() {
     let fx = Fx::with(HostPlatform::threaded(2), DriverConfig::default());
     let r = Rig::new(&fx);
@@ -608,6 +613,41 @@ fn ep_cancel_reaches_an_accept_its_work_item_is_running() {
         NtStatus::SUCCESS,
     );
     assert_eq!(fx.cm.sent(FakeCmOp::SendRej).len(), 1);
+}
+
+/// EP_CANCEL racing the work item that takes a CONNECT out of the start queue, repeated on the
+/// threaded host model: the CONNECT always ends cancelled, it never waits for an answer. The
+/// cancel's count and its sweep of the start queue were two steps, and a work item that took
+/// the request between them saw the new count while the request was in no queue (found by the
+/// loom model `ep-connect-work-cancel-destroy`, which reaches that window every time; here
+/// the threads meet in it only now and then: 5000 rounds take half a second and failed the
+/// unfixed code in four runs of five on two cores; `WV_EP_CANCEL_ROUNDS` sets the rounds).
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "the threaded host parks its workers with parking_lot, whose futex call Miri rejects"
+)]
+fn ep_cancel_racing_the_connect_work_item_always_ends_it() {
+    let fx = Fx::with(HostPlatform::threaded(2), DriverConfig::default());
+    let r = Rig::new(&fx);
+    let rounds = std::env::var("WV_EP_CANCEL_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5000);
+    for _ in 0..rounds {
+        let ep = routed(&fx, &r.f);
+        let connect =
+            r.f.device_io_control(WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0);
+        expect(
+            &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(ep), 0),
+            NtStatus::SUCCESS,
+        );
+        expect(&done(&connect), NtStatus::CANCELLED);
+        expect(
+            &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
+            NtStatus::SUCCESS,
+        );
+    }
 }
 
 #[test]
@@ -755,6 +795,100 @@ fn both_sides_disconnecting_at_once_end_each_other() {
     fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
     fx.run();
     expect(&done(&first), NtStatus::SUCCESS);
+}
+
+/// A DISCONNECT whose DREQ the CM refuses (the peer's own DREQ reached the CM first, and its
+/// event is still on the way) disconnects at once, and a DISCONNECT_NOTIFY parked on the
+/// connection ends with it: the late event finds the endpoint disconnected and ends nothing.
+/// The notify waited for ever before (found by the loom model `ep-disconnect-notify-dreq`).
+#[test]
+fn a_disconnect_whose_dreq_is_refused_ends_the_notify() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    fx.cm
+        .fail_next(FakeCmOp::SendDreq, NtStatus::INVALID_DEVICE_STATE);
+    // Parked before the DREQ goes: it pends, and has ended when the call returns.
+    let io =
+        r.f.device_io_control(WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    assert!(io.is_complete());
+    let st = done(&io);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(qp_state_byte(&st), QpState::Error as u8);
+    expect(&done(&notify), NtStatus::SUCCESS);
+    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
+    fx.run();
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+}
+
+/// An active ACCEPT whose RTU the CM refuses leaves the connection it had just declared: a
+/// DISCONNECT_NOTIFY parked on it in that instant ends too (it waited for ever before).
+#[test]
+fn an_accept_whose_rtu_is_refused_ends_a_notify_parked_meanwhile() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let ep = routed(&fx, &r.f);
+    let (io, cm_id) = connecting(&fx, &r, ep, b"");
+    fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"")));
+    fx.run();
+    expect(&done(&io), NtStatus::SUCCESS);
+    let notify = Arc::new(std::sync::Mutex::new(None));
+    let (file, parked) = (r.f.reference(), Arc::clone(&notify));
+    fx.cm.during_next(FakeCmOp::SendRtu, move || {
+        let io = file.device_io_control(WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+        assert!(!io.is_complete(), "the endpoint is connected: it parks");
+        *parked.lock().unwrap() = Some(io);
+    });
+    fx.cm
+        .fail_next(FakeCmOp::SendRtu, NtStatus::INVALID_DEVICE_STATE);
+    let accept = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8);
+    fx.run();
+    expect(&done(&accept), NtStatus::INVALID_DEVICE_STATE);
+    let notify = notify.lock().unwrap().take().expect("the notify was sent");
+    expect(&done(&notify), NtStatus::SUCCESS);
+}
+
+/// The peer's DREQ arrives while the DISCONNECT sends its own: the CM refuses ours, and the
+/// event with its work item has already ended the DISCONNECT. The peer's DREQ is still
+/// answered (it went unanswered before, and the peer's disconnect waited for its timeout).
+#[test]
+fn a_dreq_that_ends_the_disconnect_before_its_own_dreq_fails_is_answered() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    let (cm, platform) = (Arc::clone(&fx.cm), fx.platform().clone());
+    fx.cm.during_next(FakeCmOp::SendDreq, move || {
+        cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
+        platform.run_until_idle();
+    });
+    // Parked before the DREQ goes: it pends, and has ended when the call returns.
+    let io =
+        r.f.device_io_control(WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    assert!(io.is_complete());
+    let st = done(&io);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(qp_state_byte(&st), QpState::Error as u8);
+    expect(&done(&notify), NtStatus::SUCCESS);
+    let dreq = fx
+        .cm
+        .calls()
+        .into_iter()
+        .find(|c| c.op == FakeCmOp::SendDreq);
+    assert_eq!(
+        dreq.map(|c| c.result),
+        Some(Err(NtStatus::INVALID_DEVICE_STATE))
+    );
+    assert_eq!(
+        fx.cm.sent(FakeCmOp::SendDrep).len(),
+        1,
+        "the DREQ is answered"
+    );
+    assert_eq!(fx.cm.cep_state(cm_id), Some(CepState::Timewait));
 }
 
 #[test]
@@ -973,6 +1107,88 @@ fn destroying_a_listener_gives_its_queued_endpoints_back() {
     );
 }
 
+/// EP_CANCEL of the listener while its work item takes a request for a GET_REQUEST (the
+/// GET_REQUEST is in no queue then, and its endpoint still held): the endpoint goes back to
+/// Idle, so the connection the CM hands over is refused and its id destroyed, and the
+/// GET_REQUEST ends cancelled. Before, it succeeded on an endpoint left Idle that could not
+/// answer the request (found by the loom model `ep-get-request-req-cancel-cancelio`).
+#[test]
+fn ep_cancel_while_the_listener_takes_the_request_refuses_it() {
+    let fx = fx();
+    let f = fx.open();
+    let (listener, ep, io, lid) = listening(&fx, &f);
+    assert!(fx.cm.incoming_request(lid, incoming(b"")));
+    let file = f.reference();
+    fx.cm.during_next(FakeCmOp::GetRequest, move || {
+        let st = file.device_io_control(WV_IOCTL_EP_CANCEL, &u64_in(listener), 0);
+        expect(&st.wait(), NtStatus::SUCCESS);
+    });
+    fx.run();
+    expect(&done(&io), NtStatus::CANCELLED);
+    let taken = fx
+        .cm
+        .last_id(FakeCmOp::GetRequest)
+        .expect("the CM handed one over");
+    let rej = fx.cm.sent(FakeCmOp::SendRej);
+    assert_eq!(rej.len(), 1);
+    assert_eq!(rej[0].id, taken);
+    assert!(matches!(
+        rej[0].detail,
+        FakeCmDetail::Rej {
+            reason: REJ_INSUFFICIENT_RESOURCES,
+            ..
+        }
+    ));
+    assert!(
+        !fx.cm.live_ids().contains(&taken),
+        "the refused id was destroyed"
+    );
+    // The endpoint is Idle again: it takes the next request.
+    let again = pend(
+        &f,
+        WV_IOCTL_EP_GET_REQUEST,
+        &get_request_in(listener, ep),
+        0,
+    );
+    assert!(fx.cm.incoming_request(lid, incoming(b"")));
+    fx.run();
+    expect(&done(&again), NtStatus::SUCCESS);
+    let mut reject = id(ep, 0, 0);
+    reject.extend_from_slice(b"no");
+    expect(
+        &ioctl(&f, WV_IOCTL_EP_REJECT, &reject, 0),
+        NtStatus::SUCCESS,
+    );
+}
+
+/// The same with the endpoint destroyed as soon as it is given back: the new connection must
+/// not go to the torn-down endpoint, whose id nobody would destroy any more (the CM's leak
+/// check at teardown).
+#[test]
+fn an_endpoint_destroyed_while_the_listener_takes_its_request_gets_no_id() {
+    let fx = fx();
+    let f = fx.open();
+    let (listener, ep, io, lid) = listening(&fx, &f);
+    assert!(fx.cm.incoming_request(lid, incoming(b"")));
+    let file = f.reference();
+    fx.cm.during_next(FakeCmOp::GetRequest, move || {
+        let st = file.device_io_control(WV_IOCTL_EP_CANCEL, &u64_in(listener), 0);
+        expect(&st.wait(), NtStatus::SUCCESS);
+        let st = file.device_io_control(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);
+        expect(&st.wait(), NtStatus::SUCCESS);
+    });
+    fx.run();
+    expect(&done(&io), NtStatus::CANCELLED);
+    let taken = fx
+        .cm
+        .last_id(FakeCmOp::GetRequest)
+        .expect("the CM handed one over");
+    assert!(
+        !fx.cm.live_ids().contains(&taken),
+        "the refused id was destroyed"
+    );
+}
+
 /// Spec §7.1-h: the new connection's id reports to its endpoint from the moment the CM hands
 /// it over, even for an event processed in that very instant.
 #[test]
@@ -1171,6 +1387,66 @@ fn removal_ends_every_endpoint_on_the_device() {
         &ioctl(&r.f, WV_IOCTL_EP_LISTEN, &listen_in(ep, 1), 16),
         NtStatus::NO_SUCH_DEVICE,
     );
+}
+
+/// Removal of the device whose CM made a passive endpoint's id, in the instant its ACCEPT's
+/// work item moves the QP (of another device) to RTS: the ACCEPT ends with
+/// `STATUS_DEVICE_REMOVED`, as its parked requests do. It ended with `STATUS_NOT_SUPPORTED`
+/// before, the status of an ACCEPT the endpoint's state never allowed (the loom model
+/// `ep-removal-connect-notify` found it for a CONNECT, whose window no hook reaches).
+#[test]
+fn removal_while_the_accept_moves_its_qp_ends_it_with_device_removed() {
+    let fx = fx();
+    let f = fx.open();
+    // The QP lives on a second device without a CM, so the removal of the first one does not
+    // wait for the modify the work item is in.
+    let other = FakeVerbs::new(
+        fx.platform(),
+        FakeConfig {
+            guid: 0x0002_c903_0000_4321u64.to_be(),
+            ..FakeConfig::default()
+        },
+    );
+    fx.io.arrive(Arc::clone(&other)).expect("arrival");
+    let st = ioctl(
+        &f,
+        WV_IOCTL_DEVICE_OPEN,
+        &id(wv_hal::Verbs::guid(&*other), 0, 0),
+        16,
+    );
+    expect(&st, NtStatus::SUCCESS);
+    let dev = out::<wv_abi::WV_IO_ID>(&st).Id;
+    let pd = alloc_pd(&f, dev);
+    let cq = cq(&f, dev, 16);
+    let qp = qp(&f, pd, cq, cq, 0);
+    let fake_qp = other
+        .calls()
+        .iter()
+        .rev()
+        .find(|c| c.call == FakeCall::CreateQp && c.result.is_ok())
+        .map(|c| c.object)
+        .expect("the QP was made");
+    let (_listener, ep, get, lid) = listening(&fx, &f);
+    assert!(fx.cm.incoming_request(lid, incoming(b"")));
+    fx.run();
+    expect(&done(&get), NtStatus::SUCCESS);
+    // The third modify of the QP is the move to RTS, after the CM's last attributes.
+    let (driver, guid) = (Arc::clone(fx.driver()), fx.guid());
+    let modifies = std::sync::atomic::AtomicUsize::new(0);
+    other.set_failure_hook(Some(Box::new(move |call, object| {
+        if call == FakeCall::ModifyQp
+            && object == fake_qp
+            && modifies.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 2
+        {
+            wv_hal::FilterDriver::device_removal(&*driver, guid);
+        }
+        None
+    })));
+    let accept = pend(&f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, qp, b""), 8);
+    fx.run();
+    other.set_failure_hook(None);
+    expect(&done(&accept), NtStatus::DEVICE_REMOVED);
+    assert!(fx.cm.live_ids().is_empty(), "every CM id destroyed");
 }
 
 #[test]

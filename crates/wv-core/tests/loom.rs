@@ -21,8 +21,18 @@ use wv_abi::ioctl::*;
 use wv_abi::{NtStatus, WV_IO_ID, WV_IO_QP_ATTRIBUTES, WV_IO_QP_CREATE};
 use wv_core::{Driver, DriverConfig, FileContext};
 use wv_hal::{FilterDriver, KArc, QpState};
-use wv_host::loom_platform::{Irp, LoomPlatform, LoomVerbs};
+use wv_host::loom_platform::{Irp, LoomCm, LoomPlatform, LoomVerbs, PeerMessage};
 use zerocopy::IntoBytes;
+
+// The endpoint IOCTLs' input bytes, as the scenario tests build them.
+#[allow(dead_code)]
+#[path = "common/input.rs"]
+mod input;
+
+use input::{
+    LOCAL, accept_in, bind_in, connect_in, disconnect_in, get_request_in, id as io_id, incoming,
+    ipv4, listen_in, route_in, u64_in,
+};
 
 type Drv = Driver<LoomPlatform, Arc<LoomVerbs>>;
 type File = FileContext<LoomPlatform, Arc<LoomVerbs>>;
@@ -40,6 +50,9 @@ fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
 fn bounded(name: &str, preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
     let before = EXPLORED.load(StdOrdering::SeqCst);
     let mut builder = loom::model::Builder::new();
+    // Not a bound on the search: the length of one execution. Connecting an endpoint before
+    // the race starts takes a few thousand operations on one thread.
+    builder.max_branches = 20_000;
     if std::env::var("LOOM_MAX_PREEMPTIONS").is_err() {
         builder.preemption_bound = Some(preemptions);
     }
@@ -85,11 +98,17 @@ fn id(id: u64, data: u32) -> Vec<u8> {
 
 impl Stack {
     fn new() -> Stack {
+        Stack::with_cm(None)
+    }
+
+    /// A stack whose lower device has `cm` as its connection manager.
+    fn with_cm(cm: Option<&Arc<LoomCm>>) -> Stack {
         let p = LoomPlatform::new();
         let hca = Arc::new(LoomVerbs::new(GUID));
         let driver = Arc::new(Driver::new(p.clone(), DriverConfig::default()));
+        let cm = cm.map(|cm| KArc::new(Arc::clone(cm)));
         driver
-            .device_arrival(KArc::new(Arc::clone(&hca)), None)
+            .device_arrival(KArc::new(Arc::clone(&hca)), cm)
             .unwrap();
         let file = Arc::new(driver.file_create().unwrap());
         Stack {
@@ -441,5 +460,442 @@ fn karc_counts() {
         let weak = t.join().unwrap();
         assert!(weak.upgrade().is_none());
         assert_eq!(drops.load(StdOrdering::SeqCst), 1);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Endpoints: the same stack with the lower device's connection manager (`LoomCm`), whose
+// peer messages a model thread delivers as the CM's DPC would, at DISPATCH_LEVEL into the
+// endpoint's sink. Each model also checks that every CM id was destroyed and every endpoint
+// freed (an endpoint holds five queues of the platform until it is dropped).
+
+/// The stack with a CM, and the next endpoint id (ids start at 1 per file and per table).
+struct EpStack {
+    s: Stack,
+    cm: Arc<LoomCm>,
+    next_ep: std::cell::Cell<u64>,
+}
+
+impl EpStack {
+    fn new() -> EpStack {
+        let cm = Arc::new(LoomCm::new());
+        EpStack {
+            s: Stack::with_cm(Some(&cm)),
+            cm,
+            next_ep: std::cell::Cell::new(1),
+        }
+    }
+
+    fn send(&self, code: u32, input: &[u8], out: usize) -> Arc<Irp> {
+        self.s.send(code, input, out)
+    }
+
+    /// A request that must complete inline with `status`.
+    #[track_caller]
+    fn inline(&self, code: u32, input: &[u8], out: usize, status: NtStatus) {
+        let irp = self.send(code, input, out);
+        assert_eq!(self.s.p.completions_of(irp.id), [status], "IOCTL {code:#x}");
+    }
+
+    /// A new endpoint bound to LOCAL:`port` on the stack's device.
+    fn bound(&self, port: u16) -> u64 {
+        let type_connect = u64_in(wv_abi::consts::WV_IO_EP_TYPE_CONNECT);
+        self.inline(WV_IOCTL_EP_CREATE, &type_connect, 8, NtStatus::SUCCESS);
+        let ep = self.next_ep.replace(self.next_ep.get() + 1);
+        let bind = bind_in(ep, ipv4(LOCAL, port), GUID);
+        self.inline(WV_IOCTL_EP_BIND, &bind, 56, NtStatus::SUCCESS);
+        ep
+    }
+
+    /// A new endpoint with its route, ready to connect.
+    fn routed(&self) -> u64 {
+        let ep = self.bound(7000);
+        self.inline(WV_IOCTL_EP_MODIFY, &route_in(ep), 0, NtStatus::SUCCESS);
+        ep
+    }
+
+    /// A new endpoint that is not bound (what a GET_REQUEST fills).
+    fn idle(&self) -> u64 {
+        let type_connect = u64_in(wv_abi::consts::WV_IO_EP_TYPE_CONNECT);
+        self.inline(WV_IOCTL_EP_CREATE, &type_connect, 8, NtStatus::SUCCESS);
+        self.next_ep.replace(self.next_ep.get() + 1)
+    }
+
+    /// A listener on LOCAL:7001 that keeps `backlog` requests.
+    fn listener(&self, backlog: u64) -> u64 {
+        let ep = self.bound(7001);
+        self.inline(
+            WV_IOCTL_EP_LISTEN,
+            &listen_in(ep, backlog),
+            0,
+            NtStatus::SUCCESS,
+        );
+        ep
+    }
+
+    /// A QP for endpoints to connect (on its own device, PD and CQ).
+    fn qp(&self) -> u64 {
+        let (dev, cq) = device_and_cq(&self.s);
+        qp_on(&self.s, dev, cq)
+    }
+
+    /// CONNECT whose work item ran: the REQ is out and the request waits for the answer.
+    fn connecting(&self, ep: u64, qp: u64) -> Arc<Irp> {
+        let connect = self.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
+        self.s.p.run_work();
+        assert!(self.s.p.completions_of(connect.id).is_empty());
+        connect
+    }
+
+    /// An endpoint connected actively: CONNECT, the peer's REP, ACCEPT (the RTU goes).
+    fn connected(&self, qp: u64) -> u64 {
+        let ep = self.routed();
+        let connect = self.connecting(ep, qp);
+        assert!(self.cm.peer(PeerMessage::Rep));
+        once(&self.s.p, &connect, &[NtStatus::SUCCESS]);
+        let accept = self.send(WV_IOCTL_EP_ACCEPT, &accept_in(ep, qp, b""), 8);
+        self.s.p.run_work();
+        once(&self.s.p, &accept, &[NtStatus::SUCCESS]);
+        ep
+    }
+
+    /// Runs `f` on a new model thread with the driver and file.
+    fn spawn<T: 'static>(
+        &self,
+        f: impl FnOnce(&Drv, &File, &LoomPlatform) -> T + 'static,
+    ) -> loom::thread::JoinHandle<T> {
+        let (driver, file, p) = (
+            Arc::clone(&self.s.driver),
+            Arc::clone(&self.s.file),
+            self.s.p.clone(),
+        );
+        loom::thread::spawn(move || f(&driver, &file, &p))
+    }
+
+    /// The end of a model: work items still queued run (after their endpoints went, a slow
+    /// pool), cleanup, close and removal; then nothing may be left: no violation, no CM id, no
+    /// lower-device object, no queue (so no endpoint), no work item.
+    fn finish(self) {
+        let EpStack { s, cm, .. } = self;
+        let p = s.p.clone();
+        s.driver.file_cleanup(&s.file);
+        p.run_work();
+        s.finish();
+        p.run_work();
+        assert_eq!(p.violations(), Vec::<String>::new());
+        assert_eq!(cm.live_ids(), 0, "CM ids leaked: {:?}", cm.ceps());
+        assert_eq!(p.live_queues(), 0, "endpoints (or other objects) leaked");
+        assert_eq!(p.queued_work(), 0);
+    }
+}
+
+/// A send from a model thread.
+fn send_on(p: &LoomPlatform, driver: &Drv, file: &File, code: u32, input: &[u8]) -> Arc<Irp> {
+    send(p, driver, file, code, input, 0)
+}
+
+/// A GET_REQUEST parked on a listener racing the peer's REQ (the CM's DPC calls the listen's
+/// sink; the pool then pairs it), EP_CANCEL of the listener and the I/O manager's cancel of the
+/// GET_REQUEST. A GET_REQUEST that succeeds leaves its endpoint able to answer the request; one
+/// that is cancelled gives it back; either way the listener's hold on it is dropped.
+#[test]
+fn get_request_racing_the_req_ep_cancel_and_cancel_io() {
+    model("ep-get-request-req-cancel-cancelio", || {
+        let e = EpStack::new();
+        let listener = e.listener(1);
+        let ep = e.idle();
+        let get = e.send(WV_IOCTL_EP_GET_REQUEST, &get_request_in(listener, ep), 0);
+        // Its kick's work item: no request announced yet, nothing to pair.
+        e.s.p.run_work();
+        let dpc = {
+            let cm = Arc::clone(&e.cm);
+            let p = e.s.p.clone();
+            loom::thread::spawn(move || {
+                assert!(cm.peer_request(incoming(b"")));
+                p.run_work();
+            })
+        };
+        let canceller =
+            e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(listener)));
+        e.s.p.cancel(&get);
+        dpc.join().unwrap();
+        let cancel = canceller.join().unwrap();
+        let p = &e.s.p;
+        once(p, &cancel, &[NtStatus::SUCCESS]);
+        if once(p, &get, &[NtStatus::SUCCESS, NtStatus::CANCELLED]) == NtStatus::SUCCESS {
+            // The endpoint holds the request: it can refuse it.
+            let reject = e.send(WV_IOCTL_EP_REJECT, &io_id(ep, 0, 0), 0);
+            once(p, &reject, &[NtStatus::SUCCESS]);
+        }
+        e.inline(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0, NtStatus::SUCCESS);
+        e.finish();
+    });
+}
+
+/// The same race with the endpoint destroyed as soon as the listener gives it back: the pool's
+/// pairing must not hand the new connection to an endpoint that is gone (its CM id would never
+/// be destroyed).
+#[test]
+fn get_request_racing_the_req_ep_cancel_and_destroy() {
+    model("ep-get-request-req-cancel-destroy", || {
+        let e = EpStack::new();
+        let listener = e.listener(1);
+        let ep = e.idle();
+        let get = e.send(WV_IOCTL_EP_GET_REQUEST, &get_request_in(listener, ep), 0);
+        e.s.p.run_work();
+        let dpc = {
+            let cm = Arc::clone(&e.cm);
+            let p = e.s.p.clone();
+            loom::thread::spawn(move || {
+                assert!(cm.peer_request(incoming(b"")));
+                p.run_work();
+            })
+        };
+        let canceller =
+            e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(listener)));
+        // Refused while the listener holds the endpoint.
+        let destroy = e.send(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);
+        dpc.join().unwrap();
+        let cancel = canceller.join().unwrap();
+        let p = &e.s.p;
+        once(p, &cancel, &[NtStatus::SUCCESS]);
+        once(p, &get, &[NtStatus::SUCCESS, NtStatus::CANCELLED]);
+        once(p, &destroy, &[NtStatus::SUCCESS, NtStatus::ACCESS_DENIED]);
+        e.finish();
+    });
+}
+
+/// CONNECT: the endpoint's work item on the pool (it makes the CM id, sends the REQ and parks
+/// the request for the answer) racing EP_CANCEL and EP_DESTROY. Nothing answers, so the
+/// CONNECT ends cancelled, by whichever gets to it.
+#[test]
+fn connect_work_racing_ep_cancel_and_destroy() {
+    model("ep-connect-work-cancel-destroy", || {
+        let e = EpStack::new();
+        let qp = e.qp();
+        let ep = e.routed();
+        let connect = e.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
+        let pool = {
+            let p = e.s.p.clone();
+            loom::thread::spawn(move || p.run_work())
+        };
+        let canceller = e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(ep)));
+        let destroy = e.send(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);
+        pool.join().unwrap();
+        let cancel = canceller.join().unwrap();
+        let p = &e.s.p;
+        once(p, &cancel, &[NtStatus::SUCCESS, NtStatus::NOT_FOUND]);
+        once(p, &destroy, &[NtStatus::SUCCESS, NtStatus::ACCESS_DENIED]);
+        once(p, &connect, &[NtStatus::CANCELLED]);
+        e.finish();
+    });
+}
+
+/// CONNECT's work item racing the file's cleanup and EP_CANCEL.
+#[test]
+fn connect_work_racing_cleanup() {
+    model("ep-connect-work-cleanup", || {
+        let e = EpStack::new();
+        let qp = e.qp();
+        let ep = e.routed();
+        let connect = e.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
+        let pool = {
+            let p = e.s.p.clone();
+            loom::thread::spawn(move || p.run_work())
+        };
+        let canceller = e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(ep)));
+        e.s.driver.file_cleanup(&e.s.file);
+        pool.join().unwrap();
+        let cancel = canceller.join().unwrap();
+        let p = &e.s.p;
+        once(p, &cancel, &[NtStatus::SUCCESS, NtStatus::FILE_CLOSED]);
+        once(p, &connect, &[NtStatus::CANCELLED]);
+        e.finish();
+    });
+}
+
+/// CONNECT's work item racing the peer's REP (the peer answers once the REQ is out) and
+/// EP_CANCEL.
+#[test]
+fn connect_work_racing_the_rep_and_ep_cancel() {
+    model("ep-connect-work-rep-cancel", || {
+        let e = EpStack::new();
+        let qp = e.qp();
+        let ep = e.routed();
+        let connect = e.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
+        let pool = {
+            let p = e.s.p.clone();
+            loom::thread::spawn(move || p.run_work())
+        };
+        let dpc = {
+            let cm = Arc::clone(&e.cm);
+            loom::thread::spawn(move || cm.peer(PeerMessage::Rep))
+        };
+        let cancel = e.send(WV_IOCTL_EP_CANCEL, &u64_in(ep), 0);
+        pool.join().unwrap();
+        let answered = dpc.join().unwrap();
+        let p = &e.s.p;
+        once(p, &cancel, &[NtStatus::SUCCESS]);
+        let status = once(p, &connect, &[NtStatus::SUCCESS, NtStatus::CANCELLED]);
+        assert!(
+            status != NtStatus::SUCCESS || answered,
+            "a CONNECT succeeded unanswered"
+        );
+        e.finish();
+    });
+}
+
+/// A CONNECT waiting for the answer: the peer's REP racing EP_CANCEL and EP_DESTROY.
+#[test]
+fn connect_rep_racing_ep_cancel_and_destroy() {
+    model("ep-connect-rep-cancel-destroy", || {
+        let e = EpStack::new();
+        let qp = e.qp();
+        let ep = e.routed();
+        let connect = e.connecting(ep, qp);
+        let dpc = {
+            let cm = Arc::clone(&e.cm);
+            loom::thread::spawn(move || cm.peer(PeerMessage::Rep))
+        };
+        let canceller = e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(ep)));
+        let destroy = e.send(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);
+        dpc.join().unwrap();
+        let cancel = canceller.join().unwrap();
+        let p = &e.s.p;
+        once(p, &cancel, &[NtStatus::SUCCESS, NtStatus::NOT_FOUND]);
+        once(p, &destroy, &[NtStatus::SUCCESS, NtStatus::ACCESS_DENIED]);
+        once(p, &connect, &[NtStatus::SUCCESS, NtStatus::CANCELLED]);
+        e.finish();
+    });
+}
+
+/// A CONNECT waiting for the answer: the peer's REJ racing the I/O manager's cancel and the
+/// file's cleanup.
+#[test]
+fn connect_rej_racing_cancel_io_and_cleanup() {
+    model("ep-connect-rej-cancelio-cleanup", || {
+        let e = EpStack::new();
+        let qp = e.qp();
+        let ep = e.routed();
+        let connect = e.connecting(ep, qp);
+        let dpc = {
+            let cm = Arc::clone(&e.cm);
+            loom::thread::spawn(move || cm.peer(PeerMessage::Rej))
+        };
+        let canceller = {
+            let (p, connect) = (e.s.p.clone(), Arc::clone(&connect));
+            loom::thread::spawn(move || p.cancel(&connect))
+        };
+        e.s.driver.file_cleanup(&e.s.file);
+        dpc.join().unwrap();
+        canceller.join().unwrap();
+        let allowed = [NtStatus::CONNECTION_REFUSED, NtStatus::CANCELLED];
+        once(&e.s.p, &connect, &allowed);
+        let _ = ep;
+        e.finish();
+    });
+}
+
+/// A connected endpoint with a DISCONNECT_NOTIFY parked: EP_DISCONNECT (the DREQ goes, the
+/// request waits for the DREP) racing the peer's own DREQ (the pool then moves the QP to
+/// ERROR) and the file's cleanup.
+#[test]
+fn disconnect_racing_the_dreq_and_cleanup() {
+    model("ep-disconnect-dreq-cleanup", || {
+        let e = EpStack::new();
+        let qp = e.qp();
+        let ep = e.connected(qp);
+        let notify = e.send(WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+        let disconnector = e.spawn(move |d, f, p| {
+            let (request, irp) = p.request(WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, qp), 8);
+            d.device_io_control(f, request);
+            irp
+        });
+        let dpc = {
+            let (cm, p) = (Arc::clone(&e.cm), e.s.p.clone());
+            loom::thread::spawn(move || {
+                cm.peer(PeerMessage::Dreq);
+                p.run_work();
+            })
+        };
+        e.s.driver.file_cleanup(&e.s.file);
+        let disconnect = disconnector.join().unwrap();
+        dpc.join().unwrap();
+        let p = &e.s.p;
+        once(p, &notify, &[NtStatus::SUCCESS, NtStatus::CANCELLED]);
+        once(
+            p,
+            &disconnect,
+            &[
+                NtStatus::SUCCESS,
+                NtStatus::CANCELLED,
+                NtStatus::FILE_CLOSED,
+            ],
+        );
+        e.finish();
+    });
+}
+
+/// A connected endpoint: EP_DISCONNECT_NOTIFY and EP_DISCONNECT from two threads racing the
+/// peer's DREQ (and the pool's QP → ERROR after it).
+#[test]
+fn disconnect_and_notify_racing_the_dreq() {
+    model("ep-disconnect-notify-dreq", || {
+        let e = EpStack::new();
+        let qp = e.qp();
+        let ep = e.connected(qp);
+        let notifier =
+            e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep)));
+        let dpc = {
+            let (cm, p) = (Arc::clone(&e.cm), e.s.p.clone());
+            loom::thread::spawn(move || {
+                cm.peer(PeerMessage::Dreq);
+                p.run_work();
+            })
+        };
+        let disconnect = e.send(WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, qp), 8);
+        let notify = notifier.join().unwrap();
+        dpc.join().unwrap();
+        // The work item a DREQ queued after the last run.
+        e.s.p.run_work();
+        let p = &e.s.p;
+        once(p, &notify, &[NtStatus::SUCCESS]);
+        once(p, &disconnect, &[NtStatus::SUCCESS]);
+        e.finish();
+    });
+}
+
+/// Device removal racing a CONNECT whose work item runs on the pool and a DISCONNECT_NOTIFY
+/// being parked on another, connected, endpoint.
+#[test]
+fn removal_racing_connect_and_notify() {
+    model("ep-removal-connect-notify", || {
+        let e = EpStack::new();
+        let qp = e.qp();
+        let connected = e.connected(qp);
+        let ep = e.routed();
+        let connect = e.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
+        let pool = {
+            let p = e.s.p.clone();
+            loom::thread::spawn(move || p.run_work())
+        };
+        let notifier = e.spawn(move |d, f, p| {
+            send_on(p, d, f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(connected))
+        });
+        e.s.driver.device_removal(GUID);
+        pool.join().unwrap();
+        let notify = notifier.join().unwrap();
+        let p = &e.s.p;
+        once(p, &notify, &[NtStatus::SUCCESS, NtStatus::DEVICE_REMOVED]);
+        once(
+            p,
+            &connect,
+            &[
+                NtStatus::DEVICE_REMOVED,
+                NtStatus::NO_SUCH_DEVICE,
+                NtStatus::NOT_FOUND,
+            ],
+        );
+        e.finish();
     });
 }

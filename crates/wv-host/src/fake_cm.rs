@@ -228,6 +228,8 @@ struct State {
     log: Vec<FakeCmCall>,
     /// Delivered from inside the next `get_request` to the new id's sink.
     racing: Option<FakeCmEvent>,
+    /// Run as the next call of each kind begins ([`FakeCm::during_next`]).
+    during: HashMap<FakeCmOp, Box<dyn FnOnce() + Send>>,
 }
 
 impl State {
@@ -456,6 +458,15 @@ impl FakeCm {
         self.state.lock().racing = Some(event);
     }
 
+    /// The next call of `op` runs `f` as it begins (before its failure injection and its
+    /// state check), at PASSIVE_LEVEL on the caller's thread with no lock of the CM held: as
+    /// if another thread ran `f` (an IOCTL, a peer's message and the work it causes) in the
+    /// very instant the driver waits for the CM, which the deterministic mode cannot
+    /// otherwise interleave.
+    pub fn during_next(&self, op: FakeCmOp, f: impl FnOnce() + Send + 'static) {
+        self.state.lock().during.insert(op, Box::new(f));
+    }
+
     fn raise(&self, id: u64, delivery: Delivery) {
         self.events.lock().push_back((id, delivery));
         self.platform.interrupt(&CmIsr(self));
@@ -572,6 +583,12 @@ impl FakeCm {
             self.platform
                 .verifier()
                 .fail(format!("verifier: FakeCm::{op:?} at {}", level.name()));
+        }
+        let during = self.state.lock().during.remove(&op);
+        if let Some(f) = during {
+            // The test's code stands for the driver's other callers, not the CM's bookkeeping.
+            let _driver = low_resources::driver_scope();
+            f();
         }
         let mut state = self.state.lock();
         match state.fail_next.get_mut(&op).and_then(VecDeque::pop_front) {

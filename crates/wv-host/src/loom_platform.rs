@@ -13,12 +13,16 @@
 //! * a cancel that reaches a request before it is parked completes it when it parks;
 //! * work items wait in a queue until a model thread runs them ([`LoomPlatform::run_work`]);
 //! * the lower device ([`LoomVerbs`]) calls its sinks from "DPC" threads of the model and
-//!   never after the object's destroy call returned; it counts live objects for leaks.
+//!   never after the object's destroy call returned; it counts live objects for leaks;
+//! * its connection manager ([`LoomCm`]) keeps each id's CEP state, so that a call out of
+//!   order fails as on a real CM, and delivers the peer's messages (REQ, REP, REJ, DREQ, DREP)
+//!   to the sinks from "DPC" threads of the model, never after `destroy_id` returned; it
+//!   counts live ids for leaks.
 //!
 //! Spin locks are loom mutexes; IRQL is not modelled (the host model checks it).
 #![allow(missing_docs)]
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex as StdMutex;
 
 use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -26,11 +30,14 @@ use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use wv_abi::NtStatus;
 use wv_hal::{
-    AddressVector, CaAttributes, CaEventSink, CqEventSink, Event, Gid, IoRequest, Irql, KArc,
-    MemoryKeys, MemoryRegion, Platform, PortAttributes, QpAttributes, QpCreate, QpCreated,
-    QpEventSink, QpModify, RequestQueue, SpinLock, SrqAttributes, SrqEventSink, SrqModifyMask, Umv,
-    Verbs, VerbsError, WorkItem,
+    AddressVector, CaAttributes, CaEventSink, CmEvent, CmEventSink, CmRep, CmRepEvent, CmReq,
+    CmReqEvent, ConnectionManager, CqEventSink, Event, Gid, IoRequest, Irql, KArc, MemoryKeys,
+    MemoryRegion, Platform, PortAttributes, QpAttributes, QpCreate, QpCreated, QpEventSink, QpInit,
+    QpModify, QpRtr, QpRts, QpState, RequestQueue, SpinLock, SrqAttributes, SrqEventSink,
+    SrqModifyMask, Umv, Verbs, VerbsError, WorkItem,
 };
+
+use crate::fake_cm::CepState;
 
 /// What happened to every request of a model run. Plain `std` state: recording is not part
 /// of what loom explores.
@@ -342,6 +349,17 @@ impl LoomPlatform {
     pub fn violations(&self) -> Vec<String> {
         self.shared.ledger.lock().unwrap().violations.clone()
     }
+
+    /// Queues alive: each object that parks requests (an endpoint has five) holds its own
+    /// until it is freed, so none left means none was leaked.
+    pub fn live_queues(&self) -> usize {
+        self.shared.queues.lock().unwrap().len()
+    }
+
+    /// Work items queued and not run yet (each holds its object alive).
+    pub fn queued_work(&self) -> usize {
+        self.shared.work.lock().unwrap().len()
+    }
 }
 
 impl Platform for LoomPlatform {
@@ -450,7 +468,7 @@ impl Verbs for LoomVerbs {
     type Srq = H;
     type Qp = H;
     type Mcast = H;
-    type Cm = wv_hal::NoCm;
+    type Cm = LoomCm;
 
     fn guid(&self) -> u64 {
         self.guid
@@ -591,5 +609,304 @@ impl Verbs for LoomVerbs {
     }
     fn detach_mcast(&self, mcast: H) {
         self.destroy(mcast.0);
+    }
+}
+
+/// A message of the peer that [`LoomCm::peer`] delivers to the id it is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerMessage {
+    /// The peer accepts our REQ.
+    Rep,
+    /// The peer refuses our REQ or our REP.
+    Rej,
+    /// The peer's RTU after our REP.
+    Rtu,
+    /// The peer disconnects.
+    Dreq,
+    /// The peer answers our DREQ.
+    Drep,
+}
+
+impl PeerMessage {
+    /// The CEP states of the id a real peer could send this message to (it answers what this
+    /// side sent, or disconnects what is connected), and the state the message moves it to.
+    fn transition(self) -> (&'static [CepState], CepState) {
+        use CepState::*;
+        match self {
+            PeerMessage::Rep => (&[ReqSent], RepRcvd),
+            PeerMessage::Rej => (&[ReqSent, RepSent], Timewait),
+            PeerMessage::Rtu => (&[RepSent], Established),
+            // A DREQ while the REP waits for its RTU implies the RTU (IBA 12.6.8).
+            PeerMessage::Dreq => (&[Established, RepSent, DreqSent], DreqRcvd),
+            PeerMessage::Drep => (&[DreqSent], Timewait),
+        }
+    }
+}
+
+struct CmIdState {
+    cep: CepState,
+    /// A listen's connection requests, oldest first.
+    queued: VecDeque<CmReqEvent>,
+}
+
+#[derive(Default)]
+struct CmState {
+    next: u64,
+    ids: BTreeMap<u64, CmIdState>,
+}
+
+/// An id of [`LoomCm`]; destroying it consumes it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LoomCmId(u64);
+
+/// A connection manager with just enough behaviour for the models (see the module docs); the
+/// lower device's [`Verbs::Cm`].
+pub struct LoomCm {
+    /// The sinks of live ids. A "DPC" delivers an event with this lock held, so `destroy_id`
+    /// (which takes it) returns only when no callback of the id runs, and none starts after.
+    /// Ids are made and destroyed under it too, so an id and its sink come and go together.
+    sinks: Mutex<Vec<(u64, KArc<dyn CmEventSink>)>>,
+    /// The CEP state of every live id (and the leak check). Plain std: each call's bookkeeping
+    /// is one step, as a real CM does it under its own lock; it is never held across a loom
+    /// operation, so it adds no states for loom to explore.
+    state: StdMutex<CmState>,
+}
+
+impl Default for LoomCm {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LoomCm {
+    pub fn new() -> Self {
+        LoomCm {
+            sinks: Mutex::new(Vec::new()),
+            state: StdMutex::new(CmState {
+                next: 1,
+                ..CmState::default()
+            }),
+        }
+    }
+
+    /// Ids alive now.
+    pub fn live_ids(&self) -> usize {
+        self.state.lock().unwrap().ids.len()
+    }
+
+    /// The CEP state of every live id, by id (ids are numbered from 1 in creation order).
+    pub fn ceps(&self) -> Vec<(u64, CepState)> {
+        let state = self.state.lock().unwrap();
+        state.ids.iter().map(|(id, s)| (*id, s.cep)).collect()
+    }
+
+    /// A peer's REQ reaches the oldest listening id: it is queued there and the listen's sink
+    /// gets `ReqReceived`, on the calling thread (the CM's DPC). False when nobody listens.
+    pub fn peer_request(&self, req: CmReqEvent) -> bool {
+        let sinks = self.sinks.lock().unwrap();
+        let listen = {
+            let mut state = self.state.lock().unwrap();
+            let listen = state
+                .ids
+                .iter_mut()
+                .find(|(_, s)| s.cep == CepState::Listen);
+            match listen {
+                Some((id, s)) => {
+                    s.queued.push_back(req);
+                    *id
+                }
+                None => return false,
+            }
+        };
+        Self::call(&sinks, listen, CmEvent::ReqReceived);
+        true
+    }
+
+    /// The peer sends `message` to the oldest id whose CEP state a real peer could send it to
+    /// (see [`PeerMessage`]); its state follows and its sink gets the event on the calling
+    /// thread (the CM's DPC). False when no id is in such a state: the peer has nothing to
+    /// answer yet, or the id is gone.
+    pub fn peer(&self, message: PeerMessage) -> bool {
+        let sinks = self.sinks.lock().unwrap();
+        let id = {
+            let (from, to) = message.transition();
+            let mut state = self.state.lock().unwrap();
+            let found = state.ids.iter_mut().find(|(_, s)| from.contains(&s.cep));
+            match found {
+                Some((id, s)) => {
+                    s.cep = to;
+                    *id
+                }
+                None => return false,
+            }
+        };
+        match message {
+            PeerMessage::Rep => {
+                let rep: CmRepEvent = crate::fake_cm::peer_rep(b"");
+                Self::call(&sinks, id, CmEvent::RepReceived(&rep));
+            }
+            PeerMessage::Rej => Self::call(
+                &sinks,
+                id,
+                CmEvent::RejReceived {
+                    reason: wv_hal::cm::REJ_USER_DEFINED,
+                    ari: &[],
+                    private_data: &[],
+                },
+            ),
+            PeerMessage::Rtu => Self::call(&sinks, id, CmEvent::RtuReceived { private_data: &[] }),
+            PeerMessage::Dreq => {
+                Self::call(&sinks, id, CmEvent::DreqReceived { private_data: &[] });
+            }
+            PeerMessage::Drep => {
+                Self::call(&sinks, id, CmEvent::DrepReceived { private_data: &[] });
+            }
+        }
+        true
+    }
+
+    /// Calls id `id`'s sink; the caller holds the sinks' lock (see [`LoomCm::sinks`]).
+    fn call(sinks: &[(u64, KArc<dyn CmEventSink>)], id: u64, event: CmEvent<'_>) {
+        let sink = sinks.iter().find(|(i, _)| *i == id).map(|(_, s)| s);
+        sink.expect("a live id has a sink").on_event(event);
+    }
+
+    /// A new id in `cep` reporting to `events`.
+    fn new_id(&self, cep: CepState, events: KArc<dyn CmEventSink>) -> LoomCmId {
+        let mut sinks = self.sinks.lock().unwrap();
+        let id = {
+            let mut state = self.state.lock().unwrap();
+            let id = state.next;
+            state.next += 1;
+            let queued = VecDeque::new();
+            state.ids.insert(id, CmIdState { cep, queued });
+            id
+        };
+        sinks.push((id, events));
+        LoomCmId(id)
+    }
+
+    /// The CEP state of a live id.
+    fn cep(&self, id: &LoomCmId) -> CepState {
+        let state = self.state.lock().unwrap();
+        state.ids.get(&id.0).expect("a call on a destroyed id").cep
+    }
+
+    /// Moves id `id` from one of `from` to `to`, or fails with `STATUS_INVALID_DEVICE_STATE`.
+    fn transition(&self, id: &LoomCmId, from: &[CepState], to: CepState) -> Result<(), NtStatus> {
+        let mut state = self.state.lock().unwrap();
+        let s = state.ids.get_mut(&id.0).expect("a call on a destroyed id");
+        if !from.contains(&s.cep) {
+            return Err(NtStatus::INVALID_DEVICE_STATE);
+        }
+        s.cep = to;
+        Ok(())
+    }
+}
+
+impl ConnectionManager for LoomCm {
+    type Id = LoomCmId;
+
+    fn create_id(&self, events: KArc<dyn CmEventSink>) -> Result<LoomCmId, NtStatus> {
+        Ok(self.new_id(CepState::Idle, events))
+    }
+
+    fn destroy_id(&self, id: LoomCmId) {
+        let mut sinks = self.sinks.lock().unwrap();
+        sinks.retain(|(i, _)| *i != id.0);
+        let removed = self.state.lock().unwrap().ids.remove(&id.0);
+        assert!(removed.is_some(), "CM id {} destroyed twice", id.0);
+    }
+
+    fn listen(&self, id: &LoomCmId, _: u64, _: &[u8], _: u8) -> Result<(), NtStatus> {
+        self.transition(id, &[CepState::Idle], CepState::Listen)
+    }
+
+    fn get_request(
+        &self,
+        listen: &LoomCmId,
+        events: KArc<dyn CmEventSink>,
+    ) -> Result<(LoomCmId, CmReqEvent), NtStatus> {
+        let req = {
+            let mut state = self.state.lock().unwrap();
+            match state.ids.get_mut(&listen.0) {
+                Some(s) if s.cep == CepState::Listen => s.queued.pop_front(),
+                _ => None,
+            }
+        };
+        let req = req.ok_or(NtStatus::NO_MORE_ENTRIES)?;
+        Ok((self.new_id(CepState::ReqRcvd, events), req))
+    }
+
+    fn send_req(&self, id: &LoomCmId, _: &CmReq<'_>) -> Result<(), NtStatus> {
+        self.transition(id, &[CepState::Idle], CepState::ReqSent)
+    }
+
+    fn send_rep(&self, id: &LoomCmId, _: &CmRep<'_>) -> Result<(), NtStatus> {
+        self.transition(id, &[CepState::ReqRcvd], CepState::RepSent)
+    }
+
+    fn send_rtu(&self, id: &LoomCmId, _: &[u8]) -> Result<(), NtStatus> {
+        self.transition(id, &[CepState::RepRcvd], CepState::Established)
+    }
+
+    fn send_dreq(&self, id: &LoomCmId, _: &[u8]) -> Result<(), NtStatus> {
+        self.transition(id, &[CepState::Established], CepState::DreqSent)
+    }
+
+    fn send_drep(&self, id: &LoomCmId, _: &[u8]) -> Result<(), NtStatus> {
+        self.transition(id, &[CepState::DreqRcvd], CepState::Timewait)
+    }
+
+    fn send_rej(&self, id: &LoomCmId, _: u16, _: &[u8], _: &[u8]) -> Result<(), NtStatus> {
+        use CepState::*;
+        self.transition(id, &[ReqRcvd, RepRcvd, RepSent], Timewait)
+    }
+
+    fn send_mra(&self, id: &LoomCmId, _: u8, _: &[u8]) -> Result<(), NtStatus> {
+        // Only a state check: an MRA changes no CEP state WinVerbs looks at.
+        let cep = self.cep(id);
+        if matches!(cep, CepState::ReqRcvd | CepState::RepRcvd) {
+            Ok(())
+        } else {
+            Err(NtStatus::INVALID_DEVICE_STATE)
+        }
+    }
+
+    /// INIT always; RTR and RTS once a REQ and a REP were exchanged (their values do not
+    /// matter to the lower device of the models).
+    fn get_qp_attr(&self, id: &LoomCmId, state: QpState) -> Result<QpModify, NtStatus> {
+        use CepState::*;
+        let cep = self.cep(id);
+        let exchanged = matches!(cep, ReqRcvd | RepRcvd | RepSent | Established);
+        match state {
+            QpState::Init => Ok(QpModify::Init(QpInit {
+                port: 1,
+                ..QpInit::default()
+            })),
+            QpState::Rtr if exchanged => Ok(QpModify::Rtr(QpRtr::default())),
+            QpState::Rts if exchanged => Ok(QpModify::Rts(QpRts {
+                sq_psn: 0,
+                retry_cnt: 7,
+                rnr_retry_cnt: 7,
+                local_ack_timeout: 18,
+                initiator_depth: 0,
+                opts: wv_hal::QpModifyOptions::default(),
+                rnr_nak_timeout: 0,
+                current_state: QpState::Rtr,
+                qkey: 0,
+                access: 0,
+                responder_resources: 0,
+                primary: wv_hal::QpPath::default(),
+                alternate: wv_hal::QpPath::default(),
+                sq_depth: 0,
+                rq_depth: 0,
+                apm_state: 0,
+                port: 1,
+                pkey_index: 0,
+            })),
+            QpState::Rtr | QpState::Rts => Err(NtStatus::INVALID_DEVICE_STATE),
+            _ => Err(NtStatus::INVALID_PARAMETER),
+        }
     }
 }

@@ -61,7 +61,7 @@ struct Request {
     result: UnsafeCell<u32>,
 }
 
-// SAFETY (test only): the cell is written by the completer before `set_done` and read by
+// SAFETY: (test only) the cell is written by the completer before `set_done` and read by
 // waiters after `wait` returned `Done`; loom checks that this happens-before holds.
 unsafe impl Sync for Request {}
 

@@ -258,15 +258,32 @@ fn fill<P: Platform, V: Verbs>(listener: &EpObj<P, V>, req: P::Request) {
             }),
         };
         // Bound inside the device's gate, as every id of an endpoint is.
-        ep.bind(new);
-        Ok(event)
+        match accept_request(&ep, &event, new) {
+            Ok(()) => Ok(true),
+            Err(refused) => {
+                // Nobody will answer this request: the peer hears so now, not at its timeout.
+                let id = &refused.conn.id;
+                let _ = conn.cm.send_rej(id, REJ_INSUFFICIENT_RESOURCES, &[], &[]);
+                refused.destroy();
+                Ok(false)
+            }
+        }
     });
     match taken {
-        Ok(event) => {
-            listener.inner.lock().pending -= 1;
-            accept_request(&ep, &event);
-            take_off(listener, g.EpId);
-            req.complete(NtStatus::SUCCESS, 0);
+        Ok(filled) => {
+            {
+                let mut inner = listener.inner.lock();
+                inner.pending = inner.pending.saturating_sub(1);
+            }
+            if filled {
+                take_off(listener, g.EpId);
+                req.complete(NtStatus::SUCCESS, 0);
+            } else {
+                // The endpoint was given back (EP_CANCEL of the listener) or is being
+                // destroyed since it was found, as when it is not found at all.
+                take_queued(listener, g.EpId);
+                req.complete(NtStatus::CANCELLED, 0);
+            }
         }
         Err(NtStatus::NO_MORE_ENTRIES) => {
             // The count was ahead of the CM (a request it dropped): wait for the next one.
@@ -308,8 +325,18 @@ fn take_off<P: Platform, V: Verbs>(listener: &EpObj<P, V>, id: u64) {
 
 /// A new connection's endpoint takes the request (OFW `WvEpGetIbRequest`): its addresses
 /// from the IP-CM header, device and path from the request, the peer's connect parameters
-/// and the 56 bytes of private data after the header.
-fn accept_request<P: Platform, V: Verbs>(ep: &EpObj<P, V>, event: &CmReqEvent) {
+/// and the 56 bytes of private data after the header, and the new connection's CM id.
+///
+/// Only while it is still `Queued`, checked under its lock together with the move to
+/// `PassiveConnect` and the binding: an EP_CANCEL of the listener may have given it back to
+/// Idle, or a destroy torn it down, since the work item found it. The binding comes back then,
+/// for the caller to reject (OFW bound it anyway: the GET_REQUEST succeeded on an endpoint
+/// that could not answer, and a torn-down endpoint kept an id nobody would destroy).
+fn accept_request<P: Platform, V: Verbs>(
+    ep: &EpObj<P, V>,
+    event: &CmReqEvent,
+    binding: Binding<P, V>,
+) -> Result<(), Binding<P, V>> {
     let (mut local, peer) = cma::addresses(&event.private_data);
     // The port the connection came in on (OFW left it 0).
     let mut sin = local.sin();
@@ -317,7 +344,7 @@ fn accept_request<P: Platform, V: Verbs>(ep: &EpObj<P, V>, event: &CmReqEvent) {
     local.set_sin(&sin);
     let mut inner = ep.inner.lock();
     if inner.state != EpState::Queued {
-        return;
+        return Err(binding);
     }
     inner.attr.LocalAddress = local;
     inner.attr.PeerAddress = peer;
@@ -337,6 +364,15 @@ fn accept_request<P: Platform, V: Verbs>(ep: &EpObj<P, V>, event: &CmReqEvent) {
     inner.route = event.primary_path;
     inner.state = EpState::PassiveConnect;
     inner.rep_sent = false;
+    // Under the endpoint's lock: a teardown (which moves it to Destroying under that lock
+    // first) finds the id and destroys it.
+    let old = ep.binding.lock().replace(binding);
+    drop(inner);
+    // A Queued endpoint has no id of its own; kept as `EpObj::bind` does, in case.
+    if let Some(old) = old {
+        old.destroy();
+    }
+    Ok(())
 }
 
 /// Takes one request nobody asked for beyond the backlog and rejects it.

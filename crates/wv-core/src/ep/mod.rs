@@ -21,7 +21,9 @@
 //!
 //! Locks: an endpoint's `inner` spin lock guards its state and attributes; the CM is never
 //! called with it (or any lock) held, and nothing waits under it. A listener's lock may be held
-//! while a queued endpoint's is taken, never the other way round.
+//! while a queued endpoint's is taken, never the other way round; an endpoint's `inner` lock
+//! may be held while its `binding` lock is taken (a new connection is bound together with the
+//! state that owns it), never the other way round.
 
 pub(crate) mod cma;
 pub(crate) mod events;
@@ -103,6 +105,10 @@ pub(crate) struct EpInner {
     pub cancels: u32,
     /// Passive side: the REP went out; the ACCEPT waits for the RTU.
     pub rep_sent: bool,
+    /// The device whose CM made its id was removed (it is Disconnected for good): what its
+    /// work item can no longer do ends with `STATUS_DEVICE_REMOVED`, as its parked requests
+    /// did.
+    pub removed: bool,
     /// The DISCONNECT's answer came: the work item moves its QP to ERROR and completes it.
     pub disconnect_due: bool,
     /// Listener: requests the CM announced that no GET_REQUEST has taken yet.
@@ -219,6 +225,12 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         {
             let mut inner = self.inner.lock();
             inner.cancels = inner.cancels.wrapping_add(1);
+            // Under the same lock as the count: the work item takes a CONNECT or ACCEPT out of
+            // the start queue and reads the count under it, so it either took the request
+            // before (and sees the new count where it would park) or finds it gone. With the
+            // queue emptied after the lock, a request taken in between was in no queue and
+            // saw the new count: the cancel missed it.
+            fail_queue::<P>(&self.start_queue, NtStatus::CANCELLED);
         }
         self.fail_parked(NtStatus::CANCELLED);
     }
@@ -263,6 +275,7 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
             if inner.state != EpState::Destroying {
                 inner.state = EpState::Disconnected;
             }
+            inner.removed = true;
         }
         self.fail_parked(REMOVED);
         listen::release_waiters(self, REMOVED);

@@ -255,6 +255,7 @@ fn new_endpoint<P: Platform, V: Verbs>(
             busy: false,
             cancels: 0,
             rep_sent: false,
+            removed: false,
             disconnect_due: false,
             pending: 0,
             backlog: 0,
@@ -450,14 +451,13 @@ fn disconnect<P: Platform, V: Verbs>(
         }
     };
     let req = match req {
-        Some(req) => req,
+        Some(req) => Some(req),
         None => match ep.with_cm(|cm, id| cm.send_dreq(id, &[])) {
             Ok(()) => return,
-            // No DREQ could go: as OFW, disconnect at once (if the request is still here).
-            Err(_) => match ep.disconnect_queue.retrieve_next() {
-                Some(req) => req,
-                None => return,
-            },
+            // No DREQ could go: as OFW, disconnect at once. Most often the peer's DREQ came
+            // first; its event may have ended the request already (then only its answer is
+            // left to send), or it may still come, and find the endpoint disconnected.
+            Err(_) => ep.disconnect_queue.retrieve_next(),
         },
     };
     {
@@ -465,9 +465,20 @@ fn disconnect<P: Platform, V: Verbs>(
         if inner.state != EpState::Destroying {
             inner.state = EpState::Disconnected;
         }
+        // The connection is gone: a DISCONNECT_NOTIFY parked while the DREQ was to go ends
+        // now, as no event will end it once the endpoint is disconnected.
+        end_notify::<P>(&ep.notify_queue);
     }
     let _ = ep.with_cm(|cm, id| cm.send_drep(id, &[]));
-    disconnect_qp(&ep, req, d.QpId, NtStatus::SUCCESS);
+    if let Some(req) = req {
+        disconnect_qp(&ep, req, d.QpId, NtStatus::SUCCESS);
+    }
+}
+
+/// Ends the DISCONNECT_NOTIFYs parked on an endpoint that went from connected (or
+/// disconnecting actively) to disconnected without a CM event saying so.
+pub(crate) fn end_notify<P: Platform>(queue: &P::Queue) {
+    crate::notify::complete_all::<P>(queue, NtStatus::SUCCESS);
 }
 
 /// EP_DISCONNECT_NOTIFY: pends while connected (or disconnecting actively) until the

@@ -23,7 +23,7 @@ use wv_hal::{
 
 use super::cma::{self, CM_RESPONSE_TIMEOUT, MAX_CM_RETRIES};
 use super::events::ConnEvents;
-use super::{Binding, CmConn, EpObj, EpState, choose_cm, listen, starting_psn};
+use super::{Binding, CmConn, EpInner, EpObj, EpState, choose_cm, listen, starting_psn};
 use crate::driver::RdmaDevice;
 use crate::provider::Held;
 use crate::qp::QpObj;
@@ -89,11 +89,14 @@ impl<P: Platform, V: Verbs> WorkItem for EpObj<P, V> {
 
 /// The status of a CONNECT or ACCEPT the endpoint's state no longer allows when its work item
 /// gets to it: OFW's `STATUS_NOT_SUPPORTED`, but `STATUS_CANCELLED` once the endpoint is being
-/// destroyed (a destroy or the file's cleanup raced the work item), as the requests still
-/// parked then end.
-fn refused(state: EpState) -> NtStatus {
-    if state == EpState::Destroying {
+/// destroyed (a destroy or the file's cleanup raced the work item) and
+/// `STATUS_DEVICE_REMOVED` once the device its CM id came from was removed (which moved it
+/// to Disconnected), as the requests still parked then end.
+fn refused(inner: &EpInner) -> NtStatus {
+    if inner.state == EpState::Destroying {
         NtStatus::CANCELLED
+    } else if inner.removed {
+        REMOVED
     } else {
         NtStatus::NOT_SUPPORTED
     }
@@ -175,7 +178,7 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         let (local, route, device) = {
             let inner = self.inner.lock();
             if inner.state != EpState::RouteResolved {
-                let status = refused(inner.state);
+                let status = refused(&inner);
                 drop(inner);
                 return req.complete(status, 0);
             }
@@ -204,7 +207,7 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         {
             let mut inner = self.inner.lock();
             if inner.state != EpState::RouteResolved {
-                let status = refused(inner.state);
+                let status = refused(&inner);
                 drop(inner);
                 return req.complete(status, 0);
             }
@@ -288,9 +291,14 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
             Ok(a) => a,
             Err(status) => return req.complete(status, 0),
         };
-        let (state, rep_received, rep_sent) = {
+        let (state, rep_received, rep_sent, status) = {
             let inner = self.inner.lock();
-            (inner.state, inner.rep_received, inner.rep_sent)
+            (
+                inner.state,
+                inner.rep_received,
+                inner.rep_sent,
+                refused(&inner),
+            )
         };
         let qp = match self.qp(a.QpId) {
             Ok(qp) => qp,
@@ -309,7 +317,7 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
                 self.accept_active(req, &a.Param);
             }
             EpState::PassiveConnect if !rep_sent => self.accept_passive(req, qp, &a.Param, cancels),
-            state => req.complete(refused(state), 0),
+            _ => req.complete(status, 0),
         }
     }
 
@@ -319,7 +327,7 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         {
             let mut inner = self.inner.lock();
             if inner.state != EpState::ActiveConnect {
-                let status = refused(inner.state);
+                let status = refused(&inner);
                 drop(inner);
                 return req.complete(status, 0);
             }
@@ -334,6 +342,8 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
                 let mut inner = self.inner.lock();
                 if inner.state == EpState::Connected {
                     inner.state = EpState::Disconnected;
+                    // A DISCONNECT_NOTIFY may have parked on the connection meanwhile.
+                    super::ops::end_notify::<P>(&self.notify_queue);
                 }
                 drop(inner);
                 req.complete(status, 0);
@@ -383,7 +393,7 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         {
             let mut inner = self.inner.lock();
             if inner.state != EpState::PassiveConnect || inner.rep_sent {
-                let status = refused(inner.state);
+                let status = refused(&inner);
                 drop(inner);
                 return req.complete(status, 0);
             }

@@ -17,9 +17,11 @@ use wv_hal::{FilterDriver, QpState};
 use wv_host::fake_cm::FakeCm;
 use wv_host::fake_verbs::{FakeCall, FakeConfig, FakeVerbs};
 use wv_host::{File, HostPlatform, HostRequest, Io, IoManager, IoStatus};
-use zerocopy::{Immutable, IntoBytes};
 
 pub mod ep;
+mod input;
+
+pub use input::*;
 
 pub type Drv = Driver<HostPlatform, Arc<FakeVerbs>>;
 pub type WvFile = File<Drv>;
@@ -100,22 +102,6 @@ impl Fx {
     pub fn run(&self) {
         self.platform().run_until_idle();
     }
-}
-
-pub fn bytes<T: IntoBytes + Immutable>(value: &T) -> Vec<u8> {
-    value.as_bytes().to_vec()
-}
-
-pub fn id(id: u64, verb_info: u32, data: u32) -> Vec<u8> {
-    bytes(&WV_IO_ID {
-        Id: id,
-        VerbInfo: verb_info,
-        Data: data,
-    })
-}
-
-pub fn u64_in(value: u64) -> Vec<u8> {
-    value.to_ne_bytes().to_vec()
 }
 
 /// An IOCTL that must complete inline.
