@@ -100,16 +100,21 @@ pub fn create(driver: WDFDRIVER) -> NTSTATUS {
             return status;
         }
     };
-    let status = finish(device);
+    let status = link_and_queue(device);
     if !nt_success(status) {
         // SAFETY: created above and not published: nobody else holds it.
         unsafe { call_unsafe_wdf_function_binding!(WdfObjectDelete, device.cast()) };
         return status;
     }
+    // Published before the device takes requests: the first IOCTL may create queues and work
+    // items on it at once.
     // SAFETY: the live control device.
     let wdm = unsafe { call_unsafe_wdf_function_binding!(WdfDeviceWdmGetDeviceObject, device) };
     WDM_DEVICE.store(wdm, Ordering::Release);
     DEVICE.store(device, Ordering::Release);
+    // SAFETY: the live control device, fully set up; this ends its initialisation (from here
+    // CreateFile reaches it).
+    unsafe { call_unsafe_wdf_function_binding!(WdfControlFinishInitializing, device) };
     STATUS_SUCCESS
 }
 
@@ -171,8 +176,8 @@ fn create_device(init: PWDFDEVICE_INIT) -> Result<WDFDEVICE, NTSTATUS> {
     }
 }
 
-/// The symbolic link and the default queue, then the end of initialisation.
-fn finish(device: WDFDEVICE) -> NTSTATUS {
+/// The symbolic link and the default queue.
+fn link_and_queue(device: WDFDEVICE) -> NTSTATUS {
     let link = unicode_string(&SYMBOLIC_LINK);
     // SAFETY: the live, not yet published control device; the name is copied.
     let status =
@@ -187,7 +192,7 @@ fn finish(device: WDFDEVICE) -> NTSTATUS {
     config.PowerManaged = _WDF_TRI_STATE::WdfFalse;
     config.EvtIoDeviceControl = Some(evt_io_device_control);
     // SAFETY: as above; the queue is parented to the device and deleted with it.
-    let status = unsafe {
+    unsafe {
         call_unsafe_wdf_function_binding!(
             WdfIoQueueCreate,
             device,
@@ -195,13 +200,7 @@ fn finish(device: WDFDEVICE) -> NTSTATUS {
             WDF_NO_OBJECT_ATTRIBUTES,
             null_mut(),
         )
-    };
-    if !nt_success(status) {
-        return status;
     }
-    // SAFETY: as above; this ends the control device's initialisation.
-    unsafe { call_unsafe_wdf_function_binding!(WdfControlFinishInitializing, device) };
-    STATUS_SUCCESS
 }
 
 /// Deletes the control device if it is still unused (PASSIVE_LEVEL, outside its callbacks).

@@ -6,6 +6,7 @@ use core::ptr::null_mut;
 use wdk::nt_success;
 use wdk_sys::{NTSTATUS, PVOID, WDFREQUEST, call_unsafe_wdf_function_binding};
 use wv_abi::NtStatus;
+use wv_abi::ioctl::METHOD_BUFFERED;
 use wv_hal::IoRequest;
 
 use super::wdf_init::wdf_request_parameters_init;
@@ -16,7 +17,8 @@ pub struct Request {
     code: u32,
     input_len: usize,
     output_len: usize,
-    /// The METHOD_BUFFERED system buffer (`max(input_len, output_len)` bytes), or null.
+    /// The METHOD_BUFFERED system buffer (`max(input_len, output_len)` bytes), the input or
+    /// output buffer of another method (its own length), or null.
     buffer: *mut u8,
     buffer_len: usize,
 }
@@ -76,8 +78,15 @@ impl Request {
             input_len,
             output_len,
             buffer: if usable { buffer.cast() } else { null_mut() },
-            // METHOD_BUFFERED: one system buffer of the larger length serves both directions.
-            buffer_len: if usable { input_len.max(output_len) } else { 0 },
+            buffer_len: match (usable, io.IoControlCode & 3) {
+                (false, _) => 0,
+                // METHOD_BUFFERED: one system buffer of the larger length serves both
+                // directions.
+                (true, METHOD_BUFFERED) => input_len.max(output_len),
+                // A direct code (every WinVerbs code is buffered; any caller may send others):
+                // the buffer the framework returned, of the length it returned.
+                (true, _) => len,
+            },
         }
     }
 

@@ -129,6 +129,8 @@ typedef enum _WDFFUNCENUM {
     WdfMemoryGetBufferTableIndex = 194,
     WdfObjectGetTypedContextWorkerTableIndex = 202,
     WdfObjectAllocateContextTableIndex = 203,
+    WdfObjectReferenceActualTableIndex = 205,
+    WdfObjectDereferenceActualTableIndex = 206,
     WdfObjectDeleteTableIndex = 208,
     WdfRequestUnmarkCancelableTableIndex = 256,
     WdfRequestCompleteTableIndex = 263,
@@ -212,6 +214,22 @@ typedef NTSTATUS (NTAPI *PFN_WDFOBJECTALLOCATECONTEXT)(
     WDFOBJECT Handle,
     PWDF_OBJECT_ATTRIBUTES ContextAttributes,
     PVOID *Context);
+
+/* The WdfObjectReference/WdfObjectDereference(WithTag) macros call these with __LINE__ and
+ * __FILE__; Rust callers pass their own. */
+typedef VOID (NTAPI *PFN_WDFOBJECTREFERENCEACTUAL)(
+    PWDF_DRIVER_GLOBALS DriverGlobals,
+    WDFOBJECT Handle,
+    PVOID Tag,
+    LONG Line,
+    PCCH File);
+
+typedef VOID (NTAPI *PFN_WDFOBJECTDEREFERENCEACTUAL)(
+    PWDF_DRIVER_GLOBALS DriverGlobals,
+    WDFOBJECT Handle,
+    PVOID Tag,
+    LONG Line,
+    PCCH File);
 
 typedef VOID (NTAPI *PFN_WDFOBJECTDELETE)(
     PWDF_DRIVER_GLOBALS DriverGlobals,
