@@ -5,6 +5,7 @@
 //! (`wv_core::control::runs_in_caller_context`), from the parallel default queue for the rest.
 
 use core::cell::UnsafeCell;
+use core::ffi::c_void;
 use core::mem::MaybeUninit;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
@@ -43,6 +44,11 @@ static SDDL: [u16; 57] =
 /// it).
 static DEVICE: AtomicPtr<WDFDEVICE__> = AtomicPtr::new(null_mut());
 static WDM_DEVICE: AtomicPtr<DEVICE_OBJECT> = AtomicPtr::new(null_mut());
+/// The system work item that deletes the control device later, allocated with the device so
+/// that a deletion never depends on pool at the moment it is decided. Null while it is queued
+/// or its routine runs (the routine then owns it), and when there is no device. Changed only
+/// under the globals' lock.
+static DELETE_ITEM: AtomicPtr<c_void> = AtomicPtr::new(null_mut());
 
 /// The control device, if it exists.
 pub fn device() -> Option<WDFDEVICE> {
@@ -106,10 +112,18 @@ pub fn create(driver: WDFDRIVER) -> NTSTATUS {
         unsafe { call_unsafe_wdf_function_binding!(WdfObjectDelete, device.cast()) };
         return status;
     }
-    // Published before the device takes requests: the first IOCTL may create queues and work
-    // items on it at once.
     // SAFETY: the live control device.
     let wdm = unsafe { call_unsafe_wdf_function_binding!(WdfDeviceWdmGetDeviceObject, device) };
+    // SAFETY: the control device's live WDM device object.
+    let item = unsafe { IoAllocateWorkItem(wdm) };
+    if item.is_null() {
+        // SAFETY: created above and not published: nobody else holds it.
+        unsafe { call_unsafe_wdf_function_binding!(WdfObjectDelete, device.cast()) };
+        return STATUS_INSUFFICIENT_RESOURCES;
+    }
+    DELETE_ITEM.store(item.cast(), Ordering::Release);
+    // Published before the device takes requests: the first IOCTL may create queues and work
+    // items on it at once.
     WDM_DEVICE.store(wdm, Ordering::Release);
     DEVICE.store(device, Ordering::Release);
     // SAFETY: the live control device, fully set up; this ends its initialisation (from here
@@ -207,49 +221,73 @@ fn link_and_queue(device: WDFDEVICE) -> NTSTATUS {
 pub fn delete_if_unused(g: &Globals) {
     paged_code!();
     let _serialised = g.lock.lock();
+    delete_locked(g);
+}
+
+/// [`delete_if_unused`] with the globals' lock held. The deletion work item goes with the
+/// device when it is in its slot; a queued or running one is freed by its routine, which
+/// finds its device gone.
+fn delete_locked(g: &Globals) {
     if !g.control.delete_now() {
         return;
     }
     let device = DEVICE.swap(null_mut(), Ordering::AcqRel);
     WDM_DEVICE.store(null_mut(), Ordering::Release);
+    let item = DELETE_ITEM.swap(null_mut(), Ordering::AcqRel);
+    if !item.is_null() {
+        // SAFETY: the slot held it, so it is neither queued nor running: nobody else has it.
+        unsafe { IoFreeWorkItem(item.cast()) };
+    }
     if !device.is_null() {
         // SAFETY: the control device this driver created, deleted once (the swap took it).
         unsafe { call_unsafe_wdf_function_binding!(WdfObjectDelete, device.cast()) };
     }
 }
 
-/// Queues [`delete_if_unused`] on a system work item: the decision was taken inside one of the
-/// control device's own callbacks, where it must not be deleted.
-fn delete_later() {
-    let wdm = wdm_device();
-    if wdm.is_null() {
-        return;
-    }
-    // SAFETY: the control device's live WDM device object; the work item keeps it referenced.
-    let item = unsafe { IoAllocateWorkItem(wdm) };
+/// Queues [`delete_if_unused`] on the deletion work item: the decision was taken inside one of
+/// the control device's own callbacks, where it must not be deleted. When the item is already
+/// queued or its routine waits for the lock, that run decides (after this decision, since both
+/// take the lock). PASSIVE_LEVEL.
+fn delete_later(g: &Globals) {
+    paged_code!();
+    let _serialised = g.lock.lock();
+    let item = DELETE_ITEM.swap(null_mut(), Ordering::AcqRel);
     if item.is_null() {
-        // Out of pool: the device stays until the next controller removal or close decides
-        // again; nothing is lost but the unload.
         return;
     }
-    // SAFETY: a fresh work item; the routine frees it (it is its own context).
+    // SAFETY: the control device's deletion work item, taken out of its slot, so not queued;
+    // the routine receives it as its context and owns it until it gives it back or frees it.
+    // The queued item keeps the device object referenced until the routine returns.
     unsafe {
         IoQueueWorkItem(
-            item,
+            item.cast(),
             Some(delete_routine),
             _WORK_QUEUE_TYPE::DelayedWorkQueue,
-            item.cast(),
+            item,
         )
     };
 }
 
-/// `IO_WORKITEM_ROUTINE` of [`delete_later`].
-unsafe extern "C" fn delete_routine(_device: PDEVICE_OBJECT, context: PVOID) {
-    if let Some(g) = globals() {
-        delete_if_unused(g);
+/// `IO_WORKITEM_ROUTINE` of [`delete_later`]: deletes the device if it is still unused, then
+/// puts the work item back in its slot if its device is still there, or frees it.
+unsafe extern "C" fn delete_routine(device: PDEVICE_OBJECT, item: PVOID) {
+    let Some(g) = globals() else {
+        // No globals means no device either (they outlive every device).
+        // SAFETY: this routine's own work item, no longer queued.
+        unsafe { IoFreeWorkItem(item.cast()) };
+        return;
+    };
+    let _serialised = g.lock.lock();
+    delete_locked(g);
+    if WDM_DEVICE.load(Ordering::Acquire) == device {
+        // Kept for the next close that decides a deletion (the routine has started, so the
+        // item may be queued again).
+        DELETE_ITEM.store(item, Ordering::Release);
+    } else {
+        // SAFETY: this routine's own work item; its device is gone and nothing else refers to
+        // it (the slot does not hold it).
+        unsafe { IoFreeWorkItem(item.cast()) };
     }
-    // SAFETY: `context` is this routine's own work item.
-    unsafe { IoFreeWorkItem(context.cast()) };
 }
 
 /// `EvtDeviceFileCreate`: a new WinVerbs provider for the handle (caller's context).
@@ -311,7 +349,7 @@ extern "C" fn evt_file_close(file: WDFFILEOBJECT) {
     };
     g.core.file_close(provider);
     if g.control.file_closed() == ControlAction::Delete {
-        delete_later();
+        delete_later(g);
     }
 }
 

@@ -1,13 +1,14 @@
 //! The kernel's spin lock and notification event as `wv_hal::SpinLock` and `wv_hal::Event`.
 
 use core::cell::UnsafeCell;
+use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ops::{Deref, DerefMut};
 use core::ptr::null_mut;
 
 use wdk_sys::ntddk::{
-    KeAcquireSpinLockRaiseToDpc, KeInitializeEvent, KeReadStateEvent, KeReleaseSpinLock,
-    KeSetEvent, KeWaitForSingleObject,
+    KeAcquireSpinLockRaiseToDpc, KeEnterCriticalRegion, KeInitializeEvent, KeLeaveCriticalRegion,
+    KeReadStateEvent, KeReleaseSpinLock, KeSetEvent, KeWaitForSingleObject,
 };
 use wdk_sys::{_EVENT_TYPE, _KWAIT_REASON, _MODE, KEVENT, KIRQL, KSPIN_LOCK};
 use wv_abi::NtStatus;
@@ -139,7 +140,10 @@ impl wv_hal::Event for KEvent {
 }
 
 /// A lock held only at PASSIVE_LEVEL, across calls that may wait (creating and deleting the
-/// control device): a synchronization `KEVENT`, signalled while free, in nonpaged pool.
+/// control device): a synchronization `KEVENT`, signalled while free, in nonpaged pool. Held
+/// inside a critical region, as a guarded or fast mutex would be: some of its holders run in
+/// an application's thread (the last close of a handle), which must not be suspended while it
+/// holds the lock.
 pub struct PassiveLock {
     event: PoolBox<UnsafeCell<KEVENT>>,
 }
@@ -152,6 +156,8 @@ unsafe impl Sync for PassiveLock {}
 /// A held [`PassiveLock`], released on drop.
 pub struct PassiveLockGuard<'a> {
     owner: &'a PassiveLock,
+    /// Not `Send`: the critical region is the thread's, left where it was entered.
+    _thread: PhantomData<*const ()>,
 }
 
 impl PassiveLock {
@@ -171,6 +177,8 @@ impl PassiveLock {
 
     /// Takes the lock, waiting for it. PASSIVE_LEVEL.
     pub fn lock(&self) -> PassiveLockGuard<'_> {
+        // SAFETY: no arguments; PASSIVE_LEVEL. The guard leaves the region.
+        unsafe { KeEnterCriticalRegion() };
         // SAFETY: an initialised synchronization event: the wait takes it (auto-reset);
         // kernel-mode, non-alertable, no timeout, at PASSIVE_LEVEL.
         let _status = unsafe {
@@ -182,7 +190,10 @@ impl PassiveLock {
                 null_mut(),
             )
         };
-        PassiveLockGuard { owner: self }
+        PassiveLockGuard {
+            owner: self,
+            _thread: PhantomData,
+        }
     }
 }
 
@@ -190,5 +201,7 @@ impl Drop for PassiveLockGuard<'_> {
     fn drop(&mut self) {
         // SAFETY: the event this guard took; setting it lets one waiter in.
         unsafe { KeSetEvent(self.owner.event.get(), 0, 0) };
+        // SAFETY: the region `lock` entered, left once, in the same thread.
+        unsafe { KeLeaveCriticalRegion() };
     }
 }
