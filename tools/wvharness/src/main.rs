@@ -15,6 +15,7 @@ mod devinfo;
 mod perftest;
 mod pingpong;
 mod progress;
+mod qp_cycle;
 mod rping;
 mod summary;
 mod target;

@@ -20,7 +20,8 @@ use crate::baseline;
 use crate::conn::{ConnArgs, ConnResult, ConnTask};
 use crate::perftest::{self, Connection, PerftestArgs, Row, Test};
 use crate::progress::Progress;
-use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, resolve_device};
+use crate::qp_cycle::{self, CyclingQps};
+use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask};
 
 /// Options of the default run.
 #[derive(Args, Clone, Debug, Default)]
@@ -503,52 +504,15 @@ impl TargetTask for ModifyTask {
     type Output = Result<f64, String>;
 
     fn run<O: Opener>(self, opener: &O, device: Option<DeviceSpec>) -> Self::Output {
-        use wv_client::verbs::{
-            AddressVector, Mtu, Provider, QpAttr, QpInit, QpState, QpType, WV_ACCESS_LOCAL_WRITE,
-        };
-        let e =
-            |what: &'static str| move |err: wv_client::verbs::VerbsError| format!("{what}: {err}");
-        let provider = Provider::new(opener.open_file().map_err(|e| e.0)?);
-        let guids = provider.device_guids().map_err(e("listing devices"))?;
-        let guid = guids[resolve_device(&guids, device).map_err(|e| e.0)?];
-        let dev = provider
-            .open_device(guid)
-            .map_err(e("opening the device"))?;
-        let gid = dev
-            .query_gids(1)
-            .map_err(e("querying GIDs"))?
-            .first()
-            .copied()
-            .unwrap_or([0; 16]);
-        let pd = dev.alloc_pd().map_err(e("allocating a PD"))?;
-        let cq = dev.create_cq(16).map_err(e("creating a CQ"))?;
-        let qps = (0..self.qps)
-            .map(|_| pd.create_qp(&QpInit::new(QpType::Rc, &cq, &cq)))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(e("creating a QP"))?;
-        // Each QP is connected to itself: nothing flows, only the state machine runs.
-        let av = AddressVector {
-            dgid: gid,
-            grh_valid: true,
-            hop_limit: 1,
-            port: 1,
-            ..AddressVector::default()
-        };
+        let rig = CyclingQps::open(opener, device, self.qps)?;
+        let (qps, e) = (&rig.qps, qp_cycle::context);
         let started = Instant::now();
         let mut transitions = 0u64;
         for _ in 0..self.rounds {
-            for step in 0..4 {
+            for step in 0..qp_cycle::STEPS {
                 let pending = qps
                     .iter()
-                    .map(|qp| {
-                        let attr = match step {
-                            0 => QpAttr::init(1, 0, WV_ACCESS_LOCAL_WRITE),
-                            1 => QpAttr::rtr(qp.qpn(), 0, &av, Mtu::Mtu1024, 1, 12),
-                            2 => QpAttr::rts(0, 14, 7, 7, 1),
-                            _ => QpAttr::to_state(QpState::Reset),
-                        };
-                        qp.modify_async(&attr)
-                    })
+                    .map(|qp| qp.modify_async(&rig.attr(step, qp)))
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(e("QP_MODIFY"))?;
                 for p in pending {

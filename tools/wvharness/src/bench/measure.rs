@@ -9,7 +9,8 @@ use wv_core::QpModifyMode;
 use super::{BenchRow, Cdf, Goal};
 use crate::baseline::{self, Measured};
 use crate::perftest::{self, Measurement, PerftestArgs, Row, Test};
-use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, resolve_device};
+use crate::qp_cycle::{self, CyclingQps};
+use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask};
 
 /// The message sizes of the perftest rows.
 pub const SIZES: [u64; 5] = [2, 64, 4096, 64 << 10, 1 << 20];
@@ -585,58 +586,24 @@ impl TargetTask for ModifyTask {
     type Output = Result<f64, String>;
 
     fn run<O: Opener>(self, opener: &O, device: Option<DeviceSpec>) -> Self::Output {
-        use wv_client::verbs::{
-            AddressVector, Mtu, Provider, QpAttr, QpInit, QpState, QpType, WV_ACCESS_LOCAL_WRITE,
-        };
-        let e =
-            |what: &'static str| move |err: wv_client::verbs::VerbsError| format!("{what}: {err}");
-        let provider = Provider::new(opener.open_file().map_err(|e| e.0)?);
-        let guids = provider.device_guids().map_err(e("listing devices"))?;
-        let guid = guids[resolve_device(&guids, device).map_err(|e| e.0)?];
-        let dev = provider
-            .open_device(guid)
-            .map_err(e("opening the device"))?;
-        let gid = dev
-            .query_gids(1)
-            .map_err(e("querying GIDs"))?
-            .first()
-            .copied()
-            .unwrap_or([0; 16]);
-        let pd = dev.alloc_pd().map_err(e("allocating a PD"))?;
-        let cq = dev.create_cq(16).map_err(e("creating a CQ"))?;
-        let qps = (0..self.qps)
-            .map(|_| pd.create_qp(&QpInit::new(QpType::Rc, &cq, &cq)))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(e("creating a QP"))?;
-        // Each QP is connected to itself: nothing flows, only the state machine runs.
-        let av = AddressVector {
-            dgid: gid,
-            grh_valid: true,
-            hop_limit: 1,
-            port: 1,
-            ..AddressVector::default()
-        };
+        let rig = CyclingQps::open(opener, device, self.qps)?;
+        let (qps, e) = (&rig.qps, qp_cycle::context);
         let per_thread = qps.len().div_ceil(self.threads.max(1));
         let started = Instant::now();
         let transitions = std::thread::scope(|s| {
             let handles: Vec<_> = qps
                 .chunks(per_thread)
                 .map(|mine| {
-                    let av = &av;
+                    let rig = &rig;
                     s.spawn(move || -> Result<u64, String> {
                         // A sliding window: `in_flight` modifies outstanding at every moment
                         // (each QP's own modifies stay in order: the driver runs them FIFO).
                         let mut window = std::collections::VecDeque::new();
                         let mut n = 0u64;
                         for _ in 0..self.rounds {
-                            for step in 0..4 {
+                            for step in 0..qp_cycle::STEPS {
                                 for qp in mine {
-                                    let attr = match step {
-                                        0 => QpAttr::init(1, 0, WV_ACCESS_LOCAL_WRITE),
-                                        1 => QpAttr::rtr(qp.qpn(), 0, av, Mtu::Mtu1024, 1, 12),
-                                        2 => QpAttr::rts(0, 14, 7, 7, 1),
-                                        _ => QpAttr::to_state(QpState::Reset),
-                                    };
+                                    let attr = rig.attr(step, qp);
                                     window
                                         .push_back(qp.modify_async(&attr).map_err(e("QP_MODIFY"))?);
                                     if window.len() >= self.in_flight.max(1)
