@@ -23,6 +23,7 @@ use wv_ci::{CiCmExport, CiExport, CiVerbs};
 use wv_core::{Driver, DriverConfig, QpModifyMode};
 use wv_hal::{Verbs, VerbsError as HalError};
 use wv_host::{HostPlatform, IoManager};
+pub use wv_softhca::LinkLayer;
 use wv_softhca::{BufferPool, ClientMemory, DeviceConfig, Fabric, SoftCm, SoftHca};
 
 use crate::raw::{IoStatus, RawFile, RawIo};
@@ -102,6 +103,9 @@ pub struct StackConfig {
     /// The soft HCAs' firmware command latency in nanoseconds (default 0: commands answer at
     /// once; see `wv_softhca::DeviceConfig::command_latency_ns`).
     pub command_latency_ns: u64,
+    /// What the soft HCAs' ports are (default Ethernet, i.e. RoCE; InfiniBand ports have LIDs
+    /// and accept paths without a global route).
+    pub link_layer: LinkLayer,
 }
 
 impl Default for StackConfig {
@@ -114,6 +118,7 @@ impl Default for StackConfig {
             deterministic: false,
             lower: LowerEdge::CTable,
             command_latency_ns: 0,
+            link_layer: LinkLayer::Ethernet,
         }
     }
 }
@@ -171,6 +176,7 @@ pub struct Stack {
     slots: Mutex<Vec<Slot>>,
     ports: u8,
     command_latency_ns: u64,
+    link_layer: LinkLayer,
 }
 
 impl core::fmt::Debug for Stack {
@@ -212,6 +218,7 @@ impl Stack {
             slots: Mutex::new(Vec::new()),
             ports: config.ports_per_device.clamp(1, 2),
             command_latency_ns: config.command_latency_ns,
+            link_layer: config.link_layer,
         };
         for _ in 0..config.devices {
             stack.add_device();
@@ -295,6 +302,7 @@ impl Stack {
         let mut config = DeviceConfig::new(&format!("softhca{index}"), mac);
         config.ports = self.ports;
         config.command_latency_ns = self.command_latency_ns;
+        config.link_layer = self.link_layer;
         let hca = SoftHca::new(
             Arc::new(self.platform.clone()),
             config,

@@ -19,7 +19,7 @@ use core::net::IpAddr;
 use wv_abi::IB_PATH_REC;
 use wv_hal::{DeviceModelPlatform, Gid};
 
-use crate::device::{Device, ipv4_gid};
+use crate::device::{Device, LinkLayer, ipv4_gid};
 use crate::fabric::Fabric;
 use crate::verbs_impl::SoftHca;
 
@@ -191,8 +191,16 @@ impl Fabric {
         book.assigned
             .try_reserve(1)
             .map_err(|_| AddressError::NoMemory)?;
-        let gid = address_gid(ip);
-        dev.add_gid(port, gid).map_err(|_| AddressError::NoGid)?;
+        // RoCE: the address becomes one of the port's GIDs. InfiniBand: the port keeps its
+        // GIDs and the address resolves to GID 0, as IPoIB's address does through IBAT.
+        let gid = match dev.link_layer() {
+            LinkLayer::Ethernet => {
+                let gid = address_gid(ip);
+                dev.add_gid(port, gid).map_err(|_| AddressError::NoGid)?;
+                gid
+            }
+            LinkLayer::InfiniBand => dev.sgid(port, 0).ok_or(AddressError::NoGid)?,
+        };
         book.assigned.push(Assigned {
             ip,
             dev: Arc::downgrade(dev),

@@ -130,8 +130,10 @@ impl Default for Limits {
 pub struct DeviceConfig {
     /// Device name (diagnostics).
     pub name: String,
-    /// Ethernet MAC of the (RoCE) port; the node GUID is its EUI-64.
+    /// The device's MAC; the node GUID and GID 0 (the link-local GID) derive from its EUI-64.
     pub mac: [u8; 6],
+    /// What the ports are (default Ethernet: RoCE).
+    pub link_layer: LinkLayer,
     /// Physical ports (1 or 2).
     pub ports: u8,
     /// Limits.
@@ -151,9 +153,44 @@ impl DeviceConfig {
             name: String::from(name),
             mac,
             ports: 1,
+            link_layer: LinkLayer::Ethernet,
             limits: Limits::default(),
             command_latency_ns: 0,
         }
+    }
+}
+
+/// The first multicast LID (IBTA: 0xC000–0xFFFE are multicast, 0xFFFF the permissive LID).
+pub const MULTICAST_LID_BASE: u16 = 0xC000;
+
+/// The link layer of a device's ports.
+///
+/// On Ethernet (RoCE v1) every packet carries a GRH: an address without a global route is
+/// refused, as the IB core's `rdma_check_ah_attr` refuses it, and the ports report no LID. On
+/// InfiniBand a port has the LID the fabric assigned it, addresses may route by LID alone
+/// (what WinOFED's examples and an IB subnet's applications do), and IP addresses resolve to
+/// the port's GID, as IPoIB and IBAT do, instead of adding GIDs to its table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LinkLayer {
+    /// RoCE v1 ports.
+    #[default]
+    Ethernet,
+    /// InfiniBand ports.
+    InfiniBand,
+}
+
+impl LinkLayer {
+    /// `WV_IO_PORT_ATTRIBUTES.Transport` / OFW's `RDMA_TRANSPORT_*`: 0 IB, 2 RoCE.
+    pub fn transport(self) -> u8 {
+        match self {
+            LinkLayer::InfiniBand => 0,
+            LinkLayer::Ethernet => 2,
+        }
+    }
+
+    /// Whether an address must carry a global route.
+    pub fn needs_grh(self) -> bool {
+        self == LinkLayer::Ethernet
     }
 }
 
@@ -527,6 +564,9 @@ impl Device {
     }
     pub(crate) fn port_count(&self) -> u8 {
         self.config.ports.max(1)
+    }
+    pub(crate) fn link_layer(&self) -> LinkLayer {
+        self.config.link_layer
     }
     pub(crate) fn is_removed(&self) -> bool {
         self.removed.load(Ordering::Acquire)

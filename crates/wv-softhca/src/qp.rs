@@ -400,9 +400,10 @@ impl Qp {
         if mask & ib::ALT_PATH != 0 && (a.alt_av.port > dev.port_count()) {
             return Err(VerbsError::InvalidParameter);
         }
-        // The ports are RoCE: a connected QP's path needs a global route (the IB core's
-        // rdma_check_ah_attr refuses an Ethernet port's address without a GRH).
-        if mask & ib::AV != 0 && !a.av.grh_valid {
+        // On RoCE a connected QP's path needs a global route (the IB core's
+        // rdma_check_ah_attr refuses an Ethernet port's address without a GRH); on
+        // InfiniBand a path by LID alone is the common case.
+        if mask & ib::AV != 0 && !a.av.grh_valid && dev.link_layer().needs_grh() {
             return Err(VerbsError::InvalidParameter);
         }
         if mask & ib::PATH_MTU != 0 && a.path_mtu.is_none() {

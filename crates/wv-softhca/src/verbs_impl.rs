@@ -16,7 +16,10 @@ use wv_hal::{
 
 use crate::abi;
 use crate::cq::{Cq, CqPort, Side};
-use crate::device::{Ah, Bus, Context, Device, DeviceConfig, PORT_MTU, Pd, Rundown, Vector};
+use crate::device::{
+    Ah, Bus, Context, Device, DeviceConfig, LinkLayer, MULTICAST_LID_BASE, PORT_MTU, Pd, Rundown,
+    Vector,
+};
 use crate::dma::ClientMemory;
 use crate::engine::MAX_INLINE;
 use crate::mr::{Mr, check_access};
@@ -438,9 +441,14 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             bad_pkey_counter: 0,
             qkey_violation_counter: 0,
             pkey_table_len: p.pkeys.len() as u16,
-            // A RoCE (Ethernet) port has no LID: ibv_query_port reports 0 there. The fabric's
-            // own LID (`SoftHca::lid`) only routes the UVP's UD work requests that name no GID.
-            lid: 0,
+            // A RoCE (Ethernet) port has no LID: ibv_query_port reports 0 there, and the
+            // fabric's own LID (`SoftHca::lid`) only routes the UVP's UD work requests that
+            // name no GID. An InfiniBand port reports the LID the fabric gave it (no subnet
+            // manager runs: the fabric assigns the LIDs, so `sm_lid` stays 0).
+            lid: match self.dev.link_layer() {
+                LinkLayer::InfiniBand => self.dev.lid(port),
+                LinkLayer::Ethernet => 0,
+            },
             sm_lid: 0,
             lmc: 0,
             max_vls: 1,
@@ -454,7 +462,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             } else {
                 3
             },
-            transport: 2,
+            transport: self.dev.link_layer().transport(),
             ext_active_speed: 0,
             link_encoding: 0,
         })
@@ -586,8 +594,14 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
             if av.port == 0 || av.port > dev.port_count() {
                 return Err(VerbsError::InvalidParameter);
             }
-            // RoCE: an address handle needs a GRH with a unicast destination.
-            if !av.grh_valid || av.dgid[0] == 0xFF {
+            // A unicast destination: a GRH (always, on RoCE) with a unicast DGID, or on
+            // InfiniBand a unicast LID alone.
+            let unicast = if av.grh_valid {
+                av.dgid[0] != 0xFF
+            } else {
+                !dev.link_layer().needs_grh() && (1..MULTICAST_LID_BASE).contains(&av.dlid)
+            };
+            if !unicast {
                 return Err(VerbsError::InvalidParameter);
             }
             // The source GID must be one of the port's (a zero SGID means GID index 0).
