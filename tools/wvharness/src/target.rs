@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 use clap::{Args, ValueEnum};
-use wv_client::inproc::{LowerEdge, Stack, StackConfig};
+use wv_client::inproc::{LinkLayer, LowerEdge, Stack, StackConfig};
 use wv_client::raw::{RawFile, RawIo};
 use wv_client::verbs::AddressService;
 
@@ -46,6 +46,27 @@ impl Lower {
         match self {
             Lower::Ctable => LowerEdge::CTable,
             Lower::Direct => LowerEdge::Direct,
+        }
+    }
+}
+
+/// What the in-process soft HCAs' ports are (`--link-layer`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Link {
+    /// RoCE v1: every path carries a GRH, ports have no LID.
+    #[default]
+    Ethernet,
+    /// InfiniBand: ports have LIDs, paths may route by LID alone.
+    #[value(name = "ib")]
+    InfiniBand,
+}
+
+impl Link {
+    /// The stack's setting.
+    pub fn layer(self) -> LinkLayer {
+        match self {
+            Link::Ethernet => LinkLayer::Ethernet,
+            Link::InfiniBand => LinkLayer::InfiniBand,
         }
     }
 }
@@ -165,6 +186,10 @@ pub struct TargetArgs {
     /// `direct` = Rust trait calls. Ignored by the windows transport.
     #[arg(long, value_enum, default_value_t = Lower::Ctable)]
     pub lower: Lower,
+    /// The in-process soft HCAs' link layer: `ethernet` (RoCE v1) or `ib` (InfiniBand, as the
+    /// fabrics WinOFED was written for). Ignored by the windows transport.
+    #[arg(long, value_enum, default_value_t = Link::Ethernet)]
+    pub link_layer: Link,
 }
 
 /// Why a target could not be opened.
@@ -275,6 +300,7 @@ impl Target {
         let target = match args.transport {
             Transport::Inproc => Target::Inproc(Stack::new(StackConfig {
                 lower: args.lower.edge(),
+                link_layer: args.link_layer.layer(),
                 ..config
             })),
             #[cfg(windows)]

@@ -15,7 +15,25 @@ fn wvharness(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn every_scenario_passes() {
-    let out = wvharness(&["check"]);
+    every_scenario_passes_with(&["check"]);
+}
+
+/// The soft HCAs with InfiniBand ports: WinOFED's examples address their peer by LID there.
+#[test]
+fn every_scenario_passes_on_infiniband_ports() {
+    let stdout = every_scenario_passes_with(&["check", "--link-layer", "ib"]);
+    assert!(
+        stdout.contains("the peer by LID, as on an InfiniBand subnet"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("soft HCAs with InfiniBand ports"),
+        "{stdout}"
+    );
+}
+
+fn every_scenario_passes_with(args: &[&str]) -> String {
+    let out = wvharness(args);
     let stdout = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(out.status.success(), "exit {:?}:\n{stdout}", out.status);
@@ -41,6 +59,7 @@ fn every_scenario_passes() {
             .iter()
             .any(|l| l.starts_with("PASS  host-verifier: "))
     );
+    stdout
 }
 
 #[test]

@@ -1,20 +1,30 @@
 //! QP_MODIFY as real WinVerbs clients send it, byte for byte: WinOFED's libibverbs port
 //! (`ibv_modify_qp` puts the application's mask in `Options`, `IBV_QP_*` = `WV_QP_ATTR_*`),
-//! as rc_pingpong, uc_pingpong and ud_pingpong call it, and the NetworkDirect providers over
-//! WinVerbs (ND v1 and v2 move a new RC QP to INIT with `STATE | PORT_NUMBER | PKEY_INDEX`
-//! and no access flags; ND v2's Flush is `Modify(ERROR, STATE)`), plus `Options = 0`.
+//! as WinOFED's rc_pingpong, uc_pingpong and ud_pingpong and its librdmacm call it, and the
+//! NetworkDirect providers over WinVerbs (ND v1 and v2 move a new RC QP to INIT with
+//! `STATE | PORT_NUMBER | PKEY_INDEX` and no access flags; ND v2's Flush is
+//! `Modify(ERROR, STATE)`), plus `Options = 0`.
 //!
-//! What the applications leave uninitialised on their stack travels too (their attribute
-//! structs are not cleared before the RTR/RTS calls, nor ND's): it is filled here with 0xCC,
-//! the pattern of MSVC's uninitialised-stack checks, so a driver or controller that reads a
-//! field the target state does not carry shows up as a failure.
+//! The bytes are rebuilt the way the client libraries build them. `ibv_modify_qp` converts the
+//! application's `ibv_qp_attr` into a `WV_QP_ATTRIBUTES` on its own stack, which it never
+//! clears: it writes the fields it converts, the route only for a global address, the alternate
+//! path only with `IBV_QP_ALT_PATH`; winverbs.dll then copies that struct field by field into
+//! `WV_IO_QP_ATTRIBUTES`, sets the QP id and zeroes `Reserved`, and leaves `Id.VerbInfo` and
+//! `Id.Data` as its own stack had them. Everything nobody wrote is filled here with 0xCC, the
+//! pattern of MSVC's uninitialised-stack checks, so a driver or controller that reads a field
+//! the target state does not carry shows up as a failure. The application's own struct is
+//! cleared where the program clears it (every INIT call; uc_pingpong's RTR) and 0xCC elsewhere.
+//!
+//! WinOFED's examples address the peer by LID alone (`is_global = 0`), as an InfiniBand subnet
+//! does; a RoCE port refuses such a path, so on one the same calls carry a global route to the
+//! peer's GID 0, as an application must send them there.
 //!
 //! The QPs move as on OFW, where the target `QpState` alone decides what the driver hands the
 //! controller; `QP_QUERY` then shows the attributes that travelled.
 
 use wv_abi::consts::*;
 use wv_abi::ioctl::*;
-use wv_abi::{NtStatus, WV_IO_QP_ATTRIBUTES};
+use wv_abi::{NtStatus, WV_IO_PORT_ATTRIBUTES, WV_IO_QP_ATTRIBUTES};
 use wv_client::raw::RawFile;
 use zerocopy::{FromBytes, IntoBytes};
 
@@ -39,7 +49,7 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     ]
 }
 
-/// What an application's uninitialised stack holds (MSVC's `/RTCs` fill).
+/// What an uninitialised stack holds (MSVC's `/RTCs` fill).
 const UNINIT: u8 = 0xCC;
 /// The PSNs the pingpong examples exchange (any 24-bit values).
 const PSN_A: u32 = 0x00_1234;
@@ -51,67 +61,172 @@ fn uninit() -> WV_IO_QP_ATTRIBUTES {
         .unwrap_or_default()
 }
 
-/// `ibv_qp_attr` / `ibv_ah_attr` fields the pingpong examples set.
+/// WinOFED's `struct ibv_ah_attr` (with its `ibv_global_route`).
 #[derive(Clone, Copy)]
-struct IbvAttr {
-    qp_state: u8,
+struct IbvAhAttr {
+    dgid: [u8; 16],
+    flow_label: u32,
+    sgid_index: u8,
+    hop_limit: u8,
+    traffic_class: u8,
+    dlid: u16,
+    sl: u8,
+    src_path_bits: u8,
+    static_rate: u8,
+    is_global: u8,
+    port_num: u8,
+}
+
+/// WinOFED's `struct ibv_qp_attr`, the fields `ibv_modify_qp` reads. The enums are 4 bytes and
+/// `qp_access_flags` an `int`, as in its verbs.h.
+#[derive(Clone, Copy)]
+struct IbvQpAttr {
+    qp_state: u32,
+    cur_qp_state: u32,
     path_mtu: u32,
-    dest_qp_num: u32,
+    path_mig_state: u32,
+    qkey: u32,
     rq_psn: u32,
     sq_psn: u32,
-    qkey: u32,
-    max_dest_rd_atomic: u32,
-    max_rd_atomic: u32,
+    dest_qp_num: u32,
+    qp_access_flags: u32,
+    /// `cap`: max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data.
+    cap: [u32; 5],
+    ah_attr: IbvAhAttr,
+    alt_ah_attr: IbvAhAttr,
+    pkey_index: u16,
+    alt_pkey_index: u16,
+    max_rd_atomic: u8,
+    max_dest_rd_atomic: u8,
     min_rnr_timer: u8,
+    port_num: u8,
     timeout: u8,
     retry_cnt: u8,
     rnr_retry: u8,
-    pkey_index: u16,
-    port_num: u8,
-    qp_access_flags: u8,
-    /// `ah_attr`: is_global with this DGID, hop limit 1, SGID index 0 (rc_pingpong `-g 0`).
-    ah_dgid: Option<[u8; 16]>,
-    ah_port_num: u8,
+    alt_port_num: u8,
+    alt_timeout: u8,
 }
 
-/// What WinOFED's `ibv_modify_qp` writes into `WV_QP_ATTRIBUTES` (and winverbs.dll copies into
-/// `WV_IO_QP_ATTRIBUTES`) for `attr`, over a struct that starts as `base`: the application's
-/// values where it set them, `base` (zero after a memset, 0xCC otherwise) elsewhere.
+impl IbvAhAttr {
+    fn filled(b: u8) -> Self {
+        IbvAhAttr {
+            dgid: [b; 16],
+            flow_label: u32::from_ne_bytes([b; 4]),
+            sgid_index: b,
+            hop_limit: b,
+            traffic_class: b,
+            dlid: u16::from_ne_bytes([b; 2]),
+            sl: b,
+            src_path_bits: b,
+            static_rate: b,
+            is_global: b,
+            port_num: b,
+        }
+    }
+}
+
+impl IbvQpAttr {
+    /// Every byte `b`: 0 after a memset, [`UNINIT`] for a struct the program did not clear.
+    fn filled(b: u8) -> Self {
+        let w = u32::from_ne_bytes([b; 4]);
+        IbvQpAttr {
+            qp_state: w,
+            cur_qp_state: w,
+            path_mtu: w,
+            path_mig_state: w,
+            qkey: w,
+            rq_psn: w,
+            sq_psn: w,
+            dest_qp_num: w,
+            qp_access_flags: w,
+            cap: [w; 5],
+            ah_attr: IbvAhAttr::filled(b),
+            alt_ah_attr: IbvAhAttr::filled(b),
+            pkey_index: u16::from_ne_bytes([b; 2]),
+            alt_pkey_index: u16::from_ne_bytes([b; 2]),
+            max_rd_atomic: b,
+            max_dest_rd_atomic: b,
+            min_rnr_timer: b,
+            port_num: b,
+            timeout: b,
+            retry_cnt: b,
+            rnr_retry: b,
+            alt_port_num: b,
+            alt_timeout: b,
+        }
+    }
+
+    fn cleared() -> Self {
+        Self::filled(0)
+    }
+
+    fn garbage() -> Self {
+        Self::filled(UNINIT)
+    }
+}
+
+/// `ibv_convert_ah_attr`: the route only for a global address, its SGID looked up by
+/// `QueryGid(port_num, sgid_index)` (whose failure leaves the stack's bytes).
+fn convert_ah(av: &mut wv_abi::WV_IO_AV, a: &IbvAhAttr, sgid: &dyn Fn(u8, u8) -> Option<[u8; 16]>) {
+    av.NetworkRouteValid = a.is_global;
+    if a.is_global != 0 {
+        av.DGid = a.dgid;
+        if let Some(g) = sgid(a.port_num, a.sgid_index) {
+            av.SGid = g;
+        }
+        av.TrafficClass = a.traffic_class;
+        av.FlowLabel = a.flow_label.to_be();
+        av.HopLimit = a.hop_limit;
+    }
+    av.DLid = a.dlid.to_be();
+    av.ServiceLevel = a.sl;
+    av.SourcePathBits = a.src_path_bits;
+    av.StaticRate = a.static_rate;
+    av.PortNumber = a.port_num;
+}
+
+/// The `WV_IO_QP_ATTRIBUTES` bytes WinOFED's `ibv_modify_qp(qp, a, mask)` makes winverbs.dll
+/// send (verbs.cpp, then `CWVQueuePair::Modify` / `WvIoConvertQpAttr`). Narrowing casts keep
+/// the low byte (`(UINT8) QpState`), widening ones zero-extend (`max_rd_atomic` → `SIZE_T`),
+/// and `0x80 << path_mtu` shifts by the count's low five bits, as x64 does.
 fn ibv_modify_qp(
     qp: u64,
-    base: WV_IO_QP_ATTRIBUTES,
-    a: &IbvAttr,
-    sgid: [u8; 16],
+    a: &IbvQpAttr,
     mask: u32,
+    sgid: &dyn Fn(u8, u8) -> Option<[u8; 16]>,
 ) -> Vec<u8> {
-    let mut w = base;
+    let mut w = uninit();
     w.Id.Id = qp;
-    w.Id.VerbInfo = 0;
-    w.InitiatorDepth = a.max_rd_atomic;
-    w.ResponderResources = a.max_dest_rd_atomic;
-    w.QpState = a.qp_state;
+    [
+        w.SendDepth,
+        w.ReceiveDepth,
+        w.SendSge,
+        w.ReceiveSge,
+        w.MaxInlineSend,
+    ] = a.cap;
+    w.InitiatorDepth = a.max_rd_atomic.into();
+    w.ResponderResources = a.max_dest_rd_atomic.into();
+    w.CurrentQpState = a.cur_qp_state as u8;
+    w.QpState = a.qp_state as u8;
+    w.ApmState = a.path_mig_state as u8;
     w.DestinationQpn = a.dest_qp_num.to_be();
     w.Qkey = a.qkey.to_be();
     w.SendPsn = a.sq_psn.to_be();
     w.ReceivePsn = a.rq_psn.to_be();
-    w.AccessFlags = a.qp_access_flags;
+    w.AccessFlags = a.qp_access_flags as u8;
     w.QpFlags = 0;
-    // ibv_convert_ah_attr: the route only when the AH is global.
-    w.AddressVector.NetworkRouteValid = u8::from(a.ah_dgid.is_some());
-    if let Some(dgid) = a.ah_dgid {
-        w.AddressVector.DGid = dgid;
-        w.AddressVector.SGid = sgid;
-        w.AddressVector.HopLimit = 1;
-    }
-    w.AddressVector.DLid = 0;
-    w.AddressVector.ServiceLevel = 0;
-    w.AddressVector.SourcePathBits = 0;
-    w.AddressVector.PortNumber = a.ah_port_num;
-    // …then overwritten with attr->port_num, whatever the state.
+    convert_ah(&mut w.AddressVector, &a.ah_attr, sgid);
     w.AddressVector.PortNumber = a.port_num;
     w.PathMtu = 0x80u32.wrapping_shl(a.path_mtu);
     w.PkeyIndex = a.pkey_index;
     w.LocalAckTimeout = a.timeout;
+    if mask & WV_IO_QP_ATTR_ALTERNATE_AV != 0 {
+        convert_ah(&mut w.AlternateAddressVector, &a.alt_ah_attr, sgid);
+        w.AlternateAddressVector.PortNumber = a.alt_port_num;
+        w.AlternatePathMtu = 0x80u32.wrapping_shl(a.path_mtu);
+        w.AlternatePkeyIndex = a.alt_pkey_index;
+        w.AlternateLocalAckTimeout = a.alt_timeout;
+    }
     w.RnrNakTimeout = a.min_rnr_timer;
     w.SequenceErrorRetryCount = a.retry_cnt;
     w.RnrRetryCount = a.rnr_retry;
@@ -120,68 +235,24 @@ fn ibv_modify_qp(
     w.as_bytes().to_vec()
 }
 
-/// `memset(&attr, 0, sizeof attr)` as rc_pingpong does before the INIT call.
-fn zeroed_ibv() -> IbvAttr {
-    IbvAttr {
-        qp_state: 0,
-        path_mtu: 0,
-        dest_qp_num: 0,
-        rq_psn: 0,
-        sq_psn: 0,
-        qkey: 0,
-        max_dest_rd_atomic: 0,
-        max_rd_atomic: 0,
-        min_rnr_timer: 0,
-        timeout: 0,
-        retry_cnt: 0,
-        rnr_retry: 0,
-        pkey_index: 0,
-        port_num: 0,
-        qp_access_flags: 0,
-        ah_dgid: None,
-        ah_port_num: 0,
-    }
-}
-
-/// The same attribute struct when the application did not clear it: every field it does not
-/// set is stack garbage.
-fn garbage_ibv() -> IbvAttr {
-    let b = UNINIT;
-    let w = u32::from_ne_bytes([b; 4]);
-    IbvAttr {
-        qp_state: b,
-        path_mtu: w,
-        dest_qp_num: w,
-        rq_psn: w,
-        sq_psn: w,
-        qkey: w,
-        max_dest_rd_atomic: w,
-        max_rd_atomic: w,
-        min_rnr_timer: b,
-        timeout: b,
-        retry_cnt: b,
-        rnr_retry: b,
-        pkey_index: u16::from_ne_bytes([b; 2]),
-        port_num: b,
-        qp_access_flags: b,
-        ah_dgid: None,
-        ah_port_num: b,
-    }
-}
-
 const IBV_QPS_INIT: u8 = WV_IO_QP_STATE_INIT;
 const IBV_QPS_RTR: u8 = WV_IO_QP_STATE_RTR;
 const IBV_QPS_RTS: u8 = WV_IO_QP_STATE_RTS;
 const IBV_QPS_ERR: u8 = WV_IO_QP_STATE_ERROR;
 const IBV_MTU_1024: u32 = 3;
+/// In WinOFED's verbs.h `IBV_QP_PATH_MTU` is `WV_QP_ATTR_AV` and `IBV_QP_PORT`
+/// `WV_QP_ATTR_PORT_NUMBER`.
+const IBV_QP_PATH_MTU: u32 = WV_IO_QP_ATTR_AV;
 
-/// A pingpong flavour: its QP type and the masks of its three `ibv_modify_qp` calls.
+/// A pingpong flavour: its QP type, the masks of its three `ibv_modify_qp` calls, and whether
+/// it clears the struct of its RTR call.
 struct Pingpong {
     name: &'static str,
     qp_type: u8,
     init_mask: u32,
     rtr_mask: u32,
     rts_mask: u32,
+    rtr_cleared: bool,
 }
 
 const PINGPONGS: [Pingpong; 3] = [
@@ -192,9 +263,9 @@ const PINGPONGS: [Pingpong; 3] = [
             | WV_IO_QP_ATTR_PKEY_INDEX
             | WV_IO_QP_ATTR_PORT_NUMBER
             | WV_IO_QP_ATTR_ACCESS_FLAGS,
-        // IBV_QP_PATH_MTU is WV_QP_ATTR_AV in WinOFED's verbs.h.
         rtr_mask: WV_IO_QP_ATTR_STATE
             | WV_IO_QP_ATTR_AV
+            | IBV_QP_PATH_MTU
             | WV_IO_QP_ATTR_DESTINATION_QPN
             | WV_IO_QP_ATTR_RECEIVE_PSN
             | WV_IO_QP_ATTR_RESPONDER_RESOURCES
@@ -205,6 +276,7 @@ const PINGPONGS: [Pingpong; 3] = [
             | WV_IO_QP_ATTR_RNR_RETRY_COUNT
             | WV_IO_QP_ATTR_SEND_PSN
             | WV_IO_QP_ATTR_INITIATOR_DEPTH,
+        rtr_cleared: false,
     },
     Pingpong {
         name: "uc_pingpong",
@@ -215,9 +287,11 @@ const PINGPONGS: [Pingpong; 3] = [
             | WV_IO_QP_ATTR_ACCESS_FLAGS,
         rtr_mask: WV_IO_QP_ATTR_STATE
             | WV_IO_QP_ATTR_AV
+            | IBV_QP_PATH_MTU
             | WV_IO_QP_ATTR_DESTINATION_QPN
             | WV_IO_QP_ATTR_RECEIVE_PSN,
         rts_mask: WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_SEND_PSN,
+        rtr_cleared: true,
     },
     Pingpong {
         name: "ud_pingpong",
@@ -228,6 +302,7 @@ const PINGPONGS: [Pingpong; 3] = [
             | WV_IO_QP_ATTR_QKEY,
         rtr_mask: WV_IO_QP_ATTR_STATE,
         rts_mask: WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_SEND_PSN,
+        rtr_cleared: false,
     },
 ];
 
@@ -250,55 +325,92 @@ fn modify_to<F: RawFile>(
     Ok(attr)
 }
 
-/// The pingpong's calls on one side: INIT (cleared struct), RTR and RTS (uncleared struct).
+/// How the peer is addressed: by LID on an InfiniBand port, by its GID on RoCE.
+#[derive(Clone, Copy)]
+enum Peer {
+    Lid(u16),
+    Gid([u8; 16]),
+}
+
+impl Peer {
+    /// The examples' `ah_attr` for this peer on `port`, over `ah` (cleared or not).
+    fn ah_attr(self, mut ah: IbvAhAttr, port: u8) -> IbvAhAttr {
+        match self {
+            Peer::Lid(lid) => {
+                ah.is_global = 0;
+                ah.dlid = lid;
+            }
+            Peer::Gid(gid) => {
+                ah.is_global = 1;
+                ah.dgid = gid;
+                ah.sgid_index = 0;
+                ah.hop_limit = 1;
+                ah.dlid = 0;
+            }
+        }
+        ah.sl = 0;
+        ah.src_path_bits = 0;
+        ah.port_num = port;
+        ah
+    }
+}
+
+/// One side of a pingpong: its INIT (cleared struct) from `pp_init_ctx`, then
+/// `pp_connect_ctx`'s RTR and RTS over one struct.
+#[allow(clippy::too_many_arguments)]
 fn pingpong_side<F: RawFile>(
     f: &F,
     pp: &Pingpong,
     qp: u64,
-    gid: [u8; 16],
+    peer: Peer,
     peer_qpn: u32,
     my_psn: u32,
     peer_psn: u32,
+    sgid: &dyn Fn(u8, u8) -> Option<[u8; 16]>,
 ) -> Result<WV_IO_QP_ATTRIBUTES, String> {
     let what = |step: &str| format!("{} {step}", pp.name);
-    let mut init = zeroed_ibv();
-    init.qp_state = IBV_QPS_INIT;
+    let mut init = IbvQpAttr::cleared();
+    init.qp_state = IBV_QPS_INIT.into();
+    init.pkey_index = 0;
     init.port_num = 1;
     if pp.qp_type == 3 {
         init.qkey = 0x1111_1111;
+    } else {
+        init.qp_access_flags = 0;
     }
-    let zero = WV_IO_QP_ATTRIBUTES::default();
     modify_to(
         f,
         qp,
-        &ibv_modify_qp(qp, zero, &init, gid, pp.init_mask),
+        &ibv_modify_qp(qp, &init, pp.init_mask, sgid),
         IBV_QPS_INIT,
         &what("INIT"),
     )?;
 
-    let mut attr = garbage_ibv();
-    attr.qp_state = IBV_QPS_RTR;
+    let mut attr = if pp.rtr_cleared {
+        IbvQpAttr::cleared()
+    } else {
+        IbvQpAttr::garbage()
+    };
+    attr.qp_state = IBV_QPS_RTR.into();
     if pp.qp_type != 3 {
         attr.path_mtu = IBV_MTU_1024;
         attr.dest_qp_num = peer_qpn;
         attr.rq_psn = peer_psn;
-        attr.ah_dgid = Some(gid);
-        attr.ah_port_num = 1;
+        attr.ah_attr = peer.ah_attr(attr.ah_attr, 1);
         if pp.qp_type == 0 {
             attr.max_dest_rd_atomic = 1;
             attr.min_rnr_timer = 12;
         }
     }
-    let stack = uninit();
     modify_to(
         f,
         qp,
-        &ibv_modify_qp(qp, stack, &attr, gid, pp.rtr_mask),
+        &ibv_modify_qp(qp, &attr, pp.rtr_mask, sgid),
         IBV_QPS_RTR,
         &what("RTR"),
     )?;
 
-    attr.qp_state = IBV_QPS_RTS;
+    attr.qp_state = IBV_QPS_RTS.into();
     attr.sq_psn = my_psn;
     if pp.qp_type == 0 {
         attr.timeout = 14;
@@ -309,19 +421,104 @@ fn pingpong_side<F: RawFile>(
     modify_to(
         f,
         qp,
-        &ibv_modify_qp(qp, stack, &attr, gid, pp.rts_mask),
+        &ibv_modify_qp(qp, &attr, pp.rts_mask, sgid),
         IBV_QPS_RTS,
         &what("RTS"),
     )
 }
 
-/// rc/uc/ud_pingpong's exact calls on two QPs connected to each other, then librdmacm's
-/// `ibv_modify_qp(ERR, IBV_QP_STATE)` with an uncleared struct.
+/// Port 1's attributes.
+fn port1<F: RawFile>(f: &F, dev: u64) -> Result<WV_IO_PORT_ATTRIBUTES, String> {
+    let st = ok(f, WV_IOCTL_DEVICE_PORT_QUERY, &port_in(dev, 1), 52)?;
+    read(&st.output, "PORT_QUERY")
+}
+
+/// An application's `ibv_modify_qp(ERR, IBV_QP_STATE)` over an uncleared struct, on `qps`.
+fn to_error<F: RawFile>(
+    f: &F,
+    qps: &[u64],
+    name: &str,
+    sgid: &dyn Fn(u8, u8) -> Option<[u8; 16]>,
+) -> Result<(), String> {
+    let mut err = IbvQpAttr::garbage();
+    err.qp_state = IBV_QPS_ERR.into();
+    for &qp in qps {
+        modify_to(
+            f,
+            qp,
+            &ibv_modify_qp(qp, &err, WV_IO_QP_ATTR_STATE, sgid),
+            IBV_QPS_ERR,
+            &format!("{name} ERR"),
+        )?;
+    }
+    Ok(())
+}
+
+/// librdmacm's `ucma_modify_qp_init` (cleared struct, `STATE | PKEY_INDEX | PORT`: no access
+/// flags, no Q_Key) for an RC and a UD QP, then `ucma_init_ud_qp`'s RTR (`STATE`) and RTS
+/// (`STATE | SQ_PSN`, PSN 0) over one uncleared struct for the UD QP.
+fn librdmacm<F: RawFile>(
+    f: &F,
+    rc: u64,
+    ud: u64,
+    sgid: &dyn Fn(u8, u8) -> Option<[u8; 16]>,
+) -> Result<(), String> {
+    let mut init = IbvQpAttr::cleared();
+    init.qp_state = IBV_QPS_INIT.into();
+    init.port_num = 1;
+    init.pkey_index = 0;
+    let mask = WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_PKEY_INDEX | WV_IO_QP_ATTR_PORT_NUMBER;
+    for (qp, what) in [(rc, "librdmacm RC INIT"), (ud, "librdmacm UD INIT")] {
+        modify_to(
+            f,
+            qp,
+            &ibv_modify_qp(qp, &init, mask, sgid),
+            IBV_QPS_INIT,
+            what,
+        )?;
+    }
+    let mut attr = IbvQpAttr::garbage();
+    attr.qp_state = IBV_QPS_RTR.into();
+    modify_to(
+        f,
+        ud,
+        &ibv_modify_qp(ud, &attr, WV_IO_QP_ATTR_STATE, sgid),
+        IBV_QPS_RTR,
+        "librdmacm UD RTR",
+    )?;
+    attr.qp_state = IBV_QPS_RTS.into();
+    attr.sq_psn = 0;
+    modify_to(
+        f,
+        ud,
+        &ibv_modify_qp(
+            ud,
+            &attr,
+            WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_SEND_PSN,
+            sgid,
+        ),
+        IBV_QPS_RTS,
+        "librdmacm UD RTS",
+    )?;
+    Ok(())
+}
+
+/// rc/uc/ud_pingpong's exact calls on two QPs connected to each other, librdmacm's, then an
+/// application's `ibv_modify_qp(ERR, IBV_QP_STATE)` with an uncleared struct.
 fn libibverbs<E: Env>(env: &E) -> Outcome {
     let f = env.open()?;
     let guid = env.guid(&f)?;
     let dev = open_dev(&f, guid)?;
     let gid = gid0(&f, dev)?;
+    let port = port1(&f, dev)?;
+    let ib = port.Transport == 0;
+    // Both QPs are on this port: the peer is the port itself.
+    let peer = if ib {
+        Peer::Lid(u16::from_be(port.Lid))
+    } else {
+        Peer::Gid(gid)
+    };
+    let sgid = move |port: u8, index: u8| (port == 1 && index == 0).then_some(gid);
     let pd = alloc_pd(&f, dev)?;
     let cq = create_cq(&f, dev, 16)?;
     let mut seen = Vec::new();
@@ -330,8 +527,8 @@ fn libibverbs<E: Env>(env: &E) -> Outcome {
         let b = create_qp(&f, pd, cq, cq, 0, pp.qp_type)?;
         let qpn = |qp| -> Result<u32, String> { Ok(u32::from_be(query_qp(&f, qp)?.Qpn)) };
         let (qpn_a, qpn_b) = (qpn(a)?, qpn(b)?);
-        let qa = pingpong_side(&f, pp, a, gid, qpn_b, PSN_A, PSN_B)?;
-        pingpong_side(&f, pp, b, gid, qpn_a, PSN_B, PSN_A)?;
+        let qa = pingpong_side(&f, pp, a, peer, qpn_b, PSN_A, PSN_B, &sgid)?;
+        pingpong_side(&f, pp, b, peer, qpn_a, PSN_B, PSN_A, &sgid)?;
         // What travelled with RTR and RTS.
         ensure!(
             u32::from_be(qa.SendPsn) == PSN_A,
@@ -357,6 +554,18 @@ fn libibverbs<E: Env>(env: &E) -> Outcome {
                 u32::from_be(qa.ReceivePsn),
                 qa.PathMtu
             );
+            let av = qa.AddressVector;
+            let route = match peer {
+                Peer::Lid(lid) => av.NetworkRouteValid == 0 && u16::from_be(av.DLid) == lid,
+                Peer::Gid(g) => av.NetworkRouteValid != 0 && av.DGid == g,
+            };
+            ensure!(
+                route,
+                "{}: QP_QUERY's address vector (route valid {}, DLid {:#x}) is not the peer's",
+                pp.name,
+                av.NetworkRouteValid,
+                u16::from_be(av.DLid)
+            );
         }
         if pp.qp_type == 0 {
             ensure!(
@@ -371,25 +580,24 @@ fn libibverbs<E: Env>(env: &E) -> Outcome {
                 qa.RnrRetryCount
             );
         }
-        // librdmacm's disconnect: ERR with IBV_QP_STATE, the rest uncleared.
-        let mut err = garbage_ibv();
-        err.qp_state = IBV_QPS_ERR;
-        for qp in [a, b] {
-            modify_to(
-                &f,
-                qp,
-                &ibv_modify_qp(qp, uninit(), &err, gid, WV_IO_QP_ATTR_STATE),
-                IBV_QPS_ERR,
-                &format!("{} ERR", pp.name),
-            )?;
-        }
+        to_error(&f, &[a, b], pp.name, &sgid)?;
         seen.push(pp.name);
     }
+    let rc = create_qp(&f, pd, cq, cq, 0, 0)?;
+    let ud = create_qp(&f, pd, cq, cq, 0, 3)?;
+    librdmacm(&f, rc, ud, &sgid)?;
+    to_error(&f, &[rc, ud], "librdmacm", &sgid)?;
     Ok(format!(
-        "{}: INIT (cleared struct), RTR and RTS (uncleared, 0xCC) with the examples' masks, \
-         each pends and ends SUCCESS in the target state; PSNs, QPN, MTU, Q_Key and retry \
-         counts as sent; →ERR with IBV_QP_STATE alone moves both QPs",
-        seen.join(", ")
+        "{} ({}), then librdmacm's RC/UD INIT (no access flags, no Q_Key) and UD RTR/RTS: \
+         each call's bytes as WinOFED's libibverbs builds them (its unwritten fields 0xCC), \
+         each pends and ends SUCCESS in the target state; PSNs, QPN, MTU, Q_Key, route and \
+         retry counts as sent; →ERR with IBV_QP_STATE alone moves every QP",
+        seen.join(", "),
+        if ib {
+            "the peer by LID, as on an InfiniBand subnet"
+        } else {
+            "the peer by GID: this port is RoCE"
+        }
     ))
 }
 
@@ -402,7 +610,6 @@ fn netdirect<E: Env>(env: &E) -> Outcome {
     let nd_init = |qp: u64| {
         let mut a = uninit();
         a.Id.Id = qp;
-        a.Id.VerbInfo = 0;
         a.Options = WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_PORT_NUMBER | WV_IO_QP_ATTR_PKEY_INDEX;
         a.QpState = WV_IO_QP_STATE_INIT;
         a.PkeyIndex = 0;
@@ -413,7 +620,6 @@ fn netdirect<E: Env>(env: &E) -> Outcome {
     let nd_flush = |qp: u64| {
         let mut a = uninit();
         a.Id.Id = qp;
-        a.Id.VerbInfo = 0;
         a.Options = WV_IO_QP_ATTR_STATE;
         a.QpState = WV_IO_QP_STATE_ERROR;
         a.Reserved = [0; _];

@@ -9,7 +9,7 @@
 //!
 //! Transport and device selection come from the shared `crate::target` options.
 
-use wv_client::inproc::{LowerEdge, Stack, StackConfig};
+use wv_client::inproc::{LinkLayer, LowerEdge, Stack, StackConfig};
 use wv_client::raw::RawFile;
 
 use super::raw;
@@ -22,6 +22,7 @@ pub struct CheckTarget {
     transport: Transport,
     device: Option<DeviceSpec>,
     lower: LowerEdge,
+    link_layer: LinkLayer,
 }
 
 impl CheckTarget {
@@ -36,11 +37,12 @@ impl CheckTarget {
             transport: args.transport,
             device: args.device,
             lower: args.lower.edge(),
+            link_layer: args.link_layer.layer(),
         };
         match args.transport {
             Transport::Inproc => {
                 if let Some(spec) = args.device {
-                    let stack = Stack::new(InprocEnv::config(target.lower));
+                    let stack = Stack::new(InprocEnv::config(&target));
                     let found = resolve_device(&stack.device_guids(), Some(spec)).map(|_| ());
                     let _ = stack.unload();
                     found?;
@@ -68,9 +70,17 @@ impl CheckTarget {
     /// How the in-process driver reached the soft HCAs, in words (`None` on Windows, where the
     /// real controller's table is used).
     pub fn lower_edge_text(&self) -> Option<&'static str> {
-        (self.transport == Transport::Inproc).then_some(match self.lower {
-            LowerEdge::CTable => "driver → soft HCAs through their C verbs tables",
-            LowerEdge::Direct => "driver → soft HCAs by direct calls",
+        (self.transport == Transport::Inproc).then_some(match (self.lower, self.link_layer) {
+            (LowerEdge::CTable, LinkLayer::Ethernet) => {
+                "driver → soft HCAs through their C verbs tables"
+            }
+            (LowerEdge::Direct, LinkLayer::Ethernet) => "driver → soft HCAs by direct calls",
+            (LowerEdge::CTable, LinkLayer::InfiniBand) => {
+                "driver → soft HCAs with InfiniBand ports through their C verbs tables"
+            }
+            (LowerEdge::Direct, LinkLayer::InfiniBand) => {
+                "driver → soft HCAs with InfiniBand ports by direct calls"
+            }
         })
     }
 
@@ -163,11 +173,12 @@ impl InprocEnv {
     /// The stack every scenario gets: two soft HCAs with two ports each (the second port lets
     /// the port-event scenario order events deterministically), QP modify asynchronous, a
     /// threaded platform (real waits, as on Windows).
-    pub fn config(lower: LowerEdge) -> StackConfig {
+    pub fn config(target: &CheckTarget) -> StackConfig {
         StackConfig {
             devices: 2,
             ports_per_device: 2,
-            lower,
+            lower: target.lower,
+            link_layer: target.link_layer,
             ..StackConfig::default()
         }
     }
@@ -178,7 +189,7 @@ impl Env for InprocEnv {
 
     fn create(target: &CheckTarget) -> Result<Self, String> {
         Ok(InprocEnv {
-            stack: Stack::new(Self::config(target.lower)),
+            stack: Stack::new(Self::config(target)),
             device: target.device,
         })
     }
