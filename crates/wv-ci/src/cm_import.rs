@@ -28,7 +28,7 @@ use crate::cm::*;
 use crate::cm_convert::{path_to_ib, rep_event_from_ib, req_event_from_ib, req_private_data};
 use crate::convert::{qp_mod_from_ib, qp_state_to_ib, qp_type_to_ib};
 use crate::ib_types::*;
-use crate::import::CiError;
+use crate::import::{CiError, CiTable};
 use crate::pinned::Pinned;
 
 /// The connection manager below the filter, through its `iba_cm_interface` table.
@@ -221,14 +221,14 @@ impl CiCm {
         let version = iface.InterfaceHeader.Version;
         let cm = CiCm { iface };
         if usize::from(size) < size_of::<INFINIBAND_INTERFACE_CM>() {
-            return Err(CiError::Size(size));
+            return Err(CiError::Size(CiTable::Cm, size));
         }
         if version != INFINIBAND_INTERFACE_CM_VERSION {
-            return Err(CiError::Version(version));
+            return Err(CiError::Version(CiTable::Cm, version));
         }
         let t = &cm.iface.CM;
         macro_rules! required {
-            ($($f:ident),*) => {$( if t.$f.is_none() { return Err(CiError::Missing(stringify!($f))); } )*};
+            ($($f:ident),*) => {$( if t.$f.is_none() { return Err(CiError::Missing(CiTable::Cm, stringify!($f))); } )*};
         }
         required!(
             create_id,
@@ -467,6 +467,7 @@ impl ConnectionManager for CiCm {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::ToString;
     use core::sync::atomic::{AtomicUsize, Ordering};
 
     static RELEASED: AtomicUsize = AtomicUsize::new(0);
@@ -488,15 +489,19 @@ mod tests {
         let before = RELEASED.load(Ordering::SeqCst);
         // SAFETY: a table whose only routine is the counting dereference.
         let e = unsafe { CiCm::new(iface(0x0102)) }.unwrap_err();
-        assert_eq!(e, CiError::Version(0x0102));
+        assert_eq!(e, CiError::Version(CiTable::Cm, 0x0102));
+        assert_eq!(
+            e.to_string(),
+            "connection manager interface version 0x0102, want 0x0101"
+        );
         // SAFETY: as above.
         let e = unsafe { CiCm::new(iface(INFINIBAND_INTERFACE_CM_VERSION)) }.unwrap_err();
-        assert_eq!(e, CiError::Missing("create_id"));
+        assert_eq!(e, CiError::Missing(CiTable::Cm, "create_id"));
         let mut small = iface(INFINIBAND_INTERFACE_CM_VERSION);
         small.InterfaceHeader.Size = 32;
         // SAFETY: as above.
         let e = unsafe { CiCm::new(small) }.unwrap_err();
-        assert_eq!(e, CiError::Size(32));
+        assert_eq!(e, CiError::Size(CiTable::Cm, 32));
         assert_eq!(RELEASED.load(Ordering::SeqCst) - before, 3);
     }
 

@@ -29,26 +29,54 @@ use crate::ib_types::*;
 use crate::pinned::Pinned;
 use crate::status::from_ib;
 
-/// Why a queried verbs interface cannot be used.
+/// Which of the lower interfaces a [`CiError`] is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CiTable {
+    /// `RDMA_INTERFACE_VERBS` (`GUID_RDMA_INTERFACE_VERBS`).
+    Verbs,
+    /// `INFINIBAND_INTERFACE_CM` (`GUID_INFINIBAND_INTERFACE_CM`).
+    Cm,
+}
+
+impl CiTable {
+    fn name(self) -> &'static str {
+        match self {
+            CiTable::Verbs => "verbs",
+            CiTable::Cm => "connection manager",
+        }
+    }
+
+    /// The `InterfaceHeader.Version` this driver speaks.
+    pub fn version(self) -> u16 {
+        match self {
+            CiTable::Verbs => RDMA_INTERFACE_VERBS_VERSION,
+            CiTable::Cm => crate::cm::INFINIBAND_INTERFACE_CM_VERSION,
+        }
+    }
+}
+
+/// Why a queried lower interface cannot be used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CiError {
-    /// `InterfaceHeader.Size` is smaller than `RDMA_INTERFACE_VERBS`.
-    Size(u16),
-    /// `InterfaceHeader.Version` is not `RDMA_INTERFACE_VERBS_VERSION`.
-    Version(u16),
+    /// `InterfaceHeader.Size` is smaller than the interface's struct.
+    Size(CiTable, u16),
+    /// `InterfaceHeader.Version` is not the one this driver speaks.
+    Version(CiTable, u16),
     /// A function WinVerbs calls is missing from the table.
-    Missing(&'static str),
+    Missing(CiTable, &'static str),
 }
 
 impl core::fmt::Display for CiError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            CiError::Size(s) => write!(f, "verbs interface of {s} bytes, too small"),
-            CiError::Version(v) => write!(
+        match *self {
+            CiError::Size(t, s) => write!(f, "{} interface of {s} bytes, too small", t.name()),
+            CiError::Version(t, v) => write!(
                 f,
-                "verbs interface version {v:#06x}, want {RDMA_INTERFACE_VERBS_VERSION:#06x}"
+                "{} interface version {v:#06x}, want {:#06x}",
+                t.name(),
+                t.version()
             ),
-            CiError::Missing(name) => write!(f, "the verbs table has no {name}"),
+            CiError::Missing(t, name) => write!(f, "the {} table has no {name}", t.name()),
         }
     }
 }
@@ -356,13 +384,13 @@ impl CiVerbs {
         let version = iface.InterfaceHeader.Version;
         let ci = CiVerbs { iface };
         if usize::from(size) < size_of::<RDMA_INTERFACE_VERBS>() {
-            return Err(CiError::Size(size));
+            return Err(CiError::Size(CiTable::Verbs, size));
         }
         if version != RDMA_INTERFACE_VERBS_VERSION {
-            return Err(CiError::Version(version));
+            return Err(CiError::Version(CiTable::Verbs, version));
         }
         if let Some(name) = missing(&ci.iface.Verbs) {
-            return Err(CiError::Missing(name));
+            return Err(CiError::Missing(CiTable::Verbs, name));
         }
         Ok(ci)
     }

@@ -75,7 +75,7 @@ pub mod status;
 pub use cm_export::{CiCmExport, ExportError};
 pub use cm_import::{CiCm, CiCmId};
 pub use export::CiExport;
-pub use import::{CiError, CiVerbs};
+pub use import::{CiError, CiTable, CiVerbs};
 
 pub use base::*;
 pub use ci::*;

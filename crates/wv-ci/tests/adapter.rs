@@ -10,7 +10,7 @@ use wv_hal::KArc;
 
 use wv_abi::consts::*;
 use wv_ci::ib_types::IB_AE_LOCAL_FATAL;
-use wv_ci::{CiError, CiExport, CiVerbs, RDMA_INTERFACE_VERBS_VERSION};
+use wv_ci::{CiError, CiExport, CiTable, CiVerbs, RDMA_INTERFACE_VERBS_VERSION};
 use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_host::fake_verbs::{FakeCall, FakeConfig, FakeVerbs, ObjectKind};
@@ -567,19 +567,23 @@ fn unusable_tables_are_refused_and_their_reference_released() {
     bad_version.InterfaceHeader.Version = RDMA_INTERFACE_VERBS_VERSION + 1;
     // SAFETY: an interface of the export, with its reference.
     let e = unsafe { CiVerbs::new(bad_version) }.unwrap_err();
-    assert_eq!(e, CiError::Version(RDMA_INTERFACE_VERBS_VERSION + 1));
+    assert_eq!(
+        e,
+        CiError::Version(CiTable::Verbs, RDMA_INTERFACE_VERBS_VERSION + 1)
+    );
+    assert_eq!(e.to_string(), "verbs interface version 0x0208, want 0x0207");
     let mut small = r.export.interface();
     small.InterfaceHeader.Size = 32;
     // SAFETY: as above.
     let e = unsafe { CiVerbs::new(small) }.unwrap_err();
-    assert_eq!(e, CiError::Size(32));
+    assert_eq!(e, CiError::Size(CiTable::Verbs, 32));
     let mut missing = r.export.interface();
     missing.Verbs.ndi_modify_qp = None;
     let e = {
         // SAFETY: as above.
         unsafe { CiVerbs::new(missing) }.unwrap_err()
     };
-    assert_eq!(e, CiError::Missing("ndi_modify_qp"));
+    assert_eq!(e, CiError::Missing(CiTable::Verbs, "ndi_modify_qp"));
     assert_eq!(
         r.export.consumers(),
         1,
