@@ -10,7 +10,7 @@ use wv_abi::consts::*;
 use wv_abi::ioctl::*;
 use wv_abi::*;
 use wv_hal::{FilterDriver, QpState};
-use wv_host::fake_verbs::{FakeCall, ObjectKind};
+use wv_host::fake_verbs::{FakeCall, FakeConfig, FakeVerbs, ObjectKind};
 
 /// Everything a file can own, with a parked request of every kind.
 fn populate(fx: &Fx, f: &WvFile) -> (Stack, u64) {
@@ -342,4 +342,30 @@ fn creation_runs_in_the_callers_thread() {
             .any(|(c, t)| *c == FakeCall::ModifyQp && *t != me)
     );
     fx.hca.set_failure_hook(None);
+}
+
+#[test]
+fn removal_lets_go_of_the_lower_device_at_passive_level() {
+    // The driver holds the only reference to a second controller, with a device opened and a
+    // request parked on it, so its removal drops the last reference: FakeVerbs reports a drop
+    // at DISPATCH_LEVEL or under a spin lock.
+    let fx = Fx::new();
+    let guid = 0x0002_c903_0000_5678u64.to_be();
+    let second = FakeVerbs::new(
+        fx.platform(),
+        FakeConfig {
+            guid,
+            ..FakeConfig::default()
+        },
+    );
+    fx.io.arrive(second).unwrap();
+    let f = fx.open();
+    let open = ioctl(&f, WV_IOCTL_DEVICE_OPEN, &id(guid, 0, 0), 16);
+    expect(&open, NtStatus::SUCCESS);
+    let dev = u64::from_ne_bytes(open.output[..8].try_into().unwrap());
+    let notify = pend(&f, WV_IOCTL_DEVICE_NOTIFY, &id(dev, 0, 1), 4);
+    fx.io.remove(guid);
+    expect(&notify.wait(), NtStatus::DEVICE_REMOVED);
+    fx.run();
+    assert_eq!(fx.platform().verifier().violations(), Vec::<String>::new());
 }

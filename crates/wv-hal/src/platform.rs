@@ -104,7 +104,7 @@ pub trait SpinLock<T>: Send + Sync {
 pub trait Event: Send + Sync {
     /// Sets the event. IRQL <= DISPATCH_LEVEL.
     fn set(&self);
-    /// Whether the event is set. Any IRQL.
+    /// Whether the event is set (`KeReadStateEvent`). IRQL <= DISPATCH_LEVEL.
     fn is_set(&self) -> bool;
     /// Waits until the event is set. PASSIVE_LEVEL only (a wait at DISPATCH_LEVEL is the bug
     /// the verifier reports as "wait at DISPATCH_LEVEL").

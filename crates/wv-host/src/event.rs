@@ -44,6 +44,12 @@ impl Event for HostEvent {
     }
 
     fn is_set(&self) -> bool {
+        let level = irql::current();
+        if level > Irql::Dispatch {
+            self.shared
+                .verifier
+                .fail(format!("verifier: KeReadStateEvent at {}", level.name()));
+        }
         *self.set.lock()
     }
 

@@ -22,6 +22,7 @@ use wv_hal::{
     QpState, QpType, SrqAttributes, SrqEvent, SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
 };
 
+use crate::irql;
 use crate::low_resources;
 use crate::platform::HostPlatform;
 use crate::sync::{Arc, Condvar, Mutex, Weak};
@@ -481,6 +482,23 @@ fn qp_transition_ok(from: QpState, to: QpState) -> bool {
             | (Sqd, Sqd)
             | (SqError, Rts)
     )
+}
+
+/// A controller's interface is released at PASSIVE_LEVEL: on Windows the last
+/// `InterfaceDereference` may run the controller's teardown, which can wait. A driver that lets
+/// the last reference go under a spin lock (at DISPATCH_LEVEL) is reported.
+impl Drop for FakeVerbs {
+    fn drop(&mut self) {
+        if let Some(at) = irql::get_raw()
+            && (at.irql != Irql::Passive || at.locks > 0)
+        {
+            self.platform.verifier().report(format!(
+                "verifier: the lower device's last reference was dropped at {:?} with {} spin \
+                 lock(s) held (it must be released at PASSIVE_LEVEL)",
+                at.irql, at.locks
+            ));
+        }
+    }
 }
 
 impl FakeVerbs {

@@ -207,6 +207,32 @@ fn queue_work_above_dispatch() {
     p.interrupt(&QueueWorkIsr(p.clone()));
 }
 
+struct EventIsr<E>(E, bool);
+impl<E: wv_hal::Event> InterruptService for EventIsr<E> {
+    fn service(&self) -> bool {
+        if self.1 {
+            self.0.set();
+        } else {
+            let _ = self.0.is_set();
+        }
+        true
+    }
+}
+
+#[test]
+#[should_panic(expected = "verifier: KeSetEvent at DIRQL")]
+fn event_set_above_dispatch() {
+    let p = HostPlatform::deterministic();
+    p.interrupt(&EventIsr(p.event().unwrap(), true));
+}
+
+#[test]
+#[should_panic(expected = "verifier: KeReadStateEvent at DIRQL")]
+fn event_read_above_dispatch() {
+    let p = HostPlatform::deterministic();
+    p.interrupt(&EventIsr(p.event().unwrap(), false));
+}
+
 struct LockIsr(HostPlatform, wv_host::HostSpinLock<()>);
 impl InterruptService for LockIsr {
     fn service(&self) -> bool {
