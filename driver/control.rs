@@ -1,35 +1,37 @@
 //! The control device `\Device\WinVerbs` (`\\.\WinVerbs` for applications): its creation and
 //! deletion (when, decided by `wv_core::control::ControlDevice`), its file objects (one WinVerbs
 //! provider each, in the file object's context) and its IOCTLs, which go to the driver core —
-//! from `EvtIoInCallerContext` for those that run in the caller's process
-//! (`wv_core::control::runs_in_caller_context`), from the parallel default queue for the rest.
+//! from `EvtIoInCallerContext` for those that run in the caller's thread at PASSIVE_LEVEL
+//! (`wv_core::control::dispatch_in_caller_context`), from the parallel default queue for the
+//! rest.
 
 use core::cell::UnsafeCell;
-use core::ffi::c_void;
 use core::mem::MaybeUninit;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use wdk::{nt_success, paged_code};
-use wdk_sys::ntddk::{IoAllocateWorkItem, IoFreeWorkItem, IoQueueWorkItem};
 use wdk_sys::{
-    _WDF_DEVICE_IO_TYPE, _WDF_EXECUTION_LEVEL, _WDF_IO_QUEUE_DISPATCH_TYPE, _WDF_REQUEST_TYPE,
-    _WDF_TRI_STATE, _WORK_QUEUE_TYPE, DEVICE_OBJECT, NTSTATUS, PDEVICE_OBJECT, PVOID,
-    PWDFDEVICE_INIT, STATUS_DEVICE_NOT_READY, STATUS_INSUFFICIENT_RESOURCES, STATUS_SUCCESS,
-    WDF_NO_OBJECT_ATTRIBUTES, WDFDEVICE, WDFDEVICE__, WDFDRIVER, WDFFILEOBJECT, WDFQUEUE,
-    WDFREQUEST, call_unsafe_wdf_function_binding,
+    _WDF_DEVICE_IO_TYPE, _WDF_EXECUTION_LEVEL, _WDF_IO_QUEUE_DISPATCH_TYPE, _WDF_TRI_STATE,
+    DEVICE_OBJECT, NTSTATUS, PDEVICE_OBJECT, STATUS_DEVICE_NOT_READY,
+    STATUS_INSUFFICIENT_RESOURCES, STATUS_SUCCESS, WDFDEVICE, WDFDEVICE__, WDFDRIVER,
+    WDFFILEOBJECT, WDFQUEUE, WDFREQUEST,
 };
 use wv_ci::CiVerbs;
 use wv_core::FileContext;
-use wv_core::control::{ControlAction, runs_in_caller_context};
-use wv_hal::FilterDriver;
+use wv_core::control::{ControlAction, dispatch_in_caller_context};
+use wv_hal::{FilterDriver, IoRequest, Platform};
 
 use crate::entry::{Globals, globals};
 use crate::platform::WdfPlatform;
 use crate::wdf::context::ContextType;
-use crate::wdf::request::Request;
+use crate::wdf::device::Device;
+use crate::wdf::device_init::ControlDeviceInit;
+use crate::wdf::queue::create_default_queue;
+use crate::wdf::request::{OwnedRequest, Request};
 use crate::wdf::string::{ascii_to_utf16, unicode_string};
 use crate::wdf::wdf_init;
+use crate::wdf::work::{IoWorkItem, ItemRoutine, WorkItemSlot};
 
 /// `\Device\WinVerbs` and `\DosDevices\WinVerbs` (spec §3.3).
 static DEVICE_NAME: [u16; 16] = ascii_to_utf16(r"\Device\WinVerbs");
@@ -45,15 +47,17 @@ static SDDL: [u16; 57] =
 static DEVICE: AtomicPtr<WDFDEVICE__> = AtomicPtr::new(null_mut());
 static WDM_DEVICE: AtomicPtr<DEVICE_OBJECT> = AtomicPtr::new(null_mut());
 /// The system work item that deletes the control device later, allocated with the device so
-/// that a deletion never depends on pool at the moment it is decided. Null while it is queued
+/// that a deletion never depends on pool at the moment it is decided. Empty while it is queued
 /// or its routine runs (the routine then owns it), and when there is no device. Changed only
 /// under the globals' lock.
-static DELETE_ITEM: AtomicPtr<c_void> = AtomicPtr::new(null_mut());
+static DELETE_ITEM: WorkItemSlot = WorkItemSlot::new();
 
 /// The control device, if it exists.
-pub fn device() -> Option<WDFDEVICE> {
+pub fn device() -> Option<Device> {
     let d = DEVICE.load(Ordering::Acquire);
-    (!d.is_null()).then_some(d)
+    // SAFETY: published by `create` once set up and cleared before its deletion; its users (the
+    // core's queue creations) run for open handles, which keep it.
+    (!d.is_null()).then(|| unsafe { Device::from_raw(d) })
 }
 
 /// The control device's WDM device object, or null.
@@ -91,64 +95,42 @@ unsafe fn provider<'a>(file: WDFFILEOBJECT) -> Option<&'a FileContext<WdfPlatfor
 pub fn create(driver: WDFDRIVER) -> NTSTATUS {
     paged_code!();
     let sddl = unicode_string(&SDDL);
-    // SAFETY: the live driver object; the SDDL string outlives the call.
-    let init: PWDFDEVICE_INIT =
-        unsafe { call_unsafe_wdf_function_binding!(WdfControlDeviceInitAllocate, driver, &sddl) };
-    if init.is_null() {
+    let Some(init) = ControlDeviceInit::allocate(driver, &sddl) else {
         return STATUS_INSUFFICIENT_RESOURCES;
-    }
+    };
     let device = match create_device(init) {
         Ok(device) => device,
-        Err(status) => {
-            // SAFETY: WdfDeviceCreate did not take `init` over; for a control device the
-            // driver then frees it.
-            unsafe { call_unsafe_wdf_function_binding!(WdfDeviceInitFree, init) };
-            return status;
-        }
+        Err(status) => return status,
     };
     let status = link_and_queue(device);
     if !nt_success(status) {
         // SAFETY: created above and not published: nobody else holds it.
-        unsafe { call_unsafe_wdf_function_binding!(WdfObjectDelete, device.cast()) };
+        unsafe { device.delete() };
         return status;
     }
-    // SAFETY: the live control device.
-    let wdm = unsafe { call_unsafe_wdf_function_binding!(WdfDeviceWdmGetDeviceObject, device) };
+    let wdm = device.wdm_device_object();
     // SAFETY: the control device's live WDM device object.
-    let item = unsafe { IoAllocateWorkItem(wdm) };
-    if item.is_null() {
-        // SAFETY: created above and not published: nobody else holds it.
-        unsafe { call_unsafe_wdf_function_binding!(WdfObjectDelete, device.cast()) };
+    let Some(item) = (unsafe { IoWorkItem::allocate(wdm) }) else {
+        // SAFETY: as above.
+        unsafe { device.delete() };
         return STATUS_INSUFFICIENT_RESOURCES;
-    }
-    DELETE_ITEM.store(item.cast(), Ordering::Release);
+    };
+    DELETE_ITEM.put(item);
     // Published before the device takes requests: the first IOCTL may create queues and work
     // items on it at once.
     WDM_DEVICE.store(wdm, Ordering::Release);
-    DEVICE.store(device, Ordering::Release);
-    // SAFETY: the live control device, fully set up; this ends its initialisation (from here
-    // CreateFile reaches it).
-    unsafe { call_unsafe_wdf_function_binding!(WdfControlFinishInitializing, device) };
+    DEVICE.store(device.raw(), Ordering::Release);
+    device.finish_control_initializing();
     STATUS_SUCCESS
 }
 
-/// Everything from the init structure to `WdfDeviceCreate`. `Err` leaves `init` the caller's.
-fn create_device(init: PWDFDEVICE_INIT) -> Result<WDFDEVICE, NTSTATUS> {
-    let mut init = init;
-    // SAFETY: (this and each setter below) the init structure is the driver's until
-    // WdfDeviceCreate succeeds; PASSIVE_LEVEL. Not exclusive: many processes open WinVerbs.
-    unsafe { call_unsafe_wdf_function_binding!(WdfDeviceInitSetExclusive, init, 0) };
-    // SAFETY: see above.
-    unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfDeviceInitSetIoType,
-            init,
-            _WDF_DEVICE_IO_TYPE::WdfDeviceIoBuffered,
-        )
-    };
+/// Everything from the init structure to `WdfDeviceCreate`; the structure is freed on failure.
+fn create_device(mut init: ControlDeviceInit) -> Result<Device, NTSTATUS> {
+    // Not exclusive: many processes open WinVerbs.
+    init.set_exclusive(false);
+    init.set_io_type(_WDF_DEVICE_IO_TYPE::WdfDeviceIoBuffered);
     let name = unicode_string(&DEVICE_NAME);
-    // SAFETY: see above; the framework copies the name.
-    let status = unsafe { call_unsafe_wdf_function_binding!(WdfDeviceInitAssignName, init, &name) };
+    let status = init.assign_name(&name);
     if !nt_success(status) {
         return Err(status);
     }
@@ -158,44 +140,18 @@ fn create_device(init: PWDFDEVICE_INIT) -> Result<WDFDEVICE, NTSTATUS> {
         Some(evt_file_cleanup),
     );
     let mut file_attributes = wdf_init::wdf_object_attributes_init_context_type(FILE_SLOT.info());
-    // SAFETY: see above; both structures are copied.
-    unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfDeviceInitSetFileObjectConfig,
-            init,
-            &mut file_config,
-            &mut file_attributes,
-        )
-    };
-    // SAFETY: see above.
-    unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfDeviceInitSetIoInCallerContextCallback,
-            init,
-            Some(evt_io_in_caller_context),
-        )
-    };
+    init.set_file_object_config(&mut file_config, &mut file_attributes);
+    init.set_io_in_caller_context_callback(Some(evt_io_in_caller_context));
     // PASSIVE_LEVEL callbacks for the device's queues: the core's handlers may wait.
     let mut attributes = wdf_init::wdf_object_attributes_init();
     attributes.ExecutionLevel = _WDF_EXECUTION_LEVEL::WdfExecutionLevelPassive;
-    let mut device: WDFDEVICE = null_mut();
-    // SAFETY: see above; on success the framework takes `init` over.
-    let status = unsafe {
-        call_unsafe_wdf_function_binding!(WdfDeviceCreate, &mut init, &mut attributes, &mut device)
-    };
-    if nt_success(status) {
-        Ok(device)
-    } else {
-        Err(status)
-    }
+    init.create(&mut attributes)
 }
 
 /// The symbolic link and the default queue.
-fn link_and_queue(device: WDFDEVICE) -> NTSTATUS {
+fn link_and_queue(device: Device) -> NTSTATUS {
     let link = unicode_string(&SYMBOLIC_LINK);
-    // SAFETY: the live, not yet published control device; the name is copied.
-    let status =
-        unsafe { call_unsafe_wdf_function_binding!(WdfDeviceCreateSymbolicLink, device, &link) };
+    let status = device.create_symbolic_link(&link);
     if !nt_success(status) {
         return status;
     }
@@ -205,16 +161,7 @@ fn link_and_queue(device: WDFDEVICE) -> NTSTATUS {
     // A control device's queues cannot be power-managed.
     config.PowerManaged = _WDF_TRI_STATE::WdfFalse;
     config.EvtIoDeviceControl = Some(evt_io_device_control);
-    // SAFETY: as above; the queue is parented to the device and deleted with it.
-    unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfIoQueueCreate,
-            device,
-            &mut config,
-            WDF_NO_OBJECT_ATTRIBUTES,
-            null_mut(),
-        )
-    }
+    create_default_queue(device, &mut config)
 }
 
 /// Deletes the control device if it is still unused (PASSIVE_LEVEL, outside its callbacks).
@@ -233,14 +180,13 @@ fn delete_locked(g: &Globals) {
     }
     let device = DEVICE.swap(null_mut(), Ordering::AcqRel);
     WDM_DEVICE.store(null_mut(), Ordering::Release);
-    let item = DELETE_ITEM.swap(null_mut(), Ordering::AcqRel);
-    if !item.is_null() {
-        // SAFETY: the slot held it, so it is neither queued nor running: nobody else has it.
-        unsafe { IoFreeWorkItem(item.cast()) };
-    }
+    drop(DELETE_ITEM.take());
     if !device.is_null() {
-        // SAFETY: the control device this driver created, deleted once (the swap took it).
-        unsafe { call_unsafe_wdf_function_binding!(WdfObjectDelete, device.cast()) };
+        // SAFETY: the control device this driver created and has not deleted (the swap took it,
+        // and nothing reaches it through `device()` any more).
+        let device = unsafe { Device::from_raw(device) };
+        // SAFETY: as above: deleted once, and the value is not used again.
+        unsafe { device.delete() };
     }
 }
 
@@ -251,71 +197,64 @@ fn delete_locked(g: &Globals) {
 fn delete_later(g: &Globals) {
     paged_code!();
     let _serialised = g.lock.lock();
-    let item = DELETE_ITEM.swap(null_mut(), Ordering::AcqRel);
-    if item.is_null() {
-        return;
-    }
-    // SAFETY: the control device's deletion work item, taken out of its slot, so not queued;
-    // the routine receives it as its context and owns it until it gives it back or frees it.
-    // The queued item keeps the device object referenced until the routine returns.
-    unsafe {
-        IoQueueWorkItem(
-            item.cast(),
-            Some(delete_routine),
-            _WORK_QUEUE_TYPE::DelayedWorkQueue,
-            item,
-        )
-    };
-}
-
-/// `IO_WORKITEM_ROUTINE` of [`delete_later`]: deletes the device if it is still unused, then
-/// puts the work item back in its slot if its device is still there, or frees it.
-unsafe extern "C" fn delete_routine(device: PDEVICE_OBJECT, item: PVOID) {
-    let Some(g) = globals() else {
-        // No globals means no device either (they outlive every device).
-        // SAFETY: this routine's own work item, no longer queued.
-        unsafe { IoFreeWorkItem(item.cast()) };
-        return;
-    };
-    let _serialised = g.lock.lock();
-    delete_locked(g);
-    if WDM_DEVICE.load(Ordering::Acquire) == device {
-        // Kept for the next close that decides a deletion (the routine has started, so the
-        // item may be queued again).
-        DELETE_ITEM.store(item, Ordering::Release);
-    } else {
-        // SAFETY: this routine's own work item; its device is gone and nothing else refers to
-        // it (the slot does not hold it).
-        unsafe { IoFreeWorkItem(item.cast()) };
+    if let Some(item) = DELETE_ITEM.take() {
+        // The queued item keeps the device object referenced until the routine returns.
+        item.queue::<DeleteRoutine>();
     }
 }
 
-/// `EvtDeviceFileCreate`: a new WinVerbs provider for the handle (caller's context).
+/// The routine of [`delete_later`]: deletes the device if it is still unused, then puts the
+/// work item back in its slot if its device is still there, or frees it.
+struct DeleteRoutine;
+
+impl ItemRoutine for DeleteRoutine {
+    fn run(device: PDEVICE_OBJECT, item: IoWorkItem) {
+        // No globals means no device either (they outlive every device): the item is freed.
+        let Some(g) = globals() else { return };
+        let _serialised = g.lock.lock();
+        delete_locked(g);
+        if WDM_DEVICE.load(Ordering::Acquire) == device {
+            // Kept for the next close that decides a deletion (the routine has started, so the
+            // item may be queued again).
+            DELETE_ITEM.put(item);
+        }
+        // Otherwise its device is gone: dropping the item frees it.
+    }
+}
+
+/// `EvtDeviceFileCreate` (PASSIVE_LEVEL, the caller's thread): a new WinVerbs provider for the
+/// handle. The open counts before the provider is made (`ControlDevice::open_file`), so a
+/// deletion decided meanwhile by the last controller's cleanup keeps the device.
 extern "C" fn evt_file_create(_device: WDFDEVICE, request: WDFREQUEST, file: WDFFILEOBJECT) {
     paged_code!();
-    let status = match globals() {
-        None => STATUS_DEVICE_NOT_READY,
-        Some(g) => match g.core.file_create() {
-            Ok(provider) => {
-                // SAFETY: a live file object of the control device with the FILE_SLOT context,
-                // not yet visible to any other callback.
-                let slot = unsafe { FILE_SLOT.get(file.cast()) };
-                // SAFETY: the slot is empty (WDF zero-filled it) and only this callback writes.
-                unsafe {
-                    slot.file
-                        .get()
-                        .cast::<FileContext<WdfPlatform, CiVerbs>>()
-                        .write(provider)
-                };
-                slot.present.store(true, Ordering::Release);
-                g.control.file_opened();
-                STATUS_SUCCESS
-            }
-            Err(status) => status.0 as NTSTATUS,
-        },
+    // SAFETY: the create request the framework handed to this callback.
+    let request = unsafe { OwnedRequest::from_raw(request) };
+    let Some(g) = globals() else {
+        request.complete(STATUS_DEVICE_NOT_READY, 0);
+        return;
     };
-    // SAFETY: the create request the framework handed over, completed once.
-    unsafe { call_unsafe_wdf_function_binding!(WdfRequestComplete, request, status) };
+    let (opened, then) = g.control.open_file(|| g.core.file_create());
+    let status = match opened {
+        Ok(provider) => {
+            // SAFETY: a live file object of the control device with the FILE_SLOT context,
+            // not yet visible to any other callback.
+            let slot = unsafe { FILE_SLOT.get(file.cast()) };
+            // SAFETY: the slot is empty (WDF zero-filled it) and only this callback writes.
+            unsafe {
+                slot.file
+                    .get()
+                    .cast::<FileContext<WdfPlatform, CiVerbs>>()
+                    .write(provider)
+            };
+            slot.present.store(true, Ordering::Release);
+            STATUS_SUCCESS
+        }
+        Err(status) => status.0 as NTSTATUS,
+    };
+    request.complete(status, 0);
+    if then == ControlAction::Delete {
+        delete_later(g);
+    }
 }
 
 /// `EvtFileCleanup`: the last handle closed; the core destroys the provider's objects and ends
@@ -354,51 +293,52 @@ extern "C" fn evt_file_close(file: WDFFILEOBJECT) {
 }
 
 /// The driver core's dispatch of one IOCTL.
-fn dispatch(handle: WDFREQUEST) {
-    // SAFETY: a request the framework delivered; the driver owns it from here.
-    let request = unsafe { Request::from_handle(handle) };
-    // SAFETY: the request's file object, live while the request is.
-    let file = unsafe { call_unsafe_wdf_function_binding!(WdfRequestGetFileObject, handle) };
+fn dispatch(request: Request) {
+    let file = request.owned().file_object();
     // SAFETY: a file object of the control device, alive while its request is pending.
     match (globals(), unsafe { provider(file) }) {
         (Some(g), Some(provider)) => g.core.device_io_control(provider, request),
-        _ => wv_hal::IoRequest::complete(request, wv_abi::NtStatus::DEVICE_NOT_READY, 0),
+        _ => request.complete(wv_abi::NtStatus::DEVICE_NOT_READY, 0),
     }
 }
 
-/// `EvtIoInCallerContext` (PASSIVE_LEVEL, the calling process's thread): the IOCTLs that always
-/// complete inline run here, so the verbs that pin or map the caller's memory (device open, MR
-/// registration, CQ/QP/SRQ creation) run in its process (spec §7.1-l); the others are queued.
+/// `EvtIoInCallerContext` (the sender's thread, at its IRQL: PASSIVE_LEVEL for user mode, up
+/// to DISPATCH_LEVEL for a kernel-mode sender): the IOCTLs that always complete inline run here
+/// when the thread is at PASSIVE_LEVEL, so the verbs that pin or map the caller's memory
+/// (device open, MR registration, CQ/QP/SRQ creation) run in its process (spec §7.1-l); the
+/// others, and everything at a raised IRQL, are queued.
 extern "C" fn evt_io_in_caller_context(device: WDFDEVICE, request: WDFREQUEST) {
-    let mut parameters = wdf_init::wdf_request_parameters_init();
-    // SAFETY: a live request; `parameters` is initialised.
-    unsafe { call_unsafe_wdf_function_binding!(WdfRequestGetParameters, request, &mut parameters) };
-    let inline = parameters.Type == _WDF_REQUEST_TYPE::WdfRequestTypeDeviceControl && {
-        // SAFETY: for an IOCTL the DeviceIoControl member is the one the framework filled.
-        let code = unsafe { parameters.Parameters.DeviceIoControl }.IoControlCode;
-        runs_in_caller_context(code)
-    };
-    if inline {
-        dispatch(request);
+    // SAFETY: the request the framework handed to this callback, owned by the driver now.
+    let request = unsafe { OwnedRequest::from_raw(request) };
+    if let Some(parameters) = request.ioctl()
+        && dispatch_in_caller_context(parameters.code, WdfPlatform.irql())
+    {
+        dispatch(Request::new(request, parameters));
         return;
     }
-    // SAFETY: the live control device and a request it received.
-    let status =
-        unsafe { call_unsafe_wdf_function_binding!(WdfDeviceEnqueueRequest, device, request) };
-    if !nt_success(status) {
-        // SAFETY: not enqueued: the request is still the driver's, completed once.
-        unsafe { call_unsafe_wdf_function_binding!(WdfRequestComplete, request, status) };
+    // SAFETY: the framework passes its live control device to the callback.
+    let device = unsafe { Device::from_raw(device) };
+    if let Err((request, status)) = device.enqueue(request) {
+        // Not enqueued: the request is still the driver's.
+        request.complete(status, 0);
     }
 }
 
 /// `EvtIoDeviceControl` of the parallel default queue (PASSIVE_LEVEL: the device's execution
-/// level): requests that may park.
+/// level): requests that may park, and inline ones sent at a raised IRQL.
 extern "C" fn evt_io_device_control(
     _queue: WDFQUEUE,
     request: WDFREQUEST,
-    _output_buffer_length: usize,
-    _input_buffer_length: usize,
-    _io_control_code: u32,
+    output_buffer_length: usize,
+    input_buffer_length: usize,
+    io_control_code: u32,
 ) {
-    dispatch(request);
+    // SAFETY: the request the framework presented to this callback, owned by the driver now.
+    let request = unsafe { OwnedRequest::from_raw(request) };
+    let parameters = crate::wdf::request::IoctlParameters {
+        code: io_control_code,
+        input_len: input_buffer_length,
+        output_len: output_buffer_length,
+    };
+    dispatch(Request::new(request, parameters));
 }

@@ -5,11 +5,10 @@
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
-use wdk::{nt_success, paged_code};
+use wdk::paged_code;
 use wdk_sys::{
     DRIVER_OBJECT, NTSTATUS, PCUNICODE_STRING, PDRIVER_OBJECT, STATUS_INSUFFICIENT_RESOURCES,
-    STATUS_SUCCESS, WDF_NO_OBJECT_ATTRIBUTES, WDFDRIVER, WDFDRIVER__,
-    call_unsafe_wdf_function_binding,
+    STATUS_SUCCESS, WDFDRIVER,
 };
 use wv_ci::CiVerbs;
 use wv_core::control::ControlDevice;
@@ -17,6 +16,7 @@ use wv_core::{Driver, DriverConfig};
 
 use crate::filter;
 use crate::platform::WdfPlatform;
+use crate::wdf::driver;
 use crate::wdf::pool::PoolBox;
 use crate::wdf::sync::PassiveLock;
 use crate::wdf::wdf_init::wdf_driver_config_init;
@@ -30,8 +30,6 @@ pub struct Globals {
     pub core: Core,
     /// When the control device must exist.
     pub control: ControlDevice<WdfPlatform>,
-    /// The WDF driver object (for creating the control device).
-    pub driver: AtomicPtr<WDFDRIVER__>,
     /// Serialises the control device's creation and deletion with the decisions about them.
     pub lock: PassiveLock,
 }
@@ -66,7 +64,6 @@ pub unsafe extern "system" fn driver_entry(
     let state = Globals {
         core,
         control: ControlDevice::new(&WdfPlatform),
-        driver: AtomicPtr::new(null_mut()),
         lock,
     };
     let Ok(state) = PoolBox::try_new(state) else {
@@ -77,27 +74,16 @@ pub unsafe extern "system" fn driver_entry(
     let mut config = wdf_driver_config_init(Some(filter::evt_driver_device_add));
     // Never DriverObject->DriverUnload: KMDF owns it for PnP drivers.
     config.EvtDriverUnload = Some(evt_driver_unload);
-    let mut wdf_driver: WDFDRIVER = null_mut();
-    // SAFETY: PASSIVE_LEVEL with the system's driver object and registry path; `config` and
-    // `wdf_driver` outlive the call.
-    let status = unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfDriverCreate,
-            driver_object,
-            registry_path,
-            WDF_NO_OBJECT_ATTRIBUTES,
-            &mut config,
-            &mut wdf_driver,
-        )
-    };
-    if !nt_success(status) {
-        free_globals();
-        return status;
+    // SAFETY: the system's driver object and registry path, in the one DriverEntry call.
+    match unsafe { driver::create(driver_object, registry_path, &mut config) } {
+        // The framework driver object reaches every callback that needs it (AddDevice creates
+        // the control device from its argument); nothing keeps it here.
+        Ok(_) => STATUS_SUCCESS,
+        Err(status) => {
+            free_globals();
+            status
+        }
     }
-    if let Some(g) = globals() {
-        g.driver.store(wdf_driver, Ordering::Release);
-    }
-    STATUS_SUCCESS
 }
 
 /// Frees the driver-wide state.

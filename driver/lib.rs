@@ -2,15 +2,18 @@
 //!
 //! * [`entry`]: `DriverEntry`, `EvtDriverUnload`, the driver-wide state;
 //! * [`filter`]: the filter device on each RDMA controller's stack, which takes the
-//!   controller's verbs table (`GUID_RDMA_INTERFACE_VERBS`) and CM interface and hands the
-//!   table to the core through `wv-ci`'s `CiVerbs`;
+//!   controller's verbs table (`GUID_RDMA_INTERFACE_VERBS`) and CM interface whenever its
+//!   self-managed I/O starts, hands them to the core through `wv-ci`'s `CiVerbs` and `CiCm`,
+//!   and gives them back whenever it stops (before every power-down and at removal);
 //! * [`control`]: the control device `\Device\WinVerbs`, its file objects and IOCTLs;
 //! * [`platform`]: `wv_hal::Platform` with WDF and WDM;
-//! * [`wdf`]: small safe wrappers over the framework calls, so the callback files make none
-//!   they could get wrong twice.
+//! * [`wdf`]: small safe wrappers over the framework calls; the callback files (`entry`,
+//!   `filter`, `control`) make no framework call of their own, and each WDF call is written
+//!   once (`tools/kmdf-check` checks that, and that docs/WINDOWS.md lists every call).
 //!
-//! Everything the driver decides is in `wv-core` (and `wv-ci` for the lower interfaces); this
-//! crate only moves framework objects to and from it.
+//! Everything the driver decides is in `wv-core` (`control`: the control device's lifetime,
+//! caller context, request buffers; `filter`: attach, pass through, let go) and `wv-ci` (the
+//! lower interfaces); this crate only moves framework objects to and from it.
 //!
 //! Status: type-checked and clippy-clean on Linux for `x86_64-pc-windows-msvc` against our
 //! WDF bindings (`tools/kmdf-check`), never linked, never loaded: nothing here has run on

@@ -1,36 +1,58 @@
-//! [`ManualQueue`]: a manual `WDFQUEUE` of the control device where requests wait, as
-//! `wv_hal::RequestQueue`. It has no `EvtIoCanceledOnQueue`: a request cancelled while it waits
-//! is completed by the framework with `STATUS_CANCELLED`, and a request taken out with
+//! The control device's queues: its parallel default queue ([`create_default_queue`]) and
+//! [`ManualQueue`], a manual `WDFQUEUE` where requests wait, as `wv_hal::RequestQueue`. A
+//! manual queue has no `EvtIoCanceledOnQueue`: a request cancelled while it waits is completed
+//! by the framework with `STATUS_CANCELLED`, and a request taken out with
 //! `WdfIoQueueRetrieveNextRequest` is no longer cancellable — so the driver never owns a
 //! cancellable request (the pattern of spec §3.7).
 //!
-//! The queue's parent is the control device, which may be deleted (its last handle closed, its
-//! last controller gone) while a work item still holds the object that owns the queue: the
-//! framework then disposes of the queue with its parent. So the value holds a reference on the
-//! queue object; its own `WdfObjectDelete` after the parent's disposal is the race the
-//! framework allows, and the memory stays until the value lets go of its reference.
+//! A manual queue's parent is the control device, which may be deleted (its last handle
+//! closed, its last controller gone) while a work item still holds the object that owns the
+//! queue: the framework then disposes of the queue with its parent. So the value holds a
+//! reference on the queue object; its own `WdfObjectDelete` after the parent's disposal is the
+//! race the framework allows, and the memory stays until the value lets go of its reference.
 
 use core::ptr::null_mut;
 
 use wdk::nt_success;
 use wdk_sys::{
-    _WDF_EXECUTION_LEVEL, _WDF_IO_QUEUE_DISPATCH_TYPE, _WDF_TRI_STATE, PVOID, WDFDEVICE, WDFQUEUE,
+    _WDF_EXECUTION_LEVEL, _WDF_IO_QUEUE_DISPATCH_TYPE, _WDF_TRI_STATE, NTSTATUS,
+    PWDF_OBJECT_ATTRIBUTES, WDF_IO_QUEUE_CONFIG, WDF_NO_OBJECT_ATTRIBUTES, WDFQUEUE,
     call_unsafe_wdf_function_binding,
 };
 use wv_abi::NtStatus;
 use wv_hal::RequestQueue;
 
-use super::request::Request;
+use super::device::Device;
+use super::object::{self, TaggedReference};
+use super::request::{OwnedRequest, Request};
 use super::wdf_init::{wdf_io_queue_config_init, wdf_object_attributes_init};
 
-/// The tag of the value's reference on its queue (shown by the framework's verifier).
-const TAG: PVOID = b"WvMq".as_ptr().cast_mut().cast();
-/// The file name the framework records with a tagged reference.
-const FILE: &[u8] = b"driver/wdf/queue.rs\0";
+/// `WdfIoQueueCreate`: a queue of `device` with `config` and `attributes` (or none), its handle
+/// in `queue` if asked for. Parented to the device and deleted with it.
+fn create(
+    device: Device,
+    config: &mut WDF_IO_QUEUE_CONFIG,
+    attributes: PWDF_OBJECT_ATTRIBUTES,
+    queue: *mut WDFQUEUE,
+) -> NTSTATUS {
+    // SAFETY: a live device of this driver (the `Device` contract); `config` is an initialised
+    // configuration, `attributes` null or an initialised structure, `queue` null or writable;
+    // all outlive the call, which copies what it keeps.
+    unsafe {
+        call_unsafe_wdf_function_binding!(WdfIoQueueCreate, device.raw(), config, attributes, queue)
+    }
+}
+
+/// The default queue of `device` with `config` (`DefaultQueue = TRUE`). PASSIVE_LEVEL.
+pub fn create_default_queue(device: Device, config: &mut WDF_IO_QUEUE_CONFIG) -> NTSTATUS {
+    create(device, config, WDF_NO_OBJECT_ATTRIBUTES, null_mut())
+}
 
 /// A manual queue, deleted when dropped.
 pub struct ManualQueue {
     handle: WDFQUEUE,
+    /// Keeps the handle valid for the late delete (see the module documentation).
+    reference: TaggedReference,
 }
 
 // SAFETY: queue DDIs may be called from any thread at IRQL <= DISPATCH_LEVEL.
@@ -46,39 +68,21 @@ impl ManualQueue {
     ///
     /// # Errors
     /// The framework's status when it cannot create the queue.
-    pub fn new(device: WDFDEVICE) -> Result<ManualQueue, NtStatus> {
+    pub fn new(device: Device) -> Result<ManualQueue, NtStatus> {
         let mut config =
             wdf_io_queue_config_init(_WDF_IO_QUEUE_DISPATCH_TYPE::WdfIoQueueDispatchManual);
         config.PowerManaged = _WDF_TRI_STATE::WdfFalse;
         let mut attributes = wdf_object_attributes_init();
         attributes.ExecutionLevel = _WDF_EXECUTION_LEVEL::WdfExecutionLevelDispatch;
         let mut handle: WDFQUEUE = null_mut();
-        // SAFETY: `device` is the live control device; `config`, `attributes` and `handle`
-        // outlive the call.
-        let status = unsafe {
-            call_unsafe_wdf_function_binding!(
-                WdfIoQueueCreate,
-                device,
-                &mut config,
-                &mut attributes,
-                &mut handle,
-            )
-        };
+        let status = create(device, &mut config, &mut attributes, &mut handle);
         if !nt_success(status) {
             return Err(NtStatus(status as u32));
         }
         // SAFETY: the queue just created, alive (its parent cannot be deleted while this
-        // thread runs a request of it); the reference is released in `drop`.
-        unsafe {
-            call_unsafe_wdf_function_binding!(
-                WdfObjectReferenceActual,
-                handle.cast(),
-                TAG,
-                line!() as i32,
-                FILE.as_ptr().cast(),
-            )
-        };
-        Ok(ManualQueue { handle })
+        // thread runs a request of it).
+        let reference = unsafe { TaggedReference::new(handle.cast(), b"WvMq") };
+        Ok(ManualQueue { handle, reference })
     }
 }
 
@@ -89,13 +93,13 @@ impl RequestQueue<Request> for ManualQueue {
         let status = unsafe {
             call_unsafe_wdf_function_binding!(
                 WdfRequestForwardToIoQueue,
-                request.handle(),
+                request.owned().raw(),
                 self.handle,
             )
         };
         if nt_success(status) {
             // The queue owns it now.
-            let _ = request.into_handle();
+            let _ = request.into_raw();
             Ok(())
         } else {
             // A purged queue refuses new requests: the object is being torn down.
@@ -113,8 +117,15 @@ impl RequestQueue<Request> for ManualQueue {
                 &mut handle
             )
         };
+        if !nt_success(status) || handle.is_null() {
+            return None;
+        }
         // SAFETY: on success the framework handed over a request nobody else owns.
-        (nt_success(status) && !handle.is_null()).then(|| unsafe { Request::from_handle(handle) })
+        let owned = unsafe { OwnedRequest::from_raw(handle) };
+        // Only the core's parked IOCTLs are in these queues; anything else would be a bug, and
+        // dropping it completes it.
+        let parameters = owned.ioctl()?;
+        Some(Request::new(owned, parameters))
     }
 
     fn purge(&self) {
@@ -141,20 +152,10 @@ impl RequestQueue<Request> for ManualQueue {
 
 impl Drop for ManualQueue {
     fn drop(&mut self) {
-        // SAFETY: the queue this value created, still in memory through the value's
-        // reference; deleted by the value once (a deletion after the parent disposed of it is
-        // ignored by the framework). The core purges it before it drops it, so no request is
-        // left in it.
-        unsafe { call_unsafe_wdf_function_binding!(WdfObjectDelete, self.handle.cast()) };
-        // SAFETY: the reference `new` took, released once, after the last use of the handle.
-        unsafe {
-            call_unsafe_wdf_function_binding!(
-                WdfObjectDereferenceActual,
-                self.handle.cast(),
-                TAG,
-                line!() as i32,
-                FILE.as_ptr().cast(),
-            )
-        };
+        // SAFETY: the queue this value created, still in memory through the value's reference
+        // (released after this, when the field drops); deleted by the value once (a deletion
+        // after the parent disposed of it is ignored by the framework). The core purges it
+        // before it drops it, so no request is left in it.
+        unsafe { object::delete(self.reference.object()) };
     }
 }

@@ -1,5 +1,5 @@
-//! The control device's lifetime and what runs in the caller's context: rules the WDF glue
-//! follows, kept here so they are tested with the rest of the core.
+//! The control device's lifetime and its requests: rules the WDF glue follows, kept here so they
+//! are tested with the rest of the core.
 //!
 //! * **Lifetime** ([`ControlDevice`]): `\Device\WinVerbs` exists while at least one RDMA
 //!   controller is below the filter or one handle to it is open. The first controller's
@@ -9,18 +9,27 @@
 //!   last — never under an open handle, whose cleanup still needs the device's queues. A
 //!   deletion decided at the last close runs later, from a work item (not inside the device's
 //!   own close callback); [`ControlDevice::delete_now`] confirms it then, so a controller or a
-//!   handle that arrived in between keeps the device. The glue serialises the decisions with
-//!   the creation and deletion themselves (one PASSIVE_LEVEL lock), so a new controller never
+//!   handle that arrived in between keeps the device. A handle being opened counts before
+//!   anything is created for it ([`ControlDevice::open_file`]), under the lock the
+//!   confirmation takes, so a deletion decided meanwhile keeps the device and a create that
+//!   comes after a confirmed deletion is refused. The glue serialises the decisions with the
+//!   creation and deletion themselves (one PASSIVE_LEVEL lock), so a new controller never
 //!   tries to create the device while the old one is still being deleted.
-//! * **Caller context** ([`runs_in_caller_context`]): the IOCTLs that always complete inline
-//!   (device open, MR registration, CQ/QP/SRQ creation: the verbs that pin or map the caller's
-//!   memory, and every other inline one) run in `EvtIoInCallerContext`, in the calling process
-//!   at PASSIVE_LEVEL, whatever queue the framework would have used (spec §7.1-l). Requests
-//!   that may park go through the control device's queue first, because only a request the
+//! * **Caller context** ([`runs_in_caller_context`], [`dispatch_in_caller_context`]): the
+//!   IOCTLs that always complete inline (device open, MR registration, CQ/QP/SRQ creation: the
+//!   verbs that pin or map the caller's memory, and every other inline one) run in
+//!   `EvtIoInCallerContext`, in the calling thread, whatever queue the framework would have
+//!   used (spec §7.1-l) — but only when that thread is at PASSIVE_LEVEL, because their handlers
+//!   may wait. A kernel-mode sender may call at up to DISPATCH_LEVEL; its request goes through
+//!   the control device's queue, whose PASSIVE_LEVEL execution level moves it to a worker
+//!   thread. Requests that may park go through the queue too, because only a request the
 //!   framework has delivered from a queue can be forwarded to another.
+//! * **Buffers** ([`request_buffer`]): which buffer of an IOCTL the glue takes from the
+//!   framework, and how many of its bytes the core sees.
 
-use wv_abi::ioctl::{Completion, Ioctl};
-use wv_hal::{Platform, SpinLock};
+use wv_abi::NtStatus;
+use wv_abi::ioctl::{Completion, Ioctl, METHOD_BUFFERED};
+use wv_hal::{Irql, Platform, SpinLock};
 
 /// What the glue must do after telling [`ControlDevice`] about an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,9 +111,28 @@ impl<P: Platform> ControlDevice<P> {
         s.delete_if_unused()
     }
 
-    /// A handle was opened (`EvtDeviceFileCreate` accepted it).
-    pub fn file_opened(&self) {
-        self.state.lock().files += 1;
+    /// A handle is being opened (`EvtDeviceFileCreate`): `create` makes its state. The open
+    /// counts first, atomically with the check that the device still exists, and `create` runs
+    /// only then; so a deletion confirmed later ([`ControlDevice::delete_now`]) sees the handle
+    /// and keeps the device, and a create that comes after a confirmed deletion is refused with
+    /// `STATUS_NO_SUCH_DEVICE` (what the I/O manager answers an open of a device being deleted)
+    /// without `create` being called. A failed `create` uncounts the open again; the action
+    /// says whether that left the device unused (`Delete`: queue the deletion, as after a close).
+    pub fn open_file<T>(
+        &self,
+        create: impl FnOnce() -> Result<T, NtStatus>,
+    ) -> (Result<T, NtStatus>, ControlAction) {
+        {
+            let mut s = self.state.lock();
+            if !s.exists {
+                return (Err(NtStatus::NO_SUCH_DEVICE), ControlAction::None);
+            }
+            s.files += 1;
+        }
+        match create() {
+            Ok(file) => (Ok(file), ControlAction::None),
+            Err(status) => (Err(status), self.file_closed()),
+        }
     }
 
     /// A handle's file object closed (`EvtFileClose`). `Delete`: queue the deletion, which
@@ -133,16 +161,65 @@ impl<P: Platform> ControlDevice<P> {
     }
 }
 
-/// Whether an IOCTL runs in `EvtIoInCallerContext` (it always completes inline) rather than
-/// from the control device's queue (it may park, or its code is unknown).
+/// Whether an IOCTL belongs in the caller's context (it always completes inline) rather than
+/// in the control device's queue (it may park, or its code is unknown). The one list the glue
+/// and the tests use.
 pub fn runs_in_caller_context(code: u32) -> bool {
     Ioctl::from_code(code).is_some_and(|i| i.completion() == Completion::Inline)
+}
+
+/// Whether `EvtIoInCallerContext`, running in the sender's thread at `irql`, dispatches the
+/// IOCTL there (`true`) or enqueues it (`false`): only a caller-context IOCTL, and only at
+/// PASSIVE_LEVEL, where its handler may wait. (A user-mode sender is always at PASSIVE_LEVEL;
+/// a kernel-mode one may be at up to DISPATCH_LEVEL.)
+pub fn dispatch_in_caller_context(code: u32, irql: Irql) -> bool {
+    irql == Irql::Passive && runs_in_caller_context(code)
+}
+
+/// Which buffer of an IOCTL the glue retrieves from the framework, and how many of its bytes
+/// the core sees ([`request_buffer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestBuffer {
+    /// None: the request carries no bytes, or its transfer method is not METHOD_BUFFERED.
+    None,
+    /// The buffer `WdfRequestRetrieveInputBuffer` returns, `len` bytes of it.
+    Input {
+        /// Bytes the core may read and write.
+        len: usize,
+    },
+    /// The buffer `WdfRequestRetrieveOutputBuffer` returns, `len` bytes of it.
+    Output {
+        /// Bytes the core may read and write.
+        len: usize,
+    },
+}
+
+/// The buffer rule. METHOD_BUFFERED (every WinVerbs code): the I/O manager gives the request
+/// one system buffer of `max(input_len, output_len)` bytes, holding the input and receiving
+/// the output, and both retrieval calls return that buffer (with their own lengths); the input
+/// call is used when there is input (it refuses a request without any), the output call
+/// otherwise. Any other method: no buffer. No WinVerbs code uses one, so the core answers the
+/// code as unknown without reading a byte, and a direct or neither buffer (an MDL, or a user
+/// address valid only in the sender's process) never reaches it.
+pub fn request_buffer(code: u32, input_len: usize, output_len: usize) -> RequestBuffer {
+    if code & 3 != METHOD_BUFFERED {
+        return RequestBuffer::None;
+    }
+    let len = input_len.max(output_len);
+    if input_len > 0 {
+        RequestBuffer::Input { len }
+    } else if output_len > 0 {
+        RequestBuffer::Output { len }
+    } else {
+        RequestBuffer::None
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use wv_abi::ioctl::*;
+    use wv_hal::Irql;
     use wv_host::HostPlatform;
 
     #[test]
@@ -153,7 +230,7 @@ mod tests {
         c.created(true);
         assert!(c.exists());
         assert_eq!(c.controller_adding(), ControlAction::None);
-        c.file_opened();
+        assert!(c.open_file(|| Ok(())).0.is_ok());
         assert_eq!(c.controller_gone(), ControlAction::None);
         assert_eq!(
             c.controller_gone(),
@@ -177,7 +254,7 @@ mod tests {
         let c = ControlDevice::new(&p);
         assert_eq!(c.controller_adding(), ControlAction::Create);
         c.created(true);
-        c.file_opened();
+        assert!(c.open_file(|| Ok(())).0.is_ok());
         assert_eq!(c.controller_gone(), ControlAction::None);
         // The last close decides; before the deletion runs, a controller arrives and reuses
         // the device instead of creating a second one with the same name.
@@ -187,7 +264,7 @@ mod tests {
         assert!(c.exists());
         // Likewise a handle opened in between.
         assert_eq!(c.controller_gone(), ControlAction::Delete);
-        c.file_opened();
+        assert!(c.open_file(|| Ok(())).0.is_ok());
         assert!(!c.delete_now());
         assert_eq!(c.file_closed(), ControlAction::Delete);
         assert!(c.delete_now());
@@ -206,6 +283,130 @@ mod tests {
         assert_eq!(c.controller_gone(), ControlAction::Delete);
         assert!(c.delete_now());
         assert_eq!(c.controller_gone(), ControlAction::None);
+    }
+
+    #[test]
+    fn an_open_racing_the_last_controllers_deletion_keeps_the_device_or_is_refused() {
+        let p = HostPlatform::deterministic();
+        let c = ControlDevice::new(&p);
+        assert_eq!(c.controller_adding(), ControlAction::Create);
+        c.created(true);
+        // The last controller goes while a CreateFile is in `EvtDeviceFileCreate`: its cleanup
+        // decides the deletion and confirms it under the glue's lock, which the create does not
+        // take. The confirmation lands while the core is still making the handle's state.
+        assert_eq!(c.controller_gone(), ControlAction::Delete);
+        let (opened, then) = c.open_file(|| {
+            assert!(
+                !c.delete_now(),
+                "the device was deleted under a handle being opened"
+            );
+            Ok(7)
+        });
+        assert_eq!((opened, then), (Ok(7), ControlAction::None));
+        assert!(c.exists());
+        // The handle closes: now the device goes.
+        assert_eq!(c.file_closed(), ControlAction::Delete);
+        assert!(c.delete_now());
+        // A create that reaches the callback after the confirmed deletion is refused before
+        // anything is made for it, and does not count.
+        let (refused, then) = c.open_file(|| -> Result<(), NtStatus> {
+            panic!("state made for a handle on a deleted device")
+        });
+        assert_eq!(refused, Err(NtStatus::NO_SUCH_DEVICE));
+        assert_eq!(then, ControlAction::None);
+        assert_eq!(
+            c.controller_adding(),
+            ControlAction::Create,
+            "no phantom handle"
+        );
+    }
+
+    #[test]
+    fn a_failed_open_uncounts_and_may_leave_the_device_unused() {
+        let p = HostPlatform::deterministic();
+        let c = ControlDevice::new(&p);
+        assert_eq!(c.controller_adding(), ControlAction::Create);
+        c.created(true);
+        let (first, _) = c.open_file(|| Ok(()));
+        assert!(first.is_ok());
+        assert_eq!(c.controller_gone(), ControlAction::None, "a handle is open");
+        let (failed, then) = c.open_file(|| -> Result<(), NtStatus> { Err(NtStatus::NO_MEMORY) });
+        assert_eq!(failed, Err(NtStatus::NO_MEMORY));
+        assert_eq!(then, ControlAction::None, "the first handle is still open");
+        assert_eq!(c.file_closed(), ControlAction::Delete);
+        assert!(c.delete_now());
+    }
+
+    #[test]
+    fn the_last_failed_open_asks_for_the_deletion() {
+        let p = HostPlatform::deterministic();
+        let c = ControlDevice::new(&p);
+        assert_eq!(c.controller_adding(), ControlAction::Create);
+        c.created(true);
+        // The controller's removal and an open that then fails: nothing else uses the device.
+        let (failed, then) = c.open_file(|| -> Result<(), NtStatus> {
+            assert_eq!(c.controller_gone(), ControlAction::None, "the open counts");
+            Err(NtStatus::NO_MEMORY)
+        });
+        assert_eq!(failed, Err(NtStatus::NO_MEMORY));
+        assert_eq!(then, ControlAction::Delete);
+        assert!(c.delete_now());
+    }
+
+    #[test]
+    fn caller_context_dispatch_needs_passive_level() {
+        for irql in [Irql::Passive, Irql::Apc, Irql::Dispatch] {
+            assert_eq!(
+                dispatch_in_caller_context(WV_IOCTL_MEMORY_REGISTER, irql),
+                irql == Irql::Passive,
+                "{}",
+                irql.name()
+            );
+            assert!(!dispatch_in_caller_context(WV_IOCTL_CQ_NOTIFY, irql));
+        }
+        // Every inline IOCTL, and only those, at PASSIVE_LEVEL.
+        for ioctl in Ioctl::ALL {
+            assert_eq!(
+                dispatch_in_caller_context(ioctl.code(), Irql::Passive),
+                ioctl.completion() == Completion::Inline,
+                "{}",
+                ioctl.name()
+            );
+            assert!(!dispatch_in_caller_context(ioctl.code(), Irql::Dispatch));
+        }
+    }
+
+    #[test]
+    fn buffered_requests_see_the_whole_system_buffer_and_no_other_method_any() {
+        let code = WV_IOCTL_QP_CREATE;
+        assert_eq!(code & 3, METHOD_BUFFERED);
+        assert_eq!(
+            request_buffer(code, 72, 72),
+            RequestBuffer::Input { len: 72 }
+        );
+        // Output longer than input: the system buffer has the larger length.
+        assert_eq!(
+            request_buffer(WV_IOCTL_DEVICE_QUERY, 8, 152),
+            RequestBuffer::Input { len: 152 }
+        );
+        assert_eq!(
+            request_buffer(WV_IOCTL_QP_MODIFY, 80, 8),
+            RequestBuffer::Input { len: 80 }
+        );
+        // No input: the output call retrieves it.
+        assert_eq!(
+            request_buffer(WV_IOCTL_GUID_QUERY, 0, 24),
+            RequestBuffer::Output { len: 24 }
+        );
+        assert_eq!(request_buffer(code, 0, 0), RequestBuffer::None);
+        // METHOD_IN_DIRECT, METHOD_OUT_DIRECT, METHOD_NEITHER of the same function.
+        for method in 1..=3 {
+            assert_eq!(
+                request_buffer((code & !3) | method, 72, 72),
+                RequestBuffer::None,
+                "method {method}"
+            );
+        }
     }
 
     #[test]

@@ -58,6 +58,7 @@ mod dispatch;
 mod driver;
 mod ep;
 mod fallible;
+pub mod filter;
 mod ids;
 mod notify;
 mod pd;

@@ -16,12 +16,13 @@ pub trait FilterDriver<P: Platform>: Send + Sync + 'static {
 
     /// A lower device has started and handed over its verbs interface and, if its stack has
     /// one, its connection manager (without one the endpoint IOCTLs cannot connect through
-    /// this device), each in a `KArc` the caller allocated (fallibly: the glue fails the start
-    /// when it cannot).
+    /// this device), each in a `KArc` the caller allocated (fallibly: when it cannot, the
+    /// filter passes the device through).
     ///
-    /// WDF: `EvtDeviceSelfManagedIoInit` of the filter device (its first start), after
-    /// `WdfFdoQueryForInterface` (`GUID_RDMA_INTERFACE_VERBS`, then
-    /// `GUID_INFINIBAND_INTERFACE_CM`) succeeded.
+    /// WDF: `EvtDeviceSelfManagedIoInit` (first start) or `EvtDeviceSelfManagedIoRestart`
+    /// (every return to D0) of the filter device, after `WdfFdoQueryForInterface`
+    /// (`GUID_RDMA_INTERFACE_VERBS`, then `GUID_INFINIBAND_INTERFACE_CM`) succeeded; the glue
+    /// calls it through `wv_core::filter::Controller`.
     ///
     /// # Errors
     /// The status to fail the start with.
@@ -31,11 +32,13 @@ pub trait FilterDriver<P: Platform>: Send + Sync + 'static {
         cm: Option<KArc<<Self::Lower as Verbs>::Cm>>,
     ) -> Result<(), NtStatus>;
 
-    /// The lower device with node GUID `guid` is going away (orderly or surprise removal). On
-    /// return nothing uses its verbs interface any more: every parked request on it has ended
-    /// and every handle on it is invalid.
+    /// The lower device with node GUID `guid` is going away (a power-down, a stop, an orderly
+    /// or surprise removal). On return nothing uses its verbs interface any more: every parked
+    /// request on it has ended and every handle on it is invalid.
     ///
-    /// WDF: `EvtDeviceSelfManagedIoCleanup` / `EvtDeviceSurpriseRemoval` of the filter device.
+    /// WDF: `EvtDeviceSelfManagedIoSuspend` (before every power-down and at removal), or
+    /// `EvtDeviceSurpriseRemoval` / `EvtDeviceSelfManagedIoCleanup` of the filter device if the
+    /// suspend did not run, through `wv_core::filter::Controller`.
     fn device_removal(&self, guid: u64);
 
     /// A handle to `\\.\WinVerbs` was opened.

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Keeps docs/WINDOWS.md's table of every WDF and WDM call in driver/ complete and exact.
+
+Collects the system routines driver/ calls:
+  * every WDF DDI named in a `call_unsafe_wdf_function_binding!(Name, ...)` invocation, each of
+    which must appear in exactly one invocation (the wrappers in driver/wdf/ write each
+    framework call once);
+  * every routine imported from `wdk_sys::ntddk`;
+  * the routines the wdk crates call on the driver's behalf, wherever driver/ uses them:
+    `wdk::println!` (DbgPrint), `paged_code!` (KeGetCurrentIrql), the `WdkAllocator` global
+    allocator (ExAllocatePool2, ExFreePool) and `wdk_panic` (KeBugCheckEx, DbgBreakPoint);
+and compares them with the names in the first column of the table under the heading
+"## Every WDF and WDM call in `driver/`". Fails on a call without a row, on a row naming a call
+driver/ no longer makes, and on a WDF call written in more than one place.
+
+Usage: ddi_table.py <repository root>
+"""
+
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+HEADING = "## Every WDF and WDM call in `driver/`"
+
+# What a use of a wdk crate facility calls, by the source pattern that shows the use.
+IMPLICIT = [
+    (re.compile(r"\bprintln!\s*\("), ["DbgPrint"]),
+    (re.compile(r"\bpaged_code!\s*\("), ["KeGetCurrentIrql"]),
+    (re.compile(r"\bWdkAllocator\b"), ["ExAllocatePool2", "ExFreePool"]),
+    (re.compile(r"\bextern\s+crate\s+wdk_panic\b"), ["KeBugCheckEx", "DbgBreakPoint"]),
+]
+
+WDF_CALL = re.compile(r"call_unsafe_wdf_function_binding!\s*\(\s*(\w+)")
+NTDDK_GROUP = re.compile(r"wdk_sys::ntddk::\{([^}]*)\}", re.S)
+NTDDK_ONE = re.compile(r"wdk_sys::ntddk::(\w+)")
+
+
+def strip_comments(text: str) -> str:
+    return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
+
+
+def calls_in(driver: Path):
+    wdf = Counter()
+    where = {}
+    other = {}
+    for path in sorted(driver.rglob("*.rs")):
+        text = strip_comments(path.read_text(encoding="utf-8"))
+        rel = path.relative_to(driver.parent).as_posix()
+        for name in WDF_CALL.findall(text):
+            wdf[name] += 1
+            where.setdefault(name, []).append(rel)
+        for group in NTDDK_GROUP.findall(text):
+            for name in re.findall(r"\w+", group):
+                other.setdefault(name, rel)
+        for name in NTDDK_ONE.findall(text):
+            other.setdefault(name, rel)
+        for pattern, names in IMPLICIT:
+            if pattern.search(text):
+                for name in names:
+                    other.setdefault(name, rel)
+    return wdf, where, other
+
+
+def table_names(doc: Path):
+    lines = doc.read_text(encoding="utf-8").splitlines()
+    try:
+        start = lines.index(HEADING)
+    except ValueError:
+        sys.exit(f"ddi_table: no heading {HEADING!r} in {doc}")
+    names = set()
+    for line in lines[start + 1 :]:
+        if line.startswith("## "):
+            break
+        if not line.startswith("|") or set(line) <= set("|-: "):
+            continue
+        first = line.split("|")[1]
+        names.update(re.findall(r"`(\w+)`", first))
+    names.discard("call")
+    return names
+
+
+def main() -> int:
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
+    wdf, where, other = calls_in(root / "driver")
+    used = set(wdf) | set(other)
+    listed = table_names(root / "docs" / "WINDOWS.md")
+    failed = False
+    for name in sorted(used - listed):
+        origin = where.get(name, [other.get(name, "?")])[0]
+        print(f"    no row in docs/WINDOWS.md for {name} (used in {origin})")
+        failed = True
+    for name in sorted(listed - used):
+        print(f"    docs/WINDOWS.md has a row for {name}, which driver/ does not call")
+        failed = True
+    for name, count in sorted(wdf.items()):
+        if count > 1:
+            print(f"    {name} is written {count} times: {', '.join(where[name])}")
+            failed = True
+    print(
+        f"    {len(wdf)} WDF DDIs (each written once), {len(other)} WDM and runtime routines, "
+        f"{len(listed)} names in the table"
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
