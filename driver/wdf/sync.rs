@@ -120,7 +120,8 @@ impl wv_hal::Event for KEvent {
     }
 
     fn is_set(&self) -> bool {
-        // SAFETY: an initialised event; reading its state is allowed at any IRQL.
+        // SAFETY: an initialised event; KeReadStateEvent is callable at IRQL <= DISPATCH_LEVEL,
+        // the level every caller of `Event::is_set` runs at.
         unsafe { KeReadStateEvent(self.event.get()) != 0 }
     }
 
