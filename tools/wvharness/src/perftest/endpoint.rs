@@ -916,7 +916,12 @@ impl TargetTask for PerfTask<'_> {
                         size: size as usize,
                         iters,
                     };
-                    let s = run_size(&side, role, &p, run, &sh)?;
+                    let before = (role == Role::Client)
+                        .then(crate::ctx_switches::Switches::now)
+                        .flatten();
+                    let mut s = run_size(&side, role, &p, run, &sh)?;
+                    s.switches = before
+                        .and_then(|b| crate::ctx_switches::Switches::now().map(|a| a.since(&b)));
                     if let Some(ev) = &events {
                         ev.send(Event::Done(size, s)).map_err(|_| aborted())?;
                     }
@@ -1151,6 +1156,8 @@ pub struct Measurement {
     /// Latency tests: each iteration's time in ns as the row reports it (half a round trip for
     /// send and write, the whole operation for read), unsorted. Bandwidth tests: empty.
     pub iteration_ns: Vec<f64>,
+    /// Context switches of the process while the client ran this size (`Samples::switches`).
+    pub context_switches: Option<u64>,
 }
 
 /// Runs a test quietly on a fresh in-process stack built with `config` (or on the target the
@@ -1179,6 +1186,7 @@ pub fn measure_sizes(
             rows.push(Measurement {
                 row: row.clone(),
                 iteration_ns,
+                context_switches: samples.switches,
             });
         }
         Ok(())

@@ -549,6 +549,7 @@ pub(crate) fn bw_client<F: wv_client::raw::RawFile + Send + Sync + 'static>(
         posted,
         completed,
         window: window.and_then(|w| w.result()),
+        switches: None,
     })
 }
 
@@ -652,6 +653,9 @@ pub struct Samples {
     pub completed: Vec<u64>,
     /// Duration mode: iterations completed in the sampling window and its length.
     pub window: Option<(u64, u64)>,
+    /// Context switches of the whole process while the client ran this size (its receives
+    /// posted, the start rendezvous and the loop), where `/proc` counts them.
+    pub switches: Option<u64>,
 }
 
 /// Turns samples into a row, as perftest's `print_report_*` would.

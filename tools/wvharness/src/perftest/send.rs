@@ -78,6 +78,7 @@ pub fn lat<D: DataPath>(
         posted,
         completed: Vec::new(),
         window: window.and_then(|w| w.result()),
+        switches: None,
     })
 }
 
