@@ -67,6 +67,15 @@ impl Measured {
     }
 }
 
+/// An empty vector for `cap` time stamps whose memory is already written: a timed loop that
+/// pushes into it takes no page fault (a first touch costs a microsecond or more, which would
+/// land in some samples and not in others).
+pub fn stamp_buffer(cap: usize) -> Vec<Instant> {
+    let mut v = vec![Instant::now(); cap];
+    v.clear();
+    v
+}
+
 /// Time stamps of consecutive iteration starts → the per-iteration times, divided by `div`.
 fn deltas(stamps: &[Instant], div: f64) -> Vec<f64> {
     stamps
@@ -126,9 +135,10 @@ fn cache_line(budget: Duration, echo_cpu: Option<usize>) -> Measured {
     for _ in 0..1000 {
         round(&mut n);
     }
-    let mut stamps = Vec::with_capacity(1 << 16);
+    const MAX: usize = 1 << 20;
+    let mut stamps = stamp_buffer(MAX + 1);
     let start = Instant::now();
-    while keep_going(start, stamps.len(), budget, 1000, 2_000_000) {
+    while keep_going(start, stamps.len(), budget, 1000, MAX) {
         stamps.push(Instant::now());
         round(&mut n);
     }
@@ -204,10 +214,11 @@ fn futex_wake(budget: Duration, echo_cpu: Option<usize>) -> (Measured, Option<f6
     for _ in 0..50 {
         round(&mut n);
     }
-    let mut stamps = Vec::with_capacity(1 << 14);
+    const MAX: usize = 1 << 17;
+    let mut stamps = stamp_buffer(MAX + 1);
     let switches = crate::ctx_switches::Switches::now();
     let start = Instant::now();
-    while keep_going(start, stamps.len(), budget, 200, 1_000_000) {
+    while keep_going(start, stamps.len(), budget, 200, MAX) {
         stamps.push(Instant::now());
         round(&mut n);
     }
@@ -227,9 +238,10 @@ fn futex_wake(budget: Duration, echo_cpu: Option<usize>) -> (Measured, Option<f6
 /// every per-iteration sample is: the time between consecutive readings, here with nothing
 /// between them. It is the part of every per-iteration sample that is the clock's.
 pub fn clock_read(budget: Duration) -> Measured {
-    let mut stamps = Vec::with_capacity(1 << 16);
+    const MAX: usize = 1 << 20;
+    let mut stamps = stamp_buffer(MAX);
     let start = Instant::now();
-    while keep_going(start, stamps.len(), budget, 1000, 1_000_000) {
+    while keep_going(start, stamps.len(), budget, 1000, MAX) {
         stamps.push(Instant::now());
     }
     Measured::new(deltas(&stamps, 1.0))

@@ -670,7 +670,7 @@ impl TargetTask for InlineIoctl {
         for _ in 0..1000 {
             let _ = file.device_io_control(code, &[], 64).wait();
         }
-        let mut stamps = Vec::with_capacity(self.iters + 1);
+        let mut stamps = baseline::stamp_buffer(self.iters + 1);
         for _ in 0..self.iters {
             stamps.push(Instant::now());
             let io = file.device_io_control(code, &[], 64);
