@@ -18,7 +18,7 @@
 //!
 //! Two limits cannot be timed one operation at a time, and say so in their names: an
 //! uncontended mutex lock + unlock takes about 5 ns here, below the clock's resolution (its
-//! readings step by 10 ns on these virtual machines) and a fraction of one clock read (20–30
+//! readings step by 10 ns on these virtual machines) and a fraction of one clock read (20–50
 //! ns), so a per-iteration sample would measure the clock, not the mutex; it is timed over
 //! batches of 64. `memcpy` below 64 KiB is timed over groups of copies for the same reason.
 
@@ -247,12 +247,6 @@ pub fn clock_read(budget: Duration) -> Measured {
     Measured::new(deltas(&stamps, 1.0))
 }
 
-/// The smallest step between two different readings of the clock, in nanoseconds (its
-/// resolution as seen from here): the least positive sample of [`clock_read`].
-pub fn clock_step(m: &Measured) -> Option<f64> {
-    m.samples.iter().copied().find(|&d| d > 0.0)
-}
-
 /// Pairs in one mutex sample.
 pub const MUTEX_BATCH: u32 = 64;
 
@@ -403,7 +397,6 @@ mod tests {
         let d = Duration::from_millis(10);
         let clock = clock_read(d);
         assert!(clock.samples.len() >= 1000 && clock.median() >= 0.0);
-        assert!(clock_step(&clock).is_none_or(|s| s > 0.0));
         let (wake, per_wake) = futex_wake_counted(d, None);
         assert!(!wake.samples.is_empty());
         if std::path::Path::new("/proc/self/task").exists() {
