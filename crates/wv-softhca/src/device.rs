@@ -140,11 +140,22 @@ pub struct DeviceConfig {
     pub limits: Limits,
     /// How long each command takes to answer, in nanoseconds (0, the default: at once). A
     /// real controller's firmware takes tens of microseconds per command; with a latency here
-    /// the caller of a command (QP modify, create, destroy, …) waits that long for the
-    /// response after the device has executed it, and the waits of several callers overlap,
-    /// as commands in flight on real firmware do. The data path never waits.
+    /// the caller of a command (QP modify, create, destroy, …) holds one of the
+    /// [`command_slots`](Self::command_slots) and waits that long before the response is
+    /// written and the response interrupt raised, and the waits of up to that many callers
+    /// overlap. The data path never waits.
     pub command_latency_ns: u64,
+    /// Commands the firmware accepts at once ([`DEFAULT_COMMAND_SLOTS`] by default; at least
+    /// 1). mlx4 in event mode issues as many as the firmware's QUERY_FW reports (a power of
+    /// two, one token each) and mlx5's command queue has up to 32 entries; pvrdma has a single
+    /// request slot (its driver serialises commands on a semaphore), which is 1 here. A caller
+    /// that finds every slot taken waits for one, re-checking every tenth of the latency.
+    pub command_slots: u32,
 }
+
+/// The command slots of a [`DeviceConfig::new`] device: several commands in flight, as on
+/// mlx4/mlx5 firmware.
+pub const DEFAULT_COMMAND_SLOTS: u32 = 16;
 
 impl DeviceConfig {
     /// A one-port device with default limits and commands answered at once.
@@ -156,6 +167,7 @@ impl DeviceConfig {
             link_layer: LinkLayer::Ethernet,
             limits: Limits::default(),
             command_latency_ns: 0,
+            command_slots: DEFAULT_COMMAND_SLOTS,
         }
     }
 }
@@ -435,6 +447,15 @@ pub(crate) struct Epochs {
     pub mr: AtomicU32,
 }
 
+/// A taken command slot, given back when dropped.
+struct CommandSlot<'a>(&'a AtomicU32);
+
+impl Drop for CommandSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Release);
+    }
+}
+
 /// The device model (aligned so that the `Arc` counts do not share a line with its fields).
 #[repr(align(64))]
 pub(crate) struct Device {
@@ -451,8 +472,10 @@ pub(crate) struct Device {
     pub cqs: Table<Cq>,
     pub srqs: Table<Srq>,
     pub qps: Table<Qp>,
-    /// The command channel's single request slot: one command at a time.
-    cmd_slot: Mutex<()>,
+    /// The firmware executes one command at a time (the waits for their answers overlap).
+    cmd_exec: Mutex<()>,
+    /// Commands in flight: at most `config.command_slots`.
+    cmd_in_flight: AtomicU32,
     /// Set by the response ISR.
     pub resp_ready: AtomicBool,
     /// Interrupt cause register (bit per vector).
@@ -513,7 +536,8 @@ impl Device {
             cqs: Table::new(),
             srqs: Table::new(),
             qps: Table::new(),
-            cmd_slot: Mutex::new(()),
+            cmd_exec: Mutex::new(()),
+            cmd_in_flight: AtomicU32::new(0),
             resp_ready: AtomicBool::new(false),
             icr: crate::ring::Padded(AtomicU32::new(0)),
             async_ring: Mutex::new(EventRing::new(1024)),
@@ -597,8 +621,10 @@ impl Device {
         }
     }
 
-    /// Runs one command through the single request slot: the device executes it, writes the
-    /// response and raises the response interrupt, whose ISR marks the response ready.
+    /// Runs one command through a command slot: the device executes it, the firmware's
+    /// latency elapses, then the response is written and the response interrupt raised (its
+    /// ISR marks the response ready), and the slot is free again. Up to `command_slots`
+    /// callers are between taking a slot and their response at once.
     pub(crate) fn command<R>(
         &self,
         f: impl FnOnce() -> Result<R, VerbsError>,
@@ -606,26 +632,51 @@ impl Device {
         if self.is_removed() {
             return Err(VerbsError::DeviceRemoved);
         }
+        let bus = self.irq.read().clone();
+        // Without a platform nothing can make the caller wait.
+        let latency = bus.as_ref().map_or(0, |_| self.config.command_latency_ns);
+        let slot = self.command_slot(bus.as_deref(), latency);
         let r = {
-            let _slot = self.cmd_slot.lock();
+            let _exec = self.cmd_exec.lock();
             self.resp_ready.store(false, Ordering::Release);
-            let r = f();
-            self.raise(Vector::Response);
-            r
+            f()
         };
-        // The response interrupt (and any event the command caused). With no platform attached
-        // the driver would poll the ICR; the response slot is valid either way because the
-        // device executes synchronously.
-        self.deliver_interrupts();
-        // The firmware's answer takes its time; the slot is free meanwhile, so the commands of
-        // other callers are executed and their waits overlap with this one.
-        let latency = self.config.command_latency_ns;
         if latency > 0
-            && let Some(b) = self.irq.read().clone()
+            && let Some(b) = &bus
         {
             b.delay(latency);
         }
+        self.raise(Vector::Response);
+        // The response is written: the slot may take the next command. It is given back before
+        // the interrupts are delivered, because their DPCs may issue commands of their own.
+        drop(slot);
+        // The response interrupt and any event the command caused. With no platform attached
+        // the driver would poll the ICR; the response slot is valid either way because the
+        // device executes synchronously.
+        self.deliver_interrupts();
         r
+    }
+
+    /// Takes a command slot, waiting while all of them are in use.
+    fn command_slot(&self, bus: Option<&dyn Bus>, latency: u64) -> CommandSlot<'_> {
+        let slots = self.config.command_slots.max(1);
+        loop {
+            let n = self.cmd_in_flight.load(Ordering::Relaxed);
+            if n < slots {
+                if self
+                    .cmd_in_flight
+                    .compare_exchange_weak(n, n + 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return CommandSlot(&self.cmd_in_flight);
+                }
+                continue;
+            }
+            match bus {
+                Some(b) if latency > 0 => b.delay((latency / 10).max(1)),
+                _ => core::hint::spin_loop(),
+            }
+        }
     }
 
     /// Writes an async event and raises vector 1.

@@ -516,8 +516,10 @@ enum Reply {
 }
 
 /// The fates of `n` packets from `from` to port `to_port` of `to`: how many in a row arrive,
-/// and what happens to the next one (loopback never faults; a port that is down loses all).
-/// `delivered` is the sender's count of packets delivered on a lossless link.
+/// and what happens to the next one (a port that is down loses all). A loopback packet (`from`
+/// is `to`) goes through the same transport as any other, so the fabric's fault injection
+/// decides it too; a device on no fabric loops back losslessly. `delivered` is the sender's
+/// count of packets delivered on a lossless link.
 fn fates(
     from: &Arc<Device>,
     to: &Arc<Device>,
@@ -528,11 +530,9 @@ fn fates(
     if !to.port_up(to_port) || to.is_removed() {
         return (0, Some(Fate::Drop));
     }
-    if Arc::ptr_eq(from, to) {
-        return (n, None);
-    }
     match from.fabric() {
         Some(f) => f.fates_from(delivered, n),
+        None if Arc::ptr_eq(from, to) => (n, None),
         None => (0, Some(Fate::Drop)),
     }
 }

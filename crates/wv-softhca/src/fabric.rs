@@ -161,8 +161,9 @@ impl Fabric {
             .store(f.is_some() || scripted, Ordering::Release);
     }
 
-    /// Scripts the fates of the next packets between two devices of the fabric, in the order
-    /// they are sent (data packets; responses share their request's fate): a deterministic
+    /// Scripts the fates of the next packets the devices of the fabric send, in the order
+    /// they are sent (data packets, a device's loopback packets included; responses share
+    /// their request's fate): a deterministic
     /// way to lose exactly the packet a test wants lost. Appends to what is still scripted;
     /// once the script is used up, the generator of [`Fabric::set_faults`] (if any) decides.
     pub fn script(&self, fates: &[PacketFate]) {

@@ -49,7 +49,7 @@ pub mod wr;
 
 pub use address::{AddressError, Location, PortLease};
 pub use cm::{SoftCm, SoftCmId};
-pub use device::{DeviceConfig, Limits, LinkLayer, Vector};
+pub use device::{DEFAULT_COMMAND_SLOTS, DeviceConfig, Limits, LinkLayer, Vector};
 pub use dma::{BufferPool, ClientMemory, DmaBuffer};
 pub use engine::{GRH_BYTES, MAX_INLINE};
 pub use fabric::{Fabric, FaultConfig, LinkStats, PacketFate};

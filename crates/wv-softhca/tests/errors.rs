@@ -1,6 +1,7 @@
 //! Error paths: post-time failures with rdma-core's expectations, error completions that move
 //! the QP to ERR, flush semantics, transport retry exceeded, MR registration checks, limits.
-//! (RNR and the timers themselves: `timers.rs`.)
+//! (RNR and the timers themselves: `timers.rs`.) The tests of traffic run twice: between two
+//! QPs of one device (loopback) and across two devices.
 
 mod common;
 
@@ -61,244 +62,250 @@ fn posting_in_the_wrong_state_too_many_sges_or_a_full_queue() {
     settle(&p);
 }
 
-#[test]
-fn moving_to_err_flushes_every_outstanding_wr() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, _cb, qa, qb) = rc_pair_with(&p, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let sg = [m.sge(0, 8)];
-    // Receives wait on A; sends from A wait on B's empty receive queue (RNR, infinite retry),
-    // one of them unsignaled.
-    for i in 0..3 {
-        qa.uvp.post_recv(&recv_wr(100 + i, &sg)).unwrap();
+on_both_topologies! {
+    fn moving_to_err_flushes_every_outstanding_wr(topology) {
+        let p = HostPlatform::deterministic();
+        let (_f, a, b, ca, _cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
+        let m = a.mem(64, ALL_ACCESS);
+        let sg = [m.sge(0, 8)];
+        // Receives wait on A; sends from A wait on B's empty receive queue (RNR, infinite retry),
+        // one of them unsignaled.
+        for i in 0..3 {
+            qa.uvp.post_recv(&recv_wr(100 + i, &sg)).unwrap();
+        }
+        let mut wrs: Vec<_> = (0..3).map(|i| send_wr(i, WrOpcode::Send, &sg)).collect();
+        wrs[1].send_flags = 0;
+        qa.uvp.post_send_list(&wrs).unwrap();
+        assert!(poll_all(&ca).is_empty());
+        a.modify(&qa, &qpm(QpState::Error, WV_IO_QP_ATTR_STATE))
+            .unwrap();
+        let wcs = poll_all(&ca);
+        assert_eq!(wcs.len(), 6);
+        assert!(
+            wcs.iter()
+                .all(|w| w.status == WcStatus::WrFlushErr && w.qp_num == qa.uvp.qpn())
+        );
+        let mut ids: Vec<_> = wcs.iter().map(|w| w.wr_id).collect();
+        ids.sort();
+        assert_eq!(ids, vec![0, 1, 2, 100, 101, 102]);
+        // Posting in ERR is accepted and flushed at once.
+        qa.uvp.post_send(&send_wr(7, WrOpcode::Send, &sg)).unwrap();
+        qa.uvp.post_recv(&recv_wr(8, &sg)).unwrap();
+        let wcs = poll_all(&ca);
+        assert_eq!(
+            wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+            vec![(7, WcStatus::WrFlushErr), (8, WcStatus::WrFlushErr)]
+        );
+        // RESET discards silently; the QP can be brought up again.
+        a.modify(&qa, &qpm(QpState::Reset, WV_IO_QP_ATTR_STATE))
+            .unwrap();
+        let _ = qb;
+        let _ = b;
+        settle(&p);
     }
-    let mut wrs: Vec<_> = (0..3).map(|i| send_wr(i, WrOpcode::Send, &sg)).collect();
-    wrs[1].send_flags = 0;
-    qa.uvp.post_send_list(&wrs).unwrap();
-    assert!(poll_all(&ca).is_empty());
-    a.modify(&qa, &qpm(QpState::Error, WV_IO_QP_ATTR_STATE))
-        .unwrap();
-    let wcs = poll_all(&ca);
-    assert_eq!(wcs.len(), 6);
-    assert!(
-        wcs.iter()
-            .all(|w| w.status == WcStatus::WrFlushErr && w.qp_num == qa.uvp.qpn())
-    );
-    let mut ids: Vec<_> = wcs.iter().map(|w| w.wr_id).collect();
-    ids.sort();
-    assert_eq!(ids, vec![0, 1, 2, 100, 101, 102]);
-    // Posting in ERR is accepted and flushed at once.
-    qa.uvp.post_send(&send_wr(7, WrOpcode::Send, &sg)).unwrap();
-    qa.uvp.post_recv(&recv_wr(8, &sg)).unwrap();
-    let wcs = poll_all(&ca);
-    assert_eq!(
-        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
-        vec![(7, WcStatus::WrFlushErr), (8, WcStatus::WrFlushErr)]
-    );
-    // RESET discards silently; the QP can be brought up again.
-    a.modify(&qa, &qpm(QpState::Reset, WV_IO_QP_ATTR_STATE))
-        .unwrap();
-    let _ = qb;
-    let _ = b;
-    settle(&p);
 }
 
-#[test]
-fn bad_lkey_rkey_access_and_bounds_give_error_completions_and_err_state() {
-    let p = HostPlatform::deterministic();
-    // Bad lkey: LOC_PROT_ERR, QP to ERR, later WRs flushed.
-    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_with(&p, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_READ);
-    let bad = [Sge {
-        addr: m.addr(0),
-        length: 8,
-        lkey: m.lkey ^ 0x100,
-    }];
-    let mut wr = send_wr(1, WrOpcode::RdmaWrite, &bad);
-    wr.remote_addr = rb.addr(0);
-    wr.rkey = rb.rkey;
-    let ok = [m.sge(0, 8)];
-    let mut wr2 = wr;
-    wr2.wr_id = 2;
-    wr2.sg_list = &ok;
-    qa.uvp.post_send_list(&[wr, wr2]).unwrap();
-    let w = poll_all(&ca);
-    assert_eq!(
-        w.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
-        vec![(1, WcStatus::LocProtErr), (2, WcStatus::WrFlushErr)]
-    );
-    assert_eq!(a.state(&qa), QpState::Error);
-
-    // Out of the region's bounds locally: LOC_PROT_ERR.
-    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_with(&p, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
-    let oob = [m.sge(60, 8)];
-    let mut wr = send_wr(1, WrOpcode::RdmaWrite, &oob);
-    wr.remote_addr = rb.addr(0);
-    wr.rkey = rb.rkey;
-    qa.uvp.post_send(&wr).unwrap();
-    assert_eq!(poll_all(&ca)[0].status, WcStatus::LocProtErr);
-
-    // Remote: bad rkey, region without remote write, out of bounds, QP without remote write.
-    for case in 0..4 {
-        let c = if case == 3 {
-            Conn {
-                access: WV_ACCESS_REMOTE_READ,
-                ..Conn::default()
-            }
-        } else {
-            Conn::default()
-        };
-        let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(&p, c);
+on_both_topologies! {
+    fn bad_lkey_rkey_access_and_bounds_give_error_completions_and_err_state(topology) {
+        let p = HostPlatform::deterministic();
+        // Bad lkey: LOC_PROT_ERR, QP to ERR, later WRs flushed.
+        let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_on(&p, topology, Conn::default());
         let m = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(
-            64,
-            if case == 1 {
-                WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_READ
-            } else {
-                ALL_ACCESS
-            },
-        );
-        let sg = [m.sge(0, 16)];
-        let mut wr = send_wr(1, WrOpcode::RdmaWrite, &sg);
-        wr.remote_addr = rb.addr(if case == 2 { 56 } else { 0 });
-        wr.rkey = if case == 0 { rb.rkey + 1 } else { rb.rkey };
-        qa.uvp.post_send(&wr).unwrap();
+        let rb = b.mem(64, WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_READ);
+        let bad = [Sge {
+            addr: m.addr(0),
+            length: 8,
+            lkey: m.lkey ^ 0x100,
+        }];
+        let mut wr = send_wr(1, WrOpcode::RdmaWrite, &bad);
+        wr.remote_addr = rb.addr(0);
+        wr.rkey = rb.rkey;
+        let ok = [m.sge(0, 8)];
+        let mut wr2 = wr;
+        wr2.wr_id = 2;
+        wr2.sg_list = &ok;
+        qa.uvp.post_send_list(&[wr, wr2]).unwrap();
+        let w = poll_all(&ca);
         assert_eq!(
-            poll_all(&ca)[0].status,
-            WcStatus::RemAccessErr,
-            "case {case}"
+            w.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+            vec![(1, WcStatus::LocProtErr), (2, WcStatus::WrFlushErr)]
         );
         assert_eq!(a.state(&qa), QpState::Error);
-        // The responder goes to ERR too (class C error).
-        assert_eq!(b.state(&qb), QpState::Error);
-        assert!(rb.buf.to_vec().iter().all(|&x| x == 0));
-        let _ = cb;
+
+        // Out of the region's bounds locally: LOC_PROT_ERR.
+        let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_on(&p, topology, Conn::default());
+        let m = a.mem(64, ALL_ACCESS);
+        let rb = b.mem(64, ALL_ACCESS);
+        let oob = [m.sge(60, 8)];
+        let mut wr = send_wr(1, WrOpcode::RdmaWrite, &oob);
+        wr.remote_addr = rb.addr(0);
+        wr.rkey = rb.rkey;
+        qa.uvp.post_send(&wr).unwrap();
+        assert_eq!(poll_all(&ca)[0].status, WcStatus::LocProtErr);
+
+        // Remote: bad rkey, region without remote write, out of bounds, QP without remote write.
+        for case in 0..4 {
+            let c = if case == 3 {
+                Conn {
+                    access: WV_ACCESS_REMOTE_READ,
+                    ..Conn::default()
+                }
+            } else {
+                Conn::default()
+            };
+            let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, c);
+            let m = a.mem(64, ALL_ACCESS);
+            let rb = b.mem(
+                64,
+                if case == 1 {
+                    WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_READ
+                } else {
+                    ALL_ACCESS
+                },
+            );
+            let sg = [m.sge(0, 16)];
+            let mut wr = send_wr(1, WrOpcode::RdmaWrite, &sg);
+            wr.remote_addr = rb.addr(if case == 2 { 56 } else { 0 });
+            wr.rkey = if case == 0 { rb.rkey + 1 } else { rb.rkey };
+            qa.uvp.post_send(&wr).unwrap();
+            assert_eq!(
+                poll_all(&ca)[0].status,
+                WcStatus::RemAccessErr,
+                "case {case}"
+            );
+            assert_eq!(a.state(&qa), QpState::Error);
+            // The responder goes to ERR too (class C error).
+            assert_eq!(b.state(&qb), QpState::Error);
+            assert!(rb.buf.to_vec().iter().all(|&x| x == 0));
+            let _ = cb;
+        }
+
+        // RDMA read of a region without remote read.
+        let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_on(&p, topology, Conn::default());
+        let m = a.mem(64, ALL_ACCESS);
+        let rb = b.mem(64, WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE);
+        let sg = [m.sge(0, 16)];
+        let mut wr = send_wr(1, WrOpcode::RdmaRead, &sg);
+        wr.remote_addr = rb.addr(0);
+        wr.rkey = rb.rkey;
+        qa.uvp.post_send(&wr).unwrap();
+        assert_eq!(poll_all(&ca)[0].status, WcStatus::RemAccessErr);
+
+        // A read into a region without local write: LOC_PROT_ERR.
+        let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_on(&p, topology, Conn::default());
+        let ro = a.mem(64, WV_ACCESS_REMOTE_READ);
+        let rb = b.mem(64, ALL_ACCESS);
+        let sg = [ro.sge(0, 16)];
+        let mut wr = send_wr(1, WrOpcode::RdmaRead, &sg);
+        wr.remote_addr = rb.addr(0);
+        wr.rkey = rb.rkey;
+        qa.uvp.post_send(&wr).unwrap();
+        assert_eq!(poll_all(&ca)[0].status, WcStatus::LocProtErr);
+        settle(&p);
     }
-
-    // RDMA read of a region without remote read.
-    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_with(&p, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE);
-    let sg = [m.sge(0, 16)];
-    let mut wr = send_wr(1, WrOpcode::RdmaRead, &sg);
-    wr.remote_addr = rb.addr(0);
-    wr.rkey = rb.rkey;
-    qa.uvp.post_send(&wr).unwrap();
-    assert_eq!(poll_all(&ca)[0].status, WcStatus::RemAccessErr);
-
-    // A read into a region without local write: LOC_PROT_ERR.
-    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_with(&p, Conn::default());
-    let ro = a.mem(64, WV_ACCESS_REMOTE_READ);
-    let rb = b.mem(64, ALL_ACCESS);
-    let sg = [ro.sge(0, 16)];
-    let mut wr = send_wr(1, WrOpcode::RdmaRead, &sg);
-    wr.remote_addr = rb.addr(0);
-    wr.rkey = rb.rkey;
-    qa.uvp.post_send(&wr).unwrap();
-    assert_eq!(poll_all(&ca)[0].status, WcStatus::LocProtErr);
-    settle(&p);
 }
 
-#[test]
-fn receive_too_small_and_bad_receive_key() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(&p, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 4)])).unwrap();
-    qb.uvp.post_recv(&recv_wr(10, &[rb.sge(0, 4)])).unwrap();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 16)]))
-        .unwrap();
-    assert_eq!(poll_all(&ca)[0].status, WcStatus::RemInvReqErr);
-    let r = poll_all(&cb);
-    assert_eq!(
-        r.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
-        vec![(9, WcStatus::LocLenErr), (10, WcStatus::WrFlushErr)]
-    );
+on_both_topologies! {
+    fn receive_too_small_and_bad_receive_key(topology) {
+        let p = HostPlatform::deterministic();
+        let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
+        let m = a.mem(64, ALL_ACCESS);
+        let rb = b.mem(64, ALL_ACCESS);
+        qb.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 4)])).unwrap();
+        qb.uvp.post_recv(&recv_wr(10, &[rb.sge(0, 4)])).unwrap();
+        qa.uvp
+            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 16)]))
+            .unwrap();
+        assert_eq!(poll_all(&ca)[0].status, WcStatus::RemInvReqErr);
+        let r = poll_all(&cb);
+        assert_eq!(
+            r.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+            vec![(9, WcStatus::LocLenErr), (10, WcStatus::WrFlushErr)]
+        );
 
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(&p, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
-    qb.uvp
-        .post_recv(&recv_wr(
-            9,
-            &[Sge {
-                addr: rb.addr(0),
-                length: 32,
-                lkey: 0xFFFF_FF00,
-            }],
-        ))
-        .unwrap();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 16)]))
-        .unwrap();
-    assert_eq!(poll_all(&ca)[0].status, WcStatus::RemOpErr);
-    assert_eq!(poll_all(&cb)[0].status, WcStatus::LocProtErr);
-    settle(&p);
+        let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
+        let m = a.mem(64, ALL_ACCESS);
+        let rb = b.mem(64, ALL_ACCESS);
+        qb.uvp
+            .post_recv(&recv_wr(
+                9,
+                &[Sge {
+                    addr: rb.addr(0),
+                    length: 32,
+                    lkey: 0xFFFF_FF00,
+                }],
+            ))
+            .unwrap();
+        qa.uvp
+            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 16)]))
+            .unwrap();
+        assert_eq!(poll_all(&ca)[0].status, WcStatus::RemOpErr);
+        assert_eq!(poll_all(&cb)[0].status, WcStatus::LocProtErr);
+        settle(&p);
+    }
 }
 
-#[test]
-fn transport_retry_exceeded_when_the_peer_is_gone_or_the_port_is_down() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, _cb, qa, qb) = rc_pair_with(
-        &p,
-        Conn {
-            retry: 3,
-            ..Conn::default()
-        },
-    );
-    let m = a.mem(64, ALL_ACCESS);
-    // The receiving port is down: every retry is lost.
-    b.hca.set_port_state(1, false).unwrap();
-    qb.uvp.post_recv(&recv_wr(1, &[])).unwrap();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
-        .unwrap();
-    assert_eq!(
-        run_timers(&p, 100),
-        4,
-        "the first try and three retries time out"
-    );
-    assert_eq!(poll_all(&ca)[0].status, WcStatus::RetryExcErr);
-    b.hca.set_port_state(1, true).unwrap();
-    // Our own port is down.
-    let (_f2, a2, _b2, ca2, _cb2, qa2, _qb2) = rc_pair_with(
-        &p,
-        Conn {
-            retry: 0,
-            ..Conn::default()
-        },
-    );
-    let m2 = a2.mem(64, ALL_ACCESS);
-    a2.hca.set_port_state(1, false).unwrap();
-    qa2.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m2.sge(0, 8)]))
-        .unwrap();
-    assert_eq!(run_timers(&p, 100), 1);
-    assert_eq!(poll_all(&ca2)[0].status, WcStatus::RetryExcErr);
-    // A destination QP that does not exist.
-    let c = a.cq(8);
-    let q = a.qp(QpType::Rc, &c);
-    bring_up(
-        &a,
-        &q,
-        b.hca.gid(),
-        0xABCD,
-        Conn {
-            retry: 1,
-            ..Conn::default()
-        },
-    );
-    q.uvp
-        .post_send(&send_wr(5, WrOpcode::Send, &[m.sge(0, 8)]))
-        .unwrap();
-    assert_eq!(run_timers(&p, 100), 2);
-    assert_eq!(poll_all(&c)[0].status, WcStatus::RetryExcErr);
-    settle(&p);
+on_both_topologies! {
+    fn transport_retry_exceeded_when_the_peer_is_gone_or_the_port_is_down(topology) {
+        let p = HostPlatform::deterministic();
+        let (_f, a, b, ca, _cb, qa, qb) = rc_pair_on(
+            &p,
+            topology,
+            Conn {
+                retry: 3,
+                ..Conn::default()
+            },
+        );
+        let m = a.mem(64, ALL_ACCESS);
+        // The receiving port is down: every retry is lost.
+        b.hca.set_port_state(1, false).unwrap();
+        qb.uvp.post_recv(&recv_wr(1, &[])).unwrap();
+        qa.uvp
+            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
+            .unwrap();
+        assert_eq!(
+            run_timers(&p, 100),
+            4,
+            "the first try and three retries time out"
+        );
+        assert_eq!(poll_all(&ca)[0].status, WcStatus::RetryExcErr);
+        b.hca.set_port_state(1, true).unwrap();
+        // Our own port is down.
+        let (_f2, a2, _b2, ca2, _cb2, qa2, _qb2) = rc_pair_on(
+            &p,
+            topology,
+            Conn {
+                retry: 0,
+                ..Conn::default()
+            },
+        );
+        let m2 = a2.mem(64, ALL_ACCESS);
+        a2.hca.set_port_state(1, false).unwrap();
+        qa2.uvp
+            .post_send(&send_wr(1, WrOpcode::Send, &[m2.sge(0, 8)]))
+            .unwrap();
+        assert_eq!(run_timers(&p, 100), 1);
+        assert_eq!(poll_all(&ca2)[0].status, WcStatus::RetryExcErr);
+        // A destination QP that does not exist.
+        let c = a.cq(8);
+        let q = a.qp(QpType::Rc, &c);
+        bring_up(
+            &a,
+            &q,
+            b.hca.gid(),
+            0xABCD,
+            Conn {
+                retry: 1,
+                ..Conn::default()
+            },
+        );
+        q.uvp
+            .post_send(&send_wr(5, WrOpcode::Send, &[m.sge(0, 8)]))
+            .unwrap();
+        assert_eq!(run_timers(&p, 100), 2);
+        assert_eq!(poll_all(&c)[0].status, WcStatus::RetryExcErr);
+        settle(&p);
+    }
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! The RC transport on the platform's clock, in the host's deterministic mode (the clock moves
 //! only when a test moves it): RNR NAK waits and `rnr_retry`, the local ACK timeout and
 //! `retry_cnt`, packets of the path MTU with a PSN each and resending from the lost one,
-//! `max_rd_atomic`, and SQD's drain with `SQ_DRAINED`.
+//! `max_rd_atomic`, and SQD's drain with `SQ_DRAINED`. Each test runs twice: between two QPs of
+//! one device (loopback: the fabric's fault injection decides a loopback packet's fate too) and
+//! across two devices.
 
 mod common;
 
@@ -15,336 +17,335 @@ fn ids(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
     wcs.iter().map(|w| (w.wr_id, w.status)).collect()
 }
 
-#[test]
-fn a_receive_posted_late_within_the_rnr_budget_is_waited_for() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
-        &p,
-        Conn {
-            rnr_retry: 2,
-            ..Conn::default()
-        },
-    );
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
-    m.buf.write(0, b"late").unwrap();
-    let t0 = p.now_ns();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
-    // RNR NAK: the sender waits the responder's RNR timer (12: 0.64 ms).
-    assert!(poll_all(&ca).is_empty());
-    assert_eq!(p.next_timer_ns(), Some(t0 + RNR_DELAY_NS));
-    // The receive comes 1 µs later; nothing happens before the timer.
-    p.advance_clock(1_000);
-    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
-    assert!(poll_all(&ca).is_empty());
-    p.advance_clock(RNR_DELAY_NS - 1_001);
-    p.run_until_idle();
-    assert!(poll_all(&ca).is_empty(), "no retry before the RNR timer");
-    p.advance_clock(1);
-    p.run_until_idle();
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
-    assert_eq!(ids(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
-    assert_eq!(&rb.buf.to_vec()[..4], b"late");
-    assert_eq!(f.stats().delivered, 2, "the first try and one retry");
-    assert_eq!(p.pending_timers(), 0);
-    settle(&p);
-}
-
-#[test]
-fn a_receive_later_than_the_rnr_budget_fails_with_rnr_retry_exceeded() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, _cb, qa, qb) = rc_pair_with(
-        &p,
-        Conn {
-            rnr_retry: 2,
-            ..Conn::default()
-        },
-    );
-    let m = a.mem(64, ALL_ACCESS);
-    let t0 = p.now_ns();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
-    // The first try and two retries, each answered by an RNR NAK; the third NAK ends it.
-    assert_eq!(run_timers_for(&p, 2 * RNR_DELAY_NS - 1), 1);
-    assert!(poll_all(&ca).is_empty());
-    assert_eq!(run_timers_for(&p, RNR_DELAY_NS), 1);
-    assert_eq!(p.now_ns(), t0 + 2 * RNR_DELAY_NS);
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RnrRetryExcErr)]);
-    assert_eq!(a.state(&qa), QpState::Error);
-    assert_eq!(f.stats().delivered, 3);
-    // The responder did nothing wrong: it stays as it was.
-    assert_eq!(b.state(&qb), QpState::Rts);
-    settle(&p);
-}
-
-#[test]
-fn rnr_retry_seven_retries_for_ever() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, _cb, qa, qb) = rc_pair(&p);
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
-    assert_eq!(run_timers(&p, 50), 50, "still waiting after 50 RNR NAKs");
-    assert!(poll_all(&ca).is_empty());
-    assert_eq!(f.stats().delivered, 51);
-    qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 64)])).unwrap();
-    assert_eq!(run_timers(&p, 50), 1);
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
-    settle(&p);
-}
-
-#[test]
-fn a_dropped_packet_is_resent_after_the_local_ack_timeout() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p);
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
-    m.buf.write(0, b"again").unwrap();
-    qb.uvp.post_recv(&recv_wr(3, &[rb.sge(0, 64)])).unwrap();
-    f.script(&[PacketFate::Drop]);
-    let t0 = p.now_ns();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 5)]))
-        .unwrap();
-    assert!(poll_all(&ca).is_empty());
-    assert_eq!(p.next_timer_ns(), Some(t0 + ACK_TIMEOUT_NS));
-    p.advance_clock(ACK_TIMEOUT_NS - 1);
-    p.run_until_idle();
-    assert!(poll_all(&ca).is_empty() && poll_all(&cb).is_empty());
-    p.advance_clock(1);
-    p.run_until_idle();
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
-    assert_eq!(ids(&poll_all(&cb)), vec![(3, WcStatus::Success)]);
-    assert_eq!(&rb.buf.to_vec()[..5], b"again");
-    let s = f.stats();
-    assert_eq!((s.dropped, s.delivered), (1, 1));
-    settle(&p);
-}
-
-#[test]
-fn retry_exceeded_after_retry_cnt_timeouts_and_no_timeout_waits_for_ever() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, _cb, qa, qb) = rc_pair_with(
-        &p,
-        Conn {
-            retry: 3,
-            ..Conn::default()
-        },
-    );
-    let m = a.mem(64, ALL_ACCESS);
-    b.hca.set_port_state(1, false).unwrap();
-    qb.uvp.post_recv(&recv_wr(1, &[])).unwrap();
-    let t0 = p.now_ns();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
-        .unwrap();
-    // The first try and three retries, one local ACK timeout apart; the fourth timeout ends it.
-    assert_eq!(run_timers_for(&p, 4 * ACK_TIMEOUT_NS - 1), 3);
-    assert!(poll_all(&ca).is_empty());
-    assert_eq!(run_timers(&p, 10), 1);
-    assert_eq!(p.now_ns(), t0 + 4 * ACK_TIMEOUT_NS);
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
-    assert_eq!(a.state(&qa), QpState::Error);
-    b.hca.set_port_state(1, true).unwrap();
-
-    // timeout = 0: no local ACK timer at all; the request waits.
-    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_with(
-        &p,
-        Conn {
-            timeout: 0,
-            ..Conn::default()
-        },
-    );
-    let m = a.mem(64, ALL_ACCESS);
-    b.hca.set_port_state(1, false).unwrap();
-    qa.uvp
-        .post_send(&send_wr(2, WrOpcode::Send, &[m.sge(0, 8)]))
-        .unwrap();
-    assert_eq!(p.pending_timers(), 0);
-    p.advance_clock(10_000_000_000);
-    p.run_until_idle();
-    assert!(poll_all(&ca).is_empty());
-    assert_eq!(a.state(&qa), QpState::Rts);
-    settle(&p);
-}
-
-#[test]
-fn messages_travel_as_mtu_packets_and_a_lost_one_is_resent_from_where_it_was_lost() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p); // path MTU 1024
-    let m = a.mem(8192, ALL_ACCESS);
-    let rb = b.mem(8192, ALL_ACCESS);
-    let data: Vec<u8> = (0..4096u32).map(|i| (i * 7 + i / 251) as u8).collect();
-    m.buf.write(0, &data).unwrap();
-    // Four packets, lossless.
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4096)])).unwrap();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4096)]))
-        .unwrap();
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
-    assert_eq!(f.stats().delivered, 4, "one packet per 1024 bytes");
-    // The second packet is lost: the third arrives out of sequence, the responder NAKs it and
-    // the requester resends from the second at once (no timer).
-    qb.uvp
-        .post_recv(&recv_wr(2, &[rb.sge(4096, 4096)]))
-        .unwrap();
-    f.script(&[PacketFate::Deliver, PacketFate::Drop]);
-    qa.uvp
-        .post_send(&send_wr(2, WrOpcode::Send, &[m.sge(0, 4096)]))
-        .unwrap();
-    assert_eq!(ids(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
-    let s = f.stats();
-    // p0, p1 (lost), p2 and p3 (sent before the NAK of p2 comes back; out of sequence, so
-    // NAKed, then ignored), then p1, p2, p3 again.
-    assert_eq!((s.dropped, s.delivered), (1, 4 + 6));
-    assert_eq!(&rb.buf.to_vec()[4096..], &data[..]);
-    // The last packet is lost: only it is resent, after the local ACK timeout.
-    qb.uvp.post_recv(&recv_wr(3, &[rb.sge(0, 4096)])).unwrap();
-    rb.buf.write(0, &[0u8; 4096]).unwrap();
-    f.script(&[
-        PacketFate::Deliver,
-        PacketFate::Deliver,
-        PacketFate::Deliver,
-        PacketFate::Drop,
-    ]);
-    qa.uvp
-        .post_send(&send_wr(3, WrOpcode::Send, &[m.sge(0, 4096)]))
-        .unwrap();
-    assert!(poll_all(&ca).is_empty());
-    assert_eq!(run_timers(&p, 10), 1);
-    assert_eq!(ids(&poll_all(&ca)), vec![(3, WcStatus::Success)]);
-    let s = f.stats();
-    assert_eq!((s.dropped, s.delivered), (2, 10 + 3 + 1));
-    assert_eq!(&rb.buf.to_vec()[..4096], &data[..]);
-    assert_eq!(
-        poll_all(&cb)
-            .iter()
-            .map(|w| (w.wr_id, w.byte_len))
-            .collect::<Vec<_>>(),
-        vec![(1, 4096), (2, 4096), (3, 4096)]
-    );
-    // An RDMA write of 3 packets whose first is delayed (acted on, ACK late) and second
-    // dropped: resent from the second; the bytes land once, in place.
-    let sg = [m.sge(0, 3000)];
-    let mut wr = send_wr(4, WrOpcode::RdmaWrite, &sg);
-    wr.remote_addr = rb.addr(5000);
-    wr.rkey = rb.rkey;
-    f.script(&[PacketFate::Delay, PacketFate::Drop]);
-    qa.uvp.post_send(&wr).unwrap();
-    assert_eq!(ids(&poll_all(&ca)), vec![(4, WcStatus::Success)]);
-    assert_eq!(&rb.buf.to_vec()[5000..8000], &data[..3000]);
-    settle(&p);
-}
-
-#[test]
-fn reads_in_flight_are_limited_by_max_rd_atomic() {
-    for depth in [1u8, 2] {
+on_both_topologies! {
+    fn a_receive_posted_late_within_the_rnr_budget_is_waited_for(topology) {
         let p = HostPlatform::deterministic();
-        let (f, a, b, ca, _cb, qa, _qb) = rc_pair_with(
+        let (f, a, b, ca, cb, qa, qb) = rc_pair_on(
             &p,
+            topology,
             Conn {
-                depth,
-                resources: depth,
+                rnr_retry: 2,
                 ..Conn::default()
             },
         );
-        let la = a.mem(64, ALL_ACCESS);
+        let m = a.mem(64, ALL_ACCESS);
         let rb = b.mem(64, ALL_ACCESS);
-        rb.buf.write(0, b"abcdefghijklmnopqrstuvwx").unwrap();
-        // The first read's response is lost (the request arrives late).
-        f.script(&[PacketFate::Delay]);
-        let wrs: Vec<_> = (0..3)
-            .map(|i| {
-                let mut wr = send_wr(i, WrOpcode::RdmaRead, &[]);
-                wr.remote_addr = rb.addr(i as usize * 8);
-                wr.rkey = rb.rkey;
-                wr
-            })
-            .collect();
-        let sgs: Vec<_> = (0..3).map(|i| [la.sge(i * 8, 8)]).collect();
-        let wrs: Vec<_> = wrs
-            .iter()
-            .zip(&sgs)
-            .map(|(w, s)| SendWr { sg_list: s, ..*w })
-            .collect();
-        qa.uvp.post_send_list(&wrs).unwrap();
-        let s = f.stats();
-        if depth == 1 {
-            // One read in flight at most: the second waits for the first's response, which
-            // only the local ACK timeout brings back.
-            assert_eq!((s.delayed, s.delivered), (1, 0));
-            assert!(poll_all(&ca).is_empty());
-            assert_eq!(run_timers(&p, 10), 1);
-        } else {
-            // Two in flight: the second read's response implies the first one's was lost, and
-            // the first is asked again at once.
-            assert_eq!((s.delayed, s.delivered), (1, 3));
-        }
-        assert_eq!(
-            ids(&poll_all(&ca)),
-            vec![
-                (0, WcStatus::Success),
-                (1, WcStatus::Success),
-                (2, WcStatus::Success)
-            ]
-        );
-        assert_eq!(&la.buf.to_vec()[..24], b"abcdefghijklmnopqrstuvwx");
+        m.buf.write(0, b"late").unwrap();
+        let t0 = p.now_ns();
+        qa.uvp
+            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
+            .unwrap();
+        // RNR NAK: the sender waits the responder's RNR timer (12: 0.64 ms).
+        assert!(poll_all(&ca).is_empty());
+        assert_eq!(p.next_timer_ns(), Some(t0 + RNR_DELAY_NS));
+        // The receive comes 1 µs later; nothing happens before the timer.
+        p.advance_clock(1_000);
+        qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
+        assert!(poll_all(&ca).is_empty());
+        p.advance_clock(RNR_DELAY_NS - 1_001);
+        p.run_until_idle();
+        assert!(poll_all(&ca).is_empty(), "no retry before the RNR timer");
+        p.advance_clock(1);
+        p.run_until_idle();
+        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        assert_eq!(ids(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+        assert_eq!(&rb.buf.to_vec()[..4], b"late");
+        assert_eq!(f.stats().delivered, 2, "the first try and one retry");
+        assert_eq!(p.pending_timers(), 0);
         settle(&p);
     }
-}
 
-#[test]
-fn sqd_raises_sq_drained_once_what_was_in_flight_has_completed() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, _cb, qa, qb) = rc_pair(&p);
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
-    for i in 0..3 {
-        qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 64)])).unwrap();
+    fn a_receive_later_than_the_rnr_budget_fails_with_rnr_retry_exceeded(topology) {
+        let p = HostPlatform::deterministic();
+        let (f, a, b, ca, _cb, qa, qb) = rc_pair_on(
+            &p,
+            topology,
+            Conn {
+                rnr_retry: 2,
+                ..Conn::default()
+            },
+        );
+        let m = a.mem(64, ALL_ACCESS);
+        let t0 = p.now_ns();
+        qa.uvp
+            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
+            .unwrap();
+        // The first try and two retries, each answered by an RNR NAK; the third NAK ends it.
+        assert_eq!(run_timers_for(&p, 2 * RNR_DELAY_NS - 1), 1);
+        assert!(poll_all(&ca).is_empty());
+        assert_eq!(run_timers_for(&p, RNR_DELAY_NS), 1);
+        assert_eq!(p.now_ns(), t0 + 2 * RNR_DELAY_NS);
+        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RnrRetryExcErr)]);
+        assert_eq!(a.state(&qa), QpState::Error);
+        assert_eq!(f.stats().delivered, 3);
+        // The responder did nothing wrong: it stays as it was.
+        assert_eq!(b.state(&qb), QpState::Rts);
+        settle(&p);
     }
-    // Nothing in flight: drained at once.
-    a.modify(&qa, &qpm(QpState::Sqd, WV_IO_QP_ATTR_STATE))
-        .unwrap();
-    settle(&p);
-    assert_eq!(qa.events.take(), vec![QpEvent::SqDrained]);
-    a.modify(&qa, &qpm(QpState::Rts, WV_IO_QP_ATTR_STATE))
-        .unwrap();
-    // A send whose packet is lost is in flight when SQD is asked for: the drain waits for it,
-    // a later send waits for RTS, and SQD cannot be left for RTS while draining.
-    f.script(&[PacketFate::Drop]);
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
-    a.modify(&qa, &qpm(QpState::Sqd, WV_IO_QP_ATTR_STATE))
-        .unwrap();
-    qa.uvp
-        .post_send(&send_wr(2, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
-    settle(&p);
-    assert!(qa.events.take().is_empty());
-    assert_eq!(
-        a.modify(&qa, &qpm(QpState::Rts, WV_IO_QP_ATTR_STATE)),
-        Err(VerbsError::InvalidState)
-    );
-    assert_eq!(run_timers(&p, 10), 1);
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
-    assert_eq!(qa.events.take(), vec![QpEvent::SqDrained]);
-    // Drained: RTS again sends what waited.
-    a.modify(&qa, &qpm(QpState::Rts, WV_IO_QP_ATTR_STATE))
-        .unwrap();
-    assert_eq!(ids(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
-    // Without the notify option there is no event.
-    let mut sqd = attrs(WV_IO_QP_ATTR_STATE).to(QpState::Sqd);
-    if let QpModify::Sqd { notify } = &mut sqd {
-        *notify = false;
+
+    fn rnr_retry_seven_retries_for_ever(topology) {
+        let p = HostPlatform::deterministic();
+        let (f, a, b, ca, _cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
+        let m = a.mem(64, ALL_ACCESS);
+        let rb = b.mem(64, ALL_ACCESS);
+        qa.uvp
+            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
+            .unwrap();
+        assert_eq!(run_timers(&p, 50), 50, "still waiting after 50 RNR NAKs");
+        assert!(poll_all(&ca).is_empty());
+        assert_eq!(f.stats().delivered, 51);
+        qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 64)])).unwrap();
+        assert_eq!(run_timers(&p, 50), 1);
+        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        settle(&p);
     }
-    a.modify(&qa, &sqd).unwrap();
-    settle(&p);
-    assert!(qa.events.take().is_empty());
-    settle(&p);
+
+    fn a_dropped_packet_is_resent_after_the_local_ack_timeout(topology) {
+        let p = HostPlatform::deterministic();
+        let (f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
+        let m = a.mem(64, ALL_ACCESS);
+        let rb = b.mem(64, ALL_ACCESS);
+        m.buf.write(0, b"again").unwrap();
+        qb.uvp.post_recv(&recv_wr(3, &[rb.sge(0, 64)])).unwrap();
+        f.script(&[PacketFate::Drop]);
+        let t0 = p.now_ns();
+        qa.uvp
+            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 5)]))
+            .unwrap();
+        assert!(poll_all(&ca).is_empty());
+        assert_eq!(p.next_timer_ns(), Some(t0 + ACK_TIMEOUT_NS));
+        p.advance_clock(ACK_TIMEOUT_NS - 1);
+        p.run_until_idle();
+        assert!(poll_all(&ca).is_empty() && poll_all(&cb).is_empty());
+        p.advance_clock(1);
+        p.run_until_idle();
+        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        assert_eq!(ids(&poll_all(&cb)), vec![(3, WcStatus::Success)]);
+        assert_eq!(&rb.buf.to_vec()[..5], b"again");
+        let s = f.stats();
+        assert_eq!((s.dropped, s.delivered), (1, 1));
+        settle(&p);
+    }
+
+    fn retry_exceeded_after_retry_cnt_timeouts_and_no_timeout_waits_for_ever(topology) {
+        let p = HostPlatform::deterministic();
+        let (_f, a, b, ca, _cb, qa, qb) = rc_pair_on(
+            &p,
+            topology,
+            Conn {
+                retry: 3,
+                ..Conn::default()
+            },
+        );
+        let m = a.mem(64, ALL_ACCESS);
+        b.hca.set_port_state(1, false).unwrap();
+        qb.uvp.post_recv(&recv_wr(1, &[])).unwrap();
+        let t0 = p.now_ns();
+        qa.uvp
+            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
+            .unwrap();
+        // The first try and three retries, one local ACK timeout apart; the fourth timeout ends it.
+        assert_eq!(run_timers_for(&p, 4 * ACK_TIMEOUT_NS - 1), 3);
+        assert!(poll_all(&ca).is_empty());
+        assert_eq!(run_timers(&p, 10), 1);
+        assert_eq!(p.now_ns(), t0 + 4 * ACK_TIMEOUT_NS);
+        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+        assert_eq!(a.state(&qa), QpState::Error);
+        b.hca.set_port_state(1, true).unwrap();
+
+        // timeout = 0: no local ACK timer at all; the request waits.
+        let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_on(
+            &p,
+            topology,
+            Conn {
+                timeout: 0,
+                ..Conn::default()
+            },
+        );
+        let m = a.mem(64, ALL_ACCESS);
+        b.hca.set_port_state(1, false).unwrap();
+        qa.uvp
+            .post_send(&send_wr(2, WrOpcode::Send, &[m.sge(0, 8)]))
+            .unwrap();
+        assert_eq!(p.pending_timers(), 0);
+        p.advance_clock(10_000_000_000);
+        p.run_until_idle();
+        assert!(poll_all(&ca).is_empty());
+        assert_eq!(a.state(&qa), QpState::Rts);
+        settle(&p);
+    }
+
+    fn messages_travel_as_mtu_packets_and_a_lost_one_is_resent_from_where_it_was_lost(topology) {
+        let p = HostPlatform::deterministic();
+        let (f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, Conn::default()); // path MTU 1024
+        let m = a.mem(8192, ALL_ACCESS);
+        let rb = b.mem(8192, ALL_ACCESS);
+        let data: Vec<u8> = (0..4096u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        m.buf.write(0, &data).unwrap();
+        // Four packets, lossless.
+        qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4096)])).unwrap();
+        qa.uvp
+            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4096)]))
+            .unwrap();
+        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        assert_eq!(f.stats().delivered, 4, "one packet per 1024 bytes");
+        // The second packet is lost: the third arrives out of sequence, the responder NAKs it and
+        // the requester resends from the second at once (no timer).
+        qb.uvp
+            .post_recv(&recv_wr(2, &[rb.sge(4096, 4096)]))
+            .unwrap();
+        f.script(&[PacketFate::Deliver, PacketFate::Drop]);
+        qa.uvp
+            .post_send(&send_wr(2, WrOpcode::Send, &[m.sge(0, 4096)]))
+            .unwrap();
+        assert_eq!(ids(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
+        let s = f.stats();
+        // p0, p1 (lost), p2 and p3 (sent before the NAK of p2 comes back; out of sequence, so
+        // NAKed, then ignored), then p1, p2, p3 again.
+        assert_eq!((s.dropped, s.delivered), (1, 4 + 6));
+        assert_eq!(&rb.buf.to_vec()[4096..], &data[..]);
+        // The last packet is lost: only it is resent, after the local ACK timeout.
+        qb.uvp.post_recv(&recv_wr(3, &[rb.sge(0, 4096)])).unwrap();
+        rb.buf.write(0, &[0u8; 4096]).unwrap();
+        f.script(&[
+            PacketFate::Deliver,
+            PacketFate::Deliver,
+            PacketFate::Deliver,
+            PacketFate::Drop,
+        ]);
+        qa.uvp
+            .post_send(&send_wr(3, WrOpcode::Send, &[m.sge(0, 4096)]))
+            .unwrap();
+        assert!(poll_all(&ca).is_empty());
+        assert_eq!(run_timers(&p, 10), 1);
+        assert_eq!(ids(&poll_all(&ca)), vec![(3, WcStatus::Success)]);
+        let s = f.stats();
+        assert_eq!((s.dropped, s.delivered), (2, 10 + 3 + 1));
+        assert_eq!(&rb.buf.to_vec()[..4096], &data[..]);
+        assert_eq!(
+            poll_all(&cb)
+                .iter()
+                .map(|w| (w.wr_id, w.byte_len))
+                .collect::<Vec<_>>(),
+            vec![(1, 4096), (2, 4096), (3, 4096)]
+        );
+        // An RDMA write of 3 packets whose first is delayed (acted on, ACK late) and second
+        // dropped: resent from the second; the bytes land once, in place.
+        let sg = [m.sge(0, 3000)];
+        let mut wr = send_wr(4, WrOpcode::RdmaWrite, &sg);
+        wr.remote_addr = rb.addr(5000);
+        wr.rkey = rb.rkey;
+        f.script(&[PacketFate::Delay, PacketFate::Drop]);
+        qa.uvp.post_send(&wr).unwrap();
+        assert_eq!(ids(&poll_all(&ca)), vec![(4, WcStatus::Success)]);
+        assert_eq!(&rb.buf.to_vec()[5000..8000], &data[..3000]);
+        settle(&p);
+    }
+
+    fn reads_in_flight_are_limited_by_max_rd_atomic(topology) {
+        for depth in [1u8, 2] {
+            let p = HostPlatform::deterministic();
+            let (f, a, b, ca, _cb, qa, _qb) = rc_pair_on(
+                &p,
+                topology,
+                Conn {
+                    depth,
+                    resources: depth,
+                    ..Conn::default()
+                },
+            );
+            let la = a.mem(64, ALL_ACCESS);
+            let rb = b.mem(64, ALL_ACCESS);
+            rb.buf.write(0, b"abcdefghijklmnopqrstuvwx").unwrap();
+            // The first read's response is lost (the request arrives late).
+            f.script(&[PacketFate::Delay]);
+            let wrs: Vec<_> = (0..3)
+                .map(|i| {
+                    let mut wr = send_wr(i, WrOpcode::RdmaRead, &[]);
+                    wr.remote_addr = rb.addr(i as usize * 8);
+                    wr.rkey = rb.rkey;
+                    wr
+                })
+                .collect();
+            let sgs: Vec<_> = (0..3).map(|i| [la.sge(i * 8, 8)]).collect();
+            let wrs: Vec<_> = wrs
+                .iter()
+                .zip(&sgs)
+                .map(|(w, s)| SendWr { sg_list: s, ..*w })
+                .collect();
+            qa.uvp.post_send_list(&wrs).unwrap();
+            let s = f.stats();
+            if depth == 1 {
+                // One read in flight at most: the second waits for the first's response, which
+                // only the local ACK timeout brings back.
+                assert_eq!((s.delayed, s.delivered), (1, 0));
+                assert!(poll_all(&ca).is_empty());
+                assert_eq!(run_timers(&p, 10), 1);
+            } else {
+                // Two in flight: the second read's response implies the first one's was lost, and
+                // the first is asked again at once.
+                assert_eq!((s.delayed, s.delivered), (1, 3));
+            }
+            assert_eq!(
+                ids(&poll_all(&ca)),
+                vec![
+                    (0, WcStatus::Success),
+                    (1, WcStatus::Success),
+                    (2, WcStatus::Success)
+                ]
+            );
+            assert_eq!(&la.buf.to_vec()[..24], b"abcdefghijklmnopqrstuvwx");
+            settle(&p);
+        }
+    }
+
+    fn sqd_raises_sq_drained_once_what_was_in_flight_has_completed(topology) {
+        let p = HostPlatform::deterministic();
+        let (f, a, b, ca, _cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
+        let m = a.mem(64, ALL_ACCESS);
+        let rb = b.mem(64, ALL_ACCESS);
+        for i in 0..3 {
+            qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 64)])).unwrap();
+        }
+        // Nothing in flight: drained at once.
+        a.modify(&qa, &qpm(QpState::Sqd, WV_IO_QP_ATTR_STATE))
+            .unwrap();
+        settle(&p);
+        assert_eq!(qa.events.take(), vec![QpEvent::SqDrained]);
+        a.modify(&qa, &qpm(QpState::Rts, WV_IO_QP_ATTR_STATE))
+            .unwrap();
+        // A send whose packet is lost is in flight when SQD is asked for: the drain waits for it,
+        // a later send waits for RTS, and SQD cannot be left for RTS while draining.
+        f.script(&[PacketFate::Drop]);
+        qa.uvp
+            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
+            .unwrap();
+        a.modify(&qa, &qpm(QpState::Sqd, WV_IO_QP_ATTR_STATE))
+            .unwrap();
+        qa.uvp
+            .post_send(&send_wr(2, WrOpcode::Send, &[m.sge(0, 4)]))
+            .unwrap();
+        settle(&p);
+        assert!(qa.events.take().is_empty());
+        assert_eq!(
+            a.modify(&qa, &qpm(QpState::Rts, WV_IO_QP_ATTR_STATE)),
+            Err(VerbsError::InvalidState)
+        );
+        assert_eq!(run_timers(&p, 10), 1);
+        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        assert_eq!(qa.events.take(), vec![QpEvent::SqDrained]);
+        // Drained: RTS again sends what waited.
+        a.modify(&qa, &qpm(QpState::Rts, WV_IO_QP_ATTR_STATE))
+            .unwrap();
+        assert_eq!(ids(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
+        // Without the notify option there is no event.
+        let mut sqd = attrs(WV_IO_QP_ATTR_STATE).to(QpState::Sqd);
+        if let QpModify::Sqd { notify } = &mut sqd {
+            *notify = false;
+        }
+        a.modify(&qa, &sqd).unwrap();
+        settle(&p);
+        assert!(qa.events.take().is_empty());
+        settle(&p);
+    }
 }

@@ -1,6 +1,7 @@
 //! Memory windows: type 1 (bound by the bind verb) and type 2 (bound by a `BIND_MW` request),
 //! remote RDMA and atomics through the window's key within its bounds and rights, local and
-//! remote invalidation, and the error of each misuse.
+//! remote invalidation, and the error of each misuse. Each test runs twice: between two QPs of
+//! one device (loopback) and across two devices.
 
 mod common;
 
@@ -71,429 +72,426 @@ fn bind_wr<'a>(id: u64, mw_rkey: u32, mr: &Mem, off: usize, len: u64, access: u3
     wr
 }
 
-#[test]
-fn type_1_windows_bind_by_the_verb_and_open_part_of_a_region_to_remote_access() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(&p, conn());
-    let src = a.mem(256, ALL_ACCESS);
-    src.buf.write(0, b"through the window").unwrap();
-    let region = b.mem(4096, BINDABLE);
-    let (_mw, key0) = window(&b, MwType::Type1);
-    // Before any bind the window opens onto nothing.
-    let sg = [src.sge(0, 18)];
-    qa.uvp
-        .post_send(&write_wr(1, &sg, region.addr(1024), key0))
-        .unwrap();
-    assert_eq!(one(&ca).1, WcStatus::RemAccessErr);
-    let (_f, a, b, ca, cb2, qa, qb2) = rc_pair_with(&p, conn());
-    let _ = (cb, qb);
-    let src = a.mem(256, ALL_ACCESS);
-    src.buf.write(0, b"through the window").unwrap();
-    let region = b.mem(4096, BINDABLE);
-    let (_mw, key0) = window(&b, MwType::Type1);
-    // The bind verb: through the responder's own send queue; the key moves on.
-    let info = MwBindInfo {
-        mr_lkey: region.lkey,
-        addr: region.addr(1024),
-        length: 64,
-        access: REMOTE_RW,
-    };
-    let key1 = qb2
-        .uvp
-        .bind_mw(7, send_flags::SIGNALED, key0, &info)
-        .unwrap();
-    assert_eq!(key1, inc_rkey(key0));
-    assert_eq!(one(&cb2), (7, WcStatus::Success, WcOpcode::BindMw));
-    // The remote writes through the window's key, inside its bounds.
-    let sg = [src.sge(0, 18)];
-    qa.uvp
-        .post_send(&write_wr(1, &sg, region.addr(1024 + 8), key1))
-        .unwrap();
-    assert_eq!(one(&ca), (1, WcStatus::Success, WcOpcode::RdmaWrite));
-    assert_eq!(&region.buf.to_vec()[1032..1050], b"through the window");
-    // ... and reads back.
-    let back = a.mem(64, ALL_ACCESS);
-    let sg = [back.sge(0, 18)];
-    let mut rd = send_wr(2, WrOpcode::RdmaRead, &sg);
-    rd.remote_addr = region.addr(1032);
-    rd.rkey = key1;
-    qa.uvp.post_send(&rd).unwrap();
-    assert_eq!(one(&ca).1, WcStatus::Success);
-    assert_eq!(&back.buf.to_vec()[..18], b"through the window");
-    // Another QP of the same PD may use a type 1 window too (loopback on B).
-    let c = b.cq(8);
-    let l1 = b.qp(QpType::Rc, &c);
-    let l2 = b.qp(QpType::Rc, &c);
-    connect(&b, &l1, &b, &l2, conn());
-    let own = b.mem(64, ALL_ACCESS);
-    own.buf.write(0, b"loop").unwrap();
-    let sg = [own.sge(0, 4)];
-    l1.uvp
-        .post_send(&write_wr(3, &sg, region.addr(1024), key1))
-        .unwrap();
-    assert_eq!(one(&c).1, WcStatus::Success);
-    assert_eq!(&region.buf.to_vec()[1024..1028], b"loop");
-    // The old key no longer works; rebinding moves the window, unbinding closes it.
-    let sg = [src.sge(0, 4)];
-    let info2 = MwBindInfo {
-        addr: region.addr(2048),
-        ..info
-    };
-    let key2 = qb2
-        .uvp
-        .bind_mw(8, send_flags::SIGNALED, key1, &info2)
-        .unwrap();
-    assert_eq!(one(&cb2).1, WcStatus::Success);
-    qa.uvp
-        .post_send(&write_wr(4, &sg, region.addr(2048), key2))
-        .unwrap();
-    assert_eq!(one(&ca).1, WcStatus::Success);
-    let unbind = MwBindInfo { length: 0, ..info };
-    let key3 = qb2
-        .uvp
-        .bind_mw(9, send_flags::SIGNALED, key2, &unbind)
-        .unwrap();
-    assert_eq!(one(&cb2).1, WcStatus::Success);
-    qa.uvp
-        .post_send(&write_wr(5, &sg, region.addr(2048), key3))
-        .unwrap();
-    assert_eq!(one(&ca).1, WcStatus::RemAccessErr);
-    settle(&p);
-}
-
-#[test]
-fn access_through_a_window_is_held_to_its_bounds_and_rights() {
-    let p = HostPlatform::deterministic();
-    // Each case on a fresh connection (a remote access error moves both QPs to ERR). The
-    // window opens onto [512, 640) of a 4 KiB region.
-    use WcStatus::{RemAccessErr, Success};
-    let case = |off: i64, len: u32, rights: u32, op: WrOpcode, stale: bool| {
-        let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(&p, conn());
-        let local = a.mem(256, ALL_ACCESS);
+on_both_topologies! {
+    fn type_1_windows_bind_by_the_verb_and_open_part_of_a_region_to_remote_access(topology) {
+        let p = HostPlatform::deterministic();
+        let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
+        let src = a.mem(256, ALL_ACCESS);
+        src.buf.write(0, b"through the window").unwrap();
         let region = b.mem(4096, BINDABLE);
         let (_mw, key0) = window(&b, MwType::Type1);
+        // Before any bind the window opens onto nothing.
+        let sg = [src.sge(0, 18)];
+        qa.uvp
+            .post_send(&write_wr(1, &sg, region.addr(1024), key0))
+            .unwrap();
+        assert_eq!(one(&ca).1, WcStatus::RemAccessErr);
+        let (_f, a, b, ca, cb2, qa, qb2) = rc_pair_on(&p, topology, conn());
+        let _ = (cb, qb);
+        let src = a.mem(256, ALL_ACCESS);
+        src.buf.write(0, b"through the window").unwrap();
+        let region = b.mem(4096, BINDABLE);
+        let (_mw, key0) = window(&b, MwType::Type1);
+        // The bind verb: through the responder's own send queue; the key moves on.
         let info = MwBindInfo {
             mr_lkey: region.lkey,
-            addr: region.addr(512),
-            length: 128,
-            access: rights,
+            addr: region.addr(1024),
+            length: 64,
+            access: REMOTE_RW,
         };
-        let key = qb.uvp.bind_mw(1, 0, key0, &info).unwrap();
-        assert_eq!(one(&cb).1, Success, "the bind");
-        let sg = [local.sge(0, len)];
-        let mut wr = send_wr(2, op, &sg);
-        wr.remote_addr = region.addr(512).wrapping_add_signed(off);
-        wr.rkey = if stale { key0 } else { key };
-        if op == WrOpcode::AtomicFetchAndAdd {
-            wr.atomic = Some(AtomicArgs {
-                compare_add: 1,
-                swap: 0,
-            });
-        }
-        qa.uvp.post_send(&wr).unwrap();
-        one(&ca).1
-    };
-    use WrOpcode::{AtomicFetchAndAdd, RdmaRead, RdmaWrite};
-    let (rw, ro) = (REMOTE_RW, WV_ACCESS_REMOTE_READ);
-    assert_eq!(
-        case(0, 128, rw, RdmaWrite, false),
-        Success,
-        "the whole window"
-    );
-    assert_eq!(
-        case(64, 65, rw, RdmaWrite, false),
-        RemAccessErr,
-        "past the end"
-    );
-    assert_eq!(
-        case(-8, 16, rw, RdmaWrite, false),
-        RemAccessErr,
-        "before the start"
-    );
-    assert_eq!(
-        case(0, 8, ro, RdmaWrite, false),
-        RemAccessErr,
-        "read-only window"
-    );
-    assert_eq!(case(0, 8, ro, RdmaRead, false), Success, "read of it");
-    assert_eq!(
-        case(0, 8, rw, AtomicFetchAndAdd, false),
-        RemAccessErr,
-        "no atomic right"
-    );
-    let rwa = rw | WV_ACCESS_REMOTE_ATOMIC;
-    assert_eq!(
-        case(0, 8, rwa, AtomicFetchAndAdd, false),
-        Success,
-        "atomic right"
-    );
-    assert_eq!(
-        case(0, 8, rw, RdmaWrite, true),
-        RemAccessErr,
-        "the key before the bind"
-    );
-    settle(&p);
-}
+        let key1 = qb2
+            .uvp
+            .bind_mw(7, send_flags::SIGNALED, key0, &info)
+            .unwrap();
+        assert_eq!(key1, inc_rkey(key0));
+        assert_eq!(one(&cb2), (7, WcStatus::Success, WcOpcode::BindMw));
+        // The remote writes through the window's key, inside its bounds.
+        let sg = [src.sge(0, 18)];
+        qa.uvp
+            .post_send(&write_wr(1, &sg, region.addr(1024 + 8), key1))
+            .unwrap();
+        assert_eq!(one(&ca), (1, WcStatus::Success, WcOpcode::RdmaWrite));
+        assert_eq!(&region.buf.to_vec()[1032..1050], b"through the window");
+        // ... and reads back.
+        let back = a.mem(64, ALL_ACCESS);
+        let sg = [back.sge(0, 18)];
+        let mut rd = send_wr(2, WrOpcode::RdmaRead, &sg);
+        rd.remote_addr = region.addr(1032);
+        rd.rkey = key1;
+        qa.uvp.post_send(&rd).unwrap();
+        assert_eq!(one(&ca).1, WcStatus::Success);
+        assert_eq!(&back.buf.to_vec()[..18], b"through the window");
+        // Another QP of the same PD may use a type 1 window too (loopback on B).
+        let c = b.cq(8);
+        let l1 = b.qp(QpType::Rc, &c);
+        let l2 = b.qp(QpType::Rc, &c);
+        connect(&b, &l1, &b, &l2, conn());
+        let own = b.mem(64, ALL_ACCESS);
+        own.buf.write(0, b"loop").unwrap();
+        let sg = [own.sge(0, 4)];
+        l1.uvp
+            .post_send(&write_wr(3, &sg, region.addr(1024), key1))
+            .unwrap();
+        assert_eq!(one(&c).1, WcStatus::Success);
+        assert_eq!(&region.buf.to_vec()[1024..1028], b"loop");
+        // The old key no longer works; rebinding moves the window, unbinding closes it.
+        let sg = [src.sge(0, 4)];
+        let info2 = MwBindInfo {
+            addr: region.addr(2048),
+            ..info
+        };
+        let key2 = qb2
+            .uvp
+            .bind_mw(8, send_flags::SIGNALED, key1, &info2)
+            .unwrap();
+        assert_eq!(one(&cb2).1, WcStatus::Success);
+        qa.uvp
+            .post_send(&write_wr(4, &sg, region.addr(2048), key2))
+            .unwrap();
+        assert_eq!(one(&ca).1, WcStatus::Success);
+        let unbind = MwBindInfo { length: 0, ..info };
+        let key3 = qb2
+            .uvp
+            .bind_mw(9, send_flags::SIGNALED, key2, &unbind)
+            .unwrap();
+        assert_eq!(one(&cb2).1, WcStatus::Success);
+        qa.uvp
+            .post_send(&write_wr(5, &sg, region.addr(2048), key3))
+            .unwrap();
+        assert_eq!(one(&ca).1, WcStatus::RemAccessErr);
+        settle(&p);
+    }
 
-#[test]
-fn type_2_windows_bind_by_request_serve_only_their_qp_and_are_invalidated() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(&p, conn());
-    let src = a.mem(256, ALL_ACCESS);
-    src.buf.write(0, b"type two").unwrap();
-    let region = b.mem(4096, BINDABLE);
-    let (_mw, key0) = window(&b, MwType::Type2);
-    // Bound by a BIND_MW request of the QP the peer talks to.
-    qb.uvp
-        .post_send(&bind_wr(1, key0, &region, 0, 256, REMOTE_RW))
-        .unwrap();
-    assert_eq!(one(&cb), (1, WcStatus::Success, WcOpcode::BindMw));
-    let key1 = inc_rkey(key0);
-    let sg = [src.sge(0, 8)];
-    qa.uvp
-        .post_send(&write_wr(2, &sg, region.addr(16), key1))
-        .unwrap();
-    assert_eq!(one(&ca).1, WcStatus::Success);
-    assert_eq!(&region.buf.to_vec()[16..24], b"type two");
-    // A bound type 2 window cannot be bound again.
-    qb.uvp
-        .post_send(&bind_wr(3, key1, &region, 0, 256, REMOTE_RW))
-        .unwrap();
-    assert_eq!(one(&cb), (3, WcStatus::MwBindErr, WcOpcode::BindMw));
-    assert_eq!(b.state(&qb), QpState::Error);
-
-    // A fresh connection: the window serves only the QP that bound it.
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(&p, conn());
-    let src = a.mem(256, ALL_ACCESS);
-    let region = b.mem(4096, BINDABLE);
-    let (_mw, key0) = window(&b, MwType::Type2);
-    let c = b.cq(8);
-    let other = b.qp(QpType::Rc, &c);
-    let peer = a.qp(QpType::Rc, &a.cq(8));
-    connect(&b, &other, &a, &peer, conn());
-    other
-        .uvp
-        .post_send(&bind_wr(1, key0, &region, 0, 256, REMOTE_RW))
-        .unwrap();
-    assert_eq!(one(&c).1, WcStatus::Success);
-    let key1 = inc_rkey(key0);
-    let sg = [src.sge(0, 8)];
-    qa.uvp
-        .post_send(&write_wr(2, &sg, region.addr(0), key1))
-        .unwrap();
-    assert_eq!(one(&ca).1, WcStatus::RemAccessErr, "bound to another QP");
-    let _ = (cb, qb);
-
-    // LOCAL_INV frees it: the key stops working, and it can be bound again.
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(&p, conn());
-    let src = a.mem(256, ALL_ACCESS);
-    let region = b.mem(4096, BINDABLE);
-    let (_mw, key0) = window(&b, MwType::Type2);
-    qb.uvp
-        .post_send(&bind_wr(1, key0, &region, 0, 256, REMOTE_RW))
-        .unwrap();
-    let key1 = inc_rkey(key0);
-    let mut inv = send_wr(2, WrOpcode::LocalInv, &[]);
-    inv.imm_or_inv = key1;
-    qb.uvp.post_send(&inv).unwrap();
-    assert_eq!(
-        poll_all(&cb)
-            .iter()
-            .map(|w| (w.wr_id, w.status, w.opcode))
-            .collect::<Vec<_>>(),
-        vec![
-            (1, WcStatus::Success, WcOpcode::BindMw),
-            (2, WcStatus::Success, WcOpcode::LocalInv)
-        ]
-    );
-    let sg = [src.sge(0, 8)];
-    qa.uvp
-        .post_send(&write_wr(3, &sg, region.addr(0), key1))
-        .unwrap();
-    assert_eq!(one(&ca).1, WcStatus::RemAccessErr);
-
-    // SEND_WITH_INV from the peer frees it too.
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(&p, conn());
-    let src = a.mem(256, ALL_ACCESS);
-    let region = b.mem(4096, BINDABLE);
-    let inbox = b.mem(64, ALL_ACCESS);
-    let (_mw, key0) = window(&b, MwType::Type2);
-    qb.uvp
-        .post_send(&bind_wr(1, key0, &region, 0, 256, REMOTE_RW))
-        .unwrap();
-    assert_eq!(one(&cb).1, WcStatus::Success);
-    let key1 = inc_rkey(key0);
-    qb.uvp.post_recv(&recv_wr(10, &[inbox.sge(0, 64)])).unwrap();
-    let sg = [src.sge(0, 8)];
-    let mut wr = send_wr(4, WrOpcode::SendWithInv, &sg);
-    wr.imm_or_inv = key1;
-    qa.uvp.post_send(&wr).unwrap();
-    assert_eq!(one(&ca).1, WcStatus::Success);
-    let r = poll_all(&cb);
-    assert_eq!((r[0].wr_id, r[0].status), (10, WcStatus::Success));
-    assert_ne!(r[0].wc_flags & wc_flags::WITH_INV, 0);
-    assert_eq!(r[0].imm_data, key1);
-    qa.uvp
-        .post_send(&write_wr(5, &sg, region.addr(0), key1))
-        .unwrap();
-    assert_eq!(one(&ca).1, WcStatus::RemAccessErr);
-    settle(&p);
-}
-
-#[test]
-fn every_misuse_of_a_window_has_its_error() {
-    let p = HostPlatform::deterministic();
-    // Each bind on a fresh QP (a bind error moves it to ERR).
-    let bind = |kind: MwType, verb: bool, mr_access: u32, off: usize, len: u64, rights: u32| {
-        let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_with(&p, conn());
-        let region = b.mem(4096, mr_access);
-        let (_mw, key0) = window(&b, kind);
-        if verb {
+    fn access_through_a_window_is_held_to_its_bounds_and_rights(topology) {
+        let p = HostPlatform::deterministic();
+        // Each case on a fresh connection (a remote access error moves both QPs to ERR). The
+        // window opens onto [512, 640) of a 4 KiB region.
+        use WcStatus::{RemAccessErr, Success};
+        let case = |off: i64, len: u32, rights: u32, op: WrOpcode, stale: bool| {
+            let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
+            let local = a.mem(256, ALL_ACCESS);
+            let region = b.mem(4096, BINDABLE);
+            let (_mw, key0) = window(&b, MwType::Type1);
             let info = MwBindInfo {
                 mr_lkey: region.lkey,
-                addr: region.addr(off),
-                length: len,
+                addr: region.addr(512),
+                length: 128,
                 access: rights,
             };
-            qb.uvp
-                .bind_mw(1, send_flags::SIGNALED, key0, &info)
-                .unwrap();
-        } else {
-            qb.uvp
-                .post_send(&bind_wr(1, key0, &region, off, len, rights))
-                .unwrap();
-        }
-        one(&cb).1
-    };
-    use MwType::*;
-    // The right way, for reference.
-    assert_eq!(
-        bind(Type1, true, BINDABLE, 0, 64, REMOTE_RW),
-        WcStatus::Success
-    );
-    assert_eq!(
-        bind(Type2, false, BINDABLE, 0, 64, REMOTE_RW),
-        WcStatus::Success
-    );
-    // Each kind only by its own way.
-    assert_eq!(
-        bind(Type1, false, BINDABLE, 0, 64, REMOTE_RW),
-        WcStatus::MwBindErr
-    );
-    assert_eq!(
-        bind(Type2, true, BINDABLE, 0, 64, REMOTE_RW),
-        WcStatus::MwBindErr
-    );
-    // A region without bind rights; a writable window on a region without local write.
-    assert_eq!(
-        bind(Type1, true, WV_ACCESS_LOCAL_WRITE, 0, 64, REMOTE_RW),
-        WcStatus::MwBindErr
-    );
-    assert_eq!(
-        bind(Type1, true, WV_ACCESS_MW_BIND, 0, 64, REMOTE_RW),
-        WcStatus::MwBindErr
-    );
-    assert_eq!(
-        bind(Type1, true, WV_ACCESS_MW_BIND, 0, 64, WV_ACCESS_REMOTE_READ),
-        WcStatus::Success,
-        "a read-only window needs no local write"
-    );
-    // Outside the region; a type 2 window with no length.
-    assert_eq!(
-        bind(Type1, true, BINDABLE, 4000, 97, REMOTE_RW),
-        WcStatus::MwBindErr
-    );
-    assert_eq!(
-        bind(Type2, false, BINDABLE, 0, 0, REMOTE_RW),
-        WcStatus::MwBindErr
-    );
-    // Unknown rights.
-    assert_eq!(
-        bind(Type1, true, BINDABLE, 0, 64, 0x100),
-        WcStatus::MwBindErr
-    );
+            let key = qb.uvp.bind_mw(1, 0, key0, &info).unwrap();
+            assert_eq!(one(&cb).1, Success, "the bind");
+            let sg = [local.sge(0, len)];
+            let mut wr = send_wr(2, op, &sg);
+            wr.remote_addr = region.addr(512).wrapping_add_signed(off);
+            wr.rkey = if stale { key0 } else { key };
+            if op == WrOpcode::AtomicFetchAndAdd {
+                wr.atomic = Some(AtomicArgs {
+                    compare_add: 1,
+                    swap: 0,
+                });
+            }
+            qa.uvp.post_send(&wr).unwrap();
+            one(&ca).1
+        };
+        use WrOpcode::{AtomicFetchAndAdd, RdmaRead, RdmaWrite};
+        let (rw, ro) = (REMOTE_RW, WV_ACCESS_REMOTE_READ);
+        assert_eq!(
+            case(0, 128, rw, RdmaWrite, false),
+            Success,
+            "the whole window"
+        );
+        assert_eq!(
+            case(64, 65, rw, RdmaWrite, false),
+            RemAccessErr,
+            "past the end"
+        );
+        assert_eq!(
+            case(-8, 16, rw, RdmaWrite, false),
+            RemAccessErr,
+            "before the start"
+        );
+        assert_eq!(
+            case(0, 8, ro, RdmaWrite, false),
+            RemAccessErr,
+            "read-only window"
+        );
+        assert_eq!(case(0, 8, ro, RdmaRead, false), Success, "read of it");
+        assert_eq!(
+            case(0, 8, rw, AtomicFetchAndAdd, false),
+            RemAccessErr,
+            "no atomic right"
+        );
+        let rwa = rw | WV_ACCESS_REMOTE_ATOMIC;
+        assert_eq!(
+            case(0, 8, rwa, AtomicFetchAndAdd, false),
+            Success,
+            "atomic right"
+        );
+        assert_eq!(
+            case(0, 8, rw, RdmaWrite, true),
+            RemAccessErr,
+            "the key before the bind"
+        );
+        settle(&p);
+    }
 
-    // A window of another PD; a stale window key.
-    let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_with(&p, conn());
-    let region = b.mem(4096, BINDABLE);
-    let pd2 = b.hca.allocate_pd(&b.ca, &mut Umv::none()).unwrap();
-    let (mw2, rkey2) = b.hca.create_mw(&pd2, &mut Umv::none()).unwrap();
-    let info = MwBindInfo {
-        mr_lkey: region.lkey,
-        addr: region.addr(0),
-        length: 64,
-        access: REMOTE_RW,
-    };
-    qb.uvp
-        .bind_mw(1, send_flags::SIGNALED, u32::from_be(rkey2), &info)
-        .unwrap();
-    assert_eq!(one(&cb).1, WcStatus::MwBindErr, "window of another PD");
-    b.hca.destroy_mw(mw2);
-    let fresh = |region: &Mem| MwBindInfo {
-        mr_lkey: region.lkey,
-        addr: region.addr(0),
-        length: 64,
-        access: REMOTE_RW,
-    };
-    let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_with(&p, conn());
-    let region = b.mem(4096, BINDABLE);
-    let (_mw, key0) = window(&b, MwType::Type1);
-    qb.uvp
-        .bind_mw(1, send_flags::SIGNALED, inc_rkey(key0), &fresh(&region))
-        .unwrap();
-    assert_eq!(one(&cb).1, WcStatus::MwBindErr, "stale key");
+    fn type_2_windows_bind_by_request_serve_only_their_qp_and_are_invalidated(topology) {
+        let p = HostPlatform::deterministic();
+        let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
+        let src = a.mem(256, ALL_ACCESS);
+        src.buf.write(0, b"type two").unwrap();
+        let region = b.mem(4096, BINDABLE);
+        let (_mw, key0) = window(&b, MwType::Type2);
+        // Bound by a BIND_MW request of the QP the peer talks to.
+        qb.uvp
+            .post_send(&bind_wr(1, key0, &region, 0, 256, REMOTE_RW))
+            .unwrap();
+        assert_eq!(one(&cb), (1, WcStatus::Success, WcOpcode::BindMw));
+        let key1 = inc_rkey(key0);
+        let sg = [src.sge(0, 8)];
+        qa.uvp
+            .post_send(&write_wr(2, &sg, region.addr(16), key1))
+            .unwrap();
+        assert_eq!(one(&ca).1, WcStatus::Success);
+        assert_eq!(&region.buf.to_vec()[16..24], b"type two");
+        // A bound type 2 window cannot be bound again.
+        qb.uvp
+            .post_send(&bind_wr(3, key1, &region, 0, 256, REMOTE_RW))
+            .unwrap();
+        assert_eq!(one(&cb), (3, WcStatus::MwBindErr, WcOpcode::BindMw));
+        assert_eq!(b.state(&qb), QpState::Error);
 
-    // A type 1 window cannot be invalidated; neither can a region with a window bound.
-    for key_of in [|k: u32, _: u32| k, |_: u32, l: u32| l] {
-        let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_with(&p, conn());
+        // A fresh connection: the window serves only the QP that bound it.
+        let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
+        let src = a.mem(256, ALL_ACCESS);
+        let region = b.mem(4096, BINDABLE);
+        let (_mw, key0) = window(&b, MwType::Type2);
+        let c = b.cq(8);
+        let other = b.qp(QpType::Rc, &c);
+        let peer = a.qp(QpType::Rc, &a.cq(8));
+        connect(&b, &other, &a, &peer, conn());
+        other
+            .uvp
+            .post_send(&bind_wr(1, key0, &region, 0, 256, REMOTE_RW))
+            .unwrap();
+        assert_eq!(one(&c).1, WcStatus::Success);
+        let key1 = inc_rkey(key0);
+        let sg = [src.sge(0, 8)];
+        qa.uvp
+            .post_send(&write_wr(2, &sg, region.addr(0), key1))
+            .unwrap();
+        assert_eq!(one(&ca).1, WcStatus::RemAccessErr, "bound to another QP");
+        let _ = (cb, qb);
+
+        // LOCAL_INV frees it: the key stops working, and it can be bound again.
+        let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
+        let src = a.mem(256, ALL_ACCESS);
+        let region = b.mem(4096, BINDABLE);
+        let (_mw, key0) = window(&b, MwType::Type2);
+        qb.uvp
+            .post_send(&bind_wr(1, key0, &region, 0, 256, REMOTE_RW))
+            .unwrap();
+        let key1 = inc_rkey(key0);
+        let mut inv = send_wr(2, WrOpcode::LocalInv, &[]);
+        inv.imm_or_inv = key1;
+        qb.uvp.post_send(&inv).unwrap();
+        assert_eq!(
+            poll_all(&cb)
+                .iter()
+                .map(|w| (w.wr_id, w.status, w.opcode))
+                .collect::<Vec<_>>(),
+            vec![
+                (1, WcStatus::Success, WcOpcode::BindMw),
+                (2, WcStatus::Success, WcOpcode::LocalInv)
+            ]
+        );
+        let sg = [src.sge(0, 8)];
+        qa.uvp
+            .post_send(&write_wr(3, &sg, region.addr(0), key1))
+            .unwrap();
+        assert_eq!(one(&ca).1, WcStatus::RemAccessErr);
+
+        // SEND_WITH_INV from the peer frees it too.
+        let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
+        let src = a.mem(256, ALL_ACCESS);
+        let region = b.mem(4096, BINDABLE);
+        let inbox = b.mem(64, ALL_ACCESS);
+        let (_mw, key0) = window(&b, MwType::Type2);
+        qb.uvp
+            .post_send(&bind_wr(1, key0, &region, 0, 256, REMOTE_RW))
+            .unwrap();
+        assert_eq!(one(&cb).1, WcStatus::Success);
+        let key1 = inc_rkey(key0);
+        qb.uvp.post_recv(&recv_wr(10, &[inbox.sge(0, 64)])).unwrap();
+        let sg = [src.sge(0, 8)];
+        let mut wr = send_wr(4, WrOpcode::SendWithInv, &sg);
+        wr.imm_or_inv = key1;
+        qa.uvp.post_send(&wr).unwrap();
+        assert_eq!(one(&ca).1, WcStatus::Success);
+        let r = poll_all(&cb);
+        assert_eq!((r[0].wr_id, r[0].status), (10, WcStatus::Success));
+        assert_ne!(r[0].wc_flags & wc_flags::WITH_INV, 0);
+        assert_eq!(r[0].imm_data, key1);
+        qa.uvp
+            .post_send(&write_wr(5, &sg, region.addr(0), key1))
+            .unwrap();
+        assert_eq!(one(&ca).1, WcStatus::RemAccessErr);
+        settle(&p);
+    }
+
+    fn every_misuse_of_a_window_has_its_error(topology) {
+        let p = HostPlatform::deterministic();
+        // Each bind on a fresh QP (a bind error moves it to ERR).
+        let bind = |kind: MwType, verb: bool, mr_access: u32, off: usize, len: u64, rights: u32| {
+            let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_on(&p, topology, conn());
+            let region = b.mem(4096, mr_access);
+            let (_mw, key0) = window(&b, kind);
+            if verb {
+                let info = MwBindInfo {
+                    mr_lkey: region.lkey,
+                    addr: region.addr(off),
+                    length: len,
+                    access: rights,
+                };
+                qb.uvp
+                    .bind_mw(1, send_flags::SIGNALED, key0, &info)
+                    .unwrap();
+            } else {
+                qb.uvp
+                    .post_send(&bind_wr(1, key0, &region, off, len, rights))
+                    .unwrap();
+            }
+            one(&cb).1
+        };
+        use MwType::*;
+        // The right way, for reference.
+        assert_eq!(
+            bind(Type1, true, BINDABLE, 0, 64, REMOTE_RW),
+            WcStatus::Success
+        );
+        assert_eq!(
+            bind(Type2, false, BINDABLE, 0, 64, REMOTE_RW),
+            WcStatus::Success
+        );
+        // Each kind only by its own way.
+        assert_eq!(
+            bind(Type1, false, BINDABLE, 0, 64, REMOTE_RW),
+            WcStatus::MwBindErr
+        );
+        assert_eq!(
+            bind(Type2, true, BINDABLE, 0, 64, REMOTE_RW),
+            WcStatus::MwBindErr
+        );
+        // A region without bind rights; a writable window on a region without local write.
+        assert_eq!(
+            bind(Type1, true, WV_ACCESS_LOCAL_WRITE, 0, 64, REMOTE_RW),
+            WcStatus::MwBindErr
+        );
+        assert_eq!(
+            bind(Type1, true, WV_ACCESS_MW_BIND, 0, 64, REMOTE_RW),
+            WcStatus::MwBindErr
+        );
+        assert_eq!(
+            bind(Type1, true, WV_ACCESS_MW_BIND, 0, 64, WV_ACCESS_REMOTE_READ),
+            WcStatus::Success,
+            "a read-only window needs no local write"
+        );
+        // Outside the region; a type 2 window with no length.
+        assert_eq!(
+            bind(Type1, true, BINDABLE, 4000, 97, REMOTE_RW),
+            WcStatus::MwBindErr
+        );
+        assert_eq!(
+            bind(Type2, false, BINDABLE, 0, 0, REMOTE_RW),
+            WcStatus::MwBindErr
+        );
+        // Unknown rights.
+        assert_eq!(
+            bind(Type1, true, BINDABLE, 0, 64, 0x100),
+            WcStatus::MwBindErr
+        );
+
+        // A window of another PD; a stale window key.
+        let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_on(&p, topology, conn());
+        let region = b.mem(4096, BINDABLE);
+        let pd2 = b.hca.allocate_pd(&b.ca, &mut Umv::none()).unwrap();
+        let (mw2, rkey2) = b.hca.create_mw(&pd2, &mut Umv::none()).unwrap();
+        let info = MwBindInfo {
+            mr_lkey: region.lkey,
+            addr: region.addr(0),
+            length: 64,
+            access: REMOTE_RW,
+        };
+        qb.uvp
+            .bind_mw(1, send_flags::SIGNALED, u32::from_be(rkey2), &info)
+            .unwrap();
+        assert_eq!(one(&cb).1, WcStatus::MwBindErr, "window of another PD");
+        b.hca.destroy_mw(mw2);
+        let fresh = |region: &Mem| MwBindInfo {
+            mr_lkey: region.lkey,
+            addr: region.addr(0),
+            length: 64,
+            access: REMOTE_RW,
+        };
+        let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_on(&p, topology, conn());
         let region = b.mem(4096, BINDABLE);
         let (_mw, key0) = window(&b, MwType::Type1);
-        let key1 = qb.uvp.bind_mw(1, 0, key0, &fresh(&region)).unwrap();
-        assert_eq!(one(&cb).1, WcStatus::Success);
-        let mut inv = send_wr(2, WrOpcode::LocalInv, &[]);
-        inv.imm_or_inv = key_of(key1, region.lkey);
-        qb.uvp.post_send(&inv).unwrap();
-        assert_eq!(one(&cb), (2, WcStatus::LocQpOpErr, WcOpcode::LocalInv));
-    }
-    settle(&p);
-}
+        qb.uvp
+            .bind_mw(1, send_flags::SIGNALED, inc_rkey(key0), &fresh(&region))
+            .unwrap();
+        assert_eq!(one(&cb).1, WcStatus::MwBindErr, "stale key");
 
-#[test]
-fn a_region_with_windows_bound_stays_registered_until_they_go() {
-    let p = HostPlatform::deterministic();
-    let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_with(&p, conn());
-    let region = b.mem(4096, BINDABLE);
-    let (mw, key0) = window(&b, MwType::Type1);
-    let info = MwBindInfo {
-        mr_lkey: region.lkey,
-        addr: region.addr(0),
-        length: 64,
-        access: REMOTE_RW,
-    };
-    qb.uvp
-        .bind_mw(1, send_flags::SIGNALED, key0, &info)
-        .unwrap();
-    assert_eq!(one(&cb).1, WcStatus::Success);
-    let Mem { mr, .. } = region;
-    let (mr, e) = b.hca.deregister_mr(mr).unwrap_err();
-    assert_eq!(e, VerbsError::ResourceBusy);
-    // Destroying the window lets the region go.
-    b.hca.destroy_mw(mw);
-    assert!(b.hca.deregister_mr(mr).is_ok());
-    // A window without vendor bytes is type 1; a bad type is refused.
-    let (w1, _) = b.hca.create_mw(&b.pd, &mut Umv::none()).unwrap();
-    b.hca.destroy_mw(w1);
-    let cmd = MwCmd {
-        magic: SOFTHCA_ABI_MAGIC,
-        mw_type: 3,
-    };
-    let mut buf = [0u8; 8];
-    buf.copy_from_slice(cmd.as_bytes());
-    assert_eq!(
-        b.hca
-            .create_mw(&b.pd, &mut Umv::new(0, 8, 0, &mut buf))
-            .unwrap_err(),
-        VerbsError::InvalidParameter
-    );
-    settle(&p);
+        // A type 1 window cannot be invalidated; neither can a region with a window bound.
+        for key_of in [|k: u32, _: u32| k, |_: u32, l: u32| l] {
+            let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_on(&p, topology, conn());
+            let region = b.mem(4096, BINDABLE);
+            let (_mw, key0) = window(&b, MwType::Type1);
+            let key1 = qb.uvp.bind_mw(1, 0, key0, &fresh(&region)).unwrap();
+            assert_eq!(one(&cb).1, WcStatus::Success);
+            let mut inv = send_wr(2, WrOpcode::LocalInv, &[]);
+            inv.imm_or_inv = key_of(key1, region.lkey);
+            qb.uvp.post_send(&inv).unwrap();
+            assert_eq!(one(&cb), (2, WcStatus::LocQpOpErr, WcOpcode::LocalInv));
+        }
+        settle(&p);
+    }
+
+    fn a_region_with_windows_bound_stays_registered_until_they_go(topology) {
+        let p = HostPlatform::deterministic();
+        let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_on(&p, topology, conn());
+        let region = b.mem(4096, BINDABLE);
+        let (mw, key0) = window(&b, MwType::Type1);
+        let info = MwBindInfo {
+            mr_lkey: region.lkey,
+            addr: region.addr(0),
+            length: 64,
+            access: REMOTE_RW,
+        };
+        qb.uvp
+            .bind_mw(1, send_flags::SIGNALED, key0, &info)
+            .unwrap();
+        assert_eq!(one(&cb).1, WcStatus::Success);
+        let Mem { mr, .. } = region;
+        let (mr, e) = b.hca.deregister_mr(mr).unwrap_err();
+        assert_eq!(e, VerbsError::ResourceBusy);
+        // Destroying the window lets the region go.
+        b.hca.destroy_mw(mw);
+        assert!(b.hca.deregister_mr(mr).is_ok());
+        // A window without vendor bytes is type 1; a bad type is refused.
+        let (w1, _) = b.hca.create_mw(&b.pd, &mut Umv::none()).unwrap();
+        b.hca.destroy_mw(w1);
+        let cmd = MwCmd {
+            magic: SOFTHCA_ABI_MAGIC,
+            mw_type: 3,
+        };
+        let mut buf = [0u8; 8];
+        buf.copy_from_slice(cmd.as_bytes());
+        assert_eq!(
+            b.hca
+                .create_mw(&b.pd, &mut Umv::new(0, 8, 0, &mut buf))
+                .unwrap_err(),
+            VerbsError::InvalidParameter
+        );
+        settle(&p);
+    }
 }

@@ -12,7 +12,15 @@
 //! Every limit is timed per iteration, as perftest times each post, and reported as the median
 //! and 99th percentile of those samples: a median of batch means is not the same number (a
 //! batch mean carries every slow iteration in it, so its median sits above the per-iteration
-//! median — 11–54 % above it for the futex wake on these machines).
+//! median — 11–54 % above it for the futex wake on these machines). Each sample includes one
+//! read of the clock, as each of the benchmarks' samples does; what a read costs is itself a
+//! limit ([`clock_read`]).
+//!
+//! Two limits cannot be timed one operation at a time, and say so in their names: an
+//! uncontended mutex lock + unlock takes about 5 ns here, below the clock's resolution (its
+//! readings step by 10 ns on these virtual machines) and a fraction of one clock read (20–50
+//! ns), so a per-iteration sample would measure the clock, not the mutex; it is timed over
+//! batches of 64. `memcpy` below 64 KiB is timed over groups of copies for the same reason.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -57,6 +65,15 @@ impl Measured {
     pub fn p1(&self) -> f64 {
         self.quantile(0.01)
     }
+}
+
+/// An empty vector for `cap` time stamps whose memory is already written: a timed loop that
+/// pushes into it takes no page fault (a first touch costs a microsecond or more, which would
+/// land in some samples and not in others).
+pub fn stamp_buffer(cap: usize) -> Vec<Instant> {
+    let mut v = vec![Instant::now(); cap];
+    v.clear();
+    v
 }
 
 /// Time stamps of consecutive iteration starts → the per-iteration times, divided by `div`.
@@ -118,9 +135,10 @@ fn cache_line(budget: Duration, echo_cpu: Option<usize>) -> Measured {
     for _ in 0..1000 {
         round(&mut n);
     }
-    let mut stamps = Vec::with_capacity(1 << 16);
+    const MAX: usize = 1 << 20;
+    let mut stamps = stamp_buffer(MAX + 1);
     let start = Instant::now();
-    while keep_going(start, stamps.len(), budget, 1000, 2_000_000) {
+    while keep_going(start, stamps.len(), budget, 1000, MAX) {
         stamps.push(Instant::now());
         round(&mut n);
     }
@@ -141,6 +159,16 @@ fn cache_line(budget: Duration, echo_cpu: Option<usize>) -> Measured {
 /// inter-processor interrupt to a halted vCPU; with both threads on one CPU
 /// ([`futex_wake_same_cpu`]) it is a context switch.
 pub fn futex_wake_one_way(budget: Duration, cpus: Option<(usize, usize)>) -> Measured {
+    futex_wake_counted(budget, cpus).0
+}
+
+/// [`futex_wake_one_way`] and the process's context switches per wake over the same timed
+/// loop (counted as the benchmarks count theirs, `ctx_switches`): one by construction, the
+/// sleeping side's switch away, as each wake finds its thread asleep.
+pub fn futex_wake_counted(
+    budget: Duration,
+    cpus: Option<(usize, usize)>,
+) -> (Measured, Option<f64>) {
     on_cpu(cpus.map(|c| c.1), || futex_wake(budget, cpus.map(|c| c.0)))
 }
 
@@ -149,7 +177,7 @@ pub fn futex_wake_same_cpu(budget: Duration, cpu: usize) -> Measured {
     futex_wake_one_way(budget, Some((cpu, cpu)))
 }
 
-fn futex_wake(budget: Duration, echo_cpu: Option<usize>) -> Measured {
+fn futex_wake(budget: Duration, echo_cpu: Option<usize>) -> (Measured, Option<f64>) {
     let turn = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let main = thread::current();
@@ -186,24 +214,48 @@ fn futex_wake(budget: Duration, echo_cpu: Option<usize>) -> Measured {
     for _ in 0..50 {
         round(&mut n);
     }
-    let mut stamps = Vec::with_capacity(1 << 14);
+    const MAX: usize = 1 << 17;
+    let mut stamps = stamp_buffer(MAX + 1);
+    let switches = crate::ctx_switches::Switches::now();
     let start = Instant::now();
-    while keep_going(start, stamps.len(), budget, 200, 1_000_000) {
+    while keep_going(start, stamps.len(), budget, 200, MAX) {
         stamps.push(Instant::now());
         round(&mut n);
     }
     stamps.push(Instant::now());
+    // Two wakes per round trip.
+    let wakes = 2 * (stamps.len() - 1);
+    let per_wake = switches
+        .and_then(|b| crate::ctx_switches::Switches::now().map(|a| a.since(&b)))
+        .map(|n| n as f64 / wakes as f64);
     stop.store(true, Ordering::Release);
     echo_thread.unpark();
     let _ = echo.join();
-    Measured::new(deltas(&stamps, 2.0))
+    (Measured::new(deltas(&stamps, 2.0)), per_wake)
 }
 
-/// An uncontended `std::sync::Mutex` lock + unlock, in nanoseconds, timed per batch of 64
-/// (one pair is below the clock's resolution), each batch a sample of the per-pair time.
+/// One read of the clock the limits and the benchmarks time with (`Instant::now`), timed as
+/// every per-iteration sample is: the time between consecutive readings, here with nothing
+/// between them. It is the part of every per-iteration sample that is the clock's.
+pub fn clock_read(budget: Duration) -> Measured {
+    const MAX: usize = 1 << 20;
+    let mut stamps = stamp_buffer(MAX);
+    let start = Instant::now();
+    while keep_going(start, stamps.len(), budget, 1000, MAX) {
+        stamps.push(Instant::now());
+    }
+    Measured::new(deltas(&stamps, 1.0))
+}
+
+/// Pairs in one mutex sample.
+pub const MUTEX_BATCH: u32 = 64;
+
+/// An uncontended `std::sync::Mutex` lock + unlock, in nanoseconds, each sample the mean of a
+/// batch of [`MUTEX_BATCH`]: one pair takes less than the clock's step and than one clock read
+/// (see the module's notes), so it cannot be timed alone.
 pub fn mutex_lock_unlock(budget: Duration) -> Measured {
     let m = std::sync::Mutex::new(0u64);
-    const PER: u32 = 64;
+    const PER: u32 = MUTEX_BATCH;
     let mut samples = Vec::new();
     let start = Instant::now();
     while keep_going(start, samples.len(), budget, 200, 1_000_000) {
@@ -337,6 +389,21 @@ mod tests {
             assert!(!m.samples.is_empty());
             let (med, p99) = (m.median(), m.p99());
             assert!(med.is_finite() && med > 0.0 && p99 >= med, "{med} {p99}");
+        }
+    }
+
+    #[test]
+    fn the_clock_and_the_futex_counts_have_their_shapes() {
+        let d = Duration::from_millis(10);
+        let clock = clock_read(d);
+        assert!(clock.samples.len() >= 1000 && clock.median() >= 0.0);
+        let (wake, per_wake) = futex_wake_counted(d, None);
+        assert!(!wake.samples.is_empty());
+        if std::path::Path::new("/proc/self/task").exists() {
+            assert!(
+                per_wake.is_some_and(|s| s.is_finite() && s >= 0.0),
+                "{per_wake:?}"
+            );
         }
     }
 

@@ -7,8 +7,9 @@
 //! tables with `-v`; GUIDs as `0257:5600:0000:0001`, RoCE v1 GIDs as eight groups of four hex
 //! digits with `, RoCE v1` on an Ethernet port. The lines ibv_devinfo takes from
 //! `ibv_query_device_ex` (ODP, TSO, RSS, packet pacing, tag matching, CQ moderation, …) have no
-//! counterpart in WinVerbs' DEVICE_QUERY and are not printed. `--json` reports the same values
-//! (and the GIDs in IPv6 notation too).
+//! counterpart in WinVerbs' DEVICE_QUERY and are not printed, nor is `num_comp_vectors`: neither
+//! WinVerbs' device attributes nor its libibverbs port's `ibv_context` carry a completion-vector
+//! count. `--json` reports the same values (and the GIDs in IPv6 notation too).
 
 use std::io::{self, Write};
 use std::net::Ipv6Addr;
@@ -174,6 +175,12 @@ pub struct GidEntry {
     /// The GID type ibv_devinfo names on an Ethernet port (`RoCE v1`: the soft HCA's GIDs are
     /// MAC- and IPv4-based); `None` on InfiniBand.
     pub gid_type: Option<&'static str>,
+}
+
+/// ibv_devinfo's test for an unused GID table entry: only the interface id (bytes 8–15) is
+/// looked at, so an entry with a subnet prefix and a zero interface id is not listed either.
+fn null_gid(raw: &[u8; 16]) -> bool {
+    raw[8..].iter().all(|&b| b == 0)
 }
 
 /// A GID in IPv6 notation; RoCE's IPv4-based GIDs come out as `::ffff:a.b.c.d`.
@@ -413,7 +420,7 @@ fn describe<F: RawFile>(
         .enumerate()
         .filter_map(|(index, c)| {
             let raw: [u8; 16] = c.try_into().ok()?;
-            (raw != [0; 16]).then(|| GidEntry {
+            (!null_gid(&raw)).then(|| GidEntry {
                 index,
                 gid: format_gid(raw),
                 kind: gid_kind(raw),
@@ -769,6 +776,20 @@ mod tests {
             "fe80:0000:0000:0000:0057:56ff:fe00:0001",
             "ibv_devinfo's RoCE v1 form"
         );
+    }
+
+    #[test]
+    fn a_gid_is_unused_when_its_interface_id_is_zero() {
+        let mut prefix_only = [0u8; 16];
+        prefix_only[..8].copy_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0]);
+        assert!(
+            null_gid(&prefix_only),
+            "ibv_devinfo skips a bare subnet prefix"
+        );
+        assert!(null_gid(&[0; 16]));
+        let mut id_only = [0u8; 16];
+        id_only[15] = 1;
+        assert!(!null_gid(&id_only));
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod bench;
 mod check;
 mod conn;
 mod conn_side;
+mod ctx_switches;
 mod devinfo;
 mod perftest;
 mod pingpong;

@@ -8,7 +8,10 @@
 //! example of the transport prints them (ud_pingpong's local line has `PSN …: GID`), the GID
 //! `::` unless `-g` names a GID index (as the examples: on a RoCE port, such as the soft
 //! HCA's, a connection needs `-g`, which the driver's refusal of a path without a GRH says),
-//! and the received data checked only with `-c`, after the timed loop.
+//! and with `-c` the client's bytes checked where the examples check them: by the server, on
+//! the last message it received, after the timed loop. Sends go inline when the QP's granted
+//! inline size (the examples ask for none and read back what the device gave) covers the
+//! message.
 
 use std::io::{self, Write};
 use std::net::Ipv6Addr;
@@ -83,8 +86,14 @@ pub struct PingpongResult {
     pub usec_per_iter: f64,
     /// Whether received bytes were verified (`-c`).
     pub checked: bool,
-    /// Pages of the last message received that did not hold the peer's bytes (`-c`).
+    /// Pages of the last message the server received that did not hold the client's bytes
+    /// (`-c`; the examples' server checks, the client does not).
     pub invalid_pages: Vec<usize>,
+    /// The inline size the client's QP was granted (`max_inline_data` read back after
+    /// creating it with none asked for).
+    pub max_inline_data: u32,
+    /// Whether the sends went inline (the grant covers the message).
+    pub inline: bool,
 }
 
 /// The example's address line: rc/uc_pingpong's `…, PSN 0x%06x, GID %s`; ud_pingpong's local
@@ -105,10 +114,16 @@ fn address_line(side: &str, d: &Dest, connection: Connection) -> String {
     )
 }
 
-/// The byte `j` of each side's message (`server`: the server's), so that a side that received
-/// its own bytes, or none, shows.
-fn pattern(server: bool, j: usize) -> u8 {
-    (j.wrapping_mul(7) as u8).wrapping_add(if server { 0x5a } else { 0xa5 })
+/// The byte `j` of the client's message (`-c`), so that a server that received nothing, or
+/// stale bytes, shows.
+fn pattern(j: usize) -> u8 {
+    (j.wrapping_mul(7) as u8).wrapping_add(0xa5)
+}
+
+/// With `-c`, which side checks what it received: the examples' server (the side without a
+/// server name) checks the client's bytes; the client checks nothing.
+fn checks_received(client: bool) -> bool {
+    !client
 }
 
 /// Runs `pingpong`.
@@ -231,8 +246,9 @@ impl TargetTask for PingpongTask<'_> {
             connection: a.connection,
             tx_depth: 1,
             rx_depth: a.rx_depth,
-            // rc_pingpong sends inline only when the device's inline limit covers the message.
-            inline_size: if size_of(a) <= 64 { 64 } else { 0 },
+            // The examples ask for no inline data; what the device grants anyway is read back
+            // after the QP is created.
+            inline_size: 0,
             buf_size: size_of(a) as usize,
             srq: a.srq,
             split_cqs: false,
@@ -269,8 +285,8 @@ impl TargetTask for PingpongTask<'_> {
         });
         match (client, server) {
             (Ok(mut r), Ok(s)) => {
-                // The examples' server checks the data it received; report its findings too.
-                r.invalid_pages.extend(s.invalid_pages);
+                // The server's check is the one the examples make; report its findings.
+                r.invalid_pages = s.invalid_pages;
                 Ok(r)
             }
             (Err(e), _) | (_, Err(e)) if e != aborted() => Err(e),
@@ -295,12 +311,20 @@ fn side_main<O: Opener>(
 ) -> Result<PingpongResult, String> {
     let provider = Provider::new(opener.open_file().map_err(|e| e.0)?);
     let mut side = Side::open(&provider, guid, cfg, u32::from(client))?;
+    let size = size_of(a) as usize;
+    // rc_pingpong and ud_pingpong read the QP's capabilities back after creating it and send
+    // inline when the granted max_inline_data covers the message.
+    let max_inline_data = side.qp.max_inline();
+    side.inline_size = if max_inline_data as usize >= size {
+        max_inline_data
+    } else {
+        0
+    };
     // Without -g the examples exchange no GID (`::`).
     match a.gid_idx {
         None => side.local.gid = [0; 16],
         Some(i) => side.local.gid = side.gid(i)?,
     }
-    let size = size_of(a) as usize;
     let payload = side.recv_payload_offset();
     let local = address_line("local", &side.local, a.connection);
     if client {
@@ -333,9 +357,9 @@ fn side_main<O: Opener>(
     if a.events {
         side.send_cq.arm()?;
     }
-    if a.chk {
-        // As the examples, the buffer is filled once before the first send.
-        let msg: Vec<u8> = (0..size).map(|j| pattern(!client, j)).collect();
+    if a.chk && client {
+        // As the examples, the client fills its buffer once before the first send.
+        let msg: Vec<u8> = (0..size).map(pattern).collect();
         side.buf.write(0, &msg).map_err(|e| e.to_string())?;
     }
     // Both QPs are ready before the first send (rc_pingpong's "done" exchange).
@@ -392,10 +416,11 @@ fn side_main<O: Opener>(
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    // After the timed loop, as the examples: the last message received is the peer's bytes,
-    // page by page.
+    // After the timed loop, as the examples: the last message the server received is the
+    // client's bytes, page by page (every byte of each page, where the examples look at its
+    // first).
     let mut invalid_pages = Vec::new();
-    if a.chk {
+    if a.chk && checks_received(client) {
         let mut got = vec![0u8; size];
         side.buf
             .read(side.land_off + payload, &mut got)
@@ -404,7 +429,7 @@ fn side_main<O: Opener>(
             if chunk
                 .iter()
                 .enumerate()
-                .any(|(k, &b)| b != pattern(client, page * 4096 + k))
+                .any(|(k, &b)| b != pattern(page * 4096 + k))
             {
                 invalid_pages.push(page);
             }
@@ -423,12 +448,23 @@ fn side_main<O: Opener>(
         usec_per_iter: seconds * 1_000_000.0 / a.iters as f64,
         checked: a.chk,
         invalid_pages,
+        max_inline_data,
+        inline: side.inline_size > 0,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_server_checks_the_received_data() {
+        assert!(
+            checks_received(false),
+            "the server checks the client's bytes"
+        );
+        assert!(!checks_received(true), "the client checks nothing");
+    }
 
     #[test]
     fn address_line_matches_rc_pingpong() {

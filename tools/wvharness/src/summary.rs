@@ -440,7 +440,10 @@ fn qp_modify_throughput(args: &SummaryArgs, w: &Workload) -> Result<Vec<Comparis
     let inline = rate(QpModifyMode::Inline)?;
     let asynchronous = rate(QpModifyMode::Async)?;
     Ok(vec![Comparison {
-        what: "QP_MODIFY async (20 µs commands)".into(),
+        what: format!(
+            "QP_MODIFY async (20 µs commands, {} command slots)",
+            wv_softhca::DEFAULT_COMMAND_SLOTS
+        ),
         value: asynchronous,
         baseline: inline,
         baseline_what: "QP_MODIFY inline, as OFW".into(),

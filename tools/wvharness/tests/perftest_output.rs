@@ -134,26 +134,36 @@ fn bad_input_is_a_clear_error_not_a_panic() {
 }
 
 /// The client's header block as perftest's `ctx_print_test_info` prints it (a build with the
-/// ibv_wr API and thread domains but no relaxed-ordering support), line by line.
+/// ibv_wr API and thread domains but no relaxed-ordering support), line by line, with what
+/// perftest prints before it while it parses the options.
 fn header_lines(out: &str) -> Vec<&str> {
     let lines: Vec<&str> = out.lines().collect();
-    let end = lines[1..]
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with("----"))
+        .expect("header start");
+    let end = lines[start + 1..]
         .iter()
         .position(|l| l.starts_with("----"))
         .expect("header end")
+        + start
         + 1;
     lines[..=end].to_vec()
 }
+
+const RULE: &str =
+    "---------------------------------------------------------------------------------------";
 
 #[test]
 fn the_header_is_the_clients_as_perftest_prints_it() {
     let (ok, out, err) = run(&["send_lat", "-n", "20"]);
     assert!(ok, "{err}");
-    let rule =
-        "---------------------------------------------------------------------------------------";
+    let rule = RULE;
     assert_eq!(
         header_lines(&out),
         [
+            // perftest turns dynamic CQE polling off for every latency test, and says so.
+            "Disabling dynamic polling",
             rule,
             "                    Send Latency Test",
             " Dual-port       : OFF\t\tDevice         : softhca0",
@@ -198,6 +208,76 @@ fn the_header_is_the_clients_as_perftest_prints_it() {
             "{gid}"
         );
     }
+}
+
+#[test]
+fn bandwidth_headers_name_the_cqe_poll_batch_as_perftest_does() {
+    // perftest polls a dynamic batch in bandwidth runs of 3000 iterations or more and a fixed
+    // one (16, or --cqe_poll) otherwise, announcing `Disabling dynamic polling` for runs under
+    // 3000 iterations even when an option already turned it off.
+    for (args, notice, batch) in [
+        (&["write_bw", "-n", "3000"][..], false, "Dynamic"),
+        (&["write_bw", "-n", "2999"], true, "16"),
+        (&["send_bw", "-n", "50"], true, "16"),
+        (
+            &["send_bw", "-n", "50", "--disable_dynamic_polling"],
+            true,
+            "16",
+        ),
+        (&["read_bw", "-n", "3000", "--cqe_poll", "32"], false, "32"),
+        (
+            &["write_bw", "-n", "3000", "--disable_dynamic_polling"],
+            false,
+            "16",
+        ),
+    ] {
+        let (ok, out, err) = run(args);
+        assert!(ok, "{args:?}: {err}");
+        let header = header_lines(&out);
+        assert_eq!(
+            header[0] == "Disabling dynamic polling",
+            notice,
+            "{args:?}:\n{out}"
+        );
+        assert_eq!(header[usize::from(notice)], RULE, "{args:?}:\n{out}");
+        let at = header
+            .iter()
+            .position(|l| l.starts_with(" CQ Moderation   : "))
+            .unwrap_or_else(|| panic!("{args:?}:\n{out}"));
+        assert_eq!(
+            header[at + 1],
+            format!(" CQE Poll Batch  : {batch}"),
+            "{args:?}"
+        );
+        assert_eq!(rows(&out, BW_HEADER).len(), 1, "{args:?}");
+    }
+    let (ok, out, err) = run(&["write_bw", "-n", "3000"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        header_lines(&out),
+        [
+            RULE,
+            "                    RDMA_Write BW Test",
+            " Dual-port       : OFF\t\tDevice         : softhca0",
+            " Number of qps   : 1\t\tTransport type : IB",
+            " Connection type : RC\t\tUsing SRQ      : OFF",
+            " PCIe relax order: Unsupported\t\tLock-free      : OFF",
+            " ibv_wr* API     : OFF\t\tUsing Enhanced Reorder      : OFF",
+            " TX depth        : 128",
+            // 64 KiB messages: perftest turns CQ moderation off above 8 KiB.
+            " CQ Moderation   : 1",
+            " CQE Poll Batch  : Dynamic",
+            " Mtu             : 4096[B]",
+            " Link type       : Ethernet",
+            " GID index       : 0",
+            " Max inline data : 0[B]",
+            " rdma_cm QPs\t : OFF",
+            " Data ex. method : Ethernet",
+            RULE,
+        ]
+    );
+    let (ok, _, err) = run(&["send_bw", "--cqe_poll", "0"]);
+    assert!(!ok && !err.contains("panicked"), "{err}");
 }
 
 #[test]

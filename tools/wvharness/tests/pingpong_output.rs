@@ -115,3 +115,22 @@ fn bad_sizes_are_errors() {
         "{err}"
     );
 }
+
+#[test]
+fn sends_go_inline_only_when_the_granted_inline_size_covers_them() {
+    // The examples create the QP without asking for inline data and read back what the device
+    // granted; with one SGE the soft HCA's send WQE has room for 16 bytes.
+    let json = |size: &str, conn: &str| -> serde_json::Value {
+        let (ok, out, err) = run(&["-n", "5", "-g", "0", "-C", conn, "-s", size, "--json"]);
+        assert!(ok, "{size} {conn}: {err}");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+    };
+    for conn in ["RC", "UD"] {
+        let small = json("16", conn);
+        assert_eq!(small["max_inline_data"], 16, "{conn}: {small}");
+        assert_eq!(small["inline"], true, "{conn}: {small}");
+        let above = json("32", conn);
+        assert_eq!(above["max_inline_data"], 16, "{conn}: {above}");
+        assert_eq!(above["inline"], false, "{conn}: {above}");
+    }
+}

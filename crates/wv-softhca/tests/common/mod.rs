@@ -157,6 +157,29 @@ impl Node {
         Node::new(platform, DeviceConfig::new("soft", mac()))
     }
 
+    /// Another client of the same device, with its own CA open and PD (as a second process on
+    /// the host would be): the far end of a loopback connection.
+    pub fn another_client(&self) -> Node {
+        let ca_events = wv_hal::KArc::new(Log::default());
+        let mut out = [0u8; 64];
+        let mut umv = Umv::new(0, 0, 64, &mut out);
+        let ca = self
+            .hca
+            .open_ca(&mut umv, ca_events.clone().into())
+            .unwrap();
+        let uvp = UvpContext::from_open_resp(&out).unwrap();
+        let pd = self.hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
+        Node {
+            platform: self.platform.clone(),
+            hca: self.hca.clone(),
+            ca,
+            ca_events,
+            uvp,
+            pd,
+            pool: self.pool.clone(),
+        }
+    }
+
     pub fn cq(&self, entries: u32) -> Cq {
         let sink = wv_hal::KArc::new(CqSink::default());
         let mut out = [0u8; 64];
@@ -511,12 +534,56 @@ pub fn recv_wr(id: u64, sges: &[Sge]) -> RecvWr<'_> {
 
 /// Two devices on one fabric, each with one client.
 pub fn pair(platform: &HostPlatform) -> (Arc<Fabric>, Node, Node) {
+    pair_on(platform, Topology::TwoDevices)
+}
+
+/// Where the two ends of a connection are. On one device a packet loops back through the
+/// device's own transport, and the fabric's fault injection decides its fate as it does
+/// between two devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topology {
+    /// Two clients of one device on a fabric: QPs of the same device.
+    OneDevice,
+    /// One client on each of two devices of a fabric.
+    TwoDevices,
+}
+
+/// Two clients on one fabric, on one device or on two.
+pub fn pair_on(platform: &HostPlatform, topology: Topology) -> (Arc<Fabric>, Node, Node) {
     let fabric = Fabric::new();
     let a = Node::simple(platform);
-    let b = Node::simple(platform);
+    let b = match topology {
+        Topology::OneDevice => a.another_client(),
+        Topology::TwoDevices => Node::simple(platform),
+    };
     fabric.attach(&a.hca);
     fabric.attach(&b.hca);
     (fabric, a, b)
+}
+
+/// Defines each test once per [`Topology`]: `fn name(topology) { body }` becomes a module
+/// `name` with the tests `one_device` and `two_devices`, each running the body.
+#[macro_export]
+macro_rules! on_both_topologies {
+    ($( $(#[$meta:meta])* fn $name:ident($topology:ident) $body:block )*) => {$(
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn body($topology: $crate::common::Topology) $body
+
+            #[test]
+            fn one_device() {
+                body($crate::common::Topology::OneDevice);
+            }
+
+            #[test]
+            fn two_devices() {
+                body($crate::common::Topology::TwoDevices);
+            }
+        }
+    )*};
 }
 
 /// Runs the DPCs and checks the verifier stayed clean.
@@ -527,7 +594,16 @@ pub fn settle(p: &HostPlatform) {
 
 /// Two devices on one fabric, each with a 64-entry CQ and an RC QP, the QPs connected with `c`.
 pub fn rc_pair_with(p: &HostPlatform, c: Conn) -> (Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
-    let (f, a, b) = pair(p);
+    rc_pair_on(p, Topology::TwoDevices, c)
+}
+
+/// Two clients on `topology`, each with a 64-entry CQ and an RC QP, the QPs connected with `c`.
+pub fn rc_pair_on(
+    p: &HostPlatform,
+    topology: Topology,
+    c: Conn,
+) -> (Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    let (f, a, b) = pair_on(p, topology);
     let ca = a.cq(64);
     let cb = b.cq(64);
     let qa = a.qp(QpType::Rc, &ca);

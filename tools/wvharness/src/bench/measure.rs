@@ -70,7 +70,10 @@ impl Plan {
 pub struct Limits {
     cache_line: Measured,
     futex_cross: Measured,
+    /// Context switches per wake of the cross-CPU futex ping-pong.
+    futex_switches: Option<f64>,
     futex_same: Measured,
+    clock: Measured,
     mutex: Measured,
     tcp: Measured,
     memcpy: Vec<(u64, Measured)>,
@@ -89,6 +92,9 @@ pub struct Context<'a> {
     limits: Limits,
     /// The CDFs to draw.
     pub cdfs: Vec<Cdf>,
+    /// Polling read_lat of each size of this run (t_typical and 99th percentile, ns): the
+    /// baseline of the `-e` read rows.
+    polled_reads: Vec<(u64, (f64, Option<f64>))>,
 }
 
 impl<'a> Context<'a> {
@@ -99,6 +105,7 @@ impl<'a> Context<'a> {
             target,
             limits: Limits::default(),
             cdfs: Vec::new(),
+            polled_reads: Vec::new(),
         }
     }
 
@@ -131,6 +138,10 @@ pub fn parts() -> Vec<Part> {
     ]
 }
 
+/// The mutex limit's name: it is the one limit timed in batches, and says so.
+const MUTEX_ROW: &str =
+    "mutex lock+unlock, uncontended (batch mean: one pair is below the clock's step)";
+
 fn stat(m: &Measured) -> (f64, Option<f64>) {
     (m.median(), Some(m.p99()))
 }
@@ -154,8 +165,9 @@ fn limits(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
     );
     let l = &mut cx.limits;
     l.cache_line = baseline::cache_line_one_way(b, cpus);
-    l.futex_cross = baseline::futex_wake_one_way(b, cpus);
+    (l.futex_cross, l.futex_switches) = baseline::futex_wake_counted(b, cpus);
     l.futex_same = baseline::futex_wake_same_cpu(b, cpus.map_or(0, |c| c.1));
+    l.clock = baseline::clock_read(b);
     l.mutex = baseline::mutex_lock_unlock(b);
     l.tcp = baseline::tcp_loopback_connect(b);
     l.memcpy = SIZES
@@ -188,7 +200,22 @@ fn limits(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
             "ns",
             1.0,
         ),
-        limit("mutex lock+unlock, uncontended".into(), &l.mutex, "ns", 1.0),
+        limit(
+            "clock read (Instant::now), back to back".into(),
+            &l.clock,
+            "ns",
+            1.0,
+        )
+        .with_note(format!(
+            "{} samples, the shortest {:.0} ns; every per-iteration sample includes one read",
+            l.clock.samples.len(),
+            l.clock.samples.first().copied().unwrap_or(f64::NAN)
+        )),
+        limit(MUTEX_ROW.into(), &l.mutex, "ns", 1.0).with_note(format!(
+            "{} samples, each the mean of {} lock+unlock pairs",
+            l.mutex.samples.len(),
+            baseline::MUTEX_BATCH
+        )),
         limit(
             "TCP loopback connect+accept+close".into(),
             &l.tcp,
@@ -248,6 +275,9 @@ fn perftest_run(
 }
 
 fn lat_rows(cx: &mut Context<'_>, test: Test, events: bool) -> Result<Vec<BenchRow>, String> {
+    if test == Test::ReadLat && events {
+        return read_event_rows(cx);
+    }
     let runs = perftest_run(cx, test, events, StackConfig::default())?;
     let whole = test == Test::ReadLat;
     let (base, base_name) = if events {
@@ -273,6 +303,10 @@ fn lat_rows(cx: &mut Context<'_>, test: Test, events: bool) -> Result<Vec<BenchR
         else {
             continue;
         };
+        if test == Test::ReadLat {
+            cx.polled_reads
+                .push((bytes, (t_typical * 1000.0, Some(percentile_99 * 1000.0))));
+        }
         let goal = match (test, events, bytes) {
             (Test::SendLat, false, 2) => Some(Goal::AtMost(4.0)),
             (Test::SendLat, true, 2) => Some(Goal::AtMost(1.2)),
@@ -301,6 +335,7 @@ fn lat_rows(cx: &mut Context<'_>, test: Test, events: bool) -> Result<Vec<BenchR
         if test == Test::SendLat && bytes == 2 {
             let samples = Measured::new(m.iteration_ns.clone());
             if events {
+                rows.push(switches_row(cx, &m));
                 // Nobody spins in event mode, so both sides may share a CPU: each message is
                 // then a hand-off on one CPU, the same-CPU futex wake's case.
                 if let Some((_, c)) = cx.plan.cpus {
@@ -365,6 +400,107 @@ fn lat_rows(cx: &mut Context<'_>, test: Test, events: bool) -> Result<Vec<BenchR
                 });
             }
         }
+    }
+    Ok(rows)
+}
+
+/// Messages of a send_lat run of `iterations`: each iteration is a round trip, two messages
+/// (one send and its completion is a message).
+fn messages(iterations: u64) -> u64 {
+    2 * iterations
+}
+
+/// Context switches per message of event-mode send_lat, beside the futex ping-pong's switches
+/// per wake counted the same way (the whole process, over the timed part).
+fn switches_row(cx: &Context<'_>, m: &perftest::Measurement) -> BenchRow {
+    const NAME: &str = "send_lat -e 2 B: context switches per message (a message is one send \
+                        and its completion; a round trip is two)";
+    const BASE: &str = "futex wake cross-CPU: context switches per wake";
+    let Row::Latency { iterations, .. } = m.row else {
+        unreachable!("a latency row")
+    };
+    let per_message = m
+        .context_switches
+        .map(|n| n as f64 / messages(iterations) as f64);
+    match (per_message, cx.limits.futex_switches) {
+        (Some(v), Some(base)) => BenchRow::new(
+            "latency, events",
+            NAME,
+            v,
+            None,
+            "switches",
+            cx.placed(BASE),
+            (base, None),
+            Some(Goal::AtMost(1.1)),
+        )
+        .with_note(format!(
+            "{} context switches (voluntary + involuntary, every thread of the process) over \
+             {iterations} round trips",
+            m.context_switches.unwrap_or(0)
+        )),
+        _ => BenchRow {
+            group: "latency, events",
+            name: NAME.into(),
+            value: None,
+            p99: None,
+            unit: "switches",
+            baseline: cx.placed(BASE),
+            baseline_value: cx.limits.futex_switches,
+            baseline_p99: None,
+            ratio: None,
+            goal: Some(Goal::AtMost(1.1).text()),
+            met: None,
+            note: Some("this system's /proc does not count context switches".into()),
+        },
+    }
+}
+
+/// read_lat -e: each read completes inside its own doorbell (the engine runs in the posting
+/// thread, on the peer device too), so its CQ event is there before the wait, which never
+/// sleeps: there is no wake to compare with. The baseline is the polling read of the same size
+/// from this run; the ratio is what the CQ_NOTIFY round trip and the re-arm add, and the note
+/// counts the context switches per read that show no sleep happened.
+fn read_event_rows(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
+    if cx.polled_reads.is_empty() {
+        // The polling rows did not run (--only): measure their baseline here.
+        lat_rows(cx, Test::ReadLat, false)?;
+    }
+    let runs = perftest_run(cx, Test::ReadLat, true, StackConfig::default())?;
+    let mut rows = Vec::new();
+    for m in runs {
+        let Row::Latency {
+            bytes,
+            iterations,
+            t_typical,
+            percentile_99,
+            ..
+        } = m.row
+        else {
+            continue;
+        };
+        let Some(&(_, base)) = cx.polled_reads.iter().find(|(s, _)| *s == bytes) else {
+            continue;
+        };
+        let mut row = BenchRow::new(
+            "latency, events",
+            format!("read_lat -e {} (t_typical)", size_text(bytes)),
+            t_typical * 1000.0,
+            Some(percentile_99 * 1000.0),
+            "ns",
+            cx.placed(&format!(
+                "read_lat polling {} (no wake to compare with: the wait finds its event)",
+                size_text(bytes)
+            )),
+            base,
+            None,
+        );
+        if let Some(n) = m.context_switches {
+            row = row.with_note(format!(
+                "{:.3} context switches per read ({n} over {iterations} reads)",
+                n as f64 / iterations as f64
+            ));
+        }
+        rows.push(row);
     }
     Ok(rows)
 }
@@ -487,7 +623,7 @@ fn notify_path(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
         let (base_text, base) = if *wake {
             (cx.placed("futex wake cross-CPU, one way"), futex)
         } else {
-            ("mutex lock+unlock".to_owned(), mutex)
+            (MUTEX_ROW.to_owned(), mutex)
         };
         rows.push(
             BenchRow::new(
@@ -534,7 +670,7 @@ impl TargetTask for InlineIoctl {
         for _ in 0..1000 {
             let _ = file.device_io_control(code, &[], 64).wait();
         }
-        let mut stamps = Vec::with_capacity(self.iters + 1);
+        let mut stamps = baseline::stamp_buffer(self.iters + 1);
         for _ in 0..self.iters {
             stamps.push(Instant::now());
             let io = file.device_io_control(code, &[], 64);
@@ -561,16 +697,23 @@ fn inline_ioctl(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
         },
         device,
     )?;
-    Ok(vec![BenchRow::new(
-        "control path",
-        "inline IOCTL round trip (GUID_QUERY)",
-        m.median(),
-        Some(m.p99()),
-        "ns",
-        "mutex lock+unlock, uncontended",
-        stat(&cx.limits.mutex),
-        Some(Goal::AtMost(60.0)),
-    )])
+    Ok(vec![
+        BenchRow::new(
+            "control path",
+            "inline IOCTL round trip (GUID_QUERY)",
+            m.median(),
+            Some(m.p99()),
+            "ns",
+            MUTEX_ROW,
+            stat(&cx.limits.mutex),
+            Some(Goal::AtMost(60.0)),
+        )
+        .with_note(format!(
+            "{} calls, each timed alone (one clock read, {:.0} ns, in each sample)",
+            m.samples.len(),
+            cx.limits.clock.median()
+        )),
+    ])
 }
 
 /// QP transitions per second: `qps` RC QPs cycled RESET → INIT → RTR → RTS → RESET by
@@ -635,7 +778,9 @@ impl TargetTask for ModifyTask {
     }
 }
 
-/// The firmware command latency of the QP-transition rows.
+/// The firmware command latency of the QP-transition rows. The soft HCA keeps
+/// `wv_softhca::DEFAULT_COMMAND_SLOTS` commands in flight (as mlx4/mlx5 firmware takes several),
+/// more than the rows' 8, so each modify in flight is at the device for its whole latency.
 const COMMAND_LATENCY_NS: u64 = 20_000;
 
 fn qp_transitions(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
@@ -661,16 +806,17 @@ fn qp_transitions(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
     };
     let mut rows = Vec::new();
     let us = COMMAND_LATENCY_NS / 1000;
+    let slots = wv_softhca::DEFAULT_COMMAND_SLOTS;
     // One thread: inline modifies are one at a time; asynchronous ones 8 in flight.
     let inline1 = rate(QpModifyMode::Inline, 1, 1, COMMAND_LATENCY_NS)?;
     let async1 = rate(QpModifyMode::Async, 1, 8, COMMAND_LATENCY_NS)?;
     rows.push(BenchRow::new(
         "control path",
-        format!("QP transitions/s, async, 1 thread, 8 in flight, {us} µs commands"),
+        format!("QP transitions/s, async, 1 thread, 8 in flight, {us} µs commands, {slots} slots"),
         async1,
         None,
         "/s",
-        format!("QP_MODIFY inline (as OFW), 1 thread, {us} µs commands"),
+        format!("QP_MODIFY inline (as OFW), 1 thread, {us} µs commands, {slots} slots"),
         (inline1, None),
         Some(Goal::AtLeast(4.0)),
     ));
@@ -679,11 +825,11 @@ fn qp_transitions(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
     let async8 = rate(QpModifyMode::Async, 8, 1, COMMAND_LATENCY_NS)?;
     rows.push(BenchRow::new(
         "control path",
-        format!("QP transitions/s, async, 8 threads, {us} µs commands"),
+        format!("QP transitions/s, async, 8 threads, {us} µs commands, {slots} slots"),
         async8,
         None,
         "/s",
-        format!("QP_MODIFY inline, 8 threads, {us} µs commands"),
+        format!("QP_MODIFY inline, 8 threads, {us} µs commands, {slots} slots"),
         (inline8, None),
         None,
     ));

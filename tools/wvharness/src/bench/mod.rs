@@ -3,8 +3,13 @@
 //!
 //! The goals are reported (met / not met), never enforced: on a shared 2-core machine a number
 //! can miss because another build ran, and performance never decides a verdict. Every limit is
-//! a per-iteration median with its 99th percentile (`baseline`), and every row names the limit
-//! it is divided by. Polling benchmarks pin their two spinning threads to different CPUs (on 2
+//! a per-iteration median with its 99th percentile (`baseline`; the mutex and the small copies,
+//! below the clock's resolution, are batch means and their rows say so), and every row names
+//! the limit it is divided by. A row whose event never sleeps (read_lat `-e`: the read
+//! completes within its own doorbell) is divided by the polling run of the same size instead
+//! of a wake. Event-mode send_lat also counts the process's context switches per message (a
+//! message is one send and its completion; a round trip is two) against the futex ping-pong's
+//! per wake, counted the same way (`ctx_switches`). Polling benchmarks pin their two spinning threads to different CPUs (on 2
 //! CPUs an unpinned spin pair can end up sharing one and degrade to the scheduler tick).
 //!
 //! `--json` prints the rows as JSON; `--out DIR` also writes `DIR/bench.json`, latency CDFs as

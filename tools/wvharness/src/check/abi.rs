@@ -809,7 +809,8 @@ fn bad_ids<E: Env>(env: &E) -> Outcome {
     }
     Ok(format!(
         "{} requests naming missing objects over all 36 id-taking IOCTLs: NO_SUCH_DEVICE / \
-         NOT_FOUND / INVALID_PORT_HANDLE exactly as spec §2.4, all inline",
+         NOT_FOUND / INVALID_PORT_HANDLE, each the status OFW's handler of that IOCTL returns, \
+         all inline",
         rows.len()
     ))
 }

@@ -20,6 +20,7 @@ use wv_client::verbs::{
     WorkCompletion, WrOpcode, send_flags,
 };
 
+use super::cqe_poll::CqePoll;
 use super::report::{self, TestInfo};
 use super::{Connection, Params, PerftestArgs, Row, Samples, Test, Verb};
 use crate::progress::Progress;
@@ -265,6 +266,9 @@ pub struct Side<F: RawFile + Send + Sync + 'static> {
     pub connection: Connection,
     /// Inline threshold.
     pub inline_size: u32,
+    /// Whether this side's bandwidth loops still adapt their CQE poll batch (perftest's
+    /// `dynamic_cqe_poll`, one per process: it stays off for later sizes once a run settled).
+    pub dynamic_poll: AtomicBool,
     ud_remote: Option<UdAddress>,
 }
 
@@ -380,6 +384,7 @@ impl<F: RawFile + Send + Sync + 'static> Side<F> {
             remote: None,
             connection: c.connection,
             inline_size: c.inline_size,
+            dynamic_poll: AtomicBool::new(false),
             ud_remote: None,
         })
     }
@@ -536,15 +541,35 @@ pub fn poll_some<C: LoopCq + ?Sized>(
     sh: &Shared,
     size_ix: usize,
 ) -> Result<usize, String> {
+    poll_batch(cq, wc, None, events, sh, size_ix)
+}
+
+/// [`poll_some`] asking each poll for the batch `batch` gives (at most `wc.len()`), and telling
+/// it what every poll, empty ones included, returned after how many completions (`count`), as
+/// perftest's bandwidth loops do.
+pub fn poll_batch<C: LoopCq + ?Sized>(
+    cq: &C,
+    wc: &mut [WorkCompletion],
+    mut batch: Option<(&mut CqePoll<'_>, u64)>,
+    events: bool,
+    sh: &Shared,
+    size_ix: usize,
+) -> Result<usize, String> {
     let mut spins = 0u32;
     loop {
         if events && (sh.wait_every_poll || cq.drained().load(Ordering::Relaxed)) {
             cq.wait(&sh.abort)?;
         }
-        let n = cq.poll(wc);
+        let want = batch
+            .as_ref()
+            .map_or(wc.len(), |(b, _)| b.batch().min(wc.len()));
+        let n = cq.poll(&mut wc[..want]);
+        if let Some((b, count)) = batch.as_mut() {
+            b.observe(n, *count);
+        }
         if events {
             // Only a waiter needs to know; polling keeps no bookkeeping.
-            cq.drained().store(n < wc.len(), Ordering::Relaxed);
+            cq.drained().store(n < want, Ordering::Relaxed);
         }
         if n > 0 {
             for w in &wc[..n] {
@@ -824,6 +849,8 @@ impl TargetTask for PerfTask<'_> {
             // on the server only).
             rx_depth: None,
             cq_mod: (!p.test.is_latency()).then_some(p.cq_mod),
+            cqe_poll: (!p.dynamic_cqe_poll).then_some(p.cqe_poll),
+            disabling_notice: p.disabling_notice,
             mtu,
             inline_or_outstanding: if p.test.verb() == Verb::Read {
                 p.out_reads
@@ -872,6 +899,8 @@ impl TargetTask for PerfTask<'_> {
                 // Each side opens its own handle, as a separate process would.
                 let provider = Provider::new(opener.open_file().map_err(|e| e.0)?);
                 let mut side = Side::open(&provider, guid, cfg, role as u32)?;
+                side.dynamic_poll
+                    .store(p.dynamic_cqe_poll, Ordering::Relaxed);
                 tx.send(side.local).map_err(|_| aborted())?;
                 let remote = rx
                     .recv_timeout(Duration::from_secs(30))
@@ -887,7 +916,12 @@ impl TargetTask for PerfTask<'_> {
                         size: size as usize,
                         iters,
                     };
-                    let s = run_size(&side, role, &p, run, &sh)?;
+                    let before = (role == Role::Client)
+                        .then(crate::ctx_switches::Switches::now)
+                        .flatten();
+                    let mut s = run_size(&side, role, &p, run, &sh)?;
+                    s.switches = before
+                        .and_then(|b| crate::ctx_switches::Switches::now().map(|a| a.since(&b)));
                     if let Some(ev) = &events {
                         ev.send(Event::Done(size, s)).map_err(|_| aborted())?;
                     }
@@ -1122,6 +1156,8 @@ pub struct Measurement {
     /// Latency tests: each iteration's time in ns as the row reports it (half a round trip for
     /// send and write, the whole operation for read), unsorted. Bandwidth tests: empty.
     pub iteration_ns: Vec<f64>,
+    /// Context switches of the process while the client ran this size (`Samples::switches`).
+    pub context_switches: Option<u64>,
 }
 
 /// Runs a test quietly on a fresh in-process stack built with `config` (or on the target the
@@ -1150,6 +1186,7 @@ pub fn measure_sizes(
             rows.push(Measurement {
                 row: row.clone(),
                 iteration_ns,
+                context_switches: samples.switches,
             });
         }
         Ok(())

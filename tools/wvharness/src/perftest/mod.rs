@@ -10,6 +10,7 @@
 
 pub mod report;
 
+pub(crate) mod cqe_poll;
 pub(crate) mod endpoint;
 mod read;
 pub(crate) mod send;
@@ -190,6 +191,14 @@ pub struct PerftestArgs {
     /// max_qp_rd_atom).
     #[arg(short = 'o', long = "outs")]
     pub outs: Option<u32>,
+    /// Completions a bandwidth test polls at once (1..65535; default 16, or perftest's dynamic
+    /// batch where it applies). Turns dynamic polling off.
+    #[arg(long = "cqe_poll", value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub cqe_poll: Option<u16>,
+    /// Poll a fixed batch even where perftest would adapt it (bandwidth runs of 3000
+    /// iterations or more, duration runs).
+    #[arg(long = "disable_dynamic_polling")]
+    pub disable_dynamic_polling: bool,
     /// Save the report in a JSON file, in perftest's schema (see --out_json_file).
     #[arg(long = "out_json")]
     pub out_json: bool,
@@ -241,6 +250,12 @@ pub struct Params {
     pub out_reads: u32,
     /// Where `--out_json` writes perftest's report.
     pub out_json: Option<std::path::PathBuf>,
+    /// The fixed CQE poll batch of the bandwidth loops (`--cqe_poll`).
+    pub cqe_poll: u16,
+    /// Whether the bandwidth loops start with perftest's dynamic poll batch.
+    pub dynamic_cqe_poll: bool,
+    /// Whether perftest prints `Disabling dynamic polling` for these options.
+    pub disabling_notice: bool,
 }
 
 impl Params {
@@ -387,6 +402,11 @@ pub fn params(test: Test, a: &PerftestArgs, ud_mtu: u64) -> Result<Params, Strin
         cq_mod = 1;
     }
     cq_mod = cq_mod.min(tx_depth);
+    // perftest: --cqe_poll and --disable_dynamic_polling turn dynamic polling off while the
+    // options are parsed; its dependencies then turn it off (and say so) for latency tests and
+    // short iteration runs.
+    let disabling_notice = cqe_poll::disables_dynamic(test, iters, a.duration.is_some());
+    let dynamic_cqe_poll = a.cqe_poll.is_none() && !a.disable_dynamic_polling && !disabling_notice;
     let sizes = if a.all {
         (1..=23)
             .map(|i| 1u64 << i)
@@ -430,6 +450,9 @@ pub fn params(test: Test, a: &PerftestArgs, ud_mtu: u64) -> Result<Params, Strin
                 .clone()
                 .unwrap_or_else(|| "perftest_out.json".into())
         }),
+        cqe_poll: a.cqe_poll.unwrap_or(cqe_poll::CTX_POLL_BATCH),
+        dynamic_cqe_poll,
+        disabling_notice,
     })
 }
 
@@ -462,7 +485,9 @@ pub(crate) fn bw_client<F: wv_client::raw::RawFile + Send + Sync + 'static>(
     };
     let (mut posted, mut completed) = (vec![0u64; n], vec![0u64; n]);
     let (tx, cq_mod) = (u64::from(p.tx_depth), u64::from(p.cq_mod));
-    let mut wc = [wv_client::verbs::WorkCompletion::default(); 16];
+    let mut wc =
+        vec![wv_client::verbs::WorkCompletion::default(); usize::from(cqe_poll::DYNAMIC_MAX)];
+    let mut batch = cqe_poll::CqePoll::new(p, run.iters, &side.dynamic_poll);
     let (mut scnt, mut ccnt) = (0u64, 0u64);
     let mut last_signaled = None;
     let mut stopping = false;
@@ -485,9 +510,18 @@ pub(crate) fn bw_client<F: wv_client::raw::RawFile + Send + Sync + 'static>(
                 // Only unsignalled requests are left (a stopped duration run): nothing to reap.
                 break;
             }
-            endpoint::poll_some(&*side.send_cq, &mut wc, p.events, sh, usize::MAX)?
+            endpoint::poll_batch(
+                &*side.send_cq,
+                &mut wc,
+                Some((&mut batch, ccnt)),
+                p.events,
+                sh,
+                usize::MAX,
+            )?
         } else {
-            side.send_cq.poll(&mut wc)
+            let n = side.send_cq.poll(&mut wc[..batch.batch()]);
+            batch.observe(n, ccnt);
+            n
         };
         let now = sh.now();
         for w in &wc[..got] {
@@ -515,6 +549,7 @@ pub(crate) fn bw_client<F: wv_client::raw::RawFile + Send + Sync + 'static>(
         posted,
         completed,
         window: window.and_then(|w| w.result()),
+        switches: None,
     })
 }
 
@@ -618,6 +653,9 @@ pub struct Samples {
     pub completed: Vec<u64>,
     /// Duration mode: iterations completed in the sampling window and its length.
     pub window: Option<(u64, u64)>,
+    /// Context switches of the whole process while the client ran this size (its receives
+    /// posted, the start rendezvous and the loop), where `/proc` counts them.
+    pub switches: Option<u64>,
 }
 
 /// Turns samples into a row, as perftest's `print_report_*` would.

@@ -46,6 +46,7 @@ pub fn lat<F: RawFile + Send + Sync + 'static>(
         posted,
         completed: Vec::new(),
         window: window.and_then(|w| w.result()),
+        switches: None,
     })
 }
 

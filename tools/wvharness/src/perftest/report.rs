@@ -27,9 +27,6 @@ pub const RESULT_FMT_BW: &str =
 pub const RESULT_FMT_BW_GBITS: &str =
     " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
 
-/// Completions a bandwidth test polls at once (perftest's `CTX_POLL_BATCH`).
-pub const CQE_POLL_BATCH: usize = 16;
-
 /// Samples perftest drops from the top of the sorted latencies (`LAT_MEASURE_TAIL`).
 const LAT_MEASURE_TAIL: usize = 2;
 
@@ -330,6 +327,11 @@ pub struct TestInfo<'a> {
     pub rx_depth: Option<u32>,
     /// CQ moderation (bandwidth tests).
     pub cq_mod: Option<u32>,
+    /// The CQE poll batch of a bandwidth test: `None` when it is dynamic.
+    pub cqe_poll: Option<u16>,
+    /// Whether perftest announces `Disabling dynamic polling` (printed while it parses the
+    /// options, so before the header).
+    pub disabling_notice: bool,
     /// Path MTU in bytes.
     pub mtu: u32,
     /// Inline size (send/write) or outstanding reads (read).
@@ -344,6 +346,9 @@ pub struct TestInfo<'a> {
 pub fn format_test_info(info: &TestInfo<'_>) -> String {
     let mut out = String::new();
     let kind = if info.latency { "Latency" } else { "BW" };
+    if info.disabling_notice {
+        let _ = writeln!(out, "Disabling dynamic polling");
+    }
     let _ = writeln!(out, "{RESULT_LINE}");
     let _ = writeln!(out, "                    {} {} Test", info.verb, kind);
     if info.events {
@@ -379,7 +384,14 @@ pub fn format_test_info(info: &TestInfo<'_>) -> String {
     }
     if let Some(cq_mod) = info.cq_mod {
         let _ = writeln!(out, " CQ Moderation   : {cq_mod}");
-        let _ = writeln!(out, " CQE Poll Batch  : {CQE_POLL_BATCH}");
+        match info.cqe_poll {
+            None => {
+                let _ = writeln!(out, " CQE Poll Batch  : Dynamic");
+            }
+            Some(n) => {
+                let _ = writeln!(out, " CQE Poll Batch  : {n}");
+            }
+        }
     }
     let _ = writeln!(out, " Mtu             : {}[B]", info.mtu);
     let _ = writeln!(out, " Link type       : {}", info.link);

@@ -4,8 +4,8 @@
 use wv_client::raw::RawFile;
 use wv_client::verbs::{WorkCompletion, WrOpcode};
 
-use super::endpoint::{DataPath, Role, Run, STOPPED, Shared, Side, Window, poll_some};
-use super::{Params, Samples, bw_client};
+use super::endpoint::{DataPath, Role, Run, STOPPED, Shared, Side, Window, poll_batch, poll_some};
+use super::{Params, Samples, bw_client, cqe_poll};
 
 /// Posts the receives a size needs up front (at most the receive depth) and returns how many.
 fn prepost<D: DataPath>(side: &D, p: &Params, total: u64) -> Result<u64, String> {
@@ -78,6 +78,7 @@ pub fn lat<D: DataPath>(
         posted,
         completed: Vec::new(),
         window: window.and_then(|w| w.result()),
+        switches: None,
     })
 }
 
@@ -103,10 +104,19 @@ pub fn bw<F: RawFile + Send + Sync + 'static>(
             };
             let mut posted_recvs = prepost(side, p, total)?;
             sh.sync.meet(&sh.abort)?;
-            let mut wc = [WorkCompletion::default(); 16];
+            let mut wc = vec![WorkCompletion::default(); usize::from(cqe_poll::DYNAMIC_MAX)];
+            let mut batch = cqe_poll::CqePoll::new(p, run.iters, &side.dynamic_poll);
             let mut rcnt = 0u64;
             while rcnt < total {
-                let n = match poll_some(&*side.recv_cq, &mut wc, p.events, sh, run.ix) {
+                let polled = poll_batch(
+                    &*side.recv_cq,
+                    &mut wc,
+                    Some((&mut batch, rcnt)),
+                    p.events,
+                    sh,
+                    run.ix,
+                );
+                let n = match polled {
                     Ok(n) => n as u64,
                     Err(e) if e == STOPPED => break,
                     Err(e) => return Err(e),
