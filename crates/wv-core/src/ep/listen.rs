@@ -9,9 +9,10 @@
 //! the oldest request with the oldest queued endpoint, so a cancelled GET_REQUEST shifted every
 //! later pairing by one).
 //!
-//! The listener's `inner` lock orders its GET_REQUESTs: they park (with their endpoint
-//! queued), are taken for a fill (with the fill's mark), park again, or are drained only under
-//! it, and its `queued` lock nests inside it.
+//! Each GET_REQUEST waits in its own endpoint's request queue, the endpoint on the listener's
+//! list (oldest first). The listener's `inner` lock orders them: an endpoint is queued with
+//! its GET_REQUEST parked, taken for a fill (with the fill's mark), given back, or found to
+//! have lost its request only under it; its `queued` lock nests inside it.
 //!
 //! The CM announces each queued request on the listen id; the listener counts them and its work
 //! item takes them with `get_request`, which hands the new id over with the new endpoint's sink
