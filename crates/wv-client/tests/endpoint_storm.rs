@@ -3,7 +3,9 @@
 //! handle closes, device removals and hot adds in between — seeded, so a failure replays.
 //!
 //! Whatever happens, every request the storm issued must end (once everything is closed, none
-//! may still be pending), and the host verifier — which records double and missing
+//! may still be pending); before anything is closed, every request that was cancelled (EP_CANCEL
+//! of its endpoint or listener, CancelIoEx) or whose endpoint, listener or handle went must
+//! have ended already, without waiting for the close; and the host verifier — which records double and missing
 //! completions, IRQL and lock rules, and leaks at unload — must stay clean. It runs in the
 //! host's deterministic mode (one thread; deferred work and the CM's timers run when the storm
 //! says so, the clock jumps to the next timer) and in threaded mode (several actors at once on
@@ -81,12 +83,27 @@ impl Handle {
 
 /// One connection attempt, either side.
 struct Conn {
+    /// Which connection it is, for the requests issued on it.
+    key: u64,
     ep: Endpoint<F>,
     qp: Option<(Cq<F>, Qp<F>)>,
     /// The request that moves it on (GET_REQUEST, CONNECT), and what it is for.
     step: Option<usize>,
     server: bool,
     accepted: bool,
+}
+
+/// A request the storm issued, with what it belongs to.
+struct Issued {
+    p: Pending<()>,
+    what: &'static str,
+    /// The connection it was issued on.
+    conn: u64,
+    /// A GET_REQUEST: the listener it waits on.
+    listener: Option<u64>,
+    server: bool,
+    /// It was cancelled, or what it belongs to went: it must end without the handles' close.
+    due: bool,
 }
 
 /// One actor of the storm: a server handle with a listener, a client handle, their
@@ -97,11 +114,13 @@ struct Actor<'s> {
     port: u16,
     removals: bool,
     server: Option<Handle>,
-    listener: Option<Endpoint<F>>,
+    listener: Option<(u64, Endpoint<F>)>,
     client: Option<Handle>,
     conns: Vec<Conn>,
-    /// Every request that pended or may still, with what it was.
-    issued: Vec<(Pending<()>, &'static str)>,
+    /// The next key of a connection or listener.
+    next_key: u64,
+    /// Every request that pended or may still.
+    issued: Vec<Issued>,
     inline_errors: usize,
 }
 
@@ -116,8 +135,36 @@ impl<'s> Actor<'s> {
             listener: None,
             client: None,
             conns: Vec::new(),
+            next_key: 0,
             issued: Vec::new(),
             inline_errors: 0,
+        }
+    }
+
+    fn key(&mut self) -> u64 {
+        self.next_key += 1;
+        self.next_key
+    }
+
+    /// Marks the requests `which` selects as due to have ended (see [`Issued::due`]).
+    fn due(&mut self, which: impl Fn(&Issued) -> bool) {
+        for i in self.issued.iter_mut().filter(|i| which(i)) {
+            i.due = true;
+        }
+    }
+
+    /// Connection `c` goes (its endpoint is destroyed): its requests end, but a GET_REQUEST
+    /// still waiting, whose endpoint the listener holds (the destroy is refused, OFW).
+    fn drop_conn(&mut self, c: usize) {
+        let key = self.conns[c].key;
+        self.due(|i| i.conn == key && (i.listener.is_none() || i.p.is_complete()));
+        self.conns.swap_remove(c);
+    }
+
+    /// The listener goes: its GET_REQUESTs end.
+    fn drop_listener(&mut self) {
+        if let Some((key, _)) = self.listener.take() {
+            self.due(|i| i.listener == Some(key));
         }
     }
 
@@ -130,10 +177,24 @@ impl<'s> Actor<'s> {
         Some((index, guid, self.stack.address(index, 1)))
     }
 
-    fn issue(&mut self, p: Result<Pending<()>>, what: &'static str) -> Option<usize> {
+    fn issue(
+        &mut self,
+        p: Result<Pending<()>>,
+        what: &'static str,
+        conn: u64,
+        listener: Option<u64>,
+        server: bool,
+    ) -> Option<usize> {
         match p {
             Ok(p) => {
-                self.issued.push((p, what));
+                self.issued.push(Issued {
+                    p,
+                    what,
+                    conn,
+                    listener,
+                    server,
+                    due: false,
+                });
                 Some(self.issued.len() - 1)
             }
             Err(_) => {
@@ -145,7 +206,7 @@ impl<'s> Actor<'s> {
 
     /// Whether request `i` ended well.
     fn succeeded(&self, i: Option<usize>) -> bool {
-        i.and_then(|i| self.issued[i].0.wait_timeout(Duration::ZERO))
+        i.and_then(|i| self.issued[i].p.wait_timeout(Duration::ZERO))
             .is_some_and(|r| r.is_ok())
     }
 
@@ -158,6 +219,7 @@ impl<'s> Actor<'s> {
                     // CloseHandle of the client: its endpoints and QPs go with it.
                     self.conns.retain(|c| c.server);
                     self.client = None;
+                    self.due(|i| !i.server);
                 }
             }
             1 => {
@@ -167,12 +229,14 @@ impl<'s> Actor<'s> {
                     self.conns.retain(|c| !c.server);
                     self.listener = None;
                     self.server = None;
+                    self.due(|i| i.server);
                 } else if self.listener.is_none() {
                     let Some(s) = &self.server else { return };
                     let Ok(l) = s.p.create_endpoint() else { return };
                     let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), self.port);
                     if l.bind(any, self.stack).is_ok() && l.listen(4).is_ok() {
-                        self.listener = Some(l);
+                        let key = self.key();
+                        self.listener = Some((key, l));
                     }
                 }
             }
@@ -182,31 +246,41 @@ impl<'s> Actor<'s> {
             7 => self.disconnect(),
             8 => {
                 if let Some(c) = self.pick() {
+                    let (key, server) = (self.conns[c].key, self.conns[c].server);
                     let ep = self.conns[c].ep.clone();
                     let p = ep.notify_disconnect();
-                    self.issue(p, "EP_DISCONNECT_NOTIFY");
+                    self.issue(p, "EP_DISCONNECT_NOTIFY", key, None, server);
                 }
             }
             9 => {
+                // EP_CANCEL of a connection ends its own requests (not its GET_REQUEST, which
+                // waits on the listener's behalf); the listener's ends its GET_REQUESTs.
                 if let Some(c) = self.pick() {
-                    let _ = self.conns[c].ep.cancel();
-                } else if let Some(l) = &self.listener {
-                    let _ = l.cancel();
+                    let key = self.conns[c].key;
+                    if self.conns[c].ep.cancel().is_ok() {
+                        self.due(|i| i.conn == key && i.listener.is_none());
+                    }
+                } else if let Some((key, l)) = &self.listener {
+                    let key = *key;
+                    if l.cancel().is_ok() {
+                        self.due(|i| i.listener == Some(key));
+                    }
                 }
             }
             10 => {
                 if !self.issued.is_empty() {
                     let i = self.rng.below(self.issued.len());
-                    self.issued[i].0.cancel();
+                    self.issued[i].p.cancel();
+                    self.issued[i].due = true;
                 }
             }
             11 => {
                 // EP_DESTROY (a queued endpoint refuses it; the drop just forgets it then,
                 // and the handle's close ends it).
                 if let Some(c) = self.pick() {
-                    self.conns.swap_remove(c);
+                    self.drop_conn(c);
                 } else if self.rng.chance(20) {
-                    self.listener = None;
+                    self.drop_listener();
                 }
             }
             12 => {
@@ -260,8 +334,10 @@ impl<'s> Actor<'s> {
             SocketAddr::new(server, self.port),
             &ConnectParam::default(),
         );
-        let step = self.issue(p, "EP_CONNECT");
+        let key = self.key();
+        let step = self.issue(p, "EP_CONNECT", key, None, false);
         self.conns.push(Conn {
+            key,
             ep,
             qp: Some((cq, q)),
             step,
@@ -271,15 +347,18 @@ impl<'s> Actor<'s> {
     }
 
     fn get_request(&mut self) {
-        let (Some(h), Some(l)) = (&self.server, &self.listener) else {
+        let (Some(h), Some((lkey, l))) = (&self.server, &self.listener) else {
             return;
         };
         let Ok(ep) = h.p.create_endpoint() else {
             return;
         };
         let p = l.get_request(&ep);
-        let step = self.issue(p, "EP_GET_REQUEST");
+        let lkey = *lkey;
+        let key = self.key();
+        let step = self.issue(p, "EP_GET_REQUEST", key, Some(lkey), true);
         self.conns.push(Conn {
+            key,
             ep,
             qp: None,
             step,
@@ -306,50 +385,89 @@ impl<'s> Actor<'s> {
         let conn = &mut self.conns[c];
         let Some((_, qp)) = &conn.qp else { return };
         conn.accepted = true;
+        let (key, server) = (conn.key, conn.server);
         let p = conn.ep.accept(qp, &ConnectParam::default());
-        self.issue(p, "EP_ACCEPT");
+        self.issue(p, "EP_ACCEPT", key, None, server);
     }
 
     fn disconnect(&mut self) {
         let Some(c) = self.pick() else { return };
         let conn = &self.conns[c];
+        let (key, server) = (conn.key, conn.server);
         let qp = conn.qp.as_ref().map(|(_, q)| q);
         let p = conn.ep.disconnect(qp);
-        self.issue(p, "EP_DISCONNECT");
+        self.issue(p, "EP_DISCONNECT", key, None, server);
     }
 
-    /// Closes everything and checks that every request ended; returns how they ended, by
-    /// request and status.
+    /// Checks that every request due to have ended has, with every handle still open (the
+    /// deterministic mode runs the deferred work first, not the CM's timers); returns how
+    /// many were due.
+    fn check_due(&self) -> std::result::Result<usize, String> {
+        let wait = if self.stack.platform().is_deterministic() {
+            self.stack.run_until_idle();
+            Duration::ZERO
+        } else {
+            GUARD
+        };
+        let mut due = 0;
+        for i in self.issued.iter().filter(|i| i.due) {
+            if i.p.wait_timeout(wait).is_none() {
+                return Err(format!(
+                    "a {} that was cancelled, or whose endpoint or handle went, was still \
+                     pending with the handles open",
+                    i.what
+                ));
+            }
+            due += 1;
+        }
+        Ok(due)
+    }
+
+    /// Checks the due requests, closes everything and checks that every request ended;
+    /// returns how they ended, by request and status.
     fn finish(mut self) -> std::result::Result<Outcomes, String> {
+        let due = self.check_due()?;
         self.conns.clear();
         self.listener = None;
         self.server = None;
         self.client = None;
-        let mut outcomes = Outcomes::default();
-        for (p, what) in self.issued.drain(..) {
+        let mut outcomes = Outcomes {
+            due,
+            ..Outcomes::default()
+        };
+        for Issued { p, what, .. } in self.issued.drain(..) {
             let status = match p.wait_timeout(GUARD) {
                 None => return Err(format!("a {what} never ended after every handle closed")),
                 Some(Ok(())) => wv_abi::NtStatus::SUCCESS,
                 Some(Err(e)) => e.status,
             };
-            *outcomes.0.entry((what, format!("{status:?}"))).or_default() += 1;
+            *outcomes
+                .by
+                .entry((what, format!("{status:?}")))
+                .or_default() += 1;
         }
         Ok(outcomes)
     }
 }
 
-/// How many requests ended how: (request, status) → count.
+/// How the requests ended.
 #[derive(Default, Debug)]
-struct Outcomes(std::collections::BTreeMap<(&'static str, String), usize>);
+struct Outcomes {
+    /// (request, status) → count.
+    by: std::collections::BTreeMap<(&'static str, String), usize>,
+    /// How many had to have ended before the close (and had).
+    due: usize,
+}
 
 impl Outcomes {
     fn add(&mut self, other: Outcomes) {
-        for (k, v) in other.0 {
-            *self.0.entry(k).or_default() += v;
+        for (k, v) in other.by {
+            *self.by.entry(k).or_default() += v;
         }
+        self.due += other.due;
     }
     fn count(&self, what: &str, status: &str) -> usize {
-        self.0
+        self.by
             .iter()
             .filter(|((w, s), _)| *w == what && s == status)
             .map(|(_, n)| n)
@@ -377,9 +495,10 @@ impl Outcomes {
                 "no {what} ended with {status}: {self:#?}"
             );
         }
+        assert!(self.due > 0, "no request was checked before the close");
         {
             let removed: usize = self
-                .0
+                .by
                 .iter()
                 .filter(|((_, s), _)| s == "STATUS_DEVICE_REMOVED")
                 .map(|(_, n)| n)
@@ -414,6 +533,10 @@ fn a_deterministic_storm_ends_every_request_and_leaves_the_verifier_clean() {
             .finish()
             .unwrap_or_else(|e| panic!("seed {seed:#x}: {e}"));
         outcomes.assert_covered(true);
+        eprintln!(
+            "seed {seed:#x}: {} requests ended before the close as they had to",
+            outcomes.due
+        );
         stack.run_until_idle();
         assert_eq!(stack.unload(), Vec::<String>::new(), "seed {seed:#x}");
     }
@@ -446,6 +569,10 @@ fn a_threaded_storm_ends_every_request_and_leaves_the_verifier_clean() {
         all.add(r.unwrap());
     }
     all.assert_covered(false);
+    eprintln!(
+        "threaded: {} requests ended before the close as they had to",
+        all.due
+    );
     stack.run_until_idle();
     assert_eq!(stack.unload(), Vec::<String>::new());
 }

@@ -1,7 +1,7 @@
 //! Driver Verifier's low-resources simulation over every IOCTL path: for each of the 53 codes
 //! (and CreateFile and device arrival), count the driver's allocations on the path, then run
 //! the path again once per allocation with exactly that one refused. Each run must end the
-//! request with one of OFW's out-of-resources statuses, leave no lower-device object behind,
+//! request with the status OFW answers for that allocation, leave no lower-device object behind,
 //! leave the stack able to run the same request successfully, and pass the verifier's
 //! teardown check (no request, queue, file or lower object alive). An infallible allocation
 //! would abort the test process instead (the allocation-error handler; on Windows a bug
@@ -22,14 +22,33 @@ use wv_host::low_resources::{self, Plan, Tally};
 #[global_allocator]
 static ALLOC: wv_host::LowResources = wv_host::LowResources;
 
-/// What a refused allocation may turn into: OFW's statuses for a failed allocation (the
-/// object's, the id table's), the framework's for a queue, and OFW's for a failure while
-/// initialising a device or SRQ.
-const OUT_OF_RESOURCES: [NtStatus; 3] = [
-    NtStatus::NO_MEMORY,
-    NtStatus::INSUFFICIENT_RESOURCES,
-    NtStatus::UNSUCCESSFUL,
-];
+const NO_MEMORY: NtStatus = NtStatus::NO_MEMORY;
+const UNSUCCESSFUL: NtStatus = NtStatus::UNSUCCESSFUL;
+
+/// The status OFW answers for each allocation a valid request of `code` makes, in the order
+/// the path makes them: an object, its id-table slot and its buffers `STATUS_NO_MEMORY`
+/// (`ExAllocatePoolWithTag` failing in OFW's handlers); a device's port array and what holds
+/// it `STATUS_UNSUCCESSFUL` (`WvDeviceInit` answers that for any failure of
+/// `WvDeviceCreatePorts`). The length is the number of allocations the path makes, so a path
+/// that starts allocating differently fails here until its statuses are decided.
+fn ofw_statuses(code: Ioctl) -> &'static [NtStatus] {
+    use Ioctl as I;
+    match code {
+        I::DeviceOpen => &[
+            NO_MEMORY,
+            NO_MEMORY,
+            NO_MEMORY,
+            NO_MEMORY,
+            UNSUCCESSFUL,
+            UNSUCCESSFUL,
+        ],
+        I::DeviceGidQuery | I::DevicePkeyQuery => &[NO_MEMORY],
+        I::PdAllocate | I::MwAllocate | I::AhCreate => &[NO_MEMORY; 2],
+        I::CqCreate | I::SrqCreate | I::EpCreate => &[NO_MEMORY; 3],
+        I::QpCreate => &[NO_MEMORY; 4],
+        _ => &[],
+    }
+}
 
 fn fixture() -> (Fx, WvFile, Full) {
     let fx = Fx::with(
@@ -54,6 +73,8 @@ struct Case {
     name: &'static str,
     code: Ioctl,
     setup: fn(&Fx, &WvFile, &Full) -> (Vec<u8>, usize),
+    /// OFW's status for each of the path's allocations, in order (see [`ofw_statuses`]).
+    statuses: &'static [NtStatus],
 }
 
 /// The states the plain table does not reach: containers that must grow.
@@ -63,6 +84,7 @@ fn growth_cases() -> Vec<Case> {
             name: "MEMORY_REGISTER (first MR of a PD)",
             code: Ioctl::MemoryRegister,
             setup: |_, _, s| (mr_reg_in(s.spare_pd), 8),
+            statuses: &[NO_MEMORY],
         },
         Case {
             name: "QP_ATTACH (first group of a QP)",
@@ -74,6 +96,7 @@ fn growth_cases() -> Vec<Case> {
                 let qp = out::<wv_abi::WV_IO_QP_CREATE>(&st).Id.Id;
                 (mc_in(qp, 0xC003), 0)
             },
+            statuses: &[NO_MEMORY],
         },
         Case {
             name: "PD_ALLOCATE (id table full: it grows)",
@@ -84,6 +107,7 @@ fn growth_cases() -> Vec<Case> {
                 alloc_pd(f, s.dev);
                 (id(s.dev, 0, 0), 16)
             },
+            statuses: &[NO_MEMORY; 4],
         },
     ]
 }
@@ -93,9 +117,16 @@ fn growth_cases() -> Vec<Case> {
 fn endpoint_cases() -> Vec<Case> {
     vec![
         Case {
-            name: "EP_CREATE (a connect endpoint)",
+            name: "EP_CREATE (id table full: it grows)",
             code: Ioctl::EpCreate,
-            setup: |_, _, _| (u64_in(wv_abi::consts::WV_IO_EP_TYPE_CONNECT), 8),
+            setup: |_, f, _| {
+                // Two endpoints exist; fill the first four slots.
+                ep_create(f);
+                ep_create(f);
+                (u64_in(wv_abi::consts::WV_IO_EP_TYPE_CONNECT), 8)
+            },
+            // OFW's `WvEpAllocate` and `WvEpCreate`: the endpoint, what it holds, its slot.
+            statuses: &[NO_MEMORY; 5],
         },
         Case {
             name: "EP_LISTEN (a bound endpoint)",
@@ -105,6 +136,7 @@ fn endpoint_cases() -> Vec<Case> {
                 bind(fx, f, ep, ipv4(LOCAL, 7001));
                 (listen_in(ep, 4), 16)
             },
+            statuses: &[NO_MEMORY; 2],
         },
         Case {
             name: "EP_GET_REQUEST (a request is waiting)",
@@ -122,6 +154,33 @@ fn endpoint_cases() -> Vec<Case> {
                 fx.run();
                 (get_request_in(listener, ep_create(f)), 0)
             },
+            statuses: &[NO_MEMORY; 3],
+        },
+        Case {
+            // The listener's work item, run by the request, also refuses the requests beyond
+            // the backlog: that refusal allocates nothing, so every refused allocation is the
+            // GET_REQUEST's.
+            name: "EP_GET_REQUEST (more requests waiting than the backlog keeps)",
+            code: Ioctl::EpGetRequest,
+            setup: |fx, f, _| {
+                let listener = ep_create(f);
+                bind(fx, f, listener, ipv4(LOCAL, 7001));
+                let st = ioctl(f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 1), 16);
+                assert_eq!(status(&st), NtStatus::SUCCESS);
+                let lid = fx
+                    .cm
+                    .last_id(wv_host::fake_cm::FakeCmOp::Listen)
+                    .expect("a listen");
+                let ep = ep_create(f);
+                // Announced, not yet counted (no IOCTL runs the DPC before the walked one):
+                // the request's own run counts them, pairs one and refuses one.
+                for user in [&b"one"[..], b"two", b"three"] {
+                    fx.cm.incoming_request(lid, incoming(user));
+                }
+                assert!(fx.platform().queued() > 0, "the CM's DPC waits");
+                (get_request_in(listener, ep), 0)
+            },
+            statuses: &[NO_MEMORY; 3],
         },
         Case {
             name: "EP_CONNECT (a routed endpoint)",
@@ -133,6 +192,7 @@ fn endpoint_cases() -> Vec<Case> {
                 assert_eq!(status(&st), NtStatus::SUCCESS);
                 (connect_in(ep, s.qp, b"walk"), 0)
             },
+            statuses: &[NO_MEMORY; 2],
         },
     ]
 }
@@ -146,6 +206,7 @@ fn every_allocation_of_every_ioctl_path_can_fail() {
         name: code.name(),
         code,
         setup: |_, _, _| (Vec::new(), usize::MAX),
+        statuses: ofw_statuses(code),
     });
     for case in plain.chain(growth_cases()).chain(endpoint_cases()) {
         let code = case.code;
@@ -163,6 +224,14 @@ fn every_allocation_of_every_ioctl_path_can_fail() {
         );
         drop((f, fx));
         eprintln!("{}: {} allocation(s)", case.name, tally.seen);
+        assert_eq!(
+            tally.seen,
+            case.statuses.len() as u64,
+            "{}: the path makes {} allocation(s), OFW's statuses are listed for {}",
+            case.name,
+            tally.seen,
+            case.statuses.len()
+        );
         paths += 1;
         if tally.seen > 0 {
             allocating_paths += 1;
@@ -175,8 +244,9 @@ fn every_allocation_of_every_ioctl_path_can_fail() {
                 issue(&fx, &f, code.code(), &input, out_len)
             });
             assert_eq!(t.refused, 1, "{} #{n}: the path changed", case.name);
-            assert!(
-                OUT_OF_RESOURCES.contains(&status(&st)),
+            assert_eq!(
+                status(&st),
+                case.statuses[n as usize - 1],
                 "{}: allocation #{n} of {} refused, request ended with {st:?}",
                 case.name,
                 tally.seen
@@ -213,7 +283,9 @@ fn every_allocation_of_every_ioctl_path_can_fail() {
         let (file, t) = armed(Plan::FailNth(n), || fx.io.open());
         assert_eq!(t.refused, 1);
         let err = file.expect_err("CreateFile with a refused allocation");
-        assert!(OUT_OF_RESOURCES.contains(&err), "CreateFile: {err:?}");
+        // The file's provider and its place in the driver's list: the object's status. (OFW
+        // allocated nothing here itself: the framework allocated the file's context.)
+        assert_eq!(err, NO_MEMORY, "CreateFile: allocation #{n}");
         drop(fx.open());
         points += 1;
     }
@@ -231,7 +303,13 @@ fn every_allocation_of_every_ioctl_path_can_fail() {
         let other = wv_host::fake_verbs::FakeVerbs::new(fx.platform(), second_hca());
         let (r, t) = armed(Plan::FailNth(n), || fx.io.arrive(other.clone()));
         assert_eq!(t.refused, 1);
-        assert!(OUT_OF_RESOURCES.contains(&r.expect_err("arrival")));
+        // The device's record and its place in the device list (OFW's lived in the
+        // framework's device context): the object's status.
+        assert_eq!(
+            r.expect_err("arrival"),
+            NO_MEMORY,
+            "arrival: allocation #{n}"
+        );
         fx.io.arrive(other).expect("arrival once memory is back");
         points += 1;
     }
@@ -252,6 +330,47 @@ fn every_allocation_of_every_ioctl_path_can_fail() {
             ("points", points),
         ],
     );
+}
+
+/// Requests beyond a listen's backlog are refused even with no memory left at all: the
+/// refusal allocates nothing, so the listener's work item ends. It allocated a sink per
+/// refusal before; refused, it kept the request in the CM with the count unchanged, and the
+/// work item ran again at once, for as long as memory stayed short (here: for ever).
+#[test]
+fn requests_beyond_the_backlog_are_refused_with_no_memory_at_all() {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    // Its own thread: a work item that spins never returns to be reported.
+    std::thread::spawn(move || {
+        let fx = Fx::with(
+            wv_host::HostPlatform::deterministic(),
+            wv_core::DriverConfig::default(),
+        );
+        let f = fx.open();
+        let listener = ep_create(&f);
+        bind(&fx, &f, listener, ipv4(LOCAL, 7001));
+        let st = ioctl(&f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 1), 16);
+        assert_eq!(status(&st), NtStatus::SUCCESS);
+        let lid = fx
+            .cm
+            .last_id(wv_host::fake_cm::FakeCmOp::Listen)
+            .expect("a listen");
+        for user in [&b"one"[..], b"two", b"three"] {
+            fx.cm.incoming_request(lid, incoming(user));
+        }
+        let everything_refused = Plan::Random {
+            per_million: 1_000_000,
+            seed: 7,
+        };
+        let ((), _) = armed(everything_refused, || fx.run());
+        let refused = fx.cm.sent(wv_host::fake_cm::FakeCmOp::SendRej).len();
+        drop(f);
+        fx.run();
+        done_tx.send(refused).expect("the test waits");
+    });
+    let refused = done_rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the listener's work item never ended while memory was short");
+    assert_eq!(refused, 2, "backlog 1: two of the three refused");
 }
 
 fn second_hca() -> wv_host::fake_verbs::FakeConfig {

@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::mem::size_of;
 use std::sync::Arc;
 
 use common::ep::*;
@@ -891,19 +890,104 @@ fn a_dreq_that_ends_the_disconnect_before_its_own_dreq_fails_is_answered() {
     assert_eq!(fx.cm.cep_state(cm_id), Some(CepState::Timewait));
 }
 
+/// OFW's `WvEpAsyncDisconnect`: after the DREQ's timeout the DISCONNECT still moves its QP to
+/// ERROR and ends with that modify's status (`STATUS_TIMEOUT`, which OFW passes on as the
+/// answer, is a success code), `Information = outlen`; a DISCONNECT_NOTIFY parked on the
+/// connection ends with `STATUS_TIMEOUT` itself, as OFW's `WvEpCompleteDisconnect` completes
+/// the other requests. The DISCONNECT ended with `STATUS_TIMEOUT` and no output before.
 #[test]
-fn a_dreq_timeout_ends_the_disconnect_with_status_timeout() {
+fn a_dreq_timeout_still_moves_the_qp_and_ends_the_disconnect_with_the_modify_status() {
     let fx = fx();
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    let io = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    fx.cm.event(cm_id, FakeCmEvent::DreqError);
+    fx.run();
+    let st = done(&io);
+    expect(&st, NtStatus::SUCCESS);
+    assert_eq!(
+        (st.information, qp_state_byte(&st)),
+        (8, QpState::Error as u8)
+    );
+    assert_eq!(fx.hca.qp_state(r.fake_qp), Some(QpState::Error));
+    expect(&done(&notify), NtStatus::TIMEOUT);
+    // QpId 0: no modify, success.
     let r = Rig::new(&fx);
     let (ep, cm_id) = connected_active(&fx, &r);
     let io = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, 0), 0);
     fx.cm.event(cm_id, FakeCmEvent::DreqError);
     fx.run();
-    expect(&done(&io), NtStatus::TIMEOUT);
+    expect(&done(&io), NtStatus::SUCCESS);
     assert_eq!(
         fx.hca.qp_state(r.fake_qp),
         Some(QpState::Rts),
         "QpId 0: no QP modify"
+    );
+}
+
+/// A DISCONNECT whose QP modify fails: from the work item (after the DREP) it ends with
+/// `STATUS_UNSUCCESSFUL` and still `Information = outlen`, as OFW's `WvEpAsyncDisconnect`
+/// always sets; in the caller's thread (answering the peer's DREQ) with `Information = 0`, as
+/// OFW's `WvEpDisconnect` completes a failure. The deferred one reported 0 before.
+#[test]
+fn a_failed_disconnect_reports_its_output_as_ofw_does_on_each_path() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    let io = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    fx.hca
+        .fail_next(FakeCall::ModifyQp, wv_hal::VerbsError::InvalidState);
+    fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
+    fx.run();
+    let st = done(&io);
+    expect(&st, NtStatus::UNSUCCESSFUL);
+    assert_eq!(st.information, 8, "deferred: outlen");
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
+    fx.run();
+    fx.hca
+        .fail_next(FakeCall::ModifyQp, wv_hal::VerbsError::InvalidState);
+    let st = ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    expect(&st, NtStatus::UNSUCCESSFUL);
+    assert_eq!(st.information, 0, "inline: nothing on failure");
+}
+
+/// OFW's handler sends a DREQ in any state but Connected and PassiveConnect to
+/// `WvEpCompleteDisconnect`: an active endpoint whose peer disconnects before the ACCEPT is
+/// disconnected (the ACCEPT is refused, no RTU goes to a peer that left), and a CONNECT still
+/// waiting for the REP ends with the DREQ's `STATUS_SUCCESS`, as OFW completes whatever waits.
+/// The DREQ was ignored before, and the ACCEPT then connected to nobody.
+#[test]
+fn a_dreq_while_connecting_actively_disconnects_the_endpoint() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let ep = routed(&fx, &r.f);
+    let (connect, cm_id) = connecting(&fx, &r, ep, b"");
+    fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"")));
+    fx.run();
+    expect(&done(&connect), NtStatus::SUCCESS);
+    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
+    fx.run();
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8),
+        NtStatus::NOT_SUPPORTED,
+    );
+    assert!(fx.cm.sent(FakeCmOp::SendRtu).is_empty(), "no RTU");
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+    // Before the REP: the CONNECT waiting for it ends.
+    let ep = routed(&fx, &r.f);
+    let (connect, cm_id) = connecting(&fx, &r, ep, b"");
+    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
+    fx.run();
+    expect(&done(&connect), NtStatus::SUCCESS);
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8),
+        NtStatus::NOT_SUPPORTED,
     );
 }
 
@@ -1190,29 +1274,57 @@ fn an_endpoint_destroyed_while_the_listener_takes_its_request_gets_no_id() {
 }
 
 /// Spec §7.1-h: the new connection's id reports to its endpoint from the moment the CM hands
-/// it over, even for an event processed in that very instant.
+/// it over, even for an event processed in that very instant: the peer's REJ, arriving while
+/// the endpoint still waits to take the request, leaves it disconnected with the REJ's data
+/// (an ACCEPT is refused), and a DREQ leaves it disconnecting (DISCONNECT answers at once). Were the listener's sink on the new id in that instant, the listener would swallow
+/// the event and the endpoint would accept a connection its peer had given up.
 #[test]
 fn an_event_racing_the_hand_over_reaches_the_new_endpoint() {
     let fx = fx();
     let r = Rig::new(&fx);
     let (_, ep, io, lid) = listening(&fx, &r.f);
+    fx.cm.incoming_request(lid, incoming(b"hello"));
+    fx.cm.race_next_get_request(FakeCmEvent::Rej {
+        reason: 28,
+        private_data: b"changed my mind".to_vec(),
+    });
+    fx.run();
+    expect(&done(&io), NtStatus::SUCCESS);
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8),
+        NtStatus::NOT_SUPPORTED,
+    );
+    assert!(fx.cm.sent(FakeCmOp::SendRep).is_empty(), "no REP to a REJ");
+    assert_eq!(&query(&r.f, ep).connect().Data[..15], b"changed my mind");
+    // The DREQ.
+    let (_, ep, io, lid) = {
+        let listener = ep_create(&r.f);
+        bind(&fx, &r.f, listener, ipv4(LOCAL, 7002));
+        expect(
+            &ioctl(&r.f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 4), 16),
+            NtStatus::SUCCESS,
+        );
+        let lid = fx.cm.last_id(FakeCmOp::Listen).unwrap();
+        let ep = ep_create(&r.f);
+        let io = pend(
+            &r.f,
+            WV_IOCTL_EP_GET_REQUEST,
+            &get_request_in(listener, ep),
+            0,
+        );
+        (listener, ep, io, lid)
+    };
     fx.cm.incoming_request(lid, incoming(b""));
     fx.cm.race_next_get_request(FakeCmEvent::Dreq(vec![]));
     fx.run();
     expect(&done(&io), NtStatus::SUCCESS);
-    // The DREQ arrived while the endpoint was still Queued: ignored; a second one counts.
-    let cm_id = fx.cm.last_id(FakeCmOp::GetRequest).unwrap();
-    let accept = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8);
-    fx.run();
-    fx.cm.event(
-        cm_id,
-        FakeCmEvent::Rej {
-            reason: 28,
-            private_data: vec![],
-        },
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0),
+        NtStatus::SUCCESS,
     );
-    fx.run();
-    expect(&done(&accept), NtStatus::CONNECTION_REFUSED);
+    // PassiveDisconnect: the DISCONNECT answers at once (it does not wait for a DREP).
+    let st = ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, 0), 0);
+    expect(&st, NtStatus::SUCCESS);
 }
 
 #[test]
@@ -1262,19 +1374,134 @@ fn requests_beyond_the_backlog_are_rejected_and_pairing_follows_each_get_request
     fx.run();
     expect(&done(&gb), NtStatus::SUCCESS);
     assert_eq!(&query(&r.f, b).connect().Data[..5], b"three");
-    // `a` stays queued (its GET_REQUEST was cancelled, not the listen) until EP_CANCEL.
+    // `a` lost its GET_REQUEST: it is Idle again and can be destroyed.
     expect(
         &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(a), 0),
+        NtStatus::SUCCESS,
+    );
+}
+
+/// An endpoint whose GET_REQUEST the I/O manager cancelled is not held any more: nothing
+/// would ever fill it (pairing follows each GET_REQUEST), so it is Idle again for the next
+/// IOCTL that names it: another GET_REQUEST queues it and takes the next request, a BIND
+/// binds it, a destroy succeeds. While its GET_REQUEST lives, the destroy is refused (OFW:
+/// the listener holds it). It stayed Queued with the listener's hold before, its destroy
+/// answered `STATUS_ACCESS_DENIED` and another GET_REQUEST `STATUS_CONNECTION_IN_USE` until the
+/// listener was cancelled.
+#[test]
+fn an_endpoint_whose_get_request_was_cancelled_is_idle_again() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (listener, ep, get, lid) = listening(&fx, &r.f);
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
         NtStatus::ACCESS_DENIED,
     );
+    assert!(r.f.cancel_io_ex(&get));
+    expect(&done(&get), NtStatus::CANCELLED);
+    let again = pend(
+        &r.f,
+        WV_IOCTL_EP_GET_REQUEST,
+        &get_request_in(listener, ep),
+        0,
+    );
+    assert!(fx.cm.incoming_request(lid, incoming(b"again")));
+    fx.run();
+    expect(&done(&again), NtStatus::SUCCESS);
+    assert_eq!(&query(&r.f, ep).connect().Data[..5], b"again");
+    // Others: one cancelled among live ones, then BIND and destroy.
+    let (x, y, z) = (ep_create(&r.f), ep_create(&r.f), ep_create(&r.f));
+    let gx = pend(
+        &r.f,
+        WV_IOCTL_EP_GET_REQUEST,
+        &get_request_in(listener, x),
+        0,
+    );
+    let gy = pend(
+        &r.f,
+        WV_IOCTL_EP_GET_REQUEST,
+        &get_request_in(listener, y),
+        0,
+    );
+    let gz = pend(
+        &r.f,
+        WV_IOCTL_EP_GET_REQUEST,
+        &get_request_in(listener, z),
+        0,
+    );
+    assert!(r.f.cancel_io_ex(&gy));
+    expect(&done(&gy), NtStatus::CANCELLED);
+    let st = ioctl(
+        &r.f,
+        WV_IOCTL_EP_BIND,
+        &bind_in(y, ipv4(LOCAL, 7100), fx.guid()),
+        56,
+    );
+    expect(&st, NtStatus::SUCCESS);
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(y), 0),
+        NtStatus::SUCCESS,
+    );
+    // The live ones are still held, and still take requests in their order.
+    for held in [x, z] {
+        expect(
+            &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(held), 0),
+            NtStatus::ACCESS_DENIED,
+        );
+    }
+    for user in [&b"first"[..], b"second"] {
+        assert!(fx.cm.incoming_request(lid, incoming(user)));
+    }
+    fx.run();
+    expect(&done(&gx), NtStatus::SUCCESS);
+    expect(&done(&gz), NtStatus::SUCCESS);
+    assert_eq!(&query(&r.f, x).connect().Data[..5], b"first");
+    assert_eq!(&query(&r.f, z).connect().Data[..6], b"second");
+}
+
+/// A request the CM fails to hand over (it could not make the new id): the GET_REQUEST keeps
+/// waiting, first in line, and takes the next request. It goes back to its endpoint's queue by
+/// way of another one: KMDF's verifier refuses to forward a request to the queue that handed
+/// it over (the host's verifier checks that rule), where it was parked again before. An
+/// EP_CANCEL of the queued endpoint itself leaves its GET_REQUEST alone (OFW flushed the
+/// endpoint's own requests; the GET_REQUEST waits on the listener's behalf).
+#[test]
+fn a_request_the_cm_cannot_hand_over_leaves_the_get_request_waiting() {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    let (listener, ep, get, lid) = listening(&fx, &r.f);
+    let later = ep_create(&r.f);
+    let second = pend(
+        &r.f,
+        WV_IOCTL_EP_GET_REQUEST,
+        &get_request_in(listener, later),
+        0,
+    );
+    fx.cm
+        .fail_next(FakeCmOp::GetRequest, NtStatus::INSUFFICIENT_RESOURCES);
+    assert!(fx.cm.incoming_request(lid, incoming(b"")));
+    fx.run();
+    assert!(!get.is_complete() && !second.is_complete(), "both wait");
+    assert!(fx.cm.incoming_request(lid, incoming(b"")));
+    fx.run();
+    expect(&done(&get), NtStatus::SUCCESS);
+    assert!(!second.is_complete(), "the first in line took it");
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_REJECT, &id(ep, 0, 0), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(later), 0),
+        NtStatus::SUCCESS,
+    );
+    assert!(!second.is_complete(), "the endpoint's EP_CANCEL");
     expect(
         &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(listener), 0),
         NtStatus::SUCCESS,
     );
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(a), 0),
-        NtStatus::SUCCESS,
-    );
+    expect(&done(&second), NtStatus::CANCELLED);
+    drop(r);
+    drop(fx); // the verifier's teardown check: no forward to the delivering queue
 }
 
 #[test]
@@ -1467,20 +1694,89 @@ fn closing_the_file_ends_everything_and_destroys_every_id() {
     assert!(fx.cm.live_ids().is_empty());
 }
 
+/// OFW's `WvEpDestroy` answers `STATUS_ACCESS_DENIED` while the endpoint's reference count is
+/// above one: while an IOCTL on it runs (`WvEpAcquire` … `WvEpRelease`), and while it is
+/// queued on a listener for a GET_REQUEST (`WvEpGetRequest` takes a reference until the
+/// request fills it). A listener is not held by the GET_REQUESTs parked on it. (OFW's work item
+/// also looked the endpoint up by id while it ran; here a destroy waits for the work item
+/// instead and the request it was running ends cancelled: the loom model
+/// `ep-connect-work-cancel-destroy`.)
 #[test]
 fn an_endpoint_in_use_cannot_be_destroyed() {
     let fx = fx();
-    let f = fx.open();
-    let ep = ep_create(&f);
-    // An IOCTL holds the endpoint while it runs: destroy from inside is not possible here,
-    // but the listener's hold shows the same rule (above); an unknown id is NOT_FOUND.
+    let r = Rig::new(&fx);
+    // An IOCTL running on it: EP_LISTEN while it waits for the CM's listen, EP_DISCONNECT
+    // while it waits for the CM to send the DREQ.
+    let listener = ep_create(&r.f);
+    bind(&fx, &r.f, listener, ipv4(LOCAL, 7001));
+    let refused = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let destroy_during = |op: FakeCmOp, ep: u64| {
+        let (file, refused) = (r.f.reference(), Arc::clone(&refused));
+        fx.cm.during_next(op, move || {
+            let st = file.device_io_control(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);
+            refused.lock().unwrap().push(NtStatus(st.wait().status));
+        });
+    };
+    destroy_during(FakeCmOp::Listen, listener);
     expect(
-        &ioctl(&f, WV_IOCTL_EP_DESTROY, &u64_in(ep + 1), 0),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
+        &ioctl(&r.f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 4), 16),
         NtStatus::SUCCESS,
     );
-    let _ = size_of::<u64>();
+    let (cep, _) = connected_active(&fx, &r);
+    destroy_during(FakeCmOp::SendDreq, cep);
+    let disconnect = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(cep, 0), 0);
+    assert_eq!(
+        *refused.lock().unwrap(),
+        [NtStatus::ACCESS_DENIED, NtStatus::ACCESS_DENIED]
+    );
+    // Queued for a GET_REQUEST: held until the request fills it.
+    let lid = fx.cm.last_id(FakeCmOp::Listen).unwrap();
+    let ep = ep_create(&r.f);
+    let get = pend(
+        &r.f,
+        WV_IOCTL_EP_GET_REQUEST,
+        &get_request_in(listener, ep),
+        0,
+    );
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
+        NtStatus::ACCESS_DENIED,
+    );
+    assert!(fx.cm.incoming_request(lid, incoming(b"")));
+    fx.run();
+    expect(&done(&get), NtStatus::SUCCESS);
+    let taken = fx.cm.last_id(FakeCmOp::GetRequest).unwrap();
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
+        NtStatus::SUCCESS,
+    );
+    assert!(
+        !fx.cm.live_ids().contains(&taken),
+        "its new id went with it"
+    );
+    // The listener with a GET_REQUEST parked on it: not held; the request ends.
+    let other = ep_create(&r.f);
+    let get = pend(
+        &r.f,
+        WV_IOCTL_EP_GET_REQUEST,
+        &get_request_in(listener, other),
+        0,
+    );
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(listener), 0),
+        NtStatus::SUCCESS,
+    );
+    expect(&done(&get), NtStatus::CANCELLED);
+    // Nothing running, nothing holding: destroyed; an unknown id is not found.
+    for ep in [cep, other] {
+        expect(
+            &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
+            NtStatus::SUCCESS,
+        );
+    }
+    expect(&done(&disconnect), NtStatus::CANCELLED);
+    expect(
+        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(other), 0),
+        NtStatus::NOT_FOUND,
+    );
 }

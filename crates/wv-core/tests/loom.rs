@@ -8,8 +8,7 @@
 //!
 //! `RUSTFLAGS="--cfg loom" cargo test -p wv-core --test loom --release`; `LOOM_MAX_PREEMPTIONS`
 //! bounds the search (default 3 here; 2 for the four-thread removal model, whose bound-3 run
-//! takes two minutes). Endpoint queues are not modelled: the endpoint IOCTLs
-//! are not implemented yet (they answer STATUS_NOT_IMPLEMENTED).
+//! takes two minutes). The endpoint models run over `LoomCm` (below).
 #![cfg(loom)]
 #![allow(clippy::disallowed_methods)] // tests may allocate infallibly; the core may not (clippy.toml)
 
@@ -896,6 +895,74 @@ fn removal_racing_connect_and_notify() {
                 NtStatus::NOT_FOUND,
             ],
         );
+        e.finish();
+    });
+}
+
+/// Device removal racing a GET_REQUEST on a listener of that device's CM: the GET_REQUEST
+/// ends by itself (removed with the listener's others, or refused by a listener that no longer
+/// listens) and its endpoint is Idle again, destroyable. The GET_REQUEST could check the
+/// listener's state before the removal, park after the removal had drained the listener, and
+/// wait until the file closed with its endpoint held.
+#[test]
+fn removal_racing_get_request() {
+    model("ep-removal-get-request", || {
+        let e = EpStack::new();
+        let listener = e.listener(1);
+        let ep = e.idle();
+        let getter = e.spawn(move |d, f, p| {
+            send_on(
+                p,
+                d,
+                f,
+                WV_IOCTL_EP_GET_REQUEST,
+                &get_request_in(listener, ep),
+            )
+        });
+        e.s.driver.device_removal(GUID);
+        let get = getter.join().unwrap();
+        let p = &e.s.p;
+        once(
+            p,
+            &get,
+            &[NtStatus::DEVICE_REMOVED, NtStatus::NOT_SUPPORTED],
+        );
+        e.inline(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0, NtStatus::SUCCESS);
+        e.finish();
+    });
+}
+
+/// A GET_REQUEST cancelled by the I/O manager while the peer's REQ arrives (the pool pairs
+/// it) and its endpoint's EP_DESTROY runs: the destroy is refused only while the GET_REQUEST
+/// lives; once the GET_REQUEST has ended, either way, the endpoint is destroyable. A cancelled
+/// GET_REQUEST left its endpoint held by the listener until the listener was cancelled.
+#[test]
+fn get_request_cancel_io_racing_the_req_and_its_endpoints_destroy() {
+    model("ep-get-request-cancelio-destroy-req", || {
+        let e = EpStack::new();
+        let listener = e.listener(1);
+        let ep = e.idle();
+        let get = e.send(WV_IOCTL_EP_GET_REQUEST, &get_request_in(listener, ep), 0);
+        e.s.p.run_work();
+        let dpc = {
+            let cm = Arc::clone(&e.cm);
+            let p = e.s.p.clone();
+            loom::thread::spawn(move || {
+                assert!(cm.peer_request(incoming(b"")));
+                p.run_work();
+            })
+        };
+        let destroyer = e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_DESTROY, &u64_in(ep)));
+        e.s.p.cancel(&get);
+        dpc.join().unwrap();
+        let destroy = destroyer.join().unwrap();
+        let p = &e.s.p;
+        once(p, &get, &[NtStatus::SUCCESS, NtStatus::CANCELLED]);
+        let destroyed = once(p, &destroy, &[NtStatus::SUCCESS, NtStatus::ACCESS_DENIED]);
+        if destroyed == NtStatus::ACCESS_DENIED {
+            // The GET_REQUEST lived then; it has ended since, so nothing holds the endpoint.
+            e.inline(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0, NtStatus::SUCCESS);
+        }
         e.finish();
     });
 }

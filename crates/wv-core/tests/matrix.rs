@@ -32,7 +32,10 @@ fn not_found(code: Ioctl) -> Option<NtStatus> {
         | I::DevicePkeyQuery
         | I::PdAllocate
         | I::CqCreate => Some(NtStatus::NO_SUCH_DEVICE),
-        c if c.name().starts_with("WV_IOCTL_EP_") => None,
+        // EP_CREATE names no object; OFW answers the datagram-only ones before any lookup.
+        I::EpCreate | I::EpLookup | I::EpMulticastJoin | I::EpMulticastLeave => None,
+        // Every other endpoint code looks its endpoint up with `WvEpAcquire` (GET_REQUEST: the
+        // listener), which fails the same way for 0, an unknown id and another file's.
         _ => Some(NtStatus::NOT_FOUND),
     }
 }
@@ -43,11 +46,17 @@ fn valid_status(code: Ioctl) -> NtStatus {
     match code {
         // Parked; nothing signals them in the matrix, so `issue` cancels them.
         I::DeviceNotify | I::CqNotify | I::SrqNotify => NtStatus::CANCELLED,
-        // Endpoint codes get zeroed buffers (the endpoint tests cover them for real): id 0
-        // names no endpoint, EpType 0 is no type, and the datagram-only ones OFW never had.
-        I::EpCreate => NtStatus::INVALID_PARAMETER,
+        // Endpoint codes name an Idle endpoint (the endpoint tests cover the other states):
+        // OFW's state checks refuse what an Idle endpoint cannot do, and the datagram-only
+        // ones OFW never had.
+        I::EpModify | I::EpReject | I::EpConnect | I::EpAccept | I::EpListen => {
+            NtStatus::NOT_SUPPORTED
+        }
+        I::EpDisconnectNotify => NtStatus::NOT_SUPPORTED,
+        I::EpDisconnect => NtStatus::INVALID_DEVICE_STATE,
+        // The "listener" is the Idle endpoint.
+        I::EpGetRequest => NtStatus::NOT_SUPPORTED,
         I::EpLookup | I::EpMulticastJoin | I::EpMulticastLeave => NtStatus::NOT_IMPLEMENTED,
-        c if c.name().starts_with("WV_IOCTL_EP_") => NtStatus::NOT_FOUND,
         _ => NtStatus::SUCCESS,
     }
 }
@@ -79,6 +88,7 @@ fn undo(code: Ioctl, fx: &Fx, f: &WvFile, s: &Full, input: &[u8], st: &wv_host::
     };
     match code {
         I::DeviceOpen => destroy(WV_IOCTL_DEVICE_CLOSE, u64_in(created())),
+        I::EpCreate => destroy(WV_IOCTL_EP_DESTROY, u64_in(created())),
         I::PdAllocate => destroy(WV_IOCTL_PD_DEALLOCATE, u64_in(created())),
         I::MwAllocate => destroy(WV_IOCTL_MW_DEALLOCATE, u64_in(created())),
         I::AhCreate => destroy(WV_IOCTL_AH_DESTROY, u64_in(created())),
@@ -98,7 +108,10 @@ fn undo(code: Ioctl, fx: &Fx, f: &WvFile, s: &Full, input: &[u8], st: &wv_host::
         | I::CqDestroy
         | I::SrqDestroy
         | I::QpDestroy
-        | I::QpDetach => return true,
+        | I::QpDetach
+        | I::EpDestroy
+        // Bound now: the next case needs the Idle endpoint again.
+        | I::EpBind => return true,
         _ => {}
     }
     let _ = fx;
@@ -129,6 +142,7 @@ impl Bench {
             cq(&other, odev, 8);
         }
         for _ in 0..5 {
+            common::ep::ep_create(&other);
             srq(&other, opd);
             qp(&other, opd, ocq, ocq, 0);
             expect(

@@ -1,7 +1,8 @@
 //! A bounded stress run on the threaded host model: worker threads, each with its own seeded
 //! random stream, open files, build objects, issue requests of every kind, cancel random ones
-//! (CancelIoEx), close their files with requests outstanding and open new ones, while a PnP
-//! thread removes the lower device and brings it back. The accounting: every request issued
+//! (CancelIoEx), close their files with requests outstanding and open new ones, and announce
+//! peers' connection requests to listening endpoints, while a PnP thread removes the lower
+//! device and brings it back with its CM. The accounting: every request issued
 //! is seen completed exactly once (the I/O manager's record holds one status; a second
 //! completion is a verifier violation), none is still pending at the end, and the verifier's
 //! teardown check finds no request, queue, file or lower-device object alive.
@@ -98,7 +99,17 @@ fn threads_files_cancels_closes_removals_and_rearrivals() {
                                 &bytes(&qp_create_in(1, 1, 1, 0)),
                                 72,
                             );
+                            for _ in 0..2 {
+                                let connect = u64_in(wv_abi::consts::WV_IO_EP_TYPE_CONNECT);
+                                issue_on(&file, &mut all, &issued, WV_IOCTL_EP_CREATE, &connect, 8);
+                            }
                             ids.push(1);
+                        }
+                        // A peer's connection request for a listener, when one listens.
+                        7 => {
+                            if let Some(&(listen, _)) = fx.cm.listeners().first() {
+                                fx.cm.incoming_request(listen, incoming(b"stress"));
+                            }
                         }
                         // Any of the 53 codes on a small id, with a valid shape.
                         _ => {
@@ -131,7 +142,10 @@ fn threads_files_cancels_closes_removals_and_rearrivals() {
                 std::thread::sleep(std::time::Duration::from_millis(3));
                 fx.io.remove(guid);
                 std::thread::sleep(std::time::Duration::from_millis(1));
-                fx.io.arrive(Arc::clone(&fx.hca)).expect("re-arrival");
+                // With its CM, so the endpoints have one after the first removal too.
+                fx.io
+                    .arrive_with_cm(Arc::clone(&fx.hca), Some(Arc::clone(&fx.cm)))
+                    .expect("re-arrival");
                 cycles += 1;
             }
             cycles
@@ -199,6 +213,8 @@ fn small_ids() -> Full {
         spare_mw: 1,
         spare_ah: 1,
         spare_lkey: 2,
+        ep: 1,
+        spare_ep: 2,
     }
 }
 

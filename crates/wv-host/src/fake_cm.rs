@@ -475,6 +475,9 @@ impl FakeCm {
     /// The DPC: calls each event's sink at DISPATCH_LEVEL. Events for ids destroyed meanwhile
     /// are dropped.
     fn deliver_events(&self) {
+        // The CM's own bookkeeping (its DPC), not the driver's allocation: only the sinks it
+        // calls are the driver's.
+        let _host = low_resources::host_scope();
         while let Some((id, delivery)) = self.events.lock().pop_front() {
             self.deliver(id, &delivery);
         }

@@ -27,8 +27,10 @@ use crate::verifier::Counted;
 ///   platform, once, and never returned by `retrieve_next`.
 ///
 /// Verifier: dropping the queue with requests still parked ("verifier: queue dropped with N
-/// requests parked"; they are completed with STATUS_CANCELLED first), and queue calls above
-/// DISPATCH_LEVEL.
+/// requests parked"; they are completed with STATUS_CANCELLED first), queue calls above
+/// DISPATCH_LEVEL, and parking a request in the queue `retrieve_next` took it from (KMDF's
+/// verifier fails that forward with STATUS_INVALID_DEVICE_REQUEST; `WdfRequestRequeue` is the
+/// call for it, which the platform does not offer).
 pub struct HostQueue {
     inner: Arc<QueueInner>,
 }
@@ -87,6 +89,17 @@ impl RequestQueue<HostRequest> for HostQueue {
         }
         let already_cancelled = {
             let mut cancel = request.irp.cancel.lock();
+            let from_here = cancel
+                .delivered_by
+                .as_ref()
+                .is_some_and(|q| std::ptr::eq(q.as_ptr(), Arc::as_ptr(&self.inner)));
+            if from_here {
+                // Recorded, not raised: the locks of the request are held here.
+                self.inner.shared.verifier.report(
+                    "verifier: a request forwarded to the queue that delivered it \
+                     (WdfRequestForwardToIoQueue refuses it under KMDF's verifier)",
+                );
+            }
             if !cancel.cancelled {
                 cancel.parked_in = Some(Arc::downgrade(&self.inner));
             }
@@ -106,7 +119,11 @@ impl RequestQueue<HostRequest> for HostQueue {
         let _host = low_resources::host_scope();
         self.check_irql("retrieve_next");
         let request = self.inner.state.lock().parked.pop_front()?;
-        request.irp.cancel.lock().parked_in = None;
+        {
+            let mut cancel = request.irp.cancel.lock();
+            cancel.parked_in = None;
+            cancel.delivered_by = Some(Arc::downgrade(&self.inner));
+        }
         Some(request)
     }
 

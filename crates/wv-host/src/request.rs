@@ -50,6 +50,9 @@ impl IoStatus {
 pub(crate) struct CancelState {
     pub cancelled: bool,
     pub parked_in: Option<Weak<QueueInner>>,
+    /// The queue that last handed the request to the driver (`WdfIoQueueRetrieveNextRequest`):
+    /// KMDF's verifier refuses to forward a request to that same queue.
+    pub delivered_by: Option<Weak<QueueInner>>,
 }
 
 /// A file-object reference an IRP holds (`Irp->Tail.Overlay.OriginalFileObject`).

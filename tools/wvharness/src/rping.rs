@@ -10,7 +10,9 @@
 //! would have): the server on the `--device` device, the client on the next one. `-s` prints
 //! the server's lines, `-c` (the default) the client's, in rping's words: with `-v` the client
 //! prints `ping data: rdma-ping-<n>: …` for every ping, the server `server ping data: …`;
-//! the DISCONNECT events go to standard error. Data is always verified (rping's `-V`).
+//! the DISCONNECT events go to standard error, on the server followed by rping's report of the
+//! wait the disconnect ended (`wait for RDMA_READ_ADV state 10`). Data is always verified
+//! (rping's `-V`).
 //! rping's `-d` (debug prints) would clash with `--device`'s `-d`: it is `--debug` here.
 
 use std::io::{self, Write};
@@ -42,6 +44,9 @@ const SQ_DEPTH: u32 = 16;
 const RQ_DEPTH: u32 = 2;
 /// `struct rping_rdma_info`: buffer address, rkey and size, big-endian.
 const INFO_LEN: usize = 16;
+/// rping's `DISCONNECTED` test state, which its server prints when the client's disconnect
+/// ends a wait.
+const DISCONNECTED: u32 = 10;
 
 /// Options of `wvharness rping` (rping's).
 #[derive(Args, Clone, Debug)]
@@ -397,12 +402,19 @@ fn server_main<O: Opener>(
         .map_err(|e| format!("rdma_notify: {e}"))?;
 
     let peer_left = || notify.is_complete();
-    loop {
-        // The client's source advertisement, or its disconnect.
+    // Each wait of rping's server loop: the completion it waits for, or the client's
+    // disconnect, which ends the loop at that wait (rping then reports the wait it was in).
+    let wait = |step: &'static str, want: WcOpcode| -> Result<Option<&'static str>, String> {
         match rp.next(peer_left)? {
-            Some(WcOpcode::Recv) => {}
-            None => break,
-            Some(op) => return Err(format!("wait for RDMA_READ_ADV: {op:?}")),
+            Some(op) if op == want => Ok(None),
+            None => Ok(Some(step)),
+            Some(op) => Err(format!("wait for {step}: {op:?}")),
+        }
+    };
+    let left_in = loop {
+        // The client's source advertisement, or its disconnect.
+        if let Some(step) = wait("RDMA_READ_ADV", WcOpcode::Recv)? {
+            break step;
         }
         let (addr, rkey, len) = rp.remote()?;
         if len > a.size {
@@ -412,8 +424,8 @@ fn server_main<O: Opener>(
             ));
         }
         rp.post_rdma(WrOpcode::RdmaRead, len, (addr, rkey))?;
-        if rp.next(peer_left)? != Some(WcOpcode::RdmaRead) {
-            return Err("wait for RDMA_READ_COMPLETE".into());
+        if let Some(step) = wait("RDMA_READ_COMPLETE", WcOpcode::RdmaRead)? {
+            break step;
         }
         say(
             prints && a.verbose > 0,
@@ -421,20 +433,23 @@ fn server_main<O: Opener>(
         );
         rp.post_send()?;
         // The client's sink advertisement.
-        if rp.next(peer_left)? != Some(WcOpcode::Recv) {
-            return Err("wait for RDMA_WRITE_ADV".into());
+        if let Some(step) = wait("RDMA_WRITE_ADV", WcOpcode::Recv)? {
+            break step;
         }
         let (addr, rkey, _) = rp.remote()?;
         let len = c_string(&rp.rdma.buf).len() + 1;
         rp.post_rdma(WrOpcode::RdmaWrite, len, (addr, rkey))?;
-        if rp.next(peer_left)? != Some(WcOpcode::RdmaWrite) {
-            return Err("wait for RDMA_WRITE_COMPLETE".into());
+        if let Some(step) = wait("RDMA_WRITE_COMPLETE", WcOpcode::RdmaWrite)? {
+            break step;
         }
         rp.post_send()?;
-    }
+    };
     wait_step(&notify, abort)?.map_err(|e| format!("rdma_notify: {e}"))?;
     if prints {
+        // rping's CM thread reports the event, then its main thread the wait the event ended
+        // (in the state DISCONNECTED, 10), which it counts as a clean end.
         eprintln!("server DISCONNECT EVENT...");
+        eprintln!("wait for {left_in} state {DISCONNECTED}");
     }
     let bye = child
         .disconnect(Some(&side.qp))

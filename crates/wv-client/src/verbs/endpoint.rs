@@ -450,7 +450,8 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
     }
 
     /// Disconnects (EP_DISCONNECT): a DREQ, or the DREP to the peer's; `qp` goes to ERROR
-    /// when the exchange is over. `STATUS_TIMEOUT` (a success) when the peer never answered.
+    /// when the exchange is over, also when the peer never answered the DREQ (the request
+    /// then ends with the QP modify's status, as OFW's does).
     ///
     /// # Errors
     /// An inline failure of EP_DISCONNECT.

@@ -1,21 +1,21 @@
 //! What the CM's events do to an endpoint (OFW `WvEpIbCmHandler`, `WvEpIbListenHandler`).
 //!
 //! The sinks run at IRQL <= DISPATCH_LEVEL from the CM's own context: they change the state
-//! under the endpoint's lock, take the requests the event ends out of their queue under the
-//! same lock, and complete them after releasing it. Anything that needs PASSIVE_LEVEL (the
-//! disconnect's QP → ERROR, a listener's call to `get_request`) goes to a work item.
+//! and complete the requests the event ends under the endpoint's lock. Anything that needs
+//! PASSIVE_LEVEL (the disconnect's QP → ERROR, a listener's call to `get_request`) goes to a
+//! work item. An event on a new connection's id that comes while the listener is still
+//! handing the id over is kept and applied once the endpoint has taken the request.
 
 use wv_abi::{NtStatus, WV_IO_CONNECT_PARAM};
 use wv_hal::cm::REJ_PRIVATE_DATA;
 use wv_hal::{
-    CmEvent, CmEventSink, CmRepEvent, IoRequest, KArc, KWeak, Platform, RequestQueue, SpinLock,
-    Verbs,
+    CmEvent, CmEventSink, CmRepEvent, IoRequest, KWeak, Platform, RequestQueue, SpinLock, Verbs,
 };
 
-use super::{EpInner, EpObj, EpState};
+use super::{Early, EpInner, EpObj, EpState};
 
 /// Private data bytes WinVerbs keeps of a REP or REJ (`WV_IO_CONNECT_PARAM.Data`).
-const KEPT: usize = 56;
+pub(crate) const KEPT: usize = 56;
 
 /// The sink of a connection's CM id.
 pub(crate) struct ConnEvents<P: Platform, V: Verbs> {
@@ -82,87 +82,151 @@ fn save_reject(inner: &mut EpInner, private_data: &[u8]) {
 
 impl<P: Platform, V: Verbs> CmEventSink for ConnEvents<P, V> {
     fn on_event(&self, event: CmEvent<'_>) {
-        if let Some(ep) = self.ep.upgrade() {
-            on_connection_event(&ep, event);
+        let Some(ep) = self.ep.upgrade() else { return };
+        let disconnect = {
+            let mut inner = ep.inner.lock();
+            if inner.state == EpState::Queued {
+                keep_early(&mut inner, event);
+                false
+            } else {
+                apply(&ep, &mut inner, event)
+            }
+        };
+        if disconnect {
+            super::work::kick(&ep);
         }
     }
 }
 
-/// One CM event on an endpoint's connection. IRQL <= DISPATCH_LEVEL.
-fn on_connection_event<P: Platform, V: Verbs>(ep: &KArc<EpObj<P, V>>, event: CmEvent<'_>) {
-    {
-        use EpState::*;
-        let handshake = &ep.handshake_queue;
-        let notify = &ep.notify_queue;
-        let disconnect = {
-            let mut inner = ep.inner.lock();
-            let mut disconnect = None;
-            match (event, inner.state) {
-                (_, Destroying) => {}
-                (CmEvent::ReqError, ActiveConnect) if !inner.rep_received => {
-                    // Nobody answered: the route is still good for another CONNECT.
-                    inner.state = RouteResolved;
-                    end::<P>(handshake, NtStatus::TIMEOUT, false);
-                }
-                (CmEvent::RepReceived(rep), ActiveConnect) if !inner.rep_received => {
-                    inner.rep_received = true;
-                    save_reply(&mut inner, rep);
-                    end::<P>(handshake, NtStatus::SUCCESS, false);
-                }
-                (CmEvent::RepError, PassiveConnect) => {
-                    inner.state = Disconnected;
-                    end::<P>(handshake, NtStatus::IO_TIMEOUT, false);
-                }
-                (CmEvent::RtuReceived { .. }, PassiveConnect) => {
-                    inner.state = Connected;
-                    end::<P>(handshake, NtStatus::SUCCESS, true);
-                }
-                (CmEvent::DreqReceived { .. }, Connected) => {
-                    inner.state = PassiveDisconnect;
-                    end::<P>(notify, NtStatus::SUCCESS, false);
-                }
-                (CmEvent::DreqReceived { .. }, PassiveConnect) => {
-                    // The RTU was lost and the peer already disconnects: the pending ACCEPT
-                    // ends well, and a DISCONNECT answers the DREQ.
-                    inner.state = PassiveDisconnect;
-                    end::<P>(handshake, NtStatus::SUCCESS, true);
-                }
-                (CmEvent::DreqReceived { .. }, ActiveDisconnect)
-                | (CmEvent::DrepReceived { .. }, ActiveDisconnect | Disconnected) => {
-                    // Both sides disconnected at once, or the DREP of ours.
-                    inner.state = Disconnected;
-                    end::<P>(notify, NtStatus::SUCCESS, false);
-                    disconnect = Some(NtStatus::SUCCESS);
-                }
-                (CmEvent::DreqError, ActiveDisconnect | Disconnected) => {
-                    inner.state = Disconnected;
-                    end::<P>(notify, NtStatus::TIMEOUT, false);
-                    disconnect = Some(NtStatus::TIMEOUT);
-                }
-                (CmEvent::RejReceived { private_data, .. }, ActiveConnect | PassiveConnect) => {
-                    inner.state = Disconnected;
-                    save_reject(&mut inner, private_data);
-                    end::<P>(handshake, NtStatus::CONNECTION_REFUSED, false);
-                }
-                (CmEvent::MraReceived { .. }, _) => {}
-                (CmEvent::Other(_), _) => {
-                    // OFW's default case: an event WinVerbs does not know ends the connection.
-                    inner.state = Disconnected;
-                    end::<P>(handshake, NtStatus::NOT_IMPLEMENTED, false);
-                    end::<P>(notify, NtStatus::NOT_IMPLEMENTED, false);
-                    disconnect = Some(NtStatus::NOT_IMPLEMENTED);
-                }
-                // Anything else does not fit the state (a late or repeated message): ignored.
-                _ => {}
+/// An event on the id a listener is handing over to this (still Queued) endpoint: kept for
+/// [`replay_early`]. A REP, RTU or timeout does not fit an id that has answered nothing yet,
+/// and an MRA changes nothing.
+fn keep_early(inner: &mut EpInner, event: CmEvent<'_>) {
+    inner.early = match event {
+        CmEvent::RejReceived {
+            reason,
+            private_data,
+            ..
+        } => {
+            let mut data = [0u8; KEPT];
+            let len = private_data.len().min(KEPT);
+            data[..len].copy_from_slice(&private_data[..len]);
+            Early::Rejected {
+                reason,
+                data,
+                len: len as u8,
             }
-            if let Some(status) = disconnect {
-                inner.disconnect_status = status;
-                inner.disconnect_due = true;
-            }
-            disconnect.is_some()
-        };
-        if disconnect {
-            super::work::kick(ep);
         }
+        CmEvent::DreqReceived { .. } => Early::Disconnecting,
+        CmEvent::Other(kind) => Early::Other(kind),
+        _ => return,
+    };
+}
+
+/// Applies what [`keep_early`] kept, now that the endpoint took the request (PassiveConnect,
+/// nothing parked on it yet), as if it had come right after. Under the endpoint's lock.
+pub(crate) fn replay_early<P: Platform, V: Verbs>(ep: &EpObj<P, V>, inner: &mut EpInner) {
+    let early = core::mem::replace(&mut inner.early, Early::None);
+    let event = match &early {
+        Early::None => return,
+        Early::Rejected { reason, data, len } => CmEvent::RejReceived {
+            reason: *reason,
+            ari: &[],
+            private_data: &data[..usize::from(*len)],
+        },
+        Early::Disconnecting => CmEvent::DreqReceived { private_data: &[] },
+        Early::Other(kind) => CmEvent::Other(*kind),
+    };
+    let disconnect = apply(ep, inner, event);
+    debug_assert!(
+        !disconnect,
+        "no DISCONNECT can wait on a connection just taken"
+    );
+}
+
+/// One CM event on an endpoint's connection (OFW `WvEpIbCmHandler`), under the endpoint's
+/// lock. IRQL <= DISPATCH_LEVEL. Returns whether the DISCONNECT (if one waits) is now due for
+/// the work item's QP → ERROR step.
+pub(crate) fn apply<P: Platform, V: Verbs>(
+    ep: &EpObj<P, V>,
+    inner: &mut EpInner,
+    event: CmEvent<'_>,
+) -> bool {
+    use EpState::*;
+    let handshake = &ep.handshake_queue;
+    let notify = &ep.notify_queue;
+    match (event, inner.state) {
+        (_, Destroying) => {}
+        (CmEvent::ReqError, ActiveConnect) if !inner.rep_received => {
+            // Nobody answered: the route is still good for another CONNECT.
+            inner.state = RouteResolved;
+            end::<P>(handshake, NtStatus::TIMEOUT, false);
+        }
+        (CmEvent::RepReceived(rep), ActiveConnect) if !inner.rep_received => {
+            inner.rep_received = true;
+            save_reply(inner, rep);
+            end::<P>(handshake, NtStatus::SUCCESS, false);
+        }
+        (CmEvent::RepError, PassiveConnect) => {
+            inner.state = Disconnected;
+            end::<P>(handshake, NtStatus::IO_TIMEOUT, false);
+        }
+        (CmEvent::RtuReceived { .. }, PassiveConnect) => {
+            inner.state = Connected;
+            end::<P>(handshake, NtStatus::SUCCESS, true);
+        }
+        (CmEvent::DreqReceived { .. }, Connected) => {
+            inner.state = PassiveDisconnect;
+            end::<P>(notify, NtStatus::SUCCESS, false);
+        }
+        (CmEvent::DreqReceived { .. }, PassiveConnect) => {
+            // The RTU was lost and the peer already disconnects: the pending ACCEPT ends
+            // well, and a DISCONNECT answers the DREQ.
+            inner.state = PassiveDisconnect;
+            end::<P>(handshake, NtStatus::SUCCESS, true);
+        }
+        // A DREQ in any other state (both sides disconnecting at once, a peer that leaves
+        // before the active side's ACCEPT), the DREP of ours, or our DREQ's timeout: OFW's
+        // `WvEpCompleteDisconnect`. The endpoint is disconnected, what waits on it ends with
+        // the event's status (`STATUS_TIMEOUT` is a success code), and a DISCONNECT moves its
+        // QP to ERROR on the work item and ends with that modify's status.
+        (CmEvent::DreqReceived { .. } | CmEvent::DrepReceived { .. }, _) => {
+            return disconnected::<P>(inner, handshake, notify, NtStatus::SUCCESS);
+        }
+        (CmEvent::DreqError, _) => {
+            return disconnected::<P>(inner, handshake, notify, NtStatus::TIMEOUT);
+        }
+        (CmEvent::RejReceived { private_data, .. }, ActiveConnect | PassiveConnect) => {
+            inner.state = Disconnected;
+            save_reject(inner, private_data);
+            end::<P>(handshake, NtStatus::CONNECTION_REFUSED, false);
+        }
+        (CmEvent::MraReceived { .. }, _) => {}
+        (CmEvent::Other(_), _) => {
+            // OFW's default case: an event WinVerbs does not know ends the connection, and
+            // every request waiting on it, a DISCONNECT too (no QP step).
+            inner.state = Disconnected;
+            for queue in [&ep.start_queue, handshake, notify, &ep.disconnect_queue] {
+                end::<P>(queue, NtStatus::NOT_IMPLEMENTED, false);
+            }
+        }
+        // Anything else does not fit the state (a late or repeated message): ignored.
+        _ => {}
     }
+    false
+}
+
+/// OFW's `WvEpCompleteDisconnect`: the endpoint is disconnected, the requests waiting for the
+/// handshake or the disconnect end with `status`, and the DISCONNECT is due.
+fn disconnected<P: Platform>(
+    inner: &mut EpInner,
+    handshake: &P::Queue,
+    notify: &P::Queue,
+    status: NtStatus,
+) -> bool {
+    inner.state = EpState::Disconnected;
+    end::<P>(handshake, status, false);
+    end::<P>(notify, status, false);
+    inner.disconnect_due = true;
+    true
 }

@@ -3,26 +3,34 @@
 //! `WvEpGetRequest`, `WvEpGetIbRequest`, `WvEpCancelListen`).
 //!
 //! A GET_REQUEST names the idle endpoint that takes the next connection. It is moved to
-//! `Queued` and held by the listener until a request fills it, the listener is cancelled or
-//! destroyed (it goes back to Idle), or its file closes. Each request is paired with the
-//! endpoint its own GET_REQUEST names (OFW paired the oldest request with the oldest queued
-//! endpoint, so a cancelled GET_REQUEST shifted every later pairing by one).
+//! `Queued` and held by the listener until a request fills it, the listener is cancelled,
+//! destroyed or removed, the GET_REQUEST itself is cancelled (it goes back to Idle), or its
+//! file closes. Each request is paired with the endpoint its own GET_REQUEST names (OFW paired
+//! the oldest request with the oldest queued endpoint, so a cancelled GET_REQUEST shifted every
+//! later pairing by one).
+//!
+//! Each GET_REQUEST waits in its own endpoint's request queue, the endpoint on the listener's
+//! list (oldest first). The listener's `inner` lock orders them: an endpoint is queued with
+//! its GET_REQUEST parked, taken for a fill (with the fill's mark), given back, or found to
+//! have lost its request only under it; its `queued` lock nests inside it.
 //!
 //! The CM announces each queued request on the listen id; the listener counts them and its work
 //! item takes them with `get_request`, which hands the new id over with the new endpoint's sink
 //! already installed (fix of spec §7.1-h). Requests nobody asked for beyond the listen's
 //! backlog are rejected; the CM hands requests over oldest first, so those are the oldest.
 
-use wv_abi::{NtStatus, WV_IO_EP_GET_REQUEST, WV_IO_EP_LISTEN, read_prefix};
+use wv_abi::{NtStatus, WV_IO_EP_GET_REQUEST, WV_IO_EP_LISTEN};
 use wv_hal::cm::{REJ_INSUFFICIENT_RESOURCES, REQ_PRIVATE_DATA};
 use wv_hal::{
-    CmReqEvent, ConnectionManager, IoRequest, KArc, Platform, RequestQueue, SpinLock, Verbs,
+    CmEventSink, CmReqEvent, ConnectionManager, IoRequest, KArc, Platform, RequestQueue, SpinLock,
+    Verbs,
 };
 
 use super::cma::{self, CMP_DST_IP};
-use super::events::{ConnEvents, ListenEvents};
-use super::{Binding, CmConn, EpObj, EpState, choose_cm};
-use crate::fallible::push_locked;
+use super::events::{self, ConnEvents, ListenEvents};
+use super::work::refused;
+use super::{Binding, CmConn, Early, EpObj, EpState, Queued, choose_cm};
+use crate::fallible::grow_locked;
 use crate::provider::Provider;
 use crate::status::REMOVED;
 
@@ -71,10 +79,11 @@ fn start_listen<P: Platform, V: Verbs>(ep: &EpObj<P, V>, backlog: u64) -> Result
         let Some(_share) = rdma.gate.share() else {
             return Err(REMOVED);
         };
-        let sink = KArc::try_new(ListenEvents { ep: ep.me.clone() })?;
+        let events: KArc<dyn CmEventSink> =
+            KArc::try_new(ListenEvents { ep: ep.me.clone() })?.into();
         let slot = KArc::<CmConn<V>>::try_reserve()?;
-        let id = cm.create_id(sink.into())?;
-        let conn = slot.write(CmConn { cm, id });
+        let id = cm.create_id(KArc::clone(&events))?;
+        let conn = slot.write(CmConn { cm, id, events });
         {
             let mut inner = ep.inner.lock();
             if inner.state != EpState::AddressBound {
@@ -143,18 +152,57 @@ pub(crate) fn get_request<P: Platform, V: Verbs>(
             return req.complete(NtStatus::CONNECTION_IN_USE, 0);
         }
         inner.state = EpState::Queued;
+        inner.listener = g.Id;
+        inner.early = Early::None;
     }
     // The listener's hold on the endpoint: it cannot be destroyed while queued (OFW).
     ep.refs.get();
-    if let Err(((_, back), e)) = push_locked(&listener.queued, (g.EpId, KArc::clone(ep.arc()))) {
-        give_back(&back);
-        return req.complete(e.into(), 0);
-    }
-    if let Err((req, status)) = listener.request_queue.park(req) {
-        take_queued(&listener, g.EpId);
+    if let Err((req, status)) = park_on(&listener, g.EpId, ep.arc(), req) {
+        give_back(&ep);
         return req.complete(status, 0);
     }
     super::kick(listener.arc());
+}
+
+/// Queues endpoint `id` on the listener and parks its GET_REQUEST in the endpoint's own
+/// request queue, both under the listener's lock and only while it listens: whatever ends the
+/// listener's GET_REQUESTs (removal, EP_CANCEL, destroy) changes its state or takes its
+/// queued endpoints under that lock, so it either finds this one queued or this sees the new
+/// state (a GET_REQUEST that checked the state before a removal and parked after it waited for
+/// ever on a disconnected listener).
+fn park_on<P: Platform, V: Verbs>(
+    listener: &EpObj<P, V>,
+    id: u64,
+    ep: &KArc<EpObj<P, V>>,
+    req: P::Request,
+) -> Result<(), (P::Request, NtStatus)> {
+    loop {
+        if let Err(e) = grow_locked(&listener.queued, 1) {
+            return Err((req, e.into()));
+        }
+        let inner = listener.inner.lock();
+        if inner.state != EpState::Listening {
+            return Err((req, refused(&inner)));
+        }
+        let mut queued = listener.queued.lock();
+        if queued.len() == queued.capacity() {
+            // Another GET_REQUEST took the room made for this one: make more.
+            continue;
+        }
+        queued.push(Queued {
+            id,
+            ep: KArc::clone(ep),
+        });
+        drop(queued);
+        return match ep.request_queue.park(req) {
+            Ok(()) => Ok(()),
+            Err((req, status)) => {
+                // The caller's `give_back` drops the entry's hold.
+                drop(take_entry(listener, id));
+                Err((req, status))
+            }
+        };
+    }
 }
 
 /// Returns an endpoint a listener held to Idle and drops the hold.
@@ -163,79 +211,123 @@ fn give_back<P: Platform, V: Verbs>(ep: &EpObj<P, V>) {
         let mut inner = ep.inner.lock();
         if inner.state == EpState::Queued {
             inner.state = EpState::Idle;
+            inner.early = Early::None;
         }
+        inner.listener = 0;
     }
     ep.refs.put();
 }
 
-/// Takes endpoint `id` off the listener's queue and gives it back to Idle.
-fn take_queued<P: Platform, V: Verbs>(listener: &EpObj<P, V>, id: u64) {
-    let taken = {
-        let mut queued = listener.queued.lock();
-        queued
-            .iter()
-            .position(|(i, _)| *i == id)
-            .map(|at| queued.remove(at))
-    };
-    if let Some((_, ep)) = taken {
-        give_back(&ep);
-    }
-}
-
 /// OFW's `WvEpCancelListen`, and what a listener does before it goes: every GET_REQUEST ends
-/// with `status` and every queued endpoint goes back to Idle. The listen itself stays.
+/// with `status` and every queued endpoint goes back to Idle (before its GET_REQUEST ends, so
+/// a caller that queues it again at once finds it Idle). The listen itself stays.
 /// IRQL <= DISPATCH_LEVEL.
+///
+/// One endpoint at a time is taken off under the listener's lock (see [`park_on`]); a
+/// GET_REQUEST queued while this runs is as concurrent with it as the ones before, and ends
+/// with them.
 pub(crate) fn release_waiters<P: Platform, V: Verbs>(listener: &EpObj<P, V>, status: NtStatus) {
-    while let Some(r) = listener.request_queue.retrieve_next() {
-        r.complete(status, 0);
-    }
     loop {
-        let next = listener.queued.lock().pop();
-        let Some((_, ep)) = next else { break };
-        give_back(&ep);
+        let taken = {
+            let _inner = listener.inner.lock();
+            listener.queued.lock().pop()
+        };
+        let Some(taken) = taken else { break };
+        // Its one GET_REQUEST (none while the work item fills it: that one ends there).
+        let req = taken.ep.request_queue.retrieve_next();
+        give_back(&taken.ep);
+        if let Some(req) = req {
+            req.complete(status, 0);
+        }
     }
 }
 
-/// The work item's share of a listener: pairs one announced request with a waiting
-/// GET_REQUEST, or rejects one beyond the backlog. Returns whether it did anything.
+/// Gives back every endpoint queued on `listener` whose GET_REQUEST ended without it: the
+/// I/O manager cancelled the request (CancelIoEx, the thread's exit), which the framework
+/// completes by itself without telling the driver. OFW kept such an endpoint Queued with the
+/// listener's reference until some later request filled it in place of another GET_REQUEST's
+/// endpoint; pairing here follows each GET_REQUEST, so nothing would fill it and its destroy
+/// answered `STATUS_ACCESS_DENIED` until the listener was cancelled.
+///
+/// Each GET_REQUEST waits in its own endpoint's queue, so an endpoint has lost its request
+/// when that queue is empty and the work item is not filling it, checked under the listener's
+/// lock. IRQL <= DISPATCH_LEVEL.
+pub(crate) fn reap<P: Platform, V: Verbs>(listener: &EpObj<P, V>) {
+    loop {
+        let orphan = {
+            let inner = listener.inner.lock();
+            let mut queued = listener.queued.lock();
+            let at = queued
+                .iter()
+                .position(|q| Some(q.id) != inner.filling && q.ep.request_queue.parked() == 0);
+            at.map(|at| queued.remove(at))
+        };
+        let Some(orphan) = orphan else { return };
+        give_back(&orphan.ep);
+    }
+}
+
+/// What the listener's work item does next.
+enum Next<P: Platform, V: Verbs> {
+    /// Fill the endpoint of this GET_REQUEST.
+    Fill(P::Request, u64, KArc<EpObj<P, V>>),
+    /// The oldest queued endpoint lost its GET_REQUEST: give it back.
+    GiveBack(Queued<P, V>),
+    /// Refuse a request beyond the backlog.
+    Reject,
+}
+
+/// The work item's share of a listener: pairs one announced request with the oldest waiting
+/// GET_REQUEST, or rejects one beyond the backlog. Returns whether it did anything (each time
+/// it does, the announced requests or the queued endpoints become fewer, so the work item's
+/// loop ends).
 pub(crate) fn pair_one<P: Platform, V: Verbs>(listener: &EpObj<P, V>) -> bool {
-    let (pending, backlog) = {
-        let inner = listener.inner.lock();
-        if inner.state != EpState::Listening {
+    let next = {
+        let mut inner = listener.inner.lock();
+        if inner.state != EpState::Listening || inner.pending == 0 {
             return false;
         }
-        (inner.pending, inner.backlog)
+        let mut queued = listener.queued.lock();
+        match queued.first() {
+            Some(q) => match q.ep.request_queue.retrieve_next() {
+                Some(req) => {
+                    // Taken under the lock with the mark, so `reap` never sees the endpoint
+                    // without its request.
+                    inner.filling = Some(q.id);
+                    Next::Fill(req, q.id, KArc::clone(&q.ep))
+                }
+                None => Next::GiveBack(queued.remove(0)),
+            },
+            None if inner.pending > inner.backlog => Next::Reject,
+            None => return false,
+        }
     };
-    if pending == 0 {
-        return false;
+    match next {
+        Next::Fill(req, id, ep) => fill(listener, req, id, &ep),
+        Next::GiveBack(q) => give_back(&q.ep),
+        Next::Reject => reject_one(listener),
     }
-    if let Some(req) = listener.request_queue.retrieve_next() {
-        fill(listener, req);
-        return true;
-    }
-    if pending > backlog {
-        reject_one(listener);
-        return true;
-    }
-    false
+    true
 }
 
-/// Takes the next request from the CM into the endpoint `req` names, and completes `req`.
-fn fill<P: Platform, V: Verbs>(listener: &EpObj<P, V>, req: P::Request) {
-    let g: WV_IO_EP_GET_REQUEST = match read_prefix(req.buffer()) {
-        Ok(g) => g,
-        Err(s) => return req.complete(s, 0),
-    };
-    let ep = listener
-        .queued
-        .lock()
-        .iter()
-        .find(|(id, _)| *id == g.EpId)
-        .map(|(_, ep)| KArc::clone(ep));
-    let Some(ep) = ep else {
-        // Given back meanwhile (EP_CANCEL raced the pairing): nothing to fill.
-        return req.complete(NtStatus::CANCELLED, 0);
-    };
+/// How a fill ended, for [`end_fill`].
+enum Filled {
+    /// The endpoint took the request: the GET_REQUEST succeeds.
+    Taken,
+    /// The GET_REQUEST ends with this status; its endpoint goes back to Idle.
+    Failed(NtStatus),
+    /// No request could be taken: the GET_REQUEST waits for the next one.
+    Again,
+}
+
+/// Takes the next request from the CM into endpoint `id`, which `req` names, and completes
+/// `req` (or parks it again).
+fn fill<P: Platform, V: Verbs>(
+    listener: &EpObj<P, V>,
+    req: P::Request,
+    id: u64,
+    ep: &KArc<EpObj<P, V>>,
+) {
     // What the new id needs, allocated before the CM is asked: when memory is short the
     // request stays with the CM for a later GET_REQUEST, and this one fails (its endpoint
     // goes back to Idle).
@@ -243,84 +335,135 @@ fn fill<P: Platform, V: Verbs>(listener: &EpObj<P, V>, req: P::Request) {
         .and_then(|sink| Ok((sink, KArc::<CmConn<V>>::try_reserve()?)));
     let (sink, slot) = match made {
         Ok(made) => made,
-        Err(e) => {
-            take_queued(listener, g.EpId);
-            return req.complete(e.into(), 0);
-        }
+        Err(e) => return end_fill(listener, id, ep, req, Filled::Failed(e.into()), None),
     };
     let taken = listener.with_binding(|rdma, conn| {
-        let (id, event) = conn.cm.get_request(&conn.id, sink.into())?;
+        let events: KArc<dyn CmEventSink> = sink.into();
+        let (new_id, event) = conn.cm.get_request(&conn.id, KArc::clone(&events))?;
         let new = Binding {
             rdma: KArc::clone(rdma),
             conn: slot.write(CmConn {
                 cm: KArc::clone(&conn.cm),
-                id,
+                id: new_id,
+                events,
             }),
         };
         // Bound inside the device's gate, as every id of an endpoint is.
-        match accept_request(&ep, &event, new) {
+        match accept_request(ep, &event, new) {
             Ok(()) => Ok(true),
             Err(refused) => {
                 // Nobody will answer this request: the peer hears so now, not at its timeout.
-                let id = &refused.conn.id;
-                let _ = conn.cm.send_rej(id, REJ_INSUFFICIENT_RESOURCES, &[], &[]);
+                let new_id = &refused.conn.id;
+                let _ = conn
+                    .cm
+                    .send_rej(new_id, REJ_INSUFFICIENT_RESOURCES, &[], &[]);
                 refused.destroy();
                 Ok(false)
             }
         }
     });
-    match taken {
-        Ok(filled) => {
-            {
-                let mut inner = listener.inner.lock();
-                inner.pending = inner.pending.saturating_sub(1);
-            }
-            if filled {
-                take_off(listener, g.EpId);
-                req.complete(NtStatus::SUCCESS, 0);
-            } else {
-                // The endpoint was given back (EP_CANCEL of the listener) or is being
-                // destroyed since it was found, as when it is not found at all.
-                take_queued(listener, g.EpId);
-                req.complete(NtStatus::CANCELLED, 0);
-            }
-        }
-        Err(NtStatus::NO_MORE_ENTRIES) => {
-            // The count was ahead of the CM (a request it dropped): wait for the next one.
-            listener.inner.lock().pending = 0;
-            repark(listener, req);
-        }
-        Err(status) if status == REMOVED => req.complete(status, 0),
-        Err(_) => {
-            // The CM rejected that request (it could not make the id): the GET_REQUEST waits
-            // for the next one.
-            let mut inner = listener.inner.lock();
-            inner.pending = inner.pending.saturating_sub(1);
-            drop(inner);
-            repark(listener, req);
-        }
-    }
-}
-
-/// Parks a GET_REQUEST again (at the end of the queue).
-fn repark<P: Platform, V: Verbs>(listener: &EpObj<P, V>, req: P::Request) {
-    if let Err((req, status)) = listener.request_queue.park(req) {
-        req.complete(status, 0);
-    }
-}
-
-/// Takes endpoint `id` off the listener's queue after a request filled it, dropping the hold.
-fn take_off<P: Platform, V: Verbs>(listener: &EpObj<P, V>, id: u64) {
-    let taken = {
-        let mut queued = listener.queued.lock();
-        queued
-            .iter()
-            .position(|(i, _)| *i == id)
-            .map(|at| queued.remove(at))
+    let (filled, count) = match taken {
+        Ok(true) => (Filled::Taken, Some(1)),
+        // The endpoint was given back (EP_CANCEL of the listener) or is being destroyed since
+        // the work item took its GET_REQUEST.
+        Ok(false) => (Filled::Failed(NtStatus::CANCELLED), Some(1)),
+        // The count was ahead of the CM (a request it dropped): wait for the next one.
+        Err(NtStatus::NO_MORE_ENTRIES) => (Filled::Again, Some(0)),
+        Err(status) if status == REMOVED => (Filled::Failed(status), None),
+        // The CM rejected that request (it could not make the id): the GET_REQUEST waits for
+        // the next one.
+        Err(_) => (Filled::Again, Some(1)),
     };
-    if let Some((_, ep)) = taken {
-        ep.refs.put();
+    end_fill(listener, id, ep, req, filled, count);
+}
+
+/// The end of a fill of endpoint `id`, under the listener's lock with the end of its mark
+/// (see [`reap`]): the count of announced requests goes down by `taken` (`Some(0)`: the CM
+/// has none left), and `req` completes, or waits again in its endpoint's queue (only while the
+/// listener listens and still holds the endpoint, as [`park_on`] parks it).
+fn end_fill<P: Platform, V: Verbs>(
+    listener: &EpObj<P, V>,
+    id: u64,
+    ep: &EpObj<P, V>,
+    req: P::Request,
+    filled: Filled,
+    taken: Option<u64>,
+) {
+    let mut inner = listener.inner.lock();
+    inner.filling = None;
+    match taken {
+        Some(0) => inner.pending = 0,
+        Some(n) => inner.pending = inner.pending.saturating_sub(n),
+        None => {}
     }
+    let held = listener.queued.lock().iter().any(|q| q.id == id);
+    let status = match filled {
+        Filled::Taken => NtStatus::SUCCESS,
+        Filled::Failed(status) => status,
+        // Given back meanwhile (EP_CANCEL of the listener): nothing is left to wait for.
+        Filled::Again if !held => NtStatus::CANCELLED,
+        Filled::Again if inner.state != EpState::Listening => refused(&inner),
+        Filled::Again => {
+            // Back to the endpoint's queue by way of the listener's: a request cannot be
+            // forwarded to the queue that handed it over (KMDF's verifier refuses that;
+            // `WdfRequestRequeue`, which OFW used, is not a platform call). It keeps its
+            // place: the endpoint stays first in the listener's queue.
+            let back = listener
+                .request_queue
+                .park(req)
+                .map(|()| listener.request_queue.retrieve_next());
+            let req = match back {
+                Ok(Some(req)) => req,
+                // Cancelled in that instant (the platform completed it): its endpoint is free.
+                Ok(None) => {
+                    let entry = take_entry(listener, id);
+                    drop(inner);
+                    if let Some(q) = entry {
+                        give_back(&q.ep);
+                    }
+                    return;
+                }
+                Err((req, status)) => {
+                    let entry = take_entry(listener, id);
+                    drop(inner);
+                    return finish(entry, req, status);
+                }
+            };
+            match ep.request_queue.park(req) {
+                Ok(()) => return,
+                Err((req, status)) => {
+                    let entry = take_entry(listener, id);
+                    drop(inner);
+                    return finish(entry, req, status);
+                }
+            }
+        }
+    };
+    let entry = take_entry(listener, id);
+    drop(inner);
+    finish(entry, req, status);
+}
+
+/// Takes endpoint `id` off the listener's queue.
+fn take_entry<P: Platform, V: Verbs>(listener: &EpObj<P, V>, id: u64) -> Option<Queued<P, V>> {
+    let mut queued = listener.queued.lock();
+    let at = queued.iter().position(|q| q.id == id)?;
+    Some(queued.remove(at))
+}
+
+/// Completes a GET_REQUEST whose fill ended with `status`, with its endpoint's entry if the
+/// listener still held it: a filled endpoint keeps its new state and only loses the
+/// listener's hold (an EP_CANCEL after the fill took the entry already, and the GET_REQUEST
+/// still succeeded); any other goes back to Idle first.
+fn finish<P: Platform, V: Verbs>(entry: Option<Queued<P, V>>, req: P::Request, status: NtStatus) {
+    if let Some(q) = entry {
+        if status == NtStatus::SUCCESS {
+            q.ep.refs.put();
+        } else {
+            give_back(&q.ep);
+        }
+    }
+    req.complete(status, 0);
 }
 
 /// A new connection's endpoint takes the request (OFW `WvEpGetIbRequest`): its addresses
@@ -331,7 +474,8 @@ fn take_off<P: Platform, V: Verbs>(listener: &EpObj<P, V>, id: u64) {
 /// `PassiveConnect` and the binding: an EP_CANCEL of the listener may have given it back to
 /// Idle, or a destroy torn it down, since the work item found it. The binding comes back then,
 /// for the caller to reject (OFW bound it anyway: the GET_REQUEST succeeded on an endpoint
-/// that could not answer, and a torn-down endpoint kept an id nobody would destroy).
+/// that could not answer, and a torn-down endpoint kept an id nobody would destroy). What the
+/// CM reported on the new id while it was handed over applies right after.
 fn accept_request<P: Platform, V: Verbs>(
     ep: &EpObj<P, V>,
     event: &CmReqEvent,
@@ -364,6 +508,8 @@ fn accept_request<P: Platform, V: Verbs>(
     inner.route = event.primary_path;
     inner.state = EpState::PassiveConnect;
     inner.rep_sent = false;
+    inner.listener = 0;
+    events::replay_early(ep, &mut inner);
     // Under the endpoint's lock: a teardown (which moves it to Destroying under that lock
     // first) finds the id and destroys it.
     let old = ep.binding.lock().replace(binding);
@@ -375,17 +521,13 @@ fn accept_request<P: Platform, V: Verbs>(
     Ok(())
 }
 
-/// Takes one request nobody asked for beyond the backlog and rejects it.
+/// Takes one request nobody asked for beyond the backlog and rejects it. Allocates nothing:
+/// the refused id reports to the listener's own sink (which takes only `ReqReceived`, an
+/// event a connection's id never has) for the instant it lives, so memory being short cannot
+/// keep the request in the CM while the count says it is due.
 fn reject_one<P: Platform, V: Verbs>(listener: &EpObj<P, V>) {
-    let sink = match KArc::try_new(ListenEvents {
-        ep: listener.me.clone(),
-    }) {
-        Ok(sink) => sink,
-        // No memory now; the next run tries again.
-        Err(_) => return,
-    };
     let rejected = listener.with_binding(|_, conn| {
-        let (id, _) = conn.cm.get_request(&conn.id, sink.into())?;
+        let (id, _) = conn.cm.get_request(&conn.id, KArc::clone(&conn.events))?;
         let _ = conn.cm.send_rej(&id, REJ_INSUFFICIENT_RESOURCES, &[], &[]);
         conn.cm.destroy_id(id);
         Ok(())
@@ -393,6 +535,7 @@ fn reject_one<P: Platform, V: Verbs>(listener: &EpObj<P, V>) {
     let mut inner = listener.inner.lock();
     match rejected {
         Err(NtStatus::NO_MORE_ENTRIES) => inner.pending = 0,
+        // Taken (or refused by the CM, which then dropped it), or the device is gone.
         _ => inner.pending = inner.pending.saturating_sub(1),
     }
 }

@@ -13,15 +13,16 @@
 //! Requests park in one queue per purpose (fix of spec §7.1-f: OFW parked every request of an
 //! endpoint in one queue, so a work item could take the wrong one): CONNECT and ACCEPT until
 //! the work item starts them, then until the handshake's answer; DISCONNECT until the DREP;
-//! DISCONNECT_NOTIFY until the connection goes; GET_REQUEST on a listener until a request
-//! arrives. Each is checked against the
+//! DISCONNECT_NOTIFY until the connection goes; GET_REQUEST on the endpoint it names, which
+//! the listener holds, until a request fills it. Each is checked against the
 //! endpoint's state before it parks, and everything that parks ends: by a CM event, by
 //! EP_CANCEL, by the I/O manager's cancel, by destroy or cleanup (`STATUS_CANCELLED`) or by
 //! the removal of the device whose CM the endpoint uses (`STATUS_DEVICE_REMOVED`).
 //!
 //! Locks: an endpoint's `inner` spin lock guards its state and attributes; the CM is never
 //! called with it (or any lock) held, and nothing waits under it. A listener's lock may be held
-//! while a queued endpoint's is taken, never the other way round; an endpoint's `inner` lock
+//! while its `queued` lock and then a queued endpoint's are taken, never the other way round
+//! (the listener's lock orders its GET_REQUESTs: see [`listen`]); an endpoint's `inner` lock
 //! may be held while its `binding` lock is taken (a new connection is bound together with the
 //! state that owns it), never the other way round.
 
@@ -34,7 +35,9 @@ pub(crate) mod work;
 use alloc::vec::Vec;
 
 use wv_abi::{IB_PATH_REC, NtStatus, WV_IO_EP_ATTRIBUTES};
-use wv_hal::{ConnectionManager, KArc, KWeak, Platform, RequestQueue, SpinLock, Verbs};
+use wv_hal::{
+    CmEventSink, ConnectionManager, KArc, KWeak, Platform, RequestQueue, SpinLock, Verbs,
+};
 
 use crate::driver::{RdmaDevice, Shared};
 use crate::provider::Provider;
@@ -63,10 +66,14 @@ pub(crate) enum EpState {
 /// A CM id of the lower device's CM.
 pub(crate) type CmId<V> = <<V as Verbs>::Cm as ConnectionManager>::Id;
 
-/// A CM id with the CM it belongs to.
+/// A CM id with the CM it belongs to and the sink its events go to.
 pub(crate) struct CmConn<V: Verbs> {
     pub cm: KArc<V::Cm>,
     pub id: CmId<V>,
+    /// Kept so that a listener can lend its sink to the requests it refuses beyond the
+    /// backlog: refusing one then needs no memory (a refusal that waited for memory could
+    /// only be retried, and the work item spun as long as memory was short).
+    pub events: KArc<dyn CmEventSink>,
 }
 
 /// The CM id of an endpoint and the lower device whose CM made it. Users hold a share of the
@@ -115,13 +122,43 @@ pub(crate) struct EpInner {
     pub pending: u64,
     /// Listener: how many of them it keeps before it rejects more.
     pub backlog: u64,
-    /// The status the DISCONNECT waiting in `disconnect_queue` ends with, once its QP is in
-    /// ERROR (DREP: success; DREQ timed out: `STATUS_TIMEOUT`).
-    pub disconnect_status: NtStatus,
+    /// Listener: the endpoint whose GET_REQUEST its work item is filling (that request is in
+    /// no queue meanwhile).
+    pub filling: Option<u64>,
+    /// Queued endpoint: the id of the listener that holds it.
+    pub listener: u64,
+    /// Queued endpoint: what the CM reported on the new connection's id while the listener
+    /// handed it over, applied once the endpoint takes the request.
+    pub early: Early,
 }
 
-/// An endpoint a listener holds for a GET_REQUEST, with its id in the file.
-pub(crate) type Queued<P, V> = (u64, KArc<EpObj<P, V>>);
+/// An event on a new connection's id that came while the id was being handed over to its
+/// endpoint (still Queued): the CM calls the new id's sink from the moment it exists, so the
+/// peer's REJ or DREQ may arrive before the endpoint has taken the request. The endpoint keeps
+/// it and applies it right after, as if it had come then (dropping it left an endpoint that
+/// accepted a connection its peer had already given up).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Early {
+    None,
+    /// The peer refused, with the first bytes of its private data.
+    Rejected {
+        reason: u16,
+        data: [u8; events::KEPT],
+        len: u8,
+    },
+    /// The peer disconnects.
+    Disconnecting,
+    /// An event WinVerbs does not know: it ends the connection.
+    Other(u32),
+}
+
+/// An endpoint a listener holds for a GET_REQUEST (which waits in the endpoint's
+/// `request_queue`).
+pub(crate) struct Queued<P: Platform, V: Verbs> {
+    /// Its id in the file (the GET_REQUEST's `EpId`).
+    pub id: u64,
+    pub ep: KArc<EpObj<P, V>>,
+}
 
 /// A device and its connection manager.
 pub(crate) type DeviceCm<P, V> = (KArc<RdmaDevice<P, V>>, KArc<<V as Verbs>::Cm>);
@@ -140,7 +177,7 @@ pub(crate) struct EpObj<P: Platform, V: Verbs> {
     pub refs: RefCount,
     pub inner: P::SpinLock<EpInner>,
     pub binding: P::SpinLock<Option<Binding<P, V>>>,
-    /// Listener: the endpoints its GET_REQUESTs wait to fill, by id.
+    /// Listener: the endpoints its GET_REQUESTs wait to fill, oldest first.
     pub queued: P::SpinLock<Vec<Queued<P, V>>>,
     /// The work item runs inside it; teardown closes it and waits.
     pub work: Gate<P>,
@@ -154,7 +191,10 @@ pub(crate) struct EpObj<P: Platform, V: Verbs> {
     pub disconnect_queue: P::Queue,
     /// DISCONNECT_NOTIFY until the connection goes.
     pub notify_queue: P::Queue,
-    /// Listener: GET_REQUEST until a connection request arrives.
+    /// Queued endpoint: its GET_REQUEST, until a connection request fills it (so the
+    /// request's end is seen here: the I/O manager's cancel tells the driver nothing). A
+    /// listener's stays empty but for the instant a GET_REQUEST passes through on its way back
+    /// to its endpoint's.
     pub request_queue: P::Queue,
 }
 

@@ -17,8 +17,8 @@ use wv_abi::{
 use wv_hal::cm::REJ_USER_DEFINED;
 use wv_hal::{ConnectionManager, IoRequest, KArc, Platform, RequestQueue, SpinLock, Verbs};
 
-use super::work::disconnect_qp;
-use super::{EpInner, EpObj, EpState, listen};
+use super::work::{Answer, disconnect_qp};
+use super::{Early, EpInner, EpObj, EpState, listen};
 use crate::provider::Provider;
 use crate::sync::{Gate, ModifySched, RefCount};
 
@@ -146,18 +146,43 @@ impl<P: Platform, V: Verbs> Drop for EpRef<P, V> {
 impl<P: Platform, V: Verbs> Provider<P, V> {
     /// The endpoint with this id, referenced.
     pub fn acquire_ep(&self, id: u64) -> Option<EpRef<P, V>> {
-        let tables = self.tables.lock();
-        let ep = tables.eps.get(id)?;
-        ep.refs.get();
-        Some(EpRef {
-            ep: KArc::clone(ep),
-        })
+        let ep = {
+            let tables = self.tables.lock();
+            let ep = tables.eps.get(id)?;
+            ep.refs.get();
+            KArc::clone(ep)
+        };
+        self.settle_queued(&ep);
+        Some(EpRef { ep })
+    }
+
+    /// An endpoint Queued on a listener whose GET_REQUEST has ended goes back to Idle before
+    /// any IOCTL looks at it ([`listen::reap`]): the I/O manager's cancel of a GET_REQUEST
+    /// tells the driver nothing, so this is where the endpoint learns it is free.
+    fn settle_queued(&self, ep: &EpObj<P, V>) {
+        let listener = {
+            let inner = ep.inner.lock();
+            if inner.state != EpState::Queued {
+                return;
+            }
+            inner.listener
+        };
+        let listener = self.tables.lock().eps.get(listener).cloned();
+        if let Some(listener) = listener {
+            listen::reap(&listener);
+        }
     }
 
     /// EP_DESTROY (and cleanup, with `force`): `STATUS_NOT_FOUND` for an unknown id,
     /// `STATUS_ACCESS_DENIED` while an IOCTL uses the endpoint or a listener holds it;
     /// otherwise it leaves its table and is torn down.
     pub fn destroy_ep(&self, id: u64, force: bool) -> NtStatus {
+        if !force {
+            let ep = self.tables.lock().eps.get(id).cloned();
+            if let Some(ep) = ep {
+                self.settle_queued(&ep);
+            }
+        }
         let ep = {
             let mut tables = self.tables.lock();
             let Some(ep) = tables.eps.get(id) else {
@@ -259,7 +284,9 @@ fn new_endpoint<P: Platform, V: Verbs>(
             disconnect_due: false,
             pending: 0,
             backlog: 0,
-            disconnect_status: NtStatus::SUCCESS,
+            filling: None,
+            listener: 0,
+            early: Early::None,
         }),
         binding: platform.spin_lock(None),
         queued: platform.spin_lock(alloc::vec::Vec::new()),
@@ -471,7 +498,7 @@ fn disconnect<P: Platform, V: Verbs>(
     }
     let _ = ep.with_cm(|cm, id| cm.send_drep(id, &[]));
     if let Some(req) = req {
-        disconnect_qp(&ep, req, d.QpId, NtStatus::SUCCESS);
+        disconnect_qp(&ep, req, d.QpId, Answer::Inline);
     }
 }
 
@@ -518,17 +545,15 @@ fn query<P: Platform, V: Verbs>(prov: &Provider<P, V>, mut req: P::Request, id: 
 }
 
 /// EP_CANCEL: a listener's GET_REQUESTs end with `STATUS_CANCELLED` and its queued endpoints
-/// go back to Idle; any other endpoint's parked requests end with `STATUS_CANCELLED`. The
-/// connection's state does not change (OFW).
+/// go back to Idle; a connection's parked requests end with `STATUS_CANCELLED`. The
+/// connection's state does not change (OFW). Both whatever the state (OFW looked at it), so
+/// nothing a listener that stopped listening might still hold outlasts the cancel.
 fn cancel<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
     let Some(ep) = prov.acquire_ep(id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
-    if ep.state() == EpState::Listening {
-        listen::release_waiters(&ep, NtStatus::CANCELLED);
-    } else {
-        ep.cancel_parked();
-    }
+    listen::release_waiters(&ep, NtStatus::CANCELLED);
+    ep.cancel_parked();
     drop(ep);
     req.complete(NtStatus::SUCCESS, 0);
 }

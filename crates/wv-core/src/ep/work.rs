@@ -17,8 +17,8 @@ use wv_abi::{
 };
 use wv_hal::cm::REQ_PRIVATE_DATA;
 use wv_hal::{
-    CmRep, CmReq, ConnectionManager, IoRequest, KArc, Platform, QpModify, QpState, QpType,
-    RequestQueue, SpinLock, Verbs, WorkItem,
+    CmEventSink, CmRep, CmReq, ConnectionManager, IoRequest, KArc, Platform, QpModify, QpState,
+    QpType, RequestQueue, SpinLock, Verbs, WorkItem,
 };
 
 use super::cma::{self, CM_RESPONSE_TIMEOUT, MAX_CM_RETRIES};
@@ -87,12 +87,13 @@ impl<P: Platform, V: Verbs> WorkItem for EpObj<P, V> {
     }
 }
 
-/// The status of a CONNECT or ACCEPT the endpoint's state no longer allows when its work item
-/// gets to it: OFW's `STATUS_NOT_SUPPORTED`, but `STATUS_CANCELLED` once the endpoint is being
-/// destroyed (a destroy or the file's cleanup raced the work item) and
-/// `STATUS_DEVICE_REMOVED` once the device its CM id came from was removed (which moved it
-/// to Disconnected), as the requests still parked then end.
-fn refused(inner: &EpInner) -> NtStatus {
+/// The status of a request the endpoint's state no longer allows (a CONNECT or ACCEPT when its
+/// work item gets to it, a GET_REQUEST when it would park on a listener): OFW's
+/// `STATUS_NOT_SUPPORTED`, but `STATUS_CANCELLED` once the endpoint is being destroyed (a
+/// destroy or the file's cleanup raced the request) and `STATUS_DEVICE_REMOVED` once the
+/// device its CM id came from was removed (which moved it to Disconnected), as the requests
+/// still parked then end.
+pub(crate) fn refused(inner: &EpInner) -> NtStatus {
     if inner.state == EpState::Destroying {
         NtStatus::CANCELLED
     } else if inner.removed {
@@ -154,12 +155,13 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         let Some(_share) = rdma.gate.share() else {
             return Err(REMOVED);
         };
-        let sink = KArc::try_new(ConnEvents {
+        let events: KArc<dyn CmEventSink> = KArc::try_new(ConnEvents {
             ep: self.me.clone(),
-        })?;
+        })?
+        .into();
         let slot = KArc::<CmConn<V>>::try_reserve()?;
-        let id = cm.create_id(sink.into())?;
-        let conn = slot.write(CmConn { cm, id });
+        let id = cm.create_id(KArc::clone(&events))?;
+        let conn = slot.write(CmConn { cm, id, events });
         self.bind(Binding {
             rdma: KArc::clone(&rdma),
             conn,
@@ -425,18 +427,16 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
     }
 
     /// The DISCONNECT whose answer came (OFW `WvEpAsyncDisconnect`): its QP goes to ERROR
-    /// and it completes with the answer's status, `Information = outlen`. Returns whether one
-    /// was due.
+    /// and it completes with that modify's status and `Information = outlen`, whatever the
+    /// answer was (OFW: the DREQ's timeout is `STATUS_TIMEOUT`, a success code, so the modify's
+    /// status stands). Returns whether one was due.
     fn finish_disconnect(&self) -> bool {
-        let (req, status) = {
+        let req = {
             let mut inner = self.inner.lock();
             if !core::mem::take(&mut inner.disconnect_due) {
                 return false;
             }
-            (
-                self.disconnect_queue.retrieve_next(),
-                inner.disconnect_status,
-            )
+            self.disconnect_queue.retrieve_next()
         };
         // Cancelled meanwhile: nothing more to do.
         let Some(req) = req else { return true };
@@ -447,19 +447,29 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
                 return true;
             }
         };
-        disconnect_qp(self, req, d.QpId, status);
+        disconnect_qp(self, req, d.QpId, Answer::Deferred);
         true
     }
 }
 
-/// Moves a disconnect's QP to ERROR (nothing for QP id 0) and completes the request: with
-/// `status` if it is not a success (the DREQ timed out), else with the modify's outcome;
-/// `Information = outlen` unless the modify failed.
+/// How a DISCONNECT's completion reports its output (OFW's two paths differ).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// In the caller's thread (`WvEpDisconnect`): `Information = outlen` on success, 0 when
+    /// the modify failed.
+    Inline,
+    /// From the work item after the CM's answer (`WvEpAsyncDisconnect`): `Information =
+    /// outlen` always.
+    Deferred,
+}
+
+/// Moves a disconnect's QP to ERROR (nothing for QP id 0) and completes the request with the
+/// modify's status (`STATUS_NOT_FOUND` for a QP the file does not have).
 pub(crate) fn disconnect_qp<P: Platform, V: Verbs>(
     ep: &EpObj<P, V>,
     mut req: P::Request,
     qp_id: u64,
-    status: NtStatus,
+    answer: Answer,
 ) {
     let moved = if qp_id == 0 {
         Ok(())
@@ -474,11 +484,10 @@ pub(crate) fn disconnect_qp<P: Platform, V: Verbs>(
         })
     };
     let status = match moved {
-        Ok(()) => status,
-        Err(e) if status == NtStatus::SUCCESS => e,
-        Err(_) => status,
+        Ok(()) => NtStatus::SUCCESS,
+        Err(e) => e,
     };
-    let info = if status.is_success() {
+    let info = if status.is_success() || answer == Answer::Deferred {
         req.output_len()
     } else {
         0

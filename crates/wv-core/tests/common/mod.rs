@@ -289,6 +289,9 @@ pub struct Full {
     pub spare_mw: u64,
     pub spare_ah: u64,
     pub spare_lkey: u32,
+    /// An Idle endpoint, and one for EP_DESTROY.
+    pub ep: u64,
+    pub spare_ep: u64,
 }
 
 pub fn mc_in(qp: u64, lid: u16) -> Vec<u8> {
@@ -364,11 +367,14 @@ pub fn full_stack(fx: &Fx, file: &WvFile) -> Full {
         spare_mw,
         spare_ah,
         spare_lkey,
+        ep: ep::ep_create(file),
+        spare_ep: ep::ep_create(file),
     }
 }
 
 /// A valid request of every one of the 53 codes against [`Full`]: (input, output length).
-/// Destroys name the spare objects. Endpoint codes get zeroed minimum-size buffers.
+/// Destroys name the spare objects. Endpoint codes name the Idle endpoint (which most of them
+/// then refuse for its state).
 pub fn valid_request(code: Ioctl, s: &Full) -> (Vec<u8>, usize) {
     use Ioctl as I;
     let u = u64_in;
@@ -410,12 +416,18 @@ pub fn valid_request(code: Ioctl, s: &Full) -> (Vec<u8>, usize) {
         I::QpAttach => (mc_in(s.ud_qp, 0xC002), 0),
         I::QpDetach => (mc_in(s.ud_qp, 0xC001), 0),
         I::QpCancel => (u(s.qp), 0),
-        // The route option, with its 64-byte path record (any other option is refused first).
-        I::EpModify => {
-            let mut input = id(1, 0, wv_abi::consts::WV_IO_EP_OPTION_ROUTE);
-            input.resize(16 + 64, 0);
-            (input, 0)
-        }
+        I::EpCreate => (u(wv_abi::consts::WV_IO_EP_TYPE_CONNECT), 8),
+        I::EpDestroy => (u(s.spare_ep), 0),
+        I::EpModify => (route_in(s.ep), 0),
+        I::EpBind => (bind_in(s.ep, ipv4(LOCAL, 7000), s.guid), 56),
+        I::EpReject => (id(s.ep, 0, 0), 0),
+        I::EpConnect => (connect_in(s.ep, s.qp, b""), 0),
+        I::EpAccept => (accept_in(s.ep, s.qp, b""), 8),
+        I::EpDisconnect => (disconnect_in(s.ep, 0), 0),
+        I::EpDisconnectNotify | I::EpCancel => (u(s.ep), 0),
+        I::EpQuery => (u(s.ep), size_of::<wv_abi::WV_IO_EP_ATTRIBUTES>()),
+        I::EpListen => (listen_in(s.ep, 4), 0),
+        I::EpGetRequest => (get_request_in(s.ep, s.spare_ep), 0),
         ep => (vec![0; ep.min_input()], ep.min_output()),
     }
 }

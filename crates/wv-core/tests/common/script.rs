@@ -4,21 +4,24 @@
 //!
 //! A script runs on the deterministic host model above a fake lower device: raw IOCTLs (codes
 //! around the WinVerbs range, inputs whose leading id is small so lookups hit), lower-device
-//! events through interrupt and DPC, CancelIoEx, the last handle's close and a new open,
-//! device removal and re-arrival, and deferred work. Whatever the bytes, nothing may panic,
+//! events and the CM's (peers' connection requests and messages) through interrupt and DPC,
+//! CancelIoEx, the last handle's close and a new open, device removal and re-arrival (with
+//! the CM, so endpoints have one throughout), and deferred work. Whatever the bytes, nothing may panic,
 //! every request must end exactly once, and nothing may leak: the host verifier checks the
 //! last two when the I/O manager is dropped (driver unload).
 #![allow(dead_code)]
 
 use std::sync::Arc;
 
+use wv_abi::consts::{WV_IO_EP_TYPE_CONNECT, WV_IO_EP_TYPE_DATAGRAM};
 use wv_abi::ioctl::{
-    WV_IOCTL_CQ_CREATE, WV_IOCTL_DEVICE_OPEN, WV_IOCTL_MIN, WV_IOCTL_PD_ALLOCATE,
-    WV_IOCTL_QP_CREATE, wv_ioctl,
+    WV_IOCTL_CQ_CREATE, WV_IOCTL_DEVICE_OPEN, WV_IOCTL_EP_CREATE, WV_IOCTL_MIN,
+    WV_IOCTL_PD_ALLOCATE, WV_IOCTL_QP_CREATE, wv_ioctl,
 };
 use wv_abi::{WV_IO_ID, WV_IO_QP_CREATE};
 use wv_core::{Driver, DriverConfig};
 use wv_hal::CaEventKind;
+use wv_host::fake_cm::{FakeCm, FakeCmEvent, peer_rep, peer_req};
 use wv_host::fake_verbs::FakeVerbs;
 use wv_host::{File, HostPlatform, Io, IoManager};
 use zerocopy::IntoBytes;
@@ -88,15 +91,39 @@ fn open_with_objects(io: &IoManager<Drv>, guid: u64) -> File<Drv> {
     file
 }
 
+/// A peer's message, by kind.
+fn peer_event(kind: u8) -> FakeCmEvent {
+    match kind % 10 {
+        0 => FakeCmEvent::ReqError,
+        1 => FakeCmEvent::Rep(peer_rep(b"fuzz")),
+        2 => FakeCmEvent::RepError,
+        3 => FakeCmEvent::Rtu(Vec::new()),
+        4 => FakeCmEvent::Dreq(Vec::new()),
+        5 => FakeCmEvent::DreqError,
+        6 => FakeCmEvent::Drep(Vec::new()),
+        7 => FakeCmEvent::Rej {
+            reason: 28,
+            private_data: b"fuzz".to_vec(),
+        },
+        8 => FakeCmEvent::Mra(20),
+        _ => FakeCmEvent::Other(u32::from(kind)),
+    }
+}
+
 /// Runs one script; panics (a verifier violation, or a request left incomplete) on a bug.
 pub fn run(data: &[u8]) -> Ran {
     let mut ran = Ran::default();
     let platform = HostPlatform::deterministic();
     let hca = FakeVerbs::with_defaults(&platform);
+    let cm = FakeCm::new(&platform);
     let guid = wv_hal::Verbs::guid(&*hca);
     let driver = Arc::new(Driver::new(platform.clone(), DriverConfig::default()));
     let io = IoManager::new(platform.clone(), driver);
-    io.arrive(Arc::clone(&hca)).expect("arrival");
+    let arrive = || {
+        io.arrive_with_cm(Arc::clone(&hca), Some(Arc::clone(&cm)))
+            .expect("arrival")
+    };
+    arrive();
     let mut present = true;
     let mut file = open_with_objects(&io, guid);
     let mut issued: Vec<Io> = Vec::new();
@@ -110,29 +137,47 @@ pub fn run(data: &[u8]) -> Ran {
                 let out_len = usize::from(script.byte().unwrap_or(0));
                 let in_len = usize::from(script.byte().unwrap_or(0));
                 let mut input = script.bytes(in_len).to_vec();
+                let code = wv_ioctl(WV_IOCTL_MIN + index);
                 if input.len() >= 8 {
-                    let id = u64::from(input[0] % 4);
-                    input[..8].copy_from_slice(&id.to_ne_bytes());
+                    // EP_CREATE's leading word is a type, not an id: mostly the two valid ones.
+                    let lead = if code == WV_IOCTL_EP_CREATE {
+                        [WV_IO_EP_TYPE_CONNECT, WV_IO_EP_TYPE_DATAGRAM, 0x0107]
+                            [input[0] as usize % 3]
+                    } else {
+                        u64::from(input[0] % 4)
+                    };
+                    input[..8].copy_from_slice(&lead.to_ne_bytes());
                 }
-                issued.push(file.device_io_control(
-                    wv_ioctl(WV_IOCTL_MIN + index),
-                    &input,
-                    out_len,
-                ));
+                issued.push(file.device_io_control(code, &input, out_len));
                 ran.requests += 1;
             }
-            // Events from the lower device, through its interrupt and DPC.
+            // Events from the lower device and its CM, through interrupt and DPC: a peer's
+            // connection request for a listening id, or a peer's message on any live id.
             5 => {
                 let object = u64::from(script.byte().unwrap_or(0) % 8);
-                match script.byte().unwrap_or(0) % 3 {
+                match script.byte().unwrap_or(0) % 5 {
                     0 => {
                         hca.cq_completion(object);
                     }
                     1 => {
                         hca.cq_error(object);
                     }
-                    _ => {
+                    2 => {
                         hca.port_event(1, CaEventKind::PortDown);
+                    }
+                    3 => {
+                        let listening = cm.listeners();
+                        if let Some(&(listen, service_id)) =
+                            listening.get(object as usize % listening.len().max(1))
+                        {
+                            cm.incoming_request(listen, peer_req(service_id, &[]));
+                        }
+                    }
+                    _ => {
+                        let live = cm.live_ids();
+                        if let Some(&id) = live.get(object as usize % live.len().max(1)) {
+                            cm.event(id, peer_event(script.byte().unwrap_or(0)));
+                        }
                     }
                 }
             }
@@ -156,7 +201,8 @@ pub fn run(data: &[u8]) -> Ran {
                     io.remove(guid);
                     ran.removals += 1;
                 } else {
-                    io.arrive(Arc::clone(&hca)).expect("re-arrival");
+                    // With its CM: endpoints have one after a removal too.
+                    arrive();
                 }
                 present = !present;
             }

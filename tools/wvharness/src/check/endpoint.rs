@@ -571,8 +571,8 @@ fn listener_destroyed_with_queued_requests<E: Env>(env: &E) -> Outcome {
     ends_with(connecting, NtStatus::CONNECTION_REFUSED, "taken EP_CONNECT")?;
     Ok(
         "destroying a listener ends its GET_REQUESTs with STATUS_CANCELLED and gives their \
-         endpoints back Idle (no longer ACCESS_DENIED, they bind: spec §7.1-g); a request the \
-         CM still held for it is refused"
+         endpoints back Idle (EP_DESTROY of a queued endpoint answers ACCESS_DENIED; once \
+         given back they bind); a request the CM still held for it is refused"
             .into(),
     )
 }
