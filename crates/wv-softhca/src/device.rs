@@ -12,7 +12,8 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use spin::{Mutex, RwLock};
 use wv_hal::{
-    CaEvent, CaEventKind, CaEventSink, Dpc, Gid, Mtu, PortState, QpEvent, SrqEvent, VerbsError,
+    CaEvent, CaEventKind, CaEventSink, Dpc, Gid, KArc, Mtu, PortState, QpEvent, SrqEvent,
+    VerbsError,
 };
 
 use crate::cq::Cq;
@@ -43,9 +44,9 @@ pub(crate) trait Bus: Send + Sync {
     /// The platform's monotonic clock in nanoseconds.
     fn now_ns(&self) -> u64;
     /// Queues `timer` as a DPC once the clock reaches `due_ns` (replacing an earlier due time).
-    fn set_timer(&self, timer: &Arc<dyn Dpc>, due_ns: u64);
+    fn set_timer(&self, timer: &KArc<dyn Dpc>, due_ns: u64);
     /// Cancels a pending timer.
-    fn cancel_timer(&self, timer: &Arc<dyn Dpc>);
+    fn cancel_timer(&self, timer: &KArc<dyn Dpc>);
     /// Blocks the caller for `ns` of the platform's clock (the firmware's command latency).
     fn delay(&self, ns: u64);
 }
@@ -509,14 +510,14 @@ impl Device {
     }
 
     /// Sets a timer on the platform (never fires without one).
-    pub(crate) fn set_timer(&self, timer: &Arc<dyn Dpc>, due_ns: u64) {
+    pub(crate) fn set_timer(&self, timer: &KArc<dyn Dpc>, due_ns: u64) {
         if let Some(b) = self.irq.read().as_ref() {
             b.set_timer(timer, due_ns);
         }
     }
 
     /// Cancels a timer.
-    pub(crate) fn cancel_timer(&self, timer: &Arc<dyn Dpc>) {
+    pub(crate) fn cancel_timer(&self, timer: &KArc<dyn Dpc>) {
         if let Some(b) = self.irq.read().as_ref() {
             b.cancel_timer(timer);
         }

@@ -256,7 +256,7 @@ pub(crate) struct Qp {
     /// Everything `query_qp` reports; modify holds it across the whole command.
     pub attrs: Mutex<QpAttributes>,
     /// The transport timer (RNR and local ACK timeouts): a DPC the platform queues when due.
-    pub timer: Arc<dyn Dpc>,
+    pub timer: wv_hal::KArc<dyn Dpc>,
     pub sink: wv_hal::KArc<dyn QpEventSink>,
     pub rundown: Rundown,
 }

@@ -9,7 +9,7 @@ use wv_abi::consts::{WV_IO_ATOMIC_HCA, WV_IO_PORT_ACTIVE_EVENT, WV_IO_SRQ_RESIZE
 use wv_hal::InterruptService;
 use wv_hal::{
     AddressVector, CaAttributes, CaEventSink, CqEventSink, DeviceModelPlatform, Dpc, DpcInserted,
-    Gid, MemoryKeys, MemoryRegion, Mtu, PortAttributes, QpAttributes, QpCreate, QpCreated,
+    Gid, KArc, MemoryKeys, MemoryRegion, Mtu, PortAttributes, QpAttributes, QpCreate, QpCreated,
     QpEventSink, QpModify, QpState, SrqAttributes, SrqEventSink, SrqModifyMask, Umv, Verbs,
     VerbsError,
 };
@@ -32,7 +32,7 @@ struct Isr<P: DeviceModelPlatform> {
     dev: Weak<Device>,
     vector: Vector,
     platform: Arc<P>,
-    dpc: Arc<dyn Dpc>,
+    dpc: KArc<dyn Dpc>,
 }
 
 impl<P: DeviceModelPlatform> InterruptService for Isr<P> {
@@ -84,13 +84,13 @@ impl<P: DeviceModelPlatform> Bus for Lines<P> {
     fn now_ns(&self) -> u64 {
         self.platform.now_ns()
     }
-    fn set_timer(&self, timer: &Arc<dyn Dpc>, due_ns: u64) {
+    fn set_timer(&self, timer: &KArc<dyn Dpc>, due_ns: u64) {
         self.platform.set_timer(timer, due_ns);
     }
     fn delay(&self, ns: u64) {
         self.platform.delay(ns);
     }
-    fn cancel_timer(&self, timer: &Arc<dyn Dpc>) {
+    fn cancel_timer(&self, timer: &KArc<dyn Dpc>) {
         self.platform.cancel_timer(timer);
     }
 }
@@ -202,11 +202,12 @@ impl<P: DeviceModelPlatform> SoftHca<P> {
             dev: Arc::downgrade(&dev),
             vector,
             platform: platform.clone(),
-            dpc: Arc::new(VectorDpc {
+            dpc: KArc::new(VectorDpc {
                 dev: Arc::downgrade(&dev),
                 vector,
                 inserted: DpcInserted::new(),
-            }) as Arc<dyn Dpc>,
+            })
+            .into(),
         };
         let lines = Lines {
             platform: platform.clone(),
@@ -863,7 +864,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                         c.recv_cq.0.clone(),
                     ))),
                     attrs: spin::Mutex::new(attrs),
-                    timer: Arc::new(QpTimer(me.clone())),
+                    timer: KArc::new(QpTimer(me.clone())).into(),
                     sink: events,
                     rundown: Rundown::new(),
                 }))

@@ -163,7 +163,7 @@ impl AgentState {
 /// The CM agent of one device.
 pub(crate) struct Agent {
     st: Mutex<AgentState>,
-    dpc: Once<Arc<dyn Dpc>>,
+    dpc: Once<KArc<dyn Dpc>>,
     /// The listens of a device on no fabric (a fabric keeps the host's).
     pub own_listens: Mutex<Listens>,
 }
@@ -200,7 +200,7 @@ impl Agent {
     pub(crate) fn attach(dev: &Arc<Device>) {
         dev.cm
             .dpc
-            .call_once(|| Arc::new(AgentDpc(Arc::downgrade(dev))) as Arc<dyn Dpc>);
+            .call_once(|| KArc::new(AgentDpc(Arc::downgrade(dev))).into());
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, AgentState> {
