@@ -369,6 +369,12 @@ impl<T: ?Sized> Drop for KWeak<T> {
     }
 }
 
+impl<T: ?Sized> fmt::Debug for KWeak<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("(KWeak)")
+    }
+}
+
 impl<T> KArcSlot<T> {
     /// Moves `value` in and returns the first strong reference.
     pub fn write(self, value: T) -> KArc<T> {

@@ -20,14 +20,15 @@
 //! (the result is undefined on an HCA), the same contract as for the copies above.
 
 use alloc::boxed::Box;
-use alloc::sync::{Arc, Weak};
+use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::any::Any;
 use core::ptr;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use spin::Mutex;
-use wv_hal::VerbsError;
+use wv_hal::{AllocError, KArc, KWeak, VerbsError};
+
+use crate::fallible;
 
 /// Why a copy was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +50,7 @@ pub(crate) struct DmaRange {
     len: usize,
     /// What keeps the memory alive (a pool buffer), if the range does not rely on the client's
     /// promise alone.
-    _keep: Option<Arc<dyn Any + Send + Sync>>,
+    _keep: Option<KArc<BufInner>>,
 }
 
 impl core::fmt::Debug for DmaRange {
@@ -75,7 +76,7 @@ impl DmaRange {
     /// The `len` bytes at `base` must be one allocation, valid for reads and writes for as long
     /// as the returned range (or anything holding it) lives, and accessed by others only as the
     /// module documentation describes.
-    unsafe fn new(base: *mut u8, len: usize, keep: Option<Arc<dyn Any + Send + Sync>>) -> Self {
+    unsafe fn new(base: *mut u8, len: usize, keep: Option<KArc<BufInner>>) -> Self {
         DmaRange {
             base,
             len,
@@ -201,18 +202,17 @@ unsafe impl Sync for BufInner {}
 impl Drop for BufInner {
     fn drop(&mut self) {
         let slice = ptr::slice_from_raw_parts_mut(self.ptr, self.words);
-        // SAFETY: `ptr`/`words` are exactly what `Box::into_raw` returned in `DmaBuffer::new`,
+        // SAFETY: `ptr`/`words` are exactly what `Box::into_raw` returned in `DmaBuffer::try_new`,
         // and this is the only place that frees it, once.
         drop(unsafe { Box::from_raw(slice) });
     }
 }
 
 impl BufInner {
-    fn range(self: &Arc<Self>) -> DmaRange {
-        let keep: Arc<dyn Any + Send + Sync> = self.clone();
-        // SAFETY: the allocation is `len` valid bytes that live as long as `keep`, which the
-        // range holds.
-        unsafe { DmaRange::new(self.ptr.cast::<u8>(), self.len, Some(keep)) }
+    fn range(this: &KArc<Self>) -> DmaRange {
+        // SAFETY: the allocation is `len` valid bytes that live as long as the clone of `this`,
+        // which the range holds.
+        unsafe { DmaRange::new(this.ptr.cast::<u8>(), this.len, Some(this.clone())) }
     }
 }
 
@@ -220,7 +220,7 @@ impl BufInner {
 /// memory is a [`BufferPool`]. Cloning shares the buffer.
 #[derive(Clone)]
 pub struct DmaBuffer {
-    inner: Arc<BufInner>,
+    inner: KArc<BufInner>,
 }
 
 impl core::fmt::Debug for DmaBuffer {
@@ -233,13 +233,14 @@ impl core::fmt::Debug for DmaBuffer {
 }
 
 impl DmaBuffer {
-    fn new(len: usize) -> Self {
+    fn try_new(len: usize) -> Result<Self, AllocError> {
         let words = len.div_ceil(8).max(1);
-        let boxed: Box<[u64]> = alloc::vec![0u64; words].into_boxed_slice();
+        let boxed: Box<[u64]> = fallible::boxed_slice_of(words, 0u64)?;
         let ptr = Box::into_raw(boxed) as *mut u64;
-        DmaBuffer {
-            inner: Arc::new(BufInner { ptr, words, len }),
-        }
+        // A refused `KArc` drops the `BufInner`, which frees the words.
+        Ok(DmaBuffer {
+            inner: KArc::try_new(BufInner { ptr, words, len })?,
+        })
     }
     /// The client virtual address of the first byte (what `register_mr` and SGEs name).
     pub fn addr(&self) -> u64 {
@@ -258,8 +259,7 @@ impl DmaBuffer {
     /// # Errors
     /// When the bytes do not fit.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), VerbsError> {
-        self.inner
-            .range()
+        BufInner::range(&self.inner)
             .write(offset as u64, data)
             .map_err(|_| VerbsError::InvalidParameter)
     }
@@ -268,8 +268,7 @@ impl DmaBuffer {
     /// # Errors
     /// When the bytes are out of the buffer.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), VerbsError> {
-        self.inner
-            .range()
+        BufInner::range(&self.inner)
             .read(offset as u64, out)
             .map_err(|_| VerbsError::InvalidParameter)
     }
@@ -285,7 +284,7 @@ impl DmaBuffer {
 /// outside a live buffer of the pool fails, and a registration keeps its buffer alive.
 #[derive(Clone, Default)]
 pub struct BufferPool {
-    bufs: Arc<Mutex<Vec<Weak<BufInner>>>>,
+    bufs: Arc<Mutex<Vec<KWeak<BufInner>>>>,
 }
 
 impl core::fmt::Debug for BufferPool {
@@ -300,13 +299,25 @@ impl BufferPool {
         Self::default()
     }
     /// Allocates a zeroed buffer of `len` bytes in the pool.
+    ///
+    /// # Panics
+    /// When the memory cannot be allocated ([`BufferPool::try_alloc`] fails instead).
     pub fn alloc(&self, len: usize) -> DmaBuffer {
-        let b = DmaBuffer::new(len);
-        let mut bufs = self.bufs.lock();
-        bufs.retain(|w| w.strong_count() > 0);
-        bufs.push(Arc::downgrade(&b.inner));
-        b
+        self.try_alloc(len).expect("DMA buffer")
     }
+
+    /// Allocates a zeroed buffer of `len` bytes in the pool, unless the memory (or the pool's
+    /// room for it, grown with the pool's lock released) cannot be allocated.
+    ///
+    /// # Errors
+    /// [`AllocError`].
+    pub fn try_alloc(&self, len: usize) -> Result<DmaBuffer, AllocError> {
+        let b = DmaBuffer::try_new(len)?;
+        self.bufs.lock().retain(|w| w.strong_count() > 0);
+        fallible::with_room(|| self.bufs.lock())?.push(KArc::downgrade(&b.inner));
+        Ok(b)
+    }
+
     fn find(&self, addr: u64, len: u64) -> Option<DmaRange> {
         let bufs = self.bufs.lock();
         for w in bufs.iter() {
@@ -314,11 +325,10 @@ impl BufferPool {
             let start = inner.ptr.addr() as u64;
             let end = start + inner.len as u64;
             if addr >= start && addr.checked_add(len)? <= end {
-                let keep: Arc<dyn Any + Send + Sync> = inner.clone();
                 let base = inner.ptr.cast::<u8>().wrapping_add((addr - start) as usize);
                 // SAFETY: `[addr, addr+len)` lies inside this live allocation (and `base` carries
-                // its provenance), and the range holds `keep`, so the memory outlives the range.
-                return Some(unsafe { DmaRange::new(base, len as usize, Some(keep)) });
+                // its provenance), and the range holds `inner`, so the memory outlives the range.
+                return Some(unsafe { DmaRange::new(base, len as usize, Some(inner)) });
             }
         }
         None

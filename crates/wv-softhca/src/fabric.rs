@@ -185,12 +185,9 @@ impl Fabric {
         let lossless: u64 = devices
             .iter()
             .map(|d| {
-                d.tx_delivered.load(Ordering::Relaxed)
-                    + d.qps
-                        .all()
-                        .iter()
-                        .map(|q| q.sq_ctx.lock().delivered)
-                        .sum::<u64>()
+                let mut n = d.tx_delivered.load(Ordering::Relaxed);
+                d.qps.for_each(|q| n += q.sq_ctx.lock().delivered);
+                n
             })
             .sum();
         LinkStats {

@@ -32,6 +32,7 @@ pub mod device;
 pub mod dma;
 mod engine;
 pub mod fabric;
+mod fallible;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod modify_attr;
@@ -43,6 +44,7 @@ mod ring;
 mod sched;
 mod srq;
 pub mod state_table;
+mod table;
 pub mod uvp;
 mod verbs_impl;
 pub mod wr;
@@ -57,7 +59,8 @@ pub use mw::MwType;
 pub use qp::MAX_SGE;
 pub use uvp::{CqResize, PostError, SrqResize, UvpContext, UvpCq, UvpQp, UvpSrq};
 pub use verbs_impl::{
-    SoftAh, SoftCa, SoftCq, SoftHca, SoftMcast, SoftMr, SoftMw, SoftPd, SoftQp, SoftSrq,
+    ObjectCounts, SoftAh, SoftCa, SoftCq, SoftHca, SoftMcast, SoftMr, SoftMw, SoftPd, SoftQp,
+    SoftSrq,
 };
 pub use wr::{
     AtomicArgs, FastReg, MwBind, MwBindInfo, RecvWr, SendWr, Sge, UdAddress, WcOpcode, WcStatus,

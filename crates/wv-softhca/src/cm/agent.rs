@@ -16,7 +16,7 @@ use alloc::vec::Vec;
 use spin::{Mutex, MutexGuard, Once};
 use wv_abi::NtStatus;
 use wv_hal::cm::{REJ_INSUFFICIENT_RESOURCES, REJ_INVALID_SERVICE_ID, REJ_TIMEOUT};
-use wv_hal::{CmReqEvent, Dpc, KArc};
+use wv_hal::{AllocError, CmReqEvent, Dpc, KArc};
 
 use super::cep::{Cep, Delivery, Owed, State, answer_time_ns};
 use super::listens::{self, Listens};
@@ -197,10 +197,10 @@ impl Agent {
     }
 
     /// Wires the agent's DPC (once the device has its `Arc`).
-    pub(crate) fn attach(dev: &Arc<Device>) {
-        dev.cm
-            .dpc
-            .call_once(|| KArc::new(AgentDpc(Arc::downgrade(dev))).into());
+    pub(crate) fn attach(dev: &Arc<Device>) -> Result<(), AllocError> {
+        let dpc = KArc::try_new(AgentDpc(Arc::downgrade(dev)))?;
+        dev.cm.dpc.call_once(|| dpc.into());
+        Ok(())
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, AgentState> {
