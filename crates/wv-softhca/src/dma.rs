@@ -273,6 +273,10 @@ impl DmaBuffer {
             .map_err(|_| VerbsError::InvalidParameter)
     }
     /// A copy of the whole buffer.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the client's copy of its own memory (tests, tools), not a device path"
+    )]
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = alloc::vec![0u8; self.len()];
         let _ = self.read(0, &mut v);
@@ -378,6 +382,7 @@ impl ClientMemory {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "tests may allocate infallibly")]
 mod tests {
     extern crate std;
 

@@ -125,6 +125,10 @@ fn check(ok: bool) -> Result<(), wv_hal::VerbsError> {
     }
 }
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the user-mode half: its mappings are a process's allocations, not the driver's"
+)]
 impl UvpContext {
     /// Finds the device by node GUID and the context token from DEVICE_OPEN's vendor output.
     ///

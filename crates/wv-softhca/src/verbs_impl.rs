@@ -225,6 +225,10 @@ impl<P: DeviceModelPlatform> SoftHca<P> {
     ///
     /// # Errors
     /// `InsufficientMemory`.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the device object is the platform's allocation at device arrival"
+    )]
     pub fn try_new(
         platform: Arc<P>,
         config: DeviceConfig,

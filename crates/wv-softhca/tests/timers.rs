@@ -2,6 +2,7 @@
 //! only when a test moves it): RNR NAK waits and `rnr_retry`, the local ACK timeout and
 //! `retry_cnt`, packets of the path MTU with a PSN each and resending from the lost one,
 //! `max_rd_atomic`, and SQD's drain with `SQ_DRAINED`.
+#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
 
 mod common;
 
