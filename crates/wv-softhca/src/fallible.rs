@@ -2,12 +2,13 @@
 //! the allocation-error handler is a bug check, so every allocation a request makes can fail
 //! and is answered with `VerbsError::InsufficientMemory` (OFW's `IB_INSUFFICIENT_MEMORY`).
 //!
-//! Nothing grows while one of the device's locks is held: a vector behind a lock that is full
-//! is replaced by a bigger one allocated with the lock released ([`grow`]), and whatever buffer
-//! is left over is freed after the lock is dropped. Shared objects are [`wv_hal::KArc`]s, built
+//! Nothing grows while one of the device's locks is held: a container behind a lock that is
+//! full is replaced by a bigger one allocated with the lock released ([`with_room_in`]), and
+//! whatever buffer is left over is freed after the lock is dropped. Shared objects are [`wv_hal::KArc`]s, built
 //! before the command that publishes them.
 
 use alloc::boxed::Box;
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::ops::DerefMut;
 
@@ -38,51 +39,108 @@ pub(crate) fn boxed_slice_of<T: Clone>(n: usize, value: T) -> Result<Box<[T]>, A
     Ok(vec_of(n, value)?.into_boxed_slice())
 }
 
-/// The capacity a full vector of `len` elements grows to.
-fn grown(len: usize, capacity: usize) -> usize {
+/// A container that can be grown with its lock released: a bigger empty one is allocated
+/// outside the lock and the elements are moved into it under the lock, which does not
+/// allocate.
+pub(crate) trait Room: Sized {
+    /// Whether one more element fits without allocating.
+    fn has_room(&self) -> bool;
+    /// The capacity to grow to when there is no room.
+    fn wanted(&self) -> usize;
+    /// Whether `self` (a bigger container) can take every element of `other`.
+    fn fits(&self, other: &Self) -> bool;
+    /// An empty container with room for `n` elements.
+    fn with_room_for(n: usize) -> Result<Self, AllocError>;
+    /// Moves every element of `other` into `self`, which [`Room::fits`] them.
+    fn take_all(&mut self, other: &mut Self);
+}
+
+/// The capacity a full container of `len` elements grows to.
+pub(crate) fn grown(len: usize, capacity: usize) -> usize {
     (len + 1).max(capacity.saturating_mul(2)).max(4)
 }
 
-/// Grows the vector that `lock` guards to hold at least `capacity` elements, allocating with
-/// the lock released. The new buffer is swapped in under the lock (moving the elements over
-/// does not allocate); the old one, or the new one if another caller grew the vector first, is
-/// freed after the lock.
-fn grow<T, G: DerefMut<Target = Vec<T>>>(
-    lock: &impl Fn() -> G,
-    capacity: usize,
-) -> Result<(), AllocError> {
-    let fresh = vec_with_capacity::<T>(capacity)?;
-    let _unused = {
-        let mut v = lock();
-        if v.capacity() >= capacity || fresh.capacity() < v.len() {
-            fresh
-        } else {
-            let mut fresh = fresh;
-            fresh.append(&mut v);
-            core::mem::replace(&mut *v, fresh)
-        }
-    };
-    Ok(())
+impl<T> Room for Vec<T> {
+    fn has_room(&self) -> bool {
+        self.len() < self.capacity()
+    }
+    fn wanted(&self) -> usize {
+        grown(self.len(), self.capacity())
+    }
+    fn fits(&self, other: &Self) -> bool {
+        self.capacity() - self.len() >= other.len()
+    }
+    fn with_room_for(n: usize) -> Result<Self, AllocError> {
+        vec_with_capacity(n)
+    }
+    fn take_all(&mut self, other: &mut Self) {
+        self.append(other);
+    }
 }
 
-/// The guard of the vector behind `lock`, with room for one more element: a full vector is
-/// grown first, with the lock released (see [`grow`]).
+impl<T> Room for VecDeque<T> {
+    fn has_room(&self) -> bool {
+        self.len() < self.capacity()
+    }
+    fn wanted(&self) -> usize {
+        grown(self.len(), self.capacity())
+    }
+    fn fits(&self, other: &Self) -> bool {
+        self.capacity() - self.len() >= other.len()
+    }
+    fn with_room_for(n: usize) -> Result<Self, AllocError> {
+        let mut q = VecDeque::new();
+        q.try_reserve_exact(n)?;
+        Ok(q)
+    }
+    fn take_all(&mut self, other: &mut Self) {
+        self.append(other);
+    }
+}
+
+/// The guard of what `lock` guards, once the container `find` picks out of it has room for
+/// one more element (or `find` picks none). A full container is grown with the lock
+/// released: the bigger one is allocated outside the lock and swapped in under it, and
+/// whichever is left over (the old one, or the new one when another caller grew it first) is
+/// freed after the lock.
+///
+/// # Errors
+/// [`AllocError`] when the container is full and cannot grow.
+pub(crate) fn with_room_in<S, C: Room, G: DerefMut<Target = S>>(
+    lock: impl Fn() -> G,
+    find: impl Fn(&mut S) -> Option<&mut C>,
+) -> Result<G, AllocError> {
+    loop {
+        let want = {
+            let mut g = lock();
+            match find(&mut g) {
+                Some(c) if !c.has_room() => c.wanted(),
+                _ => return Ok(g),
+            }
+        };
+        let fresh = C::with_room_for(want)?;
+        let _unused = {
+            let mut g = lock();
+            match find(&mut g) {
+                Some(c) if !c.has_room() && fresh.fits(c) => {
+                    let mut fresh = fresh;
+                    fresh.take_all(c);
+                    core::mem::replace(c, fresh)
+                }
+                _ => fresh,
+            }
+        };
+    }
+}
+
+/// [`with_room_in`] for a vector that is all the lock guards.
 ///
 /// # Errors
 /// [`AllocError`] when the vector is full and cannot grow.
 pub(crate) fn with_room<T, G: DerefMut<Target = Vec<T>>>(
     lock: impl Fn() -> G,
 ) -> Result<G, AllocError> {
-    loop {
-        let want = {
-            let v = lock();
-            if v.len() < v.capacity() {
-                return Ok(v);
-            }
-            grown(v.len(), v.capacity())
-        };
-        grow(&lock, want)?;
-    }
+    with_room_in(lock, |v| Some(v))
 }
 
 #[cfg(test)]
@@ -103,6 +161,37 @@ mod tests {
         let cap = m.lock().capacity();
         with_room(|| m.lock()).unwrap().push(9);
         assert_eq!(m.lock().capacity(), cap);
+    }
+
+    #[test]
+    fn with_room_in_grows_a_queue_of_the_guarded_state_in_order() {
+        struct State {
+            q: VecDeque<u32>,
+            other: u8,
+        }
+        let m = Mutex::new(State {
+            q: VecDeque::new(),
+            other: 1,
+        });
+        // Wrapped around before each growth: the elements keep their order.
+        let mut next = 0;
+        for _ in 0..20 {
+            with_room_in(|| m.lock(), |s| Some(&mut s.q))
+                .unwrap()
+                .q
+                .push_back(next);
+            with_room_in(|| m.lock(), |s| Some(&mut s.q))
+                .unwrap()
+                .q
+                .push_back(next + 1);
+            m.lock().q.pop_front();
+            next += 2;
+        }
+        let left: Vec<u32> = m.lock().q.iter().copied().collect();
+        assert_eq!(left, (20..40).collect::<Vec<_>>());
+        // `find` may pick nothing: the guard comes back as it is.
+        let g = with_room_in(|| m.lock(), |_| None::<&mut VecDeque<u32>>).unwrap();
+        assert_eq!(g.other, 1);
     }
 
     #[test]

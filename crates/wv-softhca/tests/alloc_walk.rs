@@ -1,12 +1,17 @@
 //! Low resources over the soft HCA's kernel half, the model of a Windows soft-HCA driver (where
 //! an infallible allocation that fails is a bug check): every create and resize path (open,
 //! PD, MR, MW, AH, CQ, CQ resize, SRQ, SRQ resize, QP with its own CQs, QP on an SRQ, a
-//! multicast attach) runs as driver code, in a work item at PASSIVE_LEVEL on a fresh device,
-//! once per allocation it makes, with exactly that allocation refused. Each run must fail with
-//! `InsufficientMemory` (OFW's `IB_INSUFFICIENT_MEMORY`; the core answers STATUS_UNSUCCESSFUL
-//! for it, as OFW does for any verbs failure), leave the device's object counts as they were,
-//! let the same call succeed right after, and leave no byte behind once the device is gone.
-//! The walk ends at the first run in which nothing was refused, which must succeed.
+//! multicast attach) and the connection manager's (an id, a listen, a REQ sent to a listen of
+//! another device and handled by that device's DPC) runs as driver code, in a work item at
+//! PASSIVE_LEVEL on fresh devices (the DPCs it causes run before the plan is disarmed), once
+//! per allocation it makes, with exactly that allocation refused. Each run must fail for want
+//! of memory: a verb with `InsufficientMemory` (OFW's `IB_INSUFFICIENT_MEMORY`; the core
+//! answers STATUS_UNSUCCESSFUL for it, as OFW does for any verbs failure), a CM call with
+//! `STATUS_NO_MEMORY` or `STATUS_INSUFFICIENT_RESOURCES`, a REQ with the peer's REJ for
+//! insufficient resources, or lost as a MAD with no receive buffer is. It must leave the
+//! devices' object and CM id counts as they were, let the same call succeed right after, and
+//! leave no byte behind once the devices are gone. The walk of a path ends at the first run
+//! in which nothing was refused, which must succeed.
 //!
 //! An infallible allocation on one of these paths calls the allocation-error handler, which
 //! aborts the process. So the walk runs in a child process (this test binary again): the
@@ -14,8 +19,11 @@
 #![allow(clippy::disallowed_methods)] // the test's own setup may allocate infallibly
 
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use wv_abi::{IB_PATH_REC, NtStatus};
+use wv_hal::cm::REJ_INSUFFICIENT_RESOURCES;
 use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_host::low_resources::{self, Plan, Tally};
@@ -42,11 +50,86 @@ impl SrqEventSink for NoSink {
 impl QpEventSink for NoSink {
     fn on_event(&self, _: QpEvent) {}
 }
+impl CmEventSink for NoSink {
+    fn on_event(&self, _: CmEvent<'_>) {}
+}
 
-/// A fresh device with the objects the paths need, made before anything is refused.
+/// Counts the CM events the REQ path looks at (atomics: a sink runs in the DPC, as driver code,
+/// and must not allocate under the plan).
+#[derive(Default)]
+struct CmCounts {
+    req_received: AtomicUsize,
+    rejected_no_resources: AtomicUsize,
+}
+
+impl CmEventSink for CmCounts {
+    fn on_event(&self, event: CmEvent<'_>) {
+        match event {
+            CmEvent::ReqReceived => self.req_received.fetch_add(1, Ordering::SeqCst),
+            CmEvent::RejReceived {
+                reason: REJ_INSUFFICIENT_RESOURCES,
+                ..
+            } => self.rejected_no_resources.fetch_add(1, Ordering::SeqCst),
+            _ => 0,
+        };
+    }
+}
+
+/// Why a path failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Failure {
+    Verbs(VerbsError),
+    Cm(NtStatus),
+    /// The peer rejected the REQ for insufficient resources.
+    Rejected,
+    /// The REQ was lost (no room in the peer's inbox): the requester resends it later.
+    Lost,
+}
+
+impl Failure {
+    fn is_out_of_memory(self) -> bool {
+        matches!(
+            self,
+            Failure::Verbs(VerbsError::InsufficientMemory)
+                | Failure::Cm(NtStatus::NO_MEMORY | NtStatus::INSUFFICIENT_RESOURCES)
+                | Failure::Rejected
+                | Failure::Lost
+        )
+    }
+}
+
+impl From<VerbsError> for Failure {
+    fn from(e: VerbsError) -> Self {
+        Failure::Verbs(e)
+    }
+}
+
+impl From<NtStatus> for Failure {
+    fn from(e: NtStatus) -> Self {
+        Failure::Cm(e)
+    }
+}
+
+type Answer = Result<(), Failure>;
+
+const SID: u64 = 0x0106_1388;
+
+/// Fresh devices with the objects the paths need, made before anything is refused: the one
+/// the paths run on and a peer on the same fabric, listening.
 struct Fx {
     platform: HostPlatform,
     hca: Arc<SoftHca<HostPlatform>>,
+    cm: SoftCm,
+    peer: Arc<SoftHca<HostPlatform>>,
+    peer_cm: SoftCm,
+    listener: SoftCmId,
+    /// The listener's events, and those of the REQ path's id.
+    listening: KArc<CmCounts>,
+    active: KArc<CmCounts>,
+    /// The REQ path's id, destroyed once its answer is in.
+    pending: Mutex<Option<SoftCmId>>,
+    path: IB_PATH_REC,
+    _fabric: Arc<Fabric>,
     /// The sinks the paths pass (allocated here: the caller's allocation, not the device's).
     sink: KArc<NoSink>,
     ca: SoftCa,
@@ -85,11 +168,34 @@ impl Fx {
     fn new() -> Fx {
         let platform = HostPlatform::deterministic();
         let pool = BufferPool::new();
-        let hca = SoftHca::new(
-            Arc::new(platform.clone()),
-            DeviceConfig::new("walk", [0x02, 0, 0, 0, 0x57, 0x4B]),
-            ClientMemory::pool(pool.clone()),
-        );
+        let device = |name, last| {
+            SoftHca::new(
+                Arc::new(platform.clone()),
+                DeviceConfig::new(name, [0x02, 0, 0, 0, 0x57, last]),
+                ClientMemory::pool(pool.clone()),
+            )
+        };
+        let (hca, peer) = (device("walk", 1), device("peer", 2));
+        let fabric = Fabric::new();
+        fabric.attach(&hca);
+        fabric.attach(&peer);
+        let (cm, peer_cm) = (hca.cm(), peer.cm());
+        let listening = KArc::new(CmCounts::default());
+        let listener = peer_cm.create_id(listening.clone().into()).unwrap();
+        peer_cm.listen(&listener, SID, &[], 0).unwrap();
+        let path = IB_PATH_REC {
+            dgid: peer.gid(),
+            sgid: hca.gid(),
+            dlid: peer.lid(1).to_be(),
+            slid: hca.lid(1).to_be(),
+            hop_flow_raw: 1u32.to_be(),
+            num_path: 0x81,
+            pkey: 0xFFFFu16.to_be(),
+            mtu: 0x80 | 3,
+            rate: 0x80 | 3,
+            pkt_life: 0x80 | 13,
+            ..IB_PATH_REC::default()
+        };
         let sink = KArc::new(NoSink);
         let ca = hca.open_ca(&mut Umv::none(), sink.clone().into()).unwrap();
         let pd = hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
@@ -120,6 +226,15 @@ impl Fx {
         Fx {
             platform,
             hca,
+            cm,
+            peer,
+            peer_cm,
+            listener,
+            listening,
+            active: KArc::new(CmCounts::default()),
+            pending: Mutex::new(None),
+            path,
+            _fabric: fabric,
             sink,
             ca,
             pd,
@@ -132,6 +247,11 @@ impl Fx {
         }
     }
 
+    /// What the devices hold.
+    fn held(&self) -> (ObjectCounts, usize, usize) {
+        (self.hca.objects(), self.cm.ids(), self.peer_cm.ids())
+    }
+
     fn tear_down(self) {
         let hca = self.hca;
         hca.destroy_qp(self.ud);
@@ -141,20 +261,75 @@ impl Fx {
         hca.destroy_cq(self.scq);
         hca.deallocate_pd(self.pd);
         hca.close_ca(self.ca);
-        assert_eq!(hca.objects(), ObjectCounts::default(), "teardown");
+        self.peer_cm.destroy_id(self.listener);
         self.platform.run_until_idle();
+        assert_eq!(hca.objects(), ObjectCounts::default(), "teardown");
+        assert_eq!(self.peer.objects(), ObjectCounts::default(), "teardown");
+        assert_eq!((self.cm.ids(), self.peer_cm.ids()), (0, 0), "teardown");
     }
 }
 
-/// One path: a call that creates (and destroys again) or resizes.
+fn cm_req(path: &IB_PATH_REC) -> CmReq<'_> {
+    CmReq {
+        service_id: SID,
+        primary_path: path,
+        qpn: 0x10,
+        qp_type: QpType::Rc,
+        starting_psn: 1,
+        private_data: b"walk",
+        max_cm_retries: 3,
+        responder_resources: 1,
+        initiator_depth: 1,
+        remote_cm_response_timeout: 16,
+        flow_control: true,
+        local_cm_response_timeout: 16,
+        rnr_retry_count: 6,
+        retry_count: 5,
+        srq: false,
+    }
+}
+
+/// The REQ path's answer, once the DPCs ran: the listener got the request, or the requester
+/// the peer's REJ, or neither (the message was lost). Then its ids go.
+fn req_answered(fx: &Fx) -> Answer {
+    let id = fx.pending.lock().unwrap().take();
+    let got = fx.listening.req_received.swap(0, Ordering::SeqCst);
+    let rejected = fx.active.rejected_no_resources.swap(0, Ordering::SeqCst);
+    if got > 0 {
+        let (passive, _) = fx
+            .peer_cm
+            .get_request(&fx.listener, fx.listening.clone().into())
+            .unwrap();
+        fx.peer_cm.destroy_id(passive);
+    }
+    if let Some(id) = id {
+        fx.cm.destroy_id(id);
+    }
+    fx.platform.run_until_idle();
+    match (got, rejected) {
+        (1, 0) => Ok(()),
+        (0, 1) => Err(Failure::Rejected),
+        (0, 0) => Err(Failure::Lost),
+        other => panic!("REQ answered {other:?}"),
+    }
+}
+
+/// One path: a call that creates (and destroys again) or resizes, run as driver code, and
+/// what tells its answer once the DPCs it caused have run.
 struct Case {
     name: &'static str,
-    op: fn(&Fx) -> Result<(), VerbsError>,
+    op: fn(&Fx) -> Answer,
+    settle: fn(&Fx) -> Answer,
+}
+
+fn settled(_: &Fx) -> Answer {
+    Ok(())
 }
 
 fn cases() -> Vec<Case> {
     vec![
         Case {
+            settle: settled,
             name: "open_ca",
             op: |fx| {
                 let mut out = [0u8; 64];
@@ -165,6 +340,7 @@ fn cases() -> Vec<Case> {
             },
         },
         Case {
+            settle: settled,
             name: "allocate_pd",
             op: |fx| {
                 let pd = fx.hca.allocate_pd(&fx.ca, &mut Umv::none())?;
@@ -173,6 +349,7 @@ fn cases() -> Vec<Case> {
             },
         },
         Case {
+            settle: settled,
             name: "register_mr",
             op: |fx| {
                 let region = MemoryRegion {
@@ -181,10 +358,11 @@ fn cases() -> Vec<Case> {
                     access: wv_abi::consts::WV_ACCESS_LOCAL_WRITE,
                 };
                 let (mr, _) = fx.hca.register_mr(&fx.pd, &region)?;
-                fx.hca.deregister_mr(mr).map_err(|(_, e)| e)
+                fx.hca.deregister_mr(mr).map_err(|(_, e)| e.into())
             },
         },
         Case {
+            settle: settled,
             name: "create_mw",
             op: |fx| {
                 let (mw, _) = fx.hca.create_mw(&fx.pd, &mut Umv::none())?;
@@ -193,6 +371,7 @@ fn cases() -> Vec<Case> {
             },
         },
         Case {
+            settle: settled,
             name: "create_ah",
             op: |fx| {
                 let av = AddressVector {
@@ -208,6 +387,7 @@ fn cases() -> Vec<Case> {
             },
         },
         Case {
+            settle: settled,
             name: "create_cq",
             op: |fx| {
                 let (cq, _) =
@@ -218,10 +398,15 @@ fn cases() -> Vec<Case> {
             },
         },
         Case {
+            settle: settled,
             name: "resize_cq",
-            op: |fx| fx.hca.resize_cq(&fx.scq, 256, &mut Umv::none()).map(drop),
+            op: |fx| {
+                fx.hca.resize_cq(&fx.scq, 256, &mut Umv::none())?;
+                Ok(())
+            },
         },
         Case {
+            settle: settled,
             name: "create_srq",
             op: |fx| {
                 let attr = SrqAttributes {
@@ -237,6 +422,7 @@ fn cases() -> Vec<Case> {
             },
         },
         Case {
+            settle: settled,
             name: "modify_srq (resize)",
             op: |fx| {
                 let attr = SrqAttributes {
@@ -248,10 +434,11 @@ fn cases() -> Vec<Case> {
                     max_wr: true,
                     limit: false,
                 };
-                fx.hca.modify_srq(&fx.srq, &attr, mask, &mut Umv::none())
+                Ok(fx.hca.modify_srq(&fx.srq, &attr, mask, &mut Umv::none())?)
             },
         },
         Case {
+            settle: settled,
             name: "create_qp (RC, its own CQs)",
             op: |fx| {
                 let c = qp_create(QpType::Rc, &fx.scq, &fx.rcq, None);
@@ -263,6 +450,7 @@ fn cases() -> Vec<Case> {
             },
         },
         Case {
+            settle: settled,
             name: "create_qp (on an SRQ, one CQ)",
             op: |fx| {
                 let c = qp_create(QpType::Rc, &fx.scq, &fx.scq, Some(&fx.srq));
@@ -274,6 +462,7 @@ fn cases() -> Vec<Case> {
             },
         },
         Case {
+            settle: settled,
             name: "attach_mcast",
             op: |fx| {
                 let mut group = [0u8; 16];
@@ -283,6 +472,46 @@ fn cases() -> Vec<Case> {
                 fx.hca.detach_mcast(m);
                 Ok(())
             },
+        },
+        Case {
+            settle: settled,
+            name: "cm create_id",
+            op: |fx| {
+                let id = fx.cm.create_id(fx.sink.clone().into())?;
+                fx.cm.destroy_id(id);
+                Ok(())
+            },
+        },
+        Case {
+            settle: settled,
+            name: "cm listen (four: the fabric's listen registry grows)",
+            op: |fx| {
+                let mut ids = [const { None }; 4];
+                let mut listened = Ok(());
+                for (sid, slot) in (SID + 1..).zip(&mut ids) {
+                    listened = fx
+                        .cm
+                        .create_id(fx.sink.clone().into())
+                        .and_then(|id| fx.cm.listen(slot.insert(id), sid, &[], 0));
+                    if listened.is_err() {
+                        break;
+                    }
+                }
+                for id in ids.into_iter().flatten() {
+                    fx.cm.destroy_id(id);
+                }
+                Ok(listened?)
+            },
+        },
+        Case {
+            name: "cm REQ to a listen on the peer (the peer's DPC takes it)",
+            op: |fx| {
+                let id = fx.cm.create_id(fx.active.clone().into())?;
+                let sent = fx.cm.send_req(&id, &cm_req(&fx.path));
+                *fx.pending.lock().unwrap() = Some(id);
+                Ok(sent?)
+            },
+            settle: req_answered,
         },
     ]
 }
@@ -298,12 +527,10 @@ impl<F: FnOnce() + Send + 'static> WorkItem for Job<F> {
     }
 }
 
-/// Runs `op` on `fx` as the driver would, under `plan`.
-fn as_driver(
-    fx: &Arc<Fx>,
-    plan: Plan,
-    op: fn(&Fx) -> Result<(), VerbsError>,
-) -> (Result<(), VerbsError>, Tally) {
+/// Runs `case` on `fx` as the driver would, under `plan` (its DPCs too), then tells its
+/// answer.
+fn as_driver(fx: &Arc<Fx>, plan: Plan, case: &Case) -> (Answer, Tally) {
+    let op = case.op;
     let result = Arc::new(Mutex::new(None));
     let job = {
         let (fx, result) = (Arc::clone(fx), Arc::clone(&result));
@@ -317,7 +544,8 @@ fn as_driver(
     fx.platform.run_until_idle();
     let tally = low_resources::disarm();
     let r = result.lock().unwrap().take().expect("the work item ran");
-    (r, tally)
+    let settled = (case.settle)(fx);
+    (r.and(settled), tally)
 }
 
 /// Refuses allocation `n` of `case` on a fresh device; `None` once the path made fewer.
@@ -326,24 +554,19 @@ fn attempt(case: &Case, n: u64) -> Option<()> {
     eprintln!("walk: {name}, allocation {n}");
     let before = low_resources::live_bytes();
     let fx = Arc::new(Fx::new());
-    let objects = fx.hca.objects();
-    let (r, tally) = as_driver(&fx, Plan::FailNth(n), case.op);
-    assert_eq!(
-        fx.hca.objects(),
-        objects,
-        "{name}, allocation {n}: objects left"
-    );
+    let held = fx.held();
+    let (r, tally) = as_driver(&fx, Plan::FailNth(n), case);
+    assert_eq!(fx.held(), held, "{name}, allocation {n}: objects left");
     let refused = tally.refused == 1;
     if refused {
-        assert_eq!(
-            r,
-            Err(VerbsError::InsufficientMemory),
-            "{name}, allocation {n}"
+        assert!(
+            r.is_err_and(Failure::is_out_of_memory),
+            "{name}, allocation {n}: {r:?}"
         );
         // The same call succeeds now.
-        let (again, _) = as_driver(&fx, Plan::Off, case.op);
+        let (again, _) = as_driver(&fx, Plan::Off, case);
         assert_eq!(again, Ok(()), "{name} after refusing allocation {n}");
-        assert_eq!(fx.hca.objects(), objects, "{name}: objects left");
+        assert_eq!(fx.held(), held, "{name}: objects left");
     } else {
         assert_eq!(tally.refused, 0);
         assert_eq!(r, Ok(()), "{name} with nothing refused");
@@ -364,7 +587,7 @@ fn walk() {
     let mut points = 0u64;
     for case in &cases {
         let fx = Arc::new(Fx::new());
-        let (r, counted) = as_driver(&fx, Plan::Count, case.op);
+        let (r, counted) = as_driver(&fx, Plan::Count, case);
         assert_eq!(r, Ok(()), "{}", case.name);
         assert!(counted.seen > 0, "{} allocates nothing", case.name);
         Arc::into_inner(fx).unwrap().tear_down();
