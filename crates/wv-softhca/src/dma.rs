@@ -19,10 +19,11 @@
 //! RDMA write, a receive or its own plain stores while an atomic may run breaks the verbs rules
 //! (the result is undefined on an HCA), the same contract as for the copies above.
 
+use alloc::alloc::Layout;
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::ptr;
+use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use spin::Mutex;
@@ -192,8 +193,8 @@ struct BufInner {
     len: usize,
 }
 
-// SAFETY: `BufInner` owns its allocation exclusively (it came from `Box::into_raw` and is freed
-// only in `Drop`); all byte accesses go through bounds-checked raw copies, so sharing the
+// SAFETY: `BufInner` owns its allocation exclusively (it came from `BufInner::try_zeroed` and
+// is freed only in `Drop`); all byte accesses go through bounds-checked raw copies, so sharing the
 // pointer between threads is no different from sharing the memory of a `Box<[u64]>`.
 unsafe impl Send for BufInner {}
 // SAFETY: see `Send`; `&BufInner` only hands out the address and performs checked copies.
@@ -202,13 +203,31 @@ unsafe impl Sync for BufInner {}
 impl Drop for BufInner {
     fn drop(&mut self) {
         let slice = ptr::slice_from_raw_parts_mut(self.ptr, self.words);
-        // SAFETY: `ptr`/`words` are exactly what `Box::into_raw` returned in `DmaBuffer::try_new`,
-        // and this is the only place that frees it, once.
+        // SAFETY: `ptr`/`words` are a block of `words` initialised `u64`s allocated by the global
+        // allocator with `Layout::array::<u64>(words)` (`try_zeroed`), the layout a
+        // `Box<[u64]>` of that length has; this is the only place that frees it, once.
         drop(unsafe { Box::from_raw(slice) });
     }
 }
 
 impl BufInner {
+    /// `len` zeroed bytes (at least one word), unless they cannot be allocated. Zeroed by the
+    /// allocator, as a client's fresh buffer is (`vec![0; n]` does the same, infallibly): a
+    /// large block then comes as fresh zero pages instead of being written first.
+    fn try_zeroed(len: usize) -> Result<Self, AllocError> {
+        let words = len.div_ceil(8).max(1);
+        let layout = Layout::array::<u64>(words).map_err(|_| AllocError)?;
+        // SAFETY: `words >= 1`, so the layout is not zero-sized.
+        let block = unsafe { alloc::alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(block.cast::<u64>()).ok_or(AllocError)?;
+        // INVARIANT: `words` zeroed (so initialised) `u64`s with the layout `Drop` frees.
+        Ok(BufInner {
+            ptr: ptr.as_ptr(),
+            words,
+            len,
+        })
+    }
+
     fn range(this: &KArc<Self>) -> DmaRange {
         // SAFETY: the allocation is `len` valid bytes that live as long as the clone of `this`,
         // which the range holds.
@@ -234,12 +253,9 @@ impl core::fmt::Debug for DmaBuffer {
 
 impl DmaBuffer {
     fn try_new(len: usize) -> Result<Self, AllocError> {
-        let words = len.div_ceil(8).max(1);
-        let boxed: Box<[u64]> = fallible::boxed_slice_of(words, 0u64)?;
-        let ptr = Box::into_raw(boxed) as *mut u64;
         // A refused `KArc` drops the `BufInner`, which frees the words.
         Ok(DmaBuffer {
-            inner: KArc::try_new(BufInner { ptr, words, len })?,
+            inner: KArc::try_new(BufInner::try_zeroed(len)?)?,
         })
     }
     /// The client virtual address of the first byte (what `register_mr` and SGEs name).
