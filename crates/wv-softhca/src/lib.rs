@@ -17,6 +17,8 @@
 //!   soft-HCA driver would hand the filter (built by `wv-ci`'s export adapter).
 //! * [`dma`] is the only module with `unsafe` code: the device reaches client memory only
 //!   through regions pinned there.
+//! * The kernel half allocates only fallibly and never under one of its locks (`fallible`,
+//!   `table`): in the driver it models, the allocation-error handler is a bug check.
 //!
 //! The crate is `no_std` + `alloc`, so a root-enumerated Windows soft HCA driver can reuse it.
 #![no_std]
