@@ -7,8 +7,13 @@
 //! scriptable lower device are device models: they raise interrupts through
 //! [`DeviceModelPlatform`], which the host model implements. A future root-enumerated Windows
 //! soft-HCA driver would implement it with a `KDPC` and a direct call of its ISR.
+//!
+//! DPC objects cross this contract as [`KArc`]s: a device model makes some of them on a
+//! request path (the soft HCA's per-QP transport timer, created with the QP), where an
+//! allocation must be able to fail, as the `KTIMER` and `KDPC` embedded in a driver's
+//! nonpaged QP object come with that object's one fallible allocation.
 
-use alloc::sync::Arc;
+use crate::KArc;
 
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicBool, Ordering};
@@ -75,7 +80,7 @@ pub trait DeviceModelPlatform: Platform {
     /// queued and has not started yet (it then runs once for both requests). Any IRQL, DIRQL
     /// included. Windows counterpart: `KeInsertQueueDpc` (or `WdfDpcEnqueue`) of the device
     /// driver's own DPC object.
-    fn queue_dpc(&self, dpc: &Arc<dyn Dpc>) -> bool;
+    fn queue_dpc(&self, dpc: &KArc<dyn Dpc>) -> bool;
 
     /// Delivers an interrupt: runs `isr` at device IRQL on the current processor, as the
     /// interrupt controller would when the device raises its line. Windows counterpart: none
@@ -98,7 +103,7 @@ pub trait DeviceModelPlatform: Platform {
     /// `-((due_ns - now_ns).div_ceil(100))` in 100 ns units (negative means relative, and
     /// rounding up keeps it from firing early); `KeSetTimer` on a set timer cancels it first,
     /// as here.
-    fn set_timer(&self, timer: &Arc<dyn Dpc>, due_ns: u64);
+    fn set_timer(&self, timer: &KArc<dyn Dpc>, due_ns: u64);
 
     /// Cancels a pending timer; returns whether it was set. A DPC the timer already queued is
     /// not removed (it runs; the device model decides, by its own clock reading, that there is
@@ -106,7 +111,7 @@ pub trait DeviceModelPlatform: Platform {
     ///
     /// Windows counterpart: `KeCancelTimer(&timer)` (and, for the queued DPC,
     /// `KeRemoveQueueDpc`, which the device model does not need).
-    fn cancel_timer(&self, timer: &Arc<dyn Dpc>) -> bool;
+    fn cancel_timer(&self, timer: &KArc<dyn Dpc>) -> bool;
 
     /// Blocks the calling thread for `ns` nanoseconds of the platform's clock: how a device
     /// model makes its caller wait for a device that takes time to answer (a firmware command

@@ -14,8 +14,8 @@
 //!   memory orderings (Release on decrement, an Acquire fence before the last owner touches
 //!   the value).
 //! * A `KArc<T>` becomes a `KArc<dyn Trait>` through `From` for the traits the driver passes
-//!   across its contracts (the event sinks and [`WorkItem`]); stable Rust cannot express the
-//!   general coercion for a user-defined pointer.
+//!   across its contracts (the event sinks, [`WorkItem`] and [`Dpc`]); stable Rust cannot
+//!   express the general coercion for a user-defined pointer.
 //!
 //! This is the only module of `wv-hal` with `unsafe` code. Its invariants:
 //!
@@ -43,6 +43,7 @@ use loom::sync::atomic::{AtomicUsize, Ordering, fence};
 use core::sync::atomic::{AtomicUsize, Ordering, fence};
 
 use crate::cm::CmEventSink;
+use crate::device_model::Dpc;
 use crate::platform::WorkItem;
 use crate::verbs::{CaEventSink, CqEventSink, QpEventSink, SrqEventSink};
 use wv_abi::NtStatus;
@@ -368,6 +369,12 @@ impl<T: ?Sized> Drop for KWeak<T> {
     }
 }
 
+impl<T: ?Sized> fmt::Debug for KWeak<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("(KWeak)")
+    }
+}
+
 impl<T> KArcSlot<T> {
     /// Moves `value` in and returns the first strong reference.
     pub fn write(self, value: T) -> KArc<T> {
@@ -429,7 +436,8 @@ unsize_into!(
     SrqEventSink,
     QpEventSink,
     CmEventSink,
-    WorkItem
+    WorkItem,
+    Dpc
 );
 
 #[cfg(all(test, not(loom)))]

@@ -5,7 +5,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use wv_hal::{Dpc, WorkItem};
+use wv_hal::{Dpc, KArc, WorkItem};
 
 use crate::irql;
 use crate::platform::Shared;
@@ -16,7 +16,7 @@ pub(crate) enum Task {
     /// A driver work item (PASSIVE_LEVEL).
     Work(wv_hal::KArc<dyn WorkItem>),
     /// A DPC (DISPATCH_LEVEL); only the deterministic mode puts DPCs in the FIFO.
-    Dpc(Arc<dyn Dpc>),
+    Dpc(KArc<dyn Dpc>),
     /// Platform work at PASSIVE_LEVEL, such as dropping a file reference whose last release
     /// runs the driver's `file_close`.
     Internal(&'static str, Box<dyn FnOnce() + Send>),
@@ -125,7 +125,7 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// A DPC queued on a thread, with the platform that runs it.
-type ThreadDpc = (Arc<Shared>, Arc<dyn Dpc>);
+type ThreadDpc = (Arc<Shared>, KArc<dyn Dpc>);
 
 thread_local! {
     /// DPCs queued on this thread ("processor") in threaded mode, run when its IRQL drops
@@ -135,7 +135,7 @@ thread_local! {
 }
 
 /// Queues a DPC on the current thread.
-pub(crate) fn push_thread_dpc(shared: Arc<Shared>, dpc: Arc<dyn Dpc>) {
+pub(crate) fn push_thread_dpc(shared: Arc<Shared>, dpc: KArc<dyn Dpc>) {
     DPCS.with(|q| q.borrow_mut().push_back((shared, dpc)));
 }
 

@@ -254,7 +254,7 @@ pub struct FakeCm {
     sinks: Mutex<Sinks>,
     sinks_idle: Condvar,
     events: Mutex<VecDeque<(u64, Delivery)>>,
-    dpc: Arc<dyn Dpc>,
+    dpc: KArc<dyn Dpc>,
 }
 
 /// What the DPC delivers.
@@ -375,7 +375,7 @@ impl FakeCm {
             sinks: Mutex::new(Sinks::default()),
             sinks_idle: Condvar::new(),
             events: Mutex::new(VecDeque::new()),
-            dpc: Arc::new(CmDpc(me.clone())),
+            dpc: KArc::new(CmDpc(me.clone())).into(),
         })
     }
 

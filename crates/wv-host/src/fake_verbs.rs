@@ -17,9 +17,10 @@ use std::time::Duration;
 use wv_hal::InterruptService;
 use wv_hal::{
     AddressVector, CaAttributes, CaEvent, CaEventKind, CaEventSink, CqEventSink,
-    DeviceModelPlatform, Dpc, Gid, Irql, MemoryKeys, MemoryRegion, Mtu, Platform, PortAttributes,
-    PortState, QpAttributes, QpCreate, QpCreated, QpEvent, QpEventSink, QpModify, QpModifyOptions,
-    QpState, QpType, SrqAttributes, SrqEvent, SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
+    DeviceModelPlatform, Dpc, Gid, Irql, KArc, MemoryKeys, MemoryRegion, Mtu, Platform,
+    PortAttributes, PortState, QpAttributes, QpCreate, QpCreated, QpEvent, QpEventSink, QpModify,
+    QpModifyOptions, QpState, QpType, SrqAttributes, SrqEvent, SrqEventSink, SrqModifyMask, Umv,
+    Verbs, VerbsError,
 };
 
 use crate::irql;
@@ -381,7 +382,7 @@ pub struct FakeVerbs {
     sinks: Mutex<Sinks>,
     sinks_idle: Condvar,
     events: Mutex<VecDeque<FakeEvent>>,
-    dpc: Arc<dyn Dpc>,
+    dpc: KArc<dyn Dpc>,
 }
 
 struct FakeDpc(Weak<FakeVerbs>);
@@ -527,7 +528,7 @@ impl FakeVerbs {
             sinks: Mutex::new(Sinks::default()),
             sinks_idle: Condvar::new(),
             events: Mutex::new(VecDeque::new()),
-            dpc: Arc::new(FakeDpc(me.clone())),
+            dpc: KArc::new(FakeDpc(me.clone())).into(),
         })
     }
 

@@ -17,7 +17,8 @@
 //! the test process (on Windows: a bug check), which the test reports as its failure.
 //!
 //! It also counts driver allocations made while the thread holds a spin lock: the core may
-//! not allocate there at all (it pre-allocates with the lock released).
+//! not allocate there at all (it pre-allocates with the lock released); and the bytes each
+//! thread holds ([`live_bytes`]), so a test can see memory a failed request left behind.
 //!
 //! Everything is per thread (the plan and the scope), so tests running in parallel in one
 //! binary do not disturb each other; the deterministic host model runs every callback on the
@@ -71,6 +72,8 @@ struct State {
     plan: Plan,
     tally: Tally,
     rng: u64,
+    /// Bytes allocated on this thread and not yet freed (see [`live_bytes`]).
+    live: i64,
 }
 
 thread_local! {
@@ -82,6 +85,7 @@ thread_local! {
             plan: Plan::Off,
             tally: Tally { seen: 0, refused: 0, under_spin_lock: 0 },
             rng: 0,
+            live: 0,
         })
     };
 }
@@ -121,6 +125,18 @@ pub fn disarm() -> Tally {
 /// What this thread's plan has seen so far.
 pub fn tally() -> Tally {
     with(|s| s.tally).unwrap_or_default()
+}
+
+/// Bytes this thread has allocated and not freed, whoever allocated them and whatever the
+/// plan: a test that reads it before building a scenario and after tearing it down finds the
+/// memory the scenario left behind. A block freed on another thread than the one that
+/// allocated it counts there (the deterministic host model runs everything on one thread).
+pub fn live_bytes() -> i64 {
+    with(|s| s.live).unwrap_or(0)
+}
+
+fn account(bytes: i64) {
+    with(|s| s.live += bytes);
 }
 
 /// Restores the thread's previous scope on drop.
@@ -184,17 +200,26 @@ fn refuse() -> bool {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LowResources;
 
+/// A size as a count of live bytes (no allocation reaches `i64::MAX` bytes).
+fn bytes(size: usize) -> i64 {
+    i64::try_from(size).unwrap_or(i64::MAX)
+}
+
 // SAFETY: Every method forwards to `System` with the caller's arguments unchanged, or returns
 // null, which `GlobalAlloc` allows for `alloc`, `alloc_zeroed` and `realloc` (a failed
-// `realloc` leaves the old block untouched, as required). The decision touches only a
-// thread-local `Cell` and never allocates.
+// `realloc` leaves the old block untouched, as required). The decision and the byte count
+// touch only a thread-local `Cell` and never allocate.
 unsafe impl GlobalAlloc for LowResources {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if refuse() {
             return std::ptr::null_mut();
         }
         // SAFETY: The caller's contract for `alloc` is `System::alloc`'s.
-        unsafe { System.alloc(layout) }
+        let block = unsafe { System.alloc(layout) };
+        if !block.is_null() {
+            account(bytes(layout.size()));
+        }
+        block
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
@@ -202,12 +227,17 @@ unsafe impl GlobalAlloc for LowResources {
             return std::ptr::null_mut();
         }
         // SAFETY: The caller's contract for `alloc_zeroed` is `System::alloc_zeroed`'s.
-        unsafe { System.alloc_zeroed(layout) }
+        let block = unsafe { System.alloc_zeroed(layout) };
+        if !block.is_null() {
+            account(bytes(layout.size()));
+        }
+        block
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: `ptr` came from `System` (every block this allocator hands out does).
         unsafe { System.dealloc(ptr, layout) }
+        account(-bytes(layout.size()));
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -216,6 +246,10 @@ unsafe impl GlobalAlloc for LowResources {
         }
         // SAFETY: The caller's contract for `realloc` is `System::realloc`'s, and `ptr` came
         // from `System`.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        let block = unsafe { System.realloc(ptr, layout, new_size) };
+        if !block.is_null() {
+            account(bytes(new_size) - bytes(layout.size()));
+        }
+        block
     }
 }

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use wv_abi::NtStatus;
 use wv_hal::InterruptService;
-use wv_hal::{DeviceModelPlatform, Dpc, Irql, Platform, WorkItem};
+use wv_hal::{DeviceModelPlatform, Dpc, Irql, KArc, Platform, WorkItem};
 
 use crate::deferred::{self, Pool, Task};
 use crate::event::HostEvent;
@@ -74,8 +74,8 @@ impl Drop for Shared {
     }
 }
 
-fn dpc_key(dpc: &Arc<dyn Dpc>) -> usize {
-    Arc::as_ptr(dpc).cast::<()>() as usize
+fn dpc_key(dpc: &KArc<dyn Dpc>) -> usize {
+    KArc::as_ptr(dpc).cast::<()>() as usize
 }
 
 impl Shared {
@@ -107,7 +107,7 @@ impl Shared {
 
     /// `KeInsertQueueDpc`: queues `dpc` unless it is queued already (see
     /// [`DeviceModelPlatform::queue_dpc`]).
-    pub(crate) fn queue_dpc(self: &Arc<Self>, dpc: &Arc<dyn Dpc>) -> bool {
+    pub(crate) fn queue_dpc(self: &Arc<Self>, dpc: &KArc<dyn Dpc>) -> bool {
         let fresh = match dpc.inserted_flag() {
             // A queuer that finds the DPC still queued has its earlier writes seen by that
             // DPC's run (`DpcInserted`'s orderings).
@@ -119,9 +119,9 @@ impl Shared {
         }
         crate::probe::stamp(1);
         if self.is_deterministic() {
-            self.push(Task::Dpc(Arc::clone(dpc)));
+            self.push(Task::Dpc(KArc::clone(dpc)));
         } else {
-            deferred::push_thread_dpc(Arc::clone(self), Arc::clone(dpc));
+            deferred::push_thread_dpc(Arc::clone(self), KArc::clone(dpc));
             deferred::drain_thread_dpcs();
         }
         true
@@ -135,7 +135,7 @@ impl Shared {
         }
     }
 
-    pub(crate) fn run_dpc(&self, dpc: &Arc<dyn Dpc>) {
+    pub(crate) fn run_dpc(&self, dpc: &KArc<dyn Dpc>) {
         // Started: from here on the DPC may be queued again.
         match dpc.inserted_flag() {
             Some(inserted) => inserted.started(),
@@ -378,7 +378,7 @@ impl Platform for HostPlatform {
 /// The host model is also the interrupt controller and DPC queue of the device models above
 /// it (the soft HCA, `FakeVerbs`).
 impl DeviceModelPlatform for HostPlatform {
-    fn queue_dpc(&self, dpc: &Arc<dyn Dpc>) -> bool {
+    fn queue_dpc(&self, dpc: &KArc<dyn Dpc>) -> bool {
         // The platform's own bookkeeping, not the driver's allocation.
         let _host = low_resources::host_scope();
         self.shared.queue_dpc(dpc)
@@ -394,7 +394,7 @@ impl DeviceModelPlatform for HostPlatform {
         serviced
     }
 
-    fn set_timer(&self, timer: &Arc<dyn Dpc>, due_ns: u64) {
+    fn set_timer(&self, timer: &KArc<dyn Dpc>, due_ns: u64) {
         let _host = low_resources::host_scope();
         let level = irql::current();
         if level > Irql::Dispatch {
@@ -415,7 +415,7 @@ impl DeviceModelPlatform for HostPlatform {
         }
     }
 
-    fn cancel_timer(&self, timer: &Arc<dyn Dpc>) -> bool {
+    fn cancel_timer(&self, timer: &KArc<dyn Dpc>) -> bool {
         self.shared.timers.cancel(timer)
     }
 

@@ -12,14 +12,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use wv_hal::Dpc;
+use wv_hal::{Dpc, KArc};
 
 use crate::platform::Shared;
 use crate::sync::{Arc, Condvar, Mutex, Weak};
 
 /// The key of a timer: the address of its DPC object.
-pub(crate) fn key(dpc: &Arc<dyn Dpc>) -> usize {
-    Arc::as_ptr(dpc).cast::<()>() as usize
+pub(crate) fn key(dpc: &KArc<dyn Dpc>) -> usize {
+    KArc::as_ptr(dpc).cast::<()>() as usize
 }
 
 #[derive(Default)]
@@ -27,7 +27,7 @@ struct State {
     /// Pending timers by key: (due, sequence number).
     by_key: HashMap<usize, (u64, u64)>,
     /// Pending timers in firing order.
-    order: BTreeMap<(u64, u64), Arc<dyn Dpc>>,
+    order: BTreeMap<(u64, u64), KArc<dyn Dpc>>,
     next_seq: u64,
     /// Threaded mode: the timer thread is running.
     thread: bool,
@@ -44,7 +44,7 @@ pub(crate) struct Timers {
 impl Timers {
     /// Sets (or re-sets) the timer of `dpc` to `due`. Returns whether the timer thread must be
     /// started (threaded mode, first timer).
-    pub(crate) fn set(&self, dpc: &Arc<dyn Dpc>, due: u64, threaded: bool) -> bool {
+    pub(crate) fn set(&self, dpc: &KArc<dyn Dpc>, due: u64, threaded: bool) -> bool {
         let k = key(dpc);
         let mut st = self.state.lock();
         if let Some(old) = st.by_key.remove(&k) {
@@ -53,7 +53,7 @@ impl Timers {
         let seq = st.next_seq;
         st.next_seq += 1;
         st.by_key.insert(k, (due, seq));
-        st.order.insert((due, seq), Arc::clone(dpc));
+        st.order.insert((due, seq), KArc::clone(dpc));
         let start = threaded && !st.thread && !st.shutdown;
         if start {
             st.thread = true;
@@ -64,7 +64,7 @@ impl Timers {
     }
 
     /// Cancels the timer of `dpc`; returns whether it was pending.
-    pub(crate) fn cancel(&self, dpc: &Arc<dyn Dpc>) -> bool {
+    pub(crate) fn cancel(&self, dpc: &KArc<dyn Dpc>) -> bool {
         let mut st = self.state.lock();
         match st.by_key.remove(&key(dpc)) {
             Some(old) => {
@@ -76,12 +76,12 @@ impl Timers {
     }
 
     /// Removes and returns the timers due at `now`, earliest first.
-    pub(crate) fn take_due(&self, now: u64) -> Vec<Arc<dyn Dpc>> {
+    pub(crate) fn take_due(&self, now: u64) -> Vec<KArc<dyn Dpc>> {
         let mut st = self.state.lock();
         Self::take_due_locked(&mut st, now)
     }
 
-    fn take_due_locked(st: &mut State, now: u64) -> Vec<Arc<dyn Dpc>> {
+    fn take_due_locked(st: &mut State, now: u64) -> Vec<KArc<dyn Dpc>> {
         let mut due = Vec::new();
         while let Some(entry) = st.order.first_entry() {
             if entry.key().0 > now {

@@ -5,7 +5,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use wv_hal::{DeviceModelPlatform, InterruptService};
-use wv_hal::{Dpc, Irql, Platform, SpinLock, WorkItem};
+use wv_hal::{Dpc, Irql, KArc, Platform, SpinLock, WorkItem};
 use wv_host::HostPlatform;
 
 struct Record {
@@ -36,12 +36,13 @@ fn record(
     p: &HostPlatform,
     name: &'static str,
     seen: &Arc<Mutex<Vec<(&'static str, Irql)>>>,
-) -> Arc<Record> {
-    Arc::new(Record {
+) -> KArc<dyn Dpc> {
+    KArc::new(Record {
         platform: p.clone(),
         name,
         seen: Arc::clone(seen),
     })
+    .into()
 }
 
 #[test]
@@ -71,7 +72,7 @@ fn deferred_work_runs_in_fifo_order_at_its_irql() {
     let p = HostPlatform::deterministic();
     let seen = Arc::new(Mutex::new(Vec::new()));
     p.queue_work(work(&p, "w1", &seen)).unwrap();
-    let dpc: Arc<dyn Dpc> = record(&p, "d1", &seen);
+    let dpc: KArc<dyn Dpc> = record(&p, "d1", &seen);
     assert!(p.queue_dpc(&dpc));
     p.queue_work(work(&p, "w2", &seen)).unwrap();
     assert!(
@@ -109,8 +110,8 @@ fn run_one_runs_a_single_item() {
 fn a_queued_dpc_is_not_queued_twice_until_it_starts() {
     let p = HostPlatform::deterministic();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let dpc: Arc<dyn Dpc> = record(&p, "d", &seen);
-    let other: Arc<dyn Dpc> = record(&p, "other", &seen);
+    let dpc: KArc<dyn Dpc> = record(&p, "d", &seen);
+    let other: KArc<dyn Dpc> = record(&p, "other", &seen);
     assert!(p.queue_dpc(&dpc));
     assert!(!p.queue_dpc(&dpc), "already queued");
     assert!(p.queue_dpc(&other), "identity is per object");
@@ -123,7 +124,7 @@ fn a_queued_dpc_is_not_queued_twice_until_it_starts() {
 
 struct Isr {
     platform: HostPlatform,
-    dpc: Arc<dyn Dpc>,
+    dpc: KArc<dyn Dpc>,
     seen: Arc<Mutex<Vec<(&'static str, Irql)>>>,
 }
 

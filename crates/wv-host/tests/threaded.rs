@@ -8,7 +8,7 @@ use std::thread::ThreadId;
 use common::{HANG_GUARD, PARK, manager, manager_with};
 use wv_abi::NtStatus;
 use wv_hal::{DeviceModelPlatform, InterruptService};
-use wv_hal::{Dpc, Irql, Platform, RequestQueue, SpinLock, WorkItem};
+use wv_hal::{Dpc, Irql, KArc, Platform, RequestQueue, SpinLock, WorkItem};
 use wv_host::HostPlatform;
 
 struct SeeThread {
@@ -25,7 +25,7 @@ impl Dpc for SeeThread {
     }
 }
 
-struct QueueIt(HostPlatform, Arc<dyn Dpc>);
+struct QueueIt(HostPlatform, KArc<dyn Dpc>);
 impl InterruptService for QueueIt {
     fn service(&self) -> bool {
         assert!(self.0.queue_dpc(&self.1));
@@ -36,11 +36,11 @@ impl InterruptService for QueueIt {
 #[test]
 fn a_dpc_queued_by_an_isr_runs_on_the_interrupted_thread_when_the_isr_returns() {
     let p = HostPlatform::threaded(2);
-    let see = Arc::new(SeeThread {
+    let see = KArc::new(SeeThread {
         platform: p.clone(),
         seen: Mutex::new(Vec::new()),
     });
-    let dpc: Arc<dyn Dpc> = see.clone();
+    let dpc: KArc<dyn Dpc> = see.clone().into();
     assert!(p.interrupt(&QueueIt(p.clone(), dpc)));
     assert_eq!(
         *see.seen.lock().unwrap(),
@@ -52,11 +52,11 @@ fn a_dpc_queued_by_an_isr_runs_on_the_interrupted_thread_when_the_isr_returns() 
 #[test]
 fn a_dpc_queued_under_a_spin_lock_runs_when_the_last_lock_is_released() {
     let p = HostPlatform::threaded(1);
-    let see = Arc::new(SeeThread {
+    let see = KArc::new(SeeThread {
         platform: p.clone(),
         seen: Mutex::new(Vec::new()),
     });
-    let dpc: Arc<dyn Dpc> = see.clone();
+    let dpc: KArc<dyn Dpc> = see.clone().into();
     let a = p.spin_lock(());
     let b = p.spin_lock(());
     {
@@ -162,7 +162,7 @@ fn interrupt_to_completion_happens_on_the_interrupting_thread_and_wakes_the_wait
     let file = mgr.open().unwrap();
     let io = file.device_io_control(1, &[], 0);
     assert!(io.pending());
-    let dpc = Arc::new(CompleteAll {
+    let dpc = KArc::new(CompleteAll {
         platform: p.clone(),
         queue: Arc::clone(&queue),
         seen: Mutex::new(Vec::new()),
@@ -170,7 +170,7 @@ fn interrupt_to_completion_happens_on_the_interrupting_thread_and_wakes_the_wait
     let waiter = std::thread::spawn(move || io.wait_timeout(HANG_GUARD));
     let device = {
         let p = p.clone();
-        let dpc: Arc<dyn Dpc> = dpc.clone();
+        let dpc: KArc<dyn Dpc> = dpc.clone().into();
         std::thread::spawn(move || {
             p.interrupt(&QueueIt(p.clone(), dpc));
             std::thread::current().id()

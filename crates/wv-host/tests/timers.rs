@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use wv_hal::{DeviceModelPlatform, Dpc, Irql, Platform};
+use wv_hal::{DeviceModelPlatform, Dpc, Irql, KArc, Platform};
 use wv_host::HostPlatform;
 
 type Seen = Arc<Mutex<Vec<(&'static str, u64, Irql)>>>;
@@ -25,12 +25,13 @@ impl Dpc for Stamp {
     }
 }
 
-fn stamp(p: &HostPlatform, name: &'static str, seen: &Seen) -> Arc<dyn Dpc> {
-    Arc::new(Stamp {
+fn stamp(p: &HostPlatform, name: &'static str, seen: &Seen) -> KArc<dyn Dpc> {
+    KArc::new(Stamp {
         platform: p.clone(),
         name,
         seen: seen.clone(),
     })
+    .into()
 }
 
 #[test]

@@ -300,7 +300,8 @@ fn lower_verb_called_at_dispatch() {
     let ca = fake
         .open_ca(&mut Umv::none(), wv_hal::KArc::new(NoCa).into())
         .unwrap();
-    let dpc: Arc<dyn wv_hal::Dpc> = Arc::new(CreateCqInDpc(Arc::clone(&fake), ca));
+    let dpc: wv_hal::KArc<dyn wv_hal::Dpc> =
+        wv_hal::KArc::new(CreateCqInDpc(Arc::clone(&fake), ca)).into();
     p.queue_dpc(&dpc);
     p.run_until_idle();
 }

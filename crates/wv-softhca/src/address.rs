@@ -21,6 +21,7 @@ use wv_hal::{DeviceModelPlatform, Gid};
 
 use crate::device::{Device, LinkLayer, ipv4_gid};
 use crate::fabric::Fabric;
+use crate::fallible;
 use crate::verbs_impl::SoftHca;
 
 /// The first port [`Fabric::reserve_port`] picks for port 0 (IANA's dynamic range).
@@ -184,13 +185,12 @@ impl Fabric {
         ip: IpAddr,
     ) -> Result<(), AddressError> {
         let dev = hca.device();
-        let mut book = self.addresses.lock();
+        // The book grows with its lock released.
+        let mut book = fallible::with_room_in(|| self.addresses.lock(), |b| Some(&mut b.assigned))
+            .map_err(|_| AddressError::NoMemory)?;
         if book.live(ip).is_some() {
             return Err(AddressError::Assigned);
         }
-        book.assigned
-            .try_reserve(1)
-            .map_err(|_| AddressError::NoMemory)?;
         // RoCE: the address becomes one of the port's GIDs. InfiniBand: the port keeps its
         // GIDs and the address resolves to GID 0, as IPoIB's address does through IBAT.
         let gid = match dev.link_layer() {
@@ -286,13 +286,12 @@ impl Fabric {
         ip: IpAddr,
         port: u16,
     ) -> Result<PortLease, AddressError> {
-        let mut book = self.addresses.lock();
+        // The book grows with its lock released.
+        let mut book = fallible::with_room_in(|| self.addresses.lock(), |b| Some(&mut b.reserved))
+            .map_err(|_| AddressError::NoMemory)?;
         if !ip.is_unspecified() && !is_loopback(ip) && book.live(ip).is_none() {
             return Err(AddressError::Unknown);
         }
-        book.reserved
-            .try_reserve(1)
-            .map_err(|_| AddressError::NoMemory)?;
         let port = if port == 0 {
             let span = u32::from(u16::MAX - EPHEMERAL_FIRST) + 1;
             let start = book.next_ephemeral.max(EPHEMERAL_FIRST);

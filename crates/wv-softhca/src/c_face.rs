@@ -26,6 +26,10 @@ impl<P: DeviceModelPlatform> SoftHca<P> {
     /// # Errors
     /// No export slot is free (the C table's `create_id` has no context, so each export takes
     /// one of a fixed number of process-wide slots), or no memory.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "once per interface query at device arrival; the export takes a std Arc"
+    )]
     pub fn c_cm_interface(&self) -> Result<CiCmExport<SoftCm>, ExportError> {
         CiCmExport::new(Arc::new(self.cm()))
     }

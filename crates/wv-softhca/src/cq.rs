@@ -10,14 +10,14 @@
 //! before they change that (and nothing else posts to a CQ), so a port never posts lock-free
 //! beside another producer or into a ring being replaced.
 
-use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use spin::Mutex;
-use wv_hal::{AllocError, CqEventSink, KArc, VerbsError};
+use wv_hal::{AllocError, CqEventSink, KArc, KWeak, VerbsError};
 
 use crate::device::{AsyncEvent, Device, Rundown};
+use crate::fallible::{self, no_memory};
 use crate::qp::Qp;
 use crate::ring::{Padded, Ring};
 use crate::wr::{CQE_WORDS, WorkCompletion};
@@ -37,9 +37,9 @@ pub(crate) struct Cq {
     pub handle: u32,
     /// The ring the device writes, under the lock that serialises shared producers (the
     /// sides of several QPs, or both sides of one). A resize replaces it.
-    prod: Padded<Mutex<Arc<Ring>>>,
+    prod: Padded<Mutex<KArc<Ring>>>,
     /// The QP sides bound to the CQ (commands only).
-    bound: Mutex<Vec<(Weak<Qp>, Side)>>,
+    bound: Mutex<Vec<(KWeak<Qp>, Side)>>,
     /// The CQ handle is in the CQ-notify ring (at most once, so the ring never overflows).
     pub queued: AtomicBool,
     /// The CQ overran: it is in error for good and takes no more CQEs.
@@ -50,10 +50,10 @@ pub(crate) struct Cq {
 
 /// A QP side's producer end of a CQ, kept in that side's locked context (`SqCtx`, `RespCtx`).
 pub(crate) struct CqPort {
-    pub cq: Arc<Cq>,
+    pub cq: KArc<Cq>,
     /// The CQ's ring when this side is its only producer: posts then go straight to it. Set
     /// and cleared only with the side's lock held (the CQ's binding commands).
-    sole: Option<Arc<Ring>>,
+    sole: Option<KArc<Ring>>,
 }
 
 impl core::fmt::Debug for CqPort {
@@ -67,7 +67,7 @@ impl core::fmt::Debug for CqPort {
 
 impl CqPort {
     /// A port that posts under the CQ's lock until a binding makes it the sole producer.
-    pub(crate) fn new(cq: Arc<Cq>) -> Self {
+    pub(crate) fn new(cq: KArc<Cq>) -> Self {
         CqPort { cq, sole: None }
     }
 
@@ -114,21 +114,27 @@ enum Posted {
 }
 
 impl Cq {
-    /// A CQ, unless its ring cannot be allocated.
+    /// CQ `handle` with a ring of at least `entries` CQEs, unless they cannot be allocated.
     pub(crate) fn try_new(
         handle: u32,
         entries: u32,
         sink: KArc<dyn CqEventSink>,
-    ) -> Result<Self, AllocError> {
-        Ok(Cq {
+    ) -> Result<KArc<Self>, AllocError> {
+        let ring = Self::new_ring(entries)?;
+        KArc::try_new(Cq {
             handle,
-            prod: Padded(Mutex::new(Arc::new(Ring::try_new(entries, CQE_WORDS)?))),
+            prod: Padded(Mutex::new(ring)),
             bound: Mutex::new(Vec::new()),
             queued: AtomicBool::new(false),
             overrun: AtomicBool::new(false),
             sink,
             rundown: Rundown::new(),
         })
+    }
+
+    /// A CQE ring of at least `entries` entries (for a new CQ, or a resize).
+    pub(crate) fn new_ring(entries: u32) -> Result<KArc<Ring>, AllocError> {
+        KArc::try_new(Ring::try_new(entries, CQE_WORDS)?)
     }
 
     /// Writes a CQE into `ring`; the caller is the ring's only writer for now (it holds the
@@ -152,8 +158,8 @@ impl Cq {
     }
 
     /// The ring completions are written to now.
-    pub(crate) fn ring(&self) -> Arc<Ring> {
-        Arc::clone(&self.prod.lock())
+    pub(crate) fn ring(&self) -> KArc<Ring> {
+        KArc::clone(&self.prod.lock())
     }
 
     /// Binds the `side` of `qp` (a new QP, whose ports are not sole) as a producer. The first
@@ -161,78 +167,72 @@ impl Cq {
     /// producer's lock and makes its port post under the CQ's lock again.
     ///
     /// # Errors
-    /// `InsufficientMemory` when the binding list cannot grow.
-    pub(crate) fn bind(&self, qp: &Arc<Qp>, side: Side) -> Result<(), VerbsError> {
-        let mut bound = self.bound.lock();
-        bound
-            .try_reserve(1)
-            .map_err(|_| VerbsError::InsufficientMemory)?;
+    /// `InsufficientMemory` when the binding list cannot grow (it grows with its lock
+    /// released).
+    pub(crate) fn bind(&self, qp: &KArc<Qp>, side: Side) -> Result<(), VerbsError> {
+        let mut bound = fallible::with_room(|| self.bound.lock()).map_err(no_memory)?;
         match bound.len() {
             0 => {
                 let ring = self.ring();
-                qp.with_port(side, |port| port.sole = Some(ring));
+                Qp::with_port(qp, side, |port| port.sole = Some(ring));
             }
             1 => {
                 if let Some(other) = bound[0].0.upgrade() {
-                    other.with_port(bound[0].1, |port| port.sole = None);
+                    Qp::with_port(&other, bound[0].1, |port| port.sole = None);
                 }
             }
             _ => {}
         }
-        bound.push((Arc::downgrade(qp), side));
+        // Within the room made above.
+        bound.push((KArc::downgrade(qp), side));
         Ok(())
     }
 
     /// Unbinds the `side` of `qp` (being destroyed: its port no longer posts). A side left
     /// alone becomes the sole producer.
-    pub(crate) fn unbind(&self, qp: &Arc<Qp>, side: Side) {
+    pub(crate) fn unbind(&self, qp: &KArc<Qp>, side: Side) {
         let mut bound = self.bound.lock();
-        let me = Arc::downgrade(qp);
-        bound.retain(|(q, s)| !(Weak::ptr_eq(q, &me) && *s == side));
+        let me = KArc::as_ptr(qp);
+        bound.retain(|(q, s)| !(core::ptr::eq(q.as_ptr(), me) && *s == side));
         if let [(last, last_side)] = bound.as_slice()
             && let Some(last) = last.upgrade()
         {
             // Under its side lock: it is not posting (under the CQ's lock) meanwhile.
-            last.with_port(*last_side, |port| port.sole = Some(self.ring()));
+            Qp::with_port(&last, *last_side, |port| port.sole = Some(self.ring()));
         }
     }
 
-    /// Resizes to at least `entries` (the device limit checked by the caller): a new ring
-    /// that starts with the completions not yet polled, oldest first, and the arm. The same
-    /// size keeps the ring. The consumer must not poll meanwhile (the user-mode provider holds
-    /// its poll lock across the command, as libmlx4 holds its CQ lock across
-    /// `ibv_resize_cq`) and maps the ring returned. A sole producer is held off by its side
-    /// lock and given the new ring.
+    /// Resizes to the `new` ring (allocated by the caller, with [`Cq::new_ring`], before any
+    /// lock was taken): it starts with the completions not yet polled, oldest first, and the
+    /// arm. A ring of the current size keeps the current one. The consumer must not poll
+    /// meanwhile (the user-mode provider holds its poll lock across the command, as libmlx4
+    /// holds its CQ lock across `ibv_resize_cq`) and maps the ring returned. A sole producer is
+    /// held off by its side lock and given the new ring.
     ///
     /// # Errors
-    /// `InvalidParameter` when the new size cannot hold the completions waiting;
-    /// `InsufficientMemory` when the new ring cannot be allocated.
-    pub(crate) fn resize(&self, entries: u32) -> Result<Arc<Ring>, VerbsError> {
-        // Allocated before any lock is taken, never under one.
-        let new = Arc::new(
-            Ring::try_new(entries, CQE_WORDS).map_err(|_| VerbsError::InsufficientMemory)?,
-        );
+    /// `InvalidParameter` when the new size cannot hold the completions waiting.
+    pub(crate) fn resize(&self, new: KArc<Ring>) -> Result<KArc<Ring>, VerbsError> {
         let bound = self.bound.lock();
         let sole = match bound.as_slice() {
             [(qp, side)] => qp.upgrade().map(|qp| (qp, *side)),
             _ => None,
         };
-        let swap = |port: Option<&mut CqPort>| -> Result<Arc<Ring>, VerbsError> {
+        let swap = |port: Option<&mut CqPort>| -> Result<KArc<Ring>, VerbsError> {
             let mut ring = self.prod.lock();
             if new.entries() == ring.entries() {
-                return Ok(Arc::clone(&ring));
+                return Ok(KArc::clone(&ring));
             }
             if !ring.copy_pending_to(&new) {
                 return Err(VerbsError::InvalidParameter);
             }
-            *ring = Arc::clone(&new);
+            *ring = KArc::clone(&new);
             if let Some(port) = port {
-                port.sole = Some(Arc::clone(&new));
+                port.sole = Some(KArc::clone(&new));
             }
-            Ok(Arc::clone(&new))
+            Ok(KArc::clone(&new))
         };
         match sole {
-            Some((qp, side)) => qp.with_port(side, |port| swap(Some(port))),
+            Some((qp, side)) => Qp::with_port(&qp, side, |port| swap(Some(port))),
             None => swap(None),
         }
     }

@@ -12,16 +12,19 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use spin::{Mutex, RwLock};
 use wv_hal::{
-    CaEvent, CaEventKind, CaEventSink, Dpc, Gid, Mtu, PortState, QpEvent, SrqEvent, VerbsError,
+    AllocError, CaEvent, CaEventKind, CaEventSink, Dpc, Gid, KArc, Mtu, PortState, QpEvent,
+    SrqEvent, VerbsError,
 };
 
 use crate::cq::Cq;
 use crate::dma::ClientMemory;
 use crate::fabric::Fabric;
+use crate::fallible;
 use crate::mr::Mr;
 use crate::mw::{Mw, is_mw_key, mw_handle};
 use crate::qp::Qp;
 use crate::srq::Srq;
+use crate::table::Table;
 
 /// Interrupt vectors (pvrdma's MSI-X layout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,9 +46,9 @@ pub(crate) trait Bus: Send + Sync {
     /// The platform's monotonic clock in nanoseconds.
     fn now_ns(&self) -> u64;
     /// Queues `timer` as a DPC once the clock reaches `due_ns` (replacing an earlier due time).
-    fn set_timer(&self, timer: &Arc<dyn Dpc>, due_ns: u64);
+    fn set_timer(&self, timer: &KArc<dyn Dpc>, due_ns: u64);
     /// Cancels a pending timer.
-    fn cancel_timer(&self, timer: &Arc<dyn Dpc>);
+    fn cancel_timer(&self, timer: &KArc<dyn Dpc>);
     /// Blocks the caller for `ns` of the platform's clock (the firmware's command latency).
     fn delay(&self, ns: u64);
 }
@@ -283,62 +286,6 @@ impl Rundown {
     }
 }
 
-/// A handle table (handles start at 1; freed handles are reused).
-pub(crate) struct Table<T> {
-    slots: RwLock<Vec<Option<Arc<T>>>>,
-    live: AtomicU32,
-}
-
-impl<T> Table<T> {
-    pub(crate) fn new() -> Self {
-        Table {
-            slots: RwLock::new(Vec::new()),
-            live: AtomicU32::new(0),
-        }
-    }
-    pub(crate) fn get(&self, handle: u32) -> Option<Arc<T>> {
-        let i = (handle as usize).checked_sub(1)?;
-        self.slots.read().get(i)?.clone()
-    }
-    /// Inserts what `make` builds from the new handle, unless `limit` objects exist.
-    pub(crate) fn insert_with(
-        &self,
-        limit: u32,
-        make: impl FnOnce(u32) -> Result<Arc<T>, VerbsError>,
-    ) -> Result<Arc<T>, VerbsError> {
-        let mut slots = self.slots.write();
-        if self.live.load(Ordering::Relaxed) >= limit {
-            return Err(VerbsError::InsufficientResources);
-        }
-        let i = match slots.iter().position(Option::is_none) {
-            Some(i) => i,
-            None => {
-                slots
-                    .try_reserve(1)
-                    .map_err(|_| VerbsError::InsufficientMemory)?;
-                slots.push(None);
-                slots.len() - 1
-            }
-        };
-        let obj = make(i as u32 + 1)?;
-        slots[i] = Some(obj.clone());
-        self.live.fetch_add(1, Ordering::Relaxed);
-        Ok(obj)
-    }
-    pub(crate) fn remove(&self, handle: u32) -> Option<Arc<T>> {
-        let i = (handle as usize).checked_sub(1)?;
-        let mut slots = self.slots.write();
-        let o = slots.get_mut(i)?.take();
-        if o.is_some() {
-            self.live.fetch_sub(1, Ordering::Relaxed);
-        }
-        o
-    }
-    pub(crate) fn all(&self) -> Vec<Arc<T>> {
-        self.slots.read().iter().flatten().cloned().collect()
-    }
-}
-
 /// `ib_event_type` numbers carried in the async ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
@@ -385,12 +332,12 @@ struct EventRing {
 }
 
 impl EventRing {
-    fn new(cap: usize) -> Self {
-        EventRing {
-            buf: alloc::vec![(0, 0); cap],
+    fn try_new(cap: usize) -> Result<Self, AllocError> {
+        Ok(EventRing {
+            buf: fallible::vec_of(cap, (0, 0))?,
             head: 0,
             len: 0,
-        }
+        })
     }
     fn push(&mut self, e: (u32, u32)) -> bool {
         if self.len == self.buf.len() {
@@ -506,24 +453,30 @@ pub(crate) struct Device {
 }
 
 impl Device {
-    pub(crate) fn new(config: DeviceConfig, memory: ClientMemory) -> Self {
+    /// A device with its tables sized by `config`, unless they cannot be allocated.
+    pub(crate) fn try_new(config: DeviceConfig, memory: ClientMemory) -> Result<Self, AllocError> {
         let guid = u64::from_ne_bytes(eui64(config.mac));
         let lim = config.limits;
-        let ports = (1..=config.ports.max(1))
-            .map(|_| {
-                let mut gids = alloc::vec![[0u8; 16]; lim.gid_table_len.max(1) as usize];
-                gids[0] = mac_gid(config.mac);
-                let mut pkeys = alloc::vec![0u16; lim.max_pkeys.max(1) as usize];
-                pkeys[0] = 0xFFFF;
-                Port {
-                    state: PortState::Active,
-                    lid: 0,
-                    gids,
-                    pkeys,
-                }
-            })
-            .collect();
-        Device {
+        let n = usize::from(config.ports.max(1));
+        let mut ports = fallible::vec_with_capacity(n)?;
+        let mut port_active = fallible::vec_with_capacity(n)?;
+        let mut port_lid = fallible::vec_with_capacity(n)?;
+        for _ in 0..n {
+            let mut gids = fallible::vec_of(lim.gid_table_len.max(1) as usize, [0u8; 16])?;
+            gids[0] = mac_gid(config.mac);
+            let mut pkeys = fallible::vec_of(lim.max_pkeys.max(1) as usize, 0u16)?;
+            pkeys[0] = 0xFFFF;
+            // Within the capacities reserved above.
+            ports.push(Port {
+                state: PortState::Active,
+                lid: 0,
+                gids,
+                pkeys,
+            });
+            port_active.push(AtomicBool::new(true));
+            port_lid.push(core::sync::atomic::AtomicU16::new(0));
+        }
+        Ok(Device {
             guid,
             memory,
             removed: AtomicBool::new(false),
@@ -540,24 +493,20 @@ impl Device {
             cmd_in_flight: AtomicU32::new(0),
             resp_ready: AtomicBool::new(false),
             icr: crate::ring::Padded(AtomicU32::new(0)),
-            async_ring: Mutex::new(EventRing::new(1024)),
-            cq_ring: Mutex::new(EventRing::new(lim.max_cq as usize + 1)),
+            async_ring: Mutex::new(EventRing::try_new(1024)?),
+            cq_ring: Mutex::new(EventRing::try_new(lim.max_cq as usize + 1)?),
             async_overflows: AtomicU64::new(0),
             irq: RwLock::new(None),
             fabric: spin::Once::new(),
-            port_active: (0..config.ports.max(1))
-                .map(|_| AtomicBool::new(true))
-                .collect(),
-            port_lid: (0..config.ports.max(1))
-                .map(|_| core::sync::atomic::AtomicU16::new(0))
-                .collect(),
+            port_active,
+            port_lid,
             tx_delivered: crate::ring::Padded(AtomicU64::new(0)),
             mcast: RwLock::new(Vec::new()),
             epochs: crate::ring::Padded(Epochs::default()),
             dispatch: Rundown::new(),
             cm: crate::cm::Agent::new(),
             config,
-        }
+        })
     }
 
     pub(crate) fn set_irq(&self, irq: Arc<dyn Bus>) {
@@ -570,14 +519,14 @@ impl Device {
     }
 
     /// Sets a timer on the platform (never fires without one).
-    pub(crate) fn set_timer(&self, timer: &Arc<dyn Dpc>, due_ns: u64) {
+    pub(crate) fn set_timer(&self, timer: &KArc<dyn Dpc>, due_ns: u64) {
         if let Some(b) = self.irq.read().as_ref() {
             b.set_timer(timer, due_ns);
         }
     }
 
     /// Cancels a timer.
-    pub(crate) fn cancel_timer(&self, timer: &Arc<dyn Dpc>) {
+    pub(crate) fn cancel_timer(&self, timer: &KArc<dyn Dpc>) {
         if let Some(b) = self.irq.read().as_ref() {
             b.cancel_timer(timer);
         }
@@ -797,12 +746,12 @@ impl Device {
                     kind,
                     port: info as u8,
                 };
-                for ctx in self.contexts.all() {
+                self.contexts.for_each(|ctx| {
                     if ctx.rundown.acquire() {
                         ctx.sink.on_event(event);
                         ctx.rundown.release();
                     }
-                }
+                });
             }
         }
     }
@@ -930,7 +879,7 @@ impl Device {
         self.fabric()?.find(grh, gid, lid)
     }
 
-    pub(crate) fn qp_by_qpn(&self, qpn: u32) -> Option<Arc<Qp>> {
+    pub(crate) fn qp_by_qpn(&self, qpn: u32) -> Option<KArc<Qp>> {
         self.qps.get(qpn.checked_sub(1)?)
     }
 
@@ -955,7 +904,7 @@ impl Device {
     }
 
     /// The region a (non-window) key names.
-    pub(crate) fn mr_by_key(&self, key: u32) -> Option<Arc<Mr>> {
+    pub(crate) fn mr_by_key(&self, key: u32) -> Option<KArc<Mr>> {
         if is_mw_key(key) {
             return None;
         }
@@ -963,7 +912,7 @@ impl Device {
     }
 
     /// The window a window key names.
-    pub(crate) fn mw_by_key(&self, key: u32) -> Option<Arc<Mw>> {
+    pub(crate) fn mw_by_key(&self, key: u32) -> Option<KArc<Mw>> {
         if !is_mw_key(key) {
             return None;
         }

@@ -19,15 +19,17 @@
 //! RDMA write, a receive or its own plain stores while an atomic may run breaks the verbs rules
 //! (the result is undefined on an HCA), the same contract as for the copies above.
 
+use alloc::alloc::Layout;
 use alloc::boxed::Box;
-use alloc::sync::{Arc, Weak};
+use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::any::Any;
-use core::ptr;
+use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use spin::Mutex;
-use wv_hal::VerbsError;
+use wv_hal::{AllocError, KArc, KWeak, VerbsError};
+
+use crate::fallible;
 
 /// Why a copy was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +51,7 @@ pub(crate) struct DmaRange {
     len: usize,
     /// What keeps the memory alive (a pool buffer), if the range does not rely on the client's
     /// promise alone.
-    _keep: Option<Arc<dyn Any + Send + Sync>>,
+    _keep: Option<KArc<BufInner>>,
 }
 
 impl core::fmt::Debug for DmaRange {
@@ -75,7 +77,7 @@ impl DmaRange {
     /// The `len` bytes at `base` must be one allocation, valid for reads and writes for as long
     /// as the returned range (or anything holding it) lives, and accessed by others only as the
     /// module documentation describes.
-    unsafe fn new(base: *mut u8, len: usize, keep: Option<Arc<dyn Any + Send + Sync>>) -> Self {
+    unsafe fn new(base: *mut u8, len: usize, keep: Option<KArc<BufInner>>) -> Self {
         DmaRange {
             base,
             len,
@@ -191,8 +193,8 @@ struct BufInner {
     len: usize,
 }
 
-// SAFETY: `BufInner` owns its allocation exclusively (it came from `Box::into_raw` and is freed
-// only in `Drop`); all byte accesses go through bounds-checked raw copies, so sharing the
+// SAFETY: `BufInner` owns its allocation exclusively (it came from `BufInner::try_zeroed` and
+// is freed only in `Drop`); all byte accesses go through bounds-checked raw copies, so sharing the
 // pointer between threads is no different from sharing the memory of a `Box<[u64]>`.
 unsafe impl Send for BufInner {}
 // SAFETY: see `Send`; `&BufInner` only hands out the address and performs checked copies.
@@ -201,18 +203,35 @@ unsafe impl Sync for BufInner {}
 impl Drop for BufInner {
     fn drop(&mut self) {
         let slice = ptr::slice_from_raw_parts_mut(self.ptr, self.words);
-        // SAFETY: `ptr`/`words` are exactly what `Box::into_raw` returned in `DmaBuffer::new`,
-        // and this is the only place that frees it, once.
+        // SAFETY: `ptr`/`words` are a block of `words` initialised `u64`s allocated by the global
+        // allocator with `Layout::array::<u64>(words)` (`try_zeroed`), the layout a
+        // `Box<[u64]>` of that length has; this is the only place that frees it, once.
         drop(unsafe { Box::from_raw(slice) });
     }
 }
 
 impl BufInner {
-    fn range(self: &Arc<Self>) -> DmaRange {
-        let keep: Arc<dyn Any + Send + Sync> = self.clone();
-        // SAFETY: the allocation is `len` valid bytes that live as long as `keep`, which the
-        // range holds.
-        unsafe { DmaRange::new(self.ptr.cast::<u8>(), self.len, Some(keep)) }
+    /// `len` zeroed bytes (at least one word), unless they cannot be allocated. Zeroed by the
+    /// allocator, as a client's fresh buffer is (`vec![0; n]` does the same, infallibly): a
+    /// large block then comes as fresh zero pages instead of being written first.
+    fn try_zeroed(len: usize) -> Result<Self, AllocError> {
+        let words = len.div_ceil(8).max(1);
+        let layout = Layout::array::<u64>(words).map_err(|_| AllocError)?;
+        // SAFETY: `words >= 1`, so the layout is not zero-sized.
+        let block = unsafe { alloc::alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(block.cast::<u64>()).ok_or(AllocError)?;
+        // INVARIANT: `words` zeroed (so initialised) `u64`s with the layout `Drop` frees.
+        Ok(BufInner {
+            ptr: ptr.as_ptr(),
+            words,
+            len,
+        })
+    }
+
+    fn range(this: &KArc<Self>) -> DmaRange {
+        // SAFETY: the allocation is `len` valid bytes that live as long as the clone of `this`,
+        // which the range holds.
+        unsafe { DmaRange::new(this.ptr.cast::<u8>(), this.len, Some(this.clone())) }
     }
 }
 
@@ -220,7 +239,7 @@ impl BufInner {
 /// memory is a [`BufferPool`]. Cloning shares the buffer.
 #[derive(Clone)]
 pub struct DmaBuffer {
-    inner: Arc<BufInner>,
+    inner: KArc<BufInner>,
 }
 
 impl core::fmt::Debug for DmaBuffer {
@@ -233,13 +252,11 @@ impl core::fmt::Debug for DmaBuffer {
 }
 
 impl DmaBuffer {
-    fn new(len: usize) -> Self {
-        let words = len.div_ceil(8).max(1);
-        let boxed: Box<[u64]> = alloc::vec![0u64; words].into_boxed_slice();
-        let ptr = Box::into_raw(boxed) as *mut u64;
-        DmaBuffer {
-            inner: Arc::new(BufInner { ptr, words, len }),
-        }
+    fn try_new(len: usize) -> Result<Self, AllocError> {
+        // A refused `KArc` drops the `BufInner`, which frees the words.
+        Ok(DmaBuffer {
+            inner: KArc::try_new(BufInner::try_zeroed(len)?)?,
+        })
     }
     /// The client virtual address of the first byte (what `register_mr` and SGEs name).
     pub fn addr(&self) -> u64 {
@@ -258,8 +275,7 @@ impl DmaBuffer {
     /// # Errors
     /// When the bytes do not fit.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), VerbsError> {
-        self.inner
-            .range()
+        BufInner::range(&self.inner)
             .write(offset as u64, data)
             .map_err(|_| VerbsError::InvalidParameter)
     }
@@ -268,12 +284,15 @@ impl DmaBuffer {
     /// # Errors
     /// When the bytes are out of the buffer.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), VerbsError> {
-        self.inner
-            .range()
+        BufInner::range(&self.inner)
             .read(offset as u64, out)
             .map_err(|_| VerbsError::InvalidParameter)
     }
     /// A copy of the whole buffer.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the client's copy of its own memory (tests, tools), not a device path"
+    )]
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = alloc::vec![0u8; self.len()];
         let _ = self.read(0, &mut v);
@@ -285,7 +304,7 @@ impl DmaBuffer {
 /// outside a live buffer of the pool fails, and a registration keeps its buffer alive.
 #[derive(Clone, Default)]
 pub struct BufferPool {
-    bufs: Arc<Mutex<Vec<Weak<BufInner>>>>,
+    bufs: Arc<Mutex<Vec<KWeak<BufInner>>>>,
 }
 
 impl core::fmt::Debug for BufferPool {
@@ -300,13 +319,25 @@ impl BufferPool {
         Self::default()
     }
     /// Allocates a zeroed buffer of `len` bytes in the pool.
+    ///
+    /// # Panics
+    /// When the memory cannot be allocated ([`BufferPool::try_alloc`] fails instead).
     pub fn alloc(&self, len: usize) -> DmaBuffer {
-        let b = DmaBuffer::new(len);
-        let mut bufs = self.bufs.lock();
-        bufs.retain(|w| w.strong_count() > 0);
-        bufs.push(Arc::downgrade(&b.inner));
-        b
+        self.try_alloc(len).expect("DMA buffer")
     }
+
+    /// Allocates a zeroed buffer of `len` bytes in the pool, unless the memory (or the pool's
+    /// room for it, grown with the pool's lock released) cannot be allocated.
+    ///
+    /// # Errors
+    /// [`AllocError`].
+    pub fn try_alloc(&self, len: usize) -> Result<DmaBuffer, AllocError> {
+        let b = DmaBuffer::try_new(len)?;
+        self.bufs.lock().retain(|w| w.strong_count() > 0);
+        fallible::with_room(|| self.bufs.lock())?.push(KArc::downgrade(&b.inner));
+        Ok(b)
+    }
+
     fn find(&self, addr: u64, len: u64) -> Option<DmaRange> {
         let bufs = self.bufs.lock();
         for w in bufs.iter() {
@@ -314,11 +345,10 @@ impl BufferPool {
             let start = inner.ptr.addr() as u64;
             let end = start + inner.len as u64;
             if addr >= start && addr.checked_add(len)? <= end {
-                let keep: Arc<dyn Any + Send + Sync> = inner.clone();
                 let base = inner.ptr.cast::<u8>().wrapping_add((addr - start) as usize);
                 // SAFETY: `[addr, addr+len)` lies inside this live allocation (and `base` carries
-                // its provenance), and the range holds `keep`, so the memory outlives the range.
-                return Some(unsafe { DmaRange::new(base, len as usize, Some(keep)) });
+                // its provenance), and the range holds `inner`, so the memory outlives the range.
+                return Some(unsafe { DmaRange::new(base, len as usize, Some(inner)) });
             }
         }
         None
@@ -368,6 +398,7 @@ impl ClientMemory {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "tests may allocate infallibly")]
 mod tests {
     extern crate std;
 

@@ -35,7 +35,7 @@
 use alloc::sync::Arc;
 use core::sync::atomic::Ordering;
 
-use wv_hal::{Gid, QpEvent, QpState, QpType};
+use wv_hal::{Gid, KArc, QpEvent, QpState, QpType};
 
 use crate::cq::CqPort;
 use crate::device::{Device, PORT_MTU};
@@ -90,7 +90,7 @@ fn psn_add(a: u32, n: u32) -> u32 {
 
 /// Schedules the send queue of `qp` and runs it in this thread unless another thread is
 /// already running it (that thread then runs the new work too): see [`crate::sched`].
-pub(crate) fn run_sq(dev: &Arc<Device>, qp: &Arc<Qp>) {
+pub(crate) fn run_sq(dev: &Arc<Device>, qp: &KArc<Qp>) {
     crate::sched::schedule(&qp.sq_pending, || {
         let mut ctx = qp.sq_ctx.try_lock()?;
         process_sq(dev, qp, &mut ctx);
@@ -98,14 +98,14 @@ pub(crate) fn run_sq(dev: &Arc<Device>, qp: &Arc<Qp>) {
     });
 }
 
-fn process_sq(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx) {
+fn process_sq(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx) {
     // The references kept between messages, out of the context while it is borrowed whole.
     let mut refs = core::mem::take(&mut ctx.refs);
     process_sq_with(dev, qp, ctx, &mut refs);
     ctx.refs = refs;
 }
 
-fn process_sq_with(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, refs: &mut SqRefs) {
+fn process_sq_with(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx, refs: &mut SqRefs) {
     loop {
         if dev.is_removed() {
             return;
@@ -138,7 +138,7 @@ fn process_sq_with(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, refs: &mut 
 }
 
 /// What the data path does when it moves a QP to ERR (the send queue flushes itself).
-fn enter_error(dev: &Arc<Device>, qp: &Arc<Qp>) {
+fn enter_error(dev: &Arc<Device>, qp: &KArc<Qp>) {
     flush_rq(dev, qp);
     if qp.srq.is_some() {
         dev.post_qp_event(qp, QpEvent::LastWqeReached);
@@ -551,7 +551,7 @@ pub(crate) fn opcode_valid(op: WrOpcode, t: QpType) -> bool {
 }
 
 /// Executes a local operation (no packet): invalidation, fast registration, window binding.
-fn local_op(dev: &Device, qp: &Arc<Qp>, wqe: &SendWqe, op: WrOpcode) -> WcStatus {
+fn local_op(dev: &Device, qp: &KArc<Qp>, wqe: &SendWqe, op: WrOpcode) -> WcStatus {
     match op {
         WrOpcode::LocalInv => {
             let key = wqe.imm_or_inv;
@@ -703,7 +703,7 @@ impl<'s> Local<'s> {
 /// references) while the device's QP epoch is the one read before the lookup.
 pub(crate) struct Target {
     dev: Arc<Device>,
-    qp: Arc<Qp>,
+    qp: KArc<Qp>,
     port: u8,
     epoch: u32,
 }
@@ -786,7 +786,7 @@ fn ud_target<'r>(
 
 fn unreliable_step(
     dev: &Arc<Device>,
-    qp: &Arc<Qp>,
+    qp: &KArc<Qp>,
     ctx: &mut SqCtx,
     refs: &mut SqRefs,
     st: QpState,
@@ -820,7 +820,7 @@ fn unreliable_step(
 
 fn send_unreliable(
     dev: &Arc<Device>,
-    qp: &Arc<Qp>,
+    qp: &KArc<Qp>,
     ctx: &mut SqCtx,
     refs: &mut SqRefs,
     wqe: &SendWqe,
@@ -964,7 +964,7 @@ fn slot_of(qp: &Qp, i: u32) -> usize {
 /// One step of the RC requester: (re)send what can be sent next. Returns whether to go on.
 fn rc_step(
     dev: &Arc<Device>,
-    qp: &Arc<Qp>,
+    qp: &KArc<Qp>,
     ctx: &mut SqCtx,
     refs: &mut SqRefs,
     st: QpState,
@@ -1030,7 +1030,7 @@ fn rc_step(
 
 /// Fails request `i` (from the head) with `status`: at once when it is the head, else when
 /// the requests before it have completed.
-fn fail_at(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, i: u32, status: WcStatus) -> bool {
+fn fail_at(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx, i: u32, status: WcStatus) -> bool {
     if i != 0 {
         return false;
     }
@@ -1039,7 +1039,7 @@ fn fail_at(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, i: u32, status: WcS
 }
 
 /// Completes the oldest request with an error and moves the QP to ERR (the rest flushes).
-fn fail_head(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, status: WcStatus) {
+fn fail_head(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx, status: WcStatus) {
     if let Some(slot) = qp.sq.consumer_slot() {
         let wqe = SendWqe::decode(slot);
         complete_send(dev, qp, &ctx.cq, &wqe, status, 0);
@@ -1053,7 +1053,7 @@ fn fail_head(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, status: WcStatus)
 }
 
 /// Spends a transport retry; when none is left, fails the oldest request with `status`.
-fn retry(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, status: WcStatus) -> bool {
+fn retry(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx, status: WcStatus) -> bool {
     if ctx.tx.retries == 0 {
         fail_head(dev, qp, ctx, status);
         return false;
@@ -1105,7 +1105,7 @@ fn skip_acked(qp: &Qp, ctx: &mut SqCtx) {
 }
 
 /// Every PSN up to `psn` arrived: completes the requests that are done, in order.
-fn acked(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, psn: u32) {
+fn acked(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx, psn: u32) {
     let tx = &mut ctx.tx;
     if tx.started > 0 && psn_diff(psn, tx.una) >= 0 && psn_diff(psn, ctx.psn) < 0 {
         tx.una = psn_add(psn, 1);
@@ -1151,7 +1151,7 @@ fn acked(dev: &Arc<Device>, qp: &Arc<Qp>, ctx: &mut SqCtx, psn: u32) {
 /// requester must wait (an RNR NAK).
 fn on_reply(
     dev: &Arc<Device>,
-    qp: &Arc<Qp>,
+    qp: &KArc<Qp>,
     ctx: &mut SqCtx,
     i: u32,
     local: &Local,
@@ -1220,7 +1220,7 @@ fn on_reply(
 #[allow(clippy::too_many_arguments)]
 fn rc_send(
     dev: &Arc<Device>,
-    qp: &Arc<Qp>,
+    qp: &KArc<Qp>,
     ctx: &mut SqCtx,
     refs: &mut SqRefs,
     wqe: &SendWqe,
@@ -1401,7 +1401,7 @@ struct After {
 /// raises the interrupts that caused on the receiving device (with only the requester's
 /// `sq_ctx` held, which the data path only ever `try_lock`s, so an inline DPC cannot deadlock
 /// against it).
-fn respond(tdev: &Arc<Device>, t: &Arc<Qp>, m: &Msg<'_>, i0: u32, n: u32) -> Reply {
+fn respond(tdev: &Arc<Device>, t: &KArc<Qp>, m: &Msg<'_>, i0: u32, n: u32) -> Reply {
     let mut after = After::default();
     let r = respond_locked(tdev, t, m, i0, n, &mut after);
     if after.comm_est {
@@ -1419,7 +1419,7 @@ fn respond(tdev: &Arc<Device>, t: &Arc<Qp>, m: &Msg<'_>, i0: u32, n: u32) -> Rep
 
 fn respond_locked(
     tdev: &Arc<Device>,
-    t: &Arc<Qp>,
+    t: &KArc<Qp>,
     m: &Msg<'_>,
     i0: u32,
     n: u32,

@@ -17,6 +17,8 @@
 //!   soft-HCA driver would hand the filter (built by `wv-ci`'s export adapter).
 //! * [`dma`] is the only module with `unsafe` code: the device reaches client memory only
 //!   through regions pinned there.
+//! * The kernel half allocates only fallibly and never under one of its locks (`fallible`,
+//!   `table`): in the driver it models, the allocation-error handler is a bug check.
 //!
 //! The crate is `no_std` + `alloc`, so a root-enumerated Windows soft HCA driver can reuse it.
 #![no_std]
@@ -32,6 +34,7 @@ pub mod device;
 pub mod dma;
 mod engine;
 pub mod fabric;
+mod fallible;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod modify_attr;
@@ -43,6 +46,7 @@ mod ring;
 mod sched;
 mod srq;
 pub mod state_table;
+mod table;
 pub mod uvp;
 mod verbs_impl;
 pub mod wr;
@@ -57,7 +61,8 @@ pub use mw::MwType;
 pub use qp::MAX_SGE;
 pub use uvp::{CqResize, PostError, SrqResize, UvpContext, UvpCq, UvpQp, UvpSrq};
 pub use verbs_impl::{
-    SoftAh, SoftCa, SoftCq, SoftHca, SoftMcast, SoftMr, SoftMw, SoftPd, SoftQp, SoftSrq,
+    ObjectCounts, SoftAh, SoftCa, SoftCq, SoftHca, SoftMcast, SoftMr, SoftMw, SoftPd, SoftQp,
+    SoftSrq,
 };
 pub use wr::{
     AtomicArgs, FastReg, MwBind, MwBindInfo, RecvWr, SendWr, Sge, UdAddress, WcOpcode, WcStatus,

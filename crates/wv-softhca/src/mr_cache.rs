@@ -1,7 +1,7 @@
 //! Epoch-checked references to a device's memory regions, kept by each queue side.
 //!
 //! Resolving a scatter/gather entry through the device's region table costs a read lock on the
-//! table and a clone of the region's `Arc`, both writes to cache lines that the other end of a
+//! table and a clone of the region's `KArc`, both writes to cache lines that the other end of a
 //! connection writes too (it resolves the same regions as the target of its messages). A side
 //! instead keeps strong references to the few regions it uses, and drops them all when the
 //! device's region epoch moved (a deregistration bumps it after the table no longer names the
@@ -12,8 +12,9 @@
 //! then take `&self` and hand out references that live as long as that borrow, so a message's
 //! segment list refers to its regions without touching their reference counts.
 
-use alloc::sync::Arc;
 use core::cell::OnceCell;
+
+use wv_hal::KArc;
 
 use crate::device::Device;
 use crate::mr::Mr;
@@ -26,15 +27,15 @@ const SLOTS: usize = 4;
 /// beyond its slots, or a segment kept beyond the message).
 #[derive(Debug)]
 pub(crate) enum MrRef<'a> {
-    Cached(&'a Arc<Mr>),
-    Owned(Arc<Mr>),
+    Cached(&'a KArc<Mr>),
+    Owned(KArc<Mr>),
 }
 
 impl MrRef<'_> {
     /// The same region, owned (for a segment list kept across packets).
     pub(crate) fn into_owned(self) -> MrRef<'static> {
         match self {
-            MrRef::Cached(mr) => MrRef::Owned(Arc::clone(mr)),
+            MrRef::Cached(mr) => MrRef::Owned(KArc::clone(mr)),
             MrRef::Owned(mr) => MrRef::Owned(mr),
         }
     }
@@ -54,7 +55,7 @@ impl core::ops::Deref for MrRef<'_> {
 #[derive(Debug, Default)]
 pub(crate) struct MrCache {
     epoch: u32,
-    slots: [OnceCell<Arc<Mr>>; SLOTS],
+    slots: [OnceCell<KArc<Mr>>; SLOTS],
 }
 
 impl MrCache {

@@ -14,11 +14,11 @@
 //! Window keys have bit 31 set (`MW_KEY_BIT`), region keys never do, so one look at a key
 //! says which table it names. The low 8 bits are the key byte a bind changes.
 
-use alloc::sync::{Arc, Weak};
 use core::sync::atomic::Ordering;
 
 use spin::Mutex;
 use wv_abi::consts::{WV_ACCESS_LOCAL_WRITE, WV_ACCESS_REMOTE_ATOMIC, WV_ACCESS_REMOTE_READ};
+use wv_hal::{KArc, KWeak};
 
 use crate::mr::{ACCESS_REMOTE_WRITE_BIT, Mr, Want};
 use crate::qp::Qp;
@@ -64,12 +64,12 @@ impl MwType {
 /// What a bound window opens onto.
 #[derive(Debug)]
 struct Binding {
-    mr: Arc<Mr>,
+    mr: KArc<Mr>,
     addr: u64,
     len: u64,
     access: u32,
     /// Type 2: the QP it was bound by (and is reachable through).
-    qp: Option<Weak<Qp>>,
+    qp: Option<KWeak<Qp>>,
 }
 
 #[derive(Debug)]
@@ -113,9 +113,9 @@ impl Mw {
     /// names, if any; `by_verb` says whether the request came from the type 1 bind verb.
     pub(crate) fn bind(
         &self,
-        qp: &Arc<Qp>,
+        qp: &KArc<Qp>,
         pd: u32,
-        mr: Option<Arc<Mr>>,
+        mr: Option<KArc<Mr>>,
         b: &MwBind,
         by_verb: bool,
     ) -> Result<(), BindError> {
@@ -153,7 +153,7 @@ impl Mw {
                 addr: b.addr,
                 len: b.length,
                 access: b.access & MW_ACCESS,
-                qp: (self.kind == MwType::Type2).then(|| Arc::downgrade(qp)),
+                qp: (self.kind == MwType::Type2).then(|| KArc::downgrade(qp)),
             })
         };
         if let Some(old) = st.bound.take() {
@@ -193,7 +193,7 @@ impl Mw {
         addr: u64,
         len: u64,
         want: Want,
-    ) -> Result<(Arc<Mr>, u64), ()> {
+    ) -> Result<(KArc<Mr>, u64), ()> {
         let st = self.st.lock();
         let b = st.bound.as_ref().ok_or(())?;
         if st.rkey != key || self.pd != pd || b.access & want.remote_bit() == 0 {
@@ -211,6 +211,6 @@ impl Mw {
         // The region cannot be invalidated or deregistered while the window is bound, so its
         // pinned range still covers the binding.
         let off = addr.checked_sub(b.mr.range.base()).ok_or(())?;
-        Ok((Arc::clone(&b.mr), off))
+        Ok((KArc::clone(&b.mr), off))
     }
 }

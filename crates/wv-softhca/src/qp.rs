@@ -7,19 +7,20 @@ use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use spin::Mutex;
 use wv_hal::{
-    AddressVector, Dpc, Mtu, QpAttributes, QpEvent, QpEventSink, QpModify, QpState, QpType,
-    VerbsError,
+    AddressVector, AllocError, Dpc, KArc, KWeak, Mtu, QpAttributes, QpCreate, QpEvent, QpEventSink,
+    QpModify, QpState, QpType, VerbsError,
 };
 
 use crate::cq::{Cq, CqPort, Side};
 use crate::device::{Device, Rundown};
 use crate::engine::{InMsg, RdRes, Target, UdDest};
+use crate::fallible::{self, no_memory};
 use crate::modify_attr::{self, Translated};
 use crate::mr_cache::MrCache;
 use crate::ring::{Padded, Ring};
 use crate::srq::Srq;
 use crate::state_table::{self, ib};
-use crate::wr::{RQ_HDR_WORDS, Sge, recv_header, sge_at};
+use crate::wr::{RQ_HDR_WORDS, SQ_HDR_WORDS, Sge, recv_header, sge_at};
 
 /// Most SGEs a WQE can carry (the advertised `max_sge`).
 pub const MAX_SGE: usize = 16;
@@ -87,9 +88,9 @@ pub(crate) struct Tx {
 }
 
 impl Tx {
-    pub(crate) fn new(entries: u32) -> Self {
-        Tx {
-            track: alloc::vec![Track::default(); entries as usize].into_boxed_slice(),
+    fn try_new(entries: u32) -> Result<Self, AllocError> {
+        Ok(Tx {
+            track: fallible::boxed_slice_of(entries as usize, Track::default())?,
             started: 0,
             cur: 0,
             cur_pkt: 0,
@@ -101,7 +102,7 @@ impl Tx {
             ack_due: None,
             ack_una: 0,
             timer_due: None,
-        }
+        })
     }
 
     /// Forgets everything in flight (RESET, ERR: the requests are discarded or flushed).
@@ -186,8 +187,8 @@ pub(crate) struct RespCtx {
 }
 
 impl RespCtx {
-    pub(crate) fn new(resources: u32, cq: Arc<Cq>) -> Self {
-        RespCtx {
+    fn try_new(resources: u32, cq: KArc<Cq>) -> Result<Self, AllocError> {
+        Ok(RespCtx {
             epsn: 0,
             access: 0,
             qkey: 0,
@@ -197,11 +198,11 @@ impl RespCtx {
             max_dest_rd_atomic: 0,
             nak_sent: false,
             msg: InMsg::None,
-            res: alloc::vec![None; resources.max(1) as usize].into_boxed_slice(),
+            res: fallible::boxed_slice_of(resources.max(1) as usize, None)?,
             res_next: 0,
             mrs: MrCache::default(),
             cq: CqPort::new(cq),
-        }
+        })
     }
 
     /// Forgets the messages and resources of the connection (RESET).
@@ -215,7 +216,7 @@ impl RespCtx {
 }
 
 /// The QP's timer: its DPC runs the send queue, which looks at its deadlines.
-pub(crate) struct QpTimer(pub Weak<Qp>);
+pub(crate) struct QpTimer(pub KWeak<Qp>);
 
 impl Dpc for QpTimer {
     fn run(&self) {
@@ -228,7 +229,7 @@ impl Dpc for QpTimer {
     }
 }
 
-/// A queue pair. Aligned so that the `Arc` counts do not share a line with the fields, and
+/// A queue pair. Aligned so that the `KArc` counts do not share a line with the fields, and
 /// the fields other threads write (locks, flags) are padded apart from those they only read.
 #[repr(align(64))]
 pub(crate) struct Qp {
@@ -237,9 +238,9 @@ pub(crate) struct Qp {
     pub qp_type: QpType,
     pub pd: u32,
     pub dev: Weak<Device>,
-    pub send_cq: Arc<Cq>,
-    pub recv_cq: Arc<Cq>,
-    pub srq: Option<Arc<Srq>>,
+    pub send_cq: KArc<Cq>,
+    pub recv_cq: KArc<Cq>,
+    pub srq: Option<KArc<Srq>>,
     pub sq: Ring,
     pub rq: Ring,
     pub sq_max_sge: u32,
@@ -256,8 +257,8 @@ pub(crate) struct Qp {
     /// Everything `query_qp` reports; modify holds it across the whole command.
     pub attrs: Mutex<QpAttributes>,
     /// The transport timer (RNR and local ACK timeouts): a DPC the platform queues when due.
-    pub timer: Arc<dyn Dpc>,
-    pub sink: wv_hal::KArc<dyn QpEventSink>,
+    pub timer: KArc<dyn Dpc>,
+    pub sink: KArc<dyn QpEventSink>,
     pub rundown: Rundown,
 }
 
@@ -265,7 +266,117 @@ pub(crate) fn state_from_u8(v: u8) -> QpState {
     QpState::from_abi(v).unwrap_or(QpState::Error)
 }
 
+/// The send ring of `entries` WQEs with room for `sge` SGEs or `inline` bytes each.
+fn sq_ring(entries: u32, sge: u32, inline: u32) -> Result<Ring, AllocError> {
+    let words = (sge as usize * 2).max((inline as usize).div_ceil(8));
+    Ring::try_new(entries, SQ_HDR_WORDS + words)
+}
+
 impl Qp {
+    /// QP `handle` of protection domain `pd`, built as `c` asks (already checked against the
+    /// device's limits), with everything it will use: its rings, the requester's tracking and
+    /// the responder's resources (sized by the queue depth and `max_qp_rd_atom`), its timer.
+    /// Either all of it is allocated or nothing is.
+    ///
+    /// # Errors
+    /// `InsufficientMemory`.
+    pub(crate) fn try_new(
+        handle: u32,
+        pd: u32,
+        dev: &Arc<Device>,
+        c: &QpCreate<'_, KArc<Cq>, KArc<Srq>>,
+        sink: KArc<dyn QpEventSink>,
+    ) -> Result<KArc<Qp>, VerbsError> {
+        let l = dev.limits();
+        let srq = c.srq.cloned();
+        let sq_sge = c.sq_sge.max(1);
+        let rq_sge = if srq.is_some() { 0 } else { c.rq_sge.max(1) };
+        let rq_entries = if srq.is_some() { 1 } else { c.rq_depth.max(1) };
+        let sq = sq_ring(c.sq_depth.max(1), sq_sge, c.sq_max_inline).map_err(no_memory)?;
+        let rq =
+            Ring::try_new(rq_entries, RQ_HDR_WORDS + 2 * rq_sge as usize).map_err(no_memory)?;
+        let tx = Tx::try_new(sq.entries()).map_err(no_memory)?;
+        let resp = RespCtx::try_new(l.max_qp_rd_atom, c.recv_cq.clone()).map_err(no_memory)?;
+        let timer = KArc::<QpTimer>::try_reserve().map_err(no_memory)?;
+        let slot = KArc::<Qp>::try_reserve().map_err(no_memory)?;
+        let inline_cap = ((sq.stride() - SQ_HDR_WORDS) * 8).min(l.max_inline as usize) as u32;
+        let attrs = QpAttributes {
+            qp_type: c.qp_type,
+            state: QpState::Reset,
+            sq_depth: sq.entries(),
+            rq_depth: if srq.is_some() { 0 } else { rq.entries() },
+            sq_sge,
+            rq_sge,
+            sq_max_inline: inline_cap,
+            initiator_depth: 0,
+            responder_resources: 0,
+            apm_state: 0,
+            qpn: handle + 1,
+            dest_qpn: 0,
+            qkey: 0,
+            sq_psn: 0,
+            rq_psn: 0,
+            primary_av: AddressVector {
+                port: 1,
+                ..AddressVector::default()
+            },
+            alternate_av: AddressVector::default(),
+            path_mtu: Mtu::Mtu1024,
+            alternate_path_mtu: Mtu::Mtu1024,
+            pkey_index: 0,
+            alternate_pkey_index: 0,
+            local_ack_timeout: 0,
+            alternate_local_ack_timeout: 0,
+            rnr_nak_timeout: 0,
+            retry_count: 0,
+            rnr_retry_count: 0,
+            access_flags: 0,
+            sq_signaled: c.sq_signaled,
+        };
+        // Everything is allocated: from here on nothing can fail.
+        Ok(slot.write_cyclic(|me| Qp {
+            handle,
+            qpn: handle + 1,
+            qp_type: c.qp_type,
+            pd,
+            dev: Arc::downgrade(dev),
+            send_cq: c.send_cq.clone(),
+            recv_cq: c.recv_cq.clone(),
+            srq,
+            sq,
+            rq,
+            sq_max_sge: sq_sge,
+            rq_max_sge: rq_sge,
+            max_inline: inline_cap,
+            sq_sig_all: c.sq_signaled.into(),
+            state: (QpState::Reset as u8).into(),
+            port: attrs.primary_av.port.into(),
+            sq_pending: Padded(crate::sched::Pending::new()),
+            sq_ctx: Padded(Mutex::new(SqCtx {
+                psn: 0,
+                dest_qpn: 0,
+                av: attrs.primary_av,
+                mtu: attrs.path_mtu,
+                retry_cnt: 0,
+                rnr_retry: 0,
+                timeout: 0,
+                max_rd_atomic: 0,
+                qkey: 0,
+                refs: SqRefs::default(),
+                cq: CqPort::new(c.send_cq.clone()),
+                delivered: 0,
+                draining: false,
+                drain_notify: false,
+                tx,
+            })),
+            resp: Padded(Mutex::new(resp)),
+            attrs: Mutex::new(attrs),
+            timer: timer.write(QpTimer(me.clone())).into(),
+            sink,
+            rundown: Rundown::new(),
+        }))
+    }
+
     pub(crate) fn state(&self) -> QpState {
         state_from_u8(self.state.load(Ordering::Acquire))
     }
@@ -295,41 +406,41 @@ impl Qp {
     /// held (so the side is not posting meanwhile). A doorbell rung while the send side was
     /// held is run afterwards.
     pub(crate) fn with_port<R>(
-        self: &Arc<Self>,
+        this: &KArc<Self>,
         side: Side,
         f: impl FnOnce(&mut CqPort) -> R,
     ) -> R {
         match side {
             Side::Send => {
-                let r = f(&mut self.sq_ctx.lock().cq);
-                if let Some(dev) = self.dev.upgrade() {
-                    crate::engine::run_sq(&dev, self);
+                let r = f(&mut this.sq_ctx.lock().cq);
+                if let Some(dev) = this.dev.upgrade() {
+                    crate::engine::run_sq(&dev, this);
                 }
                 r
             }
-            Side::Recv => f(&mut self.resp.lock().cq),
+            Side::Recv => f(&mut this.resp.lock().cq),
         }
     }
 
     /// Destroy: waits for the engine to be done with the QP (its state is RESET already, so
     /// nothing new starts), then lets go of every reference its contexts keep (peers, regions,
     /// rings) and unbinds it from its CQs.
-    pub(crate) fn shut_down(self: &Arc<Self>, dev: &Device) {
+    pub(crate) fn shut_down(this: &KArc<Self>, dev: &Device) {
         {
-            let mut sq = self.sq_ctx.lock();
+            let mut sq = this.sq_ctx.lock();
             sq.refs = SqRefs::default();
             sq.cq.detach();
             dev.tx_delivered
                 .fetch_add(core::mem::take(&mut sq.delivered), Ordering::Relaxed);
         }
         {
-            let mut rs = self.resp.lock();
+            let mut rs = this.resp.lock();
             rs.msg = InMsg::None;
             rs.mrs.clear();
             rs.cq.detach();
         }
-        self.send_cq.unbind(self, Side::Send);
-        self.recv_cq.unbind(self, Side::Recv);
+        this.send_cq.unbind(this, Side::Send);
+        this.recv_cq.unbind(this, Side::Recv);
     }
 
     fn data_path_transition(&self, to: QpState, from: impl Fn(QpState) -> bool) -> bool {
@@ -355,20 +466,20 @@ impl Qp {
     /// ([`modify_attr`]), which is validated as a whole against the state table and the
     /// device before anything changes ("none of the attributes will be modified").
     pub(crate) fn modify(
-        self: &Arc<Self>,
+        this: &KArc<Self>,
         dev: &Arc<Device>,
         m: &QpModify,
     ) -> Result<(), VerbsError> {
-        let mut attrs = self.attrs.lock();
-        let cur = self.state();
-        let (mask, a) = match modify_attr::to_ib_attr(self.qp_type, cur, m)? {
+        let mut attrs = this.attrs.lock();
+        let cur = this.state();
+        let (mask, a) = match modify_attr::to_ib_attr(this.qp_type, cur, m)? {
             Translated::Skip => return Ok(()),
             Translated::Apply(mask, a) => (mask, a),
         };
         let next = a.state;
-        if !state_table::modify_is_ok(cur, next, self.qp_type, mask) {
+        if !state_table::modify_is_ok(cur, next, this.qp_type, mask) {
             return Err(
-                if state_table::transition(cur, next, self.qp_type).is_none() {
+                if state_table::transition(cur, next, this.qp_type).is_none() {
                     VerbsError::InvalidState
                 } else {
                     VerbsError::InvalidParameter
@@ -379,7 +490,7 @@ impl Qp {
         // change, and RTS resumes, once SQ_DRAINED could be reported).
         if cur == QpState::Sqd
             && !matches!(next, QpState::Error | QpState::Reset)
-            && self.sq_ctx.lock().draining
+            && this.sq_ctx.lock().draining
         {
             return Err(VerbsError::InvalidState);
         }
@@ -418,8 +529,8 @@ impl Qp {
 
         // Apply.
         {
-            let mut sq = self.sq_ctx.lock();
-            let mut rs = self.resp.lock();
+            let mut sq = this.sq_ctx.lock();
+            let mut rs = this.resp.lock();
             if mask & ib::PORT != 0 {
                 attrs.primary_av.port = a.port;
                 sq.av.port = a.port;
@@ -505,9 +616,9 @@ impl Qp {
             }
             if next == QpState::Reset && cur != QpState::Reset {
                 // RESET discards outstanding work silently and rewinds the rings.
-                self.sq.reset();
-                if self.srq.is_none() {
-                    self.rq.reset();
+                this.sq.reset();
+                if this.srq.is_none() {
+                    this.rq.reset();
                 }
                 rs.clear();
                 sq.refs.peer = None;
@@ -515,7 +626,7 @@ impl Qp {
                 let psn = sq.psn;
                 sq.tx.clear(psn);
                 if sq.tx.timer_due.take().is_some() {
-                    dev.cancel_timer(&self.timer);
+                    dev.cancel_timer(&this.timer);
                 }
             }
             if next == QpState::Rts && cur != QpState::Rts {
@@ -534,20 +645,20 @@ impl Qp {
                 sq.draining = false;
             }
             attrs.state = next;
-            self.port.store(attrs.primary_av.port, Ordering::Release);
-            self.state.store(next as u8, Ordering::Release);
+            this.port.store(attrs.primary_av.port, Ordering::Release);
+            this.state.store(next as u8, Ordering::Release);
         }
         drop(attrs);
 
         if next == QpState::Error && cur != QpState::Error {
-            crate::engine::flush_rq(dev, self);
-            if self.srq.is_some() {
-                dev.post_qp_event(self, QpEvent::LastWqeReached);
+            crate::engine::flush_rq(dev, this);
+            if this.srq.is_some() {
+                dev.post_qp_event(this, QpEvent::LastWqeReached);
             }
         }
         // Always: ERR flushes, RTS resumes, and a doorbell rung while this command held the
         // send queue's lock left its work pending for whoever holds it next — us.
-        crate::engine::run_sq(dev, self);
+        crate::engine::run_sq(dev, this);
         Ok(())
     }
 }

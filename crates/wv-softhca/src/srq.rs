@@ -1,13 +1,13 @@
 //! Shared receive queues: one receive ring consumed by every QP attached to it, resizable with
 //! the receives not yet used carried over.
 
-use alloc::sync::Arc;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use spin::Mutex;
-use wv_hal::{KArc, SrqEventSink, VerbsError};
+use wv_hal::{AllocError, KArc, SrqEventSink, VerbsError};
 
 use crate::device::{AsyncEvent, Device, Rundown};
+use crate::fallible::no_memory;
 use crate::qp::RecvWqe;
 use crate::ring::Ring;
 use crate::wr::RQ_HDR_WORDS;
@@ -22,13 +22,14 @@ pub(crate) struct Srq {
     pub limit: AtomicU32,
     /// The ring, under the lock that serialises the consumers (responders of several QPs). A
     /// resize replaces it.
-    consumer: Mutex<Arc<Ring>>,
+    consumer: Mutex<KArc<Ring>>,
     pub sink: KArc<dyn SrqEventSink>,
     pub rundown: Rundown,
 }
 
 impl Srq {
-    /// An SRQ, unless its ring cannot be allocated.
+    /// SRQ `handle` with a ring of at least `max_wr` receives, unless they cannot be
+    /// allocated.
     pub(crate) fn try_new(
         handle: u32,
         pd: u32,
@@ -36,26 +37,29 @@ impl Srq {
         max_sge: u32,
         limit: u32,
         sink: KArc<dyn SrqEventSink>,
-    ) -> Result<Self, VerbsError> {
-        Ok(Srq {
+    ) -> Result<KArc<Self>, VerbsError> {
+        let ring = Self::new_ring(max_wr, max_sge).map_err(no_memory)?;
+        KArc::try_new(Srq {
             handle,
             pd,
             max_sge,
             limit: AtomicU32::new(limit),
-            consumer: Mutex::new(Arc::new(Self::ring_of(max_wr, max_sge)?)),
+            consumer: Mutex::new(ring),
             sink,
             rundown: Rundown::new(),
         })
+        .map_err(no_memory)
     }
 
-    fn ring_of(max_wr: u32, max_sge: u32) -> Result<Ring, VerbsError> {
-        Ring::try_new(max_wr, RQ_HDR_WORDS + 2 * max_sge as usize)
-            .map_err(|_| VerbsError::InsufficientMemory)
+    /// A receive ring of at least `max_wr` WQEs of `max_sge` SGEs (for a new SRQ, or a
+    /// resize).
+    pub(crate) fn new_ring(max_wr: u32, max_sge: u32) -> Result<KArc<Ring>, AllocError> {
+        KArc::try_new(Ring::try_new(max_wr, RQ_HDR_WORDS + 2 * max_sge as usize)?)
     }
 
     /// The ring receives are taken from now.
-    pub(crate) fn ring(&self) -> Arc<Ring> {
-        Arc::clone(&self.consumer.lock())
+    pub(crate) fn ring(&self) -> KArc<Ring> {
+        KArc::clone(&self.consumer.lock())
     }
 
     /// Takes the oldest receive, raising the limit event when the queue falls below the armed
@@ -81,25 +85,22 @@ impl Srq {
         Some(w)
     }
 
-    /// Resizes to at least `max_wr` receives (the device limit checked by the caller): a new
-    /// ring that starts with the receives not yet taken, oldest first. The same size keeps the
-    /// ring. The producer must not post meanwhile (the user-mode provider holds its post lock
-    /// across the command) and maps the ring returned.
+    /// Resizes to the `new` ring (allocated by the caller, with [`Srq::new_ring`], before any
+    /// lock was taken): it starts with the receives not yet taken, oldest first. A ring of the
+    /// current size keeps the current one. The producer must not post meanwhile (the
+    /// user-mode provider holds its post lock across the command) and maps the ring returned.
     ///
     /// # Errors
-    /// `InvalidParameter` when the new size cannot hold the receives waiting;
-    /// `InsufficientMemory` when the new ring cannot be allocated.
-    pub(crate) fn resize(&self, max_wr: u32) -> Result<Arc<Ring>, VerbsError> {
-        // Allocated before the consumers' lock is taken, never under it.
-        let new = Self::ring_of(max_wr, self.max_sge)?;
+    /// `InvalidParameter` when the new size cannot hold the receives waiting.
+    pub(crate) fn resize(&self, new: KArc<Ring>) -> Result<KArc<Ring>, VerbsError> {
         let mut ring = self.consumer.lock();
         if new.entries() == ring.entries() {
-            return Ok(Arc::clone(&ring));
+            return Ok(KArc::clone(&ring));
         }
         if !ring.copy_pending_to(&new) {
             return Err(VerbsError::InvalidParameter);
         }
-        *ring = Arc::new(new);
-        Ok(Arc::clone(&ring))
+        *ring = KArc::clone(&new);
+        Ok(new)
     }
 }

@@ -12,7 +12,7 @@ use alloc::sync::Arc;
 use core::sync::atomic::Ordering;
 
 use spin::{Mutex, MutexGuard};
-use wv_hal::{QpState, QpType};
+use wv_hal::{KArc, QpState, QpType};
 
 use crate::abi;
 use crate::cq::Cq;
@@ -77,10 +77,20 @@ pub mod registry {
     type Entry = (u64, u64, Weak<Device>);
     static REG: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 
-    pub(crate) fn insert(guid: u64, token: u64, dev: Weak<Device>) {
-        let mut r = REG.lock();
-        r.retain(|e| e.2.strong_count() > 0);
-        r.push((guid, token, dev));
+    /// Registers an open (`open_ca`, the kernel half: the list grows with its lock released).
+    ///
+    /// # Errors
+    /// `InsufficientMemory` when the list cannot grow.
+    pub(crate) fn insert(
+        guid: u64,
+        token: u64,
+        dev: Weak<Device>,
+    ) -> Result<(), wv_hal::VerbsError> {
+        REG.lock().retain(|e| e.2.strong_count() > 0);
+        crate::fallible::with_room(|| REG.lock())
+            .map_err(crate::fallible::no_memory)?
+            .push((guid, token, dev));
+        Ok(())
     }
     pub(crate) fn remove(guid: u64, token: u64) {
         REG.lock().retain(|e| !(e.0 == guid && e.1 == token));
@@ -115,6 +125,10 @@ fn check(ok: bool) -> Result<(), wv_hal::VerbsError> {
     }
 }
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the user-mode half: its mappings are a process's allocations, not the driver's"
+)]
 impl UvpContext {
     /// Finds the device by node GUID and the context token from DEVICE_OPEN's vendor output.
     ///
@@ -198,7 +212,7 @@ impl UvpContext {
 #[derive(Clone)]
 pub struct UvpQp {
     dev: Arc<Device>,
-    qp: Arc<Qp>,
+    qp: KArc<Qp>,
     /// The post lock, and the regions inline sends copy from.
     sq_lock: Arc<Mutex<MrCache>>,
     rq_lock: Arc<Mutex<()>>,
@@ -466,16 +480,16 @@ impl UvpQp {
 #[derive(Clone)]
 pub struct UvpSrq {
     dev: Arc<Device>,
-    srq: Arc<Srq>,
+    srq: KArc<Srq>,
     /// The post lock, and the ring posts go to.
-    lock: Arc<Mutex<Arc<Ring>>>,
+    lock: Arc<Mutex<KArc<Ring>>>,
 }
 
 /// An SRQ resize in progress ([`UvpSrq::begin_resize`]): no receive is posted from the SRQ_MODIFY
 /// command until the new ring is mapped ([`SrqResize::finish`]) or the command failed (drop it).
 pub struct SrqResize<'a> {
     srq: &'a UvpSrq,
-    ring: MutexGuard<'a, Arc<Ring>>,
+    ring: MutexGuard<'a, KArc<Ring>>,
 }
 
 impl core::fmt::Debug for SrqResize<'_> {
@@ -571,9 +585,9 @@ impl UvpSrq {
 #[derive(Clone)]
 pub struct UvpCq {
     dev: Arc<Device>,
-    cq: Arc<Cq>,
+    cq: KArc<Cq>,
     /// The poll lock, and the ring polled.
-    poll: Arc<Mutex<Arc<Ring>>>,
+    poll: Arc<Mutex<KArc<Ring>>>,
 }
 
 /// A CQ resize in progress ([`UvpCq::begin_resize`]): nothing polls or arms the CQ from the
@@ -581,7 +595,7 @@ pub struct UvpCq {
 /// (drop it), as libmlx4 holds its CQ lock across `ibv_resize_cq`.
 pub struct CqResize<'a> {
     cq: &'a UvpCq,
-    ring: MutexGuard<'a, Arc<Ring>>,
+    ring: MutexGuard<'a, KArc<Ring>>,
 }
 
 impl core::fmt::Debug for CqResize<'_> {

@@ -9,33 +9,34 @@ use wv_abi::consts::{WV_IO_ATOMIC_HCA, WV_IO_PORT_ACTIVE_EVENT, WV_IO_SRQ_RESIZE
 use wv_hal::InterruptService;
 use wv_hal::{
     AddressVector, CaAttributes, CaEventSink, CqEventSink, DeviceModelPlatform, Dpc, DpcInserted,
-    Gid, MemoryKeys, MemoryRegion, Mtu, PortAttributes, QpAttributes, QpCreate, QpCreated,
+    Gid, KArc, MemoryKeys, MemoryRegion, PortAttributes, QpAttributes, QpCreate, QpCreated,
     QpEventSink, QpModify, QpState, SrqAttributes, SrqEventSink, SrqModifyMask, Umv, Verbs,
     VerbsError,
 };
 
 use crate::abi;
-use crate::cq::{Cq, CqPort, Side};
+use crate::cq::{Cq, Side};
 use crate::device::{
     Ah, Bus, Context, Device, DeviceConfig, LinkLayer, MULTICAST_LID_BASE, PORT_MTU, Pd, Rundown,
     Vector,
 };
 use crate::dma::ClientMemory;
 use crate::engine::MAX_INLINE;
+use crate::fallible::{self, no_memory};
 use crate::mr::{Mr, check_access};
 use crate::mw::{Mw, MwType};
-use crate::qp::{MAX_SGE, Qp, QpTimer, RespCtx, SqCtx, SqRefs, Tx};
-use crate::ring::{Padded, Ring};
+use crate::qp::{MAX_SGE, Qp};
+use crate::ring::Ring;
 use crate::srq::Srq;
+use crate::table::Table;
 use crate::uvp::registry;
-use crate::wr::{RQ_HDR_WORDS, SQ_HDR_WORDS};
 
 /// The ISR of one vector.
 struct Isr<P: DeviceModelPlatform> {
     dev: Weak<Device>,
     vector: Vector,
     platform: Arc<P>,
-    dpc: Arc<dyn Dpc>,
+    dpc: KArc<dyn Dpc>,
 }
 
 impl<P: DeviceModelPlatform> InterruptService for Isr<P> {
@@ -87,13 +88,13 @@ impl<P: DeviceModelPlatform> Bus for Lines<P> {
     fn now_ns(&self) -> u64 {
         self.platform.now_ns()
     }
-    fn set_timer(&self, timer: &Arc<dyn Dpc>, due_ns: u64) {
+    fn set_timer(&self, timer: &KArc<dyn Dpc>, due_ns: u64) {
         self.platform.set_timer(timer, due_ns);
     }
     fn delay(&self, ns: u64) {
         self.platform.delay(ns);
     }
-    fn cancel_timer(&self, timer: &Arc<dyn Dpc>) {
+    fn cancel_timer(&self, timer: &KArc<dyn Dpc>) {
         self.platform.cancel_timer(timer);
     }
 }
@@ -113,6 +114,27 @@ impl<P: DeviceModelPlatform> core::fmt::Debug for SoftHca<P> {
     }
 }
 
+/// The objects a soft HCA holds, by kind ([`SoftHca::objects`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ObjectCounts {
+    /// Opens (`open_ca`).
+    pub contexts: u32,
+    /// Protection domains.
+    pub pds: u32,
+    /// Memory regions.
+    pub mrs: u32,
+    /// Memory windows.
+    pub mws: u32,
+    /// Address handles.
+    pub ahs: u32,
+    /// Completion queues.
+    pub cqs: u32,
+    /// Shared receive queues.
+    pub srqs: u32,
+    /// Queue pairs.
+    pub qps: u32,
+}
+
 /// A user-mode open of the device.
 #[derive(Debug)]
 pub struct SoftCa {
@@ -122,22 +144,22 @@ pub struct SoftCa {
 }
 /// A protection domain.
 #[derive(Debug)]
-pub struct SoftPd(Arc<Pd>);
+pub struct SoftPd(KArc<Pd>);
 /// A memory region.
 #[derive(Debug)]
-pub struct SoftMr(Arc<Mr>);
+pub struct SoftMr(KArc<Mr>);
 /// A memory window.
 #[derive(Debug)]
-pub struct SoftMw(Arc<Mw>);
+pub struct SoftMw(KArc<Mw>);
 /// An address handle.
 #[derive(Debug)]
-pub struct SoftAh(Arc<Ah>);
+pub struct SoftAh(KArc<Ah>);
 /// A completion queue.
-pub struct SoftCq(pub(crate) Arc<Cq>);
+pub struct SoftCq(pub(crate) KArc<Cq>);
 /// A shared receive queue.
-pub struct SoftSrq(pub(crate) Arc<Srq>);
+pub struct SoftSrq(pub(crate) KArc<Srq>);
 /// A queue pair.
-pub struct SoftQp(pub(crate) Arc<Qp>);
+pub struct SoftQp(pub(crate) KArc<Qp>);
 /// A multicast attachment.
 #[derive(Debug)]
 pub struct SoftMcast {
@@ -189,38 +211,64 @@ impl SoftPd {
 
 static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
 
-fn ring_for_sq(entries: u32, sge: u32, inline: u32) -> Result<Ring, VerbsError> {
-    let words = (sge as usize * 2).max((inline as usize).div_ceil(8));
-    Ring::try_new(entries, SQ_HDR_WORDS + words).map_err(|_| VerbsError::InsufficientMemory)
-}
-
 impl<P: DeviceModelPlatform> SoftHca<P> {
     /// A new soft HCA on `platform`, validating client memory with `memory`.
+    ///
+    /// # Panics
+    /// When the tables `config` sizes cannot be allocated ([`SoftHca::try_new`] fails
+    /// instead).
     pub fn new(platform: Arc<P>, config: DeviceConfig, memory: ClientMemory) -> Arc<Self> {
+        Self::try_new(platform, config, memory).expect("soft HCA tables")
+    }
+
+    /// [`SoftHca::new`], failing with `InsufficientMemory` when what `config` sizes (the
+    /// ports' GID and P_Key tables, the event rings) or the vectors' DPCs cannot be
+    /// allocated. The device object, its bus and this handle are `std`'s `Arc`s: they are
+    /// the platform's device object (the lower-device interface the core receives is one).
+    ///
+    /// # Errors
+    /// `InsufficientMemory`.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the device object is the platform's allocation at device arrival"
+    )]
+    pub fn try_new(
+        platform: Arc<P>,
+        config: DeviceConfig,
+        memory: ClientMemory,
+    ) -> Result<Arc<Self>, VerbsError> {
         let mut config = config;
         config.limits.max_sge = config.limits.max_sge.min(MAX_SGE as u32);
         config.limits.max_inline = config.limits.max_inline.min(MAX_INLINE as u32);
-        let dev = Arc::new(Device::new(config, memory));
-        let isr = |vector| Isr {
-            dev: Arc::downgrade(&dev),
-            vector,
-            platform: platform.clone(),
-            dpc: Arc::new(VectorDpc {
+        let dev = Arc::new(Device::try_new(config, memory).map_err(no_memory)?);
+        let isr = |vector| -> Result<Isr<P>, VerbsError> {
+            let dpc = KArc::try_new(VectorDpc {
                 dev: Arc::downgrade(&dev),
                 vector,
                 inserted: DpcInserted::new(),
-            }) as Arc<dyn Dpc>,
+            })
+            .map_err(no_memory)?;
+            Ok(Isr {
+                dev: Arc::downgrade(&dev),
+                vector,
+                platform: platform.clone(),
+                dpc: dpc.into(),
+            })
         };
         let lines = Lines {
             platform: platform.clone(),
-            isrs: [isr(Vector::Response), isr(Vector::Async), isr(Vector::Cq)],
+            isrs: [
+                isr(Vector::Response)?,
+                isr(Vector::Async)?,
+                isr(Vector::Cq)?,
+            ],
         };
         dev.set_irq(Arc::new(lines));
-        crate::cm::Agent::attach(&dev);
-        Arc::new(SoftHca {
+        crate::cm::Agent::attach(&dev).map_err(no_memory)?;
+        Ok(Arc::new(SoftHca {
             dev,
             _platform: platform,
-        })
+        }))
     }
 
     pub(crate) fn device(&self) -> &Arc<Device> {
@@ -277,6 +325,22 @@ impl<P: DeviceModelPlatform> SoftHca<P> {
         self.dev.async_overflows.load(Ordering::Relaxed)
     }
 
+    /// How many objects of each kind the device holds (handles in use, creates in progress
+    /// included): after everything was destroyed, and after any failed create, all zero.
+    pub fn objects(&self) -> ObjectCounts {
+        let d = &self.dev;
+        ObjectCounts {
+            contexts: d.contexts.used(),
+            pds: d.pds.used(),
+            mrs: d.mrs.used(),
+            mws: d.mws.used(),
+            ahs: d.ahs.used(),
+            cqs: d.cqs.used(),
+            srqs: d.srqs.used(),
+            qps: d.qps.used(),
+        }
+    }
+
     fn check_alive(&self) -> Result<(), VerbsError> {
         if self.dev.is_removed() {
             Err(VerbsError::DeviceRemoved)
@@ -291,10 +355,10 @@ impl<P: DeviceModelPlatform> Drop for SoftHca<P> {
         // The QPs' contexts keep strong references to their peers (and so to other devices,
         // whose QPs may keep this one): a QP destroy drops them, but QPs still alive when the
         // device goes away would hold each other's devices for ever. They are caches: drop them.
-        for qp in self.dev.qps.all() {
+        self.dev.qps.for_each(|qp| {
             qp.sq_ctx.lock().refs = crate::qp::SqRefs::default();
             qp.resp.lock().mrs.clear();
-        }
+        });
     }
 }
 
@@ -319,6 +383,38 @@ fn srq_resp(srq: &Srq, ring: &Ring) -> abi::SrqResp {
         reserved: 0,
         ring_addr: ring.addr(),
     }
+}
+
+fn qp_resp(qp: &Qp) -> abi::QpResp {
+    abi::QpResp {
+        qp_handle: qp.handle,
+        qpn: qp.qpn,
+        sq_entries: qp.sq.entries(),
+        sq_stride: qp.sq.stride() as u32,
+        rq_entries: if qp.srq.is_some() { 0 } else { qp.rq.entries() },
+        rq_stride: qp.rq.stride() as u32,
+        sq_addr: qp.sq.addr(),
+        rq_addr: qp.rq.addr(),
+    }
+}
+
+/// A create command: takes a handle of `table` (unless `limit` are in use), builds the object
+/// for it with `build` (every allocation it needs, with no lock held), then runs the command,
+/// which answers the vendor output (`answer`) and publishes the object without allocating. A
+/// failure anywhere leaves the handle free and the object gone.
+fn create<T>(
+    dev: &Device,
+    table: &Table<T>,
+    limit: u32,
+    build: impl FnOnce(u32) -> Result<KArc<T>, VerbsError>,
+    answer: impl FnOnce(&T) -> Result<(), VerbsError>,
+) -> Result<KArc<T>, VerbsError> {
+    let handle = table.reserve(limit)?;
+    let obj = build(handle.handle())?;
+    dev.command(|| {
+        answer(&obj)?;
+        Ok(handle.publish(obj))
+    })
 }
 
 impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
@@ -347,31 +443,44 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         events: wv_hal::KArc<dyn CaEventSink>,
     ) -> Result<SoftCa, VerbsError> {
         let dev = &self.dev;
-        dev.command(|| {
-            let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
-            let resp = abi::OpenCaResp {
-                magic: abi::SOFTHCA_ABI_MAGIC,
-                reserved: 0,
-                node_guid: dev.guid,
-                context: token,
-            };
-            if umv.output_len != 0 && umv.output_len < core::mem::size_of::<abi::OpenCaResp>() {
-                return Err(VerbsError::InvalidParameter);
-            }
-            let ctx = dev.contexts.insert_with(u32::MAX, |handle| {
-                Ok(Arc::new(Context {
+        self.check_alive()?;
+        if umv.output_len != 0 && umv.output_len < core::mem::size_of::<abi::OpenCaResp>() {
+            return Err(VerbsError::InvalidParameter);
+        }
+        let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+        registry::insert(dev.guid, token, Arc::downgrade(dev))?;
+        let made = create(
+            dev,
+            &dev.contexts,
+            u32::MAX,
+            |handle| {
+                KArc::try_new(Context {
                     handle,
                     sink: events,
                     rundown: Rundown::new(),
-                }))
-            })?;
-            abi::write_resp(umv, &resp)?;
-            registry::insert(dev.guid, token, Arc::downgrade(dev));
-            Ok(SoftCa {
+                })
+                .map_err(no_memory)
+            },
+            |_| {
+                let resp = abi::OpenCaResp {
+                    magic: abi::SOFTHCA_ABI_MAGIC,
+                    reserved: 0,
+                    node_guid: dev.guid,
+                    context: token,
+                };
+                abi::write_resp(umv, &resp)
+            },
+        );
+        match made {
+            Ok(ctx) => Ok(SoftCa {
                 handle: ctx.handle,
                 token,
-            })
-        })
+            }),
+            Err(e) => {
+                registry::remove(dev.guid, token);
+                Err(e)
+            }
+        }
     }
 
     fn close_ca(&self, ca: SoftCa) {
@@ -494,22 +603,21 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
 
     fn allocate_pd(&self, _ca: &SoftCa, umv: &mut Umv<'_>) -> Result<SoftPd, VerbsError> {
         let dev = &self.dev;
-        dev.command(|| {
-            let pd = dev
-                .pds
-                .insert_with(dev.limits().max_pd, |handle| Ok(Arc::new(Pd { handle })))?;
-            if let Err(e) = abi::write_resp(
-                umv,
-                &abi::PdResp {
+        self.check_alive()?;
+        let pd = create(
+            dev,
+            &dev.pds,
+            dev.limits().max_pd,
+            |handle| KArc::try_new(Pd { handle }).map_err(no_memory),
+            |pd| {
+                let resp = abi::PdResp {
                     pd_handle: pd.handle,
                     reserved: 0,
-                },
-            ) {
-                dev.pds.remove(pd.handle);
-                return Err(e);
-            }
-            Ok(SoftPd(pd))
-        })
+                };
+                abi::write_resp(umv, &resp)
+            },
+        )?;
+        Ok(SoftPd(pd))
     }
 
     fn deallocate_pd(&self, pd: SoftPd) {
@@ -522,24 +630,29 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         region: &MemoryRegion,
     ) -> Result<(SoftMr, MemoryKeys), VerbsError> {
         let dev = &self.dev;
-        dev.command(|| {
-            check_access(region.access)?;
-            if region.length > dev.limits().max_mr_size {
-                return Err(VerbsError::InvalidParameter);
-            }
-            let range = dev.memory.pin(region.address, region.length)?;
-            let mr = dev.mrs.insert_with(dev.limits().max_mr, |handle| {
-                Ok(Arc::new(Mr::new(handle, pd.0.handle, range, region.access)))
-            })?;
-            let key = mr.st.read().key;
-            Ok((
-                SoftMr(mr),
-                MemoryKeys {
-                    lkey: key,
-                    rkey: key.to_be(),
-                },
-            ))
-        })
+        self.check_alive()?;
+        check_access(region.access)?;
+        if region.length > dev.limits().max_mr_size {
+            return Err(VerbsError::InvalidParameter);
+        }
+        let range = dev.memory.pin(region.address, region.length)?;
+        let mr = create(
+            dev,
+            &dev.mrs,
+            dev.limits().max_mr,
+            |handle| {
+                KArc::try_new(Mr::new(handle, pd.0.handle, range, region.access)).map_err(no_memory)
+            },
+            |_| Ok(()),
+        )?;
+        let key = mr.st.read().key;
+        Ok((
+            SoftMr(mr),
+            MemoryKeys {
+                lkey: key,
+                rkey: key.to_be(),
+            },
+        ))
     }
 
     fn deregister_mr(&self, mr: SoftMr) -> Result<(), (SoftMr, VerbsError)> {
@@ -555,27 +668,28 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
 
     fn create_mw(&self, pd: &SoftPd, umv: &mut Umv<'_>) -> Result<(SoftMw, u32), VerbsError> {
         let dev = &self.dev;
-        dev.command(|| {
-            // The type comes in the vendor command; a caller without one gets type 1.
-            let kind = match abi::read_cmd::<abi::MwCmd>(umv, |c| c.magic)? {
-                Some(c) => MwType::from_u32(c.mw_type).ok_or(VerbsError::InvalidParameter)?,
-                None => MwType::Type1,
-            };
-            let mw = dev.mws.insert_with(dev.limits().max_mw, |handle| {
-                Ok(Arc::new(Mw::new(handle, pd.0.handle, kind)))
-            })?;
-            let resp = abi::MwResp {
-                mw_handle: mw.handle,
-                mw_type: kind as u32,
-            };
-            if let Err(e) = abi::write_resp(umv, &resp) {
-                dev.mws.remove(mw.handle);
-                return Err(e);
-            }
-            // Window keys have bit 31 set: they never name a region.
-            let rkey = mw.rkey();
-            Ok((SoftMw(mw), rkey.to_be()))
-        })
+        self.check_alive()?;
+        // The type comes in the vendor command; a caller without one gets type 1.
+        let kind = match abi::read_cmd::<abi::MwCmd>(umv, |c| c.magic)? {
+            Some(c) => MwType::from_u32(c.mw_type).ok_or(VerbsError::InvalidParameter)?,
+            None => MwType::Type1,
+        };
+        let mw = create(
+            dev,
+            &dev.mws,
+            dev.limits().max_mw,
+            |handle| KArc::try_new(Mw::new(handle, pd.0.handle, kind)).map_err(no_memory),
+            |mw| {
+                let resp = abi::MwResp {
+                    mw_handle: mw.handle,
+                    mw_type: kind as u32,
+                };
+                abi::write_resp(umv, &resp)
+            },
+        )?;
+        // Window keys have bit 31 set: they never name a region.
+        let rkey = mw.rkey();
+        Ok((SoftMw(mw), rkey.to_be()))
     }
 
     fn destroy_mw(&self, mw: SoftMw) {
@@ -590,42 +704,41 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         umv: &mut Umv<'_>,
     ) -> Result<SoftAh, VerbsError> {
         let dev = &self.dev;
-        dev.command(|| {
-            if av.port == 0 || av.port > dev.port_count() {
-                return Err(VerbsError::InvalidParameter);
-            }
-            // A unicast destination: a GRH (always, on RoCE) with a unicast DGID, or on
-            // InfiniBand a unicast LID alone.
-            let unicast = if av.grh_valid {
-                av.dgid[0] != 0xFF
-            } else {
-                !dev.link_layer().needs_grh() && (1..MULTICAST_LID_BASE).contains(&av.dlid)
-            };
-            if !unicast {
-                return Err(VerbsError::InvalidParameter);
-            }
-            // The source GID must be one of the port's (a zero SGID means GID index 0).
-            let sgid_index = if av.sgid == [0u8; 16] {
-                0
-            } else {
-                dev.gid_index(av.port, &av.sgid)
-                    .ok_or(VerbsError::InvalidParameter)?
-            };
-            let ah = dev.ahs.insert_with(dev.limits().max_ah, |handle| {
-                Ok(Arc::new(Ah { handle, av: *av }))
-            })?;
-            if let Err(e) = abi::write_resp(
-                umv,
-                &abi::AhResp {
+        self.check_alive()?;
+        if av.port == 0 || av.port > dev.port_count() {
+            return Err(VerbsError::InvalidParameter);
+        }
+        // A unicast destination: a GRH (always, on RoCE) with a unicast DGID, or on
+        // InfiniBand a unicast LID alone.
+        let unicast = if av.grh_valid {
+            av.dgid[0] != 0xFF
+        } else {
+            !dev.link_layer().needs_grh() && (1..MULTICAST_LID_BASE).contains(&av.dlid)
+        };
+        if !unicast {
+            return Err(VerbsError::InvalidParameter);
+        }
+        // The source GID must be one of the port's (a zero SGID means GID index 0).
+        let sgid_index = if av.sgid == [0u8; 16] {
+            0
+        } else {
+            dev.gid_index(av.port, &av.sgid)
+                .ok_or(VerbsError::InvalidParameter)?
+        };
+        let ah = create(
+            dev,
+            &dev.ahs,
+            dev.limits().max_ah,
+            |handle| KArc::try_new(Ah { handle, av: *av }).map_err(no_memory),
+            |ah| {
+                let resp = abi::AhResp {
                     ah_handle: ah.handle,
                     sgid_index: u32::from(sgid_index),
-                },
-            ) {
-                dev.ahs.remove(ah.handle);
-                return Err(e);
-            }
-            Ok(SoftAh(ah))
-        })
+                };
+                abi::write_resp(umv, &resp)
+            },
+        )?;
+        Ok(SoftAh(ah))
     }
 
     fn destroy_ah(&self, ah: SoftAh) {
@@ -640,37 +753,36 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         umv: &mut Umv<'_>,
     ) -> Result<(SoftCq, u32), VerbsError> {
         let dev = &self.dev;
-        dev.command(|| {
-            if entries == 0 || entries > dev.limits().max_cqe {
-                return Err(VerbsError::InvalidSetting);
-            }
-            let cq = dev.cqs.insert_with(dev.limits().max_cq, |handle| {
-                let cq = Cq::try_new(handle, entries, events)
-                    .map_err(|_| VerbsError::InsufficientMemory)?;
-                Ok(Arc::new(cq))
-            })?;
-            let ring = cq.ring();
-            let resp = cq_resp(&cq, &ring);
-            if let Err(e) = abi::write_resp(umv, &resp) {
-                dev.cqs.remove(cq.handle);
-                return Err(e);
-            }
-            Ok((SoftCq(cq), ring.entries()))
-        })
+        self.check_alive()?;
+        if entries == 0 || entries > dev.limits().max_cqe {
+            return Err(VerbsError::InvalidSetting);
+        }
+        let cq = create(
+            dev,
+            &dev.cqs,
+            dev.limits().max_cq,
+            |handle| Cq::try_new(handle, entries, events).map_err(no_memory),
+            |cq| abi::write_resp(umv, &cq_resp(cq, &cq.ring())),
+        )?;
+        let entries = cq.ring().entries();
+        Ok((SoftCq(cq), entries))
     }
 
     fn resize_cq(&self, cq: &SoftCq, entries: u32, umv: &mut Umv<'_>) -> Result<u32, VerbsError> {
         let dev = &self.dev;
+        self.check_alive()?;
+        if entries == 0 || entries > dev.limits().max_cqe {
+            return Err(VerbsError::InvalidSetting);
+        }
+        if umv.output_len != 0 && umv.output_len < core::mem::size_of::<abi::CqResp>() {
+            return Err(VerbsError::InvalidParameter);
+        }
+        // Up or down; the completions not yet polled move to the new ring, whose address the
+        // user-mode provider maps from the vendor output. The ring is allocated before the
+        // command, never under a lock.
+        let new = Cq::new_ring(entries).map_err(no_memory)?;
         dev.command(|| {
-            if entries == 0 || entries > dev.limits().max_cqe {
-                return Err(VerbsError::InvalidSetting);
-            }
-            if umv.output_len != 0 && umv.output_len < core::mem::size_of::<abi::CqResp>() {
-                return Err(VerbsError::InvalidParameter);
-            }
-            // Up or down; the completions not yet polled move to the new ring, whose address
-            // the user-mode provider maps from the vendor output.
-            let ring = cq.0.resize(entries)?;
+            let ring = cq.0.resize(new)?;
             abi::write_resp(umv, &cq_resp(&cq.0, &ring))?;
             Ok(ring.entries())
         })
@@ -689,33 +801,33 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         umv: &mut Umv<'_>,
     ) -> Result<SoftSrq, VerbsError> {
         let dev = &self.dev;
-        dev.command(|| {
-            let l = dev.limits();
-            if attr.max_wr == 0
-                || attr.max_wr > l.max_srq_wr
-                || attr.max_sge > l.max_sge
-                || attr.srq_limit > attr.max_wr
-            {
-                return Err(VerbsError::InvalidSetting);
-            }
-            let max_sge = attr.max_sge.max(1);
-            let srq = dev.srqs.insert_with(l.max_srq, |handle| {
-                Ok(Arc::new(Srq::try_new(
+        self.check_alive()?;
+        let l = dev.limits();
+        if attr.max_wr == 0
+            || attr.max_wr > l.max_srq_wr
+            || attr.max_sge > l.max_sge
+            || attr.srq_limit > attr.max_wr
+        {
+            return Err(VerbsError::InvalidSetting);
+        }
+        let max_sge = attr.max_sge.max(1);
+        let srq = create(
+            dev,
+            &dev.srqs,
+            l.max_srq,
+            |handle| {
+                Srq::try_new(
                     handle,
                     pd.0.handle,
                     attr.max_wr,
                     max_sge,
                     attr.srq_limit,
                     events,
-                )?))
-            })?;
-            let resp = srq_resp(&srq, &srq.ring());
-            if let Err(e) = abi::write_resp(umv, &resp) {
-                dev.srqs.remove(srq.handle);
-                return Err(e);
-            }
-            Ok(SoftSrq(srq))
-        })
+                )
+            },
+            |srq| abi::write_resp(umv, &srq_resp(srq, &srq.ring())),
+        )?;
+        Ok(SoftSrq(srq))
     }
 
     fn modify_srq(
@@ -726,29 +838,35 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         umv: &mut Umv<'_>,
     ) -> Result<(), VerbsError> {
         let dev = &self.dev;
+        let s = &srq.0;
+        self.check_alive()?;
+        // WinVerbs' SRQ_MODIFY always passes MAX_WR with the limit, as OFW did: the current
+        // size is no resize, another one resizes (up or down, the receives not yet used moving
+        // to the new ring, whose address goes back in the vendor output).
+        let entries = if mask.max_wr {
+            if attr.max_wr == 0 || attr.max_wr > dev.limits().max_srq_wr {
+                return Err(VerbsError::InvalidSetting);
+            }
+            attr.max_wr.next_power_of_two()
+        } else {
+            s.ring().entries()
+        };
+        if mask.limit && attr.srq_limit > entries {
+            return Err(VerbsError::InvalidParameter);
+        }
+        if umv.output_len != 0 && umv.output_len < core::mem::size_of::<abi::SrqResp>() {
+            return Err(VerbsError::InvalidParameter);
+        }
+        // Allocated before the command, never under the consumers' lock.
+        let new = if mask.max_wr {
+            Some(Srq::new_ring(attr.max_wr, s.max_sge).map_err(no_memory)?)
+        } else {
+            None
+        };
         dev.command(|| {
-            let s = &srq.0;
-            // WinVerbs' SRQ_MODIFY always passes MAX_WR with the limit, as OFW did: the
-            // current size is no resize, another one resizes (up or down, the receives not yet
-            // used moving to the new ring, whose address goes back in the vendor output).
-            let entries = if mask.max_wr {
-                if attr.max_wr == 0 || attr.max_wr > dev.limits().max_srq_wr {
-                    return Err(VerbsError::InvalidSetting);
-                }
-                attr.max_wr.next_power_of_two()
-            } else {
-                s.ring().entries()
-            };
-            if mask.limit && attr.srq_limit > entries {
-                return Err(VerbsError::InvalidParameter);
-            }
-            if umv.output_len != 0 && umv.output_len < core::mem::size_of::<abi::SrqResp>() {
-                return Err(VerbsError::InvalidParameter);
-            }
-            let ring = if mask.max_wr {
-                s.resize(attr.max_wr)?
-            } else {
-                s.ring()
+            let ring = match new {
+                Some(new) => s.resize(new)?,
+                None => s.ring(),
             };
             if mask.limit {
                 s.limit.store(attr.srq_limit, Ordering::Release);
@@ -779,146 +897,68 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         umv: &mut Umv<'_>,
     ) -> Result<(SoftQp, QpCreated), VerbsError> {
         let dev = &self.dev;
-        dev.command(|| {
-            let _cmd = abi::read_cmd::<abi::QpCmd>(umv, |c| c.magic)?;
-            let l = dev.limits();
-            let srq = c.srq.map(|s| s.0.clone());
-            if c.sq_depth > l.max_qp_wr
-                || c.rq_depth > l.max_qp_wr
-                || c.sq_sge > l.max_sge
-                || c.rq_sge > l.max_sge
-                || c.sq_max_inline > l.max_inline
-            {
-                return Err(VerbsError::InvalidSetting);
-            }
-            if srq.as_ref().is_some_and(|s| s.pd != pd.0.handle) {
-                return Err(VerbsError::InvalidParameter);
-            }
-            let sq_sge = c.sq_sge.max(1);
-            let rq_sge = if srq.is_some() { 0 } else { c.rq_sge.max(1) };
-            let rq_entries = if srq.is_some() { 1 } else { c.rq_depth.max(1) };
-            let qp = dev.qps.insert_with(l.max_qp, |handle| {
-                let sq = ring_for_sq(c.sq_depth.max(1), sq_sge, c.sq_max_inline)?;
-                let sq_entries = sq.entries();
-                let rq = Ring::try_new(rq_entries, RQ_HDR_WORDS + 2 * rq_sge as usize)
-                    .map_err(|_| VerbsError::InsufficientMemory)?;
-                let inline_cap =
-                    ((sq.stride() - SQ_HDR_WORDS) * 8).min(l.max_inline as usize) as u32;
-                let attrs = QpAttributes {
-                    qp_type: c.qp_type,
-                    state: QpState::Reset,
-                    sq_depth: sq.entries(),
-                    rq_depth: if srq.is_some() { 0 } else { rq.entries() },
-                    sq_sge,
-                    rq_sge,
-                    sq_max_inline: inline_cap,
-                    initiator_depth: 0,
-                    responder_resources: 0,
-                    apm_state: 0,
-                    qpn: handle + 1,
-                    dest_qpn: 0,
-                    qkey: 0,
-                    sq_psn: 0,
-                    rq_psn: 0,
-                    primary_av: AddressVector {
-                        port: 1,
-                        ..AddressVector::default()
-                    },
-                    alternate_av: AddressVector::default(),
-                    path_mtu: Mtu::Mtu1024,
-                    alternate_path_mtu: Mtu::Mtu1024,
-                    pkey_index: 0,
-                    alternate_pkey_index: 0,
-                    local_ack_timeout: 0,
-                    alternate_local_ack_timeout: 0,
-                    rnr_nak_timeout: 0,
-                    retry_count: 0,
-                    rnr_retry_count: 0,
-                    access_flags: 0,
-                    sq_signaled: c.sq_signaled,
-                };
-                Ok(Arc::new_cyclic(|me| Qp {
-                    handle,
-                    qpn: handle + 1,
-                    qp_type: c.qp_type,
-                    pd: pd.0.handle,
-                    dev: Arc::downgrade(dev),
-                    send_cq: c.send_cq.0.clone(),
-                    recv_cq: c.recv_cq.0.clone(),
-                    srq: srq.clone(),
-                    sq,
-                    rq,
-                    sq_max_sge: sq_sge,
-                    rq_max_sge: rq_sge,
-                    max_inline: inline_cap,
-                    sq_sig_all: c.sq_signaled.into(),
-                    state: (QpState::Reset as u8).into(),
-                    port: attrs.primary_av.port.into(),
-                    sq_pending: Padded(crate::sched::Pending::new()),
-                    sq_ctx: Padded(spin::Mutex::new(SqCtx {
-                        psn: 0,
-                        dest_qpn: 0,
-                        av: attrs.primary_av,
-                        mtu: attrs.path_mtu,
-                        retry_cnt: 0,
-                        rnr_retry: 0,
-                        timeout: 0,
-                        max_rd_atomic: 0,
-                        qkey: 0,
-                        refs: SqRefs::default(),
-                        cq: CqPort::new(c.send_cq.0.clone()),
-                        delivered: 0,
-                        draining: false,
-                        drain_notify: false,
-                        tx: Tx::new(sq_entries),
-                    })),
-                    resp: Padded(spin::Mutex::new(RespCtx::new(
-                        l.max_qp_rd_atom,
-                        c.recv_cq.0.clone(),
-                    ))),
-                    attrs: spin::Mutex::new(attrs),
-                    timer: Arc::new(QpTimer(me.clone())),
-                    sink: events,
-                    rundown: Rundown::new(),
-                }))
-            })?;
-            let created = QpCreated {
-                qpn: qp.qpn,
-                sq_depth: qp.sq.entries(),
-                rq_depth: if qp.srq.is_some() { 0 } else { qp.rq.entries() },
-                sq_sge: qp.sq_max_sge,
-                rq_sge: qp.rq_max_sge,
-                sq_max_inline: qp.max_inline,
-            };
-            // The QP's sides become producers of its CQs (the only one of a CQ posts without
-            // the CQ's lock).
-            if let Err(e) = qp
-                .send_cq
-                .bind(&qp, Side::Send)
-                .and_then(|()| qp.recv_cq.bind(&qp, Side::Recv))
-            {
-                dev.qps.remove(qp.handle);
-                qp.shut_down(dev);
+        self.check_alive()?;
+        let _cmd = abi::read_cmd::<abi::QpCmd>(umv, |c| c.magic)?;
+        let l = dev.limits();
+        if c.sq_depth > l.max_qp_wr
+            || c.rq_depth > l.max_qp_wr
+            || c.sq_sge > l.max_sge
+            || c.rq_sge > l.max_sge
+            || c.sq_max_inline > l.max_inline
+        {
+            return Err(VerbsError::InvalidSetting);
+        }
+        if c.srq.is_some_and(|s| s.0.pd != pd.0.handle) {
+            return Err(VerbsError::InvalidParameter);
+        }
+        let shape = QpCreate {
+            qp_type: c.qp_type,
+            sq_depth: c.sq_depth,
+            rq_depth: c.rq_depth,
+            sq_sge: c.sq_sge,
+            rq_sge: c.rq_sge,
+            sq_max_inline: c.sq_max_inline,
+            sq_signaled: c.sq_signaled,
+            send_cq: &c.send_cq.0,
+            recv_cq: &c.recv_cq.0,
+            srq: c.srq.map(|s| &s.0),
+        };
+        // Bound to its CQs before the command (binding may grow their lists): if the create
+        // fails after that, it is unbound again.
+        let mut bound = None;
+        let made = create(
+            dev,
+            &dev.qps,
+            l.max_qp,
+            |handle| {
+                let qp = Qp::try_new(handle, pd.0.handle, dev, &shape, events)?;
+                bound = Some(qp.clone());
+                // The QP's sides become producers of its CQs (the only one of a CQ posts
+                // without the CQ's lock).
+                qp.send_cq.bind(&qp, Side::Send)?;
+                qp.recv_cq.bind(&qp, Side::Recv)?;
+                Ok(qp)
+            },
+            |qp| abi::write_resp(umv, &qp_resp(qp)),
+        );
+        let qp = match made {
+            Ok(qp) => qp,
+            Err(e) => {
+                if let Some(qp) = bound {
+                    Qp::shut_down(&qp, dev);
+                }
                 return Err(e);
             }
-            let resp = abi::QpResp {
-                qp_handle: qp.handle,
-                qpn: qp.qpn,
-                sq_entries: qp.sq.entries(),
-                sq_stride: qp.sq.stride() as u32,
-                rq_entries: created.rq_depth,
-                rq_stride: qp.rq.stride() as u32,
-                sq_addr: qp.sq.addr(),
-                rq_addr: qp.rq.addr(),
-            };
-            if let Err(e) = abi::write_resp(umv, &resp) {
-                dev.qps.remove(qp.handle);
-                dev.qp_gone();
-                qp.shut_down(dev);
-                return Err(e);
-            }
-            Ok((SoftQp(qp), created))
-        })
+        };
+        let created = QpCreated {
+            qpn: qp.qpn,
+            sq_depth: qp.sq.entries(),
+            rq_depth: if qp.srq.is_some() { 0 } else { qp.rq.entries() },
+            sq_sge: qp.sq_max_sge,
+            rq_sge: qp.rq_max_sge,
+            sq_max_inline: qp.max_inline,
+        };
+        Ok((SoftQp(qp), created))
     }
 
     fn query_qp(&self, qp: &SoftQp) -> Result<QpAttributes, VerbsError> {
@@ -931,7 +971,7 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
     fn modify_qp(&self, qp: &SoftQp, modify: &QpModify, out: &mut [u8]) -> Result<(), VerbsError> {
         let dev = &self.dev;
         dev.command(|| {
-            qp.0.modify(dev, modify)?;
+            Qp::modify(&qp.0, dev, modify)?;
             let st = abi::QpStateOut {
                 state: qp.0.state() as u32,
                 reserved: 0,
@@ -952,44 +992,53 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         qp.0.state.store(QpState::Reset as u8, Ordering::Release);
         self.dev.cancel_timer(&qp.0.timer);
         wait_rundown(&qp.0.rundown);
-        qp.0.shut_down(&self.dev);
+        Qp::shut_down(&qp.0, &self.dev);
     }
 
     fn attach_mcast(&self, qp: &SoftQp, gid: &Gid, lid: u16) -> Result<SoftMcast, VerbsError> {
         let _ = lid;
-        self.dev.command(|| {
-            if qp.0.qp_type != wv_hal::QpType::Ud || gid[0] != 0xFF {
-                return Err(VerbsError::InvalidParameter);
+        let dev = &self.dev;
+        self.check_alive()?;
+        if qp.0.qp_type != wv_hal::QpType::Ud || gid[0] != 0xFF {
+            return Err(VerbsError::InvalidParameter);
+        }
+        loop {
+            let attached = dev.command(|| {
+                let mut groups = dev.mcast.write();
+                // The limits query_ca advertises.
+                let l = dev.limits();
+                let in_group = groups.iter().filter(|(g, _)| g == gid).count() as u32;
+                let is_new_group = in_group == 0;
+                // Distinct groups (counted only when a new one would be added; no allocation).
+                let group_count = || {
+                    groups
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, (g, _))| !groups[..*i].iter().any(|(h, _)| h == g))
+                        .count() as u32
+                };
+                if groups.len() as u32 >= l.max_total_mcast_qp_attach
+                    || in_group >= l.max_mcast_qp_attach
+                    || (is_new_group && group_count() >= l.max_mcast_grp)
+                {
+                    return Err(VerbsError::InsufficientResources);
+                }
+                if groups.len() == groups.capacity() {
+                    return Ok(false);
+                }
+                groups.push((*gid, qp.0.qpn));
+                Ok(true)
+            })?;
+            if attached {
+                return Ok(SoftMcast {
+                    gid: *gid,
+                    qpn: qp.0.qpn,
+                });
             }
-            let mut groups = self.dev.mcast.write();
-            // The limits query_ca advertises.
-            let l = self.dev.limits();
-            let in_group = groups.iter().filter(|(g, _)| g == gid).count() as u32;
-            let is_new_group = in_group == 0;
-            // Distinct groups (counted only when a new one would be added; no allocation).
-            let group_count = || {
-                groups
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, (g, _))| !groups[..*i].iter().any(|(h, _)| h == g))
-                    .count() as u32
-            };
-            if groups.len() as u32 >= l.max_total_mcast_qp_attach
-                || in_group >= l.max_mcast_qp_attach
-                || (is_new_group && group_count() >= l.max_mcast_grp)
-            {
-                return Err(VerbsError::InsufficientResources);
-            }
-            groups
-                .try_reserve(1)
-                .map_err(|_| VerbsError::InsufficientMemory)?;
-            groups.push((*gid, qp.0.qpn));
-            drop(groups);
-            Ok(SoftMcast {
-                gid: *gid,
-                qpn: qp.0.qpn,
-            })
-        })
+            // The list is full: it grows outside the command and its lock, and the command
+            // runs again.
+            drop(fallible::with_room(|| dev.mcast.write()).map_err(no_memory)?);
+        }
     }
 
     fn detach_mcast(&self, mcast: SoftMcast) {

@@ -2,6 +2,7 @@
 //! caller sees the response, and at most `command_slots` commands are in flight. Elapsed times
 //! are bounded below (a loaded machine makes sleeps longer, never shorter), except where several
 //! slots must overlap the waits: there the bound is a whole latency above what is expected.
+#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
 
 mod common;
 

@@ -16,12 +16,13 @@ use alloc::vec::Vec;
 use spin::{Mutex, MutexGuard, Once};
 use wv_abi::NtStatus;
 use wv_hal::cm::{REJ_INSUFFICIENT_RESOURCES, REJ_INVALID_SERVICE_ID, REJ_TIMEOUT};
-use wv_hal::{CmReqEvent, Dpc, KArc};
+use wv_hal::{AllocError, CmReqEvent, Dpc, KArc};
 
 use super::cep::{Cep, Delivery, Owed, State, answer_time_ns};
 use super::listens::{self, Listens};
 use super::mad::{Body, Mad, Rej, post};
 use crate::device::{Device, Rundown};
+use crate::fallible::{self, Room};
 
 /// Most CEPs a device has at once (the slot is the low 16 bits of a communication id).
 const MAX_CEPS: usize = 0xFFFF;
@@ -85,9 +86,39 @@ impl Step {
     }
 }
 
-pub(crate) struct AgentState {
+/// The CEPs and the free list of their slots, grown together with the agent's lock released
+/// (`fallible::with_room_in` over [`AgentState::room`]). The free list's capacity never falls
+/// below the slots', so a removal never allocates.
+pub(crate) struct Slots {
     ceps: Vec<Option<Cep>>,
     free: Vec<u16>,
+}
+
+impl Room for Slots {
+    fn has_room(&self) -> bool {
+        // At the limit there is nothing to grow: the insert answers for it.
+        !self.free.is_empty() || self.ceps.has_room() || self.ceps.len() >= MAX_CEPS
+    }
+    fn wanted(&self) -> usize {
+        self.ceps.wanted().min(MAX_CEPS)
+    }
+    fn fits(&self, other: &Self) -> bool {
+        self.ceps.fits(&other.ceps) && self.free.fits(&other.free)
+    }
+    fn with_room_for(n: usize) -> Result<Self, AllocError> {
+        Ok(Slots {
+            ceps: fallible::vec_with_capacity(n)?,
+            free: fallible::vec_with_capacity(n)?,
+        })
+    }
+    fn take_all(&mut self, other: &mut Self) {
+        self.ceps.append(&mut other.ceps);
+        self.free.append(&mut other.free);
+    }
+}
+
+pub(crate) struct AgentState {
+    slots: Slots,
     generation: u16,
     inbox: VecDeque<Mad>,
     /// The due time the DPC's timer is set for (it may have fired already).
@@ -104,66 +135,77 @@ impl AgentState {
 
     pub(crate) fn get_mut(&mut self, id: u32) -> Option<&mut Cep> {
         let slot = Self::slot(id)?;
-        self.ceps.get_mut(slot)?.as_mut().filter(|c| c.id == id)
+        self.slots
+            .ceps
+            .get_mut(slot)?
+            .as_mut()
+            .filter(|c| c.id == id)
     }
 
-    /// A new CEP made by `make` from its communication id.
+    /// The slots, for making room before an insert.
+    pub(crate) fn room(&mut self) -> Option<&mut Slots> {
+        Some(&mut self.slots)
+    }
+
+    /// A new CEP made by `make` from its communication id, in a slot the caller made room
+    /// for. Allocates nothing.
     pub(crate) fn insert(&mut self, make: impl FnOnce(u32) -> Cep) -> Result<u32, NtStatus> {
-        let slot = match self.free.pop() {
-            Some(s) => usize::from(s),
-            None => {
-                if self.ceps.len() >= MAX_CEPS {
-                    return Err(NtStatus::INSUFFICIENT_RESOURCES);
-                }
-                self.ceps.try_reserve(1).map_err(|_| NtStatus::NO_MEMORY)?;
-                // Room for the slot's return to the free list later.
-                if let Err(_e) = self.free.try_reserve(self.ceps.len() + 1) {
-                    return Err(NtStatus::NO_MEMORY);
-                }
-                self.ceps.push(None);
-                self.ceps.len() - 1
+        let s = &mut self.slots;
+        let slot = match s.free.pop() {
+            Some(slot) => usize::from(slot),
+            None if s.ceps.len() >= MAX_CEPS => return Err(NtStatus::INSUFFICIENT_RESOURCES),
+            None if s.ceps.has_room() => {
+                s.ceps.push(None);
+                s.ceps.len() - 1
             }
+            None => return Err(NtStatus::NO_MEMORY),
         };
         // The generation in the high half keeps a reused slot from answering to an old id.
         self.generation = self.generation.wrapping_add(1).max(1);
         let id = (u32::from(self.generation) << 16) | (slot as u32 + 1);
-        self.ceps[slot] = Some(make(id));
+        s.ceps[slot] = Some(make(id));
         Ok(id)
     }
 
     pub(crate) fn remove(&mut self, id: u32) -> Option<Cep> {
         let slot = Self::slot(id)?;
-        let entry = self.ceps.get_mut(slot)?;
+        let entry = self.slots.ceps.get_mut(slot)?;
         if entry.as_ref().is_none_or(|c| c.id != id) {
             return None;
         }
         let cep = entry.take();
-        // Reserved when the slot was made.
-        self.free.push(slot as u16);
+        // Within the free list's capacity (see `Slots`).
+        self.slots.free.push(slot as u16);
         cep
     }
 
     /// The CEP connected to the peer's communication id `comm` on the device `guid`.
     fn by_peer(&mut self, guid: u64, comm: u32) -> Option<&mut Cep> {
-        self.ceps
+        self.slots
+            .ceps
             .iter_mut()
             .flatten()
             .find(|c| c.peer_guid == guid && c.peer_comm == comm && comm != 0)
     }
 
     fn next_deadline(&self) -> Option<u64> {
-        self.ceps.iter().flatten().filter_map(|c| c.deadline).min()
+        self.slots
+            .ceps
+            .iter()
+            .flatten()
+            .filter_map(|c| c.deadline)
+            .min()
     }
 
     pub(crate) fn live(&self) -> usize {
-        self.ceps.iter().flatten().count()
+        self.slots.ceps.iter().flatten().count()
     }
 }
 
 /// The CM agent of one device.
 pub(crate) struct Agent {
     st: Mutex<AgentState>,
-    dpc: Once<Arc<dyn Dpc>>,
+    dpc: Once<KArc<dyn Dpc>>,
     /// The listens of a device on no fabric (a fabric keeps the host's).
     pub own_listens: Mutex<Listens>,
 }
@@ -183,8 +225,10 @@ impl Agent {
     pub(crate) const fn new() -> Agent {
         Agent {
             st: Mutex::new(AgentState {
-                ceps: Vec::new(),
-                free: Vec::new(),
+                slots: Slots {
+                    ceps: Vec::new(),
+                    free: Vec::new(),
+                },
                 generation: 0,
                 inbox: VecDeque::new(),
                 armed: None,
@@ -197,10 +241,10 @@ impl Agent {
     }
 
     /// Wires the agent's DPC (once the device has its `Arc`).
-    pub(crate) fn attach(dev: &Arc<Device>) {
-        dev.cm
-            .dpc
-            .call_once(|| Arc::new(AgentDpc(Arc::downgrade(dev))) as Arc<dyn Dpc>);
+    pub(crate) fn attach(dev: &Arc<Device>) -> Result<(), AllocError> {
+        let dpc = KArc::try_new(AgentDpc(Arc::downgrade(dev)))?;
+        dev.cm.dpc.call_once(|| dpc.into());
+        Ok(())
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, AgentState> {
@@ -224,11 +268,11 @@ impl Agent {
 
     /// A message arrived at one of the device's ports.
     pub(crate) fn receive(&self, dev: &Device, mad: Mad) {
-        let mut st = self.st.lock();
-        if st.inbox.try_reserve(1).is_err() {
+        let Ok(mut st) = fallible::with_room_in(|| self.st.lock(), |st| Some(&mut st.inbox)) else {
             // No room: the message is lost, as a MAD the receive queue had no buffer for.
             return;
-        }
+        };
+        // Within the room made above.
         st.inbox.push_back(mad);
         let now = dev.now_ns();
         self.arm(&mut st, dev, now);
@@ -328,39 +372,57 @@ impl Agent {
             .unwrap_or(1);
         ev.local_ca_guid = dev.guid;
         ev.remote_ca_guid = mad.from_guid;
-        let delivery = {
-            let mut registry = listens::of(dev).lock();
+        // Everything the request needs is allocated before the locks are taken: its rundown,
+        // a CEP slot, room in the listen's queue. A listen whose queue is full has it grown
+        // with the registry's lock released; the lookup is then made again.
+        let reject = |reason| reject_req(dev, mad, reason).send(dev);
+        let Ok(rundown) = KArc::try_new(Rundown::new()) else {
+            return reject(REJ_INSUFFICIENT_RESOURCES);
+        };
+        let delivery = loop {
+            if fallible::with_room_in(|| self.st.lock(), AgentState::room).is_err() {
+                return reject(REJ_INSUFFICIENT_RESOURCES);
+            }
+            let Ok(mut registry) = fallible::with_room_in(
+                || listens::of(dev).lock(),
+                |r| {
+                    r.find(ev.service_id, &ev.private_data)
+                        .map(|l| &mut l.queue)
+                },
+            ) else {
+                return reject(REJ_INSUFFICIENT_RESOURCES);
+            };
             let Some(listen) = registry.find(ev.service_id, &ev.private_data) else {
                 drop(registry);
-                return reject_req(dev, mad, REJ_INVALID_SERVICE_ID).send(dev);
+                return reject(REJ_INVALID_SERVICE_ID);
             };
-            let made = listen
-                .queue
-                .try_reserve(1)
-                .map_err(|_| NtStatus::NO_MEMORY)
-                .and_then(|()| KArc::try_new(Rundown::new()).map_err(NtStatus::from))
-                .and_then(|rundown| {
-                    self.st.lock().insert(|id| {
-                        let mut cep = Cep::new(id, State::ReqRcvd, None, rundown);
-                        cep.passive = true;
-                        cep.port = ev.port;
-                        cep.peer = mad.from.clone();
-                        cep.peer_guid = mad.from_guid;
-                        cep.peer_comm = mad.from_comm;
-                        cep.req = Some(ev);
-                        cep
-                    })
-                });
+            let mut st = self.st.lock();
+            if !st.slots.has_room() {
+                // Another request took the slot meanwhile.
+                continue;
+            }
+            let made = st.insert(|id| {
+                let mut cep = Cep::new(id, State::ReqRcvd, None, rundown.clone());
+                cep.passive = true;
+                cep.port = ev.port;
+                cep.peer = mad.from.clone();
+                cep.peer_guid = mad.from_guid;
+                cep.peer_comm = mad.from_comm;
+                cep.req = Some(ev);
+                cep
+            });
+            drop(st);
             let Ok(id) = made else {
                 drop(registry);
-                return reject_req(dev, mad, REJ_INSUFFICIENT_RESOURCES).send(dev);
+                return reject(REJ_INSUFFICIENT_RESOURCES);
             };
+            // Within the room made above.
             listen.queue.push_back((Arc::downgrade(dev), id));
-            Delivery {
+            break Delivery {
                 sink: listen.sink.clone(),
                 rundown: listen.rundown.clone(),
                 event: Owed::ReqReceived,
-            }
+            };
         };
         delivery.run();
     }
@@ -371,6 +433,7 @@ impl Agent {
         let step = {
             let mut st = self.st.lock();
             let due = st
+                .slots
                 .ceps
                 .iter()
                 .flatten()

@@ -69,8 +69,13 @@ impl Listens {
         Listens { list: Vec::new() }
     }
 
-    /// Adds a listen. Another listen with the same service id and the same compare is
-    /// AL's `IB_INVALID_SETTING`.
+    /// The list, for making room before an add.
+    pub(crate) fn room(&mut self) -> Option<&mut Vec<Listen>> {
+        Some(&mut self.list)
+    }
+
+    /// Adds a listen, in room the caller made ([`Listens::room`]). Another listen with the
+    /// same service id and the same compare is AL's `IB_INVALID_SETTING`. Allocates nothing.
     pub(crate) fn add(&mut self, listen: Listen) -> Result<(), NtStatus> {
         if self
             .list
@@ -79,9 +84,9 @@ impl Listens {
         {
             return Err(NtStatus::INVALID_PARAMETER);
         }
-        self.list
-            .try_reserve(1)
-            .map_err(|_| NtStatus::INSUFFICIENT_RESOURCES)?;
+        if self.list.len() == self.list.capacity() {
+            return Err(NtStatus::INSUFFICIENT_RESOURCES);
+        }
         self.list.push(listen);
         Ok(())
     }

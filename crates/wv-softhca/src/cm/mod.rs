@@ -39,12 +39,13 @@ use wv_hal::{
 pub(crate) use agent::Agent;
 pub(crate) use listens::Listens;
 
-use agent::{Out, Step, to_peer};
+use agent::{AgentState, Out, Step, to_peer};
 use cep::{Cep, State, answer_time_ns};
 use listens::Listen;
 use mad::{Body, Rej, full};
 
 use crate::device::{Device, Rundown};
+use crate::fallible;
 
 /// The most resends IBA's 4-bit `max_cm_retries` allows.
 const MAX_CM_RETRIES: u8 = 15;
@@ -161,10 +162,8 @@ impl ConnectionManager for SoftCm {
     fn create_id(&self, events: KArc<dyn CmEventSink>) -> Result<SoftCmId, NtStatus> {
         self.alive()?;
         let rundown = KArc::try_new(Rundown::new())?;
-        let id = self
-            .dev
-            .cm
-            .lock()
+        // The slot's room is made with the agent's lock released.
+        let id = fallible::with_room_in(|| self.dev.cm.lock(), AgentState::room)?
             .insert(|id| Cep::new(id, State::Idle, Some(events), rundown.clone()))?;
         Ok(SoftCmId {
             dev: self.dev.clone(),
@@ -221,7 +220,9 @@ impl ConnectionManager for SoftCm {
         self.alive()?;
         let compare = listens::compare_of(compare, compare_offset)?;
         let dev = &id.dev;
-        let mut registry = listens::of(dev).lock();
+        // The registry's room is made with its lock released.
+        let mut registry = fallible::with_room_in(|| listens::of(dev).lock(), Listens::room)
+            .map_err(|_| NtStatus::INSUFFICIENT_RESOURCES)?;
         let mut st = dev.cm.lock();
         let cep = st.get_mut(id.id).ok_or(NtStatus::INVALID_PARAMETER)?;
         state_ok(cep.state == State::Idle)?;
