@@ -13,7 +13,7 @@
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use spin::Mutex;
+use crate::lock::Mutex;
 use wv_hal::{AllocError, CqEventSink, KArc, KWeak, VerbsError};
 
 use crate::device::{AsyncEvent, Device, Rundown};

@@ -10,7 +10,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-use spin::{Mutex, RwLock};
+use crate::lock::{Mutex, RwLock};
 use wv_hal::{
     AllocError, CaEvent, CaEventKind, CaEventSink, Dpc, Gid, KArc, Mtu, PortState, QpEvent,
     SrqEvent, VerbsError,
@@ -281,7 +281,7 @@ impl Rundown {
     pub(crate) fn close_and_wait(&self) {
         self.0.fetch_or(CLOSED, Ordering::AcqRel);
         while self.0.load(Ordering::Acquire) & !CLOSED != 0 {
-            core::hint::spin_loop();
+            crate::lock::relax();
         }
     }
 }
@@ -623,7 +623,7 @@ impl Device {
             }
             match bus {
                 Some(b) if latency > 0 => b.delay((latency / 10).max(1)),
-                _ => core::hint::spin_loop(),
+                _ => crate::lock::relax(),
             }
         }
     }

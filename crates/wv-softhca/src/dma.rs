@@ -26,7 +26,7 @@ use alloc::vec::Vec;
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use spin::Mutex;
+use crate::lock::Mutex;
 use wv_hal::{AllocError, KArc, KWeak, VerbsError};
 
 use crate::fallible;

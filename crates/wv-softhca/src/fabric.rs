@@ -22,7 +22,7 @@ use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 
-use spin::{Mutex, RwLock};
+use crate::lock::{Mutex, RwLock};
 use wv_hal::{DeviceModelPlatform, Gid};
 
 use crate::device::Device;

@@ -146,7 +146,7 @@ pub(crate) fn with_room<T, G: DerefMut<Target = Vec<T>>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use spin::Mutex;
+    use crate::lock::Mutex;
 
     #[test]
     fn with_room_grows_outside_the_lock_and_keeps_the_elements() {

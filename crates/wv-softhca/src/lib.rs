@@ -35,6 +35,7 @@ pub mod dma;
 mod engine;
 pub mod fabric;
 mod fallible;
+mod lock;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod modify_attr;

@@ -7,7 +7,7 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
-use spin::Mutex;
+use crate::lock::Mutex;
 use wv_abi::consts::{
     WV_ACCESS_LOCAL_WRITE, WV_ACCESS_MW_BIND, WV_ACCESS_REMOTE_ATOMIC, WV_ACCESS_REMOTE_READ,
 };
@@ -128,7 +128,7 @@ impl StateCell {
                     return Self::unpack(word, iova, length);
                 }
             }
-            core::hint::spin_loop();
+            crate::lock::relax();
         }
     }
 

@@ -16,7 +16,7 @@
 
 use core::sync::atomic::Ordering;
 
-use spin::Mutex;
+use crate::lock::Mutex;
 use wv_abi::consts::{WV_ACCESS_LOCAL_WRITE, WV_ACCESS_REMOTE_ATOMIC, WV_ACCESS_REMOTE_READ};
 use wv_hal::{KArc, KWeak};
 

@@ -5,7 +5,7 @@ use alloc::boxed::Box;
 use alloc::sync::{Arc, Weak};
 use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
-use spin::Mutex;
+use crate::lock::Mutex;
 use wv_hal::{
     AddressVector, AllocError, Dpc, KArc, KWeak, Mtu, QpAttributes, QpCreate, QpEvent, QpEventSink,
     QpModify, QpState, QpType, VerbsError,

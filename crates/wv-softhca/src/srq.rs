@@ -3,7 +3,7 @@
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use spin::Mutex;
+use crate::lock::Mutex;
 use wv_hal::{AllocError, KArc, SrqEventSink, VerbsError};
 
 use crate::device::{AsyncEvent, Device, Rundown};

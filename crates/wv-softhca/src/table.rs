@@ -8,7 +8,7 @@
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use spin::RwLock;
+use crate::lock::RwLock;
 use wv_hal::{KArc, VerbsError};
 
 use crate::fallible;

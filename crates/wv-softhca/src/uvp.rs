@@ -11,7 +11,7 @@ use alloc::sync::Arc;
 
 use core::sync::atomic::Ordering;
 
-use spin::{Mutex, MutexGuard};
+use crate::lock::{Mutex, MutexGuard};
 use wv_hal::{KArc, QpState, QpType};
 
 use crate::abi;
@@ -70,7 +70,7 @@ pub mod registry {
     use alloc::sync::{Arc, Weak};
     use alloc::vec::Vec;
 
-    use spin::Mutex;
+    use crate::lock::Mutex;
 
     use crate::device::Device;
 

@@ -13,7 +13,8 @@ use alloc::collections::VecDeque;
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 
-use spin::{Mutex, MutexGuard, Once};
+use crate::lock::{Mutex, MutexGuard};
+use spin::Once;
 use wv_abi::NtStatus;
 use wv_hal::cm::{REJ_INSUFFICIENT_RESOURCES, REJ_INVALID_SERVICE_ID, REJ_TIMEOUT};
 use wv_hal::{AllocError, CmReqEvent, Dpc, KArc};

@@ -10,7 +10,7 @@ use alloc::collections::VecDeque;
 use alloc::sync::Weak;
 use alloc::vec::Vec;
 
-use spin::Mutex;
+use crate::lock::Mutex;
 use wv_abi::NtStatus;
 use wv_hal::cm::REQ_PRIVATE_DATA;
 use wv_hal::{CmEventSink, KArc};
