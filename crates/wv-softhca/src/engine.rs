@@ -33,6 +33,7 @@
 //! which uses `try_lock`), so two QPs sending to each other cannot deadlock.
 
 use alloc::sync::Arc;
+use arrayvec::ArrayVec;
 use core::sync::atomic::Ordering;
 
 use wv_hal::{Gid, KArc, QpEvent, QpState, QpType};
@@ -267,37 +268,36 @@ impl Seg<'_> {
     }
 }
 
-/// A resolved scatter/gather list (no allocation: at most [`MAX_SGE`] pieces).
+/// A resolved scatter/gather list (no allocation: at most [`MAX_SGE`] pieces). Making one
+/// writes nothing but its length and dropping one visits only the pieces it holds: a request
+/// has one or two SGEs, and the data path builds a list for every request.
 #[derive(Debug)]
 pub(crate) struct SegList<'a> {
-    segs: [Option<Seg<'a>>; MAX_SGE],
-    n: usize,
+    segs: ArrayVec<Seg<'a>, MAX_SGE>,
     total: u64,
 }
 
 impl<'a> SegList<'a> {
-    fn new() -> Self {
+    const fn new() -> Self {
         SegList {
-            segs: [const { None }; MAX_SGE],
-            n: 0,
+            segs: ArrayVec::new_const(),
             total: 0,
         }
     }
     fn push(&mut self, mr: MrRef<'a>, off: u64, len: u64) {
-        if len == 0 || self.n == MAX_SGE {
+        if len == 0 || self.segs.is_full() {
             return;
         }
-        self.segs[self.n] = Some(Seg { mr, off, len });
-        self.n += 1;
+        self.segs.push(Seg { mr, off, len });
         self.total += len;
     }
     fn iter(&self) -> impl Iterator<Item = &Seg<'a>> {
-        self.segs[..self.n].iter().flatten()
+        self.segs.iter()
     }
     /// The same list, owning its regions (to keep it in a context between packets).
     fn into_owned(self) -> SegList<'static> {
         let mut owned = SegList::new();
-        for seg in self.segs.into_iter().flatten() {
+        for seg in self.segs {
             let seg = seg.into_owned();
             owned.push(seg.mr, seg.off, seg.len);
         }
@@ -362,7 +362,7 @@ impl Src<'_> {
 
 /// A write cursor over destination segments.
 struct Cursor<'s, 'a> {
-    segs: &'s [Option<Seg<'a>>],
+    segs: &'s [Seg<'a>],
     i: usize,
     off: u64,
 }
@@ -370,13 +370,13 @@ struct Cursor<'s, 'a> {
 impl<'s, 'a> Cursor<'s, 'a> {
     /// A cursor at byte `pos` of `dst`.
     fn at(dst: &'s SegList<'a>, pos: u64) -> Self {
-        Self::over(&dst.segs[..dst.n], pos)
+        Self::over(&dst.segs, pos)
     }
     /// A cursor at byte `pos` of the segments `segs`.
-    fn over(segs: &'s [Option<Seg<'a>>], pos: u64) -> Self {
+    fn over(segs: &'s [Seg<'a>], pos: u64) -> Self {
         let mut c = Cursor { segs, i: 0, off: 0 };
         let mut left = pos;
-        for s in segs.iter().flatten() {
+        for s in segs {
             if left < s.len {
                 break;
             }
@@ -395,7 +395,7 @@ impl<'s, 'a> Cursor<'s, 'a> {
     ) -> Result<(), ()> {
         let mut done = 0u64;
         while done < len {
-            let seg = self.segs.get(self.i).and_then(Option::as_ref).ok_or(())?;
+            let seg = self.segs.get(self.i).ok_or(())?;
             let room = seg.len - self.off;
             if room == 0 {
                 self.i += 1;
@@ -604,11 +604,7 @@ fn local_op(dev: &Device, qp: &KArc<Qp>, wqe: &SendWqe, op: WrOpcode) -> WcStatu
 }
 
 /// An empty list (the scatter list of an inline payload).
-const EMPTY_LIST: &SegList<'static> = &SegList {
-    segs: [const { None }; MAX_SGE],
-    n: 0,
-    total: 0,
-};
+const EMPTY_LIST: &SegList<'static> = &SegList::new();
 
 /// Where the buffers of a request are resolved: in the caller's frame, filled only as far as
 /// the request needs (a list for SGEs, a copy of an inline payload), so nothing large is
@@ -1743,9 +1739,7 @@ fn uc_receive(
     let (from, len) = m.payload(i0, n);
     let placed = match &rs.msg {
         InMsg::Send { dst, .. } => Cursor::at(dst, from).put_src(&m.src, from, len),
-        InMsg::Write { seg } => {
-            Cursor::over(core::slice::from_ref(seg), from).put_src(&m.src, from, len)
-        }
+        InMsg::Write { seg } => Cursor::over(seg.as_slice(), from).put_src(&m.src, from, len),
         InMsg::None | InMsg::Drop => return,
     };
     if placed.is_err() {
@@ -1805,12 +1799,15 @@ fn send_done(
 /// Records a read or atomic in the responder resources (the oldest is recycled).
 fn record_resource(rs: &mut RespCtx, first_psn: u32, last_psn: u32, kind: ResKind) {
     let cap = (rs.max_dest_rd_atomic as usize).clamp(1, rs.res.len());
-    rs.res[rs.res_next % cap] = Some(RdRes {
+    // A ring of `cap` entries, stepped without a division (this runs for every read); a
+    // modify may have shrunk `cap` below the next index.
+    let at = if rs.res_next < cap { rs.res_next } else { 0 };
+    rs.res[at] = Some(RdRes {
         first_psn,
         last_psn,
         kind,
     });
-    rs.res_next = (rs.res_next + 1) % cap;
+    rs.res_next = if at + 1 < cap { at + 1 } else { 0 };
 }
 
 fn find_resource(rs: &RespCtx, psn: u32) -> Option<RdRes> {
@@ -2037,7 +2034,7 @@ fn rc_receive(
             }
             let (from, len) = m.payload(i0, n);
             if len > 0
-                && Cursor::over(core::slice::from_ref(&seg), from)
+                && Cursor::over(seg.as_slice(), from)
                     .put_src(&m.src, from, len)
                     .is_err()
             {
