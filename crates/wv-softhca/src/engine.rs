@@ -1301,9 +1301,20 @@ fn rc_send(
             && let Some(t) = target
         {
             let reply = respond(&t.dev, &t.qp, &msg, from, ok);
-            if reply == Reply::Ack(psn_add(first_psn, psns - 1)) && ctx.tx.started == 1 && !rd {
-                // The common case: the only request in flight, acknowledged whole.
+            let last_psn = psn_add(first_psn, psns - 1);
+            let whole = match reply {
+                Reply::Ack(p) => !rd && p == last_psn,
+                Reply::ReadResp(p) => op == WrOpcode::RdmaRead && p == last_psn,
+                _ => false,
+            };
+            if whole && ctx.tx.started == 1 {
+                // The common case: the only request in flight, acknowledged (or, a read,
+                // answered) whole. Nothing before it waits, so it completes here without the
+                // walk over the requests in flight that `on_reply` makes.
                 let tx = &mut ctx.tx;
+                if rd && !tx.track[ti].done {
+                    tx.rd_out -= 1;
+                }
                 tx.una = psn_add(first_psn, psns);
                 tx.retries = ctx.retry_cnt;
                 tx.rnrs = ctx.rnr_retry;

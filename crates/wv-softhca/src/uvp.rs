@@ -375,7 +375,8 @@ impl UvpQp {
             return Err(PostError::AtomicLength);
         }
         let inline_flag = wr.send_flags & send_flags::INLINE != 0 || wr.inline_data.is_some();
-        let mut buf = [0u8; MAX_INLINE];
+        // Filled only for an inline payload gathered from SGEs (nothing to clear otherwise).
+        let mut buf: [u8; MAX_INLINE];
         let inline: Option<&[u8]> =
             if wr.opcode.is_read_or_atomic() || wr.opcode.is_local() || !inline_flag {
                 None
@@ -387,6 +388,7 @@ impl UvpQp {
             } else {
                 // Inline from SGEs: user mode copies its own memory into the WQE. Here that memory
                 // is read through the regions the SGEs name, so it must be registered.
+                buf = [0u8; MAX_INLINE];
                 let mut n = 0usize;
                 for s in wr.sg_list {
                     let len = s.length as usize;
