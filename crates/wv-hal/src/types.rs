@@ -408,6 +408,43 @@ pub struct QpAttributes {
     pub sq_signaled: bool,
 }
 
+impl QpAttributes {
+    /// A new QP's attributes: in RESET, with the queues `created` reports and every path and
+    /// transport attribute zero until a modify sets it.
+    pub fn new_qp(qp_type: QpType, created: &QpCreated, sq_signaled: bool) -> Self {
+        QpAttributes {
+            qp_type,
+            state: QpState::Reset,
+            sq_depth: created.sq_depth,
+            rq_depth: created.rq_depth,
+            sq_sge: created.sq_sge,
+            rq_sge: created.rq_sge,
+            sq_max_inline: created.sq_max_inline,
+            initiator_depth: 0,
+            responder_resources: 0,
+            apm_state: 0,
+            qpn: created.qpn,
+            dest_qpn: 0,
+            qkey: 0,
+            sq_psn: 0,
+            rq_psn: 0,
+            primary_av: AddressVector::default(),
+            alternate_av: AddressVector::default(),
+            path_mtu: Mtu::Mtu1024,
+            alternate_path_mtu: Mtu::Mtu1024,
+            pkey_index: 0,
+            alternate_pkey_index: 0,
+            local_ack_timeout: 0,
+            alternate_local_ack_timeout: 0,
+            rnr_nak_timeout: 0,
+            retry_count: 0,
+            rnr_retry_count: 0,
+            access_flags: 0,
+            sq_signaled,
+        }
+    }
+}
+
 /// The `ib_qp_opts_t` bits of an RTR or RTS modification (`IB_MOD_QP_*`): which optional
 /// attributes the caller asked for. The values are OFW's (`inc/iba/ib_types.h`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -1148,36 +1148,15 @@ impl Verbs for FakeVerbs {
         let r = if too_big {
             Err(VerbsError::InvalidSetting)
         } else {
-            let attr = QpAttributes {
-                qp_type: create.qp_type,
-                state: QpState::Reset,
+            let sizes = QpCreated {
+                qpn: 0,
                 sq_depth: create.sq_depth,
                 rq_depth: create.rq_depth,
                 sq_sge: create.sq_sge,
                 rq_sge: create.rq_sge,
                 sq_max_inline: create.sq_max_inline,
-                initiator_depth: 0,
-                responder_resources: 0,
-                apm_state: 0,
-                qpn: 0,
-                dest_qpn: 0,
-                qkey: 0,
-                sq_psn: 0,
-                rq_psn: 0,
-                primary_av: AddressVector::default(),
-                alternate_av: AddressVector::default(),
-                path_mtu: Mtu::Mtu1024,
-                alternate_path_mtu: Mtu::Mtu1024,
-                pkey_index: 0,
-                alternate_pkey_index: 0,
-                local_ack_timeout: 0,
-                alternate_local_ack_timeout: 0,
-                rnr_nak_timeout: 0,
-                retry_count: 0,
-                rnr_retry_count: 0,
-                access_flags: 0,
-                sq_signaled: create.sq_signaled,
             };
+            let attr = QpAttributes::new_qp(create.qp_type, &sizes, create.sq_signaled);
             self.create(Obj::Qp { attr, modifying: 0 }, limits.max_qp)
                 .map(|id| {
                     let qpn = 0x40 + u32::try_from(id & 0x00ff_ffff).unwrap_or(0);

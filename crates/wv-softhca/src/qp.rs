@@ -7,8 +7,8 @@ use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use crate::lock::Mutex;
 use wv_hal::{
-    AddressVector, AllocError, Dpc, KArc, KWeak, Mtu, QpAttributes, QpCreate, QpEvent, QpEventSink,
-    QpModify, QpState, QpType, VerbsError,
+    AddressVector, AllocError, Dpc, KArc, KWeak, Mtu, QpAttributes, QpCreate, QpCreated, QpEvent,
+    QpEventSink, QpModify, QpState, QpType, VerbsError,
 };
 
 use crate::cq::{Cq, CqPort, Side};
@@ -300,39 +300,17 @@ impl Qp {
         let timer = KArc::<QpTimer>::try_reserve().map_err(no_memory)?;
         let slot = KArc::<Qp>::try_reserve().map_err(no_memory)?;
         let inline_cap = ((sq.stride() - SQ_HDR_WORDS) * 8).min(l.max_inline as usize) as u32;
-        let attrs = QpAttributes {
-            qp_type: c.qp_type,
-            state: QpState::Reset,
+        let created = QpCreated {
+            qpn: handle + 1,
             sq_depth: sq.entries(),
             rq_depth: if srq.is_some() { 0 } else { rq.entries() },
             sq_sge,
             rq_sge,
             sq_max_inline: inline_cap,
-            initiator_depth: 0,
-            responder_resources: 0,
-            apm_state: 0,
-            qpn: handle + 1,
-            dest_qpn: 0,
-            qkey: 0,
-            sq_psn: 0,
-            rq_psn: 0,
-            primary_av: AddressVector {
-                port: 1,
-                ..AddressVector::default()
-            },
-            alternate_av: AddressVector::default(),
-            path_mtu: Mtu::Mtu1024,
-            alternate_path_mtu: Mtu::Mtu1024,
-            pkey_index: 0,
-            alternate_pkey_index: 0,
-            local_ack_timeout: 0,
-            alternate_local_ack_timeout: 0,
-            rnr_nak_timeout: 0,
-            retry_count: 0,
-            rnr_retry_count: 0,
-            access_flags: 0,
-            sq_signaled: c.sq_signaled,
         };
+        let mut attrs = QpAttributes::new_qp(c.qp_type, &created, c.sq_signaled);
+        // A new QP reports port 1 until INIT names its port.
+        attrs.primary_av.port = 1;
         // Everything is allocated: from here on nothing can fail.
         Ok(slot.write_cyclic(|me| Qp {
             handle,
