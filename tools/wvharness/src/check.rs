@@ -71,13 +71,7 @@ impl CheckTarget {
             #[cfg(windows)]
             Transport::Windows => {}
             #[cfg(not(windows))]
-            Transport::Windows => {
-                return Err(TargetError(
-                    "the windows transport (\\\\.\\WinVerbs) exists only in Windows builds of \
-                     wvharness; on this system use --transport inproc (the default)"
-                        .into(),
-                ));
-            }
+            Transport::Windows => return Err(TargetError::no_windows_transport()),
         }
         Ok(target)
     }

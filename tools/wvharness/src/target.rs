@@ -144,6 +144,18 @@ impl fmt::Display for TargetError {
 
 impl std::error::Error for TargetError {}
 
+impl TargetError {
+    /// `--transport windows` in a build for another system.
+    #[cfg(not(windows))]
+    pub fn no_windows_transport() -> TargetError {
+        TargetError(
+            "the windows transport (\\\\.\\WinVerbs) exists only in Windows builds of \
+             wvharness; on this system use --transport inproc (the default)"
+                .into(),
+        )
+    }
+}
+
 impl From<TargetError> for std::io::Error {
     fn from(e: TargetError) -> Self {
         std::io::Error::other(e.0)
@@ -246,13 +258,7 @@ impl Target {
             #[cfg(windows)]
             Transport::Windows => Target::Windows(WindowsOpener),
             #[cfg(not(windows))]
-            Transport::Windows => {
-                return Err(TargetError(
-                    "the windows transport (\\\\.\\WinVerbs) exists only in Windows builds of \
-                     wvharness; on this system use --transport inproc (the default)"
-                        .into(),
-                ));
-            }
+            Transport::Windows => return Err(TargetError::no_windows_transport()),
         };
         Ok((target, args.device))
     }
