@@ -39,8 +39,9 @@ use wv_hal::{
     CmEventSink, ConnectionManager, KArc, KWeak, Platform, RequestQueue, SpinLock, Verbs,
 };
 
-use crate::driver::{RdmaDevice, Shared};
 use crate::provider::Provider;
+use crate::rdma_device::RdmaDevice;
+use crate::shared::Shared;
 use crate::status::REMOVED;
 use crate::sync::{Gate, ModifySched, RefCount};
 

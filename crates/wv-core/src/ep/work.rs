@@ -24,9 +24,9 @@ use wv_hal::{
 use super::cma::{self, CM_RESPONSE_TIMEOUT, MAX_CM_RETRIES};
 use super::events::ConnEvents;
 use super::{Binding, CmConn, EpInner, EpObj, EpState, choose_cm, listen, starting_psn};
-use crate::driver::RdmaDevice;
 use crate::provider::Held;
 use crate::qp::QpObj;
+use crate::rdma_device::RdmaDevice;
 use crate::status::{REMOVED, verbs_status};
 
 /// `IB_FAILOVER_ACCEPT_UNSUPPORTED`: WinVerbs offers no alternate path.
