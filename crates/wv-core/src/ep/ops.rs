@@ -12,14 +12,14 @@ use core::ops::Deref;
 use wv_abi::consts::{WV_IO_EP_TYPE_CONNECT, WV_IO_EP_TYPE_DATAGRAM};
 use wv_abi::encode::write_prefix;
 use wv_abi::{
-    IB_PATH_REC, NtStatus, WV_IO_EP_ACCEPT, WV_IO_EP_ATTRIBUTES, WV_IO_EP_BIND, WV_IO_EP_CONNECT,
-    WV_IO_EP_DISCONNECT, WV_IO_ID,
+    IB_PATH_REC, NtStatus, WV_IO_EP_ACCEPT, WV_IO_EP_BIND, WV_IO_EP_CONNECT, WV_IO_EP_DISCONNECT,
+    WV_IO_ID,
 };
 use wv_hal::cm::REJ_USER_DEFINED;
 use wv_hal::{ConnectionManager, IoRequest, KArc, Platform, RequestQueue, SpinLock, Verbs};
 
 use super::work::{Answer, disconnect_qp};
-use super::{Early, EpInner, EpObj, EpState, listen};
+use super::{EpInner, EpObj, EpState, listen};
 use crate::provider::Provider;
 use crate::sync::{Gate, ModifySched, RefCount};
 
@@ -68,7 +68,7 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
     fn settle_queued(&self, ep: &EpObj<P, V>) {
         let listener = {
             let inner = ep.inner.lock();
-            if inner.state != EpState::Queued {
+            if inner.state() != EpState::Queued {
                 return;
             }
             inner.listener
@@ -182,22 +182,7 @@ fn new_endpoint<P: Platform, V: Verbs>(
         shared: KArc::clone(&prov.shared),
         prov: KArc::downgrade(prov),
         refs: RefCount::default(),
-        inner: platform.spin_lock(EpInner {
-            state: EpState::Idle,
-            attr: WV_IO_EP_ATTRIBUTES::default(),
-            route: IB_PATH_REC::default(),
-            rep_received: false,
-            busy: false,
-            cancels: 0,
-            rep_sent: false,
-            removed: false,
-            disconnect_due: false,
-            pending: 0,
-            backlog: 0,
-            filling: None,
-            listener: 0,
-            early: Early::None,
-        }),
+        inner: platform.spin_lock(EpInner::new()),
         binding: platform.spin_lock(None),
         queued: platform.spin_lock(alloc::vec::Vec::new()),
         work,
@@ -259,9 +244,9 @@ pub(crate) fn modify<P: Platform, V: Verbs>(
     };
     let status = {
         let mut inner = ep.inner.lock();
-        if inner.state == EpState::AddressBound {
+        if inner.state() == EpState::AddressBound {
             inner.route = route;
-            inner.state = EpState::RouteResolved;
+            inner.set_state(EpState::RouteResolved);
             NtStatus::SUCCESS
         } else {
             NtStatus::NOT_SUPPORTED
@@ -283,11 +268,11 @@ pub(crate) fn bind<P: Platform, V: Verbs>(
     };
     let ok = {
         let mut inner = ep.inner.lock();
-        let ok = inner.state == EpState::Idle;
+        let ok = inner.state() == EpState::Idle;
         if ok {
             inner.attr.LocalAddress = bind.Address;
             inner.attr.Device = bind.Device;
-            inner.state = EpState::AddressBound;
+            inner.set_state(EpState::AddressBound);
         }
         ok
     };
@@ -339,7 +324,7 @@ pub(crate) fn connect<P: Platform, V: Verbs>(
     connect: WV_IO_EP_CONNECT,
 ) {
     start(prov, req, connect.Id, |inner| {
-        inner.state == EpState::RouteResolved
+        inner.state() == EpState::RouteResolved
     });
 }
 
@@ -350,7 +335,7 @@ pub(crate) fn accept<P: Platform, V: Verbs>(
     req: P::Request,
     accept: WV_IO_EP_ACCEPT,
 ) {
-    start(prov, req, accept.Id, |inner| match inner.state {
+    start(prov, req, accept.Id, |inner| match inner.state() {
         EpState::ActiveConnect => inner.rep_received,
         EpState::PassiveConnect => !inner.rep_sent,
         _ => false,
@@ -372,13 +357,13 @@ pub(crate) fn reject<P: Platform, V: Verbs>(
     {
         let mut inner = ep.inner.lock();
         if !matches!(
-            inner.state,
+            inner.state(),
             EpState::ActiveConnect | EpState::PassiveConnect
         ) {
             drop(inner);
             return req.complete(NtStatus::NOT_SUPPORTED, 0);
         }
-        inner.state = EpState::Disconnected;
+        inner.set_state(EpState::Disconnected);
         // A handshake request cannot be answered any more: it ends now rather than never.
         while let Some(r) = ep.handshake_queue.retrieve_next() {
             r.complete(NtStatus::CANCELLED, 0);
@@ -409,14 +394,14 @@ pub(crate) fn disconnect<P: Platform, V: Verbs>(
     };
     let req = {
         let mut inner = ep.inner.lock();
-        match inner.state {
+        match inner.state() {
             EpState::Connected => {
                 // Parked before the DREQ leaves, so the DREP cannot come first.
                 if let Err((req, status)) = ep.disconnect_queue.park(req) {
                     drop(inner);
                     return req.complete(status, 0);
                 }
-                inner.state = EpState::ActiveDisconnect;
+                inner.set_state(EpState::ActiveDisconnect);
                 None
             }
             EpState::ActiveDisconnect | EpState::PassiveDisconnect => Some(req),
@@ -438,8 +423,8 @@ pub(crate) fn disconnect<P: Platform, V: Verbs>(
     };
     {
         let mut inner = ep.inner.lock();
-        if inner.state != EpState::Destroying {
-            inner.state = EpState::Disconnected;
+        if inner.state() != EpState::Destroying {
+            inner.set_state(EpState::Disconnected);
         }
         // The connection is gone: a DISCONNECT_NOTIFY parked while the DREQ was to go ends
         // now, as no event will end it once the endpoint is disconnected.
@@ -468,7 +453,7 @@ pub(crate) fn disconnect_notify<P: Platform, V: Verbs>(
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let inner = ep.inner.lock();
-    match inner.state {
+    match inner.state() {
         EpState::Connected | EpState::ActiveDisconnect => {
             if let Err((req, status)) = ep.notify_queue.park(req) {
                 drop(inner);
