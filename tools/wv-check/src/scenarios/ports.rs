@@ -7,9 +7,9 @@ use wv_abi::ioctl::*;
 use wv_abi::{NtStatus, WV_IO_PORT_ATTRIBUTES};
 use wv_client::raw::{IoStatus, RawFile, RawIo};
 
-use super::env::Env;
 use super::raw::*;
-use super::{Outcome, Problem, Scenario};
+use crate::env::Env;
+use crate::runner::{Outcome, Problem, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     vec![Scenario {
@@ -39,21 +39,21 @@ fn flags(st: &IoStatus, want: u32, what: &str) -> Result<(), String> {
 }
 
 fn port_event_flags<E: Env>(env: &E) -> Outcome {
-    let Some(stack) = env.stack() else {
+    let Some(machine) = env.machine() else {
         return Err(Problem::Skip(
             "needs the admin action port down/up (in-process stack only)".into(),
         ));
     };
     let f = env.open()?;
     let guid = env.guid(&f)?;
-    let index = env.stack_index(guid)?;
+    let index = env.device_index(guid)?;
     let dev = open_dev(&f, guid)?;
     ensure!(
         port_state(&f, dev, 1)? == WV_IO_PORT_ACTIVE,
         "port 1 not ACTIVE at start"
     );
     let admin = |port: u8, up: bool| {
-        stack
+        machine
             .set_port_state(index, port, up)
             .map_err(|e| format!("set_port_state({index}, {port}, {up}): {e}"))
     };

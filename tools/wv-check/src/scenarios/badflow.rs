@@ -8,10 +8,10 @@ use wv_client::verbs::{
     WV_ACCESS_REMOTE_ATOMIC, WV_ACCESS_REMOTE_READ, WcStatus, WrOpcode,
 };
 
-use super::env::Env;
 use super::fixture::*;
 use super::raw::ensure;
-use super::{Outcome, Scenario};
+use crate::env::Env;
+use crate::runner::{Outcome, Scenario};
 
 /// errno values `ibv_post_*` return.
 const EINVAL: i32 = 22;

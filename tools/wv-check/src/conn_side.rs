@@ -1,5 +1,6 @@
-//! What the endpoint commands (`rping`, `conn`) share: one side's device objects for a
-//! connection, librdmacm's connect parameters, and waiting on a CQ with a hang guard.
+//! One side of a connection over endpoints, as the endpoint scenarios and wvharness's `rping`
+//! and `conn` build it: the device objects, librdmacm's connect parameters, and waiting on a CQ
+//! with a hang guard.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -16,8 +17,11 @@ pub const STEP_GUARD: Duration = Duration::from_secs(30);
 
 /// A device's PD, CQ and RC QP for one connection.
 pub struct ConnSide<F: RawFile + Send + Sync + 'static> {
+    /// The PD the QP is on.
     pub pd: Pd<F>,
+    /// One CQ for both queues.
     pub cq: Cq<F>,
+    /// The RC QP, in INIT once built.
     pub qp: Qp<F>,
 }
 

@@ -11,8 +11,8 @@ use wv_client::verbs::{
     WV_ACCESS_REMOTE_WRITE, WorkCompletion,
 };
 
-use super::Problem;
-use super::env::Env;
+use crate::env::Env;
+use crate::runner::Problem;
 
 /// `ud_pingpong`'s Q_Key.
 pub const QKEY: u32 = 0x1111_1111;

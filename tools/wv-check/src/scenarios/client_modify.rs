@@ -28,9 +28,9 @@ use wv_abi::{NtStatus, WV_IO_PORT_ATTRIBUTES, WV_IO_QP_ATTRIBUTES};
 use wv_client::raw::RawFile;
 use zerocopy::{FromBytes, IntoBytes};
 
-use super::env::Env;
 use super::raw::*;
-use super::{Outcome, Scenario};
+use crate::env::Env;
+use crate::runner::{Outcome, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     vec![

@@ -7,9 +7,9 @@ use wv_abi::consts::*;
 use wv_abi::ioctl::*;
 use wv_client::raw::{RawFile, RawIo};
 
-use super::env::Env;
 use super::raw::*;
-use super::{Outcome, Scenario};
+use crate::env::Env;
+use crate::runner::{Outcome, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     vec![

@@ -5,27 +5,25 @@
 //!
 //! Each side has its own handle on the driver (as two processes would), the server on the
 //! chosen device and the client on the other one; addresses, routes and ports come from the
-//! in-process stack's fabric (IBAT's role), so on Windows, where this harness does not reach
-//! IBAT, the scenarios SKIP.
+//! machine's address service ([`Machine::addresses`]: the in-process stack's fabric plays
+//! IBAT's role), so on Windows, where this harness does not reach IBAT, the scenarios SKIP.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use wv_abi::NtStatus;
 use wv_abi::ioctl::WV_IOCTL_EP_DESTROY;
-use wv_client::inproc::{Stack, StackConfig};
 use wv_client::raw::RawFile;
 use wv_client::verbs::{
     AddressService, ConnectParam, Device, Endpoint, Pending, Provider, QpState, RecvWr, SendWr,
     WcOpcode, WcStatus, WrOpcode, send_flags,
 };
-use wv_hal::Platform;
 
-use super::env::Env;
 use super::fixture::{ACCESS_ALL, device, verr};
 use super::raw;
-use super::{Outcome, Problem, Scenario};
-use crate::conn_side::{ConnSide, rdma_cm_param};
+use crate::conn_side::{ConnSide, next_completion, rdma_cm_param};
+use crate::env::{Env, Machine};
+use crate::runner::{Outcome, Problem, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     vec![
@@ -73,9 +71,9 @@ const PORT: u16 = 7400;
 /// A hang guard for each step; each normally takes microseconds.
 const GUARD: Duration = Duration::from_secs(10);
 
-/// The in-process stack, whose fabric answers what IBAT does on Windows.
-fn stack<E: Env>(env: &E) -> Result<&Stack, Problem> {
-    env.stack().ok_or_else(|| {
+/// The machine, whose address service answers what IBAT does on Windows.
+fn machine<E: Env>(env: &E) -> Result<&dyn Machine, Problem> {
+    env.machine().ok_or_else(|| {
         Problem::Skip(
             "needs the address service (IBAT on Windows, which this harness does not reach)".into(),
         )
@@ -122,7 +120,8 @@ fn wait_until(cond: impl Fn() -> bool, what: &str) -> Result<(), String> {
 
 /// Two handles on the driver (server and client) and their addresses.
 struct World<'s, F: RawFile + Send + Sync + 'static> {
-    net: &'s Stack,
+    machine: &'s dyn Machine,
+    net: &'s dyn AddressService,
     server: Provider<F>,
     client: Provider<F>,
     server_dev: Device<F>,
@@ -132,15 +131,16 @@ struct World<'s, F: RawFile + Send + Sync + 'static> {
 }
 
 fn world<E: Env>(env: &E) -> Result<World<'_, E::File>, Problem> {
-    let net = stack(env)?;
+    let machine = machine(env)?;
     let server = Provider::new(env.open()?);
     let client = Provider::new(env.open()?);
     let f = server.file();
     let (sguid, cguid) = (env.guid(f)?, env.other_guid(f)?);
     Ok(World {
-        net,
-        server_ip: net.address(env.stack_index(sguid)?, 1),
-        client_ip: net.address(env.stack_index(cguid)?, 1),
+        machine,
+        net: machine.addresses(),
+        server_ip: machine.address(env.device_index(sguid)?, 1),
+        client_ip: machine.address(env.device_index(cguid)?, 1),
         server_dev: device(&server, sguid)?,
         client_dev: device(&client, cguid)?,
         server,
@@ -246,7 +246,7 @@ fn one<F: RawFile + Send + Sync + 'static>(
     what: &str,
 ) -> Result<wv_client::verbs::WorkCompletion, String> {
     let abort = std::sync::atomic::AtomicBool::new(false);
-    crate::conn_side::next_completion(&side.cq, &abort, || false)
+    next_completion(&side.cq, &abort, || false)
         .map_err(|e| format!("{what}: {e}"))?
         .ok_or_else(|| format!("{what}: no completion"))
 }
@@ -438,64 +438,70 @@ fn req_timeout_ns(path_packet_life: u8) -> u64 {
     16 * (response + 2 * packet_life)
 }
 
-/// Needs the injected clock: a stack of its own in the host's deterministic mode.
+/// Needs the injected clock: a machine of its own whose timers fire when the scenario says.
 fn connect_nobody_answers_timeout<E: Env>(env: &E) -> Outcome {
-    let lower = stack(env)?.lower_edge();
-    let s = Stack::new(StackConfig {
-        deterministic: true,
-        lower,
-        ..StackConfig::default()
-    });
-    let outcome = (|| -> Outcome {
-        let p = Provider::new(s.open().map_err(|e| format!("open: {e}"))?);
-        let guids = p.device_guids().map_err(verr("GUID_QUERY"))?;
-        let dev = device(&p, guids[1])?;
-        let ep = p.create_endpoint().map_err(verr("EP_CREATE"))?;
-        let (local, peer) = (s.address(1, 1), s.address(0, 1));
-        ep.bind(SocketAddr::new(local, 0), &s)
-            .map_err(verr("bind"))?;
-        // A route to a GID nobody owns: every REQ is lost.
-        let mut path = s
-            .resolve_path(local, peer)
-            .ok_or("no path between the stack's own addresses")?;
-        path.dgid[15] ^= 0x5A;
-        ep.set_route(&path).map_err(verr("EP_MODIFY route"))?;
-        let side = ConnSide::new(&dev, 1, 4, 4).map_err(verr("QP"))?;
-        let t0 = s.platform().now_ns();
-        let connecting = ep
-            .connect(
-                &side.qp,
-                SocketAddr::new(peer, PORT),
-                &ConnectParam::default(),
-            )
-            .map_err(verr("EP_CONNECT"))?;
-        s.run_until_idle();
-        let mut fired = 0;
-        while !connecting.is_complete() && fired < 64 && s.platform().run_next_timer() {
-            fired += 1;
-        }
-        let elapsed = s.platform().now_ns() - t0;
-        ends_with(connecting, NtStatus::TIMEOUT, "EP_CONNECT")?;
-        let want = req_timeout_ns(path.pkt_life);
-        if elapsed != want || fired != 16 {
-            return Err(format!(
-                "the CONNECT ended after {fired} timer(s) and {elapsed} ns; want 16 and {} ns \
-                 (15 resends of the REQ, each waiting 4.096 µs × 2^20 + 2 packet lifetimes)",
-                want
-            )
-            .into());
-        }
-        Ok(format!(
-            "a REQ nobody answers is resent 15 times on the platform's clock; after {:.1} s of \
-             injected time the CONNECT ends with STATUS_TIMEOUT",
-            elapsed as f64 / 1e9
-        ))
-    })();
-    let violations = s.unload();
+    machine(env)?;
+    let twin = env.with_injected_clock().ok_or_else(|| {
+        Problem::Skip("needs a machine on an injected clock to time the CM's retries".into())
+    })??;
+    let outcome = nobody_answers_on(&twin);
+    let violations = twin.finish();
     if !violations.is_empty() {
         return Err(format!("its own stack's verifier: {}", violations.join("; ")).into());
     }
     outcome
+}
+
+/// [`connect_nobody_answers_timeout`] on the machine with the injected clock.
+fn nobody_answers_on<E: Env>(s: &E) -> Outcome {
+    let m = machine(s)?;
+    let clock = m
+        .clock()
+        .ok_or("the machine built for the injected clock has none")?;
+    let net = m.addresses();
+    let p = Provider::new(s.open().map_err(|e| format!("open: {e}"))?);
+    let guids = p.device_guids().map_err(verr("GUID_QUERY"))?;
+    let dev = device(&p, guids[1])?;
+    let ep = p.create_endpoint().map_err(verr("EP_CREATE"))?;
+    let (local, peer) = (m.address(1, 1), m.address(0, 1));
+    ep.bind(SocketAddr::new(local, 0), net)
+        .map_err(verr("bind"))?;
+    // A route to a GID nobody owns: every REQ is lost.
+    let mut path = net
+        .resolve_path(local, peer)
+        .ok_or("no path between the stack's own addresses")?;
+    path.dgid[15] ^= 0x5A;
+    ep.set_route(&path).map_err(verr("EP_MODIFY route"))?;
+    let side = ConnSide::new(&dev, 1, 4, 4).map_err(verr("QP"))?;
+    let t0 = clock.now_ns();
+    let connecting = ep
+        .connect(
+            &side.qp,
+            SocketAddr::new(peer, PORT),
+            &ConnectParam::default(),
+        )
+        .map_err(verr("EP_CONNECT"))?;
+    clock.run_until_idle();
+    let mut fired = 0;
+    while !connecting.is_complete() && fired < 64 && clock.run_next_timer() {
+        fired += 1;
+    }
+    let elapsed = clock.now_ns() - t0;
+    ends_with(connecting, NtStatus::TIMEOUT, "EP_CONNECT")?;
+    let want = req_timeout_ns(path.pkt_life);
+    if elapsed != want || fired != 16 {
+        return Err(format!(
+            "the CONNECT ended after {fired} timer(s) and {elapsed} ns; want 16 and {} ns \
+             (15 resends of the REQ, each waiting 4.096 µs × 2^20 + 2 packet lifetimes)",
+            want
+        )
+        .into());
+    }
+    Ok(format!(
+        "a REQ nobody answers is resent 15 times on the platform's clock; after {:.1} s of \
+         injected time the CONNECT ends with STATUS_TIMEOUT",
+        elapsed as f64 / 1e9
+    ))
 }
 
 fn listener_destroyed_with_queued_requests<E: Env>(env: &E) -> Outcome {
@@ -556,13 +562,10 @@ fn listener_destroyed_with_queued_requests<E: Env>(env: &E) -> Outcome {
         .map_err(verr("EP_CONNECT"))?;
     // Once the second request is in the server's CM (a third CM id there, beside the
     // listener's and the taken one's), the listener goes: that request must be refused.
-    let server_cm = w
-        .net
-        .hca(env.stack_index(env.guid(&**f)?)?)
-        .ok_or("no server device")?
-        .cm();
+    let server_ix = env.device_index(env.guid(&**f)?)?;
+    w.machine.cm_ids(server_ix).ok_or("no server device")?;
     wait_until(
-        || server_cm.ids() == 3,
+        || w.machine.cm_ids(server_ix) == Some(3),
         "the second REQ to reach the server's CM",
     )?;
     drop(listener);
@@ -617,7 +620,7 @@ fn close_during_connect<E: Env>(env: &E) -> Outcome {
 
 fn device_removal_during_connect<E: Env>(env: &E) -> Outcome {
     let w = world(env)?;
-    let net = w.net;
+    let machine = w.machine;
     let listener = w.listener(4)?;
     let (ep, side) = w.client_ep()?;
     let connecting = ep
@@ -640,13 +643,13 @@ fn device_removal_during_connect<E: Env>(env: &E) -> Outcome {
         )
     };
     let f = w.server.file();
-    let client_ix = env.stack_index(env.other_guid(&**f)?)?;
-    let server_ix = env.stack_index(env.guid(&**f)?)?;
-    if !net.remove_device(client_ix) {
+    let client_ix = env.device_index(env.other_guid(&**f)?)?;
+    let server_ix = env.device_index(env.guid(&**f)?)?;
+    if !machine.remove_device(client_ix) {
         return Err("the client's device could not be removed".into());
     }
     ends_with(connecting, NtStatus::DEVICE_REMOVED, "EP_CONNECT")?;
-    if !net.remove_device(server_ix) {
+    if !machine.remove_device(server_ix) {
         return Err("the server's device could not be removed".into());
     }
     ends_with(

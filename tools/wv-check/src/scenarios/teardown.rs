@@ -9,10 +9,10 @@ use wv_abi::{NtStatus, WV_IO_MEMORY_REGISTER};
 use wv_client::raw::{RawFile, RawIo};
 use zerocopy::IntoBytes;
 
-use super::env::Env;
 use super::lifetime::reg_mr;
 use super::raw::*;
-use super::{Outcome, Problem, Scenario};
+use crate::env::Env;
+use crate::runner::{Outcome, Problem, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     vec![
@@ -121,7 +121,7 @@ fn close_with_parked<E: Env>(env: &E) -> Outcome {
 }
 
 fn removal<E: Env>(env: &E) -> Outcome {
-    let Some(stack) = env.stack() else {
+    let Some(machine) = env.machine() else {
         return Err(Problem::Skip(
             "needs surprise removal and hot add (in-process stack only)".into(),
         ));
@@ -131,7 +131,7 @@ fn removal<E: Env>(env: &E) -> Outcome {
     let guid = env.guid(&f)?;
     let other = env.other_guid(&f)?;
     ensure!(other != guid, "needs two devices");
-    let index = env.stack_index(guid)?;
+    let index = env.device_index(guid)?;
     let before = guids(&f)?.len();
     let o = objects(&f, guid)?;
     let gid = gid0(&f, o.dev)?;
@@ -150,7 +150,10 @@ fn removal<E: Env>(env: &E) -> Outcome {
     let same_file_other_dev = open_dev(&f, other)?;
     let (notifies, modifies) = park_everything(&f, &o, srq)?;
 
-    ensure!(stack.remove_device(index), "remove_device({index}) refused");
+    ensure!(
+        machine.remove_device(index),
+        "remove_device({index}) refused"
+    );
     // Removal completes the parked requests before it returns (no cancel, no close needed).
     for (what, io) in &notifies {
         ensure!(
@@ -284,8 +287,8 @@ fn removal<E: Env>(env: &E) -> Outcome {
         "other device's CQ_NOTIFY",
     )?;
     // Hot add: a new device appears and opens on the old handle.
-    let added = stack.add_device();
-    let new_guid = stack
+    let added = machine.add_device();
+    let new_guid = machine
         .device_guid(added)
         .ok_or("the added device has no GUID")?;
     let listed = guids(&f)?;

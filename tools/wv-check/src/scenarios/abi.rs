@@ -10,9 +10,9 @@ use wv_abi::{
 };
 use zerocopy::IntoBytes;
 
-use super::env::Env;
 use super::raw::*;
-use super::{Outcome, Problem, Scenario};
+use crate::env::Env;
+use crate::runner::{Outcome, Problem, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     vec![
@@ -75,8 +75,8 @@ fn guid_query<E: Env>(env: &E) -> Outcome {
         distinct.len() == n && !distinct.contains(&0),
         "GUID_QUERY: GUIDs not distinct and non-zero: {all:x?}"
     );
-    if let Some(stack) = env.stack() {
-        let want = stack.device_guids();
+    if let Some(machine) = env.machine() {
+        let want = machine.device_guids();
         ensure!(
             want == all,
             "GUID_QUERY lists {all:x?}, the stack has {want:x?}"

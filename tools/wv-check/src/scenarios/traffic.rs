@@ -10,10 +10,10 @@ use wv_client::verbs::{
     GRH_BYTES, RecvWr, SendWr, WcOpcode, WcStatus, WrOpcode, send_flags, wc_flags,
 };
 
-use super::env::Env;
 use super::fixture::*;
 use super::raw::{ensure, expect, id_in, park, u64_in, wait};
-use super::{Outcome, Scenario};
+use crate::env::Env;
+use crate::runner::{Outcome, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     vec![

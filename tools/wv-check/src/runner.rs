@@ -1,74 +1,13 @@
-//! `wvharness check`: the conformance suite.
-//!
-//! Every scenario compares what the driver did against the exact status, `Information` and
-//! bytes the spec (`winverbs-spec.md` §2, §3.7, §7.1) and the rdma-core conformance cases
-//! (`device-model-and-perftest.md` §6) require, and prints one line:
-//!
-//! ```text
-//! PASS  <name>: <what it checked>
-//! FAIL  <name>: <what differed>
-//! SKIP  <name>: <why it could not run on this transport>
-//! ```
-//!
-//! then `N passed, M failed` alone on a line. The exit code is non-zero if anything failed.
-//!
-//! Scenarios are plain functions over a [`target::Env`], so the raw-IOCTL ones run on every
-//! transport (the in-process stack and, on Windows, the real `\\.\WinVerbs`). Each scenario runs
-//! on its own thread with its own environment (a fresh in-process stack), under a time limit:
-//! a request that never completes makes that scenario FAIL instead of hanging the suite.
-//!
-//! Other commands (the default command's progress bar) use [`run_all`] / [`scenario_names`].
+//! The runner: each scenario on its own thread with a fresh [`Env`] and a time limit, results
+//! as lines, a tally and JSON, and the verifier's line built from what each machine reported.
 
-mod abi;
-mod atomics;
-mod badflow;
-mod client_modify;
-mod endpoint;
-mod env;
-mod fixture;
-mod lifetime;
-mod notify;
-mod ports;
-mod qp_modify;
-mod raw;
-mod resize;
-mod teardown;
-mod traffic;
-mod windows;
-
-use std::io::{self, Write};
-use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use serde::Serialize;
 
-pub use env::CheckTarget;
-use env::Env;
-
-use crate::target::TargetArgs;
-#[cfg(windows)]
-use crate::target::Transport;
-
-/// Options of `wvharness check`.
-#[derive(Args, Debug, Clone)]
-pub struct CheckArgs {
-    /// `--transport` (inproc: a fresh built-in soft HCA stack with 2 devices per scenario;
-    /// windows: the real `\\.\WinVerbs`) and `--device` (the device single-device scenarios
-    /// use).
-    #[command(flatten)]
-    pub target: TargetArgs,
-    /// Run only the scenarios whose name contains this text.
-    #[arg(long)]
-    pub filter: Option<String>,
-    /// Print a JSON array of `{name, passed, skipped, detail}` instead of lines.
-    #[arg(long)]
-    pub json: bool,
-    /// List the scenario names and exit.
-    #[arg(long)]
-    pub list: bool,
-}
+use crate::env::Env;
+use crate::scenarios::scenarios;
 
 /// How one scenario ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -78,14 +17,15 @@ pub enum Verdict {
     Pass,
     /// Something differed (the detail says what).
     Fail,
-    /// Not applicable on this transport (for instance admin actions on Windows).
+    /// Not applicable to this stack (for instance admin actions on Windows).
     Skip,
 }
 
-/// The result of one scenario, as printed and as `--json` reports it.
+/// The result of one scenario: [`ScenarioResult::line`] prints it, [`to_json`] serialises a
+/// list of them as `{name, passed, skipped, detail}` objects.
 #[derive(Clone, Debug, Serialize)]
 pub struct ScenarioResult {
-    /// Scenario name (stable; `--filter` matches it).
+    /// Scenario name (stable; [`run_suite`]'s filter matches it).
     pub name: String,
     /// `true` for PASS and SKIP: a skipped scenario does not fail the run.
     pub passed: bool,
@@ -99,7 +39,8 @@ pub struct ScenarioResult {
 }
 
 impl ScenarioResult {
-    fn new(name: &str, verdict: Verdict, detail: String) -> Self {
+    /// A result; `passed` and `skipped` follow from `verdict`.
+    pub fn new(name: &str, verdict: Verdict, detail: String) -> Self {
         ScenarioResult {
             name: name.to_string(),
             passed: verdict != Verdict::Fail,
@@ -125,7 +66,7 @@ impl ScenarioResult {
 pub enum Problem {
     /// A comparison failed.
     Fail(String),
-    /// The scenario does not apply to this transport.
+    /// The scenario does not apply to this stack.
     Skip(String),
 }
 
@@ -152,77 +93,32 @@ pub struct Scenario<E: Env> {
     pub run: fn(&E) -> Outcome,
 }
 
-/// How long one scenario may take before it is declared hung. Every scenario normally takes
-/// milliseconds; this only bounds a driver that never completes a request.
-const SCENARIO_TIME_LIMIT: Duration = Duration::from_secs(30);
-
-/// Every scenario, in the order they run.
-fn scenarios<E: Env>() -> Vec<Scenario<E>> {
-    let mut all = Vec::new();
-    all.extend(abi::scenarios());
-    all.extend(lifetime::scenarios());
-    all.extend(notify::scenarios());
-    all.extend(ports::scenarios());
-    all.extend(qp_modify::scenarios());
-    all.extend(client_modify::scenarios());
-    all.extend(teardown::scenarios());
-    all.extend(badflow::scenarios());
-    all.extend(traffic::scenarios());
-    all.extend(atomics::scenarios());
-    all.extend(windows::scenarios());
-    all.extend(resize::scenarios());
-    all.extend(endpoint::scenarios());
-    all
-}
+/// How long one scenario may take in [`run_suite`] before it is declared hung. Every scenario
+/// normally takes milliseconds; this only bounds a driver that never completes a request.
+pub const SCENARIO_TIME_LIMIT: Duration = Duration::from_secs(30);
 
 /// Name of the extra result that reports the host verifier's findings after the suite.
 pub const VERIFIER_SCENARIO: &str = "host-verifier";
 
-/// The names of the scenarios [`run_all`] runs for `target` (including the final
-/// [`VERIFIER_SCENARIO`] line when the target has a verifier), so a caller can size a progress
-/// bar before starting.
-pub fn scenario_names(target: &CheckTarget) -> Vec<&'static str> {
-    let mut names = match target.transport() {
-        #[cfg(windows)]
-        Transport::Windows => names_of::<env::WindowsEnv>(),
-        _ => names_of::<env::InprocEnv>(),
-    };
-    if target.has_verifier() {
+/// The names of the results [`run_suite`] returns for `config` without a filter, in order (the
+/// final [`VERIFIER_SCENARIO`] line included when the machines have a verifier), so a caller
+/// can size a progress bar before starting.
+pub fn scenario_names<E: Env>(config: &E::Config) -> Vec<&'static str> {
+    let mut names: Vec<_> = scenarios::<E>().iter().map(|s| s.name).collect();
+    if E::verifier(config).is_some() {
         names.push(VERIFIER_SCENARIO);
     }
     names
 }
 
-fn names_of<E: Env>() -> Vec<&'static str> {
-    scenarios::<E>().iter().map(|s| s.name).collect()
-}
-
-/// Runs the whole suite against `target`, calling `progress` after each scenario (in order),
-/// and returns every result, the host verifier's line last. Never panics on a driver fault:
-/// a failing or hung scenario is a FAIL result.
-pub fn run_all(
-    target: &CheckTarget,
-    progress: &mut dyn FnMut(&ScenarioResult),
-) -> Vec<ScenarioResult> {
-    run_filtered(target, None, progress)
-}
-
-/// [`run_all`] restricted to the scenarios whose name contains `filter`.
-pub fn run_filtered(
-    target: &CheckTarget,
-    filter: Option<&str>,
-    progress: &mut dyn FnMut(&ScenarioResult),
-) -> Vec<ScenarioResult> {
-    match target.transport() {
-        #[cfg(windows)]
-        Transport::Windows => run_suite::<env::WindowsEnv>(target, filter, progress),
-        // `CheckTarget::new` refuses the Windows transport on other systems.
-        _ => run_suite::<env::InprocEnv>(target, filter, progress),
-    }
-}
-
-fn run_suite<E: Env>(
-    target: &CheckTarget,
+/// Runs every scenario whose name contains `filter` (all of them without one) on machines of
+/// `E` built from `config`, one fresh machine per scenario, calling `progress` after each
+/// result (in order). When `E` has a verifier ([`Env::verifier`]) and any scenario ran, a last
+/// [`VERIFIER_SCENARIO`] result sums up the violations each machine reported, each tagged with
+/// its scenario's name. Never panics on a driver fault: a failing or hung scenario is a FAIL
+/// result.
+pub fn run_suite<E: Env>(
+    config: &E::Config,
     filter: Option<&str>,
     progress: &mut dyn FnMut(&ScenarioResult),
 ) -> Vec<ScenarioResult> {
@@ -233,7 +129,7 @@ fn run_suite<E: Env>(
         if filter.is_some_and(|f| !scenario.name.contains(f)) {
             continue;
         }
-        let (result, found) = run_one(target, &scenario, SCENARIO_TIME_LIMIT);
+        let (result, found) = run_one(config, &scenario, SCENARIO_TIME_LIMIT);
         if let Some(found) = found {
             checked_envs += 1;
             violations.extend(
@@ -245,15 +141,16 @@ fn run_suite<E: Env>(
         progress(&result);
         results.push(result);
     }
-    if target.has_verifier() && !results.is_empty() {
+    if let Some(watched) = E::verifier(config)
+        && !results.is_empty()
+    {
         let result = if violations.is_empty() {
             ScenarioResult::new(
                 VERIFIER_SCENARIO,
                 Verdict::Pass,
                 format!(
                     "no KMDF-model violations (double/missing completion, IRQL, locks, leaks) \
-                     in the {checked_envs} stacks the scenarios ran on ({})",
-                    target.lower_edge_text().unwrap_or("installed driver")
+                     in the {checked_envs} stacks the scenarios ran on ({watched})"
                 ),
             )
         } else {
@@ -273,16 +170,17 @@ fn run_suite<E: Env>(
     results
 }
 
-/// Runs one scenario on its own thread with a fresh environment. Returns the result and the
-/// environment's verifier violations (`None` when the scenario never finished, so its
-/// environment could not be torn down and inspected).
-pub(crate) fn run_one<E: Env>(
-    target: &CheckTarget,
+/// Runs one scenario on its own thread with a fresh machine built from `config`, waiting at
+/// most `limit`. Returns the result and the machine's verifier violations (`None` when the
+/// scenario never finished or the machine could not be built, so there was nothing to tear
+/// down and inspect).
+pub fn run_one<E: Env>(
+    config: &E::Config,
     scenario: &Scenario<E>,
     limit: Duration,
 ) -> (ScenarioResult, Option<Vec<String>>) {
     let (tx, rx) = mpsc::channel();
-    let config = target.clone();
+    let config = config.clone();
     let run = scenario.run;
     let spawned = std::thread::Builder::new()
         .name(format!("check:{}", scenario.name))
@@ -361,75 +259,23 @@ pub fn summary_line(results: &[ScenarioResult]) -> String {
     }
 }
 
-/// `wvharness check`.
-pub fn run(args: &CheckArgs) -> io::Result<ExitCode> {
-    let target = match CheckTarget::new(&args.target) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("wvharness check: {e}");
-            return Ok(ExitCode::from(2));
-        }
-    };
-    if args.list {
-        let mut out = io::stdout().lock();
-        for name in scenario_names(&target) {
-            writeln!(out, "{name}")?;
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    let filter = args.filter.as_deref();
-    let results = if args.json {
-        run_filtered(&target, filter, &mut |_| {})
-    } else {
-        let out = io::stdout();
-        let mut write_error = None;
-        let results = run_filtered(&target, filter, &mut |r| {
-            // Print as we go so a person sees progress; remember a write error (closed pipe)
-            // and report it after the suite instead of panicking in the callback.
-            if write_error.is_none() {
-                let mut lock = out.lock();
-                if let Err(e) = writeln!(lock, "{}", r.line()).and_then(|()| lock.flush()) {
-                    write_error = Some(e);
-                }
-            }
-        });
-        if let Some(e) = write_error {
-            return Err(e);
-        }
-        results
-    };
-    if results.is_empty() {
-        eprintln!(
-            "wvharness check: no scenario matches --filter {:?} (see --list)",
-            filter.unwrap_or("")
-        );
-        return Ok(ExitCode::from(2));
-    }
-    let mut out = io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &results).map_err(io::Error::other)?;
-        writeln!(out)?;
-    } else {
-        writeln!(out, "{}", summary_line(&results))?;
-    }
-    let (_, failed, _) = tally(&results);
-    Ok(if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+/// The results as a pretty-printed JSON array of `{name, passed, skipped, detail}` (what
+/// `wvharness check --json` prints).
+pub fn to_json(results: &[ScenarioResult]) -> String {
+    // Strings and booleans only: serialising them cannot fail.
+    serde_json::to_string_pretty(results).unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::TargetArgs;
-    use env::InprocEnv;
+    use crate::inproc::{InprocConfig, InprocEnv};
+    use crate::scenarios::raw;
     use wv_abi::NtStatus;
     use wv_abi::ioctl::WV_IOCTL_GUID_QUERY;
 
-    fn target() -> CheckTarget {
-        CheckTarget::new(&TargetArgs::default()).unwrap()
+    fn target() -> InprocConfig {
+        InprocConfig::default()
     }
 
     /// A deliberately wrong expectation: GUID_QUERY with a 15-byte buffer is
@@ -503,7 +349,7 @@ mod tests {
 
     #[test]
     fn names_are_unique_and_the_verifier_comes_last() {
-        let names = scenario_names(&target());
+        let names = scenario_names::<InprocEnv>(&target());
         let mut sorted = names.clone();
         sorted.sort_unstable();
         sorted.dedup();
@@ -520,7 +366,7 @@ mod tests {
         assert_eq!(summary_line(&results), "1 passed, 1 failed");
         assert_eq!(results[0].line(), "PASS  a: ok");
         assert_eq!(results[1].line(), "FAIL  b: bad");
-        let json = serde_json::to_value(&results).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&to_json(&results)).unwrap();
         assert_eq!(json[1]["passed"], false);
         assert_eq!(json[1]["detail"], "bad");
     }

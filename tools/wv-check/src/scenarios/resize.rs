@@ -5,10 +5,10 @@ use wv_abi::NtStatus;
 use wv_abi::consts::WV_IO_SRQ_RESIZE;
 use wv_client::verbs::{QpInit, QpType, RecvWr, SendWr, WcStatus, WrOpcode, send_flags};
 
-use super::env::Env;
 use super::fixture::*;
 use super::raw::ensure;
-use super::{Outcome, Scenario};
+use crate::env::Env;
+use crate::runner::{Outcome, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     vec![

@@ -10,9 +10,9 @@ use wv_abi::ioctl::*;
 use wv_abi::{NtStatus, WV_IO_QP_ATTRIBUTES};
 use wv_client::raw::{IoStatus, RawFile, RawIo};
 
-use super::env::Env;
 use super::raw::*;
-use super::{Outcome, Scenario};
+use crate::env::Env;
+use crate::runner::{Outcome, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     vec![

@@ -8,9 +8,9 @@ use wv_abi::{NtStatus, WV_IO_AH_CREATE, WV_IO_ID, WV_IO_MEMORY_KEYS, WV_IO_MEMOR
 use wv_client::raw::RawFile;
 use zerocopy::IntoBytes;
 
-use super::env::Env;
 use super::raw::*;
-use super::{Outcome, Scenario};
+use crate::env::Env;
+use crate::runner::{Outcome, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     vec![

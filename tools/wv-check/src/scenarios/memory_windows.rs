@@ -11,10 +11,10 @@ use wv_client::verbs::{
 };
 use zerocopy::IntoBytes;
 
-use super::env::Env;
 use super::fixture::*;
 use super::raw::ensure;
-use super::{Outcome, Scenario};
+use crate::env::Env;
+use crate::runner::{Outcome, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     vec![

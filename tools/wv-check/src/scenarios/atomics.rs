@@ -9,10 +9,10 @@ use wv_client::verbs::{
     WV_ACCESS_REMOTE_READ, WV_ACCESS_REMOTE_WRITE, WcOpcode, WcStatus, send_flags,
 };
 
-use super::env::Env;
 use super::fixture::*;
 use super::raw::ensure;
-use super::{Outcome, Problem, Scenario};
+use crate::env::Env;
+use crate::runner::{Outcome, Problem, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     vec![
