@@ -117,6 +117,19 @@ pub unsafe extern "C" fn ibv_get_device_index(dev: *mut ibv_device) -> c_int {
     runtime::entry(dev).map_or(-1, |e| e.index as c_int)
 }
 
+/// The context's command descriptor: rdma-core's is the uverbs device file, which does not
+/// exist here; applications only pass it around (`dup`, `ibv_import_device`, which answers
+/// `EOPNOTSUPP`), so it is an open `/dev/null`, closed with the context.
+fn placeholder_fd() -> c_int {
+    #[cfg(unix)]
+    // SAFETY: opens a path from a C string literal.
+    unsafe {
+        libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC)
+    }
+    #[cfg(not(unix))]
+    -1
+}
+
 fn new_context(entry: &'static DeviceEntry) -> Result<*mut ibv_context, i32> {
     let dev = runtime::open(entry)?;
     let a = dev.query().map_err(|e| errno::of(&e))?;
@@ -131,7 +144,7 @@ fn new_context(entry: &'static DeviceEntry) -> Result<*mut ibv_context, i32> {
         vctx: crate::ops::verbs_context_ops(ibv_context {
             device: ptr::from_ref(&entry.c).cast_mut(),
             ops,
-            cmd_fd: -1,
+            cmd_fd: placeholder_fd(),
             async_fd: async_events.fd(),
             num_comp_vectors: 1,
             mutex: pthread_mutex_t([0; 40]),
@@ -173,7 +186,13 @@ pub unsafe extern "C" fn ibv_close_device(c: *mut ibv_context) -> c_int {
     }
     let off = core::mem::offset_of!(verbs_context, context);
     // SAFETY: the box `new_context` leaked (see `ctx`).
-    drop(unsafe { Box::from_raw(c.cast::<u8>().sub(off).cast::<Context>()) });
+    let cx = unsafe { Box::from_raw(c.cast::<u8>().sub(off).cast::<Context>()) };
+    #[cfg(unix)]
+    if cx.vctx.context.cmd_fd >= 0 {
+        // SAFETY: the context's own descriptor.
+        unsafe { libc::close(cx.vctx.context.cmd_fd) };
+    }
+    drop(cx);
     0
 }
 

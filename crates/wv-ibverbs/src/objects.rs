@@ -272,80 +272,37 @@ pub unsafe extern "C" fn ibv_dereg_mr(m: *mut ibv_mr) -> c_int {
     0
 }
 
-/// `ibv_rereg_mr`: WinVerbs has no re-registration, so it is deregister + register of the new
-/// translation, PD and access (keys change, as the kernel may change them). 0, or an
-/// `IBV_REREG_MR_ERR_*` with `errno`.
+/// `ibv_rereg_mr`: WinVerbs has no re-registration verb (MEMORY_REGISTER and
+/// MEMORY_DEREGISTER only), and a deregister + register would hand out new keys, which an
+/// application that already gave its rkey to a peer cannot see. So, after rdma-core's own
+/// input checks (`IBV_REREG_MR_ERR_INPUT` with `EINVAL`), it answers as rdma-core does for a
+/// device without re-registration (rxe): `EOPNOTSUPP`, the region left as it was
+/// (`IBV_REREG_MR_ERR_INPUT`: still valid).
 ///
 /// # Safety
-/// `m` is a live MR; `pd` live when `IBV_REREG_MR_CHANGE_PD`; the new range is the caller's.
+/// `m` is a live MR.
 pub unsafe extern "C" fn ibv_rereg_mr(
     m: *mut ibv_mr,
     flags: c_int,
     new_pd: *mut ibv_pd,
     addr: *mut c_void,
     length: usize,
-    access: c_int,
+    _access: c_int,
 ) -> c_int {
-    let input = |e: i32| {
+    let fail = |e: i32| {
         errno::set(e);
         IBV_REREG_MR_ERR_INPUT
     };
     if m.is_null() || flags & !IBV_REREG_MR_FLAGS_SUPPORTED != 0 || flags == 0 {
-        return input(EINVAL);
+        return fail(EINVAL);
     }
-    // SAFETY: live MR box.
-    let b = unsafe { &mut *m.cast::<MrBox>() };
-    let target_pd = if flags & IBV_REREG_MR_CHANGE_PD != 0 {
-        if new_pd.is_null() {
-            return input(EINVAL);
-        }
-        new_pd
-    } else {
-        b.c.pd
-    };
-    let (new_addr, new_len) = if flags & IBV_REREG_MR_CHANGE_TRANSLATION != 0 {
-        if addr.is_null() || length == 0 {
-            return input(EINVAL);
-        }
-        (addr as u64, length)
-    } else {
-        (b.c.addr as u64, b.c.length)
-    };
-    let new_access = if flags & IBV_REREG_MR_CHANGE_ACCESS != 0 {
-        access as u32
-    } else {
-        b.access
-    };
-    let new_access = match check_registration(new_addr, new_len, new_access) {
-        Ok(a) => a,
-        Err(e) => return input(e),
-    };
-    // SAFETY: live PD (the caller's or the MR's own).
-    let pdb = unsafe { pd(target_pd) };
-    let new = match pdb.pd.reg_mr_addr(new_addr, new_len, wv_access(new_access)) {
-        Ok(mr) => mr,
-        Err(e) => return input(errno::of(&e)),
-    };
-    if let Some(old) = b.mr.take()
-        && let Err(e) = old.deregister()
-    {
-        // The old region stays (a window is bound): undo.
-        b.mr = Some(e.0);
-        drop(new);
-        return input(EBUSY);
+    if flags & IBV_REREG_MR_CHANGE_TRANSLATION != 0 && (addr.is_null() || length == 0) {
+        return fail(EINVAL);
     }
-    // SAFETY: the old PD counts this MR.
-    unsafe { pd(b.c.pd) }.users.fetch_sub(1, Ordering::AcqRel);
-    pdb.users.fetch_add(1, Ordering::AcqRel);
-    b.c.pd = target_pd;
-    b.c.addr = new_addr as *mut c_void;
-    b.c.length = new_len;
-    b.c.lkey = new.lkey();
-    b.c.rkey = new.rkey();
-    b.c.handle = new.lkey();
-    b.access = new_access;
-    b.mr = Some(new);
-    0
+    if flags & IBV_REREG_MR_CHANGE_PD != 0 && new_pd.is_null() {
+        return fail(EINVAL);
+    }
+    fail(EOPNOTSUPP)
 }
 
 /// `alloc_null_mr` is absent: applications fall back to a real registration.
