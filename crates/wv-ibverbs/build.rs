@@ -69,14 +69,20 @@ fn main() {
     println!("cargo:rustc-cfg=wv_exports");
     // Every linked artefact of the package gets the nodes (the test executables link the
     // `.symver` directives too); the shared object also gets rdma-core's soname.
-    println!("cargo:rustc-link-arg=-Wl,--version-script={}", map.display());
+    println!(
+        "cargo:rustc-link-arg=-Wl,--version-script={}",
+        map.display()
+    );
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,{SONAME}");
 
     bindgen_layouts(&out);
 }
 
-/// The version nodes (name, parent) in definition order and every exported symbol.
-fn read_exports(data: &[u8]) -> Result<(Vec<(String, Option<String>)>, Vec<Export>), String> {
+/// A version node and its parent.
+type Node = (String, Option<String>);
+
+/// The version nodes in definition order and every exported symbol.
+fn read_exports(data: &[u8]) -> Result<(Vec<Node>, Vec<Export>), String> {
     let file = ElfFile64::<Endianness>::parse(data).map_err(|e| e.to_string())?;
     let endian = file.endian();
     let header = file.elf_header();
@@ -151,7 +157,7 @@ fn read_exports(data: &[u8]) -> Result<(Vec<(String, Option<String>)>, Vec<Expor
     Ok((nodes, exports))
 }
 
-fn version_script(nodes: &[(String, Option<String>)], exports: &[Export]) -> String {
+fn version_script(nodes: &[Node], exports: &[Export]) -> String {
     let mut by_node: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     // Compatibility symbols are listed in their node too (the `.symver` directive makes them
     // non-default); GNU ld drops a `name@NODE` whose node does not name it.

@@ -16,6 +16,8 @@ use core::ffi::c_void;
     dead_code,
     unsafe_op_in_unsafe_fn,
     clippy::all,
+    clippy::undocumented_unsafe_blocks,
+    clippy::multiple_unsafe_ops_per_block,
     missing_docs,
     unnecessary_transmutes
 )]
@@ -142,7 +144,8 @@ pub const VERBS_ABI_IS_EXTENDED: *mut c_void = usize::MAX as *mut c_void;
 /// `ibv_context` applications hold (`verbs_get_ctx` is a container_of).
 #[repr(C)]
 pub struct verbs_context {
-    pub query_port: Option<unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr, usize) -> i32>,
+    pub query_port:
+        Option<unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr, usize) -> i32>,
     pub advise_mr: Fn0,
     pub alloc_null_mr: Option<unsafe extern "C" fn(*mut ibv_pd) -> *mut ibv_mr>,
     pub read_counters: Fn0,
@@ -156,13 +159,15 @@ pub struct verbs_context {
     pub destroy_flow_action: Fn0,
     pub create_flow_action_esp: Fn0,
     pub modify_qp_rate_limit: Fn0,
-    pub alloc_parent_domain: Option<unsafe extern "C" fn(*mut ibv_context, *mut c_void) -> *mut ibv_pd>,
+    pub alloc_parent_domain:
+        Option<unsafe extern "C" fn(*mut ibv_context, *mut c_void) -> *mut ibv_pd>,
     pub dealloc_td: Fn0,
     pub alloc_td: Option<unsafe extern "C" fn(*mut ibv_context, *mut c_void) -> *mut c_void>,
     pub modify_cq: Option<unsafe extern "C" fn(*mut ibv_cq, *mut ibv_modify_cq_attr) -> i32>,
     pub post_srq_ops: Fn0,
     pub destroy_rwq_ind_table: Fn0,
-    pub create_rwq_ind_table: Option<unsafe extern "C" fn(*mut ibv_context, *mut c_void) -> *mut c_void>,
+    pub create_rwq_ind_table:
+        Option<unsafe extern "C" fn(*mut ibv_context, *mut c_void) -> *mut c_void>,
     pub destroy_wq: Fn0,
     pub modify_wq: Fn0,
     pub create_wq: Option<unsafe extern "C" fn(*mut ibv_context, *mut c_void) -> *mut c_void>,

@@ -17,11 +17,11 @@ pub use crate::cq::{
     ibv_ack_cq_events, ibv_create_cq, ibv_destroy_cq, ibv_get_cq_event, ibv_resize_cq,
 };
 pub use crate::misc::{
-    ibv_create_ah_from_wc, ibv_dofork_range, ibv_dontfork_range, ibv_event_type_str,
-    ibv_fork_init, ibv_get_sysfs_path, ibv_init_ah_from_wc, ibv_is_fork_initialized,
-    ibv_node_type_str, ibv_port_state_str, ibv_rate_to_mbps, ibv_rate_to_mult,
-    ibv_read_ibdev_sysfs_file, ibv_read_sysfs_file, ibv_resolve_eth_l2_from_gid,
-    ibv_wc_status_str, mbps_to_ibv_rate, mult_to_ibv_rate,
+    ibv_create_ah_from_wc, ibv_dofork_range, ibv_dontfork_range, ibv_event_type_str, ibv_fork_init,
+    ibv_get_sysfs_path, ibv_init_ah_from_wc, ibv_is_fork_initialized, ibv_node_type_str,
+    ibv_port_state_str, ibv_rate_to_mbps, ibv_rate_to_mult, ibv_read_ibdev_sysfs_file,
+    ibv_read_sysfs_file, ibv_resolve_eth_l2_from_gid, ibv_wc_status_str, mbps_to_ibv_rate,
+    mult_to_ibv_rate,
 };
 pub use crate::objects::{
     ibv_alloc_pd, ibv_create_ah, ibv_create_comp_channel, ibv_dealloc_pd, ibv_dereg_mr,

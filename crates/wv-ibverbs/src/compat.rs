@@ -63,11 +63,7 @@ pub mod v1_0 {
         ibv_query_gid,
         ibv_query_pkey,
     );
-    unsupported_void!(
-        ibv_ack_async_event,
-        ibv_ack_cq_events,
-        ibv_free_device_list,
-    );
+    unsupported_void!(ibv_ack_async_event, ibv_ack_cq_events, ibv_free_device_list,);
     unsupported_int!(
         ibv_attach_mcast,
         ibv_close_device,

@@ -200,7 +200,10 @@ pub unsafe extern "C" fn ibv_close_device(c: *mut ibv_context) -> c_int {
 ///
 /// # Safety
 /// `c` is a live context, `attr` writable.
-pub unsafe extern "C" fn ibv_query_device(c: *mut ibv_context, attr: *mut ibv_device_attr) -> c_int {
+pub unsafe extern "C" fn ibv_query_device(
+    c: *mut ibv_context,
+    attr: *mut ibv_device_attr,
+) -> c_int {
     if c.is_null() || attr.is_null() {
         return errno::ret(Err(EINVAL));
     }
@@ -352,7 +355,11 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     flags: u32,
     entry_size: usize,
 ) -> c_int {
-    if c.is_null() || entry.is_null() || flags != 0 || entry_size < core::mem::size_of::<ibv_gid_entry>() {
+    if c.is_null()
+        || entry.is_null()
+        || flags != 0
+        || entry_size < core::mem::size_of::<ibv_gid_entry>()
+    {
         return errno::ret(Err(EINVAL));
     }
     // SAFETY: live context.
@@ -417,7 +424,13 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
                 ndev_ifindex: 0,
             };
             // SAFETY: entry `n < max` of the caller's array of `entry_size`-byte entries.
-            unsafe { entries.cast::<u8>().add(n * entry_size).cast::<ibv_gid_entry>().write_unaligned(e) };
+            unsafe {
+                entries
+                    .cast::<u8>()
+                    .add(n * entry_size)
+                    .cast::<ibv_gid_entry>()
+                    .write_unaligned(e)
+            };
             n += 1;
         }
     }
@@ -512,7 +525,10 @@ pub unsafe extern "C" fn ibv_get_pkey_index(c: *mut ibv_context, port: u8, pkey:
 ///
 /// # Safety
 /// `c` is a live context, `event` writable.
-pub unsafe extern "C" fn ibv_get_async_event(c: *mut ibv_context, event: *mut ibv_async_event) -> c_int {
+pub unsafe extern "C" fn ibv_get_async_event(
+    c: *mut ibv_context,
+    event: *mut ibv_async_event,
+) -> c_int {
     if c.is_null() || event.is_null() {
         return errno::ret_minus1(Err(EINVAL));
     }
@@ -570,7 +586,12 @@ pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
                     (*srq).events_completed += 1;
                 }
             }
-            IBV_EVENT_PORT_ACTIVE | IBV_EVENT_PORT_ERR | IBV_EVENT_GID_CHANGE | 8 | 11..=13 | 17 => {}
+            IBV_EVENT_PORT_ACTIVE
+            | IBV_EVENT_PORT_ERR
+            | IBV_EVENT_GID_CHANGE
+            | 8
+            | 11..=13
+            | 17 => {}
             _ => {
                 let qp = (*event).element.qp;
                 if !qp.is_null() {
@@ -580,4 +601,3 @@ pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
         }
     }
 }
-

@@ -57,7 +57,7 @@ fn create(
     }
     // SAFETY: live context by the callers' contract.
     let cx = unsafe { ctx(c) };
-    if cqe < 1 || cqe > cx.attr.max_cqe || comp_vector < 0 || comp_vector >= 1 {
+    if cqe < 1 || cqe > cx.attr.max_cqe || comp_vector != 0 {
         return Err(EINVAL);
     }
     let q = cx.dev.create_cq(cqe as u32).map_err(|e| errno::of(&e))?;
@@ -164,8 +164,15 @@ pub unsafe extern "C" fn create_cq_ex(
     }
     let cqe = i32::try_from(a.cqe).unwrap_or(i32::MAX);
     errno::ret_ptr(
-        create(c, cqe, a.cq_context, a.channel, a.comp_vector as i32, a.wc_flags)
-            .map(|b| b.cast()),
+        create(
+            c,
+            cqe,
+            a.cq_context,
+            a.channel,
+            a.comp_vector as i32,
+            a.wc_flags,
+        )
+        .map(|b| b.cast()),
     )
 }
 

@@ -6,8 +6,8 @@ use wv_abi::NtStatus;
 use wv_client::verbs::VerbsError;
 
 pub use libc::{
-    EACCES, EAGAIN, EBUSY, ECANCELED, EFAULT, EINVAL, EIO, ENODEV, ENOENT, ENOMEM, ENOSYS,
-    EOPNOTSUPP, EPERM, ENODATA, EBADF,
+    EACCES, EAGAIN, EBADF, EBUSY, ECANCELED, EFAULT, EINVAL, EIO, ENODATA, ENODEV, ENOENT, ENOMEM,
+    ENOSYS, EOPNOTSUPP, EPERM,
 };
 
 /// The errno for a driver status. WinVerbs reports any failure of the HCA's verbs as

@@ -80,7 +80,11 @@ mod sys {
     pub fn new_fd() -> Result<i32, i32> {
         // SAFETY: eventfd takes no pointers.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
-        if fd < 0 { Err(crate::errno::get()) } else { Ok(fd) }
+        if fd < 0 {
+            Err(crate::errno::get())
+        } else {
+            Ok(fd)
+        }
     }
 
     pub fn signal(fd: i32) {
@@ -112,7 +116,11 @@ mod sys {
         };
         // SAFETY: polls the one pollfd above.
         let ready = unsafe { libc::poll(&mut p, 1, 0) };
-        if ready == 1 { wait(fd) } else { Err(libc::EAGAIN) }
+        if ready == 1 {
+            wait(fd)
+        } else {
+            Err(libc::EAGAIN)
+        }
     }
 
     pub fn close(fd: i32) {

@@ -61,7 +61,13 @@ pub extern "C" fn ibv_event_type_str(e: c_int) -> *const c_char {
         c"GID table change",
         c"WQ fatal",
     ];
-    cstr(usize::try_from(e).ok().and_then(|i| NAMES.get(i)).copied().unwrap_or(c"unknown"))
+    cstr(
+        usize::try_from(e)
+            .ok()
+            .and_then(|i| NAMES.get(i))
+            .copied()
+            .unwrap_or(c"unknown"),
+    )
 }
 
 /// `ibv_wc_status_str`.
@@ -92,11 +98,28 @@ pub extern "C" fn ibv_wc_status_str(s: c_int) -> *const c_char {
         c"TM error",
         c"TM software rendezvous",
     ];
-    cstr(usize::try_from(s).ok().and_then(|i| NAMES.get(i)).copied().unwrap_or(c"unknown"))
+    cstr(
+        usize::try_from(s)
+            .ok()
+            .and_then(|i| NAMES.get(i))
+            .copied()
+            .unwrap_or(c"unknown"),
+    )
 }
 
 /// `enum ibv_rate` → multiple of 2.5 Gb/s (the values of the IB spec's table).
-const MULT: [(c_int, c_int); 10] = [(2, 1), (5, 2), (3, 4), (6, 8), (7, 12), (8, 16), (4, 24), (9, 32), (10, 48), (11, 64)];
+const MULT: [(c_int, c_int); 10] = [
+    (2, 1),
+    (5, 2),
+    (3, 4),
+    (6, 8),
+    (7, 12),
+    (8, 16),
+    (4, 24),
+    (9, 32),
+    (10, 48),
+    (11, 64),
+];
 /// `enum ibv_rate` → Mb/s.
 const MBPS: [(c_int, c_int); 19] = [
     (2, 2500),

@@ -23,7 +23,10 @@ pub fn rule(cur: u32, next: u32, qp_type: u32) -> Option<(u32, u32)> {
         } else {
             (IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, 0)
         }),
-        (IBV_QPS_INIT | IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_SQE | IBV_QPS_ERR, IBV_QPS_ERR) => none,
+        (
+            IBV_QPS_INIT | IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_SQE | IBV_QPS_ERR,
+            IBV_QPS_ERR,
+        ) => none,
         (IBV_QPS_INIT, IBV_QPS_INIT) => Some(if ud {
             (0, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)
         } else {
@@ -71,7 +74,10 @@ pub fn rule(cur: u32, next: u32, qp_type: u32) -> Option<(u32, u32)> {
         (IBV_QPS_RTS, IBV_QPS_RTS) | (IBV_QPS_SQD, IBV_QPS_RTS) => Some(if ud {
             (0, IBV_QP_CUR_STATE | IBV_QP_QKEY)
         } else if uc {
-            (0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE)
+            (
+                0,
+                IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE,
+            )
         } else {
             (
                 0,
@@ -88,7 +94,11 @@ pub fn rule(cur: u32, next: u32, qp_type: u32) -> Option<(u32, u32)> {
         } else if uc {
             (
                 0,
-                IBV_QP_AV | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PATH_MIG_STATE,
+                IBV_QP_AV
+                    | IBV_QP_ALT_PATH
+                    | IBV_QP_ACCESS_FLAGS
+                    | IBV_QP_PKEY_INDEX
+                    | IBV_QP_PATH_MIG_STATE,
             )
         } else {
             (
@@ -144,7 +154,12 @@ mod tests {
     #[test]
     fn reset_goes_only_to_reset_and_init() {
         assert!(is_ok(IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPT_RC, INIT_RC));
-        assert!(is_ok(IBV_QPS_RESET, IBV_QPS_RESET, IBV_QPT_RC, IBV_QP_STATE));
+        assert!(is_ok(
+            IBV_QPS_RESET,
+            IBV_QPS_RESET,
+            IBV_QPT_RC,
+            IBV_QP_STATE
+        ));
         assert!(!is_ok(IBV_QPS_RESET, IBV_QPS_ERR, IBV_QPT_RC, IBV_QP_STATE));
         assert!(!is_ok(IBV_QPS_RESET, IBV_QPS_RTR, IBV_QPT_RC, IBV_QP_STATE));
     }
@@ -152,21 +167,56 @@ mod tests {
     #[test]
     fn required_and_extra_attributes() {
         // Missing ACCESS_FLAGS.
-        assert!(!is_ok(IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPT_RC, INIT_RC & !IBV_QP_ACCESS_FLAGS));
+        assert!(!is_ok(
+            IBV_QPS_RESET,
+            IBV_QPS_INIT,
+            IBV_QPT_RC,
+            INIT_RC & !IBV_QP_ACCESS_FLAGS
+        ));
         // UD takes a Q_Key, not access flags.
         assert!(!is_ok(IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPT_UD, INIT_RC));
         // An extra attribute (SQ_PSN at INIT).
-        assert!(!is_ok(IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPT_RC, INIT_RC | IBV_QP_SQ_PSN));
+        assert!(!is_ok(
+            IBV_QPS_RESET,
+            IBV_QPS_INIT,
+            IBV_QPT_RC,
+            INIT_RC | IBV_QP_SQ_PSN
+        ));
         // UD RTR needs nothing, RTS needs the send PSN.
         assert!(is_ok(IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPT_UD, IBV_QP_STATE));
         assert!(!is_ok(IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPT_UD, IBV_QP_STATE));
-        assert!(is_ok(IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPT_UD, IBV_QP_STATE | IBV_QP_SQ_PSN));
+        assert!(is_ok(
+            IBV_QPS_RTR,
+            IBV_QPS_RTS,
+            IBV_QPT_UD,
+            IBV_QP_STATE | IBV_QP_SQ_PSN
+        ));
         // A self-transition without IBV_QP_STATE.
-        assert!(is_ok(IBV_QPS_RTS, IBV_QPS_RTS, IBV_QPT_RC, IBV_QP_MIN_RNR_TIMER));
-        assert!(!is_ok(IBV_QPS_RTR, IBV_QPS_RTR, IBV_QPT_RC, IBV_QP_MIN_RNR_TIMER));
+        assert!(is_ok(
+            IBV_QPS_RTS,
+            IBV_QPS_RTS,
+            IBV_QPT_RC,
+            IBV_QP_MIN_RNR_TIMER
+        ));
+        assert!(!is_ok(
+            IBV_QPS_RTR,
+            IBV_QPS_RTR,
+            IBV_QPT_RC,
+            IBV_QP_MIN_RNR_TIMER
+        ));
         // CUR_STATE only from RTR, RTS, SQD, SQE.
-        assert!(!is_ok(IBV_QPS_INIT, IBV_QPS_INIT, IBV_QPT_RC, IBV_QP_CUR_STATE));
+        assert!(!is_ok(
+            IBV_QPS_INIT,
+            IBV_QPS_INIT,
+            IBV_QPT_RC,
+            IBV_QP_CUR_STATE
+        ));
         // Raw packet QPs are not in the table here.
-        assert!(!is_ok(IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPT_RAW_PACKET, IBV_QP_STATE | IBV_QP_PORT));
+        assert!(!is_ok(
+            IBV_QPS_RESET,
+            IBV_QPS_INIT,
+            IBV_QPT_RAW_PACKET,
+            IBV_QP_STATE | IBV_QP_PORT
+        ));
     }
 }

@@ -10,7 +10,7 @@ use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use wv_client::verbs::{Ah, AddressVector, Mr, Mw, MwType, Pd};
+use wv_client::verbs::{AddressVector, Ah, Mr, Mw, MwType, Pd};
 
 use crate::abi::*;
 use crate::context::{Context, ctx};
@@ -338,19 +338,23 @@ pub unsafe extern "C" fn alloc_mw(p: *mut ibv_pd, kind: i32) -> *mut ibv_mw {
     };
     // SAFETY: live PD.
     let pdb = unsafe { pd(p) };
-    let r = pdb.pd.alloc_mw_type(kind).map_err(|e| errno::of(&e)).map(|mw| {
-        pdb.users.fetch_add(1, Ordering::AcqRel);
-        leak::<_, ibv_mw>(MwBox {
-            c: ibv_mw {
-                context: pdb.c.context,
-                pd: p,
-                rkey: mw.rkey(),
-                handle: mw.id() as u32,
-                type_: kind as u32,
-            },
-            mw,
-        })
-    });
+    let r = pdb
+        .pd
+        .alloc_mw_type(kind)
+        .map_err(|e| errno::of(&e))
+        .map(|mw| {
+            pdb.users.fetch_add(1, Ordering::AcqRel);
+            leak::<_, ibv_mw>(MwBox {
+                c: ibv_mw {
+                    context: pdb.c.context,
+                    pd: p,
+                    rkey: mw.rkey(),
+                    handle: mw.id() as u32,
+                    type_: kind as u32,
+                },
+                mw,
+            })
+        });
     errno::ret_ptr(r)
 }
 

@@ -101,10 +101,7 @@ inert_int!(
     ibv_cmd_resize_cq,
     verbs_init_cq,
 );
-inert_ptr!(
-    _verbs_init_and_alloc_context,
-    verbs_open_device,
-);
+inert_ptr!(_verbs_init_and_alloc_context, verbs_open_device,);
 inert_void!(
     __verbs_log,
     verbs_register_driver_34,

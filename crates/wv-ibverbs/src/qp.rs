@@ -100,7 +100,8 @@ fn create(a: &Create) -> Result<(*mut ibv_qp, ibv_qp_cap), i32> {
     if cap.max_send_wr > limits.max_qp_wr as u32
         || cap.max_send_sge > limits.max_sge as u32
         || (!with_srq
-            && (cap.max_recv_wr > limits.max_qp_wr as u32 || cap.max_recv_sge > limits.max_sge as u32))
+            && (cap.max_recv_wr > limits.max_qp_wr as u32
+                || cap.max_recv_sge > limits.max_sge as u32))
     {
         return Err(EINVAL);
     }
@@ -202,7 +203,10 @@ pub unsafe extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_at
 ///
 /// # Safety
 /// `c` is a live context; `init` readable and writable.
-pub unsafe extern "C" fn create_qp_ex(_c: *mut ibv_context, init: *mut ibv_qp_init_attr_ex) -> *mut ibv_qp {
+pub unsafe extern "C" fn create_qp_ex(
+    _c: *mut ibv_context,
+    init: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
     if init.is_null() {
         return errno::ret_ptr(Err(EINVAL));
     }
@@ -302,7 +306,13 @@ fn wv_state(s: u32) -> u8 {
 /// `ibv_qp_attr` + mask → WinVerbs' QP_MODIFY attributes. `cur` and `next` are the
 /// transition; INIT → INIT repeats the port, P_Key index and access flags (or Q_Key) the QP
 /// has, since WinVerbs builds the modify from the target state.
-pub fn wv_modify(b: &QpBox, a: &ibv_qp_attr, mask: u32, cur: u32, next: u32) -> Result<WV_IO_QP_ATTRIBUTES, i32> {
+pub fn wv_modify(
+    b: &QpBox,
+    a: &ibv_qp_attr,
+    mask: u32,
+    cur: u32,
+    next: u32,
+) -> Result<WV_IO_QP_ATTRIBUTES, i32> {
     let mut w = WV_IO_QP_ATTRIBUTES::default();
     let mut o = WV_IO_QP_ATTR_STATE;
     w.QpState = wv_state(next);
@@ -314,20 +324,37 @@ pub fn wv_modify(b: &QpBox, a: &ibv_qp_attr, mask: u32, cur: u32, next: u32) -> 
     let ud = b.c.qp_base.qp_type == IBV_QPT_UD;
     if mask & IBV_QP_PORT != 0 || (carry && b.port != 0) {
         o |= WV_IO_QP_ATTR_PORT_NUMBER;
-        w.AddressVector.PortNumber = if mask & IBV_QP_PORT != 0 { a.port_num } else { b.port };
+        w.AddressVector.PortNumber = if mask & IBV_QP_PORT != 0 {
+            a.port_num
+        } else {
+            b.port
+        };
     }
     if mask & IBV_QP_PKEY_INDEX != 0 || carry {
         o |= WV_IO_QP_ATTR_PKEY_INDEX;
-        w.PkeyIndex = if mask & IBV_QP_PKEY_INDEX != 0 { a.pkey_index } else { b.pkey_index };
+        w.PkeyIndex = if mask & IBV_QP_PKEY_INDEX != 0 {
+            a.pkey_index
+        } else {
+            b.pkey_index
+        };
     }
     if mask & IBV_QP_ACCESS_FLAGS != 0 || (carry && !ud) {
         o |= WV_IO_QP_ATTR_ACCESS_FLAGS;
-        let acc = if mask & IBV_QP_ACCESS_FLAGS != 0 { a.qp_access_flags } else { b.access };
+        let acc = if mask & IBV_QP_ACCESS_FLAGS != 0 {
+            a.qp_access_flags
+        } else {
+            b.access
+        };
         w.AccessFlags = wv_access(acc) as u8;
     }
     if mask & IBV_QP_QKEY != 0 || (carry && ud) {
         o |= WV_IO_QP_ATTR_QKEY;
-        w.Qkey = (if mask & IBV_QP_QKEY != 0 { a.qkey } else { b.qkey }).to_be();
+        w.Qkey = (if mask & IBV_QP_QKEY != 0 {
+            a.qkey
+        } else {
+            b.qkey
+        })
+        .to_be();
     }
     if mask & IBV_QP_AV != 0 {
         o |= WV_IO_QP_ATTR_AV;
@@ -419,7 +446,11 @@ fn current_state(b: &QpBox) -> u32 {
 ///
 /// # Safety
 /// `q` is a live QP; `attr` readable.
-pub unsafe extern "C" fn ibv_modify_qp(q: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_int) -> c_int {
+pub unsafe extern "C" fn ibv_modify_qp(
+    q: *mut ibv_qp,
+    attr: *mut ibv_qp_attr,
+    mask: c_int,
+) -> c_int {
     if q.is_null() || attr.is_null() {
         return errno::ret(Err(EINVAL));
     }
@@ -431,8 +462,16 @@ pub unsafe extern "C" fn ibv_modify_qp(q: *mut ibv_qp, attr: *mut ibv_qp_attr, m
 
 /// The checked modify, without the C conventions.
 pub fn modify(b: &mut QpBox, a: &ibv_qp_attr, mask: u32) -> Result<(), i32> {
-    let cur = if mask & IBV_QP_CUR_STATE != 0 { a.cur_qp_state } else { current_state(b) };
-    let next = if mask & IBV_QP_STATE != 0 { a.qp_state } else { cur };
+    let cur = if mask & IBV_QP_CUR_STATE != 0 {
+        a.cur_qp_state
+    } else {
+        current_state(b)
+    };
+    let next = if mask & IBV_QP_STATE != 0 {
+        a.qp_state
+    } else {
+        cur
+    };
     if !crate::modify::is_ok(cur, next, b.c.qp_base.qp_type, mask) {
         return Err(EINVAL);
     }
@@ -441,14 +480,19 @@ pub fn modify(b: &mut QpBox, a: &ibv_qp_attr, mask: u32) -> Result<(), i32> {
     if mask & IBV_QP_PORT != 0 && (a.port_num == 0 || a.port_num > cx.attr.phys_port_cnt) {
         return Err(EINVAL);
     }
-    if mask & IBV_QP_MAX_QP_RD_ATOMIC != 0 && i32::from(a.max_rd_atomic) > cx.attr.max_qp_init_rd_atom {
+    if mask & IBV_QP_MAX_QP_RD_ATOMIC != 0
+        && i32::from(a.max_rd_atomic) > cx.attr.max_qp_init_rd_atom
+    {
         return Err(EINVAL);
     }
-    if mask & IBV_QP_MAX_DEST_RD_ATOMIC != 0 && i32::from(a.max_dest_rd_atomic) > cx.attr.max_qp_rd_atom {
+    if mask & IBV_QP_MAX_DEST_RD_ATOMIC != 0
+        && i32::from(a.max_dest_rd_atomic) > cx.attr.max_qp_rd_atom
+    {
         return Err(EINVAL);
     }
     let w = wv_modify(b, a, mask, cur, next)?;
-    b.qp.modify(&QpAttr::from_abi(w)).map_err(|e| errno::of(&e))?;
+    b.qp.modify(&QpAttr::from_abi(w))
+        .map_err(|e| errno::of(&e))?;
     if mask & IBV_QP_PORT != 0 {
         b.port = a.port_num;
     }
@@ -520,7 +564,11 @@ pub unsafe extern "C" fn ibv_query_qp(
     a.rq_psn = u32::from_be(w.ReceivePsn);
     a.sq_psn = u32::from_be(w.SendPsn);
     a.dest_qp_num = u32::from_be(w.DestinationQpn);
-    a.qp_access_flags = if b.access != 0 { b.access } else { ibv_access_of(w.AccessFlags) };
+    a.qp_access_flags = if b.access != 0 {
+        b.access
+    } else {
+        ibv_access_of(w.AccessFlags)
+    };
     a.cap = b.cap;
     a.ah_attr = ibv_ah_attr {
         grh: ibv_global_route {
@@ -565,7 +613,11 @@ pub unsafe extern "C" fn ibv_query_qp(
 ///
 /// # Safety
 /// None beyond the C signature.
-pub unsafe extern "C" fn ibv_query_qp_data_in_order(_q: *mut ibv_qp, _op: u32, _flags: u32) -> c_int {
+pub unsafe extern "C" fn ibv_query_qp_data_in_order(
+    _q: *mut ibv_qp,
+    _op: u32,
+    _flags: u32,
+) -> c_int {
     1
 }
 
@@ -605,7 +657,9 @@ unsafe fn gather_inline(sges: &[Sge], max: u32) -> Result<Vec<u8>, i32> {
     let mut v = Vec::with_capacity(total as usize);
     for s in sges.iter().filter(|s| s.length > 0) {
         // SAFETY: by the contract (the application's own buffer, valid during the post).
-        v.extend_from_slice(unsafe { core::slice::from_raw_parts(s.addr as *const u8, s.length as usize) });
+        v.extend_from_slice(unsafe {
+            core::slice::from_raw_parts(s.addr as *const u8, s.length as usize)
+        });
     }
     Ok(v)
 }
@@ -648,7 +702,11 @@ unsafe fn read_send_wr(b: &QpBox, w: &ibv_send_wr) -> Result<BuiltWr, i32> {
     for i in 0..n {
         // SAFETY: `n` entries by the contract.
         let e = unsafe { *w.sg_list.add(i) };
-        sges.push(Sge { addr: e.addr, length: e.length, lkey: e.lkey });
+        sges.push(Sge {
+            addr: e.addr,
+            length: e.length,
+            lkey: e.lkey,
+        });
     }
     let mut out = BuiltWr {
         wr_id: w.wr_id,
@@ -657,7 +715,10 @@ unsafe fn read_send_wr(b: &QpBox, w: &ibv_send_wr) -> Result<BuiltWr, i32> {
         imm: w.imm_data,
         ..BuiltWr::default()
     };
-    let is_send = matches!(w.opcode, IBV_WR_SEND | IBV_WR_SEND_WITH_IMM | IBV_WR_SEND_WITH_INV);
+    let is_send = matches!(
+        w.opcode,
+        IBV_WR_SEND | IBV_WR_SEND_WITH_IMM | IBV_WR_SEND_WITH_INV
+    );
     let is_write = matches!(w.opcode, IBV_WR_RDMA_WRITE | IBV_WR_RDMA_WRITE_WITH_IMM);
     if w.send_flags & IBV_SEND_INLINE != 0 && (is_send || is_write) {
         if n > b.cap.max_send_sge as usize && n > 1 {
@@ -715,7 +776,11 @@ unsafe fn read_send_wr(b: &QpBox, w: &ibv_send_wr) -> Result<BuiltWr, i32> {
 ///
 /// # Safety
 /// `q` is a live QP; `wr` a valid list; `bad` writable.
-pub unsafe extern "C" fn post_send(q: *mut ibv_qp, mut wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
+pub unsafe extern "C" fn post_send(
+    q: *mut ibv_qp,
+    mut wr: *mut ibv_send_wr,
+    bad: *mut *mut ibv_send_wr,
+) -> c_int {
     if q.is_null() {
         return EINVAL;
     }
@@ -750,7 +815,11 @@ pub unsafe extern "C" fn post_send(q: *mut ibv_qp, mut wr: *mut ibv_send_wr, bad
 ///
 /// # Safety
 /// `q` is a live QP; `wr` a valid list; `bad` writable.
-pub unsafe extern "C" fn post_recv(q: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+pub unsafe extern "C" fn post_recv(
+    q: *mut ibv_qp,
+    wr: *mut ibv_recv_wr,
+    bad: *mut *mut ibv_recv_wr,
+) -> c_int {
     if q.is_null() {
         return EINVAL;
     }
@@ -849,12 +918,17 @@ fn begin(q: *mut ibv_qp_ex, opcode: u32, op_flag: u64) -> Option<&'static mut Bu
     b.building.push(w);
     // SAFETY: the element just pushed lives in the box's vector until wr_complete/abort; the
     // 'static is the builder's span, during which nothing else touches the vector.
-    b.building.last_mut().map(|w| unsafe { &mut *ptr::from_mut(w) })
+    b.building
+        .last_mut()
+        .map(|w| unsafe { &mut *ptr::from_mut(w) })
 }
 
 fn last(q: *mut ibv_qp_ex) -> Option<&'static mut BuiltWr> {
     // SAFETY: as in `begin`.
-    bx(q).building.last_mut().map(|w| unsafe { &mut *ptr::from_mut(w) })
+    bx(q)
+        .building
+        .last_mut()
+        .map(|w| unsafe { &mut *ptr::from_mut(w) })
 }
 
 unsafe extern "C" fn wr_start(q: *mut ibv_qp_ex) {
@@ -906,7 +980,11 @@ unsafe extern "C" fn wr_rdma_write(q: *mut ibv_qp_ex, rkey: u32, addr: u64) {
     }
 }
 unsafe extern "C" fn wr_rdma_write_imm(q: *mut ibv_qp_ex, rkey: u32, addr: u64, imm: u32) {
-    if let Some(w) = begin(q, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM) {
+    if let Some(w) = begin(
+        q,
+        IBV_WR_RDMA_WRITE_WITH_IMM,
+        IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM,
+    ) {
         w.rkey = rkey;
         w.remote_addr = addr;
         w.imm = imm;
@@ -918,18 +996,38 @@ unsafe extern "C" fn wr_rdma_read(q: *mut ibv_qp_ex, rkey: u32, addr: u64) {
         w.remote_addr = addr;
     }
 }
-unsafe extern "C" fn wr_atomic_cmp_swp(q: *mut ibv_qp_ex, rkey: u32, addr: u64, compare: u64, swap: u64) {
-    if let Some(w) = begin(q, IBV_WR_ATOMIC_CMP_AND_SWP, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP) {
+unsafe extern "C" fn wr_atomic_cmp_swp(
+    q: *mut ibv_qp_ex,
+    rkey: u32,
+    addr: u64,
+    compare: u64,
+    swap: u64,
+) {
+    if let Some(w) = begin(
+        q,
+        IBV_WR_ATOMIC_CMP_AND_SWP,
+        IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
+    ) {
         w.rkey = rkey;
         w.remote_addr = addr;
-        w.atomic = Some(AtomicArgs { compare_add: compare, swap });
+        w.atomic = Some(AtomicArgs {
+            compare_add: compare,
+            swap,
+        });
     }
 }
 unsafe extern "C" fn wr_atomic_fetch_add(q: *mut ibv_qp_ex, rkey: u32, addr: u64, add: u64) {
-    if let Some(w) = begin(q, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) {
+    if let Some(w) = begin(
+        q,
+        IBV_WR_ATOMIC_FETCH_AND_ADD,
+        IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+    ) {
         w.rkey = rkey;
         w.remote_addr = addr;
-        w.atomic = Some(AtomicArgs { compare_add: add, swap: 0 });
+        w.atomic = Some(AtomicArgs {
+            compare_add: add,
+            swap: 0,
+        });
     }
 }
 unsafe extern "C" fn wr_atomic_write(q: *mut ibv_qp_ex, _rkey: u32, _addr: u64, _v: *const c_void) {
@@ -940,7 +1038,12 @@ unsafe extern "C" fn wr_local_inv(q: *mut ibv_qp_ex, rkey: u32) {
         w.imm = rkey;
     }
 }
-unsafe extern "C" fn wr_bind_mw(q: *mut ibv_qp_ex, mw: *mut ibv_mw, rkey: u32, info: *const ibv_mw_bind_info) {
+unsafe extern "C" fn wr_bind_mw(
+    q: *mut ibv_qp_ex,
+    mw: *mut ibv_mw,
+    rkey: u32,
+    info: *const ibv_mw_bind_info,
+) {
     if mw.is_null() || info.is_null() {
         bx(q).build_err = EINVAL;
         return;
@@ -951,8 +1054,12 @@ unsafe extern "C" fn wr_bind_mw(q: *mut ibv_qp_ex, mw: *mut ibv_mw, rkey: u32, i
         w.bind = Some(MwBind {
             mw_rkey: m.rkey,
             new_rkey: rkey,
-            // SAFETY: a live MR when non-null.
-            mr_lkey: if i.mr.is_null() { 0 } else { unsafe { (*i.mr).lkey } },
+            mr_lkey: if i.mr.is_null() {
+                0
+            } else {
+                // SAFETY: a live MR when non-null.
+                unsafe { (*i.mr).lkey }
+            },
             addr: i.addr,
             length: i.length,
             access: wv_access(i.mw_access_flags),
@@ -979,7 +1086,11 @@ unsafe extern "C" fn wr_set_sge_list(q: *mut ibv_qp_ex, n: usize, list: *const i
             .map(|i| {
                 // SAFETY: `n` entries by the contract.
                 let e = unsafe { *list.add(i) };
-                Sge { addr: e.addr, length: e.length, lkey: e.lkey }
+                Sge {
+                    addr: e.addr,
+                    length: e.length,
+                    lkey: e.lkey,
+                }
             })
             .collect();
     }
@@ -995,7 +1106,11 @@ unsafe extern "C" fn wr_set_inline_data(q: *mut ibv_qp_ex, addr: *mut c_void, le
         w.inline = Some(unsafe { core::slice::from_raw_parts(addr as *const u8, length) }.to_vec());
     }
 }
-unsafe extern "C" fn wr_set_inline_data_list(q: *mut ibv_qp_ex, n: usize, list: *const ibv_data_buf) {
+unsafe extern "C" fn wr_set_inline_data_list(
+    q: *mut ibv_qp_ex,
+    n: usize,
+    list: *const ibv_data_buf,
+) {
     let max = bx(q).cap.max_inline_data as usize;
     let mut v = Vec::new();
     for i in 0..n {

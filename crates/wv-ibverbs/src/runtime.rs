@@ -13,7 +13,9 @@
 //!
 //! Anything else gives an empty device list and a message on stderr.
 
-use std::sync::{Arc, OnceLock};
+#[cfg(not(windows))]
+use std::sync::Arc;
+use std::sync::OnceLock;
 
 use wv_client::raw::RawFile;
 use wv_client::verbs::{Device, Provider};
@@ -37,10 +39,11 @@ pub struct DeviceEntry {
     pub name: String,
 }
 
-/// The process's stack: the provider handle and the devices below it.
+/// The process's stack: the provider handle and the devices below it (never changed after
+/// bring-up, so the `ibv_device` addresses handed out stay valid for the process's life).
 pub struct Runtime {
     pub provider: Provider<File>,
-    pub devices: Vec<Box<DeviceEntry>>,
+    pub devices: Vec<DeviceEntry>,
     #[cfg(not(windows))]
     pub stack: Arc<wv_client::inproc::Stack>,
 }
@@ -53,6 +56,7 @@ unsafe impl Sync for Runtime {}
 
 static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
 
+#[cfg(not(windows))]
 fn env_num(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| {
         let v = v.trim();
@@ -145,7 +149,7 @@ fn copy_name(dst: &mut [u8], s: &str) {
 
 fn list_devices<F: RawFile + Send + Sync + 'static>(
     provider: &Provider<F>,
-) -> Result<Vec<Box<DeviceEntry>>, String> {
+) -> Result<Vec<DeviceEntry>, String> {
     let guids = provider.device_guids().map_err(|e| e.to_string())?;
     Ok(guids
         .into_iter()
@@ -171,12 +175,12 @@ fn list_devices<F: RawFile + Send + Sync + 'static>(
                 &format!("/sys/class/infiniband_verbs/uverbs{index}"),
             );
             copy_name(&mut c.ibdev_path, &format!("/sys/class/infiniband/{name}"));
-            Box::new(DeviceEntry {
+            DeviceEntry {
                 c,
                 guid,
                 index,
                 name,
-            })
+            }
         })
         .collect())
 }
@@ -184,15 +188,12 @@ fn list_devices<F: RawFile + Send + Sync + 'static>(
 /// The entry whose `ibv_device` is at `dev`, if it is one of ours.
 pub fn entry(dev: *const ibv_device) -> Option<&'static DeviceEntry> {
     let rt = get().ok()?;
-    rt.devices
-        .iter()
-        .find(|d| core::ptr::eq(&d.c, dev))
-        .map(|d| &**d)
+    rt.devices.iter().find(|d| core::ptr::eq(&d.c, dev))
 }
 
 /// The entry named `name`.
 pub fn entry_by_name(name: &str) -> Option<&'static DeviceEntry> {
-    get().ok()?.devices.iter().find(|d| d.name == name).map(|d| &**d)
+    get().ok()?.devices.iter().find(|d| d.name == name)
 }
 
 /// Opens the device of `entry` (DEVICE_OPEN through the provider).

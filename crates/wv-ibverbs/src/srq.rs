@@ -29,7 +29,11 @@ pub unsafe fn srq<'a>(s: *mut ibv_srq) -> &'a SrqBox {
     unsafe { &*s.cast::<SrqBox>() }
 }
 
-fn create(p: *mut ibv_pd, srq_context: *mut c_void, attr: &mut ibv_srq_attr) -> Result<*mut ibv_srq, i32> {
+fn create(
+    p: *mut ibv_pd,
+    srq_context: *mut c_void,
+    attr: &mut ibv_srq_attr,
+) -> Result<*mut ibv_srq, i32> {
     if p.is_null() {
         return Err(EINVAL);
     }
@@ -75,7 +79,10 @@ fn create(p: *mut ibv_pd, srq_context: *mut c_void, attr: &mut ibv_srq_attr) -> 
 ///
 /// # Safety
 /// `p` is a live PD, `init` readable and writable.
-pub unsafe extern "C" fn ibv_create_srq(p: *mut ibv_pd, init: *mut ibv_srq_init_attr) -> *mut ibv_srq {
+pub unsafe extern "C" fn ibv_create_srq(
+    p: *mut ibv_pd,
+    init: *mut ibv_srq_init_attr,
+) -> *mut ibv_srq {
     if init.is_null() {
         return errno::ret_ptr(Err(EINVAL));
     }
@@ -88,7 +95,10 @@ pub unsafe extern "C" fn ibv_create_srq(p: *mut ibv_pd, init: *mut ibv_srq_init_
 ///
 /// # Safety
 /// `c` is a live context, `init` readable and writable.
-pub unsafe extern "C" fn create_srq_ex(_c: *mut ibv_context, init: *mut ibv_srq_init_attr_ex) -> *mut ibv_srq {
+pub unsafe extern "C" fn create_srq_ex(
+    _c: *mut ibv_context,
+    init: *mut ibv_srq_init_attr_ex,
+) -> *mut ibv_srq {
     if init.is_null() {
         return errno::ret_ptr(Err(EINVAL));
     }
@@ -133,7 +143,11 @@ fn arm_limit(s: *mut ibv_srq) {
 ///
 /// # Safety
 /// `s` is a live SRQ, `attr` readable.
-pub unsafe extern "C" fn ibv_modify_srq(s: *mut ibv_srq, attr: *mut ibv_srq_attr, mask: c_int) -> c_int {
+pub unsafe extern "C" fn ibv_modify_srq(
+    s: *mut ibv_srq,
+    attr: *mut ibv_srq_attr,
+    mask: c_int,
+) -> c_int {
     if s.is_null() || attr.is_null() {
         return errno::ret(Err(EINVAL));
     }
@@ -147,8 +161,16 @@ pub unsafe extern "C" fn ibv_modify_srq(s: *mut ibv_srq, attr: *mut ibv_srq_attr
         Ok(q) => q,
         Err(e) => return errno::ret(Err(errno::of(&e))),
     };
-    let max_wr = if mask & IBV_SRQ_MAX_WR != 0 { a.max_wr } else { cur.MaxWr };
-    let limit = if mask & IBV_SRQ_LIMIT != 0 { a.srq_limit } else { cur.SrqLimit };
+    let max_wr = if mask & IBV_SRQ_MAX_WR != 0 {
+        a.max_wr
+    } else {
+        cur.MaxWr
+    };
+    let limit = if mask & IBV_SRQ_LIMIT != 0 {
+        a.srq_limit
+    } else {
+        cur.SrqLimit
+    };
     if limit > max_wr {
         return errno::ret(Err(EINVAL));
     }
@@ -229,21 +251,32 @@ pub unsafe fn for_each_recv(
             for (i, s) in sges.iter_mut().enumerate().take(n) {
                 // SAFETY: `n` entries by the contract.
                 let e = unsafe { *w.sg_list.add(i) };
-                *s = Sge { addr: e.addr, length: e.length, lkey: e.lkey };
+                *s = Sge {
+                    addr: e.addr,
+                    length: e.length,
+                    lkey: e.lkey,
+                };
             }
             &sges[..n]
         } else {
             for i in 0..n {
                 // SAFETY: as above.
                 let e = unsafe { *w.sg_list.add(i) };
-                heap.push(Sge { addr: e.addr, length: e.length, lkey: e.lkey });
+                heap.push(Sge {
+                    addr: e.addr,
+                    length: e.length,
+                    lkey: e.lkey,
+                });
             }
             &heap
         };
         let r = if w.num_sge < 0 {
             Err(EINVAL)
         } else {
-            post(&RecvWr { wr_id: w.wr_id, sg_list: sg })
+            post(&RecvWr {
+                wr_id: w.wr_id,
+                sg_list: sg,
+            })
         };
         if let Err(e) = r {
             if !bad.is_null() {

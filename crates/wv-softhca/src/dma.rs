@@ -64,6 +64,10 @@ pub(crate) struct DmaRange {
     /// What keeps the memory alive (a pool buffer), if the range does not rely on the client's
     /// promise alone.
     _keep: Option<KArc<BufInner>>,
+    #[cfg_attr(
+        not(all(feature = "std", target_os = "linux")),
+        allow(dead_code, reason = "only the process mode reads it")
+    )]
     reach: Reach,
 }
 
@@ -112,6 +116,10 @@ impl DmaRange {
         }
     }
 
+    #[cfg_attr(
+        not(all(feature = "std", target_os = "linux")),
+        allow(dead_code, reason = "only the process mode asks")
+    )]
     fn by_pointer(&self) -> bool {
         self.reach == Reach::Pointer
     }
@@ -577,11 +585,12 @@ pub mod process {
             iov_base: core::ptr::with_exposed_provenance_mut(src),
             iov_len: len,
         };
+        let pid = std::process::id() as libc::pid_t;
         // SAFETY: `process_vm_readv` only reads the two iovecs passed by reference here; the
         // addresses they name are accessed by the kernel, which checks every page and answers
         // EFAULT for one that is not accessible. On this process, a destination the kernel can
         // write is memory the device may write by the registration it was validated for.
-        let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
         if n == len as isize {
             Ok(())
         } else {

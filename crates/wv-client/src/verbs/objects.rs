@@ -1173,10 +1173,7 @@ impl<F: RawFile> Qp<F> {
         send_flags: u32,
         info: &MwBindInfo,
     ) -> core::result::Result<u32, PostError> {
-        let new = self
-            .inner
-            .uvp
-            .bind_mw(wr_id, send_flags, mw.rkey(), info)?;
+        let new = self.inner.uvp.bind_mw(wr_id, send_flags, mw.rkey(), info)?;
         mw.inner.rkey.store(new, Ordering::Release);
         Ok(new)
     }
