@@ -159,10 +159,12 @@ pub struct verbs_context {
     pub destroy_flow_action: Fn0,
     pub create_flow_action_esp: Fn0,
     pub modify_qp_rate_limit: Fn0,
-    pub alloc_parent_domain:
-        Option<unsafe extern "C" fn(*mut ibv_context, *mut c_void) -> *mut ibv_pd>,
-    pub dealloc_td: Fn0,
-    pub alloc_td: Option<unsafe extern "C" fn(*mut ibv_context, *mut c_void) -> *mut c_void>,
+    pub alloc_parent_domain: Option<
+        unsafe extern "C" fn(*mut ibv_context, *mut ibv_parent_domain_init_attr) -> *mut ibv_pd,
+    >,
+    pub dealloc_td: Option<unsafe extern "C" fn(*mut ibv_td) -> i32>,
+    pub alloc_td:
+        Option<unsafe extern "C" fn(*mut ibv_context, *mut ibv_td_init_attr) -> *mut ibv_td>,
     pub modify_cq: Option<unsafe extern "C" fn(*mut ibv_cq, *mut ibv_modify_cq_attr) -> i32>,
     pub post_srq_ops: Fn0,
     pub destroy_rwq_ind_table: Fn0,
@@ -360,6 +362,33 @@ pub struct ibv_port_attr {
     pub port_cap_flags2: u16,
 }
 layout!(ibv_port_attr, 52, { pkey_tbl_len @ 32, lid @ 34, sm_lid @ 36, active_width @ 43, active_speed @ 44, phys_state @ 45, link_layer @ 46, flags @ 47, port_cap_flags2 @ 48 });
+
+#[repr(C)]
+pub struct ibv_td {
+    pub context: *mut ibv_context,
+}
+layout!(ibv_td, 8, { context @ 0 });
+
+#[repr(C)]
+pub struct ibv_td_init_attr {
+    pub comp_mask: u32,
+}
+layout!(ibv_td_init_attr, 4, { comp_mask @ 0 });
+
+#[repr(C)]
+pub struct ibv_parent_domain_init_attr {
+    pub pd: *mut ibv_pd,
+    pub td: *mut ibv_td,
+    pub comp_mask: u32,
+    pub alloc:
+        Option<unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, usize, u64) -> *mut c_void>,
+    pub free: Option<unsafe extern "C" fn(*mut ibv_pd, *mut c_void, *mut c_void, u64)>,
+    pub pd_context: *mut c_void,
+}
+layout!(ibv_parent_domain_init_attr, 48, { pd @ 0, td @ 8, comp_mask @ 16, alloc @ 24, free @ 32, pd_context @ 40 });
+
+pub const IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS: u32 = 1 << 0;
+pub const IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT: u32 = 1 << 1;
 
 #[repr(C)]
 pub struct ibv_pd {

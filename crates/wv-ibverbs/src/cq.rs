@@ -159,8 +159,15 @@ pub unsafe extern "C" fn create_cq_ex(
     if a.wc_flags & !SUPPORTED_WC_FLAGS != 0 {
         return errno::ret_ptr(Err(EOPNOTSUPP));
     }
-    if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0 && !a.parent_domain.is_null() {
-        return errno::ret_ptr(Err(EOPNOTSUPP));
+    // SAFETY: a live PD when non-null, by the contract.
+    if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0
+        && (a.parent_domain.is_null()
+            || unsafe { crate::objects::pd(a.parent_domain) }
+                .protection_domain
+                .is_null())
+    {
+        // Only a parent domain may be given (rdma-core: EINVAL otherwise).
+        return errno::ret_ptr(Err(EINVAL));
     }
     let cqe = i32::try_from(a.cqe).unwrap_or(i32::MAX);
     errno::ret_ptr(

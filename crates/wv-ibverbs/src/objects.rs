@@ -31,6 +31,8 @@ pub struct PdBox {
     pub c: ibv_pd,
     pub pd: Pd<File>,
     pub users: AtomicUsize,
+    /// For a parent domain: the protection domain it stands for (NULL for a PD).
+    pub protection_domain: *mut ibv_pd,
 }
 
 /// # Safety
@@ -56,6 +58,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(c: *mut ibv_context) -> *mut ibv_pd {
             c: ibv_pd { context: c, handle },
             pd: p,
             users: AtomicUsize::new(0),
+            protection_domain: ptr::null_mut(),
         })
     });
     errno::ret_ptr(r)
@@ -70,11 +73,85 @@ pub unsafe extern "C" fn ibv_dealloc_pd(p: *mut ibv_pd) -> c_int {
         return errno::ret(Err(EINVAL));
     }
     // SAFETY: live PD.
-    if unsafe { pd(p) }.users.load(Ordering::Acquire) != 0 {
+    let b = unsafe { pd(p) };
+    if b.users.load(Ordering::Acquire) != 0 {
         return errno::ret(Err(EBUSY));
     }
-    // SAFETY: the box `ibv_alloc_pd` leaked, freed once.
+    if !b.protection_domain.is_null() {
+        // SAFETY: a parent domain's protection domain outlives it (it counts it).
+        unsafe { pd(b.protection_domain) }
+            .users
+            .fetch_sub(1, Ordering::AcqRel);
+    }
+    // SAFETY: the box `ibv_alloc_pd` or `alloc_parent_domain` leaked, freed once.
     drop(unsafe { Box::from_raw(p.cast::<PdBox>()) });
+    0
+}
+
+/// `alloc_parent_domain` of the extended ops (`ibv_alloc_parent_domain`): a PD that objects
+/// are created on as on its protection domain. The allocators are accepted and never called:
+/// the soft HCA's queues live in the device, the provider allocates no buffers of its own
+/// (rdma-core lets a provider ignore them where it needs no memory).
+///
+/// # Safety
+/// `c` is a live context; `attr` readable, naming a live PD (and thread domain).
+pub unsafe extern "C" fn alloc_parent_domain(
+    c: *mut ibv_context,
+    attr: *mut ibv_parent_domain_init_attr,
+) -> *mut ibv_pd {
+    if c.is_null() || attr.is_null() {
+        return errno::ret_ptr(Err(EINVAL));
+    }
+    // SAFETY: readable by the contract.
+    let a = unsafe { &*attr };
+    if a.pd.is_null()
+        || a.comp_mask
+            & !(IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)
+            != 0
+    {
+        return errno::ret_ptr(Err(EINVAL));
+    }
+    // SAFETY: a live PD.
+    let base = unsafe { pd(a.pd) };
+    if !base.protection_domain.is_null() {
+        // A parent domain of a parent domain is not one.
+        return errno::ret_ptr(Err(EINVAL));
+    }
+    base.users.fetch_add(1, Ordering::AcqRel);
+    errno::ret_ptr(Ok(leak::<_, ibv_pd>(PdBox {
+        c: ibv_pd {
+            context: c,
+            handle: base.c.handle,
+        },
+        pd: base.pd.clone(),
+        users: AtomicUsize::new(0),
+        protection_domain: a.pd,
+    })))
+}
+
+/// `alloc_td` of the extended ops (`ibv_alloc_td`): a thread domain only says its objects are
+/// used by one thread; the soft HCA's locks stay, so it is a token.
+///
+/// # Safety
+/// `c` is a live context; `attr` readable.
+pub unsafe extern "C" fn alloc_td(c: *mut ibv_context, attr: *mut ibv_td_init_attr) -> *mut ibv_td {
+    // SAFETY: readable when non-null.
+    if c.is_null() || attr.is_null() || unsafe { (*attr).comp_mask } != 0 {
+        return errno::ret_ptr(Err(EINVAL));
+    }
+    errno::ret_ptr(Ok(leak::<_, ibv_td>(ibv_td { context: c })))
+}
+
+/// `dealloc_td` of the extended ops.
+///
+/// # Safety
+/// `td` came from [`alloc_td`] and is freed once.
+pub unsafe extern "C" fn dealloc_td(td: *mut ibv_td) -> c_int {
+    if td.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: the box `alloc_td` leaked.
+    drop(unsafe { Box::from_raw(td) });
     0
 }
 
