@@ -159,13 +159,11 @@ pub unsafe extern "C" fn create_cq_ex(
     if a.wc_flags & !SUPPORTED_WC_FLAGS != 0 {
         return errno::ret_ptr(Err(EOPNOTSUPP));
     }
-    // SAFETY: a live PD when non-null, by the contract.
-    if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0
-        && (a.parent_domain.is_null()
-            || unsafe { crate::objects::pd(a.parent_domain) }
-                .protection_domain
-                .is_null())
-    {
+    let is_parent_domain = |p: *mut ibv_pd| {
+        // SAFETY: a live PD when non-null, by the contract.
+        !p.is_null() && !unsafe { crate::objects::pd(p) }.protection_domain.is_null()
+    };
+    if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0 && !is_parent_domain(a.parent_domain) {
         // Only a parent domain may be given (rdma-core: EINVAL otherwise).
         return errno::ret_ptr(Err(EINVAL));
     }
