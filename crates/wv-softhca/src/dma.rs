@@ -183,9 +183,9 @@ impl DmaRange {
         }
         #[cfg(all(feature = "std", target_os = "linux"))]
         if !self.by_pointer() {
-            // The word must still be mapped and writable: a read and a write of itself through
-            // the kernel fault safely if it is not (a page taken away between this probe and
-            // the atomic below is the application's breach of the registration's contract).
+            // The word must still be mapped readable and writable (a page taken away between
+            // this probe and the atomic below is the application's breach of the
+            // registration's contract).
             process::probe_word(p.addr()).map_err(|_| AtomicFault::OutOfBounds)?;
         }
         // SAFETY: `check` proved the 8 bytes at `p` lie inside the range, which `new`'s contract
@@ -500,9 +500,10 @@ impl ClientMemory {
 /// Registration validates as the kernel's probe-and-lock does: every page of the range mapped
 /// and readable, and writable when the registration lets the device write (local write, remote
 /// write or remote atomic access), read from `/proc/self/maps`. Remote atomics need a real
-/// 8-byte atomic on the application's word: it is probed through the kernel first (read and
-/// written back unchanged would race the application, so only readability and the mapping's
-/// write permission are checked), then reached by pointer.
+/// 8-byte atomic on the application's word: its mapping is checked again (readable and
+/// writable, from `/proc/self/maps`: a write-back through the kernel could undo a concurrent
+/// atomic on the same word), then it is reached by pointer; a page unmapped between that check
+/// and the atomic is the one case left to the application's contract.
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod process {
     extern crate std;
@@ -598,10 +599,12 @@ pub mod process {
         }
     }
 
-    /// Whether the 8 bytes at `addr` can be read now (the atomic's probe).
+    /// Whether the 8 bytes at `addr` are mapped readable and writable now (the atomic's probe:
+    /// from the mappings, since a write-back through the kernel could undo a concurrent
+    /// atomic on the same word). It reads `/proc/self/maps`, tens of microseconds: the price of
+    /// a remote atomic on application memory in this mode.
     pub(super) fn probe_word(addr: usize) -> Result<(), super::OutOfBounds> {
-        let mut word = [0u8; 8];
-        copy(addr, word.as_mut_ptr().addr(), 8)
+        probe(addr as u64, 8, true).map_err(|_| super::OutOfBounds)
     }
 
     #[cfg(test)]
@@ -614,6 +617,80 @@ pub mod process {
 6000-7000 ---p 00000000 00:00 0
 7000-8000 r--p 00000000 00:00 0
 ";
+
+        fn map(len: usize, prot: i32) -> usize {
+            // SAFETY: an anonymous private mapping; no pointer is passed in.
+            let p = unsafe {
+                libc::mmap(
+                    core::ptr::null_mut(),
+                    len,
+                    prot,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(p, libc::MAP_FAILED);
+            p.addr()
+        }
+
+        fn unmap(addr: usize, len: usize) {
+            // SAFETY: a mapping `map` made, unmapped once; nothing refers to it by reference.
+            unsafe { libc::munmap(core::ptr::with_exposed_provenance_mut(addr), len) };
+        }
+
+        #[test]
+        fn registrations_are_probed_and_copies_into_vanished_pages_fail_safely() {
+            use crate::dma::{ClientMemory, DmaRange};
+            let mem = ClientMemory::process();
+            let page = 4096;
+            let rw = map(2 * page, libc::PROT_READ | libc::PROT_WRITE);
+            let ro = map(page, libc::PROT_READ);
+            // Read-only memory: for reading only.
+            assert!(mem.pin(ro as u64, page as u64, false).is_ok());
+            assert!(mem.pin(ro as u64, page as u64, true).is_err());
+            // Unmapped memory: refused.
+            let gone = map(page, libc::PROT_READ | libc::PROT_WRITE);
+            unmap(gone, page);
+            assert!(mem.pin(gone as u64, page as u64, false).is_err());
+            // Copies through the kernel, between two ranges of one mapping.
+            let a = mem.pin(rw as u64, page as u64, true).unwrap();
+            let b = mem.pin((rw + page) as u64, page as u64, true).unwrap();
+            a.write(0, b"abc").unwrap();
+            DmaRange::copy(&a, 0, &b, 10, 3).unwrap();
+            let mut out = [0u8; 3];
+            b.read(10, &mut out).unwrap();
+            assert_eq!(&out, b"abc");
+            assert_eq!(b.fetch_add(16, 5), Ok(0));
+            assert_eq!(b.fetch_add(16, 1), Ok(5));
+            // The application takes the second page away: transfers fail, nothing faults.
+            unmap(rw + page, page);
+            assert!(b.read(0, &mut out).is_err());
+            assert!(b.write(0, b"x").is_err());
+            assert!(DmaRange::copy(&a, 0, &b, 0, 3).is_err());
+            assert_eq!(
+                b.fetch_add(16, 1),
+                Err(super::super::AtomicFault::OutOfBounds)
+            );
+            // And write-protects the first: writes fail, reads work.
+            // SAFETY: changes the protection of the first page of the mapping made above.
+            unsafe {
+                libc::mprotect(
+                    core::ptr::with_exposed_provenance_mut(rw),
+                    page,
+                    libc::PROT_READ,
+                )
+            };
+            assert!(a.write(0, b"x").is_err());
+            assert_eq!(
+                a.fetch_add(16, 1),
+                Err(super::super::AtomicFault::OutOfBounds)
+            );
+            a.read(0, &mut out).unwrap();
+            assert_eq!(&out, b"abc");
+            unmap(rw, page);
+            unmap(ro, page);
+        }
 
         #[test]
         fn probe_walks_adjacent_mappings_and_checks_permissions() {
