@@ -337,3 +337,112 @@ fn rdma_write_and_atomic_into_malloc_memory() {
         assert_eq!(ibv_dereg_mr(dmr), 0);
     }
 }
+
+#[test]
+fn a_completion_channel_delivers_one_event_per_arm_and_honours_o_nonblock() {
+    let e = open();
+    let ch = unsafe { ibv_create_comp_channel(e.ctx) };
+    assert!(!ch.is_null());
+    let tag = 0x5a5a as *mut c_void;
+    let cq = unsafe { ibv_create_cq(e.ctx, 16, tag, ch, 0) };
+    assert!(!cq.is_null());
+    // A channel in use cannot go.
+    assert_eq!(unsafe { ibv_destroy_comp_channel(ch) }, errno::EBUSY);
+    let mut init = ibv_qp_init_attr {
+        qp_context: ptr::null_mut(),
+        send_cq: cq,
+        recv_cq: cq,
+        srq: ptr::null_mut(),
+        cap: ibv_qp_cap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+        qp_type: IBV_QPT_RC,
+        sq_sig_all: 1,
+    };
+    let qp = unsafe { ibv_create_qp(e.pd, &mut init) };
+    assert!(!qp.is_null());
+    connect_to_self(&e, qp);
+    // Non-blocking descriptor: nothing yet.
+    let fd = unsafe { (*ch).fd };
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
+    }
+    let (mut got_cq, mut got_ctx) = (ptr::null_mut(), ptr::null_mut());
+    assert_eq!(
+        unsafe { ibv_get_cq_event(ch, &mut got_cq, &mut got_ctx) },
+        -1
+    );
+    assert_eq!(errno::get(), errno::EAGAIN);
+    // Arm, then a completion: one event, for this CQ and its context.
+    assert_eq!(unsafe { wv_ibverbs::cq::req_notify_cq(cq, 0) }, 0);
+    let mut buf = vec![0u8; 8];
+    let mr = unsafe {
+        ibv_reg_mr(
+            e.pd,
+            buf.as_mut_ptr().cast(),
+            8,
+            IBV_ACCESS_LOCAL_WRITE as i32,
+        )
+    };
+    let mut sge = ibv_sge {
+        addr: buf.as_ptr() as u64,
+        length: 8,
+        lkey: unsafe { (*mr).lkey },
+    };
+    let mut rwr = ibv_recv_wr {
+        wr_id: 1,
+        next: ptr::null_mut(),
+        sg_list: &mut sge,
+        num_sge: 1,
+    };
+    let mut bad_r = ptr::null_mut();
+    assert_eq!(
+        unsafe { wv_ibverbs::qp::post_recv(qp, &mut rwr, &mut bad_r) },
+        0
+    );
+    let mut wr: ibv_send_wr = unsafe { core::mem::zeroed() };
+    wr.wr_id = 2;
+    wr.sg_list = &mut sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    let mut bad = ptr::null_mut();
+    assert_eq!(
+        unsafe { wv_ibverbs::qp::post_send(qp, &mut wr, &mut bad) },
+        0
+    );
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    assert_eq!(
+        unsafe { libc::poll(&mut pfd, 1, 5000) },
+        1,
+        "the channel's fd polls readable"
+    );
+    assert_eq!(
+        unsafe { ibv_get_cq_event(ch, &mut got_cq, &mut got_ctx) },
+        0
+    );
+    assert_eq!((got_cq, got_ctx), (cq, tag));
+    // One shot: no second event without a new arm.
+    assert_eq!(poll_one(cq).status, 0);
+    assert_eq!(poll_one(cq).status, 0);
+    assert_eq!(
+        unsafe { ibv_get_cq_event(ch, &mut got_cq, &mut got_ctx) },
+        -1
+    );
+    unsafe {
+        ibv_ack_cq_events(cq, 1);
+        assert_eq!((*cq).comp_events_completed, 1);
+        assert_eq!(ibv_destroy_qp(qp), 0);
+        assert_eq!(ibv_dereg_mr(mr), 0);
+        assert_eq!(ibv_destroy_cq(cq), 0);
+        assert_eq!(ibv_destroy_comp_channel(ch), 0);
+    }
+}
