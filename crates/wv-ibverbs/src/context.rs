@@ -16,11 +16,17 @@ use crate::runtime::{self, DeviceEntry, File};
 /// header's inline functions find `vctx` by container_of), then the library's state.
 #[repr(C)]
 pub struct Context {
+    /// The C struct (extended ops, `sz`, then the `ibv_context` applications hold).
     pub vctx: verbs_context,
+    /// The open device (DEVICE_OPEN; DEVICE_CLOSE when the context and its objects are gone).
     pub dev: Device<File>,
+    /// The device list entry it was opened from.
     pub entry: &'static DeviceEntry,
+    /// The async events behind `async_fd`.
     pub async_events: Arc<EventQueue<AsyncEvent>>,
+    /// The device's attributes at open (limits for the library's checks).
     pub attr: ibv_device_attr,
+    /// Port 1's link layer (`IBV_LINK_LAYER_*`).
     pub link_layer: u8,
 }
 
@@ -41,7 +47,7 @@ pub unsafe fn ctx<'a>(ctx: *mut ibv_context) -> &'a Context {
     let off = core::mem::offset_of!(verbs_context, context);
     // SAFETY: by the contract, `ctx` is the `context` field of the `verbs_context` that starts
     // a boxed `Context` (repr(C), first field), so stepping back `off` bytes is that box.
-    unsafe { &*ctx.cast::<u8>().sub(off).cast::<Context>() }
+    unsafe { &*ctx.cast::<u8>().wrapping_sub(off).cast::<Context>() }
 }
 
 /// Device list (`ibv_get_device_list`): a NULL-terminated array of the devices, freed with
@@ -81,7 +87,7 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
     }
     let mut n = 0;
     // SAFETY: the list is NULL-terminated (we built it).
-    while unsafe { !(*list.add(n)).is_null() } {
+    while unsafe { !list.wrapping_add(n).read().is_null() } {
         n += 1;
     }
     // SAFETY: rebuilds the boxed slice of `n + 1` pointers `ibv_get_device_list` leaked.
@@ -186,7 +192,7 @@ pub unsafe extern "C" fn ibv_close_device(c: *mut ibv_context) -> c_int {
     }
     let off = core::mem::offset_of!(verbs_context, context);
     // SAFETY: the box `new_context` leaked (see `ctx`).
-    let cx = unsafe { Box::from_raw(c.cast::<u8>().sub(off).cast::<Context>()) };
+    let cx = unsafe { Box::from_raw(c.cast::<u8>().wrapping_sub(off).cast::<Context>()) };
     #[cfg(unix)]
     if cx.vctx.context.cmd_fd >= 0 {
         // SAFETY: the context's own descriptor.
@@ -321,7 +327,7 @@ pub unsafe extern "C" fn ibv_query_gid(
             .and_then(|i| t.get(i))
             .ok_or(EINVAL)?;
         // SAFETY: writable by the contract.
-        unsafe { (*gid).raw = *g };
+        unsafe { gid.write(ibv_gid { raw: *g }) };
         Ok(())
     });
     // rdma-core answers -1 for a failed sysfs read of the GID.
@@ -427,7 +433,7 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
             unsafe {
                 entries
                     .cast::<u8>()
-                    .add(n * entry_size)
+                    .wrapping_add(n * entry_size)
                     .cast::<ibv_gid_entry>()
                     .write_unaligned(e)
             };
@@ -570,33 +576,35 @@ pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
     if event.is_null() {
         return;
     }
-    // SAFETY: an event from `ibv_get_async_event`: its element names a live object of the
-    // type its event type says.
-    unsafe {
-        match (*event).event_type {
-            IBV_EVENT_CQ_ERR => {
-                let cq = (*event).element.cq;
-                if !cq.is_null() {
-                    (*cq).async_events_completed += 1;
-                }
+    // SAFETY: an event from `ibv_get_async_event`, readable.
+    let ev = unsafe { event.read() };
+    match ev.event_type {
+        IBV_EVENT_CQ_ERR => {
+            // SAFETY: a CQ event's element is its CQ.
+            let cq = unsafe { ev.element.cq };
+            if !cq.is_null() {
+                // SAFETY: the event names a live CQ.
+                let cq = unsafe { &mut *cq };
+                cq.async_events_completed = cq.async_events_completed.wrapping_add(1);
             }
-            IBV_EVENT_SRQ_ERR | IBV_EVENT_SRQ_LIMIT_REACHED => {
-                let srq = (*event).element.srq;
-                if !srq.is_null() {
-                    (*srq).events_completed += 1;
-                }
+        }
+        IBV_EVENT_SRQ_ERR | IBV_EVENT_SRQ_LIMIT_REACHED => {
+            // SAFETY: an SRQ event's element is its SRQ.
+            let srq = unsafe { ev.element.srq };
+            if !srq.is_null() {
+                // SAFETY: the event names a live SRQ.
+                let srq = unsafe { &mut *srq };
+                srq.events_completed = srq.events_completed.wrapping_add(1);
             }
-            IBV_EVENT_PORT_ACTIVE
-            | IBV_EVENT_PORT_ERR
-            | IBV_EVENT_GID_CHANGE
-            | 8
-            | 11..=13
-            | 17 => {}
-            _ => {
-                let qp = (*event).element.qp;
-                if !qp.is_null() {
-                    (*qp).events_completed += 1;
-                }
+        }
+        IBV_EVENT_PORT_ACTIVE | IBV_EVENT_PORT_ERR | IBV_EVENT_GID_CHANGE | 8 | 11..=13 | 17 => {}
+        _ => {
+            // SAFETY: the remaining events are a QP's.
+            let qp = unsafe { ev.element.qp };
+            if !qp.is_null() {
+                // SAFETY: the event names a live QP.
+                let qp = unsafe { &mut *qp };
+                qp.events_completed = qp.events_completed.wrapping_add(1);
             }
         }
     }

@@ -23,9 +23,12 @@ use crate::errno::{self, EBUSY, EINVAL, ENOENT, EOPNOTSUPP};
 use crate::objects::{CqEvent, channel};
 use crate::runtime::File;
 
+/// A CQ: the C struct (`ibv_cq_ex`, whose first fields are `ibv_cq`), then the library's.
 #[repr(C)]
 pub struct CqBox {
+    /// The C struct applications hold.
     pub c: ibv_cq_ex,
+    /// The client's CQ (CQ_DESTROY on drop).
     pub cq: Cq<File>,
     /// QPs using this CQ.
     pub users: AtomicUsize,
@@ -201,10 +204,9 @@ pub unsafe extern "C" fn ibv_destroy_cq(c: *mut ibv_cq) -> c_int {
     drop(unsafe { Box::from_raw(c.cast::<CqBox>()) });
     if !ch.is_null() {
         // SAFETY: the channel outlives its CQs (it counts them).
-        unsafe {
-            channel(ch).events.retain(|e| e.cq != c as usize);
-            (*ch).refcnt -= 1;
-        }
+        unsafe { channel(ch) }.events.retain(|e| e.cq != c as usize);
+        // SAFETY: as above.
+        unsafe { (*ch).refcnt -= 1 };
     }
     0
 }
@@ -269,7 +271,7 @@ pub unsafe extern "C" fn poll_cq(c: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c
         let got = b.cq.poll(&mut buf[..chunk]);
         for (i, w) in buf[..got].iter().enumerate() {
             // SAFETY: entry `done + i < n` of the caller's array.
-            unsafe { wc.add(done + i).write(wc_of(w)) };
+            unsafe { wc.wrapping_add(done + i).write(wc_of(w)) };
         }
         done += got;
         if got < chunk {
@@ -325,10 +327,9 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     match unsafe { channel(ch) }.events.pop() {
         Ok(e) => {
             // SAFETY: writable by the contract.
-            unsafe {
-                *out_cq = e.cq as *mut ibv_cq;
-                *out_ctx = e.cq_context as *mut c_void;
-            }
+            unsafe { *out_cq = e.cq as *mut ibv_cq };
+            // SAFETY: writable by the contract.
+            unsafe { *out_ctx = e.cq_context as *mut c_void };
             0
         }
         Err(e) => errno::ret_minus1(Err(e)),
@@ -344,7 +345,8 @@ pub unsafe extern "C" fn ibv_ack_cq_events(c: *mut ibv_cq, n: u32) {
         // SAFETY: live CQ; the counter is the application's to serialise, as in rdma-core
         // (which takes the CQ's mutex: acks of one CQ from several threads are not ordered by
         // this library).
-        unsafe { (*c).comp_events_completed = (*c).comp_events_completed.wrapping_add(n) };
+        let cq = unsafe { &mut *c };
+        cq.comp_events_completed = cq.comp_events_completed.wrapping_add(n);
     }
 }
 

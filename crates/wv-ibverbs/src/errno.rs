@@ -42,25 +42,33 @@ pub fn of(e: &VerbsError) -> i32 {
 }
 
 /// Sets the calling thread's `errno`.
+#[cfg(target_os = "linux")]
 pub fn set(e: i32) {
-    #[cfg(target_os = "linux")]
     // SAFETY: `__errno_location` returns the calling thread's errno slot, valid for writes for
     // the thread's lifetime.
-    unsafe {
-        *libc::__errno_location() = e;
-    }
-    #[cfg(not(target_os = "linux"))]
-    LAST.with(|l| l.set(e));
+    let slot = unsafe { libc::__errno_location() };
+    // SAFETY: the slot above, the calling thread's own.
+    unsafe { *slot = e };
 }
 
 /// The calling thread's `errno`.
+#[cfg(target_os = "linux")]
 pub fn get() -> i32 {
-    #[cfg(target_os = "linux")]
     // SAFETY: as in `set`: the thread's own errno slot.
-    unsafe {
-        *libc::__errno_location()
-    }
-    #[cfg(not(target_os = "linux"))]
+    let slot = unsafe { libc::__errno_location() };
+    // SAFETY: the slot above, the calling thread's own.
+    unsafe { *slot }
+}
+
+/// Sets the calling thread's `errno` (the library's own copy off Linux).
+#[cfg(not(target_os = "linux"))]
+pub fn set(e: i32) {
+    LAST.with(|l| l.set(e));
+}
+
+/// The calling thread's `errno` (the library's own copy off Linux).
+#[cfg(not(target_os = "linux"))]
+pub fn get() -> i32 {
     LAST.with(|l| l.get())
 }
 

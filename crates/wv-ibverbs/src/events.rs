@@ -158,10 +158,9 @@ mod tests {
         assert_eq!(q.pop(), Ok(1));
         assert_eq!(q.pop(), Ok(2));
         // SAFETY: fcntl on the queue's own descriptor.
-        unsafe {
-            let fl = libc::fcntl(q.fd(), libc::F_GETFL);
-            libc::fcntl(q.fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
-        }
+        let fl = unsafe { libc::fcntl(q.fd(), libc::F_GETFL) };
+        // SAFETY: as above.
+        unsafe { libc::fcntl(q.fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) };
         assert_eq!(q.pop(), Err(libc::EAGAIN));
         q.push(3);
         q.retain(|&x| x != 3);

@@ -22,15 +22,6 @@
     unsafe_code,
     reason = "the libibverbs C ABI: raw pointers from applications at every entry point"
 )]
-#![allow(
-    clippy::multiple_unsafe_ops_per_block,
-    reason = "a C entry point's block often dereferences and indexes one application pointer; \
-              its SAFETY comment states the C contract that covers every operation in it"
-)]
-#![allow(
-    missing_docs,
-    reason = "the boxes behind the C objects are internal; their C halves are rdma-core's documented structs"
-)]
 
 pub mod abi;
 pub mod api;

@@ -224,13 +224,14 @@ pub unsafe extern "C" fn ibv_read_sysfs_file(
     if dir.is_null() || file.is_null() || buf.is_null() || size == 0 {
         return -1;
     }
-    // SAFETY: C strings by the contract.
-    let (d, f) = unsafe {
-        (
-            CStr::from_ptr(dir).to_string_lossy().into_owned(),
-            CStr::from_ptr(file).to_string_lossy().into_owned(),
-        )
-    };
+    // SAFETY: a C string by the contract.
+    let d = unsafe { CStr::from_ptr(dir) }
+        .to_string_lossy()
+        .into_owned();
+    // SAFETY: a C string by the contract.
+    let f = unsafe { CStr::from_ptr(file) }
+        .to_string_lossy()
+        .into_owned();
     let text = match virtual_sysfs(&d, &f) {
         Some(t) => t,
         None => match std::fs::read_to_string(format!("{d}/{f}")) {
@@ -243,11 +244,10 @@ pub unsafe extern "C" fn ibv_read_sysfs_file(
     };
     let line = text.trim_end_matches('\n');
     let n = line.len().min(size - 1);
-    // SAFETY: `n + 1 <= size` bytes of `buf`.
-    unsafe {
-        ptr::copy_nonoverlapping(line.as_ptr(), buf.cast::<u8>(), n);
-        *buf.add(n) = 0;
-    }
+    // SAFETY: `n < size` bytes of `buf`.
+    unsafe { ptr::copy_nonoverlapping(line.as_ptr(), buf.cast::<u8>(), n) };
+    // SAFETY: byte `n < size` of `buf`.
+    unsafe { buf.wrapping_add(n).write(0) };
     n as c_int
 }
 
@@ -341,8 +341,10 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
     }
     // SAFETY: all-zero is a valid ibv_ah_attr.
     let mut a: ibv_ah_attr = unsafe { core::mem::zeroed() };
+    // SAFETY: a live PD.
+    let context = unsafe { (*p).context };
     // SAFETY: forwarded; the PD's context is live.
-    if unsafe { ibv_init_ah_from_wc((*p).context, port, wc, grh, &mut a) } != 0 {
+    if unsafe { ibv_init_ah_from_wc(context, port, wc, grh, &mut a) } != 0 {
         return ptr::null_mut();
     }
     // SAFETY: forwarded.

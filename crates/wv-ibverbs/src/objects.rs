@@ -26,10 +26,14 @@ pub fn leak<T, C>(v: T) -> *mut C {
 // ------------------------------------------------------------------------------------------
 // PD
 
+/// A PD or parent domain: the C struct, then the library's.
 #[repr(C)]
 pub struct PdBox {
+    /// The C struct applications hold.
     pub c: ibv_pd,
+    /// The client's PD (a parent domain shares its protection domain's).
     pub pd: Pd<File>,
+    /// Objects created on it (`EBUSY` while any).
     pub users: AtomicUsize,
     /// For a parent domain: the protection domain it stands for (NULL for a PD).
     pub protection_domain: *mut ibv_pd,
@@ -158,10 +162,14 @@ pub unsafe extern "C" fn dealloc_td(td: *mut ibv_td) -> c_int {
 // ------------------------------------------------------------------------------------------
 // MR
 
+/// A memory region: the C struct, then the library's.
 #[repr(C)]
 pub struct MrBox {
+    /// The C struct applications hold.
     pub c: ibv_mr,
+    /// The client's region (taken by a successful deregistration).
     pub mr: Option<Mr>,
+    /// The `IBV_ACCESS_*` flags it was registered with.
     pub access: u32,
 }
 
@@ -394,9 +402,12 @@ pub unsafe fn mr_lkey(m: *mut ibv_mr) -> u32 {
 // ------------------------------------------------------------------------------------------
 // MW
 
+/// A memory window: the C struct, then the library's.
 #[repr(C)]
 pub struct MwBox {
+    /// The C struct applications hold (its `rkey` follows the binds posted).
     pub c: ibv_mw,
+    /// The client's window.
     pub mw: Mw<File>,
 }
 
@@ -443,20 +454,24 @@ pub unsafe extern "C" fn dealloc_mw(m: *mut ibv_mw) -> c_int {
     if m.is_null() {
         return EINVAL;
     }
-    // SAFETY: live MW box, freed once; its PD counts it.
-    unsafe {
-        pd((*m).pd).users.fetch_sub(1, Ordering::AcqRel);
-        drop(Box::from_raw(m.cast::<MwBox>()));
-    }
+    // SAFETY: a live MW.
+    let p = unsafe { (*m).pd };
+    // SAFETY: its PD counts it, so it is live.
+    unsafe { pd(p) }.users.fetch_sub(1, Ordering::AcqRel);
+    // SAFETY: the box `alloc_mw` leaked, freed once.
+    drop(unsafe { Box::from_raw(m.cast::<MwBox>()) });
     0
 }
 
 // ------------------------------------------------------------------------------------------
 // AH
 
+/// An address handle: the C struct, then the library's.
 #[repr(C)]
 pub struct AhBox {
+    /// The C struct applications hold.
     pub c: ibv_ah,
+    /// The client's address handle (its address vector goes into UD sends).
     pub ah: Ah<File>,
 }
 
@@ -486,8 +501,10 @@ pub unsafe extern "C" fn ibv_create_ah(p: *mut ibv_pd, attr: *mut ibv_ah_attr) -
     if p.is_null() || attr.is_null() {
         return errno::ret_ptr(Err(EINVAL));
     }
-    // SAFETY: live PD; readable attr.
-    let (pdb, a) = unsafe { (pd(p), &*attr) };
+    // SAFETY: a live PD.
+    let pdb = unsafe { pd(p) };
+    // SAFETY: readable by the contract.
+    let a = unsafe { &*attr };
     // SAFETY: the PD's context is live.
     let cx: &Context = unsafe { ctx(pdb.c.context) };
     if a.port_num == 0 || a.port_num > cx.attr.phys_port_cnt {
@@ -523,11 +540,12 @@ pub unsafe extern "C" fn ibv_destroy_ah(a: *mut ibv_ah) -> c_int {
     if a.is_null() {
         return errno::ret(Err(EINVAL));
     }
-    // SAFETY: live AH box, freed once; its PD counts it.
-    unsafe {
-        pd((*a).pd).users.fetch_sub(1, Ordering::AcqRel);
-        drop(Box::from_raw(a.cast::<AhBox>()));
-    }
+    // SAFETY: a live AH.
+    let p = unsafe { (*a).pd };
+    // SAFETY: its PD counts it, so it is live.
+    unsafe { pd(p) }.users.fetch_sub(1, Ordering::AcqRel);
+    // SAFETY: the box `ibv_create_ah` leaked, freed once.
+    drop(unsafe { Box::from_raw(a.cast::<AhBox>()) });
     0
 }
 
@@ -537,13 +555,18 @@ pub unsafe extern "C" fn ibv_destroy_ah(a: *mut ibv_ah) -> c_int {
 /// One completion event: the CQ and its context.
 #[derive(Clone, Copy)]
 pub struct CqEvent {
+    /// The CQ's address.
     pub cq: usize,
+    /// Its `cq_context`.
     pub cq_context: usize,
 }
 
+/// A completion channel: the C struct, then its event queue.
 #[repr(C)]
 pub struct ChannelBox {
+    /// The C struct applications hold (`fd` is the queue's).
     pub c: ibv_comp_channel,
+    /// The completion events, shared with the CQs' event threads.
     pub events: Arc<EventQueue<CqEvent>>,
 }
 

@@ -38,10 +38,14 @@ struct BuiltWr {
     bind: Option<MwBind>,
 }
 
+/// A QP: the C struct (`ibv_qp_ex`, whose first field is `ibv_qp`), then the library's.
 #[repr(C)]
 pub struct QpBox {
+    /// The C struct applications hold.
     pub c: ibv_qp_ex,
+    /// The client's QP (QP_DESTROY on drop; its data path is the provider's).
     pub qp: Qp<File>,
+    /// The capacities the device granted.
     pub cap: ibv_qp_cap,
     sq_sig_all: bool,
     /// Whether `ibv_qp_to_qp_ex` hands out the extended struct, and the operations allowed.
@@ -90,8 +94,12 @@ fn create(a: &Create) -> Result<(*mut ibv_qp, ibv_qp_cap), i32> {
         return Err(EINVAL);
     }
     let t = qp_type(a.qp_type)?;
-    // SAFETY: live PD, CQs, SRQ by the callers' contract.
-    let (pdb, scq, rcq) = unsafe { (pd(a.pd), cq(a.send_cq), cq(a.recv_cq)) };
+    // SAFETY: a live PD by the callers' contract.
+    let pdb = unsafe { pd(a.pd) };
+    // SAFETY: a live CQ by the callers' contract.
+    let scq = unsafe { cq(a.send_cq) };
+    // SAFETY: a live CQ by the callers' contract.
+    let rcq = unsafe { cq(a.recv_cq) };
     // SAFETY: the PD's context is live.
     let cx = unsafe { ctx(pdb.c.context) };
     let limits = &cx.attr;
@@ -285,17 +293,24 @@ pub unsafe extern "C" fn ibv_destroy_qp(q: *mut ibv_qp) -> c_int {
     if q.is_null() {
         return errno::ret(Err(EINVAL));
     }
-    // SAFETY: live QP box, freed once; its parents count it and outlive it.
-    unsafe {
-        let b = &(*q);
-        pd(b.pd).users.fetch_sub(1, Ordering::AcqRel);
-        cq(b.send_cq).users.fetch_sub(1, Ordering::AcqRel);
-        cq(b.recv_cq).users.fetch_sub(1, Ordering::AcqRel);
-        if !b.srq.is_null() {
-            srq(b.srq).users.fetch_sub(1, Ordering::AcqRel);
-        }
-        drop(Box::from_raw(q.cast::<QpBox>()));
+    // SAFETY: a live QP.
+    let b = unsafe { &*q };
+    // SAFETY: the QP's parents count it, so they are live.
+    unsafe { pd(b.pd) }.users.fetch_sub(1, Ordering::AcqRel);
+    // SAFETY: as above.
+    unsafe { cq(b.send_cq) }
+        .users
+        .fetch_sub(1, Ordering::AcqRel);
+    // SAFETY: as above.
+    unsafe { cq(b.recv_cq) }
+        .users
+        .fetch_sub(1, Ordering::AcqRel);
+    if !b.srq.is_null() {
+        // SAFETY: as above.
+        unsafe { srq(b.srq) }.users.fetch_sub(1, Ordering::AcqRel);
     }
+    // SAFETY: the box `create` leaked, freed once.
+    drop(unsafe { Box::from_raw(q.cast::<QpBox>()) });
     0
 }
 
@@ -456,7 +471,9 @@ pub unsafe extern "C" fn ibv_modify_qp(
     }
     // SAFETY: live QP box (the caller serialises modifies of one QP, as the kernel's lock
     // does); readable attr.
-    let (b, a) = unsafe { (&mut *q.cast::<QpBox>(), &*attr) };
+    let b = unsafe { &mut *q.cast::<QpBox>() };
+    // SAFETY: readable by the contract.
+    let a = unsafe { &*attr };
     errno::ret(modify(b, a, mask as u32))
 }
 
@@ -594,9 +611,10 @@ pub unsafe extern "C" fn ibv_query_qp(
     a.retry_cnt = w.SequenceErrorRetryCount;
     a.rnr_retry = w.RnrRetryCount;
     // SAFETY: writable by the contract.
+    unsafe { attr.write(a) };
+    // SAFETY: writable by the contract.
     unsafe {
-        *attr = a;
-        *init = ibv_qp_init_attr {
+        init.write(ibv_qp_init_attr {
             qp_context: b.c.qp_base.qp_context,
             send_cq: b.c.qp_base.send_cq,
             recv_cq: b.c.qp_base.recv_cq,
@@ -604,8 +622,8 @@ pub unsafe extern "C" fn ibv_query_qp(
             cap: b.cap,
             qp_type: b.c.qp_base.qp_type,
             sq_sig_all: c_int::from(b.sq_sig_all),
-        };
-    }
+        })
+    };
     0
 }
 
@@ -701,7 +719,7 @@ unsafe fn read_send_wr(b: &QpBox, w: &ibv_send_wr) -> Result<BuiltWr, i32> {
     let mut sges = Vec::with_capacity(n);
     for i in 0..n {
         // SAFETY: `n` entries by the contract.
-        let e = unsafe { *w.sg_list.add(i) };
+        let e = unsafe { w.sg_list.wrapping_add(i).read() };
         sges.push(Sge {
             addr: e.addr,
             length: e.length,
@@ -729,43 +747,55 @@ unsafe fn read_send_wr(b: &QpBox, w: &ibv_send_wr) -> Result<BuiltWr, i32> {
     } else {
         out.sges = sges;
     }
-    // SAFETY: reading the union member the opcode selects.
-    unsafe {
-        match w.opcode {
-            IBV_WR_RDMA_WRITE | IBV_WR_RDMA_WRITE_WITH_IMM | IBV_WR_RDMA_READ => {
-                out.remote_addr = w.wr.rdma.remote_addr;
-                out.rkey = w.wr.rdma.rkey;
-            }
-            IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD => {
-                out.remote_addr = w.wr.atomic.remote_addr;
-                out.rkey = w.wr.atomic.rkey;
-                out.atomic = Some(AtomicArgs {
-                    compare_add: w.wr.atomic.compare_add,
-                    swap: w.wr.atomic.swap,
-                });
-            }
-            IBV_WR_BIND_MW => {
-                let bm = w.ext.bind_mw;
-                if bm.mw.is_null() {
-                    return Err(EINVAL);
-                }
-                let bi = bm.bind_info;
-                out.bind = Some(MwBind {
-                    mw_rkey: (*bm.mw).rkey,
-                    new_rkey: bm.rkey,
-                    mr_lkey: if bi.mr.is_null() { 0 } else { (*bi.mr).lkey },
-                    addr: bi.addr,
-                    length: bi.length,
-                    access: wv_access(bi.mw_access_flags),
-                });
-            }
-            _ => {}
+    match w.opcode {
+        IBV_WR_RDMA_WRITE | IBV_WR_RDMA_WRITE_WITH_IMM | IBV_WR_RDMA_READ => {
+            // SAFETY: an RDMA request's `wr` is its `rdma` member.
+            let rdma = unsafe { w.wr.rdma };
+            out.remote_addr = rdma.remote_addr;
+            out.rkey = rdma.rkey;
         }
-        if b.c.qp_base.qp_type == IBV_QPT_UD {
-            out.ud = ud_of(w.wr.ud.ah, w.wr.ud.remote_qpn, w.wr.ud.remote_qkey);
-            if out.ud.is_none() {
+        IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD => {
+            // SAFETY: an atomic request's `wr` is its `atomic` member.
+            let at = unsafe { w.wr.atomic };
+            out.remote_addr = at.remote_addr;
+            out.rkey = at.rkey;
+            out.atomic = Some(AtomicArgs {
+                compare_add: at.compare_add,
+                swap: at.swap,
+            });
+        }
+        IBV_WR_BIND_MW => {
+            // SAFETY: a bind request's last union is its `bind_mw` member.
+            let bm = unsafe { w.ext.bind_mw };
+            if bm.mw.is_null() {
                 return Err(EINVAL);
             }
+            let bi = bm.bind_info;
+            // SAFETY: a live MW named by the request.
+            let mw_rkey = unsafe { (*bm.mw).rkey };
+            let mr_lkey = if bi.mr.is_null() {
+                0
+            } else {
+                // SAFETY: a live MR named by the bind.
+                unsafe { (*bi.mr).lkey }
+            };
+            out.bind = Some(MwBind {
+                mw_rkey,
+                new_rkey: bm.rkey,
+                mr_lkey,
+                addr: bi.addr,
+                length: bi.length,
+                access: wv_access(bi.mw_access_flags),
+            });
+        }
+        _ => {}
+    }
+    if b.c.qp_base.qp_type == IBV_QPT_UD {
+        // SAFETY: a UD QP's requests carry their destination in `wr.ud`.
+        let ud = unsafe { w.wr.ud };
+        out.ud = ud_of(ud.ah, ud.remote_qpn, ud.remote_qkey);
+        if out.ud.is_none() {
+            return Err(EINVAL);
         }
     }
     Ok(out)
@@ -794,8 +824,10 @@ pub unsafe extern "C" fn post_send(
             post_built(b, &built)?;
             if let Some(bind) = built.bind {
                 // The window takes the key the bind gives it once posted.
+                // SAFETY: a BIND_MW request's last union is its bind.
+                let mw = unsafe { w.ext.bind_mw.mw };
                 // SAFETY: a live MW named by the WR.
-                unsafe { (*w.ext.bind_mw.mw).rkey = bind.new_rkey };
+                unsafe { (*mw).rkey = bind.new_rkey };
             }
             Ok(())
         });
@@ -839,7 +871,11 @@ pub unsafe extern "C" fn bind_mw(q: *mut ibv_qp, mw: *mut ibv_mw, bind: *mut ibv
         return EINVAL;
     }
     // SAFETY: live objects by the contract.
-    let (b, m, bd) = unsafe { (qp(q), &mut *mw.cast::<MwBox>(), &*bind) };
+    let b = unsafe { qp(q) };
+    // SAFETY: a live MW by the contract.
+    let m = unsafe { &mut *mw.cast::<MwBox>() };
+    // SAFETY: readable by the contract.
+    let bd = unsafe { &*bind };
     if m.c.type_ != IBV_MW_TYPE_1 as u32 {
         return EINVAL;
     }
@@ -877,7 +913,11 @@ pub unsafe extern "C" fn ibv_attach_mcast(q: *mut ibv_qp, gid: *const ibv_gid, l
         return errno::ret(Err(EINVAL));
     }
     // SAFETY: live QP; readable GID.
-    let (b, g) = unsafe { (qp(q), (*gid).raw) };
+    let b = unsafe { qp(q) };
+    // SAFETY: a readable GID by the contract.
+    let gv = unsafe { gid.read() };
+    // SAFETY: both views of the union are 16 plain bytes.
+    let g = unsafe { gv.raw };
     errno::ret(b.qp.attach_mcast(&g, lid).map_err(|e| errno::of(&e)))
 }
 
@@ -890,7 +930,11 @@ pub unsafe extern "C" fn ibv_detach_mcast(q: *mut ibv_qp, gid: *const ibv_gid, l
         return errno::ret(Err(EINVAL));
     }
     // SAFETY: live QP; readable GID.
-    let (b, g) = unsafe { (qp(q), (*gid).raw) };
+    let b = unsafe { qp(q) };
+    // SAFETY: a readable GID by the contract.
+    let gv = unsafe { gid.read() };
+    // SAFETY: both views of the union are 16 plain bytes.
+    let g = unsafe { gv.raw };
     errno::ret(b.qp.detach_mcast(&g, lid).map_err(|e| errno::of(&e)))
 }
 
@@ -1050,7 +1094,9 @@ unsafe extern "C" fn wr_bind_mw(
     }
     if let Some(w) = begin(q, IBV_WR_BIND_MW, IBV_QP_EX_WITH_BIND_MW) {
         // SAFETY: live MW and readable info by the contract.
-        let (m, i) = unsafe { (&mut *mw, *info) };
+        let m = unsafe { &mut *mw };
+        // SAFETY: readable by the contract.
+        let i = unsafe { *info };
         w.bind = Some(MwBind {
             mw_rkey: m.rkey,
             new_rkey: rkey,
@@ -1085,7 +1131,7 @@ unsafe extern "C" fn wr_set_sge_list(q: *mut ibv_qp_ex, n: usize, list: *const i
         w.sges = (0..n)
             .map(|i| {
                 // SAFETY: `n` entries by the contract.
-                let e = unsafe { *list.add(i) };
+                let e = unsafe { list.wrapping_add(i).read() };
                 Sge {
                     addr: e.addr,
                     length: e.length,
@@ -1115,7 +1161,7 @@ unsafe extern "C" fn wr_set_inline_data_list(
     let mut v = Vec::new();
     for i in 0..n {
         // SAFETY: `n` entries, each naming readable bytes, by the contract.
-        let d = unsafe { &*list.add(i) };
+        let d = unsafe { &*list.wrapping_add(i) };
         // SAFETY: as above.
         v.extend_from_slice(unsafe { core::slice::from_raw_parts(d.addr as *const u8, d.length) });
     }

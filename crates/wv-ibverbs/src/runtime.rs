@@ -33,17 +33,24 @@ pub type File = wv_client::windows::File;
 /// hold), then what opening it needs.
 #[repr(C)]
 pub struct DeviceEntry {
+    /// The C struct applications hold.
     pub c: ibv_device,
+    /// The node GUID (network order, as GUID_QUERY reports it).
     pub guid: u64,
+    /// Its position in the list.
     pub index: usize,
+    /// `softhcaN`.
     pub name: String,
 }
 
 /// The process's stack: the provider handle and the devices below it (never changed after
 /// bring-up, so the `ibv_device` addresses handed out stay valid for the process's life).
 pub struct Runtime {
+    /// The WinVerbs handle every context opens its device through.
     pub provider: Provider<File>,
+    /// The devices, in GUID_QUERY's order.
     pub devices: Vec<DeviceEntry>,
+    /// The in-process stack (never unloaded: it lives as long as the process).
     #[cfg(not(windows))]
     pub stack: Arc<wv_client::inproc::Stack>,
 }

@@ -14,11 +14,16 @@ use crate::errno::{self, EBUSY, EINVAL, EOPNOTSUPP};
 use crate::objects::{leak, pd};
 use crate::runtime::File;
 
+/// An SRQ: the C struct, then the library's.
 #[repr(C)]
 pub struct SrqBox {
+    /// The C struct applications hold.
     pub c: ibv_srq,
+    /// The client's SRQ.
     pub srq: Srq<File>,
+    /// QPs receiving from it (`EBUSY` while any).
     pub users: AtomicUsize,
+    /// SGEs per receive the device granted.
     pub max_sge: u32,
 }
 
@@ -155,8 +160,10 @@ pub unsafe extern "C" fn ibv_modify_srq(
     if mask & !(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT) != 0 {
         return errno::ret(Err(EINVAL));
     }
-    // SAFETY: live SRQ; readable attr.
-    let (b, a) = unsafe { (srq(s), *attr) };
+    // SAFETY: a live SRQ.
+    let b = unsafe { srq(s) };
+    // SAFETY: readable by the contract.
+    let a = unsafe { *attr };
     let cur = match b.srq.query() {
         Ok(q) => q,
         Err(e) => return errno::ret(Err(errno::of(&e))),
@@ -221,11 +228,10 @@ pub unsafe extern "C" fn ibv_destroy_srq(s: *mut ibv_srq) -> c_int {
     if b.users.load(Ordering::Acquire) != 0 {
         return errno::ret(Err(EBUSY));
     }
-    // SAFETY: the PD counts the SRQ; the box is freed once.
-    unsafe {
-        pd(b.c.pd).users.fetch_sub(1, Ordering::AcqRel);
-        drop(Box::from_raw(s.cast::<SrqBox>()));
-    }
+    // SAFETY: the PD counts the SRQ, so it is live.
+    unsafe { pd(b.c.pd) }.users.fetch_sub(1, Ordering::AcqRel);
+    // SAFETY: the box `create` leaked, freed once.
+    drop(unsafe { Box::from_raw(s.cast::<SrqBox>()) });
     0
 }
 
@@ -250,7 +256,7 @@ pub unsafe fn for_each_recv(
         } else if n <= sges.len() {
             for (i, s) in sges.iter_mut().enumerate().take(n) {
                 // SAFETY: `n` entries by the contract.
-                let e = unsafe { *w.sg_list.add(i) };
+                let e = unsafe { w.sg_list.wrapping_add(i).read() };
                 *s = Sge {
                     addr: e.addr,
                     length: e.length,
@@ -261,7 +267,7 @@ pub unsafe fn for_each_recv(
         } else {
             for i in 0..n {
                 // SAFETY: as above.
-                let e = unsafe { *w.sg_list.add(i) };
+                let e = unsafe { w.sg_list.wrapping_add(i).read() };
                 heap.push(Sge {
                     addr: e.addr,
                     length: e.length,
