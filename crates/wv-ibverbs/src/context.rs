@@ -3,6 +3,7 @@
 
 use core::ffi::{c_char, c_int};
 use core::ptr;
+use core::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use wv_client::verbs::Device;
@@ -28,6 +29,8 @@ pub struct Context {
     pub attr: ibv_device_attr,
     /// Port 1's link layer (`IBV_LINK_LAYER_*`).
     pub link_layer: u8,
+    /// Set by `ibv_close_device` for the port-event threads.
+    pub closing: Arc<AtomicBool>,
 }
 
 /// An async event as queued: the element as an address (or port number) and the type.
@@ -161,11 +164,83 @@ fn new_context(entry: &'static DeviceEntry) -> Result<*mut ibv_context, i32> {
         async_events,
         attr,
         link_layer,
+        closing: Arc::new(AtomicBool::new(false)),
     });
     boxed.vctx.sz = core::mem::size_of::<verbs_context>();
+    for port in 1..=boxed.attr.phys_port_cnt {
+        watch_port(
+            &boxed.dev,
+            port,
+            boxed.async_events.clone(),
+            boxed.closing.clone(),
+        );
+    }
     let raw = Box::into_raw(boxed);
     // SAFETY: `raw` is the live box just leaked.
     Ok(unsafe { &raw mut (*raw).vctx.context })
+}
+
+/// The port's async events: a thread parks DEVICE_NOTIFY for `port` (WinVerbs' port event
+/// request, as WinOFED's libibverbs parks it for `ibv_get_async_event`) and turns each
+/// completion's `WV_IO_EVENT_*` flags into rdma-core's events: a state change into
+/// `IBV_EVENT_PORT_ACTIVE` or `IBV_EVENT_PORT_ERR` (by the port's state now), an address change
+/// into `IBV_EVENT_GID_CHANGE`, a partition change into `IBV_EVENT_PKEY_CHANGE`, a management
+/// change into `IBV_EVENT_SM_CHANGE`, a device error into `IBV_EVENT_DEVICE_FATAL`. The thread
+/// ends when the request ends otherwise (DEVICE_CANCEL at close, removal).
+fn watch_port(
+    dev: &Device<File>,
+    port: u8,
+    events: Arc<EventQueue<AsyncEvent>>,
+    closing: Arc<AtomicBool>,
+) {
+    use wv_client::verbs::{
+        WV_IO_EVENT_ADDRESS, WV_IO_EVENT_ERROR, WV_IO_EVENT_LINK_ADDRESS, WV_IO_EVENT_MANAGEMENT,
+        WV_IO_EVENT_PARTITION, WV_IO_EVENT_STATE,
+    };
+    let dev = dev.clone();
+    let _ = std::thread::Builder::new()
+        .name("ibv-port-events".into())
+        .spawn(move || {
+            loop {
+                let Ok(p) = dev.port_notify(port) else { return };
+                // Parked before the close's DEVICE_CANCEL, it ends with it; parked after, the
+                // flag (set before the cancel) is seen here.
+                if closing.load(Ordering::SeqCst) {
+                    p.cancel();
+                    return;
+                }
+                let Ok(flags) = p.wait() else { return };
+                let element = usize::from(port);
+                let push = |event_type| {
+                    events.push(AsyncEvent {
+                        element,
+                        event_type,
+                    })
+                };
+                if flags & WV_IO_EVENT_ERROR != 0 {
+                    push(IBV_EVENT_DEVICE_FATAL);
+                }
+                if flags & WV_IO_EVENT_STATE != 0 {
+                    let active = dev
+                        .query_port(port)
+                        .is_ok_and(|a| a.State == IBV_PORT_ACTIVE);
+                    push(if active {
+                        IBV_EVENT_PORT_ACTIVE
+                    } else {
+                        IBV_EVENT_PORT_ERR
+                    });
+                }
+                if flags & (WV_IO_EVENT_ADDRESS | WV_IO_EVENT_LINK_ADDRESS) != 0 {
+                    push(IBV_EVENT_GID_CHANGE);
+                }
+                if flags & WV_IO_EVENT_PARTITION != 0 {
+                    push(IBV_EVENT_PKEY_CHANGE);
+                }
+                if flags & WV_IO_EVENT_MANAGEMENT != 0 {
+                    push(IBV_EVENT_SM_CHANGE);
+                }
+            }
+        });
 }
 
 /// Opens a device (`ibv_open_device`): DEVICE_OPEN through the driver, the user-mode
@@ -193,6 +268,9 @@ pub unsafe extern "C" fn ibv_close_device(c: *mut ibv_context) -> c_int {
     let off = core::mem::offset_of!(verbs_context, context);
     // SAFETY: the box `new_context` leaked (see `ctx`).
     let cx = unsafe { Box::from_raw(c.cast::<u8>().wrapping_sub(off).cast::<Context>()) };
+    // The port threads' DEVICE_NOTIFYs end (cancelled): they let their device handles go.
+    cx.closing.store(true, Ordering::SeqCst);
+    let _ = cx.dev.cancel_notify();
     #[cfg(unix)]
     if cx.vctx.context.cmd_fd >= 0 {
         // SAFETY: the context's own descriptor.
@@ -544,7 +622,12 @@ pub unsafe extern "C" fn ibv_get_async_event(
         Ok(e) => {
             let element = if matches!(
                 e.event_type,
-                IBV_EVENT_PORT_ACTIVE | IBV_EVENT_PORT_ERR | IBV_EVENT_GID_CHANGE
+                IBV_EVENT_PORT_ACTIVE
+                    | IBV_EVENT_PORT_ERR
+                    | IBV_EVENT_GID_CHANGE
+                    | IBV_EVENT_PKEY_CHANGE
+                    | IBV_EVENT_SM_CHANGE
+                    | IBV_EVENT_DEVICE_FATAL
             ) {
                 ibv_async_event_element {
                     port_num: e.element as i32,

@@ -506,3 +506,50 @@ fn a_completion_channel_delivers_one_event_per_arm_and_honours_o_nonblock() {
     // SAFETY: as above.
     assert_eq!(unsafe { ibv_destroy_comp_channel(ch) }, 0);
 }
+
+#[test]
+fn a_port_going_down_and_up_is_an_async_event_on_the_async_fd() {
+    // The second device, so the other tests' traffic on the first is not disturbed.
+    let mut n = 0;
+    // SAFETY: a writable local.
+    let list = unsafe { ibv_get_device_list(&mut n) };
+    assert!(n >= 2, "the default stack has two devices");
+    // SAFETY: the list holds `n >= 2` devices.
+    let second = unsafe { list.wrapping_add(1).read() };
+    // SAFETY: a device of the list.
+    let ctx = unsafe { ibv_open_device(second) };
+    // SAFETY: the list, freed once.
+    unsafe { ibv_free_device_list(list) };
+    assert!(!ctx.is_null());
+    let stack = &wv_ibverbs::runtime::get().unwrap().stack;
+    // SAFETY: a live context.
+    let fd = unsafe { (*ctx).async_fd };
+    let wait = |want: u32| {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: polls one pollfd, a live local.
+        assert_eq!(
+            unsafe { libc::poll(&mut p, 1, 5000) },
+            1,
+            "async_fd readable"
+        );
+        // SAFETY: all-zero is a valid event to overwrite.
+        let mut ev: ibv_async_event = unsafe { core::mem::zeroed() };
+        // SAFETY: a live context and a writable local.
+        assert_eq!(unsafe { ibv_get_async_event(ctx, &mut ev) }, 0);
+        assert_eq!(ev.event_type, want);
+        // SAFETY: a port event's element is its port number.
+        assert_eq!(unsafe { ev.element.port_num }, 1);
+        // SAFETY: the event just taken.
+        unsafe { ibv_ack_async_event(&mut ev) };
+    };
+    stack.set_port_state(1, 1, false).unwrap();
+    wait(IBV_EVENT_PORT_ERR);
+    stack.set_port_state(1, 1, true).unwrap();
+    wait(IBV_EVENT_PORT_ACTIVE);
+    // SAFETY: the context, closed once (its port thread's request is cancelled).
+    assert_eq!(unsafe { ibv_close_device(ctx) }, 0);
+}
