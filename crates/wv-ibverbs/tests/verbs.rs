@@ -531,11 +531,8 @@ fn a_port_going_down_and_up_is_an_async_event_on_the_async_fd() {
             revents: 0,
         };
         // SAFETY: polls one pollfd, a live local.
-        assert_eq!(
-            unsafe { libc::poll(&mut p, 1, 5000) },
-            1,
-            "async_fd readable"
-        );
+        let ready = unsafe { libc::poll(&mut p, 1, 5000) };
+        assert_eq!(ready, 1, "async_fd readable");
         // SAFETY: all-zero is a valid event to overwrite.
         let mut ev: ibv_async_event = unsafe { core::mem::zeroed() };
         // SAFETY: a live context and a writable local.
