@@ -334,17 +334,23 @@ pub unsafe extern "C" fn query_device_ex(
     0
 }
 
-/// `ibv_query_port` (the 1.1 entry point: the compat struct is the same first 48 bytes).
+/// rdma-core's `struct _compat_ibv_port_attr` (what the exported `ibv_query_port` takes): the
+/// fields of `ibv_port_attr` up to `flags`, without `port_cap_flags2`.
+const COMPAT_PORT_ATTR_SIZE: usize = core::mem::offset_of!(ibv_port_attr, port_cap_flags2);
+const _: () = assert!(COMPAT_PORT_ATTR_SIZE == 48);
+
+/// `ibv_query_port` (the exported 1.1 entry point, for callers that do not go through the
+/// header's inline function): it fills rdma-core's 48-byte `_compat_ibv_port_attr`.
 ///
 /// # Safety
-/// `c` is a live context, `attr` writable.
+/// `c` is a live context, `attr` holds 48 writable bytes.
 pub unsafe extern "C" fn ibv_query_port(
     c: *mut ibv_context,
     port: u8,
     attr: *mut ibv_port_attr,
 ) -> c_int {
-    // SAFETY: forwarded contract; the compat struct is a prefix.
-    unsafe { query_port_ex(c, port, attr, core::mem::size_of::<ibv_port_attr>()) }
+    // SAFETY: forwarded contract, with the compat struct's size.
+    unsafe { query_port_ex(c, port, attr, COMPAT_PORT_ATTR_SIZE) }
 }
 
 /// `query_port` of the extended ops (what the header's inline `ibv_query_port` calls).
