@@ -571,6 +571,26 @@ pub mod process {
         ))
     }
 
+    /// `struct iovec`.
+    #[repr(C)]
+    struct IoVec {
+        iov_base: *mut core::ffi::c_void,
+        iov_len: usize,
+    }
+
+    // glibc's wrapper of the system call (declared here rather than through a crate, so the
+    // soft HCA keeps its dependency set, which the driver package's locked build lists).
+    unsafe extern "C" {
+        fn process_vm_readv(
+            pid: i32,
+            local_iov: *const IoVec,
+            liovcnt: core::ffi::c_ulong,
+            remote_iov: *const IoVec,
+            riovcnt: core::ffi::c_ulong,
+            flags: core::ffi::c_ulong,
+        ) -> isize;
+    }
+
     /// Copies `len` bytes from address `src` to address `dst` of this process through the
     /// kernel: a page of either side that is not mapped (or, for `dst`, not writable) fails the
     /// copy instead of faulting.
@@ -578,20 +598,20 @@ pub mod process {
         if len == 0 {
             return Ok(());
         }
-        let local = libc::iovec {
+        let local = IoVec {
             iov_base: core::ptr::with_exposed_provenance_mut(dst),
             iov_len: len,
         };
-        let remote = libc::iovec {
+        let remote = IoVec {
             iov_base: core::ptr::with_exposed_provenance_mut(src),
             iov_len: len,
         };
-        let pid = std::process::id() as libc::pid_t;
+        let pid = std::process::id() as i32;
         // SAFETY: `process_vm_readv` only reads the two iovecs passed by reference here; the
         // addresses they name are accessed by the kernel, which checks every page and answers
         // EFAULT for one that is not accessible. On this process, a destination the kernel can
         // write is memory the device may write by the registration it was validated for.
-        let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+        let n = unsafe { process_vm_readv(pid, &local, 1, &remote, 1, 0) };
         if n == len as isize {
             Ok(())
         } else {
