@@ -218,12 +218,15 @@ fn registration_probes_the_pages_as_the_kernel_does() {
     let mr = unsafe { ibv_reg_mr(e.pd, ro, page, IBV_ACCESS_LOCAL_WRITE as i32) };
     assert!(mr.is_null());
     assert_eq!(errno::get(), errno::EFAULT);
-    // Unmapped memory: EFAULT.
-    let gone = mmap(page, libc::PROT_READ | libc::PROT_WRITE);
-    // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-    unsafe { libc::munmap(gone, page) };
-    // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-    let mr = unsafe { ibv_reg_mr(e.pd, gone, page, 0) };
+    // Inaccessible memory (PROT_NONE), and memory nothing can map (a non-canonical address: a
+    // page unmapped here could be mapped again by another test's thread): EFAULT.
+    let none = mmap(page, libc::PROT_NONE);
+    // SAFETY: a live PD; the library only probes the range.
+    let mr = unsafe { ibv_reg_mr(e.pd, none, page, 0) };
+    assert!(mr.is_null());
+    assert_eq!(errno::get(), errno::EFAULT);
+    // SAFETY: as above.
+    let mr = unsafe { ibv_reg_mr(e.pd, (1usize << 47) as *mut c_void, page, 0) };
     assert!(mr.is_null());
     assert_eq!(errno::get(), errno::EFAULT);
     // Remote write without local write: EINVAL (before any probe).
@@ -236,6 +239,8 @@ fn registration_probes_the_pages_as_the_kernel_does() {
     unsafe { libc::munmap(ro, page) };
     // SAFETY: the test's own mapping.
     unsafe { libc::munmap(rw, page) };
+    // SAFETY: the test's own mapping.
+    unsafe { libc::munmap(none, page) };
 }
 
 /// An RC QP connected to itself: RESET → INIT → RTR → RTS through `ibv_modify_qp`.

@@ -669,10 +669,11 @@ pub mod process {
             // Read-only memory: for reading only.
             assert!(mem.pin(ro as u64, page as u64, false).is_ok());
             assert!(mem.pin(ro as u64, page as u64, true).is_err());
-            // Unmapped memory: refused.
-            let gone = map(page, libc::PROT_READ | libc::PROT_WRITE);
-            unmap(gone, page);
-            assert!(mem.pin(gone as u64, page as u64, false).is_err());
+            // Inaccessible memory (PROT_NONE) and memory nothing can map (a non-canonical
+            // address: a page unmapped here could be mapped again by another test's thread).
+            let none = map(page, libc::PROT_NONE);
+            assert!(mem.pin(none as u64, page as u64, false).is_err());
+            assert!(mem.pin(1 << 47, page as u64, false).is_err());
             // Copies through the kernel, between two ranges of one mapping.
             let a = mem.pin(rw as u64, page as u64, true).unwrap();
             let b = mem.pin((rw + page) as u64, page as u64, true).unwrap();
@@ -683,8 +684,17 @@ pub mod process {
             assert_eq!(&out, b"abc");
             assert_eq!(b.fetch_add(16, 5), Ok(0));
             assert_eq!(b.fetch_add(16, 1), Ok(5));
-            // The application takes the second page away: transfers fail, nothing faults.
-            unmap(rw + page, page);
+            // The application takes the second page away (PROT_NONE, as good as unmapped to
+            // the kernel's copy, and not reusable by another thread's mapping): transfers fail,
+            // nothing faults.
+            // SAFETY: changes the protection of the second page of the mapping made above.
+            unsafe {
+                libc::mprotect(
+                    core::ptr::with_exposed_provenance_mut(rw + page),
+                    page,
+                    libc::PROT_NONE,
+                )
+            };
             assert!(b.read(0, &mut out).is_err());
             assert!(b.write(0, b"x").is_err());
             assert!(DmaRange::copy(&a, 0, &b, 0, 3).is_err());
@@ -708,8 +718,9 @@ pub mod process {
             );
             a.read(0, &mut out).unwrap();
             assert_eq!(&out, b"abc");
-            unmap(rw, page);
+            unmap(rw, 2 * page);
             unmap(ro, page);
+            unmap(none, page);
         }
 
         #[test]
