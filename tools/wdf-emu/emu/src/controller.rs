@@ -37,6 +37,8 @@ pub struct ControllerConfig {
     pub verbs: bool,
     /// Whether the stack answers the CM query.
     pub cm: bool,
+    /// The firmware's command latency (see `wv_softhca::DeviceConfig::command_latency_ns`).
+    pub command_latency_ns: u64,
 }
 
 impl ControllerConfig {
@@ -48,6 +50,7 @@ impl ControllerConfig {
             link_layer: LinkLayer::Ethernet,
             verbs: true,
             cm: true,
+            command_latency_ns: 0,
         }
     }
 }
@@ -84,6 +87,7 @@ impl SoftController {
         let ports = config.ports.clamp(1, 2);
         device.ports = ports;
         device.link_layer = config.link_layer;
+        device.command_latency_ns = config.command_latency_ns;
         let hca = SoftHca::new(Arc::new(platform.clone()), device, memory);
         fabric.attach(&hca);
         for port in 1..=ports {
