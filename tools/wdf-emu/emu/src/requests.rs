@@ -320,9 +320,17 @@ fn with_request<R>(
                     kind: Kind::Request(_),
                     ..
                 }) => format!(
-                    "WDFREQUEST {handle:#x} was already completed (it is only kept by a reference)"
+                    "WDFREQUEST {handle:#x} was already completed (it is only kept by a \
+                     reference): a request is completed exactly once"
                 ),
-                _ => fx.invalid(handle, "WDFREQUEST"),
+                _ => match fx.graveyard.get(&handle) {
+                    Some(fate) if fate.starts_with("this WDFREQUEST") => format!(
+                        "WDFREQUEST {handle:#x} was already completed ({}): a request is \
+                         completed exactly once, by its owner",
+                        fate.trim_start_matches("this WDFREQUEST ")
+                    ),
+                    _ => fx.invalid(handle, "WDFREQUEST"),
+                },
             };
             drop(fx);
             m.bug_check(WDF_VIOLATION, format!("{ddi}: {message}"));

@@ -111,7 +111,7 @@ impl fmt::Display for Report {
 /// `EvtDriverUnload` runs, then the framework deletes the driver object (and whatever is still
 /// parented to it).
 pub(crate) fn unload(m: &Arc<Inner>) {
-    let (driver, unload, devices) = {
+    let (driver, unload) = {
         let fx = m.fx.lock();
         let Some(driver) = fx.driver else {
             return;
@@ -123,11 +123,21 @@ pub(crate) fn unload(m: &Arc<Inner>) {
             }) => d.unload,
             _ => None,
         };
-        let devices: Vec<String> = fx
+        (driver, unload)
+    };
+    if let Some(unload) = unload {
+        crate::callbacks::frame(m, "EvtDriverUnload", Irql::Passive, || {
+            // SAFETY: the driver's unload callback with its driver object, once.
+            unsafe { crate::callbacks::driver_unload(m.config.abi, unload, driver as WDFDRIVER) }
+        });
+    }
+    m.run_until_idle();
+    let devices: Vec<String> =
+        m.fx.lock()
             .objects
             .iter()
             .filter_map(|(h, o)| match &o.kind {
-                Kind::Device(d) => Some(format!(
+                Kind::Device(d) if o.life == objects::Life::Live => Some(format!(
                     "{} {h:#x}{}",
                     if d.control {
                         "control device"
@@ -142,20 +152,12 @@ pub(crate) fn unload(m: &Arc<Inner>) {
                 _ => None,
             })
             .collect();
-        (driver, unload, devices)
-    };
     if !devices.is_empty() {
         m.violation(format!(
-            "verifier: unload with device objects still present ({}): the system would never \
-             unload this driver",
+            "verifier: unload with device objects the driver did not delete ({}): the system \
+             would never unload this driver",
             devices.join(", ")
         ));
-    }
-    if let Some(unload) = unload {
-        crate::callbacks::frame(m, "EvtDriverUnload", Irql::Passive, || {
-            // SAFETY: the driver's unload callback with its driver object, once.
-            unsafe { crate::callbacks::driver_unload(m.config.abi, unload, driver as WDFDRIVER) }
-        });
     }
     objects::delete_driver_object(m);
 }
@@ -171,14 +173,7 @@ pub(crate) fn unload_checks(m: &Arc<Inner>) -> Report {
                 .map(|o| {
                     o.tags
                         .iter()
-                        .map(|t| {
-                            format!(
-                                "tag '{}' at {}:{}",
-                                crate::wdm::tag_text(t.tag as u32),
-                                t.file,
-                                t.line
-                            )
-                        })
+                        .map(|t| format!("tag {:#x} at {}:{}", t.tag, t.file, t.line))
                         .collect()
                 })
                 .unwrap_or_default();
