@@ -132,3 +132,42 @@ fn every_wdf_call_and_kernel_allocation_can_fail() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+#[global_allocator]
+static ALLOC: wv_host::LowResources = wv_host::LowResources;
+
+/// The same scenario with each of the driver's own heap allocations refused once in turn (the
+/// Rust allocations of the glue and the core: `KArc::try_new`, `try_reserve`, … — on Windows
+/// `ExAllocatePool2` through the global allocator), by `wv-host`'s low-resources simulation.
+#[test]
+fn every_heap_allocation_of_the_driver_can_fail() {
+    use wv_host::low_resources::{self, Plan};
+    let machine = Machine::boot(MachineConfig::deterministic());
+    low_resources::arm(Plan::Count);
+    let problems = scenario(&machine);
+    let tally = low_resources::disarm();
+    assert!(problems.is_empty(), "{problems:?}");
+    machine.unload().assert_clean();
+    assert!(tally.seen > 10, "{tally:?}");
+    assert_eq!(
+        tally.under_spin_lock, 0,
+        "allocations under a spin lock: {tally:?}"
+    );
+    eprintln!("{} heap allocations in driver code", tally.seen);
+
+    let mut failures = Vec::new();
+    for n in 1..=tally.seen {
+        let machine = Machine::boot(MachineConfig::deterministic());
+        low_resources::arm(Plan::FailNth(n));
+        let problems = scenario(&machine);
+        let tally = low_resources::disarm();
+        let report = machine.unload();
+        if tally.refused != 1 {
+            failures.push(format!("run {n}: the allocation to refuse was not reached"));
+        }
+        if !problems.is_empty() || !report.is_clean() {
+            failures.push(format!("run {n}: requests {problems:?}; {report}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
