@@ -38,19 +38,21 @@ static CONTROLLER: ContextType<Controller> =
 // `Controller` promises to stay two atomics; a field added to it would show here first.
 const _: () = assert!(size_of::<Controller>() == 16);
 
-/// The controller hold of `device`.
+/// The controller hold of `device` (every filter device is created with one; `None` would
+/// mean a device of another kind).
 ///
 /// # Safety
 /// `device` is a live filter device this driver created; the reference is not used after its
 /// cleanup callback.
-unsafe fn controller<'a>(device: Device) -> &'a Controller {
+unsafe fn controller<'a>(device: Device) -> Option<&'a Controller> {
     // SAFETY: the caller's promise; filter devices are created with the CONTROLLER context.
     unsafe { CONTROLLER.get(device.raw().cast()) }
 }
 
 /// `EvtDriverDeviceAdd` (PASSIVE_LEVEL): a filter device on a new controller's stack; the
-/// first one also creates the control device, and if that fails this AddDevice fails
-/// (spec §7.1-k).
+/// first one also creates the control device, and if that fails this AddDevice fails without a
+/// device (spec §7.1-k). KMDF turns a filter's failure into success — the controller's stack
+/// builds and starts without this filter — so the failure is logged here, where it happens.
 pub extern "C" fn evt_driver_device_add(
     driver: WDFDRIVER,
     device_init: PWDFDEVICE_INIT,
@@ -71,6 +73,10 @@ pub extern "C" fn evt_driver_device_add(
 
     let status = join_control_device(g, driver);
     if !nt_success(status) {
+        wdk::println!(
+            "WinVerbs: no control device ({status:#010x}); the filter does not attach to this \
+             controller"
+        );
         return status;
     }
     let mut attributes = wdf_init::wdf_object_attributes_init_context_type(CONTROLLER.info());
@@ -78,6 +84,10 @@ pub extern "C" fn evt_driver_device_add(
     match init.create(&mut attributes) {
         Ok(_) => STATUS_SUCCESS,
         Err(status) => {
+            wdk::println!(
+                "WinVerbs: the filter device could not be created ({status:#010x}); the filter \
+                 does not attach to this controller"
+            );
             // No device, so no cleanup callback: give the controller's count back here.
             leave_control_device(g);
             status
@@ -121,8 +131,10 @@ extern "C" fn evt_self_managed_io_start(device: WDFDEVICE) -> NTSTATUS {
     // SAFETY: the framework passes a live filter device of this driver to the callback.
     let device = unsafe { Device::from_raw(device) };
     // SAFETY: as above.
-    let start =
-        unsafe { controller(device) }.start(&g.core, || query_verbs(device), || query_cm(device));
+    let Some(controller) = (unsafe { controller(device) }) else {
+        return STATUS_SUCCESS;
+    };
+    let start = controller.start(&g.core, || query_verbs(device), || query_cm(device));
     if let Start::PassThrough(reason) = start {
         wdk::println!("WinVerbs: the filter passes its controller through: {reason}");
     }
@@ -164,7 +176,9 @@ fn stop(device: WDFDEVICE) {
         // that call this.
         let device = unsafe { Device::from_raw(device) };
         // SAFETY: as above.
-        let _ = unsafe { controller(device) }.stop(&g.core);
+        if let Some(controller) = unsafe { controller(device) } {
+            let _ = controller.stop(&g.core);
+        }
     }
 }
 

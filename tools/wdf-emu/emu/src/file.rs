@@ -317,7 +317,28 @@ fn open(m: &Arc<Inner>, path: &str, between: impl FnOnce()) -> Result<EmuFile, N
 fn send(m: &Arc<Inner>, irp: &Arc<Irp>) {
     let _host = kernel::host_scope();
     let device = irp.device;
-    let in_caller = device_mut(&mut m.fx.lock(), device).and_then(|d| d.in_caller);
+    let (in_caller, search) = device_mut(&mut m.fx.lock(), device).map_or((None, false), |d| {
+        let class = d.file_config.map(|(c, _)| c.FileObjectClass);
+        (
+            d.in_caller,
+            class == Some(wdk_sys::_WDF_FILEOBJECT_CLASS::WdfFileObjectWdfCannotUseFsContexts),
+        )
+    });
+    if search && irp.file_handle().is_some() {
+        // FxFileObject::_GetFileObjectFromWdm for this class: a walk of the device's open file
+        // objects under its lock, for every request.
+        let fx = m.fx.lock();
+        let open = fx
+            .objects
+            .values()
+            .filter(|o| matches!(o.kind, Kind::File))
+            .count();
+        drop(fx);
+        m.count("file lookups by search");
+        for _ in 0..open {
+            m.count("file objects searched");
+        }
+    }
     let request = requests::create(m, irp);
     m.count("ioctls sent");
     match in_caller {

@@ -22,6 +22,7 @@ use wdk_sys::{
     PFN_WDF_DRIVER_DEVICE_ADD, PFN_WDF_DRIVER_UNLOAD, PFN_WDF_OBJECT_CONTEXT_CLEANUP,
     PFN_WDF_OBJECT_CONTEXT_DESTROY, PVOID, PWDF_DRIVER_CONFIG, PWDF_OBJECT_ATTRIBUTES,
     WDF_DRIVER_CONFIG, WDF_OBJECT_ATTRIBUTES, WDF_OBJECT_CONTEXT_TYPE_INFO, WDFDRIVER, WDFOBJECT,
+    WDFWAITLOCK,
 };
 use wv_hal::Irql;
 use wv_host::kernel;
@@ -49,6 +50,8 @@ pub(crate) enum Kind {
     Queue(Box<QueueObj>),
     Request(Box<RequestObj>),
     File,
+    /// A wait lock: the thread number holding it (0 when free).
+    WaitLock(u64),
 }
 
 impl Kind {
@@ -60,6 +63,7 @@ impl Kind {
             Kind::Queue(_) => "WDFQUEUE",
             Kind::Request(_) => "WDFREQUEST",
             Kind::File => "WDFFILEOBJECT",
+            Kind::WaitLock(_) => "WDFWAITLOCK",
         }
     }
 }
@@ -180,7 +184,7 @@ impl Fx {
             Kind::Driver(_) | Kind::File => true,
             Kind::Device(d) => !d.control,
             Kind::Request(_) => true,
-            Kind::Queue(_) => false,
+            Kind::Queue(_) | Kind::WaitLock(_) => false,
         };
         self.objects.insert(
             handle,
@@ -681,4 +685,184 @@ pub(crate) unsafe fn typed_context(
         // KMDF answers NULL for a context type the object does not have.
         None => std::ptr::null_mut(),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wait locks
+
+/// `WdfWaitLockCreate`.
+///
+/// # Safety
+/// The DDI's contract.
+pub(crate) unsafe fn wait_lock_create(
+    m: &Arc<Inner>,
+    attributes: PWDF_OBJECT_ATTRIBUTES,
+    lock: *mut WDFWAITLOCK,
+) -> NTSTATUS {
+    const DDI: &str = "WdfWaitLockCreate";
+    if lock.is_null() {
+        m.bug_check(
+            WDF_VIOLATION,
+            format!("{DDI}: Lock is NULL (FxPointerNotNull)"),
+        );
+        return wdk_sys::STATUS_INVALID_PARAMETER;
+    }
+    // SAFETY: the driver's attributes (or null).
+    let attributes = match unsafe { read_attributes(m, DDI, attributes) } {
+        Ok(a) => a,
+        Err(status) => return status,
+    };
+    if m.faults.fail(DDI) {
+        return wdk_sys::STATUS_INSUFFICIENT_RESOURCES;
+    }
+    let mut fx = m.fx.lock();
+    // Without a parent, the driver object is the parent.
+    let Some(parent) = attributes.parent.or(fx.driver) else {
+        drop(fx);
+        m.violation(format!(
+            "verifier: {DDI} before WdfDriverCreate (no parent for the lock)"
+        ));
+        return wdk_sys::STATUS_INVALID_DEVICE_STATE;
+    };
+    if fx.get(parent).is_none() {
+        let message = fx.invalid(parent, "parent WDFOBJECT");
+        drop(fx);
+        m.bug_check(WDF_VIOLATION, format!("{DDI}: {message}"));
+        return wdk_sys::STATUS_INVALID_PARAMETER;
+    }
+    let handle = fx.insert(Kind::WaitLock(0), &attributes, Some(parent));
+    drop(fx);
+    // SAFETY: the driver's out-parameter.
+    unsafe { lock.write(handle as WDFWAITLOCK) };
+    wdk_sys::STATUS_SUCCESS
+}
+
+fn wait_lock_owner(fx: &mut Fx, handle: Handle) -> Option<&mut u64> {
+    match fx.get_mut(handle) {
+        Some(Object {
+            kind: Kind::WaitLock(owner),
+            ..
+        }) => Some(owner),
+        _ => None,
+    }
+}
+
+/// `WdfWaitLockAcquire`: the lock is taken inside a critical region, as the framework does.
+///
+/// # Safety
+/// The DDI's contract.
+pub(crate) unsafe fn wait_lock_acquire(
+    m: &Arc<Inner>,
+    lock: WDFWAITLOCK,
+    timeout: *mut i64,
+) -> NTSTATUS {
+    const DDI: &str = "WdfWaitLockAcquire";
+    let handle = lock as Handle;
+    // SAFETY: the driver's optional timeout (relative, 100 ns units, when negative).
+    let timeout = unsafe { timeout.as_ref() }.copied();
+    let irql = kernel::irql();
+    if irql != Irql::Passive && timeout != Some(0) {
+        m.violation(format!(
+            "verifier: {DDI} at {} with {}: only a zero timeout may be used above PASSIVE_LEVEL \
+             (IRQL rule)",
+            irql.name(),
+            if timeout.is_some() {
+                "a timeout"
+            } else {
+                "no timeout"
+            }
+        ));
+        return wdk_sys::STATUS_INVALID_DEVICE_REQUEST;
+    }
+    let me = crate::wdm::thread_number();
+    let limit =
+        timeout.map(|t| std::time::Duration::from_nanos(t.unsigned_abs().saturating_mul(100)));
+    let start = std::time::Instant::now();
+    let mut guard = m.events.0.lock();
+    loop {
+        {
+            let mut fx = m.fx.lock();
+            let Some(owner) = wait_lock_owner(&mut fx, handle) else {
+                let message = fx.invalid(handle, "WDFWAITLOCK");
+                drop(fx);
+                drop(guard);
+                m.bug_check(WDF_VIOLATION, format!("{DDI}: {message}"));
+                return wdk_sys::STATUS_INVALID_PARAMETER;
+            };
+            if *owner == me {
+                drop(fx);
+                drop(guard);
+                m.bug_check(
+                    crate::verifier::DRIVER_VERIFIER_DETECTED_VIOLATION,
+                    format!("{DDI}: WDFWAITLOCK {handle:#x} acquired again by the thread that holds it (deadlock)"),
+                );
+                return wdk_sys::STATUS_TIMEOUT;
+            }
+            if *owner == 0 {
+                *owner = me;
+                crate::wdm::set_critical_regions(crate::wdm::critical_regions() + 1);
+                m.count("wait lock acquisitions");
+                return wdk_sys::STATUS_SUCCESS;
+            }
+        }
+        if limit.is_some_and(|l| start.elapsed() >= l) {
+            return wdk_sys::STATUS_TIMEOUT;
+        }
+        if m.is_deterministic() {
+            drop(guard);
+            if !m.platform.run_one() {
+                m.bug_check(
+                    crate::verifier::DRIVER_VERIFIER_DETECTED_VIOLATION,
+                    format!("{DDI}: WDFWAITLOCK {handle:#x} is held and nothing queued can release it (deadlock)"),
+                );
+                return wdk_sys::STATUS_TIMEOUT;
+            }
+            guard = m.events.0.lock();
+            continue;
+        }
+        if start.elapsed() > m.config.hang_timeout {
+            drop(guard);
+            m.bug_check(
+                crate::verifier::DRIVER_VERIFIER_DETECTED_VIOLATION,
+                format!("{DDI}: WDFWAITLOCK {handle:#x} still held by another thread after {:?} (a deadlock)", m.config.hang_timeout),
+            );
+            return wdk_sys::STATUS_TIMEOUT;
+        }
+        m.events
+            .1
+            .wait_for(&mut guard, std::time::Duration::from_millis(50));
+    }
+}
+
+/// `WdfWaitLockRelease`.
+///
+/// # Safety
+/// The DDI's contract.
+pub(crate) unsafe fn wait_lock_release(m: &Arc<Inner>, lock: WDFWAITLOCK) {
+    const DDI: &str = "WdfWaitLockRelease";
+    let handle = lock as Handle;
+    let me = crate::wdm::thread_number();
+    {
+        let mut fx = m.fx.lock();
+        let Some(owner) = wait_lock_owner(&mut fx, handle) else {
+            let message = fx.invalid(handle, "WDFWAITLOCK");
+            drop(fx);
+            m.bug_check(WDF_VIOLATION, format!("{DDI}: {message}"));
+            return;
+        };
+        if *owner != me {
+            drop(fx);
+            m.bug_check(
+                WDF_VIOLATION,
+                format!(
+                    "{DDI}: WDFWAITLOCK {handle:#x} released by a thread that does not hold it"
+                ),
+            );
+            return;
+        }
+        *owner = 0;
+    }
+    crate::wdm::set_critical_regions(crate::wdm::critical_regions() - 1);
+    let _guard = m.events.0.lock();
+    m.events.1.notify_all();
 }

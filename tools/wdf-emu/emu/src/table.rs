@@ -18,7 +18,7 @@ use wdk_sys::{
     PWDF_FILEOBJECT_CONFIG, PWDF_IO_QUEUE_CONFIG, PWDF_OBJECT_ATTRIBUTES,
     PWDF_PNPPOWER_EVENT_CALLBACKS, PWDF_REQUEST_PARAMETERS, PWDFDEVICE_INIT, ULONG_PTR,
     UNICODE_STRING, USHORT, WDF_DEVICE_IO_TYPE, WDF_DRIVER_GLOBALS, WDF_IO_QUEUE_STATE, WDFCONTEXT,
-    WDFDEVICE, WDFDRIVER, WDFFILEOBJECT, WDFFUNC, WDFOBJECT, WDFQUEUE, WDFREQUEST,
+    WDFDEVICE, WDFDRIVER, WDFFILEOBJECT, WDFFUNC, WDFOBJECT, WDFQUEUE, WDFREQUEST, WDFWAITLOCK,
 };
 
 use crate::{devices, io, objects, requests};
@@ -137,6 +137,16 @@ crate::ddis! {
     WdfRequestGetRequestorMode [WdfRequestGetRequestorModeTableIndex,
         PFN_WDFREQUESTGETREQUESTORMODE, Dispatch, fail = 0]
         (request: WDFREQUEST) -> KPROCESSOR_MODE => requests::get_requestor_mode;
+
+    WdfWaitLockCreate [WdfWaitLockCreateTableIndex, PFN_WDFWAITLOCKCREATE, Dispatch,
+        fail = wdk_sys::STATUS_INVALID_DEVICE_REQUEST]
+        (attributes: PWDF_OBJECT_ATTRIBUTES, lock: *mut WDFWAITLOCK) -> NTSTATUS
+        => objects::wait_lock_create;
+    WdfWaitLockAcquire [WdfWaitLockAcquireTableIndex, PFN_WDFWAITLOCKACQUIRE, Dispatch,
+        fail = wdk_sys::STATUS_INVALID_DEVICE_REQUEST]
+        (lock: WDFWAITLOCK, timeout: *mut i64) -> NTSTATUS => objects::wait_lock_acquire;
+    WdfWaitLockRelease [WdfWaitLockReleaseTableIndex, PFN_WDFWAITLOCKRELEASE, Dispatch,
+        fail = ()] (lock: WDFWAITLOCK) => objects::wait_lock_release;
 }
 
 include!(concat!(env!("OUT_DIR"), "/traps.rs"));

@@ -397,6 +397,11 @@ fn me() -> u64 {
     THREAD.with(|t| *t)
 }
 
+/// A small number naming the current thread (never 0): lock ownership.
+pub(crate) fn thread_number() -> u64 {
+    me()
+}
+
 /// The `KSPIN_LOCK` word: 0 free, else the owner's thread number.
 ///
 /// # Safety

@@ -52,6 +52,14 @@ fn a_filter_whose_add_device_fails_does_not_fail_the_stack() {
     );
     assert!(matches!(machine.controller_state(a), Some(PnpState::NotAttached(s)) if s < 0));
     assert!(machine.filter_device(a).is_none());
+    assert!(
+        machine
+            .debug_log()
+            .iter()
+            .any(|l| l.contains("the filter does not attach to this controller")),
+        "the failure is logged: {:?}",
+        machine.debug_log()
+    );
     assert_eq!(
         machine.stat("filter AddDevice failures turned into success"),
         1
