@@ -21,14 +21,14 @@ use wdk_sys::{NTSTATUS, PWDFDEVICE_INIT, STATUS_SUCCESS, WDFDEVICE, WDFDRIVER, W
 use wv_abi::NtStatus;
 use wv_ci::{CiCm, CiError, CiVerbs, INFINIBAND_INTERFACE_CM, RDMA_INTERFACE_VERBS};
 use wv_core::control::ControlAction;
-use wv_core::filter::{Controller, PassThrough, Start};
+use wv_core::filter::{Controller, PassThrough, SUSPEND_WAIT_SLICE_NS, Start, suspend_wait_logged};
 
 use crate::control;
 use crate::entry::{Globals, globals};
 use crate::wdf::context::ContextType;
 use crate::wdf::device::Device;
 use crate::wdf::device_init::FilterDeviceInit;
-use crate::wdf::wdf_init;
+use crate::wdf::{wdf_init, work};
 
 /// A filter device's context: its hold on the controller. WDF zero-fills it and frees it
 /// without dropping; all-zero bytes are `Controller::new()` (two atomics, nothing to drop).
@@ -183,10 +183,29 @@ fn stop(device: WDFDEVICE) {
 }
 
 /// `EvtDeviceSelfManagedIoSuspend` (PASSIVE_LEVEL, before every power-down and at removal).
-/// Never fails: a failure would take the controller's stack down.
+/// Never fails: a failure would take the controller's stack down. The stop runs on a system
+/// work item while the suspend waits for it in bounded slices and logs a wait that lasts (see
+/// `wv_core::filter::SUSPEND_WAIT_SLICE_NS`), so a controller that never finishes a command
+/// is in the debugger log instead of being a silent power-transition hang.
 extern "C" fn evt_self_managed_io_suspend(device: WDFDEVICE) -> NTSTATUS {
     paged_code!();
-    stop(device);
+    // SAFETY: the framework passes its live filter device to the callback.
+    let wdm = unsafe { Device::from_raw(device) }.wdm_device_object();
+    // The handle as a number: the job runs on another thread while this one waits.
+    let handle = device as usize;
+    let job = move || stop(handle as WDFDEVICE);
+    // SAFETY: the filter device's live WDM device object.
+    unsafe {
+        work::run_watched(wdm, &job, SUSPEND_WAIT_SLICE_NS, |slices| {
+            if suspend_wait_logged(slices) {
+                let seconds = slices * SUSPEND_WAIT_SLICE_NS / 1_000_000_000;
+                wdk::println!(
+                    "WinVerbs: the suspend has waited {seconds} s for the controller's objects to \
+                     go (a command in flight); still waiting"
+                );
+            }
+        });
+    }
     STATUS_SUCCESS
 }
 

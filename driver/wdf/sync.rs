@@ -13,8 +13,8 @@ use wdk_sys::ntddk::{
     KeSetEvent, KeWaitForSingleObject,
 };
 use wdk_sys::{
-    _EVENT_TYPE, _KWAIT_REASON, _MODE, KEVENT, KIRQL, KSPIN_LOCK, NTSTATUS,
-    WDF_NO_OBJECT_ATTRIBUTES, WDFWAITLOCK, call_unsafe_wdf_function_binding,
+    _EVENT_TYPE, _KWAIT_REASON, _MODE, KEVENT, KIRQL, KSPIN_LOCK, LARGE_INTEGER, NTSTATUS,
+    STATUS_SUCCESS, WDF_NO_OBJECT_ATTRIBUTES, WDFWAITLOCK, call_unsafe_wdf_function_binding,
 };
 use wv_abi::NtStatus;
 
@@ -115,6 +115,29 @@ impl KEvent {
         // SAFETY: the event's final, nonpaged address; nobody waits on it yet.
         unsafe { KeInitializeEvent(event.get(), _EVENT_TYPE::NotificationEvent, 0) };
         Ok(KEvent { event })
+    }
+}
+
+impl KEvent {
+    /// Waits until the event is set or `timeout_ns` have passed; whether it is set.
+    /// PASSIVE_LEVEL.
+    pub fn wait_for(&self, timeout_ns: u64) -> bool {
+        // A relative timeout: negative, in 100 ns units.
+        let mut timeout = LARGE_INTEGER {
+            QuadPart: -i64::try_from(timeout_ns / 100).unwrap_or(i64::MAX),
+        };
+        // SAFETY: an initialised event that outlives the wait; a kernel-mode, non-alertable
+        // wait with a relative timeout at PASSIVE_LEVEL.
+        let status = unsafe {
+            KeWaitForSingleObject(
+                self.event.get().cast(),
+                _KWAIT_REASON::Executive,
+                _MODE::KernelMode as i8,
+                0,
+                &mut timeout,
+            )
+        };
+        status == STATUS_SUCCESS
     }
 }
 

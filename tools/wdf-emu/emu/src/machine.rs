@@ -89,6 +89,8 @@ pub struct Inner {
     pub(crate) loaded: AtomicBool,
     /// Counters of things the verifier reports on, by name.
     pub(crate) stats: Mutex<HashMap<&'static str, u64>>,
+    /// How long the system worker threads take to reach an `IoQueueWorkItem` item.
+    pub(crate) work_item_delay: Mutex<Duration>,
 }
 
 // SAFETY: the raw pointers inside (the driver object's fields, the registry path's buffer)
@@ -169,6 +171,7 @@ impl Machine {
             registry_path,
             loaded: AtomicBool::new(false),
             stats: Mutex::new(HashMap::new()),
+            work_item_delay: Mutex::new(Duration::ZERO),
         });
         crate::table::reset_globals();
         *CURRENT.write() = Some(Arc::clone(&inner));
@@ -245,6 +248,12 @@ impl Machine {
     /// What the driver printed with `DbgPrint`.
     pub fn debug_log(&self) -> Vec<String> {
         self.inner.log.lock().clone()
+    }
+
+    /// Busy system worker threads (threaded machines): every `IoQueueWorkItem` routine starts
+    /// `delay` late, until set back to zero.
+    pub fn delay_work_items(&self, delay: Duration) {
+        *self.inner.work_item_delay.lock() = delay;
     }
 
     /// Every device the driver has now (a control device, filter devices), as the framework

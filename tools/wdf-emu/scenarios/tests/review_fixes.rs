@@ -7,7 +7,7 @@ use wdf_emu::{Machine, MachineConfig};
 use wdf_emu_scenarios::{Rig, boot};
 use wv_abi::NtStatus;
 use wv_abi::ioctl::*;
-use wv_client::raw::{RawFile, RawIo};
+use wv_client::verbs::Provider;
 use wv_hal::{Irql, Verbs};
 use wv_softhca::LinkLayer;
 
@@ -142,5 +142,42 @@ fn file_objects_are_found_through_fs_context() {
 fn the_passive_lock_is_a_wait_lock() {
     let (machine, _rig) = machine_with_a_controller();
     assert!(machine.stat("wait lock acquisitions") >= 1);
+    machine.unload().assert_clean();
+}
+
+/// The suspend waits for the stop in bounded slices and logs a wait that lasts: here the system
+/// worker threads are busy for 2.2 s, so the stop (run on one of them) starts late.
+#[test]
+fn a_slow_suspend_is_logged_and_still_gives_everything_back() {
+    let (machine, rig) = machine_with_a_controller();
+    let a = rig.controllers[0].1;
+    let provider = Provider::new(machine.open(r"\\.\WinVerbs").expect("CreateFile"));
+    let device = provider
+        .open_device(rig.controllers[0].0.hca().guid())
+        .expect("DEVICE_OPEN");
+    let notify = device.port_notify(1).expect("DEVICE_NOTIFY");
+    machine.delay_work_items(std::time::Duration::from_millis(2200));
+    machine.sleep(a);
+    machine.delay_work_items(std::time::Duration::ZERO);
+    assert_eq!(
+        machine.lower_references(a),
+        0,
+        "the interfaces went back before D0Exit"
+    );
+    assert_eq!(
+        notify.wait().expect_err("ended").status,
+        NtStatus::DEVICE_REMOVED
+    );
+    let log = machine.debug_log();
+    for seconds in [1, 2] {
+        assert!(
+            log.iter()
+                .any(|l| l.contains(&format!("the suspend has waited {seconds} s"))),
+            "{log:?}"
+        );
+    }
+    machine.wake(a);
+    drop(device);
+    drop(provider);
     machine.unload().assert_clean();
 }
