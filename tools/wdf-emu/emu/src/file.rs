@@ -406,6 +406,38 @@ impl EmuFile {
     }
 }
 
+impl EmuFile {
+    /// `CloseHandle` of this (last) handle racing a `DeviceIoControl` that the I/O manager has
+    /// already referenced the file object for: the cleanup runs first, then the IOCTL reaches
+    /// the driver for the cleaned-up file (which must fail it, not touch freed state).
+    pub fn close_racing_ioctl(self, code: u32, input: &[u8], output_len: usize) -> EmuIo {
+        let core = Arc::clone(&self.core);
+        let machine = Arc::clone(&self.machine);
+        // The reference the in-flight DeviceIoControl holds on the file object.
+        core.add_ref();
+        drop(self);
+        let irp = Irp::new(
+            &machine,
+            Major::DeviceControl,
+            core.device,
+            code,
+            input,
+            output_len,
+            false,
+            Some(Arc::clone(&core)),
+        );
+        core.release();
+        let old = kernel::raise_irql(Irql::Passive);
+        send(&machine, &irp);
+        kernel::lower_irql(old);
+        EmuIo {
+            pending: irp.marked_pending.load(Ordering::SeqCst) || irp.result().is_none(),
+            irp,
+            machine,
+        }
+    }
+}
+
 impl Drop for EmuFile {
     /// `CloseHandle` of the last handle: `IRP_MJ_CLEANUP` in this thread.
     fn drop(&mut self) {
