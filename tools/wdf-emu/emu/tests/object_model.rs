@@ -157,14 +157,12 @@ fn typed_contexts_and_the_null_handle_bug_check() {
     // SAFETY: a live object and a static type descriptor.
     let context = unsafe { c::WdfObjectGetTypedContextWorker(globals(), object, mine) };
     assert!(
-        !context.is_null() && context as usize % 16 == 0,
+        !context.is_null() && (context as usize).is_multiple_of(16),
         "aligned, present"
     );
-    // SAFETY: 24 zero-filled bytes.
-    assert_eq!(
-        unsafe { std::slice::from_raw_parts(context.cast::<u8>(), 24) },
-        &[0; 24]
-    );
+    // SAFETY: the context's 24 bytes, alive with the object.
+    let bytes = unsafe { std::slice::from_raw_parts(context.cast::<u8>(), 24) };
+    assert_eq!(bytes, &[0; 24], "zero-filled");
     // SAFETY: as above, another type.
     let other = unsafe { c::WdfObjectGetTypedContextWorker(globals(), object, other_type) };
     assert!(other.is_null(), "NULL for a type the object does not have");
