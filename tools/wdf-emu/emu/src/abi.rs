@@ -101,6 +101,7 @@ pub(crate) fn ddi<R>(
             return fail();
         }
         m.count("ddi calls");
+        m.count(name);
         body(m)
     })
 }
@@ -112,7 +113,10 @@ pub(crate) fn kernel_routine<R>(
     fail: impl FnOnce() -> R,
     body: impl FnOnce(&Arc<Inner>) -> R,
 ) -> R {
-    enter(name, max_irql, fail, body)
+    enter(name, max_irql, fail, |m| {
+        m.count(name);
+        body(m)
+    })
 }
 
 /// Declares the DDIs the emulation implements. Each line names the DDI, its table index, its

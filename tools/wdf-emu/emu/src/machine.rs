@@ -274,12 +274,49 @@ impl Machine {
     /// of the run.
     pub fn unload(self) -> Report {
         crate::pnp::remove_all(&self.inner);
+        record_coverage(&self.inner);
         self.inner.run_until_idle();
         verifier::unload(&self.inner);
         self.inner.run_until_idle();
         let report = verifier::unload_checks(&self.inner);
         self.inner.loaded.store(false, Ordering::SeqCst);
         report
+    }
+}
+
+/// With `WDF_EMU_COVERAGE=<file>`, appends a line to the file: the running test's name and
+/// every DDI and kernel routine the driver called on this machine. `tools/wdf-emu/run` checks
+/// docs/WINDOWS.md's table against it (each call is executed by the tests the table names).
+fn record_coverage(inner: &Inner) {
+    use std::io::Write as _;
+    let Some(path) = std::env::var_os("WDF_EMU_COVERAGE") else {
+        return;
+    };
+    let mut called: Vec<&str> = inner
+        .stats
+        .lock()
+        .keys()
+        .copied()
+        .filter(|k| {
+            ["Wdf", "Ke", "Ex", "Io", "DbgPrint"]
+                .iter()
+                .any(|p| k.starts_with(p))
+        })
+        .collect();
+    called.sort_unstable();
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("?")
+        .rsplit("::")
+        .next()
+        .unwrap_or("?")
+        .to_owned();
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(file, "{test} {}", called.join(","));
     }
 }
 

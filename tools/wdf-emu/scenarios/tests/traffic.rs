@@ -147,3 +147,107 @@ fn rc_traffic_on_roce_ports() {
 fn rc_traffic_on_infiniband_ports() {
     traffic(LinkLayer::InfiniBand);
 }
+
+fn param(data: &[u8]) -> ConnectParam {
+    ConnectParam {
+        private_data: data.to_vec(),
+        responder_resources: 1,
+        initiator_depth: 1,
+        retry_count: 7,
+        rnr_retry_count: 7,
+    }
+}
+
+/// Connection endpoints through the glue: the CM interface the filter took from the stack,
+/// listen, a connection request parked and completed, connect, accept, a send, a disconnect.
+fn endpoints(link_layer: LinkLayer) {
+    use std::net::SocketAddr;
+    let stack = EmuStack::new(
+        EmuStackConfig {
+            link_layer,
+            ..EmuStackConfig::default()
+        },
+        winverbs_entry(),
+    )
+    .expect("DriverEntry");
+    let p = Provider::new(stack.open().expect("CreateFile"));
+    let guids = p.device_guids().expect("GUID_QUERY");
+    let server = side(&p, guids[0]);
+    let client = side(&p, guids[1]);
+    let (server_ip, client_ip) = (stack.address(0, 1), stack.address(1, 1));
+
+    let listener = p.create_endpoint().expect("EP_CREATE");
+    let bound = listener
+        .bind(SocketAddr::new(server_ip, 7174), &stack)
+        .expect("EP_BIND");
+    listener.listen(0).expect("EP_LISTEN");
+    // A GET_REQUEST cancelled while it waits (CancelIoEx): the framework completes it from the
+    // endpoint's queue, and the listener gives that endpoint back on the next one.
+    let abandoned = p.create_endpoint().expect("EP_CREATE");
+    let waiting = listener.get_request(&abandoned).expect("EP_GET_REQUEST");
+    assert!(waiting.cancel(), "a parked GET_REQUEST is cancellable");
+    assert_eq!(
+        waiting.wait().expect_err("cancelled").status,
+        wv_abi::NtStatus::CANCELLED
+    );
+    // The next IOCTL on it finds it given back (the queue its request waited in is empty).
+    abandoned
+        .query()
+        .expect("EP_QUERY of the given-back endpoint");
+    let server_ep = p.create_endpoint().expect("EP_CREATE");
+    let request = listener.get_request(&server_ep).expect("EP_GET_REQUEST");
+
+    let client_ep = p.create_endpoint().expect("EP_CREATE");
+    client_ep
+        .bind(SocketAddr::new(client_ip, 0), &stack)
+        .expect("EP_BIND");
+    client_ep
+        .resolve_route(client_ip, server_ip, &stack)
+        .expect("route");
+    let connecting = client_ep
+        .connect(&client.qp, bound, &param(b"hello"))
+        .expect("EP_CONNECT");
+    request.wait().expect("the connection request");
+    let accepting = server_ep
+        .accept(&server.qp, &param(b"welcome"))
+        .expect("EP_ACCEPT");
+    connecting.wait().expect("connected");
+    client_ep
+        .accept(&client.qp, &param(&[]))
+        .expect("EP_ACCEPT (RTU)")
+        .wait()
+        .expect("RTU");
+    accepting.wait().expect("accepted");
+    assert_eq!(client.qp.state(), QpState::Rts);
+
+    server
+        .qp
+        .post_recv(&RecvWr {
+            wr_id: 9,
+            sg_list: &[server.mr.sge(0, 64)],
+        })
+        .unwrap();
+    client.buf.write(0, b"over the CM").unwrap();
+    let sge = [client.mr.sge(0, 11)];
+    let mut wr = SendWr::new(3, WrOpcode::Send);
+    wr.sg_list = &sge;
+    wr.send_flags = send_flags::SIGNALED;
+    client.qp.post_send(&wr).unwrap();
+    assert_eq!(poll_one(&server.cq).byte_len, 11);
+
+    let _ = client_ep
+        .disconnect(Some(&client.qp))
+        .expect("EP_DISCONNECT");
+    drop((server_ep, client_ep, abandoned, listener, server, client, p));
+    stack.unload().assert_clean();
+}
+
+#[test]
+fn endpoints_on_roce_ports() {
+    endpoints(LinkLayer::Ethernet);
+}
+
+#[test]
+fn endpoints_on_infiniband_ports() {
+    endpoints(LinkLayer::InfiniBand);
+}
