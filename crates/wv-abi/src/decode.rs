@@ -38,19 +38,22 @@ use crate::io::{
 use crate::ioctl::Ioctl;
 use crate::status::NtStatus;
 
-/// Vendor (UMV) data of a verbs call: handed to the HCA untouched, in place.
+/// Vendor (UMV) data of a verbs call: its lengths. The bytes stay in the request's system
+/// buffer after the fixed struct, where the HCA reads and writes them in place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Vendor<'a> {
-    /// Input bytes after the fixed struct (`ci_umv_buf_t.input_size` of them).
-    pub input: &'a [u8],
+pub struct Vendor {
+    /// Input bytes after the fixed struct (`ci_umv_buf_t.input_size`).
+    pub input_len: usize,
     /// `nOutBufferSize - sizeof(fixed)` (`ci_umv_buf_t.output_size`). OFW rejects outputs
     /// shorter than the fixed struct first, so this never underflows.
     pub output_len: usize,
 }
 
 /// A decoded, size-checked request. Ids are not validated (that needs the object tables).
+/// It owns what it holds: variable-length bytes (vendor data, private data) and the QP_MODIFY
+/// attributes stay in the request's system buffer, and the request gives their lengths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Request<'a> {
+pub enum Request {
     /// List node GUIDs; `output_len` ≥ 16 sets how many fit.
     GuidQuery {
         /// Output buffer length.
@@ -68,7 +71,7 @@ pub enum Request<'a> {
         /// Header.
         id: WV_IO_ID,
         /// UMV data.
-        vendor: Vendor<'a>,
+        vendor: Vendor,
     },
     /// Close a device.
     DeviceClose {
@@ -118,7 +121,7 @@ pub enum Request<'a> {
         /// `Id` = device.
         id: WV_IO_ID,
         /// UMV data.
-        vendor: Vendor<'a>,
+        vendor: Vendor,
     },
     /// Free a PD.
     PdDeallocate {
@@ -140,7 +143,7 @@ pub enum Request<'a> {
         /// `Id` = PD.
         id: WV_IO_ID,
         /// UMV data.
-        vendor: Vendor<'a>,
+        vendor: Vendor,
     },
     /// Free a memory window.
     MwDeallocate {
@@ -152,7 +155,7 @@ pub enum Request<'a> {
         /// `Id.Id` = PD, plus the address vector.
         ah: WV_IO_AH_CREATE,
         /// UMV data.
-        vendor: Vendor<'a>,
+        vendor: Vendor,
     },
     /// Destroy an address handle.
     AhDestroy {
@@ -164,7 +167,7 @@ pub enum Request<'a> {
         /// `Id` = device, `Data` = entries.
         id: WV_IO_ID,
         /// UMV data.
-        vendor: Vendor<'a>,
+        vendor: Vendor,
     },
     /// Destroy a CQ.
     CqDestroy {
@@ -176,7 +179,7 @@ pub enum Request<'a> {
         /// `Id` = CQ, `Data` = entries.
         id: WV_IO_ID,
         /// UMV data.
-        vendor: Vendor<'a>,
+        vendor: Vendor,
     },
     /// Wait for a CQ event. The input must be a full `WV_IO_ID` (16 bytes).
     ///
@@ -198,7 +201,7 @@ pub enum Request<'a> {
         /// `Id.Id` = PD, plus the limits.
         attr: WV_IO_SRQ_ATTRIBUTES,
         /// UMV data.
-        vendor: Vendor<'a>,
+        vendor: Vendor,
     },
     /// Destroy an SRQ.
     SrqDestroy {
@@ -210,14 +213,14 @@ pub enum Request<'a> {
         /// `Id.Id` = SRQ.
         attr: WV_IO_SRQ_ATTRIBUTES,
         /// UMV data.
-        vendor: Vendor<'a>,
+        vendor: Vendor,
     },
     /// Modify an SRQ (MaxWr and SrqLimit; MaxSge is ignored).
     SrqModify {
         /// `Id.Id` = SRQ, plus the new limits.
         attr: WV_IO_SRQ_ATTRIBUTES,
         /// UMV data.
-        vendor: Vendor<'a>,
+        vendor: Vendor,
     },
     /// Wait for an SRQ event.
     SrqNotify {
@@ -234,7 +237,7 @@ pub enum Request<'a> {
         /// `Id.Id` = PD, plus CQs, SRQ and capacities.
         create: WV_IO_QP_CREATE,
         /// UMV data.
-        vendor: Vendor<'a>,
+        vendor: Vendor,
     },
     /// Destroy a QP.
     QpDestroy {
@@ -246,10 +249,13 @@ pub enum Request<'a> {
         /// QP id.
         id: u64,
     },
-    /// Modify a QP; the output is the UVP's opaque QP-state buffer and may be empty.
+    /// Modify a QP; the output is the UVP's opaque QP-state buffer and may be empty. The
+    /// attributes (a whole `WV_IO_QP_ATTRIBUTES`, checked) stay in the system buffer: the modify
+    /// may wait in a queue where only the request travels, so they are read once, by whoever
+    /// hands them to the controller.
     QpModify {
-        /// `Id.Id` = QP, target state and attributes.
-        attr: WV_IO_QP_ATTRIBUTES,
+        /// QP id (`Id.Id` of the attributes).
+        id: u64,
         /// Output buffer length (any).
         output_len: usize,
     },
@@ -278,13 +284,13 @@ pub enum Request<'a> {
         /// EP id.
         id: u64,
     },
-    /// Set an endpoint option. `id.Data` is `WV_IO_EP_OPTION_ROUTE` (checked) and `data` holds
-    /// at least an `ib_path_rec_t` (checked); see [`Request::route`].
+    /// Set an endpoint option: `id.Data` is `WV_IO_EP_OPTION_ROUTE` (checked), the only one,
+    /// and an `ib_path_rec_t` follows the header (checked; bytes after it are ignored).
     EpModify {
         /// `Id` = EP, `Data` = option.
         id: WV_IO_ID,
-        /// Every input byte after the header (≥ 64).
-        data: &'a [u8],
+        /// The route.
+        route: IB_PATH_REC,
     },
     /// Bind an endpoint to a local address (output ≥ 56 checked).
     EpBind {
@@ -295,9 +301,9 @@ pub enum Request<'a> {
     EpReject {
         /// `Id` = EP.
         id: WV_IO_ID,
-        /// Every input byte after the header; OFW passes the length to the CM truncated to
-        /// 8 bits.
-        private_data: &'a [u8],
+        /// Input bytes after the header: the private data, in the system buffer. OFW passes
+        /// the length to the CM truncated to 8 bits.
+        private_data_len: usize,
     },
     /// Connect (active side). `Param.DataLength` ≤ 56 is checked.
     EpConnect {
@@ -370,10 +376,10 @@ pub fn read_u64_id(input: &[u8]) -> Result<u64, NtStatus> {
 }
 
 /// Splits a UMV request into its fixed struct and the vendor part.
-fn with_vendor<T: FromBytes>(input: &[u8], output_len: usize) -> Result<(T, Vendor<'_>), NtStatus> {
+fn with_vendor<T: FromBytes>(input: &[u8], output_len: usize) -> Result<(T, Vendor), NtStatus> {
     let (fixed, rest) = T::read_from_prefix(input).map_err(|_| NtStatus::BUFFER_TOO_SMALL)?;
     let vendor = Vendor {
-        input: rest,
+        input_len: rest.len(),
         output_len: output_len.saturating_sub(size_of::<T>()),
     };
     Ok((fixed, vendor))
@@ -395,7 +401,7 @@ fn check_private_data(param: &WV_IO_CONNECT_PARAM) -> Result<(), NtStatus> {
 /// `PROCEDURE_NOT_FOUND` for an unknown code (including the MIN/MAX sentinels),
 /// `BUFFER_TOO_SMALL` for a short input or output, `INVALID_PARAMETER` for an EP_MODIFY option
 /// other than ROUTE, and `INVALID_BUFFER_SIZE` for connect/accept private data above 56 bytes.
-pub fn decode(code: u32, input: &[u8], output_len: usize) -> Result<Request<'_>, NtStatus> {
+pub fn decode(code: u32, input: &[u8], output_len: usize) -> Result<Request, NtStatus> {
     let ioctl = Ioctl::from_code(code).ok_or(NtStatus::PROCEDURE_NOT_FOUND)?;
     // OFW retrieves the input first and the output second; both fail the same way, so one
     // combined check gives the same status.
@@ -515,7 +521,7 @@ pub fn decode(code: u32, input: &[u8], output_len: usize) -> Result<Request<'_>,
             id: read_u64_id(input)?,
         },
         I::QpModify => Request::QpModify {
-            attr: read_prefix(input)?,
+            id: read_prefix::<WV_IO_QP_ATTRIBUTES>(input)?.Id.Id,
             output_len,
         },
         I::QpAttach => Request::QpAttach {
@@ -539,18 +545,15 @@ pub fn decode(code: u32, input: &[u8], output_len: usize) -> Result<Request<'_>,
             if id.Data != WV_IO_EP_OPTION_ROUTE {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
-            let data = &input[size_of::<WV_IO_ID>()..];
-            if data.len() < size_of::<IB_PATH_REC>() {
-                return Err(NtStatus::BUFFER_TOO_SMALL);
-            }
-            Request::EpModify { id, data }
+            let route = read_prefix(&input[size_of::<WV_IO_ID>()..])?;
+            Request::EpModify { id, route }
         }
         I::EpBind => Request::EpBind {
             bind: read_prefix(input)?,
         },
         I::EpReject => Request::EpReject {
             id: read_prefix(input)?,
-            private_data: &input[size_of::<WV_IO_ID>()..],
+            private_data_len: input.len().saturating_sub(size_of::<WV_IO_ID>()),
         },
         I::EpConnect => {
             let connect: WV_IO_EP_CONNECT = read_prefix(input)?;
@@ -591,7 +594,7 @@ pub fn decode(code: u32, input: &[u8], output_len: usize) -> Result<Request<'_>,
     Ok(request)
 }
 
-impl Request<'_> {
+impl Request {
     /// The IOCTL this request came from.
     pub fn ioctl(&self) -> Ioctl {
         match self {
@@ -648,14 +651,6 @@ impl Request<'_> {
             Request::EpListen { .. } => Ioctl::EpListen,
             Request::EpGetRequest { .. } => Ioctl::EpGetRequest,
             Request::PdCancel { .. } => Ioctl::PdCancel,
-        }
-    }
-
-    /// For EP_MODIFY: the route record (`ib_path_rec_t`) at the start of the option data.
-    pub fn route(&self) -> Option<IB_PATH_REC> {
-        match self {
-            Request::EpModify { data, .. } => read_prefix(data).ok(),
-            _ => None,
         }
     }
 }

@@ -33,7 +33,7 @@ fn tweak(input: &mut [u8], tweak: u8) {
     }
 }
 
-fn vendor_len(req: &Request<'_>) -> Option<(usize, usize)> {
+fn vendor_len(req: &Request) -> Option<(usize, usize)> {
     match req {
         Request::DeviceOpen { vendor, .. }
         | Request::PdAllocate { vendor, .. }
@@ -44,7 +44,7 @@ fn vendor_len(req: &Request<'_>) -> Option<(usize, usize)> {
         | Request::SrqCreate { vendor, .. }
         | Request::SrqQuery { vendor, .. }
         | Request::SrqModify { vendor, .. }
-        | Request::QpCreate { vendor, .. } => Some((vendor.input.len(), vendor.output_len)),
+        | Request::QpCreate { vendor, .. } => Some((vendor.input_len, vendor.output_len)),
         _ => None,
     }
 }

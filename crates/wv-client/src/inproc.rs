@@ -106,6 +106,27 @@ pub struct StackConfig {
     /// What the soft HCAs' ports are (default Ethernet, i.e. RoCE; InfiniBand ports have LIDs
     /// and accept paths without a global route).
     pub link_layer: LinkLayer,
+    /// What memory the soft HCAs accept for registration (default: the [`process_memory`]
+    /// pool).
+    pub memory: MemoryMode,
+    /// Mixed into the devices' MACs, so node GUIDs and GIDs differ between stacks that must not
+    /// look like the same machine (e.g. two processes that each load a stack); 0 gives the
+    /// default identities (`02:57:56:…`).
+    pub identity: u16,
+}
+
+/// What memory the in-process soft HCAs accept for registration.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MemoryMode {
+    /// Buffers of [`process_memory`] only (what [`crate::verbs::Device::alloc_buffer`] gives):
+    /// copies by pointer, the fast path of the harness and the benchmarks.
+    #[default]
+    Pool,
+    /// Any memory of this process, validated at registration as the kernel's probe-and-lock
+    /// does and reached through the kernel's cross-address-space copies
+    /// (`wv_softhca::dma::process`): what a libibverbs application registers (malloc, mmap).
+    #[cfg(target_os = "linux")]
+    Process,
 }
 
 impl Default for StackConfig {
@@ -119,6 +140,8 @@ impl Default for StackConfig {
             lower: LowerEdge::CTable,
             command_latency_ns: 0,
             link_layer: LinkLayer::Ethernet,
+            memory: MemoryMode::Pool,
+            identity: 0,
         }
     }
 }
@@ -177,6 +200,8 @@ pub struct Stack {
     ports: u8,
     command_latency_ns: u64,
     link_layer: LinkLayer,
+    memory: MemoryMode,
+    identity: u16,
 }
 
 impl core::fmt::Debug for Stack {
@@ -219,6 +244,8 @@ impl Stack {
             ports: config.ports_per_device.clamp(1, 2),
             command_latency_ns: config.command_latency_ns,
             link_layer: config.link_layer,
+            memory: config.memory,
+            identity: config.identity,
         };
         for _ in 0..config.devices {
             stack.add_device();
@@ -298,16 +325,25 @@ impl Stack {
         let n = index + 1;
         // A locally administered MAC per device: the node GUID and GID 0 derive from it, so a
         // given index has the same identity in every run.
-        let mac = [0x02, 0x57, 0x56, (n >> 16) as u8, (n >> 8) as u8, n as u8];
+        let [hi, lo] = self.identity.to_be_bytes();
+        let mac = [
+            0x02,
+            0x57 ^ hi,
+            0x56 ^ lo,
+            (n >> 16) as u8,
+            (n >> 8) as u8,
+            n as u8,
+        ];
         let mut config = DeviceConfig::new(&format!("softhca{index}"), mac);
         config.ports = self.ports;
         config.command_latency_ns = self.command_latency_ns;
         config.link_layer = self.link_layer;
-        let hca = SoftHca::new(
-            Arc::new(self.platform.clone()),
-            config,
-            ClientMemory::pool(process_memory().clone()),
-        );
+        let memory = match self.memory {
+            MemoryMode::Pool => ClientMemory::pool(process_memory().clone()),
+            #[cfg(target_os = "linux")]
+            MemoryMode::Process => ClientMemory::process(),
+        };
+        let hca = SoftHca::new(Arc::new(self.platform.clone()), config, memory);
         self.fabric.attach(&hca);
         // Its addresses, before the driver sees it (as IPoIB comes up with the port).
         for port in 1..=self.ports {

@@ -5,19 +5,19 @@ use core::mem::size_of;
 
 use wv_abi::consts::WV_CQ_ERROR;
 use wv_abi::encode::{write_data, write_id, write_verb_info};
-use wv_abi::{NtStatus, WV_IO_ID};
+use wv_abi::{NtStatus, Vendor, WV_IO_ID};
 #[cfg(feature = "fault-injection")]
 use wv_hal::Event;
 use wv_hal::{CqEventSink, IoRequest, KArc, Platform, RequestQueue, SpinLock, Verbs};
 
 use crate::device::DeviceObj;
-use crate::dispatch::{VendorLens, with_umv};
-use crate::driver::Shared;
 use crate::ids::IdTable;
 use crate::notify::complete_all;
 use crate::provider::{Object, Provider, Tables};
+use crate::shared::Shared;
 use crate::status::verbs_status;
 use crate::sync::{Handle, RefCount};
+use crate::umv::with_umv;
 
 /// The parked CQ_NOTIFYs of one CQ; also the CQ's event sink.
 pub(crate) struct CqNotify<P: Platform> {
@@ -113,7 +113,7 @@ pub(crate) fn cq_create<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     mut req: P::Request,
     id: WV_IO_ID,
-    vendor: VendorLens,
+    vendor: Vendor,
 ) {
     let Some(dev) = prov.acquire::<DeviceObj<P, V>>(id.Id) else {
         return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
@@ -213,7 +213,7 @@ pub(crate) fn cq_resize<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     mut req: P::Request,
     id: WV_IO_ID,
-    vendor: VendorLens,
+    vendor: Vendor,
 ) {
     let Some(cq) = prov.acquire::<CqObj<P, V>>(id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);

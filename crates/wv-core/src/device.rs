@@ -6,7 +6,8 @@ use core::mem::size_of;
 
 use wv_abi::encode::{write_array, write_at, write_id, write_prefix, write_verb_info};
 use wv_abi::{
-    NtStatus, WV_IO_DEVICE_PORT_QUERY, WV_IO_GID, WV_IO_ID, WV_IO_PORT_ATTRIBUTES, read_prefix,
+    NtStatus, Vendor, WV_IO_DEVICE_PORT_QUERY, WV_IO_GID, WV_IO_ID, WV_IO_PORT_ATTRIBUTES,
+    read_prefix,
 };
 use wv_hal::{
     CaEvent, CaEventKind, CaEventSink, Event, IoRequest, KArc, KWeak, Platform, RequestQueue,
@@ -15,17 +16,18 @@ use wv_hal::{
 
 use crate::convert::{device_attr_to_abi, port_attr_to_abi, port_event_flag};
 use crate::cq::CqObj;
-use crate::dispatch::{VendorLens, with_umv};
-use crate::driver::{RdmaDevice, Shared};
 use crate::fallible::{grow_locked, push_locked, vec_with_capacity};
 use crate::ids::IdTable;
 use crate::notify::complete_all;
 use crate::pd::{AhObj, MwObj, PdObj};
 use crate::provider::{Held, Object, Provider, Tables};
 use crate::qp::QpObj;
+use crate::rdma_device::RdmaDevice;
+use crate::shared::Shared;
 use crate::srq::SrqObj;
 use crate::status::REMOVED;
 use crate::sync::{Gate, Handle, RefCount};
+use crate::umv::with_umv;
 
 /// One port's notification state (OFW `WV_PORT`).
 pub(crate) struct Port<P: Platform> {
@@ -165,7 +167,7 @@ pub(crate) fn device_open<P: Platform, V: Verbs>(
     prov: &KArc<Provider<P, V>>,
     mut req: P::Request,
     id: WV_IO_ID,
-    vendor: VendorLens,
+    vendor: Vendor,
 ) {
     let shared = &prov.shared;
     let Some(rdma) = shared.enter_device(id.Id) else {
@@ -187,7 +189,7 @@ fn open<P: Platform, V: Verbs>(
     req: &mut P::Request,
     rdma: &KArc<RdmaDevice<P, V>>,
     id: WV_IO_ID,
-    vendor: VendorLens,
+    vendor: Vendor,
 ) -> Result<(), NtStatus> {
     let platform = prov.platform();
     let lower = rdma.lower().ok_or(NtStatus::NO_SUCH_DEVICE)?;

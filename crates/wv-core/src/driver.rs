@@ -1,84 +1,19 @@
 //! The driver object: lower devices, open files, and the [`FilterDriver`] entry points.
 
-#[cfg(feature = "fault-injection")]
-use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use wv_abi::NtStatus;
 use wv_hal::{Event, FilterDriver, KArc, KWeak, Platform, SpinLock, Verbs};
 
 use crate::DriverConfig;
-use crate::device::{self, DeviceObj};
+use crate::device;
 use crate::dispatch;
 use crate::fallible::push_locked;
 use crate::provider::{FileContext, Provider};
-use crate::sync::Gate;
-
-/// A lower RDMA device that arrived (OFW `WV_RDMA_DEVICE`).
-pub(crate) struct RdmaDevice<P: Platform, V: Verbs> {
-    /// Node GUID, NET64 as stored.
-    pub guid: u64,
-    /// The verbs interface; dropped when removal has finished with it. The platform allocated
-    /// it (the glue's adapter over the interface it queried); the core only shares it.
-    lower: P::SpinLock<Option<KArc<V>>>,
-    /// The connection manager of the device's stack, if it has one; dropped with `lower`.
-    cm: P::SpinLock<Option<KArc<V::Cm>>>,
-    /// DEVICE_OPENs in progress on this device; removal closes it and waits for them.
-    pub gate: Gate<P>,
-    /// Every opened device (`WV_DEVICE`) on it, of every file, until its teardown is over.
-    pub opens: P::SpinLock<Vec<KWeak<DeviceObj<P, V>>>>,
-}
-
-impl<P: Platform, V: Verbs> RdmaDevice<P, V> {
-    /// The verbs interface, unless removal has dropped it.
-    pub fn lower(&self) -> Option<KArc<V>> {
-        self.lower.lock().clone()
-    }
-
-    /// The connection manager, unless the device has none or removal has dropped it.
-    pub fn cm(&self) -> Option<KArc<V::Cm>> {
-        self.cm.lock().clone()
-    }
-}
-
-/// State shared by the driver, its files and its work items.
-pub(crate) struct Shared<P: Platform, V: Verbs> {
-    pub platform: P,
-    pub config: DriverConfig,
-    /// Lower devices present now (OFW `DevList`).
-    pub devices: P::SpinLock<Vec<KArc<RdmaDevice<P, V>>>>,
-    /// Open files (OFW `ProvList`), so that removal can reach their objects.
-    pub providers: P::SpinLock<Vec<KWeak<Provider<P, V>>>>,
-    /// The deliberate bugs of a fault-injection build.
-    #[cfg(feature = "fault-injection")]
-    pub faults: P::SpinLock<crate::Faults>,
-    /// Turns a request into a raw IRP completer (see [`Driver::set_raw_completer`]).
-    #[cfg(feature = "fault-injection")]
-    pub raw_completer: P::SpinLock<Option<RawCompleter<P>>>,
-}
-
-/// Turns a request into a completion function that can be called more than once: the typed
-/// request API cannot complete twice, so the "complete twice" fault needs the platform's raw
-/// IRP layer (in `wv-host`, `HostRequest::into_raw_irp`).
+use crate::rdma_device::RdmaDevice;
 #[cfg(feature = "fault-injection")]
-pub type RawCompleter<P> = fn(<P as Platform>::Request) -> Box<dyn Fn(NtStatus, usize) + Send>;
-
-impl<P: Platform, V: Verbs> Shared<P, V> {
-    /// The device with node GUID `guid`, with a share of its open gate taken (so removal
-    /// waits for the caller's DEVICE_OPEN to finish), or `None`.
-    pub fn enter_device(&self, guid: u64) -> Option<KArc<RdmaDevice<P, V>>> {
-        let devices = self.devices.lock();
-        let dev = devices.iter().find(|d| d.guid == guid)?;
-        // Entered under the list lock: removal unlinks the device before closing the gate.
-        dev.gate.enter().then(|| KArc::clone(dev))
-    }
-
-    /// The deliberate bugs in force (fault-injection builds only).
-    #[cfg(feature = "fault-injection")]
-    pub fn faults(&self) -> crate::Faults {
-        *self.faults.lock()
-    }
-}
+use crate::shared::RawCompleter;
+use crate::shared::Shared;
 
 /// The WinVerbs filter driver core.
 ///
@@ -154,14 +89,7 @@ impl<P: Platform, V: Verbs> FilterDriver<P> for Driver<P, V> {
 
     fn device_arrival(&self, lower: KArc<V>, cm: Option<KArc<V::Cm>>) -> Result<(), NtStatus> {
         let shared = &self.shared;
-        let gate = Gate::new(&shared.platform)?;
-        let dev = KArc::try_new(RdmaDevice {
-            guid: lower.guid(),
-            lower: shared.platform.spin_lock(Some(lower)),
-            cm: shared.platform.spin_lock(cm),
-            gate,
-            opens: shared.platform.spin_lock(Vec::new()),
-        })?;
+        let dev = RdmaDevice::try_new(&shared.platform, lower, cm)?;
         push_locked(&shared.devices, dev).map_err(|(_, e)| NtStatus::from(e))
     }
 
@@ -194,13 +122,8 @@ impl<P: Platform, V: Verbs> FilterDriver<P> for Driver<P, V> {
             }
             // The endpoints whose CM ids this device's CM made end too.
             crate::ep::remove_device(&rdma, shared);
-            // Nothing uses the interface any more: drop our reference on the lower device, after
-            // the lock: releasing the interface (`InterfaceDereference` on Windows) may need
-            // PASSIVE_LEVEL, and the lock holds DISPATCH_LEVEL.
-            let lower = rdma.lower.lock().take();
-            let cm = rdma.cm.lock().take();
-            drop(lower);
-            drop(cm);
+            // Nothing uses the interface any more: drop our references on the lower device.
+            rdma.release();
         }
     }
 

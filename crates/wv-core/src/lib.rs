@@ -65,14 +65,17 @@ mod pd;
 mod provider;
 mod qp;
 mod qp_modify;
+mod rdma_device;
+mod shared;
 mod srq;
 mod status;
 pub mod sync;
+mod umv;
 
 pub use driver::Driver;
-#[cfg(feature = "fault-injection")]
-pub use driver::RawCompleter;
 pub use provider::FileContext;
+#[cfg(feature = "fault-injection")]
+pub use shared::RawCompleter;
 
 /// How QP_MODIFY runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -5,18 +5,20 @@ use alloc::vec::Vec;
 use core::mem::size_of;
 
 use wv_abi::encode::{write_data, write_id, write_prefix, write_verb_info};
-use wv_abi::{NtStatus, WV_IO_AH_CREATE, WV_IO_ID, WV_IO_MEMORY_KEYS, WV_IO_MEMORY_REGISTER};
+use wv_abi::{
+    NtStatus, Vendor, WV_IO_AH_CREATE, WV_IO_ID, WV_IO_MEMORY_KEYS, WV_IO_MEMORY_REGISTER,
+};
 use wv_hal::{IoRequest, KArc, MemoryRegion, Platform, SpinLock, Verbs};
 
 use crate::convert::av_from_abi;
 use crate::device::DeviceObj;
-use crate::dispatch::{VendorLens, with_umv};
-use crate::driver::Shared;
 use crate::fallible::grow_locked;
 use crate::ids::IdTable;
 use crate::provider::{Object, Provider, Tables};
+use crate::shared::Shared;
 use crate::status::verbs_status;
 use crate::sync::{Handle, RefCount};
+use crate::umv::with_umv;
 
 /// A protection domain (OFW `WV_PROTECTION_DOMAIN`).
 pub(crate) struct PdObj<P: Platform, V: Verbs> {
@@ -182,7 +184,7 @@ pub(crate) fn pd_allocate<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     mut req: P::Request,
     id: WV_IO_ID,
-    vendor: VendorLens,
+    vendor: Vendor,
 ) {
     let Some(dev) = prov.acquire::<DeviceObj<P, V>>(id.Id) else {
         return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
@@ -328,7 +330,7 @@ pub(crate) fn mw_allocate<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     mut req: P::Request,
     id: WV_IO_ID,
-    vendor: VendorLens,
+    vendor: Vendor,
 ) {
     let Some(pd) = prov.acquire::<PdObj<P, V>>(id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
@@ -389,7 +391,7 @@ pub(crate) fn ah_create<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     mut req: P::Request,
     ah: WV_IO_AH_CREATE,
-    vendor: VendorLens,
+    vendor: Vendor,
 ) {
     let Some(pd) = prov.acquire::<PdObj<P, V>>(ah.Id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);

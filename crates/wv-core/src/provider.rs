@@ -9,11 +9,11 @@ use wv_hal::{Event, KArc, Platform, SpinLock, Verbs};
 
 use crate::cq::CqObj;
 use crate::device::DeviceObj;
-use crate::driver::Shared;
 use crate::ep::EpObj;
 use crate::ids::{IdTable, Insert, Spare};
 use crate::pd::{AhObj, MwObj, PdObj};
 use crate::qp::QpObj;
+use crate::shared::Shared;
 use crate::srq::SrqObj;
 use crate::sync::{Gate, RefCount};
 

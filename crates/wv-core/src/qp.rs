@@ -6,7 +6,9 @@ use core::mem::size_of;
 
 use wv_abi::consts::WV_IO_QP_SIGNAL_SENDS;
 use wv_abi::encode::{write_id, write_prefix, write_verb_info};
-use wv_abi::{NtStatus, WV_IO_QP_ATTRIBUTES, WV_IO_QP_CREATE, WV_IO_QP_MULTICAST, read_prefix};
+use wv_abi::{
+    NtStatus, Vendor, WV_IO_QP_ATTRIBUTES, WV_IO_QP_CREATE, WV_IO_QP_MULTICAST, read_prefix,
+};
 use wv_hal::{
     Gid, IoRequest, KArc, Platform, QpCreate, QpEvent, QpEventSink, QpType, RequestQueue, SpinLock,
     Verbs,
@@ -15,15 +17,15 @@ use wv_hal::{
 use crate::convert::qp_attr_to_abi;
 use crate::cq::CqObj;
 use crate::device::DeviceObj;
-use crate::dispatch::{VendorLens, with_umv};
-use crate::driver::Shared;
 use crate::fallible::{grow_locked, push_locked};
 use crate::ids::IdTable;
 use crate::pd::PdObj;
 use crate::provider::{Held, Object, Provider, Tables, hold};
+use crate::shared::Shared;
 use crate::srq::SrqObj;
 use crate::status::verbs_status;
 use crate::sync::{Handle, ModifySched, RefCount};
+use crate::umv::with_umv;
 
 /// QP events are not reported to user mode (OFW's handler is an empty TODO; the endpoint
 /// issue may use them).
@@ -166,7 +168,7 @@ pub(crate) fn qp_create<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     mut req: P::Request,
     create: WV_IO_QP_CREATE,
-    vendor: VendorLens,
+    vendor: Vendor,
 ) {
     let (pd, send_cq, recv_cq, srq) = match acquire_parents(prov, &create) {
         Ok(parents) => parents,

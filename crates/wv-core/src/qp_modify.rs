@@ -17,10 +17,11 @@ use crate::provider::Provider;
 use crate::qp::QpObj;
 use crate::status::{REMOVED, verbs_status};
 
-/// Applies the modify carried by `req` and returns its status. The output (the user-mode
-/// provider's QP-state bytes) is written in place over the system buffer.
+/// Applies the modify carried by `req` and returns its status: the attributes are decoded
+/// here, once, from the system buffer (the decoder checked that all 192 bytes are there and
+/// read only the QP id: a parked modify carries nothing but its request). The output (the
+/// user-mode provider's QP-state bytes) is then written in place over the same buffer.
 fn apply<P: Platform, V: Verbs>(lower: &V, qp: &V::Qp, req: &mut P::Request) -> NtStatus {
-    // The buffer holds at least the 192-byte input; read it before the output overwrites it.
     let attr: WV_IO_QP_ATTRIBUTES = read_prefix(req.buffer()).unwrap_or_default();
     let modify = qp_modify_from_abi(&attr);
     let out_len = req.output_len();
@@ -48,9 +49,9 @@ fn finish<R: IoRequest>(req: R, status: NtStatus) {
 pub(crate) fn qp_modify<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     mut req: P::Request,
-    attr: WV_IO_QP_ATTRIBUTES,
+    id: u64,
 ) {
-    let Some(qp) = prov.acquire::<QpObj<P, V>>(attr.Id.Id) else {
+    let Some(qp) = prov.acquire::<QpObj<P, V>>(id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     match prov.shared.config.qp_modify {

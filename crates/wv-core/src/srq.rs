@@ -3,21 +3,21 @@
 use core::mem::{offset_of, size_of};
 
 use wv_abi::encode::{write_at, write_id, write_verb_info};
-use wv_abi::{NtStatus, WV_IO_SRQ_ATTRIBUTES};
+use wv_abi::{NtStatus, Vendor, WV_IO_SRQ_ATTRIBUTES};
 use wv_hal::{
     IoRequest, KArc, Platform, RequestQueue, SpinLock, SrqAttributes, SrqEvent, SrqEventSink,
     SrqModifyMask, Verbs,
 };
 
 use crate::device::DeviceObj;
-use crate::dispatch::{VendorLens, with_umv};
-use crate::driver::Shared;
 use crate::ids::IdTable;
 use crate::notify::complete_all;
 use crate::pd::PdObj;
 use crate::provider::{Object, Provider, Tables};
+use crate::shared::Shared;
 use crate::status::verbs_status;
 use crate::sync::{Handle, RefCount};
+use crate::umv::with_umv;
 
 /// The parked SRQ_NOTIFYs of one SRQ; also its event sink.
 pub(crate) struct SrqNotify<P: Platform> {
@@ -97,7 +97,7 @@ pub(crate) fn srq_create<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     mut req: P::Request,
     attr: WV_IO_SRQ_ATTRIBUTES,
-    vendor: VendorLens,
+    vendor: Vendor,
 ) {
     let Some(pd) = prov.acquire::<PdObj<P, V>>(attr.Id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
@@ -174,7 +174,7 @@ pub(crate) fn srq_query<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     mut req: P::Request,
     attr: WV_IO_SRQ_ATTRIBUTES,
-    vendor: VendorLens,
+    vendor: Vendor,
 ) {
     let Some(srq) = prov.acquire::<SrqObj<P, V>>(attr.Id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
@@ -218,7 +218,7 @@ pub(crate) fn srq_modify<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     mut req: P::Request,
     attr: WV_IO_SRQ_ATTRIBUTES,
-    vendor: VendorLens,
+    vendor: Vendor,
 ) {
     let Some(srq) = prov.acquire::<SrqObj<P, V>>(attr.Id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);

@@ -635,7 +635,13 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         if region.length > dev.limits().max_mr_size {
             return Err(VerbsError::InvalidParameter);
         }
-        let range = dev.memory.pin(region.address, region.length)?;
+        // The device writes the region for local write, remote write and remote atomics.
+        let writable = region.access
+            & (wv_abi::consts::WV_ACCESS_LOCAL_WRITE
+                | wv_abi::consts::WV_ACCESS_REMOTE_WRITE
+                | wv_abi::consts::WV_ACCESS_REMOTE_ATOMIC)
+            != 0;
+        let range = dev.memory.pin(region.address, region.length, writable)?;
         let mr = create(
             dev,
             &dev.mrs,

@@ -24,8 +24,8 @@ use serde::Serialize;
 use wv_client::inproc::StackConfig;
 use wv_client::verbs::{Pending, Provider};
 
-use crate::conn_side::{ConnSide, STEP_GUARD, rdma_cm_param};
 use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, resolve_device};
+use wv_check::conn_side::{ConnSide, STEP_GUARD, rdma_cm_param};
 
 /// The listener's port.
 const PORT: u16 = 7175;

@@ -10,7 +10,6 @@ mod baseline;
 mod bench;
 mod check;
 mod conn;
-mod conn_side;
 mod ctx_switches;
 mod devinfo;
 mod perftest;

@@ -30,8 +30,8 @@ use wv_client::verbs::{
     WV_ACCESS_REMOTE_WRITE, WcOpcode, WcStatus, WrOpcode, send_flags,
 };
 
-use crate::conn_side::{ConnSide, STEP_GUARD, next_completion, rdma_cm_param};
 use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, resolve_device};
+use wv_check::conn_side::{ConnSide, STEP_GUARD, next_completion, rdma_cm_param};
 
 /// rping's default port.
 pub const DEFAULT_PORT: u16 = 7174;

@@ -170,7 +170,43 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
             rkey: u32::from_be(keys.Rkey),
             addr,
             len,
-            _buf: buf.clone(),
+            _buf: Some(buf.clone()),
+            registered: true,
+        })
+    }
+
+    /// MEMORY_REGISTER of `len` bytes of this process's memory at `addr` (`ibv_reg_mr` of any
+    /// application memory). The device validates the range as the kernel's probe does; it
+    /// accepts it only when its client memory is the process's
+    /// ([`crate::inproc::MemoryMode::Process`]), a pool device refuses anything but its buffers.
+    ///
+    /// # Errors
+    /// The status of MEMORY_REGISTER (`STATUS_UNSUCCESSFUL` for memory the device refuses).
+    pub fn reg_mr_addr(&self, addr: u64, len: usize, access: u32) -> Result<Mr> {
+        const OP: &str = "MEMORY_REGISTER";
+        let reg = WV_IO_MEMORY_REGISTER {
+            Id: self.inner.id,
+            Address: addr,
+            BufferLength: len as u64,
+            AccessFlags: access,
+            Reserved: 0,
+        };
+        let st = ioctl(
+            &**self.file(),
+            OP,
+            WV_IOCTL_MEMORY_REGISTER,
+            reg.as_bytes(),
+            size_of::<WV_IO_MEMORY_KEYS>(),
+        )?;
+        let keys: WV_IO_MEMORY_KEYS = parse(OP, &st.output)?;
+        Ok(Mr {
+            owner: self.inner.clone(),
+            lkey: keys.Lkey,
+            rkey: u32::from_be(keys.Rkey),
+            addr,
+            len,
+            _buf: None,
+            registered: true,
         })
     }
 
@@ -288,7 +324,9 @@ pub struct Mr {
     rkey: u32,
     addr: u64,
     len: usize,
-    _buf: Buffer,
+    _buf: Option<Buffer>,
+    /// Cleared by a successful [`Mr::deregister`], so the drop sends nothing more.
+    registered: bool,
 }
 
 impl fmt::Debug for Mr {
@@ -333,9 +371,28 @@ impl Mr {
     }
 }
 
+impl Mr {
+    /// MEMORY_DEREGISTER now, reporting its failure (`ibv_dereg_mr`): the region is given back
+    /// when the driver refuses (e.g. a memory window is bound to it).
+    ///
+    /// # Errors
+    /// The region and the status of MEMORY_DEREGISTER.
+    pub fn deregister(mut self) -> core::result::Result<(), (Mr, VerbsError)> {
+        match self.owner.deregister(self.lkey) {
+            Ok(()) => {
+                self.registered = false;
+                Ok(())
+            }
+            Err(e) => Err((self, e)),
+        }
+    }
+}
+
 impl Drop for Mr {
     fn drop(&mut self) {
-        let _ = self.owner.deregister(self.lkey);
+        if self.registered {
+            let _ = self.owner.deregister(self.lkey);
+        }
     }
 }
 
@@ -1100,6 +1157,23 @@ impl<F: RawFile> Qp<F> {
             .inner
             .uvp
             .bind_mw(wr_id, send_flags, mw.rkey(), &info)?;
+        mw.inner.rkey.store(new, Ordering::Release);
+        Ok(new)
+    }
+
+    /// [`Qp::bind_mw`] with the bind given as the verb's `ibv_mw_bind_info` (a region's key
+    /// and an address rather than an [`Mr`] of this library; a zero length unbinds).
+    ///
+    /// # Errors
+    /// As [`Qp::bind_mw`].
+    pub fn bind_mw_info(
+        &self,
+        mw: &Mw<F>,
+        wr_id: u64,
+        send_flags: u32,
+        info: &MwBindInfo,
+    ) -> core::result::Result<u32, PostError> {
+        let new = self.inner.uvp.bind_mw(wr_id, send_flags, mw.rkey(), info)?;
         mw.inner.rkey.store(new, Ordering::Release);
         Ok(new)
     }

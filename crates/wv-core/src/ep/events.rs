@@ -37,7 +37,7 @@ impl<P: Platform, V: Verbs> CmEventSink for ListenEvents<P, V> {
         if let Some(ep) = self.ep.upgrade() {
             {
                 let mut inner = ep.inner.lock();
-                if inner.state != EpState::Listening {
+                if inner.state() != EpState::Listening {
                     return;
                 }
                 inner.pending += 1;
@@ -85,7 +85,7 @@ impl<P: Platform, V: Verbs> CmEventSink for ConnEvents<P, V> {
         let Some(ep) = self.ep.upgrade() else { return };
         let disconnect = {
             let mut inner = ep.inner.lock();
-            if inner.state == EpState::Queued {
+            if inner.state() == EpState::Queued {
                 keep_early(&mut inner, event);
                 false
             } else {
@@ -155,11 +155,11 @@ pub(crate) fn apply<P: Platform, V: Verbs>(
     use EpState::*;
     let handshake = &ep.handshake_queue;
     let notify = &ep.notify_queue;
-    match (event, inner.state) {
+    match (event, inner.state()) {
         (_, Destroying) => {}
         (CmEvent::ReqError, ActiveConnect) if !inner.rep_received => {
             // Nobody answered: the route is still good for another CONNECT.
-            inner.state = RouteResolved;
+            inner.set_state(RouteResolved);
             end::<P>(handshake, NtStatus::TIMEOUT, false);
         }
         (CmEvent::RepReceived(rep), ActiveConnect) if !inner.rep_received => {
@@ -168,21 +168,21 @@ pub(crate) fn apply<P: Platform, V: Verbs>(
             end::<P>(handshake, NtStatus::SUCCESS, false);
         }
         (CmEvent::RepError, PassiveConnect) => {
-            inner.state = Disconnected;
+            inner.set_state(Disconnected);
             end::<P>(handshake, NtStatus::IO_TIMEOUT, false);
         }
         (CmEvent::RtuReceived { .. }, PassiveConnect) => {
-            inner.state = Connected;
+            inner.set_state(Connected);
             end::<P>(handshake, NtStatus::SUCCESS, true);
         }
         (CmEvent::DreqReceived { .. }, Connected) => {
-            inner.state = PassiveDisconnect;
+            inner.set_state(PassiveDisconnect);
             end::<P>(notify, NtStatus::SUCCESS, false);
         }
         (CmEvent::DreqReceived { .. }, PassiveConnect) => {
             // The RTU was lost and the peer already disconnects: the pending ACCEPT ends
             // well, and a DISCONNECT answers the DREQ.
-            inner.state = PassiveDisconnect;
+            inner.set_state(PassiveDisconnect);
             end::<P>(handshake, NtStatus::SUCCESS, true);
         }
         // A DREQ in any other state (both sides disconnecting at once, a peer that leaves
@@ -197,7 +197,7 @@ pub(crate) fn apply<P: Platform, V: Verbs>(
             return disconnected::<P>(inner, handshake, notify, NtStatus::TIMEOUT);
         }
         (CmEvent::RejReceived { private_data, .. }, ActiveConnect | PassiveConnect) => {
-            inner.state = Disconnected;
+            inner.set_state(Disconnected);
             save_reject(inner, private_data);
             end::<P>(handshake, NtStatus::CONNECTION_REFUSED, false);
         }
@@ -205,7 +205,7 @@ pub(crate) fn apply<P: Platform, V: Verbs>(
         (CmEvent::Other(_), _) => {
             // OFW's default case: an event WinVerbs does not know ends the connection, and
             // every request waiting on it, a DISCONNECT too (no QP step).
-            inner.state = Disconnected;
+            inner.set_state(Disconnected);
             for queue in [&ep.start_queue, handshake, notify, &ep.disconnect_queue] {
                 end::<P>(queue, NtStatus::NOT_IMPLEMENTED, false);
             }
@@ -224,7 +224,7 @@ fn disconnected<P: Platform>(
     notify: &P::Queue,
     status: NtStatus,
 ) -> bool {
-    inner.state = EpState::Disconnected;
+    inner.set_state(EpState::Disconnected);
     end::<P>(handshake, status, false);
     end::<P>(notify, status, false);
     inner.disconnect_due = true;

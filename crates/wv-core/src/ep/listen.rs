@@ -63,7 +63,7 @@ pub(crate) fn listen<P: Platform, V: Verbs>(
 fn start_listen<P: Platform, V: Verbs>(ep: &EpObj<P, V>, backlog: u64) -> Result<(), NtStatus> {
     let (local, device) = {
         let inner = ep.inner.lock();
-        if inner.state != EpState::AddressBound {
+        if inner.state() != EpState::AddressBound {
             return Err(NtStatus::NOT_SUPPORTED);
         }
         (inner.attr.LocalAddress, inner.attr.Device.DeviceGuid)
@@ -86,12 +86,12 @@ fn start_listen<P: Platform, V: Verbs>(ep: &EpObj<P, V>, backlog: u64) -> Result
         let conn = slot.write(CmConn { cm, id, events });
         {
             let mut inner = ep.inner.lock();
-            if inner.state != EpState::AddressBound {
+            if inner.state() != EpState::AddressBound {
                 drop(inner);
                 conn_destroy(conn);
                 return Err(NtStatus::NOT_SUPPORTED);
             }
-            inner.state = EpState::Listening;
+            inner.set_state(EpState::Listening);
             inner.attr.set_backlog(backlog);
             inner.backlog = if backlog == 0 {
                 DEFAULT_BACKLOG
@@ -110,8 +110,8 @@ fn start_listen<P: Platform, V: Verbs>(ep: &EpObj<P, V>, backlog: u64) -> Result
     if let Err(status) = listened {
         {
             let mut inner = ep.inner.lock();
-            if inner.state == EpState::Listening {
-                inner.state = EpState::AddressBound;
+            if inner.state() == EpState::Listening {
+                inner.set_state(EpState::AddressBound);
             }
         }
         release_waiters(ep, status);
@@ -147,11 +147,11 @@ pub(crate) fn get_request<P: Platform, V: Verbs>(
     };
     {
         let mut inner = ep.inner.lock();
-        if inner.state != EpState::Idle {
+        if inner.state() != EpState::Idle {
             drop(inner);
             return req.complete(NtStatus::CONNECTION_IN_USE, 0);
         }
-        inner.state = EpState::Queued;
+        inner.set_state(EpState::Queued);
         inner.listener = g.Id;
         inner.early = Early::None;
     }
@@ -181,7 +181,7 @@ fn park_on<P: Platform, V: Verbs>(
             return Err((req, e.into()));
         }
         let inner = listener.inner.lock();
-        if inner.state != EpState::Listening {
+        if inner.state() != EpState::Listening {
             return Err((req, refused(&inner)));
         }
         let mut queued = listener.queued.lock();
@@ -209,8 +209,8 @@ fn park_on<P: Platform, V: Verbs>(
 fn give_back<P: Platform, V: Verbs>(ep: &EpObj<P, V>) {
     {
         let mut inner = ep.inner.lock();
-        if inner.state == EpState::Queued {
-            inner.state = EpState::Idle;
+        if inner.state() == EpState::Queued {
+            inner.set_state(EpState::Idle);
             inner.early = Early::None;
         }
         inner.listener = 0;
@@ -284,7 +284,7 @@ enum Next<P: Platform, V: Verbs> {
 pub(crate) fn pair_one<P: Platform, V: Verbs>(listener: &EpObj<P, V>) -> bool {
     let next = {
         let mut inner = listener.inner.lock();
-        if inner.state != EpState::Listening || inner.pending == 0 {
+        if inner.state() != EpState::Listening || inner.pending == 0 {
             return false;
         }
         let mut queued = listener.queued.lock();
@@ -402,7 +402,7 @@ fn end_fill<P: Platform, V: Verbs>(
         Filled::Failed(status) => status,
         // Given back meanwhile (EP_CANCEL of the listener): nothing is left to wait for.
         Filled::Again if !held => NtStatus::CANCELLED,
-        Filled::Again if inner.state != EpState::Listening => refused(&inner),
+        Filled::Again if inner.state() != EpState::Listening => refused(&inner),
         Filled::Again => {
             // Back to the endpoint's queue by way of the listener's: a request cannot be
             // forwarded to the queue that handed it over (KMDF's verifier refuses that;
@@ -487,7 +487,7 @@ fn accept_request<P: Platform, V: Verbs>(
     sin.SinPort = ((event.service_id & 0xFFFF) as u16).to_be();
     local.set_sin(&sin);
     let mut inner = ep.inner.lock();
-    if inner.state != EpState::Queued {
+    if inner.state() != EpState::Queued {
         return Err(binding);
     }
     inner.attr.LocalAddress = local;
@@ -506,7 +506,7 @@ fn accept_request<P: Platform, V: Verbs>(
         .copy_from_slice(&event.private_data[cma::HEADER_LEN..REQ_PRIVATE_DATA]);
     inner.attr.set_connect(&param);
     inner.route = event.primary_path;
-    inner.state = EpState::PassiveConnect;
+    inner.set_state(EpState::PassiveConnect);
     inner.rep_sent = false;
     inner.listener = 0;
     events::replay_early(ep, &mut inner);

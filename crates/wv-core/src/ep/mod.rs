@@ -9,6 +9,8 @@
 //!   cannot run in the caller's thread: CONNECT, ACCEPT, the disconnect's QP → ERROR step and
 //!   the listener's pairing.
 //! * [`events`]: what the CM's events do to an endpoint (its sinks).
+//! * [`state`]: what an endpoint's lock guards, and its state machine: every change of state
+//!   goes through [`EpInner::set_state`], checked against [`EpState::may_become`].
 //!
 //! Requests park in one queue per purpose (fix of spec §7.1-f: OFW parked every request of an
 //! endpoint in one queue, so a work item could take the wrong one): CONNECT and ACCEPT until
@@ -30,38 +32,24 @@ pub(crate) mod cma;
 pub(crate) mod events;
 pub(crate) mod listen;
 pub(crate) mod ops;
+pub(crate) mod state;
 pub(crate) mod work;
 
 use alloc::vec::Vec;
 
-use wv_abi::{IB_PATH_REC, NtStatus, WV_IO_EP_ATTRIBUTES};
+use wv_abi::NtStatus;
 use wv_hal::{
     CmEventSink, ConnectionManager, KArc, KWeak, Platform, RequestQueue, SpinLock, Verbs,
 };
 
-use crate::driver::{RdmaDevice, Shared};
 use crate::provider::Provider;
+use crate::rdma_device::RdmaDevice;
+use crate::shared::Shared;
 use crate::status::REMOVED;
 use crate::sync::{Gate, ModifySched, RefCount};
 
+pub(crate) use state::{EpInner, EpState};
 pub(crate) use work::kick;
-
-/// An endpoint's state (OFW `WV_ENDPOINT_STATE`, the same names and order).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EpState {
-    Idle,
-    AddressBound,
-    Listening,
-    Queued,
-    RouteResolved,
-    PassiveConnect,
-    ActiveConnect,
-    Connected,
-    ActiveDisconnect,
-    PassiveDisconnect,
-    Disconnected,
-    Destroying,
-}
 
 /// A CM id of the lower device's CM.
 pub(crate) type CmId<V> = <<V as Verbs>::Cm as ConnectionManager>::Id;
@@ -92,44 +80,6 @@ impl<P: Platform, V: Verbs> Binding<P, V> {
             Err(_still_used) => debug_assert!(false, "CM id destroyed while still in use"),
         }
     }
-}
-
-/// What the `inner` lock guards.
-pub(crate) struct EpInner {
-    pub state: EpState,
-    /// What EP_QUERY returns.
-    pub attr: WV_IO_EP_ATTRIBUTES,
-    /// The primary path (EP_MODIFY, or the request's).
-    pub route: IB_PATH_REC,
-    /// Active side: the REP arrived, so ACCEPT may run.
-    pub rep_received: bool,
-    /// A CONNECT or ACCEPT waits for or runs on the work item (OFW's single work entry: a
-    /// second one meanwhile is `STATUS_TOO_MANY_COMMANDS`).
-    pub busy: bool,
-    /// EP_CANCELs so far (wrapping): a CONNECT or ACCEPT the work item was running, in no
-    /// queue, when one came is cancelled when it would park (OFW's cancel missed it, and it
-    /// waited for an answer nobody would send).
-    pub cancels: u32,
-    /// Passive side: the REP went out; the ACCEPT waits for the RTU.
-    pub rep_sent: bool,
-    /// The device whose CM made its id was removed (it is Disconnected for good): what its
-    /// work item can no longer do ends with `STATUS_DEVICE_REMOVED`, as its parked requests
-    /// did.
-    pub removed: bool,
-    /// The DISCONNECT's answer came: the work item moves its QP to ERROR and completes it.
-    pub disconnect_due: bool,
-    /// Listener: requests the CM announced that no GET_REQUEST has taken yet.
-    pub pending: u64,
-    /// Listener: how many of them it keeps before it rejects more.
-    pub backlog: u64,
-    /// Listener: the endpoint whose GET_REQUEST its work item is filling (that request is in
-    /// no queue meanwhile).
-    pub filling: Option<u64>,
-    /// Queued endpoint: the id of the listener that holds it.
-    pub listener: u64,
-    /// Queued endpoint: what the CM reported on the new connection's id while the listener
-    /// handed it over, applied once the endpoint takes the request.
-    pub early: Early,
 }
 
 /// An event on a new connection's id that came while the id was being handed over to its
@@ -206,7 +156,7 @@ fn fail_queue<P: Platform>(queue: &P::Queue, status: NtStatus) {
 impl<P: Platform, V: Verbs> EpObj<P, V> {
     /// The state now.
     pub fn state(&self) -> EpState {
-        self.inner.lock().state
+        self.inner.lock().state()
     }
 
     /// Runs `call` with the endpoint's CM and id under a share of the id's device gate.
@@ -290,7 +240,7 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
     /// items finish, the CM id goes, and every parked request ends with `STATUS_CANCELLED`.
     /// PASSIVE_LEVEL, no lock held.
     pub fn teardown(&self) {
-        self.inner.lock().state = EpState::Destroying;
+        self.inner.lock().set_state(EpState::Destroying);
         listen::release_waiters(self, NtStatus::CANCELLED);
         if self.work.close() {
             self.work.wait_drained();
@@ -312,8 +262,8 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         binding.destroy();
         {
             let mut inner = self.inner.lock();
-            if inner.state != EpState::Destroying {
-                inner.state = EpState::Disconnected;
+            if inner.state() != EpState::Destroying {
+                inner.set_state(EpState::Disconnected);
             }
             inner.removed = true;
         }

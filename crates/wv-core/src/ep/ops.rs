@@ -1,8 +1,10 @@
 //! The endpoint IOCTLs (spec §2.4): the ones that complete in the caller's thread, and the
-//! entry of CONNECT/ACCEPT, which park until the endpoint's work item starts them.
+//! entry of CONNECT/ACCEPT, which park until the endpoint's work item starts them. The
+//! dispatcher calls each handler with its decoded request (`dispatch.rs`, one row per IOCTL);
+//! EP_LISTEN and EP_GET_REQUEST are in `listen.rs`.
 //!
-//! EP_LOOKUP and the multicast join/leave answer `STATUS_NOT_IMPLEMENTED`, as OFW does: the
-//! datagram endpoint was never implemented end to end.
+//! EP_LOOKUP and the multicast join/leave answer `STATUS_NOT_IMPLEMENTED` in the dispatcher, as
+//! OFW does: the datagram endpoint was never implemented end to end.
 
 use core::mem::size_of;
 use core::ops::Deref;
@@ -10,112 +12,16 @@ use core::ops::Deref;
 use wv_abi::consts::{WV_IO_EP_TYPE_CONNECT, WV_IO_EP_TYPE_DATAGRAM};
 use wv_abi::encode::write_prefix;
 use wv_abi::{
-    IB_PATH_REC, NtStatus, Request, WV_IO_EP_ACCEPT, WV_IO_EP_ATTRIBUTES, WV_IO_EP_BIND,
-    WV_IO_EP_CONNECT, WV_IO_EP_DISCONNECT, WV_IO_EP_GET_REQUEST, WV_IO_EP_LISTEN, WV_IO_ID,
-    read_prefix,
+    IB_PATH_REC, NtStatus, WV_IO_EP_ACCEPT, WV_IO_EP_BIND, WV_IO_EP_CONNECT, WV_IO_EP_DISCONNECT,
+    WV_IO_ID,
 };
 use wv_hal::cm::REJ_USER_DEFINED;
 use wv_hal::{ConnectionManager, IoRequest, KArc, Platform, RequestQueue, SpinLock, Verbs};
 
 use super::work::{Answer, disconnect_qp};
-use super::{Early, EpInner, EpObj, EpState, listen};
+use super::{EpInner, EpObj, EpState, listen};
 use crate::provider::Provider;
 use crate::sync::{Gate, ModifySched, RefCount};
-
-/// A decoded endpoint IOCTL: the fixed structs by value; variable bytes stay in the system
-/// buffer and are read again by the handler.
-pub(crate) enum EpCall {
-    Create {
-        ep_type: u64,
-    },
-    Destroy {
-        id: u64,
-    },
-    Modify {
-        id: u64,
-        route: IB_PATH_REC,
-    },
-    Bind(WV_IO_EP_BIND),
-    Reject {
-        id: u64,
-    },
-    Connect(WV_IO_EP_CONNECT),
-    Accept(WV_IO_EP_ACCEPT),
-    Disconnect(WV_IO_EP_DISCONNECT),
-    DisconnectNotify {
-        id: u64,
-    },
-    Query {
-        id: u64,
-    },
-    Cancel {
-        id: u64,
-    },
-    Listen(WV_IO_EP_LISTEN),
-    GetRequest(WV_IO_EP_GET_REQUEST),
-    /// EP_LOOKUP, EP_MULTICAST_JOIN, EP_MULTICAST_LEAVE.
-    NotImplemented,
-}
-
-impl EpCall {
-    /// The endpoint call a decoded request is, if it is one.
-    pub(crate) fn of(request: &Request<'_>) -> Option<EpCall> {
-        use Request as R;
-        Some(match request {
-            R::EpCreate { ep_type } => EpCall::Create { ep_type: *ep_type },
-            R::EpDestroy { id } => EpCall::Destroy { id: *id },
-            R::EpModify { id, data } => EpCall::Modify {
-                id: id.Id,
-                // The decoder checked that the path's 64 bytes are there.
-                route: read_prefix(data).unwrap_or_default(),
-            },
-            R::EpBind { bind } => EpCall::Bind(*bind),
-            R::EpReject { id, .. } => EpCall::Reject { id: id.Id },
-            R::EpConnect { connect } => EpCall::Connect(*connect),
-            R::EpAccept { accept, .. } => EpCall::Accept(*accept),
-            R::EpDisconnect { disconnect, .. } => EpCall::Disconnect(*disconnect),
-            R::EpDisconnectNotify { id } => EpCall::DisconnectNotify { id: *id },
-            R::EpQuery { id } => EpCall::Query { id: *id },
-            R::EpCancel { id } => EpCall::Cancel { id: *id },
-            R::EpListen { listen } => EpCall::Listen(*listen),
-            R::EpGetRequest { req } => EpCall::GetRequest(*req),
-            R::EpLookup | R::EpMulticastJoin | R::EpMulticastLeave => EpCall::NotImplemented,
-            _ => return None,
-        })
-    }
-}
-
-/// Runs an endpoint IOCTL. `prov` is the caller's file (PASSIVE_LEVEL, the caller's thread).
-pub(crate) fn dispatch<P: Platform, V: Verbs>(
-    prov: &KArc<Provider<P, V>>,
-    req: P::Request,
-    call: EpCall,
-) {
-    let p = &**prov;
-    match call {
-        EpCall::Create { ep_type } => create(prov, req, ep_type),
-        EpCall::Destroy { id } => {
-            let status = p.destroy_ep(id, false);
-            req.complete(status, 0);
-        }
-        EpCall::Modify { id, route } => modify(p, req, id, route),
-        EpCall::Bind(bind) => self::bind(p, req, bind),
-        EpCall::Reject { id } => reject(p, req, id),
-        EpCall::Connect(c) => start(p, req, c.Id, |inner| inner.state == EpState::RouteResolved),
-        EpCall::Accept(a) => start(p, req, a.Id, |inner| match inner.state {
-            EpState::ActiveConnect => inner.rep_received,
-            EpState::PassiveConnect => !inner.rep_sent,
-            _ => false,
-        }),
-        EpCall::Disconnect(d) => disconnect(p, req, d),
-        EpCall::DisconnectNotify { id } => disconnect_notify(p, req, id),
-        EpCall::Query { id } => query(p, req, id),
-        EpCall::Cancel { id } => cancel(p, req, id),
-        EpCall::Listen(l) => listen::listen(p, req, l),
-        EpCall::GetRequest(g) => listen::get_request(p, req, g),
-        EpCall::NotImplemented => req.complete(NtStatus::NOT_IMPLEMENTED, 0),
-    }
-}
 
 /// An endpoint found by id, with a reference: destroy answers `STATUS_ACCESS_DENIED` until
 /// this is dropped (OFW `WvEpAcquire` / `WvEpRelease`).
@@ -162,7 +68,7 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
     fn settle_queued(&self, ep: &EpObj<P, V>) {
         let listener = {
             let inner = ep.inner.lock();
-            if inner.state != EpState::Queued {
+            if inner.state() != EpState::Queued {
                 return;
             }
             inner.listener
@@ -229,7 +135,11 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
 
 /// EP_CREATE `UINT64 EpType` → `UINT64 id`, `Information = 8`. Beyond OFW (spec §7.1-j): a
 /// type other than `WV_IO_EP_TYPE_CONNECT` / `_DATAGRAM` is `STATUS_INVALID_PARAMETER`.
-fn create<P: Platform, V: Verbs>(prov: &KArc<Provider<P, V>>, mut req: P::Request, ep_type: u64) {
+pub(crate) fn create<P: Platform, V: Verbs>(
+    prov: &KArc<Provider<P, V>>,
+    mut req: P::Request,
+    ep_type: u64,
+) {
     if ep_type != WV_IO_EP_TYPE_CONNECT && ep_type != WV_IO_EP_TYPE_DATAGRAM {
         return req.complete(NtStatus::INVALID_PARAMETER, 0);
     }
@@ -272,22 +182,7 @@ fn new_endpoint<P: Platform, V: Verbs>(
         shared: KArc::clone(&prov.shared),
         prov: KArc::downgrade(prov),
         refs: RefCount::default(),
-        inner: platform.spin_lock(EpInner {
-            state: EpState::Idle,
-            attr: WV_IO_EP_ATTRIBUTES::default(),
-            route: IB_PATH_REC::default(),
-            rep_received: false,
-            busy: false,
-            cancels: 0,
-            rep_sent: false,
-            removed: false,
-            disconnect_due: false,
-            pending: 0,
-            backlog: 0,
-            filling: None,
-            listener: 0,
-            early: Early::None,
-        }),
+        inner: platform.spin_lock(EpInner::new()),
         binding: platform.spin_lock(None),
         queued: platform.spin_lock(alloc::vec::Vec::new()),
         work,
@@ -330,9 +225,15 @@ impl<P: Platform> Queues<P> {
     }
 }
 
+/// EP_DESTROY `UINT64 id`: see `Provider::destroy_ep`.
+pub(crate) fn destroy<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
+    let status = prov.destroy_ep(id, false);
+    req.complete(status, 0);
+}
+
 /// EP_MODIFY `{Id, Data = WV_IO_EP_OPTION_ROUTE}` + path: the route the endpoint connects
 /// over (resolved in user mode); only when bound (`STATUS_NOT_SUPPORTED`).
-fn modify<P: Platform, V: Verbs>(
+pub(crate) fn modify<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     req: P::Request,
     id: u64,
@@ -343,9 +244,9 @@ fn modify<P: Platform, V: Verbs>(
     };
     let status = {
         let mut inner = ep.inner.lock();
-        if inner.state == EpState::AddressBound {
+        if inner.state() == EpState::AddressBound {
             inner.route = route;
-            inner.state = EpState::RouteResolved;
+            inner.set_state(EpState::RouteResolved);
             NtStatus::SUCCESS
         } else {
             NtStatus::NOT_SUPPORTED
@@ -357,17 +258,21 @@ fn modify<P: Platform, V: Verbs>(
 
 /// EP_BIND: the local address (the user library reserved the port) and device; only when Idle
 /// (`STATUS_NOT_SUPPORTED`). `Information = 56`: the input echoes back.
-fn bind<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, bind: WV_IO_EP_BIND) {
+pub(crate) fn bind<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    req: P::Request,
+    bind: WV_IO_EP_BIND,
+) {
     let Some(ep) = prov.acquire_ep(bind.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let ok = {
         let mut inner = ep.inner.lock();
-        let ok = inner.state == EpState::Idle;
+        let ok = inner.state() == EpState::Idle;
         if ok {
             inner.attr.LocalAddress = bind.Address;
             inner.attr.Device = bind.Device;
-            inner.state = EpState::AddressBound;
+            inner.set_state(EpState::AddressBound);
         }
         ok
     };
@@ -412,32 +317,61 @@ fn start<P: Platform, V: Verbs>(
     super::kick(ep.arc());
 }
 
+/// EP_CONNECT: once the route is resolved.
+pub(crate) fn connect<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    req: P::Request,
+    connect: WV_IO_EP_CONNECT,
+) {
+    start(prov, req, connect.Id, |inner| {
+        inner.state() == EpState::RouteResolved
+    });
+}
+
+/// EP_ACCEPT: on the active side once the REP arrived (it sends the RTU), on the passive side
+/// before it replied (it sends the REP).
+pub(crate) fn accept<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    req: P::Request,
+    accept: WV_IO_EP_ACCEPT,
+) {
+    start(prov, req, accept.Id, |inner| match inner.state() {
+        EpState::ActiveConnect => inner.rep_received,
+        EpState::PassiveConnect => !inner.rep_sent,
+        _ => false,
+    });
+}
+
 /// EP_REJECT `{Id}` + private data: refuses the request (passive) or the reply (active) with
 /// `IB_REJ_USER_DEFINED`; the endpoint is disconnected. Only while connecting
 /// (`STATUS_NOT_SUPPORTED`). The private data length is OFW's `(UINT8)(inlen - 16)`.
-fn reject<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
+pub(crate) fn reject<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    req: P::Request,
+    id: u64,
+    private_data_len: usize,
+) {
     let Some(ep) = prov.acquire_ep(id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     {
         let mut inner = ep.inner.lock();
         if !matches!(
-            inner.state,
+            inner.state(),
             EpState::ActiveConnect | EpState::PassiveConnect
         ) {
             drop(inner);
             return req.complete(NtStatus::NOT_SUPPORTED, 0);
         }
-        inner.state = EpState::Disconnected;
+        inner.set_state(EpState::Disconnected);
         // A handshake request cannot be answered any more: it ends now rather than never.
         while let Some(r) = ep.handshake_queue.retrieve_next() {
             r.complete(NtStatus::CANCELLED, 0);
         }
     }
-    let input = req.input_len().min(req.buffer().len());
-    let len = usize::from((input.saturating_sub(size_of::<WV_IO_ID>())) as u8);
     let start = size_of::<WV_IO_ID>();
-    let pdata = &req.buffer()[start..start + len.min(input.saturating_sub(start))];
+    let len = usize::from(private_data_len as u8);
+    let pdata = req.buffer().get(start..start + len).unwrap_or_default();
     let status = match ep.with_cm(|cm, id| cm.send_rej(id, REJ_USER_DEFINED, &[], pdata)) {
         Ok(()) => NtStatus::SUCCESS,
         Err(status) => status,
@@ -450,7 +384,7 @@ fn reject<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64
 /// request pends until the DREP (or the DREQ's timeout), then its QP goes to ERROR.
 /// Disconnecting (either way): the DREP answers, the QP goes to ERROR at once, and it completes
 /// inline. Otherwise `STATUS_INVALID_DEVICE_STATE`.
-fn disconnect<P: Platform, V: Verbs>(
+pub(crate) fn disconnect<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     req: P::Request,
     d: WV_IO_EP_DISCONNECT,
@@ -460,14 +394,14 @@ fn disconnect<P: Platform, V: Verbs>(
     };
     let req = {
         let mut inner = ep.inner.lock();
-        match inner.state {
+        match inner.state() {
             EpState::Connected => {
                 // Parked before the DREQ leaves, so the DREP cannot come first.
                 if let Err((req, status)) = ep.disconnect_queue.park(req) {
                     drop(inner);
                     return req.complete(status, 0);
                 }
-                inner.state = EpState::ActiveDisconnect;
+                inner.set_state(EpState::ActiveDisconnect);
                 None
             }
             EpState::ActiveDisconnect | EpState::PassiveDisconnect => Some(req),
@@ -489,8 +423,8 @@ fn disconnect<P: Platform, V: Verbs>(
     };
     {
         let mut inner = ep.inner.lock();
-        if inner.state != EpState::Destroying {
-            inner.state = EpState::Disconnected;
+        if inner.state() != EpState::Destroying {
+            inner.set_state(EpState::Disconnected);
         }
         // The connection is gone: a DISCONNECT_NOTIFY parked while the DREQ was to go ends
         // now, as no event will end it once the endpoint is disconnected.
@@ -510,12 +444,16 @@ pub(crate) fn end_notify<P: Platform>(queue: &P::Queue) {
 
 /// EP_DISCONNECT_NOTIFY: pends while connected (or disconnecting actively) until the
 /// connection goes; completes at once once it went; otherwise `STATUS_NOT_SUPPORTED`.
-fn disconnect_notify<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
+pub(crate) fn disconnect_notify<P: Platform, V: Verbs>(
+    prov: &Provider<P, V>,
+    req: P::Request,
+    id: u64,
+) {
     let Some(ep) = prov.acquire_ep(id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let inner = ep.inner.lock();
-    match inner.state {
+    match inner.state() {
         EpState::Connected | EpState::ActiveDisconnect => {
             if let Err((req, status)) = ep.notify_queue.park(req) {
                 drop(inner);
@@ -534,7 +472,7 @@ fn disconnect_notify<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Reque
 }
 
 /// EP_QUERY: the endpoint's `WV_IO_EP_ATTRIBUTES`, `Information = 160`.
-fn query<P: Platform, V: Verbs>(prov: &Provider<P, V>, mut req: P::Request, id: u64) {
+pub(crate) fn query<P: Platform, V: Verbs>(prov: &Provider<P, V>, mut req: P::Request, id: u64) {
     let Some(ep) = prov.acquire_ep(id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
@@ -548,7 +486,7 @@ fn query<P: Platform, V: Verbs>(prov: &Provider<P, V>, mut req: P::Request, id: 
 /// go back to Idle; a connection's parked requests end with `STATUS_CANCELLED`. The
 /// connection's state does not change (OFW). Both whatever the state (OFW looked at it), so
 /// nothing a listener that stopped listening might still hold outlasts the cancel.
-fn cancel<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
+pub(crate) fn cancel<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
     let Some(ep) = prov.acquire_ep(id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };

@@ -24,9 +24,9 @@ use wv_hal::{
 use super::cma::{self, CM_RESPONSE_TIMEOUT, MAX_CM_RETRIES};
 use super::events::ConnEvents;
 use super::{Binding, CmConn, EpInner, EpObj, EpState, choose_cm, listen, starting_psn};
-use crate::driver::RdmaDevice;
 use crate::provider::Held;
 use crate::qp::QpObj;
+use crate::rdma_device::RdmaDevice;
 use crate::status::{REMOVED, verbs_status};
 
 /// `IB_FAILOVER_ACCEPT_UNSUPPORTED`: WinVerbs offers no alternate path.
@@ -94,7 +94,7 @@ impl<P: Platform, V: Verbs> WorkItem for EpObj<P, V> {
 /// device its CM id came from was removed (which moved it to Disconnected), as the requests
 /// still parked then end.
 pub(crate) fn refused(inner: &EpInner) -> NtStatus {
-    if inner.state == EpState::Destroying {
+    if inner.state() == EpState::Destroying {
         NtStatus::CANCELLED
     } else if inner.removed {
         REMOVED
@@ -179,7 +179,7 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         };
         let (local, route, device) = {
             let inner = self.inner.lock();
-            if inner.state != EpState::RouteResolved {
+            if inner.state() != EpState::RouteResolved {
                 let status = refused(&inner);
                 drop(inner);
                 return req.complete(status, 0);
@@ -208,7 +208,7 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         }
         {
             let mut inner = self.inner.lock();
-            if inner.state != EpState::RouteResolved {
+            if inner.state() != EpState::RouteResolved {
                 let status = refused(&inner);
                 drop(inner);
                 return req.complete(status, 0);
@@ -218,14 +218,14 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
                 drop(inner);
                 return req.complete(NtStatus::CANCELLED, 0);
             }
-            inner.state = EpState::ActiveConnect;
+            inner.set_state(EpState::ActiveConnect);
             inner.rep_received = false;
             inner.attr.PeerAddress = c.PeerAddress;
             inner.attr.set_connect(&c.Param);
             // Parked before the REQ leaves, so the answer cannot come before the request
             // waits for it.
             if let Err((req, status)) = self.handshake_queue.park(req) {
-                inner.state = EpState::Disconnected;
+                inner.set_state(EpState::Disconnected);
                 drop(inner);
                 return req.complete(status, 0);
             }
@@ -261,8 +261,8 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
     /// that waits for the answer ends with `status`.
     fn abort_handshake(&self, status: NtStatus) {
         let mut inner = self.inner.lock();
-        if inner.state != EpState::Destroying {
-            inner.state = EpState::Disconnected;
+        if inner.state() != EpState::Destroying {
+            inner.set_state(EpState::Disconnected);
         }
         while let Some(r) = self.handshake_queue.retrieve_next() {
             r.complete(status, 0);
@@ -296,7 +296,7 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         let (state, rep_received, rep_sent, status) = {
             let inner = self.inner.lock();
             (
-                inner.state,
+                inner.state(),
                 inner.rep_received,
                 inner.rep_sent,
                 refused(&inner),
@@ -328,12 +328,12 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
     fn accept_active(&self, req: P::Request, param: &WV_IO_CONNECT_PARAM) {
         {
             let mut inner = self.inner.lock();
-            if inner.state != EpState::ActiveConnect {
+            if inner.state() != EpState::ActiveConnect {
                 let status = refused(&inner);
                 drop(inner);
                 return req.complete(status, 0);
             }
-            inner.state = EpState::Connected;
+            inner.set_state(EpState::Connected);
         }
         match self.with_cm(|cm, id| cm.send_rtu(id, private_data(param))) {
             Ok(()) => {
@@ -342,8 +342,8 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
             }
             Err(status) => {
                 let mut inner = self.inner.lock();
-                if inner.state == EpState::Connected {
-                    inner.state = EpState::Disconnected;
+                if inner.state() == EpState::Connected {
+                    inner.set_state(EpState::Disconnected);
                     // A DISCONNECT_NOTIFY may have parked on the connection meanwhile.
                     super::ops::end_notify::<P>(&self.notify_queue);
                 }
@@ -394,7 +394,7 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         }
         {
             let mut inner = self.inner.lock();
-            if inner.state != EpState::PassiveConnect || inner.rep_sent {
+            if inner.state() != EpState::PassiveConnect || inner.rep_sent {
                 let status = refused(&inner);
                 drop(inner);
                 return req.complete(status, 0);

@@ -1,0 +1,264 @@
+//! Stacks plugged in from outside the crate through the public API alone, as the other runners
+//! (the emulated KMDF, the PE loader) plug theirs in: one with its own admin side runs every
+//! scenario; one without an admin side skips exactly what the installed driver on Windows
+//! skips, for the same reasons; a verifier's findings are attributed to their scenario.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use wv_check::{
+    DeviceSpec, Env, InjectedClock, Machine, VERIFIER_SCENARIO, Verdict, run_suite, scenario_names,
+    summary_line,
+};
+use wv_client::inproc::{File, Stack, StackConfig, process_memory};
+use wv_client::verbs::AddressService;
+use wv_hal::Platform;
+
+/// A machine's admin side implemented here, not by the library.
+struct Outside(Stack);
+
+impl Machine for Outside {
+    fn device_guids(&self) -> Vec<u64> {
+        self.0.device_guids()
+    }
+    fn device_count(&self) -> usize {
+        self.0.device_count()
+    }
+    fn device_guid(&self, index: usize) -> Option<u64> {
+        self.0.device_guid(index)
+    }
+    fn set_port_state(&self, index: usize, port: u8, up: bool) -> Result<(), String> {
+        self.0
+            .set_port_state(index, port, up)
+            .map_err(|e| e.to_string())
+    }
+    fn remove_device(&self, index: usize) -> bool {
+        self.0.remove_device(index)
+    }
+    fn add_device(&self) -> usize {
+        self.0.add_device()
+    }
+    fn addresses(&self) -> &dyn AddressService {
+        &self.0
+    }
+    fn address(&self, index: usize, port: u8) -> IpAddr {
+        self.0.address(index, port)
+    }
+    fn cm_ids(&self, index: usize) -> Option<usize> {
+        self.0.hca(index).map(|h| h.cm().ids())
+    }
+    fn clock(&self) -> Option<&dyn InjectedClock> {
+        self.0
+            .platform()
+            .is_deterministic()
+            .then_some(self as &dyn InjectedClock)
+    }
+}
+
+impl InjectedClock for Outside {
+    fn now_ns(&self) -> u64 {
+        self.0.platform().now_ns()
+    }
+    fn run_until_idle(&self) {
+        self.0.run_until_idle();
+    }
+    fn run_next_timer(&self) -> bool {
+        self.0.platform().run_next_timer()
+    }
+}
+
+fn stack(deterministic: bool) -> Stack {
+    Stack::new(StackConfig {
+        devices: 2,
+        ports_per_device: if deterministic { 1 } else { 2 },
+        deterministic,
+        ..StackConfig::default()
+    })
+}
+
+fn buffer(len: usize) -> (u64, Box<dyn Any>) {
+    let b = process_memory().alloc(len);
+    (b.addr(), Box::new(b))
+}
+
+/// Everything an `Env` can offer.
+struct Full(Outside);
+
+impl Env for Full {
+    type Config = ();
+    type File = File;
+
+    fn create(_: &()) -> Result<Self, String> {
+        Ok(Full(Outside(stack(false))))
+    }
+    fn verifier(_: &()) -> Option<String> {
+        Some("a stack plugged in from outside".into())
+    }
+    fn open(&self) -> Result<File, String> {
+        self.0.0.open().map_err(|s| s.to_string())
+    }
+    fn device_spec(&self) -> Option<DeviceSpec> {
+        None
+    }
+    fn machine(&self) -> Option<&dyn Machine> {
+        Some(&self.0)
+    }
+    fn with_injected_clock(&self) -> Option<Result<Self, String>> {
+        Some(Ok(Full(Outside(stack(true)))))
+    }
+    fn close_racing_ioctl(
+        &self,
+        file: File,
+        code: u32,
+        input: &[u8],
+        output_len: usize,
+    ) -> Option<wv_client::raw::IoStatus> {
+        Some(file.close_racing_ioctl(code, input, output_len).wait())
+    }
+    fn buffer(&self, len: usize) -> (u64, Box<dyn Any>) {
+        buffer(len)
+    }
+    fn finish(self) -> Vec<String> {
+        self.0.0.unload()
+    }
+}
+
+/// Handles and memory only, like the installed driver: no admin side, no injected clock, no
+/// close racing an IOCTL, no verifier.
+struct Bare(Stack);
+
+impl Env for Bare {
+    type Config = ();
+    type File = File;
+
+    fn create(_: &()) -> Result<Self, String> {
+        Ok(Bare(stack(false)))
+    }
+    fn verifier(_: &()) -> Option<String> {
+        None
+    }
+    fn open(&self) -> Result<File, String> {
+        self.0.open().map_err(|s| s.to_string())
+    }
+    fn device_spec(&self) -> Option<DeviceSpec> {
+        None
+    }
+    fn buffer(&self, len: usize) -> (u64, Box<dyn Any>) {
+        buffer(len)
+    }
+    fn finish(self) -> Vec<String> {
+        self.0.unload()
+    }
+}
+
+/// A verifier that finds one thing on every machine.
+struct Noisy(Bare);
+
+impl Env for Noisy {
+    type Config = ();
+    type File = File;
+
+    fn create(_: &()) -> Result<Self, String> {
+        Ok(Noisy(Bare::create(&())?))
+    }
+    fn verifier(_: &()) -> Option<String> {
+        Some("noisy".into())
+    }
+    fn open(&self) -> Result<File, String> {
+        self.0.open()
+    }
+    fn device_spec(&self) -> Option<DeviceSpec> {
+        None
+    }
+    fn buffer(&self, len: usize) -> (u64, Box<dyn Any>) {
+        buffer(len)
+    }
+    fn finish(self) -> Vec<String> {
+        let mut found = self.0.finish();
+        found.push("a planted violation".into());
+        found
+    }
+}
+
+#[test]
+fn a_stack_with_its_own_admin_side_runs_every_scenario() {
+    let results = run_suite::<Full>(&(), None, &mut |_| {});
+    let names: Vec<_> = results.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, scenario_names::<Full>(&()));
+    for r in &results {
+        assert_eq!(r.verdict, Verdict::Pass, "{}", r.line());
+    }
+    let last = results.last().unwrap();
+    assert_eq!(last.name, VERIFIER_SCENARIO);
+    assert!(
+        last.detail.ends_with(&format!(
+            "in the {} stacks the scenarios ran on (a stack plugged in from outside)",
+            results.len() - 1
+        )),
+        "{}",
+        last.line()
+    );
+}
+
+#[test]
+fn without_an_admin_side_the_scenarios_skip_as_on_windows() {
+    let results = run_suite::<Bare>(&(), None, &mut |_| {});
+    let skipped: BTreeMap<_, _> = results
+        .iter()
+        .filter(|r| r.verdict == Verdict::Skip)
+        .map(|r| (r.name.as_str(), r.detail.as_str()))
+        .collect();
+    let address_service =
+        "needs the address service (IBAT on Windows, which this harness does not reach)";
+    let mut want = BTreeMap::from([
+        (
+            "status-file-closed",
+            "this transport cannot deliver an IOCTL after CloseHandle",
+        ),
+        (
+            "port-event-flags",
+            "needs the admin action port down/up (in-process stack only)",
+        ),
+        (
+            "device-removal-with-requests-parked",
+            "needs surprise removal and hot add (in-process stack only)",
+        ),
+    ]);
+    for r in results.iter().filter(|r| r.name.starts_with("ep-")) {
+        want.insert(r.name.as_str(), address_service);
+    }
+    assert_eq!(want.len(), 12, "the endpoint scenarios are 9");
+    assert_eq!(skipped, want);
+    for r in results.iter().filter(|r| r.verdict != Verdict::Skip) {
+        assert_eq!(r.verdict, Verdict::Pass, "{}", r.line());
+    }
+    assert!(
+        results.iter().all(|r| r.name != VERIFIER_SCENARIO),
+        "a stack without a verifier got a verifier line"
+    );
+    assert!(
+        !scenario_names::<Bare>(&()).contains(&VERIFIER_SCENARIO),
+        "scenario_names lists a verifier line for a stack without one"
+    );
+    let n = results.len();
+    assert_eq!(
+        summary_line(&results),
+        format!("{} passed, 0 failed, 12 skipped", n - 12)
+    );
+}
+
+#[test]
+fn each_violation_is_attributed_to_its_scenario() {
+    let results = run_suite::<Noisy>(&(), Some("abi-guid-query"), &mut |_| {});
+    let lines: Vec<_> = results.iter().map(|r| r.line()).collect();
+    assert_eq!(
+        lines,
+        [
+            results[0].line(),
+            "FAIL  host-verifier: 1 violation(s): [abi-guid-query] a planted violation".to_string()
+        ]
+    );
+    assert_eq!(results[0].verdict, Verdict::Pass, "{}", results[0].line());
+    assert_eq!(summary_line(&results), "1 passed, 1 failed");
+}
