@@ -104,7 +104,10 @@ impl std::fmt::Debug for EmuFile {
 /// One request in flight (its OVERLAPPED).
 pub struct EmuIo {
     irp: Arc<Irp>,
+    /// The dispatch returned `STATUS_PENDING` (the IRP was marked pending).
     pending: bool,
+    /// The request had completed when the dispatch returned.
+    completed_at_return: bool,
     machine: Arc<Inner>,
 }
 
@@ -171,6 +174,7 @@ impl Machine {
             return EmuIo {
                 irp,
                 pending: false,
+                completed_at_return: true,
                 machine: Arc::clone(m),
             };
         };
@@ -189,6 +193,7 @@ impl Machine {
         kernel::lower_irql(old);
         EmuIo {
             pending: irp.marked_pending.load(Ordering::SeqCst) || irp.result().is_none(),
+            completed_at_return: irp.completed_in_dispatch.load(Ordering::SeqCst),
             irp,
             machine: Arc::clone(m),
         }
@@ -316,6 +321,12 @@ fn open(m: &Arc<Inner>, path: &str, between: impl FnOnce()) -> Result<EmuFile, N
 /// the device has one, else the device's queue.
 fn send(m: &Arc<Inner>, irp: &Arc<Irp>) {
     let _host = kernel::host_scope();
+    irp.dispatching.store(true, Ordering::SeqCst);
+    dispatch_irp(m, irp);
+    irp.dispatching.store(false, Ordering::SeqCst);
+}
+
+fn dispatch_irp(m: &Arc<Inner>, irp: &Arc<Irp>) {
     let device = irp.device;
     let (in_caller, search) = device_mut(&mut m.fx.lock(), device).map_or((None, false), |d| {
         let class = d.file_config.map(|(c, _)| c.FileObjectClass);
@@ -343,6 +354,9 @@ fn send(m: &Arc<Inner>, irp: &Arc<Irp>) {
     m.count("ioctls sent");
     match in_caller {
         Some(callback) => {
+            // FxPkgIo::DispatchToInCallerContextCallback marks the IRP pending and returns
+            // STATUS_PENDING whether or not the driver completes the request in the callback.
+            irp.marked_pending.store(true, Ordering::SeqCst);
             requests::hand_to_driver(m, request, true);
             let at = kernel::irql();
             crate::callbacks::frame(m, "EvtIoInCallerContext", at, || {
@@ -392,6 +406,7 @@ impl EmuFile {
         kernel::lower_irql(old);
         EmuIo {
             pending: irp.marked_pending.load(Ordering::SeqCst) || irp.result().is_none(),
+            completed_at_return: irp.completed_in_dispatch.load(Ordering::SeqCst),
             irp,
             machine: Arc::clone(m),
         }
@@ -432,6 +447,7 @@ impl EmuFile {
         kernel::lower_irql(old);
         EmuIo {
             pending: irp.marked_pending.load(Ordering::SeqCst) || irp.result().is_none(),
+            completed_at_return: irp.completed_in_dispatch.load(Ordering::SeqCst),
             irp,
             machine,
         }
@@ -465,10 +481,19 @@ impl Drop for EmuFile {
 }
 
 impl EmuIo {
-    /// Whether the sender saw `STATUS_PENDING` (the request entered a queue, or was not
-    /// complete when the dispatch returned).
+    /// Whether the sender saw `STATUS_PENDING`: KMDF marks every IRP it dispatches pending —
+    /// to `EvtIoInCallerContext` or into a queue (`FxPkgIo::DispatchToInCallerContextCallback`,
+    /// `FxIoQueue::QueueRequest`) — and returns `STATUS_PENDING` even when the driver completed
+    /// it before returning; only a request the framework fails before dispatching it is not.
     pub fn pending(&self) -> bool {
         self.pending
+    }
+
+    /// Whether the driver completed the request inside its dispatch — in the sender's thread,
+    /// before the dispatch returned, without the request ever waiting in a manual queue or for
+    /// a worker — whatever status the dispatch returned.
+    pub fn completed_at_return(&self) -> bool {
+        self.completed_at_return
     }
 
     /// The final status, if the request completed.

@@ -241,6 +241,14 @@ fn insert(m: &Arc<Inner>, q: Handle, r: Handle) -> Result<(), Refused> {
             return Err(Refused::Busy);
         };
         request.irp.marked_pending.store(true, Ordering::SeqCst);
+        if queue_mut(&mut fx, q).is_some_and(|queue| queue.dispatch == Dispatch::Manual)
+            && let Some(request) = requests::request_mut(&mut fx, r)
+        {
+            request.irp.parked.store(true, Ordering::SeqCst);
+        }
+        let Some(request) = requests::request_mut(&mut fx, r) else {
+            return Err(Refused::Busy);
+        };
         if request.irp.cancel.load(Ordering::SeqCst) {
             request.owner = Owner::Framework;
             true
@@ -270,6 +278,14 @@ pub(crate) fn dispatch(m: &Arc<Inner>, q: Handle) {
                 return;
             }
             if passive && kernel::irql() != Irql::Passive {
+                // What waits in the queue now waits for a worker.
+                let waiting: Vec<Handle> = queue.pending.iter().copied().collect();
+                for r in waiting {
+                    if let Some(request) = requests::request_mut(&mut fx, r) {
+                        request.irp.parked.store(true, Ordering::SeqCst);
+                    }
+                }
+                let queue = queue_mut(&mut fx, q).expect("checked above");
                 if !queue.deferred {
                     queue.deferred = true;
                     let machine = Arc::clone(m);

@@ -129,7 +129,18 @@ impl Machine {
     /// Boots a machine: waits until no other machine exists in this process, then makes this
     /// one current.
     pub fn boot(config: MachineConfig) -> Machine {
-        let session = SESSION.lock();
+        Self::start(config, SESSION.lock())
+    }
+
+    /// [`Machine::boot`], waiting at most `wait` for the machine before it (whose test may have
+    /// been abandoned hung, holding it): `None` when it is still there.
+    pub fn try_boot(config: MachineConfig, wait: Duration) -> Option<Machine> {
+        SESSION
+            .try_lock_for(wait)
+            .map(|session| Self::start(config, session))
+    }
+
+    fn start(config: MachineConfig, session: MutexGuard<'static, ()>) -> Machine {
         let platform = match config.workers {
             Some(workers) => HostPlatform::threaded(workers.max(1)),
             None => HostPlatform::deterministic(),

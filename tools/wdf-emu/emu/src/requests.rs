@@ -10,7 +10,7 @@
 //! copies `Information` bytes of it back to the caller for a success or warning status, none
 //! for an error.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,13 @@ pub(crate) struct Irp {
     /// IoMarkIrpPending: the request entered a queue, so the dispatch routine returned
     /// `STATUS_PENDING` whatever happened next.
     pub marked_pending: AtomicBool,
+    /// The dispatch to the driver is running, on this thread.
+    pub dispatching: AtomicBool,
+    dispatch_thread: std::thread::ThreadId,
+    /// The request waited somewhere for later: a manual queue, a deferred presentation.
+    pub parked: AtomicBool,
+    /// Completed inside the dispatch, on its thread, without ever waiting anywhere.
+    pub completed_in_dispatch: AtomicBool,
     machine: Weak<Inner>,
 }
 
@@ -116,6 +123,10 @@ impl Irp {
             done: Condvar::new(),
             cancel: AtomicBool::new(false),
             marked_pending: AtomicBool::new(false),
+            dispatching: AtomicBool::new(false),
+            dispatch_thread: std::thread::current().id(),
+            parked: AtomicBool::new(false),
+            completed_in_dispatch: AtomicBool::new(false),
             machine: Arc::downgrade(m),
         })
     }
@@ -163,6 +174,10 @@ impl Irp {
                 information,
                 output,
             });
+            let inline = self.dispatching.load(Ordering::SeqCst)
+                && std::thread::current().id() == self.dispatch_thread
+                && !self.parked.load(Ordering::SeqCst);
+            self.completed_in_dispatch.store(inline, Ordering::SeqCst);
         }
         self.done.notify_all();
         let file = self.file.lock().take();

@@ -6,6 +6,7 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use wdk_sys::NTSTATUS;
@@ -74,16 +75,21 @@ fn memory() -> ClientMemory {
 }
 
 impl EmuStack {
-    /// Boots a machine, loads the driver with `entry`, and brings `config.devices` soft HCAs up
-    /// below it.
+    /// Boots a machine (waiting up to a minute for the one before it to go), loads the driver
+    /// with `entry`, and brings `config.devices` soft HCAs up below it.
     ///
     /// # Errors
-    /// `DriverEntry`'s status (the machine is torn down).
-    pub fn new(config: EmuStackConfig, entry: DriverEntry) -> Result<EmuStack, NTSTATUS> {
-        let machine = Machine::boot(config.machine);
-        let status = machine.load(entry);
+    /// The machine before it is still running, or `DriverEntry` failed (the machine is then
+    /// torn down).
+    pub fn new(config: EmuStackConfig, entry: DriverEntry) -> Result<EmuStack, String> {
+        let Some(machine) = Machine::try_boot(config.machine, Duration::from_secs(60)) else {
+            return Err(
+                "the previous machine is still running (its test hung and was abandoned)".into(),
+            );
+        };
+        let status: NTSTATUS = machine.load(entry);
         if !wdk_sys::NT_SUCCESS(status) {
-            return Err(status);
+            return Err(format!("DriverEntry failed: {status:#010x}"));
         }
         let stack = EmuStack {
             machine,
@@ -193,6 +199,14 @@ impl EmuStack {
     /// How many devices were ever added.
     pub fn device_count(&self) -> usize {
         self.slots.lock().len()
+    }
+
+    /// Connection ids alive in device `device`'s connection manager.
+    pub fn cm_ids(&self, device: usize) -> Option<usize> {
+        self.slots
+            .lock()
+            .get(device)
+            .map(|s| s.controller.hca().cm().ids())
     }
 
     /// The PnP id of device `device`.
