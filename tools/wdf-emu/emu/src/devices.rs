@@ -677,6 +677,19 @@ pub(crate) unsafe fn fdo_query_for_interface(
 /// What a device does when it is disposed: a queue stops and cancels what waits in it; a
 /// device deletes its WDM device object (its name leaves the namespace) and its symbolic link.
 pub(crate) fn dispose_kind(m: &Arc<Inner>, handle: Handle) {
+    let held = matches!(
+        m.fx.lock().get(handle),
+        Some(Object {
+            kind: Kind::WaitLock(owner),
+            ..
+        }) if *owner != 0
+    );
+    if held {
+        m.violation(format!(
+            "verifier: WDFWAITLOCK {handle:#x} deleted while a thread holds it"
+        ));
+        return;
+    }
     let is_queue = matches!(
         m.fx.lock().get(handle),
         Some(Object {
