@@ -2,8 +2,7 @@
 //! deletion (when, decided by `wv_core::control::ControlDevice`), its file objects (one WinVerbs
 //! provider each, in the file object's context) and its IOCTLs, which go to the driver core —
 //! from `EvtIoInCallerContext` for those that run in the caller's thread at PASSIVE_LEVEL
-//! (`wv_core::control::dispatch_in_caller_context`), from the parallel default queue for the
-//! rest.
+//! (`wv_core::control::in_caller_context`), from the parallel default queue for the rest.
 
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
@@ -12,14 +11,14 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use wdk::{nt_success, paged_code};
 use wdk_sys::{
-    _WDF_DEVICE_IO_TYPE, _WDF_EXECUTION_LEVEL, _WDF_IO_QUEUE_DISPATCH_TYPE, _WDF_TRI_STATE,
-    DEVICE_OBJECT, NTSTATUS, PDEVICE_OBJECT, STATUS_DEVICE_NOT_READY,
-    STATUS_INSUFFICIENT_RESOURCES, STATUS_SUCCESS, WDFDEVICE, WDFDEVICE__, WDFDRIVER,
-    WDFFILEOBJECT, WDFQUEUE, WDFREQUEST,
+    _WDF_DEVICE_IO_TYPE, _WDF_EXECUTION_LEVEL, _WDF_FILEOBJECT_CLASS, _WDF_IO_QUEUE_DISPATCH_TYPE,
+    _WDF_TRI_STATE, DEVICE_OBJECT, NTSTATUS, PDEVICE_OBJECT, STATUS_DEVICE_NOT_READY,
+    STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_DEVICE_REQUEST, STATUS_SUCCESS, WDFDEVICE,
+    WDFDEVICE__, WDFDRIVER, WDFFILEOBJECT, WDFQUEUE, WDFREQUEST,
 };
 use wv_ci::CiVerbs;
 use wv_core::FileContext;
-use wv_core::control::{ControlAction, dispatch_in_caller_context};
+use wv_core::control::{CallerContext, ControlAction, in_caller_context};
 use wv_hal::{FilterDriver, IoRequest, Platform};
 
 use crate::entry::{Globals, globals};
@@ -82,7 +81,7 @@ static FILE_SLOT: ContextType<FileSlot> = ContextType::new(c"WinVerbsFile", &raw
 /// its `EvtFileClose`.
 unsafe fn provider<'a>(file: WDFFILEOBJECT) -> Option<&'a FileContext<WdfPlatform, CiVerbs>> {
     // SAFETY: the caller's promise; the control device's file objects have this context.
-    let slot = unsafe { FILE_SLOT.get(file.cast()) };
+    let slot = unsafe { FILE_SLOT.get(file.cast()) }?;
     if !slot.present.load(Ordering::Acquire) {
         return None;
     }
@@ -139,6 +138,10 @@ fn create_device(mut init: ControlDeviceInit) -> Result<Device, NTSTATUS> {
         Some(evt_file_close),
         Some(evt_file_cleanup),
     );
+    // The framework keeps its file object in the FILE_OBJECT's FsContext (the driver does not
+    // use it), so finding it for a request is one read, not a search of every open handle
+    // under the device's lock (what the helper's default class makes it do).
+    file_config.FileObjectClass = _WDF_FILEOBJECT_CLASS::WdfFileObjectWdfCanUseFsContext;
     let mut file_attributes = wdf_init::wdf_object_attributes_init_context_type(FILE_SLOT.info());
     init.set_file_object_config(&mut file_config, &mut file_attributes);
     init.set_io_in_caller_context_callback(Some(evt_io_in_caller_context));
@@ -233,12 +236,15 @@ extern "C" fn evt_file_create(_device: WDFDEVICE, request: WDFREQUEST, file: WDF
         request.complete(STATUS_DEVICE_NOT_READY, 0);
         return;
     };
+    // SAFETY: a live file object of the control device with the FILE_SLOT context, not yet
+    // visible to any other callback.
+    let Some(slot) = (unsafe { FILE_SLOT.get(file.cast()) }) else {
+        request.complete(STATUS_INVALID_DEVICE_REQUEST, 0);
+        return;
+    };
     let (opened, then) = g.control.open_file(|| g.core.file_create());
     let status = match opened {
         Ok(provider) => {
-            // SAFETY: a live file object of the control device with the FILE_SLOT context,
-            // not yet visible to any other callback.
-            let slot = unsafe { FILE_SLOT.get(file.cast()) };
             // SAFETY: the slot is empty (WDF zero-filled it) and only this callback writes.
             unsafe {
                 slot.file
@@ -274,7 +280,9 @@ extern "C" fn evt_file_close(file: WDFFILEOBJECT) {
         return;
     };
     // SAFETY: a live file object of the control device with the FILE_SLOT context.
-    let slot = unsafe { FILE_SLOT.get(file.cast()) };
+    let Some(slot) = (unsafe { FILE_SLOT.get(file.cast()) }) else {
+        return;
+    };
     if !slot.present.swap(false, Ordering::AcqRel) {
         return;
     }
@@ -294,7 +302,12 @@ extern "C" fn evt_file_close(file: WDFFILEOBJECT) {
 
 /// The driver core's dispatch of one IOCTL.
 fn dispatch(request: Request) {
-    let file = request.owned().file_object();
+    // No file object (a kernel-mode `IoBuildDeviceIoControlRequest`): no provider to run it
+    // for. `EvtIoInCallerContext` already refused it; this keeps the context lookup from ever
+    // seeing a NULL handle (a bug check).
+    let Some(file) = request.owned().file_object() else {
+        return request.complete(wv_abi::NtStatus::INVALID_DEVICE_REQUEST, 0);
+    };
     // SAFETY: a file object of the control device, alive while its request is pending.
     match (globals(), unsafe { provider(file) }) {
         (Some(g), Some(provider)) => g.core.device_io_control(provider, request),
@@ -303,18 +316,27 @@ fn dispatch(request: Request) {
 }
 
 /// `EvtIoInCallerContext` (the sender's thread, at its IRQL: PASSIVE_LEVEL for user mode, up
-/// to DISPATCH_LEVEL for a kernel-mode sender): the IOCTLs that always complete inline run here
-/// when the thread is at PASSIVE_LEVEL, so the verbs that pin or map the caller's memory
-/// (device open, MR registration, CQ/QP/SRQ creation) run in its process (spec §7.1-l); the
-/// others, and everything at a raised IRQL, are queued.
+/// to DISPATCH_LEVEL for a kernel-mode sender), as `wv_core::control::in_caller_context`
+/// decides: the IOCTLs that always complete inline run here for an application at
+/// PASSIVE_LEVEL, so the verbs that pin or map the caller's memory (device open, MR
+/// registration, CQ/QP/SRQ creation) run in its process (spec §7.1-l); the same IOCTLs from a
+/// kernel-mode sender or at a raised IRQL, and any request without a file object, are refused;
+/// the others are queued.
 extern "C" fn evt_io_in_caller_context(device: WDFDEVICE, request: WDFREQUEST) {
     // SAFETY: the request the framework handed to this callback, owned by the driver now.
     let request = unsafe { OwnedRequest::from_raw(request) };
-    if let Some(parameters) = request.ioctl()
-        && dispatch_in_caller_context(parameters.code, WdfPlatform.irql())
-    {
-        dispatch(Request::new(request, parameters));
-        return;
+    if let Some(parameters) = request.ioctl() {
+        let route = in_caller_context(
+            parameters.code,
+            WdfPlatform.irql(),
+            request.requestor(),
+            request.file_object().is_some(),
+        );
+        match route {
+            CallerContext::Dispatch => return dispatch(Request::new(request, parameters)),
+            CallerContext::Refuse(status) => return request.complete(status.0 as NTSTATUS, 0),
+            CallerContext::Enqueue => {}
+        }
     }
     // SAFETY: the framework passes its live control device to the callback.
     let device = unsafe { Device::from_raw(device) };

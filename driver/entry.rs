@@ -18,7 +18,7 @@ use crate::filter;
 use crate::platform::WdfPlatform;
 use crate::wdf::driver;
 use crate::wdf::pool::PoolBox;
-use crate::wdf::sync::PassiveLock;
+use crate::wdf::sync::WaitLock;
 use crate::wdf::wdf_init::wdf_driver_config_init;
 
 /// The driver core over the controllers' C verbs tables.
@@ -31,7 +31,7 @@ pub struct Globals {
     /// When the control device must exist.
     pub control: ControlDevice<WdfPlatform>,
     /// Serialises the control device's creation and deletion with the decisions about them.
-    pub lock: PassiveLock,
+    pub lock: WaitLock,
 }
 
 static GLOBALS: AtomicPtr<Globals> = AtomicPtr::new(null_mut());
@@ -54,8 +54,22 @@ pub unsafe extern "system" fn driver_entry(
     registry_path: PCUNICODE_STRING,
 ) -> NTSTATUS {
     let driver_object: PDRIVER_OBJECT = driver;
-    let Ok(lock) = PassiveLock::new() else {
-        return STATUS_INSUFFICIENT_RESOURCES;
+    let mut config = wdf_driver_config_init(Some(filter::evt_driver_device_add));
+    // Never DriverObject->DriverUnload: KMDF owns it for PnP drivers.
+    config.EvtDriverUnload = Some(evt_driver_unload);
+    // SAFETY: the system's driver object and registry path, in the one DriverEntry call.
+    // First, because the lock below is a framework object parented to the driver object. No
+    // AddDevice can run before DriverEntry returns, so the globals are in place in time. The
+    // framework driver object reaches every callback that needs it (AddDevice creates the
+    // control device from its argument); nothing keeps it here.
+    if let Err(status) = unsafe { driver::create(driver_object, registry_path, &mut config) } {
+        return status;
+    }
+    // From here a failure returns its status and the framework deletes the driver object with
+    // what was parented to it (the lock); EvtDriverUnload is not called.
+    let lock = match WaitLock::new() {
+        Ok(lock) => lock,
+        Err(status) => return status,
     };
     let core = match Driver::try_new(WdfPlatform, DriverConfig::default()) {
         Ok(core) => core,
@@ -70,20 +84,7 @@ pub unsafe extern "system" fn driver_entry(
         return STATUS_INSUFFICIENT_RESOURCES;
     };
     GLOBALS.store(state.into_raw(), Ordering::Release);
-
-    let mut config = wdf_driver_config_init(Some(filter::evt_driver_device_add));
-    // Never DriverObject->DriverUnload: KMDF owns it for PnP drivers.
-    config.EvtDriverUnload = Some(evt_driver_unload);
-    // SAFETY: the system's driver object and registry path, in the one DriverEntry call.
-    match unsafe { driver::create(driver_object, registry_path, &mut config) } {
-        // The framework driver object reaches every callback that needs it (AddDevice creates
-        // the control device from its argument); nothing keeps it here.
-        Ok(_) => STATUS_SUCCESS,
-        Err(status) => {
-            free_globals();
-            status
-        }
-    }
+    STATUS_SUCCESS
 }
 
 /// Frees the driver-wide state.

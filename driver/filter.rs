@@ -21,14 +21,14 @@ use wdk_sys::{NTSTATUS, PWDFDEVICE_INIT, STATUS_SUCCESS, WDFDEVICE, WDFDRIVER, W
 use wv_abi::NtStatus;
 use wv_ci::{CiCm, CiError, CiVerbs, INFINIBAND_INTERFACE_CM, RDMA_INTERFACE_VERBS};
 use wv_core::control::ControlAction;
-use wv_core::filter::{Controller, PassThrough, Start};
+use wv_core::filter::{Controller, PassThrough, SUSPEND_WAIT_SLICE_NS, Start, suspend_wait_logged};
 
 use crate::control;
 use crate::entry::{Globals, globals};
 use crate::wdf::context::ContextType;
 use crate::wdf::device::Device;
 use crate::wdf::device_init::FilterDeviceInit;
-use crate::wdf::wdf_init;
+use crate::wdf::{wdf_init, work};
 
 /// A filter device's context: its hold on the controller. WDF zero-fills it and frees it
 /// without dropping; all-zero bytes are `Controller::new()` (two atomics, nothing to drop).
@@ -38,19 +38,21 @@ static CONTROLLER: ContextType<Controller> =
 // `Controller` promises to stay two atomics; a field added to it would show here first.
 const _: () = assert!(size_of::<Controller>() == 16);
 
-/// The controller hold of `device`.
+/// The controller hold of `device` (every filter device is created with one; `None` would
+/// mean a device of another kind).
 ///
 /// # Safety
 /// `device` is a live filter device this driver created; the reference is not used after its
 /// cleanup callback.
-unsafe fn controller<'a>(device: Device) -> &'a Controller {
+unsafe fn controller<'a>(device: Device) -> Option<&'a Controller> {
     // SAFETY: the caller's promise; filter devices are created with the CONTROLLER context.
     unsafe { CONTROLLER.get(device.raw().cast()) }
 }
 
 /// `EvtDriverDeviceAdd` (PASSIVE_LEVEL): a filter device on a new controller's stack; the
-/// first one also creates the control device, and if that fails this AddDevice fails
-/// (spec §7.1-k).
+/// first one also creates the control device, and if that fails this AddDevice fails without a
+/// device (spec §7.1-k). KMDF turns a filter's failure into success — the controller's stack
+/// builds and starts without this filter — so the failure is logged here, where it happens.
 pub extern "C" fn evt_driver_device_add(
     driver: WDFDRIVER,
     device_init: PWDFDEVICE_INIT,
@@ -71,6 +73,10 @@ pub extern "C" fn evt_driver_device_add(
 
     let status = join_control_device(g, driver);
     if !nt_success(status) {
+        wdk::println!(
+            "WinVerbs: no control device ({status:#010x}); the filter does not attach to this \
+             controller"
+        );
         return status;
     }
     let mut attributes = wdf_init::wdf_object_attributes_init_context_type(CONTROLLER.info());
@@ -78,6 +84,10 @@ pub extern "C" fn evt_driver_device_add(
     match init.create(&mut attributes) {
         Ok(_) => STATUS_SUCCESS,
         Err(status) => {
+            wdk::println!(
+                "WinVerbs: the filter device could not be created ({status:#010x}); the filter \
+                 does not attach to this controller"
+            );
             // No device, so no cleanup callback: give the controller's count back here.
             leave_control_device(g);
             status
@@ -121,8 +131,10 @@ extern "C" fn evt_self_managed_io_start(device: WDFDEVICE) -> NTSTATUS {
     // SAFETY: the framework passes a live filter device of this driver to the callback.
     let device = unsafe { Device::from_raw(device) };
     // SAFETY: as above.
-    let start =
-        unsafe { controller(device) }.start(&g.core, || query_verbs(device), || query_cm(device));
+    let Some(controller) = (unsafe { controller(device) }) else {
+        return STATUS_SUCCESS;
+    };
+    let start = controller.start(&g.core, || query_verbs(device), || query_cm(device));
     if let Start::PassThrough(reason) = start {
         wdk::println!("WinVerbs: the filter passes its controller through: {reason}");
     }
@@ -164,15 +176,36 @@ fn stop(device: WDFDEVICE) {
         // that call this.
         let device = unsafe { Device::from_raw(device) };
         // SAFETY: as above.
-        let _ = unsafe { controller(device) }.stop(&g.core);
+        if let Some(controller) = unsafe { controller(device) } {
+            let _ = controller.stop(&g.core);
+        }
     }
 }
 
 /// `EvtDeviceSelfManagedIoSuspend` (PASSIVE_LEVEL, before every power-down and at removal).
-/// Never fails: a failure would take the controller's stack down.
+/// Never fails: a failure would take the controller's stack down. The stop runs on a system
+/// work item while the suspend waits for it in bounded slices and logs a wait that lasts (see
+/// `wv_core::filter::SUSPEND_WAIT_SLICE_NS`), so a controller that never finishes a command
+/// is in the debugger log instead of being a silent power-transition hang.
 extern "C" fn evt_self_managed_io_suspend(device: WDFDEVICE) -> NTSTATUS {
     paged_code!();
-    stop(device);
+    // SAFETY: the framework passes its live filter device to the callback.
+    let wdm = unsafe { Device::from_raw(device) }.wdm_device_object();
+    // The handle as a number: the job runs on another thread while this one waits.
+    let handle = device as usize;
+    let job = move || stop(handle as WDFDEVICE);
+    // SAFETY: the filter device's live WDM device object.
+    unsafe {
+        work::run_watched(wdm, &job, SUSPEND_WAIT_SLICE_NS, |slices| {
+            if suspend_wait_logged(slices) {
+                let seconds = slices * SUSPEND_WAIT_SLICE_NS / 1_000_000_000;
+                wdk::println!(
+                    "WinVerbs: the suspend has waited {seconds} s for the controller's objects to \
+                     go (a command in flight); still waiting"
+                );
+            }
+        });
+    }
     STATUS_SUCCESS
 }
 

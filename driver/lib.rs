@@ -16,24 +16,29 @@
 //! lower interfaces); this crate only moves framework objects to and from it.
 //!
 //! Status: type-checked and clippy-clean on Linux for `x86_64-pc-windows-msvc` against our
-//! WDF bindings (`tools/kmdf-check`), never linked, never loaded: nothing here has run on
-//! Windows yet.
-#![cfg_attr(windows, no_std)]
+//! WDF bindings (`tools/kmdf-check`), and executed on Linux on an emulated KMDF 1.31 with its
+//! verifier (`tools/wdf-emu`, which compiles these sources unchanged for the host under
+//! `cfg(wdf_emu)`); never linked into a `.sys`, never loaded on Windows.
+// The glue is compiled for Windows, and for the Linux host in the KMDF emulation
+// (`tools/wdf-emu` sets `cfg(wdf_emu)`); a plain host build of the package is empty.
+#![cfg_attr(any(windows, wdf_emu), no_std)]
 
-#[cfg(windows)]
+#[cfg(any(windows, wdf_emu))]
 extern crate alloc;
+// The kernel's panic handler (a bug check) and pool allocator exist only in a Windows image;
+// the emulation's host process has its own.
 #[cfg(windows)]
 extern crate wdk_panic;
 
-#[cfg(windows)]
+#[cfg(any(windows, wdf_emu))]
 mod control;
-#[cfg(windows)]
+#[cfg(any(windows, wdf_emu))]
 mod entry;
-#[cfg(windows)]
+#[cfg(any(windows, wdf_emu))]
 mod filter;
-#[cfg(windows)]
+#[cfg(any(windows, wdf_emu))]
 mod platform;
-#[cfg(windows)]
+#[cfg(any(windows, wdf_emu))]
 mod wdf;
 
 /// Pool allocations of Rust code: `ExAllocatePool2` from nonpaged pool with one tag. It

@@ -15,11 +15,11 @@ use core::ptr::null_mut;
 
 use wdk::nt_success;
 use wdk_sys::{
-    _WDF_REQUEST_TYPE, NTSTATUS, PVOID, STATUS_INTERNAL_ERROR, WDFFILEOBJECT, WDFREQUEST,
-    call_unsafe_wdf_function_binding,
+    _MODE, _WDF_REQUEST_TYPE, KPROCESSOR_MODE, NTSTATUS, PVOID, STATUS_INTERNAL_ERROR,
+    WDFFILEOBJECT, WDFREQUEST, call_unsafe_wdf_function_binding,
 };
 use wv_abi::NtStatus;
-use wv_core::control::{RequestBuffer, request_buffer};
+use wv_core::control::{RequestBuffer, Requestor, request_buffer};
 use wv_hal::IoRequest;
 
 use super::wdf_init::wdf_request_parameters_init;
@@ -104,10 +104,25 @@ impl OwnedRequest {
         })
     }
 
-    /// The file object the request was sent on (the control device's: one per handle).
-    pub fn file_object(&self) -> WDFFILEOBJECT {
+    /// The file object the request was sent on (the control device's: one per handle), or
+    /// `None` for a request without one (a kernel-mode `IoBuildDeviceIoControlRequest`).
+    pub fn file_object(&self) -> Option<WDFFILEOBJECT> {
         // SAFETY: a live request; its file object lives at least as long as the request.
-        unsafe { call_unsafe_wdf_function_binding!(WdfRequestGetFileObject, self.handle) }
+        let file =
+            unsafe { call_unsafe_wdf_function_binding!(WdfRequestGetFileObject, self.handle) };
+        (!file.is_null()).then_some(file)
+    }
+
+    /// Who sent the request (`WdfRequestGetRequestorMode`). IRQL <= DISPATCH_LEVEL.
+    pub fn requestor(&self) -> Requestor {
+        // SAFETY: a live request.
+        let mode =
+            unsafe { call_unsafe_wdf_function_binding!(WdfRequestGetRequestorMode, self.handle) };
+        if mode == _MODE::UserMode as KPROCESSOR_MODE {
+            Requestor::User
+        } else {
+            Requestor::Kernel
+        }
     }
 
     /// The buffer one of the retrieval calls returns, or null when it fails.

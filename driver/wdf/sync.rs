@@ -1,4 +1,5 @@
-//! The kernel's spin lock and notification event as `wv_hal::SpinLock` and `wv_hal::Event`.
+//! The kernel's spin lock and notification event as `wv_hal::SpinLock` and `wv_hal::Event`,
+//! and the framework's wait lock for the driver's PASSIVE_LEVEL lock.
 
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
@@ -6,11 +7,15 @@ use core::mem::MaybeUninit;
 use core::ops::{Deref, DerefMut};
 use core::ptr::null_mut;
 
+use wdk::nt_success;
 use wdk_sys::ntddk::{
-    KeAcquireSpinLockRaiseToDpc, KeEnterCriticalRegion, KeInitializeEvent, KeLeaveCriticalRegion,
-    KeReadStateEvent, KeReleaseSpinLock, KeSetEvent, KeWaitForSingleObject,
+    KeAcquireSpinLockRaiseToDpc, KeInitializeEvent, KeReadStateEvent, KeReleaseSpinLock,
+    KeSetEvent, KeWaitForSingleObject,
 };
-use wdk_sys::{_EVENT_TYPE, _KWAIT_REASON, _MODE, KEVENT, KIRQL, KSPIN_LOCK};
+use wdk_sys::{
+    _EVENT_TYPE, _KWAIT_REASON, _MODE, KEVENT, KIRQL, KSPIN_LOCK, LARGE_INTEGER, NTSTATUS,
+    STATUS_SUCCESS, WDF_NO_OBJECT_ATTRIBUTES, WDFWAITLOCK, call_unsafe_wdf_function_binding,
+};
 use wv_abi::NtStatus;
 
 use super::pool::PoolBox;
@@ -113,6 +118,29 @@ impl KEvent {
     }
 }
 
+impl KEvent {
+    /// Waits until the event is set or `timeout_ns` have passed; whether it is set.
+    /// PASSIVE_LEVEL.
+    pub fn wait_for(&self, timeout_ns: u64) -> bool {
+        // A relative timeout: negative, in 100 ns units.
+        let mut timeout = LARGE_INTEGER {
+            QuadPart: -i64::try_from(timeout_ns / 100).unwrap_or(i64::MAX),
+        };
+        // SAFETY: an initialised event that outlives the wait; a kernel-mode, non-alertable
+        // wait with a relative timeout at PASSIVE_LEVEL.
+        let status = unsafe {
+            KeWaitForSingleObject(
+                self.event.get().cast(),
+                _KWAIT_REASON::Executive,
+                _MODE::KernelMode as i8,
+                0,
+                &mut timeout,
+            )
+        };
+        status == STATUS_SUCCESS
+    }
+}
+
 impl wv_hal::Event for KEvent {
     fn set(&self) {
         // SAFETY: an initialised event; no wait follows (Wait = FALSE). IRQL <= DISPATCH_LEVEL.
@@ -141,68 +169,67 @@ impl wv_hal::Event for KEvent {
 }
 
 /// A lock held only at PASSIVE_LEVEL, across calls that may wait (creating and deleting the
-/// control device): a synchronization `KEVENT`, signalled while free, in nonpaged pool. Held
-/// inside a critical region, as a guarded or fast mutex would be: some of its holders run in
-/// an application's thread (the last close of a handle), which must not be suspended while it
-/// holds the lock.
-pub struct PassiveLock {
-    event: PoolBox<UnsafeCell<KEVENT>>,
+/// control device): a `WDFWAITLOCK`, which KMDF Verifier tracks (lock order, a lock held
+/// across a return to the framework) and which the framework acquires inside a critical
+/// region, because some of its holders run in an application's thread (the last close of a
+/// handle), which must not be suspended while it holds the lock. Its parent is the framework
+/// driver object, which deletes it.
+pub struct WaitLock {
+    handle: WDFWAITLOCK,
 }
 
-// SAFETY: the kernel synchronises the event; it never moves.
-unsafe impl Send for PassiveLock {}
-// SAFETY: as above.
-unsafe impl Sync for PassiveLock {}
+// SAFETY: a wait lock may be acquired and released from any thread at PASSIVE_LEVEL.
+unsafe impl Send for WaitLock {}
+// SAFETY: as above; the framework synchronises it.
+unsafe impl Sync for WaitLock {}
 
-/// A held [`PassiveLock`], released on drop.
-pub struct PassiveLockGuard<'a> {
-    owner: &'a PassiveLock,
-    /// Not `Send`: the critical region is the thread's, left where it was entered.
+/// A held [`WaitLock`], released on drop.
+pub struct WaitLockGuard<'a> {
+    owner: &'a WaitLock,
+    /// Not `Send`: a wait lock is released by the thread that acquired it.
     _thread: PhantomData<*const ()>,
 }
 
-impl PassiveLock {
-    /// A free lock. IRQL <= DISPATCH_LEVEL.
+impl WaitLock {
+    /// `WdfWaitLockCreate`, parented to the framework driver object (which must exist: call it
+    /// after `WdfDriverCreate`). IRQL <= DISPATCH_LEVEL.
     ///
     /// # Errors
-    /// `STATUS_INSUFFICIENT_RESOURCES` when pool is exhausted.
-    pub fn new() -> Result<PassiveLock, NtStatus> {
-        // SAFETY: all-zero bytes are a valid KEVENT value before KeInitializeEvent.
-        let zeroed = unsafe { MaybeUninit::<KEVENT>::zeroed().assume_init() };
-        let event = PoolBox::try_new(UnsafeCell::new(zeroed))
-            .map_err(|_| NtStatus::INSUFFICIENT_RESOURCES)?;
-        // SAFETY: the event's final address; signalled = free.
-        unsafe { KeInitializeEvent(event.get(), _EVENT_TYPE::SynchronizationEvent, 1) };
-        Ok(PassiveLock { event })
-    }
-
-    /// Takes the lock, waiting for it. PASSIVE_LEVEL.
-    pub fn lock(&self) -> PassiveLockGuard<'_> {
-        // SAFETY: no arguments; PASSIVE_LEVEL. The guard leaves the region.
-        unsafe { KeEnterCriticalRegion() };
-        // SAFETY: an initialised synchronization event: the wait takes it (auto-reset);
-        // kernel-mode, non-alertable, no timeout, at PASSIVE_LEVEL.
-        let _status = unsafe {
-            KeWaitForSingleObject(
-                self.event.get().cast(),
-                _KWAIT_REASON::Executive,
-                _MODE::KernelMode as i8,
-                0,
-                null_mut(),
+    /// The framework's status (`STATUS_INSUFFICIENT_RESOURCES` when out of pool).
+    pub fn new() -> Result<WaitLock, NTSTATUS> {
+        let mut handle: WDFWAITLOCK = null_mut();
+        // SAFETY: no attributes (the driver object is the parent); `handle` receives the lock.
+        let status = unsafe {
+            call_unsafe_wdf_function_binding!(
+                WdfWaitLockCreate,
+                WDF_NO_OBJECT_ATTRIBUTES,
+                &mut handle
             )
         };
-        PassiveLockGuard {
+        if nt_success(status) {
+            Ok(WaitLock { handle })
+        } else {
+            Err(status)
+        }
+    }
+
+    /// `WdfWaitLockAcquire` with no timeout: takes the lock, waiting for it. PASSIVE_LEVEL.
+    pub fn lock(&self) -> WaitLockGuard<'_> {
+        // SAFETY: a live lock (its parent, the driver object, outlives every caller); no
+        // timeout, at PASSIVE_LEVEL. Without a timeout the call always returns STATUS_SUCCESS.
+        let _status = unsafe {
+            call_unsafe_wdf_function_binding!(WdfWaitLockAcquire, self.handle, null_mut())
+        };
+        WaitLockGuard {
             owner: self,
             _thread: PhantomData,
         }
     }
 }
 
-impl Drop for PassiveLockGuard<'_> {
+impl Drop for WaitLockGuard<'_> {
     fn drop(&mut self) {
-        // SAFETY: the event this guard took; setting it lets one waiter in.
-        unsafe { KeSetEvent(self.owner.event.get(), 0, 0) };
-        // SAFETY: the region `lock` entered, left once, in the same thread.
-        unsafe { KeLeaveCriticalRegion() };
+        // SAFETY: the lock this guard acquired, released once, in the same thread.
+        unsafe { call_unsafe_wdf_function_binding!(WdfWaitLockRelease, self.owner.handle) };
     }
 }

@@ -22,6 +22,7 @@ use wv_abi::NtStatus;
 use wv_hal::{KArc, WorkItem};
 
 use super::pool::PoolBox;
+use super::sync::KEvent;
 
 /// A system work item the driver owns and has not queued.
 pub struct IoWorkItem(NonNull<_IO_WORKITEM>);
@@ -168,4 +169,74 @@ unsafe extern "C" fn work_routine(_device: PDEVICE_OBJECT, context: PVOID) {
     drop(work);
     // The I/O manager is done with the item once its routine runs: freed here.
     drop(item);
+}
+
+/// What the routine of [`run_watched`] receives: the job (on the waiting caller's stack) and
+/// the event it sets when the job is done.
+struct Watched {
+    job: *const (dyn Fn() + Sync),
+    done: *const KEvent,
+}
+
+/// Runs `job` on a system worker thread (an `IoAllocateWorkItem` item of `device`) while this
+/// thread waits for it in slices of `slice_ns`, calling `waited(slices)` after each slice that
+/// ends without the job done; returns when the job has. Without a work item or the pool for
+/// the wait, the job runs here, unwatched. PASSIVE_LEVEL.
+///
+/// # Safety
+/// `device` is a live device object of this driver.
+pub unsafe fn run_watched(
+    device: PDEVICE_OBJECT,
+    job: &(dyn Fn() + Sync),
+    slice_ns: u64,
+    mut waited: impl FnMut(u64),
+) {
+    let Ok(done) = KEvent::new() else {
+        return job();
+    };
+    // SAFETY: the caller's promise.
+    let Some(item) = (unsafe { IoWorkItem::allocate(device) }) else {
+        return job();
+    };
+    let raw_item = item.as_raw();
+    // SAFETY: erasing the borrow's lifetime: the routine uses `job` and `done` only before it
+    // sets `done`, and this function does not return (so they outlive it) until `done` is set.
+    let job: *const (dyn Fn() + Sync) =
+        unsafe { core::mem::transmute::<&(dyn Fn() + Sync), &'static (dyn Fn() + Sync)>(job) };
+    let Ok(context) = PoolBox::try_new((
+        Watched {
+            job,
+            done: &raw const done,
+        },
+        item,
+    )) else {
+        // SAFETY: the lifetime was only erased for the routine, which will not run.
+        return unsafe { (*job)() };
+    };
+    let context = context.into_raw();
+    // SAFETY: `raw_item` is the fresh, unqueued item the context owns; the routine takes the
+    // context (and with it the item) back exactly once.
+    unsafe { queue_raw(raw_item, Some(watched_routine), context.cast()) };
+    let mut slices = 0;
+    while !done.wait_for(slice_ns) {
+        slices += 1;
+        waited(slices);
+    }
+}
+
+/// `IO_WORKITEM_ROUTINE` of [`run_watched`]: PASSIVE_LEVEL on a system worker thread.
+unsafe extern "C" fn watched_routine(_device: PDEVICE_OBJECT, context: PVOID) {
+    // SAFETY: the context `run_watched` gave away, taken back once.
+    let Some(context) = (unsafe { PoolBox::from_raw(context.cast::<(Watched, IoWorkItem)>()) })
+    else {
+        return;
+    };
+    let (watched, item) = context.into_inner();
+    // SAFETY: the job and event of a `run_watched` call that waits until the event is set.
+    unsafe { (*watched.job)() };
+    // The item goes before the event: once it is set, the waiter may return and the driver
+    // may unload; the I/O manager is done with an item once its routine runs.
+    drop(item);
+    // SAFETY: as above; setting the event is the routine's last use of the caller's memory.
+    wv_hal::Event::set(unsafe { &*watched.done });
 }

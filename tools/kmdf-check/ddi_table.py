@@ -8,10 +8,14 @@ Collects the system routines driver/ calls:
   * every routine imported from `wdk_sys::ntddk`;
   * the routines the wdk crates call on the driver's behalf, wherever driver/ uses them:
     `wdk::println!` (DbgPrint), `paged_code!` (KeGetCurrentIrql), the `WdkAllocator` global
-    allocator (ExAllocatePool2, ExFreePool) and `wdk_panic` (KeBugCheckEx, DbgBreakPoint);
+    allocator (ExAllocatePool2, ExFreePool) and `wdk_panic` (KeBugCheckEx);
 and compares them with the names in the first column of the table under the heading
 "## Every WDF and WDM call in `driver/`". Fails on a call without a row, on a row naming a call
-driver/ no longer makes, and on a WDF call written in more than one place.
+driver/ no longer makes, and on a WDF call written in more than one place. The table's last
+column names, for each row, the tests of the emulated KMDF that execute the calls
+(`file::test`, in tools/wdf-emu/scenarios/tests/file.rs), or says that the routine exists only
+in the Windows image; each named test must exist (tools/wdf-emu/run checks, from its coverage
+record, that they made the calls).
 
 Usage: ddi_table.py <repository root>
 """
@@ -28,7 +32,9 @@ IMPLICIT = [
     (re.compile(r"\bprintln!\s*\("), ["DbgPrint"]),
     (re.compile(r"\bpaged_code!\s*\("), ["KeGetCurrentIrql"]),
     (re.compile(r"\bWdkAllocator\b"), ["ExAllocatePool2", "ExFreePool"]),
-    (re.compile(r"\bextern\s+crate\s+wdk_panic\b"), ["KeBugCheckEx", "DbgBreakPoint"]),
+    # Its debug-build break into the debugger is an inline `int 3` (wdk::dbg_break), not a
+    # routine the image imports.
+    (re.compile(r"\bextern\s+crate\s+wdk_panic\b"), ["KeBugCheckEx"]),
 ]
 
 WDF_CALL = re.compile(r"call_unsafe_wdf_function_binding!\s*\(\s*(\w+)")
@@ -62,6 +68,37 @@ def calls_in(driver: Path):
     return wdf, where, other
 
 
+EMULATION_TESTS = Path("tools/wdf-emu/scenarios/tests")
+TEST_REF = re.compile(r"`(\w+)::(\w+)`")
+WINDOWS_ONLY = "Windows image only"
+
+
+def emulation_column(root: Path, doc: Path):
+    """Problems with the table's last column: a row without an executing test (or the Windows
+    image only note), or a test that does not exist."""
+    lines = doc.read_text(encoding="utf-8").splitlines()
+    start = lines.index(HEADING)
+    problems = []
+    for line in lines[start + 1 :]:
+        if line.startswith("## "):
+            break
+        if not line.startswith("| `"):
+            continue
+        cells = line.split("|")
+        first = ", ".join(re.findall(r"`(\w+)`", cells[1]))
+        last = cells[-2] if len(cells) >= 3 else ""
+        refs = TEST_REF.findall(last)
+        if not refs and WINDOWS_ONLY not in last:
+            problems.append(f"the row of {first} names no emulation test that executes it")
+        for file, test in refs:
+            path = root / EMULATION_TESTS / f"{file}.rs"
+            if not path.is_file() or not re.search(
+                rf"\bfn\s+{test}\s*\(", path.read_text(encoding="utf-8")
+            ):
+                problems.append(f"the row of {first} names {file}::{test}, which does not exist")
+    return problems
+
+
 def table_names(doc: Path):
     lines = doc.read_text(encoding="utf-8").splitlines()
     try:
@@ -92,6 +129,9 @@ def main() -> int:
         failed = True
     for name in sorted(listed - used):
         print(f"    docs/WINDOWS.md has a row for {name}, which driver/ does not call")
+        failed = True
+    for problem in emulation_column(root, root / "docs" / "WINDOWS.md"):
+        print(f"    {problem}")
         failed = True
     for name, count in sorted(wdf.items()):
         if count > 1:

@@ -989,3 +989,16 @@ fn cq_resize_keeps_the_completions_waiting() {
     let ids: Vec<u64> = poll_n(&a.cq, 10).iter().map(|w| w.wr_id).collect();
     assert_eq!(ids, (0..10).collect::<Vec<_>>());
 }
+
+#[test]
+fn an_empty_device_list_is_an_empty_list() {
+    // GUID_QUERY answers only the count (8 bytes) when no device is below the driver.
+    let stack = Stack::new(StackConfig {
+        devices: 1,
+        ..StackConfig::default()
+    });
+    let p = Provider::new(stack.open().expect("open"));
+    assert_eq!(p.device_guids().expect("GUID_QUERY").len(), 1);
+    assert!(stack.remove_device(0));
+    assert_eq!(p.device_guids().expect("GUID_QUERY"), Vec::<u64>::new());
+}

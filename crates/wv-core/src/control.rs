@@ -3,8 +3,11 @@
 //!
 //! * **Lifetime** ([`ControlDevice`]): `\Device\WinVerbs` exists while at least one RDMA
 //!   controller is below the filter or one handle to it is open. The first controller's
-//!   AddDevice creates it, and if that creation fails the AddDevice fails (OFW ignored the
-//!   failure and later passed a null device to every queue creation, spec §7.1-k). It is
+//!   AddDevice creates it, and if that creation fails the AddDevice fails without creating the
+//!   filter device (OFW ignored the failure and later passed a null device to every queue
+//!   creation, spec §7.1-k). KMDF turns a filter's failed AddDevice into success: the stack
+//!   builds and starts without WinVerbs on that controller (the glue logs it), and the next
+//!   controller's AddDevice tries to create the control device again. It is
 //!   deleted when the last controller has gone and the last handle has closed, whichever comes
 //!   last — never under an open handle, whose cleanup still needs the device's queues. A
 //!   deletion decided at the last close runs later, from a work item (not inside the device's
@@ -15,15 +18,18 @@
 //!   comes after a confirmed deletion is refused. The glue serialises the decisions with the
 //!   creation and deletion themselves (one PASSIVE_LEVEL lock), so a new controller never
 //!   tries to create the device while the old one is still being deleted.
-//! * **Caller context** ([`runs_in_caller_context`], [`dispatch_in_caller_context`]): the
-//!   IOCTLs that always complete inline (device open, MR registration, CQ/QP/SRQ creation: the
-//!   verbs that pin or map the caller's memory, and every other inline one) run in
+//! * **Caller context** ([`runs_in_caller_context`], [`in_caller_context`]): the IOCTLs that
+//!   always complete inline (device open, MR registration, CQ/QP/SRQ creation: the verbs that
+//!   pin or map the caller's memory, and every other inline one) run in
 //!   `EvtIoInCallerContext`, in the calling thread, whatever queue the framework would have
-//!   used (spec §7.1-l) — but only when that thread is at PASSIVE_LEVEL, because their handlers
-//!   may wait. A kernel-mode sender may call at up to DISPATCH_LEVEL; its request goes through
-//!   the control device's queue, whose PASSIVE_LEVEL execution level moves it to a worker
-//!   thread. Requests that may park go through the queue too, because only a request the
-//!   framework has delivered from a queue can be forwarded to another.
+//!   used (spec §7.1-l). They need a user-mode caller at PASSIVE_LEVEL: their handlers may wait,
+//!   and the memory they pin or map is the calling process's. A kernel-mode sender, or one at
+//!   a raised IRQL, is refused (`STATUS_INVALID_DEVICE_REQUEST`) rather than run on a system
+//!   worker thread, where the user addresses it passed would be the System process's. A request
+//!   with no file object (a kernel-mode `IoBuildDeviceIoControlRequest`) has no WinVerbs
+//!   provider and is refused the same way. Requests that may park go through the control
+//!   device's queue, because only a request the framework has delivered from a queue can be
+//!   forwarded to another.
 //! * **Buffers** ([`request_buffer`]): which buffer of an IOCTL the glue takes from the
 //!   framework, and how many of its bytes the core sees.
 
@@ -93,8 +99,9 @@ impl<P: Platform> ControlDevice<P> {
         }
     }
 
-    /// The outcome of a `Create`. On failure the controller's AddDevice fails and the
-    /// controller does not count.
+    /// The outcome of a `Create`. On failure the controller's AddDevice fails (the filter does
+    /// not attach to it: KMDF does not let a filter fail its stack) and the controller does
+    /// not count.
     pub fn created(&self, ok: bool) {
         if ok {
             let mut s = self.state.lock();
@@ -168,12 +175,52 @@ pub fn runs_in_caller_context(code: u32) -> bool {
     Ioctl::from_code(code).is_some_and(|i| i.completion() == Completion::Inline)
 }
 
-/// Whether `EvtIoInCallerContext`, running in the sender's thread at `irql`, dispatches the
-/// IOCTL there (`true`) or enqueues it (`false`): only a caller-context IOCTL, and only at
-/// PASSIVE_LEVEL, where its handler may wait. (A user-mode sender is always at PASSIVE_LEVEL;
-/// a kernel-mode one may be at up to DISPATCH_LEVEL.)
-pub fn dispatch_in_caller_context(code: u32, irql: Irql) -> bool {
-    irql == Irql::Passive && runs_in_caller_context(code)
+/// Who sent a request (`WdfRequestGetRequestorMode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requestor {
+    /// An application (`UserMode`).
+    User,
+    /// A kernel-mode component (`KernelMode`).
+    Kernel,
+}
+
+/// What `EvtIoInCallerContext` does with a request ([`in_caller_context`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum CallerContext {
+    /// Dispatch it here, in the sender's thread (an inline IOCTL of an application at
+    /// PASSIVE_LEVEL).
+    Dispatch,
+    /// Hand it to the control device's queue (`WdfDeviceEnqueueRequest`).
+    Enqueue,
+    /// Complete it at once with this status.
+    Refuse(NtStatus),
+}
+
+/// The decision of `EvtIoInCallerContext`, which runs in the sender's thread at `irql` (a
+/// user-mode sender is at PASSIVE_LEVEL; a kernel-mode one may be at up to DISPATCH_LEVEL):
+/// * no file object (`has_file == false`): no WinVerbs provider to run it for — refused;
+/// * an inline IOCTL ([`runs_in_caller_context`]): dispatched here for an application at
+///   PASSIVE_LEVEL; refused for a kernel-mode sender or a raised IRQL, where its handler could
+///   not wait and the buffers it pins or maps would not be an application's;
+/// * anything else (it may park, or its code is unknown): enqueued.
+pub fn in_caller_context(
+    code: u32,
+    irql: Irql,
+    requestor: Requestor,
+    has_file: bool,
+) -> CallerContext {
+    if !has_file {
+        return CallerContext::Refuse(NtStatus::INVALID_DEVICE_REQUEST);
+    }
+    if !runs_in_caller_context(code) {
+        return CallerContext::Enqueue;
+    }
+    if requestor == Requestor::User && irql == Irql::Passive {
+        CallerContext::Dispatch
+    } else {
+        CallerContext::Refuse(NtStatus::INVALID_DEVICE_REQUEST)
+    }
 }
 
 /// Which buffer of an IOCTL the glue retrieves from the framework, and how many of its bytes
@@ -354,25 +401,49 @@ mod tests {
     }
 
     #[test]
-    fn caller_context_dispatch_needs_passive_level() {
-        for irql in [Irql::Passive, Irql::Apc, Irql::Dispatch] {
+    fn caller_context_dispatch_needs_an_application_at_passive_level() {
+        use CallerContext::*;
+        const REFUSED: CallerContext = Refuse(NtStatus::INVALID_DEVICE_REQUEST);
+        let mr = WV_IOCTL_MEMORY_REGISTER;
+        assert_eq!(
+            in_caller_context(mr, Irql::Passive, Requestor::User, true),
+            Dispatch
+        );
+        for irql in [Irql::Apc, Irql::Dispatch] {
+            assert_eq!(in_caller_context(mr, irql, Requestor::User, true), REFUSED);
             assert_eq!(
-                dispatch_in_caller_context(WV_IOCTL_MEMORY_REGISTER, irql),
-                irql == Irql::Passive,
-                "{}",
-                irql.name()
+                in_caller_context(mr, irql, Requestor::Kernel, true),
+                REFUSED
             );
-            assert!(!dispatch_in_caller_context(WV_IOCTL_CQ_NOTIFY, irql));
         }
-        // Every inline IOCTL, and only those, at PASSIVE_LEVEL.
+        assert_eq!(
+            in_caller_context(mr, Irql::Passive, Requestor::Kernel, true),
+            REFUSED
+        );
+        // Requests that park are queued, whoever sends them, at any IRQL.
+        for irql in [Irql::Passive, Irql::Apc, Irql::Dispatch] {
+            for who in [Requestor::User, Requestor::Kernel] {
+                assert_eq!(
+                    in_caller_context(WV_IOCTL_CQ_NOTIFY, irql, who, true),
+                    Enqueue
+                );
+                assert_eq!(in_caller_context(0x1234_5678, irql, who, true), Enqueue);
+            }
+        }
+        // Every inline IOCTL, and only those, in the caller's thread.
         for ioctl in Ioctl::ALL {
+            let inline = ioctl.completion() == Completion::Inline;
             assert_eq!(
-                dispatch_in_caller_context(ioctl.code(), Irql::Passive),
-                ioctl.completion() == Completion::Inline,
+                in_caller_context(ioctl.code(), Irql::Passive, Requestor::User, true),
+                if inline { Dispatch } else { Enqueue },
                 "{}",
                 ioctl.name()
             );
-            assert!(!dispatch_in_caller_context(ioctl.code(), Irql::Dispatch));
+            // No file object, no provider: refused, whatever the code.
+            assert_eq!(
+                in_caller_context(ioctl.code(), Irql::Passive, Requestor::Kernel, false),
+                REFUSED
+            );
         }
     }
 

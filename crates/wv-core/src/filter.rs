@@ -34,6 +34,21 @@ use wv_hal::{FilterDriver, KArc, Platform, Verbs};
 
 use crate::Driver;
 
+/// How the filter's suspend (`EvtDeviceSelfManagedIoSuspend`) waits for [`Controller::stop`]:
+/// in slices of this length, logging when the time waited reaches 1, 2, 4, 8, … slices
+/// ([`suspend_wait_logged`]). It never gives up: the interfaces may not go back to the
+/// controller's driver while a verbs call still runs on them (a firmware command of a QP
+/// modify in flight, a DEVICE_OPEN being made), so a stuck controller shows up in the debugger
+/// log as a suspend that keeps waiting, long before the power manager's watchdog bug-checks
+/// the machine — not as a silent hang.
+pub const SUSPEND_WAIT_SLICE_NS: u64 = 1_000_000_000;
+
+/// Whether the suspend logs after waiting `slices` slices of [`SUSPEND_WAIT_SLICE_NS`]: at
+/// 1, 2, 4, 8, … (a few lines however long the wait).
+pub fn suspend_wait_logged(slices: u64) -> bool {
+    slices.is_power_of_two()
+}
+
 /// Why a filter passes its controller's I/O through instead of giving the controller to the
 /// core. `E` is the adapter's reason for refusing an interface table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,6 +13,8 @@
 //!   [`fake_cm::FakeCm`] a scriptable connection manager beside it.
 //! * [`LowResources`] is Driver Verifier's low-resources simulation: a global allocator that
 //!   refuses the driver's N-th allocation, or a random fraction of them.
+//! * [`kernel`] is the per-thread IRQL and DPC state, for an emulated kernel built on this
+//!   model (`tools/wdf-emu` runs the KMDF glue on it).
 #![deny(unsafe_code)]
 
 mod deferred;
@@ -21,6 +23,7 @@ pub mod fake_cm;
 pub mod fake_verbs;
 mod io_manager;
 mod irql;
+pub mod kernel;
 #[cfg(loom)]
 pub mod loom_platform;
 pub mod low_resources;

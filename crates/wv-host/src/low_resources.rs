@@ -140,7 +140,14 @@ fn account(bytes: i64) {
 }
 
 /// Restores the thread's previous scope on drop.
-pub(crate) struct ScopeGuard(Option<Scope>);
+#[must_use = "the scope ends when the guard drops"]
+pub struct ScopeGuard(Option<Scope>);
+
+impl std::fmt::Debug for ScopeGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ScopeGuard").field(&self.0).finish()
+    }
+}
 
 impl Drop for ScopeGuard {
     fn drop(&mut self) {

@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use wv_abi::consts::WV_MAX_LIB_NAME;
 use wv_abi::ioctl::*;
-use wv_abi::{NtStatus, WV_IO_DEVICE_PORT_QUERY, WV_IO_GUID_LIST, WV_IO_ID, read_prefix};
+use wv_abi::{NtStatus, WV_IO_DEVICE_PORT_QUERY, WV_IO_ID, read_prefix};
 use wv_softhca::UvpContext;
 use wv_softhca::abi::OpenCaResp;
 use zerocopy::{FromBytes, IntoBytes};
@@ -159,8 +159,10 @@ impl<F: RawFile + Send + Sync + 'static> Provider<F> {
         for _ in 0..8 {
             let out_len = size_of::<u64>() * (1 + capacity);
             let st = ioctl(&*self.file, OP, WV_IOCTL_GUID_QUERY, &[], out_len)?;
-            let head: WV_IO_GUID_LIST = parse(OP, &st.output)?;
-            let total = usize::try_from(head.Count).unwrap_or(usize::MAX);
+            // The count alone (8 bytes) is the whole answer when there is no device: the
+            // list's first GUID is not there to parse.
+            let count: u64 = parse(OP, &st.output)?;
+            let total = usize::try_from(count).unwrap_or(usize::MAX);
             let guids: Vec<u64> = st.output[8..]
                 .chunks_exact(8)
                 .filter_map(|c| c.try_into().ok().map(u64::from_ne_bytes))

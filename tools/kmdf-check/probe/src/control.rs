@@ -106,7 +106,9 @@ static STATISTICS: ContextType<Statistics> = ContextType::new(c"Statistics", &ra
 /// device's cleanup.
 unsafe fn control_context<'device>(device: WDFDEVICE) -> &'device ControlContext {
     // SAFETY: forwarded from the caller; the control device is created with CONTROL_CONTEXT.
-    unsafe { CONTROL_CONTEXT.get(device.cast()) }
+    let context = unsafe { CONTROL_CONTEXT.get(device.cast()) };
+    // The device is created with this context: no answer is a bug of this driver.
+    context.expect("the control device has its context")
 }
 
 /// Creates the control device, its queues and its symbolic link (PASSIVE_LEVEL).
@@ -465,8 +467,19 @@ extern "C" fn evt_io_device_control(
     // SAFETY: the framework passes a live request of an open file.
     let file_object =
         unsafe { call_unsafe_wdf_function_binding!(WdfRequestGetFileObject, request) };
-    // SAFETY: every file object of the control device has a FileContext.
-    let file_context = unsafe { FILE_CONTEXT.get::<'_>(file_object.cast()) };
+    // SAFETY: every file object of the control device has a FileContext; a request without
+    // a file object (a kernel-mode sender's) has none and is refused.
+    let Some(file_context) = (unsafe { FILE_CONTEXT.get::<'_>(file_object.cast()) }) else {
+        // SAFETY: the presented request, completed once.
+        unsafe {
+            call_unsafe_wdf_function_binding!(
+                WdfRequestComplete,
+                request,
+                wdk_sys::STATUS_INVALID_DEVICE_REQUEST
+            )
+        };
+        return;
+    };
     file_context.ioctls.fetch_add(1, Ordering::Relaxed);
 
     // SAFETY: as above.
@@ -597,8 +610,9 @@ fn complete_counted(
     information: ULONG_PTR,
 ) {
     // SAFETY: the control device is live while requests arrive and has a Statistics context.
-    let statistics = unsafe { STATISTICS.get::<'_>(device.cast()) };
-    statistics.completed.fetch_add(1, Ordering::Relaxed);
+    if let Some(statistics) = unsafe { STATISTICS.get::<'_>(device.cast()) } {
+        statistics.completed.fetch_add(1, Ordering::Relaxed);
+    }
     // SAFETY: the caller owns the request and completes it exactly once, here.
     unsafe {
         call_unsafe_wdf_function_binding!(

@@ -107,7 +107,9 @@ static CONTROL_DEVICE: AtomicPtr<WDFDEVICE__> = AtomicPtr::new(null_mut());
 /// returned reference must not be used after the device's cleanup callback returned.
 unsafe fn filter_context<'device>(device: WDFDEVICE) -> &'device FilterContext {
     // SAFETY: forwarded from the caller; filter devices are created with FILTER_CONTEXT.
-    unsafe { FILTER_CONTEXT.get(device.cast()) }
+    let context = unsafe { FILTER_CONTEXT.get(device.cast()) };
+    // The device is created with this context: no answer is a bug of this driver.
+    context.expect("the filter device has its context")
 }
 
 /// The entry point WDF's `FxDriverEntry` stub calls.

@@ -28,6 +28,11 @@ impl BuilderExt for Builder {
         let config = config.borrow();
         let builder = Self::default()
             .use_core()
+            // C integer types through `wdk_sys::ctypes`, which has Windows' widths (LLP64:
+            // `long` is 32-bit) on every host. With bindgen's default `::core::ffi` the same
+            // Windows-layout bindings would take the host's `long` (64-bit on Linux), and a
+            // host build (the KMDF emulation in tools/wdf-emu) would fail its layout checks.
+            .ctypes_prefix("ctypes")
             // `Default` is all-zero, exactly like the real bindings (the *_INIT helpers are not
             // generated on either side).
             .derive_default(true)

@@ -15,6 +15,11 @@ use crate::types::NTSTATUS;
 #[allow(clippy::all)]
 mod bindings {
     #[allow(
+        unused_imports,
+        reason = "the C types the generated code names as `ctypes::…`"
+    )]
+    use crate::ctypes;
+    #[allow(
         clippy::wildcard_imports,
         reason = "the generated code refers to the generated types by their bare names"
     )]

@@ -33,6 +33,26 @@ pub mod wdf;
 #[cfg(feature = "test-stubs")]
 pub mod test_stubs;
 
+/// The C integer types of the generated bindings, with the widths of the Windows target
+/// whatever the host is (LLP64: `long` and `unsigned long` are 32-bit). The bindings name them
+/// `ctypes::c_long` and so on (bindgen's `ctypes_prefix`), so the same Windows-layout bindings
+/// compile, with bindgen's layout assertions holding, for `x86_64-pc-windows-msvc` and for a
+/// Linux host (the KMDF emulation of tools/wdf-emu). Everything but the two `long` types is
+/// `core::ffi`'s, which has the same widths on both.
+pub mod ctypes {
+    pub use core::ffi::{
+        c_char, c_double, c_float, c_int, c_longlong, c_schar, c_short, c_uchar, c_uint,
+        c_ulonglong, c_ushort, c_void,
+    };
+
+    /// C `long` on Windows: 32 bits.
+    #[allow(non_camel_case_types)]
+    pub type c_long = i32;
+    /// C `unsigned long` on Windows: 32 bits.
+    #[allow(non_camel_case_types)]
+    pub type c_ulong = u32;
+}
+
 #[cfg(any(
     driver_model__driver_type = "WDM",
     driver_model__driver_type = "KMDF",

@@ -17,5 +17,8 @@ pub use bindings::*;
 #[allow(clippy::multiple_unsafe_ops_per_block)]
 #[allow(clippy::missing_safety_doc)]
 mod bindings {
+    // The C types the generated code names as `ctypes::…` (bindgen's `ctypes_prefix`).
+    use crate::ctypes;
+
     include!(concat!(env!("OUT_DIR"), "/types.rs"));
 }

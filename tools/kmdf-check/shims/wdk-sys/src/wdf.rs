@@ -12,6 +12,11 @@ pub use bindings::*;
 #[allow(clippy::all)]
 mod bindings {
     #[allow(
+        unused_imports,
+        reason = "the C types the generated code names as `ctypes::…`"
+    )]
+    use crate::ctypes;
+    #[allow(
         clippy::wildcard_imports,
         unused_imports,
         reason = "the generated code refers to the generated types by their bare names"

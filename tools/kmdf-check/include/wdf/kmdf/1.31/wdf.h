@@ -68,6 +68,7 @@ DECLARE_HANDLE(WDFDPC);
 DECLARE_HANDLE(WDFTIMER);
 DECLARE_HANDLE(WDFWORKITEM);
 DECLARE_HANDLE(WDFSPINLOCK);
+DECLARE_HANDLE(WDFWAITLOCK);
 DECLARE_HANDLE(WDFMEMORY);
 DECLARE_HANDLE(WDFCMRESLIST);
 
@@ -143,6 +144,9 @@ typedef enum _WDFFUNCENUM {
     WdfRequestProbeAndLockUserBufferForWriteTableIndex = 279,
     WdfRequestGetRequestorModeTableIndex = 280,
     WdfRequestForwardToIoQueueTableIndex = 281,
+    WdfWaitLockCreateTableIndex = 312,
+    WdfWaitLockAcquireTableIndex = 313,
+    WdfWaitLockReleaseTableIndex = 314,
     WdfSpinLockCreateTableIndex = 315,
     WdfSpinLockAcquireTableIndex = 316,
     WdfSpinLockReleaseTableIndex = 317,
@@ -249,6 +253,23 @@ typedef VOID (NTAPI *PFN_WDFSPINLOCKACQUIRE)(
 typedef VOID (NTAPI *PFN_WDFSPINLOCKRELEASE)(
     PWDF_DRIVER_GLOBALS DriverGlobals,
     WDFSPINLOCK SpinLock);
+
+/* A lock held at PASSIVE_LEVEL (the caller waits for it inside a critical region). Acquire:
+ * PASSIVE_LEVEL without a timeout or with a non-zero one, DISPATCH_LEVEL with a zero timeout
+ * (then it only tries); Timeout is relative in 100 ns units when negative. */
+typedef NTSTATUS (NTAPI *PFN_WDFWAITLOCKCREATE)(
+    PWDF_DRIVER_GLOBALS DriverGlobals,
+    PWDF_OBJECT_ATTRIBUTES LockAttributes,
+    WDFWAITLOCK *Lock);
+
+typedef NTSTATUS (NTAPI *PFN_WDFWAITLOCKACQUIRE)(
+    PWDF_DRIVER_GLOBALS DriverGlobals,
+    WDFWAITLOCK Lock,
+    PLONGLONG Timeout);
+
+typedef VOID (NTAPI *PFN_WDFWAITLOCKRELEASE)(
+    PWDF_DRIVER_GLOBALS DriverGlobals,
+    WDFWAITLOCK Lock);
 
 /* ------------------------------------------------------------------------- wdfdriver.h ---- */
 

@@ -1,0 +1,253 @@
+//! Traffic through the glue: two soft HCAs below the filter, an RC pair connected with QP
+//! modifies the glue runs on system work items, a send and an RDMA write on the data path,
+//! and a CQ notify completed from the controller's DPC through the glue's manual queue — on
+//! RoCE and InfiniBand ports.
+
+use wdf_emu::{EmuStack, EmuStackConfig};
+use wdf_emu_scenarios::winverbs_entry;
+use wv_client::verbs::*;
+use wv_softhca::LinkLayer;
+
+type F = wdf_emu::EmuFile;
+
+const ACCESS: u32 = WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ;
+
+struct Side {
+    dev: Device<F>,
+    _pd: Pd<F>,
+    cq: Cq<F>,
+    qp: Qp<F>,
+    buf: Buffer,
+    mr: Mr,
+}
+
+fn side(p: &Provider<F>, guid: u64) -> Side {
+    let dev = p.open_device(guid).expect("DEVICE_OPEN");
+    let pd = dev.alloc_pd().expect("PD_ALLOCATE");
+    let cq = dev.create_cq(64).expect("CQ_CREATE");
+    let mut init = QpInit::new(QpType::Rc, &cq, &cq);
+    init.max_send_wr = 16;
+    init.max_recv_wr = 16;
+    init.max_send_sge = 2;
+    init.max_recv_sge = 2;
+    let qp = pd.create_qp(&init).expect("QP_CREATE");
+    let buf = dev.alloc_buffer(8192);
+    let mr = pd.reg_mr(&buf, ACCESS).expect("MEMORY_REGISTER");
+    Side {
+        dev,
+        _pd: pd,
+        cq,
+        qp,
+        buf,
+        mr,
+    }
+}
+
+/// RESET → INIT → RTR → RTS with a global route (RoCE needs one; InfiniBand accepts one).
+fn connect(a: &Side, b: &Side) {
+    for (s, peer) in [(a, b), (b, a)] {
+        s.qp.modify(&QpAttr::init(1, 0, ACCESS)).expect("INIT");
+        let av = AddressVector {
+            grh_valid: true,
+            sgid: s.dev.query_gids(1).expect("GID_QUERY")[0],
+            dgid: peer.dev.query_gids(1).expect("GID_QUERY")[0],
+            hop_limit: 64,
+            port: 1,
+            ..AddressVector::default()
+        };
+        s.qp.modify(&QpAttr::rtr(peer.qp.qpn(), 0x123, &av, Mtu::Mtu1024, 1, 12))
+            .expect("RTR");
+        s.qp.modify(&QpAttr::rts(0x123, 14, 7, 7, 1)).expect("RTS");
+        assert_eq!(s.qp.state(), QpState::Rts);
+    }
+}
+
+fn poll_one(cq: &Cq<F>) -> WorkCompletion {
+    let mut wc = [WorkCompletion::default(); 1];
+    for _ in 0..1_000_000 {
+        if cq.poll(&mut wc) == 1 {
+            return wc[0];
+        }
+        std::thread::yield_now();
+    }
+    panic!("no completion");
+}
+
+fn traffic(link_layer: LinkLayer) {
+    let stack = EmuStack::new(
+        EmuStackConfig {
+            link_layer,
+            ..EmuStackConfig::default()
+        },
+        winverbs_entry(),
+    )
+    .expect("DriverEntry");
+    let provider = Provider::new(stack.open().expect("CreateFile"));
+    let guids = provider.device_guids().expect("GUID_QUERY");
+    assert_eq!(guids, stack.device_guids());
+    let a = side(&provider, guids[0]);
+    let b = side(&provider, guids[1]);
+    connect(&a, &b);
+
+    // A send, its receive completion announced through a parked CQ notify.
+    let notify = b.cq.notify(false).expect("CQ_NOTIFY");
+    a.buf.write(0, b"through the glue").unwrap();
+    b.qp.post_recv(&RecvWr {
+        wr_id: 7,
+        sg_list: &[b.mr.sge(100, 64)],
+    })
+    .unwrap();
+    let sge = [a.mr.sge(0, 16)];
+    let mut wr = SendWr::new(1, WrOpcode::Send);
+    wr.sg_list = &sge;
+    wr.send_flags = send_flags::SIGNALED;
+    a.qp.post_send(&wr).unwrap();
+    notify
+        .wait()
+        .expect("the CQ event completed the parked notify");
+    let wc = poll_one(&b.cq);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len),
+        (7, WcStatus::Success, 16)
+    );
+    let mut got = [0u8; 16];
+    b.buf.read(100, &mut got).unwrap();
+    assert_eq!(&got, b"through the glue");
+    assert_eq!(poll_one(&a.cq).wr_id, 1);
+
+    // An RDMA write into b's buffer.
+    a.buf.write(200, b"written remotely").unwrap();
+    let sge = [a.mr.sge(200, 16)];
+    let mut wr = SendWr::new(2, WrOpcode::RdmaWrite);
+    wr.sg_list = &sge;
+    wr.send_flags = send_flags::SIGNALED;
+    wr.remote_addr = b.mr.addr() + 300;
+    wr.rkey = b.mr.rkey();
+    a.qp.post_send(&wr).unwrap();
+    assert_eq!(poll_one(&a.cq).status, WcStatus::Success);
+    let mut got = [0u8; 16];
+    b.buf.read(300, &mut got).unwrap();
+    assert_eq!(&got, b"written remotely");
+
+    drop((a, b, provider));
+    let machine_stats = stack.machine().stat("requests presented");
+    assert!(
+        machine_stats > 0,
+        "the modifies and the notify went through the queue"
+    );
+    stack.unload().assert_clean();
+}
+
+#[test]
+fn rc_traffic_on_roce_ports() {
+    traffic(LinkLayer::Ethernet);
+}
+
+#[test]
+fn rc_traffic_on_infiniband_ports() {
+    traffic(LinkLayer::InfiniBand);
+}
+
+fn param(data: &[u8]) -> ConnectParam {
+    ConnectParam {
+        private_data: data.to_vec(),
+        responder_resources: 1,
+        initiator_depth: 1,
+        retry_count: 7,
+        rnr_retry_count: 7,
+    }
+}
+
+/// Connection endpoints through the glue: the CM interface the filter took from the stack,
+/// listen, a connection request parked and completed, connect, accept, a send, a disconnect.
+fn endpoints(link_layer: LinkLayer) {
+    use std::net::SocketAddr;
+    let stack = EmuStack::new(
+        EmuStackConfig {
+            link_layer,
+            ..EmuStackConfig::default()
+        },
+        winverbs_entry(),
+    )
+    .expect("DriverEntry");
+    let p = Provider::new(stack.open().expect("CreateFile"));
+    let guids = p.device_guids().expect("GUID_QUERY");
+    let server = side(&p, guids[0]);
+    let client = side(&p, guids[1]);
+    let (server_ip, client_ip) = (stack.address(0, 1), stack.address(1, 1));
+
+    let listener = p.create_endpoint().expect("EP_CREATE");
+    let bound = listener
+        .bind(SocketAddr::new(server_ip, 7174), &stack)
+        .expect("EP_BIND");
+    listener.listen(0).expect("EP_LISTEN");
+    // A GET_REQUEST cancelled while it waits (CancelIoEx): the framework completes it from the
+    // endpoint's queue, and the listener gives that endpoint back on the next one.
+    let abandoned = p.create_endpoint().expect("EP_CREATE");
+    let waiting = listener.get_request(&abandoned).expect("EP_GET_REQUEST");
+    assert!(waiting.cancel(), "a parked GET_REQUEST is cancellable");
+    assert_eq!(
+        waiting.wait().expect_err("cancelled").status,
+        wv_abi::NtStatus::CANCELLED
+    );
+    // The next IOCTL on it finds it given back (the queue its request waited in is empty).
+    abandoned
+        .query()
+        .expect("EP_QUERY of the given-back endpoint");
+    let server_ep = p.create_endpoint().expect("EP_CREATE");
+    let request = listener.get_request(&server_ep).expect("EP_GET_REQUEST");
+
+    let client_ep = p.create_endpoint().expect("EP_CREATE");
+    client_ep
+        .bind(SocketAddr::new(client_ip, 0), &stack)
+        .expect("EP_BIND");
+    client_ep
+        .resolve_route(client_ip, server_ip, &stack)
+        .expect("route");
+    let connecting = client_ep
+        .connect(&client.qp, bound, &param(b"hello"))
+        .expect("EP_CONNECT");
+    request.wait().expect("the connection request");
+    let accepting = server_ep
+        .accept(&server.qp, &param(b"welcome"))
+        .expect("EP_ACCEPT");
+    connecting.wait().expect("connected");
+    client_ep
+        .accept(&client.qp, &param(&[]))
+        .expect("EP_ACCEPT (RTU)")
+        .wait()
+        .expect("RTU");
+    accepting.wait().expect("accepted");
+    assert_eq!(client.qp.state(), QpState::Rts);
+
+    server
+        .qp
+        .post_recv(&RecvWr {
+            wr_id: 9,
+            sg_list: &[server.mr.sge(0, 64)],
+        })
+        .unwrap();
+    client.buf.write(0, b"over the CM").unwrap();
+    let sge = [client.mr.sge(0, 11)];
+    let mut wr = SendWr::new(3, WrOpcode::Send);
+    wr.sg_list = &sge;
+    wr.send_flags = send_flags::SIGNALED;
+    client.qp.post_send(&wr).unwrap();
+    assert_eq!(poll_one(&server.cq).byte_len, 11);
+
+    let _ = client_ep
+        .disconnect(Some(&client.qp))
+        .expect("EP_DISCONNECT");
+    drop((server_ep, client_ep, abandoned, listener, server, client, p));
+    stack.unload().assert_clean();
+}
+
+#[test]
+fn endpoints_on_roce_ports() {
+    endpoints(LinkLayer::Ethernet);
+}
+
+#[test]
+fn endpoints_on_infiniband_ports() {
+    endpoints(LinkLayer::InfiniBand);
+}
