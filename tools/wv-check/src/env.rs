@@ -56,11 +56,13 @@ pub trait Env: Sized + 'static {
         None
     }
 
-    /// A second machine of the same kind whose deferred work and timers run only when the
-    /// scenario drives them, through [`Machine::clock`] (for timeouts of many seconds checked
-    /// in no time). The scenario tears it down with [`Env::finish`] and fails on its
-    /// violations. `None` when the stack has no injected clock.
-    fn with_injected_clock(&self) -> Option<Result<Self, String>> {
+    /// A fresh machine like [`Env::create`]'s whose deferred work and timers run only when the
+    /// scenario drives them, through [`Machine::clock`], for the scenarios marked
+    /// [`Clock::Injected`](crate::Clock::Injected) (timeouts of many seconds checked in no time).
+    /// It is the scenario's only machine. `None` when the stack has no injected clock (those
+    /// scenarios then SKIP).
+    fn create_on_injected_clock(config: &Self::Config) -> Option<Result<Self, String>> {
+        let _ = config;
         None
     }
 
@@ -157,7 +159,7 @@ pub trait Machine {
     /// connections, and requests from peers no listener took yet); `None` for a bad index.
     fn cm_ids(&self, index: usize) -> Option<usize>;
 
-    /// The injected clock, on a machine built by [`Env::with_injected_clock`]; `None` on a
+    /// The injected clock, on a machine built by [`Env::create_on_injected_clock`]; `None` on a
     /// machine whose work runs on its own.
     fn clock(&self) -> Option<&dyn InjectedClock> {
         None

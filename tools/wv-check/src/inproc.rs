@@ -108,17 +108,16 @@ impl Env for InprocEnv {
         Some(&self.stack)
     }
 
-    fn with_injected_clock(&self) -> Option<Result<Self, String>> {
-        // The default shape (two devices, one RoCE port each) on the same lower edge: the
-        // scenarios that need the clock time the connection manager, not the ports.
+    fn create_on_injected_clock(config: &InprocConfig) -> Option<Result<Self, String>> {
+        // The suite's shape on the configured lower edge and link layer, one thread: work
+        // items, DPCs and timers run only when the scenario drives them.
         let stack = Stack::new(StackConfig {
             deterministic: true,
-            lower: self.stack.lower_edge(),
-            ..StackConfig::default()
+            ..Self::stack_config(config)
         });
         Some(Ok(InprocEnv {
             stack,
-            device: self.device,
+            device: config.device,
         }))
     }
 

@@ -65,9 +65,9 @@
 //!   down, surprise removal, hot add, the address service the endpoints bind and route
 //!   through, the connection manager's id count. Without it, the port-event, removal and
 //!   endpoint scenarios SKIP (as on a real system).
-//! * **Optional:** [`Env::with_injected_clock`] (a second machine whose timers fire on demand,
-//!   through [`Machine::clock`]: the CM's 15 retries are checked in no time; otherwise that
-//!   scenario SKIPs) and [`Env::close_racing_ioctl`] (an IOCTL delivered after cleanup; the
+//! * **Optional:** [`Env::create_on_injected_clock`] (the machine of a scenario marked
+//!   [`Clock::Injected`], whose timers fire on demand through [`Machine::clock`]: the CM's 15
+//!   retries are checked in no time; a stack without it SKIPs that scenario) and [`Env::close_racing_ioctl`] (an IOCTL delivered after cleanup; the
 //!   scenario SKIPs without it).
 //!
 //! A skeleton, here over the in-process [`Stack`](wv_client::inproc::Stack) (which implements
@@ -129,7 +129,7 @@ pub use inproc::{InprocConfig, InprocEnv};
 #[cfg(windows)]
 pub use installed::{InstalledConfig, WindowsEnv};
 pub use runner::{
-    Outcome, Problem, SCENARIO_TIME_LIMIT, Scenario, ScenarioResult, VERIFIER_SCENARIO, Verdict,
-    run_one, run_suite, scenario_names, summary_line, tally, to_json,
+    Clock, Outcome, Problem, SCENARIO_TIME_LIMIT, Scenario, ScenarioResult, VERIFIER_SCENARIO,
+    Verdict, run_one, run_suite, scenario_names, summary_line, tally, to_json,
 };
 pub use scenarios::scenarios;

@@ -85,12 +85,25 @@ impl From<&str> for Problem {
 /// What a scenario function returns: the PASS detail, or why not.
 pub type Outcome = Result<String, Problem>;
 
-/// One scenario: a name and a function over an environment.
+/// One scenario: a name, a function over an environment, and the clock its machine runs on.
 pub struct Scenario<E: Env> {
     /// Stable name.
     pub name: &'static str,
     /// The check.
     pub run: fn(&E) -> Outcome,
+    /// Which machine the runner builds for it.
+    pub clock: Clock,
+}
+
+/// The clock a scenario's machine runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    /// Its own: work and timers run by themselves, as on a live system ([`Env::create`]).
+    Own,
+    /// Injected: deferred work and timers run only when the scenario drives them through
+    /// [`Machine::clock`](crate::Machine::clock), for timeouts of many seconds checked in no
+    /// time ([`Env::create_on_injected_clock`]). A stack without one SKIPs the scenario.
+    Injected,
 }
 
 /// How long one scenario may take in [`run_suite`] before it is declared hung. Every scenario
@@ -182,16 +195,27 @@ pub fn run_one<E: Env>(
     let (tx, rx) = mpsc::channel();
     let config = config.clone();
     let run = scenario.run;
+    let clock = scenario.clock;
     let spawned = std::thread::Builder::new()
         .name(format!("check:{}", scenario.name))
         .spawn(move || {
-            let outcome = match E::create(&config) {
-                Ok(env) => {
+            let env = match clock {
+                Clock::Own => Some(E::create(&config)),
+                Clock::Injected => E::create_on_injected_clock(&config),
+            };
+            let outcome = match env {
+                Some(Ok(env)) => {
                     let outcome = run(&env);
                     let violations = env.finish();
                     (outcome, Some(violations))
                 }
-                Err(e) => (Err(Problem::Fail(format!("could not set up: {e}"))), None),
+                Some(Err(e)) => (Err(Problem::Fail(format!("could not set up: {e}"))), None),
+                None => (
+                    Err(Problem::Skip(
+                        "needs a machine on an injected clock (this stack has none)".into(),
+                    )),
+                    None,
+                ),
             };
             // The receiver may have given up (time limit); nothing to do then.
             let _ = tx.send(outcome);
@@ -307,6 +331,7 @@ mod tests {
         let s = Scenario {
             name: "deliberate",
             run: wrong_expectation,
+            clock: Clock::Own,
         };
         let (r, violations) = run_one(&target(), &s, SCENARIO_TIME_LIMIT);
         assert_eq!(r.verdict, Verdict::Fail);
@@ -325,6 +350,7 @@ mod tests {
         let s = Scenario {
             name: "hangs",
             run: hangs,
+            clock: Clock::Own,
         };
         let (r, violations) = run_one(&target(), &s, Duration::from_millis(200));
         assert_eq!(r.verdict, Verdict::Fail);
@@ -337,6 +363,7 @@ mod tests {
         let s = Scenario {
             name: "skips",
             run: skips,
+            clock: Clock::Own,
         };
         let (r, _) = run_one(&target(), &s, SCENARIO_TIME_LIMIT);
         assert_eq!(

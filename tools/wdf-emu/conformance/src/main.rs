@@ -24,11 +24,12 @@ use std::process::ExitCode;
 
 use std::time::Duration;
 
-use wdf_emu::{EmuFile, EmuIo, EmuStack, EmuStackConfig};
+use wdf_emu::{EmuFile, EmuIo, EmuStack, EmuStackConfig, MachineConfig};
 use wdf_emu_scenarios::winverbs_entry;
-use wv_check::{DeviceSpec, Env, Machine, run_suite, summary_line, tally};
+use wv_check::{DeviceSpec, Env, InjectedClock, Machine, run_suite, summary_line, tally};
 use wv_client::raw::{IoStatus, RawFile, RawIo};
 use wv_client::verbs::AddressService;
+use wv_hal::Platform as _;
 use wv_softhca::LinkLayer;
 
 /// What every machine of a run is.
@@ -96,23 +97,36 @@ struct EmuEnv {
     admin: Admin,
 }
 
-impl Env for EmuEnv {
-    type Config = EmuConfig;
-    type File = AtReturn;
-
-    fn create(config: &EmuConfig) -> Result<Self, String> {
+impl EmuEnv {
+    /// The suite's shape (two soft HCAs with two ports each) on a machine of `machine`.
+    fn boot(config: &EmuConfig, machine: MachineConfig) -> Result<Self, String> {
         let stack = EmuStack::new(
             EmuStackConfig {
                 devices: 2,
                 ports: 2,
                 link_layer: config.link_layer,
-                ..EmuStackConfig::default()
+                machine,
             },
             winverbs_entry(),
         )?;
         Ok(EmuEnv {
             admin: Admin(stack),
         })
+    }
+}
+
+impl Env for EmuEnv {
+    type Config = EmuConfig;
+    type File = AtReturn;
+
+    fn create(config: &EmuConfig) -> Result<Self, String> {
+        EmuEnv::boot(config, MachineConfig::default())
+    }
+
+    fn create_on_injected_clock(config: &EmuConfig) -> Option<Result<Self, String>> {
+        // One thread: work items, DPCs and the soft HCAs' timers run only when the scenario
+        // drives them (Machine::clock).
+        Some(EmuEnv::boot(config, MachineConfig::deterministic()))
     }
 
     fn verifier(config: &EmuConfig) -> Option<String> {
@@ -134,9 +148,6 @@ impl Env for EmuEnv {
     fn machine(&self) -> Option<&dyn Machine> {
         Some(&self.admin)
     }
-
-    // No `with_injected_clock`: the glue has process-wide statics, so one emulated machine
-    // exists at a time, and that scenario asks for a second one beside the first.
 
     fn close_racing_ioctl(
         &self,
@@ -196,6 +207,30 @@ impl Machine for Admin {
 
     fn cm_ids(&self, index: usize) -> Option<usize> {
         self.0.cm_ids(index)
+    }
+
+    fn clock(&self) -> Option<&dyn InjectedClock> {
+        self.0
+            .machine()
+            .platform()
+            .is_deterministic()
+            .then_some(self as &dyn InjectedClock)
+    }
+}
+
+/// The deterministic machine's clock: the host platform's injected time and deferred work,
+/// which the soft HCAs' timers and the glue's work items share.
+impl InjectedClock for Admin {
+    fn now_ns(&self) -> u64 {
+        self.0.machine().platform().now_ns()
+    }
+
+    fn run_until_idle(&self) {
+        self.0.machine().run_until_idle();
+    }
+
+    fn run_next_timer(&self) -> bool {
+        self.0.machine().platform().run_next_timer()
     }
 }
 

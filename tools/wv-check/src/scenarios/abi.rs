@@ -12,6 +12,7 @@ use zerocopy::IntoBytes;
 
 use super::raw::*;
 use crate::env::Env;
+use crate::runner::Clock;
 use crate::runner::{Outcome, Problem, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
@@ -19,38 +20,47 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
         Scenario {
             name: "abi-guid-query",
             run: guid_query,
+            clock: Clock::Own,
         },
         Scenario {
             name: "abi-library-query",
             run: library_query,
+            clock: Clock::Own,
         },
         Scenario {
             name: "abi-device-open-query",
             run: device_open_query,
+            clock: Clock::Own,
         },
         Scenario {
             name: "abi-port-gid-pkey-query",
             run: port_gid_pkey,
+            clock: Clock::Own,
         },
         Scenario {
             name: "status-short-buffers",
             run: short_buffers,
+            clock: Clock::Own,
         },
         Scenario {
             name: "status-bad-ids",
             run: bad_ids,
+            clock: Clock::Own,
         },
         Scenario {
             name: "status-unknown-codes",
             run: unknown_codes,
+            clock: Clock::Own,
         },
         Scenario {
             name: "status-endpoint-codes",
             run: endpoint_codes,
+            clock: Clock::Own,
         },
         Scenario {
             name: "status-file-closed",
             run: file_closed,
+            clock: Clock::Own,
         },
     ]
 }

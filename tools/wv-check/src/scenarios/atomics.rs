@@ -12,6 +12,7 @@ use wv_client::verbs::{
 use super::fixture::*;
 use super::raw::ensure;
 use crate::env::Env;
+use crate::runner::Clock;
 use crate::runner::{Outcome, Problem, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
@@ -19,10 +20,12 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
         Scenario {
             name: "atomic-cas-fetch-add",
             run: traffic,
+            clock: Clock::Own,
         },
         Scenario {
             name: "atomic-bad-flow",
             run: bad_flow,
+            clock: Clock::Own,
         },
     ]
 }

@@ -11,6 +11,7 @@ use wv_client::verbs::{
 use super::fixture::*;
 use super::raw::ensure;
 use crate::env::Env;
+use crate::runner::Clock;
 use crate::runner::{Outcome, Scenario};
 
 /// errno values `ibv_post_*` return.
@@ -22,26 +23,32 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
         Scenario {
             name: "badflow-post-in-reset",
             run: post_in_reset,
+            clock: Clock::Own,
         },
         Scenario {
             name: "badflow-rq-full",
             run: rq_full,
+            clock: Clock::Own,
         },
         Scenario {
             name: "badflow-too-many-sge",
             run: too_many_sge,
+            clock: Clock::Own,
         },
         Scenario {
             name: "badflow-bad-lkey",
             run: bad_lkey,
+            clock: Clock::Own,
         },
         Scenario {
             name: "badflow-bad-rkey",
             run: bad_rkey,
+            clock: Clock::Own,
         },
         Scenario {
             name: "badflow-mr-access",
             run: mr_access,
+            clock: Clock::Own,
         },
     ]
 }

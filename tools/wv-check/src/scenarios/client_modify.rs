@@ -30,6 +30,7 @@ use zerocopy::{FromBytes, IntoBytes};
 
 use super::raw::*;
 use crate::env::Env;
+use crate::runner::Clock;
 use crate::runner::{Outcome, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
@@ -37,14 +38,17 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
         Scenario {
             name: "qp-modify-libibverbs",
             run: libibverbs,
+            clock: Clock::Own,
         },
         Scenario {
             name: "qp-modify-netdirect",
             run: netdirect,
+            clock: Clock::Own,
         },
         Scenario {
             name: "qp-modify-options-zero",
             run: options_zero,
+            clock: Clock::Own,
         },
     ]
 }

@@ -23,6 +23,7 @@ use super::fixture::{ACCESS_ALL, device, verr};
 use super::raw;
 use crate::conn_side::{ConnSide, next_completion, rdma_cm_param};
 use crate::env::{Env, Machine};
+use crate::runner::Clock;
 use crate::runner::{Outcome, Problem, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
@@ -30,38 +31,47 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
         Scenario {
             name: "ep-connect-data-disconnect-active",
             run: connect_data_disconnect_active,
+            clock: Clock::Own,
         },
         Scenario {
             name: "ep-connect-data-disconnect-passive",
             run: connect_data_disconnect_passive,
+            clock: Clock::Own,
         },
         Scenario {
             name: "ep-reject-with-private-data",
             run: reject_with_private_data,
+            clock: Clock::Own,
         },
         Scenario {
             name: "ep-connect-without-listener-refused",
             run: connect_without_listener_refused,
+            clock: Clock::Own,
         },
         Scenario {
             name: "ep-connect-nobody-answers-timeout",
             run: connect_nobody_answers_timeout,
+            clock: Clock::Injected,
         },
         Scenario {
             name: "ep-listener-destroyed-with-queued-requests",
             run: listener_destroyed_with_queued_requests,
+            clock: Clock::Own,
         },
         Scenario {
             name: "ep-close-during-connect",
             run: close_during_connect,
+            clock: Clock::Own,
         },
         Scenario {
             name: "ep-device-removal-during-connect",
             run: device_removal_during_connect,
+            clock: Clock::Own,
         },
         Scenario {
             name: "ep-cancel-parked-requests",
             run: cancel_parked_requests,
+            clock: Clock::Own,
         },
     ]
 }
@@ -438,26 +448,13 @@ fn req_timeout_ns(path_packet_life: u8) -> u64 {
     16 * (response + 2 * packet_life)
 }
 
-/// Needs the injected clock: a machine of its own whose timers fire when the scenario says.
-fn connect_nobody_answers_timeout<E: Env>(env: &E) -> Outcome {
-    machine(env)?;
-    let twin = env.with_injected_clock().ok_or_else(|| {
-        Problem::Skip("needs a machine on an injected clock to time the CM's retries".into())
-    })??;
-    let outcome = nobody_answers_on(&twin);
-    let violations = twin.finish();
-    if !violations.is_empty() {
-        return Err(format!("its own stack's verifier: {}", violations.join("; ")).into());
-    }
-    outcome
-}
-
-/// [`connect_nobody_answers_timeout`] on the machine with the injected clock.
-fn nobody_answers_on<E: Env>(s: &E) -> Outcome {
+/// On a machine with an injected clock ([`Clock::Injected`]): its timers fire when the scenario
+/// says, so the CM's retries of many seconds take no time.
+fn connect_nobody_answers_timeout<E: Env>(s: &E) -> Outcome {
     let m = machine(s)?;
     let clock = m
         .clock()
-        .ok_or("the machine built for the injected clock has none")?;
+        .ok_or("the machine built on an injected clock has none")?;
     let net = m.addresses();
     let p = Provider::new(s.open().map_err(|e| format!("open: {e}"))?);
     let guids = p.device_guids().map_err(verr("GUID_QUERY"))?;

@@ -10,6 +10,7 @@ use zerocopy::IntoBytes;
 
 use super::raw::*;
 use crate::env::Env;
+use crate::runner::Clock;
 use crate::runner::{Outcome, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
@@ -17,18 +18,22 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
         Scenario {
             name: "lifetime-ids",
             run: ids,
+            clock: Clock::Own,
         },
         Scenario {
             name: "lifetime-ids-per-handle",
             run: ids_per_handle,
+            clock: Clock::Own,
         },
         Scenario {
             name: "lifetime-destroy-while-referenced",
             run: destroy_referenced,
+            clock: Clock::Own,
         },
         Scenario {
             name: "lifetime-cleanup-on-close",
             run: cleanup_on_close,
+            clock: Clock::Own,
         },
     ]
 }

@@ -14,6 +14,7 @@ use zerocopy::IntoBytes;
 use super::fixture::*;
 use super::raw::ensure;
 use crate::env::Env;
+use crate::runner::Clock;
 use crate::runner::{Outcome, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
@@ -21,14 +22,17 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
         Scenario {
             name: "mw-type1-bind-and-access",
             run: type1,
+            clock: Clock::Own,
         },
         Scenario {
             name: "mw-type2-bind-and-invalidate",
             run: type2,
+            clock: Clock::Own,
         },
         Scenario {
             name: "mw-bad-flow",
             run: bad_flow,
+            clock: Clock::Own,
         },
     ]
 }

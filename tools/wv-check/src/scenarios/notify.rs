@@ -9,6 +9,7 @@ use wv_client::raw::{RawFile, RawIo};
 
 use super::raw::*;
 use crate::env::Env;
+use crate::runner::Clock;
 use crate::runner::{Outcome, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
@@ -16,26 +17,32 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
         Scenario {
             name: "notify-cq-cancel-isolation",
             run: cq_cancel_isolation,
+            clock: Clock::Own,
         },
         Scenario {
             name: "notify-cancel-io-ex",
             run: cancel_io_ex,
+            clock: Clock::Own,
         },
         Scenario {
             name: "notify-batch-notify",
             run: batch_notify,
+            clock: Clock::Own,
         },
         Scenario {
             name: "notify-srq-cancel",
             run: srq_cancel,
+            clock: Clock::Own,
         },
         Scenario {
             name: "notify-destroy-ends-waiters",
             run: destroy_ends_waiters,
+            clock: Clock::Own,
         },
         Scenario {
             name: "notify-device-cancel",
             run: device_cancel,
+            clock: Clock::Own,
         },
     ]
 }

@@ -9,12 +9,14 @@ use wv_client::raw::{IoStatus, RawFile, RawIo};
 
 use super::raw::*;
 use crate::env::Env;
+use crate::runner::Clock;
 use crate::runner::{Outcome, Problem, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     vec![Scenario {
         name: "port-event-flags",
         run: port_event_flags,
+        clock: Clock::Own,
     }]
 }
 

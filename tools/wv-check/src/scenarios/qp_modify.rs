@@ -12,6 +12,7 @@ use wv_client::raw::{IoStatus, RawFile, RawIo};
 
 use super::raw::*;
 use crate::env::Env;
+use crate::runner::Clock;
 use crate::runner::{Outcome, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
@@ -19,10 +20,12 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
         Scenario {
             name: "qp-modify-order",
             run: modify_order,
+            clock: Clock::Own,
         },
         Scenario {
             name: "qp-modify-cancel",
             run: modify_cancel,
+            clock: Clock::Own,
         },
     ]
 }

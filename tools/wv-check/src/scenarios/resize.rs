@@ -8,6 +8,7 @@ use wv_client::verbs::{QpInit, QpType, RecvWr, SendWr, WcStatus, WrOpcode, send_
 use super::fixture::*;
 use super::raw::ensure;
 use crate::env::Env;
+use crate::runner::Clock;
 use crate::runner::{Outcome, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
@@ -15,10 +16,12 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
         Scenario {
             name: "cq-resize-keeps-completions",
             run: cq_resize,
+            clock: Clock::Own,
         },
         Scenario {
             name: "srq-resize-keeps-receives",
             run: srq_resize,
+            clock: Clock::Own,
         },
     ]
 }

@@ -12,6 +12,7 @@ use zerocopy::IntoBytes;
 use super::lifetime::reg_mr;
 use super::raw::*;
 use crate::env::Env;
+use crate::runner::Clock;
 use crate::runner::{Outcome, Problem, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
@@ -19,10 +20,12 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
         Scenario {
             name: "close-with-requests-parked",
             run: close_with_parked,
+            clock: Clock::Own,
         },
         Scenario {
             name: "device-removal-with-requests-parked",
             run: removal,
+            clock: Clock::Own,
         },
     ]
 }

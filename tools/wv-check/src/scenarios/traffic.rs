@@ -13,6 +13,7 @@ use wv_client::verbs::{
 use super::fixture::*;
 use super::raw::{ensure, expect, id_in, park, u64_in, wait};
 use crate::env::Env;
+use crate::runner::Clock;
 use crate::runner::{Outcome, Scenario};
 
 pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
@@ -20,26 +21,32 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
         Scenario {
             name: "traffic-rc-send-recv",
             run: rc_send_recv,
+            clock: Clock::Own,
         },
         Scenario {
             name: "traffic-rc-rdma-write-read",
             run: rc_rdma,
+            clock: Clock::Own,
         },
         Scenario {
             name: "traffic-ud-send-recv",
             run: ud_send_recv,
+            clock: Clock::Own,
         },
         Scenario {
             name: "traffic-rc-events",
             run: rc_events,
+            clock: Clock::Own,
         },
         Scenario {
             name: "notify-completion-broadcast",
             run: broadcast,
+            clock: Clock::Own,
         },
         Scenario {
             name: "notify-sticky-cq-error",
             run: sticky_error,
+            clock: Clock::Own,
         },
     ]
 }
