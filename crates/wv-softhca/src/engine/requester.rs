@@ -1,0 +1,698 @@
+//! The requester (rxe's `rxe_req.c`): walks the send queue in the doorbell caller's thread
+//! (or the QP timer's DPC), runs local operations, resolves each request's buffers and its
+//! destination, and hands the message's packets to the link and the target's responder —
+//! UC and UD fire and forget, RC keeps what it sent for the completer.
+
+use alloc::sync::Arc;
+
+use wv_hal::{Gid, KArc, QpEvent, QpState, QpType};
+
+use super::completer::{
+    Deadlines, check_deadlines, complete_alone, complete_send, enter_error, fail_at, flush_sq,
+    on_reply, slot_of, sync_timer,
+};
+use super::responder::respond;
+use super::segments::{SegList, Src, resolve_into};
+use super::wire::{Grh, Msg, Reply, fates};
+use super::{MAX_INLINE, psn_add};
+use crate::device::{Device, PORT_MTU};
+use crate::fabric::Fate;
+use crate::mr::Want;
+use crate::mr_cache::MrCache;
+use crate::mw::is_mw_key;
+use crate::qp::{MAX_SGE, Qp, SqCtx, SqRefs, Track};
+use crate::ring::Word;
+use crate::wr::{
+    AtomicArgs, SQ_HDR_WORDS, SendWqe, WcStatus, WrOpcode, inline_len, inline_range, send_flags,
+    sge_at,
+};
+
+/// Schedules the send queue of `qp` and runs it in this thread unless another thread is
+/// already running it (that thread then runs the new work too): see [`crate::sched`].
+pub(crate) fn run_sq(dev: &Arc<Device>, qp: &KArc<Qp>) {
+    crate::sched::schedule(&qp.sq_pending, || {
+        let mut ctx = qp.sq_ctx.try_lock()?;
+        process_sq(dev, qp, &mut ctx);
+        Some(())
+    });
+}
+
+fn process_sq(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx) {
+    // The references kept between messages, out of the context while it is borrowed whole.
+    let mut refs = core::mem::take(&mut ctx.refs);
+    process_sq_with(dev, qp, ctx, &mut refs);
+    ctx.refs = refs;
+}
+
+fn process_sq_with(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx, refs: &mut SqRefs) {
+    loop {
+        if dev.is_removed() {
+            return;
+        }
+        let state = qp.state();
+        match state {
+            QpState::Error | QpState::SqError => {
+                flush_sq(dev, qp, ctx);
+                break;
+            }
+            QpState::Rts | QpState::Sqd => {}
+            _ => return,
+        }
+        let more = if qp.qp_type == QpType::Rc {
+            rc_step(dev, qp, ctx, refs, state)
+        } else {
+            unreliable_step(dev, qp, ctx, refs, state)
+        };
+        if !more {
+            break;
+        }
+    }
+    sync_timer(dev, qp, ctx);
+    if ctx.draining && ctx.tx.started == 0 && qp.state() == QpState::Sqd {
+        ctx.draining = false;
+        if ctx.drain_notify {
+            dev.post_qp_event(qp, QpEvent::SqDrained);
+        }
+    }
+}
+
+/// Whether the opcode may be posted on a QP of this type (the `EINVAL` check of post_send).
+pub(crate) fn opcode_valid(op: WrOpcode, qp_type: QpType) -> bool {
+    match qp_type {
+        QpType::Ud => matches!(op, WrOpcode::Send | WrOpcode::SendWithImm),
+        QpType::Uc => !op.is_read_or_atomic(),
+        QpType::Rc => true,
+    }
+}
+
+/// A send WQE the requester works on: its decoded header, its ring slot (where the SGEs and
+/// inline data are read), and its opcode.
+struct Request<'s> {
+    wqe: &'s SendWqe,
+    slot: &'s [Word],
+    op: WrOpcode,
+}
+
+/// Executes a local operation (no packet): invalidation, fast registration, window binding.
+fn local_op(dev: &Device, qp: &KArc<Qp>, wqe: &SendWqe, op: WrOpcode) -> WcStatus {
+    match op {
+        WrOpcode::LocalInv => {
+            let key = wqe.imm_or_inv;
+            let ok = if is_mw_key(key) {
+                dev.mw_by_key(key)
+                    .is_some_and(|mw| mw.invalidate(key, qp.pd).is_ok())
+            } else {
+                dev.mr_by_key(key)
+                    .filter(|mr| mr.pd == qp.pd)
+                    .is_some_and(|mr| mr.invalidate(key).is_ok())
+            };
+            if ok {
+                WcStatus::Success
+            } else {
+                WcStatus::LocQpOpErr
+            }
+        }
+        WrOpcode::RegMr => {
+            let reg = wqe.reg();
+            let ok = dev
+                .mr_by_key(reg.mr_key)
+                .filter(|mr| mr.pd == qp.pd)
+                .is_some_and(|mr| {
+                    mr.fast_register(
+                        reg.mr_key,
+                        reg.new_key_byte,
+                        reg.access,
+                        reg.iova,
+                        reg.length,
+                    )
+                    .is_ok()
+                });
+            if ok {
+                WcStatus::Success
+            } else {
+                WcStatus::LocQpOpErr
+            }
+        }
+        WrOpcode::BindMw => {
+            let (bind, by_verb) = wqe.bind();
+            let Some(mw) = dev.mw_by_key(bind.mw_rkey) else {
+                return WcStatus::MwBindErr;
+            };
+            let mr = if bind.length == 0 {
+                None
+            } else {
+                dev.mr_by_key(bind.mr_lkey)
+            };
+            match mw.bind(qp, qp.pd, mr, &bind, by_verb) {
+                Ok(()) => WcStatus::Success,
+                Err(_) => WcStatus::MwBindErr,
+            }
+        }
+        _ => WcStatus::LocQpOpErr,
+    }
+}
+
+/// An empty list (the scatter list of an inline payload).
+const EMPTY_LIST: &SegList<'static> = &SegList::new();
+
+/// Where the buffers of a request are resolved: in the caller's frame, filled only as far as
+/// the request needs (a list for SGEs, a copy of an inline payload), so nothing large is
+/// initialised or moved for nothing.
+#[derive(Default)]
+struct LocalStore<'c> {
+    list: Option<SegList<'c>>,
+    inline: Option<[u8; MAX_INLINE]>,
+}
+
+/// The local side of a request: its buffers resolved and its payload source.
+struct Local<'s> {
+    /// The resolved gather (or, for a read or atomic, scatter) list; none for an inline
+    /// payload.
+    list: Option<&'s SegList<'s>>,
+    /// The inline payload, copied out of the WQE.
+    inline: &'s [u8],
+}
+
+impl<'s> Local<'s> {
+    /// Resolves the request's buffers into `store`: what a send or write carries, where a
+    /// read's data or an atomic's original value goes. Errors are the completion status.
+    fn new<'c: 's>(
+        store: &'s mut LocalStore<'c>,
+        dev: &Device,
+        mrs: &'c MrCache,
+        qp: &Qp,
+        req: &Request<'_>,
+    ) -> Result<Self, WcStatus> {
+        let (wqe, slot, op) = (req.wqe, req.slot, req.op);
+        let read_or_atomic = op.is_read_or_atomic();
+        if wqe.flags & send_flags::INLINE != 0 && !read_or_atomic {
+            let n = inline_len(slot, wqe.inline_len).min(MAX_INLINE);
+            let buf = store.inline.insert([0u8; MAX_INLINE]);
+            inline_range(slot, 0, &mut buf[..n]);
+            return Ok(Local {
+                list: None,
+                inline: &buf[..n],
+            });
+        }
+        let want = if read_or_atomic {
+            Want::LocalWrite
+        } else {
+            Want::LocalRead
+        };
+        let n = wqe.num_sge.min(qp.sq_max_sge as usize).min(MAX_SGE);
+        let list = store.list.insert(SegList::new());
+        resolve_into(
+            list,
+            dev,
+            mrs,
+            qp.pd,
+            (0..n).map(|i| sge_at(slot, SQ_HDR_WORDS, i)),
+            want,
+        )
+        .map_err(|()| WcStatus::LocProtErr)?;
+        if op.is_atomic() && list.total != 8 {
+            return Err(WcStatus::LocLenErr);
+        }
+        Ok(Local {
+            list: Some(list),
+            inline: &[],
+        })
+    }
+    /// The resolved list (empty for an inline payload).
+    fn list(&self) -> &'s SegList<'s> {
+        self.list.unwrap_or(EMPTY_LIST)
+    }
+    fn src(&self, op: WrOpcode) -> Src<'s> {
+        if op.is_read_or_atomic() {
+            Src::Bytes(&[])
+        } else if let Some(list) = self.list {
+            Src::Segs(list)
+        } else {
+            Src::Bytes(self.inline)
+        }
+    }
+    /// The message length: what is sent, or what a read asks for.
+    fn len(&self, op: WrOpcode) -> u64 {
+        if op == WrOpcode::RdmaRead {
+            self.list().total
+        } else if op.is_atomic() {
+            8
+        } else {
+            self.src(op).len()
+        }
+    }
+}
+
+/// Where a request goes: the device, the QP and its port, resolved once and kept (strong
+/// references) while the device's QP epoch is the one read before the lookup.
+pub(crate) struct Target {
+    dev: Arc<Device>,
+    qp: KArc<Qp>,
+    port: u8,
+    epoch: u32,
+}
+
+impl core::fmt::Debug for Target {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Target")
+            .field("qpn", &self.qp.qpn)
+            .field("port", &self.port)
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Target {
+    /// Whether no QP of the target's device was destroyed since it was resolved.
+    fn current(&self) -> bool {
+        self.dev.qp_epoch() == self.epoch
+    }
+}
+
+/// A UD destination as a WQE names it (the key of the requester's last-destination cache).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct UdDest {
+    grh: bool,
+    dgid: Gid,
+    dlid: u16,
+    qpn: u32,
+}
+
+fn resolve_target(dev: &Arc<Device>, grh: bool, dgid: &Gid, dlid: u16, qpn: u32) -> Option<Target> {
+    let target_dev = dev.route(grh, dgid, dlid)?;
+    // Read before the lookup: a destroy after it moves the epoch, so the target is looked up
+    // again; a destroy before it is seen by the lookup.
+    let epoch = target_dev.qp_epoch();
+    let port = target_dev.port_of(grh, dgid, dlid)?;
+    let qp = target_dev.qp_by_qpn(qpn)?;
+    Some(Target {
+        dev: target_dev,
+        qp,
+        port,
+        epoch,
+    })
+}
+
+/// The connected peer of a UC or RC requester: the cached one while current, else resolved
+/// (and cached).
+fn connected_peer<'r>(
+    dev: &Arc<Device>,
+    ctx: &SqCtx,
+    peer: &'r mut Option<Target>,
+) -> Option<&'r Target> {
+    if !peer.as_ref().is_some_and(Target::current) {
+        *peer = resolve_target(
+            dev,
+            ctx.av.grh_valid,
+            &ctx.av.dgid,
+            ctx.av.dlid,
+            ctx.dest_qpn,
+        );
+    }
+    peer.as_ref()
+}
+
+/// The target of a UD send: the cached one when it is the same destination and current, else
+/// resolved (and cached).
+fn ud_target<'r>(
+    dev: &Arc<Device>,
+    cached: &'r mut Option<(UdDest, Target)>,
+    dest: UdDest,
+) -> Option<&'r Target> {
+    if !matches!(cached, Some((d, target)) if *d == dest && target.current()) {
+        *cached = resolve_target(dev, dest.grh, &dest.dgid, dest.dlid, dest.qpn)
+            .map(|target| (dest, target));
+    }
+    cached.as_ref().map(|(_, target)| target)
+}
+
+// ---------------------------------------------------------------------------------------------
+// UC and UD
+
+fn unreliable_step(
+    dev: &Arc<Device>,
+    qp: &KArc<Qp>,
+    ctx: &mut SqCtx,
+    refs: &mut SqRefs,
+    state: QpState,
+) -> bool {
+    if state == QpState::Sqd {
+        // Nothing is ever in flight: the queue is drained, new requests wait for RTS.
+        return false;
+    }
+    let Some(slot) = qp.sq.consumer_slot() else {
+        return false;
+    };
+    let wqe = SendWqe::decode(slot);
+    let (status, len) = match WrOpcode::from_u8(wqe.opcode) {
+        Some(op) if opcode_valid(op, qp.qp_type) => {
+            if op.is_local() {
+                (local_op(dev, qp, &wqe, op), 0)
+            } else {
+                let req = Request {
+                    wqe: &wqe,
+                    slot,
+                    op,
+                };
+                send_unreliable(dev, qp, ctx, refs, &req)
+            }
+        }
+        _ => (WcStatus::LocQpOpErr, 0),
+    };
+    complete_send(dev, qp, &ctx.cq, &wqe, status, len);
+    qp.sq.consume(1);
+    if status != WcStatus::Success {
+        // IB: a UD or UC send error is a send queue error; the receive side goes on.
+        qp.set_sq_error();
+    }
+    true
+}
+
+fn send_unreliable(
+    dev: &Arc<Device>,
+    qp: &KArc<Qp>,
+    ctx: &mut SqCtx,
+    refs: &mut SqRefs,
+    req: &Request<'_>,
+) -> (WcStatus, u32) {
+    let (wqe, op) = (req.wqe, req.op);
+    refs.mrs.validate(dev);
+    let mut store = LocalStore::default();
+    let local = match Local::new(&mut store, dev, &refs.mrs, qp, req) {
+        Ok(local) => local,
+        Err(status) => return (status, 0),
+    };
+    let len = local.len(op);
+    let ud = qp.qp_type == QpType::Ud;
+    let mtu = u64::from(if ud { PORT_MTU } else { ctx.mtu }.bytes());
+    if len > u64::from(dev.limits().max_msg) || (ud && len > mtu) {
+        return (WcStatus::LocLenErr, 0);
+    }
+    let npkts = len.div_ceil(mtu).max(1) as u32;
+    let port = ctx.av.port.max(1);
+    let mut msg = Msg {
+        qp_type: qp.qp_type,
+        op,
+        src_qpn: qp.qpn,
+        first_psn: ctx.psn,
+        npkts,
+        psns: npkts,
+        mtu,
+        len,
+        src: local.src(op),
+        remote_addr: wqe.remote_addr,
+        rkey: wqe.rkey,
+        imm_or_inv: wqe.imm_or_inv,
+        solicited: wqe.flags & send_flags::SOLICITED != 0,
+        atomic: AtomicArgs::default(),
+        qkey: 0,
+        grh: None,
+        slid: dev.lid(port),
+        read_dst: None,
+    };
+    ctx.psn = psn_add(ctx.psn, npkts);
+    if !dev.port_up(port) {
+        // The packets go nowhere; an unreliable sender does not know.
+        return (WcStatus::Success, len as u32);
+    }
+    let target = if ud {
+        let addr = wqe.ud();
+        msg.qkey = if addr.remote_qkey & 0x8000_0000 != 0 {
+            ctx.qkey
+        } else {
+            addr.remote_qkey
+        };
+        if addr.grh {
+            let Some(sgid) = dev.sgid(port, addr.sgid_index) else {
+                return (WcStatus::LocQpOpErr, 0);
+            };
+            msg.grh = Some(Grh {
+                sgid,
+                dgid: addr.dgid,
+                hop_limit: addr.hop_limit,
+                traffic_class: addr.traffic_class,
+                flow_label: addr.flow_label,
+            });
+            if addr.dgid[0] == 0xFF {
+                deliver_multicast(dev, &msg, &addr.dgid, &mut ctx.delivered);
+                return (WcStatus::Success, len as u32);
+            }
+        }
+        let dest = UdDest {
+            grh: addr.grh,
+            dgid: addr.dgid,
+            dlid: addr.dlid,
+            qpn: addr.remote_qpn,
+        };
+        ud_target(dev, &mut refs.ud_peer, dest)
+    } else {
+        connected_peer(dev, ctx, &mut refs.peer)
+    };
+    if let Some(target) = target {
+        let mut sent = 0;
+        while sent < npkts {
+            let (arrive, fate) = fates(
+                dev,
+                &target.dev,
+                target.port,
+                npkts - sent,
+                &mut ctx.delivered,
+            );
+            if arrive > 0 {
+                respond(&target.dev, &target.qp, &msg, sent, arrive);
+                sent += arrive;
+            }
+            match fate {
+                // Unreliable: a late packet is as good as a timely one.
+                Some(Fate::Delay) => {
+                    respond(&target.dev, &target.qp, &msg, sent, 1);
+                    sent += 1;
+                }
+                Some(_) => sent += 1,
+                None => {}
+            }
+        }
+    }
+    (WcStatus::Success, len as u32)
+}
+
+/// A UD send to a multicast GID: a copy to every attached QP whose port is up, on this device
+/// (loopback) and on every device of the fabric, each remote device's copy subject to the link.
+fn deliver_multicast(dev: &Arc<Device>, msg: &Msg<'_>, group: &Gid, delivered: &mut u64) {
+    let mut visit = |member_dev: &Arc<Device>| {
+        let arrives = Arc::ptr_eq(member_dev, dev)
+            || dev.fabric().is_some_and(|fabric| {
+                matches!(fabric.fate_from(delivered), Fate::Deliver | Fate::Delay)
+            });
+        if !arrives {
+            return;
+        }
+        let members = member_dev.mcast.read();
+        for (gid, qpn) in members.iter() {
+            if gid == group
+                && let Some(member) = member_dev.qp_by_qpn(*qpn)
+                && member_dev.port_up(member.port())
+            {
+                respond(member_dev, &member, msg, 0, 1);
+            }
+        }
+    };
+    match dev.fabric() {
+        Some(fabric) => fabric.for_each(visit),
+        None => visit(dev),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RC
+
+/// One step of the RC requester: (re)send what can be sent next. Returns whether to go on.
+fn rc_step(
+    dev: &Arc<Device>,
+    qp: &KArc<Qp>,
+    ctx: &mut SqCtx,
+    refs: &mut SqRefs,
+    state: QpState,
+) -> bool {
+    if ctx.tx.rnr_until.is_some() || ctx.tx.ack_due.is_some() {
+        match check_deadlines(dev, qp, ctx) {
+            Deadlines::Send => {}
+            Deadlines::Wait => return false,
+            Deadlines::Failed => return true,
+        }
+    }
+    let cur = ctx.tx.cur;
+    let Some(slot) = qp.sq.consumer_slot_at(cur) else {
+        return false;
+    };
+    let new = cur == ctx.tx.started;
+    if new && state == QpState::Sqd {
+        return false;
+    }
+    let wqe = SendWqe::decode(slot);
+    let Some(op) = WrOpcode::from_u8(wqe.opcode) else {
+        return fail_at(dev, qp, ctx, cur, WcStatus::LocQpOpErr);
+    };
+    if op.is_local() {
+        // Local operations run when everything before them has completed.
+        if ctx.tx.started > 0 {
+            return false;
+        }
+        let status = local_op(dev, qp, &wqe, op);
+        complete_send(dev, qp, &ctx.cq, &wqe, status, 0);
+        qp.sq.consume(1);
+        if status != WcStatus::Success && qp.set_error() {
+            enter_error(dev, qp);
+        }
+        return true;
+    }
+    if new {
+        if op.is_read_or_atomic() && ctx.tx.rd_out >= ctx.max_rd_atomic.max(1) {
+            return false;
+        }
+        if wqe.flags & send_flags::FENCE != 0 && ctx.tx.rd_out > 0 {
+            return false;
+        }
+    }
+    let req = Request {
+        wqe: &wqe,
+        slot,
+        op,
+    };
+    rc_send(dev, qp, ctx, refs, &req, new)
+}
+
+/// (Re)sends the packets of request `i = ctx.tx.cur` from `ctx.tx.cur_pkt` on: in bursts
+/// while the link delivers, packet by packet around a loss. Returns whether to go on.
+fn rc_send(
+    dev: &Arc<Device>,
+    qp: &KArc<Qp>,
+    ctx: &mut SqCtx,
+    refs: &mut SqRefs,
+    req: &Request<'_>,
+    new: bool,
+) -> bool {
+    let (wqe, op) = (req.wqe, req.op);
+    let i = ctx.tx.cur;
+    refs.mrs.validate(dev);
+    let mut store = LocalStore::default();
+    let local = match Local::new(&mut store, dev, &refs.mrs, qp, req) {
+        Ok(local) => local,
+        Err(status) => return fail_at(dev, qp, ctx, i, status),
+    };
+    let len = local.len(op);
+    if len > u64::from(dev.limits().max_msg) {
+        return fail_at(dev, qp, ctx, i, WcStatus::LocLenErr);
+    }
+    let read_or_atomic = op.is_read_or_atomic();
+    let mtu = u64::from(ctx.mtu.bytes());
+    let data_pkts = len.div_ceil(mtu).max(1) as u32;
+    let (npkts, psns) = match op {
+        WrOpcode::RdmaRead => (1, data_pkts),
+        _ if read_or_atomic => (1, 1),
+        _ => (data_pkts, data_pkts),
+    };
+    let track_slot = slot_of(qp, i);
+    if new {
+        ctx.tx.track[track_slot] = Track {
+            first_psn: ctx.psn,
+            npkts: psns,
+            len: len as u32,
+            rd: read_or_atomic,
+            done: false,
+        };
+        ctx.psn = psn_add(ctx.psn, psns);
+        ctx.tx.started += 1;
+        if read_or_atomic {
+            ctx.tx.rd_out += 1;
+        }
+    }
+    let first_psn = ctx.tx.track[track_slot].first_psn;
+    let port = ctx.av.port.max(1);
+    let target = connected_peer(dev, ctx, &mut refs.peer);
+    let msg = Msg {
+        qp_type: QpType::Rc,
+        op,
+        src_qpn: qp.qpn,
+        first_psn,
+        npkts,
+        psns,
+        mtu,
+        len,
+        src: local.src(op),
+        remote_addr: wqe.remote_addr,
+        rkey: wqe.rkey,
+        imm_or_inv: wqe.imm_or_inv,
+        solicited: wqe.flags & send_flags::SOLICITED != 0,
+        atomic: if op.is_atomic() {
+            wqe.atomic()
+        } else {
+            AtomicArgs::default()
+        },
+        qkey: 0,
+        grh: None,
+        slid: dev.lid(port),
+        read_dst: read_or_atomic.then_some(local.list()),
+    };
+    let up = dev.port_up(port);
+    loop {
+        let from = ctx.tx.cur_pkt;
+        if from >= npkts {
+            ctx.tx.cur += 1;
+            ctx.tx.cur_pkt = 0;
+            return true;
+        }
+        let (arrive, fate) = match target {
+            Some(target) if up => fates(
+                dev,
+                &target.dev,
+                target.port,
+                npkts - from,
+                &mut ctx.delivered,
+            ),
+            _ => (0, Some(Fate::Drop)),
+        };
+        if arrive > 0
+            && let Some(target) = target
+        {
+            let reply = respond(&target.dev, &target.qp, &msg, from, arrive);
+            let last_psn = psn_add(first_psn, psns - 1);
+            let whole = match reply {
+                Reply::Ack(psn) => !read_or_atomic && psn == last_psn,
+                Reply::ReadResp(psn) => op == WrOpcode::RdmaRead && psn == last_psn,
+                _ => false,
+            };
+            if whole && ctx.tx.started == 1 {
+                complete_alone(dev, qp, ctx, wqe, track_slot);
+                return true;
+            }
+            if reply == Reply::Lost {
+                ctx.tx.cur_pkt = from + arrive;
+            } else {
+                let go_on = on_reply(dev, qp, ctx, i, local.list(), reply);
+                // An ACK of the burst leaves the position right after it: the packet after it
+                // (whose fate is decided) goes on the wire too. Anything else moved the
+                // position (or ended the request): that packet was sent and is ignored.
+                let moved_on = qp.state() == QpState::Rts || qp.state() == QpState::Sqd;
+                if fate.is_none()
+                    || !go_on
+                    || !moved_on
+                    || !matches!(reply, Reply::Ack(_))
+                    || ctx.tx.cur != i
+                    || ctx.tx.cur_pkt != from + arrive
+                {
+                    return go_on;
+                }
+            }
+        }
+        if let Some(fate) = fate {
+            if fate == Fate::Delay
+                && let Some(target) = target
+            {
+                // It arrives and is acted on; its answer comes too late.
+                let _ = respond(&target.dev, &target.qp, &msg, ctx.tx.cur_pkt, 1);
+            }
+            ctx.tx.cur_pkt += 1;
+        }
+    }
+}
