@@ -160,6 +160,12 @@ unsafe fn another<C: ConnectionManager>(raw: *const Shared<C>) -> KArc<Shared<C>
     KArc::clone(&held)
 }
 
+/// `InterfaceReference`: one more reference on the export.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `context` is the `Context` of an interface this export made, on which the caller holds a
+///   reference.
 unsafe extern "system" fn reference<C: ConnectionManager>(context: *mut c_void) {
     // SAFETY: `context` is the `KArc<Shared<C>>` pointer `interface` gave up, still referenced
     // by the caller.
@@ -168,6 +174,12 @@ unsafe extern "system" fn reference<C: ConnectionManager>(context: *mut c_void) 
     let _ = KArc::into_raw(new);
 }
 
+/// `InterfaceDereference`: releases one reference on the export.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `context` is the `Context` of an interface this export made, and the caller gives up one
+///   reference it holds (taken by the query or by `InterfaceReference`).
 unsafe extern "system" fn dereference<C: ConnectionManager>(context: *mut c_void) {
     // SAFETY: drops one of the references `interface`/`reference` gave up.
     drop(unsafe { KArc::from_raw(context.cast::<Shared<C>>()) });
@@ -392,6 +404,14 @@ fn create_fn<C: ConnectionManager>(slot: usize) -> Option<CreateFn> {
     )
 }
 
+/// `create_id` of the export in slot `SLOT` (AL's CM takes no context: the slot is it).
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * the caller holds a reference on an interface whose table carries this function;
+/// * `callback`, if not null, may be called with the new id (whose `context` is `context`)
+///   from the CM's DPC at DISPATCH_LEVEL until `destroy_id` of that id returns;
+/// * `pp_id` is null or valid for a write.
 unsafe extern "system" fn create_id<C: ConnectionManager, const SLOT: usize>(
     callback: iba_cm_callback,
     context: *mut c_void,
@@ -419,6 +439,12 @@ unsafe extern "system" fn create_id<C: ConnectionManager, const SLOT: usize>(
     }
 }
 
+/// `destroy_id`: waits for the id's running callbacks, then frees it.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `p_id` is null or an id this table made, not destroyed before; no other call uses it
+///   during or after this one.
 unsafe extern "system" fn destroy_id<C: ConnectionManager>(p_id: *mut iba_cm_id) {
     if p_id.is_null() {
         return;
@@ -438,6 +464,13 @@ unsafe extern "system" fn destroy_id<C: ConnectionManager>(p_id: *mut iba_cm_id)
     drop(unsafe { Pinned::from_raw(this) });
 }
 
+/// `listen`: by service id, with the IP-CM compare bytes.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+///   `destroy_id` has not taken back;
+/// * `p_compare_buf` is null or valid for a read of `compare_len` bytes.
 unsafe extern "system" fn listen<C: ConnectionManager>(
     p_id: *mut iba_cm_id,
     service_id: net64_t,
@@ -465,6 +498,13 @@ unsafe extern "system" fn listen<C: ConnectionManager>(
     )
 }
 
+/// `get_request`: the new id reports to the listener's callback and context.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `p_listen_id` is null or a live id of this table, as for `listen`;
+/// * the listener's callback may be called for the new id as `callback` of `get_request_ex`;
+/// * `pp_id` and `p_event` are each null or valid for a write.
 unsafe extern "system" fn get_request<C: ConnectionManager>(
     p_listen_id: *mut iba_cm_id,
     pp_id: *mut *mut iba_cm_id,
@@ -482,6 +522,14 @@ unsafe extern "system" fn get_request<C: ConnectionManager>(
     unsafe { get_request_ex::<C>(p_listen_id, callback, context, pp_id, p_event) }
 }
 
+/// `get_request_ex`: the new id reports to `callback` and `context` from its creation on.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `p_listen_id` is null or a live id of this table, as for `listen`;
+/// * `callback`, if not null, may be called with the new id (whose `context` is `context`)
+///   from the CM's DPC at DISPATCH_LEVEL until `destroy_id` of that id returns;
+/// * `pp_id` and `p_event` are each null or valid for a write.
 unsafe extern "system" fn get_request_ex<C: ConnectionManager>(
     p_listen_id: *mut iba_cm_id,
     callback: iba_cm_callback,
@@ -548,6 +596,14 @@ unsafe fn input<'a>(p: *const c_void, len: u8) -> &'a [u8] {
     }
 }
 
+/// `send_req`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+///   `destroy_id` has not taken back;
+/// * `p_req` is null or valid for a read; its `p_primary_path` is null or valid for a read,
+///   and its `p_pdata` null or valid for a read of `pdata_len` bytes.
 unsafe extern "system" fn send_req<C: ConnectionManager>(
     p_id: *mut iba_cm_id,
     p_req: *mut iba_cm_req,
@@ -590,6 +646,14 @@ unsafe extern "system" fn send_req<C: ConnectionManager>(
     unsafe { with_id::<C>(p_id, |cm, id| cm.send_req(id, &req)) }
 }
 
+/// `send_rep`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+///   `destroy_id` has not taken back;
+/// * `p_rep` is null or valid for a read, and its `p_pdata` null or valid for a read of
+///   `pdata_len` bytes.
 unsafe extern "system" fn send_rep<C: ConnectionManager>(
     p_id: *mut iba_cm_id,
     p_rep: *mut iba_cm_rep,
@@ -630,6 +694,13 @@ unsafe fn bounded<'a>(p: *const c_void, len: u8, field: usize) -> Result<&'a [u8
     Ok(unsafe { input(p, len) })
 }
 
+/// `send_rtu`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+///   `destroy_id` has not taken back;
+/// * `p_pdata` is null or valid for a read of `pdata_len` bytes.
 unsafe extern "system" fn send_rtu<C: ConnectionManager>(
     p_id: *mut iba_cm_id,
     p_pdata: *const c_void,
@@ -643,6 +714,13 @@ unsafe extern "system" fn send_rtu<C: ConnectionManager>(
     }
 }
 
+/// `send_dreq`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+///   `destroy_id` has not taken back;
+/// * `p_pdata` is null or valid for a read of `pdata_len` bytes.
 unsafe extern "system" fn send_dreq<C: ConnectionManager>(
     p_id: *mut iba_cm_id,
     p_pdata: *const c_void,
@@ -656,6 +734,13 @@ unsafe extern "system" fn send_dreq<C: ConnectionManager>(
     }
 }
 
+/// `send_drep`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+///   `destroy_id` has not taken back;
+/// * `p_pdata` is null or valid for a read of `pdata_len` bytes.
 unsafe extern "system" fn send_drep<C: ConnectionManager>(
     p_id: *mut iba_cm_id,
     p_pdata: *const c_void,
@@ -669,6 +754,14 @@ unsafe extern "system" fn send_drep<C: ConnectionManager>(
     }
 }
 
+/// `send_rej`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+///   `destroy_id` has not taken back;
+/// * `p_ari` is null or valid for a read of `ari_len` bytes;
+/// * `p_pdata` is null or valid for a read of `pdata_len` bytes.
 unsafe extern "system" fn send_rej<C: ConnectionManager>(
     p_id: *mut iba_cm_id,
     reason: ib_rej_status_t,
@@ -694,6 +787,13 @@ unsafe extern "system" fn send_rej<C: ConnectionManager>(
     }
 }
 
+/// `send_mra`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+///   `destroy_id` has not taken back;
+/// * `p_pdata` is null or valid for a read of `pdata_len` bytes.
 unsafe extern "system" fn send_mra<C: ConnectionManager>(
     p_id: *mut iba_cm_id,
     service_timeout: u8,
@@ -708,6 +808,13 @@ unsafe extern "system" fn send_mra<C: ConnectionManager>(
     }
 }
 
+/// `get_qp_attr`: the CM's attributes for moving the id's QP to `state`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+///   `destroy_id` has not taken back;
+/// * `p_attr` is null or valid for a write.
 unsafe extern "system" fn get_qp_attr<C: ConnectionManager>(
     p_id: *mut iba_cm_id,
     state: ib_qp_state_t,

@@ -175,6 +175,11 @@ unsafe fn deliver(sink: &dyn CmEventSink, event: &iba_cm_event) {
 /// The id callback every [`CiCmId`] is created with: finds the sink through the id's context.
 /// IRQL <= DISPATCH_LEVEL, from the CM's processing. Always success (WinVerbs never asked the
 /// CM to destroy an id from its callback).
+///
+/// # Safety
+/// The CM's call: `p_id` is null or an id this adapter created (its `context` the address of
+/// its pinned sink, freed only after `destroy_id` has returned and no callback runs), and
+/// `p_event` null or an event valid for the call.
 unsafe extern "system" fn cm_callback(
     p_id: *mut iba_cm_id,
     p_event: *mut iba_cm_event,
@@ -472,6 +477,10 @@ mod tests {
 
     static RELEASED: AtomicUsize = AtomicUsize::new(0);
 
+    /// A test interface's `InterfaceDereference`: counts its calls.
+    ///
+    /// # Safety
+    /// None beyond the C signature: the context is not read.
     unsafe extern "system" fn release(_context: *mut c_void) {
         RELEASED.fetch_add(1, Ordering::SeqCst);
     }

@@ -369,6 +369,12 @@ impl<V: Verbs> CiExport<V> {
     }
 }
 
+/// `InterfaceReference`: one more reference on the export.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `context` is the `Context` of an interface this export made, on which the caller holds a
+///   reference.
 unsafe extern "system" fn reference<V: Verbs>(context: *mut c_void) {
     // SAFETY: `context` is the `KArc<Device<V>>` pointer `interface` gave up, still referenced
     // by the caller: borrowing that reference for a clone leaves it as it was.
@@ -377,6 +383,12 @@ unsafe extern "system" fn reference<V: Verbs>(context: *mut c_void) {
     let _ = KArc::into_raw(KArc::clone(&held));
 }
 
+/// `InterfaceDereference`: releases one reference on the export (the last frees it).
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `context` is the `Context` of an interface this export made, and the caller gives up one
+///   reference it holds (taken by the query or by `InterfaceReference`).
 unsafe extern "system" fn dereference<V: Verbs>(context: *mut c_void) {
     // SAFETY: drops one of the references `interface`/`reference` gave up.
     drop(unsafe { KArc::from_raw(context.cast::<Device<V>>()) });
@@ -445,6 +457,15 @@ unsafe fn created<V: Verbs, T, H>(
     }
 }
 
+/// `um_open_ca`: a user-mode open of the device (its events are dropped: the device's own
+/// open feeds the registered handlers).
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_ca` is null or the `p_hca_obj` of a live interface this export made;
+/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+///   `max(input_size, output_size)` bytes writable for the call;
+/// * `ph_um_ca` is null or valid for a write.
 unsafe extern "system" fn um_open_ca<V: Verbs>(
     h_ca: ib_ca_handle_t,
     _mode: KPROCESSOR_MODE,
@@ -465,6 +486,12 @@ unsafe extern "system" fn um_open_ca<V: Verbs>(
     unsafe { created(&dev.verbs, r, ph_um_ca, |v, ca| v.close_ca(ca)) }
 }
 
+/// `um_close_ca`: closes a user-mode open.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_um_ca` is null or a handle this table's `um_open_ca` returned, not destroyed before; no
+///   other call uses it during or after this one.
 unsafe extern "system" fn um_close_ca<V: Verbs>(_h_ca: ib_ca_handle_t, h_um_ca: ib_ca_handle_t) {
     // SAFETY: a handle `um_open_ca` made, closed once.
     if let Some(ca) = unsafe { take::<V, V::Ca, _>(h_um_ca) } {
@@ -472,6 +499,13 @@ unsafe extern "system" fn um_close_ca<V: Verbs>(_h_ca: ib_ca_handle_t, h_um_ca: 
     }
 }
 
+/// `register_event_handler`: links the consumer's record into the device's handler list.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_ca` is null or the `p_hca_obj` of a live interface this export made;
+/// * `p_reg` is null or a `ci_event_handler_t` not registered yet, which the consumer keeps
+///   alive and unmoved until it unregisters it.
 unsafe extern "system" fn register_event_handler<V: Verbs>(
     h_ca: ib_ca_handle_t,
     p_reg: *mut ci_event_handler_t,
@@ -486,6 +520,12 @@ unsafe extern "system" fn register_event_handler<V: Verbs>(
     }
 }
 
+/// `unregister_event_handler`: unlinks a record `register_event_handler` linked.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_ca` is null or the `p_hca_obj` of a live interface this export made;
+/// * `p_reg` is null or a record registered with this device and not unregistered since.
 unsafe extern "system" fn unregister_event_handler<V: Verbs>(
     h_ca: ib_ca_handle_t,
     p_reg: *mut ci_event_handler_t,
@@ -555,6 +595,15 @@ fn ca_layout<V: Verbs>(v: &V, ca: &wv_hal::CaAttributes) -> Result<CaLayout, Ver
     })
 }
 
+/// `query_ca`: lays out `ib_ca_attr_t` and its tables in the caller's buffer, or answers the
+/// size it needs.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_ca` is null or the `p_hca_obj` of a live interface this export made;
+/// * `p_size` is null or valid for a read and a write;
+/// * `p_ca_attr` is null or addresses at least `*p_size` bytes writable for the call, aligned
+///   for `ib_ca_attr_t`.
 unsafe extern "system" fn query_ca<V: Verbs>(
     h_ca: ib_ca_handle_t,
     p_ca_attr: *mut ib_ca_attr_t,
@@ -627,6 +676,15 @@ unsafe extern "system" fn query_ca<V: Verbs>(
     IB_SUCCESS
 }
 
+/// `allocate_pd`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_ca` is null or a handle this table's `um_open_ca` returned that no destroy call has
+///   taken back;
+/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+///   `max(input_size, output_size)` bytes writable for the call;
+/// * `ph_pd` is null or valid for a write.
 unsafe extern "system" fn allocate_pd<V: Verbs>(
     h_ca: ib_ca_handle_t,
     _type: ib_pd_type_t,
@@ -643,6 +701,12 @@ unsafe extern "system" fn allocate_pd<V: Verbs>(
     unsafe { created(&ca.verbs, r, ph_pd, |v, pd| v.deallocate_pd(pd)) }
 }
 
+/// `deallocate_pd`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_pd` is null or a handle this table's `allocate_pd` returned, not destroyed before; no
+///   other call uses it during or after this one.
 unsafe extern "system" fn deallocate_pd<V: Verbs>(h_pd: ib_pd_handle_t) -> ib_api_status_t {
     // SAFETY: a PD this export made, freed once.
     match unsafe { take::<V, V::Pd, _>(h_pd) } {
@@ -654,6 +718,16 @@ unsafe extern "system" fn deallocate_pd<V: Verbs>(h_pd: ib_pd_handle_t) -> ib_ap
     }
 }
 
+/// `create_av`: an address handle.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_pd` is null or a handle this table's `allocate_pd` returned that no destroy call has
+///   taken back;
+/// * `p_av_attr` is null or valid for a read;
+/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+///   `max(input_size, output_size)` bytes writable for the call;
+/// * `ph_av` is null or valid for a write.
 unsafe extern "system" fn create_av<V: Verbs>(
     h_pd: ib_pd_handle_t,
     p_av_attr: *const ib_av_attr_t,
@@ -675,6 +749,12 @@ unsafe extern "system" fn create_av<V: Verbs>(
     unsafe { created(&pd.verbs, r, ph_av, |v, ah| v.destroy_ah(ah)) }
 }
 
+/// `destroy_av`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_av` is null or a handle this table's `create_av` returned, not destroyed before; no
+///   other call uses it during or after this one.
 unsafe extern "system" fn destroy_av<V: Verbs>(h_av: ib_av_handle_t) -> ib_api_status_t {
     // SAFETY: an AV this export made, destroyed once.
     match unsafe { take::<V, V::Ah, _>(h_av) } {
@@ -699,6 +779,18 @@ fn c_sink(
     })
 }
 
+/// `create_srq`: its events go to `pfn_async_event_cb` with `srq_context`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_pd` is null or a handle this table's `allocate_pd` returned that no destroy call has
+///   taken back;
+/// * `p_srq_attr` is null or valid for a read;
+/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+///   `max(input_size, output_size)` bytes writable for the call;
+/// * `ph_srq` is null or valid for a write;
+/// * `pfn_async_event_cb`, if not null, may be called with `srq_context` from any processor at
+///   DISPATCH_LEVEL until `destroy_srq` returns.
 unsafe extern "system" fn create_srq<V: Verbs>(
     h_pd: ib_pd_handle_t,
     srq_context: *const c_void,
@@ -729,6 +821,15 @@ unsafe extern "system" fn create_srq<V: Verbs>(
     unsafe { created(&pd.verbs, r, ph_srq, |v, srq| v.destroy_srq(srq)) }
 }
 
+/// `modify_srq`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_srq` is null or a handle this table's `create_srq` returned that no destroy call has
+///   taken back;
+/// * `p_srq_attr` is null or valid for a read;
+/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+///   `max(input_size, output_size)` bytes writable for the call.
 unsafe extern "system" fn modify_srq<V: Verbs>(
     h_srq: ib_srq_handle_t,
     p_srq_attr: *const ib_srq_attr_t,
@@ -756,6 +857,15 @@ unsafe extern "system" fn modify_srq<V: Verbs>(
     })
 }
 
+/// `query_srq`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_srq` is null or a handle this table's `create_srq` returned that no destroy call has
+///   taken back;
+/// * `p_srq_attr` is null or valid for a write;
+/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+///   `max(input_size, output_size)` bytes writable for the call.
 unsafe extern "system" fn query_srq<V: Verbs>(
     h_srq: ib_srq_handle_t,
     p_srq_attr: *mut ib_srq_attr_t,
@@ -776,6 +886,12 @@ unsafe extern "system" fn query_srq<V: Verbs>(
     }
 }
 
+/// `destroy_srq`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_srq` is null or a handle this table's `create_srq` returned, not destroyed before; no
+///   other call uses it during or after this one.
 unsafe extern "system" fn destroy_srq<V: Verbs>(h_srq: ib_srq_handle_t) -> ib_api_status_t {
     // SAFETY: an SRQ this export made, destroyed once.
     match unsafe { take::<V, V::Srq, _>(h_srq) } {
@@ -787,6 +903,19 @@ unsafe extern "system" fn destroy_srq<V: Verbs>(h_srq: ib_srq_handle_t) -> ib_ap
     }
 }
 
+/// `create_cq`: completions go to `completion_cb`, errors to `pfn_async_event_cb`, both
+/// with `cq_context`; the size granted goes back in `*p_size`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_ca` is null or a handle this table's `um_open_ca` returned that no destroy call has
+///   taken back;
+/// * `p_size` is null or valid for a read and a write;
+/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+///   `max(input_size, output_size)` bytes writable for the call;
+/// * `ph_cq` is null or valid for a write;
+/// * the callbacks, where not null, may be called with `cq_context` from any processor at
+///   DISPATCH_LEVEL until `destroy_cq` returns.
 unsafe extern "system" fn create_cq<V: Verbs>(
     h_ca: ib_ca_handle_t,
     cq_context: *const c_void,
@@ -821,6 +950,15 @@ unsafe extern "system" fn create_cq<V: Verbs>(
     unsafe { created(&ca.verbs, r, ph_cq, |v, cq| v.destroy_cq(cq)) }
 }
 
+/// `resize_cq`: the size granted goes back in `*p_size`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_cq` is null or a handle this table's `create_cq` returned that no destroy call has
+///   taken back;
+/// * `p_size` is null or valid for a read and a write;
+/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+///   `max(input_size, output_size)` bytes writable for the call.
 unsafe extern "system" fn resize_cq<V: Verbs>(
     h_cq: ib_cq_handle_t,
     p_size: *mut u32,
@@ -844,6 +982,12 @@ unsafe extern "system" fn resize_cq<V: Verbs>(
     }
 }
 
+/// `destroy_cq`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_cq` is null or a handle this table's `create_cq` returned, not destroyed before; no
+///   other call uses it during or after this one.
 unsafe extern "system" fn destroy_cq<V: Verbs>(h_cq: ib_cq_handle_t) -> ib_api_status_t {
     // SAFETY: a CQ this export made, destroyed once.
     match unsafe { take::<V, V::Cq, _>(h_cq) } {
@@ -855,6 +999,19 @@ unsafe extern "system" fn destroy_cq<V: Verbs>(h_cq: ib_cq_handle_t) -> ib_api_s
     }
 }
 
+/// `create_qp`: its events go to `pfn_async_event_cb` with `qp_context`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_pd` is null or a handle this table's `allocate_pd` returned that no destroy call has
+///   taken back;
+/// * `p_create_attr` is null or valid for a read, and its `h_sq_cq`, `h_rq_cq` and `h_srq` are
+///   each null or live handles of this table's `create_cq` / `create_srq`;
+/// * `p_qp_attr` and `ph_qp` are each null or valid for a write;
+/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+///   `max(input_size, output_size)` bytes writable for the call;
+/// * `pfn_async_event_cb`, if not null, may be called with `qp_context` from any processor at
+///   DISPATCH_LEVEL until `destroy_qp` returns.
 unsafe extern "system" fn create_qp<V: Verbs>(
     h_pd: ib_pd_handle_t,
     qp_context: *const c_void,
@@ -928,6 +1085,13 @@ unsafe extern "system" fn create_qp<V: Verbs>(
     unsafe { created(&pd.verbs, r, ph_qp, |v, qp| v.destroy_qp(qp)) }
 }
 
+/// `query_qp`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_qp` is null or a handle this table's `create_qp` returned that no destroy call has
+///   taken back;
+/// * `p_qp_attr` is null or valid for a write.
 unsafe extern "system" fn query_qp<V: Verbs>(
     h_qp: ib_qp_handle_t,
     p_qp_attr: *mut ib_qp_attr_t,
@@ -947,6 +1111,15 @@ unsafe extern "system" fn query_qp<V: Verbs>(
     }
 }
 
+/// `ndi_modify_qp`: the modify WinVerbs calls, with the vendor output buffer.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_qp` is null or a handle this table's `create_qp` returned that no destroy call has
+///   taken back;
+/// * `p_modify_attr` is null or valid for a read;
+/// * `p_qp_attr` is null or valid for a write;
+/// * `p_outbuf` is null or addresses `buf_size` bytes writable for the call.
 unsafe extern "system" fn ndi_modify_qp<V: Verbs>(
     h_qp: ib_qp_handle_t,
     p_modify_attr: *const ib_qp_mod_t,
@@ -985,6 +1158,12 @@ unsafe extern "system" fn ndi_modify_qp<V: Verbs>(
     IB_SUCCESS
 }
 
+/// `destroy_qp`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_qp` is null or a handle this table's `create_qp` returned, not destroyed before; no
+///   other call uses it during or after this one.
 unsafe extern "system" fn destroy_qp<V: Verbs>(
     h_qp: ib_qp_handle_t,
     _timewait: u64,
@@ -999,6 +1178,15 @@ unsafe extern "system" fn destroy_qp<V: Verbs>(
     }
 }
 
+/// `register_mr`: the keys go back in `*p_lkey` and `*p_rkey`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_pd` is null or a handle this table's `allocate_pd` returned that no destroy call has
+///   taken back;
+/// * `p_mr_create` is null or valid for a read (the range it names is only a request: the
+///   verbs implementation decides what it may pin);
+/// * `p_lkey`, `p_rkey` and `ph_mr` are each null or valid for a write.
 unsafe extern "system" fn register_mr<V: Verbs>(
     h_pd: ib_pd_handle_t,
     p_mr_create: *const ib_mr_create_t,
@@ -1039,6 +1227,12 @@ unsafe extern "system" fn register_mr<V: Verbs>(
     }
 }
 
+/// `deregister_mr`: a refused deregistration leaves the handle valid (as OFW's drivers do).
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_mr` is null or a handle this table's `register_mr` returned that no successful
+///   `deregister_mr` has taken back; no other call uses it during this one, nor after it succeeds.
 unsafe extern "system" fn deregister_mr<V: Verbs>(h_mr: ib_mr_handle_t) -> ib_api_status_t {
     // SAFETY: an MR handle this export made.
     let Some(mr) = (unsafe { held::<V, Mutex<Option<V::Mr>>, _>(h_mr) }) else {
@@ -1061,6 +1255,15 @@ unsafe extern "system" fn deregister_mr<V: Verbs>(h_mr: ib_mr_handle_t) -> ib_ap
     }
 }
 
+/// `create_mw`: the window's key goes back in `*p_rkey`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_pd` is null or a handle this table's `allocate_pd` returned that no destroy call has
+///   taken back;
+/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+///   `max(input_size, output_size)` bytes writable for the call;
+/// * `p_rkey` and `ph_mw` are each null or valid for a write.
 unsafe extern "system" fn create_mw<V: Verbs>(
     h_pd: ib_pd_handle_t,
     p_rkey: *mut net32_t,
@@ -1082,6 +1285,12 @@ unsafe extern "system" fn create_mw<V: Verbs>(
     unsafe { created(&pd.verbs, r, ph_mw, |v, mw| v.destroy_mw(mw)) }
 }
 
+/// `destroy_mw`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_mw` is null or a handle this table's `create_mw` returned, not destroyed before; no
+///   other call uses it during or after this one.
 unsafe extern "system" fn destroy_mw<V: Verbs>(h_mw: ib_mw_handle_t) -> ib_api_status_t {
     // SAFETY: a window this export made, destroyed once.
     match unsafe { take::<V, V::Mw, _>(h_mw) } {
@@ -1093,6 +1302,14 @@ unsafe extern "system" fn destroy_mw<V: Verbs>(h_mw: ib_mw_handle_t) -> ib_api_s
     }
 }
 
+/// `attach_mcast`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_qp` is null or a handle this table's `create_qp` returned that no destroy call has
+///   taken back;
+/// * `p_mcast_gid` is null or valid for a read;
+/// * `ph_mcast` is null or valid for a write.
 unsafe extern "system" fn attach_mcast<V: Verbs>(
     h_qp: ib_qp_handle_t,
     p_mcast_gid: *const ib_gid_t,
@@ -1117,6 +1334,12 @@ unsafe extern "system" fn attach_mcast<V: Verbs>(
     unsafe { created(&qp.verbs, r, ph_mcast, |v, m| v.detach_mcast(m)) }
 }
 
+/// `detach_mcast`.
+///
+/// # Safety
+/// The caller keeps the C contract of the table entry:
+/// * `h_mcast` is null or a handle this table's `attach_mcast` returned, not destroyed before; no
+///   other call uses it during or after this one.
 unsafe extern "system" fn detach_mcast<V: Verbs>(h_mcast: ib_mcast_handle_t) -> ib_api_status_t {
     // SAFETY: an attachment this export made, detached once.
     match unsafe { take::<V, V::Mcast, _>(h_mcast) } {

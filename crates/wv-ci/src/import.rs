@@ -164,6 +164,11 @@ handles! {
 }
 
 /// The device events trampoline (`ci_async_event_cb_t` of a registered handler). DISPATCH_LEVEL.
+///
+/// # Safety
+/// The controller's call of a registered handler: `rec` is null or a record valid for the call
+/// whose `context` is the `ci_event_handler_t` `open_ca` registered (the first field of a
+/// `CaHandler`, unregistered by `close_ca` before it is freed).
 unsafe extern "system" fn ca_event(rec: *mut ib_event_rec_t) {
     // SAFETY: the controller passes a record valid for the call (or null, refused here).
     let Some(rec) = (unsafe { rec.as_ref() }) else {
@@ -190,6 +195,10 @@ unsafe fn sink<'a, S: ?Sized>(context: *const c_void) -> Option<&'a KArc<S>> {
 }
 
 /// The CQ completion trampoline (`ci_completion_cb_t`). DISPATCH_LEVEL.
+///
+/// # Safety
+/// The controller's completion call: `context` is null or the `cq_context` `create_cq` gave,
+/// the address of the CQ's pinned sink, freed only after `destroy_cq` has returned.
 unsafe extern "system" fn cq_completion(context: *mut c_void) {
     // SAFETY: `context` is the `cq_context` given to `create_cq`: the CQ's sink, freed only
     // after `destroy_cq` has returned.
@@ -200,6 +209,10 @@ unsafe extern "system" fn cq_completion(context: *mut c_void) {
 
 /// The CQ error trampoline (`ci_async_event_cb_t`): any CQ event is an error (OFW's
 /// `WvCqEventHandler`). DISPATCH_LEVEL.
+///
+/// # Safety
+/// The controller's event call: `rec` is null or a record valid for the call whose `context`
+/// is as for [`cq_completion`].
 unsafe extern "system" fn cq_event(rec: *mut ib_event_rec_t) {
     // SAFETY: a record valid for the call, or null.
     let Some(rec) = (unsafe { rec.as_ref() }) else {
@@ -212,6 +225,10 @@ unsafe extern "system" fn cq_event(rec: *mut ib_event_rec_t) {
 }
 
 /// The SRQ event trampoline. DISPATCH_LEVEL.
+///
+/// # Safety
+/// The controller's event call: `rec` is null or a record valid for the call whose `context`
+/// is null or the `srq_context` `create_srq` gave, freed only after `destroy_srq` has returned.
 unsafe extern "system" fn srq_event(rec: *mut ib_event_rec_t) {
     // SAFETY: a record valid for the call, or null.
     let Some(rec) = (unsafe { rec.as_ref() }) else {
@@ -224,6 +241,10 @@ unsafe extern "system" fn srq_event(rec: *mut ib_event_rec_t) {
 }
 
 /// The QP event trampoline. DISPATCH_LEVEL.
+///
+/// # Safety
+/// The controller's event call: `rec` is null or a record valid for the call whose `context`
+/// is null or the `qp_context` `create_qp` gave, freed only after `destroy_qp` has returned.
 unsafe extern "system" fn qp_event(rec: *mut ib_event_rec_t) {
     // SAFETY: a record valid for the call, or null.
     let Some(rec) = (unsafe { rec.as_ref() }) else {

@@ -18,6 +18,8 @@
 //! with respect to other accesses to the same 8 bytes: a client that targets them with an
 //! RDMA write, a receive or its own plain stores while an atomic may run breaks the verbs rules
 //! (the result is undefined on an HCA), the same contract as for the copies above.
+// The crate denies `unsafe_code`; this module is its one exception.
+#![allow(unsafe_code)]
 
 use alloc::alloc::Layout;
 use alloc::boxed::Box;

@@ -22,6 +22,8 @@
 //!
 //! The crate is `no_std` + `alloc`, so a root-enumerated Windows soft HCA driver can reuse it.
 #![no_std]
+// One audited module (`dma`) forms pointers into client memory; everything else is safe code.
+#![deny(unsafe_code)]
 
 extern crate alloc;
 
