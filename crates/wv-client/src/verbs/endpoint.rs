@@ -5,7 +5,7 @@
 //! What winverbs.dll asks of the host before the driver sees an endpoint — which device and
 //! port own an address (IBAT's `TranslateAddress`), the path to a peer (IBAT's route), a port
 //! (the TCP socket it binds) — comes from an [`AddressService`]; the in-process stack's fabric
-//! is one ([`crate::inproc::Stack`]).
+//! is one (`wv_inproc::Stack`).
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};

@@ -7,7 +7,7 @@
 //! It mirrors winverbs.dll (and the libibverbs semantics its users expect):
 //!
 //! * the control path is IOCTL bytes on one handle ([`RawFile`]), shared by every object of a
-//!   [`Provider`] through an `Arc`, so the same code runs in process ([`crate::inproc`]) and on
+//!   [`Provider`] through an `Arc`, so the same code runs in process (`wv-inproc`) and on
 //!   Windows (`crate::windows`, compiled for Windows only);
 //! * the data path (post, poll, arm) never enters the driver: it goes through the user-mode
 //!   provider (UVP) that LIBRARY_QUERY names. The soft HCA's (`softhcau`) is built in; any
@@ -247,17 +247,6 @@ impl<F: RawFile + Send + Sync + 'static> Provider<F> {
     }
 }
 
-/// [`Provider`] over a new handle of an in-process [`crate::inproc::Stack`].
-///
-/// # Errors
-/// The driver's status of CreateFile, as `CreateFile`.
-pub fn open_inproc(stack: &crate::inproc::Stack) -> Result<Provider<crate::inproc::File>> {
-    stack
-        .open()
-        .map(Provider::new)
-        .map_err(|status| VerbsError::new("CreateFile", status))
-}
-
 /// [`Provider`] over a new handle to the real `\\.\WinVerbs`.
 ///
 /// # Errors
@@ -461,7 +450,7 @@ impl<F: RawFile + Send + Sync + 'static> Device<F> {
     /// registered with any of them).
     pub fn alloc_buffer(&self, len: usize) -> Buffer {
         Buffer {
-            dma: crate::inproc::process_memory().alloc(len),
+            dma: crate::process_memory().alloc(len),
         }
     }
 }

@@ -178,7 +178,7 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
     /// MEMORY_REGISTER of `len` bytes of this process's memory at `addr` (`ibv_reg_mr` of any
     /// application memory). The device validates the range as the kernel's probe does; it
     /// accepts it only when its client memory is the process's
-    /// ([`crate::inproc::MemoryMode::Process`]), a pool device refuses anything but its buffers.
+    /// (`wv_inproc::MemoryMode::Process`), a pool device refuses anything but its buffers.
     ///
     /// # Errors
     /// The status of MEMORY_REGISTER (`STATUS_UNSUCCESSFUL` for memory the device refuses).
