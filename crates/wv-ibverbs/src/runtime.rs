@@ -3,7 +3,7 @@
 //! Transport (`WV_IBVERBS_TRANSPORT`):
 //! * `inproc` (the default off Windows): the library loads the WinVerbs driver core on the host
 //!   model of KMDF above soft HCAs joined on one fabric, in this process
-//!   (`wv_client::inproc::Stack`), registering application memory as the process's
+//!   (`wv_inproc::Stack`), registering application memory as the process's
 //!   (`MemoryMode::Process`). Its shape: `WV_IBVERBS_DEVICES` soft HCAs (default 2),
 //!   `WV_IBVERBS_PORTS` ports each (1 or 2, default 1), `WV_IBVERBS_LINK_LAYER` `ethernet`
 //!   (RoCE, the default) or `ib`; `WV_IBVERBS_IDENTITY` (a number) fixes the devices' MAC,
@@ -24,7 +24,7 @@ use crate::abi::{IBV_NODE_CA, IBV_SYSFS_NAME_MAX, IBV_TRANSPORT_IB, ibv_device};
 
 /// The transport's file type.
 #[cfg(not(windows))]
-pub type File = wv_client::inproc::File;
+pub type File = wv_inproc::File;
 /// The transport's file type.
 #[cfg(windows)]
 pub type File = wv_client::windows::File;
@@ -52,7 +52,7 @@ pub struct Runtime {
     pub devices: Vec<DeviceEntry>,
     /// The in-process stack (never unloaded: it lives as long as the process).
     #[cfg(not(windows))]
-    pub stack: Arc<wv_client::inproc::Stack>,
+    pub stack: Arc<wv_inproc::Stack>,
 }
 
 // SAFETY: the raw pointers inside `ibv_device` (none are set: the `_ops` are null) make it
@@ -97,7 +97,7 @@ fn transport() -> String {
 
 #[cfg(not(windows))]
 fn bring_up() -> Result<Runtime, String> {
-    use wv_client::inproc::{LinkLayer, MemoryMode, Stack, StackConfig};
+    use wv_inproc::{LinkLayer, MemoryMode, Stack, StackConfig};
     let t = transport();
     if t != "inproc" {
         return Err(format!(
@@ -126,7 +126,7 @@ fn bring_up() -> Result<Runtime, String> {
         identity,
         ..StackConfig::default()
     }));
-    let provider = wv_client::verbs::open_inproc(&stack).map_err(|e| e.to_string())?;
+    let provider = wv_inproc::open_inproc(&stack).map_err(|e| e.to_string())?;
     let devices = list_devices(&provider)?;
     Ok(Runtime {
         provider,

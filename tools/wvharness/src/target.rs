@@ -16,9 +16,9 @@ use std::net::IpAddr;
 
 use clap::{Args, ValueEnum};
 pub use wv_check::{DeviceSpec, format_guid};
-use wv_client::inproc::{LinkLayer, LowerEdge, Stack, StackConfig};
 use wv_client::raw::{RawFile, RawIo};
 use wv_client::verbs::AddressService;
+use wv_inproc::{LinkLayer, LowerEdge, Stack, StackConfig};
 
 /// The transports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -188,7 +188,7 @@ pub trait Opener: Sync {
 }
 
 impl Opener for Stack {
-    type File = wv_client::inproc::File;
+    type File = wv_inproc::File;
     fn open_file(&self) -> Result<Self::File, TargetError> {
         self.open()
             .map_err(|s| TargetError(format!("opening the in-process driver failed: {s}")))

@@ -2,9 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use wv_client::inproc::StackConfig;
 use wv_client::raw::{RawFile, RawIo};
 use wv_core::QpModifyMode;
+use wv_inproc::StackConfig;
 
 use super::{BenchRow, Cdf, Goal};
 use crate::baseline::{self, Measured};
