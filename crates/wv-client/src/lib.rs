@@ -6,7 +6,9 @@
 //!
 //! * [`inproc`]: the in-process stack — the real driver core on the host model of KMDF above
 //!   soft HCAs — with the admin actions a controller's owner has;
-//! * `windows` (Windows only): the real `\\.\WinVerbs` device, through overlapped I/O.
+//! * `windows` (Windows only): the real `\\.\WinVerbs` device, through overlapped I/O;
+//! * `service` (Linux): `\\.\WinVerbs` as the device service `wvd` hosts it for every process
+//!   of the machine, over a Unix socket, with the data path in memory shared with the service.
 //!
 //! [`verbs`] is the verbs API (provider, device, PD, MR, CQ, SRQ, QP, AH, MW) over any of them.
 #![deny(unsafe_code)]
@@ -21,3 +23,6 @@ pub mod verbs;
     reason = "the Windows transport calls the Win32 and NT APIs"
 )]
 pub mod windows;
+
+#[cfg(target_os = "linux")]
+pub mod service;

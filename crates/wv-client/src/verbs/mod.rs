@@ -217,7 +217,15 @@ impl<F: RawFile + Send + Sync + 'static> Provider<F> {
             size_of::<WV_IO_ID>() + size_of::<OpenCaResp>(),
         )?;
         let id = parse::<WV_IO_ID>(OP, &st.output)?.Id;
-        let uvp = UvpContext::from_open_resp(st.output.get(size_of::<WV_IO_ID>()..).unwrap_or(&[]));
+        let vendor = st.output.get(size_of::<WV_IO_ID>()..).unwrap_or(&[]);
+        // Through a device service the rings are in the memory it shares with this process.
+        #[cfg(target_os = "linux")]
+        let uvp = match self.file.shared_device() {
+            Some(shared) => UvpContext::mapped(vendor, shared),
+            None => UvpContext::from_open_resp(vendor),
+        };
+        #[cfg(not(target_os = "linux"))]
+        let uvp = UvpContext::from_open_resp(vendor);
         let uvp = match uvp {
             Ok(uvp) => uvp,
             Err(_) => {
