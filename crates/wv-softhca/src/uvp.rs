@@ -1034,15 +1034,28 @@ impl core::fmt::Debug for UvpCq {
 impl UvpCq {
     /// Takes up to `out.len()` completions; returns how many.
     pub fn poll(&self, out: &mut [WorkCompletion]) -> usize {
-        let ring = self.poll.lock();
-        let mut n = 0;
-        while n < out.len() {
-            let Some(slot) = ring.consumer_slot() else {
-                break;
-            };
-            out[n] = WorkCompletion::decode(slot);
-            ring.consume(1);
-            n += 1;
+        let n = {
+            let ring = self.poll.lock();
+            let mut n = 0;
+            while n < out.len() {
+                let Some(slot) = ring.consumer_slot() else {
+                    break;
+                };
+                out[n] = WorkCompletion::decode(slot);
+                ring.consume(1);
+                n += 1;
+            }
+            n
+        };
+        #[cfg(all(feature = "std", target_os = "linux"))]
+        if n == 0 && matches!(self.src, CqSrc::Mapped(_)) {
+            // Through a device service the device is a thread of this machine (the service's
+            // doorbell thread): an application that polls in a tight loop, as perftest and the
+            // pingpong examples do, would keep the processor that thread needs, and each
+            // completion would wait for the scheduler's time slice (milliseconds). A poll that
+            // finds nothing gives the processor away; a hardware HCA needs none.
+            extern crate std;
+            std::thread::yield_now();
         }
         n
     }
