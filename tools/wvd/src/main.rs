@@ -88,6 +88,15 @@ struct Args {
     /// Internal: the process --background started, which reports readiness on stdout.
     #[arg(long, hide = true)]
     detached: bool,
+    /// Ask the running service what it holds (connections, shared memory, the driver's
+    /// handles and requests, the soft HCAs' objects), print it and exit. The counts include
+    /// this connection's own handle (1 driver file, 1 shared memory).
+    #[arg(long, conflicts_with_all = ["stop", "background"])]
+    stats: bool,
+    /// Stop the running service: it closes every handle's objects, unloads the driver and
+    /// reports its verifier's findings, printed here (exit status 1 if there are any).
+    #[arg(long, conflicts_with = "background")]
+    stop: bool,
 }
 
 fn main() -> ExitCode {
@@ -98,6 +107,9 @@ fn main() -> ExitCode {
         .unwrap_or_else(wv_client::service::default_socket_path);
     if args.background {
         return background(&socket);
+    }
+    if args.stats || args.stop {
+        return ask(&socket, args.stop);
     }
     let policy = server::Policy {
         socket: socket.clone(),
@@ -156,6 +168,45 @@ fn main() -> ExitCode {
     };
     match listening.serve(shared, ready) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("wvd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `--stats` / `--stop`: asks the running service.
+fn ask(socket: &std::path::Path, stop: bool) -> ExitCode {
+    use wv_client::service::proto::{Admin, AdminReply};
+    let file = match wv_client::service::File::connect(socket) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("wvd: no service on {}: {e}", socket.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let question = if stop { Admin::Unload } else { Admin::Stats };
+    match file.admin(&question) {
+        Ok(AdminReply::Counts(c)) => {
+            for (name, n) in c {
+                println!("{name}: {n}");
+            }
+            ExitCode::SUCCESS
+        }
+        Ok(AdminReply::Lines(l)) if l.is_empty() => {
+            println!("wvd: stopped; the verifier found nothing");
+            ExitCode::SUCCESS
+        }
+        Ok(AdminReply::Lines(l)) => {
+            for line in l {
+                println!("{line}");
+            }
+            ExitCode::FAILURE
+        }
+        Ok(other) => {
+            eprintln!("wvd: unexpected answer {other:?}");
+            ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("wvd: {e}");
             ExitCode::FAILURE
