@@ -840,8 +840,15 @@ pub mod process {
             self.this
         }
 
-        /// The process has gone (its connection closed): from now on every transfer to or from
-        /// its memory fails at once, so a recycled pid is never written to.
+        /// The process has gone (its connection closed: it exited, was killed, or closed its
+        /// handle, which deregisters everything it registered). From now on no system call
+        /// names its pid (a recycled pid is never touched) and transfers with its memory do
+        /// nothing: writes into it are dropped and reads from it give zeros, as a dead
+        /// process's pages are out of every observer's reach. So its peers' requests in flight
+        /// complete as on a real fabric, where the HCA goes on using the pinned pages until
+        /// the process's QPs are destroyed (then the peers' requests go unanswered and end with
+        /// the transport retry error); and nothing lands in memory it no longer registers.
+        /// New registrations of it are refused.
         pub fn set_gone(&self) {
             self.gone.store(true, Ordering::Release);
         }
@@ -1013,7 +1020,7 @@ pub mod process {
             return Ok(());
         }
         if from.is_gone() {
-            return Err(());
+            return zero_local(local, len);
         }
         let (l, r) = (IoVec::at(local, len), IoVec::at(remote, len));
         // SAFETY: `process_vm_readv` only reads the two iovecs passed by reference here; the
@@ -1031,13 +1038,27 @@ pub mod process {
             return Ok(());
         }
         if to.is_gone() {
-            return Err(());
+            return Ok(());
         }
         let (l, r) = (IoVec::at(local, len), IoVec::at(remote, len));
         // SAFETY: as in `readv`: the kernel reads the local side and writes the remote one,
         // checking every page; the iovecs are only read.
         let n = unsafe { process_vm_writev(to.pid, &l, 1, &r, 1, 0) };
         if n == len as isize { Ok(()) } else { Err(()) }
+    }
+
+    /// Zeroes `len` bytes of this process at `local` (what reading a gone client's memory
+    /// gives), through the kernel like any write to memory of a registration.
+    fn zero_local(local: usize, len: usize) -> Result<(), ()> {
+        static ZEROS: [u8; 4096] = [0; 4096];
+        let this = Client::this_process();
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(ZEROS.len());
+            writev(&this, ZEROS.as_ptr().addr(), local + done, n)?;
+            done += n;
+        }
+        Ok(())
     }
 
     /// Copies `out.len()` bytes of `client`'s memory at `addr` into `out`.
@@ -1230,6 +1251,38 @@ pub mod process {
             unmap(rw, 2 * page);
             unmap(ro, page);
             unmap(none, page);
+        }
+
+        #[test]
+        fn a_gone_client_is_never_reached_writes_vanish_and_reads_give_zeros() {
+            use crate::dma::DmaRange;
+            let mut child = std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .unwrap();
+            let client = Client::new(child.id() as i32, None);
+            assert!(!client.is_this_process());
+            client.set_gone();
+            // Whatever the address: no system call names the pid any more.
+            let theirs = DmaRange::syscall(client.clone(), 0x1000, 64);
+            theirs.write(0, b"dropped").unwrap();
+            let mut out = [0xffu8; 16];
+            theirs.read(8, &mut out).unwrap();
+            assert_eq!(out, [0; 16]);
+            assert_eq!(theirs.fetch_add(8, 5), Ok(0));
+            // A copy from it into this process's memory zeroes the destination.
+            let page = map(4096, libc::PROT_READ | libc::PROT_WRITE);
+            let mine = DmaRange::syscall(Client::this_process(), page as u64, 4096);
+            mine.write(0, &[7u8; 32]).unwrap();
+            DmaRange::copy(&theirs, 0, &mine, 0, 32).unwrap();
+            let mut back = [1u8; 32];
+            mine.read(0, &mut back).unwrap();
+            assert_eq!(back, [0; 32]);
+            // Registrations of it are refused.
+            assert_eq!(probe(&client, 0x1000, 8, false), Err(Fault::Unmapped));
+            unmap(page, 4096);
+            let _ = child.kill();
+            let _ = child.wait();
         }
 
         #[test]

@@ -179,7 +179,12 @@ impl Listening {
                 Err(_) => continue,
             };
             if !self.policy.admits(cred.uid, owner) {
-                refuse(&stream, cred.uid);
+                // On a thread of its own: a refused client that never speaks must not hold the
+                // accept loop up.
+                let _ = std::thread::Builder::new()
+                    .name("wvd-refuse".into())
+                    .stack_size(64 * 1024)
+                    .spawn(move || refuse(stream, cred.uid));
                 continue;
             }
             let shared = Arc::clone(&shared);
@@ -199,9 +204,14 @@ impl Listening {
     }
 }
 
-fn refuse(stream: &UnixStream, uid: u32) {
+/// Answers a user the policy does not admit: its hello is read (briefly) so that the answer
+/// reaches it instead of a reset connection, then the error, then the end.
+fn refuse(mut stream: UnixStream, uid: u32) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut hello = [0u8; proto::HEADER_BYTES + 8];
+    let _ = std::io::Read::read(&mut stream, &mut hello);
     let _ = os::send(
-        stream,
+        &stream,
         &proto::error_frame(
             0,
             libc::EACCES,

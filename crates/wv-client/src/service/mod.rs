@@ -269,19 +269,24 @@ impl File {
             magic: proto::HELLO_MAGIC,
             version: proto::VERSION,
         };
-        os::send(
+        // A service that refuses this user may close its side first: its answer is read
+        // even when the hello could not be sent.
+        let sent = os::send(
             &sock,
             &proto::frame(Kind::Hello, 0, 0, &[hello.as_bytes()]),
             &[],
-        )?;
+        );
         // The answer: one frame, with the shared memory's descriptor.
         let mut buf = vec![0u8; proto::HEADER_BYTES + 4096];
         let mut got = 0usize;
         let mut fd = None;
         let (h, payload) = loop {
-            let (n, f) = os::recv_with_fd(&sock, &mut buf[got..])?;
+            let (n, f) = match os::recv_with_fd(&sock, &mut buf[got..]) {
+                Ok(r) => r,
+                Err(e) => return Err(sent.err().unwrap_or(e)),
+            };
             if n == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
+                return Err(sent.err().unwrap_or(io::ErrorKind::UnexpectedEof.into()));
             }
             if fd.is_none() {
                 fd = f;
