@@ -1119,6 +1119,26 @@ pub mod process {
         }
     }
 
+    /// Copies `len` bytes of `src`'s memory at `src_addr` into `dst`'s at `dst_addr`, as the
+    /// device copies between two clients' registrations (a bounce buffer of this process
+    /// between two other processes). Safe: the kernel checks every page of both sides.
+    ///
+    /// # Errors
+    /// [`Fault::Unmapped`] when a page of either side is not accessible.
+    pub fn copy_between(
+        src: &Client,
+        src_addr: u64,
+        dst: &Client,
+        dst_addr: u64,
+        len: usize,
+    ) -> Result<(), Fault> {
+        let (s, d) = (
+            usize::try_from(src_addr).map_err(|_| Fault::Unmapped)?,
+            usize::try_from(dst_addr).map_err(|_| Fault::Unmapped)?,
+        );
+        transfer((Some(src), s), (Some(dst), d), len).map_err(|_| Fault::Unmapped)
+    }
+
     /// Whether the 8 bytes at `addr` of `client` (this process) are mapped readable and
     /// writable now (the CPU atomic's probe: from the mappings, since a write-back through the
     /// kernel could undo a concurrent atomic on the same word). It reads `/proc/self/maps`,
