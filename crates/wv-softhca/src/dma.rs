@@ -848,7 +848,8 @@ pub mod process {
         /// complete as on a real fabric, where the HCA goes on using the pinned pages until
         /// the process's QPs are destroyed (then the peers' requests go unanswered and end with
         /// the transport retry error); and nothing lands in memory it no longer registers.
-        /// New registrations of it are refused.
+        /// New registrations of it are refused. A copy that fails because the process has
+        /// exited (`ESRCH`) marks it gone too.
         pub fn set_gone(&self) {
             self.gone.store(true, Ordering::Release);
         }
@@ -1029,7 +1030,24 @@ pub mod process {
         // Rust buffer the caller lends for the copy or, on this process, memory the device may
         // write by the registration it was validated for.
         let n = unsafe { process_vm_readv(from.pid, &l, 1, &r, 1, 0) };
-        if n == len as isize { Ok(()) } else { Err(()) }
+        if n == len as isize {
+            Ok(())
+        } else if exited(from) {
+            zero_local(local, len)
+        } else {
+            Err(())
+        }
+    }
+
+    /// After a failed copy: whether it failed because the process has exited (`ESRCH`; its
+    /// connection may not have ended yet) — then it is gone from now on.
+    fn exited(client: &Client) -> bool {
+        const ESRCH: i32 = 3;
+        if !client.this && std::io::Error::last_os_error().raw_os_error() == Some(ESRCH) {
+            client.set_gone();
+            return true;
+        }
+        false
     }
 
     /// Copies `len` bytes of this process at `local` into `to`'s memory at `remote`.
@@ -1044,7 +1062,11 @@ pub mod process {
         // SAFETY: as in `readv`: the kernel reads the local side and writes the remote one,
         // checking every page; the iovecs are only read.
         let n = unsafe { process_vm_writev(to.pid, &l, 1, &r, 1, 0) };
-        if n == len as isize { Ok(()) } else { Err(()) }
+        if n == len as isize || n < 0 && exited(to) {
+            Ok(())
+        } else {
+            Err(())
+        }
     }
 
     /// Zeroes `len` bytes of this process at `local` (what reading a gone client's memory
