@@ -252,6 +252,7 @@ fn session(
         .unwrap_or_else(|e| e.into_inner())
         .push(Arc::downgrade(&requests));
     let mut conn = Connection {
+        arena: Arc::clone(&arena),
         file: Some(file),
         requests,
         waiters: Vec::new(),
@@ -319,6 +320,8 @@ fn wait(io: &HostIo) -> wv_client::raw::IoStatus {
 
 /// A connection's handle and what hangs on it.
 struct Connection {
+    /// Its shared memory (the doorbells its QPs ring).
+    arena: Arc<Arena>,
     file: Option<crate::host::HostFile>,
     /// Pending requests by tag, shared with their waiting threads.
     requests: Arc<Requests>,
@@ -408,6 +411,10 @@ impl Connection {
             self.out.complete(tag, true, &st);
             return;
         }
+        // Work the client posted before this request is run before it, as in process (where a
+        // post runs the device in the poster's thread): a CQ_RESIZE after sends sees their
+        // completions, a QP_MODIFY follows the requests posted before it.
+        self.arena.run_doorbells();
         let io = file.device_io_control(head.code, input, head.output_len as usize);
         if !io.pending() {
             let st = io.wait();
