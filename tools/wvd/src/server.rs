@@ -9,7 +9,7 @@
 //! `--allow-any-user`).
 
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -154,8 +154,8 @@ pub fn wait_for_other_connections(limit: Duration) {
 }
 
 impl Listening {
-    /// Serves connections until an unload or the idle time ends it; then the socket goes and
-    /// the driver is unloaded (its findings on stderr).
+    /// Serves connections until an unload or the idle time ends the process (the watcher
+    /// removes the socket, unloads the driver — its findings on stderr — and exits).
     pub fn serve(self, shared: Arc<Shared>, ready: impl FnOnce()) -> io::Result<()> {
         let socket = self.policy.socket.clone();
         // The watcher ends the accept loop: after an unload once the last connection has
@@ -171,7 +171,8 @@ impl Listening {
         let owner = shared.owner_uid;
         for stream in self.listener.incoming() {
             if shared.stopping.load(Ordering::Acquire) {
-                break;
+                // Stopping: the watcher ends the process; no new client meanwhile.
+                continue;
             }
             let Ok(stream) = stream else { continue };
             let cred = match os::peer_cred(&stream) {
@@ -195,10 +196,6 @@ impl Listening {
             if let Err(e) = spawned {
                 eprintln!("wvd: no thread for a connection: {e}");
             }
-        }
-        let _ = fs::remove_file(&socket);
-        for line in shared.host.unload() {
-            eprintln!("wvd: at exit: {line}");
         }
         Ok(())
     }
@@ -241,9 +238,13 @@ fn watch(shared: &Shared, socket: &Path, idle: Option<Duration>) {
             false
         };
         if stop {
-            // Wakes the accept loop, which sees the flag.
-            let _ = UnixStream::connect(socket).map(|mut s| s.flush());
-            return;
+            // The end is here, not in the accept loop, which stays blocked (waking it by
+            // connecting needs the socket's path, which may be gone with its directory).
+            let _ = fs::remove_file(socket);
+            for line in shared.host.unload() {
+                eprintln!("wvd: at exit: {line}");
+            }
+            std::process::exit(0);
         }
     }
 }

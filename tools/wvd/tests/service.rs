@@ -558,6 +558,36 @@ fn errors(frames: &[(Header, Vec<u8>)]) -> Vec<(u64, u32)> {
         .collect()
 }
 
+/// Waits (bounded) for a service's process to end; its exit status.
+fn exits(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if let Some(st) = child.try_wait().unwrap() {
+            return Some(st);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn the_service_ends_after_a_stop_or_its_idle_time_even_with_its_socket_gone() {
+    // A stop whose socket directory is removed right after it (what a script's cleanup does).
+    let mut svc = Service::start("end", &[]);
+    assert!(
+        matches!(svc.connect().admin(&Admin::Unload), Ok(AdminReply::Lines(l)) if l.is_empty())
+    );
+    std::fs::remove_dir_all(svc.socket.parent().unwrap()).unwrap();
+    let st = exits(&mut svc.child, Duration::from_secs(10)).expect("wvd ended after its stop");
+    assert!(st.success(), "{st}");
+    // The idle time, counted from the last client's end.
+    let mut svc = Service::start("idle", &["--idle-exit", "1"]);
+    drop(svc.connect());
+    std::fs::remove_dir_all(svc.socket.parent().unwrap()).unwrap();
+    let st = exits(&mut svc.child, Duration::from_secs(10)).expect("wvd ended when idle");
+    assert!(st.success(), "{st}");
+}
+
 #[test]
 fn malformed_and_truncated_frames_get_errors_and_the_service_goes_on() {
     let svc = Service::start("bad", &[]);
