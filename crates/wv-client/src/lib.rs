@@ -5,6 +5,8 @@
 //! the same shape on every transport:
 //!
 //! * `windows` (Windows only): the real `\\.\WinVerbs` device, through overlapped I/O;
+//! * `service` (Linux): `\\.\WinVerbs` as the device service `wvd` hosts it for every process
+//!   of the machine, over a Unix socket, with the data path in memory shared with the service;
 //! * the in-process stack — the real driver core on the host model of KMDF above soft HCAs —
 //!   is the `wv-inproc` crate, so this library carries neither the driver core nor the host
 //!   model.
@@ -30,3 +32,6 @@ pub fn process_memory() -> &'static wv_softhca::BufferPool {
     static POOL: std::sync::OnceLock<wv_softhca::BufferPool> = std::sync::OnceLock::new();
     POOL.get_or_init(wv_softhca::BufferPool::new)
 }
+
+#[cfg(target_os = "linux")]
+pub mod service;

@@ -276,7 +276,12 @@ fn deterministic_stack_runs_deferred_work_when_waited_on() {
             QpType: 0,
             ..Default::default()
         };
-        let st = ok(&file, WV_IOCTL_QP_CREATE, create.as_bytes(), 72 + 40);
+        let st = ok(
+            &file,
+            WV_IOCTL_QP_CREATE,
+            create.as_bytes(),
+            72 + size_of::<wv_softhca::abi::QpResp>(),
+        );
         let qp = read_prefix::<wv_abi::WV_IO_QP_CREATE>(&st.output)
             .unwrap()
             .Id

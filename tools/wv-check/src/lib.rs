@@ -20,8 +20,9 @@
 //! [`VERIFIER_SCENARIO`] result.
 //!
 //! Stacks that come with the library: [`InprocEnv`] (the driver core on the host model of KMDF
-//! above soft HCAs, in this process) and, in Windows builds, `WindowsEnv` (the installed
-//! driver).
+//! above soft HCAs, in this process), on Linux `ServiceEnv` (the same stack hosted by the
+//! device service `wvd` in a process of its own, reached through its socket and shared
+//! memory) and, in Windows builds, `WindowsEnv` (the installed driver).
 //!
 //! # Running the suite
 //!
@@ -122,6 +123,8 @@ mod inproc;
 mod installed;
 mod runner;
 mod scenarios;
+#[cfg(target_os = "linux")]
+mod service;
 
 pub use device::{DeviceSpec, format_guid, resolve_device};
 pub use env::{Env, InjectedClock, Machine};
@@ -133,3 +136,5 @@ pub use runner::{
     Verdict, run_one, run_suite, scenario_names, summary_line, tally, to_json,
 };
 pub use scenarios::scenarios;
+#[cfg(target_os = "linux")]
+pub use service::{ServiceConfig, ServiceEnv};

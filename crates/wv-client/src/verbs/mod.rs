@@ -223,14 +223,22 @@ impl<F: RawFile + Send + Sync + 'static> Provider<F> {
             size_of::<WV_IO_ID>() + size_of::<OpenCaResp>(),
         )?;
         let id = parse::<WV_IO_ID>(OP, &st.output)?.Id;
-        let parts =
-            UvpContext::from_open_resp(st.output.get(size_of::<WV_IO_ID>()..).unwrap_or(&[]))
-                .map(|uvp| DeviceParts {
-                    guid,
-                    uvp,
-                    ports: 0,
-                })
-                .map_err(|_| VerbsError::new("UVP_OPEN(softhcau)", NtStatus::NO_SUCH_DEVICE));
+        let vendor = st.output.get(size_of::<WV_IO_ID>()..).unwrap_or(&[]);
+        // Through a device service the rings are in the memory it shares with this process.
+        #[cfg(target_os = "linux")]
+        let uvp = match self.file.shared_device() {
+            Some(shared) => UvpContext::mapped(vendor, shared),
+            None => UvpContext::from_open_resp(vendor),
+        };
+        #[cfg(not(target_os = "linux"))]
+        let uvp = UvpContext::from_open_resp(vendor);
+        let parts = uvp
+            .map(|uvp| DeviceParts {
+                guid,
+                uvp,
+                ports: 0,
+            })
+            .map_err(|_| VerbsError::new("UVP_OPEN(softhcau)", NtStatus::NO_SUCH_DEVICE));
         let mut device = Handle::adopt(&self.file, id, parts)?;
         let attr = device.query()?;
         // The port count never changes for an open device; keep it for port-range checks.
