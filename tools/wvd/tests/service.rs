@@ -229,12 +229,17 @@ struct End {
 }
 
 fn end(p: &Provider<File>, device: usize) -> End {
+    end_with(p, device, 64)
+}
+
+/// [`end`] with a send queue of `max_send_wr` entries.
+fn end_with(p: &Provider<File>, device: usize, max_send_wr: u32) -> End {
     let guids = p.device_guids().unwrap();
     let dev = p.open_device(guids[device % guids.len()]).unwrap();
     let pd = dev.alloc_pd().unwrap();
     let cq = dev.create_cq(256).unwrap();
     let mut init = QpInit::new(QpType::Rc, &cq, &cq);
-    init.max_send_wr = 64;
+    init.max_send_wr = max_send_wr;
     init.max_recv_wr = 16;
     init.sq_sig_all = true;
     let qp = pd.create_qp(&init).unwrap();
@@ -276,6 +281,16 @@ fn publish(dir: &str, name: &str, e: &End) {
     let tmp = Path::new(dir).join(format!(".{name}"));
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(tmp, Path::new(dir).join(name)).unwrap();
+}
+
+/// What a peer in the same process needs to reach `e`.
+fn card_of(e: &End) -> Card {
+    Card {
+        qpn: e.qp.qpn(),
+        gid: e.gid,
+        addr: e.mr.addr(),
+        rkey: e.mr.rkey(),
+    }
 }
 
 /// Waits for the card `dir/name`.
@@ -751,6 +766,44 @@ fn atomics_of_two_processes_on_a_third_ones_word_are_atomic() {
     all.sort_unstable();
     assert_eq!(all, (0..2 * N).collect::<Vec<_>>());
     let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(svc.stop(), Vec::<String>::new());
+}
+
+/// The device runs in the service, beside the client: when the client sees a request's
+/// completion, the request's send slot must already be free, or a client with a one-entry send
+/// queue that posts again at once finds the queue full (perftest's latency tests do exactly
+/// that, and failed now and then while the device freed the slot after the completion).
+#[test]
+fn a_send_slot_is_free_once_its_completion_is_seen() {
+    let svc = Service::start("slot", &[]);
+    // Three clients at once: the service's device threads then share the CPUs with them, and
+    // a device preempted between writing a completion and freeing its slot is what a client
+    // would see.
+    std::thread::scope(|s| {
+        for _ in 0..3 {
+            s.spawn(|| {
+                let p = Provider::new(svc.connect());
+                let a = end_with(&p, 0, 1);
+                let b = end_with(&p, 1, 1);
+                connect(&a, &card_of(&b));
+                connect(&b, &card_of(&a));
+                let peer = card_of(&b);
+                for i in 0..40_000u64 {
+                    let sg = [a.mr.sge(0, 8)];
+                    let mut wr = SendWr::new(i, WrOpcode::RdmaWrite);
+                    wr.sg_list = &sg;
+                    wr.send_flags = send_flags::SIGNALED;
+                    wr.remote_addr = peer.addr;
+                    wr.rkey = peer.rkey;
+                    if let Err(e) = a.qp.post_send(&wr) {
+                        panic!("post {i}, right after the previous completion: {e:?}");
+                    }
+                    let wc = poll(&a.cq).expect("a completion");
+                    assert_eq!(wc.status, WcStatus::Success, "request {i}");
+                }
+            });
+        }
+    });
     assert_eq!(svc.stop(), Vec::<String>::new());
 }
 

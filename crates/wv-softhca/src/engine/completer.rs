@@ -40,8 +40,12 @@ fn wc_opcode(op: Option<WrOpcode>) -> WcOpcode {
     }
 }
 
-/// Writes the completion of send WQE `wqe` when it is signaled (an error always is).
-pub(super) fn complete_send(
+/// Retires the oldest send WQE, `wqe` (decoded from its slot): frees the slot, then writes its
+/// completion when it is signaled (an error always is). In that order because a client that
+/// polls the completion may post into the slot at once, and the device may run in another
+/// process than the client's (the device service), where the client would otherwise find the
+/// queue still full.
+pub(super) fn retire_send(
     dev: &Device,
     qp: &Qp,
     port: &CqPort,
@@ -49,6 +53,7 @@ pub(super) fn complete_send(
     status: WcStatus,
     len: u32,
 ) {
+    qp.sq.consume(1);
     let ok = status == WcStatus::Success;
     let signaled =
         !ok || qp.sq_sig_all.load(Ordering::Acquire) || wqe.flags & send_flags::SIGNALED != 0;
@@ -78,8 +83,9 @@ pub(super) fn flush_sq(dev: &Device, qp: &Qp, ctx: &mut SqCtx) {
             qp_num: qp.qpn,
             ..WorkCompletion::default()
         };
-        ctx.cq.post(dev, &wc, true);
+        // Freed before its completion is visible, as in `retire_send`.
         qp.sq.consume(1);
+        ctx.cq.post(dev, &wc, true);
     }
     let psn = ctx.psn;
     ctx.tx.clear(psn);
@@ -175,8 +181,7 @@ pub(super) fn fail_at(
 fn fail_head(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx, status: WcStatus) {
     if let Some(slot) = qp.sq.consumer_slot() {
         let wqe = SendWqe::decode(slot);
-        complete_send(dev, qp, &ctx.cq, &wqe, status, 0);
-        qp.sq.consume(1);
+        retire_send(dev, qp, &ctx.cq, &wqe, status, 0);
     }
     let psn = ctx.psn;
     ctx.tx.clear(psn);
@@ -267,8 +272,7 @@ fn acked(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx, psn: u32) {
             break;
         }
         let wqe = SendWqe::decode(slot);
-        complete_send(dev, qp, &ctx.cq, &wqe, WcStatus::Success, track.len);
-        qp.sq.consume(1);
+        retire_send(dev, qp, &ctx.cq, &wqe, WcStatus::Success, track.len);
         let tx = &mut ctx.tx;
         tx.started -= 1;
         if tx.cur > 0 {
@@ -296,8 +300,7 @@ pub(super) fn complete_alone(dev: &Device, qp: &Qp, ctx: &mut SqCtx, wqe: &SendW
     tx.started = 0;
     tx.cur = 0;
     tx.cur_pkt = 0;
-    complete_send(dev, qp, &ctx.cq, wqe, WcStatus::Success, track.len);
-    qp.sq.consume(1);
+    retire_send(dev, qp, &ctx.cq, wqe, WcStatus::Success, track.len);
 }
 
 /// Acts on the answer to packets of request `i` (from the head); an atomic's original value

@@ -8,8 +8,8 @@ use alloc::sync::Arc;
 use wv_hal::{Gid, KArc, QpEvent, QpState, QpType};
 
 use super::completer::{
-    Deadlines, check_deadlines, complete_alone, complete_send, enter_error, fail_at, flush_sq,
-    on_reply, slot_of, sync_timer,
+    Deadlines, check_deadlines, complete_alone, enter_error, fail_at, flush_sq, on_reply,
+    retire_send, slot_of, sync_timer,
 };
 use super::responder::respond;
 use super::segments::{SegList, Src, resolve_into};
@@ -359,8 +359,7 @@ fn unreliable_step(
         }
         _ => (WcStatus::LocQpOpErr, 0),
     };
-    complete_send(dev, qp, &ctx.cq, &wqe, status, len);
-    qp.sq.consume(1);
+    retire_send(dev, qp, &ctx.cq, &wqe, status, len);
     if status != WcStatus::Success {
         // IB: a UD or UC send error is a send queue error; the receive side goes on.
         qp.set_sq_error();
@@ -539,8 +538,7 @@ fn rc_step(
             return false;
         }
         let status = local_op(dev, qp, &wqe, op);
-        complete_send(dev, qp, &ctx.cq, &wqe, status, 0);
-        qp.sq.consume(1);
+        retire_send(dev, qp, &ctx.cq, &wqe, status, 0);
         if status != WcStatus::Success && qp.set_error() {
             enter_error(dev, qp);
         }
