@@ -138,7 +138,7 @@ fn call_status(
     };
     crate::callbacks::frame(m, name, Irql::Passive, || {
         // SAFETY: the driver's PnP callback with its live device.
-        unsafe { crate::callbacks::device_status(m.config.abi, callback, device as WDFDEVICE) }
+        unsafe { crate::callbacks::device_status(m.abi(), callback, device as WDFDEVICE) }
     })
     .0
 }
@@ -154,7 +154,7 @@ fn call_void(
     if let Some(callback) = callback {
         crate::callbacks::frame(m, name, Irql::Passive, || {
             // SAFETY: the driver's PnP callback with its live device.
-            unsafe { crate::callbacks::device_void(m.config.abi, callback, device as WDFDEVICE) }
+            unsafe { crate::callbacks::device_void(m.abi(), callback, device as WDFDEVICE) }
         });
     }
 }
@@ -183,9 +183,7 @@ fn call_power(
     };
     crate::callbacks::frame(m, name, Irql::Passive, || {
         // SAFETY: the driver's power callback with its live device.
-        unsafe {
-            crate::callbacks::device_power(m.config.abi, callback, device as WDFDEVICE, state)
-        }
+        unsafe { crate::callbacks::device_power(m.abi(), callback, device as WDFDEVICE, state) }
     })
     .0
 }
@@ -343,7 +341,7 @@ fn add_device(m: &Arc<Inner>, id: ControllerId) {
         // the call.
         unsafe {
             crate::callbacks::driver_device_add(
-                m.config.abi,
+                m.abi(),
                 device_add,
                 driver as WDFDRIVER,
                 init as wdk_sys::PWDFDEVICE_INIT,
