@@ -53,7 +53,9 @@ impl From<&GUID> for Guid {
 pub trait LowerStack: Send + Sync {
     /// `IRP_MN_QUERY_INTERFACE`: fills `interface` (`size` bytes, an `INTERFACE` header first)
     /// with the interface `guid` at `version`, taking one reference for the caller, or fails
-    /// (`STATUS_NOT_SUPPORTED` when nobody below has it).
+    /// (`STATUS_NOT_SUPPORTED` when nobody below has it). The caller is a driver of `abi`: the
+    /// interface's routines are the ones of its calling convention, and so are the callbacks it
+    /// will hand them.
     ///
     /// # Safety
     /// `interface` is `size` writable bytes.
@@ -64,6 +66,7 @@ pub trait LowerStack: Send + Sync {
         version: u16,
         interface: *mut u8,
         specific: PVOID,
+        abi: crate::Abi,
     ) -> NTSTATUS;
     /// References on this stack's interfaces that their holders have not given back.
     fn references(&self) -> usize;
