@@ -24,11 +24,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
-    let here = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let here =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let target = env::var("TARGET").expect("cargo sets TARGET");
-    for input in ["build.rs", "def/ntoskrnl.def", "def/WDFLDR.def", "entry-stub/wdf_driver_entry.rs"]
-    {
+    for input in [
+        "build.rs",
+        "def/ntoskrnl.def",
+        "def/WDFLDR.def",
+        "entry-stub/wdf_driver_entry.rs",
+    ] {
         println!("cargo::rerun-if-changed={}", here.join(input).display());
     }
     println!("cargo::rerun-if-env-changed=LLVM_DLLTOOL");
@@ -47,8 +52,16 @@ fn main() {
     }
 
     let dlltool = env::var("LLVM_DLLTOOL").unwrap_or_else(|_| "llvm-dlltool".to_owned());
-    import_library(&dlltool, &here.join("def/ntoskrnl.def"), &out.join("ntoskrnl.lib"));
-    import_library(&dlltool, &here.join("def/WDFLDR.def"), &out.join("WdfLdr.lib"));
+    import_library(
+        &dlltool,
+        &here.join("def/ntoskrnl.def"),
+        &out.join("ntoskrnl.lib"),
+    );
+    import_library(
+        &dlltool,
+        &here.join("def/WDFLDR.def"),
+        &out.join("WdfLdr.lib"),
+    );
     entry_stub(&here.join("entry-stub/wdf_driver_entry.rs"), &out, &target);
     for empty in ["BufferOverflowFastFailK", "hal", "wmilib"] {
         archive(&out.join(format!("{empty}.lib")), &[]);
@@ -101,10 +114,24 @@ fn entry_stub(source: &Path, out: &Path, target: &str) {
     let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
     let object = out.join("wdf_driver_entry.obj");
     let status = Command::new(&rustc)
-        .args(["--edition", "2024", "--crate-type", "lib", "--crate-name", "wdf_driver_entry"])
+        .args([
+            "--edition",
+            "2024",
+            "--crate-type",
+            "lib",
+            "--crate-name",
+            "wdf_driver_entry",
+        ])
         .args(["--target", target, "--emit"])
         .arg(format!("obj={}", object.display()))
-        .args(["-C", "opt-level=2", "-C", "panic=abort", "-C", "codegen-units=1"])
+        .args([
+            "-C",
+            "opt-level=2",
+            "-C",
+            "panic=abort",
+            "-C",
+            "codegen-units=1",
+        ])
         .args(["-C", "target-feature=+crt-static", "-C", "debuginfo=0"])
         .args(["-D", "warnings", "-D", "unsafe_op_in_unsafe_fn"])
         .arg(source)

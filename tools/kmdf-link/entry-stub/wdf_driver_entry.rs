@@ -25,10 +25,12 @@
 //! `core` that is not inlined (no panics, no bounds checks): the driver's `core` is inside its
 //! LTO unit, invisible to this object. The link fails on any such reference.
 #![no_std]
+// The C names, as the WDK spells them.
 #![allow(non_snake_case, non_upper_case_globals, non_camel_case_types)]
+#![allow(clippy::upper_case_acronyms)]
 
 use core::ffi::c_void;
-use core::ptr::{addr_of, addr_of_mut, null, null_mut};
+use core::ptr::{null, null_mut};
 
 type NTSTATUS = i32;
 
@@ -139,14 +141,14 @@ pub static mut WdfMinimumVersionRequired: u32 = 31;
 
 static mut BIND_INFO: WDF_BIND_INFO = WDF_BIND_INFO {
     Size: size_of::<WDF_BIND_INFO>() as u32,
-    Component: addr_of!(COMPONENT).cast(),
+    Component: (&raw const COMPONENT).cast(),
     Version: WDF_VERSION {
         Major: 1,
         Minor: 31,
         Build: 0,
     },
     FuncCount: KMDF_1_31_FUNCTION_COUNT,
-    FuncTable: addr_of_mut!(WdfFunctions_01031),
+    FuncTable: &raw mut WdfFunctions_01031,
     Module: null_mut(),
 };
 
@@ -155,19 +157,18 @@ static mut REGISTRY_PATH_BUFFER: [u16; REGISTRY_PATH_CAPACITY] = [0; REGISTRY_PA
 static mut REGISTRY_PATH: UNICODE_STRING = UNICODE_STRING {
     Length: 0,
     MaximumLength: (REGISTRY_PATH_CAPACITY * 2) as u16,
-    Buffer: addr_of_mut!(REGISTRY_PATH_BUFFER).cast(),
+    Buffer: (&raw mut REGISTRY_PATH_BUFFER).cast(),
 };
 
 /// The unload routine the framework had installed when the stub displaced it.
 static mut DISPLACED_UNLOAD: Option<DriverUnload> = None;
 
-/// The `DriverUnload` slot of a driver object.
-///
-/// # Safety
-/// `driver_object` is a live `DRIVER_OBJECT`.
-unsafe fn unload_slot(driver_object: *mut c_void) -> *mut Option<DriverUnload> {
-    // SAFETY: the caller's promise; the offset is inside the x64 DRIVER_OBJECT.
-    unsafe { driver_object.cast::<u8>().add(DRIVER_OBJECT_DRIVER_UNLOAD).cast() }
+/// The `DriverUnload` slot of a driver object (the address only: nothing is read).
+fn unload_slot(driver_object: *mut c_void) -> *mut Option<DriverUnload> {
+    driver_object
+        .cast::<u8>()
+        .wrapping_add(DRIVER_OBJECT_DRIVER_UNLOAD)
+        .cast()
 }
 
 /// Copies `source` into the stub's registry path (truncated to its capacity, as
@@ -182,15 +183,18 @@ unsafe fn keep_registry_path(source: *const UNICODE_STRING) {
         return;
     };
     let units = (source.Length as usize / 2).min(REGISTRY_PATH_CAPACITY);
-    let target = addr_of_mut!(REGISTRY_PATH_BUFFER).cast::<u16>();
+    let target = (&raw mut REGISTRY_PATH_BUFFER).cast::<u16>();
     let mut i = 0;
     while i < units {
-        // SAFETY: `i` is below the source's length and the buffer's capacity.
-        unsafe { target.add(i).write(source.Buffer.add(i).read()) };
+        // SAFETY: `i` is below the source's length.
+        let unit = unsafe { source.Buffer.wrapping_add(i).read() };
+        // SAFETY: `i` is below the buffer's capacity; only this thread runs the stub.
+        unsafe { target.wrapping_add(i).write(unit) };
         i += 1;
     }
-    // SAFETY: single-threaded, see above.
-    unsafe { (*addr_of_mut!(REGISTRY_PATH)).Length = (units * 2) as u16 };
+    let path = &raw mut REGISTRY_PATH;
+    // SAFETY: the stub's own string; only this thread runs the stub.
+    unsafe { (*path).Length = (units * 2) as u16 };
 }
 
 /// Unbinds from the framework.
@@ -198,14 +202,15 @@ unsafe fn keep_registry_path(source: *const UNICODE_STRING) {
 /// # Safety
 /// The bind succeeded and has not been undone.
 unsafe fn unbind() {
+    let (path, info, slot) = (
+        &raw mut REGISTRY_PATH,
+        &raw mut BIND_INFO,
+        &raw const WdfDriverGlobals,
+    );
+    // SAFETY: the bind stored the globals; nothing writes them after it.
+    let globals = unsafe { slot.read() };
     // SAFETY: the bind's own registry path, bind info and globals.
-    let _ = unsafe {
-        WdfVersionUnbind(
-            addr_of_mut!(REGISTRY_PATH),
-            addr_of_mut!(BIND_INFO),
-            WdfDriverGlobals,
-        )
-    };
+    let _ = unsafe { WdfVersionUnbind(path, info, globals) };
 }
 
 /// The unload routine the stub installs: the framework's unload first, then the unbind.
@@ -213,8 +218,10 @@ unsafe fn unbind() {
 /// # Safety
 /// Called once by the I/O manager with the driver's object, after `FxDriverEntry` succeeded.
 unsafe extern "system" fn FxStubDriverUnload(driver_object: *mut c_void) {
-    // SAFETY: set once in FxDriverEntry, before the I/O manager could call this.
-    if let Some(displaced) = unsafe { DISPLACED_UNLOAD } {
+    let slot = &raw const DISPLACED_UNLOAD;
+    // SAFETY: written once in FxDriverEntry, before the I/O manager could call this.
+    let displaced = unsafe { slot.read() };
+    if let Some(displaced) = displaced {
         // SAFETY: the framework's unload routine, with its driver object.
         unsafe { displaced(driver_object) };
     }
@@ -233,16 +240,14 @@ pub unsafe extern "system" fn FxDriverEntry(
 ) -> NTSTATUS {
     // SAFETY: the system's registry path for this call.
     unsafe { keep_registry_path(registry_path) };
+    let (path, info, globals_slot) = (
+        &raw mut REGISTRY_PATH,
+        &raw mut BIND_INFO,
+        &raw mut WdfDriverGlobals,
+    );
     // SAFETY: the system's driver object; the bind info and the two symbols it writes are
     // this stub's statics.
-    let status = unsafe {
-        WdfVersionBind(
-            driver_object,
-            addr_of_mut!(REGISTRY_PATH),
-            addr_of_mut!(BIND_INFO),
-            addr_of_mut!(WdfDriverGlobals),
-        )
-    };
+    let status = unsafe { WdfVersionBind(driver_object, path, info, globals_slot) };
     if status < STATUS_SUCCESS {
         return status;
     }
@@ -253,14 +258,18 @@ pub unsafe extern "system" fn FxDriverEntry(
         unsafe { unbind() };
         return status;
     }
-    // SAFETY: a successful bind stored the driver's globals.
-    let displace = unsafe { WdfDriverGlobals.as_ref() }.is_some_and(|g| g.DisplaceDriverUnload != 0);
+    // SAFETY: a successful bind stored the driver's globals; nothing writes them now.
+    let globals = unsafe { globals_slot.read() };
+    // SAFETY: the framework's globals for this driver, or null.
+    let displace = unsafe { globals.as_ref() }.is_some_and(|g| g.DisplaceDriverUnload != 0);
     if displace {
-        // SAFETY: the system's driver object.
-        let slot = unsafe { unload_slot(driver_object) };
-        // SAFETY: DriverEntry has returned and nothing else runs yet: the slot holds the
-        // framework's unload routine (or none), which the stub's runs first.
-        unsafe { DISPLACED_UNLOAD = slot.read() };
+        let slot = unload_slot(driver_object);
+        // SAFETY: the system's driver object; DriverEntry has returned and nothing else runs
+        // yet: the slot holds the framework's unload routine (or none).
+        let framework = unsafe { slot.read() };
+        let displaced = &raw mut DISPLACED_UNLOAD;
+        // SAFETY: written once, here, before any unload can run.
+        unsafe { displaced.write(framework) };
         // SAFETY: as above.
         unsafe { slot.write(Some(FxStubDriverUnload)) };
     }
