@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use wv_abi::NtStatus;
 use wv_abi::ioctl::{Completion, Ioctl};
-use wv_client::inproc::{LowerEdge, Stack, StackConfig};
 use wv_client::verbs::*;
 use wv_core::control::runs_in_caller_context;
+use wv_inproc::{LowerEdge, Stack, StackConfig, open_inproc};
 
 const ACCESS: u32 = WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ;
 const GUARD: Duration = Duration::from_secs(20);
 
-type F = wv_client::inproc::File;
+type F = wv_inproc::File;
 
 struct Side {
     dev: Device<F>,

@@ -35,6 +35,14 @@ pub trait RawFile {
     fn device_io_control(&self, code: u32, input: &[u8], output_len: usize) -> Self::Io;
     /// `CancelIoEx` for one request: returns whether a cancellable request was found.
     fn cancel_io_ex(&self, io: &Self::Io) -> bool;
+
+    /// The device memory this handle's process shares with the driver's devices, when their
+    /// user-mode providers reach the rings there (the device service's transport); `None`
+    /// when the providers find their devices themselves (the in-process stack).
+    #[cfg(target_os = "linux")]
+    fn shared_device(&self) -> Option<std::sync::Arc<dyn wv_softhca::uvp::MappedDevice>> {
+        None
+    }
 }
 
 /// One IOCTL in flight (an OVERLAPPED).

@@ -4,16 +4,15 @@
 use core::mem::size_of;
 
 use wv_abi::consts::WV_CQ_ERROR;
-use wv_abi::encode::{write_data, write_id, write_verb_info};
+use wv_abi::encode::{write_data, write_verb_info};
 use wv_abi::{NtStatus, Vendor, WV_IO_ID};
 #[cfg(feature = "fault-injection")]
 use wv_hal::Event;
 use wv_hal::{CqEventSink, IoRequest, KArc, Platform, RequestQueue, SpinLock, Verbs};
 
 use crate::device::DeviceObj;
-use crate::ids::IdTable;
 use crate::notify::complete_all;
-use crate::provider::{Object, Provider, Tables};
+use crate::provider::{Provider, Teardown};
 use crate::shared::Shared;
 use crate::status::verbs_status;
 use crate::sync::{Handle, RefCount};
@@ -86,16 +85,7 @@ impl<P: Platform, V: Verbs> CqObj<P, V> {
     }
 }
 
-impl<P: Platform, V: Verbs> Object<P, V> for CqObj<P, V> {
-    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>> {
-        &mut tables.cqs
-    }
-    fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>> {
-        &this.dev
-    }
-    fn refs(&self) -> &RefCount {
-        &self.refs
-    }
+impl<P: Platform, V: Verbs> Teardown<P, V> for CqObj<P, V> {
     fn teardown(this: KArc<Self>, shared: &Shared<P, V>) {
         if let Some(lower) = this.dev.lower() {
             this.destroy_handles(&lower, shared);
@@ -185,19 +175,9 @@ pub(crate) fn cq_create<P: Platform, V: Verbs>(
         refs: RefCount::default(),
         notify,
     });
-    let new_id = match prov.insert(obj) {
-        Ok(new_id) => new_id,
-        Err((obj, status)) => {
-            CqObj::teardown(obj, &prov.shared);
-            return req.complete(status, 0);
-        }
-    };
-    let buf = req.buffer_mut();
-    write_id(buf, new_id).ok();
-    write_data(buf, entries).ok();
-    write_verb_info(buf, verb_info).ok();
-    let len = req.output_len();
-    req.complete(NtStatus::SUCCESS, len);
+    prov.publish(req, obj, verb_info, |buf| {
+        write_data(buf, entries).ok();
+    });
 }
 
 /// CQ_DESTROY: `STATUS_ACCESS_DENIED` while QPs use the CQ; parked notifies end with

@@ -17,10 +17,9 @@ use wv_hal::{
 use crate::convert::{device_attr_to_abi, port_attr_to_abi, port_event_flag};
 use crate::cq::CqObj;
 use crate::fallible::{grow_locked, push_locked, vec_with_capacity};
-use crate::ids::IdTable;
 use crate::notify::complete_all;
 use crate::pd::{AhObj, MwObj, PdObj};
-use crate::provider::{Held, Object, Provider, Tables};
+use crate::provider::{Held, Object, Provider, Teardown};
 use crate::qp::QpObj;
 use crate::rdma_device::RdmaDevice;
 use crate::shared::Shared;
@@ -136,16 +135,7 @@ impl<P: Platform, V: Verbs> DeviceObj<P, V> {
     }
 }
 
-impl<P: Platform, V: Verbs> Object<P, V> for DeviceObj<P, V> {
-    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>> {
-        &mut tables.devices
-    }
-    fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>> {
-        this
-    }
-    fn refs(&self) -> &RefCount {
-        &self.refs
-    }
+impl<P: Platform, V: Verbs> Teardown<P, V> for DeviceObj<P, V> {
     fn teardown(this: KArc<Self>, _shared: &Shared<P, V>) {
         if let Some(ca) = this.ca.take()
             && let Some(lower) = this.lower()
@@ -244,10 +234,9 @@ fn open<P: Platform, V: Verbs>(
         return Err(e.into());
     }
     // OFW §7.1-b: its id-table failure path kept the provider mutex; here no lock is held.
-    let new_id = match prov.insert(dev) {
+    let new_id = match prov.insert_or_teardown(dev) {
         Ok(new_id) => new_id,
-        Err((dev, status)) => {
-            DeviceObj::teardown(dev, &prov.shared);
+        Err(status) => {
             #[cfg(feature = "fault-injection")]
             if prov.shared.faults().keep_lock_on_full_table {
                 core::mem::forget(prov.tables.lock());

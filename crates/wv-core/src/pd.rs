@@ -4,7 +4,7 @@
 use alloc::vec::Vec;
 use core::mem::size_of;
 
-use wv_abi::encode::{write_data, write_id, write_prefix, write_verb_info};
+use wv_abi::encode::{write_data, write_prefix};
 use wv_abi::{
     NtStatus, Vendor, WV_IO_AH_CREATE, WV_IO_ID, WV_IO_MEMORY_KEYS, WV_IO_MEMORY_REGISTER,
 };
@@ -13,8 +13,7 @@ use wv_hal::{IoRequest, KArc, MemoryRegion, Platform, SpinLock, Verbs};
 use crate::convert::av_from_abi;
 use crate::device::DeviceObj;
 use crate::fallible::grow_locked;
-use crate::ids::IdTable;
-use crate::provider::{Object, Provider, Tables};
+use crate::provider::{Provider, Teardown};
 use crate::shared::Shared;
 use crate::status::verbs_status;
 use crate::sync::{Handle, RefCount};
@@ -92,16 +91,7 @@ impl<P: Platform, V: Verbs> PdObj<P, V> {
     }
 }
 
-impl<P: Platform, V: Verbs> Object<P, V> for PdObj<P, V> {
-    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>> {
-        &mut tables.pds
-    }
-    fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>> {
-        &this.dev
-    }
-    fn refs(&self) -> &RefCount {
-        &self.refs
-    }
+impl<P: Platform, V: Verbs> Teardown<P, V> for PdObj<P, V> {
     fn teardown(this: KArc<Self>, _shared: &Shared<P, V>) {
         if let Some(lower) = this.dev.lower() {
             this.deregister_all(&lower);
@@ -116,7 +106,7 @@ pub(crate) struct MwObj<P: Platform, V: Verbs> {
     pub pd: KArc<PdObj<P, V>>,
     pub dev: KArc<DeviceObj<P, V>>,
     mw: Handle<P, V::Mw>,
-    refs: RefCount,
+    pub refs: RefCount,
 }
 
 impl<P: Platform, V: Verbs> MwObj<P, V> {
@@ -127,16 +117,7 @@ impl<P: Platform, V: Verbs> MwObj<P, V> {
     }
 }
 
-impl<P: Platform, V: Verbs> Object<P, V> for MwObj<P, V> {
-    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>> {
-        &mut tables.mws
-    }
-    fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>> {
-        &this.dev
-    }
-    fn refs(&self) -> &RefCount {
-        &self.refs
-    }
+impl<P: Platform, V: Verbs> Teardown<P, V> for MwObj<P, V> {
     fn teardown(this: KArc<Self>, _shared: &Shared<P, V>) {
         if let Some(lower) = this.dev.lower() {
             this.destroy_handles(&lower);
@@ -150,7 +131,7 @@ pub(crate) struct AhObj<P: Platform, V: Verbs> {
     pub pd: KArc<PdObj<P, V>>,
     pub dev: KArc<DeviceObj<P, V>>,
     ah: Handle<P, V::Ah>,
-    refs: RefCount,
+    pub refs: RefCount,
 }
 
 impl<P: Platform, V: Verbs> AhObj<P, V> {
@@ -161,16 +142,7 @@ impl<P: Platform, V: Verbs> AhObj<P, V> {
     }
 }
 
-impl<P: Platform, V: Verbs> Object<P, V> for AhObj<P, V> {
-    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>> {
-        &mut tables.ahs
-    }
-    fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>> {
-        &this.dev
-    }
-    fn refs(&self) -> &RefCount {
-        &self.refs
-    }
+impl<P: Platform, V: Verbs> Teardown<P, V> for AhObj<P, V> {
     fn teardown(this: KArc<Self>, _shared: &Shared<P, V>) {
         if let Some(lower) = this.dev.lower() {
             this.destroy_handles(&lower);
@@ -215,18 +187,7 @@ pub(crate) fn pd_allocate<P: Platform, V: Verbs>(
         refs: RefCount::default(),
         mrs: platform.spin_lock(Vec::new()),
     });
-    let new_id = match prov.insert(obj) {
-        Ok(new_id) => new_id,
-        Err((obj, status)) => {
-            PdObj::teardown(obj, &prov.shared);
-            return req.complete(status, 0);
-        }
-    };
-    let buf = req.buffer_mut();
-    write_id(buf, new_id).ok();
-    write_verb_info(buf, verb_info).ok();
-    let len = req.output_len();
-    req.complete(NtStatus::SUCCESS, len);
+    prov.publish(req, obj, verb_info, |_| {});
 }
 
 /// PD_DEALLOCATE: `STATUS_ACCESS_DENIED` while SRQs, QPs, MWs or AHs use the PD.
@@ -360,19 +321,9 @@ pub(crate) fn mw_allocate<P: Platform, V: Verbs>(
         mw: Handle::new(prov.platform(), handle_slot.write(mw)),
         refs: RefCount::default(),
     });
-    let new_id = match prov.insert(obj) {
-        Ok(new_id) => new_id,
-        Err((obj, status)) => {
-            MwObj::teardown(obj, &prov.shared);
-            return req.complete(status, 0);
-        }
-    };
-    let buf = req.buffer_mut();
-    write_id(buf, new_id).ok();
-    write_verb_info(buf, verb_info).ok();
-    write_data(buf, rkey).ok();
-    let len = req.output_len();
-    req.complete(NtStatus::SUCCESS, len);
+    prov.publish(req, obj, verb_info, |buf| {
+        write_data(buf, rkey).ok();
+    });
 }
 
 /// MW_DEALLOCATE. Nothing ever references an MW, so OFW's missing `Ref > 1` check (spec
@@ -422,18 +373,7 @@ pub(crate) fn ah_create<P: Platform, V: Verbs>(
         ah: Handle::new(prov.platform(), handle_slot.write(created)),
         refs: RefCount::default(),
     });
-    let new_id = match prov.insert(obj) {
-        Ok(new_id) => new_id,
-        Err((obj, status)) => {
-            AhObj::teardown(obj, &prov.shared);
-            return req.complete(status, 0);
-        }
-    };
-    let buf = req.buffer_mut();
-    write_id(buf, new_id).ok();
-    write_verb_info(buf, verb_info).ok();
-    let len = req.output_len();
-    req.complete(NtStatus::SUCCESS, len);
+    prov.publish(req, obj, verb_info, |_| {});
 }
 
 /// AH_DESTROY. Like MWs, AHs are never referenced (spec §7.1-j).

@@ -5,7 +5,8 @@ use core::marker::PhantomData;
 use core::ops::Deref;
 
 use wv_abi::NtStatus;
-use wv_hal::{Event, KArc, Platform, SpinLock, Verbs};
+use wv_abi::encode::{write_id, write_verb_info};
+use wv_hal::{Event, IoRequest, KArc, Platform, SpinLock, Verbs};
 
 use crate::cq::CqObj;
 use crate::device::DeviceObj;
@@ -17,26 +18,75 @@ use crate::shared::Shared;
 use crate::srq::SrqObj;
 use crate::sync::{Gate, RefCount};
 
-/// The per-type id tables of one provider (OFW `DevIndex`, `PdIndex`, …, `EpIndex`).
-pub(crate) struct Tables<P: Platform, V: Verbs> {
-    pub devices: IdTable<KArc<DeviceObj<P, V>>>,
-    pub pds: IdTable<KArc<PdObj<P, V>>>,
-    pub cqs: IdTable<KArc<CqObj<P, V>>>,
-    pub srqs: IdTable<KArc<SrqObj<P, V>>>,
-    pub qps: IdTable<KArc<QpObj<P, V>>>,
-    pub mws: IdTable<KArc<MwObj<P, V>>>,
-    pub ahs: IdTable<KArc<AhObj<P, V>>>,
-    pub eps: IdTable<KArc<EpObj<P, V>>>,
+/// The type table, in the role of `rxe_type_info[]` in rdma-core's rxe: every kind of object
+/// with an id, the field of [`Tables`] that holds it, and where it keeps its device. It makes
+/// [`Tables`] and each kind's [`Object`] impl; the kinds' modules write only what differs, their
+/// [`Teardown`].
+macro_rules! object_types {
+    ($($(#[$doc:meta])* $field:ident: $kind:ident, device: $device:tt;)*) => {
+        /// The per-type id tables of one provider (OFW `DevIndex`, `PdIndex`, …, `EpIndex`).
+        pub(crate) struct Tables<P: Platform, V: Verbs> {
+            $($(#[$doc])* pub $field: IdTable<KArc<$kind<P, V>>>,)*
+            /// Endpoints (they live on no device, so they are no [`Object`]).
+            pub eps: IdTable<KArc<EpObj<P, V>>>,
+        }
+
+        impl<P: Platform, V: Verbs> Tables<P, V> {
+            fn new(limit: u32) -> Self {
+                Tables {
+                    $($field: IdTable::new(limit),)*
+                    eps: IdTable::new(limit),
+                }
+            }
+        }
+
+        $(impl<P: Platform, V: Verbs> Object<P, V> for $kind<P, V> {
+            fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>> {
+                &mut tables.$field
+            }
+            fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>> {
+                object_types!(@device this $device)
+            }
+            fn refs(&self) -> &RefCount {
+                &self.refs
+            }
+        })*
+    };
+    (@device $this:ident self) => { $this };
+    (@device $this:ident $field:ident) => { &$this.$field };
 }
 
-/// What every object with an id has in common.
-pub(crate) trait Object<P: Platform, V: Verbs>: Send + Sync + Sized + 'static {
+object_types! {
+    /// Opened devices.
+    devices: DeviceObj, device: self;
+    /// Protection domains.
+    pds: PdObj, device: dev;
+    /// Completion queues.
+    cqs: CqObj, device: dev;
+    /// Shared receive queues.
+    srqs: SrqObj, device: dev;
+    /// Queue pairs.
+    qps: QpObj, device: dev;
+    /// Memory windows.
+    mws: MwObj, device: dev;
+    /// Address handles.
+    ahs: AhObj, device: dev;
+}
+
+/// What every object with an id has in common (its row of the type table).
+pub(crate) trait Object<P: Platform, V: Verbs>:
+    Teardown<P, V> + Send + Sync + 'static
+{
     /// The object's table.
     fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>>;
     /// The opened device the object lives on (itself for a device).
     fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>>;
     /// Children and in-flight users.
     fn refs(&self) -> &RefCount;
+}
+
+/// What differs between the kinds of objects: how one is destroyed.
+pub(crate) trait Teardown<P: Platform, V: Verbs>: Sized {
     /// Destroys what is left of the object after it left its table: its verbs handle (unless
     /// device removal destroyed it already), its parked requests, its references on parents.
     /// PASSIVE_LEVEL, no lock held; the caller holds the device gate or removal has finished.
@@ -104,16 +154,7 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
         let platform = &shared.platform;
         Ok(Provider {
             gate: Gate::new(platform)?,
-            tables: platform.spin_lock(Tables {
-                devices: IdTable::new(limit),
-                pds: IdTable::new(limit),
-                cqs: IdTable::new(limit),
-                srqs: IdTable::new(limit),
-                qps: IdTable::new(limit),
-                mws: IdTable::new(limit),
-                ahs: IdTable::new(limit),
-                eps: IdTable::new(limit),
-            }),
+            tables: platform.spin_lock(Tables::new(limit)),
             shared,
         })
     }
@@ -135,6 +176,37 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
     /// it down. The table grows with the lock released ([`Spare`]).
     pub fn insert<T: Object<P, V>>(&self, obj: KArc<T>) -> Result<u64, (KArc<T>, NtStatus)> {
         self.insert_in(obj, T::table)
+    }
+
+    /// [`Provider::insert`], tearing the object down again when the table refuses it.
+    pub fn insert_or_teardown<T: Object<P, V>>(&self, obj: KArc<T>) -> Result<u64, NtStatus> {
+        self.insert(obj).map_err(|(obj, status)| {
+            T::teardown(obj, &self.shared);
+            status
+        })
+    }
+
+    /// The end of every create: the new object goes into its table (torn down again and the
+    /// request failed with the table's status when it is refused), then the output gets the
+    /// new id, the verbs' `verb_info` and whatever `write` adds, and the request completes
+    /// with the whole output.
+    pub fn publish<T: Object<P, V>>(
+        &self,
+        mut req: P::Request,
+        obj: KArc<T>,
+        verb_info: u32,
+        write: impl FnOnce(&mut [u8]),
+    ) {
+        let new_id = match self.insert_or_teardown(obj) {
+            Ok(new_id) => new_id,
+            Err(status) => return req.complete(status, 0),
+        };
+        let buf = req.buffer_mut();
+        write_id(buf, new_id).ok();
+        write_verb_info(buf, verb_info).ok();
+        write(buf);
+        let len = req.output_len();
+        req.complete(NtStatus::SUCCESS, len);
     }
 
     /// [`Provider::insert`] for an endpoint (which lives on no device).

@@ -5,7 +5,7 @@ use alloc::vec::Vec;
 use core::mem::size_of;
 
 use wv_abi::consts::WV_IO_QP_SIGNAL_SENDS;
-use wv_abi::encode::{write_id, write_prefix, write_verb_info};
+use wv_abi::encode::write_prefix;
 use wv_abi::{
     NtStatus, Vendor, WV_IO_QP_ATTRIBUTES, WV_IO_QP_CREATE, WV_IO_QP_MULTICAST, read_prefix,
 };
@@ -18,9 +18,8 @@ use crate::convert::qp_attr_to_abi;
 use crate::cq::CqObj;
 use crate::device::DeviceObj;
 use crate::fallible::{grow_locked, push_locked};
-use crate::ids::IdTable;
 use crate::pd::PdObj;
-use crate::provider::{Held, Object, Provider, Tables, hold};
+use crate::provider::{Held, Provider, Teardown, hold};
 use crate::shared::Shared;
 use crate::srq::SrqObj;
 use crate::status::verbs_status;
@@ -104,16 +103,7 @@ impl<P: Platform, V: Verbs> QpObj<P, V> {
     }
 }
 
-impl<P: Platform, V: Verbs> Object<P, V> for QpObj<P, V> {
-    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>> {
-        &mut tables.qps
-    }
-    fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>> {
-        &this.dev
-    }
-    fn refs(&self) -> &RefCount {
-        &self.refs
-    }
+impl<P: Platform, V: Verbs> Teardown<P, V> for QpObj<P, V> {
     fn teardown(this: KArc<Self>, _shared: &Shared<P, V>) {
         // Queued modifies end with STATUS_CANCELLED and no new one can be parked; then wait
         // for the one the drainer may be running (PASSIVE_LEVEL).
@@ -261,18 +251,7 @@ pub(crate) fn qp_create<P: Platform, V: Verbs>(
         sched,
         shared: KArc::clone(&prov.shared),
     });
-    let new_id = match prov.insert(obj) {
-        Ok(new_id) => new_id,
-        Err((obj, status)) => {
-            QpObj::teardown(obj, &prov.shared);
-            return req.complete(status, 0);
-        }
-    };
-    let buf = req.buffer_mut();
-    write_id(buf, new_id).ok();
-    write_verb_info(buf, verb_info).ok();
-    let len = req.output_len();
-    req.complete(NtStatus::SUCCESS, len);
+    prov.publish(req, obj, verb_info, |_| {});
 }
 
 /// QP_DESTROY: `STATUS_ACCESS_DENIED` while an IOCTL uses the QP; queued modifies end with

@@ -2,7 +2,7 @@
 
 use core::mem::{offset_of, size_of};
 
-use wv_abi::encode::{write_at, write_id, write_verb_info};
+use wv_abi::encode::{write_at, write_verb_info};
 use wv_abi::{NtStatus, Vendor, WV_IO_SRQ_ATTRIBUTES};
 use wv_hal::{
     IoRequest, KArc, Platform, RequestQueue, SpinLock, SrqAttributes, SrqEvent, SrqEventSink,
@@ -10,10 +10,9 @@ use wv_hal::{
 };
 
 use crate::device::DeviceObj;
-use crate::ids::IdTable;
 use crate::notify::complete_all;
 use crate::pd::PdObj;
-use crate::provider::{Object, Provider, Tables};
+use crate::provider::{Provider, Teardown};
 use crate::shared::Shared;
 use crate::status::verbs_status;
 use crate::sync::{Handle, RefCount};
@@ -65,16 +64,7 @@ impl<P: Platform, V: Verbs> SrqObj<P, V> {
     }
 }
 
-impl<P: Platform, V: Verbs> Object<P, V> for SrqObj<P, V> {
-    fn table(tables: &mut Tables<P, V>) -> &mut IdTable<KArc<Self>> {
-        &mut tables.srqs
-    }
-    fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>> {
-        &this.dev
-    }
-    fn refs(&self) -> &RefCount {
-        &self.refs
-    }
+impl<P: Platform, V: Verbs> Teardown<P, V> for SrqObj<P, V> {
     fn teardown(this: KArc<Self>, _shared: &Shared<P, V>) {
         if let Some(lower) = this.dev.lower() {
             this.destroy_handles(&lower);
@@ -147,18 +137,7 @@ pub(crate) fn srq_create<P: Platform, V: Verbs>(
         refs: RefCount::default(),
         notify,
     });
-    let new_id = match prov.insert(obj) {
-        Ok(new_id) => new_id,
-        Err((obj, status)) => {
-            SrqObj::teardown(obj, &prov.shared);
-            return req.complete(status, 0);
-        }
-    };
-    let buf = req.buffer_mut();
-    write_id(buf, new_id).ok();
-    write_verb_info(buf, verb_info).ok();
-    let len = req.output_len();
-    req.complete(NtStatus::SUCCESS, len);
+    prov.publish(req, obj, verb_info, |_| {});
 }
 
 /// SRQ_DESTROY: `STATUS_ACCESS_DENIED` while QPs use the SRQ.

@@ -39,6 +39,8 @@ pub mod qp;
 pub mod query;
 pub mod runtime;
 pub mod srq;
+#[cfg(not(windows))]
+pub mod transport;
 
 #[cfg(wv_exports)]
 mod exports {

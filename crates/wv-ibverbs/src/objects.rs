@@ -236,7 +236,8 @@ fn probe(addr: u64, len: usize, access: u32) -> Result<(), i32> {
         let write = access
             & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)
             != 0;
-        wv_softhca::dma::process::probe(addr, len as u64, write).map_err(|_| EFAULT)
+        let this = wv_softhca::dma::Client::this_process();
+        wv_softhca::dma::process::probe(&this, addr, len as u64, write).map_err(|_| EFAULT)
     }
     #[cfg(not(target_os = "linux"))]
     {

@@ -1,14 +1,20 @@
 //! The process's stack and device list: brought up on first use (`ibv_get_device_list`).
 //!
 //! Transport (`WV_IBVERBS_TRANSPORT`):
-//! * `inproc` (the default off Windows): the library loads the WinVerbs driver core on the host
-//!   model of KMDF above soft HCAs joined on one fabric, in this process
-//!   (`wv_client::inproc::Stack`), registering application memory as the process's
-//!   (`MemoryMode::Process`). Its shape: `WV_IBVERBS_DEVICES` soft HCAs (default 2),
-//!   `WV_IBVERBS_PORTS` ports each (1 or 2, default 1), `WV_IBVERBS_LINK_LAYER` `ethernet`
-//!   (RoCE, the default) or `ib`; `WV_IBVERBS_IDENTITY` (a number) fixes the devices' MAC,
-//!   node GUID and GIDs, which otherwise derive from the process id, so two processes never
-//!   present the same identity (a peer in another process is another machine to them).
+//! * unset or `auto` (the default off Windows): the device service `wvd` when one listens on
+//!   its socket (`WVD_SOCKET`, else the user's default; see `wv_client::service`), so every
+//!   process of the machine shares its fabric; otherwise the in-process stack below.
+//! * `service`: the device service, started on first use if none listens (`wvd --background
+//!   --idle-exit 30`: the program `WV_WVD` names, else the `wvd` beside this library, else
+//!   `wvd` on `PATH`).
+//! * `inproc`: the library loads the WinVerbs driver core on the host model of KMDF above soft
+//!   HCAs joined on one fabric, in this process (`wv_inproc::Stack`), registering
+//!   application memory as the process's (`MemoryMode::Process`). Its shape:
+//!   `WV_IBVERBS_DEVICES` soft HCAs (default 2), `WV_IBVERBS_PORTS` ports each (1 or 2,
+//!   default 1), `WV_IBVERBS_LINK_LAYER` `ethernet` (RoCE, the default) or `ib`;
+//!   `WV_IBVERBS_IDENTITY` (a number) fixes the devices' MAC, node GUID and GIDs, which
+//!   otherwise derive from the process id, so two processes never present the same identity
+//!   (a peer in another process is another machine to them: only the service joins them).
 //! * `windows` (Windows builds): `\\.\WinVerbs`, the installed driver.
 //!
 //! Anything else gives an empty device list and a message on stderr.
@@ -22,9 +28,9 @@ use wv_client::verbs::{Device, Provider};
 
 use crate::abi::{IBV_NODE_CA, IBV_SYSFS_NAME_MAX, IBV_TRANSPORT_IB, ibv_device};
 
-/// The transport's file type.
+/// The transport's file type: the in-process stack's or the device service's.
 #[cfg(not(windows))]
-pub type File = wv_client::inproc::File;
+pub use crate::transport::File;
 /// The transport's file type.
 #[cfg(windows)]
 pub type File = wv_client::windows::File;
@@ -50,9 +56,10 @@ pub struct Runtime {
     pub provider: Provider<File>,
     /// The devices, in GUID_QUERY's order.
     pub devices: Vec<DeviceEntry>,
-    /// The in-process stack (never unloaded: it lives as long as the process).
+    /// The in-process stack (never unloaded: it lives as long as the process); `None` through
+    /// the device service.
     #[cfg(not(windows))]
-    pub stack: Arc<wv_client::inproc::Stack>,
+    pub stack: Option<Arc<wv_inproc::Stack>>,
 }
 
 // SAFETY: the raw pointers inside `ibv_device` (none are set: the `_ops` are null) make it
@@ -85,25 +92,88 @@ pub fn get() -> Result<&'static Runtime, &'static str> {
     r.as_ref().map_err(|e| e.as_str())
 }
 
+/// A transport chosen by the program itself (see [`choose_transport`]).
+static CHOSEN: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Chooses the transport as `WV_IBVERBS_TRANSPORT` would (and over it), for a program that
+/// links the library as a Rust crate (its tests). Takes effect only before the first
+/// `ibv_get_device_list`; returns whether it did.
+pub fn choose_transport(name: &str) -> bool {
+    if RUNTIME.get().is_some() {
+        return false;
+    }
+    *CHOSEN.lock().unwrap_or_else(|e| e.into_inner()) = Some(name.to_owned());
+    RUNTIME.get().is_none()
+}
+
 fn transport() -> String {
+    if let Some(t) = CHOSEN.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+        return t;
+    }
     std::env::var("WV_IBVERBS_TRANSPORT").unwrap_or_else(|_| {
         if cfg!(windows) {
             "windows".into()
         } else {
-            "inproc".into()
+            "auto".into()
         }
     })
 }
 
 #[cfg(not(windows))]
 fn bring_up() -> Result<Runtime, String> {
-    use wv_client::inproc::{LinkLayer, MemoryMode, Stack, StackConfig};
+    use wv_client::service;
     let t = transport();
-    if t != "inproc" {
-        return Err(format!(
-            "WV_IBVERBS_TRANSPORT={t}: this build has only the in-process transport (inproc)"
-        ));
+    let path = service::default_socket_path();
+    let file = match t.as_str() {
+        "inproc" => None,
+        "auto" => match service::File::connect(&path) {
+            Ok(f) => Some(f),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                ) =>
+            {
+                None
+            }
+            Err(e) => {
+                return Err(format!(
+                    "the device service on {} cannot be used ({e}); set \
+                     WV_IBVERBS_TRANSPORT=inproc to use an in-process stack",
+                    path.display()
+                ));
+            }
+        },
+        "service" => {
+            let beside = crate::transport::library_dir()
+                .map(|d| vec![d.join("wvd")])
+                .unwrap_or_default();
+            Some(
+                service::connect_or_start(&path, &beside)
+                    .map_err(|e| format!("the device service on {}: {e}", path.display()))?,
+            )
+        }
+        other => {
+            return Err(format!(
+                "WV_IBVERBS_TRANSPORT={other}: expected `auto`, `service` or `inproc`"
+            ));
+        }
+    };
+    if let Some(file) = file {
+        let provider = wv_client::verbs::Provider::new(File::Service(file));
+        let devices = list_devices(&provider)?;
+        return Ok(Runtime {
+            provider,
+            devices,
+            stack: None,
+        });
     }
+    inproc()
+}
+
+#[cfg(not(windows))]
+fn inproc() -> Result<Runtime, String> {
+    use wv_inproc::{LinkLayer, MemoryMode, Stack, StackConfig};
     let devices = env_num("WV_IBVERBS_DEVICES").unwrap_or(2).clamp(1, 16) as usize;
     let ports = env_num("WV_IBVERBS_PORTS").unwrap_or(1).clamp(1, 2) as u8;
     let link_layer = match std::env::var("WV_IBVERBS_LINK_LAYER").as_deref() {
@@ -126,12 +196,13 @@ fn bring_up() -> Result<Runtime, String> {
         identity,
         ..StackConfig::default()
     }));
-    let provider = wv_client::verbs::open_inproc(&stack).map_err(|e| e.to_string())?;
+    let file = stack.open().map_err(|s| format!("CreateFile: {s}"))?;
+    let provider = wv_client::verbs::Provider::new(File::Inproc(file));
     let devices = list_devices(&provider)?;
     Ok(Runtime {
         provider,
         devices,
-        stack,
+        stack: Some(stack),
     })
 }
 

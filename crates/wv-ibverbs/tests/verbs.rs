@@ -17,7 +17,14 @@ struct Env {
     cq: *mut ibv_cq,
 }
 
+/// The tests drive the in-process stack (a device service running on this machine would
+/// otherwise be chosen).
+fn in_process() {
+    wv_ibverbs::runtime::choose_transport("inproc");
+}
+
 fn open() -> Env {
+    in_process();
     let mut n = 0;
     // SAFETY: a writable local.
     let list = unsafe { ibv_get_device_list(&mut n) };
@@ -515,6 +522,7 @@ fn a_completion_channel_delivers_one_event_per_arm_and_honours_o_nonblock() {
 #[test]
 fn a_port_going_down_and_up_is_an_async_event_on_the_async_fd() {
     // The second device, so the other tests' traffic on the first is not disturbed.
+    in_process();
     let mut n = 0;
     // SAFETY: a writable local.
     let list = unsafe { ibv_get_device_list(&mut n) };
@@ -526,7 +534,11 @@ fn a_port_going_down_and_up_is_an_async_event_on_the_async_fd() {
     // SAFETY: the list, freed once.
     unsafe { ibv_free_device_list(list) };
     assert!(!ctx.is_null());
-    let stack = &wv_ibverbs::runtime::get().unwrap().stack;
+    let stack = wv_ibverbs::runtime::get()
+        .unwrap()
+        .stack
+        .as_ref()
+        .expect("the in-process stack");
     // SAFETY: a live context.
     let fd = unsafe { (*ctx).async_fd };
     let wait = |want: u32| {

@@ -3,7 +3,10 @@
 //! Like rxe, the kernel half allocates every ring itself and tells user mode where it is (the
 //! address and size in the response, the moral equivalent of an mmap offset); user mode maps it
 //! through the registry of [`crate::uvp`], which checks the address against the allocation the
-//! device made. Commands carry the requested geometry where the verbs call does not.
+//! device made, or, as a device service's client, through the memory the service shares with
+//! it (the address is then the ring's offset there), from the response alone: a QP's response
+//! carries everything its posts are checked against. Commands carry the requested geometry
+//! where the verbs call does not.
 //!
 //! Every struct is `#[repr(C)]`, little-endian, with explicit padding, and starts with
 //! [`SOFTHCA_ABI_MAGIC`] where user mode sends it, so that stray bytes are refused.
@@ -93,7 +96,23 @@ pub struct QpResp {
     pub sq_addr: u64,
     /// Address of the receive ring.
     pub rq_addr: u64,
+    /// The transport type (`WV_IO_QP_CREATE.QpType`'s value).
+    pub qp_type: u32,
+    /// SGEs per send request.
+    pub sq_max_sge: u32,
+    /// SGEs per receive request (0 with an SRQ).
+    pub rq_max_sge: u32,
+    /// Largest inline payload.
+    pub max_inline: u32,
+    /// [`QP_RESP_SRQ`] when the QP receives from an SRQ.
+    pub flags: u32,
+    /// Reserved.
+    pub reserved: u32,
 }
+
+/// [`QpResp::flags`]: the QP receives from an SRQ (its receive ring is a one-slot
+/// placeholder).
+pub const QP_RESP_SRQ: u32 = 1;
 
 /// SRQ creation response.
 #[repr(C)]
@@ -217,7 +236,7 @@ mod tests {
     fn layouts() {
         assert_eq!(core::mem::size_of::<OpenCaResp>(), 24);
         assert_eq!(core::mem::size_of::<CqResp>(), 24);
-        assert_eq!(core::mem::size_of::<QpResp>(), 40);
+        assert_eq!(core::mem::size_of::<QpResp>(), 64);
         assert_eq!(core::mem::size_of::<SrqResp>(), 24);
         assert_eq!(core::mem::size_of::<QpStateOut>(), 8);
         assert_eq!(core::mem::size_of::<MwCmd>(), 8);

@@ -145,6 +145,9 @@ impl Cq {
         }
         let Some(slot) = ring.producer_slot() else {
             self.overrun.store(true, Ordering::Relaxed);
+            // Where the user-mode provider sees it.
+            ring.owner_word(crate::ring::OWNER_CQ_OVERRUN)
+                .store(1, Ordering::Release);
             return Posted::Overrun { first: true };
         };
         wc.encode(slot);

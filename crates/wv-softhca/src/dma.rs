@@ -28,6 +28,9 @@ use alloc::vec::Vec;
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicU64, Ordering};
 
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub use process::Client;
+
 use crate::lock::Mutex;
 use wv_hal::{AllocError, KArc, KWeak, VerbsError};
 
@@ -47,15 +50,16 @@ pub(crate) enum AtomicFault {
 }
 
 /// How a range's bytes are reached.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 enum Reach {
     /// Through the pointer (pool buffers, trusted process memory).
     Pointer,
-    /// Through the kernel's cross-address-space copy on this process (see [`process`]): a
-    /// page the application unmapped or made read-only after registering it is a failed copy,
-    /// never a fault of the device's thread.
+    /// Through the kernel's cross-address-space copies on the client process that registered
+    /// the range (see [`process`]): a page the application unmapped or made read-only after
+    /// registering it is a failed copy, never a fault of the device's thread, and a range of
+    /// a process that has gone fails every transfer.
     #[cfg(all(feature = "std", target_os = "linux"))]
-    Syscall,
+    Syscall(Arc<process::Client>),
 }
 
 /// A pinned range of client memory the device may read and write.
@@ -105,25 +109,26 @@ impl DmaRange {
         }
     }
 
-    /// A range of this process's memory reached only through [`process`]'s copies (and the
+    /// A range of `client`'s memory reached only through [`process`]'s copies (and its
     /// checked atomics): no pointer into it is ever dereferenced by a copy, so a range whose
     /// pages go away makes copies fail instead of faulting.
     #[cfg(all(feature = "std", target_os = "linux"))]
-    fn syscall(addr: u64, len: usize) -> Self {
+    fn syscall(client: Arc<process::Client>, addr: u64, len: usize) -> Self {
         DmaRange {
             base: ptr::with_exposed_provenance_mut(addr as usize),
             len,
             _keep: None,
-            reach: Reach::Syscall,
+            reach: Reach::Syscall(client),
         }
     }
 
-    #[cfg_attr(
-        not(all(feature = "std", target_os = "linux")),
-        allow(dead_code, reason = "only the process mode asks")
-    )]
-    fn by_pointer(&self) -> bool {
-        self.reach == Reach::Pointer
+    /// The client process whose memory the range is, when it is reached through the kernel.
+    #[cfg(all(feature = "std", target_os = "linux"))]
+    fn client(&self) -> Option<&process::Client> {
+        match &self.reach {
+            Reach::Syscall(c) => Some(c),
+            Reach::Pointer => None,
+        }
     }
 
     /// The client address of the first byte.
@@ -149,8 +154,8 @@ impl DmaRange {
     pub(crate) fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), OutOfBounds> {
         let off = self.check(offset, out.len())?;
         #[cfg(all(feature = "std", target_os = "linux"))]
-        if !self.by_pointer() {
-            return process::copy(self.base.addr() + off, out.as_mut_ptr().addr(), out.len());
+        if let Some(c) = self.client() {
+            return process::read(c, self.base.addr() + off, out);
         }
         // SAFETY: `check` proved `[off, off + out.len())` lies inside the range, which `new`'s
         // contract makes valid for reads; `out` is a distinct Rust buffer, so they do not overlap.
@@ -164,8 +169,8 @@ impl DmaRange {
     pub(crate) fn write(&self, offset: u64, data: &[u8]) -> Result<(), OutOfBounds> {
         let off = self.check(offset, data.len())?;
         #[cfg(all(feature = "std", target_os = "linux"))]
-        if !self.by_pointer() {
-            return process::copy(data.as_ptr().addr(), self.base.addr() + off, data.len());
+        if let Some(c) = self.client() {
+            return process::write(c, data, self.base.addr() + off);
         }
         // SAFETY: `check` proved the destination lies inside the range, valid for writes by
         // `new`'s contract; `data` is a Rust slice that cannot alias client memory mutably.
@@ -184,11 +189,12 @@ impl DmaRange {
             return Err(AtomicFault::Misaligned);
         }
         #[cfg(all(feature = "std", target_os = "linux"))]
-        if !self.by_pointer() {
-            // The word must still be mapped readable and writable (a page taken away between
-            // this probe and the atomic below is the application's breach of the
+        if let Some(c) = self.client() {
+            // Only this process's own memory is reached by pointer (another's goes through
+            // `rmw`). The word must still be mapped readable and writable (a page taken away
+            // between this probe and the atomic below is the application's breach of the
             // registration's contract).
-            process::probe_word(p.addr()).map_err(|_| AtomicFault::OutOfBounds)?;
+            process::probe_word(c, p.addr()).map_err(|_| AtomicFault::OutOfBounds)?;
         }
         // SAFETY: `check` proved the 8 bytes at `p` lie inside the range, which `new`'s contract
         // makes valid for reads and writes for as long as `self` lives (the returned reference
@@ -207,6 +213,10 @@ impl DmaRange {
         compare: u64,
         swap: u64,
     ) -> Result<u64, AtomicFault> {
+        #[cfg(all(feature = "std", target_os = "linux"))]
+        if let Some(c) = self.client().filter(|c| !c.is_this_process()) {
+            return self.rmw(c, offset, |v| if v == compare { swap } else { v });
+        }
         let a = self.atomic_at(offset)?;
         // Atomicity is what a remote atomic promises; its result reaches the requester through
         // the completion, whose publication orders it (no total order with other locations is
@@ -221,7 +231,30 @@ impl DmaRange {
     /// Remote fetch-and-add (wrapping, as the IB operation is modulo 2^64). Returns the
     /// original value.
     pub(crate) fn fetch_add(&self, offset: u64, add: u64) -> Result<u64, AtomicFault> {
+        #[cfg(all(feature = "std", target_os = "linux"))]
+        if let Some(c) = self.client().filter(|c| !c.is_this_process()) {
+            return self.rmw(c, offset, |v| v.wrapping_add(add));
+        }
         Ok(self.atomic_at(offset)?.fetch_add(add, Ordering::AcqRel))
+    }
+
+    /// A remote atomic on another process's word: checked as [`DmaRange::atomic_at`] checks,
+    /// then run by [`process::rmw`], which serialises every such operation of this process.
+    #[cfg(all(feature = "std", target_os = "linux"))]
+    fn rmw(
+        &self,
+        client: &process::Client,
+        offset: u64,
+        op: impl FnOnce(u64) -> u64,
+    ) -> Result<u64, AtomicFault> {
+        let off = self
+            .check(offset, 8)
+            .map_err(|_| AtomicFault::OutOfBounds)?;
+        let addr = self.base.addr() + off;
+        if !addr.is_multiple_of(8) {
+            return Err(AtomicFault::Misaligned);
+        }
+        process::rmw(client, addr, op).map_err(|_| AtomicFault::OutOfBounds)
     }
 
     /// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off`; the ranges may be the
@@ -236,8 +269,12 @@ impl DmaRange {
         let s = src.check(src_off, len)?;
         let d = dst.check(dst_off, len)?;
         #[cfg(all(feature = "std", target_os = "linux"))]
-        if !src.by_pointer() || !dst.by_pointer() {
-            return process::copy(src.base.addr() + s, dst.base.addr() + d, len);
+        if src.client().is_some() || dst.client().is_some() {
+            return process::transfer(
+                (src.client(), src.base.addr() + s),
+                (dst.client(), dst.base.addr() + d),
+                len,
+            );
         }
         // SAFETY: both sub-ranges were bounds-checked against ranges that `new`'s contract makes
         // valid for reads (source) and writes (destination); `ptr::copy` allows overlap.
@@ -415,6 +452,213 @@ impl BufferPool {
     }
 }
 
+/// A 32-bit word of a ring's header (loom's under `--cfg loom`, so the models see the indices).
+#[cfg(loom)]
+pub(crate) type HeaderWord = loom::sync::atomic::AtomicU32;
+/// A 32-bit word of a ring's header (loom's under `--cfg loom`, so the models see the indices).
+#[cfg(not(loom))]
+pub(crate) type HeaderWord = core::sync::atomic::AtomicU32;
+
+/// A header word on a cache line of its own, so producer and consumer do not false-share.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub(crate) struct HeaderLine(pub HeaderWord);
+
+/// What only the producer touches (its owner serialises producers), on a line of its own.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub(crate) struct ProducerLine {
+    /// The index the producer last published (the tail without a CQ's arm bits).
+    pub tail: HeaderWord,
+    /// The head as the producer last read it (only ever behind the real one).
+    pub head: HeaderWord,
+}
+
+/// Words the ring's owner shares with the other side, on a line of their own.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub(crate) struct OwnerLine(pub [HeaderWord; 4]);
+
+/// The first [`RING_HEADER_BYTES`] of a ring's memory, before its slots: the indices, the
+/// producer's own copies of them, and four words its owner shares with the other side (a QP's
+/// send ring carries the QP state and the doorbell bits there, a CQ ring its overrun flag).
+/// The layout user mode maps: every field is an atomic, all-zero is an empty ring.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct RingHeader {
+    /// The producer's published index (a CQ's carries the arm bits).
+    pub tail: HeaderLine,
+    /// The consumer's index.
+    pub head: HeaderLine,
+    /// The producer's copies.
+    pub producer: ProducerLine,
+    /// The owner's words.
+    pub owner: OwnerLine,
+}
+
+/// Bytes of a [`RingHeader`].
+#[cfg_attr(loom, allow(dead_code, reason = "the loom build has no shared rings"))]
+pub(crate) const RING_HEADER_BYTES: usize = 256;
+
+#[cfg(not(loom))]
+const _: () = {
+    assert!(core::mem::size_of::<RingHeader>() == RING_HEADER_BYTES);
+    assert!(core::mem::align_of::<RingHeader>() == 64);
+    assert!(core::mem::offset_of!(RingHeader, head) == 64);
+    assert!(core::mem::offset_of!(RingHeader, producer) == 128);
+    assert!(core::mem::offset_of!(RingHeader, owner) == 192);
+};
+
+impl RingHeader {
+    /// An empty ring's header.
+    pub(crate) fn new() -> Self {
+        let w = || HeaderWord::new(0);
+        RingHeader {
+            tail: HeaderLine(w()),
+            head: HeaderLine(w()),
+            producer: ProducerLine {
+                tail: w(),
+                head: w(),
+            },
+            owner: OwnerLine([w(), w(), w(), w()]),
+        }
+    }
+}
+
+/// What gives a [`SharedBlock`]'s memory back when the block goes.
+pub trait BlockOwner: Send + Sync {
+    /// The block at device address `addr`, `len` bytes, is no longer used by this side.
+    fn release(&self, addr: u64, len: usize);
+}
+
+/// A block of memory shared with another process (a device service and its client map the
+/// same file): the rings of the client's objects and its doorbell page. Both sides reach it
+/// only through the atomic views below, so whatever the other process writes there (it may
+/// write anything, at any time) is a value to check, never undefined behaviour here.
+pub struct SharedBlock {
+    base: NonNull<u8>,
+    len: usize,
+    addr: u64,
+    owner: Arc<dyn BlockOwner>,
+}
+
+impl core::fmt::Debug for SharedBlock {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SharedBlock")
+            .field("addr", &format_args!("{:#x}", self.addr))
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+// SAFETY: the block is shared memory reached only through atomics (`new`'s contract), which
+// any thread may use; the owner is `Send + Sync`.
+unsafe impl Send for SharedBlock {}
+// SAFETY: see `Send`; `&SharedBlock` hands out only atomic views.
+unsafe impl Sync for SharedBlock {}
+
+impl SharedBlock {
+    /// The `len` bytes at `base`, which the other side knows as device address `addr`.
+    ///
+    /// # Safety
+    /// `[base, base + len)` must be memory mapped readable and writable in this process, with
+    /// `base` aligned to 64 bytes and `len` a multiple of 8, that stays mapped and backed (a
+    /// shared file that cannot shrink under it) for as long as `owner` lives; and within this
+    /// process it must be accessed only through `SharedBlock` views, one kind of view per
+    /// block (a ring's, or 32-bit words), so that no byte is ever accessed non-atomically or
+    /// by atomics of two sizes here. Other processes may write it as they like.
+    pub unsafe fn new(base: *mut u8, len: usize, addr: u64, owner: Arc<dyn BlockOwner>) -> Self {
+        SharedBlock {
+            // A null base breaks the contract above; a dangling non-null one is never read
+            // with a zero length, so this only refuses the obvious mistake.
+            base: NonNull::new(base).unwrap_or(NonNull::dangling()),
+            len: if base.is_null() { 0 } else { len },
+            addr,
+            owner,
+        }
+    }
+
+    /// The device address (what vendor output reports).
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the block is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The block as 32-bit words (a doorbell page).
+    pub fn words32(&self) -> &[core::sync::atomic::AtomicU32] {
+        // SAFETY: `new`'s contract: the memory is mapped, aligned, a multiple of 8 (so of 4)
+        // bytes long, valid for as long as `self` (which holds the owner) lives, and reached in
+        // this process only through this one kind of view; atomics may alias memory other
+        // processes write, every bit pattern is a valid `AtomicU32`.
+        unsafe {
+            core::slice::from_raw_parts(
+                self.base.as_ptr().cast::<core::sync::atomic::AtomicU32>(),
+                self.len / 4,
+            )
+        }
+    }
+
+    /// The block as a ring of `entries` slots of `stride` words after a [`RingHeader`], if it
+    /// is large enough.
+    #[cfg(all(feature = "std", target_os = "linux", not(loom)))]
+    pub(crate) fn ring_parts(
+        &self,
+        entries: u32,
+        stride: usize,
+    ) -> Option<(&RingHeader, &[AtomicU64])> {
+        let words = (entries as usize).checked_mul(stride)?;
+        let need = words.checked_mul(8)?.checked_add(RING_HEADER_BYTES)?;
+        if need > self.len {
+            return None;
+        }
+        // SAFETY: `new`'s contract (mapped, 64-byte aligned, alive as long as `self`, reached
+        // here through one kind of view); `need <= len` bounds both views; `RingHeader` is
+        // `repr(C)` of `AtomicU32`s only (checked by the size asserts above), for which every
+        // bit pattern is valid, and so are the `AtomicU64` slots; the header and the slots do
+        // not overlap.
+        let header = unsafe { &*self.base.as_ptr().cast::<RingHeader>() };
+        let slots = self.base.as_ptr().wrapping_add(RING_HEADER_BYTES);
+        // SAFETY: as above; `slots` is 8-byte aligned (64-byte base + 256).
+        let slots = unsafe { core::slice::from_raw_parts(slots.cast::<AtomicU64>(), words) };
+        Some((header, slots))
+    }
+}
+
+impl Drop for SharedBlock {
+    fn drop(&mut self) {
+        self.owner.release(self.addr, self.len);
+    }
+}
+
+/// The memory a device shares with one client process, provided by whoever hosts the device
+/// for it (a device service): the rings of the objects the client creates are allocated there
+/// while a thread serves it ([`process::attach`]), so the client's user-mode provider maps
+/// them, and each new QP's doorbell is handed over, so the host can run the QP's send queue
+/// when the client rings it.
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub trait SharedMemory: Send + Sync {
+    /// A zeroed block of at least `bytes` bytes, 64-byte aligned.
+    ///
+    /// # Errors
+    /// When the memory is exhausted.
+    fn alloc(&self, bytes: usize) -> Result<SharedBlock, AllocError>;
+
+    /// Takes the doorbell of a QP created for this client.
+    ///
+    /// # Errors
+    /// When it cannot be kept (the QP's creation then fails).
+    fn add_doorbell(&self, doorbell: crate::uvp::Doorbell) -> Result<(), AllocError>;
+}
+
 /// How the device validates ("probes and locks") client memory at registration.
 #[derive(Clone, Debug)]
 pub struct ClientMemory {
@@ -471,8 +715,10 @@ impl ClientMemory {
             MemoryKind::Pool(p) => p.find(addr, len).ok_or(VerbsError::InvalidParameter),
             #[cfg(all(feature = "std", target_os = "linux"))]
             MemoryKind::Process => {
-                process::probe(addr, len, writable).map_err(|_| VerbsError::InvalidPermission)?;
-                Ok(DmaRange::syscall(addr, len as usize))
+                let client = process::caller();
+                process::probe(&client, addr, len, writable)
+                    .map_err(|_| VerbsError::InvalidPermission)?;
+                Ok(DmaRange::syscall(client, addr, len as usize))
             }
             // SAFETY: `trusted_process`'s contract makes the caller vouch for every registered
             // range; length and overflow were checked above.
@@ -487,47 +733,208 @@ impl ClientMemory {
     }
 }
 
-/// This process's memory reached the way a device service in another process would reach it:
-/// through `process_vm_readv`/`process_vm_writev` on the process itself.
+/// Client processes' memory reached through the kernel: `process_vm_readv`/`process_vm_writev`
+/// on the process that registered it (this process for the in-process stack, a client of a
+/// device service otherwise).
 ///
 /// Why copies through the kernel instead of pointers: application memory is not Rust memory.
 /// The application may unmap or `mprotect` pages it registered (breaking the verbs contract,
 /// but that must not crash the "device"), and a pointer copy into such a page is a SIGSEGV in
 /// whatever thread rang the doorbell. The kernel's copy checks every page and fails with
 /// `EFAULT` instead, so every copy here is memory-safe whatever the application does. The same
-/// calls reach another process's memory given its pid, which a device service shared by several
-/// processes needs. The price is a system call per copy (about a microsecond), which is why the
-/// pool mode stays the harness's and the benchmarks'.
+/// calls reach another process's memory by its pid, which is how a device service shared by
+/// several processes (`wvd`) moves bytes between them: a transfer between two client
+/// processes goes through a bounce buffer of the service (the kernel copies between the
+/// caller and one other process only), two system calls. The price is a system call per copy
+/// (about a microsecond), which is why the pool mode stays the harness's and the benchmarks'.
+///
+/// Which process: the one whose request is being served. A driver's probe acts on the calling
+/// process (the IOCTLs that pin memory run in the caller's context); a service serving
+/// several processes says which one a thread serves with [`attach`] (Windows'
+/// `KeStackAttachProcess`), and [`ClientMemory::process`](super::ClientMemory::process)
+/// registrations pin that process's memory. Without an attachment it is this process.
 ///
 /// Registration validates as the kernel's probe-and-lock does: every page of the range mapped
 /// and readable, and writable when the registration lets the device write (local write, remote
-/// write or remote atomic access), read from `/proc/self/maps`. Remote atomics need a real
-/// 8-byte atomic on the application's word: its mapping is checked again (readable and
-/// writable, from `/proc/self/maps`: a write-back through the kernel could undo a concurrent
-/// atomic on the same word), then it is reached by pointer; a page unmapped between that check
-/// and the atomic is the one case left to the application's contract.
+/// write or remote atomic access), read from `/proc/<pid>/maps`.
+///
+/// Remote atomics need atomicity against each other. On this process's own memory they are
+/// real 8-byte CPU atomics on the application's word, after its mapping was checked again
+/// (readable and writable: a write-back through the kernel could undo a concurrent atomic on
+/// the same word); a page unmapped between that check and the atomic is the one case left to
+/// the application's contract. On another process's memory no pointer exists, so the atomic is
+/// a read, the operation and a write-back through the kernel under one lock of this process
+/// ([`rmw`]): every remote atomic a device service executes, for any client and any of its
+/// devices, is serialised by that lock, so they are atomic with respect to each other (what
+/// `ATOMIC_HCA` promises). Neither kind is atomic with respect to the application's own plain
+/// accesses to the word, as on hardware.
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod process {
     extern crate std;
 
+    use alloc::sync::Arc;
+    use core::cell::RefCell;
+    use core::sync::atomic::{AtomicBool, Ordering};
     use std::string::String;
+    use std::sync::{Mutex, OnceLock};
+    use std::vec::Vec;
+
+    use super::SharedMemory;
+
+    /// A process whose memory a device reaches: the owner of the registrations made while it
+    /// is attached ([`attach`]), and of the shared memory its rings then live in.
+    pub struct Client {
+        pid: i32,
+        this: bool,
+        gone: AtomicBool,
+        shared: Option<Arc<dyn SharedMemory>>,
+    }
+
+    impl core::fmt::Debug for Client {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.debug_struct("Client")
+                .field("pid", &self.pid)
+                .field("gone", &self.is_gone())
+                .field("shared", &self.shared.is_some())
+                .finish()
+        }
+    }
+
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "host-side bookkeeping of the service's clients, not a driver allocation"
+    )]
+    impl Client {
+        /// This process (the in-process stack's only client).
+        pub fn this_process() -> Arc<Client> {
+            static THIS: OnceLock<Arc<Client>> = OnceLock::new();
+            THIS.get_or_init(|| {
+                Arc::new(Client {
+                    pid: std::process::id() as i32,
+                    this: true,
+                    gone: AtomicBool::new(false),
+                    shared: None,
+                })
+            })
+            .clone()
+        }
+
+        /// Process `pid` as a device service knows it: identified by the kernel (the peer
+        /// credentials of its connection, never a number the client sent), with the memory the
+        /// service shares with it for the rings of the objects it creates (`None`: rings stay
+        /// in the device's own memory).
+        pub fn new(pid: i32, shared: Option<Arc<dyn SharedMemory>>) -> Arc<Client> {
+            Arc::new(Client {
+                pid,
+                this: pid == std::process::id() as i32,
+                gone: AtomicBool::new(false),
+                shared,
+            })
+        }
+
+        /// Its process id.
+        pub fn pid(&self) -> i32 {
+            self.pid
+        }
+
+        /// Whether it is this process.
+        pub fn is_this_process(&self) -> bool {
+            self.this
+        }
+
+        /// The process has gone (its connection closed: it exited, was killed, or closed its
+        /// handle, which deregisters everything it registered). From now on no system call
+        /// names its pid (a recycled pid is never touched) and transfers with its memory do
+        /// nothing: writes into it are dropped and reads from it give zeros, as a dead
+        /// process's pages are out of every observer's reach. So its peers' requests in flight
+        /// complete as on a real fabric, where the HCA goes on using the pinned pages until
+        /// the process's QPs are destroyed (then the peers' requests go unanswered and end with
+        /// the transport retry error); and nothing lands in memory it no longer registers.
+        /// New registrations of it are refused. A copy that fails because the process has
+        /// exited (`ESRCH`) marks it gone too.
+        pub fn set_gone(&self) {
+            self.gone.store(true, Ordering::Release);
+        }
+
+        /// Whether [`Client::set_gone`] was called.
+        pub fn is_gone(&self) -> bool {
+            self.gone.load(Ordering::Acquire)
+        }
+
+        /// The memory shared with it, if any.
+        pub fn shared(&self) -> Option<&Arc<dyn SharedMemory>> {
+            self.shared.as_ref()
+        }
+    }
+
+    std::thread_local! {
+        static ATTACHED: RefCell<Option<Arc<Client>>> = const { RefCell::new(None) };
+    }
+
+    /// While alive, the thread serves `client` (see [`attach`]); dropping it restores what the
+    /// thread served before.
+    #[must_use = "the attachment ends when the guard drops"]
+    pub struct Attached {
+        previous: Option<Arc<Client>>,
+    }
+
+    impl core::fmt::Debug for Attached {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.debug_struct("Attached").finish_non_exhaustive()
+        }
+    }
+
+    impl Drop for Attached {
+        fn drop(&mut self) {
+            let previous = self.previous.take();
+            ATTACHED.with(|a| *a.borrow_mut() = previous);
+        }
+    }
+
+    /// The calling thread serves `client` until the guard drops: registrations pin its memory
+    /// and new rings go into the memory it shares with the device.
+    pub fn attach(client: &Arc<Client>) -> Attached {
+        let previous = ATTACHED.with(|a| a.borrow_mut().replace(Arc::clone(client)));
+        Attached { previous }
+    }
+
+    /// The process the calling thread serves.
+    pub(crate) fn caller() -> Arc<Client> {
+        ATTACHED
+            .with(|a| a.borrow().clone())
+            .unwrap_or_else(Client::this_process)
+    }
+
+    /// The shared memory of the process the calling thread serves, if it has one.
+    pub(crate) fn caller_shared() -> Option<Arc<dyn SharedMemory>> {
+        ATTACHED.with(|a| a.borrow().as_ref().and_then(|c| c.shared.clone()))
+    }
 
     /// Why memory cannot be registered or reached.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum Fault {
-        /// Some page of the range is not mapped (or not readable).
+        /// Some page of the range is not mapped (or not readable), or the process is gone.
         Unmapped,
         /// Write access was asked for a page that is not writable.
         ReadOnly,
     }
 
-    /// Checks that `[addr, addr + len)` is mapped and readable, and writable when `write`:
-    /// the kernel's probe of a registration (both faults are `EFAULT` from `ibv_reg_mr`).
+    /// Checks that `[addr, addr + len)` of `client` is mapped and readable, and writable when
+    /// `write`: the kernel's probe of a registration (both faults are `EFAULT` from
+    /// `ibv_reg_mr`).
     ///
     /// # Errors
     /// The first [`Fault`] found.
-    pub fn probe(addr: u64, len: u64, write: bool) -> Result<(), Fault> {
-        let maps = std::fs::read_to_string("/proc/self/maps").map_err(|_| Fault::Unmapped)?;
+    pub fn probe(client: &Client, addr: u64, len: u64, write: bool) -> Result<(), Fault> {
+        if client.is_gone() {
+            return Err(Fault::Unmapped);
+        }
+        let path = if client.this {
+            String::from("/proc/self/maps")
+        } else {
+            std::format!("/proc/{}/maps", client.pid)
+        };
+        let maps = std::fs::read_to_string(path).map_err(|_| Fault::Unmapped)?;
         probe_in(&maps, addr, len, write)
     }
 
@@ -580,7 +987,16 @@ pub mod process {
         iov_len: usize,
     }
 
-    // glibc's wrapper of the system call (declared here rather than through a crate, so the
+    impl IoVec {
+        fn at(addr: usize, len: usize) -> IoVec {
+            IoVec {
+                iov_base: core::ptr::with_exposed_provenance_mut(addr),
+                iov_len: len,
+            }
+        }
+    }
+
+    // glibc's wrappers of the system calls (declared here rather than through a crate, so the
     // soft HCA keeps its dependency set, which the driver package's locked build lists).
     unsafe extern "C" {
         fn process_vm_readv(
@@ -591,42 +1007,198 @@ pub mod process {
             riovcnt: core::ffi::c_ulong,
             flags: core::ffi::c_ulong,
         ) -> isize;
+        fn process_vm_writev(
+            pid: i32,
+            local_iov: *const IoVec,
+            liovcnt: core::ffi::c_ulong,
+            remote_iov: *const IoVec,
+            riovcnt: core::ffi::c_ulong,
+            flags: core::ffi::c_ulong,
+        ) -> isize;
     }
 
-    /// Copies `len` bytes from address `src` to address `dst` of this process through the
-    /// kernel: a page of either side that is not mapped (or, for `dst`, not writable) fails the
-    /// copy instead of faulting.
-    pub(super) fn copy(src: usize, dst: usize, len: usize) -> Result<(), super::OutOfBounds> {
+    /// Copies `len` bytes of `from`'s memory at `remote` into this process at `local`.
+    fn readv(from: &Client, remote: usize, local: usize, len: usize) -> Result<(), ()> {
         if len == 0 {
             return Ok(());
         }
-        let local = IoVec {
-            iov_base: core::ptr::with_exposed_provenance_mut(dst),
-            iov_len: len,
-        };
-        let remote = IoVec {
-            iov_base: core::ptr::with_exposed_provenance_mut(src),
-            iov_len: len,
-        };
-        let pid = std::process::id() as i32;
+        if from.is_gone() {
+            return zero_local(local, len);
+        }
+        let (l, r) = (IoVec::at(local, len), IoVec::at(remote, len));
         // SAFETY: `process_vm_readv` only reads the two iovecs passed by reference here; the
-        // addresses they name are accessed by the kernel, which checks every page and answers
-        // EFAULT for one that is not accessible. On this process, a destination the kernel can
-        // write is memory the device may write by the registration it was validated for.
-        let n = unsafe { process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+        // addresses they name are accessed by the kernel, which checks every page of both
+        // sides and answers EFAULT for one that is not accessible. The local side is either a
+        // Rust buffer the caller lends for the copy or, on this process, memory the device may
+        // write by the registration it was validated for.
+        let n = unsafe { process_vm_readv(from.pid, &l, 1, &r, 1, 0) };
         if n == len as isize {
             Ok(())
+        } else if exited(from) {
+            zero_local(local, len)
         } else {
-            Err(super::OutOfBounds)
+            Err(())
         }
     }
 
-    /// Whether the 8 bytes at `addr` are mapped readable and writable now (the atomic's probe:
-    /// from the mappings, since a write-back through the kernel could undo a concurrent
-    /// atomic on the same word). It reads `/proc/self/maps`, tens of microseconds: the price of
-    /// a remote atomic on application memory in this mode.
-    pub(super) fn probe_word(addr: usize) -> Result<(), super::OutOfBounds> {
-        probe(addr as u64, 8, true).map_err(|_| super::OutOfBounds)
+    /// After a failed copy: whether it failed because the process has exited (`ESRCH`; its
+    /// connection may not have ended yet) — then it is gone from now on.
+    fn exited(client: &Client) -> bool {
+        const ESRCH: i32 = 3;
+        if !client.this && std::io::Error::last_os_error().raw_os_error() == Some(ESRCH) {
+            client.set_gone();
+            return true;
+        }
+        false
+    }
+
+    /// Copies `len` bytes of this process at `local` into `to`'s memory at `remote`.
+    fn writev(to: &Client, local: usize, remote: usize, len: usize) -> Result<(), ()> {
+        if len == 0 {
+            return Ok(());
+        }
+        if to.is_gone() {
+            return Ok(());
+        }
+        let (l, r) = (IoVec::at(local, len), IoVec::at(remote, len));
+        // SAFETY: as in `readv`: the kernel reads the local side and writes the remote one,
+        // checking every page; the iovecs are only read.
+        let n = unsafe { process_vm_writev(to.pid, &l, 1, &r, 1, 0) };
+        if n == len as isize || n < 0 && exited(to) {
+            Ok(())
+        } else {
+            Err(())
+        }
+    }
+
+    /// Zeroes `len` bytes of this process at `local` (what reading a gone client's memory
+    /// gives), through the kernel like any write to memory of a registration.
+    fn zero_local(local: usize, len: usize) -> Result<(), ()> {
+        static ZEROS: [u8; 4096] = [0; 4096];
+        let this = Client::this_process();
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(ZEROS.len());
+            writev(&this, ZEROS.as_ptr().addr(), local + done, n)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Copies `out.len()` bytes of `client`'s memory at `addr` into `out`.
+    pub(super) fn read(
+        client: &Client,
+        addr: usize,
+        out: &mut [u8],
+    ) -> Result<(), super::OutOfBounds> {
+        readv(client, addr, out.as_mut_ptr().addr(), out.len()).map_err(|_| super::OutOfBounds)
+    }
+
+    /// Copies `data` into `client`'s memory at `addr`.
+    pub(super) fn write(
+        client: &Client,
+        data: &[u8],
+        addr: usize,
+    ) -> Result<(), super::OutOfBounds> {
+        writev(client, data.as_ptr().addr(), addr, data.len()).map_err(|_| super::OutOfBounds)
+    }
+
+    /// The largest piece a transfer between two other processes moves at a time.
+    const BOUNCE: usize = 256 * 1024;
+
+    std::thread_local! {
+        static BOUNCE_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// Copies `len` bytes from `src` to `dst`, each an address of a client process (reached
+    /// through the kernel) or, with `None`, of the device's own memory. One system call when
+    /// one side is this process; through a bounce buffer of this process otherwise.
+    pub(super) fn transfer(
+        src: (Option<&Client>, usize),
+        dst: (Option<&Client>, usize),
+        len: usize,
+    ) -> Result<(), super::OutOfBounds> {
+        let fail = |_| super::OutOfBounds;
+        match (src, dst) {
+            ((None, s), (Some(d), dst)) => writev(d, s, dst, len).map_err(fail),
+            ((Some(c), s), (None, d)) => readv(c, s, d, len).map_err(fail),
+            ((Some(c), s), (Some(d), dst)) if d.this => readv(c, s, dst, len).map_err(fail),
+            ((Some(c), s), (Some(d), dst)) if c.this => writev(d, s, dst, len).map_err(fail),
+            ((Some(c), s), (Some(d), dst)) => BOUNCE_BUF.with(|b| {
+                let mut b = b.borrow_mut();
+                if b.len() < len.min(BOUNCE) {
+                    b.resize(len.min(BOUNCE), 0);
+                }
+                let mut done = 0;
+                while done < len {
+                    let n = (len - done).min(BOUNCE);
+                    let at = b.as_mut_ptr().addr();
+                    readv(c, s + done, at, n).map_err(fail)?;
+                    writev(d, at, dst + done, n).map_err(fail)?;
+                    done += n;
+                }
+                Ok(())
+            }),
+            ((None, _), (None, _)) => Err(super::OutOfBounds),
+        }
+    }
+
+    /// Copies `len` bytes of `src`'s memory at `src_addr` into `dst`'s at `dst_addr`, as the
+    /// device copies between two clients' registrations (a bounce buffer of this process
+    /// between two other processes). Safe: the kernel checks every page of both sides.
+    ///
+    /// # Errors
+    /// [`Fault::Unmapped`] when a page of either side is not accessible.
+    pub fn copy_between(
+        src: &Client,
+        src_addr: u64,
+        dst: &Client,
+        dst_addr: u64,
+        len: usize,
+    ) -> Result<(), Fault> {
+        let (s, d) = (
+            usize::try_from(src_addr).map_err(|_| Fault::Unmapped)?,
+            usize::try_from(dst_addr).map_err(|_| Fault::Unmapped)?,
+        );
+        transfer((Some(src), s), (Some(dst), d), len).map_err(|_| Fault::Unmapped)
+    }
+
+    /// Whether the 8 bytes at `addr` of `client` (this process) are mapped readable and
+    /// writable now (the CPU atomic's probe: from the mappings, since a write-back through the
+    /// kernel could undo a concurrent atomic on the same word). It reads `/proc/self/maps`,
+    /// tens of microseconds: the price of a remote atomic on application memory in this mode.
+    pub(super) fn probe_word(client: &Client, addr: usize) -> Result<(), super::OutOfBounds> {
+        probe(client, addr as u64, 8, true).map_err(|_| super::OutOfBounds)
+    }
+
+    /// A remote atomic on another process's 8 bytes at `addr` (naturally aligned): reads the
+    /// word, writes `op` of it back, returns the original; the lock makes every such operation
+    /// of this process one after the other, so they are atomic with respect to each other.
+    pub(super) fn rmw(
+        client: &Client,
+        addr: usize,
+        op: impl FnOnce(u64) -> u64,
+    ) -> Result<u64, ()> {
+        static ATOMICS: Mutex<()> = Mutex::new(());
+        // A panic while holding it cannot leave a word half-written (the write is one system
+        // call), so a poisoned lock is still good.
+        let _serial = ATOMICS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut word = [0u8; 8];
+        readv(client, addr, word.as_mut_ptr().addr(), 8)?;
+        let old = u64::from_ne_bytes(word);
+        let new = op(old).to_ne_bytes();
+        if new != word {
+            writev(client, new.as_ptr().addr(), addr, 8)?;
+        }
+        Ok(old)
+    }
+
+    /// Reads `out.len()` bytes of this process's own memory at `addr` through the kernel (the
+    /// user-mode provider's inline data, gathered from the application's buffers): an address
+    /// the application got wrong is an error, not a fault.
+    pub(crate) fn read_own(addr: u64, out: &mut [u8]) -> Result<(), super::OutOfBounds> {
+        let addr = usize::try_from(addr).map_err(|_| super::OutOfBounds)?;
+        read(&Client::this_process(), addr, out)
     }
 
     #[cfg(test)]
@@ -723,6 +1295,38 @@ pub mod process {
             unmap(rw, 2 * page);
             unmap(ro, page);
             unmap(none, page);
+        }
+
+        #[test]
+        fn a_gone_client_is_never_reached_writes_vanish_and_reads_give_zeros() {
+            use crate::dma::DmaRange;
+            let mut child = std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .unwrap();
+            let client = Client::new(child.id() as i32, None);
+            assert!(!client.is_this_process());
+            client.set_gone();
+            // Whatever the address: no system call names the pid any more.
+            let theirs = DmaRange::syscall(client.clone(), 0x1000, 64);
+            theirs.write(0, b"dropped").unwrap();
+            let mut out = [0xffu8; 16];
+            theirs.read(8, &mut out).unwrap();
+            assert_eq!(out, [0; 16]);
+            assert_eq!(theirs.fetch_add(8, 5), Ok(0));
+            // A copy from it into this process's memory zeroes the destination.
+            let page = map(4096, libc::PROT_READ | libc::PROT_WRITE);
+            let mine = DmaRange::syscall(Client::this_process(), page as u64, 4096);
+            mine.write(0, &[7u8; 32]).unwrap();
+            DmaRange::copy(&theirs, 0, &mine, 0, 32).unwrap();
+            let mut back = [1u8; 32];
+            mine.read(0, &mut back).unwrap();
+            assert_eq!(back, [0; 32]);
+            // Registrations of it are refused.
+            assert_eq!(probe(&client, 0x1000, 8, false), Err(Fault::Unmapped));
+            unmap(page, 4096);
+            let _ = child.kill();
+            let _ = child.wait();
         }
 
         #[test]

@@ -12,9 +12,10 @@
 //! * [`Fabric`] joins soft HCAs in one process, with optional fault injection; [`address`]
 //!   gives their ports IP addresses, resolves paths between them and keeps the port space.
 //! * [`SoftCm`] is the connection manager: IB CM handshakes between the fabric's devices, on
-//!   the platform's clock; [`SoftHca::c_cm_interface`] is its C table.
-//! * [`SoftHca::c_interface`] is the device's C face: the `ci_interface_t` table a Windows
-//!   soft-HCA driver would hand the filter (built by `wv-ci`'s export adapter).
+//!   the platform's clock; `SoftHca::c_cm_interface` is its C table.
+//! * `SoftHca::c_interface` is the device's C face: the `ci_interface_t` table a Windows
+//!   soft-HCA driver would hand the filter (built by `wv-ci`'s export adapter). The C faces are
+//!   the `c-face` feature (on by default), which the user-mode provider alone goes without.
 //! * [`dma`] is the only module with `unsafe` code: the device reaches client memory only
 //!   through regions pinned there.
 //! * The kernel half allocates only fallibly and never under one of its locks (`fallible`,
@@ -29,6 +30,7 @@ extern crate alloc;
 
 pub mod abi;
 pub mod address;
+#[cfg(feature = "c-face")]
 mod c_face;
 mod cm;
 mod cq;

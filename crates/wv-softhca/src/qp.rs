@@ -247,7 +247,6 @@ pub(crate) struct Qp {
     pub rq_max_sge: u32,
     pub max_inline: u32,
     pub sq_sig_all: AtomicBool,
-    pub state: AtomicU8,
     /// The port the QP is bound to (a lock-free copy of `attrs.primary_av.port`).
     pub port: AtomicU8,
     /// Work for the send queue is pending (see `engine::run_sq`).
@@ -262,8 +261,11 @@ pub(crate) struct Qp {
     pub rundown: Rundown,
 }
 
-pub(crate) fn state_from_u8(v: u8) -> QpState {
-    QpState::from_abi(v).unwrap_or(QpState::Error)
+pub(crate) fn state_from_u32(v: u32) -> QpState {
+    u8::try_from(v)
+        .ok()
+        .and_then(QpState::from_abi)
+        .unwrap_or(QpState::Error)
 }
 
 /// The send ring of `entries` WQEs with room for `sge` SGEs or `inline` bytes each.
@@ -327,7 +329,6 @@ impl Qp {
             rq_max_sge: rq_sge,
             max_inline: inline_cap,
             sq_sig_all: c.sq_signaled.into(),
-            state: (QpState::Reset as u8).into(),
             port: attrs.primary_av.port.into(),
             sq_pending: Padded(crate::sched::Pending::new()),
             sq_ctx: Padded(Mutex::new(SqCtx {
@@ -355,8 +356,15 @@ impl Qp {
         }))
     }
 
+    /// The QP state, kept in the send ring's header where the user-mode provider reads it
+    /// (a new ring's zero is RESET).
     pub(crate) fn state(&self) -> QpState {
-        state_from_u8(self.state.load(Ordering::Acquire))
+        state_from_u32(self.state_word().load(Ordering::Acquire))
+    }
+
+    /// The word the QP state lives in.
+    pub(crate) fn state_word(&self) -> &crate::dma::HeaderWord {
+        self.sq.owner_word(crate::ring::OWNER_QP_STATE)
     }
 
     /// The port the QP is bound to.
@@ -422,16 +430,18 @@ impl Qp {
     }
 
     fn data_path_transition(&self, to: QpState, from: impl Fn(QpState) -> bool) -> bool {
-        let mut cur = self.state.load(Ordering::Acquire);
+        let mut cur = self.state_word().load(Ordering::Acquire);
         loop {
-            let s = state_from_u8(cur);
+            let s = state_from_u32(cur);
             if !from(s) {
                 return false;
             }
-            match self
-                .state
-                .compare_exchange(cur, to as u8, Ordering::AcqRel, Ordering::Acquire)
-            {
+            match self.state_word().compare_exchange(
+                cur,
+                to as u32,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
                 // `attrs.state` is refreshed from the atomic by `query_qp`: the data path never
                 // takes `attrs` (modify holds it while it takes the data-path locks).
                 Ok(_) => return true,
@@ -624,7 +634,7 @@ impl Qp {
             }
             attrs.state = next;
             this.port.store(attrs.primary_av.port, Ordering::Release);
-            this.state.store(next as u8, Ordering::Release);
+            this.state_word().store(next as u32, Ordering::Release);
         }
         drop(attrs);
 

@@ -23,10 +23,14 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 #[cfg(loom)]
-use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use loom::sync::atomic::{AtomicU64, Ordering};
 
 #[cfg(not(loom))]
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use crate::dma::{HeaderWord, RingHeader};
+#[cfg(all(feature = "std", target_os = "linux", not(loom)))]
+use crate::dma::{RING_HEADER_BYTES, SharedBlock};
 
 /// One word of a ring slot (loom's under `--cfg loom`, so the models see the slots too).
 pub(crate) type Word = AtomicU64;
@@ -39,53 +43,141 @@ const ARM_BITS: u32 = ARM_SOLICITED | ARM_NEXT;
 /// Indices run below twice the largest ring, far below the arm bits.
 const MAX_ENTRIES: u32 = 1 << 28;
 
-/// An index on a cache line of its own, so producer and consumer do not false-share.
-#[repr(align(64))]
-#[derive(Debug)]
-struct Index(AtomicU32);
+/// Owner word of a QP's send ring: the QP state (`QpState` as a number), which the user-mode
+/// provider reads before it posts.
+pub(crate) const OWNER_QP_STATE: usize = 0;
+/// Owner word of a QP's send ring: the doorbell bits a client of a device service sets
+/// ([`DOORBELL_SEND`], [`DOORBELL_RECV`]) before it wakes the service.
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub(crate) const OWNER_DOORBELL: usize = 1;
+/// Owner word of a CQ ring: non-zero once the CQ overran (its error is sticky).
+pub(crate) const OWNER_CQ_OVERRUN: usize = 0;
+/// Doorbell bit: send requests were posted.
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub(crate) const DOORBELL_SEND: u32 = 1;
+/// Doorbell bit: receive requests were posted to a QP in ERR (they are to be flushed).
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub(crate) const DOORBELL_RECV: u32 = 2;
 
-/// What only the producer touches (its owner serialises producers), on a line of its own.
-#[repr(align(64))]
-#[derive(Debug)]
-struct ProdCopy {
-    /// The index the producer last published (the tail without a CQ's arm bits).
-    tail: AtomicU32,
-    /// The head as the producer last read it (only ever behind the real one).
-    head: AtomicU32,
+/// Where a ring's header and slots are.
+enum Memory {
+    /// The device's own memory (the in-process stack: user mode is the same process).
+    Heap {
+        /// One header (a boxed slice: boxes of one value have no fallible constructor).
+        header: Box<[RingHeader]>,
+        words: Box<[Word]>,
+    },
+    /// Memory shared with the client process (a device service's client maps the block).
+    #[cfg(all(feature = "std", target_os = "linux", not(loom)))]
+    Shared(SharedBlock),
 }
 
 /// A ring of `entries` slots of `stride` words.
-#[derive(Debug)]
 pub struct Ring {
-    words: Box<[Word]>,
+    memory: Memory,
     entries: u32,
     stride: u32,
-    /// The tail (with a CQ's arm bits).
-    tail: Index,
-    head: Index,
-    mine: ProdCopy,
+}
+
+impl core::fmt::Debug for Ring {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Ring")
+            .field("entries", &self.entries)
+            .field("stride", &self.stride)
+            .field("addr", &self.addr())
+            .finish()
+    }
 }
 
 impl Ring {
     /// A ring of at least `entries` slots (rounded up to a power of two, at least 1) of
-    /// `stride` words each, unless its memory cannot be allocated.
+    /// `stride` words each, unless its memory cannot be allocated. While a thread serves a
+    /// client process that shares memory with the device (`dma::process::attach`), the ring
+    /// is allocated there, where the client's user-mode provider maps it.
     pub(crate) fn try_new(entries: u32, stride: usize) -> Result<Self, wv_hal::AllocError> {
         let entries = entries.clamp(1, MAX_ENTRIES).next_power_of_two();
         let n = entries as usize * stride;
+        #[cfg(all(feature = "std", target_os = "linux", not(loom)))]
+        if let Some(shared) = crate::dma::process::caller_shared() {
+            let bytes = n
+                .checked_mul(8)
+                .and_then(|b| b.checked_add(RING_HEADER_BYTES))
+                .ok_or(wv_hal::AllocError)?;
+            let block = shared.alloc(bytes)?;
+            return Ring::view(block, entries, stride).ok_or(wv_hal::AllocError);
+        }
         let mut v = Vec::new();
         v.try_reserve_exact(n)?;
         v.resize_with(n, || Word::new(0));
+        let mut header = crate::fallible::vec_with_capacity(1)?;
+        header.push(RingHeader::new());
         Ok(Ring {
-            words: v.into_boxed_slice(),
+            memory: Memory::Heap {
+                header: header.into_boxed_slice(),
+                words: v.into_boxed_slice(),
+            },
             entries,
             stride: stride as u32,
-            tail: Index(AtomicU32::new(0)),
-            head: Index(AtomicU32::new(0)),
-            mine: ProdCopy {
-                tail: AtomicU32::new(0),
-                head: AtomicU32::new(0),
-            },
         })
+    }
+
+    /// The ring of `entries` slots (a power of two) of `stride` words in a block of shared
+    /// memory (the device's side, or the user-mode provider's view of it); `None` when the
+    /// geometry is impossible or the block too small.
+    #[cfg(all(feature = "std", target_os = "linux", not(loom)))]
+    pub(crate) fn view(block: SharedBlock, entries: u32, stride: usize) -> Option<Self> {
+        if !entries.is_power_of_two() || entries > MAX_ENTRIES || stride == 0 || stride > 1 << 16 {
+            return None;
+        }
+        block.ring_parts(entries, stride)?;
+        Some(Ring {
+            memory: Memory::Shared(block),
+            entries,
+            stride: stride as u32,
+        })
+    }
+
+    #[inline]
+    fn header(&self) -> &RingHeader {
+        match &self.memory {
+            Memory::Heap { header, .. } => &header[0],
+            #[cfg(all(feature = "std", target_os = "linux", not(loom)))]
+            Memory::Shared(block) => {
+                // `view` checked the geometry against the block.
+                match block.ring_parts(self.entries, self.stride as usize) {
+                    Some((h, _)) => h,
+                    None => unreachable!("a shared ring's block holds its geometry"),
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn words(&self) -> &[Word] {
+        match &self.memory {
+            Memory::Heap { words, .. } => words,
+            #[cfg(all(feature = "std", target_os = "linux", not(loom)))]
+            Memory::Shared(block) => match block.ring_parts(self.entries, self.stride as usize) {
+                Some((_, w)) => w,
+                None => unreachable!("a shared ring's block holds its geometry"),
+            },
+        }
+    }
+
+    /// The tail word (with a CQ's arm bits).
+    #[inline]
+    fn tail(&self) -> &HeaderWord {
+        &self.header().tail.0
+    }
+    /// The head word.
+    #[inline]
+    fn head_word(&self) -> &HeaderWord {
+        &self.header().head.0
+    }
+
+    /// Word `i` (0..4) of the words the ring's owner shares with the other side.
+    pub(crate) fn owner_word(&self, i: usize) -> &HeaderWord {
+        &self.header().owner.0[i & 3]
     }
 
     /// Number of slots.
@@ -96,13 +188,19 @@ impl Ring {
     pub fn stride(&self) -> usize {
         self.stride as usize
     }
-    /// The address of the slot memory (what vendor output reports to the user-mode provider).
+    /// Where the ring is, as vendor output reports it to the user-mode provider: the address
+    /// of its header in the device's memory, or its device address in the memory shared with
+    /// the client.
     pub fn addr(&self) -> u64 {
-        self.words.as_ptr() as u64
+        match &self.memory {
+            Memory::Heap { header, .. } => header.as_ptr().addr() as u64,
+            #[cfg(all(feature = "std", target_os = "linux", not(loom)))]
+            Memory::Shared(block) => block.addr(),
+        }
     }
     /// Bytes of slot memory.
     pub fn bytes(&self) -> u64 {
-        self.words.len() as u64 * 8
+        self.words().len() as u64 * 8
     }
 
     /// An index (or a difference of two) modulo twice the size; drops the arm bits.
@@ -111,24 +209,24 @@ impl Ring {
     }
     fn slot_of(&self, idx: u32) -> &[Word] {
         let i = (idx & (self.entries - 1)) as usize * self.stride as usize;
-        &self.words[i..i + self.stride as usize]
+        &self.words()[i..i + self.stride as usize]
     }
 
     /// Entries between head and tail as the producer sees them.
     pub(crate) fn used(&self) -> u32 {
-        let t = self.tail.0.load(Ordering::Acquire);
-        let h = self.head.0.load(Ordering::Acquire);
+        let t = self.tail().load(Ordering::Acquire);
+        let h = self.head_word().load(Ordering::Acquire);
         self.wrap(t.wrapping_sub(h))
     }
     /// Producer: the slot `ahead` entries past the tail, if free. Reads the consumer's head
     /// only when the producer's copy of it says the ring is full.
     fn free_slot(&self, ahead: u32) -> Option<&[Word]> {
-        let t = self.mine.tail.load(Ordering::Relaxed);
-        let mut h = self.mine.head.load(Ordering::Relaxed);
+        let t = self.header().producer.tail.load(Ordering::Relaxed);
+        let mut h = self.header().producer.head.load(Ordering::Relaxed);
         if self.wrap(t.wrapping_sub(h)) + ahead >= self.entries {
             // Acquire: the consumer is done with the slots it released.
-            h = self.head.0.load(Ordering::Acquire);
-            self.mine.head.store(h, Ordering::Relaxed);
+            h = self.head_word().load(Ordering::Acquire);
+            self.header().producer.head.store(h, Ordering::Relaxed);
             if self.wrap(t.wrapping_sub(h)) + ahead >= self.entries {
                 return None;
             }
@@ -147,9 +245,15 @@ impl Ring {
     }
     /// Producer: makes `n` filled slots visible to the consumer (rings without arm bits).
     pub(crate) fn publish(&self, n: u32) {
-        let t = self.wrap(self.mine.tail.load(Ordering::Relaxed).wrapping_add(n));
-        self.mine.tail.store(t, Ordering::Relaxed);
-        self.tail.0.store(t, Ordering::Release);
+        let t = self.wrap(
+            self.header()
+                .producer
+                .tail
+                .load(Ordering::Relaxed)
+                .wrapping_add(n),
+        );
+        self.header().producer.tail.store(t, Ordering::Relaxed);
+        self.tail().store(t, Ordering::Release);
     }
 
     /// Producer of a CQ ring: makes one filled slot visible and, in the same atomic step,
@@ -157,9 +261,9 @@ impl Ring {
     /// solicited one and `solicited`). Returns whether it did: the caller then raises the CQ
     /// event, exactly once per arm.
     pub(crate) fn publish_notify(&self, solicited: bool) -> bool {
-        let t = self.mine.tail.load(Ordering::Relaxed);
+        let t = self.header().producer.tail.load(Ordering::Relaxed);
         let next = self.wrap(t.wrapping_add(1));
-        self.mine.tail.store(next, Ordering::Relaxed);
+        self.header().producer.tail.store(next, Ordering::Relaxed);
         // The first guess is the tail with no arm bits (the common case when polling): the
         // tail line is then written without being read first.
         let mut old = t;
@@ -168,7 +272,7 @@ impl Ring {
             let arm = if fire { 0 } else { old & ARM_BITS };
             // Release: the CQE's words before the index. A CAS (not a store) because the
             // consumer may set arm bits at any time; failing, it retries with those bits.
-            match self.tail.0.compare_exchange_weak(
+            match self.tail().compare_exchange_weak(
                 old,
                 next | arm,
                 Ordering::Release,
@@ -190,8 +294,8 @@ impl Ring {
             ARM_NEXT
         };
         // Acquire: the CQEs a waiting tail stands for are readable.
-        let t = self.tail.0.fetch_or(want, Ordering::AcqRel);
-        let h = self.head.0.load(Ordering::Relaxed);
+        let t = self.tail().fetch_or(want, Ordering::AcqRel);
+        let h = self.head_word().load(Ordering::Relaxed);
         self.wrap(t.wrapping_sub(h)) != 0
     }
 
@@ -201,8 +305,8 @@ impl Ring {
     }
     /// Consumer: the entry `n` past the oldest, if published.
     pub(crate) fn consumer_slot_at(&self, n: u32) -> Option<&[Word]> {
-        let h = self.head.0.load(Ordering::Relaxed);
-        let t = self.tail.0.load(Ordering::Acquire);
+        let h = self.head_word().load(Ordering::Relaxed);
+        let t = self.tail().load(Ordering::Acquire);
         if self.wrap(t.wrapping_sub(h)) <= n {
             return None;
         }
@@ -210,23 +314,22 @@ impl Ring {
     }
     /// Consumer: releases the oldest `n` entries to the producer.
     pub(crate) fn consume(&self, n: u32) {
-        let h = self.head.0.load(Ordering::Relaxed);
-        self.head
-            .0
+        let h = self.head_word().load(Ordering::Relaxed);
+        self.head_word()
             .store(self.wrap(h.wrapping_add(n)), Ordering::Release);
     }
     /// The consumer index (modulo twice the size). For the consumer's own bookkeeping.
     pub(crate) fn head(&self) -> u32 {
-        self.head.0.load(Ordering::Relaxed)
+        self.head_word().load(Ordering::Relaxed)
     }
 
     /// Copies the entries not yet consumed, oldest first, into the empty ring `to` and
-    /// publishes them there with this ring's arm bits (a resize). Returns `false`, copying
+    /// publishes them there with this ring's arm bits and owner words (a resize). Returns `false`, copying
     /// nothing, when they do not fit. Only while neither side of `self` moves (the caller
     /// holds what stops them).
     pub(crate) fn copy_pending_to(&self, to: &Ring) -> bool {
-        let h = self.head.0.load(Ordering::Acquire);
-        let t = self.tail.0.load(Ordering::Acquire);
+        let h = self.head_word().load(Ordering::Acquire);
+        let t = self.tail().load(Ordering::Acquire);
         let n = self.wrap(t.wrapping_sub(h));
         if n > to.entries {
             return false;
@@ -240,19 +343,27 @@ impl Ring {
                 d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
             }
         }
-        to.mine.tail.store(to.wrap(n), Ordering::Relaxed);
-        to.tail
-            .0
+        for i in 0..4 {
+            to.owner_word(i).store(
+                self.owner_word(i).load(Ordering::Acquire),
+                Ordering::Release,
+            );
+        }
+        to.header()
+            .producer
+            .tail
+            .store(to.wrap(n), Ordering::Relaxed);
+        to.tail()
             .store(to.wrap(n) | (t & ARM_BITS), Ordering::Release);
         true
     }
 
     /// Drops every entry (QP reset): both indices back to zero. Only with both sides quiet.
     pub(crate) fn reset(&self) {
-        self.head.0.store(0, Ordering::Release);
-        self.mine.head.store(0, Ordering::Relaxed);
-        self.mine.tail.store(0, Ordering::Relaxed);
-        self.tail.0.store(0, Ordering::Release);
+        self.head_word().store(0, Ordering::Release);
+        self.header().producer.head.store(0, Ordering::Relaxed);
+        self.header().producer.tail.store(0, Ordering::Relaxed);
+        self.tail().store(0, Ordering::Release);
     }
 }
 

@@ -2,10 +2,19 @@
 //! and arm CQs — without any IOCTL. It writes WQEs into the rings the kernel half allocated,
 //! rings doorbells, and reads CQEs.
 //!
-//! In-process, user mode finds its device through [`registry`], keyed by node GUID and the
-//! context token DEVICE_OPEN returned in its vendor output: the moral equivalent of mapping the
-//! device's UAR page. Rings are then looked up by the handles and checked against the addresses
-//! the creation calls returned.
+//! Two ways to reach the device:
+//!
+//! * In-process, user mode finds its device through [`registry`], keyed by node GUID and the
+//!   context token DEVICE_OPEN returned in its vendor output: the moral equivalent of mapping
+//!   the device's UAR page. Rings are then looked up by the handles and checked against the
+//!   addresses the creation calls returned, and a doorbell runs the device's engine in the
+//!   caller's thread.
+//! * Through a device service (Linux, `wvd`), the rings live in memory the service shares
+//!   with this process ([`crate::dma::SharedBlock`]): [`UvpContext::mapped`] takes the
+//!   transport's [`MappedDevice`], the creation responses name the rings by device address,
+//!   posting and polling touch only that memory, and a doorbell sets the QP's doorbell bits in
+//!   its send ring's header and wakes the service ([`MappedDevice::ring`]), whose thread then
+//!   runs the QP through its [`Doorbell`].
 
 use alloc::sync::Arc;
 
@@ -24,8 +33,13 @@ use crate::qp::Qp;
 use crate::ring::Ring;
 use crate::srq::Srq;
 use crate::wr::{
-    MwBind, MwBindInfo, RecvWr, SendWr, WorkCompletion, WrOpcode, encode_recv, encode_send,
+    MwBind, MwBindInfo, RecvWr, SendWr, Sge, WorkCompletion, WrOpcode, encode_recv, encode_send,
     inc_rkey, send_flags,
+};
+#[cfg(all(feature = "std", target_os = "linux"))]
+use crate::{
+    dma::SharedBlock,
+    ring::{DOORBELL_RECV, DOORBELL_SEND, OWNER_CQ_OVERRUN, OWNER_DOORBELL},
 };
 
 /// Why a post failed (detected at once; the WR was not queued).
@@ -103,16 +117,110 @@ pub mod registry {
     }
 }
 
+/// The device's memory as a client of a device service maps it (the service transport
+/// implements it): the blocks the creation responses name, and the doorbell.
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub trait MappedDevice: Send + Sync {
+    /// The block of `len` bytes at device address `addr`, as mapped in this process; `None`
+    /// when it is not inside what the service shared.
+    fn block(&self, addr: u64, len: u64) -> Option<SharedBlock>;
+    /// Wakes the service's doorbell thread, if it sleeps: it then runs every QP whose
+    /// doorbell bits are set.
+    fn ring(&self);
+}
+
+/// A QP's doorbell as a device service holds it: the QP's user-mode provider in the client
+/// process sets the doorbell bits in the QP's send ring and wakes the service, whose doorbell
+/// thread calls [`Doorbell::service`]. The kernel half hands it to the client's
+/// [`crate::dma::SharedMemory`] when the QP is created.
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub struct Doorbell {
+    dev: alloc::sync::Weak<Device>,
+    qp: wv_hal::KWeak<Qp>,
+}
+
+#[cfg(all(feature = "std", target_os = "linux"))]
+impl core::fmt::Debug for Doorbell {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Doorbell").finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(feature = "std", target_os = "linux"))]
+impl Doorbell {
+    pub(crate) fn new(dev: &Arc<Device>, qp: &KArc<Qp>) -> Self {
+        Doorbell {
+            dev: Arc::downgrade(dev),
+            qp: KArc::downgrade(qp),
+        }
+    }
+
+    /// Runs what the client rang for (its send queue; the flush of receives posted to a QP
+    /// in ERR), in the calling thread as the in-process doorbell runs it in the poster's.
+    /// `Some(true)` when it had rung, `Some(false)` when not, `None` once the QP or its device
+    /// is gone (drop the doorbell).
+    pub fn service(&self) -> Option<bool> {
+        let qp = self.qp.upgrade()?;
+        let dev = self.dev.upgrade()?;
+        let bits = qp.sq.owner_word(OWNER_DOORBELL).swap(0, Ordering::AcqRel);
+        if bits == 0 {
+            return Some(false);
+        }
+        if bits & DOORBELL_SEND != 0 {
+            engine::run_sq(&dev, &qp);
+        }
+        if bits & DOORBELL_RECV != 0 && qp.state() == QpState::Error {
+            engine::flush_rq(&dev, &qp);
+        }
+        dev.deliver_interrupts();
+        Some(true)
+    }
+
+    /// Whether the QP still exists.
+    pub fn is_live(&self) -> bool {
+        self.qp.upgrade().is_some() && self.dev.upgrade().is_some()
+    }
+}
+
+/// How a user-mode object reaches its device.
+#[derive(Clone)]
+enum Reach {
+    /// The device is in this process.
+    Local(Arc<Device>),
+    /// Through a device service's shared memory.
+    #[cfg(all(feature = "std", target_os = "linux"))]
+    Mapped(Arc<dyn MappedDevice>),
+}
+
+/// The ring a mapped creation response names, as this process maps it.
+#[cfg(all(feature = "std", target_os = "linux"))]
+fn map_ring(
+    dev: &dyn MappedDevice,
+    addr: u64,
+    entries: u32,
+    stride: usize,
+) -> Result<KArc<Ring>, wv_hal::VerbsError> {
+    let bad = wv_hal::VerbsError::InvalidParameter;
+    let len = (entries as u64)
+        .checked_mul(stride as u64 * 8)
+        .and_then(|b| b.checked_add(crate::dma::RING_HEADER_BYTES as u64))
+        .ok_or(bad)?;
+    let block = dev.block(addr, len).ok_or(bad)?;
+    let ring = Ring::view(block, entries, stride).ok_or(bad)?;
+    KArc::try_new(ring).map_err(|_| wv_hal::VerbsError::InsufficientMemory)
+}
+
 /// An opened device in user mode.
 #[derive(Clone)]
 pub struct UvpContext {
-    dev: Arc<Device>,
+    reach: Reach,
+    guid: u64,
 }
 
 impl core::fmt::Debug for UvpContext {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("UvpContext")
-            .field("guid", &self.dev.guid)
+            .field("guid", &self.guid)
             .finish()
     }
 }
@@ -136,7 +244,10 @@ impl UvpContext {
     /// `InvalidParameter` when no such open exists.
     pub fn open(guid: u64, token: u64) -> Result<Self, wv_hal::VerbsError> {
         registry::find(guid, token)
-            .map(|dev| UvpContext { dev })
+            .map(|dev| UvpContext {
+                reach: Reach::Local(dev),
+                guid,
+            })
             .ok_or(wv_hal::VerbsError::InvalidParameter)
     }
 
@@ -150,23 +261,53 @@ impl UvpContext {
         Self::open(r.node_guid, r.context)
     }
 
+    /// Opens from DEVICE_OPEN's vendor output bytes a device service answered: the device's
+    /// rings are reached through `dev`, the memory the service shares with this process.
+    ///
+    /// # Errors
+    /// `InvalidParameter` for bytes that are not an [`abi::OpenCaResp`].
+    #[cfg(all(feature = "std", target_os = "linux"))]
+    pub fn mapped(bytes: &[u8], dev: Arc<dyn MappedDevice>) -> Result<Self, wv_hal::VerbsError> {
+        let r: abi::OpenCaResp = abi::parse(bytes).ok_or(wv_hal::VerbsError::InvalidParameter)?;
+        check(r.magic == abi::SOFTHCA_ABI_MAGIC)?;
+        Ok(UvpContext {
+            reach: Reach::Mapped(dev),
+            guid: r.node_guid,
+        })
+    }
+
     /// Maps a CQ from its creation response.
     ///
     /// # Errors
     /// `InvalidParameter` when the handle or ring address does not match the device's.
     pub fn map_cq(&self, r: &abi::CqResp) -> Result<UvpCq, wv_hal::VerbsError> {
-        let cq = self
-            .dev
-            .cqs
-            .get(r.cq_handle)
-            .ok_or(wv_hal::VerbsError::InvalidParameter)?;
-        let ring = cq.ring();
-        check(ring.addr() == r.ring_addr && ring.entries() == r.entries)?;
-        Ok(UvpCq {
-            dev: self.dev.clone(),
-            cq,
-            poll: Arc::new(Mutex::new(ring)),
-        })
+        match &self.reach {
+            Reach::Local(dev) => {
+                let cq = dev
+                    .cqs
+                    .get(r.cq_handle)
+                    .ok_or(wv_hal::VerbsError::InvalidParameter)?;
+                let ring = cq.ring();
+                check(ring.addr() == r.ring_addr && ring.entries() == r.entries)?;
+                Ok(UvpCq {
+                    src: CqSrc::Local {
+                        dev: dev.clone(),
+                        cq,
+                    },
+                    handle: r.cq_handle,
+                    poll: Arc::new(Mutex::new(ring)),
+                })
+            }
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            Reach::Mapped(dev) => {
+                let ring = map_ring(&**dev, r.ring_addr, r.entries, crate::wr::CQE_WORDS)?;
+                Ok(UvpCq {
+                    src: CqSrc::Mapped(dev.clone()),
+                    handle: r.cq_handle,
+                    poll: Arc::new(Mutex::new(ring)),
+                })
+            }
+        }
     }
 
     /// Maps a QP from its creation response.
@@ -174,15 +315,44 @@ impl UvpContext {
     /// # Errors
     /// `InvalidParameter` when the handle or ring addresses do not match the device's.
     pub fn map_qp(&self, r: &abi::QpResp) -> Result<UvpQp, wv_hal::VerbsError> {
-        let qp = self
-            .dev
-            .qps
-            .get(r.qp_handle)
-            .ok_or(wv_hal::VerbsError::InvalidParameter)?;
-        check(qp.sq.addr() == r.sq_addr && qp.rq.addr() == r.rq_addr && qp.qpn == r.qpn)?;
+        let src = match &self.reach {
+            Reach::Local(dev) => {
+                let qp = dev
+                    .qps
+                    .get(r.qp_handle)
+                    .ok_or(wv_hal::VerbsError::InvalidParameter)?;
+                check(qp.sq.addr() == r.sq_addr && qp.rq.addr() == r.rq_addr && qp.qpn == r.qpn)?;
+                QpSrc::Local {
+                    dev: dev.clone(),
+                    qp,
+                }
+            }
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            Reach::Mapped(dev) => {
+                let qp_type = u8::try_from(r.qp_type)
+                    .ok()
+                    .and_then(QpType::from_abi)
+                    .ok_or(wv_hal::VerbsError::InvalidParameter)?;
+                let has_srq = r.flags & abi::QP_RESP_SRQ != 0;
+                // With an SRQ the receive ring is a placeholder of one slot.
+                let rq_entries = if has_srq { 1 } else { r.rq_entries };
+                let sq = map_ring(&**dev, r.sq_addr, r.sq_entries, r.sq_stride as usize)?;
+                let rq = map_ring(&**dev, r.rq_addr, rq_entries, r.rq_stride as usize)?;
+                QpSrc::Mapped(Arc::new(MappedQp {
+                    dev: dev.clone(),
+                    sq,
+                    rq,
+                    qpn: r.qpn,
+                    qp_type,
+                    sq_max_sge: r.sq_max_sge,
+                    rq_max_sge: r.rq_max_sge,
+                    max_inline: r.max_inline.min(MAX_INLINE as u32),
+                    has_srq,
+                }))
+            }
+        };
         Ok(UvpQp {
-            dev: self.dev.clone(),
-            qp,
+            src,
             sq_lock: Arc::new(Mutex::new(MrCache::default())),
             rq_lock: Arc::new(Mutex::new(())),
         })
@@ -193,26 +363,68 @@ impl UvpContext {
     /// # Errors
     /// `InvalidParameter` when the handle or ring address does not match the device's.
     pub fn map_srq(&self, r: &abi::SrqResp) -> Result<UvpSrq, wv_hal::VerbsError> {
-        let srq = self
-            .dev
-            .srqs
-            .get(r.srq_handle)
-            .ok_or(wv_hal::VerbsError::InvalidParameter)?;
-        let ring = srq.ring();
-        check(ring.addr() == r.ring_addr && ring.entries() == r.entries)?;
-        Ok(UvpSrq {
-            dev: self.dev.clone(),
-            srq,
-            lock: Arc::new(Mutex::new(ring)),
-        })
+        match &self.reach {
+            Reach::Local(dev) => {
+                let srq = dev
+                    .srqs
+                    .get(r.srq_handle)
+                    .ok_or(wv_hal::VerbsError::InvalidParameter)?;
+                let ring = srq.ring();
+                check(ring.addr() == r.ring_addr && ring.entries() == r.entries)?;
+                Ok(UvpSrq {
+                    src: SrqSrc::Local {
+                        dev: dev.clone(),
+                        srq: srq.clone(),
+                    },
+                    handle: r.srq_handle,
+                    max_sge: srq.max_sge,
+                    lock: Arc::new(Mutex::new(ring)),
+                })
+            }
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            Reach::Mapped(dev) => {
+                let ring = map_ring(&**dev, r.ring_addr, r.entries, r.stride as usize)?;
+                Ok(UvpSrq {
+                    src: SrqSrc::Mapped(dev.clone()),
+                    handle: r.srq_handle,
+                    max_sge: (r.stride as usize).saturating_sub(crate::wr::RQ_HDR_WORDS) as u32 / 2,
+                    lock: Arc::new(Mutex::new(ring)),
+                })
+            }
+        }
     }
+}
+
+/// A QP as a device service's client sees it: its rings in shared memory and what its
+/// creation response said.
+#[cfg(all(feature = "std", target_os = "linux"))]
+struct MappedQp {
+    dev: Arc<dyn MappedDevice>,
+    sq: KArc<Ring>,
+    rq: KArc<Ring>,
+    qpn: u32,
+    qp_type: QpType,
+    sq_max_sge: u32,
+    rq_max_sge: u32,
+    max_inline: u32,
+    has_srq: bool,
+}
+
+/// Where a user-mode QP is.
+#[derive(Clone)]
+enum QpSrc {
+    Local {
+        dev: Arc<Device>,
+        qp: KArc<Qp>,
+    },
+    #[cfg(all(feature = "std", target_os = "linux"))]
+    Mapped(Arc<MappedQp>),
 }
 
 /// A QP's data path.
 #[derive(Clone)]
 pub struct UvpQp {
-    dev: Arc<Device>,
-    qp: KArc<Qp>,
+    src: QpSrc,
     /// The post lock, and the regions inline sends copy from.
     sq_lock: Arc<Mutex<MrCache>>,
     rq_lock: Arc<Mutex<()>>,
@@ -220,53 +432,261 @@ pub struct UvpQp {
 
 impl core::fmt::Debug for UvpQp {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("UvpQp").field("qpn", &self.qp.qpn).finish()
+        f.debug_struct("UvpQp").field("qpn", &self.qpn()).finish()
     }
+}
+
+/// What a post checks a send request against, whichever way the QP is reached.
+struct SendQueue<'a> {
+    removed: bool,
+    state: QpState,
+    qp_type: QpType,
+    max_inline: u32,
+    max_sge: u32,
+    ring: &'a Ring,
+}
+
+/// Copies an SGE's bytes for inline data sent from the application's buffers.
+type Gather<'a> = dyn FnMut(&Sge, &mut [u8]) -> Result<(), PostError> + 'a;
+
+/// Checks `wr` and writes it `ahead` slots past the tail of `q`'s ring.
+fn write_send(
+    q: &SendQueue<'_>,
+    wr: &SendWr<'_>,
+    ahead: u32,
+    type1_bind: bool,
+    gather: &mut Gather<'_>,
+) -> Result<(), PostError> {
+    if q.removed {
+        return Err(PostError::DeviceRemoved);
+    }
+    if matches!(q.state, QpState::Reset | QpState::Init | QpState::Rtr) {
+        return Err(PostError::WrongState);
+    }
+    if !engine::opcode_valid(wr.opcode, q.qp_type) {
+        return Err(PostError::BadOpcode);
+    }
+    if q.qp_type == QpType::Ud && wr.ud.is_none()
+        || wr.opcode == WrOpcode::BindMw && wr.bind.is_none()
+    {
+        return Err(PostError::BadOpcode);
+    }
+    if wr.opcode.is_atomic() && wr.sg_list.iter().map(|s| u64::from(s.length)).sum::<u64>() != 8 {
+        return Err(PostError::AtomicLength);
+    }
+    let inline_flag = wr.send_flags & send_flags::INLINE != 0 || wr.inline_data.is_some();
+    // Filled only for an inline payload gathered from SGEs (nothing to clear otherwise).
+    let mut buf: [u8; MAX_INLINE];
+    let inline: Option<&[u8]> =
+        if wr.opcode.is_read_or_atomic() || wr.opcode.is_local() || !inline_flag {
+            None
+        } else if let Some(d) = wr.inline_data {
+            if d.len() > q.max_inline as usize {
+                return Err(PostError::InlineTooLarge);
+            }
+            Some(d)
+        } else {
+            // Inline from SGEs: user mode copies its own memory into the WQE.
+            buf = [0u8; MAX_INLINE];
+            let mut n = 0usize;
+            for s in wr.sg_list {
+                let len = s.length as usize;
+                if n + len > q.max_inline as usize {
+                    return Err(PostError::InlineTooLarge);
+                }
+                if len == 0 {
+                    continue;
+                }
+                gather(s, &mut buf[n..n + len])?;
+                n += len;
+            }
+            Some(&buf[..n])
+        };
+    if inline.is_none() && wr.sg_list.len() > q.max_sge as usize {
+        return Err(PostError::TooManySge);
+    }
+    let total: u64 = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
+    if total >= 1 << 31 {
+        return Err(PostError::TooLong);
+    }
+    let slot = q
+        .ring
+        .producer_slot_ahead(ahead)
+        .ok_or(PostError::QueueFull)?;
+    encode_send(slot, wr, inline, type1_bind);
+    Ok(())
 }
 
 impl UvpQp {
     /// The QP number.
     pub fn qpn(&self) -> u32 {
-        self.qp.qpn
+        match &self.src {
+            QpSrc::Local { qp, .. } => qp.qpn,
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            QpSrc::Mapped(m) => m.qpn,
+        }
     }
 
-    /// The QP's current state (the QP-state bytes shared with the device).
+    /// The QP's current state (the QP-state word shared with the device).
     pub fn state(&self) -> QpState {
-        self.qp.state()
+        match &self.src {
+            QpSrc::Local { qp, .. } => qp.state(),
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            QpSrc::Mapped(m) => crate::qp::state_from_u32(
+                m.sq.owner_word(crate::ring::OWNER_QP_STATE)
+                    .load(Ordering::Acquire),
+            ),
+        }
     }
 
     /// The transport type.
     pub fn qp_type(&self) -> QpType {
-        self.qp.qp_type
+        match &self.src {
+            QpSrc::Local { qp, .. } => qp.qp_type,
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            QpSrc::Mapped(m) => m.qp_type,
+        }
+    }
+
+    fn sq(&self) -> &Ring {
+        match &self.src {
+            QpSrc::Local { qp, .. } => &qp.sq,
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            QpSrc::Mapped(m) => &m.sq,
+        }
+    }
+
+    fn rq(&self) -> &Ring {
+        match &self.src {
+            QpSrc::Local { qp, .. } => &qp.rq,
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            QpSrc::Mapped(m) => &m.rq,
+        }
+    }
+
+    fn has_srq(&self) -> bool {
+        match &self.src {
+            QpSrc::Local { qp, .. } => qp.srq.is_some(),
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            QpSrc::Mapped(m) => m.has_srq,
+        }
+    }
+
+    fn is_removed(&self) -> bool {
+        self.local_device().is_some_and(|dev| dev.is_removed())
+    }
+
+    /// The device, when it is in this process.
+    fn local_device(&self) -> Option<&Arc<Device>> {
+        match &self.src {
+            QpSrc::Local { dev, .. } => Some(dev),
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            QpSrc::Mapped(_) => None,
+        }
     }
 
     /// Send queue slots.
     pub fn sq_depth(&self) -> u32 {
-        self.qp.sq.entries()
+        self.sq().entries()
     }
 
     /// Receive queue slots (0 with an SRQ).
     pub fn rq_depth(&self) -> u32 {
-        if self.qp.srq.is_some() {
+        if self.has_srq() {
             0
         } else {
-            self.qp.rq.entries()
+            self.rq().entries()
         }
     }
 
     /// SGEs per send request.
     pub fn max_send_sge(&self) -> u32 {
-        self.qp.sq_max_sge
+        match &self.src {
+            QpSrc::Local { qp, .. } => qp.sq_max_sge,
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            QpSrc::Mapped(m) => m.sq_max_sge,
+        }
     }
 
     /// SGEs per receive request.
     pub fn max_recv_sge(&self) -> u32 {
-        self.qp.rq_max_sge
+        match &self.src {
+            QpSrc::Local { qp, .. } => qp.rq_max_sge,
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            QpSrc::Mapped(m) => m.rq_max_sge,
+        }
     }
 
     /// Largest inline payload.
     pub fn max_inline(&self) -> u32 {
-        self.qp.max_inline
+        match &self.src {
+            QpSrc::Local { qp, .. } => qp.max_inline,
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            QpSrc::Mapped(m) => m.max_inline,
+        }
+    }
+
+    /// The send queue as a post checks it.
+    fn send_queue(&self) -> SendQueue<'_> {
+        SendQueue {
+            removed: self.is_removed(),
+            state: self.state(),
+            qp_type: self.qp_type(),
+            max_inline: self.max_inline(),
+            max_sge: self.max_send_sge(),
+            ring: self.sq(),
+        }
+    }
+
+    /// Writes `wr` `ahead` slots past the tail (the post lock is held: `mrs` is its cache).
+    fn write(
+        &self,
+        mrs: &mut MrCache,
+        wr: &SendWr<'_>,
+        ahead: u32,
+        type1_bind: bool,
+    ) -> Result<(), PostError> {
+        let q = self.send_queue();
+        match &self.src {
+            QpSrc::Local { dev, qp } => {
+                // Inline from SGEs: here that memory is read through the regions the SGEs
+                // name, so it must be registered.
+                let mut gather = |s: &Sge, out: &mut [u8]| {
+                    let mr = mrs.get(dev, s.lkey).ok_or(PostError::BadInlineSge)?;
+                    let off = mr
+                        .check(s.lkey, qp.pd, s.addr, out.len() as u64, Want::LocalRead)
+                        .map_err(|_| PostError::BadInlineSge)?;
+                    mr.range.read(off, out).map_err(|_| PostError::BadInlineSge)
+                };
+                write_send(&q, wr, ahead, type1_bind, &mut gather)
+            }
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            QpSrc::Mapped(_) => {
+                // The application's own memory, copied as a hardware provider copies it (no
+                // key check), but through the kernel: a wrong address is an error, not a fault.
+                let mut gather = |s: &Sge, out: &mut [u8]| {
+                    crate::dma::process::read_own(s.addr, out).map_err(|_| PostError::BadInlineSge)
+                };
+                write_send(&q, wr, ahead, type1_bind, &mut gather)
+            }
+        }
+    }
+
+    /// The send doorbell: the device runs the queue (in this thread in process; the
+    /// service's doorbell thread otherwise).
+    fn send_doorbell(&self) {
+        match &self.src {
+            QpSrc::Local { dev, qp } => {
+                engine::run_sq(dev, qp);
+                dev.deliver_interrupts();
+            }
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            QpSrc::Mapped(m) => {
+                m.sq.owner_word(OWNER_DOORBELL)
+                    .fetch_or(DOORBELL_SEND, Ordering::AcqRel);
+                m.dev.ring();
+            }
+        }
     }
 
     /// Posts one send request.
@@ -284,14 +704,15 @@ impl UvpQp {
     /// # Errors
     /// `(index, error)` of the first request that failed.
     pub fn post_send_list(&self, wrs: &[SendWr<'_>]) -> Result<(), (usize, PostError)> {
-        let qp = &self.qp;
         let mut posted = 0u32;
         let mut result = Ok(());
         {
             let mut mrs = self.sq_lock.lock();
-            mrs.validate(&self.dev);
+            if let Some(dev) = self.local_device() {
+                mrs.validate(dev);
+            }
             for (i, wr) in wrs.iter().enumerate() {
-                match self.write_send(&mrs, wr, posted, false) {
+                match self.write(&mut mrs, wr, posted, false) {
                     Ok(()) => posted += 1,
                     Err(e) => {
                         result = Err((i, e));
@@ -300,13 +721,11 @@ impl UvpQp {
                 }
             }
             if posted > 0 {
-                qp.sq.publish(posted);
+                self.sq().publish(posted);
             }
         }
         if posted > 0 {
-            // The doorbell: the device runs the queue in this thread.
-            engine::run_sq(&self.dev, qp);
-            self.dev.deliver_interrupts();
+            self.send_doorbell();
         }
         result
     }
@@ -339,89 +758,14 @@ impl UvpQp {
         });
         {
             let mut mrs = self.sq_lock.lock();
-            mrs.validate(&self.dev);
-            self.write_send(&mrs, &wr, 0, true)?;
-            self.qp.sq.publish(1);
+            if let Some(dev) = self.local_device() {
+                mrs.validate(dev);
+            }
+            self.write(&mut mrs, &wr, 0, true)?;
+            self.sq().publish(1);
         }
-        engine::run_sq(&self.dev, &self.qp);
-        self.dev.deliver_interrupts();
+        self.send_doorbell();
         Ok(new_rkey)
-    }
-
-    fn write_send(
-        &self,
-        mrs: &MrCache,
-        wr: &SendWr<'_>,
-        ahead: u32,
-        type1_bind: bool,
-    ) -> Result<(), PostError> {
-        let qp = &self.qp;
-        if self.dev.is_removed() {
-            return Err(PostError::DeviceRemoved);
-        }
-        if matches!(qp.state(), QpState::Reset | QpState::Init | QpState::Rtr) {
-            return Err(PostError::WrongState);
-        }
-        if !engine::opcode_valid(wr.opcode, qp.qp_type) {
-            return Err(PostError::BadOpcode);
-        }
-        if qp.qp_type == QpType::Ud && wr.ud.is_none()
-            || wr.opcode == WrOpcode::BindMw && wr.bind.is_none()
-        {
-            return Err(PostError::BadOpcode);
-        }
-        if wr.opcode.is_atomic() && wr.sg_list.iter().map(|s| u64::from(s.length)).sum::<u64>() != 8
-        {
-            return Err(PostError::AtomicLength);
-        }
-        let inline_flag = wr.send_flags & send_flags::INLINE != 0 || wr.inline_data.is_some();
-        // Filled only for an inline payload gathered from SGEs (nothing to clear otherwise).
-        let mut buf: [u8; MAX_INLINE];
-        let inline: Option<&[u8]> =
-            if wr.opcode.is_read_or_atomic() || wr.opcode.is_local() || !inline_flag {
-                None
-            } else if let Some(d) = wr.inline_data {
-                if d.len() > qp.max_inline as usize {
-                    return Err(PostError::InlineTooLarge);
-                }
-                Some(d)
-            } else {
-                // Inline from SGEs: user mode copies its own memory into the WQE. Here that memory
-                // is read through the regions the SGEs name, so it must be registered.
-                buf = [0u8; MAX_INLINE];
-                let mut n = 0usize;
-                for s in wr.sg_list {
-                    let len = s.length as usize;
-                    if n + len > qp.max_inline as usize {
-                        return Err(PostError::InlineTooLarge);
-                    }
-                    if len == 0 {
-                        continue;
-                    }
-                    let mr = mrs.get(&self.dev, s.lkey).ok_or(PostError::BadInlineSge)?;
-                    let off = mr
-                        .check(s.lkey, qp.pd, s.addr, len as u64, Want::LocalRead)
-                        .map_err(|_| PostError::BadInlineSge)?;
-                    mr.range
-                        .read(off, &mut buf[n..n + len])
-                        .map_err(|_| PostError::BadInlineSge)?;
-                    n += len;
-                }
-                Some(&buf[..n])
-            };
-        if inline.is_none() && wr.sg_list.len() > qp.sq_max_sge as usize {
-            return Err(PostError::TooManySge);
-        }
-        let total: u64 = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
-        if total >= 1 << 31 {
-            return Err(PostError::TooLong);
-        }
-        let slot = qp
-            .sq
-            .producer_slot_ahead(ahead)
-            .ok_or(PostError::QueueFull)?;
-        encode_send(slot, wr, inline, type1_bind);
-        Ok(())
     }
 
     /// Posts one receive request.
@@ -438,21 +782,22 @@ impl UvpQp {
     /// # Errors
     /// `(index, error)` of the first request that failed.
     pub fn post_recv_list(&self, wrs: &[RecvWr<'_>]) -> Result<(), (usize, PostError)> {
-        let qp = &self.qp;
+        let rq = self.rq();
+        let max_sge = self.max_recv_sge();
         let mut posted = 0u32;
         let mut result = Ok(());
         {
             let _g = self.rq_lock.lock();
             for (i, wr) in wrs.iter().enumerate() {
-                let r = if self.dev.is_removed() {
+                let r = if self.is_removed() {
                     Err(PostError::DeviceRemoved)
-                } else if qp.srq.is_some() {
+                } else if self.has_srq() {
                     Err(PostError::UsesSrq)
-                } else if qp.state() == QpState::Reset {
+                } else if self.state() == QpState::Reset {
                     Err(PostError::WrongState)
-                } else if wr.sg_list.len() > qp.rq_max_sge as usize {
+                } else if wr.sg_list.len() > max_sge as usize {
                     Err(PostError::TooManySge)
-                } else if let Some(slot) = qp.rq.producer_slot_ahead(posted) {
+                } else if let Some(slot) = rq.producer_slot_ahead(posted) {
                     encode_recv(slot, wr);
                     Ok(())
                 } else {
@@ -465,24 +810,46 @@ impl UvpQp {
                 posted += 1;
             }
             if posted > 0 {
-                qp.rq.publish(posted);
+                rq.publish(posted);
             }
         }
-        if posted > 0 && qp.state() == QpState::Error {
+        if posted > 0 && self.state() == QpState::Error {
             // The receive doorbell of a QP in ERR: flushed at once. (A sender that got an RNR
             // NAK retries when its RNR timer expires, as on hardware.)
-            engine::flush_rq(&self.dev, qp);
-            self.dev.deliver_interrupts();
+            match &self.src {
+                QpSrc::Local { dev, qp } => {
+                    engine::flush_rq(dev, qp);
+                    dev.deliver_interrupts();
+                }
+                #[cfg(all(feature = "std", target_os = "linux"))]
+                QpSrc::Mapped(m) => {
+                    m.sq.owner_word(OWNER_DOORBELL)
+                        .fetch_or(DOORBELL_RECV, Ordering::AcqRel);
+                    m.dev.ring();
+                }
+            }
         }
         result
     }
 }
 
+/// Where a user-mode SRQ is.
+#[derive(Clone)]
+enum SrqSrc {
+    Local {
+        dev: Arc<Device>,
+        srq: KArc<Srq>,
+    },
+    #[cfg(all(feature = "std", target_os = "linux"))]
+    Mapped(Arc<dyn MappedDevice>),
+}
+
 /// An SRQ's data path.
 #[derive(Clone)]
 pub struct UvpSrq {
-    dev: Arc<Device>,
-    srq: KArc<Srq>,
+    src: SrqSrc,
+    handle: u32,
+    max_sge: u32,
     /// The post lock, and the ring posts go to.
     lock: Arc<Mutex<KArc<Ring>>>,
 }
@@ -506,13 +873,20 @@ impl SrqResize<'_> {
     /// # Errors
     /// `InvalidParameter` when the output does not name the SRQ's ring.
     pub fn finish(mut self, r: &abi::SrqResp) -> Result<u32, wv_hal::VerbsError> {
-        let ring = self.srq.srq.ring();
-        check(
-            r.srq_handle == self.srq.srq.handle
-                && ring.addr() == r.ring_addr
-                && ring.entries() == r.entries,
-        )?;
-        *self.ring = ring;
+        check(r.srq_handle == self.srq.handle)?;
+        match &self.srq.src {
+            SrqSrc::Local { srq, .. } => {
+                let ring = srq.ring();
+                check(ring.addr() == r.ring_addr && ring.entries() == r.entries)?;
+                *self.ring = ring;
+            }
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            SrqSrc::Mapped(dev) => {
+                if self.ring.addr() != r.ring_addr {
+                    *self.ring = map_ring(&**dev, r.ring_addr, r.entries, r.stride as usize)?;
+                }
+            }
+        }
         Ok(r.entries)
     }
 }
@@ -520,12 +894,20 @@ impl SrqResize<'_> {
 impl core::fmt::Debug for UvpSrq {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("UvpSrq")
-            .field("handle", &self.srq.handle)
+            .field("handle", &self.handle)
             .finish()
     }
 }
 
 impl UvpSrq {
+    fn is_removed(&self) -> bool {
+        match &self.src {
+            SrqSrc::Local { dev, .. } => dev.is_removed(),
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            SrqSrc::Mapped(_) => false,
+        }
+    }
+
     /// Posts receive requests to the SRQ; stops at the first that fails.
     ///
     /// # Errors
@@ -536,9 +918,9 @@ impl UvpSrq {
         {
             let ring = self.lock.lock();
             for (i, wr) in wrs.iter().enumerate() {
-                let r = if self.dev.is_removed() {
+                let r = if self.is_removed() {
                     Err(PostError::DeviceRemoved)
-                } else if wr.sg_list.len() > self.srq.max_sge as usize {
+                } else if wr.sg_list.len() > self.max_sge as usize {
                     Err(PostError::TooManySge)
                 } else if let Some(slot) = ring.producer_slot_ahead(posted) {
                     encode_recv(slot, wr);
@@ -583,11 +965,22 @@ impl UvpSrq {
     }
 }
 
+/// Where a user-mode CQ is.
+#[derive(Clone)]
+enum CqSrc {
+    Local {
+        dev: Arc<Device>,
+        cq: KArc<Cq>,
+    },
+    #[cfg(all(feature = "std", target_os = "linux"))]
+    Mapped(Arc<dyn MappedDevice>),
+}
+
 /// A CQ's data path.
 #[derive(Clone)]
 pub struct UvpCq {
-    dev: Arc<Device>,
-    cq: KArc<Cq>,
+    src: CqSrc,
+    handle: u32,
     /// The poll lock, and the ring polled.
     poll: Arc<Mutex<KArc<Ring>>>,
 }
@@ -612,13 +1005,20 @@ impl CqResize<'_> {
     /// # Errors
     /// `InvalidParameter` when the output does not name the CQ's ring.
     pub fn finish(mut self, r: &abi::CqResp) -> Result<u32, wv_hal::VerbsError> {
-        let ring = self.cq.cq.ring();
-        check(
-            r.cq_handle == self.cq.cq.handle
-                && ring.addr() == r.ring_addr
-                && ring.entries() == r.entries,
-        )?;
-        *self.ring = ring;
+        check(r.cq_handle == self.cq.handle)?;
+        match &self.cq.src {
+            CqSrc::Local { cq, .. } => {
+                let ring = cq.ring();
+                check(ring.addr() == r.ring_addr && ring.entries() == r.entries)?;
+                *self.ring = ring;
+            }
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            CqSrc::Mapped(dev) => {
+                if self.ring.addr() != r.ring_addr {
+                    *self.ring = map_ring(&**dev, r.ring_addr, r.entries, crate::wr::CQE_WORDS)?;
+                }
+            }
+        }
         Ok(r.entries)
     }
 }
@@ -626,7 +1026,7 @@ impl CqResize<'_> {
 impl core::fmt::Debug for UvpCq {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("UvpCq")
-            .field("handle", &self.cq.handle)
+            .field("handle", &self.handle)
             .finish()
     }
 }
@@ -634,15 +1034,28 @@ impl core::fmt::Debug for UvpCq {
 impl UvpCq {
     /// Takes up to `out.len()` completions; returns how many.
     pub fn poll(&self, out: &mut [WorkCompletion]) -> usize {
-        let ring = self.poll.lock();
-        let mut n = 0;
-        while n < out.len() {
-            let Some(slot) = ring.consumer_slot() else {
-                break;
-            };
-            out[n] = WorkCompletion::decode(slot);
-            ring.consume(1);
-            n += 1;
+        let n = {
+            let ring = self.poll.lock();
+            let mut n = 0;
+            while n < out.len() {
+                let Some(slot) = ring.consumer_slot() else {
+                    break;
+                };
+                out[n] = WorkCompletion::decode(slot);
+                ring.consume(1);
+                n += 1;
+            }
+            n
+        };
+        #[cfg(all(feature = "std", target_os = "linux"))]
+        if n == 0 && matches!(self.src, CqSrc::Mapped(_)) {
+            // Through a device service the device is a thread of this machine (the service's
+            // doorbell thread): an application that polls in a tight loop, as perftest and the
+            // pingpong examples do, would keep the processor that thread needs, and each
+            // completion would wait for the scheduler's time slice (milliseconds). A poll that
+            // finds nothing gives the processor away; a hardware HCA needs none.
+            extern crate std;
+            std::thread::yield_now();
         }
         n
     }
@@ -660,11 +1073,17 @@ impl UvpCq {
     /// `solicited_only` the next solicited one (a receive with the SE bit, or any error).
     /// Returns `true` when completions are already waiting (poll again to avoid missing one).
     pub fn arm(&self, solicited_only: bool) -> bool {
-        if self.dev.is_removed() {
-            return false;
+        match &self.src {
+            CqSrc::Local { dev, cq } => {
+                if dev.is_removed() {
+                    return false;
+                }
+                let ring = self.poll.lock();
+                cq.arm(solicited_only, &ring)
+            }
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            CqSrc::Mapped(_) => self.poll.lock().arm(solicited_only),
         }
-        let ring = self.poll.lock();
-        self.cq.arm(solicited_only, &ring)
     }
 
     /// CQE slots.
@@ -674,6 +1093,16 @@ impl UvpCq {
 
     /// Whether the CQ overran (its error is sticky).
     pub fn overrun(&self) -> bool {
-        self.cq.overrun.load(Ordering::Acquire)
+        match &self.src {
+            CqSrc::Local { cq, .. } => cq.overrun.load(Ordering::Acquire),
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            CqSrc::Mapped(_) => {
+                self.poll
+                    .lock()
+                    .owner_word(OWNER_CQ_OVERRUN)
+                    .load(Ordering::Acquire)
+                    != 0
+            }
+        }
     }
 }

@@ -395,6 +395,16 @@ fn qp_resp(qp: &Qp) -> abi::QpResp {
         rq_stride: qp.rq.stride() as u32,
         sq_addr: qp.sq.addr(),
         rq_addr: qp.rq.addr(),
+        qp_type: qp.qp_type as u32,
+        sq_max_sge: qp.sq_max_sge,
+        rq_max_sge: qp.rq_max_sge,
+        max_inline: qp.max_inline,
+        flags: if qp.srq.is_some() {
+            abi::QP_RESP_SRQ
+        } else {
+            0
+        },
+        reserved: 0,
     }
 }
 
@@ -943,6 +953,13 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
                 // without the CQ's lock).
                 qp.send_cq.bind(&qp, Side::Send)?;
                 qp.recv_cq.bind(&qp, Side::Recv)?;
+                // A device service's client rings its doorbell through the service.
+                #[cfg(all(feature = "std", target_os = "linux"))]
+                if let Some(shared) = crate::dma::process::caller_shared() {
+                    shared
+                        .add_doorbell(crate::uvp::Doorbell::new(dev, &qp))
+                        .map_err(no_memory)?;
+                }
                 Ok(qp)
             },
             |qp| abi::write_resp(umv, &qp_resp(qp)),
@@ -995,7 +1012,8 @@ impl<P: DeviceModelPlatform> Verbs for SoftHca<P> {
         // Requesters that kept it as their peer look again.
         self.dev.qp_gone();
         // A destroyed QP discards its work silently (no flush completions) and its timer.
-        qp.0.state.store(QpState::Reset as u8, Ordering::Release);
+        qp.0.state_word()
+            .store(QpState::Reset as u32, Ordering::Release);
         self.dev.cancel_timer(&qp.0.timer);
         wait_rundown(&qp.0.rundown);
         Qp::shut_down(&qp.0, &self.dev);

@@ -105,7 +105,12 @@ fn side<D: FilterDriver<HostPlatform>>(
         QpFlags: WV_IO_QP_SIGNAL_SENDS as u8,
         Reserved: 0,
     };
-    let st = ioctl(file, WV_IOCTL_QP_CREATE, create.as_bytes(), 72 + 40);
+    let st = ioctl(
+        file,
+        WV_IOCTL_QP_CREATE,
+        create.as_bytes(),
+        72 + size_of::<QpResp>(),
+    );
     ok(&st);
     let qp = read_prefix::<WV_IO_QP_CREATE>(&st.output).unwrap().Id.Id;
     let uqp = uvp

@@ -5,10 +5,10 @@
 use std::any::Any;
 use std::net::IpAddr;
 
-use wv_client::inproc::{LinkLayer, LowerEdge, Stack, StackConfig};
 use wv_client::raw::IoStatus;
 use wv_client::verbs::AddressService;
 use wv_hal::Platform;
+use wv_inproc::{LinkLayer, LowerEdge, Stack, StackConfig};
 
 use crate::device::{DeviceSpec, resolve_device};
 use crate::env::{Env, InjectedClock, Machine};
@@ -81,7 +81,7 @@ impl InprocEnv {
 
 impl Env for InprocEnv {
     type Config = InprocConfig;
-    type File = wv_client::inproc::File;
+    type File = wv_inproc::File;
 
     fn create(config: &InprocConfig) -> Result<Self, String> {
         Ok(InprocEnv {
@@ -134,7 +134,7 @@ impl Env for InprocEnv {
     fn buffer(&self, len: usize) -> (u64, Box<dyn Any>) {
         // The in-process soft HCAs accept registrations of the process-wide pool only, as a
         // kernel's probe accepts only mapped pages.
-        let b = wv_client::inproc::process_memory().alloc(len);
+        let b = wv_inproc::process_memory().alloc(len);
         (b.addr(), Box::new(b))
     }
 

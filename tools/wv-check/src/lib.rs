@@ -20,8 +20,9 @@
 //! [`VERIFIER_SCENARIO`] result.
 //!
 //! Stacks that come with the library: [`InprocEnv`] (the driver core on the host model of KMDF
-//! above soft HCAs, in this process) and, in Windows builds, `WindowsEnv` (the installed
-//! driver).
+//! above soft HCAs, in this process), on Linux `ServiceEnv` (the same stack hosted by the
+//! device service `wvd` in a process of its own, reached through its socket and shared
+//! memory) and, in Windows builds, `WindowsEnv` (the installed driver).
 //!
 //! # Running the suite
 //!
@@ -54,7 +55,7 @@
 //!   [`Env::buffer`]`(len)` hands out memory every device of the machine accepts, and keeps it
 //!   alive as long as the returned owner. The verbs-level scenarios also register buffers from
 //!   [`wv_client::verbs::Device::alloc_buffer`], which come from the process-wide
-//!   [`wv_client::inproc::process_memory`] pool: soft HCAs must be built with that pool as
+//!   [`wv_client::process_memory`] pool: soft HCAs must be built with that pool as
 //!   their client memory (`ClientMemory::pool(process_memory().clone())`), as the in-process
 //!   stack's are.
 //! * **Teardown and the verifier.** [`Env::finish`] unloads the driver once the scenario has
@@ -70,14 +71,14 @@
 //!   retries are checked in no time; a stack without it SKIPs that scenario) and [`Env::close_racing_ioctl`] (an IOCTL delivered after cleanup; the
 //!   scenario SKIPs without it).
 //!
-//! A skeleton, here over the in-process [`Stack`](wv_client::inproc::Stack) (which implements
+//! A skeleton, here over the in-process [`Stack`](wv_inproc::Stack) (which implements
 //! [`Machine`]); another stack swaps in its own I/O manager, file and verifier:
 //!
 //! ```no_run
 //! use std::any::Any;
 //!
 //! use wv_check::{DeviceSpec, Env, Machine, run_suite, summary_line};
-//! use wv_client::inproc::{File, Stack, StackConfig, process_memory};
+//! use wv_inproc::{File, Stack, StackConfig, process_memory};
 //!
 //! struct MyEnv(Stack);
 //!
@@ -122,6 +123,8 @@ mod inproc;
 mod installed;
 mod runner;
 mod scenarios;
+#[cfg(target_os = "linux")]
+mod service;
 
 pub use device::{DeviceSpec, format_guid, resolve_device};
 pub use env::{Env, InjectedClock, Machine};
@@ -133,3 +136,5 @@ pub use runner::{
     Verdict, run_one, run_suite, scenario_names, summary_line, tally, to_json,
 };
 pub use scenarios::scenarios;
+#[cfg(target_os = "linux")]
+pub use service::{ServiceConfig, ServiceEnv};

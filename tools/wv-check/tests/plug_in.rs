@@ -11,9 +11,9 @@ use wv_check::{
     DeviceSpec, Env, InjectedClock, Machine, VERIFIER_SCENARIO, Verdict, run_suite, scenario_names,
     summary_line,
 };
-use wv_client::inproc::{File, Stack, StackConfig, process_memory};
 use wv_client::verbs::AddressService;
 use wv_hal::Platform;
+use wv_inproc::{File, Stack, StackConfig, process_memory};
 
 /// A machine's admin side implemented here, not by the library.
 struct Outside(Stack);

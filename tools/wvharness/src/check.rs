@@ -48,6 +48,8 @@ pub struct CheckArgs {
 pub struct CheckTarget {
     transport: Transport,
     inproc: InprocConfig,
+    #[cfg(target_os = "linux")]
+    service: wv_check::ServiceConfig,
 }
 
 impl CheckTarget {
@@ -65,9 +67,29 @@ impl CheckTarget {
                 lower: args.lower.edge(),
                 link_layer: args.link_layer.layer(),
             },
+            #[cfg(target_os = "linux")]
+            service: wv_check::ServiceConfig {
+                wvd: args
+                    .wvd
+                    .clone()
+                    .unwrap_or_else(wv_check::ServiceConfig::beside_this_program),
+                device: args.device,
+                link_layer: args.link_layer.layer(),
+            },
         };
         match args.transport {
             Transport::Inproc => target.inproc.validate().map_err(TargetError)?,
+            #[cfg(target_os = "linux")]
+            Transport::Service => {
+                if !target.service.wvd.is_file() {
+                    return Err(TargetError(format!(
+                        "no wvd at {}: build it (cargo build -p wvd) or name it with --wvd",
+                        target.service.wvd.display()
+                    )));
+                }
+            }
+            #[cfg(not(target_os = "linux"))]
+            Transport::Service => return Err(TargetError::no_service_transport()),
             #[cfg(windows)]
             Transport::Windows => {}
             #[cfg(not(windows))]
@@ -79,7 +101,13 @@ impl CheckTarget {
     /// How the in-process driver reached the soft HCAs, in words (`None` on Windows, where the
     /// real controller's table is used).
     pub fn lower_edge_text(&self) -> Option<&'static str> {
-        (self.transport == Transport::Inproc).then(|| self.inproc.describe())
+        match self.transport {
+            Transport::Inproc => Some(self.inproc.describe()),
+            Transport::Service => {
+                Some("the device service wvd, its driver → soft HCAs through their C verbs tables")
+            }
+            Transport::Windows => None,
+        }
     }
 
     #[cfg(windows)]
@@ -96,6 +124,8 @@ pub fn scenario_names(target: &CheckTarget) -> Vec<&'static str> {
     match target.transport {
         #[cfg(windows)]
         Transport::Windows => wv_check::scenario_names::<wv_check::WindowsEnv>(&target.installed()),
+        #[cfg(target_os = "linux")]
+        Transport::Service => wv_check::scenario_names::<wv_check::ServiceEnv>(&target.service),
         // `CheckTarget::new` refuses the Windows transport on other systems.
         _ => wv_check::scenario_names::<InprocEnv>(&target.inproc),
     }
@@ -121,6 +151,10 @@ pub fn run_filtered(
         #[cfg(windows)]
         Transport::Windows => {
             wv_check::run_suite::<wv_check::WindowsEnv>(&target.installed(), filter, progress)
+        }
+        #[cfg(target_os = "linux")]
+        Transport::Service => {
+            wv_check::run_suite::<wv_check::ServiceEnv>(&target.service, filter, progress)
         }
         _ => wv_check::run_suite::<InprocEnv>(&target.inproc, filter, progress),
     }

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde::Serialize;
-use wv_client::inproc::StackConfig;
 use wv_client::verbs::{Pending, Provider};
+use wv_inproc::StackConfig;
 
 use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, resolve_device};
 use wv_check::conn_side::{ConnSide, STEP_GUARD, rdma_cm_param};

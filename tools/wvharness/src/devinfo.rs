@@ -21,8 +21,8 @@ use wv_abi::ioctl::*;
 use wv_abi::{
     NtStatus, WV_IO_DEVICE_ATTRIBUTES, WV_IO_DEVICE_PORT_QUERY, WV_IO_ID, WV_IO_PORT_ATTRIBUTES,
 };
-use wv_client::inproc::StackConfig;
 use wv_client::raw::{IoStatus, RawFile, RawIo};
+use wv_inproc::StackConfig;
 use zerocopy::{FromBytes, IntoBytes};
 
 use crate::target::{

@@ -80,6 +80,14 @@ enum Command {
     /// RDMA read bandwidth, like perftest's ib_read_bw.
     #[command(name = "read_bw")]
     ReadBw(PerftestArgs),
+    /// Internal (the benchmark's copy between two processes): holds a buffer of LEN bytes,
+    /// prints its address, exits when its standard input closes.
+    #[cfg(target_os = "linux")]
+    #[command(name = "copy-target", hide = true)]
+    CopyTarget {
+        /// Bytes.
+        len: usize,
+    },
 }
 
 fn main() -> ExitCode {
@@ -98,6 +106,11 @@ fn main() -> ExitCode {
         Some(Command::SendBw(args)) => perftest::run_test(Test::SendBw, &args),
         Some(Command::WriteBw(args)) => perftest::run_test(Test::WriteBw, &args),
         Some(Command::ReadBw(args)) => perftest::run_test(Test::ReadBw, &args),
+        #[cfg(target_os = "linux")]
+        Some(Command::CopyTarget { len }) => {
+            bench::copy_target(len);
+            Ok(ExitCode::SUCCESS)
+        }
         None => summary::run(&cli.summary),
     };
     match result {

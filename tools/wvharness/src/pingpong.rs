@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde::Serialize;
-use wv_client::inproc::StackConfig;
 use wv_client::verbs::{Provider, WorkCompletion, WrOpcode};
+use wv_inproc::StackConfig;
 
 use crate::perftest::Connection;
 use crate::perftest::endpoint::{Dest, Rendezvous, Shared, Side, SideConfig, aborted, poll_some};

@@ -23,12 +23,12 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use clap::Args;
-use wv_client::inproc::StackConfig;
 use wv_client::raw::RawFile;
 use wv_client::verbs::{
     Buffer, Mr, Provider, SendWr, WV_ACCESS_LOCAL_WRITE, WV_ACCESS_REMOTE_READ,
     WV_ACCESS_REMOTE_WRITE, WcOpcode, WcStatus, WrOpcode, send_flags,
 };
+use wv_inproc::StackConfig;
 
 use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, resolve_device};
 use wv_check::conn_side::{ConnSide, STEP_GUARD, next_completion, rdma_cm_param};

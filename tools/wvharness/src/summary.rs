@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde::Serialize;
-use wv_client::inproc::StackConfig;
 use wv_core::QpModifyMode;
+use wv_inproc::StackConfig;
 
 use crate::baseline;
 use crate::conn::{ConnArgs, ConnResult, ConnTask};

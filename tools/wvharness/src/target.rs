@@ -5,6 +5,10 @@
 //!   KMDF above the built-in soft HCAs (two devices on one fabric unless a command asks for
 //!   another shape). Nothing needs to be installed.
 //! * `windows` (Windows builds only): the installed driver, through `\\.\WinVerbs`.
+//! * `service` (Linux): the device service `wvd`, which hosts the same stack in a process of
+//!   its own for every process of the machine: `check` starts a fresh one per scenario (the
+//!   program `--wvd` names), the other commands connect to the one running on its default
+//!   socket (`WVD_SOCKET`).
 //!
 //! A device is named by its index in GUID_QUERY order (`0`, `1`, …) or by its node GUID in hex
 //! (`0x0257560000000001`, `0257560000000001` or the ibv_devinfo form
@@ -16,9 +20,9 @@ use std::net::IpAddr;
 
 use clap::{Args, ValueEnum};
 pub use wv_check::{DeviceSpec, format_guid};
-use wv_client::inproc::{LinkLayer, LowerEdge, Stack, StackConfig};
 use wv_client::raw::{RawFile, RawIo};
 use wv_client::verbs::AddressService;
+use wv_inproc::{LinkLayer, LowerEdge, Stack, StackConfig};
 
 /// The transports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -28,6 +32,8 @@ pub enum Transport {
     Inproc,
     /// The installed driver through `\\.\WinVerbs` (Windows builds only).
     Windows,
+    /// The device service `wvd` (Linux builds only).
+    Service,
 }
 
 /// How the in-process driver reaches its soft HCAs (`--lower`).
@@ -130,6 +136,10 @@ pub struct TargetArgs {
     /// fabrics WinOFED was written for). Ignored by the windows transport.
     #[arg(long, value_enum, default_value_t = Link::Ethernet)]
     pub link_layer: Link,
+    /// The `wvd` program `check --transport service` starts for each scenario (default:
+    /// `$WV_WVD`, else `wvd` beside this program; build it with `cargo build -p wvd`).
+    #[arg(long, value_name = "PATH")]
+    pub wvd: Option<std::path::PathBuf>,
 }
 
 /// Why a target could not be opened.
@@ -153,6 +163,14 @@ impl TargetError {
              wvharness; on this system use --transport inproc (the default)"
                 .into(),
         )
+    }
+}
+
+impl TargetError {
+    /// `--transport service` in a build for another system.
+    #[cfg(not(target_os = "linux"))]
+    pub fn no_service_transport() -> TargetError {
+        TargetError("the service transport (wvd) exists only in Linux builds of wvharness".into())
     }
 }
 
@@ -188,7 +206,7 @@ pub trait Opener: Sync {
 }
 
 impl Opener for Stack {
-    type File = wv_client::inproc::File;
+    type File = wv_inproc::File;
     fn open_file(&self) -> Result<Self::File, TargetError> {
         self.open()
             .map_err(|s| TargetError(format!("opening the in-process driver failed: {s}")))
@@ -222,6 +240,65 @@ impl Opener for WindowsOpener {
     }
 }
 
+/// Connects to the running device service (its default socket, `WVD_SOCKET`).
+#[cfg(target_os = "linux")]
+pub struct ServiceOpener {
+    admin: wv_client::service::File,
+}
+
+#[cfg(target_os = "linux")]
+impl ServiceOpener {
+    fn connect() -> Result<ServiceOpener, TargetError> {
+        let path = wv_client::service::default_socket_path();
+        wv_client::service::File::connect(&path)
+            .map(|admin| ServiceOpener { admin })
+            .map_err(|e| {
+                TargetError(format!(
+                    "no device service on {} ({e}): start one with `wvd`",
+                    path.display()
+                ))
+            })
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Opener for ServiceOpener {
+    type File = wv_client::service::File;
+    fn open_file(&self) -> Result<Self::File, TargetError> {
+        let path = wv_client::service::default_socket_path();
+        wv_client::service::File::connect(&path)
+            .map_err(|e| TargetError(format!("connecting to the device service failed: {e}")))
+    }
+
+    fn addresses(&self) -> Option<&dyn AddressService> {
+        Some(&self.admin)
+    }
+
+    fn device_address(&self, index: usize) -> Option<IpAddr> {
+        use wv_client::service::proto::{Admin, AdminReply};
+        let guids = match self.admin.admin(&Admin::DeviceGuids).ok()? {
+            AdminReply::Guids(g) => g,
+            _ => return None,
+        };
+        let guid = *guids.get(index)?;
+        let count = match self.admin.admin(&Admin::DeviceCount).ok()? {
+            AdminReply::Num(n) => n,
+            _ => return None,
+        };
+        let at = (0..count).find(|&i| {
+            matches!(self.admin.admin(&Admin::DeviceGuid(i)), Ok(AdminReply::Num(g)) if g == guid)
+        })?;
+        match self
+            .admin
+            .admin(&Admin::Address { index: at, port: 1 })
+            .ok()?
+        {
+            AdminReply::Ip(ip) => Some(ip),
+            _ => None,
+        }
+    }
+}
+
 /// A command's work on a target, generic over the transport (closures cannot be generic, so
 /// this is a trait).
 pub trait TargetTask {
@@ -238,6 +315,9 @@ pub enum Target {
     /// The installed driver.
     #[cfg(windows)]
     Windows(WindowsOpener),
+    /// The running device service.
+    #[cfg(target_os = "linux")]
+    Service(ServiceOpener),
 }
 
 impl Target {
@@ -259,6 +339,10 @@ impl Target {
             Transport::Windows => Target::Windows(WindowsOpener),
             #[cfg(not(windows))]
             Transport::Windows => return Err(TargetError::no_windows_transport()),
+            #[cfg(target_os = "linux")]
+            Transport::Service => Target::Service(ServiceOpener::connect()?),
+            #[cfg(not(target_os = "linux"))]
+            Transport::Service => return Err(TargetError::no_service_transport()),
         };
         Ok((target, args.device))
     }
@@ -269,6 +353,8 @@ impl Target {
             Target::Inproc(s) => task.run(s, device),
             #[cfg(windows)]
             Target::Windows(w) => task.run(w, device),
+            #[cfg(target_os = "linux")]
+            Target::Service(o) => task.run(o, device),
         }
     }
 }

@@ -5,7 +5,7 @@
 //! What winverbs.dll asks of the host before the driver sees an endpoint — which device and
 //! port own an address (IBAT's `TranslateAddress`), the path to a peer (IBAT's route), a port
 //! (the TCP socket it binds) — comes from an [`AddressService`]; the in-process stack's fabric
-//! is one ([`crate::inproc::Stack`]).
+//! is one (`wv_inproc::Stack`).
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -26,7 +26,7 @@ use super::error::{
     Result, STATUS_ADDRESS_ALREADY_EXISTS, STATUS_HOST_UNREACHABLE, STATUS_INVALID_ADDRESS,
     VerbsError,
 };
-use super::{Pending, Provider, Qp, destroy, ioctl, parse, pending, pending_or_error};
+use super::{Handle, Kind, Pending, Provider, Qp, ioctl, parse, pending, pending_or_error};
 use crate::raw::RawFile;
 
 /// Winsock's `AF_INET` and `AF_INET6`, as `SOCKADDR`s carry them.
@@ -203,39 +203,18 @@ pub fn socket_addr(data: &WV_IO_SOCKADDR_DATA) -> Option<SocketAddr> {
     }
 }
 
-struct EpInner<F: RawFile> {
-    file: Arc<F>,
-    id: u64,
-    /// The port bound to, held while the endpoint lives.
+/// A connection endpoint. Cloning shares it; the last clone destroys it (EP_DESTROY), which
+/// ends its parked requests.
+pub type Endpoint<F> = Handle<F, EpParts>;
+
+/// What the library keeps with an endpoint: the port it is bound to, held while it lives.
+pub struct EpParts {
     port: Mutex<Option<PortReservation>>,
 }
 
-impl<F: RawFile> Drop for EpInner<F> {
-    fn drop(&mut self) {
-        destroy(&*self.file, WV_IOCTL_EP_DESTROY, self.id);
-    }
-}
-
-/// A connection endpoint. Cloning shares it; the last clone destroys it (EP_DESTROY), which
-/// ends its parked requests.
-pub struct Endpoint<F: RawFile> {
-    inner: Arc<EpInner<F>>,
-}
-
-impl<F: RawFile> Clone for Endpoint<F> {
-    fn clone(&self) -> Self {
-        Endpoint {
-            inner: Arc::clone(&self.inner),
-        }
-    }
-}
-
-impl<F: RawFile> fmt::Debug for Endpoint<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Endpoint")
-            .field("id", &self.inner.id)
-            .finish()
-    }
+impl Kind for EpParts {
+    const NAME: &'static str = "Endpoint";
+    const DESTROY: u32 = WV_IOCTL_EP_DESTROY;
 }
 
 impl<F: RawFile + Send + Sync + 'static> Provider<F> {
@@ -253,26 +232,17 @@ impl<F: RawFile + Send + Sync + 'static> Provider<F> {
             size_of::<u64>(),
         )?;
         let id: u64 = parse(OP, &st.output)?;
-        Ok(Endpoint {
-            inner: Arc::new(EpInner {
-                file: Arc::clone(&self.file),
-                id,
+        Ok(Handle::new(
+            Arc::clone(&self.file),
+            id,
+            EpParts {
                 port: Mutex::new(None),
-            }),
-        })
+            },
+        ))
     }
 }
 
 impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
-    /// The driver's id (per handle).
-    pub fn id(&self) -> u64 {
-        self.inner.id
-    }
-
-    fn file(&self) -> &F {
-        &self.inner.file
-    }
-
     /// Binds to `addr` (`BindAddress`): a port from `net` (port 0: a free one), the device
     /// that owns the address (none for a wildcard address), then EP_BIND. Returns the address
     /// bound, with its port.
@@ -310,13 +280,13 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
             Device: device,
         };
         ioctl(
-            self.file(),
+            &**self.file(),
             OP,
             WV_IOCTL_EP_BIND,
             bind.as_bytes(),
             size_of::<WV_IO_EP_BIND>(),
         )?;
-        *self.inner.port.lock().unwrap_or_else(|e| e.into_inner()) = Some(reservation);
+        *self.parts().port.lock().unwrap_or_else(|e| e.into_inner()) = Some(reservation);
         Ok(bound)
     }
 
@@ -333,7 +303,7 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
         .as_bytes()
         .to_vec();
         bytes.extend_from_slice(path.as_bytes());
-        ioctl(self.file(), "EP_MODIFY", WV_IOCTL_EP_MODIFY, &bytes, 0).map(|_| ())
+        ioctl(&**self.file(), "EP_MODIFY", WV_IOCTL_EP_MODIFY, &bytes, 0).map(|_| ())
     }
 
     /// Resolves the path from `local` to `peer` with `net` and sets it as the route
@@ -365,7 +335,7 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
             Backlog: backlog,
         };
         ioctl(
-            self.file(),
+            &**self.file(),
             "EP_LISTEN",
             WV_IOCTL_EP_LISTEN,
             l.as_bytes(),
@@ -387,7 +357,7 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
         let io = self
             .file()
             .device_io_control(WV_IOCTL_EP_GET_REQUEST, g.as_bytes(), 0);
-        pending_or_error(&self.inner.file, io, "EP_GET_REQUEST", pending::finish_unit)
+        pending_or_error(self.file(), io, "EP_GET_REQUEST", pending::finish_unit)
     }
 
     /// Connects `qp` to `peer` (EP_CONNECT); completes when the peer's REP came (then
@@ -411,7 +381,7 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
         let io = self
             .file()
             .device_io_control(WV_IOCTL_EP_CONNECT, c.as_bytes(), 0);
-        pending_or_error(&self.inner.file, io, "EP_CONNECT", finish_connected)
+        pending_or_error(self.file(), io, "EP_CONNECT", finish_connected)
     }
 
     /// Accepts (EP_ACCEPT) with `qp`: on the active side after the REP (sends the RTU), on
@@ -430,7 +400,7 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
             a.as_bytes(),
             size_of::<QpStateOut>(),
         );
-        pending_or_error(&self.inner.file, io, "EP_ACCEPT", finish_connected)
+        pending_or_error(self.file(), io, "EP_ACCEPT", finish_connected)
     }
 
     /// Rejects the request (or the REP) with private data (EP_REJECT).
@@ -446,7 +416,7 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
         .as_bytes()
         .to_vec();
         bytes.extend_from_slice(private_data);
-        ioctl(self.file(), "EP_REJECT", WV_IOCTL_EP_REJECT, &bytes, 0).map(|_| ())
+        ioctl(&**self.file(), "EP_REJECT", WV_IOCTL_EP_REJECT, &bytes, 0).map(|_| ())
     }
 
     /// Disconnects (EP_DISCONNECT): a DREQ, or the DREP to the peer's; `qp` goes to ERROR
@@ -465,7 +435,7 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
             d.as_bytes(),
             size_of::<QpStateOut>(),
         );
-        pending_or_error(&self.inner.file, io, "EP_DISCONNECT", pending::finish_unit)
+        pending_or_error(self.file(), io, "EP_DISCONNECT", pending::finish_unit)
     }
 
     /// Completes when the peer disconnects (EP_DISCONNECT_NOTIFY).
@@ -479,7 +449,7 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
             0,
         );
         pending_or_error(
-            &self.inner.file,
+            self.file(),
             io,
             "EP_DISCONNECT_NOTIFY",
             pending::finish_unit,
@@ -493,7 +463,7 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
     pub fn query(&self) -> Result<ConnectAttributes> {
         const OP: &str = "EP_QUERY";
         let st = ioctl(
-            self.file(),
+            &**self.file(),
             OP,
             WV_IOCTL_EP_QUERY,
             &self.id().to_ne_bytes(),
@@ -518,7 +488,7 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
     /// The status of EP_CANCEL.
     pub fn cancel(&self) -> Result<()> {
         ioctl(
-            self.file(),
+            &**self.file(),
             "EP_CANCEL",
             WV_IOCTL_EP_CANCEL,
             &self.id().to_ne_bytes(),

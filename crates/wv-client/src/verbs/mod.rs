@@ -7,7 +7,7 @@
 //! It mirrors winverbs.dll (and the libibverbs semantics its users expect):
 //!
 //! * the control path is IOCTL bytes on one handle ([`RawFile`]), shared by every object of a
-//!   [`Provider`] through an `Arc`, so the same code runs in process ([`crate::inproc`]) and on
+//!   [`Provider`] through an `Arc`, so the same code runs in process (`wv-inproc`) and on
 //!   Windows (`crate::windows`, compiled for Windows only);
 //! * the data path (post, poll, arm) never enters the driver: it goes through the user-mode
 //!   provider (UVP) that LIBRARY_QUERY names. The soft HCA's (`softhcau`) is built in; any
@@ -25,6 +25,7 @@
 mod buffer;
 mod endpoint;
 mod error;
+mod handle;
 mod objects;
 mod pending;
 mod qp_attr;
@@ -43,13 +44,16 @@ use crate::raw::{IoStatus, RawFile, RawIo};
 pub use buffer::{Buffer, OutOfBounds};
 pub use endpoint::{
     AF_INET, AF_INET6, AddressService, ConnectAttributes, ConnectParam, DeviceAddress, Endpoint,
-    MAX_PRIVATE_DATA, PortError, PortReservation, sockaddr, socket_addr,
+    EpParts, MAX_PRIVATE_DATA, PortError, PortReservation, sockaddr, socket_addr,
 };
 pub use error::{
     Result, STATUS_ADDRESS_ALREADY_EXISTS, STATUS_DLL_NOT_FOUND, STATUS_HOST_UNREACHABLE,
     STATUS_INVALID_ADDRESS, VerbsError,
 };
-pub use objects::{Ah, Cq, Mr, Mw, Pd, Qp, QpInit, Srq};
+pub use handle::{Handle, Kind};
+pub use objects::{
+    Ah, AhParts, Cq, CqParts, Mr, Mw, MwParts, Pd, PdParts, Qp, QpInit, QpParts, Srq, SrqParts,
+};
 pub use pending::Pending;
 pub use qp_attr::QpAttr;
 
@@ -219,45 +223,30 @@ impl<F: RawFile + Send + Sync + 'static> Provider<F> {
             size_of::<WV_IO_ID>() + size_of::<OpenCaResp>(),
         )?;
         let id = parse::<WV_IO_ID>(OP, &st.output)?.Id;
-        let uvp = UvpContext::from_open_resp(st.output.get(size_of::<WV_IO_ID>()..).unwrap_or(&[]));
-        let uvp = match uvp {
-            Ok(uvp) => uvp,
-            Err(_) => {
-                destroy(&*self.file, WV_IOCTL_DEVICE_CLOSE, id);
-                return Err(VerbsError::new(
-                    "UVP_OPEN(softhcau)",
-                    NtStatus::NO_SUCH_DEVICE,
-                ));
-            }
+        let vendor = st.output.get(size_of::<WV_IO_ID>()..).unwrap_or(&[]);
+        // Through a device service the rings are in the memory it shares with this process.
+        #[cfg(target_os = "linux")]
+        let uvp = match self.file.shared_device() {
+            Some(shared) => UvpContext::mapped(vendor, shared),
+            None => UvpContext::from_open_resp(vendor),
         };
-        let inner = Arc::new(DevInner {
-            file: Arc::clone(&self.file),
-            id,
-            guid,
-            uvp,
-            ports: 0,
-        });
-        let device = Device { inner };
+        #[cfg(not(target_os = "linux"))]
+        let uvp = UvpContext::from_open_resp(vendor);
+        let parts = uvp
+            .map(|uvp| DeviceParts {
+                guid,
+                uvp,
+                ports: 0,
+            })
+            .map_err(|_| VerbsError::new("UVP_OPEN(softhcau)", NtStatus::NO_SUCH_DEVICE));
+        let mut device = Handle::adopt(&self.file, id, parts)?;
         let attr = device.query()?;
         // The port count never changes for an open device; keep it for port-range checks.
-        let ports = attr.PhysPortCount;
-        let mut inner = device.inner;
-        if let Some(d) = Arc::get_mut(&mut inner) {
-            d.ports = ports;
+        if let Some(parts) = device.parts_mut() {
+            parts.ports = attr.PhysPortCount;
         }
-        Ok(Device { inner })
+        Ok(device)
     }
-}
-
-/// [`Provider`] over a new handle of an in-process [`crate::inproc::Stack`].
-///
-/// # Errors
-/// The driver's status of CreateFile, as `CreateFile`.
-pub fn open_inproc(stack: &crate::inproc::Stack) -> Result<Provider<crate::inproc::File>> {
-    stack
-        .open()
-        .map(Provider::new)
-        .map_err(|status| VerbsError::new("CreateFile", status))
 }
 
 /// [`Provider`] over a new handle to the real `\\.\WinVerbs`.
@@ -269,61 +258,34 @@ pub fn open_windows() -> std::io::Result<Provider<crate::windows::File>> {
     crate::windows::File::open().map(Provider::new)
 }
 
-pub(crate) struct DevInner<F: RawFile> {
-    pub(crate) file: Arc<F>,
-    pub(crate) id: u64,
+/// An open RDMA device (`IWVDevice`). Cloning shares it; DEVICE_CLOSE runs when the last clone
+/// and the last object created from it are gone.
+pub type Device<F> = Handle<F, DeviceParts>;
+
+/// What the library keeps with an open device.
+pub struct DeviceParts {
     guid: u64,
     pub(crate) uvp: UvpContext,
     ports: u8,
 }
 
-impl<F: RawFile> Drop for DevInner<F> {
-    fn drop(&mut self) {
-        destroy(&*self.file, WV_IOCTL_DEVICE_CLOSE, self.id);
-    }
-}
-
-/// An open RDMA device (`IWVDevice`). Cloning shares it; DEVICE_CLOSE runs when the last clone
-/// and the last object created from it are gone.
-pub struct Device<F: RawFile> {
-    pub(crate) inner: Arc<DevInner<F>>,
-}
-
-impl<F: RawFile> Clone for Device<F> {
-    fn clone(&self) -> Self {
-        Device {
-            inner: Arc::clone(&self.inner),
-        }
-    }
-}
-
-impl<F: RawFile> core::fmt::Debug for Device<F> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Device")
-            .field("guid", &format_args!("{:#018x}", self.inner.guid))
-            .field("id", &self.inner.id)
-            .finish()
+impl Kind for DeviceParts {
+    const NAME: &'static str = "Device";
+    const DESTROY: u32 = WV_IOCTL_DEVICE_CLOSE;
+    fn debug_fields(&self, out: &mut core::fmt::DebugStruct<'_, '_>) {
+        out.field("guid", &format_args!("{:#018x}", self.guid));
     }
 }
 
 impl<F: RawFile + Send + Sync + 'static> Device<F> {
     /// The node GUID it was opened by.
     pub fn guid(&self) -> u64 {
-        self.inner.guid
-    }
-
-    /// The driver's id of this open (per handle).
-    pub fn id(&self) -> u64 {
-        self.inner.id
+        self.parts().guid
     }
 
     /// Physical ports (1-based numbering).
     pub fn port_count(&self) -> u8 {
-        self.inner.ports
-    }
-
-    pub(crate) fn file(&self) -> &Arc<F> {
-        &self.inner.file
+        self.parts().ports
     }
 
     /// DEVICE_QUERY.
@@ -336,7 +298,7 @@ impl<F: RawFile + Send + Sync + 'static> Device<F> {
             &**self.file(),
             OP,
             WV_IOCTL_DEVICE_QUERY,
-            &self.inner.id.to_ne_bytes(),
+            &self.id().to_ne_bytes(),
             size_of::<WV_IO_DEVICE_ATTRIBUTES>(),
         )?;
         parse(OP, &st.output)
@@ -344,7 +306,7 @@ impl<F: RawFile + Send + Sync + 'static> Device<F> {
 
     fn port_query(&self, port: u8) -> Vec<u8> {
         WV_IO_DEVICE_PORT_QUERY {
-            Id: self.inner.id,
+            Id: self.id(),
             PortNumber: port,
             Reserved: [0; 7],
         }
@@ -420,7 +382,7 @@ impl<F: RawFile + Send + Sync + 'static> Device<F> {
         const OP: &str = "DEVICE_NOTIFY";
         let io = self.file().device_io_control(
             WV_IOCTL_DEVICE_NOTIFY,
-            &id_bytes(self.inner.id, 0, u32::from(port)),
+            &id_bytes(self.id(), 0, u32::from(port)),
             size_of::<u32>(),
         );
         pending_or_error(self.file(), io, OP, pending::finish_u32_output)
@@ -435,7 +397,7 @@ impl<F: RawFile + Send + Sync + 'static> Device<F> {
             &**self.file(),
             "DEVICE_CANCEL",
             WV_IOCTL_DEVICE_CANCEL,
-            &self.inner.id.to_ne_bytes(),
+            &self.id().to_ne_bytes(),
             0,
         )
         .map(|_| ())
@@ -463,7 +425,7 @@ impl<F: RawFile + Send + Sync + 'static> Device<F> {
     /// registered with any of them).
     pub fn alloc_buffer(&self, len: usize) -> Buffer {
         Buffer {
-            dma: crate::inproc::process_memory().alloc(len),
+            dma: crate::process_memory().alloc(len),
         }
     }
 }

@@ -25,7 +25,7 @@ use crate::raw::RawFile;
 use crate::verbs::pending::{self, Pending};
 use crate::verbs::qp_attr::{QpAttr, av_to_abi};
 use crate::verbs::{
-    AddressVector, Buffer, Device, QpState, QpType, Result, UdAddress, VerbsError, destroy,
+    AddressVector, Buffer, Device, Handle, Kind, QpState, QpType, Result, UdAddress, VerbsError,
     id_bytes, ioctl, parse, pending_or_error,
 };
 
@@ -49,34 +49,17 @@ fn uvp_refused(op: &'static str) -> VerbsError {
 // ------------------------------------------------------------------------------------------
 // PD
 
-pub(crate) struct PdInner<F: RawFile> {
-    dev: Device<F>,
-    id: u64,
-}
-
-impl<F: RawFile> Drop for PdInner<F> {
-    fn drop(&mut self) {
-        destroy(&*self.dev.inner.file, WV_IOCTL_PD_DEALLOCATE, self.id);
-    }
-}
-
 /// A protection domain (`IWVProtectionDomain`). Cloning shares it.
-pub struct Pd<F: RawFile> {
-    inner: Arc<PdInner<F>>,
+pub type Pd<F> = Handle<F, PdParts<F>>;
+
+/// What the library keeps with a PD: its device.
+pub struct PdParts<F: RawFile> {
+    dev: Device<F>,
 }
 
-impl<F: RawFile> Clone for Pd<F> {
-    fn clone(&self) -> Self {
-        Pd {
-            inner: Arc::clone(&self.inner),
-        }
-    }
-}
-
-impl<F: RawFile> fmt::Debug for Pd<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pd").field("id", &self.inner.id).finish()
-    }
+impl<F: RawFile> Kind for PdParts<F> {
+    const NAME: &'static str = "Pd";
+    const DESTROY: u32 = WV_IOCTL_PD_DEALLOCATE;
 }
 
 /// Deregistration of a region, without the transport type (an [`Mr`] is not generic).
@@ -84,13 +67,13 @@ trait MrOwner: Send + Sync {
     fn deregister(&self, lkey: u32) -> Result<()>;
 }
 
-impl<F: RawFile + Send + Sync + 'static> MrOwner for PdInner<F> {
+impl<F: RawFile + Send + Sync + 'static> MrOwner for Pd<F> {
     fn deregister(&self, lkey: u32) -> Result<()> {
         ioctl(
-            &*self.dev.inner.file,
+            &**self.file(),
             "MEMORY_DEREGISTER",
             WV_IOCTL_MEMORY_DEREGISTER,
-            &id_bytes(self.id, 0, lkey),
+            &id_bytes(self.id(), 0, lkey),
             0,
         )
         .map(|_| ())
@@ -101,33 +84,23 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
     pub(crate) fn allocate(dev: &Device<F>) -> Result<Self> {
         const OP: &str = "PD_ALLOCATE";
         let st = ioctl(
-            &*dev.inner.file,
+            &**dev.file(),
             OP,
             WV_IOCTL_PD_ALLOCATE,
-            &id_bytes(dev.inner.id, 0, 0),
+            &id_bytes(dev.id(), 0, 0),
             size_of::<WV_IO_ID>() + size_of::<PdResp>(),
         )?;
         let id = parse::<WV_IO_ID>(OP, &st.output)?.Id;
-        Ok(Pd {
-            inner: Arc::new(PdInner {
-                dev: dev.clone(),
-                id,
-            }),
-        })
-    }
-
-    fn file(&self) -> &Arc<F> {
-        &self.inner.dev.inner.file
-    }
-
-    /// The driver's id of this PD (per handle).
-    pub fn id(&self) -> u64 {
-        self.inner.id
+        Ok(Handle::new(
+            Arc::clone(dev.file()),
+            id,
+            PdParts { dev: dev.clone() },
+        ))
     }
 
     /// The device it belongs to.
     pub fn device(&self) -> &Device<F> {
-        &self.inner.dev
+        &self.parts().dev
     }
 
     /// MEMORY_REGISTER of the whole buffer with `access` (`WV_ACCESS_*`).
@@ -144,48 +117,31 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
     /// `STATUS_INVALID_PARAMETER` for a range outside the buffer (nothing is sent), or the
     /// status of MEMORY_REGISTER.
     pub fn reg_mr_range(&self, buf: &Buffer, offset: usize, len: usize, access: u32) -> Result<Mr> {
-        const OP: &str = "MEMORY_REGISTER";
         if offset.checked_add(len).is_none_or(|end| end > buf.len()) {
-            return Err(VerbsError::new(OP, NtStatus::INVALID_PARAMETER));
+            return Err(VerbsError::new(
+                "MEMORY_REGISTER",
+                NtStatus::INVALID_PARAMETER,
+            ));
         }
-        let addr = buf.addr() + offset as u64;
-        let reg = WV_IO_MEMORY_REGISTER {
-            Id: self.inner.id,
-            Address: addr,
-            BufferLength: len as u64,
-            AccessFlags: access,
-            Reserved: 0,
-        };
-        let st = ioctl(
-            &**self.file(),
-            OP,
-            WV_IOCTL_MEMORY_REGISTER,
-            reg.as_bytes(),
-            size_of::<WV_IO_MEMORY_KEYS>(),
-        )?;
-        let keys: WV_IO_MEMORY_KEYS = parse(OP, &st.output)?;
-        Ok(Mr {
-            owner: self.inner.clone(),
-            lkey: keys.Lkey,
-            rkey: u32::from_be(keys.Rkey),
-            addr,
-            len,
-            _buf: Some(buf.clone()),
-            registered: true,
-        })
+        self.register(buf.addr() + offset as u64, len, access, Some(buf.clone()))
     }
 
     /// MEMORY_REGISTER of `len` bytes of this process's memory at `addr` (`ibv_reg_mr` of any
     /// application memory). The device validates the range as the kernel's probe does; it
     /// accepts it only when its client memory is the process's
-    /// ([`crate::inproc::MemoryMode::Process`]), a pool device refuses anything but its buffers.
+    /// (`wv_inproc::MemoryMode::Process`), a pool device refuses anything but its buffers.
     ///
     /// # Errors
     /// The status of MEMORY_REGISTER (`STATUS_UNSUCCESSFUL` for memory the device refuses).
     pub fn reg_mr_addr(&self, addr: u64, len: usize, access: u32) -> Result<Mr> {
+        self.register(addr, len, access, None)
+    }
+
+    /// MEMORY_REGISTER; the region keeps `buf` (when it is one of ours) until it goes.
+    fn register(&self, addr: u64, len: usize, access: u32, buf: Option<Buffer>) -> Result<Mr> {
         const OP: &str = "MEMORY_REGISTER";
         let reg = WV_IO_MEMORY_REGISTER {
-            Id: self.inner.id,
+            Id: self.id(),
             Address: addr,
             BufferLength: len as u64,
             AccessFlags: access,
@@ -200,12 +156,12 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
         )?;
         let keys: WV_IO_MEMORY_KEYS = parse(OP, &st.output)?;
         Ok(Mr {
-            owner: self.inner.clone(),
+            owner: Box::new(self.clone()),
             lkey: keys.Lkey,
             rkey: u32::from_be(keys.Rkey),
             addr,
             len,
-            _buf: None,
+            _buf: buf,
             registered: true,
         })
     }
@@ -239,7 +195,7 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
         av_to_abi(&mut wire, av);
         let create = WV_IO_AH_CREATE {
             Id: WV_IO_ID {
-                Id: self.inner.id,
+                Id: self.id(),
                 VerbInfo: 0,
                 Data: 0,
             },
@@ -257,14 +213,15 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
         // through this handle carry it.
         let sgid_index = vendor_out::<AhResp>(OP, &st.output, size_of::<WV_IO_AH_CREATE>())
             .map_or(0, |r| r.sgid_index as u8);
-        Ok(Ah {
-            inner: Arc::new(AhInner {
-                pd: self.clone(),
-                id,
+        Ok(Handle::new(
+            Arc::clone(self.file()),
+            id,
+            AhParts {
+                _pd: self.clone(),
                 av: *av,
                 sgid_index,
-            }),
-        })
+            },
+        ))
     }
 
     /// MW_ALLOCATE of a type 1 window (`ibv_alloc_mw(pd, IBV_MW_TYPE_1)`, the only kind OFW's
@@ -288,7 +245,7 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
             magic: uabi::SOFTHCA_ABI_MAGIC,
             mw_type: kind as u32,
         };
-        let mut input = id_bytes(self.inner.id, 0, 0);
+        let mut input = id_bytes(self.id(), 0, 0);
         input.extend_from_slice(cmd.as_bytes());
         let st = ioctl(
             &**self.file(),
@@ -302,14 +259,15 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
             .ok()
             .and_then(|r| MwType::from_u32(r.mw_type))
             .unwrap_or(kind);
-        Ok(Mw {
-            inner: Arc::new(MwInner {
+        Ok(Handle::new(
+            Arc::clone(self.file()),
+            out.Id,
+            MwParts {
                 pd: self.clone(),
-                id: out.Id,
                 rkey: AtomicU32::new(u32::from_be(out.Data)),
                 kind,
-            }),
-        })
+            },
+        ))
     }
 }
 
@@ -319,7 +277,7 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
 /// A registered memory region. MEMORY_DEREGISTER runs on drop; the region keeps its buffer
 /// (and its PD) alive until then.
 pub struct Mr {
-    owner: Arc<dyn MrOwner>,
+    owner: Box<dyn MrOwner>,
     lkey: u32,
     rkey: u32,
     addr: u64,
@@ -399,111 +357,67 @@ impl Drop for Mr {
 // ------------------------------------------------------------------------------------------
 // MW, AH
 
-struct MwInner<F: RawFile> {
+/// A memory window (`IWVMemoryWindow`, `ibv_mw`): created unbound; bound to part of a
+/// region through a QP's send queue ([`Qp::bind_mw`] for type 1, [`Qp::post_bind_mw`] for
+/// type 2), then reachable by a peer's RDMA and atomics under [`Mw::rkey`] within its bounds
+/// and rights. Cloning shares it.
+pub type Mw<F> = Handle<F, MwParts<F>>;
+
+/// What the library keeps with a memory window: its PD, its type and its current key.
+pub struct MwParts<F: RawFile> {
     pd: Pd<F>,
-    id: u64,
     /// The current rkey (a bind posted through this library moves it to the next key).
     rkey: AtomicU32,
     kind: MwType,
 }
 
-impl<F: RawFile> Drop for MwInner<F> {
-    fn drop(&mut self) {
-        destroy(
-            &*self.pd.inner.dev.inner.file,
-            WV_IOCTL_MW_DEALLOCATE,
-            self.id,
+impl<F: RawFile> Kind for MwParts<F> {
+    const NAME: &'static str = "Mw";
+    const DESTROY: u32 = WV_IOCTL_MW_DEALLOCATE;
+    fn debug_fields(&self, out: &mut fmt::DebugStruct<'_, '_>) {
+        out.field("kind", &self.kind).field(
+            "rkey",
+            &format_args!("{:#x}", self.rkey.load(Ordering::Acquire)),
         );
     }
 }
 
-/// A memory window (`IWVMemoryWindow`, `ibv_mw`): created unbound; bound to part of a
-/// region through a QP's send queue ([`Qp::bind_mw`] for type 1, [`Qp::post_bind_mw`] for
-/// type 2), then reachable by a peer's RDMA and atomics under [`Mw::rkey`] within its bounds
-/// and rights. Cloning shares it.
-pub struct Mw<F: RawFile> {
-    inner: Arc<MwInner<F>>,
-}
-
-impl<F: RawFile> Clone for Mw<F> {
-    fn clone(&self) -> Self {
-        Mw {
-            inner: Arc::clone(&self.inner),
-        }
-    }
-}
-
-impl<F: RawFile> fmt::Debug for Mw<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Mw")
-            .field("id", &self.inner.id)
-            .field("kind", &self.inner.kind)
-            .field("rkey", &format_args!("{:#x}", self.rkey()))
-            .finish()
-    }
-}
-
 impl<F: RawFile> Mw<F> {
-    /// The driver's id (per handle).
-    pub fn id(&self) -> u64 {
-        self.inner.id
-    }
     /// The window's current rkey (host order): after a bind posted through this library, the
     /// key that bind gives it (as `ibv_mw.rkey`).
     pub fn rkey(&self) -> u32 {
-        self.inner.rkey.load(Ordering::Acquire)
+        self.parts().rkey.load(Ordering::Acquire)
     }
     /// Type 1 or type 2.
     pub fn kind(&self) -> MwType {
-        self.inner.kind
+        self.parts().kind
     }
     /// The PD it belongs to.
     pub fn pd(&self) -> &Pd<F> {
-        &self.inner.pd
-    }
-}
-
-struct AhInner<F: RawFile> {
-    pd: Pd<F>,
-    id: u64,
-    av: AddressVector,
-    sgid_index: u8,
-}
-
-impl<F: RawFile> Drop for AhInner<F> {
-    fn drop(&mut self) {
-        destroy(&*self.pd.inner.dev.inner.file, WV_IOCTL_AH_DESTROY, self.id);
+        &self.parts().pd
     }
 }
 
 /// An address handle (`IWVAddressHandle`). Cloning shares it.
-pub struct Ah<F: RawFile> {
-    inner: Arc<AhInner<F>>,
+pub type Ah<F> = Handle<F, AhParts<F>>;
+
+/// What the library keeps with an address handle: its PD, its address vector and the index of
+/// its source GID.
+pub struct AhParts<F: RawFile> {
+    _pd: Pd<F>,
+    av: AddressVector,
+    sgid_index: u8,
 }
 
-impl<F: RawFile> Clone for Ah<F> {
-    fn clone(&self) -> Self {
-        Ah {
-            inner: Arc::clone(&self.inner),
-        }
-    }
-}
-
-impl<F: RawFile> fmt::Debug for Ah<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Ah").field("id", &self.inner.id).finish()
-    }
+impl<F: RawFile> Kind for AhParts<F> {
+    const NAME: &'static str = "Ah";
+    const DESTROY: u32 = WV_IOCTL_AH_DESTROY;
 }
 
 impl<F: RawFile> Ah<F> {
-    /// The driver's id (per handle).
-    pub fn id(&self) -> u64 {
-        self.inner.id
-    }
-
     /// The address vector it was created with.
     pub fn av(&self) -> &AddressVector {
-        &self.inner.av
+        &self.parts().av
     }
 
     /// The UD destination of a send through this handle (`wr.ud` of `ibv_send_wr`): the soft
@@ -511,12 +425,12 @@ impl<F: RawFile> Ah<F> {
     /// source GID as its index in the port's table). A `remote_qkey` with the high bit set
     /// means "use the QP's own Q_Key".
     pub fn ud(&self, remote_qpn: u32, remote_qkey: u32) -> UdAddress {
-        let av = &self.inner.av;
+        let av = &self.parts().av;
         UdAddress {
             dgid: av.dgid,
             dlid: av.dlid,
             grh: av.grh_valid,
-            sgid_index: self.inner.sgid_index,
+            sgid_index: self.parts().sgid_index,
             hop_limit: av.hop_limit,
             traffic_class: av.traffic_class,
             flow_label: av.flow_label,
@@ -529,62 +443,40 @@ impl<F: RawFile> Ah<F> {
 // ------------------------------------------------------------------------------------------
 // CQ
 
-struct CqInner<F: RawFile> {
-    dev: Device<F>,
-    id: u64,
+/// A completion queue (`IWVCompletionQueue`). Cloning shares it.
+pub type Cq<F> = Handle<F, CqParts<F>>;
+
+/// What the library keeps with a CQ: its device, the UVP's half and its size.
+pub struct CqParts<F: RawFile> {
+    _dev: Device<F>,
     uvp: UvpCq,
     entries: AtomicU32,
 }
 
-impl<F: RawFile> Drop for CqInner<F> {
-    fn drop(&mut self) {
-        destroy(&*self.dev.inner.file, WV_IOCTL_CQ_DESTROY, self.id);
-    }
-}
-
-/// A completion queue (`IWVCompletionQueue`). Cloning shares it.
-pub struct Cq<F: RawFile> {
-    inner: Arc<CqInner<F>>,
-}
-
-impl<F: RawFile> Clone for Cq<F> {
-    fn clone(&self) -> Self {
-        Cq {
-            inner: Arc::clone(&self.inner),
-        }
-    }
-}
-
-impl<F: RawFile> fmt::Debug for Cq<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Cq")
-            .field("id", &self.inner.id)
-            .field("entries", &self.entries())
-            .finish()
+impl<F: RawFile> Kind for CqParts<F> {
+    const NAME: &'static str = "Cq";
+    const DESTROY: u32 = WV_IOCTL_CQ_DESTROY;
+    fn debug_fields(&self, out: &mut fmt::DebugStruct<'_, '_>) {
+        out.field("entries", &self.entries.load(Ordering::Relaxed));
     }
 }
 
 impl<F: RawFile> Cq<F> {
-    /// The driver's id (per handle).
-    pub fn id(&self) -> u64 {
-        self.inner.id
-    }
-
     /// Entries the CQ holds (what the device made of the size asked for).
     pub fn entries(&self) -> u32 {
-        self.inner.entries.load(Ordering::Relaxed)
+        self.parts().entries.load(Ordering::Relaxed)
     }
 
     /// Takes up to `out.len()` completions, oldest first, through the UVP (no IOCTL); returns
     /// how many.
     pub fn poll(&self, out: &mut [WorkCompletion]) -> usize {
-        self.inner.uvp.poll(out)
+        self.parts().uvp.poll(out)
     }
 
     /// Whether the CQ overran (an overrun is sticky: the CQ takes no more completions and its
     /// error notify completes with `STATUS_UNEXPECTED_IO_ERROR`).
     pub fn overrun(&self) -> bool {
-        self.inner.uvp.overrun()
+        self.parts().uvp.overrun()
     }
 }
 
@@ -593,33 +485,22 @@ impl<F: RawFile + Send + Sync + 'static> Cq<F> {
         const OP: &str = "CQ_CREATE";
         let fixed = size_of::<WV_IO_ID>();
         let st = ioctl(
-            &*dev.inner.file,
+            &**dev.file(),
             OP,
             WV_IOCTL_CQ_CREATE,
-            &id_bytes(dev.inner.id, 0, entries),
+            &id_bytes(dev.id(), 0, entries),
             fixed + size_of::<CqResp>(),
         )?;
         let out: WV_IO_ID = parse(OP, &st.output)?;
-        let mapped = vendor_out::<CqResp>(OP, &st.output, fixed)
-            .and_then(|r| dev.inner.uvp.map_cq(&r).map_err(|_| uvp_refused(OP)));
-        match mapped {
-            Ok(uvp) => Ok(Cq {
-                inner: Arc::new(CqInner {
-                    dev: dev.clone(),
-                    id: out.Id,
-                    uvp,
-                    entries: AtomicU32::new(out.Data),
-                }),
-            }),
-            Err(e) => {
-                destroy(&*dev.inner.file, WV_IOCTL_CQ_DESTROY, out.Id);
-                Err(e)
-            }
-        }
-    }
-
-    fn file(&self) -> &Arc<F> {
-        &self.inner.dev.inner.file
+        let parts = vendor_out::<CqResp>(OP, &st.output, fixed).and_then(|r| {
+            let uvp = dev.parts().uvp.map_cq(&r).map_err(|_| uvp_refused(OP))?;
+            Ok(CqParts {
+                _dev: dev.clone(),
+                uvp,
+                entries: AtomicU32::new(out.Data),
+            })
+        });
+        Handle::adopt(dev.file(), out.Id, parts)
     }
 
     /// Requests one completion event (`ibv_req_notify_cq`): CQ_NOTIFY is queued in the driver
@@ -639,9 +520,9 @@ impl<F: RawFile + Send + Sync + 'static> Cq<F> {
         };
         let io =
             self.file()
-                .device_io_control(WV_IOCTL_CQ_NOTIFY, &id_bytes(self.inner.id, 0, kind), 0);
+                .device_io_control(WV_IOCTL_CQ_NOTIFY, &id_bytes(self.id(), 0, kind), 0);
         let pending = pending_or_error(self.file(), io, "CQ_NOTIFY", pending::finish_unit)?;
-        self.inner.uvp.arm(solicited_only);
+        self.parts().uvp.arm(solicited_only);
         Ok(pending)
     }
 
@@ -653,7 +534,7 @@ impl<F: RawFile + Send + Sync + 'static> Cq<F> {
     pub fn error_notify(&self) -> Result<Pending<()>> {
         let io = self.file().device_io_control(
             WV_IOCTL_CQ_NOTIFY,
-            &id_bytes(self.inner.id, 0, WV_CQ_ERROR),
+            &id_bytes(self.id(), 0, WV_CQ_ERROR),
             0,
         );
         pending_or_error(self.file(), io, "CQ_NOTIFY", pending::finish_unit)
@@ -668,7 +549,7 @@ impl<F: RawFile + Send + Sync + 'static> Cq<F> {
             &**self.file(),
             "CQ_CANCEL",
             WV_IOCTL_CQ_CANCEL,
-            &self.inner.id.to_ne_bytes(),
+            &self.id().to_ne_bytes(),
             0,
         )
         .map(|_| ())
@@ -684,18 +565,18 @@ impl<F: RawFile + Send + Sync + 'static> Cq<F> {
     pub fn resize(&self, entries: u32) -> Result<u32> {
         const OP: &str = "CQ_RESIZE";
         let fixed = size_of::<WV_IO_ID>();
-        let resize = self.inner.uvp.begin_resize();
+        let resize = self.parts().uvp.begin_resize();
         let st = ioctl(
             &**self.file(),
             OP,
             WV_IOCTL_CQ_RESIZE,
-            &id_bytes(self.inner.id, 0, entries),
+            &id_bytes(self.id(), 0, entries),
             fixed + size_of::<CqResp>(),
         )?;
         let n = parse::<WV_IO_ID>(OP, &st.output)?.Data;
         let r = vendor_out::<CqResp>(OP, &st.output, fixed)?;
         resize.finish(&r).map_err(|_| uvp_refused(OP))?;
-        self.inner.entries.store(n, Ordering::Relaxed);
+        self.parts().entries.store(n, Ordering::Relaxed);
         Ok(n)
     }
 }
@@ -703,53 +584,27 @@ impl<F: RawFile + Send + Sync + 'static> Cq<F> {
 // ------------------------------------------------------------------------------------------
 // SRQ
 
-struct SrqInner<F: RawFile> {
-    pd: Pd<F>,
-    id: u64,
+/// A shared receive queue (`IWVSharedReceiveQueue`). Cloning shares it.
+pub type Srq<F> = Handle<F, SrqParts<F>>;
+
+/// What the library keeps with an SRQ: its PD and the UVP's half.
+pub struct SrqParts<F: RawFile> {
+    _pd: Pd<F>,
     uvp: UvpSrq,
 }
 
-impl<F: RawFile> Drop for SrqInner<F> {
-    fn drop(&mut self) {
-        destroy(
-            &*self.pd.inner.dev.inner.file,
-            WV_IOCTL_SRQ_DESTROY,
-            self.id,
-        );
-    }
-}
-
-/// A shared receive queue (`IWVSharedReceiveQueue`). Cloning shares it.
-pub struct Srq<F: RawFile> {
-    inner: Arc<SrqInner<F>>,
-}
-
-impl<F: RawFile> Clone for Srq<F> {
-    fn clone(&self) -> Self {
-        Srq {
-            inner: Arc::clone(&self.inner),
-        }
-    }
-}
-
-impl<F: RawFile> fmt::Debug for Srq<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Srq").field("id", &self.inner.id).finish()
-    }
+impl<F: RawFile> Kind for SrqParts<F> {
+    const NAME: &'static str = "Srq";
+    const DESTROY: u32 = WV_IOCTL_SRQ_DESTROY;
 }
 
 impl<F: RawFile> Srq<F> {
-    /// The driver's id (per handle).
-    pub fn id(&self) -> u64 {
-        self.inner.id
-    }
-
     /// Posts one receive request through the UVP.
     ///
     /// # Errors
     /// The UVP's [`PostError`].
     pub fn post_recv(&self, wr: &RecvWr<'_>) -> core::result::Result<(), PostError> {
-        self.inner.uvp.post_recv(wr)
+        self.parts().uvp.post_recv(wr)
     }
 
     /// Posts receive requests; stops at the first failure and returns its index (`bad_wr`).
@@ -760,7 +615,7 @@ impl<F: RawFile> Srq<F> {
         &self,
         wrs: &[RecvWr<'_>],
     ) -> core::result::Result<(), (usize, PostError)> {
-        self.inner.uvp.post_recv_list(wrs)
+        self.parts().uvp.post_recv_list(wrs)
     }
 }
 
@@ -770,7 +625,7 @@ impl<F: RawFile + Send + Sync + 'static> Srq<F> {
         let fixed = size_of::<WV_IO_SRQ_ATTRIBUTES>();
         let attr = WV_IO_SRQ_ATTRIBUTES {
             Id: WV_IO_ID {
-                Id: pd.inner.id,
+                Id: pd.id(),
                 VerbInfo: 0,
                 Data: 0,
             },
@@ -787,37 +642,20 @@ impl<F: RawFile + Send + Sync + 'static> Srq<F> {
             fixed + size_of::<SrqResp>(),
         )?;
         let id = parse::<WV_IO_SRQ_ATTRIBUTES>(OP, &st.output)?.Id.Id;
-        let mapped = vendor_out::<SrqResp>(OP, &st.output, fixed).and_then(|r| {
-            pd.inner
-                .dev
-                .inner
-                .uvp
-                .map_srq(&r)
-                .map_err(|_| uvp_refused(OP))
+        let parts = vendor_out::<SrqResp>(OP, &st.output, fixed).and_then(|r| {
+            let uvp = pd.device().parts().uvp.map_srq(&r);
+            Ok(SrqParts {
+                _pd: pd.clone(),
+                uvp: uvp.map_err(|_| uvp_refused(OP))?,
+            })
         });
-        match mapped {
-            Ok(uvp) => Ok(Srq {
-                inner: Arc::new(SrqInner {
-                    pd: pd.clone(),
-                    id,
-                    uvp,
-                }),
-            }),
-            Err(e) => {
-                destroy(&**pd.file(), WV_IOCTL_SRQ_DESTROY, id);
-                Err(e)
-            }
-        }
-    }
-
-    fn file(&self) -> &Arc<F> {
-        &self.inner.pd.inner.dev.inner.file
+        Handle::adopt(pd.file(), id, parts)
     }
 
     fn attr(&self, max_wr: u32, limit: u32) -> WV_IO_SRQ_ATTRIBUTES {
         WV_IO_SRQ_ATTRIBUTES {
             Id: WV_IO_ID {
-                Id: self.inner.id,
+                Id: self.id(),
                 VerbInfo: 0,
                 Data: 0,
             },
@@ -841,7 +679,7 @@ impl<F: RawFile + Send + Sync + 'static> Srq<F> {
         const OP: &str = "SRQ_MODIFY";
         let fixed = size_of::<WV_IO_SRQ_ATTRIBUTES>();
         let attr = self.attr(max_wr, limit);
-        let resize = self.inner.uvp.begin_resize();
+        let resize = self.parts().uvp.begin_resize();
         let st = ioctl(
             &**self.file(),
             OP,
@@ -878,9 +716,9 @@ impl<F: RawFile + Send + Sync + 'static> Srq<F> {
     /// # Errors
     /// An inline failure of SRQ_NOTIFY.
     pub fn notify(&self) -> Result<Pending<u32>> {
-        let io =
-            self.file()
-                .device_io_control(WV_IOCTL_SRQ_NOTIFY, &self.inner.id.to_ne_bytes(), 0);
+        let io = self
+            .file()
+            .device_io_control(WV_IOCTL_SRQ_NOTIFY, &self.id().to_ne_bytes(), 0);
         pending_or_error(self.file(), io, "SRQ_NOTIFY", pending::finish_status)
     }
 
@@ -893,7 +731,7 @@ impl<F: RawFile + Send + Sync + 'static> Srq<F> {
             &**self.file(),
             "SRQ_CANCEL",
             WV_IOCTL_SRQ_CANCEL,
-            &self.inner.id.to_ne_bytes(),
+            &self.id().to_ne_bytes(),
             0,
         )
         .map(|_| ())
@@ -946,68 +784,46 @@ impl<'a, F: RawFile> QpInit<'a, F> {
     }
 }
 
-struct QpInner<F: RawFile> {
-    pd: Pd<F>,
-    // Held so the CQs and SRQ outlive the QP (destroyed after it).
+/// A queue pair (`IWVQueuePair`). Cloning shares it.
+pub type Qp<F> = Handle<F, QpParts<F>>;
+
+/// What the library keeps with a QP: its PD, CQs and SRQ (so that they outlive it) and the
+/// UVP's half.
+pub struct QpParts<F: RawFile> {
+    _pd: Pd<F>,
     _send_cq: Cq<F>,
     _recv_cq: Cq<F>,
     _srq: Option<Srq<F>>,
-    id: u64,
     uvp: UvpQp,
 }
 
-impl<F: RawFile> Drop for QpInner<F> {
-    fn drop(&mut self) {
-        destroy(&*self.pd.inner.dev.inner.file, WV_IOCTL_QP_DESTROY, self.id);
-    }
-}
-
-/// A queue pair (`IWVQueuePair`). Cloning shares it.
-pub struct Qp<F: RawFile> {
-    inner: Arc<QpInner<F>>,
-}
-
-impl<F: RawFile> Clone for Qp<F> {
-    fn clone(&self) -> Self {
-        Qp {
-            inner: Arc::clone(&self.inner),
-        }
-    }
-}
-
-impl<F: RawFile> fmt::Debug for Qp<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Qp")
-            .field("id", &self.inner.id)
-            .field("qpn", &self.qpn())
-            .finish()
+impl<F: RawFile> Kind for QpParts<F> {
+    const NAME: &'static str = "Qp";
+    const DESTROY: u32 = WV_IOCTL_QP_DESTROY;
+    fn debug_fields(&self, out: &mut fmt::DebugStruct<'_, '_>) {
+        out.field("qpn", &self.uvp.qpn());
     }
 }
 
 impl<F: RawFile> Qp<F> {
-    /// The driver's id (per handle).
-    pub fn id(&self) -> u64 {
-        self.inner.id
-    }
-
     /// The QP number.
     pub fn qpn(&self) -> u32 {
-        self.inner.uvp.qpn()
+        self.parts().uvp.qpn()
     }
 
     /// The transport type.
     pub fn qp_type(&self) -> QpType {
-        self.inner.uvp.qp_type()
+        self.parts().uvp.qp_type()
     }
 
     /// The state as the UVP sees it (the QP-state bytes shared with the device).
     pub fn state(&self) -> QpState {
-        self.inner.uvp.state()
+        self.parts().uvp.state()
     }
 
     /// Largest inline send the QP got.
     pub fn max_inline(&self) -> u32 {
-        self.inner.uvp.max_inline()
+        self.parts().uvp.max_inline()
     }
 
     /// Posts one send request through the UVP (no IOCTL).
@@ -1015,7 +831,7 @@ impl<F: RawFile> Qp<F> {
     /// # Errors
     /// The UVP's [`PostError`].
     pub fn post_send(&self, wr: &SendWr<'_>) -> core::result::Result<(), PostError> {
-        self.inner.uvp.post_send(wr)
+        self.parts().uvp.post_send(wr)
     }
 
     /// Posts send requests with one doorbell; stops at the first failure (`bad_wr`).
@@ -1026,7 +842,7 @@ impl<F: RawFile> Qp<F> {
         &self,
         wrs: &[SendWr<'_>],
     ) -> core::result::Result<(), (usize, PostError)> {
-        self.inner.uvp.post_send_list(wrs)
+        self.parts().uvp.post_send_list(wrs)
     }
 
     /// Posts one receive request through the UVP.
@@ -1034,7 +850,7 @@ impl<F: RawFile> Qp<F> {
     /// # Errors
     /// The UVP's [`PostError`].
     pub fn post_recv(&self, wr: &RecvWr<'_>) -> core::result::Result<(), PostError> {
-        self.inner.uvp.post_recv(wr)
+        self.parts().uvp.post_recv(wr)
     }
 
     /// Posts receive requests; stops at the first failure (`bad_wr`).
@@ -1045,7 +861,7 @@ impl<F: RawFile> Qp<F> {
         &self,
         wrs: &[RecvWr<'_>],
     ) -> core::result::Result<(), (usize, PostError)> {
-        self.inner.uvp.post_recv_list(wrs)
+        self.parts().uvp.post_recv_list(wrs)
     }
 
     fn atomic(
@@ -1064,7 +880,7 @@ impl<F: RawFile> Qp<F> {
         wr.remote_addr = remote.0;
         wr.rkey = remote.1;
         wr.atomic = Some(args);
-        self.inner.uvp.post_send(&wr)
+        self.parts().uvp.post_send(&wr)
     }
 
     /// Posts an atomic compare-and-swap (`IBV_WR_ATOMIC_CMP_AND_SWP`, RC only): if the 8
@@ -1154,10 +970,10 @@ impl<F: RawFile> Qp<F> {
             access,
         };
         let new = self
-            .inner
+            .parts()
             .uvp
             .bind_mw(wr_id, send_flags, mw.rkey(), &info)?;
-        mw.inner.rkey.store(new, Ordering::Release);
+        mw.parts().rkey.store(new, Ordering::Release);
         Ok(new)
     }
 
@@ -1173,8 +989,11 @@ impl<F: RawFile> Qp<F> {
         send_flags: u32,
         info: &MwBindInfo,
     ) -> core::result::Result<u32, PostError> {
-        let new = self.inner.uvp.bind_mw(wr_id, send_flags, mw.rkey(), info)?;
-        mw.inner.rkey.store(new, Ordering::Release);
+        let new = self
+            .parts()
+            .uvp
+            .bind_mw(wr_id, send_flags, mw.rkey(), info)?;
+        mw.parts().rkey.store(new, Ordering::Release);
         Ok(new)
     }
 
@@ -1207,8 +1026,8 @@ impl<F: RawFile> Qp<F> {
             length: len,
             access,
         });
-        self.inner.uvp.post_send(&wr)?;
-        mw.inner.rkey.store(new, Ordering::Release);
+        self.parts().uvp.post_send(&wr)?;
+        mw.parts().rkey.store(new, Ordering::Release);
         Ok(new)
     }
 
@@ -1226,7 +1045,7 @@ impl<F: RawFile> Qp<F> {
         let mut wr = SendWr::new(wr_id, WrOpcode::LocalInv);
         wr.imm_or_inv = rkey;
         wr.send_flags = send_flags;
-        self.inner.uvp.post_send(&wr)
+        self.parts().uvp.post_send(&wr)
     }
 }
 
@@ -1245,13 +1064,13 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
         let fixed = size_of::<WV_IO_QP_CREATE>();
         let create = WV_IO_QP_CREATE {
             Id: WV_IO_ID {
-                Id: pd.inner.id,
+                Id: pd.id(),
                 VerbInfo: 0,
                 Data: 0,
             },
-            SendCqId: init.send_cq.inner.id,
-            ReceiveCqId: init.recv_cq.inner.id,
-            SrqId: init.srq.map_or(0, |s| s.inner.id),
+            SendCqId: init.send_cq.id(),
+            ReceiveCqId: init.recv_cq.id(),
+            SrqId: init.srq.map_or(0, |s| s.id()),
             SendDepth: init.max_send_wr,
             SendSge: init.max_send_sge,
             ReceiveDepth: init.max_recv_wr,
@@ -1282,34 +1101,17 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
             fixed + size_of::<QpResp>(),
         )?;
         let id = parse::<WV_IO_QP_CREATE>(OP, &st.output)?.Id.Id;
-        let mapped = vendor_out::<QpResp>(OP, &st.output, fixed).and_then(|r| {
-            pd.inner
-                .dev
-                .inner
-                .uvp
-                .map_qp(&r)
-                .map_err(|_| uvp_refused(OP))
+        let parts = vendor_out::<QpResp>(OP, &st.output, fixed).and_then(|r| {
+            let uvp = pd.device().parts().uvp.map_qp(&r);
+            Ok(QpParts {
+                _pd: pd.clone(),
+                _send_cq: init.send_cq.clone(),
+                _recv_cq: init.recv_cq.clone(),
+                _srq: init.srq.cloned(),
+                uvp: uvp.map_err(|_| uvp_refused(OP))?,
+            })
         });
-        match mapped {
-            Ok(uvp) => Ok(Qp {
-                inner: Arc::new(QpInner {
-                    pd: pd.clone(),
-                    _send_cq: init.send_cq.clone(),
-                    _recv_cq: init.recv_cq.clone(),
-                    _srq: init.srq.cloned(),
-                    id,
-                    uvp,
-                }),
-            }),
-            Err(e) => {
-                destroy(&**pd.file(), WV_IOCTL_QP_DESTROY, id);
-                Err(e)
-            }
-        }
-    }
-
-    fn file(&self) -> &Arc<F> {
-        &self.inner.pd.inner.dev.inner.file
+        Handle::adopt(pd.file(), id, parts)
     }
 
     /// QP_MODIFY, waiting for it: the driver runs modifies asynchronously (a work item, FIFO
@@ -1331,7 +1133,7 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
     /// An inline failure of QP_MODIFY (e.g. `STATUS_NOT_FOUND`).
     pub fn modify_async(&self, attr: &QpAttr) -> Result<Pending<()>> {
         let mut wire = *attr.as_abi();
-        wire.Id.Id = self.inner.id;
+        wire.Id.Id = self.id();
         let io = self.file().device_io_control(
             WV_IOCTL_QP_MODIFY,
             wire.as_bytes(),
@@ -1350,7 +1152,7 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
             &**self.file(),
             "QP_CANCEL",
             WV_IOCTL_QP_CANCEL,
-            &self.inner.id.to_ne_bytes(),
+            &self.id().to_ne_bytes(),
             0,
         )
         .map(|_| ())
@@ -1366,7 +1168,7 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
             &**self.file(),
             OP,
             WV_IOCTL_QP_QUERY,
-            &self.inner.id.to_ne_bytes(),
+            &self.id().to_ne_bytes(),
             size_of::<WV_IO_QP_ATTRIBUTES>(),
         )?;
         parse(OP, &st.output)
@@ -1375,7 +1177,7 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
     fn mcast(&self, op: &'static str, code: u32, gid: &[u8; 16], lid: u16) -> Result<()> {
         let mc = WV_IO_QP_MULTICAST {
             Id: WV_IO_ID {
-                Id: self.inner.id,
+                Id: self.id(),
                 VerbInfo: 0,
                 Data: u32::from(lid.to_be()),
             },

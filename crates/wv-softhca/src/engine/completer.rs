@@ -283,6 +283,7 @@ fn acked(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx, psn: u32) {
 /// The common case: the only request in flight (in send-ring slot `slot`) was acknowledged
 /// (a read: answered) whole. Nothing before it waits, so it completes here without the walk
 /// over the requests in flight that [`on_reply`] makes.
+#[inline(always)]
 pub(super) fn complete_alone(dev: &Device, qp: &Qp, ctx: &mut SqCtx, wqe: &SendWqe, slot: usize) {
     let tx = &mut ctx.tx;
     let track = tx.track[slot];

@@ -88,7 +88,7 @@ pub(crate) fn opcode_valid(op: WrOpcode, qp_type: QpType) -> bool {
 /// A send WQE the requester works on: its decoded header, its ring slot (where the SGEs and
 /// inline data are read), and its opcode.
 struct Request<'s> {
-    wqe: SendWqe,
+    wqe: &'s SendWqe,
     slot: &'s [Word],
     op: WrOpcode,
 }
@@ -183,7 +183,7 @@ impl<'s> Local<'s> {
         qp: &Qp,
         req: &Request<'_>,
     ) -> Result<Self, WcStatus> {
-        let (wqe, slot, op) = (&req.wqe, req.slot, req.op);
+        let (wqe, slot, op) = (req.wqe, req.slot, req.op);
         let read_or_atomic = op.is_read_or_atomic();
         if wqe.flags & send_flags::INLINE != 0 && !read_or_atomic {
             let n = inline_len(slot, wqe.inline_len).min(MAX_INLINE);
@@ -349,7 +349,12 @@ fn unreliable_step(
             if op.is_local() {
                 (local_op(dev, qp, &wqe, op), 0)
             } else {
-                send_unreliable(dev, qp, ctx, refs, &Request { wqe, slot, op })
+                let req = Request {
+                    wqe: &wqe,
+                    slot,
+                    op,
+                };
+                send_unreliable(dev, qp, ctx, refs, &req)
             }
         }
         _ => (WcStatus::LocQpOpErr, 0),
@@ -370,7 +375,7 @@ fn send_unreliable(
     refs: &mut SqRefs,
     req: &Request<'_>,
 ) -> (WcStatus, u32) {
-    let (wqe, op) = (&req.wqe, req.op);
+    let (wqe, op) = (req.wqe, req.op);
     refs.mrs.validate(dev);
     let mut store = LocalStore::default();
     let local = match Local::new(&mut store, dev, &refs.mrs, qp, req) {
@@ -549,7 +554,12 @@ fn rc_step(
             return false;
         }
     }
-    rc_send(dev, qp, ctx, refs, &Request { wqe, slot, op }, new)
+    let req = Request {
+        wqe: &wqe,
+        slot,
+        op,
+    };
+    rc_send(dev, qp, ctx, refs, &req, new)
 }
 
 /// (Re)sends the packets of request `i = ctx.tx.cur` from `ctx.tx.cur_pkt` on: in bursts
@@ -562,7 +572,7 @@ fn rc_send(
     req: &Request<'_>,
     new: bool,
 ) -> bool {
-    let (wqe, op) = (&req.wqe, req.op);
+    let (wqe, op) = (req.wqe, req.op);
     let i = ctx.tx.cur;
     refs.mrs.validate(dev);
     let mut store = LocalStore::default();

@@ -89,7 +89,8 @@ pub(super) fn respond(
     first: u32,
     count: u32,
 ) -> Reply {
-    let (reply, after) = respond_locked(dev, qp, msg, first, count);
+    let mut after = After::default();
+    let reply = respond_locked(dev, qp, msg, first, count, &mut after);
     if after.comm_est {
         dev.post_qp_event(qp, QpEvent::CommEstablished);
     }
@@ -109,9 +110,10 @@ fn respond_locked(
     msg: &Msg<'_>,
     first: u32,
     count: u32,
-) -> (Reply, After) {
+    after: &mut After,
+) -> Reply {
     if dev.is_removed() {
-        return (Reply::Lost, After::default());
+        return Reply::Lost;
     }
     let mut ctx = qp.resp.lock();
     let state = qp.state();
@@ -120,7 +122,7 @@ fn respond_locked(
         QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::SqError
     ) || qp.qp_type != msg.qp_type
     {
-        return (Reply::Lost, After::default());
+        return Reply::Lost;
     }
     // The regions kept between messages, out of the context while it is borrowed whole.
     let mut mrs = core::mem::take(&mut ctx.mrs);
@@ -131,7 +133,7 @@ fn respond_locked(
         ctx: &mut ctx,
         mrs: &mrs,
         msg,
-        after: After::default(),
+        after,
     };
     let reply = match qp.qp_type {
         QpType::Ud => {
@@ -149,7 +151,6 @@ fn respond_locked(
         QpType::Rc if responder.ctx.dest_qpn != msg.src_qpn => Reply::Lost,
         QpType::Rc => responder.rc_receive(first, count, state),
     };
-    let mut after = responder.after;
     ctx.mrs = mrs;
     if after.errored {
         if qp.set_error() {
@@ -158,7 +159,7 @@ fn respond_locked(
             after.errored = false;
         }
     }
-    (reply, after)
+    reply
 }
 
 /// Completes every outstanding receive WQE of the QP's own receive queue (and one taken from
@@ -253,7 +254,7 @@ struct Responder<'r, 'm> {
     ctx: &'r mut RespCtx,
     mrs: &'r MrCache,
     msg: &'r Msg<'m>,
-    after: After,
+    after: &'r mut After,
 }
 
 impl<'r> Responder<'r, '_> {

@@ -153,6 +153,7 @@ impl<'s, 'a> Cursor<'s, 'a> {
         cursor
     }
     /// Copies `len` bytes, either from `bytes` or from `range` at its offset.
+    #[inline]
     pub(super) fn put(
         &mut self,
         bytes: Option<&[u8]>,

@@ -161,7 +161,7 @@ impl Env for EmuEnv {
 
     fn buffer(&self, len: usize) -> (u64, Box<dyn Any>) {
         // The soft HCAs accept registrations of the process-wide pool only.
-        let b = wv_client::inproc::process_memory().alloc(len);
+        let b = wv_client::process_memory().alloc(len);
         (b.addr(), Box::new(b))
     }
 

@@ -2,7 +2,7 @@
 //! loaded on an emulated KMDF, soft HCAs below it on one fabric, handles through the emulated
 //! I/O manager — with the admin actions a controller's owner has (port up or down, surprise
 //! removal, hot add) and the address service endpoints use. Its shape follows
-//! `wv_client::inproc::Stack`, so a scenario written for one runs on the other.
+//! `wv_inproc::Stack`, so a scenario written for one runs on the other.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -69,9 +69,9 @@ impl std::fmt::Debug for EmuStack {
 }
 
 /// The memory the soft HCAs let applications register: the process's, as in the in-process
-/// stack (a buffer from `wv_client::inproc::process_memory()` registers with any device).
+/// stack (a buffer from `wv_client::process_memory()` registers with any device).
 fn memory() -> ClientMemory {
-    ClientMemory::pool(wv_client::inproc::process_memory().clone())
+    ClientMemory::pool(wv_client::process_memory().clone())
 }
 
 impl EmuStack {

@@ -55,7 +55,7 @@ impl Rig {
         let controller = SoftController::new(
             machine.platform(),
             &self.fabric,
-            ClientMemory::pool(wv_client::inproc::process_memory().clone()),
+            ClientMemory::pool(wv_client::process_memory().clone()),
             config,
         );
         let id = machine.add_controller(Arc::clone(&controller) as Arc<dyn wdf_emu::LowerStack>);

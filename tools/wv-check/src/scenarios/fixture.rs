@@ -261,6 +261,25 @@ pub fn poll_n<F: wv_client::raw::RawFile>(
     Ok(got)
 }
 
+/// Posts `wr` on `qp`, waiting (bounded) while the send queue is full. A device that runs its
+/// queues asynchronously (a device service's, a real HCA) frees slots as it executes them, so
+/// a burst longer than the queue waits for it, as an application would; the in-process soft
+/// HCA runs each post in the poster's thread and never fills up here.
+pub fn post_send_waiting<F: wv_client::raw::RawFile + Send + Sync + 'static>(
+    qp: &Qp<F>,
+    wr: &wv_client::verbs::SendWr<'_>,
+) -> Result<(), wv_client::verbs::PostError> {
+    let deadline = Instant::now() + POLL_LIMIT;
+    loop {
+        match qp.post_send(wr) {
+            Err(wv_client::verbs::PostError::QueueFull) if Instant::now() < deadline => {
+                std::thread::yield_now();
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Polls one completion.
 pub fn poll_one<F: wv_client::raw::RawFile>(
     cq: &Cq<F>,

@@ -41,8 +41,7 @@ fn cq_resize<E: Env>(env: &E) -> Outcome {
             wr.send_flags = send_flags::SIGNALED;
             wr.remote_addr = b.mr.addr();
             wr.rkey = b.mr.rkey();
-            a.qp.post_send(&wr)
-                .map_err(|e| format!("RDMA write {i}: {e:?}"))?;
+            post_send_waiting(&a.qp, &wr).map_err(|e| format!("RDMA write {i}: {e:?}"))?;
         }
         Ok(())
     };
@@ -127,8 +126,7 @@ fn srq_resize<E: Env>(env: &E) -> Outcome {
             let mut wr = SendWr::new(i, WrOpcode::Send);
             wr.sg_list = &sg;
             wr.send_flags = send_flags::SIGNALED;
-            a.qp.post_send(&wr)
-                .map_err(|e| format!("send {i}: {e:?}"))?;
+            post_send_waiting(&a.qp, &wr).map_err(|e| format!("send {i}: {e:?}"))?;
         }
         Ok(())
     };

@@ -2,9 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use wv_client::inproc::StackConfig;
 use wv_client::raw::{RawFile, RawIo};
 use wv_core::QpModifyMode;
+use wv_inproc::StackConfig;
 
 use super::{BenchRow, Cdf, Goal};
 use crate::baseline::{self, Measured};
@@ -95,6 +95,9 @@ pub struct Context<'a> {
     /// Polling read_lat of each size of this run (t_typical and 99th percentile, ns): the
     /// baseline of the `-e` read rows.
     polled_reads: Vec<(u64, (f64, Option<f64>))>,
+    /// This run's in-process polling send_lat 2 B (t_typical and p99, ns): the baseline of the
+    /// two-process row.
+    send_lat_2b: Option<(f64, Option<f64>)>,
 }
 
 impl<'a> Context<'a> {
@@ -106,6 +109,7 @@ impl<'a> Context<'a> {
             limits: Limits::default(),
             cdfs: Vec::new(),
             polled_reads: Vec::new(),
+            send_lat_2b: None,
         }
     }
 
@@ -135,7 +139,49 @@ pub fn parts() -> Vec<Part> {
         ("QP transitions", qp_transitions),
         ("connection rate", connection_rate),
         ("filter overhead", filter_overhead),
+        #[cfg(target_os = "linux")]
+        ("two processes through wvd", two_processes),
     ]
+}
+
+/// Perftest's binaries between two processes through the device service, beside this run's
+/// in-process send_lat 2 B and memcpy 64 KiB.
+#[cfg(target_os = "linux")]
+fn two_processes(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
+    let send_lat = match cx.send_lat_2b {
+        Some(s) => s,
+        None => {
+            // The latency part did not run (--only): measure the baseline here.
+            let args = PerftestArgs {
+                size: Some(2),
+                iters: Some(cx.plan.lat_iters(2, false)),
+                cpus: cx.plan.cpus,
+                target: cx.target.clone(),
+                ..PerftestArgs::default()
+            };
+            let sizes = [(2, cx.plan.lat_iters(2, false))];
+            let m = perftest::measure_sizes(
+                Test::SendLat,
+                &args,
+                Some(&sizes),
+                StackConfig::default(),
+            )?;
+            match m.first().map(|m| &m.row) {
+                Some(Row::Latency {
+                    t_typical,
+                    percentile_99,
+                    ..
+                }) => (t_typical * 1000.0, Some(percentile_99 * 1000.0)),
+                _ => return Err("no in-process send_lat 2 B".into()),
+            }
+        }
+    };
+    let memcpy = cx
+        .limits
+        .memcpy_at(64 << 10)
+        .ok_or("no memcpy 64 KiB limit")?
+        .clone();
+    super::two_process::rows(cx.plan.quick, send_lat, &memcpy)
 }
 
 /// The mutex limit's name: it is the one limit timed in batches, and says so.
@@ -306,6 +352,9 @@ fn lat_rows(cx: &mut Context<'_>, test: Test, events: bool) -> Result<Vec<BenchR
         if test == Test::ReadLat {
             cx.polled_reads
                 .push((bytes, (t_typical * 1000.0, Some(percentile_99 * 1000.0))));
+        }
+        if test == Test::SendLat && !events && bytes == 2 {
+            cx.send_lat_2b = Some((t_typical * 1000.0, Some(percentile_99 * 1000.0)));
         }
         let goal = match (test, events, bytes) {
             (Test::SendLat, false, 2) => Some(Goal::AtMost(4.0)),

@@ -19,6 +19,11 @@
 mod direct;
 mod measure;
 mod report;
+#[cfg(target_os = "linux")]
+mod two_process;
+
+#[cfg(target_os = "linux")]
+pub use two_process::copy_target;
 
 use std::io::{self, Write};
 use std::path::PathBuf;

@@ -12,13 +12,13 @@ use std::sync::mpsc;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use wv_client::inproc::StackConfig;
 use wv_client::raw::RawFile;
 use wv_client::verbs::{
     self, Buffer, Cq, Mr, Mtu, Pending, Provider, Qp, QpAttr, QpInit, QpType, RecvWr, SendWr, Srq,
     UdAddress, WV_ACCESS_LOCAL_WRITE, WV_ACCESS_REMOTE_READ, WV_ACCESS_REMOTE_WRITE, WcStatus,
     WorkCompletion, WrOpcode, send_flags,
 };
+use wv_inproc::StackConfig;
 
 use super::cqe_poll::CqePoll;
 use super::report::{self, TestInfo};

@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use wv_client::inproc::{File, LowerEdge, Stack, StackConfig};
 use wv_client::verbs::*;
+use wv_inproc::{File, LowerEdge, Stack, StackConfig};
 
 type F = File;
 

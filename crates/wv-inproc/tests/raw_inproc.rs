@@ -6,9 +6,8 @@ use std::time::Duration;
 use wv_abi::consts::*;
 use wv_abi::ioctl::*;
 use wv_abi::{NtStatus, WV_IO_GUID_LIST, WV_IO_ID, read_prefix};
-use wv_client::inproc::{File, Io, Stack, StackConfig, StackError};
 use wv_client::raw::{IoStatus, RawFile, RawIo};
-use wv_core::QpModifyMode;
+use wv_inproc::{File, Io, QpModifyMode, Stack, StackConfig, StackError};
 use zerocopy::IntoBytes;
 
 /// A hang guard only: every wait here ends in microseconds when the code is right.
@@ -277,7 +276,12 @@ fn deterministic_stack_runs_deferred_work_when_waited_on() {
             QpType: 0,
             ..Default::default()
         };
-        let st = ok(&file, WV_IOCTL_QP_CREATE, create.as_bytes(), 72 + 40);
+        let st = ok(
+            &file,
+            WV_IOCTL_QP_CREATE,
+            create.as_bytes(),
+            72 + size_of::<wv_softhca::abi::QpResp>(),
+        );
         let qp = read_prefix::<wv_abi::WV_IO_QP_CREATE>(&st.output)
             .unwrap()
             .Id

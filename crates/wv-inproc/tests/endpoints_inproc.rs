@@ -6,8 +6,8 @@
 use std::net::{IpAddr, SocketAddr};
 
 use wv_abi::NtStatus;
-use wv_client::inproc::{File, LowerEdge, Stack, StackConfig};
 use wv_client::verbs::*;
+use wv_inproc::{File, LowerEdge, Stack, StackConfig};
 
 type F = File;
 const ACCESS: u32 = WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ;

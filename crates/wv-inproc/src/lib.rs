@@ -1,34 +1,44 @@
-//! The in-process transport: the real driver core (`wv-core`) on the host model of KMDF and the
-//! I/O manager (`wv-host`), above soft HCAs (`wv-softhca`) joined on one fabric.
+//! The in-process WinVerbs stack: the real driver core (`wv-core`) on the host model of KMDF
+//! and the I/O manager (`wv-host`), above soft HCAs (`wv-softhca`) joined on one fabric, as a
+//! transport of `wv-client`'s raw interface.
 //!
 //! A [`Stack`] is one "machine": a loaded driver with its lower devices. The driver reaches
 //! each soft HCA the way the Windows driver reaches a controller, through OFW's C verbs table
 //! (the soft HCA's C face read by `wv-ci`'s `CiVerbs`), unless [`LowerEdge::Direct`] asks for
-//! plain Rust trait calls. [`Stack::open`] is
-//! `CreateFile(\\.\WinVerbs)`; a [`File`] sends IOCTL bytes exactly as the Windows transport
-//! does, and an [`Io`] is its OVERLAPPED. The admin actions a controller's owner has (port up or
-//! down, surprise removal, hot add) go through the soft HCA and the PnP manager, so the driver
-//! sees them as it would see a real controller's.
+//! plain Rust trait calls. [`Stack::open`] is `CreateFile(\\.\WinVerbs)`; a [`File`] sends
+//! IOCTL bytes exactly as the Windows transport does, and an [`Io`] is its OVERLAPPED;
+//! [`open_inproc`] puts `wv-client`'s verbs API on a new handle. The admin actions a
+//! controller's owner has (port up or down, surprise removal, hot add) go through the soft HCA
+//! and the PnP manager, so the driver sees them as it would see a real controller's.
+//!
+//! It is a crate of its own so that `wv-client`, the library a Windows program links, carries
+//! neither the driver core nor the host model.
 //!
 //! Memory: every soft HCA of every stack validates registrations against the process-wide
-//! [`process_memory`] pool, so a buffer from it can be registered with any device, as any
-//! memory of a process can.
+//! [`process_memory`] pool (unless [`MemoryMode::Process`] says otherwise), so a buffer from it
+//! can be registered with any device, as any memory of a process can.
+#![deny(unsafe_code)]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use wv_abi::{IB_PATH_REC, NtStatus};
 use wv_ci::{CiCmExport, CiExport, CiVerbs};
-use wv_core::{Driver, DriverConfig, QpModifyMode};
+use wv_core::{Driver, DriverConfig};
 use wv_hal::{Verbs, VerbsError as HalError};
 use wv_host::{HostPlatform, IoManager};
 pub use wv_softhca::LinkLayer;
-use wv_softhca::{BufferPool, ClientMemory, DeviceConfig, Fabric, SoftCm, SoftHca};
+use wv_softhca::{ClientMemory, DeviceConfig, Fabric, SoftCm, SoftHca};
 
-use crate::raw::{IoStatus, RawFile, RawIo};
-use crate::verbs::{AddressService, DeviceAddress, PortError, PortReservation};
+use wv_client::raw::{IoStatus, RawFile, RawIo};
+use wv_client::verbs::{
+    AddressService, DeviceAddress, PortError, PortReservation, Provider, VerbsError,
+};
 use wv_softhca::AddressError;
+
+pub use wv_client::process_memory;
+pub use wv_core::QpModifyMode;
 
 /// The soft HCA as the host platform runs it.
 pub type Hca = SoftHca<HostPlatform>;
@@ -75,14 +85,6 @@ macro_rules! either {
     };
 }
 
-/// The memory of "this process" as every in-process soft HCA sees it: buffers allocated here
-/// can be registered (MEMORY_REGISTER) with any device of any [`Stack`]; other addresses are
-/// refused, as the kernel's probe refuses unmapped memory.
-pub fn process_memory() -> &'static BufferPool {
-    static POOL: OnceLock<BufferPool> = OnceLock::new();
-    POOL.get_or_init(BufferPool::new)
-}
-
 /// How to build a [`Stack`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StackConfig {
@@ -118,7 +120,7 @@ pub struct StackConfig {
 /// What memory the in-process soft HCAs accept for registration.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MemoryMode {
-    /// Buffers of [`process_memory`] only (what [`crate::verbs::Device::alloc_buffer`] gives):
+    /// Buffers of [`process_memory`] only (what [`wv_client::verbs::Device::alloc_buffer`] gives):
     /// copies by pointer, the fast path of the harness and the benchmarks.
     #[default]
     Pool,
@@ -516,6 +518,17 @@ fn address_v6(index: usize, port: u8) -> IpAddr {
         index as u16,
         u16::from(port),
     ))
+}
+
+/// `wv-client`'s verbs API over a new handle of `stack`.
+///
+/// # Errors
+/// The driver's status of CreateFile, as `CreateFile`.
+pub fn open_inproc(stack: &Stack) -> Result<Provider<File>, VerbsError> {
+    stack
+        .open()
+        .map(Provider::new)
+        .map_err(|status| VerbsError::new("CreateFile", status))
 }
 
 /// The stack's fabric answers what IBAT and the socket layer answer on Windows.

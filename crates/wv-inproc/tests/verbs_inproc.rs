@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use wv_abi::ioctl::*;
 use wv_abi::{NtStatus, WV_IO_ID};
-use wv_client::inproc::{File, Stack, StackConfig};
 use wv_client::raw::{IoStatus, RawFile, RawIo};
 use wv_client::verbs::*;
-use wv_core::QpModifyMode;
+use wv_inproc::{File, QpModifyMode, Stack, StackConfig, open_inproc};
 use zerocopy::IntoBytes;
 
 /// A hang guard only.
