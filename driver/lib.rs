@@ -18,7 +18,9 @@
 //! Status: type-checked and clippy-clean on Linux for `x86_64-pc-windows-msvc` against our
 //! WDF bindings (`tools/kmdf-check`), and executed on Linux on an emulated KMDF 1.31 with its
 //! verifier (`tools/wdf-emu`, which compiles these sources unchanged for the host under
-//! `cfg(wdf_emu)`); never linked into a `.sys`, never loaded on Windows.
+//! `cfg(wdf_emu)`); linked on Linux into `winverbs.sys` (`tools/kmdf-link`, with the project's
+//! own `FxDriverEntry` stub there; a Windows build links the WDK's) and that image run on the
+//! same emulation with the Windows x64 convention (`tools/sys-loader`); never loaded on Windows.
 // The glue is compiled for Windows, and for the Linux host in the KMDF emulation
 // (`tools/wdf-emu` sets `cfg(wdf_emu)`); a plain host build of the package is empty.
 #![cfg_attr(any(windows, wdf_emu), no_std)]

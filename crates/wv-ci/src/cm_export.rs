@@ -38,6 +38,7 @@ use wv_hal::{CmEvent, CmEventSink, CmRep, CmReq, ConnectionManager, KArc};
 use crate::base::{INTERFACE, NTSTATUS, net64_t};
 use crate::cm::*;
 use crate::cm_convert::{path_from_ib, rep_event_to_ib, req_event_to_ib};
+use crate::convention::{self, Convention};
 use crate::convert::{qp_mod_to_ib, qp_state_from_ib, qp_type_from_ib};
 use crate::ib_types::*;
 use crate::pinned::Pinned;
@@ -119,18 +120,25 @@ impl<C: ConnectionManager> CiCmExport<C> {
     }
 
     /// The interface a query for `GUID_INFINIBAND_INTERFACE_CM` returns, holding one reference
-    /// on the export (released by its `InterfaceDereference`).
+    /// on the export (released by its `InterfaceDereference`), for a consumer compiled for
+    /// this target.
     pub fn interface(&self) -> INFINIBAND_INTERFACE_CM {
+        self.interface_in(Convention::System)
+    }
+
+    /// [`CiCmExport::interface`] for a consumer of `convention`: every entry is the one of
+    /// that convention, and the id callbacks the consumer passes are called with it.
+    pub fn interface_in(&self, convention: Convention) -> INFINIBAND_INTERFACE_CM {
         let context = KArc::into_raw(self.shared.clone()).cast_mut().cast();
         INFINIBAND_INTERFACE_CM {
             InterfaceHeader: INTERFACE {
                 Size: size_of::<INFINIBAND_INTERFACE_CM>() as u16,
                 Version: INFINIBAND_INTERFACE_CM_VERSION,
                 Context: context,
-                InterfaceReference: Some(reference::<C>),
-                InterfaceDereference: Some(dereference::<C>),
+                InterfaceReference: Some(reference::entry::<C>(convention)),
+                InterfaceDereference: Some(dereference::entry::<C>(convention)),
             },
-            CM: table::<C>(self.shared.slot),
+            CM: table::<C>(self.shared.slot, convention),
         }
     }
 
@@ -160,29 +168,33 @@ unsafe fn another<C: ConnectionManager>(raw: *const Shared<C>) -> KArc<Shared<C>
     KArc::clone(&held)
 }
 
-/// `InterfaceReference`: one more reference on the export.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `context` is the `Context` of an interface this export made, on which the caller holds a
-///   reference.
-unsafe extern "system" fn reference<C: ConnectionManager>(context: *mut c_void) {
-    // SAFETY: `context` is the `KArc<Shared<C>>` pointer `interface` gave up, still referenced
-    // by the caller.
-    let new = unsafe { another::<C>(context.cast()) };
-    // The new reference the caller now holds as well.
-    let _ = KArc::into_raw(new);
+entry_points! {
+    /// `InterfaceReference`: one more reference on the export.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `context` is the `Context` of an interface this export made, on which the caller holds a
+    ///   reference.
+    unsafe extern "both" fn reference<C: ConnectionManager>(context: *mut c_void) {
+        // SAFETY: `context` is the `KArc<Shared<C>>` pointer `interface` gave up, still referenced
+        // by the caller.
+        let new = unsafe { another::<C>(context.cast()) };
+        // The new reference the caller now holds as well.
+        let _ = KArc::into_raw(new);
+    }
 }
 
-/// `InterfaceDereference`: releases one reference on the export.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `context` is the `Context` of an interface this export made, and the caller gives up one
-///   reference it holds (taken by the query or by `InterfaceReference`).
-unsafe extern "system" fn dereference<C: ConnectionManager>(context: *mut c_void) {
-    // SAFETY: drops one of the references `interface`/`reference` gave up.
-    drop(unsafe { KArc::from_raw(context.cast::<Shared<C>>()) });
+entry_points! {
+    /// `InterfaceDereference`: releases one reference on the export.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `context` is the `Context` of an interface this export made, and the caller gives up one
+    ///   reference it holds (taken by the query or by `InterfaceReference`).
+    unsafe extern "both" fn dereference<C: ConnectionManager>(context: *mut c_void) {
+        // SAFETY: drops one of the references `interface`/`reference` gave up.
+        drop(unsafe { KArc::from_raw(context.cast::<Shared<C>>()) });
+    }
 }
 
 /// One id: the C id first, so its address is the record's.
@@ -220,9 +232,11 @@ unsafe fn record<'a, C: ConnectionManager>(p_id: *mut iba_cm_id) -> Option<&'a E
     unsafe { p_id.cast::<ExportId<C>>().as_ref() }
 }
 
-/// The sink of a Rust id: reports to the C callback and context the id holds at the time.
+/// The sink of a Rust id: reports to the C callback and context the id holds at the time,
+/// with the convention of the consumer that created the id.
 struct IdSink {
     id: *mut iba_cm_id,
+    convention: Convention,
 }
 
 // SAFETY: the record outlives every callback (destroy_id waits for them before freeing it);
@@ -294,9 +308,9 @@ impl CmEventSink for IdSink {
             }
             CmEvent::Other(kind) => c.r#type = kind,
         }
-        // SAFETY: the consumer's callback with its live id and an event whose data pointers
-        // (into `event` or `rep`) stay valid for the call.
-        unsafe { callback(self.id, &mut c) };
+        // SAFETY: the consumer's callback, of its convention, with its live id and an event
+        // whose data pointers (into `event` or `rep`) stay valid for the call.
+        unsafe { convention::cm_event(self.convention, callback, self.id, &mut c) };
     }
 }
 
@@ -317,6 +331,7 @@ fn new_record<C: ConnectionManager>(
     shared: &KArc<Shared<C>>,
     callback: iba_cm_callback,
     context: *mut c_void,
+    convention: Convention,
 ) -> Result<NewRecord<C>, NTSTATUS> {
     let cid = shared.next_cid.fetch_add(1, Ordering::Relaxed);
     let record = Pinned::new(ExportId {
@@ -331,6 +346,7 @@ fn new_record<C: ConnectionManager>(
     .map_err(|_| status(NtStatus::NO_MEMORY))?;
     let sink = KArc::try_new(IdSink {
         id: record.as_ptr().cast_mut().cast(),
+        convention,
     })
     .map_err(|_| status(NtStatus::NO_MEMORY))?;
     Ok((record, sink.into()))
@@ -366,33 +382,34 @@ fn result(r: Result<(), NtStatus>) -> NTSTATUS {
     }
 }
 
-fn table<C: ConnectionManager>(slot: usize) -> iba_cm_interface {
+/// The CM table of `C` in `slot` for a consumer of `convention`.
+fn table<C: ConnectionManager>(slot: usize, convention: Convention) -> iba_cm_interface {
     let mut t = iba_cm_interface::zeroed();
-    t.create_id = create_fn::<C>(slot);
-    t.destroy_id = Some(destroy_id::<C>);
-    t.listen = Some(listen::<C>);
-    t.get_request = Some(get_request::<C>);
-    t.send_req = Some(send_req::<C>);
-    t.send_rep = Some(send_rep::<C>);
-    t.send_rtu = Some(send_rtu::<C>);
-    t.send_dreq = Some(send_dreq::<C>);
-    t.send_drep = Some(send_drep::<C>);
-    t.send_rej = Some(send_rej::<C>);
-    t.send_mra = Some(send_mra::<C>);
-    t.get_qp_attr = Some(get_qp_attr::<C>);
-    t.get_request_ex = Some(get_request_ex::<C>);
+    t.create_id = create_fn::<C>(slot, convention);
+    t.destroy_id = Some(destroy_id::entry::<C>(convention));
+    t.listen = Some(listen::entry::<C>(convention));
+    t.get_request = Some(get_request::entry::<C>(convention));
+    t.send_req = Some(send_req::entry::<C>(convention));
+    t.send_rep = Some(send_rep::entry::<C>(convention));
+    t.send_rtu = Some(send_rtu::entry::<C>(convention));
+    t.send_dreq = Some(send_dreq::entry::<C>(convention));
+    t.send_drep = Some(send_drep::entry::<C>(convention));
+    t.send_rej = Some(send_rej::entry::<C>(convention));
+    t.send_mra = Some(send_mra::entry::<C>(convention));
+    t.get_qp_attr = Some(get_qp_attr::entry::<C>(convention));
+    t.get_request_ex = Some(get_request_ex::entry::<C>(convention));
     t
 }
 
 type CreateFn =
     unsafe extern "system" fn(iba_cm_callback, *mut c_void, *mut *mut iba_cm_id) -> NTSTATUS;
 
-/// `create_id` of `slot`.
-fn create_fn<C: ConnectionManager>(slot: usize) -> Option<CreateFn> {
+/// `create_id` of `slot`, for a consumer of `convention`.
+fn create_fn<C: ConnectionManager>(slot: usize, convention: Convention) -> Option<CreateFn> {
     macro_rules! slots {
         ($($n:literal)*) => {
             match slot {
-                $( $n => Some(create_id::<C, $n> as CreateFn), )*
+                $( $n => Some(create_id::entry::<C, $n>(convention) as CreateFn), )*
                 _ => None,
             }
         };
@@ -404,164 +421,174 @@ fn create_fn<C: ConnectionManager>(slot: usize) -> Option<CreateFn> {
     )
 }
 
-/// `create_id` of the export in slot `SLOT` (AL's CM takes no context: the slot is it).
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * the caller holds a reference on an interface whose table carries this function;
-/// * `callback`, if not null, may be called with the new id (whose `context` is `context`)
-///   from the CM's DPC at DISPATCH_LEVEL until `destroy_id` of that id returns;
-/// * `pp_id` is null or valid for a write.
-unsafe extern "system" fn create_id<C: ConnectionManager, const SLOT: usize>(
-    callback: iba_cm_callback,
-    context: *mut c_void,
-    pp_id: *mut *mut iba_cm_id,
-) -> NTSTATUS {
-    let raw = SLOTS[SLOT].load(Ordering::Acquire).cast::<Shared<C>>();
-    if raw.is_null() || raw == ptr::dangling_mut() {
-        return status(NtStatus::UNSUCCESSFUL);
-    }
-    // SAFETY: the slot holds the `Shared<C>` of the export whose table carries this
-    // function, alive while the caller holds the interface's reference (the slot is cleared
-    // when the last reference goes); the reference taken here keeps it for the call.
-    let shared = unsafe { another::<C>(raw) };
-    let (record, sink) = match new_record(&shared, callback, context) {
-        Ok(r) => r,
-        Err(s) => return s,
-    };
-    match shared.cm.create_id(sink) {
-        Ok(id) => {
-            // SAFETY: `pp_id` is the consumer's output.
-            unsafe { publish(record, id, pp_id) };
-            0
+entry_points! {
+    /// `create_id` of the export in slot `SLOT` (AL's CM takes no context: the slot is it).
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * the caller holds a reference on an interface whose table carries this function;
+    /// * `callback`, if not null, may be called with the new id (whose `context` is `context`)
+    ///   from the CM's DPC at DISPATCH_LEVEL until `destroy_id` of that id returns;
+    /// * `pp_id` is null or valid for a write.
+    unsafe extern "both" fn create_id<C: ConnectionManager; const SLOT: usize>(
+        callback: iba_cm_callback,
+        context: *mut c_void,
+        pp_id: *mut *mut iba_cm_id,
+    ) -> NTSTATUS [convention] {
+        let raw = SLOTS[SLOT].load(Ordering::Acquire).cast::<Shared<C>>();
+        if raw.is_null() || raw == ptr::dangling_mut() {
+            return status(NtStatus::UNSUCCESSFUL);
         }
-        Err(s) => status(s),
-    }
-}
-
-/// `destroy_id`: waits for the id's running callbacks, then frees it.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `p_id` is null or an id this table made, not destroyed before; no other call uses it
-///   during or after this one.
-unsafe extern "system" fn destroy_id<C: ConnectionManager>(p_id: *mut iba_cm_id) {
-    if p_id.is_null() {
-        return;
-    }
-    let this = p_id.cast::<ExportId<C>>();
-    let slot = ExportId::id_slot(this);
-    // SAFETY: an id this export published, destroyed once: the consumer uses it no more, and
-    // the CM (the only other reader, through the record) does not read this slot.
-    let id = unsafe { slot.replace(None) };
-    if let Some(id) = id {
-        // SAFETY: the record is still allocated: the id's sink may read it until this returns.
-        let shared = unsafe { &(*this).shared };
-        // Waits until no callback of the id runs: after this nothing reads the record.
-        shared.cm.destroy_id(id);
-    }
-    // SAFETY: the record `publish` gave to C, taken back once.
-    drop(unsafe { Pinned::from_raw(this) });
-}
-
-/// `listen`: by service id, with the IP-CM compare bytes.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
-///   `destroy_id` has not taken back;
-/// * `p_compare_buf` is null or valid for a read of `compare_len` bytes.
-unsafe extern "system" fn listen<C: ConnectionManager>(
-    p_id: *mut iba_cm_id,
-    service_id: net64_t,
-    p_compare_buf: *mut c_void,
-    compare_len: u8,
-    compare_offset: u8,
-) -> NTSTATUS {
-    // SAFETY: a live id of this export.
-    let Some(r) = (unsafe { record::<C>(p_id) }) else {
-        return status(NtStatus::INVALID_PARAMETER);
-    };
-    let Some(id) = r.hal() else {
-        return status(NtStatus::INVALID_PARAMETER);
-    };
-    let compare: &[u8] = if p_compare_buf.is_null() || compare_len == 0 {
-        &[]
-    } else {
-        // SAFETY: the consumer's compare buffer of `compare_len` bytes, valid for the call.
-        unsafe { core::slice::from_raw_parts(p_compare_buf.cast::<u8>(), usize::from(compare_len)) }
-    };
-    result(
-        r.shared
-            .cm
-            .listen(id, u64::from_be(service_id), compare, compare_offset),
-    )
-}
-
-/// `get_request`: the new id reports to the listener's callback and context.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `p_listen_id` is null or a live id of this table, as for `listen`;
-/// * the listener's callback may be called for the new id as `callback` of `get_request_ex`;
-/// * `pp_id` and `p_event` are each null or valid for a write.
-unsafe extern "system" fn get_request<C: ConnectionManager>(
-    p_listen_id: *mut iba_cm_id,
-    pp_id: *mut *mut iba_cm_id,
-    p_event: *mut iba_cm_event,
-) -> NTSTATUS {
-    // SAFETY: a live id of this export (or null, refused).
-    let Some(r) = (unsafe { record::<C>(p_listen_id) }) else {
-        return status(NtStatus::INVALID_PARAMETER);
-    };
-    // AL's `cm_get_request`: the new id reports to the listener's callback and context.
-    // SAFETY: the id is alive; the consumer owns these fields and reads them only.
-    let c = unsafe { r.c.get().read() };
-    let (callback, context) = (c.callback, c.context);
-    // SAFETY: the caller's arguments, passed on.
-    unsafe { get_request_ex::<C>(p_listen_id, callback, context, pp_id, p_event) }
-}
-
-/// `get_request_ex`: the new id reports to `callback` and `context` from its creation on.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `p_listen_id` is null or a live id of this table, as for `listen`;
-/// * `callback`, if not null, may be called with the new id (whose `context` is `context`)
-///   from the CM's DPC at DISPATCH_LEVEL until `destroy_id` of that id returns;
-/// * `pp_id` and `p_event` are each null or valid for a write.
-unsafe extern "system" fn get_request_ex<C: ConnectionManager>(
-    p_listen_id: *mut iba_cm_id,
-    callback: iba_cm_callback,
-    context: *mut c_void,
-    pp_id: *mut *mut iba_cm_id,
-    p_event: *mut iba_cm_event,
-) -> NTSTATUS {
-    // SAFETY: a live id of this export (or null, refused).
-    let Some(r) = (unsafe { record::<C>(p_listen_id) }) else {
-        return status(NtStatus::INVALID_PARAMETER);
-    };
-    let Some(listen) = r.hal() else {
-        return status(NtStatus::INVALID_PARAMETER);
-    };
-    let (record, sink) = match new_record(&r.shared, callback, context) {
-        Ok(x) => x,
-        Err(s) => return s,
-    };
-    match r.shared.cm.get_request(listen, sink) {
-        Ok((id, req)) => {
-            if !p_event.is_null() {
-                let mut event = iba_cm_event::zeroed();
-                event.r#type = iba_cm_req_received;
-                event.data.req = req_event_to_ib(&req);
-                // SAFETY: the consumer's output.
-                unsafe { p_event.write(event) };
+        // SAFETY: the slot holds the `Shared<C>` of the export whose table carries this
+        // function, alive while the caller holds the interface's reference (the slot is cleared
+        // when the last reference goes); the reference taken here keeps it for the call.
+        let shared = unsafe { another::<C>(raw) };
+        let (record, sink) = match new_record(&shared, callback, context, convention) {
+            Ok(r) => r,
+            Err(s) => return s,
+        };
+        match shared.cm.create_id(sink) {
+            Ok(id) => {
+                // SAFETY: `pp_id` is the consumer's output.
+                unsafe { publish(record, id, pp_id) };
+                0
             }
-            // SAFETY: the consumer's output.
-            unsafe { publish(record, id, pp_id) };
-            0
+            Err(s) => status(s),
         }
-        Err(s) => status(s),
+    }
+}
+
+entry_points! {
+    /// `destroy_id`: waits for the id's running callbacks, then frees it.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `p_id` is null or an id this table made, not destroyed before; no other call uses it
+    ///   during or after this one.
+    unsafe extern "both" fn destroy_id<C: ConnectionManager>(p_id: *mut iba_cm_id) {
+        if p_id.is_null() {
+            return;
+        }
+        let this = p_id.cast::<ExportId<C>>();
+        let slot = ExportId::id_slot(this);
+        // SAFETY: an id this export published, destroyed once: the consumer uses it no more, and
+        // the CM (the only other reader, through the record) does not read this slot.
+        let id = unsafe { slot.replace(None) };
+        if let Some(id) = id {
+            // SAFETY: the record is still allocated: the id's sink may read it until this returns.
+            let shared = unsafe { &(*this).shared };
+            // Waits until no callback of the id runs: after this nothing reads the record.
+            shared.cm.destroy_id(id);
+        }
+        // SAFETY: the record `publish` gave to C, taken back once.
+        drop(unsafe { Pinned::from_raw(this) });
+    }
+}
+
+entry_points! {
+    /// `listen`: by service id, with the IP-CM compare bytes.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+    ///   `destroy_id` has not taken back;
+    /// * `p_compare_buf` is null or valid for a read of `compare_len` bytes.
+    unsafe extern "both" fn listen<C: ConnectionManager>(
+        p_id: *mut iba_cm_id,
+        service_id: net64_t,
+        p_compare_buf: *mut c_void,
+        compare_len: u8,
+        compare_offset: u8,
+    ) -> NTSTATUS {
+        // SAFETY: a live id of this export.
+        let Some(r) = (unsafe { record::<C>(p_id) }) else {
+            return status(NtStatus::INVALID_PARAMETER);
+        };
+        let Some(id) = r.hal() else {
+            return status(NtStatus::INVALID_PARAMETER);
+        };
+        let compare: &[u8] = if p_compare_buf.is_null() || compare_len == 0 {
+            &[]
+        } else {
+            // SAFETY: the consumer's compare buffer of `compare_len` bytes, valid for the call.
+            unsafe { core::slice::from_raw_parts(p_compare_buf.cast::<u8>(), usize::from(compare_len)) }
+        };
+        result(
+            r.shared
+                .cm
+                .listen(id, u64::from_be(service_id), compare, compare_offset),
+        )
+    }
+}
+
+entry_points! {
+    /// `get_request`: the new id reports to the listener's callback and context.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `p_listen_id` is null or a live id of this table, as for `listen`;
+    /// * the listener's callback may be called for the new id as `callback` of `get_request_ex`;
+    /// * `pp_id` and `p_event` are each null or valid for a write.
+    unsafe extern "both" fn get_request<C: ConnectionManager>(
+        p_listen_id: *mut iba_cm_id,
+        pp_id: *mut *mut iba_cm_id,
+        p_event: *mut iba_cm_event,
+    ) -> NTSTATUS [convention] {
+        // SAFETY: a live id of this export (or null, refused).
+        let Some(r) = (unsafe { record::<C>(p_listen_id) }) else {
+            return status(NtStatus::INVALID_PARAMETER);
+        };
+        // AL's `cm_get_request`: the new id reports to the listener's callback and context.
+        // SAFETY: the id is alive; the consumer owns these fields and reads them only.
+        let c = unsafe { r.c.get().read() };
+        let (callback, context) = (c.callback, c.context);
+        // SAFETY: the caller's arguments, passed on.
+        unsafe { get_request_ex::<C>(convention, p_listen_id, callback, context, pp_id, p_event) }
+    }
+}
+
+entry_points! {
+    /// `get_request_ex`: the new id reports to `callback` and `context` from its creation on.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `p_listen_id` is null or a live id of this table, as for `listen`;
+    /// * `callback`, if not null, may be called with the new id (whose `context` is `context`)
+    ///   from the CM's DPC at DISPATCH_LEVEL until `destroy_id` of that id returns;
+    /// * `pp_id` and `p_event` are each null or valid for a write.
+    unsafe extern "both" fn get_request_ex<C: ConnectionManager>(
+        p_listen_id: *mut iba_cm_id,
+        callback: iba_cm_callback,
+        context: *mut c_void,
+        pp_id: *mut *mut iba_cm_id,
+        p_event: *mut iba_cm_event,
+    ) -> NTSTATUS [convention] {
+        // SAFETY: a live id of this export (or null, refused).
+        let Some(r) = (unsafe { record::<C>(p_listen_id) }) else {
+            return status(NtStatus::INVALID_PARAMETER);
+        };
+        let Some(listen) = r.hal() else {
+            return status(NtStatus::INVALID_PARAMETER);
+        };
+        let (record, sink) = match new_record(&r.shared, callback, context, convention) {
+            Ok(x) => x,
+            Err(s) => return s,
+        };
+        match r.shared.cm.get_request(listen, sink) {
+            Ok((id, req)) => {
+                if !p_event.is_null() {
+                    let mut event = iba_cm_event::zeroed();
+                    event.r#type = iba_cm_req_received;
+                    event.data.req = req_event_to_ib(&req);
+                    // SAFETY: the consumer's output.
+                    unsafe { p_event.write(event) };
+                }
+                // SAFETY: the consumer's output.
+                unsafe { publish(record, id, pp_id) };
+                0
+            }
+            Err(s) => status(s),
+        }
     }
 }
 
@@ -596,90 +623,94 @@ unsafe fn input<'a>(p: *const c_void, len: u8) -> &'a [u8] {
     }
 }
 
-/// `send_req`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
-///   `destroy_id` has not taken back;
-/// * `p_req` is null or valid for a read; its `p_primary_path` is null or valid for a read,
-///   and its `p_pdata` null or valid for a read of `pdata_len` bytes.
-unsafe extern "system" fn send_req<C: ConnectionManager>(
-    p_id: *mut iba_cm_id,
-    p_req: *mut iba_cm_req,
-) -> NTSTATUS {
-    // SAFETY: the consumer's request, valid for the call (or null, refused).
-    let Some(c) = (unsafe { p_req.as_ref() }) else {
-        return status(NtStatus::INVALID_PARAMETER);
-    };
-    // SAFETY: the request's path, valid for the call (or null, refused).
-    let Some(path) = (unsafe { c.p_primary_path.as_ref() }) else {
-        return status(NtStatus::INVALID_PARAMETER);
-    };
-    let Some(qp_type) = qp_type_from_ib(c.qp_type) else {
-        return status(NtStatus::INVALID_PARAMETER);
-    };
-    if usize::from(c.pdata_len) > REQ_PRIVATE_DATA {
-        return status(NtStatus::INVALID_PARAMETER);
+entry_points! {
+    /// `send_req`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+    ///   `destroy_id` has not taken back;
+    /// * `p_req` is null or valid for a read; its `p_primary_path` is null or valid for a read,
+    ///   and its `p_pdata` null or valid for a read of `pdata_len` bytes.
+    unsafe extern "both" fn send_req<C: ConnectionManager>(
+        p_id: *mut iba_cm_id,
+        p_req: *mut iba_cm_req,
+    ) -> NTSTATUS {
+        // SAFETY: the consumer's request, valid for the call (or null, refused).
+        let Some(c) = (unsafe { p_req.as_ref() }) else {
+            return status(NtStatus::INVALID_PARAMETER);
+        };
+        // SAFETY: the request's path, valid for the call (or null, refused).
+        let Some(path) = (unsafe { c.p_primary_path.as_ref() }) else {
+            return status(NtStatus::INVALID_PARAMETER);
+        };
+        let Some(qp_type) = qp_type_from_ib(c.qp_type) else {
+            return status(NtStatus::INVALID_PARAMETER);
+        };
+        if usize::from(c.pdata_len) > REQ_PRIVATE_DATA {
+            return status(NtStatus::INVALID_PARAMETER);
+        }
+        let path = path_from_ib(path);
+        // SAFETY: the request's private data, valid for the call.
+        let private_data = unsafe { input(c.p_pdata, c.pdata_len) };
+        let req = CmReq {
+            service_id: u64::from_be(c.service_id),
+            primary_path: &path,
+            qpn: u32::from_be(c.qpn) & 0x00FF_FFFF,
+            qp_type,
+            starting_psn: u32::from_be(c.starting_psn) & 0x00FF_FFFF,
+            private_data,
+            max_cm_retries: c.max_cm_retries,
+            responder_resources: c.resp_res,
+            initiator_depth: c.init_depth,
+            remote_cm_response_timeout: c.remote_resp_timeout,
+            flow_control: c.flow_ctrl != 0,
+            local_cm_response_timeout: c.local_resp_timeout,
+            rnr_retry_count: c.rnr_retry_cnt,
+            retry_count: c.retry_cnt,
+            srq: c.srq != 0,
+        };
+        // SAFETY: a live id of this export.
+        unsafe { with_id::<C>(p_id, |cm, id| cm.send_req(id, &req)) }
     }
-    let path = path_from_ib(path);
-    // SAFETY: the request's private data, valid for the call.
-    let private_data = unsafe { input(c.p_pdata, c.pdata_len) };
-    let req = CmReq {
-        service_id: u64::from_be(c.service_id),
-        primary_path: &path,
-        qpn: u32::from_be(c.qpn) & 0x00FF_FFFF,
-        qp_type,
-        starting_psn: u32::from_be(c.starting_psn) & 0x00FF_FFFF,
-        private_data,
-        max_cm_retries: c.max_cm_retries,
-        responder_resources: c.resp_res,
-        initiator_depth: c.init_depth,
-        remote_cm_response_timeout: c.remote_resp_timeout,
-        flow_control: c.flow_ctrl != 0,
-        local_cm_response_timeout: c.local_resp_timeout,
-        rnr_retry_count: c.rnr_retry_cnt,
-        retry_count: c.retry_cnt,
-        srq: c.srq != 0,
-    };
-    // SAFETY: a live id of this export.
-    unsafe { with_id::<C>(p_id, |cm, id| cm.send_req(id, &req)) }
 }
 
-/// `send_rep`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
-///   `destroy_id` has not taken back;
-/// * `p_rep` is null or valid for a read, and its `p_pdata` null or valid for a read of
-///   `pdata_len` bytes.
-unsafe extern "system" fn send_rep<C: ConnectionManager>(
-    p_id: *mut iba_cm_id,
-    p_rep: *mut iba_cm_rep,
-) -> NTSTATUS {
-    // SAFETY: the consumer's reply, valid for the call (or null, refused).
-    let Some(c) = (unsafe { p_rep.as_ref() }) else {
-        return status(NtStatus::INVALID_PARAMETER);
-    };
-    if usize::from(c.pdata_len) > REP_PRIVATE_DATA {
-        return status(NtStatus::INVALID_PARAMETER);
+entry_points! {
+    /// `send_rep`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+    ///   `destroy_id` has not taken back;
+    /// * `p_rep` is null or valid for a read, and its `p_pdata` null or valid for a read of
+    ///   `pdata_len` bytes.
+    unsafe extern "both" fn send_rep<C: ConnectionManager>(
+        p_id: *mut iba_cm_id,
+        p_rep: *mut iba_cm_rep,
+    ) -> NTSTATUS {
+        // SAFETY: the consumer's reply, valid for the call (or null, refused).
+        let Some(c) = (unsafe { p_rep.as_ref() }) else {
+            return status(NtStatus::INVALID_PARAMETER);
+        };
+        if usize::from(c.pdata_len) > REP_PRIVATE_DATA {
+            return status(NtStatus::INVALID_PARAMETER);
+        }
+        // SAFETY: the reply's private data, valid for the call.
+        let private_data = unsafe { input(c.p_pdata, c.pdata_len) };
+        let rep = CmRep {
+            qpn: u32::from_be(c.qpn) & 0x00FF_FFFF,
+            starting_psn: u32::from_be(c.starting_psn) & 0x00FF_FFFF,
+            private_data,
+            failover_accepted: c.failover_accepted,
+            responder_resources: c.resp_res,
+            initiator_depth: c.init_depth,
+            flow_control: c.flow_ctrl != 0,
+            rnr_retry_count: c.rnr_retry_cnt,
+            srq: c.srq != 0,
+        };
+        // SAFETY: a live id of this export.
+        unsafe { with_id::<C>(p_id, |cm, id| cm.send_rep(id, &rep)) }
     }
-    // SAFETY: the reply's private data, valid for the call.
-    let private_data = unsafe { input(c.p_pdata, c.pdata_len) };
-    let rep = CmRep {
-        qpn: u32::from_be(c.qpn) & 0x00FF_FFFF,
-        starting_psn: u32::from_be(c.starting_psn) & 0x00FF_FFFF,
-        private_data,
-        failover_accepted: c.failover_accepted,
-        responder_resources: c.resp_res,
-        initiator_depth: c.init_depth,
-        flow_control: c.flow_ctrl != 0,
-        rnr_retry_count: c.rnr_retry_cnt,
-        srq: c.srq != 0,
-    };
-    // SAFETY: a live id of this export.
-    unsafe { with_id::<C>(p_id, |cm, id| cm.send_rep(id, &rep)) }
 }
 
 /// The private data of a `send_rtu`/`send_dreq`/`send_drep`, bounded by the message's field.
@@ -694,148 +725,160 @@ unsafe fn bounded<'a>(p: *const c_void, len: u8, field: usize) -> Result<&'a [u8
     Ok(unsafe { input(p, len) })
 }
 
-/// `send_rtu`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
-///   `destroy_id` has not taken back;
-/// * `p_pdata` is null or valid for a read of `pdata_len` bytes.
-unsafe extern "system" fn send_rtu<C: ConnectionManager>(
-    p_id: *mut iba_cm_id,
-    p_pdata: *const c_void,
-    pdata_len: u8,
-) -> NTSTATUS {
-    // SAFETY: the consumer's private data, valid for the call.
-    match unsafe { bounded(p_pdata, pdata_len, RTU_PRIVATE_DATA) } {
-        // SAFETY: a live id of this export.
-        Ok(data) => unsafe { with_id::<C>(p_id, |cm, id| cm.send_rtu(id, data)) },
-        Err(s) => s,
-    }
-}
-
-/// `send_dreq`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
-///   `destroy_id` has not taken back;
-/// * `p_pdata` is null or valid for a read of `pdata_len` bytes.
-unsafe extern "system" fn send_dreq<C: ConnectionManager>(
-    p_id: *mut iba_cm_id,
-    p_pdata: *const c_void,
-    pdata_len: u8,
-) -> NTSTATUS {
-    // SAFETY: the consumer's private data, valid for the call.
-    match unsafe { bounded(p_pdata, pdata_len, DREQ_PRIVATE_DATA) } {
-        // SAFETY: a live id of this export.
-        Ok(data) => unsafe { with_id::<C>(p_id, |cm, id| cm.send_dreq(id, data)) },
-        Err(s) => s,
-    }
-}
-
-/// `send_drep`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
-///   `destroy_id` has not taken back;
-/// * `p_pdata` is null or valid for a read of `pdata_len` bytes.
-unsafe extern "system" fn send_drep<C: ConnectionManager>(
-    p_id: *mut iba_cm_id,
-    p_pdata: *const c_void,
-    pdata_len: u8,
-) -> NTSTATUS {
-    // SAFETY: the consumer's private data, valid for the call.
-    match unsafe { bounded(p_pdata, pdata_len, DREP_PRIVATE_DATA) } {
-        // SAFETY: a live id of this export.
-        Ok(data) => unsafe { with_id::<C>(p_id, |cm, id| cm.send_drep(id, data)) },
-        Err(s) => s,
-    }
-}
-
-/// `send_rej`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
-///   `destroy_id` has not taken back;
-/// * `p_ari` is null or valid for a read of `ari_len` bytes;
-/// * `p_pdata` is null or valid for a read of `pdata_len` bytes.
-unsafe extern "system" fn send_rej<C: ConnectionManager>(
-    p_id: *mut iba_cm_id,
-    reason: ib_rej_status_t,
-    p_ari: *const c_void,
-    ari_len: u8,
-    p_pdata: *const c_void,
-    pdata_len: u8,
-) -> NTSTATUS {
-    // SAFETY: the consumer's ARI, valid for the call.
-    let ari = match unsafe { bounded(p_ari, ari_len, REJ_ARI) } {
-        Ok(a) => a,
-        Err(s) => return s,
-    };
-    // SAFETY: the consumer's private data, valid for the call.
-    match unsafe { bounded(p_pdata, pdata_len, REJ_PRIVATE_DATA) } {
-        // SAFETY: a live id of this export.
-        Ok(data) => unsafe {
-            with_id::<C>(p_id, |cm, id| {
-                cm.send_rej(id, u16::from_be(reason), ari, data)
-            })
-        },
-        Err(s) => s,
-    }
-}
-
-/// `send_mra`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
-///   `destroy_id` has not taken back;
-/// * `p_pdata` is null or valid for a read of `pdata_len` bytes.
-unsafe extern "system" fn send_mra<C: ConnectionManager>(
-    p_id: *mut iba_cm_id,
-    service_timeout: u8,
-    p_pdata: *const c_void,
-    pdata_len: u8,
-) -> NTSTATUS {
-    // SAFETY: the consumer's private data, valid for the call.
-    match unsafe { bounded(p_pdata, pdata_len, MRA_PRIVATE_DATA) } {
-        // SAFETY: a live id of this export.
-        Ok(data) => unsafe { with_id::<C>(p_id, |cm, id| cm.send_mra(id, service_timeout, data)) },
-        Err(s) => s,
-    }
-}
-
-/// `get_qp_attr`: the CM's attributes for moving the id's QP to `state`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
-///   `destroy_id` has not taken back;
-/// * `p_attr` is null or valid for a write.
-unsafe extern "system" fn get_qp_attr<C: ConnectionManager>(
-    p_id: *mut iba_cm_id,
-    state: ib_qp_state_t,
-    p_attr: *mut ib_qp_mod_t,
-) -> NTSTATUS {
-    // SAFETY: a live id of this export (or null, refused).
-    let Some(r) = (unsafe { record::<C>(p_id) }) else {
-        return status(NtStatus::INVALID_PARAMETER);
-    };
-    let Some(id) = r.hal() else {
-        return status(NtStatus::INVALID_PARAMETER);
-    };
-    if p_attr.is_null() {
-        return status(NtStatus::INVALID_PARAMETER);
-    }
-    match r.shared.cm.get_qp_attr(id, qp_state_from_ib(state)) {
-        Ok(m) => {
-            // SAFETY: the consumer's output, checked not null.
-            unsafe { p_attr.write(qp_mod_to_ib(&m)) };
-            0
+entry_points! {
+    /// `send_rtu`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+    ///   `destroy_id` has not taken back;
+    /// * `p_pdata` is null or valid for a read of `pdata_len` bytes.
+    unsafe extern "both" fn send_rtu<C: ConnectionManager>(
+        p_id: *mut iba_cm_id,
+        p_pdata: *const c_void,
+        pdata_len: u8,
+    ) -> NTSTATUS {
+        // SAFETY: the consumer's private data, valid for the call.
+        match unsafe { bounded(p_pdata, pdata_len, RTU_PRIVATE_DATA) } {
+            // SAFETY: a live id of this export.
+            Ok(data) => unsafe { with_id::<C>(p_id, |cm, id| cm.send_rtu(id, data)) },
+            Err(s) => s,
         }
-        Err(s) => status(s),
+    }
+}
+
+entry_points! {
+    /// `send_dreq`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+    ///   `destroy_id` has not taken back;
+    /// * `p_pdata` is null or valid for a read of `pdata_len` bytes.
+    unsafe extern "both" fn send_dreq<C: ConnectionManager>(
+        p_id: *mut iba_cm_id,
+        p_pdata: *const c_void,
+        pdata_len: u8,
+    ) -> NTSTATUS {
+        // SAFETY: the consumer's private data, valid for the call.
+        match unsafe { bounded(p_pdata, pdata_len, DREQ_PRIVATE_DATA) } {
+            // SAFETY: a live id of this export.
+            Ok(data) => unsafe { with_id::<C>(p_id, |cm, id| cm.send_dreq(id, data)) },
+            Err(s) => s,
+        }
+    }
+}
+
+entry_points! {
+    /// `send_drep`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+    ///   `destroy_id` has not taken back;
+    /// * `p_pdata` is null or valid for a read of `pdata_len` bytes.
+    unsafe extern "both" fn send_drep<C: ConnectionManager>(
+        p_id: *mut iba_cm_id,
+        p_pdata: *const c_void,
+        pdata_len: u8,
+    ) -> NTSTATUS {
+        // SAFETY: the consumer's private data, valid for the call.
+        match unsafe { bounded(p_pdata, pdata_len, DREP_PRIVATE_DATA) } {
+            // SAFETY: a live id of this export.
+            Ok(data) => unsafe { with_id::<C>(p_id, |cm, id| cm.send_drep(id, data)) },
+            Err(s) => s,
+        }
+    }
+}
+
+entry_points! {
+    /// `send_rej`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+    ///   `destroy_id` has not taken back;
+    /// * `p_ari` is null or valid for a read of `ari_len` bytes;
+    /// * `p_pdata` is null or valid for a read of `pdata_len` bytes.
+    unsafe extern "both" fn send_rej<C: ConnectionManager>(
+        p_id: *mut iba_cm_id,
+        reason: ib_rej_status_t,
+        p_ari: *const c_void,
+        ari_len: u8,
+        p_pdata: *const c_void,
+        pdata_len: u8,
+    ) -> NTSTATUS {
+        // SAFETY: the consumer's ARI, valid for the call.
+        let ari = match unsafe { bounded(p_ari, ari_len, REJ_ARI) } {
+            Ok(a) => a,
+            Err(s) => return s,
+        };
+        // SAFETY: the consumer's private data, valid for the call.
+        match unsafe { bounded(p_pdata, pdata_len, REJ_PRIVATE_DATA) } {
+            // SAFETY: a live id of this export.
+            Ok(data) => unsafe {
+                with_id::<C>(p_id, |cm, id| {
+                    cm.send_rej(id, u16::from_be(reason), ari, data)
+                })
+            },
+            Err(s) => s,
+        }
+    }
+}
+
+entry_points! {
+    /// `send_mra`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+    ///   `destroy_id` has not taken back;
+    /// * `p_pdata` is null or valid for a read of `pdata_len` bytes.
+    unsafe extern "both" fn send_mra<C: ConnectionManager>(
+        p_id: *mut iba_cm_id,
+        service_timeout: u8,
+        p_pdata: *const c_void,
+        pdata_len: u8,
+    ) -> NTSTATUS {
+        // SAFETY: the consumer's private data, valid for the call.
+        match unsafe { bounded(p_pdata, pdata_len, MRA_PRIVATE_DATA) } {
+            // SAFETY: a live id of this export.
+            Ok(data) => unsafe { with_id::<C>(p_id, |cm, id| cm.send_mra(id, service_timeout, data)) },
+            Err(s) => s,
+        }
+    }
+}
+
+entry_points! {
+    /// `get_qp_attr`: the CM's attributes for moving the id's QP to `state`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `p_id` is null or an id this table's `create_id` or `get_request[_ex]` made that
+    ///   `destroy_id` has not taken back;
+    /// * `p_attr` is null or valid for a write.
+    unsafe extern "both" fn get_qp_attr<C: ConnectionManager>(
+        p_id: *mut iba_cm_id,
+        state: ib_qp_state_t,
+        p_attr: *mut ib_qp_mod_t,
+    ) -> NTSTATUS {
+        // SAFETY: a live id of this export (or null, refused).
+        let Some(r) = (unsafe { record::<C>(p_id) }) else {
+            return status(NtStatus::INVALID_PARAMETER);
+        };
+        let Some(id) = r.hal() else {
+            return status(NtStatus::INVALID_PARAMETER);
+        };
+        if p_attr.is_null() {
+            return status(NtStatus::INVALID_PARAMETER);
+        }
+        match r.shared.cm.get_qp_attr(id, qp_state_from_ib(state)) {
+            Ok(m) => {
+                // SAFETY: the consumer's output, checked not null.
+                unsafe { p_attr.write(qp_mod_to_ib(&m)) };
+                0
+            }
+            Err(s) => status(s),
+        }
     }
 }

@@ -32,6 +32,7 @@ use wv_hal::{
 
 use crate::base::{INTERFACE, KPROCESSOR_MODE, LIST_ENTRY, boolean_t, net32_t};
 use crate::ci::*;
+use crate::convention::{self, Convention};
 use crate::convert;
 use crate::ib_types::*;
 use crate::import::{CiError, CiVerbs};
@@ -126,10 +127,11 @@ unsafe fn put<T>(p: *mut T, value: T) {
     }
 }
 
-/// The registered event handlers of the device, linked through their own `LIST_ENTRY`.
+/// The registered event handlers of the device, linked through their own `LIST_ENTRY`: one
+/// list per [`Convention`], the convention of the consumers that registered them.
 struct Handlers {
     lock: Mutex<()>,
-    head: UnsafeCell<LIST_ENTRY>,
+    heads: [UnsafeCell<LIST_ENTRY>; Convention::COUNT],
 }
 
 // SAFETY: the list is only read or changed with `lock` held; the records belong to the
@@ -142,26 +144,29 @@ impl Handlers {
     fn new() -> Result<KArc<Handlers>, AllocError> {
         let h = KArc::try_new(Handlers {
             lock: Mutex::new(()),
-            head: UnsafeCell::new(LIST_ENTRY::zeroed()),
+            heads: [const { UnsafeCell::new(LIST_ENTRY::zeroed()) }; Convention::COUNT],
         })?;
-        let head = h.head.get();
-        // SAFETY: `head` is inside the `KArc`, which never moves it; nobody else sees it yet.
-        unsafe {
-            head.write(LIST_ENTRY {
-                Flink: head,
-                Blink: head,
-            })
-        };
+        for cell in &h.heads {
+            let head = cell.get();
+            // SAFETY: `head` is inside the `KArc`, which never moves it; nobody else sees it
+            // yet.
+            unsafe {
+                head.write(LIST_ENTRY {
+                    Flink: head,
+                    Blink: head,
+                })
+            };
+        }
         Ok(h)
     }
 
-    /// Links `entry` at the tail.
+    /// Links `entry` at the tail of the list of `convention`.
     ///
     /// # Safety
     /// `entry` is a live record's link, not linked yet, alive until [`Handlers::remove`].
-    unsafe fn insert(&self, entry: *mut LIST_ENTRY) {
+    unsafe fn insert(&self, entry: *mut LIST_ENTRY, convention: Convention) {
         let _g = self.lock.lock();
-        let head = self.head.get();
+        let head = self.heads[convention.index()].get();
         // SAFETY: the head is initialised and the list is consistent under the lock.
         let tail = unsafe { (*head).Blink };
         // SAFETY: the caller's promise that `entry` is writable.
@@ -194,28 +199,32 @@ impl Handlers {
 
 impl CaEventSink for Handlers {
     /// Calls every registered handler with a record whose context is the handler, as the
-    /// controller's DPC does. DISPATCH_LEVEL.
+    /// controller's DPC does, each with its registrant's convention. DISPATCH_LEVEL.
     fn on_event(&self, event: CaEvent) {
         let _g = self.lock.lock();
-        let head = self.head.get();
-        // SAFETY: the list is consistent under the lock.
-        let mut at = unsafe { (*head).Flink };
-        while at != head {
-            let reg = at.cast::<ci_event_handler_t>();
-            // SAFETY: every linked entry is the first field of a live `ci_event_handler_t`.
-            let cb = unsafe { (*reg).pfn_async_event_cb };
-            // SAFETY: as above; read before the callback, which may unregister nothing (it
-            // runs under the list lock) but is the registrant's code.
-            let next = unsafe { (*at).Flink };
-            let mut rec = ib_event_rec_t::zeroed();
-            rec.context = reg.cast();
-            rec.r#type = convert::ca_event_to_ib(event.kind);
-            rec.port_number = event.port;
-            if let Some(cb) = cb {
-                // SAFETY: the registrant's callback, called with a record valid for the call.
-                unsafe { cb(&mut rec) };
+        for &convention in Convention::ALL {
+            let head = self.heads[convention.index()].get();
+            // SAFETY: the list is consistent under the lock.
+            let mut at = unsafe { (*head).Flink };
+            while at != head {
+                let reg = at.cast::<ci_event_handler_t>();
+                // SAFETY: every linked entry is the first field of a live
+                // `ci_event_handler_t`.
+                let cb = unsafe { (*reg).pfn_async_event_cb };
+                // SAFETY: as above; read before the callback, which may unregister nothing (it
+                // runs under the list lock) but is the registrant's code.
+                let next = unsafe { (*at).Flink };
+                let mut rec = ib_event_rec_t::zeroed();
+                rec.context = reg.cast();
+                rec.r#type = convert::ca_event_to_ib(event.kind);
+                rec.port_number = event.port;
+                if let Some(cb) = cb {
+                    // SAFETY: the registrant's callback, of the list's convention, called with
+                    // a record valid for the call.
+                    unsafe { convention::async_event(convention, cb, &mut rec) };
+                }
+                at = next;
             }
-            at = next;
         }
     }
 }
@@ -227,11 +236,12 @@ impl CaEventSink for NoEvents {
     fn on_event(&self, _event: CaEvent) {}
 }
 
-/// A C callback and its context, as a Rust sink.
+/// A C callback and its context, as a Rust sink; the callbacks are of `convention`.
 struct CSink {
     context: *const c_void,
     event: ci_async_event_cb_t,
     completion: ci_completion_cb_t,
+    convention: Convention,
 }
 
 // SAFETY: the controller's callbacks may be called from any processor at DISPATCH_LEVEL; the
@@ -246,8 +256,9 @@ impl CSink {
         rec.context = self.context.cast_mut();
         rec.r#type = kind;
         if let Some(cb) = self.event {
-            // SAFETY: the callback the consumer registered, with a record valid for the call.
-            unsafe { cb(&mut rec) };
+            // SAFETY: the callback the consumer registered, of its convention, with a record
+            // valid for the call.
+            unsafe { convention::async_event(self.convention, cb, &mut rec) };
         }
     }
 }
@@ -255,8 +266,9 @@ impl CSink {
 impl CqEventSink for CSink {
     fn on_completion(&self) {
         if let Some(cb) = self.completion {
-            // SAFETY: the consumer's completion callback with its own context.
-            unsafe { cb(self.context.cast_mut()) };
+            // SAFETY: the consumer's completion callback, of its convention, with its own
+            // context.
+            unsafe { convention::completion(self.convention, cb, self.context.cast_mut()) };
         }
     }
     fn on_error(&self) {
@@ -330,10 +342,18 @@ impl<V: Verbs> CiExport<V> {
     }
 
     /// The interface a query for `GUID_RDMA_INTERFACE_VERBS` returns, holding one reference
-    /// on the export (released by its `InterfaceDereference`).
+    /// on the export (released by its `InterfaceDereference`), for a consumer compiled for
+    /// this target.
     pub fn interface(&self) -> RDMA_INTERFACE_VERBS {
+        self.interface_in(Convention::System)
+    }
+
+    /// [`CiExport::interface`] for a consumer of `convention`: every entry (and
+    /// `InterfaceReference`/`InterfaceDereference`) is the one of that convention, and the
+    /// callbacks the consumer registers through it are called with it.
+    pub fn interface_in(&self, convention: Convention) -> RDMA_INTERFACE_VERBS {
         let context = KArc::into_raw(self.device.clone()).cast_mut().cast();
-        let mut verbs = table::<V>();
+        let mut verbs = table::<V>(convention);
         verbs.guid = self.device.verbs.guid();
         verbs.p_hca_obj = KArc::as_ptr(&self.device).cast_mut().cast();
         let name = self.device.verbs.library_name().as_bytes();
@@ -345,8 +365,8 @@ impl<V: Verbs> CiExport<V> {
                 Size: size_of::<RDMA_INTERFACE_VERBS>() as u16,
                 Version: RDMA_INTERFACE_VERBS_VERSION,
                 Context: context,
-                InterfaceReference: Some(reference::<V>),
-                InterfaceDereference: Some(dereference::<V>),
+                InterfaceReference: Some(reference::entry::<V>(convention)),
+                InterfaceDereference: Some(dereference::entry::<V>(convention)),
             },
             Verbs: verbs,
             post_event: None,
@@ -369,29 +389,33 @@ impl<V: Verbs> CiExport<V> {
     }
 }
 
-/// `InterfaceReference`: one more reference on the export.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `context` is the `Context` of an interface this export made, on which the caller holds a
-///   reference.
-unsafe extern "system" fn reference<V: Verbs>(context: *mut c_void) {
-    // SAFETY: `context` is the `KArc<Device<V>>` pointer `interface` gave up, still referenced
-    // by the caller: borrowing that reference for a clone leaves it as it was.
-    let held = ManuallyDrop::new(unsafe { KArc::from_raw(context.cast::<Device<V>>()) });
-    // The new reference the caller now holds as well.
-    let _ = KArc::into_raw(KArc::clone(&held));
+entry_points! {
+    /// `InterfaceReference`: one more reference on the export.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `context` is the `Context` of an interface this export made, on which the caller holds a
+    ///   reference.
+    unsafe extern "both" fn reference<V: Verbs>(context: *mut c_void) {
+        // SAFETY: `context` is the `KArc<Device<V>>` pointer `interface` gave up, still referenced
+        // by the caller: borrowing that reference for a clone leaves it as it was.
+        let held = ManuallyDrop::new(unsafe { KArc::from_raw(context.cast::<Device<V>>()) });
+        // The new reference the caller now holds as well.
+        let _ = KArc::into_raw(KArc::clone(&held));
+    }
 }
 
-/// `InterfaceDereference`: releases one reference on the export (the last frees it).
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `context` is the `Context` of an interface this export made, and the caller gives up one
-///   reference it holds (taken by the query or by `InterfaceReference`).
-unsafe extern "system" fn dereference<V: Verbs>(context: *mut c_void) {
-    // SAFETY: drops one of the references `interface`/`reference` gave up.
-    drop(unsafe { KArc::from_raw(context.cast::<Device<V>>()) });
+entry_points! {
+    /// `InterfaceDereference`: releases one reference on the export (the last frees it).
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `context` is the `Context` of an interface this export made, and the caller gives up one
+    ///   reference it holds (taken by the query or by `InterfaceReference`).
+    unsafe extern "both" fn dereference<V: Verbs>(context: *mut c_void) {
+        // SAFETY: drops one of the references `interface`/`reference` gave up.
+        drop(unsafe { KArc::from_raw(context.cast::<Device<V>>()) });
+    }
 }
 
 /// The device behind `p_hca_obj`.
@@ -403,34 +427,35 @@ unsafe fn device<'a, V: Verbs>(h_ca: ib_ca_handle_t) -> Option<&'a Device<V>> {
     unsafe { h_ca.cast::<Device<V>>().as_ref() }
 }
 
-fn table<V: Verbs>() -> ci_interface_t {
+/// The verbs table of `V` for a consumer of `convention`.
+fn table<V: Verbs>(convention: Convention) -> ci_interface_t {
     let mut t = ci_interface_t::zeroed();
-    t.um_open_ca = Some(um_open_ca::<V>);
-    t.um_close_ca = Some(um_close_ca::<V>);
-    t.query_ca = Some(query_ca::<V>);
-    t.register_event_handler = Some(register_event_handler::<V>);
-    t.unregister_event_handler = Some(unregister_event_handler::<V>);
-    t.allocate_pd = Some(allocate_pd::<V>);
-    t.deallocate_pd = Some(deallocate_pd::<V>);
-    t.create_av = Some(create_av::<V>);
-    t.destroy_av = Some(destroy_av::<V>);
-    t.create_srq = Some(create_srq::<V>);
-    t.modify_srq = Some(modify_srq::<V>);
-    t.query_srq = Some(query_srq::<V>);
-    t.destroy_srq = Some(destroy_srq::<V>);
-    t.create_qp = Some(create_qp::<V>);
-    t.query_qp = Some(query_qp::<V>);
-    t.destroy_qp = Some(destroy_qp::<V>);
-    t.ndi_modify_qp = Some(ndi_modify_qp::<V>);
-    t.create_cq = Some(create_cq::<V>);
-    t.resize_cq = Some(resize_cq::<V>);
-    t.destroy_cq = Some(destroy_cq::<V>);
-    t.register_mr = Some(register_mr::<V>);
-    t.deregister_mr = Some(deregister_mr::<V>);
-    t.create_mw = Some(create_mw::<V>);
-    t.destroy_mw = Some(destroy_mw::<V>);
-    t.attach_mcast = Some(attach_mcast::<V>);
-    t.detach_mcast = Some(detach_mcast::<V>);
+    t.um_open_ca = Some(um_open_ca::entry::<V>(convention));
+    t.um_close_ca = Some(um_close_ca::entry::<V>(convention));
+    t.query_ca = Some(query_ca::entry::<V>(convention));
+    t.register_event_handler = Some(register_event_handler::entry::<V>(convention));
+    t.unregister_event_handler = Some(unregister_event_handler::entry::<V>(convention));
+    t.allocate_pd = Some(allocate_pd::entry::<V>(convention));
+    t.deallocate_pd = Some(deallocate_pd::entry::<V>(convention));
+    t.create_av = Some(create_av::entry::<V>(convention));
+    t.destroy_av = Some(destroy_av::entry::<V>(convention));
+    t.create_srq = Some(create_srq::entry::<V>(convention));
+    t.modify_srq = Some(modify_srq::entry::<V>(convention));
+    t.query_srq = Some(query_srq::entry::<V>(convention));
+    t.destroy_srq = Some(destroy_srq::entry::<V>(convention));
+    t.create_qp = Some(create_qp::entry::<V>(convention));
+    t.query_qp = Some(query_qp::entry::<V>(convention));
+    t.destroy_qp = Some(destroy_qp::entry::<V>(convention));
+    t.ndi_modify_qp = Some(ndi_modify_qp::entry::<V>(convention));
+    t.create_cq = Some(create_cq::entry::<V>(convention));
+    t.resize_cq = Some(resize_cq::entry::<V>(convention));
+    t.destroy_cq = Some(destroy_cq::entry::<V>(convention));
+    t.register_mr = Some(register_mr::entry::<V>(convention));
+    t.deregister_mr = Some(deregister_mr::entry::<V>(convention));
+    t.create_mw = Some(create_mw::entry::<V>(convention));
+    t.destroy_mw = Some(destroy_mw::entry::<V>(convention));
+    t.attach_mcast = Some(attach_mcast::entry::<V>(convention));
+    t.detach_mcast = Some(detach_mcast::entry::<V>(convention));
     t
 }
 
@@ -457,85 +482,93 @@ unsafe fn created<V: Verbs, T, H>(
     }
 }
 
-/// `um_open_ca`: a user-mode open of the device (its events are dropped: the device's own
-/// open feeds the registered handlers).
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_ca` is null or the `p_hca_obj` of a live interface this export made;
-/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
-///   `max(input_size, output_size)` bytes writable for the call;
-/// * `ph_um_ca` is null or valid for a write.
-unsafe extern "system" fn um_open_ca<V: Verbs>(
-    h_ca: ib_ca_handle_t,
-    _mode: KPROCESSOR_MODE,
-    p_umv_buf: *mut ci_umv_buf_t,
-    ph_um_ca: *mut ib_ca_handle_t,
-) -> ib_api_status_t {
-    // SAFETY: `h_ca` is this export's `p_hca_obj`.
-    let Some(dev) = (unsafe { device::<V>(h_ca) }) else {
-        return IB_INVALID_CA_HANDLE;
-    };
-    // SAFETY: the consumer's vendor bytes, valid for the call.
-    let r = unsafe {
-        with_umv(p_umv_buf, |umv| {
-            dev.verbs.open_ca(umv, dev.no_events.clone())
-        })
-    };
-    // SAFETY: `ph_um_ca` is the consumer's output.
-    unsafe { created(&dev.verbs, r, ph_um_ca, |v, ca| v.close_ca(ca)) }
-}
-
-/// `um_close_ca`: closes a user-mode open.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_um_ca` is null or a handle this table's `um_open_ca` returned, not destroyed before; no
-///   other call uses it during or after this one.
-unsafe extern "system" fn um_close_ca<V: Verbs>(_h_ca: ib_ca_handle_t, h_um_ca: ib_ca_handle_t) {
-    // SAFETY: a handle `um_open_ca` made, closed once.
-    if let Some(ca) = unsafe { take::<V, V::Ca, _>(h_um_ca) } {
-        ca.verbs.close_ca(ca.obj);
+entry_points! {
+    /// `um_open_ca`: a user-mode open of the device (its events are dropped: the device's own
+    /// open feeds the registered handlers).
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_ca` is null or the `p_hca_obj` of a live interface this export made;
+    /// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+    ///   `max(input_size, output_size)` bytes writable for the call;
+    /// * `ph_um_ca` is null or valid for a write.
+    unsafe extern "both" fn um_open_ca<V: Verbs>(
+        h_ca: ib_ca_handle_t,
+        _mode: KPROCESSOR_MODE,
+        p_umv_buf: *mut ci_umv_buf_t,
+        ph_um_ca: *mut ib_ca_handle_t,
+    ) -> ib_api_status_t {
+        // SAFETY: `h_ca` is this export's `p_hca_obj`.
+        let Some(dev) = (unsafe { device::<V>(h_ca) }) else {
+            return IB_INVALID_CA_HANDLE;
+        };
+        // SAFETY: the consumer's vendor bytes, valid for the call.
+        let r = unsafe {
+            with_umv(p_umv_buf, |umv| {
+                dev.verbs.open_ca(umv, dev.no_events.clone())
+            })
+        };
+        // SAFETY: `ph_um_ca` is the consumer's output.
+        unsafe { created(&dev.verbs, r, ph_um_ca, |v, ca| v.close_ca(ca)) }
     }
 }
 
-/// `register_event_handler`: links the consumer's record into the device's handler list.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_ca` is null or the `p_hca_obj` of a live interface this export made;
-/// * `p_reg` is null or a `ci_event_handler_t` not registered yet, which the consumer keeps
-///   alive and unmoved until it unregisters it.
-unsafe extern "system" fn register_event_handler<V: Verbs>(
-    h_ca: ib_ca_handle_t,
-    p_reg: *mut ci_event_handler_t,
-) {
-    // SAFETY: `h_ca` is this export's `p_hca_obj`.
-    if let Some(dev) = unsafe { device::<V>(h_ca) }
-        && !p_reg.is_null()
-    {
-        // SAFETY: the consumer keeps the record alive and unmoved until it unregisters; its
-        // `entry` is the record's first field.
-        unsafe { dev.handlers.insert(p_reg.cast()) };
+entry_points! {
+    /// `um_close_ca`: closes a user-mode open.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_um_ca` is null or a handle this table's `um_open_ca` returned, not destroyed before; no
+    ///   other call uses it during or after this one.
+    unsafe extern "both" fn um_close_ca<V: Verbs>(_h_ca: ib_ca_handle_t, h_um_ca: ib_ca_handle_t) {
+        // SAFETY: a handle `um_open_ca` made, closed once.
+        if let Some(ca) = unsafe { take::<V, V::Ca, _>(h_um_ca) } {
+            ca.verbs.close_ca(ca.obj);
+        }
     }
 }
 
-/// `unregister_event_handler`: unlinks a record `register_event_handler` linked.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_ca` is null or the `p_hca_obj` of a live interface this export made;
-/// * `p_reg` is null or a record registered with this device and not unregistered since.
-unsafe extern "system" fn unregister_event_handler<V: Verbs>(
-    h_ca: ib_ca_handle_t,
-    p_reg: *mut ci_event_handler_t,
-) {
-    // SAFETY: `h_ca` is this export's `p_hca_obj`.
-    if let Some(dev) = unsafe { device::<V>(h_ca) }
-        && !p_reg.is_null()
-    {
-        // SAFETY: a record `register_event_handler` linked.
-        unsafe { dev.handlers.remove(p_reg.cast()) };
+entry_points! {
+    /// `register_event_handler`: links the consumer's record into the device's handler list.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_ca` is null or the `p_hca_obj` of a live interface this export made;
+    /// * `p_reg` is null or a `ci_event_handler_t` not registered yet, which the consumer keeps
+    ///   alive and unmoved until it unregisters it.
+    unsafe extern "both" fn register_event_handler<V: Verbs>(
+        h_ca: ib_ca_handle_t,
+        p_reg: *mut ci_event_handler_t,
+    ) [convention] {
+        // SAFETY: `h_ca` is this export's `p_hca_obj`.
+        if let Some(dev) = unsafe { device::<V>(h_ca) }
+            && !p_reg.is_null()
+        {
+            // SAFETY: the consumer keeps the record alive and unmoved until it unregisters; its
+            // `entry` is the record's first field.
+            unsafe { dev.handlers.insert(p_reg.cast(), convention) };
+        }
+    }
+}
+
+entry_points! {
+    /// `unregister_event_handler`: unlinks a record `register_event_handler` linked.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_ca` is null or the `p_hca_obj` of a live interface this export made;
+    /// * `p_reg` is null or a record registered with this device and not unregistered since.
+    unsafe extern "both" fn unregister_event_handler<V: Verbs>(
+        h_ca: ib_ca_handle_t,
+        p_reg: *mut ci_event_handler_t,
+    ) {
+        // SAFETY: `h_ca` is this export's `p_hca_obj`.
+        if let Some(dev) = unsafe { device::<V>(h_ca) }
+            && !p_reg.is_null()
+        {
+            // SAFETY: a record `register_event_handler` linked.
+            unsafe { dev.handlers.remove(p_reg.cast()) };
+        }
     }
 }
 
@@ -595,174 +628,184 @@ fn ca_layout<V: Verbs>(v: &V, ca: &wv_hal::CaAttributes) -> Result<CaLayout, Ver
     })
 }
 
-/// `query_ca`: lays out `ib_ca_attr_t` and its tables in the caller's buffer, or answers the
-/// size it needs.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_ca` is null or the `p_hca_obj` of a live interface this export made;
-/// * `p_size` is null or valid for a read and a write;
-/// * `p_ca_attr` is null or addresses at least `*p_size` bytes writable for the call, aligned
-///   for `ib_ca_attr_t`.
-unsafe extern "system" fn query_ca<V: Verbs>(
-    h_ca: ib_ca_handle_t,
-    p_ca_attr: *mut ib_ca_attr_t,
-    p_size: *mut u32,
-    _p_umv_buf: *mut ci_umv_buf_t,
-) -> ib_api_status_t {
-    // SAFETY: `h_ca` is this export's `p_hca_obj`.
-    let Some(dev) = (unsafe { device::<V>(h_ca) }) else {
-        return IB_INVALID_CA_HANDLE;
-    };
-    if p_size.is_null() {
-        return IB_INVALID_PARAMETER;
-    }
-    let v = &*dev.verbs;
-    let ca = match v.query_ca() {
-        Ok(ca) => ca,
-        Err(e) => return to_ib(e),
-    };
-    let layout = match ca_layout(v, &ca) {
-        Ok(l) => l,
-        Err(e) => return to_ib(e),
-    };
-    // SAFETY: `p_size` is the caller's in/out size, checked not null.
-    let room = unsafe { p_size.read() } as usize;
-    let size = u32::try_from(layout.size).unwrap_or(u32::MAX);
-    // SAFETY: as above.
-    unsafe { p_size.write(size) };
-    if p_ca_attr.is_null() || room < layout.size {
-        return IB_INSUFFICIENT_MEMORY;
-    }
-    let out = Out {
-        base: p_ca_attr.cast(),
-        len: layout.size,
-    };
-    // SAFETY: the caller gave `room >= layout.size` writable bytes at `p_ca_attr`.
-    unsafe { out.base.write_bytes(0, layout.size) };
-    let mut head = convert::ca_attr_to_ib(&ca);
-    head.size = size;
-    head.num_page_sizes = layout.n_pages as u32;
-    head.p_page_size = out.at(layout.pages);
-    head.p_port_attr = out.at(layout.ports);
-    out.put(0, head);
-    for (i, page) in convert::page_sizes(ca.page_size_capability).enumerate() {
-        out.put(layout.pages + i * 4, page);
-    }
-    let mut tables = layout.ports + usize::from(ca.port_count) * size_of::<ib_port_attr_t>();
-    for port in 1..=ca.port_count {
-        let Ok(p) = v.query_port(port) else {
-            return IB_ERROR;
+entry_points! {
+    /// `query_ca`: lays out `ib_ca_attr_t` and its tables in the caller's buffer, or answers the
+    /// size it needs.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_ca` is null or the `p_hca_obj` of a live interface this export made;
+    /// * `p_size` is null or valid for a read and a write;
+    /// * `p_ca_attr` is null or addresses at least `*p_size` bytes writable for the call, aligned
+    ///   for `ib_ca_attr_t`.
+    unsafe extern "both" fn query_ca<V: Verbs>(
+        h_ca: ib_ca_handle_t,
+        p_ca_attr: *mut ib_ca_attr_t,
+        p_size: *mut u32,
+        _p_umv_buf: *mut ci_umv_buf_t,
+    ) -> ib_api_status_t {
+        // SAFETY: `h_ca` is this export's `p_hca_obj`.
+        let Some(dev) = (unsafe { device::<V>(h_ca) }) else {
+            return IB_INVALID_CA_HANDLE;
         };
-        let mut attr = convert::port_attr_to_ib(port, &p);
-        let gids = tables;
-        let pkeys = align8(gids + p.gid_table_len as usize * size_of::<ib_gid_t>());
-        tables = align8(pkeys + usize::from(p.pkey_table_len) * 2);
-        attr.p_gid_table = out.at(gids);
-        attr.p_pkey_table = out.at(pkeys);
-        out.put(
-            layout.ports + usize::from(port - 1) * size_of::<ib_port_attr_t>(),
-            attr,
-        );
-        for i in 0..p.gid_table_len {
-            let gid = v.query_gid(port, i).unwrap_or([0; 16]);
-            out.put(gids + i as usize * size_of::<ib_gid_t>(), gid);
+        if p_size.is_null() {
+            return IB_INVALID_PARAMETER;
         }
-        for i in 0..p.pkey_table_len {
-            let pkey = v.query_pkey(port, i).unwrap_or(0);
-            out.put(pkeys + usize::from(i) * 2, pkey);
+        let v = &*dev.verbs;
+        let ca = match v.query_ca() {
+            Ok(ca) => ca,
+            Err(e) => return to_ib(e),
+        };
+        let layout = match ca_layout(v, &ca) {
+            Ok(l) => l,
+            Err(e) => return to_ib(e),
+        };
+        // SAFETY: `p_size` is the caller's in/out size, checked not null.
+        let room = unsafe { p_size.read() } as usize;
+        let size = u32::try_from(layout.size).unwrap_or(u32::MAX);
+        // SAFETY: as above.
+        unsafe { p_size.write(size) };
+        if p_ca_attr.is_null() || room < layout.size {
+            return IB_INSUFFICIENT_MEMORY;
+        }
+        let out = Out {
+            base: p_ca_attr.cast(),
+            len: layout.size,
+        };
+        // SAFETY: the caller gave `room >= layout.size` writable bytes at `p_ca_attr`.
+        unsafe { out.base.write_bytes(0, layout.size) };
+        let mut head = convert::ca_attr_to_ib(&ca);
+        head.size = size;
+        head.num_page_sizes = layout.n_pages as u32;
+        head.p_page_size = out.at(layout.pages);
+        head.p_port_attr = out.at(layout.ports);
+        out.put(0, head);
+        for (i, page) in convert::page_sizes(ca.page_size_capability).enumerate() {
+            out.put(layout.pages + i * 4, page);
+        }
+        let mut tables = layout.ports + usize::from(ca.port_count) * size_of::<ib_port_attr_t>();
+        for port in 1..=ca.port_count {
+            let Ok(p) = v.query_port(port) else {
+                return IB_ERROR;
+            };
+            let mut attr = convert::port_attr_to_ib(port, &p);
+            let gids = tables;
+            let pkeys = align8(gids + p.gid_table_len as usize * size_of::<ib_gid_t>());
+            tables = align8(pkeys + usize::from(p.pkey_table_len) * 2);
+            attr.p_gid_table = out.at(gids);
+            attr.p_pkey_table = out.at(pkeys);
+            out.put(
+                layout.ports + usize::from(port - 1) * size_of::<ib_port_attr_t>(),
+                attr,
+            );
+            for i in 0..p.gid_table_len {
+                let gid = v.query_gid(port, i).unwrap_or([0; 16]);
+                out.put(gids + i as usize * size_of::<ib_gid_t>(), gid);
+            }
+            for i in 0..p.pkey_table_len {
+                let pkey = v.query_pkey(port, i).unwrap_or(0);
+                out.put(pkeys + usize::from(i) * 2, pkey);
+            }
+        }
+        IB_SUCCESS
+    }
+}
+
+entry_points! {
+    /// `allocate_pd`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_ca` is null or a handle this table's `um_open_ca` returned that no destroy call has
+    ///   taken back;
+    /// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+    ///   `max(input_size, output_size)` bytes writable for the call;
+    /// * `ph_pd` is null or valid for a write.
+    unsafe extern "both" fn allocate_pd<V: Verbs>(
+        h_ca: ib_ca_handle_t,
+        _type: ib_pd_type_t,
+        ph_pd: *mut ib_pd_handle_t,
+        p_umv_buf: *mut ci_umv_buf_t,
+    ) -> ib_api_status_t {
+        // SAFETY: `h_ca` is a user-mode open this export made.
+        let Some(ca) = (unsafe { held::<V, V::Ca, _>(h_ca) }) else {
+            return IB_INVALID_CA_HANDLE;
+        };
+        // SAFETY: the consumer's vendor bytes, valid for the call.
+        let r = unsafe { with_umv(p_umv_buf, |umv| ca.verbs.allocate_pd(&ca.obj, umv)) };
+        // SAFETY: `ph_pd` is the consumer's output.
+        unsafe { created(&ca.verbs, r, ph_pd, |v, pd| v.deallocate_pd(pd)) }
+    }
+}
+
+entry_points! {
+    /// `deallocate_pd`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_pd` is null or a handle this table's `allocate_pd` returned, not destroyed before; no
+    ///   other call uses it during or after this one.
+    unsafe extern "both" fn deallocate_pd<V: Verbs>(h_pd: ib_pd_handle_t) -> ib_api_status_t {
+        // SAFETY: a PD this export made, freed once.
+        match unsafe { take::<V, V::Pd, _>(h_pd) } {
+            Some(pd) => {
+                pd.verbs.deallocate_pd(pd.obj);
+                IB_SUCCESS
+            }
+            None => IB_INVALID_PD_HANDLE,
         }
     }
-    IB_SUCCESS
 }
 
-/// `allocate_pd`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_ca` is null or a handle this table's `um_open_ca` returned that no destroy call has
-///   taken back;
-/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
-///   `max(input_size, output_size)` bytes writable for the call;
-/// * `ph_pd` is null or valid for a write.
-unsafe extern "system" fn allocate_pd<V: Verbs>(
-    h_ca: ib_ca_handle_t,
-    _type: ib_pd_type_t,
-    ph_pd: *mut ib_pd_handle_t,
-    p_umv_buf: *mut ci_umv_buf_t,
-) -> ib_api_status_t {
-    // SAFETY: `h_ca` is a user-mode open this export made.
-    let Some(ca) = (unsafe { held::<V, V::Ca, _>(h_ca) }) else {
-        return IB_INVALID_CA_HANDLE;
-    };
-    // SAFETY: the consumer's vendor bytes, valid for the call.
-    let r = unsafe { with_umv(p_umv_buf, |umv| ca.verbs.allocate_pd(&ca.obj, umv)) };
-    // SAFETY: `ph_pd` is the consumer's output.
-    unsafe { created(&ca.verbs, r, ph_pd, |v, pd| v.deallocate_pd(pd)) }
-}
-
-/// `deallocate_pd`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_pd` is null or a handle this table's `allocate_pd` returned, not destroyed before; no
-///   other call uses it during or after this one.
-unsafe extern "system" fn deallocate_pd<V: Verbs>(h_pd: ib_pd_handle_t) -> ib_api_status_t {
-    // SAFETY: a PD this export made, freed once.
-    match unsafe { take::<V, V::Pd, _>(h_pd) } {
-        Some(pd) => {
-            pd.verbs.deallocate_pd(pd.obj);
-            IB_SUCCESS
-        }
-        None => IB_INVALID_PD_HANDLE,
+entry_points! {
+    /// `create_av`: an address handle.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_pd` is null or a handle this table's `allocate_pd` returned that no destroy call has
+    ///   taken back;
+    /// * `p_av_attr` is null or valid for a read;
+    /// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+    ///   `max(input_size, output_size)` bytes writable for the call;
+    /// * `ph_av` is null or valid for a write.
+    unsafe extern "both" fn create_av<V: Verbs>(
+        h_pd: ib_pd_handle_t,
+        p_av_attr: *const ib_av_attr_t,
+        ph_av: *mut ib_av_handle_t,
+        p_umv_buf: *mut ci_umv_buf_t,
+    ) -> ib_api_status_t {
+        // SAFETY: `h_pd` is a PD this export made.
+        let Some(pd) = (unsafe { held::<V, V::Pd, _>(h_pd) }) else {
+            return IB_INVALID_PD_HANDLE;
+        };
+        // SAFETY: the consumer's attributes, valid for the call, or null.
+        let Some(attr) = (unsafe { p_av_attr.as_ref() }) else {
+            return IB_INVALID_PARAMETER;
+        };
+        let av = convert::path_from_ib(attr).av;
+        // SAFETY: the consumer's vendor bytes, valid for the call.
+        let r = unsafe { with_umv(p_umv_buf, |umv| pd.verbs.create_ah(&pd.obj, &av, umv)) };
+        // SAFETY: `ph_av` is the consumer's output.
+        unsafe { created(&pd.verbs, r, ph_av, |v, ah| v.destroy_ah(ah)) }
     }
 }
 
-/// `create_av`: an address handle.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_pd` is null or a handle this table's `allocate_pd` returned that no destroy call has
-///   taken back;
-/// * `p_av_attr` is null or valid for a read;
-/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
-///   `max(input_size, output_size)` bytes writable for the call;
-/// * `ph_av` is null or valid for a write.
-unsafe extern "system" fn create_av<V: Verbs>(
-    h_pd: ib_pd_handle_t,
-    p_av_attr: *const ib_av_attr_t,
-    ph_av: *mut ib_av_handle_t,
-    p_umv_buf: *mut ci_umv_buf_t,
-) -> ib_api_status_t {
-    // SAFETY: `h_pd` is a PD this export made.
-    let Some(pd) = (unsafe { held::<V, V::Pd, _>(h_pd) }) else {
-        return IB_INVALID_PD_HANDLE;
-    };
-    // SAFETY: the consumer's attributes, valid for the call, or null.
-    let Some(attr) = (unsafe { p_av_attr.as_ref() }) else {
-        return IB_INVALID_PARAMETER;
-    };
-    let av = convert::path_from_ib(attr).av;
-    // SAFETY: the consumer's vendor bytes, valid for the call.
-    let r = unsafe { with_umv(p_umv_buf, |umv| pd.verbs.create_ah(&pd.obj, &av, umv)) };
-    // SAFETY: `ph_av` is the consumer's output.
-    unsafe { created(&pd.verbs, r, ph_av, |v, ah| v.destroy_ah(ah)) }
-}
-
-/// `destroy_av`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_av` is null or a handle this table's `create_av` returned, not destroyed before; no
-///   other call uses it during or after this one.
-unsafe extern "system" fn destroy_av<V: Verbs>(h_av: ib_av_handle_t) -> ib_api_status_t {
-    // SAFETY: an AV this export made, destroyed once.
-    match unsafe { take::<V, V::Ah, _>(h_av) } {
-        Some(ah) => {
-            ah.verbs.destroy_ah(ah.obj);
-            IB_SUCCESS
+entry_points! {
+    /// `destroy_av`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_av` is null or a handle this table's `create_av` returned, not destroyed before; no
+    ///   other call uses it during or after this one.
+    unsafe extern "both" fn destroy_av<V: Verbs>(h_av: ib_av_handle_t) -> ib_api_status_t {
+        // SAFETY: an AV this export made, destroyed once.
+        match unsafe { take::<V, V::Ah, _>(h_av) } {
+            Some(ah) => {
+                ah.verbs.destroy_ah(ah.obj);
+                IB_SUCCESS
+            }
+            None => IB_INVALID_AV_HANDLE,
         }
-        None => IB_INVALID_AV_HANDLE,
     }
 }
 
@@ -771,582 +814,618 @@ fn c_sink(
     context: *const c_void,
     event: ci_async_event_cb_t,
     completion: ci_completion_cb_t,
+    convention: Convention,
 ) -> Result<KArc<CSink>, AllocError> {
     KArc::try_new(CSink {
         context,
         event,
         completion,
+        convention,
     })
 }
 
-/// `create_srq`: its events go to `pfn_async_event_cb` with `srq_context`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_pd` is null or a handle this table's `allocate_pd` returned that no destroy call has
-///   taken back;
-/// * `p_srq_attr` is null or valid for a read;
-/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
-///   `max(input_size, output_size)` bytes writable for the call;
-/// * `ph_srq` is null or valid for a write;
-/// * `pfn_async_event_cb`, if not null, may be called with `srq_context` from any processor at
-///   DISPATCH_LEVEL until `destroy_srq` returns.
-unsafe extern "system" fn create_srq<V: Verbs>(
-    h_pd: ib_pd_handle_t,
-    srq_context: *const c_void,
-    pfn_async_event_cb: ci_async_event_cb_t,
-    p_srq_attr: *const ib_srq_attr_t,
-    ph_srq: *mut ib_srq_handle_t,
-    p_umv_buf: *mut ci_umv_buf_t,
-) -> ib_api_status_t {
-    // SAFETY: `h_pd` is a PD this export made.
-    let Some(pd) = (unsafe { held::<V, V::Pd, _>(h_pd) }) else {
-        return IB_INVALID_PD_HANDLE;
-    };
-    // SAFETY: the consumer's attributes, valid for the call, or null.
-    let Some(attr) = (unsafe { p_srq_attr.as_ref() }) else {
-        return IB_INVALID_PARAMETER;
-    };
-    let attr = convert::srq_attr_from_ib(attr);
-    let Ok(sink) = c_sink(srq_context, pfn_async_event_cb, None) else {
-        return IB_INSUFFICIENT_MEMORY;
-    };
-    // SAFETY: the consumer's vendor bytes, valid for the call.
-    let r = unsafe {
-        with_umv(p_umv_buf, |umv| {
-            pd.verbs.create_srq(&pd.obj, &attr, sink.into(), umv)
+entry_points! {
+    /// `create_srq`: its events go to `pfn_async_event_cb` with `srq_context`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_pd` is null or a handle this table's `allocate_pd` returned that no destroy call has
+    ///   taken back;
+    /// * `p_srq_attr` is null or valid for a read;
+    /// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+    ///   `max(input_size, output_size)` bytes writable for the call;
+    /// * `ph_srq` is null or valid for a write;
+    /// * `pfn_async_event_cb`, if not null, may be called with `srq_context` from any processor at
+    ///   DISPATCH_LEVEL until `destroy_srq` returns.
+    unsafe extern "both" fn create_srq<V: Verbs>(
+        h_pd: ib_pd_handle_t,
+        srq_context: *const c_void,
+        pfn_async_event_cb: ci_async_event_cb_t,
+        p_srq_attr: *const ib_srq_attr_t,
+        ph_srq: *mut ib_srq_handle_t,
+        p_umv_buf: *mut ci_umv_buf_t,
+    ) -> ib_api_status_t [convention] {
+        // SAFETY: `h_pd` is a PD this export made.
+        let Some(pd) = (unsafe { held::<V, V::Pd, _>(h_pd) }) else {
+            return IB_INVALID_PD_HANDLE;
+        };
+        // SAFETY: the consumer's attributes, valid for the call, or null.
+        let Some(attr) = (unsafe { p_srq_attr.as_ref() }) else {
+            return IB_INVALID_PARAMETER;
+        };
+        let attr = convert::srq_attr_from_ib(attr);
+        let Ok(sink) = c_sink(srq_context, pfn_async_event_cb, None, convention) else {
+            return IB_INSUFFICIENT_MEMORY;
+        };
+        // SAFETY: the consumer's vendor bytes, valid for the call.
+        let r = unsafe {
+            with_umv(p_umv_buf, |umv| {
+                pd.verbs.create_srq(&pd.obj, &attr, sink.into(), umv)
+            })
+        };
+        // SAFETY: `ph_srq` is the consumer's output.
+        unsafe { created(&pd.verbs, r, ph_srq, |v, srq| v.destroy_srq(srq)) }
+    }
+}
+
+entry_points! {
+    /// `modify_srq`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_srq` is null or a handle this table's `create_srq` returned that no destroy call has
+    ///   taken back;
+    /// * `p_srq_attr` is null or valid for a read;
+    /// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+    ///   `max(input_size, output_size)` bytes writable for the call.
+    unsafe extern "both" fn modify_srq<V: Verbs>(
+        h_srq: ib_srq_handle_t,
+        p_srq_attr: *const ib_srq_attr_t,
+        srq_attr_mask: ib_srq_attr_mask_t,
+        p_umv_buf: *mut ci_umv_buf_t,
+    ) -> ib_api_status_t {
+        // SAFETY: `h_srq` is an SRQ this export made.
+        let Some(srq) = (unsafe { held::<V, V::Srq, _>(h_srq) }) else {
+            return IB_INVALID_SRQ_HANDLE;
+        };
+        // SAFETY: the consumer's attributes, valid for the call, or null.
+        let Some(attr) = (unsafe { p_srq_attr.as_ref() }) else {
+            return IB_INVALID_PARAMETER;
+        };
+        let attr = convert::srq_attr_from_ib(attr);
+        let mask = SrqModifyMask {
+            max_wr: srq_attr_mask & IB_SRQ_MAX_WR != 0,
+            limit: srq_attr_mask & IB_SRQ_LIMIT != 0,
+        };
+        // SAFETY: the consumer's vendor bytes, valid for the call.
+        result_to_ib(unsafe {
+            with_umv(p_umv_buf, |umv| {
+                srq.verbs.modify_srq(&srq.obj, &attr, mask, umv)
+            })
         })
-    };
-    // SAFETY: `ph_srq` is the consumer's output.
-    unsafe { created(&pd.verbs, r, ph_srq, |v, srq| v.destroy_srq(srq)) }
-}
-
-/// `modify_srq`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_srq` is null or a handle this table's `create_srq` returned that no destroy call has
-///   taken back;
-/// * `p_srq_attr` is null or valid for a read;
-/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
-///   `max(input_size, output_size)` bytes writable for the call.
-unsafe extern "system" fn modify_srq<V: Verbs>(
-    h_srq: ib_srq_handle_t,
-    p_srq_attr: *const ib_srq_attr_t,
-    srq_attr_mask: ib_srq_attr_mask_t,
-    p_umv_buf: *mut ci_umv_buf_t,
-) -> ib_api_status_t {
-    // SAFETY: `h_srq` is an SRQ this export made.
-    let Some(srq) = (unsafe { held::<V, V::Srq, _>(h_srq) }) else {
-        return IB_INVALID_SRQ_HANDLE;
-    };
-    // SAFETY: the consumer's attributes, valid for the call, or null.
-    let Some(attr) = (unsafe { p_srq_attr.as_ref() }) else {
-        return IB_INVALID_PARAMETER;
-    };
-    let attr = convert::srq_attr_from_ib(attr);
-    let mask = SrqModifyMask {
-        max_wr: srq_attr_mask & IB_SRQ_MAX_WR != 0,
-        limit: srq_attr_mask & IB_SRQ_LIMIT != 0,
-    };
-    // SAFETY: the consumer's vendor bytes, valid for the call.
-    result_to_ib(unsafe {
-        with_umv(p_umv_buf, |umv| {
-            srq.verbs.modify_srq(&srq.obj, &attr, mask, umv)
-        })
-    })
-}
-
-/// `query_srq`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_srq` is null or a handle this table's `create_srq` returned that no destroy call has
-///   taken back;
-/// * `p_srq_attr` is null or valid for a write;
-/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
-///   `max(input_size, output_size)` bytes writable for the call.
-unsafe extern "system" fn query_srq<V: Verbs>(
-    h_srq: ib_srq_handle_t,
-    p_srq_attr: *mut ib_srq_attr_t,
-    p_umv_buf: *mut ci_umv_buf_t,
-) -> ib_api_status_t {
-    // SAFETY: `h_srq` is an SRQ this export made.
-    let Some(srq) = (unsafe { held::<V, V::Srq, _>(h_srq) }) else {
-        return IB_INVALID_SRQ_HANDLE;
-    };
-    // SAFETY: the consumer's vendor bytes, valid for the call.
-    match unsafe { with_umv(p_umv_buf, |umv| srq.verbs.query_srq(&srq.obj, umv)) } {
-        Ok(attr) => {
-            // SAFETY: the consumer's output.
-            unsafe { put(p_srq_attr, convert::srq_attr_to_ib(&attr)) };
-            IB_SUCCESS
-        }
-        Err(e) => to_ib(e),
     }
 }
 
-/// `destroy_srq`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_srq` is null or a handle this table's `create_srq` returned, not destroyed before; no
-///   other call uses it during or after this one.
-unsafe extern "system" fn destroy_srq<V: Verbs>(h_srq: ib_srq_handle_t) -> ib_api_status_t {
-    // SAFETY: an SRQ this export made, destroyed once.
-    match unsafe { take::<V, V::Srq, _>(h_srq) } {
-        Some(srq) => {
-            srq.verbs.destroy_srq(srq.obj);
-            IB_SUCCESS
-        }
-        None => IB_INVALID_SRQ_HANDLE,
-    }
-}
-
-/// `create_cq`: completions go to `completion_cb`, errors to `pfn_async_event_cb`, both
-/// with `cq_context`; the size granted goes back in `*p_size`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_ca` is null or a handle this table's `um_open_ca` returned that no destroy call has
-///   taken back;
-/// * `p_size` is null or valid for a read and a write;
-/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
-///   `max(input_size, output_size)` bytes writable for the call;
-/// * `ph_cq` is null or valid for a write;
-/// * the callbacks, where not null, may be called with `cq_context` from any processor at
-///   DISPATCH_LEVEL until `destroy_cq` returns.
-unsafe extern "system" fn create_cq<V: Verbs>(
-    h_ca: ib_ca_handle_t,
-    cq_context: *const c_void,
-    pfn_async_event_cb: ci_async_event_cb_t,
-    completion_cb: ci_completion_cb_t,
-    p_size: *mut u32,
-    ph_cq: *mut ib_cq_handle_t,
-    p_umv_buf: *mut ci_umv_buf_t,
-) -> ib_api_status_t {
-    // SAFETY: `h_ca` is a user-mode open this export made.
-    let Some(ca) = (unsafe { held::<V, V::Ca, _>(h_ca) }) else {
-        return IB_INVALID_CA_HANDLE;
-    };
-    // SAFETY: the consumer's in/out size, or null.
-    let Some(size) = (unsafe { p_size.as_mut() }) else {
-        return IB_INVALID_PARAMETER;
-    };
-    let Ok(sink) = c_sink(cq_context, pfn_async_event_cb, completion_cb) else {
-        return IB_INSUFFICIENT_MEMORY;
-    };
-    // SAFETY: the consumer's vendor bytes, valid for the call.
-    let r = unsafe {
-        with_umv(p_umv_buf, |umv| {
-            ca.verbs.create_cq(&ca.obj, *size, sink.into(), umv)
-        })
-    };
-    let r = r.map(|(cq, actual)| {
-        *size = actual;
-        cq
-    });
-    // SAFETY: `ph_cq` is the consumer's output.
-    unsafe { created(&ca.verbs, r, ph_cq, |v, cq| v.destroy_cq(cq)) }
-}
-
-/// `resize_cq`: the size granted goes back in `*p_size`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_cq` is null or a handle this table's `create_cq` returned that no destroy call has
-///   taken back;
-/// * `p_size` is null or valid for a read and a write;
-/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
-///   `max(input_size, output_size)` bytes writable for the call.
-unsafe extern "system" fn resize_cq<V: Verbs>(
-    h_cq: ib_cq_handle_t,
-    p_size: *mut u32,
-    p_umv_buf: *mut ci_umv_buf_t,
-) -> ib_api_status_t {
-    // SAFETY: `h_cq` is a CQ this export made.
-    let Some(cq) = (unsafe { held::<V, V::Cq, _>(h_cq) }) else {
-        return IB_INVALID_CQ_HANDLE;
-    };
-    // SAFETY: the consumer's in/out size, or null.
-    let Some(size) = (unsafe { p_size.as_mut() }) else {
-        return IB_INVALID_PARAMETER;
-    };
-    // SAFETY: the consumer's vendor bytes, valid for the call.
-    match unsafe { with_umv(p_umv_buf, |umv| cq.verbs.resize_cq(&cq.obj, *size, umv)) } {
-        Ok(actual) => {
-            *size = actual;
-            IB_SUCCESS
-        }
-        Err(e) => to_ib(e),
-    }
-}
-
-/// `destroy_cq`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_cq` is null or a handle this table's `create_cq` returned, not destroyed before; no
-///   other call uses it during or after this one.
-unsafe extern "system" fn destroy_cq<V: Verbs>(h_cq: ib_cq_handle_t) -> ib_api_status_t {
-    // SAFETY: a CQ this export made, destroyed once.
-    match unsafe { take::<V, V::Cq, _>(h_cq) } {
-        Some(cq) => {
-            cq.verbs.destroy_cq(cq.obj);
-            IB_SUCCESS
-        }
-        None => IB_INVALID_CQ_HANDLE,
-    }
-}
-
-/// `create_qp`: its events go to `pfn_async_event_cb` with `qp_context`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_pd` is null or a handle this table's `allocate_pd` returned that no destroy call has
-///   taken back;
-/// * `p_create_attr` is null or valid for a read, and its `h_sq_cq`, `h_rq_cq` and `h_srq` are
-///   each null or live handles of this table's `create_cq` / `create_srq`;
-/// * `p_qp_attr` and `ph_qp` are each null or valid for a write;
-/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
-///   `max(input_size, output_size)` bytes writable for the call;
-/// * `pfn_async_event_cb`, if not null, may be called with `qp_context` from any processor at
-///   DISPATCH_LEVEL until `destroy_qp` returns.
-unsafe extern "system" fn create_qp<V: Verbs>(
-    h_pd: ib_pd_handle_t,
-    qp_context: *const c_void,
-    pfn_async_event_cb: ci_async_event_cb_t,
-    p_create_attr: *mut ib_qp_create_t,
-    p_qp_attr: *mut ib_qp_attr_t,
-    ph_qp: *mut ib_qp_handle_t,
-    p_umv_buf: *mut ci_umv_buf_t,
-) -> ib_api_status_t {
-    // SAFETY: `h_pd` is a PD this export made.
-    let Some(pd) = (unsafe { held::<V, V::Pd, _>(h_pd) }) else {
-        return IB_INVALID_PD_HANDLE;
-    };
-    // SAFETY: the consumer's creation attributes, valid for the call, or null.
-    let Some(c) = (unsafe { p_create_attr.as_ref() }) else {
-        return IB_INVALID_PARAMETER;
-    };
-    let Some(qp_type) = convert::qp_type_from_ib(c.qp_type) else {
-        return IB_INVALID_SERVICE_TYPE;
-    };
-    // SAFETY: a CQ handle this export made (or null, refused).
-    let scq = unsafe { held::<V, V::Cq, _>(c.h_sq_cq) };
-    // SAFETY: as above.
-    let rcq = unsafe { held::<V, V::Cq, _>(c.h_rq_cq) };
-    let (Some(scq), Some(rcq)) = (scq, rcq) else {
-        return IB_INVALID_CQ_HANDLE;
-    };
-    // SAFETY: an SRQ handle this export made, or null for none.
-    let srq = unsafe { held::<V, V::Srq, _>(c.h_srq) };
-    let create = QpCreate {
-        qp_type,
-        sq_depth: c.sq_depth,
-        rq_depth: c.rq_depth,
-        sq_sge: c.sq_sge,
-        rq_sge: c.rq_sge,
-        sq_max_inline: c.sq_max_inline,
-        sq_signaled: c.sq_signaled != 0,
-        send_cq: &scq.obj,
-        recv_cq: &rcq.obj,
-        srq: srq.map(|s| &s.obj),
-    };
-    let Ok(sink) = c_sink(qp_context, pfn_async_event_cb, None) else {
-        return IB_INSUFFICIENT_MEMORY;
-    };
-    // SAFETY: the consumer's vendor bytes, valid for the call.
-    let r = unsafe {
-        with_umv(p_umv_buf, |umv| {
-            pd.verbs.create_qp(&pd.obj, &create, sink.into(), umv)
-        })
-    };
-    let r = r.map(|(qp, info)| {
-        let mut attr = ib_qp_attr_t::zeroed();
-        attr.h_pd = h_pd;
-        attr.qp_type = c.qp_type;
-        attr.sq_max_inline = info.sq_max_inline;
-        attr.sq_depth = info.sq_depth;
-        attr.rq_depth = info.rq_depth;
-        attr.sq_sge = info.sq_sge;
-        attr.rq_sge = info.rq_sge;
-        attr.h_sq_cq = c.h_sq_cq;
-        attr.h_rq_cq = c.h_rq_cq;
-        attr.h_srq = c.h_srq;
-        attr.sq_signaled = c.sq_signaled;
-        attr.state = IB_QPS_RESET;
-        attr.num = info.qpn.to_be();
-        // SAFETY: the consumer's output.
-        unsafe { put(p_qp_attr, attr) };
-        qp
-    });
-    // SAFETY: `ph_qp` is the consumer's output.
-    unsafe { created(&pd.verbs, r, ph_qp, |v, qp| v.destroy_qp(qp)) }
-}
-
-/// `query_qp`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_qp` is null or a handle this table's `create_qp` returned that no destroy call has
-///   taken back;
-/// * `p_qp_attr` is null or valid for a write.
-unsafe extern "system" fn query_qp<V: Verbs>(
-    h_qp: ib_qp_handle_t,
-    p_qp_attr: *mut ib_qp_attr_t,
-    _p_umv_buf: *mut ci_umv_buf_t,
-) -> ib_api_status_t {
-    // SAFETY: `h_qp` is a QP this export made.
-    let Some(qp) = (unsafe { held::<V, V::Qp, _>(h_qp) }) else {
-        return IB_INVALID_QP_HANDLE;
-    };
-    match qp.verbs.query_qp(&qp.obj) {
-        Ok(attr) => {
-            // SAFETY: the consumer's output.
-            unsafe { put(p_qp_attr, convert::qp_attr_to_ib(&attr)) };
-            IB_SUCCESS
-        }
-        Err(e) => to_ib(e),
-    }
-}
-
-/// `ndi_modify_qp`: the modify WinVerbs calls, with the vendor output buffer.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_qp` is null or a handle this table's `create_qp` returned that no destroy call has
-///   taken back;
-/// * `p_modify_attr` is null or valid for a read;
-/// * `p_qp_attr` is null or valid for a write;
-/// * `p_outbuf` is null or addresses `buf_size` bytes writable for the call.
-unsafe extern "system" fn ndi_modify_qp<V: Verbs>(
-    h_qp: ib_qp_handle_t,
-    p_modify_attr: *const ib_qp_mod_t,
-    p_qp_attr: *mut ib_qp_attr_t,
-    buf_size: u32,
-    p_outbuf: *mut u8,
-) -> ib_api_status_t {
-    // SAFETY: `h_qp` is a QP this export made.
-    let Some(qp) = (unsafe { held::<V, V::Qp, _>(h_qp) }) else {
-        return IB_INVALID_QP_HANDLE;
-    };
-    // SAFETY: the consumer's modification, valid for the call, or null.
-    let Some(m) = (unsafe { p_modify_attr.as_ref() }) else {
-        return IB_INVALID_PARAMETER;
-    };
-    let m = match convert::qp_mod_from_ib(m) {
-        Ok(m) => m,
-        Err(e) => return to_ib(e),
-    };
-    let out: &mut [u8] = if p_outbuf.is_null() || buf_size == 0 {
-        &mut []
-    } else {
-        // SAFETY: the consumer's output buffer of `buf_size` bytes, valid for the call.
-        unsafe { core::slice::from_raw_parts_mut(p_outbuf, buf_size as usize) }
-    };
-    if let Err(e) = qp.verbs.modify_qp(&qp.obj, &m, out) {
-        return to_ib(e);
-    }
-    if !p_qp_attr.is_null() {
-        match qp.verbs.query_qp(&qp.obj) {
-            // SAFETY: the consumer's output, checked not null.
-            Ok(attr) => unsafe { put(p_qp_attr, convert::qp_attr_to_ib(&attr)) },
-            Err(e) => return to_ib(e),
-        }
-    }
-    IB_SUCCESS
-}
-
-/// `destroy_qp`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_qp` is null or a handle this table's `create_qp` returned, not destroyed before; no
-///   other call uses it during or after this one.
-unsafe extern "system" fn destroy_qp<V: Verbs>(
-    h_qp: ib_qp_handle_t,
-    _timewait: u64,
-) -> ib_api_status_t {
-    // SAFETY: a QP this export made, destroyed once.
-    match unsafe { take::<V, V::Qp, _>(h_qp) } {
-        Some(qp) => {
-            qp.verbs.destroy_qp(qp.obj);
-            IB_SUCCESS
-        }
-        None => IB_INVALID_QP_HANDLE,
-    }
-}
-
-/// `register_mr`: the keys go back in `*p_lkey` and `*p_rkey`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_pd` is null or a handle this table's `allocate_pd` returned that no destroy call has
-///   taken back;
-/// * `p_mr_create` is null or valid for a read (the range it names is only a request: the
-///   verbs implementation decides what it may pin);
-/// * `p_lkey`, `p_rkey` and `ph_mr` are each null or valid for a write.
-unsafe extern "system" fn register_mr<V: Verbs>(
-    h_pd: ib_pd_handle_t,
-    p_mr_create: *const ib_mr_create_t,
-    p_lkey: *mut net32_t,
-    p_rkey: *mut net32_t,
-    ph_mr: *mut ib_mr_handle_t,
-    _um_call: boolean_t,
-) -> ib_api_status_t {
-    // SAFETY: `h_pd` is a PD this export made.
-    let Some(pd) = (unsafe { held::<V, V::Pd, _>(h_pd) }) else {
-        return IB_INVALID_PD_HANDLE;
-    };
-    // SAFETY: the consumer's request, valid for the call, or null.
-    let Some(c) = (unsafe { p_mr_create.as_ref() }) else {
-        return IB_INVALID_PARAMETER;
-    };
-    let region = MemoryRegion {
-        address: c.vaddr.addr() as u64,
-        length: c.length,
-        access: c.access_ctrl,
-    };
-    let r = pd.verbs.register_mr(&pd.obj, &region).map(|(mr, keys)| {
-        // SAFETY: the consumer's outputs.
-        unsafe { put(p_lkey, keys.lkey) };
-        // SAFETY: as above.
-        unsafe { put(p_rkey, keys.rkey) };
-        // Deregistration can fail and leave the region registered under the same handle, so
-        // the handle owns an optional MR.
-        Mutex::new(Some(mr))
-    });
-    // SAFETY: `ph_mr` is the consumer's output.
-    unsafe {
-        created(&pd.verbs, r, ph_mr, |v, mr: Mutex<Option<V::Mr>>| {
-            if let Some(mr) = mr.into_inner() {
-                let _ = v.deregister_mr(mr);
+entry_points! {
+    /// `query_srq`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_srq` is null or a handle this table's `create_srq` returned that no destroy call has
+    ///   taken back;
+    /// * `p_srq_attr` is null or valid for a write;
+    /// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+    ///   `max(input_size, output_size)` bytes writable for the call.
+    unsafe extern "both" fn query_srq<V: Verbs>(
+        h_srq: ib_srq_handle_t,
+        p_srq_attr: *mut ib_srq_attr_t,
+        p_umv_buf: *mut ci_umv_buf_t,
+    ) -> ib_api_status_t {
+        // SAFETY: `h_srq` is an SRQ this export made.
+        let Some(srq) = (unsafe { held::<V, V::Srq, _>(h_srq) }) else {
+            return IB_INVALID_SRQ_HANDLE;
+        };
+        // SAFETY: the consumer's vendor bytes, valid for the call.
+        match unsafe { with_umv(p_umv_buf, |umv| srq.verbs.query_srq(&srq.obj, umv)) } {
+            Ok(attr) => {
+                // SAFETY: the consumer's output.
+                unsafe { put(p_srq_attr, convert::srq_attr_to_ib(&attr)) };
+                IB_SUCCESS
             }
-        })
-    }
-}
-
-/// `deregister_mr`: a refused deregistration leaves the handle valid (as OFW's drivers do).
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_mr` is null or a handle this table's `register_mr` returned that no successful
-///   `deregister_mr` has taken back; no other call uses it during this one, nor after it succeeds.
-unsafe extern "system" fn deregister_mr<V: Verbs>(h_mr: ib_mr_handle_t) -> ib_api_status_t {
-    // SAFETY: an MR handle this export made.
-    let Some(mr) = (unsafe { held::<V, Mutex<Option<V::Mr>>, _>(h_mr) }) else {
-        return IB_INVALID_MR_HANDLE;
-    };
-    let Some(obj) = mr.obj.lock().take() else {
-        return IB_INVALID_MR_HANDLE;
-    };
-    match mr.verbs.deregister_mr(obj) {
-        Ok(()) => {
-            // SAFETY: deregistered: the handle is dead and taken back once.
-            drop(unsafe { take::<V, Mutex<Option<V::Mr>>, _>(h_mr) });
-            IB_SUCCESS
-        }
-        Err((obj, e)) => {
-            // Still registered under the same handle.
-            *mr.obj.lock() = Some(obj);
-            to_ib(e)
+            Err(e) => to_ib(e),
         }
     }
 }
 
-/// `create_mw`: the window's key goes back in `*p_rkey`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_pd` is null or a handle this table's `allocate_pd` returned that no destroy call has
-///   taken back;
-/// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
-///   `max(input_size, output_size)` bytes writable for the call;
-/// * `p_rkey` and `ph_mw` are each null or valid for a write.
-unsafe extern "system" fn create_mw<V: Verbs>(
-    h_pd: ib_pd_handle_t,
-    p_rkey: *mut net32_t,
-    ph_mw: *mut ib_mw_handle_t,
-    p_umv_buf: *mut ci_umv_buf_t,
-) -> ib_api_status_t {
-    // SAFETY: `h_pd` is a PD this export made.
-    let Some(pd) = (unsafe { held::<V, V::Pd, _>(h_pd) }) else {
-        return IB_INVALID_PD_HANDLE;
-    };
-    // SAFETY: the consumer's vendor bytes, valid for the call.
-    let r = unsafe { with_umv(p_umv_buf, |umv| pd.verbs.create_mw(&pd.obj, umv)) };
-    let r = r.map(|(mw, rkey)| {
-        // SAFETY: the consumer's output.
-        unsafe { put(p_rkey, rkey) };
-        mw
-    });
-    // SAFETY: `ph_mw` is the consumer's output.
-    unsafe { created(&pd.verbs, r, ph_mw, |v, mw| v.destroy_mw(mw)) }
-}
-
-/// `destroy_mw`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_mw` is null or a handle this table's `create_mw` returned, not destroyed before; no
-///   other call uses it during or after this one.
-unsafe extern "system" fn destroy_mw<V: Verbs>(h_mw: ib_mw_handle_t) -> ib_api_status_t {
-    // SAFETY: a window this export made, destroyed once.
-    match unsafe { take::<V, V::Mw, _>(h_mw) } {
-        Some(mw) => {
-            mw.verbs.destroy_mw(mw.obj);
-            IB_SUCCESS
+entry_points! {
+    /// `destroy_srq`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_srq` is null or a handle this table's `create_srq` returned, not destroyed before; no
+    ///   other call uses it during or after this one.
+    unsafe extern "both" fn destroy_srq<V: Verbs>(h_srq: ib_srq_handle_t) -> ib_api_status_t {
+        // SAFETY: an SRQ this export made, destroyed once.
+        match unsafe { take::<V, V::Srq, _>(h_srq) } {
+            Some(srq) => {
+                srq.verbs.destroy_srq(srq.obj);
+                IB_SUCCESS
+            }
+            None => IB_INVALID_SRQ_HANDLE,
         }
-        None => IB_INVALID_MW_HANDLE,
     }
 }
 
-/// `attach_mcast`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_qp` is null or a handle this table's `create_qp` returned that no destroy call has
-///   taken back;
-/// * `p_mcast_gid` is null or valid for a read;
-/// * `ph_mcast` is null or valid for a write.
-unsafe extern "system" fn attach_mcast<V: Verbs>(
-    h_qp: ib_qp_handle_t,
-    p_mcast_gid: *const ib_gid_t,
-    mcast_lid: ib_net16_t,
-    ph_mcast: *mut ib_mcast_handle_t,
-    _p_umv_buf: *mut ci_umv_buf_t,
-) -> ib_api_status_t {
-    // SAFETY: `h_qp` is a QP this export made.
-    let Some(qp) = (unsafe { held::<V, V::Qp, _>(h_qp) }) else {
-        return IB_INVALID_QP_HANDLE;
-    };
-    // SAFETY: the consumer's GID, valid for the call, or null.
-    let Some(gid) = (unsafe { p_mcast_gid.as_ref() }) else {
-        return IB_INVALID_PARAMETER;
-    };
-    // SAFETY: every view of the GID union is 16 plain bytes.
-    let gid = unsafe { gid.raw };
-    let r = qp
-        .verbs
-        .attach_mcast(&qp.obj, &gid, u16::from_be(mcast_lid));
-    // SAFETY: `ph_mcast` is the consumer's output.
-    unsafe { created(&qp.verbs, r, ph_mcast, |v, m| v.detach_mcast(m)) }
+entry_points! {
+    /// `create_cq`: completions go to `completion_cb`, errors to `pfn_async_event_cb`, both
+    /// with `cq_context`; the size granted goes back in `*p_size`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_ca` is null or a handle this table's `um_open_ca` returned that no destroy call has
+    ///   taken back;
+    /// * `p_size` is null or valid for a read and a write;
+    /// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+    ///   `max(input_size, output_size)` bytes writable for the call;
+    /// * `ph_cq` is null or valid for a write;
+    /// * the callbacks, where not null, may be called with `cq_context` from any processor at
+    ///   DISPATCH_LEVEL until `destroy_cq` returns.
+    unsafe extern "both" fn create_cq<V: Verbs>(
+        h_ca: ib_ca_handle_t,
+        cq_context: *const c_void,
+        pfn_async_event_cb: ci_async_event_cb_t,
+        completion_cb: ci_completion_cb_t,
+        p_size: *mut u32,
+        ph_cq: *mut ib_cq_handle_t,
+        p_umv_buf: *mut ci_umv_buf_t,
+    ) -> ib_api_status_t [convention] {
+        // SAFETY: `h_ca` is a user-mode open this export made.
+        let Some(ca) = (unsafe { held::<V, V::Ca, _>(h_ca) }) else {
+            return IB_INVALID_CA_HANDLE;
+        };
+        // SAFETY: the consumer's in/out size, or null.
+        let Some(size) = (unsafe { p_size.as_mut() }) else {
+            return IB_INVALID_PARAMETER;
+        };
+        let Ok(sink) = c_sink(cq_context, pfn_async_event_cb, completion_cb, convention) else {
+            return IB_INSUFFICIENT_MEMORY;
+        };
+        // SAFETY: the consumer's vendor bytes, valid for the call.
+        let r = unsafe {
+            with_umv(p_umv_buf, |umv| {
+                ca.verbs.create_cq(&ca.obj, *size, sink.into(), umv)
+            })
+        };
+        let r = r.map(|(cq, actual)| {
+            *size = actual;
+            cq
+        });
+        // SAFETY: `ph_cq` is the consumer's output.
+        unsafe { created(&ca.verbs, r, ph_cq, |v, cq| v.destroy_cq(cq)) }
+    }
 }
 
-/// `detach_mcast`.
-///
-/// # Safety
-/// The caller keeps the C contract of the table entry:
-/// * `h_mcast` is null or a handle this table's `attach_mcast` returned, not destroyed before; no
-///   other call uses it during or after this one.
-unsafe extern "system" fn detach_mcast<V: Verbs>(h_mcast: ib_mcast_handle_t) -> ib_api_status_t {
-    // SAFETY: an attachment this export made, detached once.
-    match unsafe { take::<V, V::Mcast, _>(h_mcast) } {
-        Some(m) => {
-            m.verbs.detach_mcast(m.obj);
-            IB_SUCCESS
+entry_points! {
+    /// `resize_cq`: the size granted goes back in `*p_size`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_cq` is null or a handle this table's `create_cq` returned that no destroy call has
+    ///   taken back;
+    /// * `p_size` is null or valid for a read and a write;
+    /// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+    ///   `max(input_size, output_size)` bytes writable for the call.
+    unsafe extern "both" fn resize_cq<V: Verbs>(
+        h_cq: ib_cq_handle_t,
+        p_size: *mut u32,
+        p_umv_buf: *mut ci_umv_buf_t,
+    ) -> ib_api_status_t {
+        // SAFETY: `h_cq` is a CQ this export made.
+        let Some(cq) = (unsafe { held::<V, V::Cq, _>(h_cq) }) else {
+            return IB_INVALID_CQ_HANDLE;
+        };
+        // SAFETY: the consumer's in/out size, or null.
+        let Some(size) = (unsafe { p_size.as_mut() }) else {
+            return IB_INVALID_PARAMETER;
+        };
+        // SAFETY: the consumer's vendor bytes, valid for the call.
+        match unsafe { with_umv(p_umv_buf, |umv| cq.verbs.resize_cq(&cq.obj, *size, umv)) } {
+            Ok(actual) => {
+                *size = actual;
+                IB_SUCCESS
+            }
+            Err(e) => to_ib(e),
         }
-        None => IB_INVALID_MCAST_HANDLE,
+    }
+}
+
+entry_points! {
+    /// `destroy_cq`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_cq` is null or a handle this table's `create_cq` returned, not destroyed before; no
+    ///   other call uses it during or after this one.
+    unsafe extern "both" fn destroy_cq<V: Verbs>(h_cq: ib_cq_handle_t) -> ib_api_status_t {
+        // SAFETY: a CQ this export made, destroyed once.
+        match unsafe { take::<V, V::Cq, _>(h_cq) } {
+            Some(cq) => {
+                cq.verbs.destroy_cq(cq.obj);
+                IB_SUCCESS
+            }
+            None => IB_INVALID_CQ_HANDLE,
+        }
+    }
+}
+
+entry_points! {
+    /// `create_qp`: its events go to `pfn_async_event_cb` with `qp_context`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_pd` is null or a handle this table's `allocate_pd` returned that no destroy call has
+    ///   taken back;
+    /// * `p_create_attr` is null or valid for a read, and its `h_sq_cq`, `h_rq_cq` and `h_srq` are
+    ///   each null or live handles of this table's `create_cq` / `create_srq`;
+    /// * `p_qp_attr` and `ph_qp` are each null or valid for a write;
+    /// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+    ///   `max(input_size, output_size)` bytes writable for the call;
+    /// * `pfn_async_event_cb`, if not null, may be called with `qp_context` from any processor at
+    ///   DISPATCH_LEVEL until `destroy_qp` returns.
+    unsafe extern "both" fn create_qp<V: Verbs>(
+        h_pd: ib_pd_handle_t,
+        qp_context: *const c_void,
+        pfn_async_event_cb: ci_async_event_cb_t,
+        p_create_attr: *mut ib_qp_create_t,
+        p_qp_attr: *mut ib_qp_attr_t,
+        ph_qp: *mut ib_qp_handle_t,
+        p_umv_buf: *mut ci_umv_buf_t,
+    ) -> ib_api_status_t [convention] {
+        // SAFETY: `h_pd` is a PD this export made.
+        let Some(pd) = (unsafe { held::<V, V::Pd, _>(h_pd) }) else {
+            return IB_INVALID_PD_HANDLE;
+        };
+        // SAFETY: the consumer's creation attributes, valid for the call, or null.
+        let Some(c) = (unsafe { p_create_attr.as_ref() }) else {
+            return IB_INVALID_PARAMETER;
+        };
+        let Some(qp_type) = convert::qp_type_from_ib(c.qp_type) else {
+            return IB_INVALID_SERVICE_TYPE;
+        };
+        // SAFETY: a CQ handle this export made (or null, refused).
+        let scq = unsafe { held::<V, V::Cq, _>(c.h_sq_cq) };
+        // SAFETY: as above.
+        let rcq = unsafe { held::<V, V::Cq, _>(c.h_rq_cq) };
+        let (Some(scq), Some(rcq)) = (scq, rcq) else {
+            return IB_INVALID_CQ_HANDLE;
+        };
+        // SAFETY: an SRQ handle this export made, or null for none.
+        let srq = unsafe { held::<V, V::Srq, _>(c.h_srq) };
+        let create = QpCreate {
+            qp_type,
+            sq_depth: c.sq_depth,
+            rq_depth: c.rq_depth,
+            sq_sge: c.sq_sge,
+            rq_sge: c.rq_sge,
+            sq_max_inline: c.sq_max_inline,
+            sq_signaled: c.sq_signaled != 0,
+            send_cq: &scq.obj,
+            recv_cq: &rcq.obj,
+            srq: srq.map(|s| &s.obj),
+        };
+        let Ok(sink) = c_sink(qp_context, pfn_async_event_cb, None, convention) else {
+            return IB_INSUFFICIENT_MEMORY;
+        };
+        // SAFETY: the consumer's vendor bytes, valid for the call.
+        let r = unsafe {
+            with_umv(p_umv_buf, |umv| {
+                pd.verbs.create_qp(&pd.obj, &create, sink.into(), umv)
+            })
+        };
+        let r = r.map(|(qp, info)| {
+            let mut attr = ib_qp_attr_t::zeroed();
+            attr.h_pd = h_pd;
+            attr.qp_type = c.qp_type;
+            attr.sq_max_inline = info.sq_max_inline;
+            attr.sq_depth = info.sq_depth;
+            attr.rq_depth = info.rq_depth;
+            attr.sq_sge = info.sq_sge;
+            attr.rq_sge = info.rq_sge;
+            attr.h_sq_cq = c.h_sq_cq;
+            attr.h_rq_cq = c.h_rq_cq;
+            attr.h_srq = c.h_srq;
+            attr.sq_signaled = c.sq_signaled;
+            attr.state = IB_QPS_RESET;
+            attr.num = info.qpn.to_be();
+            // SAFETY: the consumer's output.
+            unsafe { put(p_qp_attr, attr) };
+            qp
+        });
+        // SAFETY: `ph_qp` is the consumer's output.
+        unsafe { created(&pd.verbs, r, ph_qp, |v, qp| v.destroy_qp(qp)) }
+    }
+}
+
+entry_points! {
+    /// `query_qp`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_qp` is null or a handle this table's `create_qp` returned that no destroy call has
+    ///   taken back;
+    /// * `p_qp_attr` is null or valid for a write.
+    unsafe extern "both" fn query_qp<V: Verbs>(
+        h_qp: ib_qp_handle_t,
+        p_qp_attr: *mut ib_qp_attr_t,
+        _p_umv_buf: *mut ci_umv_buf_t,
+    ) -> ib_api_status_t {
+        // SAFETY: `h_qp` is a QP this export made.
+        let Some(qp) = (unsafe { held::<V, V::Qp, _>(h_qp) }) else {
+            return IB_INVALID_QP_HANDLE;
+        };
+        match qp.verbs.query_qp(&qp.obj) {
+            Ok(attr) => {
+                // SAFETY: the consumer's output.
+                unsafe { put(p_qp_attr, convert::qp_attr_to_ib(&attr)) };
+                IB_SUCCESS
+            }
+            Err(e) => to_ib(e),
+        }
+    }
+}
+
+entry_points! {
+    /// `ndi_modify_qp`: the modify WinVerbs calls, with the vendor output buffer.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_qp` is null or a handle this table's `create_qp` returned that no destroy call has
+    ///   taken back;
+    /// * `p_modify_attr` is null or valid for a read;
+    /// * `p_qp_attr` is null or valid for a write;
+    /// * `p_outbuf` is null or addresses `buf_size` bytes writable for the call.
+    unsafe extern "both" fn ndi_modify_qp<V: Verbs>(
+        h_qp: ib_qp_handle_t,
+        p_modify_attr: *const ib_qp_mod_t,
+        p_qp_attr: *mut ib_qp_attr_t,
+        buf_size: u32,
+        p_outbuf: *mut u8,
+    ) -> ib_api_status_t {
+        // SAFETY: `h_qp` is a QP this export made.
+        let Some(qp) = (unsafe { held::<V, V::Qp, _>(h_qp) }) else {
+            return IB_INVALID_QP_HANDLE;
+        };
+        // SAFETY: the consumer's modification, valid for the call, or null.
+        let Some(m) = (unsafe { p_modify_attr.as_ref() }) else {
+            return IB_INVALID_PARAMETER;
+        };
+        let m = match convert::qp_mod_from_ib(m) {
+            Ok(m) => m,
+            Err(e) => return to_ib(e),
+        };
+        let out: &mut [u8] = if p_outbuf.is_null() || buf_size == 0 {
+            &mut []
+        } else {
+            // SAFETY: the consumer's output buffer of `buf_size` bytes, valid for the call.
+            unsafe { core::slice::from_raw_parts_mut(p_outbuf, buf_size as usize) }
+        };
+        if let Err(e) = qp.verbs.modify_qp(&qp.obj, &m, out) {
+            return to_ib(e);
+        }
+        if !p_qp_attr.is_null() {
+            match qp.verbs.query_qp(&qp.obj) {
+                // SAFETY: the consumer's output, checked not null.
+                Ok(attr) => unsafe { put(p_qp_attr, convert::qp_attr_to_ib(&attr)) },
+                Err(e) => return to_ib(e),
+            }
+        }
+        IB_SUCCESS
+    }
+}
+
+entry_points! {
+    /// `destroy_qp`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_qp` is null or a handle this table's `create_qp` returned, not destroyed before; no
+    ///   other call uses it during or after this one.
+    unsafe extern "both" fn destroy_qp<V: Verbs>(
+        h_qp: ib_qp_handle_t,
+        _timewait: u64,
+    ) -> ib_api_status_t {
+        // SAFETY: a QP this export made, destroyed once.
+        match unsafe { take::<V, V::Qp, _>(h_qp) } {
+            Some(qp) => {
+                qp.verbs.destroy_qp(qp.obj);
+                IB_SUCCESS
+            }
+            None => IB_INVALID_QP_HANDLE,
+        }
+    }
+}
+
+entry_points! {
+    /// `register_mr`: the keys go back in `*p_lkey` and `*p_rkey`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_pd` is null or a handle this table's `allocate_pd` returned that no destroy call has
+    ///   taken back;
+    /// * `p_mr_create` is null or valid for a read (the range it names is only a request: the
+    ///   verbs implementation decides what it may pin);
+    /// * `p_lkey`, `p_rkey` and `ph_mr` are each null or valid for a write.
+    unsafe extern "both" fn register_mr<V: Verbs>(
+        h_pd: ib_pd_handle_t,
+        p_mr_create: *const ib_mr_create_t,
+        p_lkey: *mut net32_t,
+        p_rkey: *mut net32_t,
+        ph_mr: *mut ib_mr_handle_t,
+        _um_call: boolean_t,
+    ) -> ib_api_status_t {
+        // SAFETY: `h_pd` is a PD this export made.
+        let Some(pd) = (unsafe { held::<V, V::Pd, _>(h_pd) }) else {
+            return IB_INVALID_PD_HANDLE;
+        };
+        // SAFETY: the consumer's request, valid for the call, or null.
+        let Some(c) = (unsafe { p_mr_create.as_ref() }) else {
+            return IB_INVALID_PARAMETER;
+        };
+        let region = MemoryRegion {
+            address: c.vaddr.addr() as u64,
+            length: c.length,
+            access: c.access_ctrl,
+        };
+        let r = pd.verbs.register_mr(&pd.obj, &region).map(|(mr, keys)| {
+            // SAFETY: the consumer's outputs.
+            unsafe { put(p_lkey, keys.lkey) };
+            // SAFETY: as above.
+            unsafe { put(p_rkey, keys.rkey) };
+            // Deregistration can fail and leave the region registered under the same handle, so
+            // the handle owns an optional MR.
+            Mutex::new(Some(mr))
+        });
+        // SAFETY: `ph_mr` is the consumer's output.
+        unsafe {
+            created(&pd.verbs, r, ph_mr, |v, mr: Mutex<Option<V::Mr>>| {
+                if let Some(mr) = mr.into_inner() {
+                    let _ = v.deregister_mr(mr);
+                }
+            })
+        }
+    }
+}
+
+entry_points! {
+    /// `deregister_mr`: a refused deregistration leaves the handle valid (as OFW's drivers do).
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_mr` is null or a handle this table's `register_mr` returned that no successful
+    ///   `deregister_mr` has taken back; no other call uses it during this one, nor after it succeeds.
+    unsafe extern "both" fn deregister_mr<V: Verbs>(h_mr: ib_mr_handle_t) -> ib_api_status_t {
+        // SAFETY: an MR handle this export made.
+        let Some(mr) = (unsafe { held::<V, Mutex<Option<V::Mr>>, _>(h_mr) }) else {
+            return IB_INVALID_MR_HANDLE;
+        };
+        let Some(obj) = mr.obj.lock().take() else {
+            return IB_INVALID_MR_HANDLE;
+        };
+        match mr.verbs.deregister_mr(obj) {
+            Ok(()) => {
+                // SAFETY: deregistered: the handle is dead and taken back once.
+                drop(unsafe { take::<V, Mutex<Option<V::Mr>>, _>(h_mr) });
+                IB_SUCCESS
+            }
+            Err((obj, e)) => {
+                // Still registered under the same handle.
+                *mr.obj.lock() = Some(obj);
+                to_ib(e)
+            }
+        }
+    }
+}
+
+entry_points! {
+    /// `create_mw`: the window's key goes back in `*p_rkey`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_pd` is null or a handle this table's `allocate_pd` returned that no destroy call has
+    ///   taken back;
+    /// * `p_umv_buf` is null or a valid `ci_umv_buf_t` whose `p_inout_buf`, unless 0, addresses
+    ///   `max(input_size, output_size)` bytes writable for the call;
+    /// * `p_rkey` and `ph_mw` are each null or valid for a write.
+    unsafe extern "both" fn create_mw<V: Verbs>(
+        h_pd: ib_pd_handle_t,
+        p_rkey: *mut net32_t,
+        ph_mw: *mut ib_mw_handle_t,
+        p_umv_buf: *mut ci_umv_buf_t,
+    ) -> ib_api_status_t {
+        // SAFETY: `h_pd` is a PD this export made.
+        let Some(pd) = (unsafe { held::<V, V::Pd, _>(h_pd) }) else {
+            return IB_INVALID_PD_HANDLE;
+        };
+        // SAFETY: the consumer's vendor bytes, valid for the call.
+        let r = unsafe { with_umv(p_umv_buf, |umv| pd.verbs.create_mw(&pd.obj, umv)) };
+        let r = r.map(|(mw, rkey)| {
+            // SAFETY: the consumer's output.
+            unsafe { put(p_rkey, rkey) };
+            mw
+        });
+        // SAFETY: `ph_mw` is the consumer's output.
+        unsafe { created(&pd.verbs, r, ph_mw, |v, mw| v.destroy_mw(mw)) }
+    }
+}
+
+entry_points! {
+    /// `destroy_mw`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_mw` is null or a handle this table's `create_mw` returned, not destroyed before; no
+    ///   other call uses it during or after this one.
+    unsafe extern "both" fn destroy_mw<V: Verbs>(h_mw: ib_mw_handle_t) -> ib_api_status_t {
+        // SAFETY: a window this export made, destroyed once.
+        match unsafe { take::<V, V::Mw, _>(h_mw) } {
+            Some(mw) => {
+                mw.verbs.destroy_mw(mw.obj);
+                IB_SUCCESS
+            }
+            None => IB_INVALID_MW_HANDLE,
+        }
+    }
+}
+
+entry_points! {
+    /// `attach_mcast`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_qp` is null or a handle this table's `create_qp` returned that no destroy call has
+    ///   taken back;
+    /// * `p_mcast_gid` is null or valid for a read;
+    /// * `ph_mcast` is null or valid for a write.
+    unsafe extern "both" fn attach_mcast<V: Verbs>(
+        h_qp: ib_qp_handle_t,
+        p_mcast_gid: *const ib_gid_t,
+        mcast_lid: ib_net16_t,
+        ph_mcast: *mut ib_mcast_handle_t,
+        _p_umv_buf: *mut ci_umv_buf_t,
+    ) -> ib_api_status_t {
+        // SAFETY: `h_qp` is a QP this export made.
+        let Some(qp) = (unsafe { held::<V, V::Qp, _>(h_qp) }) else {
+            return IB_INVALID_QP_HANDLE;
+        };
+        // SAFETY: the consumer's GID, valid for the call, or null.
+        let Some(gid) = (unsafe { p_mcast_gid.as_ref() }) else {
+            return IB_INVALID_PARAMETER;
+        };
+        // SAFETY: every view of the GID union is 16 plain bytes.
+        let gid = unsafe { gid.raw };
+        let r = qp
+            .verbs
+            .attach_mcast(&qp.obj, &gid, u16::from_be(mcast_lid));
+        // SAFETY: `ph_mcast` is the consumer's output.
+        unsafe { created(&qp.verbs, r, ph_mcast, |v, m| v.detach_mcast(m)) }
+    }
+}
+
+entry_points! {
+    /// `detach_mcast`.
+    ///
+    /// # Safety
+    /// The caller keeps the C contract of the table entry:
+    /// * `h_mcast` is null or a handle this table's `attach_mcast` returned, not destroyed before; no
+    ///   other call uses it during or after this one.
+    unsafe extern "both" fn detach_mcast<V: Verbs>(h_mcast: ib_mcast_handle_t) -> ib_api_status_t {
+        // SAFETY: an attachment this export made, detached once.
+        match unsafe { take::<V, V::Mcast, _>(h_mcast) } {
+            Some(m) => {
+                m.verbs.detach_mcast(m.obj);
+                IB_SUCCESS
+            }
+            None => IB_INVALID_MCAST_HANDLE,
+        }
     }
 }

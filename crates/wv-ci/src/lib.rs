@@ -57,6 +57,8 @@ extern crate alloc;
 
 #[macro_use]
 mod macros;
+#[macro_use]
+pub mod convention;
 
 pub mod base;
 pub mod ci;
@@ -74,6 +76,7 @@ pub mod status;
 
 pub use cm_export::{CiCmExport, ExportError};
 pub use cm_import::{CiCm, CiCmId};
+pub use convention::Convention;
 pub use export::CiExport;
 pub use import::{CiError, CiTable, CiVerbs};
 

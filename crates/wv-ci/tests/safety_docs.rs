@@ -1,19 +1,24 @@
 //! Every `unsafe extern "system" fn` the crate defines — the entries of its export tables and
 //! the trampolines it hands a controller or a CM — documents its C contract in a `# Safety`
-//! section. Clippy's `missing_safety_doc` looks at public functions only, and these are private
+//! section, and so does every `unsafe extern "both" fn` (an export table entry defined once for
+//! both conventions by `entry_points!`, whose documentation the generated entry points refer
+//! to). Clippy's `missing_safety_doc` looks at public functions only, and these are private
 //! generic functions whose addresses go into C tables.
 
 use std::fs;
 use std::path::Path;
 
-/// The `unsafe extern "system" fn` definitions of `text` (not pointer types) whose doc comment
-/// has no `# Safety` section: their names and lines.
+/// The C entry points defined in these forms.
+const DEFINITIONS: [&str; 2] = ["unsafe extern \"system\" fn ", "unsafe extern \"both\" fn "];
+
+/// The `unsafe extern "system" fn` and `unsafe extern "both" fn` definitions of `text` (not
+/// pointer types) whose doc comment has no `# Safety` section: their names and lines.
 fn undocumented(text: &str) -> Vec<(String, usize)> {
     let lines: Vec<&str> = text.lines().collect();
     let mut missing = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let code = line.trim_start();
-        let Some(rest) = code.strip_prefix("unsafe extern \"system\" fn ") else {
+        let Some(rest) = DEFINITIONS.iter().find_map(|d| code.strip_prefix(d)) else {
             continue;
         };
         let name: String = rest
@@ -47,7 +52,10 @@ fn every_c_entry_point_has_a_safety_section() {
             continue;
         }
         let text = fs::read_to_string(&path).unwrap();
-        checked += text.matches("unsafe extern \"system\" fn ").count();
+        checked += DEFINITIONS
+            .iter()
+            .map(|d| text.matches(d).count())
+            .sum::<usize>();
         for (name, line) in undocumented(&text) {
             missing.push(format!("{}:{line}: {name}", path.display()));
         }
@@ -69,6 +77,10 @@ fn every_c_entry_point_has_a_safety_section() {
 fn the_check_sees_a_missing_section() {
     let text = "/// Does a thing.\nunsafe extern \"system\" fn f(p: *mut u8) {}\n\
                 /// Does a thing.\n///\n/// # Safety\n/// `p` is valid.\nunsafe extern \"system\" fn g(p: *mut u8) {}\n\
-                type F = Option<unsafe extern \"system\" fn(*mut u8)>;\n";
-    assert_eq!(undocumented(text), vec![("f".to_string(), 2)]);
+                type F = Option<unsafe extern \"system\" fn(*mut u8)>;\n\
+                /// Does a thing.\n    unsafe extern \"both\" fn h<V: Verbs>(p: *mut u8) {}\n";
+    assert_eq!(
+        undocumented(text),
+        vec![("f".to_string(), 2), ("h".to_string(), 10)]
+    );
 }

@@ -1,9 +1,13 @@
-//! The conformance suite through the KMDF glue: every scenario of `wv-check` on a fresh
-//! emulated machine (the glue loaded on the emulated KMDF, two soft HCAs with two ports each
+//! The conformance suite through the KMDF driver: every scenario of `wv-check` on a fresh
+//! emulated machine (the driver loaded on the emulated KMDF, two soft HCAs with two ports each
 //! below it, reached through their C tables), on RoCE and then on InfiniBand ports; each
 //! machine's verifier findings end up in the suite's verifier line. Prints one line per
-//! scenario, a summary per link layer and `wdf-emu conformance: N passed, N failed` (exit
+//! scenario, a summary per link layer and `<runner> conformance: N passed, N failed` (exit
 //! status 1 on any failure).
+//!
+//! The driver is whatever the scenarios library loads (`wdf_emu_scenarios::winverbs_entry`):
+//! here the glue compiled for the host; tools/sys-loader compiles this same file against its
+//! library, which loads the linked winverbs.sys.
 //!
 //! Usage: `wdf-emu-conformance [FILTER]` (only the scenarios whose name contains FILTER).
 //!
@@ -25,7 +29,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use wdf_emu::{EmuFile, EmuIo, EmuStack, EmuStackConfig, MachineConfig};
-use wdf_emu_scenarios::winverbs_entry;
+use wdf_emu_scenarios::{DRIVER, RUNNER, winverbs_entry};
 use wv_check::{DeviceSpec, Env, InjectedClock, Machine, run_suite, summary_line, tally};
 use wv_client::raw::{IoStatus, RawFile, RawIo};
 use wv_client::verbs::AddressService;
@@ -39,16 +43,12 @@ struct EmuConfig {
 }
 
 impl EmuConfig {
-    fn describe(self) -> &'static str {
-        match self.link_layer {
-            LinkLayer::Ethernet => {
-                "the KMDF glue on the emulated KMDF → soft HCAs through their C verbs tables"
-            }
-            LinkLayer::InfiniBand => {
-                "the KMDF glue on the emulated KMDF → soft HCAs with InfiniBand ports through \
-                 their C verbs tables"
-            }
-        }
+    fn describe(self) -> String {
+        let ports = match self.link_layer {
+            LinkLayer::Ethernet => "",
+            LinkLayer::InfiniBand => " with InfiniBand ports",
+        };
+        format!("{DRIVER} on the emulated KMDF → soft HCAs{ports} through their C verbs tables")
     }
 }
 
@@ -130,7 +130,7 @@ impl Env for EmuEnv {
     }
 
     fn verifier(config: &EmuConfig) -> Option<String> {
-        Some(config.describe().to_owned())
+        Some(config.describe())
     }
 
     fn open(&self) -> Result<AtReturn, String> {
@@ -240,7 +240,7 @@ fn main() -> ExitCode {
     for link_layer in [LinkLayer::Ethernet, LinkLayer::InfiniBand] {
         let config = EmuConfig { link_layer };
         println!(
-            "Conformance checks through the glue ({}; inline = complete when DeviceIoControl \
+            "Conformance checks through the driver ({}; inline = complete when DeviceIoControl \
              returned)",
             config.describe()
         );
@@ -252,7 +252,7 @@ fn main() -> ExitCode {
     }
     let (passed, failed, skipped) = tally(&all);
     println!(
-        "wdf-emu conformance: {passed} passed, {failed} failed{}",
+        "{RUNNER} conformance: {passed} passed, {failed} failed{}",
         if skipped > 0 {
             format!(" ({skipped} skipped)")
         } else {

@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use wdk_sys::{
-    NTSTATUS, PDEVICE_OBJECT, PVOID, PWDFDEVICE_INIT, ULONG, WDF_POWER_DEVICE_STATE, WDFCONTEXT,
-    WDFDEVICE, WDFDRIVER, WDFFILEOBJECT, WDFOBJECT, WDFQUEUE, WDFREQUEST,
+    NTSTATUS, PDEVICE_OBJECT, PDRIVER_OBJECT, PVOID, PWDFDEVICE_INIT, ULONG,
+    WDF_POWER_DEVICE_STATE, WDFCONTEXT, WDFDEVICE, WDFDRIVER, WDFFILEOBJECT, WDFOBJECT, WDFQUEUE,
+    WDFREQUEST,
 };
 use wv_hal::{Irql, KArc, Platform, WorkItem};
 use wv_host::kernel;
@@ -83,6 +84,8 @@ macro_rules! invokers {
 }
 
 invokers! {
+    /// `DriverObject->DriverUnload` (`DRIVER_UNLOAD`).
+    driver_object_unload(driver: PDRIVER_OBJECT);
     /// `EvtDriverDeviceAdd`.
     driver_device_add(driver: WDFDRIVER, init: PWDFDEVICE_INIT) -> NTSTATUS;
     /// `EvtDriverUnload`.

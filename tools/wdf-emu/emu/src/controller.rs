@@ -1,16 +1,18 @@
 //! [`SoftController`]: a soft HCA as the stack below the filter — the controller's function
 //! driver answering `IRP_MN_QUERY_INTERFACE` with the soft HCA's C tables
 //! (`GUID_RDMA_INTERFACE_VERBS`, and the CM interface ibbus answers on a real stack), counting
-//! the references its interfaces hold, as WinOFED's mlx4_bus does.
+//! the references its interfaces hold, as WinOFED's mlx4_bus does. The tables are in the
+//! asking driver's calling convention: the host's for the glue compiled for the host, the
+//! Windows x64 one for a loaded image (`wv_ci::Convention`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use wdk_sys::{NTSTATUS, PVOID};
 use wv_ci::{
-    CiCmExport, CiExport, GUID, GUID_INFINIBAND_INTERFACE_CM, GUID_RDMA_INTERFACE_VERBS,
-    INFINIBAND_INTERFACE_CM, INFINIBAND_INTERFACE_CM_VERSION, RDMA_INTERFACE_VERBS,
-    RDMA_INTERFACE_VERBS_VERSION,
+    CiCmExport, CiExport, Convention, GUID, GUID_INFINIBAND_INTERFACE_CM,
+    GUID_RDMA_INTERFACE_VERBS, INFINIBAND_INTERFACE_CM, INFINIBAND_INTERFACE_CM_VERSION,
+    RDMA_INTERFACE_VERBS, RDMA_INTERFACE_VERBS_VERSION,
 };
 use wv_host::HostPlatform;
 use wv_softhca::{ClientMemory, DeviceConfig, Fabric, LinkLayer, SoftCm, SoftHca};
@@ -147,7 +149,12 @@ impl LowerStack for SoftController {
         version: u16,
         interface: *mut u8,
         _specific: PVOID,
+        abi: crate::Abi,
     ) -> NTSTATUS {
+        let convention = match abi {
+            crate::Abi::C => Convention::System,
+            crate::Abi::Win64 => Convention::Win64,
+        };
         if same(guid, &GUID_RDMA_INTERFACE_VERBS) {
             let Some(export) = &self.verbs else {
                 return wdk_sys::STATUS_NOT_SUPPORTED;
@@ -158,7 +165,7 @@ impl LowerStack for SoftController {
             if usize::from(size) < size_of::<RDMA_INTERFACE_VERBS>() {
                 return wdk_sys::STATUS_BUFFER_TOO_SMALL;
             }
-            let table = export.interface();
+            let table = export.interface_in(convention);
             // SAFETY: the caller's `size` bytes hold the whole structure (checked above).
             unsafe {
                 interface
@@ -177,7 +184,7 @@ impl LowerStack for SoftController {
             if usize::from(size) < size_of::<INFINIBAND_INTERFACE_CM>() {
                 return wdk_sys::STATUS_BUFFER_TOO_SMALL;
             }
-            let table = export.interface();
+            let table = export.interface_in(convention);
             // SAFETY: as above.
             unsafe {
                 interface

@@ -671,7 +671,7 @@ pub(crate) unsafe fn fdo_query_for_interface(
     m.count("interface queries");
     // SAFETY: `interface` is `size` writable bytes beginning with an INTERFACE header (the
     // DDI's contract).
-    unsafe { lower.query_interface(&guid, size, version, interface.cast(), specific) }
+    unsafe { lower.query_interface(&guid, size, version, interface.cast(), specific, m.abi()) }
 }
 
 /// What a device does when it is disposed: a queue stops and cancels what waits in it; a

@@ -69,7 +69,7 @@ fn close(m: &Arc<Inner>, file: Handle, device: Handle) {
     if let Some(callback) = callback {
         crate::callbacks::frame(m, "EvtFileClose", Irql::Passive, || {
             // SAFETY: the driver's close callback with its file object, once.
-            unsafe { crate::callbacks::file_event(m.config.abi, callback, file as WDFFILEOBJECT) }
+            unsafe { crate::callbacks::file_event(m.abi(), callback, file as WDFFILEOBJECT) }
         });
     }
     m.count("files closed");
@@ -280,7 +280,7 @@ fn open(m: &Arc<Inner>, path: &str, between: impl FnOnce()) -> Result<EmuFile, N
                 // (the driver's now) and the new file object.
                 unsafe {
                     crate::callbacks::file_create(
-                        m.config.abi,
+                        m.abi(),
                         callback,
                         device as WDFDEVICE,
                         request as WDFREQUEST,
@@ -363,7 +363,7 @@ fn dispatch_irp(m: &Arc<Inner>, irp: &Arc<Irp>) {
                 // SAFETY: the driver's callback with its device and a request it now owns.
                 unsafe {
                     crate::callbacks::io_in_caller_context(
-                        m.config.abi,
+                        m.abi(),
                         callback,
                         device as WDFDEVICE,
                         request as WDFREQUEST,
@@ -468,7 +468,7 @@ impl Drop for EmuFile {
                 // SAFETY: the driver's cleanup callback with its file object, once.
                 unsafe {
                     crate::callbacks::file_event(
-                        m.config.abi,
+                        m.abi(),
                         callback,
                         self.core.handle as WDFFILEOBJECT,
                     )

@@ -333,7 +333,7 @@ pub(crate) fn dispatch(m: &Arc<Inner>, q: Handle) {
             // parameters.
             unsafe {
                 crate::callbacks::io_device_control(
-                    m.config.abi,
+                    m.abi(),
                     callback,
                     q as WDFQUEUE,
                     request as WDFREQUEST,
@@ -625,7 +625,7 @@ pub(crate) fn purge_progress(m: &Arc<Inner>, q: Handle) {
                 // SAFETY: the callback and context the driver gave `WdfIoQueuePurge`.
                 unsafe {
                     crate::callbacks::queue_state(
-                        m.config.abi,
+                        m.abi(),
                         callback,
                         q as WDFQUEUE,
                         context as WDFCONTEXT,

@@ -7,9 +7,10 @@
 //! running machine through [`current`]. Unloading a driver must bring every count back to zero
 //! ([`Machine::unload`] checks it), so that the next machine loads the driver fresh.
 
+use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
@@ -31,8 +32,6 @@ pub struct MachineConfig {
     /// or `None` for one deterministic thread: deferred work then runs only when someone waits
     /// (an I/O wait, a PnP transition, [`Machine::run_until_idle`]).
     pub workers: Option<usize>,
-    /// The calling convention of the driver's callbacks (and of the entry points it calls).
-    pub abi: Abi,
     /// How long an I/O or PnP wait may take before the machine reports a hang.
     pub hang_timeout: Duration,
 }
@@ -41,7 +40,6 @@ impl Default for MachineConfig {
     fn default() -> Self {
         MachineConfig {
             workers: Some(2),
-            abi: Abi::C,
             hang_timeout: Duration::from_secs(20),
         }
     }
@@ -58,9 +56,62 @@ impl MachineConfig {
 }
 
 /// The driver's entry point as the machine calls it: `DriverEntry(DriverObject, RegistryPath)`
-/// at PASSIVE_LEVEL. A host build of the driver exports it as `DriverEntry` with the C
-/// convention; a loader supplies a closure that calls the image's entry point.
-pub type DriverEntry = Box<dyn Fn(PDRIVER_OBJECT, PCUNICODE_STRING) -> NTSTATUS + Send + Sync>;
+/// at PASSIVE_LEVEL, with the calling convention of the driver. A host build of the driver
+/// exports it as `DriverEntry` with the C convention ([`DriverEntry::host`]); a loader that
+/// maps a linked image supplies a closure that calls the image's entry point, with
+/// [`Abi::Win64`] ([`DriverEntry::new`]). The convention is the driver's: every callback of the
+/// driver is called with it, and the controllers below hand it their tables in it.
+pub struct DriverEntry {
+    abi: Abi,
+    call: Box<dyn Fn(PDRIVER_OBJECT, PCUNICODE_STRING) -> NTSTATUS + Send + Sync>,
+    after_unload: Option<Box<dyn Fn() -> Vec<String> + Send + Sync>>,
+}
+
+impl DriverEntry {
+    /// A driver whose code follows `abi`; `call` runs its entry point.
+    pub fn new(
+        abi: Abi,
+        call: impl Fn(PDRIVER_OBJECT, PCUNICODE_STRING) -> NTSTATUS + Send + Sync + 'static,
+    ) -> Self {
+        DriverEntry {
+            abi,
+            call: Box::new(call),
+            after_unload: None,
+        }
+    }
+
+    /// Adds the driver's loader's own checks after an unload (a linked image: bound to the
+    /// framework and unbound again, once each): what `check` returns joins the unload's
+    /// [`Report`].
+    #[must_use]
+    pub fn with_unload_check(
+        mut self,
+        check: impl Fn() -> Vec<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.after_unload = Some(Box::new(check));
+        self
+    }
+
+    /// A driver compiled for the host (the C convention).
+    pub fn host(
+        call: impl Fn(PDRIVER_OBJECT, PCUNICODE_STRING) -> NTSTATUS + Send + Sync + 'static,
+    ) -> Self {
+        Self::new(Abi::C, call)
+    }
+
+    /// The driver's calling convention.
+    pub fn abi(&self) -> Abi {
+        self.abi
+    }
+}
+
+impl std::fmt::Debug for DriverEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriverEntry")
+            .field("abi", &self.abi)
+            .finish_non_exhaustive()
+    }
+}
 
 /// The state of the running machine, reached by every entry point through [`current`].
 pub struct Inner {
@@ -82,9 +133,12 @@ pub struct Inner {
     /// What the driver printed (`DbgPrint`), in order.
     pub(crate) log: Mutex<Vec<String>>,
     pub(crate) faults: Faults,
-    /// The driver object and registry path handed to `DriverEntry` (stable addresses).
-    pub(crate) driver_object: Box<DRIVER_OBJECT>,
+    /// The driver object and registry path handed to `DriverEntry` (stable addresses). The
+    /// driver and the framework write the driver object (its `DriverUnload`), as on Windows.
+    pub(crate) driver_object: Box<UnsafeCell<DRIVER_OBJECT>>,
     registry_path: Box<(UNICODE_STRING, Vec<u16>)>,
+    /// The loaded driver's calling convention ([`Abi`] as a number; set by [`Machine::load`]).
+    abi: AtomicU8,
     /// Whether a driver is loaded (DriverEntry succeeded and unload has not run).
     pub(crate) loaded: AtomicBool,
     /// Counters of things the verifier reports on, by name.
@@ -164,9 +218,10 @@ impl Machine {
         };
         // SAFETY: DRIVER_OBJECT is plain data (integers, pointers, optional function pointers)
         // for which all-zero bytes are a valid value; the I/O manager zeroes it too.
-        let mut driver_object: Box<DRIVER_OBJECT> = Box::new(unsafe { std::mem::zeroed() });
+        let mut driver_object: DRIVER_OBJECT = unsafe { std::mem::zeroed() };
         driver_object.Type = 4; // IO_TYPE_DRIVER
         driver_object.Size = u16::try_from(size_of::<DRIVER_OBJECT>()).unwrap_or(u16::MAX) as i16;
+        let driver_object = Box::new(UnsafeCell::new(driver_object));
         let inner = Arc::new(Inner {
             config,
             platform,
@@ -180,6 +235,7 @@ impl Machine {
             faults: Faults::default(),
             driver_object,
             registry_path,
+            abi: AtomicU8::new(Abi::C as u8),
             loaded: AtomicBool::new(false),
             stats: Mutex::new(HashMap::new()),
             work_item_delay: Mutex::new(Duration::ZERO),
@@ -209,14 +265,16 @@ impl Machine {
         &self.inner.faults
     }
 
-    /// Loads the driver: `DriverEntry` at PASSIVE_LEVEL on this thread. On failure the
-    /// framework deletes what the driver created and the driver is not loaded.
+    /// Loads the driver: `DriverEntry` at PASSIVE_LEVEL on this thread, with the driver's
+    /// calling convention from then on. On failure the framework deletes what the driver
+    /// created and the driver is not loaded.
     pub fn load(&self, entry: DriverEntry) -> NTSTATUS {
         let inner = &self.inner;
-        let driver_object = std::ptr::from_ref::<DRIVER_OBJECT>(&inner.driver_object).cast_mut();
+        inner.abi.store(entry.abi as u8, Ordering::SeqCst);
+        let driver_object = inner.driver_object();
         let path = &raw const inner.registry_path.0;
         let (status, _) = crate::callbacks::frame(inner, "DriverEntry", Irql::Passive, || {
-            entry(driver_object, path)
+            (entry.call)(driver_object, path)
         });
         if wdk_sys::NT_SUCCESS(status) {
             inner.loaded.store(true, Ordering::SeqCst);
@@ -228,6 +286,16 @@ impl Machine {
             crate::table::reset_globals();
         }
         status
+    }
+
+    /// The registry path `DriverEntry` received (the service key).
+    pub fn registry_path(&self) -> String {
+        String::from_utf16_lossy(&self.inner.registry_path.1)
+    }
+
+    /// The driver object `DriverEntry` received.
+    pub fn driver_object(&self) -> PDRIVER_OBJECT {
+        self.inner.driver_object()
     }
 
     /// Whether a driver is loaded.
@@ -287,11 +355,42 @@ impl Machine {
         crate::pnp::remove_all(&self.inner);
         record_coverage(&self.inner);
         self.inner.run_until_idle();
-        verifier::unload(&self.inner);
+        unload_driver(&self.inner);
         self.inner.run_until_idle();
-        let report = verifier::unload_checks(&self.inner);
+        let mut report = verifier::unload_checks(&self.inner);
+        if let Some(check) = self
+            .entry
+            .lock()
+            .as_ref()
+            .and_then(|e| e.after_unload.as_ref())
+        {
+            report.violations.extend(check());
+        }
         self.inner.loaded.store(false, Ordering::SeqCst);
         report
+    }
+}
+
+/// The I/O manager's unload: `DriverObject->DriverUnload` at PASSIVE_LEVEL — the framework's
+/// unload routine ([`crate::objects::framework_unload`]: `EvtDriverUnload`, then the driver
+/// object's deletion), or whatever the driver put in front of it (a linked image's
+/// `FxDriverEntry` stub displaces it and unbinds from the framework after it). A driver the
+/// framework gave no unload routine is unloaded by the framework directly.
+fn unload_driver(inner: &Arc<Inner>) {
+    let driver_object = inner.driver_object();
+    // SAFETY: the machine's driver object; nothing else writes it while the driver unloads.
+    let routine = unsafe { (*driver_object).DriverUnload };
+    match routine {
+        Some(routine) => {
+            crate::callbacks::frame(inner, "DriverUnload", Irql::Passive, || {
+                // SAFETY: the routine in the driver object, called once with it, as the I/O
+                // manager does.
+                unsafe {
+                    crate::callbacks::driver_object_unload(inner.abi(), routine, driver_object)
+                }
+            });
+        }
+        None => verifier::unload(inner),
     }
 }
 
@@ -338,7 +437,7 @@ impl Drop for Machine {
             // torn down, so that the next machine starts from a clean driver.
             crate::pnp::remove_all(&self.inner);
             self.inner.run_until_idle();
-            verifier::unload(&self.inner);
+            unload_driver(&self.inner);
             self.inner.run_until_idle();
             self.inner.loaded.store(false, Ordering::SeqCst);
         }
@@ -348,9 +447,28 @@ impl Drop for Machine {
 }
 
 impl Inner {
+    /// The loaded driver's calling convention.
+    pub fn abi(&self) -> Abi {
+        if self.abi.load(Ordering::SeqCst) == Abi::Win64 as u8 {
+            Abi::Win64
+        } else {
+            Abi::C
+        }
+    }
+
+    /// The driver object (the address `DriverEntry` received).
+    pub fn driver_object(&self) -> PDRIVER_OBJECT {
+        self.driver_object.get()
+    }
+
     /// Whether a bug check happened.
     pub fn is_dead(&self) -> bool {
         self.dead.load(Ordering::SeqCst)
+    }
+
+    /// Every violation recorded so far, oldest first.
+    pub fn violations(&self) -> Vec<String> {
+        self.platform.verifier().violations()
     }
 
     /// Records a violation of a rule (the machine goes on).

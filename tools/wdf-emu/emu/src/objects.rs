@@ -345,7 +345,7 @@ pub(crate) unsafe fn driver_create(
         );
         return wdk_sys::STATUS_INVALID_PARAMETER;
     }
-    if driver_object != std::ptr::from_ref(&*m.driver_object).cast_mut() {
+    if driver_object != m.driver_object() {
         m.violation(format!(
             "verifier: {DDI}: DriverObject {driver_object:p} is not the one DriverEntry received"
         ));
@@ -389,11 +389,68 @@ pub(crate) unsafe fn driver_create(
     fx.driver = Some(handle);
     drop(fx);
     crate::table::set_driver(handle);
+    // KMDF (`FxDriver::Initialize` and `WdfDriverCreate`): a PnP driver, or one with an
+    // EvtDriverUnload, gets the framework's unload routine in its driver object, and its
+    // globals ask the FxDriverEntry stub to put its own in front of it (DisplaceDriverUnload);
+    // the stub's runs the framework's, then unbinds.
+    let legacy = config.DriverInitFlags
+        & (wdk_sys::_WDF_DRIVER_INIT_FLAGS::WdfDriverInitNonPnpDriver as u32
+            | wdk_sys::_WDF_DRIVER_INIT_FLAGS::WdfDriverInitNoDispatchOverride as u32)
+        != 0;
+    let displace = !legacy || config.EvtDriverUnload.is_some();
+    crate::table::set_displace_driver_unload(displace);
+    if displace {
+        // SAFETY: the machine's driver object (checked above); DriverEntry is running on this
+        // thread and nothing else touches the object.
+        unsafe { (*driver_object).DriverUnload = framework_unload_routine(m.abi()) };
+    }
     if let Some(out) = std::ptr::NonNull::new(driver) {
         // SAFETY: the driver's out-parameter (optional in the DDI).
         unsafe { out.as_ptr().write(handle as WDFDRIVER) };
     }
     wdk_sys::STATUS_SUCCESS
+}
+
+/// The framework's `DRIVER_UNLOAD` routine (KMDF's `FxDriver::Unload`) for a driver of `abi`.
+fn framework_unload_routine(abi: crate::Abi) -> wdk_sys::PDRIVER_UNLOAD {
+    match abi {
+        crate::Abi::C => Some(framework_unload_c),
+        crate::Abi::Win64 => Some(
+            // SAFETY: only the convention of the pointer's type changes; the I/O manager
+            // (`Machine::unload`) calls it back with the driver's, which is the Windows one.
+            unsafe {
+                std::mem::transmute::<
+                    unsafe extern "win64" fn(PDRIVER_OBJECT),
+                    unsafe extern "C" fn(PDRIVER_OBJECT),
+                >(framework_unload_win64)
+            },
+        ),
+    }
+}
+
+/// The framework's unload routine, C convention.
+///
+/// # Safety
+/// Called by the I/O manager (or a stub in front of it) once, at unload.
+unsafe extern "C" fn framework_unload_c(_driver: PDRIVER_OBJECT) {
+    framework_unload();
+}
+
+/// The framework's unload routine, Windows x64 convention.
+///
+/// # Safety
+/// As [`framework_unload_c`].
+unsafe extern "win64" fn framework_unload_win64(_driver: PDRIVER_OBJECT) {
+    framework_unload();
+}
+
+/// `EvtDriverUnload`, then the driver object's deletion (what `FxDriver::Unload` does).
+fn framework_unload() {
+    let _host = wv_host::kernel::host_scope();
+    match crate::machine::current() {
+        Some(m) => crate::verifier::unload(&m),
+        None => eprintln!("wdf-emu: the framework's unload routine called with no machine"),
+    }
 }
 
 /// Deletes the framework driver object and everything parented to it (after a failed
@@ -505,7 +562,7 @@ fn dispose_tree(m: &Arc<Inner>, handle: Handle) {
         crate::callbacks::frame(m, "EvtCleanupCallback", at, || {
             // SAFETY: the driver's cleanup callback for this object, called once with its
             // handle while the object is still valid.
-            unsafe { crate::callbacks::object_callback(m.config.abi, cleanup, handle as WDFOBJECT) }
+            unsafe { crate::callbacks::object_callback(m.abi(), cleanup, handle as WDFOBJECT) }
         });
     }
     {
@@ -544,7 +601,7 @@ pub(crate) fn release(m: &Arc<Inner>, handle: Handle, fate: &str) {
         crate::callbacks::frame(m, "EvtDestroyCallback", at, || {
             // SAFETY: the driver's destroy callback, called once, before the contexts are
             // freed.
-            unsafe { crate::callbacks::object_callback(m.config.abi, destroy, handle as WDFOBJECT) }
+            unsafe { crate::callbacks::object_callback(m.abi(), destroy, handle as WDFOBJECT) }
         });
     }
     drop(contexts);

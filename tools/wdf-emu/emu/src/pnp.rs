@@ -53,7 +53,9 @@ impl From<&GUID> for Guid {
 pub trait LowerStack: Send + Sync {
     /// `IRP_MN_QUERY_INTERFACE`: fills `interface` (`size` bytes, an `INTERFACE` header first)
     /// with the interface `guid` at `version`, taking one reference for the caller, or fails
-    /// (`STATUS_NOT_SUPPORTED` when nobody below has it).
+    /// (`STATUS_NOT_SUPPORTED` when nobody below has it). The caller is a driver of `abi`: the
+    /// interface's routines are the ones of its calling convention, and so are the callbacks it
+    /// will hand them.
     ///
     /// # Safety
     /// `interface` is `size` writable bytes.
@@ -64,6 +66,7 @@ pub trait LowerStack: Send + Sync {
         version: u16,
         interface: *mut u8,
         specific: PVOID,
+        abi: crate::Abi,
     ) -> NTSTATUS;
     /// References on this stack's interfaces that their holders have not given back.
     fn references(&self) -> usize;
@@ -138,7 +141,7 @@ fn call_status(
     };
     crate::callbacks::frame(m, name, Irql::Passive, || {
         // SAFETY: the driver's PnP callback with its live device.
-        unsafe { crate::callbacks::device_status(m.config.abi, callback, device as WDFDEVICE) }
+        unsafe { crate::callbacks::device_status(m.abi(), callback, device as WDFDEVICE) }
     })
     .0
 }
@@ -154,7 +157,7 @@ fn call_void(
     if let Some(callback) = callback {
         crate::callbacks::frame(m, name, Irql::Passive, || {
             // SAFETY: the driver's PnP callback with its live device.
-            unsafe { crate::callbacks::device_void(m.config.abi, callback, device as WDFDEVICE) }
+            unsafe { crate::callbacks::device_void(m.abi(), callback, device as WDFDEVICE) }
         });
     }
 }
@@ -183,9 +186,7 @@ fn call_power(
     };
     crate::callbacks::frame(m, name, Irql::Passive, || {
         // SAFETY: the driver's power callback with its live device.
-        unsafe {
-            crate::callbacks::device_power(m.config.abi, callback, device as WDFDEVICE, state)
-        }
+        unsafe { crate::callbacks::device_power(m.abi(), callback, device as WDFDEVICE, state) }
     })
     .0
 }
@@ -343,7 +344,7 @@ fn add_device(m: &Arc<Inner>, id: ControllerId) {
         // the call.
         unsafe {
             crate::callbacks::driver_device_add(
-                m.config.abi,
+                m.abi(),
                 device_add,
                 driver as WDFDRIVER,
                 init as wdk_sys::PWDFDEVICE_INIT,

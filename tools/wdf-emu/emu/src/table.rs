@@ -212,8 +212,8 @@ static mut GLOBALS: WDF_DRIVER_GLOBALS = {
 #[unsafe(no_mangle)]
 pub static mut WdfDriverGlobals: PWDF_DRIVER_GLOBALS = &raw mut GLOBALS;
 
-/// The globals pointer this emulation hands out.
-pub(crate) fn driver_globals() -> PWDF_DRIVER_GLOBALS {
+/// The globals pointer this emulation hands out (a loader's `WdfVersionBind` answer).
+pub fn driver_globals() -> PWDF_DRIVER_GLOBALS {
     &raw mut GLOBALS
 }
 
@@ -230,10 +230,19 @@ pub(crate) fn set_driver(handle: usize) {
     unsafe { (*globals).Driver = handle as WDFDRIVER };
 }
 
+/// `WDF_DRIVER_GLOBALS::DisplaceDriverUnload`: whether the FxDriverEntry stub is to put its
+/// unload routine in front of the framework's (set by `WdfDriverCreate`).
+pub(crate) fn set_displace_driver_unload(displace: bool) {
+    let globals = driver_globals();
+    // SAFETY: as in `set_driver`: DriverEntry is running, the stub reads the field after it.
+    unsafe { (*globals).DisplaceDriverUnload = u8::from(displace) };
+}
+
 /// Back to no driver, and the table pointer and count to their values (a test may have
 /// changed them to provoke a failure).
 pub(crate) fn reset_globals() {
     set_driver(0);
+    set_displace_driver_unload(false);
     let globals = driver_globals();
     // SAFETY: as in `set_driver`; the name is informational.
     unsafe {

@@ -39,6 +39,7 @@ crate::kernel_routines! {
     ExAllocatePool2 [Dispatch, fail = std::ptr::null_mut()]
         (flags: POOL_FLAGS, bytes: SIZE_T, tag: ULONG) -> PVOID => allocate_pool;
     ExFreePoolWithTag [Dispatch, fail = ()] (pointer: PVOID, tag: ULONG) => free_pool;
+    ExFreePool [Dispatch, fail = ()] (pointer: PVOID) => free_pool_any_tag;
     IoAllocateWorkItem [Dispatch, fail = std::ptr::null_mut()]
         (device: PDEVICE_OBJECT) -> PIO_WORKITEM => allocate_work_item;
     IoQueueWorkItem [Dispatch, fail = ()]
@@ -187,25 +188,42 @@ unsafe fn allocate_pool(m: &Arc<Inner>, flags: POOL_FLAGS, bytes: SIZE_T, tag: U
 }
 
 unsafe fn free_pool(m: &Arc<Inner>, pointer: PVOID, tag: ULONG) {
-    const NAME: &str = "ExFreePoolWithTag";
+    // SAFETY: the caller's promise.
+    unsafe { free(m, "ExFreePoolWithTag", pointer, Some(tag)) }
+}
+
+/// `ExFreePool`: what wdk-alloc's allocator frees the driver's Rust heap with (a linked
+/// image's; a host build of the driver has the host's allocator).
+unsafe fn free_pool_any_tag(m: &Arc<Inner>, pointer: PVOID) {
+    // SAFETY: the caller's promise.
+    unsafe { free(m, "ExFreePool", pointer, None) }
+}
+
+/// Frees a pool block, checking its tag when the caller names one.
+///
+/// # Safety
+/// `pointer` is what the driver passed to the routine `name`.
+unsafe fn free(m: &Arc<Inner>, name: &str, pointer: PVOID, tag: Option<ULONG>) {
     let mut pool = m.pool.lock();
     let Some(block) = pool.blocks.get(&(pointer as usize)) else {
         drop(pool);
         m.bug_check(
             BAD_POOL_CALLER,
             format!(
-                "{NAME}: {pointer:p} is not a pool allocation (freed twice, or never allocated)"
+                "{name}: {pointer:p} is not a pool allocation (freed twice, or never allocated)"
             ),
         );
         return;
     };
-    if block.tag != tag {
+    if let Some(tag) = tag
+        && block.tag != tag
+    {
         let owner = block.tag;
         drop(pool);
         m.bug_check(
             BAD_POOL_CALLER,
             format!(
-                "{NAME}: {pointer:p} was allocated with tag '{}' and freed with tag '{}'",
+                "{name}: {pointer:p} was allocated with tag '{}' and freed with tag '{}'",
                 tag_text(owner),
                 tag_text(tag)
             ),
@@ -345,7 +363,7 @@ unsafe fn queue_work_item(
             // object, which the queued item kept alive.
             unsafe {
                 crate::callbacks::io_workitem(
-                    machine.config.abi,
+                    machine.abi(),
                     routine,
                     device as PDEVICE_OBJECT,
                     context as PVOID,

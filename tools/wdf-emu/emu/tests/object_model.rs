@@ -30,7 +30,7 @@ fn globals() -> wdk_sys::PWDF_DRIVER_GLOBALS {
 }
 
 fn load(machine: &Machine) {
-    let status = machine.load(Box::new(|driver, path| {
+    let status = machine.load(wdf_emu::DriverEntry::host(|driver, path| {
         // SAFETY: plain data; zero, then the size.
         let mut config: WDF_DRIVER_CONFIG = unsafe { std::mem::zeroed() };
         config.Size = size_of::<WDF_DRIVER_CONFIG>() as u32;
@@ -105,7 +105,9 @@ fn children_are_cleaned_up_first_and_destroyed_at_their_last_reference() {
 
 #[test]
 fn a_passive_object_deleted_at_dispatch_level_is_disposed_later_at_passive_level() {
-    let machine = Machine::boot(MachineConfig::default());
+    // One thread: on a threaded machine a worker may dispose of the object before this thread
+    // looks, so "not yet" could not be observed without a race.
+    let machine = Machine::boot(MachineConfig::deterministic());
     load(&machine);
     EVENTS.lock().unwrap().clear();
     let passive = lock(null_mut(), |a| {

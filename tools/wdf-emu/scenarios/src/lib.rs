@@ -1,12 +1,16 @@
 //! What the glue's scenarios share: loading the WinVerbs glue (driver/, linked from the mirror
-//! package) on an emulated machine, and soft HCAs below it.
+//! package) on an emulated machine, and soft HCAs below it. tools/sys-loader compiles the same
+//! scenarios against a library of the same shape that loads the linked winverbs.sys instead.
 
-use std::sync::Arc;
-
-use wdf_emu::controller::{ControllerConfig, SoftController};
-use wdf_emu::{ControllerId, Machine, MachineConfig};
 use wdk_sys::{NTSTATUS, PCUNICODE_STRING, PDRIVER_OBJECT};
-use wv_softhca::{ClientMemory, Fabric, LinkLayer};
+
+mod rig;
+pub use rig::{Rig, boot};
+
+/// What the scenarios run: the glue's sources compiled for the host.
+pub const DRIVER: &str = "the KMDF glue (driver/ compiled for the host, C convention)";
+/// The runner's name in summary lines.
+pub const RUNNER: &str = "wdf-emu";
 
 // The glue is linked for its exported `DriverEntry`; nothing else of it is named here.
 use winverbs as _;
@@ -18,62 +22,9 @@ unsafe extern "C" {
 
 /// `DriverEntry` as the machine calls it.
 pub fn winverbs_entry() -> wdf_emu::DriverEntry {
-    Box::new(|driver, path| {
+    wdf_emu::DriverEntry::host(|driver, path| {
         // SAFETY: the machine passes its driver object and registry path, once per load, at
         // PASSIVE_LEVEL: DriverEntry's contract.
         unsafe { DriverEntry(driver, path) }
     })
-}
-
-/// A machine with the WinVerbs driver loaded (panics if `DriverEntry` fails).
-pub fn boot(config: MachineConfig) -> Machine {
-    let machine = Machine::boot(config);
-    let status = machine.load(winverbs_entry());
-    assert!(
-        wdk_sys::NT_SUCCESS(status),
-        "DriverEntry failed: {status:#x}; {:?}",
-        machine.violations()
-    );
-    machine
-}
-
-/// Soft HCAs for a machine: their fabric and how to add one.
-pub struct Rig {
-    /// The fabric joining them.
-    pub fabric: Arc<Fabric>,
-    /// What they are.
-    pub link_layer: LinkLayer,
-    /// The controllers added so far, with their PnP ids.
-    pub controllers: Vec<(Arc<SoftController>, ControllerId)>,
-}
-
-impl Rig {
-    /// No controller yet.
-    pub fn new(link_layer: LinkLayer) -> Self {
-        Rig {
-            fabric: Fabric::new(),
-            link_layer,
-            controllers: Vec::new(),
-        }
-    }
-
-    /// A soft HCA arrives below the filter (PnP enumeration, AddDevice, start).
-    pub fn add(
-        &mut self,
-        machine: &Machine,
-        configure: impl FnOnce(&mut ControllerConfig),
-    ) -> ControllerId {
-        let mut config = ControllerConfig::new(self.controllers.len());
-        config.link_layer = self.link_layer;
-        configure(&mut config);
-        let controller = SoftController::new(
-            machine.platform(),
-            &self.fabric,
-            ClientMemory::pool(wv_client::process_memory().clone()),
-            config,
-        );
-        let id = machine.add_controller(Arc::clone(&controller) as Arc<dyn wdf_emu::LowerStack>);
-        self.controllers.push((controller, id));
-        id
-    }
 }

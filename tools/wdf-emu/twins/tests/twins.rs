@@ -18,7 +18,7 @@ fn run(mistake: Mistake) -> (Report, wv_client::raw::IoStatus) {
     });
     // Planted while this test holds the process's one machine.
     plant(mistake);
-    let status = machine.load(Box::new(|driver, path| {
+    let status = machine.load(wdf_emu::DriverEntry::host(|driver, path| {
         // SAFETY: the machine's driver object and registry path, once per load.
         unsafe { driver_entry(driver, path) }
     }));
