@@ -851,6 +851,7 @@ impl TargetTask for PerfTask<'_> {
             cq_mod: (!p.test.is_latency()).then_some(p.cq_mod),
             cqe_poll: (!p.dynamic_cqe_poll).then_some(p.cqe_poll),
             disabling_notice: p.disabling_notice,
+            peak_warning: p.peak_warning,
             mtu,
             inline_or_outstanding: if p.test.verb() == Verb::Read {
                 p.out_reads
