@@ -148,6 +148,16 @@ fn duration_bandwidth_runs_print_perftests_peak_warning_first() {
     assert_eq!(out.matches(PEAK_WARNING).count(), 1);
     // The peak column is then zero.
     assert_eq!(rows(&out, BW_HEADER)[0][2], 0.0);
+    // perftest prints it in its duration-mode check, before refusing -a there.
+    let (ok, out, err) = run(&["write_bw", "-D", "1", "-a"]);
+    assert!(!ok);
+    assert_eq!(out.lines().collect::<Vec<_>>(), [PEAK_WARNING, RULE]);
+    assert!(err.contains("Duration mode currently doesn't support running on all sizes."));
+    let (ok, out, _) = run(&["write_bw", "-D", "1", "-e"]);
+    assert!(
+        !ok && !out.contains("WARNING"),
+        "-e is refused earlier on WRITE"
+    );
     for args in [
         &["write_bw", "-D", "1", "-N"][..],
         &["write_lat", "-D", "1"],

@@ -1068,6 +1068,9 @@ pub fn run_test(test: Test, args: &PerftestArgs) -> io::Result<ExitCode> {
     let p = match super::params(test, args, 4096) {
         Ok(p) => p,
         Err(e) => {
+            if super::warned_before(test, args, &e) {
+                println!("{}", super::PEAK_WARNING);
+            }
             println!("{}", report::RESULT_LINE);
             eprintln!(" {e}");
             return Ok(ExitCode::FAILURE);

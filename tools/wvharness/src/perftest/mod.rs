@@ -146,6 +146,24 @@ const SWEEP_BYTES_PER_SIZE: u64 = 64 << 20;
 /// perftest's notice when it turns the peak-bandwidth calculation off by itself
 /// (`force_dependecies` in `perftest_parameters.c`).
 pub const PEAK_WARNING: &str = " WARNING: BW peak won't be measured in this run.";
+/// perftest's refusals of duration mode with `-e` and `-a`: it prints them after
+/// [`PEAK_WARNING`], in the same check.
+const DURATION_REFUSALS: [&str; 2] = [
+    "Duration mode doesn't work with events.",
+    "Duration mode currently doesn't support running on all sizes.",
+];
+
+/// Whether perftest prints [`PEAK_WARNING`] for these options: a bandwidth test in duration
+/// mode whose peak `-N` did not already cancel.
+fn warns_peak(test: Test, a: &PerftestArgs) -> bool {
+    !test.is_latency() && a.duration.is_some() && !a.no_peak
+}
+
+/// Whether perftest printed [`PEAK_WARNING`] before refusing these options with `error`:
+/// only the refusals made in its duration-mode check come after the warning.
+pub fn warned_before(test: Test, a: &PerftestArgs, error: &str) -> bool {
+    warns_peak(test, a) && DURATION_REFUSALS.contains(&error)
+}
 
 /// Options shared by the six tests (perftest's names and defaults).
 #[derive(Args, Clone, Debug, Default)]
@@ -319,10 +337,10 @@ pub fn params(test: Test, a: &PerftestArgs, ud_mtu: u64) -> Result<Params, Strin
         return Err("Events feature not available on WRITE verb".into());
     }
     if a.duration.is_some() && a.events {
-        return Err("Duration mode doesn't work with events.".into());
+        return Err(DURATION_REFUSALS[0].into());
     }
     if a.duration.is_some() && a.all {
-        return Err("Duration mode currently doesn't support running on all sizes.".into());
+        return Err(DURATION_REFUSALS[1].into());
     }
     if a.duration == Some(0) {
         return Err("duration must be at least 1 second".into());
@@ -469,7 +487,7 @@ pub fn params(test: Test, a: &PerftestArgs, ud_mtu: u64) -> Result<Params, Strin
         cqe_poll: a.cqe_poll.unwrap_or(cqe_poll::CTX_POLL_BATCH),
         dynamic_cqe_poll,
         disabling_notice,
-        peak_warning: !test.is_latency() && a.duration.is_some() && !a.no_peak,
+        peak_warning: warns_peak(test, a),
     })
 }
 
