@@ -158,6 +158,11 @@ fn duration_bandwidth_runs_print_perftests_peak_warning_first() {
         !ok && !out.contains("WARNING"),
         "-e is refused earlier on WRITE"
     );
+    // perftest cancels the peak of a run beyond 20000 iterations too, and says so.
+    let (ok, out, err) = run(&["send_bw", "-n", "20001", "-s", "64"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().next(), Some(PEAK_WARNING), "{out}");
+    assert_eq!(rows(&out, BW_HEADER)[0][2], 0.0);
     for args in [
         &["write_bw", "-D", "1", "-N"][..],
         &["write_lat", "-D", "1"],

@@ -153,10 +153,19 @@ const DURATION_REFUSALS: [&str; 2] = [
     "Duration mode currently doesn't support running on all sizes.",
 ];
 
-/// Whether perftest prints [`PEAK_WARNING`] for these options: a bandwidth test in duration
-/// mode whose peak `-N` did not already cancel.
+/// perftest's largest iteration count for which a bandwidth test still computes its peak.
+const PEAK_MAX_ITERS: u64 = 20_000;
+
+/// Whether perftest prints [`PEAK_WARNING`] while checking duration mode: a bandwidth test in
+/// duration mode whose peak `-N` did not already cancel.
 fn warns_peak(test: Test, a: &PerftestArgs) -> bool {
     !test.is_latency() && a.duration.is_some() && !a.no_peak
+}
+
+/// Whether perftest cancels the peak of an iteration run itself (and prints [`PEAK_WARNING`]):
+/// a bandwidth test of more than [`PEAK_MAX_ITERS`] iterations, in its last checks.
+fn too_many_iters_for_peak(test: Test, a: &PerftestArgs, iters: u64) -> bool {
+    !test.is_latency() && a.duration.is_none() && !a.no_peak && iters > PEAK_MAX_ITERS
 }
 
 /// Whether perftest printed [`PEAK_WARNING`] before refusing these options with `error`:
@@ -208,7 +217,8 @@ pub struct PerftestArgs {
     /// bits.
     #[arg(long = "report_gbits")]
     pub report_gbits: bool,
-    /// Cancel the peak-bandwidth calculation (it is also off in duration mode).
+    /// Cancel the peak-bandwidth calculation (it is also off in duration mode and beyond 20000
+    /// iterations).
     #[arg(short = 'N', long = "noPeak")]
     pub no_peak: bool,
     /// Number of outstanding read/atomic requests (read tests; default: the device's
@@ -280,8 +290,8 @@ pub struct Params {
     pub dynamic_cqe_poll: bool,
     /// Whether perftest prints `Disabling dynamic polling` for these options.
     pub disabling_notice: bool,
-    /// Whether perftest prints [`PEAK_WARNING`]: a bandwidth test in duration mode whose peak
-    /// was not already cancelled with `-N`.
+    /// Whether perftest prints [`PEAK_WARNING`]: a bandwidth test in duration mode, or of more
+    /// than 20000 iterations, whose peak was not already cancelled with `-N`.
     pub peak_warning: bool,
 }
 
@@ -471,8 +481,8 @@ pub fn params(test: Test, a: &PerftestArgs, ud_mtu: u64) -> Result<Params, Strin
         } else {
             BwUnits::MibPerSec
         },
-        // perftest turns the peak off in duration mode.
-        peak: !a.no_peak && a.duration.is_none(),
+        // perftest turns the peak off in duration mode and beyond 20000 iterations.
+        peak: !a.no_peak && a.duration.is_none() && !too_many_iters_for_peak(test, a, iters),
         cpus: a.cpus,
         out_reads: if verb == Verb::Read {
             a.outs.unwrap_or(0)
@@ -487,7 +497,7 @@ pub fn params(test: Test, a: &PerftestArgs, ud_mtu: u64) -> Result<Params, Strin
         cqe_poll: a.cqe_poll.unwrap_or(cqe_poll::CTX_POLL_BATCH),
         dynamic_cqe_poll,
         disabling_notice,
-        peak_warning: warns_peak(test, a),
+        peak_warning: warns_peak(test, a) || too_many_iters_for_peak(test, a, iters),
     })
 }
 
@@ -902,5 +912,18 @@ mod tests {
             "latency tests have no peak"
         );
         assert!(!params(Test::WriteBw, &args(), 4096).unwrap().peak_warning);
+        let n = |iters| PerftestArgs {
+            iters: Some(iters),
+            ..args()
+        };
+        let p = params(Test::SendBw, &n(20_001), 4096).unwrap();
+        assert!(p.peak_warning && !p.peak, "beyond 20000 iterations");
+        let p = params(Test::SendBw, &n(20_000), 4096).unwrap();
+        assert!(!p.peak_warning && p.peak);
+        assert!(
+            !params(Test::SendLat, &n(20_001), 4096)
+                .unwrap()
+                .peak_warning
+        );
     }
 }
