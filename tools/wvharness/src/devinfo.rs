@@ -2,14 +2,15 @@
 //!
 //! Everything comes from raw IOCTLs (GUID_QUERY, LIBRARY_QUERY, DEVICE_OPEN without vendor
 //! bytes, DEVICE_QUERY, DEVICE_PORT_QUERY, DEVICE_GID_QUERY, DEVICE_PKEY_QUERY), so it needs no
-//! user-mode provider and works on any transport. The text is ibv_devinfo's: the device and
-//! its ports' basic lines by default, the device limits, the ports' extended lines and the GID
-//! tables with `-v`; GUIDs as `0257:5600:0000:0001`, RoCE v1 GIDs as eight groups of four hex
-//! digits with `, RoCE v1` on an Ethernet port. The lines ibv_devinfo takes from
-//! `ibv_query_device_ex` (ODP, TSO, RSS, packet pacing, tag matching, CQ moderation, …) have no
-//! counterpart in WinVerbs' DEVICE_QUERY and are not printed, nor is `num_comp_vectors`: neither
-//! WinVerbs' device attributes nor its libibverbs port's `ibv_context` carry a completion-vector
-//! count. `--json` reports the same values (and the GIDs in IPv6 notation too).
+//! user-mode provider and works on any transport. The text is ibv_devinfo's (rdma-core 44): the
+//! device and its ports' basic lines by default; with `-v` the device limits, the block
+//! ibv_devinfo takes from `ibv_query_device_ex` (ODP, timestamps, TSO, RSS, packet pacing, tag
+//! matching, completion vectors), the ports' extended lines and the GID tables. GUIDs print as
+//! `0257:5600:0000:0001`, RoCE v1 GIDs as eight groups of four hex digits with `, RoCE v1` on an
+//! Ethernet port. One line of ibv_devinfo's is not printed: `board_id`, which it reads from the
+//! device's sysfs directory; no WinVerbs IOCTL carries a board id (the libibverbs over WinVerbs
+//! answers that file with a fixed text of its own). `--json` reports the same values (and the
+//! GIDs in IPv6 notation too).
 
 use std::io::{self, Write};
 use std::net::Ipv6Addr;
@@ -74,6 +75,8 @@ pub struct DeviceInfo {
     pub device_cap_flags: u32,
     /// Its bits by ibv_devinfo's names (`SRQ_RESIZE`, `PORT_ACTIVE_EVENT`, ...).
     pub device_caps: Vec<&'static str>,
+    /// The attributes `ibv_query_device_ex` adds.
+    pub extended: ExtendedAttrs,
     /// Ports, 1-based.
     pub ports: Vec<PortInfo>,
 }
@@ -108,6 +111,55 @@ pub struct Limits {
     pub max_pkeys: u32,
     pub local_ca_ack_delay: u8,
     pub atomic_cap: String,
+}
+
+/// What `ibv_query_device_ex` adds to the device attributes, in the order ibv_devinfo -v
+/// prints it. WinVerbs' DEVICE_QUERY has no field for any of them: a WinVerbs device offers no
+/// on-demand paging, completion timestamps, raw packet offloads, TSO, RSS, work queues, packet
+/// pacing, tag matching, CQ moderation or device memory, so each is zero, as the libibverbs
+/// over WinVerbs reports it too. The exception is the completion vector count.
+#[derive(Clone, Debug, Default, Serialize)]
+#[allow(missing_docs)]
+pub struct ExtendedAttrs {
+    pub odp_general_caps: u64,
+    pub rc_odp_caps: u32,
+    pub uc_odp_caps: u32,
+    pub ud_odp_caps: u32,
+    pub xrc_odp_caps: u32,
+    pub completion_timestamp_mask: u64,
+    /// kHz.
+    pub hca_core_clock: u64,
+    pub device_cap_flags_ex: u64,
+    pub max_tso: u32,
+    pub max_rwq_indirection_tables: u32,
+    pub max_rwq_indirection_table_size: u32,
+    pub rx_hash_function: u32,
+    pub rx_hash_fields_mask: u64,
+    pub max_wq_type_rq: u32,
+    /// kbps.
+    pub qp_rate_limit_min: u32,
+    /// kbps.
+    pub qp_rate_limit_max: u32,
+    /// Tag matching: zero means none (ibv_devinfo then prints no other tag-matching line).
+    pub max_num_tags: u32,
+    pub max_cq_count: u32,
+    /// Microseconds.
+    pub max_cq_period: u32,
+    pub max_dm_size: u64,
+    /// One: a WinVerbs CQ has no completion vector to choose (CQ_CREATE carries none), so
+    /// every CQ signals through the one vector 0, which is what the libibverbs over WinVerbs
+    /// reports in `ibv_context::num_comp_vectors`.
+    pub num_comp_vectors: u32,
+}
+
+impl ExtendedAttrs {
+    /// A WinVerbs device's: none of the extended features, one completion vector.
+    fn winverbs() -> ExtendedAttrs {
+        ExtendedAttrs {
+            num_comp_vectors: 1,
+            ..ExtendedAttrs::default()
+        }
+    }
 }
 
 /// One port.
@@ -491,6 +543,7 @@ fn describe<F: RawFile>(
         hw_ver: a.HwVersion,
         device_cap_flags: a.CapabilityFlags,
         device_caps: device_cap_names(a.CapabilityFlags),
+        extended: ExtendedAttrs::winverbs(),
         limits: Limits {
             max_mr_size: a.MaxMrSize,
             page_size_cap: a.PageSizeCapabilityFlags,
@@ -578,6 +631,119 @@ fn field(out: &mut impl Write, name: &str, value: impl std::fmt::Display) -> io:
     writeln!(out, "\t{name}:{tabs}{value}")
 }
 
+/// ibv_devinfo's `print_odp_trans_caps`: the bits of one transport's ODP capabilities.
+fn odp_transport_caps(out: &mut impl Write, caps: u32) -> io::Result<()> {
+    const NAMES: [(u32, &str); 6] = [
+        (1 << 0, "SUPPORT_SEND"),
+        (1 << 1, "SUPPORT_RECV"),
+        (1 << 2, "SUPPORT_WRITE"),
+        (1 << 3, "SUPPORT_READ"),
+        (1 << 4, "SUPPORT_ATOMIC"),
+        (1 << 5, "SUPPORT_SRQ"),
+    ];
+    if caps == 0 {
+        return writeln!(out, "\t\t\t\t\tNO SUPPORT");
+    }
+    for (bit, name) in NAMES {
+        if caps & bit != 0 {
+            writeln!(out, "\t\t\t\t\t{name}")?;
+        }
+    }
+    let unknown = NAMES.iter().fold(caps, |c, (bit, _)| c & !bit);
+    if unknown != 0 {
+        writeln!(out, "\t\t\t\t\tUnknown flags: 0x{unknown:X}")?;
+    }
+    Ok(())
+}
+
+/// The lines ibv_devinfo -v prints from `ibv_query_device_ex` after the device limits, with
+/// its tabs. The lists a non-zero capability would open (`supported_qp:` under TSO, RSS and
+/// packet pacing, the flag names of `device_cap_flags_ex`, tag matching's limits) are not
+/// modelled: WinVerbs reports none of those capabilities.
+fn write_extended(out: &mut impl Write, x: &ExtendedAttrs) -> io::Result<()> {
+    writeln!(out, "\tgeneral_odp_caps:")?;
+    for (bit, name) in [(1u64, "ODP_SUPPORT"), (2, "ODP_SUPPORT_IMPLICIT")] {
+        if x.odp_general_caps & bit != 0 {
+            writeln!(out, "\t\t\t\t\t{name}")?;
+        }
+    }
+    for (name, caps) in [
+        ("rc", x.rc_odp_caps),
+        ("uc", x.uc_odp_caps),
+        ("ud", x.ud_odp_caps),
+        ("xrc", x.xrc_odp_caps),
+    ] {
+        writeln!(out, "\t{name}_odp_caps:")?;
+        odp_transport_caps(out, caps)?;
+    }
+    if x.completion_timestamp_mask != 0 {
+        writeln!(
+            out,
+            "\tcompletion timestamp_mask:\t\t\t0x{:016x}",
+            x.completion_timestamp_mask
+        )?;
+    } else {
+        writeln!(out, "\tcompletion_timestamp_mask not supported")?;
+    }
+    if x.hca_core_clock != 0 {
+        writeln!(out, "\thca_core_clock:\t\t\t{}kHZ", x.hca_core_clock)?;
+    } else {
+        writeln!(out, "\tcore clock not supported")?;
+    }
+    writeln!(
+        out,
+        "\tdevice_cap_flags_ex:\t\t0x{:X}",
+        x.device_cap_flags_ex
+    )?;
+    writeln!(out, "\ttso_caps:")?;
+    writeln!(out, "\t\tmax_tso:\t\t\t{}", x.max_tso)?;
+    writeln!(out, "\trss_caps:")?;
+    writeln!(
+        out,
+        "\t\tmax_rwq_indirection_tables:\t\t\t{}",
+        x.max_rwq_indirection_tables
+    )?;
+    writeln!(
+        out,
+        "\t\tmax_rwq_indirection_table_size:\t\t\t{}",
+        x.max_rwq_indirection_table_size
+    )?;
+    writeln!(
+        out,
+        "\t\trx_hash_function:\t\t\t\t0x{:x}",
+        x.rx_hash_function
+    )?;
+    writeln!(
+        out,
+        "\t\trx_hash_fields_mask:\t\t\t\t0x{:X}",
+        x.rx_hash_fields_mask
+    )?;
+    writeln!(out, "\tmax_wq_type_rq:\t\t\t{}", x.max_wq_type_rq)?;
+    writeln!(out, "\tpacket_pacing_caps:")?;
+    writeln!(out, "\t\tqp_rate_limit_min:\t{}kbps", x.qp_rate_limit_min)?;
+    writeln!(out, "\t\tqp_rate_limit_max:\t{}kbps", x.qp_rate_limit_max)?;
+    if x.max_num_tags == 0 {
+        writeln!(out, "\ttag matching not supported")?;
+    } else {
+        writeln!(out, "\tmax_num_tags:\t\t\t{}", x.max_num_tags)?;
+    }
+    // ibv_devinfo prints CQ moderation only when both limits are set, and device memory only
+    // when there is some.
+    if x.max_cq_count != 0 && x.max_cq_period != 0 {
+        writeln!(out, "\n\tcq moderation caps:")?;
+        writeln!(out, "\t\tmax_cq_count:\t{}", x.max_cq_count)?;
+        writeln!(out, "\t\tmax_cq_period:\t{} us\n", x.max_cq_period)?;
+    }
+    if x.max_dm_size != 0 {
+        writeln!(
+            out,
+            "\tmaximum available device memory:\t{}Bytes\n",
+            x.max_dm_size
+        )?;
+    }
+    writeln!(out, "\tnum_comp_vectors:\t\t{}", x.num_comp_vectors)
+}
+
 /// The text ibv_devinfo prints, for one device (`print_hca_cap`).
 fn write_text(out: &mut impl Write, d: &DeviceInfo, verbose: bool) -> io::Result<()> {
     let l = &d.limits;
@@ -594,6 +760,7 @@ fn write_text(out: &mut impl Write, d: &DeviceInfo, verbose: bool) -> io::Result
     writeln!(out, "\tvendor_id:\t\t\t{:#06x}", d.vendor_id)?;
     writeln!(out, "\tvendor_part_id:\t\t\t{}", d.vendor_part_id)?;
     writeln!(out, "\thw_ver:\t\t\t\t{:#X}", d.hw_ver)?;
+    // ibv_devinfo's `board_id` line would come here; no WinVerbs IOCTL carries a board id.
     writeln!(out, "\tphys_port_cnt:\t\t\t{}", d.ports.len())?;
     if verbose {
         field(out, "max_mr_size", format_args!("{:#x}", l.max_mr_size))?;
@@ -648,6 +815,7 @@ fn write_text(out: &mut impl Write, d: &DeviceInfo, verbose: bool) -> io::Result
         }
         field(out, "max_pkeys", l.max_pkeys)?;
         field(out, "local_ca_ack_delay", l.local_ca_ack_delay)?;
+        write_extended(out, &d.extended)?;
     }
     for p in &d.ports {
         writeln!(out, "\t\tport:\t{}", p.port)?;

@@ -851,6 +851,7 @@ impl TargetTask for PerfTask<'_> {
             cq_mod: (!p.test.is_latency()).then_some(p.cq_mod),
             cqe_poll: (!p.dynamic_cqe_poll).then_some(p.cqe_poll),
             disabling_notice: p.disabling_notice,
+            peak_warning: p.peak_warning,
             mtu,
             inline_or_outstanding: if p.test.verb() == Verb::Read {
                 p.out_reads
@@ -1067,6 +1068,9 @@ pub fn run_test(test: Test, args: &PerftestArgs) -> io::Result<ExitCode> {
     let p = match super::params(test, args, 4096) {
         Ok(p) => p,
         Err(e) => {
+            if super::warned_before(test, args, &e) {
+                println!("{}", super::PEAK_WARNING);
+            }
             println!("{}", report::RESULT_LINE);
             eprintln!(" {e}");
             return Ok(ExitCode::FAILURE);

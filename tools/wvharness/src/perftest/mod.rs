@@ -139,10 +139,40 @@ const DEF_RX_SEND: u32 = 512;
 const MAX_INLINE: u32 = 256;
 /// perftest's `MAX_INLINE_UD`-style bound for UD: the GRH takes 40 of the device's bytes.
 const MAX_INLINE_UD: u32 = MAX_INLINE - 40;
-/// Bytes moved per size in a `-a` sweep: iterations for large messages are scaled down to
-/// this, so that a whole sweep takes seconds (perftest keeps `-n` for every size, which on a
-/// software device would take minutes for the 8 MiB messages).
+/// Bytes moved per size in a `--fast_sweep` sweep: iterations for large messages are scaled
+/// down to this, so that a whole sweep takes seconds (a plain `-a` keeps `-n` for every size, as
+/// perftest does, which on a software device takes minutes for the 8 MiB messages).
 const SWEEP_BYTES_PER_SIZE: u64 = 64 << 20;
+/// perftest's notice when it turns the peak-bandwidth calculation off by itself
+/// (`force_dependecies` in `perftest_parameters.c`).
+pub const PEAK_WARNING: &str = " WARNING: BW peak won't be measured in this run.";
+/// perftest's refusals of duration mode with `-e` and `-a`: it prints them after
+/// [`PEAK_WARNING`], in the same check.
+const DURATION_REFUSALS: [&str; 2] = [
+    "Duration mode doesn't work with events.",
+    "Duration mode currently doesn't support running on all sizes.",
+];
+
+/// perftest's largest iteration count for which a bandwidth test still computes its peak.
+const PEAK_MAX_ITERS: u64 = 20_000;
+
+/// Whether perftest prints [`PEAK_WARNING`] while checking duration mode: a bandwidth test in
+/// duration mode whose peak `-N` did not already cancel.
+fn warns_peak(test: Test, a: &PerftestArgs) -> bool {
+    !test.is_latency() && a.duration.is_some() && !a.no_peak
+}
+
+/// Whether perftest cancels the peak of an iteration run itself (and prints [`PEAK_WARNING`]):
+/// a bandwidth test of more than [`PEAK_MAX_ITERS`] iterations, in its last checks.
+fn too_many_iters_for_peak(test: Test, a: &PerftestArgs, iters: u64) -> bool {
+    !test.is_latency() && a.duration.is_none() && !a.no_peak && iters > PEAK_MAX_ITERS
+}
+
+/// Whether perftest printed [`PEAK_WARNING`] before refusing these options with `error`:
+/// only the refusals made in its duration-mode check come after the warning.
+pub fn warned_before(test: Test, a: &PerftestArgs, error: &str) -> bool {
+    warns_peak(test, a) && DURATION_REFUSALS.contains(&error)
+}
 
 /// Options shared by the six tests (perftest's names and defaults).
 #[derive(Args, Clone, Debug, Default)]
@@ -153,11 +183,14 @@ pub struct PerftestArgs {
     /// Number of exchanges (at least 5; default 1000, 5000 for write_bw).
     #[arg(short = 'n', long = "iters")]
     pub iters: Option<u64>,
-    /// Run sizes from 2 till 2^23 (8 MiB), powers of two. Unlike perftest, sizes above 64 KiB
-    /// run fewer iterations (at most 64 MiB moved per size, never fewer than 5 iterations), so
-    /// a whole sweep takes seconds on the software device.
+    /// Run sizes from 2 till 2^23 (8 MiB), powers of two, each with the `-n` iterations.
     #[arg(short = 'a', long = "all")]
     pub all: bool,
+    /// With `-a`: run fewer iterations for large sizes (at most 64 MiB moved per size, never
+    /// fewer than 5 iterations), so a whole sweep takes seconds on the software device. Not a
+    /// perftest option; off by default.
+    #[arg(long = "fast_sweep", requires = "all")]
+    pub fast_sweep: bool,
     /// Sleep on CQ events (default poll). Not available for write tests.
     #[arg(short = 'e', long = "events")]
     pub events: bool,
@@ -184,7 +217,8 @@ pub struct PerftestArgs {
     /// bits.
     #[arg(long = "report_gbits")]
     pub report_gbits: bool,
-    /// Cancel the peak-bandwidth calculation (it is also off in duration mode).
+    /// Cancel the peak-bandwidth calculation (it is also off in duration mode and beyond 20000
+    /// iterations).
     #[arg(short = 'N', long = "noPeak")]
     pub no_peak: bool,
     /// Number of outstanding read/atomic requests (read tests; default: the device's
@@ -256,6 +290,9 @@ pub struct Params {
     pub dynamic_cqe_poll: bool,
     /// Whether perftest prints `Disabling dynamic polling` for these options.
     pub disabling_notice: bool,
+    /// Whether perftest prints [`PEAK_WARNING`]: a bandwidth test in duration mode, or of more
+    /// than 20000 iterations, whose peak was not already cancelled with `-N`.
+    pub peak_warning: bool,
 }
 
 impl Params {
@@ -310,10 +347,10 @@ pub fn params(test: Test, a: &PerftestArgs, ud_mtu: u64) -> Result<Params, Strin
         return Err("Events feature not available on WRITE verb".into());
     }
     if a.duration.is_some() && a.events {
-        return Err("Duration mode doesn't work with events.".into());
+        return Err(DURATION_REFUSALS[0].into());
     }
     if a.duration.is_some() && a.all {
-        return Err("Duration mode currently doesn't support running on all sizes.".into());
+        return Err(DURATION_REFUSALS[1].into());
     }
     if a.duration == Some(0) {
         return Err("duration must be at least 1 second".into());
@@ -412,7 +449,14 @@ pub fn params(test: Test, a: &PerftestArgs, ud_mtu: u64) -> Result<Params, Strin
             .map(|i| 1u64 << i)
             // UD messages are at most one MTU (perftest stops the sweep there too).
             .filter(|&s| a.connection != Connection::Ud || s <= ud_mtu)
-            .map(|s| (s, sweep_iters(iters, s)))
+            .map(|s| {
+                let n = if a.fast_sweep {
+                    fast_sweep_iters(iters, s)
+                } else {
+                    iters
+                };
+                (s, n)
+            })
             .collect()
     } else {
         let size = if a.connection == Connection::Ud {
@@ -437,8 +481,8 @@ pub fn params(test: Test, a: &PerftestArgs, ud_mtu: u64) -> Result<Params, Strin
         } else {
             BwUnits::MibPerSec
         },
-        // perftest turns the peak off in duration mode.
-        peak: !a.no_peak && a.duration.is_none(),
+        // perftest turns the peak off in duration mode and beyond 20000 iterations.
+        peak: !a.no_peak && a.duration.is_none() && !too_many_iters_for_peak(test, a, iters),
         cpus: a.cpus,
         out_reads: if verb == Verb::Read {
             a.outs.unwrap_or(0)
@@ -453,12 +497,13 @@ pub fn params(test: Test, a: &PerftestArgs, ud_mtu: u64) -> Result<Params, Strin
         cqe_poll: a.cqe_poll.unwrap_or(cqe_poll::CTX_POLL_BATCH),
         dynamic_cqe_poll,
         disabling_notice,
+        peak_warning: warns_peak(test, a) || too_many_iters_for_peak(test, a, iters),
     })
 }
 
-/// Iterations for one size of a `-a` sweep: `-n`, reduced for big messages so that at most
-/// `SWEEP_BYTES_PER_SIZE` move per size.
-fn sweep_iters(iters: u64, size: u64) -> u64 {
+/// Iterations for one size of a `--fast_sweep` sweep: `-n`, reduced for big messages so that
+/// at most `SWEEP_BYTES_PER_SIZE` move per size.
+fn fast_sweep_iters(iters: u64, size: u64) -> u64 {
     iters.min((SWEEP_BYTES_PER_SIZE / size).max(MIN_ITER))
 }
 
@@ -812,23 +857,27 @@ mod tests {
     }
 
     #[test]
-    fn sweep_covers_2_to_8_mib_with_bounded_work() {
-        let p = params(
-            Test::WriteBw,
-            &PerftestArgs {
-                all: true,
-                ..args()
-            },
-            4096,
-        )
-        .unwrap();
+    fn sweep_covers_2_to_8_mib_with_the_n_iterations_for_every_size() {
+        let all = PerftestArgs {
+            all: true,
+            ..args()
+        };
+        let p = params(Test::WriteBw, &all, 4096).unwrap();
         let sizes: Vec<u64> = p.sizes.iter().map(|s| s.0).collect();
         assert_eq!(sizes.first(), Some(&2));
         assert_eq!(sizes.last(), Some(&MAX_SIZE));
         assert_eq!(sizes.len(), 23);
+        assert!(p.sizes.iter().all(|&(_, n)| n == 5000), "{:?}", p.sizes);
+        let fast = PerftestArgs {
+            fast_sweep: true,
+            ..all
+        };
+        let p = params(Test::WriteBw, &fast, 4096).unwrap();
+        assert_eq!(p.sizes.len(), 23);
         for &(s, n) in &p.sizes {
             assert!(n >= MIN_ITER && (s * n <= SWEEP_BYTES_PER_SIZE || n == MIN_ITER));
         }
+        assert!(p.sizes.last().unwrap().1 < 5000, "--fast_sweep scales down");
         let ud = PerftestArgs {
             all: true,
             connection: Connection::Ud,
@@ -836,5 +885,45 @@ mod tests {
         };
         let p = params(Test::SendBw, &ud, 4096).unwrap();
         assert_eq!(p.sizes.last().unwrap().0, 4096, "UD stops at the port MTU");
+    }
+
+    #[test]
+    fn duration_bandwidth_runs_warn_that_the_peak_is_off() {
+        let d = |test, no_peak| {
+            params(
+                test,
+                &PerftestArgs {
+                    duration: Some(2),
+                    no_peak,
+                    ..args()
+                },
+                4096,
+            )
+            .unwrap()
+        };
+        let p = d(Test::WriteBw, false);
+        assert!(p.peak_warning && !p.peak);
+        assert!(
+            !d(Test::WriteBw, true).peak_warning,
+            "-N already cancelled it"
+        );
+        assert!(
+            !d(Test::WriteLat, false).peak_warning,
+            "latency tests have no peak"
+        );
+        assert!(!params(Test::WriteBw, &args(), 4096).unwrap().peak_warning);
+        let n = |iters| PerftestArgs {
+            iters: Some(iters),
+            ..args()
+        };
+        let p = params(Test::SendBw, &n(20_001), 4096).unwrap();
+        assert!(p.peak_warning && !p.peak, "beyond 20000 iterations");
+        let p = params(Test::SendBw, &n(20_000), 4096).unwrap();
+        assert!(!p.peak_warning && p.peak);
+        assert!(
+            !params(Test::SendLat, &n(20_001), 4096)
+                .unwrap()
+                .peak_warning
+        );
     }
 }

@@ -332,6 +332,9 @@ pub struct TestInfo<'a> {
     /// Whether perftest announces `Disabling dynamic polling` (printed while it parses the
     /// options, so before the header).
     pub disabling_notice: bool,
+    /// Whether perftest warns that the peak is not measured (also printed while it parses
+    /// the options: the first line of the output).
+    pub peak_warning: bool,
     /// Path MTU in bytes.
     pub mtu: u32,
     /// Inline size (send/write) or outstanding reads (read).
@@ -346,6 +349,11 @@ pub struct TestInfo<'a> {
 pub fn format_test_info(info: &TestInfo<'_>) -> String {
     let mut out = String::new();
     let kind = if info.latency { "Latency" } else { "BW" };
+    // perftest's force_dependecies prints it while checking duration mode. It never comes
+    // with the dynamic-polling notice: a duration bandwidth run keeps dynamic polling.
+    if info.peak_warning {
+        let _ = writeln!(out, "{}", super::PEAK_WARNING);
+    }
     if info.disabling_notice {
         let _ = writeln!(out, "Disabling dynamic polling");
     }
