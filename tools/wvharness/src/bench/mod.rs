@@ -19,6 +19,7 @@
 mod direct;
 mod measure;
 mod report;
+mod rounds;
 #[cfg(target_os = "linux")]
 mod two_process;
 
@@ -98,7 +99,8 @@ impl Goal {
 
 /// One row of the benchmark: a measurement, the limit it is compared with, their ratio and the
 /// goal. The JSON form has the fields `name, value, unit, baseline, baseline_value, ratio, goal,
-/// met` (and the 99th percentiles and the group beside them).
+/// met, spread` (and the 99th percentiles, the group and, where the goal needs one, the
+/// confidence interval of the ratio beside them).
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchRow {
     /// The section of the report.
@@ -127,6 +129,12 @@ pub struct BenchRow {
     /// Why a value is missing, or how it was measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// For a row measured in rounds alternating with its baseline's: how the per-round
+    /// numbers spread (`rounds.rs`).
+    pub spread: Option<rounds::Spread>,
+    /// The 95 % confidence interval of the ratio, where the row's goal needs one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<rounds::Interval>,
 }
 
 impl BenchRow {
@@ -156,6 +164,8 @@ impl BenchRow {
             goal: goal.map(Goal::text),
             met: goal.zip(ratio).map(|(g, r)| g.met(r)),
             note: None,
+            spread: None,
+            interval: None,
         }
     }
 
@@ -229,7 +239,7 @@ pub fn run(args: &BenchArgs) -> io::Result<ExitCode> {
         )?;
         writeln!(
             stdout,
-            "Ratios are against limits measured in this run (per-iteration median; p99 beside it). Goals are reported, not enforced."
+            "Ratios are against limits measured in this run (per-iteration median; p99 beside it). A goal row alternates rounds with its baseline's: its ratio is the median of the per-round ratios, their range beside it. Goals are reported, not enforced."
         )?;
         stdout.flush()?;
     }
