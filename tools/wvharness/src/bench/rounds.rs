@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn a_within_goal_needs_the_interval_below_its_bound() {
-        let tight = [round(1.0, 1.0), round(1.01, 1.0), round(0.99, 1.0)];
+        let tight = [round(1.0, 1.0), round(1.005, 1.0), round(0.995, 1.0)];
         let wide = [round(1.0, 1.0), round(1.3, 1.0), round(0.8, 1.0)];
         let g = Goal::Within(0.02);
         let row = |r: &[Round]| BenchRow::from_rounds("g", "r", "ns", "b", r, Some(g));
