@@ -1337,4 +1337,5 @@ fn glue_row(_cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
 }
 
 /// Where the glue row's number comes from.
-const GLUE_NOTE: &str = "measured by tools/wdf-emu: its run prints this ratio";
+const GLUE_NOTE: &str = "measured by tools/wdf-emu (scenarios/tests/ioctl_cost.rs, run in \
+                          release by tools/wdf-emu/run, which prints this ratio)";
