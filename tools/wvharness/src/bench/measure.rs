@@ -1083,7 +1083,9 @@ impl TargetTask for ModifyTask {
 const COMMAND_LATENCY_NS: u64 = 20_000;
 
 fn qp_transitions(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
-    let cycles = if cx.plan.quick { 2 } else { 10 };
+    // Enough cycles that a round is not only thread start-up (a quick round of instant
+    // commands is still a few milliseconds).
+    let cycles = if cx.plan.quick { 6 } else { 10 };
     let cx = &*cx;
     let rate = |mode, threads: usize, in_flight: usize, latency: u64| -> Result<f64, String> {
         let config = StackConfig {
@@ -1143,7 +1145,9 @@ fn qp_transitions(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
     ));
     rows.push(BenchRow::from_rounds(
         "control path",
-        format!("QP transitions/s, async vs inline, 1 thread, {us} µs commands, {slots} slots"),
+        format!(
+            "QP transitions/s, async vs inline, 1 thread, {IN_FLIGHT} in flight, {us} µs commands, {slots} slots"
+        ),
         "/s",
         format!("QP_MODIFY inline (as OFW), 1 thread, {us} µs commands, {slots} slots"),
         &one_20us,
