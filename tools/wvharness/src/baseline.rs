@@ -5,9 +5,10 @@
 //! printed as a ratio to what the same machine does, at the same moment, with the cheapest
 //! mechanism that could possibly do the job: a cache line bounced between two threads (the floor
 //! of any polling hand-off), a futex wake (the floor of any sleeping hand-off, across CPUs and
-//! on one CPU), `memcpy` (the floor of moving bytes), an uncontended mutex (the unit of a
-//! system call's bookkeeping) and a TCP loopback connection (what a connection costs without
-//! RDMA).
+//! on one CPU), `memcpy` (the floor of moving bytes), a single-producer/single-consumer ring
+//! of 64-byte slots (the floor of handing small messages from one CPU to the other), an
+//! uncontended mutex (the unit of a system call's bookkeeping) and a TCP loopback connection
+//! (what a connection costs without RDMA).
 //!
 //! Every limit is timed per iteration, as perftest times each post, and reported as the median
 //! and 99th percentile of those samples: a median of batch means is not the same number (a
@@ -20,7 +21,8 @@
 //! uncontended mutex lock + unlock takes about 5 ns here, below the clock's resolution (its
 //! readings step by 10 ns on these virtual machines) and a fraction of one clock read (20–50
 //! ns), so a per-iteration sample would measure the clock, not the mutex; it is timed over
-//! batches of 64. `memcpy` below 64 KiB is timed over groups of copies for the same reason.
+//! batches of 64. `memcpy` below 64 KiB is timed over groups of copies, and the ring's
+//! message rate over batches of messages, for the same reason.
 
 use std::hint::black_box;
 use std::sync::Arc;

@@ -3,9 +3,11 @@
 //!
 //! The goals are reported (met / not met), never enforced: on a shared 2-core machine a number
 //! can miss because another build ran, and performance never decides a verdict. Every limit is
-//! a per-iteration median with its 99th percentile (`baseline`; the mutex and the small copies,
-//! below the clock's resolution, are batch means and their rows say so), and every row names
-//! the limit it is divided by. A row whose event never sleeps (read_lat `-e`: the read
+//! a per-iteration median with its 99th percentile (`baseline`; the mutex, the small copies and
+//! the SPSC ring's messages, below the clock's resolution, are timed in batches and their rows
+//! say so), and every row names the limit it is divided by. Every row with a goal is measured
+//! in rounds that alternate with rounds of its own limit, and reports the median of the
+//! per-round ratios with their spread (`rounds`). A row whose event never sleeps (read_lat `-e`: the read
 //! completes within its own doorbell) is divided by the polling run of the same size instead
 //! of a wake. Event-mode send_lat also counts the process's context switches per message (a
 //! message is one send and its completion; a round trip is two) against the futex ping-pong's
