@@ -114,9 +114,6 @@ pub struct Context<'a> {
     /// Polling read_lat of each size of this run (t_typical and 99th percentile, ns): the
     /// baseline of the `-e` read rows.
     polled_reads: Vec<(u64, (f64, Option<f64>))>,
-    /// This run's in-process polling send_lat 2 B (t_typical and p99, ns): the baseline of the
-    /// two-process row.
-    send_lat_2b: Option<(f64, Option<f64>)>,
 }
 
 impl<'a> Context<'a> {
@@ -128,7 +125,6 @@ impl<'a> Context<'a> {
             limits: Limits::default(),
             cdfs: Vec::new(),
             polled_reads: Vec::new(),
-            send_lat_2b: None,
         }
     }
 
@@ -165,44 +161,31 @@ pub fn parts() -> Vec<Part> {
     ]
 }
 
-/// Perftest's binaries between two processes through the device service, beside this run's
-/// in-process send_lat 2 B and memcpy 64 KiB.
+/// Perftest's binaries between two processes through the device service, in rounds
+/// alternating with the in-process send_lat 2 B and memcpy 64 KiB.
 #[cfg(target_os = "linux")]
 fn two_processes(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
-    let send_lat = match cx.send_lat_2b {
-        Some(s) => s,
-        None => {
-            // The latency part did not run (--only): measure the baseline here.
-            let args = PerftestArgs {
-                size: Some(2),
-                iters: Some(cx.plan.lat_iters(2, false)),
-                cpus: cx.plan.cpus,
-                target: cx.target.clone(),
-                ..PerftestArgs::default()
-            };
-            let sizes = [(2, cx.plan.lat_iters(2, false))];
-            let m = perftest::measure_sizes(
-                Test::SendLat,
-                &args,
-                Some(&sizes),
-                StackConfig::default(),
-            )?;
-            match m.first().map(|m| &m.row) {
-                Some(Row::Latency {
-                    t_typical,
-                    percentile_99,
-                    ..
-                }) => (t_typical * 1000.0, Some(percentile_99 * 1000.0)),
-                _ => return Err("no in-process send_lat 2 B".into()),
-            }
-        }
-    };
+    let cx = &*cx;
+    let b = cx.plan.round_budget() / 2;
     let memcpy = cx
         .limits
         .memcpy_at(64 << 10)
         .ok_or("no memcpy 64 KiB limit")?
         .clone();
-    super::two_process::rows(cx.plan.quick, send_lat, &memcpy)
+    let send_lat = || lat_round(cx, Test::SendLat, false, 2, cx.plan.cpus).map(|m| lat_stat(&m));
+    let copy = || Stat::rates(&baseline::memcpy_rate(64 << 10, b), 1e-9);
+    // Each round starts two tools and the service (about 2 s a round): fewer rounds in quick
+    // mode keep CI's run short.
+    let rounds = if cx.plan.quick { 3 } else { cx.plan.rounds };
+    super::two_process::rows(
+        cx.plan.quick,
+        rounds,
+        &super::two_process::Baselines {
+            send_lat: &send_lat,
+            memcpy: &copy,
+        },
+        &memcpy,
+    )
 }
 
 /// The mutex limit's name: it is the one limit timed in batches, and says so.
@@ -384,9 +367,6 @@ fn lat_rows(cx: &mut Context<'_>, test: Test, events: bool) -> Result<Vec<BenchR
         if test == Test::ReadLat {
             cx.polled_reads
                 .push((bytes, (t_typical * 1000.0, Some(percentile_99 * 1000.0))));
-        }
-        if test == Test::SendLat && !events && bytes == 2 {
-            cx.send_lat_2b = Some((t_typical * 1000.0, Some(percentile_99 * 1000.0)));
         }
         if test == Test::SendLat && bytes == 2 {
             // The goal rows: measured again in rounds alternating with their baselines.
