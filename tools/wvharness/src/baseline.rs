@@ -5,9 +5,10 @@
 //! printed as a ratio to what the same machine does, at the same moment, with the cheapest
 //! mechanism that could possibly do the job: a cache line bounced between two threads (the floor
 //! of any polling hand-off), a futex wake (the floor of any sleeping hand-off, across CPUs and
-//! on one CPU), `memcpy` (the floor of moving bytes), an uncontended mutex (the unit of a
-//! system call's bookkeeping) and a TCP loopback connection (what a connection costs without
-//! RDMA).
+//! on one CPU), `memcpy` (the floor of moving bytes), a single-producer/single-consumer ring
+//! of 64-byte slots (the floor of handing small messages from one CPU to the other), an
+//! uncontended mutex (the unit of a system call's bookkeeping) and a TCP loopback connection
+//! (what a connection costs without RDMA).
 //!
 //! Every limit is timed per iteration, as perftest times each post, and reported as the median
 //! and 99th percentile of those samples: a median of batch means is not the same number (a
@@ -20,7 +21,8 @@
 //! uncontended mutex lock + unlock takes about 5 ns here, below the clock's resolution (its
 //! readings step by 10 ns on these virtual machines) and a fraction of one clock read (20–50
 //! ns), so a per-iteration sample would measure the clock, not the mutex; it is timed over
-//! batches of 64. `memcpy` below 64 KiB is timed over groups of copies for the same reason.
+//! batches of 64. `memcpy` below 64 KiB is timed over groups of copies, and the ring's
+//! message rate over batches of messages, for the same reason.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -327,6 +329,95 @@ pub fn tcp_loopback_connect(budget: Duration) -> Measured {
     Measured::new(samples)
 }
 
+/// Slots of the [`spsc_ring_rate`] ring: perftest's send queue depth for bandwidth tests.
+pub const RING_SLOTS: usize = 128;
+/// Messages in one [`spsc_ring_rate`] sample: one message is tens of nanoseconds, below the
+/// clock's step, so a sample is the rate over a batch.
+pub const RING_BATCH: usize = 4096;
+
+/// The message rate of a single-producer/single-consumer ring of 64-byte slots between two
+/// threads, in messages per second (each sample the rate over [`RING_BATCH`] messages): the
+/// floor of any queue that hands small messages from one CPU to another, as a send queue and a
+/// receive queue between two sides do.
+///
+/// The producer writes each message's 64 bytes into the next free slot and publishes it with
+/// one release store of its head index; the consumer reads the 64 bytes and frees the slot
+/// with a release store of its tail index. Each side keeps its own copy of the other's index
+/// and re-reads it only when the ring looks full (or empty), as any tuned SPSC ring does, so a
+/// cache line moves between the CPUs per slot written and per index re-read, not per access.
+///
+/// `cpus = Some((receiver, sender))`: the consumer is pinned as send_bw's server (the receiving
+/// side), the producer as its client.
+pub fn spsc_ring_rate(budget: Duration, cpus: Option<(usize, usize)>) -> Measured {
+    // A slot is one cache line; its bytes are eight relaxed words, so the copy needs no
+    // `unsafe` and compiles to plain stores and loads.
+    #[repr(align(64))]
+    struct Slot([AtomicU64; 8]);
+    #[repr(align(128))]
+    struct Index(AtomicU64);
+    let slots: Vec<Slot> = (0..RING_SLOTS)
+        .map(|_| Slot(std::array::from_fn(|_| AtomicU64::new(0))))
+        .collect();
+    let (head, tail) = (Index(AtomicU64::new(0)), Index(AtomicU64::new(0)));
+    let stop = AtomicBool::new(false);
+    let n = RING_SLOTS as u64;
+    thread::scope(|s| {
+        s.spawn(|| {
+            pin(cpus.map(|c| c.1));
+            let (mut next, mut seen_tail) = (0u64, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                if next - seen_tail == n {
+                    seen_tail = tail.0.load(Ordering::Acquire);
+                    if next - seen_tail == n {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                }
+                for (k, w) in slots[(next % n) as usize].0.iter().enumerate() {
+                    w.store(next ^ k as u64, Ordering::Relaxed);
+                }
+                next += 1;
+                head.0.store(next, Ordering::Release);
+            }
+        });
+        let consumer = s.spawn(|| {
+            pin(cpus.map(|c| c.0));
+            let (mut next, mut seen_head, mut sum) = (0u64, 0u64, 0u64);
+            let mut take = |count: usize| {
+                let mut got = 0;
+                while got < count {
+                    if next == seen_head {
+                        seen_head = head.0.load(Ordering::Acquire);
+                        if next == seen_head {
+                            std::hint::spin_loop();
+                            continue;
+                        }
+                    }
+                    for w in &slots[(next % n) as usize].0 {
+                        sum = sum.wrapping_add(w.load(Ordering::Relaxed));
+                    }
+                    next += 1;
+                    tail.0.store(next, Ordering::Release);
+                    got += 1;
+                }
+            };
+            // Warm up: both threads running, the slots in cache.
+            take(RING_BATCH);
+            let mut samples = Vec::new();
+            let start = Instant::now();
+            while keep_going(start, samples.len(), budget, 30, 1_000_000) {
+                let t = Instant::now();
+                take(RING_BATCH);
+                samples.push(RING_BATCH as f64 * 1e9 / t.elapsed().as_nanos().max(1) as f64);
+            }
+            stop.store(true, Ordering::Relaxed);
+            black_box(sum);
+            samples
+        });
+        Measured::new(consumer.join().unwrap_or_default())
+    })
+}
+
 /// Runs `measure` on a thread pinned to `cpu` (or on this thread when `None`).
 fn on_cpu<R: Send>(cpu: Option<usize>, measure: impl FnOnce() -> R + Send) -> R {
     match cpu {
@@ -385,6 +476,7 @@ mod tests {
             mutex_lock_unlock(d),
             memcpy_rate(1 << 16, d),
             memcpy_rate(2, d),
+            spsc_ring_rate(d, None),
         ] {
             assert!(!m.samples.is_empty());
             let (med, p99) = (m.median(), m.p99());

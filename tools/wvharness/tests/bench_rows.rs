@@ -65,3 +65,78 @@ fn event_rows_count_switches_and_reads_compare_with_polling() {
         assert!(r["goal"].is_null(), "{r}");
     }
 }
+
+/// A goal row's rounds: how many, how the ratio is formed, and the ratio inside their range.
+fn assert_rounds(r: &serde_json::Value) {
+    let s = &r["spread"];
+    assert!(s["rounds"].as_u64().is_some_and(|n| n >= 1), "{r}");
+    assert_eq!(s["ratio_of"], "median of per-round ratios", "{r}");
+    let (lo, hi) = (
+        s["ratio"][0].as_f64().unwrap(),
+        s["ratio"][1].as_f64().unwrap(),
+    );
+    let ratio = r["ratio"].as_f64().expect("a ratio");
+    assert!(lo <= ratio && ratio <= hi, "{r}");
+    assert!(r["met"].is_boolean(), "{r}");
+}
+
+#[test]
+fn the_message_rate_row_compares_send_bw_with_an_spsc_ring_in_rounds() {
+    let rows = rows("message rate");
+    // The ring is a limit of its own.
+    let limit = named(&rows, "SPSC ring message rate");
+    assert_eq!(limit.len(), 1, "{rows:?}");
+    assert_eq!(limit[0]["unit"], "M msg/s");
+    let row = named(&rows, "send_bw 64 B message rate");
+    assert_eq!(row.len(), 1, "{rows:?}");
+    let row = row[0];
+    assert!(
+        row["baseline"]
+            .as_str()
+            .unwrap()
+            .starts_with("SPSC ring message rate"),
+        "{row}"
+    );
+    assert_eq!(row["goal"], "≥ 25 %");
+    assert_eq!(row["spread"]["rounds"], 5);
+    assert_rounds(row);
+}
+
+#[test]
+fn filter_overhead_rows_give_the_interval_their_goal_needs() {
+    let rows = rows("filter overhead");
+    let both = named(&rows, "send_lat");
+    assert_eq!(both.len(), 2, "{rows:?}");
+    for r in both {
+        assert_eq!(r["goal"], "±2 %", "{r}");
+        assert_rounds(r);
+        let i = &r["interval"];
+        assert_eq!(i["level"], 0.95, "{r}");
+        let (low, high) = (i["low"].as_f64().unwrap(), i["high"].as_f64().unwrap());
+        assert!(low <= high, "{r}");
+        // Met only if the interval excludes a cost above 2 %.
+        if r["met"] == true {
+            assert!(high <= 1.02, "{r}");
+        }
+    }
+}
+
+#[test]
+fn the_glue_row_says_where_its_number_comes_from() {
+    let rows = rows("glue");
+    let glue = named(&rows, "inline IOCTL round trip through the glue");
+    assert_eq!(glue.len(), 1, "{rows:?}");
+    let g = glue[0];
+    assert!(
+        g["value"].is_null() && g["ratio"].is_null() && g["met"].is_null(),
+        "{g}"
+    );
+    assert_eq!(g["goal"], "≤ 1.2×");
+    assert!(
+        g["note"]
+            .as_str()
+            .unwrap()
+            .contains("measured by tools/wdf-emu"),
+        "{g}"
+    );
+}

@@ -3,9 +3,11 @@
 //!
 //! The goals are reported (met / not met), never enforced: on a shared 2-core machine a number
 //! can miss because another build ran, and performance never decides a verdict. Every limit is
-//! a per-iteration median with its 99th percentile (`baseline`; the mutex and the small copies,
-//! below the clock's resolution, are batch means and their rows say so), and every row names
-//! the limit it is divided by. A row whose event never sleeps (read_lat `-e`: the read
+//! a per-iteration median with its 99th percentile (`baseline`; the mutex, the small copies and
+//! the SPSC ring's messages, below the clock's resolution, are timed in batches and their rows
+//! say so), and every row names the limit it is divided by. Every row with a goal is measured
+//! in rounds that alternate with rounds of its own limit, and reports the median of the
+//! per-round ratios with their spread (`rounds`). A row whose event never sleeps (read_lat `-e`: the read
 //! completes within its own doorbell) is divided by the polling run of the same size instead
 //! of a wake. Event-mode send_lat also counts the process's context switches per message (a
 //! message is one send and its completion; a round trip is two) against the futex ping-pong's
@@ -19,6 +21,7 @@
 mod direct;
 mod measure;
 mod report;
+mod rounds;
 #[cfg(target_os = "linux")]
 mod two_process;
 
@@ -98,7 +101,8 @@ impl Goal {
 
 /// One row of the benchmark: a measurement, the limit it is compared with, their ratio and the
 /// goal. The JSON form has the fields `name, value, unit, baseline, baseline_value, ratio, goal,
-/// met` (and the 99th percentiles and the group beside them).
+/// met, spread` (and the 99th percentiles, the group and, where the goal needs one, the
+/// confidence interval of the ratio beside them).
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchRow {
     /// The section of the report.
@@ -127,6 +131,12 @@ pub struct BenchRow {
     /// Why a value is missing, or how it was measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// For a row measured in rounds alternating with its baseline's: how the per-round
+    /// numbers spread (`rounds.rs`).
+    pub spread: Option<rounds::Spread>,
+    /// The 95 % confidence interval of the ratio, where the row's goal needs one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<rounds::Interval>,
 }
 
 impl BenchRow {
@@ -156,6 +166,8 @@ impl BenchRow {
             goal: goal.map(Goal::text),
             met: goal.zip(ratio).map(|(g, r)| g.met(r)),
             note: None,
+            spread: None,
+            interval: None,
         }
     }
 
@@ -229,7 +241,7 @@ pub fn run(args: &BenchArgs) -> io::Result<ExitCode> {
         )?;
         writeln!(
             stdout,
-            "Ratios are against limits measured in this run (per-iteration median; p99 beside it). Goals are reported, not enforced."
+            "Ratios are against limits measured in this run (per-iteration median; p99 beside it). A goal row alternates rounds with its baseline's: its ratio is the median of the per-round ratios, their range beside it. Goals are reported, not enforced."
         )?;
         stdout.flush()?;
     }

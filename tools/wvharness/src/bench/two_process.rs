@@ -1,6 +1,6 @@
 //! The device service's rows: perftest's own binaries (Debian's `ib_send_lat` and
 //! `ib_write_bw`) between two processes through `wvd`, on this build's `libibverbs.so.1`,
-//! beside the in-process send_lat and memcpy of the same run; and the copy the service makes
+//! in rounds alternating with the in-process send_lat and memcpy; and the copy the service makes
 //! between two client processes (`process_vm_readv` + `process_vm_writev` through a bounce
 //! buffer), timed alone, as the limit its bandwidth runs into.
 //!
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use wv_softhca::dma::Client;
 
+use super::rounds::{Round, Stat, alternate, median};
 use super::{BenchRow, Goal};
 use crate::baseline::Measured;
 
@@ -191,75 +192,113 @@ fn service_copy(len: usize, iters: usize) -> Result<Measured, String> {
     Ok(Measured::new(rates))
 }
 
-/// The rows. `send_lat` is this run's in-process send_lat 2 B (t_typical and p99, ns),
-/// `memcpy` its memcpy 64 KiB (bytes/s).
+/// What the two-process goal rows are compared with, one round at a time: the in-process
+/// send_lat 2 B (t_typical and p99, ns) and memcpy of 64 KiB (GB/s).
+pub struct Baselines<'a> {
+    /// One round of the in-process send_lat 2 B.
+    pub send_lat: &'a dyn Fn() -> Result<Stat, String>,
+    /// One round of memcpy 64 KiB.
+    pub memcpy: &'a dyn Fn() -> Stat,
+}
+
+/// The rows: Debian's ib_send_lat and ib_write_bw through the service in rounds alternating
+/// with their in-process baselines, then the service's copies beside this run's limits
+/// (`memcpy`: its memcpy 64 KiB, bytes/s).
 pub fn rows(
     quick: bool,
-    send_lat: (f64, Option<f64>),
+    rounds: usize,
+    base: &Baselines<'_>,
     memcpy: &Measured,
 ) -> Result<Vec<BenchRow>, String> {
     const GROUP: &str = "two processes (wvd)";
     let lib = library_dir()?;
-    let svc = Service::start(&lib)?;
+    // The service runs only while a tool runs through it: its threads would otherwise share
+    // the CPUs with the in-process baseline's rounds.
+    let through_service = |tool: &str, args: &[String], port: u16| -> Result<String, String> {
+        let svc = Service::start(&lib)?;
+        pair(&lib, &svc, tool, args, port)
+    };
     let lat_iters = if quick { 2_000 } else { 20_000 };
     let bw_iters = if quick { 2_000 } else { 20_000 };
     let mut rows = Vec::new();
 
-    let out = pair(
-        &lib,
-        &svc,
-        "ib_send_lat",
-        &["-s".into(), "2".into(), "-n".into(), lat_iters.to_string()],
-        18_901,
-    )?;
-    let r = result_line(&out)?;
-    let (typical, p99) = (r.get(4).copied().ok_or("t_typical")?, r.get(7).copied());
+    // Each round on a port of its own: the previous round's may still be in TIME_WAIT.
+    let lat: Vec<Round> = alternate(
+        rounds,
+        |i| {
+            let out = through_service(
+                "ib_send_lat",
+                &["-s".into(), "2".into(), "-n".into(), lat_iters.to_string()],
+                18_901 + 2 * i as u16,
+            )?;
+            let r = result_line(&out)?;
+            Ok(Stat {
+                mid: r.get(4).copied().ok_or("t_typical")? * 1000.0,
+                tail: r.get(7).map(|p| p * 1000.0),
+            })
+        },
+        |_| (base.send_lat)(),
+    )?
+    .into_iter()
+    .map(|(value, base)| Round { value, base })
+    .collect();
+    let send_lat = (
+        median(&lat.iter().map(|r| r.base.mid).collect::<Vec<_>>()),
+        lat.iter()
+            .map(|r| r.base.tail)
+            .collect::<Option<Vec<_>>>()
+            .map(|t| median(&t)),
+    );
     rows.push(
-        BenchRow::new(
+        BenchRow::from_rounds(
             GROUP,
             "ib_send_lat 2 B between two processes through wvd (t_typical)",
-            typical * 1000.0,
-            p99.map(|p| p * 1000.0),
             "ns",
             "send_lat 2 B in one process (t_typical)",
-            send_lat,
+            &lat,
             Some(Goal::AtMost(2.0)),
         )
         .with_note(format!(
-            "Debian's ib_send_lat, {lat_iters} iterations, unpinned"
+            "Debian's ib_send_lat, {lat_iters} iterations a round, unpinned"
         )),
     );
 
-    let out = pair(
-        &lib,
-        &svc,
-        "ib_write_bw",
-        &[
-            "-s".into(),
-            "65536".into(),
-            "-n".into(),
-            bw_iters.to_string(),
-        ],
-        18_902,
-    )?;
-    let r = result_line(&out)?;
-    let avg = r.get(3).copied().ok_or("BW average")? * 1_048_576.0 / 1e9;
+    let bw: Vec<Round> = alternate(
+        rounds,
+        |i| {
+            let out = through_service(
+                "ib_write_bw",
+                &[
+                    "-s".into(),
+                    "65536".into(),
+                    "-n".into(),
+                    bw_iters.to_string(),
+                ],
+                18_902 + 2 * i as u16,
+            )?;
+            let r = result_line(&out)?;
+            Ok(Stat::plain(
+                r.get(3).copied().ok_or("BW average")? * 1_048_576.0 / 1e9,
+            ))
+        },
+        |_| Ok((base.memcpy)()),
+    )?
+    .into_iter()
+    .map(|(value, base)| Round { value, base })
+    .collect();
     rows.push(
-        BenchRow::new(
+        BenchRow::from_rounds(
             GROUP,
             "ib_write_bw 64 KiB between two processes through wvd (BW average)",
-            avg,
-            None,
             "GB/s",
             "memcpy 64 KiB",
-            (memcpy.median() * 1e-9, Some(memcpy.p1() * 1e-9)),
+            &bw,
             Some(Goal::AtLeast(0.5)),
         )
         .with_note(format!(
-            "Debian's ib_write_bw, {bw_iters} iterations, unpinned"
+            "Debian's ib_write_bw, {bw_iters} iterations a round, unpinned"
         )),
     );
-    drop(svc);
 
     // What the service pays per message for the bytes alone: a 2-byte copy between two
     // client processes is two system calls.
