@@ -612,3 +612,36 @@ fn cq_size_and_multicast_limits_hold_at_their_exact_boundaries() {
     );
     settle(&p);
 }
+
+#[test]
+fn a_modify_from_rts_to_rts_does_not_renew_the_retry_budget_of_a_request_in_flight() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_with(
+        &p,
+        Conn {
+            retry: 3,
+            ..Conn::default()
+        },
+    );
+    let m = a.mem(64, ALL_ACCESS);
+    b.hca.set_port_state(1, false).unwrap();
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
+        .unwrap();
+    // The first try times out: one retry of three spent.
+    assert!(p.run_next_timer());
+    // RTS -> RTS (a new RNR NAK timer, say) leaves the send queue as it was: the budget is
+    // what was left of it, not a fresh one.
+    let mut again = attrs(WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_RNR_NAK_TIMEOUT);
+    again.current_state = QpState::Rts;
+    a.modify(&qa, &again.to(QpState::Rts)).unwrap();
+    assert_eq!(a.state(&qa), QpState::Rts);
+    assert_eq!(
+        run_timers(&p, 100),
+        3,
+        "the second try and the two retries left time out"
+    );
+    assert_eq!(poll_all(&ca)[0].status, WcStatus::RetryExcErr);
+    b.hca.set_port_state(1, true).unwrap();
+    settle(&p);
+}
