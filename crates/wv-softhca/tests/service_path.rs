@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::*;
+use wv_abi::consts::*;
 use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::abi::{CqResp, QpResp};
@@ -196,7 +197,8 @@ fn served(node: &Node, arena: &Arc<Arena>) -> (Node, Cq, Qp) {
 }
 
 #[test]
-fn a_served_clients_send_runs_when_the_service_answers_its_doorbell() {
+fn a_served_clients_sends_run_and_its_receives_in_err_flush_when_the_service_answers_its_doorbell()
+{
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);
     let arena = Arena::new(1 << 22);
@@ -236,6 +238,24 @@ fn a_served_clients_send_runs_when_the_service_answers_its_doorbell() {
     assert_eq!(
         (s.len(), s[0].wr_id, s[0].status),
         (1, 1, WcStatus::Success)
+    );
+
+    // A receive posted to a QP in ERR is flushed by the service, when its doorbell is answered.
+    a.modify(&qa, &qpm(QpState::Error, WV_IO_QP_ATTR_STATE))
+        .unwrap();
+    p.run_until_idle();
+    assert!(poll_all(&ca).is_empty());
+    let inbox = a.mem(64, ALL_ACCESS);
+    qa.uvp.post_recv(&recv_wr(9, &[inbox.sge(0, 64)])).unwrap();
+    assert_eq!(arena.rung.load(Ordering::SeqCst), 2);
+    p.run_until_idle();
+    assert!(poll_all(&ca).is_empty(), "the flush waits for the service");
+    assert!(arena.service());
+    p.run_until_idle();
+    let f = poll_all(&ca);
+    assert_eq!(
+        f.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(9, WcStatus::WrFlushErr)]
     );
     settle(&p);
 }
