@@ -1298,6 +1298,63 @@ pub mod process {
         }
 
         #[test]
+        fn a_client_is_known_by_its_process_id() {
+            let me = std::process::id() as i32;
+            assert_eq!(Client::this_process().pid(), me);
+            assert!(Client::this_process().is_this_process());
+            let other = Client::new(me + 1, None);
+            assert_eq!(other.pid(), me + 1);
+            assert!(!other.is_this_process());
+            assert!(Client::new(me, None).is_this_process());
+        }
+
+        #[test]
+        fn another_processs_memory_is_copied_through_a_bounce_buffer_and_its_atomics_are_real() {
+            use crate::dma::DmaRange;
+            let page = map(4096, libc::PROT_READ | libc::PROT_WRITE);
+            let mine = DmaRange::syscall(Client::this_process(), page as u64, 4096);
+            mine.write(0, b"0123456789abcdef").unwrap();
+            mine.write(64, &41u64.to_ne_bytes()).unwrap();
+            // A forked child has this address space as it was: the page is at the same
+            // address there, with the same bytes.
+            // SAFETY: the child only waits for its signal (async-signal-safe calls alone, as a
+            // child of a threaded process must); the parent kills and reaps it below.
+            let pid = unsafe { libc::fork() };
+            assert!(pid >= 0, "fork");
+            if pid == 0 {
+                loop {
+                    // SAFETY: pause has no preconditions.
+                    unsafe { libc::pause() };
+                }
+            }
+            // Two clients that are both not this process: a copy between them goes through
+            // this process's bounce buffer (here both are the child).
+            let theirs = DmaRange::syscall(Client::new(pid, None), page as u64, 4096);
+            let also_theirs = DmaRange::syscall(Client::new(pid, None), page as u64, 4096);
+            let copied = DmaRange::copy(&theirs, 0, &also_theirs, 1024, 16);
+            let mut out = [0u8; 16];
+            let read = theirs.read(1024, &mut out);
+            // A remote atomic on the child's word: its original value back, the sum in place.
+            let fetched = theirs.fetch_add(64, 5);
+            let swapped = theirs.compare_swap(64, 46, 7);
+            let mut word = [0u8; 8];
+            let read_word = theirs.read(64, &mut word);
+            // SAFETY: `pid` is our child, killed once.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // SAFETY: `pid` is our child, reaped once; no status is asked for.
+            unsafe { libc::waitpid(pid, core::ptr::null_mut(), 0) };
+            assert_eq!((copied, read), (Ok(()), Ok(())));
+            assert_eq!(&out, b"0123456789abcdef");
+            assert_eq!((fetched, swapped), (Ok(41), Ok(46)));
+            assert_eq!((read_word, u64::from_ne_bytes(word)), (Ok(()), 7));
+            // This process's page is untouched.
+            let mut here = [1u8; 16];
+            mine.read(1024, &mut here).unwrap();
+            assert_eq!(here, [0; 16]);
+            unmap(page, 4096);
+        }
+
+        #[test]
         fn a_gone_client_is_never_reached_writes_vanish_and_reads_give_zeros() {
             use crate::dma::DmaRange;
             let mut child = std::process::Command::new("sleep")

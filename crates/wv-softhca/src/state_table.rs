@@ -250,4 +250,30 @@ mod tests {
         assert!(!modify_is_ok(SqError, Rts, QpType::Rc, STATE | CUR_STATE));
         assert!(!modify_is_ok(Init, Rtr, QpType::Rc, STATE | rtr | CAP));
     }
+
+    /// The cells of the transitions into RTS, whole: the kernel's `qp_state_table` for
+    /// RTR → RTS, RTS → RTS and SQD → RTS (each bit of an optional set is one attribute a
+    /// client may change on the way, such as the access flags on SQD → RTS).
+    #[test]
+    fn the_transitions_into_rts_take_the_kernels_attributes() {
+        use ib::*;
+        let uc = CUR_STATE | ALT_PATH | ACCESS_FLAGS | PATH_MIG_STATE;
+        let rc = uc | MIN_RNR_TIMER;
+        let ud = CUR_STATE | QKEY;
+        let rc_rts = SQ_PSN | TIMEOUT | RETRY_CNT | RNR_RETRY | MAX_QP_RD_ATOMIC;
+        let cells = [
+            (Rtr, QpType::Rc, (rc_rts, rc)),
+            (Rtr, QpType::Uc, (SQ_PSN, uc)),
+            (Rtr, QpType::Ud, (SQ_PSN, ud)),
+            (Rts, QpType::Rc, (0, rc)),
+            (Rts, QpType::Uc, (0, uc)),
+            (Rts, QpType::Ud, (0, ud)),
+            (Sqd, QpType::Rc, (0, rc)),
+            (Sqd, QpType::Uc, (0, uc)),
+            (Sqd, QpType::Ud, (0, ud)),
+        ];
+        for (cur, t, cell) in cells {
+            assert_eq!(transition(cur, Rts, t), Some(cell), "{cur:?} -> RTS, {t:?}");
+        }
+    }
 }

@@ -709,3 +709,37 @@ fn a_shared_cm_is_a_cm() {
     let (cm_a, cm_b) = (Arc::new(a.hca.cm()), Arc::new(b.hca.cm()));
     full_connection(&p, &a, &b, &cm_a, &cm_b);
 }
+
+#[test]
+fn a_req_for_a_gid_of_the_second_port_arrives_on_that_port() {
+    let p = HostPlatform::deterministic();
+    let fabric = Fabric::new();
+    let a = Node::simple(&p);
+    let mut cfg = DeviceConfig::new("two ports", mac());
+    cfg.ports = 2;
+    let b = Node::new(&p, cfg);
+    fabric.attach(&a.hca);
+    fabric.attach(&b.hca);
+    // A GID only port 2 has: the port the request is for is found by its GID (GRH present).
+    let index = b.hca.add_ipv4_gid(2, [10, 0, 0, 2]).unwrap();
+    let gid = b.hca.query_gid(2, index).unwrap();
+    assert_ne!(gid, b.hca.gid());
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let (listen_events, ls) = sink();
+    let listener = cm_b.create_id(ls).unwrap();
+    cm_b.listen(&listener, SID, &[], 0).unwrap();
+    let (_active_events, s) = sink();
+    let active = cm_a.create_id(s).unwrap();
+    let mut to_port_2 = path(&a, &b);
+    to_port_2.dgid = gid;
+    cm_a.send_req(&active, &req(&to_port_2, 0x123, b""))
+        .unwrap();
+    p.run_until_idle();
+    assert_eq!(listen_events.take(), vec![Ev::ReqReceived]);
+    let (_passive, ev) = cm_b.get_request(&listener, sink().1).unwrap();
+    assert_eq!(
+        ev.primary_path.sgid, gid,
+        "the path as the receiver sees it"
+    );
+    assert_eq!(ev.port, 2);
+}

@@ -562,3 +562,86 @@ fn vendor_bytes_are_validated_never_trusted() {
     assert!(UvpContext::from_open_resp(&[1, 2, 3]).is_err());
     settle(&p);
 }
+
+#[test]
+fn cq_size_and_multicast_limits_hold_at_their_exact_boundaries() {
+    let p = HostPlatform::deterministic();
+    let mut cfg = DeviceConfig::new("edges", mac());
+    cfg.limits.max_cqe = 16;
+    cfg.limits.max_mcast_qp_attach = 2;
+    cfg.limits.max_total_mcast_qp_attach = 3;
+    let a = Node::new(&p, cfg);
+
+    // A CQ resizes to exactly max_cqe; one entry more is refused.
+    let cq = a.cq(4);
+    assert_eq!(a.hca.resize_cq(&cq.soft, 16, &mut Umv::none()), Ok(16));
+    assert_eq!(
+        a.hca.resize_cq(&cq.soft, 17, &mut Umv::none()),
+        Err(VerbsError::InvalidSetting)
+    );
+
+    // A group takes max_mcast_qp_attach QPs, the device max_total_mcast_qp_attach
+    // attachments, each limit on its own.
+    let qps: Vec<Qp> = (0..3).map(|_| a.qp(QpType::Ud, &cq)).collect();
+    for q in &qps {
+        bring_up(&a, q, [0; 16], 0, Conn::default());
+    }
+    let group = |n: u8| {
+        let mut g = [0u8; 16];
+        g[0] = 0xFF;
+        g[1] = 0x0E;
+        g[15] = n;
+        g
+    };
+    let _m1 = a.hca.attach_mcast(&qps[0].soft, &group(1), 0xC001).unwrap();
+    let _m2 = a.hca.attach_mcast(&qps[1].soft, &group(1), 0xC001).unwrap();
+    assert_eq!(
+        a.hca
+            .attach_mcast(&qps[2].soft, &group(1), 0xC001)
+            .unwrap_err(),
+        VerbsError::InsufficientResources,
+        "a third QP in a group of two"
+    );
+    let _m3 = a.hca.attach_mcast(&qps[2].soft, &group(2), 0xC002).unwrap();
+    assert_eq!(
+        a.hca
+            .attach_mcast(&qps[0].soft, &group(3), 0xC003)
+            .unwrap_err(),
+        VerbsError::InsufficientResources,
+        "a fourth attachment of a device that takes three"
+    );
+    settle(&p);
+}
+
+#[test]
+fn a_modify_from_rts_to_rts_does_not_renew_the_retry_budget_of_a_request_in_flight() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_with(
+        &p,
+        Conn {
+            retry: 3,
+            ..Conn::default()
+        },
+    );
+    let m = a.mem(64, ALL_ACCESS);
+    b.hca.set_port_state(1, false).unwrap();
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
+        .unwrap();
+    // The first try times out: one retry of three spent.
+    assert!(p.run_next_timer());
+    // RTS -> RTS (a new RNR NAK timer, say) leaves the send queue as it was: the budget is
+    // what was left of it, not a fresh one.
+    let mut again = attrs(WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_RNR_NAK_TIMEOUT);
+    again.current_state = QpState::Rts;
+    a.modify(&qa, &again.to(QpState::Rts)).unwrap();
+    assert_eq!(a.state(&qa), QpState::Rts);
+    assert_eq!(
+        run_timers(&p, 100),
+        3,
+        "the second try and the two retries left time out"
+    );
+    assert_eq!(poll_all(&ca)[0].status, WcStatus::RetryExcErr);
+    b.hca.set_port_state(1, true).unwrap();
+    settle(&p);
+}

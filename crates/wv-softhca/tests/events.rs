@@ -425,3 +425,75 @@ fn threaded_platform_runs_the_dpc_in_the_posting_thread() {
     }
     settle(&p);
 }
+
+/// A CQ sink whose completion callback takes a while, saying when it starts and ends.
+#[derive(Default)]
+struct SlowSink {
+    entered: std::sync::atomic::AtomicBool,
+    left: std::sync::atomic::AtomicBool,
+}
+
+impl CqEventSink for SlowSink {
+    fn on_completion(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.entered.store(true, SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        self.left.store(true, SeqCst);
+    }
+    fn on_error(&self) {}
+}
+
+#[test]
+fn destroy_waits_for_a_callback_already_running() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let ca = a.cq(16);
+    let slow = wv_hal::KArc::new(SlowSink::default());
+    let mut out = [0u8; 64];
+    let (soft, _) = b
+        .hca
+        .create_cq(
+            &b.ca,
+            16,
+            slow.clone().into(),
+            &mut Umv::new(0, 0, 64, &mut out),
+        )
+        .unwrap();
+    let uvp = b
+        .uvp
+        .map_cq(&wv_softhca::abi::parse(&out).unwrap())
+        .unwrap();
+    let cb = Cq {
+        soft,
+        uvp,
+        sink: wv_hal::KArc::new(CqSink::default()),
+    };
+    let qa = a.qp(QpType::Rc, &ca);
+    let qb = b.qp(QpType::Rc, &cb);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
+    cb.uvp.arm(false);
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
+        .unwrap();
+    b.hca.destroy_qp(qb.soft);
+    // The DPC runs on another processor and is inside the CQ's callback when the CQ is
+    // destroyed: the destroy returns only once the callback has.
+    let dpc = {
+        let p = p.clone();
+        std::thread::spawn(move || p.run_until_idle())
+    };
+    while !slow.entered.load(SeqCst) {
+        std::thread::yield_now();
+    }
+    b.hca.destroy_cq(cb.soft);
+    assert!(
+        slow.left.load(SeqCst),
+        "destroy_cq returned while its callback was running"
+    );
+    dpc.join().unwrap();
+    settle(&p);
+}

@@ -1,0 +1,261 @@
+//! The device as a device service serves it: a client's CQ and QP rings live in memory the
+//! service shares with the client, the client's user-mode provider reaches them only through
+//! that memory (`UvpContext::mapped`), and its posts ring a doorbell the service's thread
+//! answers (`Doorbell::service`). Here both sides are this process, with an anonymous mapping
+//! standing in for the shared file.
+#![cfg(all(feature = "std", target_os = "linux"))]
+#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use wv_abi::consts::*;
+use wv_hal::*;
+use wv_host::HostPlatform;
+use wv_softhca::abi::{CqResp, QpResp};
+use wv_softhca::dma::process::{self, Client};
+use wv_softhca::dma::{BlockOwner, SharedBlock, SharedMemory};
+use wv_softhca::uvp::{Doorbell, MappedDevice};
+use wv_softhca::*;
+
+/// Where the shared memory starts in the device's addresses.
+const BASE: u64 = 0x4000_0000;
+const PAGE: usize = 4096;
+
+/// The shared memory: a bump allocator of pages over one mapping, and the doorbells of the
+/// QPs created in it.
+struct Arena {
+    base: usize,
+    len: usize,
+    next: Mutex<usize>,
+    doorbells: Mutex<Vec<Doorbell>>,
+    rung: AtomicUsize,
+}
+
+struct Keep;
+impl BlockOwner for Keep {
+    fn release(&self, _addr: u64, _len: usize) {}
+}
+
+impl Arena {
+    fn new(len: usize) -> Arc<Arena> {
+        // SAFETY: a fresh anonymous mapping, never unmapped (the test process ends first).
+        let base = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        Arc::new(Arena {
+            base: base as usize,
+            len,
+            next: Mutex::new(0),
+            doorbells: Mutex::new(Vec::new()),
+            rung: AtomicUsize::new(0),
+        })
+    }
+
+    fn block_at(&self, off: usize, len: usize) -> SharedBlock {
+        // SAFETY: inside the mapping (checked by the callers), page-aligned, a multiple of 8
+        // bytes, mapped for the life of the process; the device and the provider reach it
+        // only through `SharedBlock` views, as they reach a service's shared file.
+        unsafe {
+            SharedBlock::new(
+                (self.base + off) as *mut u8,
+                len,
+                BASE + off as u64,
+                Arc::new(Keep),
+            )
+        }
+    }
+
+    /// Runs every doorbell once; whether any had rung.
+    fn service(&self) -> bool {
+        // Every one, even after one that had rung.
+        let mut rang = false;
+        for d in self.doorbells.lock().unwrap().iter() {
+            rang |= d.service() == Some(true);
+        }
+        rang
+    }
+}
+
+impl SharedMemory for Arena {
+    fn alloc(&self, bytes: usize) -> Result<SharedBlock, wv_hal::AllocError> {
+        let len = bytes.max(1).next_multiple_of(PAGE);
+        let mut next = self.next.lock().unwrap();
+        if *next + len > self.len {
+            return Err(wv_hal::AllocError);
+        }
+        let off = *next;
+        *next += len;
+        Ok(self.block_at(off, len))
+    }
+
+    fn add_doorbell(&self, doorbell: Doorbell) -> Result<(), wv_hal::AllocError> {
+        self.doorbells.lock().unwrap().push(doorbell);
+        Ok(())
+    }
+}
+
+impl MappedDevice for Arena {
+    fn block(&self, addr: u64, len: u64) -> Option<SharedBlock> {
+        let off = usize::try_from(addr.checked_sub(BASE)?).ok()?;
+        let len = usize::try_from(len).ok()?;
+        (off.checked_add(len)? <= self.len).then(|| self.block_at(off, len))
+    }
+
+    fn ring(&self) {
+        self.rung.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// `node`'s device opened for a served client: a CA, PD, CQ and RC QP made while the client is
+/// attached (so their rings are in `arena`), reached through the mapped provider.
+fn served(node: &Node, arena: &Arc<Arena>) -> (Node, Cq, Qp) {
+    let client = Client::new(
+        std::process::id() as i32,
+        Some(arena.clone() as Arc<dyn SharedMemory>),
+    );
+    let _attached = process::attach(&client);
+    let mapped: Arc<dyn MappedDevice> = arena.clone();
+    let ca_events = KArc::new(Log::default());
+    let mut out = [0u8; 64];
+    let ca = node
+        .hca
+        .open_ca(&mut Umv::new(0, 0, 64, &mut out), ca_events.clone().into())
+        .unwrap();
+    let uvp = UvpContext::mapped(&out, mapped).unwrap();
+    let pd = node.hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
+    let sink = KArc::new(CqSink::default());
+    let mut out = [0u8; 64];
+    let (soft, _) = node
+        .hca
+        .create_cq(
+            &ca,
+            16,
+            sink.clone().into(),
+            &mut Umv::new(0, 0, 64, &mut out),
+        )
+        .unwrap();
+    let r: CqResp = abi::parse(&out).unwrap();
+    assert!(r.ring_addr >= BASE, "the CQ's ring is in the shared memory");
+    let cq = Cq {
+        soft,
+        uvp: uvp.map_cq(&r).unwrap(),
+        sink,
+    };
+    let events = KArc::new(Log::default());
+    let create = QpCreate {
+        qp_type: QpType::Rc,
+        sq_depth: 16,
+        rq_depth: 16,
+        sq_sge: 2,
+        rq_sge: 2,
+        sq_max_inline: 64,
+        sq_signaled: true,
+        send_cq: &cq.soft,
+        recv_cq: &cq.soft,
+        srq: None,
+    };
+    let mut out = [0u8; 64];
+    let (soft, _) = node
+        .hca
+        .create_qp(
+            &pd,
+            &create,
+            events.clone().into(),
+            &mut Umv::new(0, 0, 64, &mut out),
+        )
+        .unwrap();
+    let r: QpResp = abi::parse(&out).unwrap();
+    assert!(r.sq_addr >= BASE, "the QP's rings are in the shared memory");
+    let qp = Qp {
+        soft,
+        uvp: uvp.map_qp(&r).unwrap(),
+        events,
+        qp_type: QpType::Rc,
+    };
+    let client_node = Node {
+        platform: node.platform.clone(),
+        hca: node.hca.clone(),
+        ca,
+        ca_events,
+        uvp,
+        pd,
+        pool: node.pool.clone(),
+    };
+    (client_node, cq, qp)
+}
+
+#[test]
+fn a_served_clients_sends_run_and_its_receives_in_err_flush_when_the_service_answers_its_doorbell()
+{
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let arena = Arena::new(1 << 22);
+    let (a, ca, qa) = served(&a, &arena);
+    assert_eq!(arena.doorbells.lock().unwrap().len(), 1);
+    let cb = b.cq(16);
+    let qb = b.qp(QpType::Rc, &cb);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let src = a.mem(64, ALL_ACCESS);
+    let dst = b.mem(64, ALL_ACCESS);
+    src.buf.write(0, b"through the doorbell").unwrap();
+    qb.uvp.post_recv(&recv_wr(7, &[dst.sge(0, 64)])).unwrap();
+    // Nothing has rung yet.
+    assert!(!arena.service());
+
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[src.sge(0, 20)]))
+        .unwrap();
+    assert_eq!(
+        arena.rung.load(Ordering::SeqCst),
+        1,
+        "the post woke the service"
+    );
+    p.run_until_idle();
+    assert!(poll_all(&cb).is_empty(), "the send waits for the service");
+    // The service's doorbell thread runs what was rung for, once.
+    assert!(arena.service());
+    assert!(!arena.service());
+    p.run_until_idle();
+    let r = poll_all(&cb);
+    assert_eq!(
+        (r.len(), r[0].wr_id, r[0].status),
+        (1, 7, WcStatus::Success)
+    );
+    assert_eq!(&dst.buf.to_vec()[..20], b"through the doorbell");
+    let s = poll_all(&ca);
+    assert_eq!(
+        (s.len(), s[0].wr_id, s[0].status),
+        (1, 1, WcStatus::Success)
+    );
+
+    // A receive posted to a QP in ERR is flushed by the service, when its doorbell is answered.
+    a.modify(&qa, &qpm(QpState::Error, WV_IO_QP_ATTR_STATE))
+        .unwrap();
+    p.run_until_idle();
+    assert!(poll_all(&ca).is_empty());
+    let inbox = a.mem(64, ALL_ACCESS);
+    qa.uvp.post_recv(&recv_wr(9, &[inbox.sge(0, 64)])).unwrap();
+    assert_eq!(arena.rung.load(Ordering::SeqCst), 2);
+    p.run_until_idle();
+    assert!(poll_all(&ca).is_empty(), "the flush waits for the service");
+    assert!(arena.service());
+    p.run_until_idle();
+    let f = poll_all(&ca);
+    assert_eq!(
+        f.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(9, WcStatus::WrFlushErr)]
+    );
+    settle(&p);
+}
