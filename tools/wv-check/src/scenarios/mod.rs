@@ -17,6 +17,7 @@ mod lifetime;
 mod memory_windows;
 mod notify;
 mod ports;
+mod protection;
 mod qp_modify;
 pub(crate) mod raw;
 mod resize;
@@ -40,6 +41,7 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     all.extend(traffic::scenarios());
     all.extend(atomics::scenarios());
     all.extend(memory_windows::scenarios());
+    all.extend(protection::scenarios());
     all.extend(resize::scenarios());
     all.extend(endpoint::scenarios());
     all
