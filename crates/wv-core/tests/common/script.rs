@@ -5,10 +5,10 @@
 //! A script runs on the deterministic host model above a fake lower device: raw IOCTLs (codes
 //! around the WinVerbs range, inputs whose leading id is small so lookups hit), lower-device
 //! events and the CM's (peers' connection requests and messages) through interrupt and DPC,
-//! CancelIoEx, the last handle's close and a new open, device removal and re-arrival (with
-//! the CM, so endpoints have one throughout), and deferred work. Whatever the bytes, nothing may panic,
-//! every request must end exactly once, and nothing may leak: the host verifier checks the
-//! last two when the I/O manager is dropped (driver unload).
+//! CancelIoEx, the last handle's close and a new open (`MAX_REOPENS` times at most), device
+//! removal and re-arrival (with the CM, so endpoints have one throughout), and deferred work.
+//! Whatever the bytes, nothing may panic, every request must end exactly once, and nothing may
+//! leak: the host verifier checks the last two when the I/O manager is dropped (driver unload).
 #![allow(dead_code)]
 
 use std::sync::Arc;
