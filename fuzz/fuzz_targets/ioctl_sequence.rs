@@ -1,6 +1,6 @@
 //! Feeds byte strings, read as sequences of raw IOCTLs, lower-device events, CancelIoEx, the
-//! last handle's close and a new open, device removal and re-arrival, to the driver core on the
-//! deterministic host model. Whatever the bytes, nothing may panic, every request must end
+//! last handle's close and a new open (up to 8 per input), device removal and re-arrival, to
+//! the driver core on the deterministic host model. Whatever the bytes, nothing may panic, every request must end
 //! exactly once, and nothing may leak: the host verifier checks all of it when the I/O manager
 //! is dropped (driver unload), and a violation panics, which libFuzzer reports.
 //!
