@@ -461,15 +461,7 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
     /// # Errors
     /// The status of EP_QUERY.
     pub fn query(&self) -> Result<ConnectAttributes> {
-        const OP: &str = "EP_QUERY";
-        let st = ioctl(
-            &**self.file(),
-            OP,
-            WV_IOCTL_EP_QUERY,
-            &self.id().to_ne_bytes(),
-            size_of::<WV_IO_EP_ATTRIBUTES>(),
-        )?;
-        let a: WV_IO_EP_ATTRIBUTES = parse(OP, &st.output)?;
+        let a: WV_IO_EP_ATTRIBUTES = self.query_as("EP_QUERY", WV_IOCTL_EP_QUERY)?;
         Ok(ConnectAttributes {
             local: socket_addr(&a.LocalAddress),
             peer: socket_addr(&a.PeerAddress),
@@ -487,14 +479,7 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
     /// # Errors
     /// The status of EP_CANCEL.
     pub fn cancel(&self) -> Result<()> {
-        ioctl(
-            &**self.file(),
-            "EP_CANCEL",
-            WV_IOCTL_EP_CANCEL,
-            &self.id().to_ne_bytes(),
-            0,
-        )
-        .map(|_| ())
+        self.command("EP_CANCEL", WV_IOCTL_EP_CANCEL)
     }
 }
 

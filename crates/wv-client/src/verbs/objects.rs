@@ -545,14 +545,7 @@ impl<F: RawFile + Send + Sync + 'static> Cq<F> {
     /// # Errors
     /// The status of CQ_CANCEL.
     pub fn cancel(&self) -> Result<()> {
-        ioctl(
-            &**self.file(),
-            "CQ_CANCEL",
-            WV_IOCTL_CQ_CANCEL,
-            &self.id().to_ne_bytes(),
-            0,
-        )
-        .map(|_| ())
+        self.command("CQ_CANCEL", WV_IOCTL_CQ_CANCEL)
     }
 
     /// CQ_RESIZE to at least `entries` (`ibv_resize_cq`), larger or smaller; returns the new
@@ -727,14 +720,7 @@ impl<F: RawFile + Send + Sync + 'static> Srq<F> {
     /// # Errors
     /// The status of SRQ_CANCEL.
     pub fn cancel(&self) -> Result<()> {
-        ioctl(
-            &**self.file(),
-            "SRQ_CANCEL",
-            WV_IOCTL_SRQ_CANCEL,
-            &self.id().to_ne_bytes(),
-            0,
-        )
-        .map(|_| ())
+        self.command("SRQ_CANCEL", WV_IOCTL_SRQ_CANCEL)
     }
 }
 
@@ -1148,14 +1134,7 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
     /// # Errors
     /// The status of QP_CANCEL.
     pub fn cancel(&self) -> Result<()> {
-        ioctl(
-            &**self.file(),
-            "QP_CANCEL",
-            WV_IOCTL_QP_CANCEL,
-            &self.id().to_ne_bytes(),
-            0,
-        )
-        .map(|_| ())
+        self.command("QP_CANCEL", WV_IOCTL_QP_CANCEL)
     }
 
     /// QP_QUERY (network-order fields stay as in the ABI struct).
@@ -1163,15 +1142,7 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
     /// # Errors
     /// The status of QP_QUERY.
     pub fn query(&self) -> Result<WV_IO_QP_ATTRIBUTES> {
-        const OP: &str = "QP_QUERY";
-        let st = ioctl(
-            &**self.file(),
-            OP,
-            WV_IOCTL_QP_QUERY,
-            &self.id().to_ne_bytes(),
-            size_of::<WV_IO_QP_ATTRIBUTES>(),
-        )?;
-        parse(OP, &st.output)
+        self.query_as("QP_QUERY", WV_IOCTL_QP_QUERY)
     }
 
     fn mcast(&self, op: &'static str, code: u32, gid: &[u8; 16], lid: u16) -> Result<()> {
