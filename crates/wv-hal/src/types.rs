@@ -593,6 +593,33 @@ pub struct QpRts {
     pub pkey_index: u16,
 }
 
+/// Every attribute zero or absent, on port 1, moving from RTR (the move to RTS a connection
+/// makes); as with [`QpRtr`], a caller names only what it sets.
+impl Default for QpRts {
+    fn default() -> Self {
+        QpRts {
+            sq_psn: 0,
+            retry_cnt: 0,
+            rnr_retry_cnt: 0,
+            local_ack_timeout: 0,
+            initiator_depth: 0,
+            opts: QpModifyOptions::default(),
+            rnr_nak_timeout: 0,
+            current_state: QpState::Rtr,
+            qkey: 0,
+            access: 0,
+            responder_resources: 0,
+            primary: QpPath::default(),
+            alternate: QpPath::default(),
+            sq_depth: 0,
+            rq_depth: 0,
+            apm_state: 0,
+            port: 1,
+            pkey_index: 0,
+        }
+    }
+}
+
 /// A queue-pair modification with OFW's meaning (`ib_qp_mod_t`): the target state is always
 /// requested, and each target state carries its own fixed set of attributes. This is what
 /// OFW's WinVerbs hands its controller (`ndi_modify_qp`) and what a Windows HCA driver below

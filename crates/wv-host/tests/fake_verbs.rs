@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use wv_hal::{
     CaEvent, CaEventKind, CaEventSink, CqEventSink, Irql, Platform, QpCreate, QpEvent, QpEventSink,
-    QpInit, QpModify, QpModifyOptions, QpPath, QpRtr, QpRts, QpState, QpType, SrqAttributes,
-    SrqEvent, SrqEventSink, Umv, Verbs, VerbsError, WorkItem,
+    QpInit, QpModify, QpRtr, QpRts, QpState, QpType, SrqAttributes, SrqEvent, SrqEventSink, Umv,
+    Verbs, VerbsError, WorkItem,
 };
 use wv_host::HostPlatform;
 use wv_host::fake_verbs::{FakeCall, FakeConfig, FakeVerbs, ObjectKind};
@@ -58,26 +58,7 @@ fn modify(state: QpState) -> QpModify {
             ..QpInit::default()
         }),
         QpState::Rtr => QpModify::Rtr(QpRtr::default()),
-        QpState::Rts => QpModify::Rts(QpRts {
-            sq_psn: 0,
-            retry_cnt: 0,
-            rnr_retry_cnt: 0,
-            local_ack_timeout: 0,
-            initiator_depth: 0,
-            opts: QpModifyOptions::default(),
-            rnr_nak_timeout: 0,
-            current_state: QpState::Rtr,
-            qkey: 0,
-            access: 0,
-            responder_resources: 0,
-            primary: QpPath::default(),
-            alternate: QpPath::default(),
-            sq_depth: 0,
-            rq_depth: 0,
-            apm_state: 0,
-            port: 1,
-            pkey_index: 0,
-        }),
+        QpState::Rts => QpModify::Rts(QpRts { ..QpRts::default() }),
         QpState::Sqd => QpModify::Sqd { notify: true },
         QpState::SqError => QpModify::SqError,
         QpState::Error => QpModify::Error,
