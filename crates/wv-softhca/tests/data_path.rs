@@ -214,10 +214,7 @@ fn unsignaled_sends_are_retired_silently_and_sq_sig_all_signals_everything() {
 fn uc_write_and_send() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);
-    let ca = a.cq(16);
-    let cb = b.cq(16);
-    let qa = a.qp(QpType::Uc, &ca);
-    let qb = b.qp(QpType::Uc, &cb);
+    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
     connect(&a, &qa, &b, &qb, Conn::default());
     let la = a.mem(64, ALL_ACCESS);
     let rb = b.mem(64, ALL_ACCESS);
@@ -249,12 +246,7 @@ fn uc_write_and_send() {
 fn ud_send_with_grh_and_qkey() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);
-    let ca = a.cq(16);
-    let cb = b.cq(16);
-    let qa = a.qp(QpType::Ud, &ca);
-    let qb = b.qp(QpType::Ud, &cb);
-    bring_up(&a, &qa, [0; 16], 0, Conn::default());
-    bring_up(&b, &qb, [0; 16], 0, Conn::default());
+    let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
     let la = a.mem(64, ALL_ACCESS);
     let rb = b.mem(128, ALL_ACCESS);
     la.buf.write(0, b"datagram").unwrap();

@@ -201,10 +201,7 @@ fn srq_shared_by_two_qps_with_limit_and_last_wqe_events() {
 fn comm_established_on_the_first_packet_in_rtr() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);
-    let ca = a.cq(8);
-    let cb = b.cq(8);
-    let qa = a.qp(QpType::Rc, &ca);
-    let qb = b.qp(QpType::Rc, &cb);
+    let (_ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 8);
     bring_up(&a, &qa, b.hca.gid(), qb.uvp.qpn(), Conn::default());
     // B only to RTR.
     b.modify(&qb, &qpm(QpState::Init, INIT_RC)).unwrap();
@@ -297,12 +294,7 @@ fn ports_gids_pkeys_and_port_events() {
     // The UD address of another device through an IPv4 GID.
     let (_f, x, y) = pair(&p);
     y.hca.add_ipv4_gid(1, [10, 0, 0, 2]).unwrap();
-    let cx = x.cq(4);
-    let cy = y.cq(4);
-    let qx = x.qp(QpType::Ud, &cx);
-    let qy = y.qp(QpType::Ud, &cy);
-    bring_up(&x, &qx, [0; 16], 0, Conn::default());
-    bring_up(&y, &qy, [0; 16], 0, Conn::default());
+    let (_cx, cy, qx, qy) = ud_qps(&x, &y, 4);
     let ry = y.mem(128, ALL_ACCESS);
     qy.uvp.post_recv(&recv_wr(1, &[ry.sge(0, 128)])).unwrap();
     let mut wr = send_wr(1, WrOpcode::Send, &[]);

@@ -107,10 +107,7 @@ fn drops_corruption_and_delays_are_retried_and_duplicates_ignored() {
 fn a_dead_link_exceeds_the_retry_count() {
     let p = HostPlatform::deterministic();
     let (f, a, b) = pair(&p);
-    let ca = a.cq(16);
-    let cb = b.cq(16);
-    let qa = a.qp(QpType::Rc, &ca);
-    let qb = b.qp(QpType::Rc, &cb);
+    let (ca, _cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 16);
     connect(
         &a,
         &qa,
@@ -137,12 +134,7 @@ fn a_dead_link_exceeds_the_retry_count() {
     assert_eq!(f.stats().dropped, 4);
     // UD under loss just loses datagrams; the sender never sees an error.
     f.set_faults(None);
-    let cu = a.cq(16);
-    let cv = b.cq(16);
-    let u = a.qp(QpType::Ud, &cu);
-    let v = b.qp(QpType::Ud, &cv);
-    bring_up(&a, &u, [0; 16], 0, Conn::default());
-    bring_up(&b, &v, [0; 16], 0, Conn::default());
+    let (cu, cv, u, v) = ud_qps(&a, &b, 16);
     f.set_faults(Some(FaultConfig {
         seed: 9,
         drop_ppm: 500_000,

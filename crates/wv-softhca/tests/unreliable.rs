@@ -38,12 +38,7 @@ fn recover(n: &Node, q: &Qp) {
 fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);
-    let ca = a.cq(16);
-    let cb = b.cq(16);
-    let qa = a.qp(QpType::Ud, &ca);
-    let qb = b.qp(QpType::Ud, &cb);
-    bring_up(&a, &qa, [0; 16], 0, Conn::default());
-    bring_up(&b, &qb, [0; 16], 0, Conn::default());
+    let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
     let big = a.mem(8192, ALL_ACCESS);
     let ra = a.mem(256, ALL_ACCESS);
     let mb = b.mem(64, ALL_ACCESS);
@@ -90,10 +85,7 @@ fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
 fn a_uc_send_error_is_a_send_queue_error_too() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);
-    let ca = a.cq(16);
-    let cb = b.cq(16);
-    let qa = a.qp(QpType::Uc, &ca);
-    let qb = b.qp(QpType::Uc, &cb);
+    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
     connect(&a, &qa, &b, &qb, Conn::default());
     let la = a.mem(64, ALL_ACCESS);
     let mb = b.mem(64, ALL_ACCESS);
@@ -126,10 +118,7 @@ fn a_uc_send_error_is_a_send_queue_error_too() {
 fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
     let p = HostPlatform::deterministic();
     let (f, a, b) = pair(&p);
-    let ca = a.cq(32);
-    let cb = b.cq(32);
-    let qa = a.qp(QpType::Uc, &ca);
-    let qb = b.qp(QpType::Uc, &cb);
+    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 32);
     connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
     let la = a.mem(8192, ALL_ACCESS);
     let rb = b.mem(8192, ALL_ACCESS);
@@ -193,12 +182,7 @@ fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
 fn a_ud_receiver_gets_a_grh_only_when_the_sender_sends_one() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);
-    let ca = a.cq(16);
-    let cb = b.cq(16);
-    let qa = a.qp(QpType::Ud, &ca);
-    let qb = b.qp(QpType::Ud, &cb);
-    bring_up(&a, &qa, [0; 16], 0, Conn::default());
-    bring_up(&b, &qb, [0; 16], 0, Conn::default());
+    let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
     // The sender's port has an IPv4-based GID at index 1: the GRH carries it as SGID.
     let idx = a.hca.add_ipv4_gid(1, [10, 0, 0, 7]).unwrap();
     assert_eq!(idx, 1);
