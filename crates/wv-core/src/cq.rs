@@ -105,10 +105,7 @@ pub(crate) fn cq_create<P: Platform, V: Verbs>(
     id: WV_IO_ID,
     vendor: Vendor,
 ) {
-    let Some(dev) = prov.acquire::<DeviceObj<P, V>>(id.Id) else {
-        return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
-    };
-    let (Some(lower), Some(ca)) = (dev.lower(), dev.ca.get()) else {
+    let Some((dev, lower, ca)) = prov.acquire_live::<DeviceObj<P, V>>(id.Id) else {
         return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
     };
     let platform = prov.platform();
@@ -195,10 +192,7 @@ pub(crate) fn cq_resize<P: Platform, V: Verbs>(
     id: WV_IO_ID,
     vendor: Vendor,
 ) {
-    let Some(cq) = prov.acquire::<CqObj<P, V>>(id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (Some(lower), Some(handle)) = (cq.dev.lower(), cq.cq.get()) else {
+    let Some((_cq, lower, handle)) = prov.acquire_live::<CqObj<P, V>>(id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let (resized, verb_info) = with_umv(

@@ -265,10 +265,7 @@ pub(crate) fn qp_destroy<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::R
 /// `STATUS_UNSUCCESSFUL` (OFW converted a zeroed struct and said SUCCESS), and the `Id` header
 /// is written (OFW left the echoed input there).
 pub(crate) fn qp_query<P: Platform, V: Verbs>(prov: &Provider<P, V>, mut req: P::Request, id: u64) {
-    let Some(qp) = prov.acquire::<QpObj<P, V>>(id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (Some(lower), Some(handle)) = (qp.dev.lower(), qp.qp.get()) else {
+    let Some((_qp, lower, handle)) = prov.acquire_live::<QpObj<P, V>>(id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let attr = match lower.query_qp(&handle) {
@@ -289,10 +286,7 @@ pub(crate) fn qp_attach<P: Platform, V: Verbs>(
     req: P::Request,
     mc: WV_IO_QP_MULTICAST,
 ) {
-    let Some(qp) = prov.acquire::<QpObj<P, V>>(mc.Id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (Some(lower), Some(handle)) = (qp.dev.lower(), qp.qp.get()) else {
+    let Some((qp, lower, handle)) = prov.acquire_live::<QpObj<P, V>>(mc.Id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let lid = mc.Id.Data as u16;

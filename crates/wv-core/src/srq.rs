@@ -89,10 +89,7 @@ pub(crate) fn srq_create<P: Platform, V: Verbs>(
     attr: WV_IO_SRQ_ATTRIBUTES,
     vendor: Vendor,
 ) {
-    let Some(pd) = prov.acquire::<PdObj<P, V>>(attr.Id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (Some(lower), Some(handle)) = (pd.dev.lower(), pd.pd.get()) else {
+    let Some((pd, lower, handle)) = prov.acquire_live::<PdObj<P, V>>(attr.Id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let platform = prov.platform();
@@ -155,10 +152,7 @@ pub(crate) fn srq_query<P: Platform, V: Verbs>(
     attr: WV_IO_SRQ_ATTRIBUTES,
     vendor: Vendor,
 ) {
-    let Some(srq) = prov.acquire::<SrqObj<P, V>>(attr.Id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (Some(lower), Some(handle)) = (srq.dev.lower(), srq.srq.get()) else {
+    let Some((_srq, lower, handle)) = prov.acquire_live::<SrqObj<P, V>>(attr.Id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let (queried, verb_info) = with_umv(
@@ -199,10 +193,7 @@ pub(crate) fn srq_modify<P: Platform, V: Verbs>(
     attr: WV_IO_SRQ_ATTRIBUTES,
     vendor: Vendor,
 ) {
-    let Some(srq) = prov.acquire::<SrqObj<P, V>>(attr.Id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (Some(lower), Some(handle)) = (srq.dev.lower(), srq.srq.get()) else {
+    let Some((_srq, lower, handle)) = prov.acquire_live::<SrqObj<P, V>>(attr.Id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let verbs_attr = srq_attributes(&attr);
