@@ -185,10 +185,7 @@ fn removal_completes_parked_requests_and_invalidates_handles() {
         &ioctl(&f, WV_IOCTL_QP_QUERY, &u64_in(s.qp), 192),
         NtStatus::NOT_FOUND,
     );
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(srq), 0),
-        NtStatus::NOT_FOUND,
-    );
+    id_ioctl(&f, WV_IOCTL_SRQ_NOTIFY, srq, NtStatus::NOT_FOUND);
     let mr = WV_IO_MEMORY_REGISTER {
         Id: s.pd,
         Address: 0x1000,
@@ -207,42 +204,15 @@ fn removal_completes_parked_requests_and_invalidates_handles() {
     let st = ioctl(&f, WV_IOCTL_GUID_QUERY, &[], 16);
     assert_eq!(&st.output[..8], &0u64.to_ne_bytes());
     // ... while destroys still succeed, in the usual order.
-    expect(
-        &ioctl(&f, WV_IOCTL_AH_DESTROY, &u64_in(1), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_MW_DEALLOCATE, &u64_in(1), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(s.pd), 0),
-        NtStatus::ACCESS_DENIED,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_DESTROY, &u64_in(s.qp), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_DESTROY, &u64_in(srq), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(s.pd), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_DESTROY, &u64_in(s.cq), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_CLOSE, &u64_in(s.dev), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_CLOSE, &u64_in(s.dev), 0),
-        NtStatus::NO_SUCH_DEVICE,
-    );
+    id_ioctl(&f, WV_IOCTL_AH_DESTROY, 1, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_MW_DEALLOCATE, 1, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, s.pd, NtStatus::ACCESS_DENIED);
+    id_ioctl(&f, WV_IOCTL_QP_DESTROY, s.qp, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_SRQ_DESTROY, srq, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, s.pd, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_CQ_DESTROY, s.cq, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_DEVICE_CLOSE, s.dev, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_DEVICE_CLOSE, s.dev, NtStatus::NO_SUCH_DEVICE);
 }
 
 #[test]

@@ -69,22 +69,10 @@ fn srq_and_qp_create_without_a_queue_fail_and_leak_nothing() {
     // The failed creations took no id and left every reference as it was.
     assert_eq!(srq(&f, pd), 1);
     assert_eq!(qp(&f, pd, c, c, 0), 1);
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_DESTROY, &u64_in(1), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_DESTROY, &u64_in(1), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_DESTROY, &u64_in(c), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(pd), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_QP_DESTROY, 1, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_SRQ_DESTROY, 1, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_CQ_DESTROY, c, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, pd, NtStatus::SUCCESS);
 }
 
 #[test]

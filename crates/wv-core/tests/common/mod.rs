@@ -134,6 +134,13 @@ pub fn expect(st: &IoStatus, want: NtStatus) {
     assert_eq!(NtStatus(st.status), want, "{st:?}");
 }
 
+/// An IOCTL whose input is one id and whose output is nothing (a destroy, close or cancel),
+/// which must complete inline with `want`.
+#[track_caller]
+pub fn id_ioctl(file: &WvFile, code: u32, id: u64, want: NtStatus) {
+    expect(&ioctl(file, code, &u64_in(id), 0), want);
+}
+
 /// Waits (bounded: a hang guard, not a timing assertion) for a pended request.
 #[track_caller]
 pub fn done(io: &Io) -> IoStatus {
