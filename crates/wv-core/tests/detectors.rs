@@ -104,10 +104,12 @@ fn hang_is_caught() {
         ..Faults::default()
     });
     let f = fx.open();
-    let dev = open_device(&fx, &f);
-    let pd = alloc_pd(&f, dev);
-    let c = cq(&f, dev, 4);
-    let q = qp(&f, pd, c, c, 0);
+    let Stack {
+        dev,
+        pd,
+        cq: c,
+        qp: q,
+    } = qp_reset(&fx, &f, 4);
     // Queued, drainer not run yet: destroy must wait for it.
     let _io = pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(q, QpState::Init), 8);
     let _ = f.device_io_control(WV_IOCTL_QP_DESTROY, &u64_in(q), 0);

@@ -601,10 +601,7 @@ fn qp_create_query_destroy() {
 fn qp_modify_pends_then_completes_with_state_bytes() {
     let fx = Fx::new();
     let f = fx.open();
-    let dev = open_device(&fx, &f);
-    let pd = alloc_pd(&f, dev);
-    let c = cq(&f, dev, 16);
-    let qp = qp(&f, pd, c, c, 0);
+    let qp = qp_reset(&fx, &f, 16).qp;
     let io = pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(qp, QpState::Init), 8);
     if fx.platform().is_deterministic() {
         assert!(!io.is_complete(), "runs on a work item");
@@ -652,10 +649,7 @@ fn qp_modify_inline_mode_completes_inline() {
         ..Default::default()
     });
     let f = fx.open();
-    let dev = open_device(&fx, &f);
-    let pd = alloc_pd(&f, dev);
-    let c = cq(&f, dev, 16);
-    let qp = qp(&f, pd, c, c, 0);
+    let qp = qp_reset(&fx, &f, 16).qp;
     let st = ioctl(&f, WV_IOCTL_QP_MODIFY, &modify_in(qp, QpState::Init), 8);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 8);

@@ -79,10 +79,7 @@ fn srq_and_qp_create_without_a_queue_fail_and_leak_nothing() {
 fn qp_modify_without_a_work_item_completes_with_a_status_and_the_next_one_runs() {
     let fx = Fx::new();
     let f = fx.open();
-    let dev = open_device(&fx, &f);
-    let pd = alloc_pd(&f, dev);
-    let c = cq(&f, dev, 8);
-    let q = qp(&f, pd, c, c, 0);
+    let q = qp_reset(&fx, &f, 8).qp;
     fx.platform().fail_next_work_items(1);
     let io = f.device_io_control(WV_IOCTL_QP_MODIFY, &modify_in(q, QpState::Init), 8);
     // Never left pending for ever: it ends with the platform's status.

@@ -249,15 +249,22 @@ pub struct Stack {
     pub qp: u64,
 }
 
-pub fn qp_rts(fx: &Fx, file: &WvFile) -> Stack {
+/// Device, PD, a CQ of `entries` and an RC QP on it, in RESET.
+pub fn qp_reset(fx: &Fx, file: &WvFile, entries: u32) -> Stack {
     let dev = open_device(fx, file);
     let pd = alloc_pd(file, dev);
-    let cq = cq(file, dev, 64);
+    let cq = cq(file, dev, entries);
     let qp = qp(file, pd, cq, cq, 0);
-    for to in [QpState::Init, QpState::Rtr, QpState::Rts] {
-        expect(&modify(file, qp, to), NtStatus::SUCCESS);
-    }
     Stack { dev, pd, cq, qp }
+}
+
+/// [`qp_reset`] with 64 CQ entries and the QP moved to RTS.
+pub fn qp_rts(fx: &Fx, file: &WvFile) -> Stack {
+    let s = qp_reset(fx, file, 64);
+    for to in [QpState::Init, QpState::Rtr, QpState::Rts] {
+        expect(&modify(file, s.qp, to), NtStatus::SUCCESS);
+    }
+    s
 }
 
 /// Raw completer for the complete-twice fault.
