@@ -13,7 +13,7 @@
 #![allow(clippy::disallowed_methods)] // tests may allocate infallibly; the core may not (clippy.toml)
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering as StdOrdering};
+use std::sync::atomic::Ordering as StdOrdering;
 
 use loom::sync::atomic::{AtomicBool, Ordering};
 use wv_abi::ioctl::*;
@@ -38,44 +38,17 @@ type File = FileContext<LoomPlatform, Arc<LoomVerbs>>;
 
 const GUID: u64 = 0x1234;
 
-/// Interleavings explored, over all models (for docs/VERIFICATION.md).
-static EXPLORED: AtomicU64 = AtomicU64::new(0);
-
 fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
     bounded(name, 3, f);
 }
 
 /// A model with its own default preemption bound (`LOOM_MAX_PREEMPTIONS` overrides it).
 fn bounded(name: &str, preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let before = EXPLORED.load(StdOrdering::SeqCst);
     let mut builder = loom::model::Builder::new();
     // Not a bound on the search: the length of one execution. Connecting an endpoint before
     // the race starts takes a few thousand operations on one thread.
     builder.max_branches = 20_000;
-    if std::env::var("LOOM_MAX_PREEMPTIONS").is_err() {
-        builder.preemption_bound = Some(preemptions);
-    }
-    builder.check(move || {
-        EXPLORED.fetch_add(1, StdOrdering::SeqCst);
-        f();
-    });
-    let n = EXPLORED.load(StdOrdering::SeqCst) - before;
-    eprintln!("loom model {name}: {n} interleavings");
-    record(name, n);
-}
-
-/// Appends `name=n` to `$WV_FIGURES_DIR/loom.txt`.
-fn record(name: &str, n: u64) {
-    if let Ok(dir) = std::env::var("WV_FIGURES_DIR") {
-        use std::io::Write;
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(std::path::Path::new(&dir).join("loom.txt"))
-            .unwrap();
-        writeln!(file, "{name}={n}").unwrap();
-    }
+    wv_host::loom_model::check(name, builder, preemptions, f);
 }
 
 struct Stack {
