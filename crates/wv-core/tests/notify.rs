@@ -104,17 +104,7 @@ fn cancel_io_ex_ends_any_parked_request() {
     let f = fx.open();
     let s = qp_rts(&fx, &f);
     let srq = srq(&f, s.pd);
-    let ios = [
-        pend(&f, WV_IOCTL_DEVICE_NOTIFY, &notify_in(s.dev, 1), 4),
-        pend(
-            &f,
-            WV_IOCTL_CQ_NOTIFY,
-            &id(s.cq, 0, WV_CQ_NEXT_COMPLETION),
-            0,
-        ),
-        pend(&f, WV_IOCTL_CQ_NOTIFY, &id(s.cq, 0, WV_CQ_ERROR), 0),
-        pend(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(srq), 0),
-    ];
+    let ios = park_notifies(&f, &s, srq);
     for io in &ios {
         assert!(f.cancel_io_ex(io));
         expect(&done(io), NtStatus::CANCELLED);

@@ -382,12 +382,7 @@ fn removal_ends_parked_notifies_in_threaded_mode() {
     let f = fx.open();
     let s = qp_rts(&fx, &f);
     let srq = srq(&f, s.pd);
-    let parked = [
-        pend(&f, WV_IOCTL_DEVICE_NOTIFY, &id(s.dev, 0, 1), 4),
-        pend(&f, WV_IOCTL_CQ_NOTIFY, &id(s.cq, 0, 1), 0),
-        pend(&f, WV_IOCTL_CQ_NOTIFY, &id(s.cq, 0, 0), 0),
-        pend(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(srq), 0),
-    ];
+    let parked = park_notifies(&f, &s, srq);
     fx.io.remove(fx.guid());
     for io in &parked {
         expect(&done(io), NtStatus::DEVICE_REMOVED);

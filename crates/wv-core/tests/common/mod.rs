@@ -267,6 +267,27 @@ pub fn qp_rts(fx: &Fx, file: &WvFile) -> Stack {
     s
 }
 
+/// Parks one of each notify on the stack: DEVICE_NOTIFY on port 1, CQ_NOTIFY for the next
+/// completion and for an error, SRQ_NOTIFY on `srq`, in that order.
+pub fn park_notifies(file: &WvFile, s: &Stack, srq: u64) -> [Io; 4] {
+    [
+        pend(file, WV_IOCTL_DEVICE_NOTIFY, &id(s.dev, 0, 1), 4),
+        pend(
+            file,
+            WV_IOCTL_CQ_NOTIFY,
+            &id(s.cq, 0, wv_abi::consts::WV_CQ_NEXT_COMPLETION),
+            0,
+        ),
+        pend(
+            file,
+            WV_IOCTL_CQ_NOTIFY,
+            &id(s.cq, 0, wv_abi::consts::WV_CQ_ERROR),
+            0,
+        ),
+        pend(file, WV_IOCTL_SRQ_NOTIFY, &u64_in(srq), 0),
+    ]
+}
+
 /// Raw completer for the complete-twice fault.
 pub fn raw_completer(req: HostRequest) -> Box<dyn Fn(NtStatus, usize) + Send> {
     let raw = req.into_raw_irp();
