@@ -672,11 +672,7 @@ fn qp_attach_detach_cancel() {
     let qp = out::<WV_IO_QP_CREATE>(&st).Id.Id;
     let mc = |qp: u64, lid: u16, g: u8| {
         bytes(&WV_IO_QP_MULTICAST {
-            Id: WV_IO_ID {
-                Id: qp,
-                VerbInfo: 0,
-                Data: u32::from(lid.to_be()),
-            },
+            Id: WV_IO_ID::new(qp, u32::from(lid.to_be())),
             Gid: WV_IO_GID { Raw: [g; 16] },
         })
     };

@@ -59,13 +59,7 @@ struct Stack {
 }
 
 fn id(id: u64, data: u32) -> Vec<u8> {
-    WV_IO_ID {
-        Id: id,
-        VerbInfo: 0,
-        Data: data,
-    }
-    .as_bytes()
-    .to_vec()
+    WV_IO_ID::new(id, data).as_bytes().to_vec()
 }
 
 impl Stack {
@@ -164,11 +158,7 @@ fn device_and_cq(s: &Stack) -> (u64, u64) {
 fn qp_on(s: &Stack, dev: u64, cq: u64) -> u64 {
     let pd = s.create(WV_IOCTL_PD_ALLOCATE, &id(dev, 0), 16);
     let create = WV_IO_QP_CREATE {
-        Id: WV_IO_ID {
-            Id: pd,
-            VerbInfo: 0,
-            Data: 0,
-        },
+        Id: WV_IO_ID::new(pd, 0),
         SendCqId: cq,
         ReceiveCqId: cq,
         SendDepth: 4,

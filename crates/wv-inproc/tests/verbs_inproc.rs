@@ -653,12 +653,7 @@ fn raw_ioctls_and_verbs_on_one_handle() {
     // A CQ_NOTIFY issued raw on the verbs CQ, completed by traffic the verbs API posts.
     let raw_notify = file.device_io_control(
         WV_IOCTL_CQ_NOTIFY,
-        WV_IO_ID {
-            Id: a.cq.id(),
-            VerbInfo: 0,
-            Data: wv_abi::consts::WV_CQ_NEXT_COMPLETION,
-        }
-        .as_bytes(),
+        WV_IO_ID::new(a.cq.id(), wv_abi::consts::WV_CQ_NEXT_COMPLETION).as_bytes(),
         0,
     );
     assert!(raw_notify.pending());
@@ -705,12 +700,7 @@ fn raw_ioctls_and_verbs_on_one_handle() {
     let st = file
         .device_io_control(
             WV_IOCTL_MEMORY_DEREGISTER,
-            WV_IO_ID {
-                Id: pd_id,
-                VerbInfo: 0,
-                Data: lkey,
-            }
-            .as_bytes(),
+            WV_IO_ID::new(pd_id, lkey).as_bytes(),
             0,
         )
         .wait();
@@ -936,11 +926,7 @@ fn memory_windows_through_the_verbs_api() {
     // While a window is bound the region cannot be deregistered (MEMORY_DEREGISTER fails and
     // the region stays, as OFW's driver re-inserts it); it can once the windows are gone.
     let dereg = |mr: &Mr| {
-        let id = WV_IO_ID {
-            Id: b.pd.id(),
-            VerbInfo: 0,
-            Data: mr.lkey(),
-        };
+        let id = WV_IO_ID::new(b.pd.id(), mr.lkey());
         p.file()
             .device_io_control(WV_IOCTL_MEMORY_DEREGISTER, id.as_bytes(), 0)
             .wait()

@@ -194,11 +194,7 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
         let mut wire = WV_IO_AV::default();
         av_to_abi(&mut wire, av);
         let create = WV_IO_AH_CREATE {
-            Id: WV_IO_ID {
-                Id: self.id(),
-                VerbInfo: 0,
-                Data: 0,
-            },
+            Id: WV_IO_ID::new(self.id(), 0),
             AddressVector: wire,
         };
         let st = ioctl(
@@ -617,11 +613,7 @@ impl<F: RawFile + Send + Sync + 'static> Srq<F> {
         const OP: &str = "SRQ_CREATE";
         let fixed = size_of::<WV_IO_SRQ_ATTRIBUTES>();
         let attr = WV_IO_SRQ_ATTRIBUTES {
-            Id: WV_IO_ID {
-                Id: pd.id(),
-                VerbInfo: 0,
-                Data: 0,
-            },
+            Id: WV_IO_ID::new(pd.id(), 0),
             MaxWr: max_wr,
             MaxSge: max_sge,
             SrqLimit: limit,
@@ -647,11 +639,7 @@ impl<F: RawFile + Send + Sync + 'static> Srq<F> {
 
     fn attr(&self, max_wr: u32, limit: u32) -> WV_IO_SRQ_ATTRIBUTES {
         WV_IO_SRQ_ATTRIBUTES {
-            Id: WV_IO_ID {
-                Id: self.id(),
-                VerbInfo: 0,
-                Data: 0,
-            },
+            Id: WV_IO_ID::new(self.id(), 0),
             MaxWr: max_wr,
             MaxSge: 0,
             SrqLimit: limit,
@@ -1049,11 +1037,7 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
         }
         let fixed = size_of::<WV_IO_QP_CREATE>();
         let create = WV_IO_QP_CREATE {
-            Id: WV_IO_ID {
-                Id: pd.id(),
-                VerbInfo: 0,
-                Data: 0,
-            },
+            Id: WV_IO_ID::new(pd.id(), 0),
             SendCqId: init.send_cq.id(),
             ReceiveCqId: init.recv_cq.id(),
             SrqId: init.srq.map_or(0, |s| s.id()),
@@ -1147,11 +1131,7 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
 
     fn mcast(&self, op: &'static str, code: u32, gid: &[u8; 16], lid: u16) -> Result<()> {
         let mc = WV_IO_QP_MULTICAST {
-            Id: WV_IO_ID {
-                Id: self.id(),
-                VerbInfo: 0,
-                Data: u32::from(lid.to_be()),
-            },
+            Id: WV_IO_ID::new(self.id(), u32::from(lid.to_be())),
             Gid: wv_abi::WV_IO_GID { Raw: *gid },
         };
         ioctl(&**self.file(), op, code, mc.as_bytes(), 0).map(|_| ())

@@ -173,11 +173,7 @@ pub fn cq(file: &WvFile, dev: u64, entries: u32) -> u64 {
 
 pub fn srq_attr(id: u64, max_wr: u32, limit: u32) -> WV_IO_SRQ_ATTRIBUTES {
     WV_IO_SRQ_ATTRIBUTES {
-        Id: WV_IO_ID {
-            Id: id,
-            VerbInfo: 0,
-            Data: 0,
-        },
+        Id: WV_IO_ID::new(id, 0),
         MaxWr: max_wr,
         MaxSge: 1,
         SrqLimit: limit,
@@ -193,11 +189,7 @@ pub fn srq(file: &WvFile, pd: u64) -> u64 {
 
 pub fn qp_create_in(pd: u64, scq: u64, rcq: u64, srq: u64) -> WV_IO_QP_CREATE {
     WV_IO_QP_CREATE {
-        Id: WV_IO_ID {
-            Id: pd,
-            VerbInfo: 0,
-            Data: 0,
-        },
+        Id: WV_IO_ID::new(pd, 0),
         SendCqId: scq,
         ReceiveCqId: rcq,
         SrqId: srq,
@@ -331,11 +323,7 @@ pub struct Full {
 
 pub fn mc_in(qp: u64, lid: u16) -> Vec<u8> {
     bytes(&WV_IO_QP_MULTICAST {
-        Id: WV_IO_ID {
-            Id: qp,
-            VerbInfo: 0,
-            Data: u32::from(lid.to_be()),
-        },
+        Id: WV_IO_ID::new(qp, u32::from(lid.to_be())),
         Gid: WV_IO_GID { Raw: [0xFF; 16] },
     })
 }
