@@ -99,6 +99,14 @@ impl Mtu {
             _ => None,
         }
     }
+    /// The enumeration for its IB value 1..5, as a path record's MTU field and
+    /// `ib_av_attr_t.conn.path_mtu` carry it (the inverse of `self as u8`).
+    pub const fn from_ib(value: u8) -> Option<Self> {
+        match value {
+            1..=5 => Mtu::from_bytes(0x80u32 << value),
+            _ => None,
+        }
+    }
 }
 
 /// An address vector (`ib_av_attr_t`), host byte order except the GIDs.
@@ -717,4 +725,25 @@ pub enum QpEvent {
     PathMigrated,
     /// The last WQE of a QP on an SRQ was reached.
     LastWqeReached,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mtu;
+
+    #[test]
+    fn mtu_from_ib_is_the_inverse_of_its_value() {
+        for mtu in [
+            Mtu::Mtu256,
+            Mtu::Mtu512,
+            Mtu::Mtu1024,
+            Mtu::Mtu2048,
+            Mtu::Mtu4096,
+        ] {
+            assert_eq!(Mtu::from_ib(mtu as u8), Some(mtu));
+        }
+        for value in [0, 6, 0x3F, 0xFF] {
+            assert_eq!(Mtu::from_ib(value), None);
+        }
+    }
 }

@@ -18,16 +18,9 @@ use super::cep::{Cep, State};
 /// The RNR NAK timer the responder advertises (12: 0.64 ms, rdma_cm's default).
 const MIN_RNR_TIMER: u8 = 12;
 
-/// The path MTU enumeration of a path record's MTU field.
+/// The path MTU enumeration of a path record's MTU field (its selector in the top two bits).
 fn mtu(field: u8) -> Option<Mtu> {
-    match field & 0x3F {
-        1 => Some(Mtu::Mtu256),
-        2 => Some(Mtu::Mtu512),
-        3 => Some(Mtu::Mtu1024),
-        4 => Some(Mtu::Mtu2048),
-        5 => Some(Mtu::Mtu4096),
-        _ => None,
-    }
+    Mtu::from_ib(field & 0x3F)
 }
 
 /// The QP's local ACK timeout: twice the packet lifetime (one more power of two).
