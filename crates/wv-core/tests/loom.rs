@@ -63,6 +63,19 @@ fn id(id: u64, data: u32) -> Vec<u8> {
 }
 
 impl Stack {
+    /// Runs `f` on a new model thread with the driver and file.
+    fn spawn<T: 'static>(
+        &self,
+        f: impl FnOnce(&Drv, &File, &LoomPlatform) -> T + 'static,
+    ) -> loom::thread::JoinHandle<T> {
+        let (driver, file, p) = (
+            Arc::clone(&self.driver),
+            Arc::clone(&self.file),
+            self.p.clone(),
+        );
+        loom::thread::spawn(move || f(&driver, &file, &p))
+    }
+
     fn new() -> Stack {
         Stack::with_cm(None)
     }
@@ -199,10 +212,7 @@ fn notify_racing_the_dpc_cancel_and_cancel_io() {
         let s = Stack::new();
         let (_, cq) = device_and_cq(&s);
         let (request, notify) = s.p.request(WV_IOCTL_CQ_NOTIFY, &id(cq, 1), 0);
-        let parker = {
-            let (driver, file) = (Arc::clone(&s.driver), Arc::clone(&s.file));
-            loom::thread::spawn(move || driver.device_io_control(&file, request))
-        };
+        let parker = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
         let dpc = {
             let hca = Arc::clone(&s.hca);
             loom::thread::spawn(move || hca.cq_completion())
@@ -227,10 +237,7 @@ fn notify_racing_the_handle_close() {
         let s = Stack::new();
         let (_, cq) = device_and_cq(&s);
         let (request, notify) = s.p.request(WV_IOCTL_CQ_NOTIFY, &id(cq, 1), 0);
-        let parker = {
-            let (driver, file) = (Arc::clone(&s.driver), Arc::clone(&s.file));
-            loom::thread::spawn(move || driver.device_io_control(&file, request))
-        };
+        let parker = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
         s.driver.file_cleanup(&s.file);
         parker.join().unwrap();
         once(&s.p, &notify, &[NtStatus::CANCELLED, NtStatus::FILE_CLOSED]);
@@ -248,10 +255,7 @@ fn modify_racing_cancel_and_destroy() {
         let stop = Arc::new(AtomicBool::new(false));
         let pool = worker(s.p.clone(), Arc::clone(&stop));
         let (request, modify) = s.p.request(WV_IOCTL_QP_MODIFY, &modify_in(qp), 8);
-        let issuer = {
-            let (driver, file) = (Arc::clone(&s.driver), Arc::clone(&s.file));
-            loom::thread::spawn(move || driver.device_io_control(&file, request))
-        };
+        let issuer = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
         let cancel = s.send(WV_IOCTL_QP_CANCEL, &qp.to_ne_bytes(), 0);
         let destroy = s.send(WV_IOCTL_QP_DESTROY, &qp.to_ne_bytes(), 0);
         issuer.join().unwrap();
@@ -283,10 +287,7 @@ fn modify_racing_cleanup() {
         let stop = Arc::new(AtomicBool::new(false));
         let pool = worker(s.p.clone(), Arc::clone(&stop));
         let (request, modify) = s.p.request(WV_IOCTL_QP_MODIFY, &modify_in(qp), 8);
-        let issuer = {
-            let (driver, file) = (Arc::clone(&s.driver), Arc::clone(&s.file));
-            loom::thread::spawn(move || driver.device_io_control(&file, request))
-        };
+        let issuer = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
         s.driver.file_cleanup(&s.file);
         issuer.join().unwrap();
         stop.store(true, Ordering::SeqCst);
@@ -314,14 +315,8 @@ fn removal_racing_notify_cancel_and_modify() {
         let stop = Arc::new(AtomicBool::new(false));
         let pool = worker(s.p.clone(), Arc::clone(&stop));
         let (request, notify) = s.p.request(WV_IOCTL_CQ_NOTIFY, &id(cq, 1), 0);
-        let parker = {
-            let (driver, file) = (Arc::clone(&s.driver), Arc::clone(&s.file));
-            loom::thread::spawn(move || driver.device_io_control(&file, request))
-        };
-        let remover = {
-            let driver = Arc::clone(&s.driver);
-            loom::thread::spawn(move || driver.device_removal(GUID))
-        };
+        let parker = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
+        let remover = s.spawn(|driver, _, _| driver.device_removal(GUID));
         let modify = s.send(WV_IOCTL_QP_MODIFY, &modify_in(qp), 8);
         parker.join().unwrap();
         remover.join().unwrap();
@@ -354,10 +349,7 @@ fn removal_racing_cleanup() {
         let s = Stack::new();
         let (_, cq) = device_and_cq(&s);
         let notify = s.send(WV_IOCTL_CQ_NOTIFY, &id(cq, 1), 0);
-        let remover = {
-            let driver = Arc::clone(&s.driver);
-            loom::thread::spawn(move || driver.device_removal(GUID))
-        };
+        let remover = s.spawn(|driver, _, _| driver.device_removal(GUID));
         s.driver.file_cleanup(&s.file);
         remover.join().unwrap();
         once(
@@ -526,12 +518,32 @@ impl EpStack {
         &self,
         f: impl FnOnce(&Drv, &File, &LoomPlatform) -> T + 'static,
     ) -> loom::thread::JoinHandle<T> {
-        let (driver, file, p) = (
-            Arc::clone(&self.s.driver),
-            Arc::clone(&self.s.file),
-            self.s.p.clone(),
-        );
-        loom::thread::spawn(move || f(&driver, &file, &p))
+        self.s.spawn(f)
+    }
+
+    /// A listener with an idle endpoint's GET_REQUEST parked on it, and a model thread on
+    /// which the peer's REQ arrives and the pool runs: the listener, the endpoint, the
+    /// GET_REQUEST and that thread.
+    fn get_request_meeting_a_req(&self) -> (u64, u64, Arc<Irp>, loom::thread::JoinHandle<()>) {
+        let listener = self.listener(1);
+        let ep = self.idle();
+        let get = self.send(WV_IOCTL_EP_GET_REQUEST, &get_request_in(listener, ep), 0);
+        // Its kick's work item: no request announced yet, nothing to pair.
+        self.s.p.run_work();
+        let dpc = self.spawn_cm(|cm, p| {
+            assert!(cm.peer_request(incoming(b"")));
+            p.run_work();
+        });
+        (listener, ep, get, dpc)
+    }
+
+    /// Runs `f` on a new model thread with the CM (a DPC of the peer's messages).
+    fn spawn_cm<T: 'static>(
+        &self,
+        f: impl FnOnce(&LoomCm, &LoomPlatform) -> T + 'static,
+    ) -> loom::thread::JoinHandle<T> {
+        let (cm, p) = (Arc::clone(&self.cm), self.s.p.clone());
+        loom::thread::spawn(move || f(&cm, &p))
     }
 
     /// The end of a model: work items still queued run (after their endpoints went, a slow
@@ -564,19 +576,7 @@ fn send_on(p: &LoomPlatform, driver: &Drv, file: &File, code: u32, input: &[u8])
 fn get_request_racing_the_req_ep_cancel_and_cancel_io() {
     model("ep-get-request-req-cancel-cancelio", || {
         let e = EpStack::new();
-        let listener = e.listener(1);
-        let ep = e.idle();
-        let get = e.send(WV_IOCTL_EP_GET_REQUEST, &get_request_in(listener, ep), 0);
-        // Its kick's work item: no request announced yet, nothing to pair.
-        e.s.p.run_work();
-        let dpc = {
-            let cm = Arc::clone(&e.cm);
-            let p = e.s.p.clone();
-            loom::thread::spawn(move || {
-                assert!(cm.peer_request(incoming(b"")));
-                p.run_work();
-            })
-        };
+        let (listener, ep, get, dpc) = e.get_request_meeting_a_req();
         let canceller =
             e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(listener)));
         e.s.p.cancel(&get);
@@ -601,18 +601,7 @@ fn get_request_racing_the_req_ep_cancel_and_cancel_io() {
 fn get_request_racing_the_req_ep_cancel_and_destroy() {
     model("ep-get-request-req-cancel-destroy", || {
         let e = EpStack::new();
-        let listener = e.listener(1);
-        let ep = e.idle();
-        let get = e.send(WV_IOCTL_EP_GET_REQUEST, &get_request_in(listener, ep), 0);
-        e.s.p.run_work();
-        let dpc = {
-            let cm = Arc::clone(&e.cm);
-            let p = e.s.p.clone();
-            loom::thread::spawn(move || {
-                assert!(cm.peer_request(incoming(b"")));
-                p.run_work();
-            })
-        };
+        let (listener, ep, get, dpc) = e.get_request_meeting_a_req();
         let canceller =
             e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(listener)));
         // Refused while the listener holds the endpoint.
@@ -637,10 +626,7 @@ fn connect_work_racing_ep_cancel_and_destroy() {
         let qp = e.qp();
         let ep = e.routed();
         let connect = e.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
-        let pool = {
-            let p = e.s.p.clone();
-            loom::thread::spawn(move || p.run_work())
-        };
+        let pool = e.spawn(|_, _, p| p.run_work());
         let canceller = e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(ep)));
         let destroy = e.send(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);
         pool.join().unwrap();
@@ -661,10 +647,7 @@ fn connect_work_racing_cleanup() {
         let qp = e.qp();
         let ep = e.routed();
         let connect = e.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
-        let pool = {
-            let p = e.s.p.clone();
-            loom::thread::spawn(move || p.run_work())
-        };
+        let pool = e.spawn(|_, _, p| p.run_work());
         let canceller = e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(ep)));
         e.s.driver.file_cleanup(&e.s.file);
         pool.join().unwrap();
@@ -685,14 +668,8 @@ fn connect_work_racing_the_rep_and_ep_cancel() {
         let qp = e.qp();
         let ep = e.routed();
         let connect = e.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
-        let pool = {
-            let p = e.s.p.clone();
-            loom::thread::spawn(move || p.run_work())
-        };
-        let dpc = {
-            let cm = Arc::clone(&e.cm);
-            loom::thread::spawn(move || cm.peer(PeerMessage::Rep))
-        };
+        let pool = e.spawn(|_, _, p| p.run_work());
+        let dpc = e.spawn_cm(|cm, _| cm.peer(PeerMessage::Rep));
         let cancel = e.send(WV_IOCTL_EP_CANCEL, &u64_in(ep), 0);
         pool.join().unwrap();
         let answered = dpc.join().unwrap();
@@ -715,10 +692,7 @@ fn connect_rep_racing_ep_cancel_and_destroy() {
         let qp = e.qp();
         let ep = e.routed();
         let connect = e.connecting(ep, qp);
-        let dpc = {
-            let cm = Arc::clone(&e.cm);
-            loom::thread::spawn(move || cm.peer(PeerMessage::Rep))
-        };
+        let dpc = e.spawn_cm(|cm, _| cm.peer(PeerMessage::Rep));
         let canceller = e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(ep)));
         let destroy = e.send(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);
         dpc.join().unwrap();
@@ -740,10 +714,7 @@ fn connect_rej_racing_cancel_io_and_cleanup() {
         let qp = e.qp();
         let ep = e.routed();
         let connect = e.connecting(ep, qp);
-        let dpc = {
-            let cm = Arc::clone(&e.cm);
-            loom::thread::spawn(move || cm.peer(PeerMessage::Rej))
-        };
+        let dpc = e.spawn_cm(|cm, _| cm.peer(PeerMessage::Rej));
         let canceller = {
             let (p, connect) = (e.s.p.clone(), Arc::clone(&connect));
             loom::thread::spawn(move || p.cancel(&connect))
@@ -773,13 +744,10 @@ fn disconnect_racing_the_dreq_and_cleanup() {
             d.device_io_control(f, request);
             irp
         });
-        let dpc = {
-            let (cm, p) = (Arc::clone(&e.cm), e.s.p.clone());
-            loom::thread::spawn(move || {
-                cm.peer(PeerMessage::Dreq);
-                p.run_work();
-            })
-        };
+        let dpc = e.spawn_cm(|cm, p| {
+            cm.peer(PeerMessage::Dreq);
+            p.run_work();
+        });
         e.s.driver.file_cleanup(&e.s.file);
         let disconnect = disconnector.join().unwrap();
         dpc.join().unwrap();
@@ -808,13 +776,10 @@ fn disconnect_and_notify_racing_the_dreq() {
         let ep = e.connected(qp);
         let notifier =
             e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep)));
-        let dpc = {
-            let (cm, p) = (Arc::clone(&e.cm), e.s.p.clone());
-            loom::thread::spawn(move || {
-                cm.peer(PeerMessage::Dreq);
-                p.run_work();
-            })
-        };
+        let dpc = e.spawn_cm(|cm, p| {
+            cm.peer(PeerMessage::Dreq);
+            p.run_work();
+        });
         let disconnect = e.send(WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, qp), 8);
         let notify = notifier.join().unwrap();
         dpc.join().unwrap();
@@ -837,10 +802,7 @@ fn removal_racing_connect_and_notify() {
         let connected = e.connected(qp);
         let ep = e.routed();
         let connect = e.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
-        let pool = {
-            let p = e.s.p.clone();
-            loom::thread::spawn(move || p.run_work())
-        };
+        let pool = e.spawn(|_, _, p| p.run_work());
         let notifier = e.spawn(move |d, f, p| {
             send_on(p, d, f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(connected))
         });
@@ -903,18 +865,7 @@ fn removal_racing_get_request() {
 fn get_request_cancel_io_racing_the_req_and_its_endpoints_destroy() {
     model("ep-get-request-cancelio-destroy-req", || {
         let e = EpStack::new();
-        let listener = e.listener(1);
-        let ep = e.idle();
-        let get = e.send(WV_IOCTL_EP_GET_REQUEST, &get_request_in(listener, ep), 0);
-        e.s.p.run_work();
-        let dpc = {
-            let cm = Arc::clone(&e.cm);
-            let p = e.s.p.clone();
-            loom::thread::spawn(move || {
-                assert!(cm.peer_request(incoming(b"")));
-                p.run_work();
-            })
-        };
+        let (_listener, ep, get, dpc) = e.get_request_meeting_a_req();
         let destroyer = e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_DESTROY, &u64_in(ep)));
         e.s.p.cancel(&get);
         dpc.join().unwrap();
