@@ -192,17 +192,33 @@ fn modify_in(qp: u64) -> Vec<u8> {
 }
 
 /// A system worker: runs queued work items until told to stop and none is left.
-fn worker(p: LoomPlatform, stop: Arc<AtomicBool>) -> loom::thread::JoinHandle<()> {
-    loom::thread::spawn(move || {
-        loop {
-            p.run_work();
-            if stop.load(Ordering::SeqCst) {
+struct Worker {
+    stop: Arc<AtomicBool>,
+    thread: loom::thread::JoinHandle<()>,
+}
+
+impl Worker {
+    fn start(p: &LoomPlatform) -> Worker {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (p, told) = (p.clone(), Arc::clone(&stop));
+        let thread = loom::thread::spawn(move || {
+            loop {
                 p.run_work();
-                break;
+                if told.load(Ordering::SeqCst) {
+                    p.run_work();
+                    break;
+                }
+                loom::thread::yield_now();
             }
-            loom::thread::yield_now();
-        }
-    })
+        });
+        Worker { stop, thread }
+    }
+
+    /// Tells it to stop, and waits for it.
+    fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().unwrap();
+    }
 }
 
 /// A parked CQ notify racing the DPC's broadcast, CQ_CANCEL and the I/O manager's cancel.
@@ -252,15 +268,13 @@ fn modify_racing_cancel_and_destroy() {
         let s = Stack::new();
         let (dev, cq) = device_and_cq(&s);
         let qp = qp_on(&s, dev, cq);
-        let stop = Arc::new(AtomicBool::new(false));
-        let pool = worker(s.p.clone(), Arc::clone(&stop));
+        let pool = Worker::start(&s.p);
         let (request, modify) = s.p.request(WV_IOCTL_QP_MODIFY, &modify_in(qp), 8);
         let issuer = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
         let cancel = s.send(WV_IOCTL_QP_CANCEL, &qp.to_ne_bytes(), 0);
         let destroy = s.send(WV_IOCTL_QP_DESTROY, &qp.to_ne_bytes(), 0);
         issuer.join().unwrap();
-        stop.store(true, Ordering::SeqCst);
-        pool.join().unwrap();
+        pool.stop();
         once(&s.p, &cancel, &[NtStatus::SUCCESS, NtStatus::NOT_FOUND]);
         once(
             &s.p,
@@ -284,14 +298,12 @@ fn modify_racing_cleanup() {
         let s = Stack::new();
         let (dev, cq) = device_and_cq(&s);
         let qp = qp_on(&s, dev, cq);
-        let stop = Arc::new(AtomicBool::new(false));
-        let pool = worker(s.p.clone(), Arc::clone(&stop));
+        let pool = Worker::start(&s.p);
         let (request, modify) = s.p.request(WV_IOCTL_QP_MODIFY, &modify_in(qp), 8);
         let issuer = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
         s.driver.file_cleanup(&s.file);
         issuer.join().unwrap();
-        stop.store(true, Ordering::SeqCst);
-        pool.join().unwrap();
+        pool.stop();
         once(
             &s.p,
             &modify,
@@ -312,16 +324,14 @@ fn removal_racing_notify_cancel_and_modify() {
         let s = Stack::new();
         let (dev, cq) = device_and_cq(&s);
         let qp = qp_on(&s, dev, cq);
-        let stop = Arc::new(AtomicBool::new(false));
-        let pool = worker(s.p.clone(), Arc::clone(&stop));
+        let pool = Worker::start(&s.p);
         let (request, notify) = s.p.request(WV_IOCTL_CQ_NOTIFY, &id(cq, 1), 0);
         let parker = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
         let remover = s.spawn(|driver, _, _| driver.device_removal(GUID));
         let modify = s.send(WV_IOCTL_QP_MODIFY, &modify_in(qp), 8);
         parker.join().unwrap();
         remover.join().unwrap();
-        stop.store(true, Ordering::SeqCst);
-        pool.join().unwrap();
+        pool.stop();
         once(
             &s.p,
             &notify,
