@@ -11,6 +11,7 @@ use wv_hal::Event;
 use wv_hal::{CqEventSink, IoRequest, KArc, Platform, RequestQueue, SpinLock, Verbs};
 
 use crate::device::DeviceObj;
+use crate::fallible::Slots;
 use crate::notify::complete_all;
 use crate::provider::{Provider, Teardown};
 use crate::shared::Shared;
@@ -111,13 +112,8 @@ pub(crate) fn cq_create<P: Platform, V: Verbs>(
     let platform = prov.platform();
     // OFW: the CQ's allocation fails with STATUS_NO_MEMORY, its queues with the framework's
     // status, the verb with STATUS_UNSUCCESSFUL. Everything is allocated before the verb.
-    let (notify_slot, obj_slot, handle_slot) = match (
-        KArc::try_reserve(),
-        KArc::try_reserve(),
-        KArc::try_reserve(),
-    ) {
-        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-        _ => return req.complete(NtStatus::NO_MEMORY, 0),
+    let Some((notify_slot, obj_slot, handle_slot)) = Slots::reserve() else {
+        return req.complete(NtStatus::NO_MEMORY, 0);
     };
     // Both queues or no CQ (spec §7.1-k).
     let queues = platform

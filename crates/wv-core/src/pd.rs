@@ -12,7 +12,7 @@ use wv_hal::{IoRequest, KArc, MemoryRegion, Platform, SpinLock, Verbs};
 
 use crate::convert::av_from_abi;
 use crate::device::DeviceObj;
-use crate::fallible::grow_locked;
+use crate::fallible::{Slots, grow_locked};
 use crate::provider::{Provider, Teardown};
 use crate::shared::Shared;
 use crate::status::verbs_status;
@@ -162,7 +162,7 @@ pub(crate) fn pd_allocate<P: Platform, V: Verbs>(
         return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
     };
     // OFW: the PD's allocation fails with STATUS_NO_MEMORY, before the verb.
-    let (Ok(obj_slot), Ok(handle_slot)) = (KArc::try_reserve(), KArc::try_reserve()) else {
+    let Some((obj_slot, handle_slot)) = Slots::reserve() else {
         return req.complete(NtStatus::NO_MEMORY, 0);
     };
     let (pd, verb_info) = with_umv(
@@ -291,7 +291,7 @@ pub(crate) fn mw_allocate<P: Platform, V: Verbs>(
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     // OFW: the MW's allocation fails with STATUS_NO_MEMORY, before the verb.
-    let (Ok(obj_slot), Ok(handle_slot)) = (KArc::try_reserve(), KArc::try_reserve()) else {
+    let Some((obj_slot, handle_slot)) = Slots::reserve() else {
         return req.complete(NtStatus::NO_MEMORY, 0);
     };
     let (mw, verb_info) = with_umv(
@@ -339,7 +339,7 @@ pub(crate) fn ah_create<P: Platform, V: Verbs>(
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     // OFW: the AH's allocation fails with STATUS_NO_MEMORY, before the verb.
-    let (Ok(obj_slot), Ok(handle_slot)) = (KArc::try_reserve(), KArc::try_reserve()) else {
+    let Some((obj_slot, handle_slot)) = Slots::reserve() else {
         return req.complete(NtStatus::NO_MEMORY, 0);
     };
     let av = av_from_abi(&ah.AddressVector);

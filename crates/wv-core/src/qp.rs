@@ -17,7 +17,7 @@ use wv_hal::{
 use crate::convert::qp_attr_to_abi;
 use crate::cq::CqObj;
 use crate::device::DeviceObj;
-use crate::fallible::{grow_locked, push_locked};
+use crate::fallible::{Slots, grow_locked, push_locked};
 use crate::pd::PdObj;
 use crate::provider::{Held, Provider, Teardown, hold};
 use crate::shared::Shared;
@@ -188,11 +188,7 @@ pub(crate) fn qp_create<P: Platform, V: Verbs>(
     let platform = prov.platform();
     // OFW answers a failed QP allocation with STATUS_NO_MEMORY; everything is allocated
     // before the verb.
-    let (Ok(obj_slot), Ok(handle_slot), Ok(events_slot)) = (
-        KArc::try_reserve(),
-        KArc::try_reserve(),
-        KArc::try_reserve(),
-    ) else {
+    let Some((obj_slot, handle_slot, events_slot)) = Slots::reserve() else {
         return req.complete(NtStatus::NO_MEMORY, 0);
     };
     let Ok(sched) = ModifySched::new(platform) else {

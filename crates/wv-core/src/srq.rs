@@ -10,6 +10,7 @@ use wv_hal::{
 };
 
 use crate::device::DeviceObj;
+use crate::fallible::Slots;
 use crate::notify::complete_all;
 use crate::pd::PdObj;
 use crate::provider::{Provider, Teardown};
@@ -95,13 +96,8 @@ pub(crate) fn srq_create<P: Platform, V: Verbs>(
     let platform = prov.platform();
     // OFW `WvSrqAlloc`: the SRQ's allocation fails with STATUS_NO_MEMORY; its queue, like the
     // verb, with STATUS_UNSUCCESSFUL (not the framework's status, unlike CQ_CREATE).
-    let (notify_slot, obj_slot, handle_slot) = match (
-        KArc::try_reserve(),
-        KArc::try_reserve(),
-        KArc::try_reserve(),
-    ) {
-        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-        _ => return req.complete(NtStatus::NO_MEMORY, 0),
+    let Some((notify_slot, obj_slot, handle_slot)) = Slots::reserve() else {
+        return req.complete(NtStatus::NO_MEMORY, 0);
     };
     let Ok(queue) = platform.create_queue() else {
         return req.complete(NtStatus::UNSUCCESSFUL, 0);

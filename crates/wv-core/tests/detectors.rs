@@ -104,12 +104,7 @@ fn hang_is_caught() {
         ..Faults::default()
     });
     let f = fx.open();
-    let Stack {
-        dev,
-        pd,
-        cq: c,
-        qp: q,
-    } = qp_reset(&fx, &f, 4);
+    let q = qp_reset(&fx, &f, 4).qp;
     // Queued, drainer not run yet: destroy must wait for it.
     let _io = pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(q, QpState::Init), 8);
     let _ = f.device_io_control(WV_IOCTL_QP_DESTROY, &u64_in(q), 0);
