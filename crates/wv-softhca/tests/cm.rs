@@ -218,9 +218,7 @@ fn full_connection<C: ConnectionManager>(p: &HostPlatform, a: &Node, b: &Node, c
     let rb = b.mem(64, ALL_ACCESS);
     m.buf.write(0, b"ping").unwrap();
     qb.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 64)])).unwrap();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
+    post_send(&qa, 1, m.sge(0, 4));
     p.run_until_idle();
     assert_eq!(poll_all(&ca)[0].status, WcStatus::Success);
     assert_eq!(poll_all(&cb)[0].status, WcStatus::Success);

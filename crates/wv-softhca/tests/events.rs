@@ -219,12 +219,8 @@ fn comm_established_on_the_first_packet_in_rtr() {
     let rb = b.mem(16, ALL_ACCESS);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 16)])).unwrap();
     qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 16)])).unwrap();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[mem.sge(0, 4)]))
-        .unwrap();
-    qa.uvp
-        .post_send(&send_wr(2, WrOpcode::Send, &[mem.sge(0, 4)]))
-        .unwrap();
+    post_send(&qa, 1, mem.sge(0, 4));
+    post_send(&qa, 2, mem.sge(0, 4));
     settle(&p);
     assert_eq!(qb.events.take(), vec![QpEvent::CommEstablished]);
     assert_eq!(poll_all(&cb).len(), 2);
@@ -320,9 +316,7 @@ fn surprise_removal_fails_every_verb_and_stops_callbacks() {
     let rb = b.mem(64, ALL_ACCESS);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
     cb.uvp.arm(false);
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
+    post_send(&qa, 1, m.sge(0, 4));
     // The DPC is queued but B is removed before it runs: no callback after removal.
     assert!(p.queued() > 0);
     b.hca.surprise_remove();
@@ -356,9 +350,7 @@ fn surprise_removal_fails_every_verb_and_stops_callbacks() {
         m.to(QpState::Rts)
     })
     .unwrap();
-    qa.uvp
-        .post_send(&send_wr(3, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
+    post_send(&qa, 3, m.sge(0, 4));
     assert_eq!(
         run_timers(&p, 100),
         8,
@@ -382,9 +374,7 @@ fn destroy_stops_callbacks_for_the_object() {
     let rb = b.mem(64, ALL_ACCESS);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
     cb.uvp.arm(false);
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
+    post_send(&qa, 1, m.sge(0, 4));
     let sink = cb.sink.clone();
     b.hca.destroy_qp(qb.soft);
     b.hca.destroy_cq(cb.soft);

@@ -33,9 +33,7 @@ fn run_traffic(
             .post_recv(&recv_wr(i, &[rb.sge(i as usize * 8 % 4096, 8)]))
             .unwrap();
         // A send, and an RDMA write with immediate that must land exactly once.
-        qa.uvp
-            .post_send(&send_wr(i, WrOpcode::Send, &[m.sge(0, 8)]))
-            .unwrap();
+        post_send(&qa, i, m.sge(0, 8));
         qb.uvp.post_recv(&recv_wr(1000 + i, &[])).unwrap();
         let sg = [m.sge(0, 8)];
         let mut wr = send_wr(1000 + i, WrOpcode::RdmaWriteWithImm, &sg);
@@ -125,9 +123,7 @@ fn a_dead_link_exceeds_the_retry_count() {
         delay_ppm: 0,
     }));
     let m = a.mem(16, ALL_ACCESS);
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
-        .unwrap();
+    post_send(&qa, 1, m.sge(0, 8));
     assert_eq!(run_timers(&p, 100), 4);
     assert_eq!(poll_all(&ca)[0].status, WcStatus::RetryExcErr);
     // The first try plus three retries.

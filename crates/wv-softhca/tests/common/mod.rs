@@ -525,6 +525,13 @@ pub fn send_wr<'a>(id: u64, op: WrOpcode, sges: &'a [Sge]) -> SendWr<'a> {
     wr
 }
 
+/// Posts a signaled SEND (`id`) of the bytes `sge` names on `qp`.
+pub fn post_send(qp: &Qp, id: u64, sge: Sge) {
+    qp.uvp
+        .post_send(&send_wr(id, WrOpcode::Send, &[sge]))
+        .unwrap();
+}
+
 pub fn recv_wr(id: u64, sges: &[Sge]) -> RecvWr<'_> {
     RecvWr {
         wr_id: id,
