@@ -338,6 +338,25 @@ pub struct QpCreate<'a, Cq, Srq> {
     pub srq: Option<&'a Srq>,
 }
 
+impl<'a, Cq, Srq> QpCreate<'a, Cq, Srq> {
+    /// A QP of `qp_type` with `cq` for both queues, each `depth` entries of one SGE, no inline
+    /// data, no SRQ, and completions only for the sends that ask for one.
+    pub fn new(qp_type: QpType, cq: &'a Cq, depth: u32) -> Self {
+        QpCreate {
+            qp_type,
+            sq_depth: depth,
+            rq_depth: depth,
+            sq_sge: 1,
+            rq_sge: 1,
+            sq_max_inline: 0,
+            sq_signaled: false,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+        }
+    }
+}
+
 /// What the device made of a queue-pair creation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QpCreated {

@@ -166,16 +166,9 @@ fn events_arrive_through_interrupt_and_dpc_at_dispatch() {
         .create_srq(&pd, &srq_attr, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();
     let create = QpCreate {
-        qp_type: QpType::Ud,
-        sq_depth: 4,
-        rq_depth: 4,
-        sq_sge: 1,
-        rq_sge: 1,
-        sq_max_inline: 0,
         sq_signaled: true,
-        send_cq: &cq,
-        recv_cq: &cq,
         srq: Some(&srq),
+        ..QpCreate::new(QpType::Ud, &cq, 4)
     };
     let (qp, created) = fake
         .create_qp(&pd, &create, sink(&p, &seen).into(), &mut Umv::none())
@@ -228,18 +221,7 @@ fn qp_state_model_and_modify_log() {
     let (cq, _) = fake
         .create_cq(&ca, 4, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();
-    let create = QpCreate {
-        qp_type: QpType::Rc,
-        sq_depth: 4,
-        rq_depth: 4,
-        sq_sge: 1,
-        rq_sge: 1,
-        sq_max_inline: 0,
-        sq_signaled: false,
-        send_cq: &cq,
-        recv_cq: &cq,
-        srq: None,
-    };
+    let create = QpCreate::new(QpType::Rc, &cq, 4);
     let (qp, _) = fake
         .create_qp(&pd, &create, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();
@@ -332,18 +314,7 @@ fn a_held_modify_blocks_on_a_worker_until_released() {
     let (cq, _) = fake
         .create_cq(&ca, 4, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();
-    let create = QpCreate {
-        qp_type: QpType::Rc,
-        sq_depth: 4,
-        rq_depth: 4,
-        sq_sge: 1,
-        rq_sge: 1,
-        sq_max_inline: 0,
-        sq_signaled: false,
-        send_cq: &cq,
-        recv_cq: &cq,
-        srq: None,
-    };
+    let create = QpCreate::new(QpType::Rc, &cq, 4);
     let (qp, _) = fake
         .create_qp(&pd, &create, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();

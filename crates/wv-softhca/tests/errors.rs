@@ -468,16 +468,8 @@ fn vendor_bytes_are_validated_never_trusted() {
     let c = a.cq(4);
     let events = wv_hal::KArc::new(Log::default());
     let create = QpCreate {
-        qp_type: QpType::Rc,
-        sq_depth: 4,
-        rq_depth: 4,
-        sq_sge: 1,
-        rq_sge: 1,
-        sq_max_inline: 0,
         sq_signaled: true,
-        send_cq: &c.soft,
-        recv_cq: &c.soft,
-        srq: None,
+        ..QpCreate::new(QpType::Rc, &c.soft, 4)
     };
     // A command with a bad magic.
     let mut buf = [0xAAu8; 64];
