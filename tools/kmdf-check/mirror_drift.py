@@ -26,6 +26,8 @@ PACKAGE_TABLES = ("package", "lib", "features", "lints", "profile", "bin", "exam
                   "bench", "badges")
 UNMODIFIED_REGISTRY_CRATES = ("wdk", "wdk-alloc", "wdk-panic", "wdk-macros")
 SHIMMED_CRATES = {"wdk-sys": "shims/wdk-sys", "wdk-build": "shims/wdk-build"}
+# The shims by absolute path, for the mirrors of kmdf-link and wdf-emu that patch with them too.
+SHIM_DIRS = {name: Path(__file__).resolve().parent / path for name, path in SHIMMED_CRATES.items()}
 
 
 def load(path):
@@ -109,61 +111,99 @@ def locked(lockfile):
     return packages
 
 
+class Drift:
+    """What differs between the root manifest and one mirror of it, one line of the report each.
+    kmdf-link's and wdf-emu's mirrors are checked with it too."""
+
+    def __init__(self):
+        self.problems = []
+
+    def compare(self, what, expected, actual):
+        if expected != actual:
+            self.problems.append(f"{what} differs:\n    root:   {expected}\n    mirror: {actual}")
+
+    def compare_dependencies(self, root_dependencies, mirror_dependencies):
+        for key in sorted(set(root_dependencies) | set(mirror_dependencies), key=str):
+            target, table = key
+            label = f"[target.'{target}'.{table}]" if target else f"[{table}]"
+            self.compare(label, root_dependencies.get(key), mirror_dependencies.get(key))
+
+    def compare_workspaces(self, root, mirror):
+        root_workspace, mirror_workspace = workspace_view(root), workspace_view(mirror)
+        for key in root_workspace:
+            self.compare(f"[workspace.{key}]", root_workspace[key], mirror_workspace[key])
+
+    def compare_lock_pins(self, root_lock, mirror_lock, names):
+        for name in names:
+            pins = [[(p["version"], p.get("checksum")) for p in lock.get(name, [])]
+                    for lock in (root_lock, mirror_lock)]
+            self.compare(f"Cargo.lock pin of {name}", pins[0], pins[1])
+
+    def compare_shim_versions(self, root_lock, shim_dirs):
+        """The version the root's lockfile pins for each shimmed crate against its shim's."""
+        for name, shim_dir in shim_dirs.items():
+            root_versions = [p["version"] for p in root_lock.get(name, [])]
+            shim_version = load(shim_dir / "Cargo.toml")["package"]["version"]
+            self.compare(f"{name}: root lockfile version vs shim version", root_versions,
+                         [shim_version])
+
+    def compare_shim_patch(self, mirror, mirror_dir):
+        """A mirror outside kmdf-check patches wdk-build and wdk-sys with kmdf-check's shims."""
+        expected = {"crates-io": {name: {"path": str(SHIM_DIRS[name])}
+                                  for name in sorted(SHIMMED_CRATES)}}
+        actual = {
+            registry: {name: {"path": str((mirror_dir / spec["path"]).resolve())}
+                       for name, spec in crates.items()}
+            for registry, crates in mirror.get("patch", {}).items()
+        }
+        self.compare("[patch] (mirror only)", expected, actual)
+
+    def report(self, tool, matches):
+        """Prints the verdict on tools/TOOL's mirror; the exit status."""
+        if self.problems:
+            print(f"{tool}'s mirror of the winverbs package has drifted from the root:")
+            for problem in self.problems:
+                print("  - " + problem)
+            print(f"Update tools/{tool}/Cargo.toml (and `cargo update -w` there) to match.")
+            return 1
+        print(f"mirror: tools/{tool}/Cargo.toml matches the root winverbs package" + matches)
+        return 0
+
+
 def main():
     root_dir, check_dir = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
     root, mirror = load(root_dir / "Cargo.toml"), load(check_dir / "Cargo.toml")
-    problems = []
-
-    def compare(what, expected, actual):
-        if expected != actual:
-            problems.append(f"{what} differs:\n    root:   {expected}\n    mirror: {actual}")
+    drift = Drift()
 
     known = set(PACKAGE_TABLES) | set(DEPENDENCY_TABLES) | {"workspace", "target", "patch"}
     for name, manifest in (("root", root), ("mirror", mirror)):
         unknown = set(manifest) - known
         if unknown:
-            problems.append(f"{name} Cargo.toml has tables this check does not know: {unknown}")
+            drift.problems.append(
+                f"{name} Cargo.toml has tables this check does not know: {unknown}")
 
     root_package, mirror_package = package_view(root, root_dir), package_view(mirror, check_dir)
     for table in sorted(set(root_package) | set(mirror_package)):
-        compare(f"[{table}]", root_package.get(table), mirror_package.get(table))
+        drift.compare(f"[{table}]", root_package.get(table), mirror_package.get(table))
 
     root_dependencies = dependency_tables(root, root_dir)
-    mirror_dependencies = dependency_tables(mirror, check_dir)
-    for key in sorted(set(root_dependencies) | set(mirror_dependencies), key=str):
-        target, table = key
-        label = f"[target.'{target}'.{table}]" if target else f"[{table}]"
-        compare(label, root_dependencies.get(key), mirror_dependencies.get(key))
-
-    root_workspace, mirror_workspace = workspace_view(root), workspace_view(mirror)
-    for key in root_workspace:
-        compare(f"[workspace.{key}]", root_workspace[key], mirror_workspace[key])
+    drift.compare_dependencies(root_dependencies, dependency_tables(mirror, check_dir))
+    drift.compare_workspaces(root, mirror)
 
     if "patch" in root:
-        problems.append("the root Cargo.toml has a [patch] table; kmdf-check assumes none")
+        drift.problems.append("the root Cargo.toml has a [patch] table; kmdf-check assumes none")
     expected_patch = {name: {"path": path} for name, path in SHIMMED_CRATES.items()}
-    compare("[patch] (mirror only)", {"crates-io": expected_patch}, mirror.get("patch"))
+    drift.compare("[patch] (mirror only)", {"crates-io": expected_patch}, mirror.get("patch"))
 
     root_lock, mirror_lock = locked(root_dir / "Cargo.lock"), locked(check_dir / "Cargo.lock")
-    for name in UNMODIFIED_REGISTRY_CRATES:
-        pins = [[(p["version"], p.get("checksum")) for p in lock.get(name, [])]
-                for lock in (root_lock, mirror_lock)]
-        compare(f"Cargo.lock pin of {name}", pins[0], pins[1])
-    for name, path in SHIMMED_CRATES.items():
-        root_versions = [p["version"] for p in root_lock.get(name, [])]
-        shim_version = load(check_dir / path / "Cargo.toml")["package"]["version"]
-        compare(f"{name}: root lockfile version vs shim version", root_versions, [shim_version])
+    drift.compare_lock_pins(root_lock, mirror_lock, UNMODIFIED_REGISTRY_CRATES)
+    drift.compare_shim_versions(
+        root_lock, {name: check_dir / path for name, path in SHIMMED_CRATES.items()})
 
-    if problems:
-        print("kmdf-check's mirror of the winverbs package has drifted from the root:")
-        for problem in problems:
-            print("  - " + problem)
-        print("Update tools/kmdf-check/Cargo.toml (and `cargo update -w` there) to match.")
-        return 1
-    print("mirror: tools/kmdf-check/Cargo.toml matches the root winverbs package "
-          f"({sum(len(t) for t in root_dependencies.values())} dependencies, lints, metadata, "
-          "profiles, lockfile pins)")
-    return 0
+    return drift.report(
+        "kmdf-check",
+        f" ({sum(len(t) for t in root_dependencies.values())} dependencies, lints, metadata, "
+        "profiles, lockfile pins)")
 
 
 if __name__ == "__main__":

@@ -84,6 +84,17 @@ wv_struct! {
     }
 }
 
+impl WV_IO_ID {
+    /// The header of a request on object `id` with `data` as its scalar and no UVP command.
+    pub const fn new(id: u64, data: u32) -> Self {
+        WV_IO_ID {
+            Id: id,
+            VerbInfo: 0,
+            Data: data,
+        }
+    }
+}
+
 wv_struct! {
     /// GUID_QUERY output header: total device count, then as many GUIDs as fit. The C type
     /// declares one GUID, so its `sizeof` (and the output minimum) is 16.

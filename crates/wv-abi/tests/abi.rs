@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Extra, TABLE, expected, spec_structs};
+use common::{Extra, TABLE, expected, spec_structs, vendor_of};
 use wv_abi::consts::CONSTANTS;
 use wv_abi::io::STRUCTS;
 use wv_abi::ioctl::{self, Completion, Ioctl};
@@ -183,22 +183,6 @@ fn decode_minimums_exact_short_and_long() {
         } else {
             assert!(vendor_of(&req).is_none(), "{}", row.name);
         }
-    }
-}
-
-fn vendor_of(req: &Request) -> Option<Vendor> {
-    match *req {
-        Request::DeviceOpen { vendor, .. }
-        | Request::PdAllocate { vendor, .. }
-        | Request::MwAllocate { vendor, .. }
-        | Request::AhCreate { vendor, .. }
-        | Request::CqCreate { vendor, .. }
-        | Request::CqResize { vendor, .. }
-        | Request::SrqCreate { vendor, .. }
-        | Request::SrqQuery { vendor, .. }
-        | Request::SrqModify { vendor, .. }
-        | Request::QpCreate { vendor, .. } => Some(vendor),
-        _ => None,
     }
 }
 

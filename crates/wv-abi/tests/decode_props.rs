@@ -3,9 +3,9 @@
 
 mod common;
 
-use common::{TABLE, expected, row_for};
+use common::{TABLE, expected, row_for, vendor_of};
 use proptest::prelude::*;
-use wv_abi::{Request, decode};
+use wv_abi::decode;
 
 fn code_strategy() -> impl Strategy<Value = u32> {
     prop_oneof![
@@ -33,22 +33,6 @@ fn tweak(input: &mut [u8], tweak: u8) {
     }
 }
 
-fn vendor_len(req: &Request) -> Option<(usize, usize)> {
-    match req {
-        Request::DeviceOpen { vendor, .. }
-        | Request::PdAllocate { vendor, .. }
-        | Request::MwAllocate { vendor, .. }
-        | Request::AhCreate { vendor, .. }
-        | Request::CqCreate { vendor, .. }
-        | Request::CqResize { vendor, .. }
-        | Request::SrqCreate { vendor, .. }
-        | Request::SrqQuery { vendor, .. }
-        | Request::SrqModify { vendor, .. }
-        | Request::QpCreate { vendor, .. } => Some((vendor.input_len, vendor.output_len)),
-        _ => None,
-    }
-}
-
 /// Checks one case against the oracle.
 fn check(code: u32, input: &[u8], output_len: usize) -> Result<(), TestCaseError> {
     let got = decode(code, input, output_len);
@@ -57,7 +41,10 @@ fn check(code: u32, input: &[u8], output_len: usize) -> Result<(), TestCaseError
         (Ok(req), Ok(())) => {
             prop_assert_eq!(req.ioctl().code(), code);
             let row = row_for(code).unwrap();
-            match (row.vendor_fixed, vendor_len(req)) {
+            match (
+                row.vendor_fixed,
+                vendor_of(req).map(|v| (v.input_len, v.output_len)),
+            ) {
                 (Some(fixed), Some((vin, vout))) => {
                     prop_assert_eq!(vin, input.len() - fixed);
                     prop_assert_eq!(vout, output_len - fixed);

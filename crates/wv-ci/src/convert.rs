@@ -75,17 +75,6 @@ fn mtu_to_ib(mtu: Option<Mtu>) -> u8 {
     mtu.map_or(0, |m| m as u8)
 }
 
-fn mtu_from_ib(code: u8) -> Option<Mtu> {
-    match code {
-        1 => Some(Mtu::Mtu256),
-        2 => Some(Mtu::Mtu512),
-        3 => Some(Mtu::Mtu1024),
-        4 => Some(Mtu::Mtu2048),
-        5 => Some(Mtu::Mtu4096),
-        _ => None,
-    }
-}
-
 /// `ib_av_attr_t` of a path, as `WvVerbsConvertAv` fills it: the GRH only for a global route,
 /// its first word built from the flow label and traffic class (version bits left 0).
 pub fn path_to_ib(path: &QpPath) -> ib_av_attr_t {
@@ -150,7 +139,7 @@ pub fn path_from_ib(av: &ib_av_attr_t) -> QpPath {
     }
     QpPath {
         av: out,
-        path_mtu: mtu_from_ib(av.conn.path_mtu),
+        path_mtu: Mtu::from_ib(av.conn.path_mtu),
         local_ack_timeout: av.conn.local_ack_timeout,
         seq_err_retry_cnt: av.conn.seq_err_retry_cnt,
         rnr_retry_cnt: av.conn.rnr_retry_cnt,
@@ -530,7 +519,7 @@ pub fn port_attr_from_ib(p: &ib_port_attr_t) -> PortAttributes {
     PortAttributes {
         capability_flags: caps,
         state: port_state_from_ib(p.link_state),
-        mtu: mtu_from_ib(p.mtu).unwrap_or(Mtu::Mtu256),
+        mtu: Mtu::from_ib(p.mtu).unwrap_or(Mtu::Mtu256),
         gid_table_len: u32::from(p.num_gids),
         max_message_size: p.max_msg_size.min(u64::from(u32::MAX)) as u32,
         bad_pkey_counter: u32::from(p.pkey_ctr),

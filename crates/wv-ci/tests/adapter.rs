@@ -275,16 +275,9 @@ fn cq_srq_and_qp_callbacks_arrive_through_the_trampolines() {
 
     let qp_sink = KArc::new(Counter::default());
     let create = QpCreate {
-        qp_type: QpType::Rc,
-        sq_depth: 8,
-        rq_depth: 8,
-        sq_sge: 1,
-        rq_sge: 1,
-        sq_max_inline: 0,
         sq_signaled: true,
-        send_cq: &cq,
-        recv_cq: &cq,
         srq: Some(&srq),
+        ..QpCreate::new(QpType::Rc, &cq, 8)
     };
     let (qp, created) =
         r.ci.create_qp(&pd, &create, qp_sink.clone().into(), &mut Umv::none())
@@ -333,18 +326,7 @@ fn every_modification_arrives_exactly_as_sent() {
             &mut Umv::none(),
         )
         .unwrap();
-    let create = QpCreate {
-        qp_type: QpType::Rc,
-        sq_depth: 8,
-        rq_depth: 8,
-        sq_sge: 1,
-        rq_sge: 1,
-        sq_max_inline: 0,
-        sq_signaled: false,
-        send_cq: &cq,
-        recv_cq: &cq,
-        srq: None,
-    };
+    let create = QpCreate::new(QpType::Rc, &cq, 8);
     let (qp, _) =
         r.ci.create_qp(
             &pd,
@@ -399,19 +381,9 @@ fn every_modification_arrives_exactly_as_sent() {
             rnr_retry_cnt: 7,
             local_ack_timeout: 14,
             initiator_depth: 1,
-            opts: QpModifyOptions::default(),
-            rnr_nak_timeout: 0,
-            current_state: QpState::Rtr,
-            qkey: 0,
-            access: 0,
             responder_resources: 1,
             primary: path,
-            alternate: QpPath::default(),
-            sq_depth: 0,
-            rq_depth: 0,
-            apm_state: 0,
-            port: 1,
-            pkey_index: 0,
+            ..QpRts::default()
         }),
         QpModify::Sqd { notify: true },
         QpModify::Error,
@@ -492,18 +464,7 @@ fn memory_windows_address_handles_and_multicast() {
             &mut Umv::none(),
         )
         .unwrap();
-    let create = QpCreate {
-        qp_type: QpType::Ud,
-        sq_depth: 8,
-        rq_depth: 8,
-        sq_sge: 1,
-        rq_sge: 1,
-        sq_max_inline: 0,
-        sq_signaled: false,
-        send_cq: &cq,
-        recv_cq: &cq,
-        srq: None,
-    };
+    let create = QpCreate::new(QpType::Ud, &cq, 8);
     let (qp, _) =
         r.ci.create_qp(
             &pd,

@@ -11,6 +11,7 @@ use wv_hal::Event;
 use wv_hal::{CqEventSink, IoRequest, KArc, Platform, RequestQueue, SpinLock, Verbs};
 
 use crate::device::DeviceObj;
+use crate::fallible::Slots;
 use crate::notify::complete_all;
 use crate::provider::{Provider, Teardown};
 use crate::shared::Shared;
@@ -105,22 +106,14 @@ pub(crate) fn cq_create<P: Platform, V: Verbs>(
     id: WV_IO_ID,
     vendor: Vendor,
 ) {
-    let Some(dev) = prov.acquire::<DeviceObj<P, V>>(id.Id) else {
-        return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
-    };
-    let (Some(lower), Some(ca)) = (dev.lower(), dev.ca.get()) else {
+    let Some((dev, lower, ca)) = prov.acquire_live::<DeviceObj<P, V>>(id.Id) else {
         return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
     };
     let platform = prov.platform();
     // OFW: the CQ's allocation fails with STATUS_NO_MEMORY, its queues with the framework's
     // status, the verb with STATUS_UNSUCCESSFUL. Everything is allocated before the verb.
-    let (notify_slot, obj_slot, handle_slot) = match (
-        KArc::try_reserve(),
-        KArc::try_reserve(),
-        KArc::try_reserve(),
-    ) {
-        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-        _ => return req.complete(NtStatus::NO_MEMORY, 0),
+    let Some((notify_slot, obj_slot, handle_slot)) = Slots::reserve() else {
+        return req.complete(NtStatus::NO_MEMORY, 0);
     };
     // Both queues or no CQ (spec §7.1-k).
     let queues = platform
@@ -195,10 +188,7 @@ pub(crate) fn cq_resize<P: Platform, V: Verbs>(
     id: WV_IO_ID,
     vendor: Vendor,
 ) {
-    let Some(cq) = prov.acquire::<CqObj<P, V>>(id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (Some(lower), Some(handle)) = (cq.dev.lower(), cq.cq.get()) else {
+    let Some((_cq, lower, handle)) = prov.acquire_live::<CqObj<P, V>>(id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let (resized, verb_info) = with_umv(

@@ -10,8 +10,8 @@ use wv_abi::{
     read_prefix,
 };
 use wv_hal::{
-    CaEvent, CaEventKind, CaEventSink, Event, IoRequest, KArc, KWeak, Platform, RequestQueue,
-    SpinLock, Verbs,
+    CaEvent, CaEventKind, CaEventSink, Event, IoRequest, KArc, KWeak, Platform, PortAttributes,
+    RequestQueue, SpinLock, Verbs, VerbsError,
 };
 
 use crate::convert::{device_attr_to_abi, port_attr_to_abi, port_event_flag};
@@ -321,18 +321,16 @@ pub(crate) fn gid_query<P: Platform, V: Verbs>(
     query: WV_IO_DEVICE_PORT_QUERY,
     output_len: usize,
 ) {
-    let table = port_of(prov, &query).and_then(|(_dev, lower, port)| {
-        let attr = lower.query_port(port).map_err(|_| NtStatus::NO_MEMORY)?;
-        let fit = (output_len / size_of::<WV_IO_GID>()).min(attr.gid_table_len as usize);
-        let mut gids = vec_with_capacity(fit)?;
-        for index in 0..fit as u32 {
-            let raw = lower
-                .query_gid(port, index)
-                .map_err(|_| NtStatus::NO_MEMORY)?;
-            gids.push(WV_IO_GID { Raw: raw });
-        }
-        Ok((gids, attr.gid_table_len as usize))
-    });
+    let table = port_table(
+        prov,
+        &query,
+        output_len,
+        |attr| attr.gid_table_len as usize,
+        |lower, port, index| {
+            let raw = lower.query_gid(port, index as u32)?;
+            Ok(WV_IO_GID { Raw: raw })
+        },
+    );
     complete_table(req, table, write_array);
 }
 
@@ -344,20 +342,35 @@ pub(crate) fn pkey_query<P: Platform, V: Verbs>(
     query: WV_IO_DEVICE_PORT_QUERY,
     output_len: usize,
 ) {
-    let table = port_of(prov, &query).and_then(|(_dev, lower, port)| {
-        let attr = lower.query_port(port).map_err(|_| NtStatus::NO_MEMORY)?;
-        let fit = (output_len / size_of::<u16>()).min(usize::from(attr.pkey_table_len));
-        let mut pkeys = vec_with_capacity(fit)?;
-        for index in 0..fit as u16 {
-            pkeys.push(
-                lower
-                    .query_pkey(port, index)
-                    .map_err(|_| NtStatus::NO_MEMORY)?,
-            );
-        }
-        Ok((pkeys, usize::from(attr.pkey_table_len)))
-    });
+    let table = port_table(
+        prov,
+        &query,
+        output_len,
+        |attr| usize::from(attr.pkey_table_len),
+        |lower, port, index| lower.query_pkey(port, index as u16),
+    );
     complete_table(req, table, write_array);
+}
+
+/// A GID or pkey table: its first entries, as many as `output_len` bytes hold, each read by
+/// `entry`, and the table's length (`table_len`); any verb failure is `STATUS_NO_MEMORY` (OFW).
+fn port_table<P: Platform, V: Verbs, T>(
+    prov: &Provider<P, V>,
+    query: &WV_IO_DEVICE_PORT_QUERY,
+    output_len: usize,
+    table_len: impl FnOnce(&PortAttributes) -> usize,
+    entry: impl Fn(&V, u8, usize) -> Result<T, VerbsError>,
+) -> Result<(Vec<T>, usize), NtStatus> {
+    port_of(prov, query).and_then(|(_dev, lower, port)| {
+        let attr = lower.query_port(port).map_err(|_| NtStatus::NO_MEMORY)?;
+        let len = table_len(&attr);
+        let fit = (output_len / size_of::<T>()).min(len);
+        let mut entries = vec_with_capacity(fit)?;
+        for index in 0..fit {
+            entries.push(entry(&lower, port, index).map_err(|_| NtStatus::NO_MEMORY)?);
+        }
+        Ok((entries, len))
+    })
 }
 
 /// Completes a GID/pkey query: copies as many entries as fit, `Information` = bytes copied,

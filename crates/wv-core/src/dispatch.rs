@@ -24,11 +24,7 @@ fn decode_request<R: IoRequest>(req: &R) -> Result<Request, NtStatus> {
     match decode(code, input, req.output_len()) {
         Err(NtStatus::BUFFER_TOO_SMALL) if code == WV_IOCTL_CQ_NOTIFY && input.len() == 8 => {
             Ok(Request::CqNotify {
-                id: WV_IO_ID {
-                    Id: read_u64_id(input)?,
-                    VerbInfo: 0,
-                    Data: WV_CQ_NEXT_COMPLETION,
-                },
+                id: WV_IO_ID::new(read_u64_id(input)?, WV_CQ_NEXT_COMPLETION),
             })
         }
         decoded => decoded,

@@ -9,7 +9,7 @@
 
 use alloc::vec::Vec;
 
-use wv_hal::{AllocError, SpinLock};
+use wv_hal::{AllocError, KArc, KArcSlot, SpinLock};
 
 /// An empty vector with room for `n` elements.
 pub(crate) fn vec_with_capacity<T>(n: usize) -> Result<Vec<T>, AllocError> {
@@ -72,6 +72,35 @@ pub(crate) fn push_locked<T, L: SpinLock<Vec<T>>>(
         }
         if let Err(e) = grow_locked(lock, 1) {
             return Err((item, e));
+        }
+    }
+}
+
+/// The shared objects a create makes, reserved before its verb so that nothing can fail once
+/// the lower object exists: every one is tried, and either all are there or none (the create
+/// then fails with `STATUS_NO_MEMORY`).
+pub(crate) trait Slots: Sized {
+    fn reserve() -> Option<Self>;
+}
+
+impl<A, B> Slots for (KArcSlot<A>, KArcSlot<B>) {
+    fn reserve() -> Option<Self> {
+        match (KArc::try_reserve(), KArc::try_reserve()) {
+            (Ok(a), Ok(b)) => Some((a, b)),
+            _ => None,
+        }
+    }
+}
+
+impl<A, B, C> Slots for (KArcSlot<A>, KArcSlot<B>, KArcSlot<C>) {
+    fn reserve() -> Option<Self> {
+        match (
+            KArc::try_reserve(),
+            KArc::try_reserve(),
+            KArc::try_reserve(),
+        ) {
+            (Ok(a), Ok(b), Ok(c)) => Some((a, b, c)),
+            _ => None,
         }
     }
 }

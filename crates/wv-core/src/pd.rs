@@ -12,7 +12,7 @@ use wv_hal::{IoRequest, KArc, MemoryRegion, Platform, SpinLock, Verbs};
 
 use crate::convert::av_from_abi;
 use crate::device::DeviceObj;
-use crate::fallible::grow_locked;
+use crate::fallible::{Slots, grow_locked};
 use crate::provider::{Provider, Teardown};
 use crate::shared::Shared;
 use crate::status::verbs_status;
@@ -105,7 +105,7 @@ impl<P: Platform, V: Verbs> Teardown<P, V> for PdObj<P, V> {
 pub(crate) struct MwObj<P: Platform, V: Verbs> {
     pub pd: KArc<PdObj<P, V>>,
     pub dev: KArc<DeviceObj<P, V>>,
-    mw: Handle<P, V::Mw>,
+    pub mw: Handle<P, V::Mw>,
     pub refs: RefCount,
 }
 
@@ -130,7 +130,7 @@ impl<P: Platform, V: Verbs> Teardown<P, V> for MwObj<P, V> {
 pub(crate) struct AhObj<P: Platform, V: Verbs> {
     pub pd: KArc<PdObj<P, V>>,
     pub dev: KArc<DeviceObj<P, V>>,
-    ah: Handle<P, V::Ah>,
+    pub ah: Handle<P, V::Ah>,
     pub refs: RefCount,
 }
 
@@ -158,14 +158,11 @@ pub(crate) fn pd_allocate<P: Platform, V: Verbs>(
     id: WV_IO_ID,
     vendor: Vendor,
 ) {
-    let Some(dev) = prov.acquire::<DeviceObj<P, V>>(id.Id) else {
-        return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
-    };
-    let (Some(lower), Some(ca)) = (dev.lower(), dev.ca.get()) else {
+    let Some((dev, lower, ca)) = prov.acquire_live::<DeviceObj<P, V>>(id.Id) else {
         return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
     };
     // OFW: the PD's allocation fails with STATUS_NO_MEMORY, before the verb.
-    let (Ok(obj_slot), Ok(handle_slot)) = (KArc::try_reserve(), KArc::try_reserve()) else {
+    let Some((obj_slot, handle_slot)) = Slots::reserve() else {
         return req.complete(NtStatus::NO_MEMORY, 0);
     };
     let (pd, verb_info) = with_umv(
@@ -217,10 +214,7 @@ pub(crate) fn memory_register<P: Platform, V: Verbs>(
     mut req: P::Request,
     reg: WV_IO_MEMORY_REGISTER,
 ) {
-    let Some(pd) = prov.acquire::<PdObj<P, V>>(reg.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (Some(lower), Some(handle)) = (pd.dev.lower(), pd.pd.get()) else {
+    let Some((pd, lower, handle)) = prov.acquire_live::<PdObj<P, V>>(reg.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let region = MemoryRegion {
@@ -293,14 +287,11 @@ pub(crate) fn mw_allocate<P: Platform, V: Verbs>(
     id: WV_IO_ID,
     vendor: Vendor,
 ) {
-    let Some(pd) = prov.acquire::<PdObj<P, V>>(id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (Some(lower), Some(handle)) = (pd.dev.lower(), pd.pd.get()) else {
+    let Some((pd, lower, handle)) = prov.acquire_live::<PdObj<P, V>>(id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     // OFW: the MW's allocation fails with STATUS_NO_MEMORY, before the verb.
-    let (Ok(obj_slot), Ok(handle_slot)) = (KArc::try_reserve(), KArc::try_reserve()) else {
+    let Some((obj_slot, handle_slot)) = Slots::reserve() else {
         return req.complete(NtStatus::NO_MEMORY, 0);
     };
     let (mw, verb_info) = with_umv(
@@ -344,14 +335,11 @@ pub(crate) fn ah_create<P: Platform, V: Verbs>(
     ah: WV_IO_AH_CREATE,
     vendor: Vendor,
 ) {
-    let Some(pd) = prov.acquire::<PdObj<P, V>>(ah.Id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (Some(lower), Some(handle)) = (pd.dev.lower(), pd.pd.get()) else {
+    let Some((pd, lower, handle)) = prov.acquire_live::<PdObj<P, V>>(ah.Id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     // OFW: the AH's allocation fails with STATUS_NO_MEMORY, before the verb.
-    let (Ok(obj_slot), Ok(handle_slot)) = (KArc::try_reserve(), KArc::try_reserve()) else {
+    let Some((obj_slot, handle_slot)) = Slots::reserve() else {
         return req.complete(NtStatus::NO_MEMORY, 0);
     };
     let av = av_from_abi(&ah.AddressVector);

@@ -16,14 +16,14 @@ use crate::pd::{AhObj, MwObj, PdObj};
 use crate::qp::QpObj;
 use crate::shared::Shared;
 use crate::srq::SrqObj;
-use crate::sync::{Gate, RefCount};
+use crate::sync::{Gate, Handle, RefCount};
 
 /// The type table, in the role of `rxe_type_info[]` in rdma-core's rxe: every kind of object
 /// with an id, the field of [`Tables`] that holds it, and where it keeps its device. It makes
 /// [`Tables`] and each kind's [`Object`] impl; the kinds' modules write only what differs, their
 /// [`Teardown`].
 macro_rules! object_types {
-    ($($(#[$doc:meta])* $field:ident: $kind:ident, device: $device:tt;)*) => {
+    ($($(#[$doc:meta])* $field:ident: $kind:ident, device: $device:tt, verbs: $verb:ident $handle:ident;)*) => {
         /// The per-type id tables of one provider (OFW `DevIndex`, `PdIndex`, …, `EpIndex`).
         pub(crate) struct Tables<P: Platform, V: Verbs> {
             $($(#[$doc])* pub $field: IdTable<KArc<$kind<P, V>>>,)*
@@ -50,6 +50,10 @@ macro_rules! object_types {
             fn refs(&self) -> &RefCount {
                 &self.refs
             }
+            type Verb = V::$verb;
+            fn verb(&self) -> &Handle<P, V::$verb> {
+                &self.$handle
+            }
         })*
     };
     (@device $this:ident self) => { $this };
@@ -58,19 +62,19 @@ macro_rules! object_types {
 
 object_types! {
     /// Opened devices.
-    devices: DeviceObj, device: self;
+    devices: DeviceObj, device: self, verbs: Ca ca;
     /// Protection domains.
-    pds: PdObj, device: dev;
+    pds: PdObj, device: dev, verbs: Pd pd;
     /// Completion queues.
-    cqs: CqObj, device: dev;
+    cqs: CqObj, device: dev, verbs: Cq cq;
     /// Shared receive queues.
-    srqs: SrqObj, device: dev;
+    srqs: SrqObj, device: dev, verbs: Srq srq;
     /// Queue pairs.
-    qps: QpObj, device: dev;
+    qps: QpObj, device: dev, verbs: Qp qp;
     /// Memory windows.
-    mws: MwObj, device: dev;
+    mws: MwObj, device: dev, verbs: Mw mw;
     /// Address handles.
-    ahs: AhObj, device: dev;
+    ahs: AhObj, device: dev, verbs: Ah ah;
 }
 
 /// What every object with an id has in common (its row of the type table).
@@ -83,6 +87,18 @@ pub(crate) trait Object<P: Platform, V: Verbs>:
     fn device(this: &KArc<Self>) -> &KArc<DeviceObj<P, V>>;
     /// Children and in-flight users.
     fn refs(&self) -> &RefCount;
+    /// The kind of verbs handle it holds (`V::Ca` for a device, `V::Pd` for a PD, …).
+    type Verb: Send + Sync;
+    /// Its verbs handle.
+    fn verb(&self) -> &Handle<P, Self::Verb>;
+    /// Its device's verbs interface and its own verbs handle, for one verb; `None` once
+    /// device removal or teardown has destroyed them.
+    fn live(this: &KArc<Self>) -> Option<(KArc<V>, KArc<Self::Verb>)> {
+        let (Some(lower), Some(handle)) = (Self::device(this).lower(), this.verb().get()) else {
+            return None;
+        };
+        Some((lower, handle))
+    }
 }
 
 /// What differs between the kinds of objects: how one is destroyed.
@@ -169,6 +185,19 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
         let mut tables = self.tables.lock();
         let obj = T::table(&mut tables).get(id)?;
         hold(obj)
+    }
+
+    /// [`Provider::acquire`] with what a verb on the object needs ([`Object::live`]): `None`
+    /// too when device removal has destroyed the object's verbs handles. The caller keeps the
+    /// held object (its share of the device gate) for as long as it uses the handles.
+    #[allow(clippy::type_complexity)]
+    pub fn acquire_live<T: Object<P, V>>(
+        &self,
+        id: u64,
+    ) -> Option<(Held<P, V, T>, KArc<V>, KArc<T::Verb>)> {
+        let held = self.acquire::<T>(id)?;
+        let (lower, handle) = T::live(held.arc())?;
+        Some((held, lower, handle))
     }
 
     /// Inserts a new object. `STATUS_NO_MEMORY` when the table is at its limit or cannot grow

@@ -17,7 +17,7 @@ use wv_hal::{
 use crate::convert::qp_attr_to_abi;
 use crate::cq::CqObj;
 use crate::device::DeviceObj;
-use crate::fallible::{grow_locked, push_locked};
+use crate::fallible::{Slots, grow_locked, push_locked};
 use crate::pd::PdObj;
 use crate::provider::{Held, Provider, Teardown, hold};
 use crate::shared::Shared;
@@ -188,11 +188,7 @@ pub(crate) fn qp_create<P: Platform, V: Verbs>(
     let platform = prov.platform();
     // OFW answers a failed QP allocation with STATUS_NO_MEMORY; everything is allocated
     // before the verb.
-    let (Ok(obj_slot), Ok(handle_slot), Ok(events_slot)) = (
-        KArc::try_reserve(),
-        KArc::try_reserve(),
-        KArc::try_reserve(),
-    ) else {
+    let Some((obj_slot, handle_slot, events_slot)) = Slots::reserve() else {
         return req.complete(NtStatus::NO_MEMORY, 0);
     };
     let Ok(sched) = ModifySched::new(platform) else {
@@ -265,10 +261,7 @@ pub(crate) fn qp_destroy<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::R
 /// `STATUS_UNSUCCESSFUL` (OFW converted a zeroed struct and said SUCCESS), and the `Id` header
 /// is written (OFW left the echoed input there).
 pub(crate) fn qp_query<P: Platform, V: Verbs>(prov: &Provider<P, V>, mut req: P::Request, id: u64) {
-    let Some(qp) = prov.acquire::<QpObj<P, V>>(id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (Some(lower), Some(handle)) = (qp.dev.lower(), qp.qp.get()) else {
+    let Some((_qp, lower, handle)) = prov.acquire_live::<QpObj<P, V>>(id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let attr = match lower.query_qp(&handle) {
@@ -289,10 +282,7 @@ pub(crate) fn qp_attach<P: Platform, V: Verbs>(
     req: P::Request,
     mc: WV_IO_QP_MULTICAST,
 ) {
-    let Some(qp) = prov.acquire::<QpObj<P, V>>(mc.Id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (Some(lower), Some(handle)) = (qp.dev.lower(), qp.qp.get()) else {
+    let Some((qp, lower, handle)) = prov.acquire_live::<QpObj<P, V>>(mc.Id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let lid = mc.Id.Data as u16;

@@ -10,6 +10,7 @@ use wv_hal::{
 };
 
 use crate::device::DeviceObj;
+use crate::fallible::Slots;
 use crate::notify::complete_all;
 use crate::pd::PdObj;
 use crate::provider::{Provider, Teardown};
@@ -89,22 +90,14 @@ pub(crate) fn srq_create<P: Platform, V: Verbs>(
     attr: WV_IO_SRQ_ATTRIBUTES,
     vendor: Vendor,
 ) {
-    let Some(pd) = prov.acquire::<PdObj<P, V>>(attr.Id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (Some(lower), Some(handle)) = (pd.dev.lower(), pd.pd.get()) else {
+    let Some((pd, lower, handle)) = prov.acquire_live::<PdObj<P, V>>(attr.Id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let platform = prov.platform();
     // OFW `WvSrqAlloc`: the SRQ's allocation fails with STATUS_NO_MEMORY; its queue, like the
     // verb, with STATUS_UNSUCCESSFUL (not the framework's status, unlike CQ_CREATE).
-    let (notify_slot, obj_slot, handle_slot) = match (
-        KArc::try_reserve(),
-        KArc::try_reserve(),
-        KArc::try_reserve(),
-    ) {
-        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-        _ => return req.complete(NtStatus::NO_MEMORY, 0),
+    let Some((notify_slot, obj_slot, handle_slot)) = Slots::reserve() else {
+        return req.complete(NtStatus::NO_MEMORY, 0);
     };
     let Ok(queue) = platform.create_queue() else {
         return req.complete(NtStatus::UNSUCCESSFUL, 0);
@@ -155,10 +148,7 @@ pub(crate) fn srq_query<P: Platform, V: Verbs>(
     attr: WV_IO_SRQ_ATTRIBUTES,
     vendor: Vendor,
 ) {
-    let Some(srq) = prov.acquire::<SrqObj<P, V>>(attr.Id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (Some(lower), Some(handle)) = (srq.dev.lower(), srq.srq.get()) else {
+    let Some((_srq, lower, handle)) = prov.acquire_live::<SrqObj<P, V>>(attr.Id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let (queried, verb_info) = with_umv(
@@ -199,10 +189,7 @@ pub(crate) fn srq_modify<P: Platform, V: Verbs>(
     attr: WV_IO_SRQ_ATTRIBUTES,
     vendor: Vendor,
 ) {
-    let Some(srq) = prov.acquire::<SrqObj<P, V>>(attr.Id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (Some(lower), Some(handle)) = (srq.dev.lower(), srq.srq.get()) else {
+    let Some((_srq, lower, handle)) = prov.acquire_live::<SrqObj<P, V>>(attr.Id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let verbs_attr = srq_attributes(&attr);

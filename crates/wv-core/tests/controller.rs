@@ -97,10 +97,7 @@ fn a_sleep_ends_everything_on_the_controller_and_the_wake_opens_it_again() {
         &ioctl(&f, WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152),
         NtStatus::NO_SUCH_DEVICE,
     );
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(pd), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, pd, NtStatus::SUCCESS);
     // While the controller sleeps its GUID does not open.
     expect(&rig.open_device(&f), NtStatus::NO_SUCH_DEVICE);
     // A removal after the suspend (cleanup, surprise removal) finds nothing more to do.

@@ -72,10 +72,7 @@ fn leak_is_caught() {
     let f = fx.open();
     let dev = open_device(&fx, &f);
     let cq = cq(&f, dev, 4);
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_DESTROY, &u64_in(cq), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_CQ_DESTROY, cq, NtStatus::SUCCESS);
     drop(f);
     drop(fx);
 }
@@ -107,10 +104,7 @@ fn hang_is_caught() {
         ..Faults::default()
     });
     let f = fx.open();
-    let dev = open_device(&fx, &f);
-    let pd = alloc_pd(&f, dev);
-    let c = cq(&f, dev, 4);
-    let q = qp(&f, pd, c, c, 0);
+    let q = qp_reset(&fx, &f, 4).qp;
     // Queued, drainer not run yet: destroy must wait for it.
     let _io = pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(q, QpState::Init), 8);
     let _ = f.device_io_control(WV_IOCTL_QP_DESTROY, &u64_in(q), 0);
@@ -161,22 +155,13 @@ fn the_same_scenarios_pass_without_the_faults() {
     fx.hca.cq_completion(fx.last_created(FakeCall::CreateCq));
     fx.run();
     expect(&done(&io), NtStatus::SUCCESS);
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_CANCEL, &u64_in(cq), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_DESTROY, &u64_in(cq), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_CQ_CANCEL, cq, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_CQ_DESTROY, cq, NtStatus::SUCCESS);
     let pd = alloc_pd(&f, dev);
     let c = cq_create_ok(&f, dev);
     let q = qp(&f, pd, c, c, 0);
     let io = pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(q, QpState::Init), 8);
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_DESTROY, &u64_in(q), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_QP_DESTROY, q, NtStatus::SUCCESS);
     expect(&done(&io), NtStatus::CANCELLED);
     open_device(&fx, &f);
     expect(

@@ -136,10 +136,7 @@ fn create_validates_the_type_and_destroy_and_query_find_by_id() {
     let b = out::<u64>(&st);
     assert_eq!((a, b), (1, 2), "ids from 1, per file");
     assert_eq!(query(&f, a).LocalAddress, WV_IO_SOCKADDR_DATA::default());
-    expect(
-        &ioctl(&f, WV_IOCTL_EP_DESTROY, &u64_in(a), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_EP_DESTROY, a, NtStatus::SUCCESS);
     for code in [
         WV_IOCTL_EP_DESTROY,
         WV_IOCTL_EP_QUERY,
@@ -363,10 +360,7 @@ fn a_req_timeout_returns_to_the_route_and_a_rej_refuses_with_its_data() {
         &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8),
         NtStatus::INVALID_DEVICE_STATE,
     );
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, ep, NtStatus::SUCCESS);
 }
 
 #[test]
@@ -417,10 +411,7 @@ fn connect_checks_before_it_parks() {
     let io = pend(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep2, 999, b""), 0);
     fx.run();
     expect(&done(&io), NtStatus::NOT_FOUND);
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(ep), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
     expect(&done(&first), NtStatus::CANCELLED);
 }
 
@@ -443,10 +434,7 @@ fn listen_get_request_and_the_passive_accept() {
     assert_eq!(compare_offset, 4, "IB_REQ_CM_RDMA_CMP_DST_IP");
     assert_eq!(query(&r.f, listener).backlog(), 4);
     // The queued endpoint is the listener's now.
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
-        NtStatus::ACCESS_DENIED,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::ACCESS_DENIED);
     expect(
         &ioctl(
             &r.f,
@@ -588,10 +576,7 @@ fn ep_cancel_reaches_an_accept_its_work_item_is_running() {
         gate.wait_blocked(std::time::Duration::from_secs(20)),
         "the ACCEPT's QP modify never started"
     );
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(ep), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
     assert!(
         !accept.is_complete(),
         "running, in no queue: the cancel found nothing"
@@ -637,15 +622,9 @@ fn ep_cancel_racing_the_connect_work_item_always_ends_it() {
         let ep = routed(&fx, &r.f);
         let connect =
             r.f.device_io_control(WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0);
-        expect(
-            &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(ep), 0),
-            NtStatus::SUCCESS,
-        );
+        id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
         expect(&done(&connect), NtStatus::CANCELLED);
-        expect(
-            &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
-            NtStatus::SUCCESS,
-        );
+        id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::SUCCESS);
     }
 }
 
@@ -818,10 +797,7 @@ fn a_disconnect_whose_dreq_is_refused_ends_the_notify() {
     expect(&done(&notify), NtStatus::SUCCESS);
     fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
     fx.run();
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, ep, NtStatus::SUCCESS);
 }
 
 /// An active ACCEPT whose RTU the CM refuses leaves the connection it had just declared: a
@@ -975,10 +951,7 @@ fn a_dreq_while_connecting_actively_disconnects_the_endpoint() {
         NtStatus::NOT_SUPPORTED,
     );
     assert!(fx.cm.sent(FakeCmOp::SendRtu).is_empty(), "no RTU");
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, ep, NtStatus::SUCCESS);
     // Before the REP: the CONNECT waiting for it ends.
     let ep = routed(&fx, &r.f);
     let (connect, cm_id) = connecting(&fx, &r, ep, b"");
@@ -998,10 +971,7 @@ fn passive_disconnect_answers_the_dreq_inline() {
     let (ep, cm_id) = connected_active(&fx, &r);
     fx.cm.event(cm_id, FakeCmEvent::Dreq(b"bye".to_vec()));
     fx.run();
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, ep, NtStatus::SUCCESS);
     let st = ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(
@@ -1025,8 +995,10 @@ fn disconnect_notify_states() {
     let fx = fx();
     let f = fx.open();
     let ep = ep_create(&f);
-    expect(
-        &ioctl(&f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0),
+    id_ioctl(
+        &f,
+        WV_IOCTL_EP_DISCONNECT_NOTIFY,
+        ep,
         NtStatus::NOT_SUPPORTED,
     );
     expect(
@@ -1065,10 +1037,7 @@ fn ep_cancel_ends_parked_requests_and_gives_queued_endpoints_back() {
     let fx = fx();
     let r = Rig::new(&fx);
     let (listener, ep, io, _) = listening(&fx, &r.f);
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(listener), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, listener, NtStatus::SUCCESS);
     expect(&done(&io), NtStatus::CANCELLED);
     // Idle again: it can be queued again, or destroyed.
     let io = pend(
@@ -1077,34 +1046,19 @@ fn ep_cancel_ends_parked_requests_and_gives_queued_endpoints_back() {
         &get_request_in(listener, ep),
         0,
     );
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(listener), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, listener, NtStatus::SUCCESS);
     expect(&done(&io), NtStatus::CANCELLED);
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::SUCCESS);
     // A connection's CONNECT, DISCONNECT_NOTIFY: cancelled; the CM state stays.
     let ep = routed(&fx, &r.f);
     let (io, _) = connecting(&fx, &r, ep, b"");
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(ep), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
     expect(&done(&io), NtStatus::CANCELLED);
     let (ep, _) = connected_active(&fx, &r);
     let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(ep), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
     expect(&done(&notify), NtStatus::CANCELLED);
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(99), 0),
-        NtStatus::NOT_FOUND,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, 99, NtStatus::NOT_FOUND);
 }
 
 #[test]
@@ -1179,16 +1133,10 @@ fn destroying_a_listener_gives_its_queued_endpoints_back() {
     let fx = fx();
     let r = Rig::new(&fx);
     let (listener, ep, io, lid) = listening(&fx, &r.f);
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(listener), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, listener, NtStatus::SUCCESS);
     expect(&done(&io), NtStatus::CANCELLED);
     assert!(!fx.cm.live_ids().contains(&lid), "the listen's id is gone");
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::SUCCESS);
 }
 
 /// EP_CANCEL of the listener while its work item takes a request for a GET_REQUEST (the
@@ -1318,10 +1266,7 @@ fn an_event_racing_the_hand_over_reaches_the_new_endpoint() {
     fx.cm.race_next_get_request(FakeCmEvent::Dreq(vec![]));
     fx.run();
     expect(&done(&io), NtStatus::SUCCESS);
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, ep, NtStatus::SUCCESS);
     // PassiveDisconnect: the DISCONNECT answers at once (it does not wait for a DREP).
     let st = ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, 0), 0);
     expect(&st, NtStatus::SUCCESS);
@@ -1375,10 +1320,7 @@ fn requests_beyond_the_backlog_are_rejected_and_pairing_follows_each_get_request
     expect(&done(&gb), NtStatus::SUCCESS);
     assert_eq!(&query(&r.f, b).connect().Data[..5], b"three");
     // `a` lost its GET_REQUEST: it is Idle again and can be destroyed.
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(a), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, a, NtStatus::SUCCESS);
 }
 
 /// An endpoint whose GET_REQUEST the I/O manager cancelled is not held any more: nothing
@@ -1393,10 +1335,7 @@ fn an_endpoint_whose_get_request_was_cancelled_is_idle_again() {
     let fx = fx();
     let r = Rig::new(&fx);
     let (listener, ep, get, lid) = listening(&fx, &r.f);
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
-        NtStatus::ACCESS_DENIED,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::ACCESS_DENIED);
     assert!(r.f.cancel_io_ex(&get));
     expect(&done(&get), NtStatus::CANCELLED);
     let again = pend(
@@ -1438,16 +1377,10 @@ fn an_endpoint_whose_get_request_was_cancelled_is_idle_again() {
         56,
     );
     expect(&st, NtStatus::SUCCESS);
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(y), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, y, NtStatus::SUCCESS);
     // The live ones are still held, and still take requests in their order.
     for held in [x, z] {
-        expect(
-            &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(held), 0),
-            NtStatus::ACCESS_DENIED,
-        );
+        id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, held, NtStatus::ACCESS_DENIED);
     }
     for user in [&b"first"[..], b"second"] {
         assert!(fx.cm.incoming_request(lid, incoming(user)));
@@ -1490,15 +1423,9 @@ fn a_request_the_cm_cannot_hand_over_leaves_the_get_request_waiting() {
         &ioctl(&r.f, WV_IOCTL_EP_REJECT, &id(ep, 0, 0), 0),
         NtStatus::SUCCESS,
     );
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(later), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, later, NtStatus::SUCCESS);
     assert!(!second.is_complete(), "the endpoint's EP_CANCEL");
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(listener), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, listener, NtStatus::SUCCESS);
     expect(&done(&second), NtStatus::CANCELLED);
     drop(r);
     drop(fx); // the verifier's teardown check: no forward to the delivering queue
@@ -1561,10 +1488,7 @@ fn a_work_item_that_cannot_be_queued_fails_its_request() {
     expect(&done(&io), NtStatus::INSUFFICIENT_RESOURCES);
     // Nothing is left busy: the next CONNECT goes through.
     let (io, _) = connecting(&fx, &r, ep, b"");
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_CANCEL, &u64_in(ep), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
     expect(&done(&io), NtStatus::CANCELLED);
     // A DREP whose work item cannot run still ends the DISCONNECT.
     let (cep, cm_id) = connected_active(&fx, &r);
@@ -1604,10 +1528,7 @@ fn removal_ends_every_endpoint_on_the_device() {
     }
     assert!(fx.cm.live_ids().is_empty(), "every CM id destroyed");
     // Disconnected endpoints: destroys still succeed, a new listen finds no CM.
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(cep), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, cep, NtStatus::SUCCESS);
     let ep = ep_create(&r.f);
     bind(&fx, &r.f, ep, ipv4(LOCAL, 7009));
     expect(
@@ -1738,18 +1659,12 @@ fn an_endpoint_in_use_cannot_be_destroyed() {
         &get_request_in(listener, ep),
         0,
     );
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
-        NtStatus::ACCESS_DENIED,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::ACCESS_DENIED);
     assert!(fx.cm.incoming_request(lid, incoming(b"")));
     fx.run();
     expect(&done(&get), NtStatus::SUCCESS);
     let taken = fx.cm.last_id(FakeCmOp::GetRequest).unwrap();
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::SUCCESS);
     assert!(
         !fx.cm.live_ids().contains(&taken),
         "its new id went with it"
@@ -1762,21 +1677,12 @@ fn an_endpoint_in_use_cannot_be_destroyed() {
         &get_request_in(listener, other),
         0,
     );
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(listener), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, listener, NtStatus::SUCCESS);
     expect(&done(&get), NtStatus::CANCELLED);
     // Nothing running, nothing holding: destroyed; an unknown id is not found.
     for ep in [cep, other] {
-        expect(
-            &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(ep), 0),
-            NtStatus::SUCCESS,
-        );
+        id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::SUCCESS);
     }
     expect(&done(&disconnect), NtStatus::CANCELLED);
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DESTROY, &u64_in(other), 0),
-        NtStatus::NOT_FOUND,
-    );
+    id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, other, NtStatus::NOT_FOUND);
 }

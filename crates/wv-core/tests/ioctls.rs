@@ -130,26 +130,11 @@ fn device_open_close() {
     );
 
     let pd = alloc_pd(&f, 1);
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_CLOSE, &u64_in(1), 0),
-        NtStatus::ACCESS_DENIED,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(pd), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_CLOSE, &u64_in(1), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_CLOSE, &u64_in(1), 0),
-        NtStatus::NO_SUCH_DEVICE,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_CLOSE, &u64_in(0), 0),
-        NtStatus::NO_SUCH_DEVICE,
-    );
+    id_ioctl(&f, WV_IOCTL_DEVICE_CLOSE, 1, NtStatus::ACCESS_DENIED);
+    id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, pd, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_DEVICE_CLOSE, 1, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_DEVICE_CLOSE, 1, NtStatus::NO_SUCH_DEVICE);
+    id_ioctl(&f, WV_IOCTL_DEVICE_CLOSE, 0, NtStatus::NO_SUCH_DEVICE);
     expect(
         &ioctl(&f, WV_IOCTL_DEVICE_CLOSE, &[0; 7], 0),
         NtStatus::BUFFER_TOO_SMALL,
@@ -291,31 +276,13 @@ fn pd_allocate_deallocate_cancel() {
         &ioctl(&f, WV_IOCTL_PD_ALLOCATE, &id(dev, 0, 0), 16),
         NtStatus::UNSUCCESSFUL,
     );
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_CANCEL, &u64_in(1), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_CANCEL, &u64_in(2), 0),
-        NtStatus::NOT_FOUND,
-    );
+    id_ioctl(&f, WV_IOCTL_PD_CANCEL, 1, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_PD_CANCEL, 2, NtStatus::NOT_FOUND);
     let _mw = ioctl(&f, WV_IOCTL_MW_ALLOCATE, &id(1, 0, 0), 16);
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(1), 0),
-        NtStatus::ACCESS_DENIED,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_MW_DEALLOCATE, &u64_in(1), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(1), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(1), 0),
-        NtStatus::NOT_FOUND,
-    );
+    id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, 1, NtStatus::ACCESS_DENIED);
+    id_ioctl(&f, WV_IOCTL_MW_DEALLOCATE, 1, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, 1, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, 1, NtStatus::NOT_FOUND);
 }
 
 fn mr_in(pd: u64, len: u64) -> Vec<u8> {
@@ -383,10 +350,7 @@ fn memory_register_deregister() {
     );
     // PD_DEALLOCATE deregisters what is left.
     ioctl(&f, WV_IOCTL_MEMORY_REGISTER, &mr_in(pd, 64), 8);
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(pd), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, pd, NtStatus::SUCCESS);
     assert_eq!(fx.hca.live_count(wv_host::fake_verbs::ObjectKind::Mr), 0);
 }
 
@@ -410,14 +374,8 @@ fn mw_and_ah() {
         &ioctl(&f, WV_IOCTL_MW_ALLOCATE, &id(pd, 0, 0), 16),
         NtStatus::UNSUCCESSFUL,
     );
-    expect(
-        &ioctl(&f, WV_IOCTL_MW_DEALLOCATE, &u64_in(2), 0),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_MW_DEALLOCATE, &u64_in(1), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_MW_DEALLOCATE, 2, NtStatus::NOT_FOUND);
+    id_ioctl(&f, WV_IOCTL_MW_DEALLOCATE, 1, NtStatus::SUCCESS);
 
     let ah = ah_in(pd);
     let st = ioctl(&f, WV_IOCTL_AH_CREATE, &bytes(&ah), 64);
@@ -443,18 +401,9 @@ fn mw_and_ah() {
         &ioctl(&f, WV_IOCTL_AH_CREATE, &bytes(&ah), 64),
         NtStatus::UNSUCCESSFUL,
     );
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(pd), 0),
-        NtStatus::ACCESS_DENIED,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_AH_DESTROY, &u64_in(1), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_AH_DESTROY, &u64_in(1), 0),
-        NtStatus::NOT_FOUND,
-    );
+    id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, pd, NtStatus::ACCESS_DENIED);
+    id_ioctl(&f, WV_IOCTL_AH_DESTROY, 1, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_AH_DESTROY, 1, NtStatus::NOT_FOUND);
 }
 
 #[test]
@@ -478,10 +427,7 @@ fn cq_create_resize_destroy() {
         &ioctl(&f, WV_IOCTL_CQ_CREATE, &id(dev, 0, 1), 16),
         NtStatus::UNSUCCESSFUL,
     );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_CLOSE, &u64_in(dev), 0),
-        NtStatus::ACCESS_DENIED,
-    );
+    id_ioctl(&f, WV_IOCTL_DEVICE_CLOSE, dev, NtStatus::ACCESS_DENIED);
 
     let st = ioctl(&f, WV_IOCTL_CQ_RESIZE, &id(1, 0, 200), 16);
     expect(&st, NtStatus::SUCCESS);
@@ -500,18 +446,9 @@ fn cq_create_resize_destroy() {
         NtStatus::NOT_FOUND,
     );
 
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_DESTROY, &u64_in(1), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_DESTROY, &u64_in(1), 0),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_CLOSE, &u64_in(dev), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_CQ_DESTROY, 1, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_CQ_DESTROY, 1, NtStatus::NOT_FOUND);
+    id_ioctl(&f, WV_IOCTL_DEVICE_CLOSE, dev, NtStatus::SUCCESS);
 }
 
 #[test]
@@ -574,18 +511,9 @@ fn srq_lifecycle_query_modify() {
         NtStatus::NOT_FOUND,
     );
 
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(pd), 0),
-        NtStatus::ACCESS_DENIED,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_DESTROY, &u64_in(srq), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_DESTROY, &u64_in(srq), 0),
-        NtStatus::NOT_FOUND,
-    );
+    id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, pd, NtStatus::ACCESS_DENIED);
+    id_ioctl(&f, WV_IOCTL_SRQ_DESTROY, srq, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_SRQ_DESTROY, srq, NtStatus::NOT_FOUND);
 }
 
 #[test]
@@ -633,22 +561,10 @@ fn qp_create_query_destroy() {
         NtStatus::UNSUCCESSFUL,
     );
     // Parents are referenced by the QP.
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_DESTROY, &u64_in(c1), 0),
-        NtStatus::ACCESS_DENIED,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_DESTROY, &u64_in(c2), 0),
-        NtStatus::ACCESS_DENIED,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_DESTROY, &u64_in(s), 0),
-        NtStatus::ACCESS_DENIED,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(pd), 0),
-        NtStatus::ACCESS_DENIED,
-    );
+    id_ioctl(&f, WV_IOCTL_CQ_DESTROY, c1, NtStatus::ACCESS_DENIED);
+    id_ioctl(&f, WV_IOCTL_CQ_DESTROY, c2, NtStatus::ACCESS_DENIED);
+    id_ioctl(&f, WV_IOCTL_SRQ_DESTROY, s, NtStatus::ACCESS_DENIED);
+    id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, pd, NtStatus::ACCESS_DENIED);
 
     let mut input = u64_in(qp);
     input.extend_from_slice(&[0xEE; 8]);
@@ -676,28 +592,16 @@ fn qp_create_query_destroy() {
         NtStatus::UNSUCCESSFUL,
     );
 
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_DESTROY, &u64_in(qp), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_DESTROY, &u64_in(qp), 0),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_DESTROY, &u64_in(c1), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_QP_DESTROY, qp, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_QP_DESTROY, qp, NtStatus::NOT_FOUND);
+    id_ioctl(&f, WV_IOCTL_CQ_DESTROY, c1, NtStatus::SUCCESS);
 }
 
 #[test]
 fn qp_modify_pends_then_completes_with_state_bytes() {
     let fx = Fx::new();
     let f = fx.open();
-    let dev = open_device(&fx, &f);
-    let pd = alloc_pd(&f, dev);
-    let c = cq(&f, dev, 16);
-    let qp = qp(&f, pd, c, c, 0);
+    let qp = qp_reset(&fx, &f, 16).qp;
     let io = pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(qp, QpState::Init), 8);
     if fx.platform().is_deterministic() {
         assert!(!io.is_complete(), "runs on a work item");
@@ -745,10 +649,7 @@ fn qp_modify_inline_mode_completes_inline() {
         ..Default::default()
     });
     let f = fx.open();
-    let dev = open_device(&fx, &f);
-    let pd = alloc_pd(&f, dev);
-    let c = cq(&f, dev, 16);
-    let qp = qp(&f, pd, c, c, 0);
+    let qp = qp_reset(&fx, &f, 16).qp;
     let st = ioctl(&f, WV_IOCTL_QP_MODIFY, &modify_in(qp, QpState::Init), 8);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 8);
@@ -771,11 +672,7 @@ fn qp_attach_detach_cancel() {
     let qp = out::<WV_IO_QP_CREATE>(&st).Id.Id;
     let mc = |qp: u64, lid: u16, g: u8| {
         bytes(&WV_IO_QP_MULTICAST {
-            Id: WV_IO_ID {
-                Id: qp,
-                VerbInfo: 0,
-                Data: u32::from(lid.to_be()),
-            },
+            Id: WV_IO_ID::new(qp, u32::from(lid.to_be())),
             Gid: WV_IO_GID { Raw: [g; 16] },
         })
     };
@@ -822,19 +719,10 @@ fn qp_attach_detach_cancel() {
         NtStatus::BUFFER_TOO_SMALL,
     );
 
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_CANCEL, &u64_in(qp), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_CANCEL, &u64_in(4), 0),
-        NtStatus::NOT_FOUND,
-    );
+    id_ioctl(&f, WV_IOCTL_QP_CANCEL, qp, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_QP_CANCEL, 4, NtStatus::NOT_FOUND);
     // Destroy detaches what is left.
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_DESTROY, &u64_in(qp), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_QP_DESTROY, qp, NtStatus::SUCCESS);
     assert_eq!(fx.hca.live_count(wv_host::fake_verbs::ObjectKind::Mcast), 0);
 }
 
@@ -909,10 +797,7 @@ fn ids_are_per_file() {
     assert_eq!(open_device(&fx, &a), 1);
     assert_eq!(open_device(&fx, &b), 1);
     let pd = alloc_pd(&a, 1);
-    expect(
-        &ioctl(&b, WV_IOCTL_PD_DEALLOCATE, &u64_in(pd), 0),
-        NtStatus::NOT_FOUND,
-    );
+    id_ioctl(&b, WV_IOCTL_PD_DEALLOCATE, pd, NtStatus::NOT_FOUND);
 }
 
 #[test]
@@ -950,14 +835,8 @@ fn qp_create_refuses_mixed_devices_and_unknown_types() {
         NtStatus::UNSUCCESSFUL,
     );
     // Nothing stayed referenced.
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_DESTROY, &u64_in(c2), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(pd), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_CQ_DESTROY, c2, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, pd, NtStatus::SUCCESS);
     drop(f);
     fx.io.remove(0x77);
 }

@@ -6,7 +6,6 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use wv_abi::consts::*;
 use wv_abi::ioctl::*;
 use wv_abi::*;
 use wv_hal::{FilterDriver, QpState};
@@ -43,27 +42,16 @@ fn cleanup_destroys_everything_in_ofw_order() {
     let fx = Fx::new();
     let f = fx.open();
     let (s, srq) = populate(&fx, &f);
-    let parked = [
-        pend(&f, WV_IOCTL_DEVICE_NOTIFY, &id(s.dev, 0, 1), 4),
-        pend(
-            &f,
-            WV_IOCTL_CQ_NOTIFY,
-            &id(s.cq, 0, WV_CQ_NEXT_COMPLETION),
-            0,
-        ),
-        pend(&f, WV_IOCTL_CQ_NOTIFY, &id(s.cq, 0, WV_CQ_ERROR), 0),
-        pend(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(srq), 0),
-        pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(s.qp, QpState::Rts), 8),
-    ];
+    let notifies = park_notifies(&f, &s, srq);
+    let modify = pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(s.qp, QpState::Rts), 8);
     let before = fx.hca.calls().len();
     drop(f);
     fx.run();
-    let (notifies, modify) = parked.split_at(4);
-    for io in notifies {
+    for io in &notifies {
         expect(&done(io), NtStatus::CANCELLED);
     }
     // A worker thread may have run the modify before the close; then it ran to the end.
-    let modified = done(&modify[0]);
+    let modified = done(&modify);
     if fx.platform().is_deterministic() || status(&modified) != NtStatus::SUCCESS {
         expect(&modified, NtStatus::CANCELLED);
     }
@@ -118,29 +106,18 @@ fn removal_completes_parked_requests_and_invalidates_handles() {
     let fx = Fx::new();
     let f = fx.open();
     let (s, srq) = populate(&fx, &f);
-    let parked = [
-        pend(&f, WV_IOCTL_DEVICE_NOTIFY, &id(s.dev, 0, 1), 4),
-        pend(
-            &f,
-            WV_IOCTL_CQ_NOTIFY,
-            &id(s.cq, 0, WV_CQ_NEXT_COMPLETION),
-            0,
-        ),
-        pend(&f, WV_IOCTL_CQ_NOTIFY, &id(s.cq, 0, WV_CQ_ERROR), 0),
-        pend(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(srq), 0),
-        // Queued, its work item not yet run.
-        pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(s.qp, QpState::Rts), 8),
-    ];
+    let notifies = park_notifies(&f, &s, srq);
+    // Queued, its work item not yet run.
+    let modify = pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(s.qp, QpState::Rts), 8);
     let refs_before = Arc::strong_count(&fx.hca);
     fx.io.remove(fx.guid());
-    let (notifies, modify) = parked.split_at(4);
-    for io in notifies {
+    for io in &notifies {
         let st = done(io);
         expect(&st, NtStatus::DEVICE_REMOVED);
         assert_eq!(st.information, 0);
     }
     // A worker thread may have run the modify before the removal; then it ran to the end.
-    let modified = done(&modify[0]);
+    let modified = done(&modify);
     if fx.platform().is_deterministic() || status(&modified) != NtStatus::SUCCESS {
         expect(&modified, NtStatus::DEVICE_REMOVED);
         assert_eq!(modified.information, 0);
@@ -185,10 +162,7 @@ fn removal_completes_parked_requests_and_invalidates_handles() {
         &ioctl(&f, WV_IOCTL_QP_QUERY, &u64_in(s.qp), 192),
         NtStatus::NOT_FOUND,
     );
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(srq), 0),
-        NtStatus::NOT_FOUND,
-    );
+    id_ioctl(&f, WV_IOCTL_SRQ_NOTIFY, srq, NtStatus::NOT_FOUND);
     let mr = WV_IO_MEMORY_REGISTER {
         Id: s.pd,
         Address: 0x1000,
@@ -207,42 +181,15 @@ fn removal_completes_parked_requests_and_invalidates_handles() {
     let st = ioctl(&f, WV_IOCTL_GUID_QUERY, &[], 16);
     assert_eq!(&st.output[..8], &0u64.to_ne_bytes());
     // ... while destroys still succeed, in the usual order.
-    expect(
-        &ioctl(&f, WV_IOCTL_AH_DESTROY, &u64_in(1), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_MW_DEALLOCATE, &u64_in(1), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(s.pd), 0),
-        NtStatus::ACCESS_DENIED,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_DESTROY, &u64_in(s.qp), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_DESTROY, &u64_in(srq), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(s.pd), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_DESTROY, &u64_in(s.cq), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_CLOSE, &u64_in(s.dev), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_CLOSE, &u64_in(s.dev), 0),
-        NtStatus::NO_SUCH_DEVICE,
-    );
+    id_ioctl(&f, WV_IOCTL_AH_DESTROY, 1, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_MW_DEALLOCATE, 1, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, s.pd, NtStatus::ACCESS_DENIED);
+    id_ioctl(&f, WV_IOCTL_QP_DESTROY, s.qp, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_SRQ_DESTROY, srq, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, s.pd, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_CQ_DESTROY, s.cq, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_DEVICE_CLOSE, s.dev, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_DEVICE_CLOSE, s.dev, NtStatus::NO_SUCH_DEVICE);
 }
 
 #[test]

@@ -13,7 +13,7 @@
 #![allow(clippy::disallowed_methods)] // tests may allocate infallibly; the core may not (clippy.toml)
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering as StdOrdering};
+use std::sync::atomic::Ordering as StdOrdering;
 
 use loom::sync::atomic::{AtomicBool, Ordering};
 use wv_abi::ioctl::*;
@@ -38,44 +38,17 @@ type File = FileContext<LoomPlatform, Arc<LoomVerbs>>;
 
 const GUID: u64 = 0x1234;
 
-/// Interleavings explored, over all models (for docs/VERIFICATION.md).
-static EXPLORED: AtomicU64 = AtomicU64::new(0);
-
 fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
     bounded(name, 3, f);
 }
 
 /// A model with its own default preemption bound (`LOOM_MAX_PREEMPTIONS` overrides it).
 fn bounded(name: &str, preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let before = EXPLORED.load(StdOrdering::SeqCst);
     let mut builder = loom::model::Builder::new();
     // Not a bound on the search: the length of one execution. Connecting an endpoint before
     // the race starts takes a few thousand operations on one thread.
     builder.max_branches = 20_000;
-    if std::env::var("LOOM_MAX_PREEMPTIONS").is_err() {
-        builder.preemption_bound = Some(preemptions);
-    }
-    builder.check(move || {
-        EXPLORED.fetch_add(1, StdOrdering::SeqCst);
-        f();
-    });
-    let n = EXPLORED.load(StdOrdering::SeqCst) - before;
-    eprintln!("loom model {name}: {n} interleavings");
-    record(name, n);
-}
-
-/// Appends `name=n` to `$WV_FIGURES_DIR/loom.txt`.
-fn record(name: &str, n: u64) {
-    if let Ok(dir) = std::env::var("WV_FIGURES_DIR") {
-        use std::io::Write;
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(std::path::Path::new(&dir).join("loom.txt"))
-            .unwrap();
-        writeln!(file, "{name}={n}").unwrap();
-    }
+    wv_host::loom_model::check(name, builder, preemptions, f);
 }
 
 struct Stack {
@@ -86,16 +59,23 @@ struct Stack {
 }
 
 fn id(id: u64, data: u32) -> Vec<u8> {
-    WV_IO_ID {
-        Id: id,
-        VerbInfo: 0,
-        Data: data,
-    }
-    .as_bytes()
-    .to_vec()
+    WV_IO_ID::new(id, data).as_bytes().to_vec()
 }
 
 impl Stack {
+    /// Runs `f` on a new model thread with the driver and file.
+    fn spawn<T: 'static>(
+        &self,
+        f: impl FnOnce(&Drv, &File, &LoomPlatform) -> T + 'static,
+    ) -> loom::thread::JoinHandle<T> {
+        let (driver, file, p) = (
+            Arc::clone(&self.driver),
+            Arc::clone(&self.file),
+            self.p.clone(),
+        );
+        loom::thread::spawn(move || f(&driver, &file, &p))
+    }
+
     fn new() -> Stack {
         Stack::with_cm(None)
     }
@@ -191,11 +171,7 @@ fn device_and_cq(s: &Stack) -> (u64, u64) {
 fn qp_on(s: &Stack, dev: u64, cq: u64) -> u64 {
     let pd = s.create(WV_IOCTL_PD_ALLOCATE, &id(dev, 0), 16);
     let create = WV_IO_QP_CREATE {
-        Id: WV_IO_ID {
-            Id: pd,
-            VerbInfo: 0,
-            Data: 0,
-        },
+        Id: WV_IO_ID::new(pd, 0),
         SendCqId: cq,
         ReceiveCqId: cq,
         SendDepth: 4,
@@ -216,17 +192,33 @@ fn modify_in(qp: u64) -> Vec<u8> {
 }
 
 /// A system worker: runs queued work items until told to stop and none is left.
-fn worker(p: LoomPlatform, stop: Arc<AtomicBool>) -> loom::thread::JoinHandle<()> {
-    loom::thread::spawn(move || {
-        loop {
-            p.run_work();
-            if stop.load(Ordering::SeqCst) {
+struct Worker {
+    stop: Arc<AtomicBool>,
+    thread: loom::thread::JoinHandle<()>,
+}
+
+impl Worker {
+    fn start(p: &LoomPlatform) -> Worker {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (p, told) = (p.clone(), Arc::clone(&stop));
+        let thread = loom::thread::spawn(move || {
+            loop {
                 p.run_work();
-                break;
+                if told.load(Ordering::SeqCst) {
+                    p.run_work();
+                    break;
+                }
+                loom::thread::yield_now();
             }
-            loom::thread::yield_now();
-        }
-    })
+        });
+        Worker { stop, thread }
+    }
+
+    /// Tells it to stop, and waits for it.
+    fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().unwrap();
+    }
 }
 
 /// A parked CQ notify racing the DPC's broadcast, CQ_CANCEL and the I/O manager's cancel.
@@ -236,10 +228,7 @@ fn notify_racing_the_dpc_cancel_and_cancel_io() {
         let s = Stack::new();
         let (_, cq) = device_and_cq(&s);
         let (request, notify) = s.p.request(WV_IOCTL_CQ_NOTIFY, &id(cq, 1), 0);
-        let parker = {
-            let (driver, file) = (Arc::clone(&s.driver), Arc::clone(&s.file));
-            loom::thread::spawn(move || driver.device_io_control(&file, request))
-        };
+        let parker = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
         let dpc = {
             let hca = Arc::clone(&s.hca);
             loom::thread::spawn(move || hca.cq_completion())
@@ -264,10 +253,7 @@ fn notify_racing_the_handle_close() {
         let s = Stack::new();
         let (_, cq) = device_and_cq(&s);
         let (request, notify) = s.p.request(WV_IOCTL_CQ_NOTIFY, &id(cq, 1), 0);
-        let parker = {
-            let (driver, file) = (Arc::clone(&s.driver), Arc::clone(&s.file));
-            loom::thread::spawn(move || driver.device_io_control(&file, request))
-        };
+        let parker = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
         s.driver.file_cleanup(&s.file);
         parker.join().unwrap();
         once(&s.p, &notify, &[NtStatus::CANCELLED, NtStatus::FILE_CLOSED]);
@@ -282,18 +268,13 @@ fn modify_racing_cancel_and_destroy() {
         let s = Stack::new();
         let (dev, cq) = device_and_cq(&s);
         let qp = qp_on(&s, dev, cq);
-        let stop = Arc::new(AtomicBool::new(false));
-        let pool = worker(s.p.clone(), Arc::clone(&stop));
+        let pool = Worker::start(&s.p);
         let (request, modify) = s.p.request(WV_IOCTL_QP_MODIFY, &modify_in(qp), 8);
-        let issuer = {
-            let (driver, file) = (Arc::clone(&s.driver), Arc::clone(&s.file));
-            loom::thread::spawn(move || driver.device_io_control(&file, request))
-        };
+        let issuer = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
         let cancel = s.send(WV_IOCTL_QP_CANCEL, &qp.to_ne_bytes(), 0);
         let destroy = s.send(WV_IOCTL_QP_DESTROY, &qp.to_ne_bytes(), 0);
         issuer.join().unwrap();
-        stop.store(true, Ordering::SeqCst);
-        pool.join().unwrap();
+        pool.stop();
         once(&s.p, &cancel, &[NtStatus::SUCCESS, NtStatus::NOT_FOUND]);
         once(
             &s.p,
@@ -317,17 +298,12 @@ fn modify_racing_cleanup() {
         let s = Stack::new();
         let (dev, cq) = device_and_cq(&s);
         let qp = qp_on(&s, dev, cq);
-        let stop = Arc::new(AtomicBool::new(false));
-        let pool = worker(s.p.clone(), Arc::clone(&stop));
+        let pool = Worker::start(&s.p);
         let (request, modify) = s.p.request(WV_IOCTL_QP_MODIFY, &modify_in(qp), 8);
-        let issuer = {
-            let (driver, file) = (Arc::clone(&s.driver), Arc::clone(&s.file));
-            loom::thread::spawn(move || driver.device_io_control(&file, request))
-        };
+        let issuer = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
         s.driver.file_cleanup(&s.file);
         issuer.join().unwrap();
-        stop.store(true, Ordering::SeqCst);
-        pool.join().unwrap();
+        pool.stop();
         once(
             &s.p,
             &modify,
@@ -348,22 +324,14 @@ fn removal_racing_notify_cancel_and_modify() {
         let s = Stack::new();
         let (dev, cq) = device_and_cq(&s);
         let qp = qp_on(&s, dev, cq);
-        let stop = Arc::new(AtomicBool::new(false));
-        let pool = worker(s.p.clone(), Arc::clone(&stop));
+        let pool = Worker::start(&s.p);
         let (request, notify) = s.p.request(WV_IOCTL_CQ_NOTIFY, &id(cq, 1), 0);
-        let parker = {
-            let (driver, file) = (Arc::clone(&s.driver), Arc::clone(&s.file));
-            loom::thread::spawn(move || driver.device_io_control(&file, request))
-        };
-        let remover = {
-            let driver = Arc::clone(&s.driver);
-            loom::thread::spawn(move || driver.device_removal(GUID))
-        };
+        let parker = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
+        let remover = s.spawn(|driver, _, _| driver.device_removal(GUID));
         let modify = s.send(WV_IOCTL_QP_MODIFY, &modify_in(qp), 8);
         parker.join().unwrap();
         remover.join().unwrap();
-        stop.store(true, Ordering::SeqCst);
-        pool.join().unwrap();
+        pool.stop();
         once(
             &s.p,
             &notify,
@@ -391,10 +359,7 @@ fn removal_racing_cleanup() {
         let s = Stack::new();
         let (_, cq) = device_and_cq(&s);
         let notify = s.send(WV_IOCTL_CQ_NOTIFY, &id(cq, 1), 0);
-        let remover = {
-            let driver = Arc::clone(&s.driver);
-            loom::thread::spawn(move || driver.device_removal(GUID))
-        };
+        let remover = s.spawn(|driver, _, _| driver.device_removal(GUID));
         s.driver.file_cleanup(&s.file);
         remover.join().unwrap();
         once(
@@ -563,12 +528,32 @@ impl EpStack {
         &self,
         f: impl FnOnce(&Drv, &File, &LoomPlatform) -> T + 'static,
     ) -> loom::thread::JoinHandle<T> {
-        let (driver, file, p) = (
-            Arc::clone(&self.s.driver),
-            Arc::clone(&self.s.file),
-            self.s.p.clone(),
-        );
-        loom::thread::spawn(move || f(&driver, &file, &p))
+        self.s.spawn(f)
+    }
+
+    /// A listener with an idle endpoint's GET_REQUEST parked on it, and a model thread on
+    /// which the peer's REQ arrives and the pool runs: the listener, the endpoint, the
+    /// GET_REQUEST and that thread.
+    fn get_request_meeting_a_req(&self) -> (u64, u64, Arc<Irp>, loom::thread::JoinHandle<()>) {
+        let listener = self.listener(1);
+        let ep = self.idle();
+        let get = self.send(WV_IOCTL_EP_GET_REQUEST, &get_request_in(listener, ep), 0);
+        // Its kick's work item: no request announced yet, nothing to pair.
+        self.s.p.run_work();
+        let dpc = self.spawn_cm(|cm, p| {
+            assert!(cm.peer_request(incoming(b"")));
+            p.run_work();
+        });
+        (listener, ep, get, dpc)
+    }
+
+    /// Runs `f` on a new model thread with the CM (a DPC of the peer's messages).
+    fn spawn_cm<T: 'static>(
+        &self,
+        f: impl FnOnce(&LoomCm, &LoomPlatform) -> T + 'static,
+    ) -> loom::thread::JoinHandle<T> {
+        let (cm, p) = (Arc::clone(&self.cm), self.s.p.clone());
+        loom::thread::spawn(move || f(&cm, &p))
     }
 
     /// The end of a model: work items still queued run (after their endpoints went, a slow
@@ -601,19 +586,7 @@ fn send_on(p: &LoomPlatform, driver: &Drv, file: &File, code: u32, input: &[u8])
 fn get_request_racing_the_req_ep_cancel_and_cancel_io() {
     model("ep-get-request-req-cancel-cancelio", || {
         let e = EpStack::new();
-        let listener = e.listener(1);
-        let ep = e.idle();
-        let get = e.send(WV_IOCTL_EP_GET_REQUEST, &get_request_in(listener, ep), 0);
-        // Its kick's work item: no request announced yet, nothing to pair.
-        e.s.p.run_work();
-        let dpc = {
-            let cm = Arc::clone(&e.cm);
-            let p = e.s.p.clone();
-            loom::thread::spawn(move || {
-                assert!(cm.peer_request(incoming(b"")));
-                p.run_work();
-            })
-        };
+        let (listener, ep, get, dpc) = e.get_request_meeting_a_req();
         let canceller =
             e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(listener)));
         e.s.p.cancel(&get);
@@ -638,18 +611,7 @@ fn get_request_racing_the_req_ep_cancel_and_cancel_io() {
 fn get_request_racing_the_req_ep_cancel_and_destroy() {
     model("ep-get-request-req-cancel-destroy", || {
         let e = EpStack::new();
-        let listener = e.listener(1);
-        let ep = e.idle();
-        let get = e.send(WV_IOCTL_EP_GET_REQUEST, &get_request_in(listener, ep), 0);
-        e.s.p.run_work();
-        let dpc = {
-            let cm = Arc::clone(&e.cm);
-            let p = e.s.p.clone();
-            loom::thread::spawn(move || {
-                assert!(cm.peer_request(incoming(b"")));
-                p.run_work();
-            })
-        };
+        let (listener, ep, get, dpc) = e.get_request_meeting_a_req();
         let canceller =
             e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(listener)));
         // Refused while the listener holds the endpoint.
@@ -674,10 +636,7 @@ fn connect_work_racing_ep_cancel_and_destroy() {
         let qp = e.qp();
         let ep = e.routed();
         let connect = e.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
-        let pool = {
-            let p = e.s.p.clone();
-            loom::thread::spawn(move || p.run_work())
-        };
+        let pool = e.spawn(|_, _, p| p.run_work());
         let canceller = e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(ep)));
         let destroy = e.send(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);
         pool.join().unwrap();
@@ -698,10 +657,7 @@ fn connect_work_racing_cleanup() {
         let qp = e.qp();
         let ep = e.routed();
         let connect = e.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
-        let pool = {
-            let p = e.s.p.clone();
-            loom::thread::spawn(move || p.run_work())
-        };
+        let pool = e.spawn(|_, _, p| p.run_work());
         let canceller = e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(ep)));
         e.s.driver.file_cleanup(&e.s.file);
         pool.join().unwrap();
@@ -722,14 +678,8 @@ fn connect_work_racing_the_rep_and_ep_cancel() {
         let qp = e.qp();
         let ep = e.routed();
         let connect = e.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
-        let pool = {
-            let p = e.s.p.clone();
-            loom::thread::spawn(move || p.run_work())
-        };
-        let dpc = {
-            let cm = Arc::clone(&e.cm);
-            loom::thread::spawn(move || cm.peer(PeerMessage::Rep))
-        };
+        let pool = e.spawn(|_, _, p| p.run_work());
+        let dpc = e.spawn_cm(|cm, _| cm.peer(PeerMessage::Rep));
         let cancel = e.send(WV_IOCTL_EP_CANCEL, &u64_in(ep), 0);
         pool.join().unwrap();
         let answered = dpc.join().unwrap();
@@ -752,10 +702,7 @@ fn connect_rep_racing_ep_cancel_and_destroy() {
         let qp = e.qp();
         let ep = e.routed();
         let connect = e.connecting(ep, qp);
-        let dpc = {
-            let cm = Arc::clone(&e.cm);
-            loom::thread::spawn(move || cm.peer(PeerMessage::Rep))
-        };
+        let dpc = e.spawn_cm(|cm, _| cm.peer(PeerMessage::Rep));
         let canceller = e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(ep)));
         let destroy = e.send(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);
         dpc.join().unwrap();
@@ -777,10 +724,7 @@ fn connect_rej_racing_cancel_io_and_cleanup() {
         let qp = e.qp();
         let ep = e.routed();
         let connect = e.connecting(ep, qp);
-        let dpc = {
-            let cm = Arc::clone(&e.cm);
-            loom::thread::spawn(move || cm.peer(PeerMessage::Rej))
-        };
+        let dpc = e.spawn_cm(|cm, _| cm.peer(PeerMessage::Rej));
         let canceller = {
             let (p, connect) = (e.s.p.clone(), Arc::clone(&connect));
             loom::thread::spawn(move || p.cancel(&connect))
@@ -810,13 +754,10 @@ fn disconnect_racing_the_dreq_and_cleanup() {
             d.device_io_control(f, request);
             irp
         });
-        let dpc = {
-            let (cm, p) = (Arc::clone(&e.cm), e.s.p.clone());
-            loom::thread::spawn(move || {
-                cm.peer(PeerMessage::Dreq);
-                p.run_work();
-            })
-        };
+        let dpc = e.spawn_cm(|cm, p| {
+            cm.peer(PeerMessage::Dreq);
+            p.run_work();
+        });
         e.s.driver.file_cleanup(&e.s.file);
         let disconnect = disconnector.join().unwrap();
         dpc.join().unwrap();
@@ -845,13 +786,10 @@ fn disconnect_and_notify_racing_the_dreq() {
         let ep = e.connected(qp);
         let notifier =
             e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep)));
-        let dpc = {
-            let (cm, p) = (Arc::clone(&e.cm), e.s.p.clone());
-            loom::thread::spawn(move || {
-                cm.peer(PeerMessage::Dreq);
-                p.run_work();
-            })
-        };
+        let dpc = e.spawn_cm(|cm, p| {
+            cm.peer(PeerMessage::Dreq);
+            p.run_work();
+        });
         let disconnect = e.send(WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, qp), 8);
         let notify = notifier.join().unwrap();
         dpc.join().unwrap();
@@ -874,10 +812,7 @@ fn removal_racing_connect_and_notify() {
         let connected = e.connected(qp);
         let ep = e.routed();
         let connect = e.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
-        let pool = {
-            let p = e.s.p.clone();
-            loom::thread::spawn(move || p.run_work())
-        };
+        let pool = e.spawn(|_, _, p| p.run_work());
         let notifier = e.spawn(move |d, f, p| {
             send_on(p, d, f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(connected))
         });
@@ -940,18 +875,7 @@ fn removal_racing_get_request() {
 fn get_request_cancel_io_racing_the_req_and_its_endpoints_destroy() {
     model("ep-get-request-cancelio-destroy-req", || {
         let e = EpStack::new();
-        let listener = e.listener(1);
-        let ep = e.idle();
-        let get = e.send(WV_IOCTL_EP_GET_REQUEST, &get_request_in(listener, ep), 0);
-        e.s.p.run_work();
-        let dpc = {
-            let cm = Arc::clone(&e.cm);
-            let p = e.s.p.clone();
-            loom::thread::spawn(move || {
-                assert!(cm.peer_request(incoming(b"")));
-                p.run_work();
-            })
-        };
+        let (_listener, ep, get, dpc) = e.get_request_meeting_a_req();
         let destroyer = e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_DESTROY, &u64_in(ep)));
         e.s.p.cancel(&get);
         dpc.join().unwrap();

@@ -35,10 +35,7 @@ fn device_notify_parks_until_a_port_event() {
     fx.hca.port_event(1, CaEventKind::Other);
     fx.run();
     assert!(!c.is_complete());
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_CANCEL, &u64_in(dev), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_DEVICE_CANCEL, dev, NtStatus::SUCCESS);
     let st = done(&c);
     expect(&st, NtStatus::CANCELLED);
     assert_eq!(st.information, 4);
@@ -93,17 +90,11 @@ fn device_notify_errors() {
         &ioctl(&f, WV_IOCTL_DEVICE_NOTIFY, &notify_in(dev, 1)[..15], 4),
         NtStatus::BUFFER_TOO_SMALL,
     );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_CANCEL, &u64_in(9), 0),
-        NtStatus::NOT_FOUND,
-    );
+    id_ioctl(&f, WV_IOCTL_DEVICE_CANCEL, 9, NtStatus::NOT_FOUND);
     // A parked notify keeps the device busy? No: parked requests hold no reference, so the
     // close succeeds and ends it with STATUS_CANCELLED.
     let io = pend(&f, WV_IOCTL_DEVICE_NOTIFY, &notify_in(dev, 1), 4);
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_CLOSE, &u64_in(dev), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_DEVICE_CLOSE, dev, NtStatus::SUCCESS);
     expect(&done(&io), NtStatus::CANCELLED);
 }
 
@@ -113,17 +104,7 @@ fn cancel_io_ex_ends_any_parked_request() {
     let f = fx.open();
     let s = qp_rts(&fx, &f);
     let srq = srq(&f, s.pd);
-    let ios = [
-        pend(&f, WV_IOCTL_DEVICE_NOTIFY, &notify_in(s.dev, 1), 4),
-        pend(
-            &f,
-            WV_IOCTL_CQ_NOTIFY,
-            &id(s.cq, 0, WV_CQ_NEXT_COMPLETION),
-            0,
-        ),
-        pend(&f, WV_IOCTL_CQ_NOTIFY, &id(s.cq, 0, WV_CQ_ERROR), 0),
-        pend(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(srq), 0),
-    ];
+    let ios = park_notifies(&f, &s, srq);
     for io in &ios {
         assert!(f.cancel_io_ex(io));
         expect(&done(io), NtStatus::CANCELLED);
@@ -163,25 +144,16 @@ fn cq_notify_broadcast_and_queues() {
         !error.is_complete(),
         "completions do not wake error waiters"
     );
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_CANCEL, &u64_in(cq), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_CQ_CANCEL, cq, NtStatus::SUCCESS);
     expect(&done(&error), NtStatus::CANCELLED);
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_CANCEL, &u64_in(7), 0),
-        NtStatus::NOT_FOUND,
-    );
+    id_ioctl(&f, WV_IOCTL_CQ_CANCEL, 7, NtStatus::NOT_FOUND);
     expect(
         &ioctl(&f, WV_IOCTL_CQ_NOTIFY, &id(7, 0, 1), 0),
         NtStatus::NOT_FOUND,
     );
     // Destroy ends parked notifies.
     let a = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, WV_CQ_NEXT_COMPLETION), 0);
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_DESTROY, &u64_in(cq), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_CQ_DESTROY, cq, NtStatus::SUCCESS);
     expect(&done(&a), NtStatus::CANCELLED);
 }
 
@@ -225,10 +197,7 @@ fn cq_error_is_sticky() {
             NtStatus::UNEXPECTED_IO_ERROR,
         );
     }
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_NOTIFY, &u64_in(cq), 0),
-        NtStatus::UNEXPECTED_IO_ERROR,
-    );
+    id_ioctl(&f, WV_IOCTL_CQ_NOTIFY, cq, NtStatus::UNEXPECTED_IO_ERROR);
 }
 
 #[test]
@@ -258,10 +227,7 @@ fn batch_notify_8_byte_form_is_a_next_completion_notify() {
     fx.hca.cq_completion(fx.last_created(FakeCall::CreateCq));
     fx.run();
     expect(&done(&io), NtStatus::SUCCESS);
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_NOTIFY, &u64_in(9), 0),
-        NtStatus::NOT_FOUND,
-    );
+    id_ioctl(&f, WV_IOCTL_CQ_NOTIFY, 9, NtStatus::NOT_FOUND);
     // Only exactly 8 bytes: other short inputs keep OFW's status.
     for len in [0usize, 7, 9, 15] {
         let input = vec![0u8; len];
@@ -292,37 +258,19 @@ fn srq_notify_statuses() {
         expect(&done(&b), want);
     }
     let a = pend(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(s), 0);
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_CANCEL, &u64_in(s), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_SRQ_CANCEL, s, NtStatus::SUCCESS);
     expect(&done(&a), NtStatus::CANCELLED);
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_CANCEL, &u64_in(8), 0),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(8), 0),
-        NtStatus::NOT_FOUND,
-    );
+    id_ioctl(&f, WV_IOCTL_SRQ_CANCEL, 8, NtStatus::NOT_FOUND);
+    id_ioctl(&f, WV_IOCTL_SRQ_NOTIFY, 8, NtStatus::NOT_FOUND);
     let a = pend(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(s), 0);
     fx.hca.srq_event(fake, SrqEvent::Error);
     fx.run();
     expect(&done(&a), NtStatus::UNEXPECTED_IO_ERROR);
     // Sticky (§7.1-d).
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(s), 0),
-        NtStatus::UNEXPECTED_IO_ERROR,
-    );
+    id_ioctl(&f, WV_IOCTL_SRQ_NOTIFY, s, NtStatus::UNEXPECTED_IO_ERROR);
     let b = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq(&f, dev, 4), 0, 1), 0);
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_DESTROY, &u64_in(s), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_CANCEL, &u64_in(1), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_SRQ_DESTROY, s, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_CQ_CANCEL, 1, NtStatus::SUCCESS);
     expect(&done(&b), NtStatus::CANCELLED);
 }
 
@@ -334,9 +282,6 @@ fn srq_destroy_ends_parked_notifies() {
     let pd = alloc_pd(&f, dev);
     let s = srq(&f, pd);
     let a = pend(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(s), 0);
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_DESTROY, &u64_in(s), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_SRQ_DESTROY, s, NtStatus::SUCCESS);
     expect(&done(&a), NtStatus::CANCELLED);
 }

@@ -69,32 +69,17 @@ fn srq_and_qp_create_without_a_queue_fail_and_leak_nothing() {
     // The failed creations took no id and left every reference as it was.
     assert_eq!(srq(&f, pd), 1);
     assert_eq!(qp(&f, pd, c, c, 0), 1);
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_DESTROY, &u64_in(1), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_DESTROY, &u64_in(1), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_DESTROY, &u64_in(c), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_DEALLOCATE, &u64_in(pd), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_QP_DESTROY, 1, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_SRQ_DESTROY, 1, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_CQ_DESTROY, c, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, pd, NtStatus::SUCCESS);
 }
 
 #[test]
 fn qp_modify_without_a_work_item_completes_with_a_status_and_the_next_one_runs() {
     let fx = Fx::new();
     let f = fx.open();
-    let dev = open_device(&fx, &f);
-    let pd = alloc_pd(&f, dev);
-    let c = cq(&f, dev, 8);
-    let q = qp(&f, pd, c, c, 0);
+    let q = qp_reset(&fx, &f, 8).qp;
     fx.platform().fail_next_work_items(1);
     let io = f.device_io_control(WV_IOCTL_QP_MODIFY, &modify_in(q, QpState::Init), 8);
     // Never left pending for ever: it ends with the platform's status.

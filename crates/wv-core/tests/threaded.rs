@@ -86,10 +86,7 @@ fn qp_cancel_ends_queued_modifies_and_the_running_one_finishes() {
     let first = issue(&f, qp, QpState::Init);
     assert!(gate.wait_blocked(HANG_GUARD));
     let queued: Vec<Io> = (0..8).map(|_| issue(&f, qp, QpState::Init)).collect();
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_CANCEL, &u64_in(qp), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_QP_CANCEL, qp, NtStatus::SUCCESS);
     for io in &queued {
         expect(&done(io), NtStatus::CANCELLED);
     }
@@ -194,10 +191,7 @@ fn removal_racing_a_running_modify() {
         "{statuses:?}"
     );
     assert!(fx.hca.live_objects().is_empty());
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_DESTROY, &u64_in(qp), 0),
-        NtStatus::SUCCESS,
-    );
+    id_ioctl(&f, WV_IOCTL_QP_DESTROY, qp, NtStatus::SUCCESS);
 }
 
 /// §7.1-i, forced: an IOCTL is inside the driver (held in `query_ca`) when the last handle
@@ -388,12 +382,7 @@ fn removal_ends_parked_notifies_in_threaded_mode() {
     let f = fx.open();
     let s = qp_rts(&fx, &f);
     let srq = srq(&f, s.pd);
-    let parked = [
-        pend(&f, WV_IOCTL_DEVICE_NOTIFY, &id(s.dev, 0, 1), 4),
-        pend(&f, WV_IOCTL_CQ_NOTIFY, &id(s.cq, 0, 1), 0),
-        pend(&f, WV_IOCTL_CQ_NOTIFY, &id(s.cq, 0, 0), 0),
-        pend(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(srq), 0),
-    ];
+    let parked = park_notifies(&f, &s, srq);
     fx.io.remove(fx.guid());
     for io in &parked {
         expect(&done(io), NtStatus::DEVICE_REMOVED);

@@ -99,6 +99,14 @@ impl Mtu {
             _ => None,
         }
     }
+    /// The enumeration for its IB value 1..5, as a path record's MTU field and
+    /// `ib_av_attr_t.conn.path_mtu` carry it (the inverse of `self as u8`).
+    pub const fn from_ib(value: u8) -> Option<Self> {
+        match value {
+            1..=5 => Mtu::from_bytes(0x80u32 << value),
+            _ => None,
+        }
+    }
 }
 
 /// An address vector (`ib_av_attr_t`), host byte order except the GIDs.
@@ -328,6 +336,25 @@ pub struct QpCreate<'a, Cq, Srq> {
     pub recv_cq: &'a Cq,
     /// The SRQ, if receives come from one.
     pub srq: Option<&'a Srq>,
+}
+
+impl<'a, Cq, Srq> QpCreate<'a, Cq, Srq> {
+    /// A QP of `qp_type` with `cq` for both queues, each `depth` entries of one SGE, no inline
+    /// data, no SRQ, and completions only for the sends that ask for one.
+    pub fn new(qp_type: QpType, cq: &'a Cq, depth: u32) -> Self {
+        QpCreate {
+            qp_type,
+            sq_depth: depth,
+            rq_depth: depth,
+            sq_sge: 1,
+            rq_sge: 1,
+            sq_max_inline: 0,
+            sq_signaled: false,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+        }
+    }
 }
 
 /// What the device made of a queue-pair creation.
@@ -593,6 +620,33 @@ pub struct QpRts {
     pub pkey_index: u16,
 }
 
+/// Every attribute zero or absent, on port 1, moving from RTR (the move to RTS a connection
+/// makes); as with [`QpRtr`], a caller names only what it sets.
+impl Default for QpRts {
+    fn default() -> Self {
+        QpRts {
+            sq_psn: 0,
+            retry_cnt: 0,
+            rnr_retry_cnt: 0,
+            local_ack_timeout: 0,
+            initiator_depth: 0,
+            opts: QpModifyOptions::default(),
+            rnr_nak_timeout: 0,
+            current_state: QpState::Rtr,
+            qkey: 0,
+            access: 0,
+            responder_resources: 0,
+            primary: QpPath::default(),
+            alternate: QpPath::default(),
+            sq_depth: 0,
+            rq_depth: 0,
+            apm_state: 0,
+            port: 1,
+            pkey_index: 0,
+        }
+    }
+}
+
 /// A queue-pair modification with OFW's meaning (`ib_qp_mod_t`): the target state is always
 /// requested, and each target state carries its own fixed set of attributes. This is what
 /// OFW's WinVerbs hands its controller (`ndi_modify_qp`) and what a Windows HCA driver below
@@ -690,4 +744,25 @@ pub enum QpEvent {
     PathMigrated,
     /// The last WQE of a QP on an SRQ was reached.
     LastWqeReached,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mtu;
+
+    #[test]
+    fn mtu_from_ib_is_the_inverse_of_its_value() {
+        for mtu in [
+            Mtu::Mtu256,
+            Mtu::Mtu512,
+            Mtu::Mtu1024,
+            Mtu::Mtu2048,
+            Mtu::Mtu4096,
+        ] {
+            assert_eq!(Mtu::from_ib(mtu as u8), Some(mtu));
+        }
+        for value in [0, 6, 0x3F, 0xFF] {
+            assert_eq!(Mtu::from_ib(value), None);
+        }
+    }
 }

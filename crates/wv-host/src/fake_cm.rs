@@ -617,6 +617,29 @@ impl FakeCm {
         });
     }
 
+    /// A CM message that only moves the connection from `from` to `to` and carries private
+    /// data (RTU, DREQ, DREP): checked, applied and logged as `op`.
+    fn send_moving(
+        &self,
+        op: FakeCmOp,
+        id: &FakeCmId,
+        from: CepState,
+        to: CepState,
+        private_data: &[u8],
+    ) -> Result<(), NtStatus> {
+        // The CM's own bookkeeping, not the driver's allocation.
+        let _host = low_resources::host_scope();
+        self.enter(op)?;
+        let r = self.transition(id.id, &[from], to, |_| {});
+        self.log(
+            op,
+            id.id,
+            r,
+            FakeCmDetail::PrivateData(private_data.to_vec()),
+        );
+        r
+    }
+
     /// Moves id `id` from one of `from` to `to`, or fails with `STATUS_INVALID_DEVICE_STATE`.
     fn transition(
         &self,
@@ -864,33 +887,33 @@ impl ConnectionManager for FakeCm {
     }
 
     fn send_rtu(&self, id: &FakeCmId, private_data: &[u8]) -> Result<(), NtStatus> {
-        // The CM's own bookkeeping, not the driver's allocation.
-        let _host = low_resources::host_scope();
-        self.enter(FakeCmOp::SendRtu)?;
-        let r = self.transition(id.id, &[CepState::RepRcvd], CepState::Established, |_| {});
-        let detail = FakeCmDetail::PrivateData(private_data.to_vec());
-        self.log(FakeCmOp::SendRtu, id.id, r, detail);
-        r
+        self.send_moving(
+            FakeCmOp::SendRtu,
+            id,
+            CepState::RepRcvd,
+            CepState::Established,
+            private_data,
+        )
     }
 
     fn send_dreq(&self, id: &FakeCmId, private_data: &[u8]) -> Result<(), NtStatus> {
-        // The CM's own bookkeeping, not the driver's allocation.
-        let _host = low_resources::host_scope();
-        self.enter(FakeCmOp::SendDreq)?;
-        let r = self.transition(id.id, &[CepState::Established], CepState::DreqSent, |_| {});
-        let detail = FakeCmDetail::PrivateData(private_data.to_vec());
-        self.log(FakeCmOp::SendDreq, id.id, r, detail);
-        r
+        self.send_moving(
+            FakeCmOp::SendDreq,
+            id,
+            CepState::Established,
+            CepState::DreqSent,
+            private_data,
+        )
     }
 
     fn send_drep(&self, id: &FakeCmId, private_data: &[u8]) -> Result<(), NtStatus> {
-        // The CM's own bookkeeping, not the driver's allocation.
-        let _host = low_resources::host_scope();
-        self.enter(FakeCmOp::SendDrep)?;
-        let r = self.transition(id.id, &[CepState::DreqRcvd], CepState::Timewait, |_| {});
-        let detail = FakeCmDetail::PrivateData(private_data.to_vec());
-        self.log(FakeCmOp::SendDrep, id.id, r, detail);
-        r
+        self.send_moving(
+            FakeCmOp::SendDrep,
+            id,
+            CepState::DreqRcvd,
+            CepState::Timewait,
+            private_data,
+        )
     }
 
     fn send_rej(
@@ -1006,19 +1029,8 @@ impl FakeCm {
                 rnr_retry_cnt: req.rnr_retry_count,
                 local_ack_timeout: 18,
                 initiator_depth: peer_resources,
-                opts: wv_hal::QpModifyOptions::default(),
-                rnr_nak_timeout: 0,
-                current_state: QpState::Rtr,
-                qkey: 0,
-                access: 0,
-                responder_resources: 0,
                 primary: Self::path_of(req, 1),
-                alternate: QpPath::default(),
-                sq_depth: 0,
-                rq_depth: 0,
-                apm_state: 0,
-                port: 1,
-                pkey_index: 0,
+                ..QpRts::default()
             })),
             _ => Err(NtStatus::INVALID_PARAMETER),
         }

@@ -25,6 +25,8 @@ mod io_manager;
 mod irql;
 pub mod kernel;
 #[cfg(loom)]
+pub mod loom_model;
+#[cfg(loom)]
 pub mod loom_platform;
 pub mod low_resources;
 mod platform;

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use wv_hal::{
     CaEvent, CaEventKind, CaEventSink, CqEventSink, Irql, Platform, QpCreate, QpEvent, QpEventSink,
-    QpInit, QpModify, QpModifyOptions, QpPath, QpRtr, QpRts, QpState, QpType, SrqAttributes,
-    SrqEvent, SrqEventSink, Umv, Verbs, VerbsError, WorkItem,
+    QpInit, QpModify, QpRtr, QpRts, QpState, QpType, SrqAttributes, SrqEvent, SrqEventSink, Umv,
+    Verbs, VerbsError, WorkItem,
 };
 use wv_host::HostPlatform;
 use wv_host::fake_verbs::{FakeCall, FakeConfig, FakeVerbs, ObjectKind};
@@ -58,26 +58,7 @@ fn modify(state: QpState) -> QpModify {
             ..QpInit::default()
         }),
         QpState::Rtr => QpModify::Rtr(QpRtr::default()),
-        QpState::Rts => QpModify::Rts(QpRts {
-            sq_psn: 0,
-            retry_cnt: 0,
-            rnr_retry_cnt: 0,
-            local_ack_timeout: 0,
-            initiator_depth: 0,
-            opts: QpModifyOptions::default(),
-            rnr_nak_timeout: 0,
-            current_state: QpState::Rtr,
-            qkey: 0,
-            access: 0,
-            responder_resources: 0,
-            primary: QpPath::default(),
-            alternate: QpPath::default(),
-            sq_depth: 0,
-            rq_depth: 0,
-            apm_state: 0,
-            port: 1,
-            pkey_index: 0,
-        }),
+        QpState::Rts => QpModify::Rts(QpRts { ..QpRts::default() }),
         QpState::Sqd => QpModify::Sqd { notify: true },
         QpState::SqError => QpModify::SqError,
         QpState::Error => QpModify::Error,
@@ -185,16 +166,9 @@ fn events_arrive_through_interrupt_and_dpc_at_dispatch() {
         .create_srq(&pd, &srq_attr, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();
     let create = QpCreate {
-        qp_type: QpType::Ud,
-        sq_depth: 4,
-        rq_depth: 4,
-        sq_sge: 1,
-        rq_sge: 1,
-        sq_max_inline: 0,
         sq_signaled: true,
-        send_cq: &cq,
-        recv_cq: &cq,
         srq: Some(&srq),
+        ..QpCreate::new(QpType::Ud, &cq, 4)
     };
     let (qp, created) = fake
         .create_qp(&pd, &create, sink(&p, &seen).into(), &mut Umv::none())
@@ -247,18 +221,7 @@ fn qp_state_model_and_modify_log() {
     let (cq, _) = fake
         .create_cq(&ca, 4, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();
-    let create = QpCreate {
-        qp_type: QpType::Rc,
-        sq_depth: 4,
-        rq_depth: 4,
-        sq_sge: 1,
-        rq_sge: 1,
-        sq_max_inline: 0,
-        sq_signaled: false,
-        send_cq: &cq,
-        recv_cq: &cq,
-        srq: None,
-    };
+    let create = QpCreate::new(QpType::Rc, &cq, 4);
     let (qp, _) = fake
         .create_qp(&pd, &create, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();
@@ -351,18 +314,7 @@ fn a_held_modify_blocks_on_a_worker_until_released() {
     let (cq, _) = fake
         .create_cq(&ca, 4, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();
-    let create = QpCreate {
-        qp_type: QpType::Rc,
-        sq_depth: 4,
-        rq_depth: 4,
-        sq_sge: 1,
-        rq_sge: 1,
-        sq_max_inline: 0,
-        sq_signaled: false,
-        send_cq: &cq,
-        recv_cq: &cq,
-        srq: None,
-    };
+    let create = QpCreate::new(QpType::Rc, &cq, 4);
     let (qp, _) = fake
         .create_qp(&pd, &create, sink(&p, &seen).into(), &mut Umv::none())
         .unwrap();

@@ -19,40 +19,12 @@
 //!   run can miss it, and the model's final check fails.
 #![cfg(loom)]
 
-use std::sync::atomic::{AtomicU64, Ordering as StdOrdering};
-
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use wv_hal::DpcInserted;
+use wv_host::loom_model::model;
 use wv_host::wait_word::{WaitWord, Waited};
-
-/// Interleavings explored, over all models (for docs/VERIFICATION.md).
-static EXPLORED: AtomicU64 = AtomicU64::new(0);
-
-fn model(name: &str, preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let before = EXPLORED.load(StdOrdering::SeqCst);
-    let mut builder = loom::model::Builder::new();
-    if std::env::var("LOOM_MAX_PREEMPTIONS").is_err() {
-        builder.preemption_bound = Some(preemptions);
-    }
-    builder.check(move || {
-        EXPLORED.fetch_add(1, StdOrdering::SeqCst);
-        f();
-    });
-    let n = EXPLORED.load(StdOrdering::SeqCst) - before;
-    eprintln!("loom model {name}: {n} interleavings");
-    if let Ok(dir) = std::env::var("WV_FIGURES_DIR") {
-        use std::io::Write;
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(std::path::Path::new(&dir).join("loom.txt"))
-            .unwrap();
-        writeln!(file, "{name}={n}").unwrap();
-    }
-}
 
 /// An IRP as far as the wait word is concerned: a result written once by the completer, read
 /// by the waiters after their wait.

@@ -14,13 +14,7 @@ use zerocopy::IntoBytes;
 const GUARD: Duration = Duration::from_secs(20);
 
 fn id(id: u64, data: u32) -> Vec<u8> {
-    WV_IO_ID {
-        Id: id,
-        VerbInfo: 0,
-        Data: data,
-    }
-    .as_bytes()
-    .to_vec()
+    WV_IO_ID::new(id, data).as_bytes().to_vec()
 }
 
 #[track_caller]
@@ -262,11 +256,7 @@ fn deterministic_stack_runs_deferred_work_when_waited_on() {
         let st = ok(&file, WV_IOCTL_PD_ALLOCATE, &id(dev, 0), 16);
         let pd = read_prefix::<WV_IO_ID>(&st.output).unwrap().Id;
         let create = wv_abi::WV_IO_QP_CREATE {
-            Id: WV_IO_ID {
-                Id: pd,
-                VerbInfo: 0,
-                Data: 0,
-            },
+            Id: WV_IO_ID::new(pd, 0),
             SendCqId: cq,
             ReceiveCqId: cq,
             SendDepth: 4,

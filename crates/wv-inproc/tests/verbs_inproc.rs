@@ -59,8 +59,14 @@ fn gid(dev: &Device<F>) -> Gid {
 
 /// RESET → INIT → RTR → RTS as ibv_rc_pingpong does.
 fn connect_rc(a: &Side, b: &Side) {
+    connect_rc_as(a, b, ACCESS, 0x123, 1);
+}
+
+/// Both sides to RTS with `access`, `psn` as both PSNs and `depth` RDMA reads/atomics each
+/// way.
+fn connect_rc_as(a: &Side, b: &Side, access: u32, psn: u32, depth: u8) {
     for (s, peer) in [(a, b), (b, a)] {
-        s.qp.modify(&QpAttr::init(1, 0, ACCESS)).unwrap();
+        s.qp.modify(&QpAttr::init(1, 0, access)).unwrap();
         let av = AddressVector {
             grh_valid: true,
             dgid: gid(&peer.dev),
@@ -68,9 +74,16 @@ fn connect_rc(a: &Side, b: &Side) {
             port: 1,
             ..AddressVector::default()
         };
-        s.qp.modify(&QpAttr::rtr(peer.qp.qpn(), 0x123, &av, Mtu::Mtu1024, 1, 12))
-            .unwrap();
-        s.qp.modify(&QpAttr::rts(0x123, 14, 7, 7, 1)).unwrap();
+        s.qp.modify(&QpAttr::rtr(
+            peer.qp.qpn(),
+            psn,
+            &av,
+            Mtu::Mtu1024,
+            depth,
+            12,
+        ))
+        .unwrap();
+        s.qp.modify(&QpAttr::rts(psn, 14, 7, 7, depth)).unwrap();
         assert_eq!(s.qp.state(), QpState::Rts);
     }
 }
@@ -106,6 +119,20 @@ fn rc_pair(stack: &Stack) -> (Provider<F>, Side, Side) {
     let b = side(&p, guids[1], QpType::Rc, None);
     connect_rc(&a, &b);
     (p, a, b)
+}
+
+/// A UD QP on each of the two devices, both in RTS with [`QKEY`]; the devices' GUIDs.
+fn ud_pair(stack: &Stack) -> (Provider<F>, Vec<u64>, Side, Side) {
+    let p = open_inproc(stack).unwrap();
+    let guids = p.device_guids().unwrap();
+    let a = side(&p, guids[0], QpType::Ud, None);
+    let b = side(&p, guids[1], QpType::Ud, None);
+    for s in [&a, &b] {
+        s.qp.modify(&QpAttr::init_ud(1, 0, QKEY)).unwrap();
+        s.qp.modify(&QpAttr::rtr_ud()).unwrap();
+        s.qp.modify(&QpAttr::rts_ud(0)).unwrap();
+    }
+    (p, guids, a, b)
 }
 
 #[test]
@@ -200,15 +227,7 @@ fn rdma_write_and_read() {
 #[test]
 fn ud_send_through_an_address_handle() {
     let stack = Stack::new(StackConfig::default());
-    let p = open_inproc(&stack).unwrap();
-    let guids = p.device_guids().unwrap();
-    let a = side(&p, guids[0], QpType::Ud, None);
-    let b = side(&p, guids[1], QpType::Ud, None);
-    for s in [&a, &b] {
-        s.qp.modify(&QpAttr::init_ud(1, 0, QKEY)).unwrap();
-        s.qp.modify(&QpAttr::rtr_ud()).unwrap();
-        s.qp.modify(&QpAttr::rts_ud(0)).unwrap();
-    }
+    let (_p, _guids, a, b) = ud_pair(&stack);
     let ah =
         a.pd.create_ah(&AddressVector {
             grh_valid: true,
@@ -247,15 +266,7 @@ fn ud_send_through_an_address_handle() {
 #[test]
 fn ud_multicast_attach_and_detach() {
     let stack = Stack::new(StackConfig::default());
-    let p = open_inproc(&stack).unwrap();
-    let guids = p.device_guids().unwrap();
-    let a = side(&p, guids[0], QpType::Ud, None);
-    let b = side(&p, guids[1], QpType::Ud, None);
-    for s in [&a, &b] {
-        s.qp.modify(&QpAttr::init_ud(1, 0, QKEY)).unwrap();
-        s.qp.modify(&QpAttr::rtr_ud()).unwrap();
-        s.qp.modify(&QpAttr::rts_ud(0)).unwrap();
-    }
+    let (p, guids, a, b) = ud_pair(&stack);
     let mut mgid = [0u8; 16];
     mgid[0] = 0xFF;
     mgid[1] = 0x0E;
@@ -653,12 +664,7 @@ fn raw_ioctls_and_verbs_on_one_handle() {
     // A CQ_NOTIFY issued raw on the verbs CQ, completed by traffic the verbs API posts.
     let raw_notify = file.device_io_control(
         WV_IOCTL_CQ_NOTIFY,
-        WV_IO_ID {
-            Id: a.cq.id(),
-            VerbInfo: 0,
-            Data: wv_abi::consts::WV_CQ_NEXT_COMPLETION,
-        }
-        .as_bytes(),
+        WV_IO_ID::new(a.cq.id(), wv_abi::consts::WV_CQ_NEXT_COMPLETION).as_bytes(),
         0,
     );
     assert!(raw_notify.pending());
@@ -705,12 +711,7 @@ fn raw_ioctls_and_verbs_on_one_handle() {
     let st = file
         .device_io_control(
             WV_IOCTL_MEMORY_DEREGISTER,
-            WV_IO_ID {
-                Id: pd_id,
-                VerbInfo: 0,
-                Data: lkey,
-            }
-            .as_bytes(),
+            WV_IO_ID::new(pd_id, lkey).as_bytes(),
             0,
         )
         .wait();
@@ -830,20 +831,7 @@ fn objects_cross_threads() {
 
 /// Both sides to RTS with remote atomic access too.
 fn connect_rc_atomic(a: &Side, b: &Side) {
-    let access = ACCESS | WV_ACCESS_REMOTE_ATOMIC;
-    for (s, peer) in [(a, b), (b, a)] {
-        s.qp.modify(&QpAttr::init(1, 0, access)).unwrap();
-        let av = AddressVector {
-            grh_valid: true,
-            dgid: gid(&peer.dev),
-            hop_limit: 1,
-            port: 1,
-            ..AddressVector::default()
-        };
-        s.qp.modify(&QpAttr::rtr(peer.qp.qpn(), 7, &av, Mtu::Mtu1024, 4, 12))
-            .unwrap();
-        s.qp.modify(&QpAttr::rts(7, 14, 7, 7, 4)).unwrap();
-    }
+    connect_rc_as(a, b, ACCESS | WV_ACCESS_REMOTE_ATOMIC, 7, 4);
 }
 
 fn word(buf: &Buffer, off: usize) -> u64 {
@@ -936,11 +924,7 @@ fn memory_windows_through_the_verbs_api() {
     // While a window is bound the region cannot be deregistered (MEMORY_DEREGISTER fails and
     // the region stays, as OFW's driver re-inserts it); it can once the windows are gone.
     let dereg = |mr: &Mr| {
-        let id = WV_IO_ID {
-            Id: b.pd.id(),
-            VerbInfo: 0,
-            Data: mr.lkey(),
-        };
+        let id = WV_IO_ID::new(b.pd.id(), mr.lkey());
         p.file()
             .device_io_control(WV_IOCTL_MEMORY_DEREGISTER, id.as_bytes(), 0)
             .wait()

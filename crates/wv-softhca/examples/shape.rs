@@ -134,24 +134,14 @@ fn up(s: &Side, dgid: Gid, dqpn: u32) {
     modify(
         s,
         QpModify::Rts(QpRts {
-            sq_psn: 0,
             retry_cnt: 7,
             rnr_retry_cnt: 7,
             local_ack_timeout: 14,
             initiator_depth: 1,
-            opts: QpModifyOptions::default(),
             rnr_nak_timeout: 12,
-            current_state: QpState::Rtr,
-            qkey: 0,
-            access: 0,
             responder_resources: 1,
             primary: path,
-            alternate: QpPath::default(),
-            sq_depth: 0,
-            rq_depth: 0,
-            apm_state: 0,
-            port: 1,
-            pkey_index: 0,
+            ..QpRts::default()
         }),
     );
 }

@@ -16,40 +16,12 @@
 
 extern crate std;
 
-use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering as StdOrdering};
-
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::ring::Ring;
 use crate::sched::{Pending, schedule};
-
-/// Interleavings explored, over all models (for docs/VERIFICATION.md).
-static EXPLORED: StdAtomicU64 = StdAtomicU64::new(0);
-
-fn model(name: &str, preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let before = EXPLORED.load(StdOrdering::SeqCst);
-    let mut builder = loom::model::Builder::new();
-    if std::env::var("LOOM_MAX_PREEMPTIONS").is_err() {
-        builder.preemption_bound = Some(preemptions);
-    }
-    builder.check(move || {
-        EXPLORED.fetch_add(1, StdOrdering::SeqCst);
-        f();
-    });
-    let n = EXPLORED.load(StdOrdering::SeqCst) - before;
-    std::eprintln!("loom model {name}: {n} interleavings");
-    if let Ok(dir) = std::env::var("WV_FIGURES_DIR") {
-        use std::io::Write;
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(std::path::Path::new(&dir).join("loom.txt"))
-            .unwrap();
-        writeln!(file, "{name}={n}").unwrap();
-    }
-}
+use wv_host::loom_model::model;
 
 /// One CQE: its first word carries `wr_id`.
 fn post(ring: &Ring, wr_id: u64, solicited: bool) -> bool {

@@ -271,17 +271,9 @@ mod tests {
             initiator_depth: 1,
             opts: QpModifyOptions(opts),
             rnr_nak_timeout: 12,
-            current_state: QpState::Rtr,
             qkey: 0x11,
-            access: 0,
             responder_resources: 1,
-            primary: QpPath::default(),
-            alternate: QpPath::default(),
-            sq_depth: 0,
-            rq_depth: 0,
-            apm_state: 0,
-            port: 1,
-            pkey_index: 0,
+            ..QpRts::default()
         })
     }
 

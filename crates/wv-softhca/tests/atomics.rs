@@ -182,9 +182,7 @@ on_both_topologies! {
                 ))
                 .unwrap();
             // A later request is flushed: the error moved the QP to ERR.
-            qa.uvp
-                .post_send(&send_wr(2, WrOpcode::Send, &[local.sge(0, 4)]))
-                .unwrap();
+            post_send(&qa, 2, local.sge(0, 4));
             assert_eq!(
                 poll_all(&ca)
                     .iter()

@@ -218,9 +218,7 @@ fn full_connection<C: ConnectionManager>(p: &HostPlatform, a: &Node, b: &Node, c
     let rb = b.mem(64, ALL_ACCESS);
     m.buf.write(0, b"ping").unwrap();
     qb.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 64)])).unwrap();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
+    post_send(&qa, 1, m.sge(0, 4));
     p.run_until_idle();
     assert_eq!(poll_all(&ca)[0].status, WcStatus::Success);
     assert_eq!(poll_all(&cb)[0].status, WcStatus::Success);
@@ -372,14 +370,42 @@ fn requested(
     (listen_events, active_events, listener, active)
 }
 
+/// [`requested`], and the passive side takes the request: the listener, the active side's
+/// events and id, the passive side's events and id.
+fn taken(
+    p: &HostPlatform,
+    a: &Node,
+    b: &Node,
+    cm_a: &SoftCm,
+    cm_b: &SoftCm,
+) -> (SoftCmId, KArc<Events>, SoftCmId, KArc<Events>, SoftCmId) {
+    let (_l, active_events, listener, active) = requested(p, a, b, cm_a, cm_b);
+    let (passive_events, s) = sink();
+    let (passive, _) = cm_b.get_request(&listener, s).unwrap();
+    (listener, active_events, active, passive_events, passive)
+}
+
+/// The passive side's REP (QPN 8, no private data) and the active side's RTU, each delivered.
+fn establish(
+    p: &HostPlatform,
+    cm_a: &SoftCm,
+    cm_b: &SoftCm,
+    active: &SoftCmId,
+    passive: &SoftCmId,
+) {
+    cm_b.send_rep(passive, &rep(8, &[])).unwrap();
+    p.run_until_idle();
+    cm_a.send_rtu(active, &[]).unwrap();
+    p.run_until_idle();
+}
+
 #[test]
 fn a_lost_rep_is_sent_again_when_the_req_comes_again() {
     let p = HostPlatform::deterministic();
     let (f, a, b) = pair(&p);
     let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (_l, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
-    let (passive_events, s) = sink();
-    let (passive, _) = cm_b.get_request(&listener, s).unwrap();
+    let (listener, active_events, active, passive_events, passive) =
+        taken(&p, &a, &b, &cm_a, &cm_b);
     f.script(&[PacketFate::Drop]);
     cm_b.send_rep(&passive, &rep(8, b"again")).unwrap();
     p.run_until_idle();
@@ -412,9 +438,8 @@ fn a_rep_never_acknowledged_is_a_rep_error_and_a_rej_to_the_peer() {
     let p = HostPlatform::deterministic();
     let (f, a, b) = pair(&p);
     let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (_l, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
-    let (passive_events, s) = sink();
-    let (passive, _) = cm_b.get_request(&listener, s).unwrap();
+    let (listener, active_events, active, passive_events, passive) =
+        taken(&p, &a, &b, &cm_a, &cm_b);
     cm_b.send_rep(&passive, &rep(8, &[])).unwrap();
     p.run_until_idle();
     assert!(matches!(active_events.take().as_slice(), [Ev::Rep(_)]));
@@ -443,13 +468,9 @@ fn a_dreq_nobody_answers_is_a_dreq_error() {
     let p = HostPlatform::deterministic();
     let (f, a, b) = pair(&p);
     let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (_l, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
-    let (passive_events, s) = sink();
-    let (passive, _) = cm_b.get_request(&listener, s).unwrap();
-    cm_b.send_rep(&passive, &rep(8, &[])).unwrap();
-    p.run_until_idle();
-    cm_a.send_rtu(&active, &[]).unwrap();
-    p.run_until_idle();
+    let (listener, active_events, active, passive_events, passive) =
+        taken(&p, &a, &b, &cm_a, &cm_b);
+    establish(&p, &cm_a, &cm_b, &active, &passive);
     assert_eq!(active_events.take().len(), 1);
     assert_eq!(passive_events.take().len(), 1);
     // Every DREQ is lost.
@@ -518,13 +539,9 @@ fn destroying_a_connection_tells_the_peer() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);
     let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (_l, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
-    let (passive_events, s) = sink();
-    let (passive, _) = cm_b.get_request(&listener, s).unwrap();
-    cm_b.send_rep(&passive, &rep(8, &[])).unwrap();
-    p.run_until_idle();
-    cm_a.send_rtu(&active, &[]).unwrap();
-    p.run_until_idle();
+    let (listener, active_events, active, passive_events, passive) =
+        taken(&p, &a, &b, &cm_a, &cm_b);
+    establish(&p, &cm_a, &cm_b, &active, &passive);
     active_events.take();
     passive_events.take();
     // An established connection's id goes: the peer gets a DREQ.

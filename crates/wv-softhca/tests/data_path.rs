@@ -128,9 +128,7 @@ fn loopback_between_two_qps_of_one_device() {
     let m = a.mem(128, ALL_ACCESS);
     m.buf.write(0, b"loop").unwrap();
     q2.uvp.post_recv(&recv_wr(5, &[m.sge(64, 64)])).unwrap();
-    q1.uvp
-        .post_send(&send_wr(6, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
+    post_send(&q1, 6, m.sge(0, 4));
     let wcs = poll_all(&cq);
     assert_eq!(wcs.len(), 2);
     assert_eq!(&m.buf.to_vec()[64..68], b"loop");
@@ -138,9 +136,7 @@ fn loopback_between_two_qps_of_one_device() {
     let q3 = a.qp(QpType::Rc, &cq);
     bring_up(&a, &q3, a.hca.gid(), q3.uvp.qpn(), Conn::default());
     q3.uvp.post_recv(&recv_wr(8, &[m.sge(100, 4)])).unwrap();
-    q3.uvp
-        .post_send(&send_wr(9, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
+    post_send(&q3, 9, m.sge(0, 4));
     assert_eq!(poll_all(&cq).len(), 2);
     assert_eq!(&m.buf.to_vec()[100..104], b"loop");
     settle(&p);
@@ -214,10 +210,7 @@ fn unsignaled_sends_are_retired_silently_and_sq_sig_all_signals_everything() {
 fn uc_write_and_send() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);
-    let ca = a.cq(16);
-    let cb = b.cq(16);
-    let qa = a.qp(QpType::Uc, &ca);
-    let qb = b.qp(QpType::Uc, &cb);
+    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
     connect(&a, &qa, &b, &qb, Conn::default());
     let la = a.mem(64, ALL_ACCESS);
     let rb = b.mem(64, ALL_ACCESS);
@@ -249,12 +242,7 @@ fn uc_write_and_send() {
 fn ud_send_with_grh_and_qkey() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);
-    let ca = a.cq(16);
-    let cb = b.cq(16);
-    let qa = a.qp(QpType::Ud, &ca);
-    let qb = b.qp(QpType::Ud, &cb);
-    bring_up(&a, &qa, [0; 16], 0, Conn::default());
-    bring_up(&b, &qb, [0; 16], 0, Conn::default());
+    let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
     let la = a.mem(64, ALL_ACCESS);
     let rb = b.mem(128, ALL_ACCESS);
     la.buf.write(0, b"datagram").unwrap();
@@ -384,9 +372,7 @@ fn sqd_holds_new_sends_until_rts_again() {
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
     a.modify(&qa, &qpm(QpState::Sqd, wv_abi::consts::WV_IO_QP_ATTR_STATE))
         .unwrap();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
+    post_send(&qa, 1, m.sge(0, 4));
     assert!(poll_all(&ca).is_empty());
     a.modify(&qa, &qpm(QpState::Rts, wv_abi::consts::WV_IO_QP_ATTR_STATE))
         .unwrap();

@@ -86,11 +86,7 @@ fn side<D: FilterDriver<HostPlatform>>(
         .map_cq(&abi::parse::<CqResp>(&st.output[16..]).unwrap())
         .unwrap();
     let create = WV_IO_QP_CREATE {
-        Id: WV_IO_ID {
-            Id: pd,
-            VerbInfo: 0,
-            Data: 0,
-        },
+        Id: WV_IO_ID::new(pd, 0),
         SendCqId: cq,
         ReceiveCqId: cq,
         SrqId: 0,

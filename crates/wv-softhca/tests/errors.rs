@@ -214,9 +214,7 @@ on_both_topologies! {
         let rb = b.mem(64, ALL_ACCESS);
         qb.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 4)])).unwrap();
         qb.uvp.post_recv(&recv_wr(10, &[rb.sge(0, 4)])).unwrap();
-        qa.uvp
-            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 16)]))
-            .unwrap();
+        post_send(&qa, 1, m.sge(0, 16));
         assert_eq!(poll_all(&ca)[0].status, WcStatus::RemInvReqErr);
         let r = poll_all(&cb);
         assert_eq!(
@@ -237,9 +235,7 @@ on_both_topologies! {
                 }],
             ))
             .unwrap();
-        qa.uvp
-            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 16)]))
-            .unwrap();
+        post_send(&qa, 1, m.sge(0, 16));
         assert_eq!(poll_all(&ca)[0].status, WcStatus::RemOpErr);
         assert_eq!(poll_all(&cb)[0].status, WcStatus::LocProtErr);
         settle(&p);
@@ -261,9 +257,7 @@ on_both_topologies! {
         // The receiving port is down: every retry is lost.
         b.hca.set_port_state(1, false).unwrap();
         qb.uvp.post_recv(&recv_wr(1, &[])).unwrap();
-        qa.uvp
-            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
-            .unwrap();
+        post_send(&qa, 1, m.sge(0, 8));
         assert_eq!(
             run_timers(&p, 100),
             4,
@@ -282,9 +276,7 @@ on_both_topologies! {
         );
         let m2 = a2.mem(64, ALL_ACCESS);
         a2.hca.set_port_state(1, false).unwrap();
-        qa2.uvp
-            .post_send(&send_wr(1, WrOpcode::Send, &[m2.sge(0, 8)]))
-            .unwrap();
+        post_send(&qa2, 1, m2.sge(0, 8));
         assert_eq!(run_timers(&p, 100), 1);
         assert_eq!(poll_all(&ca2)[0].status, WcStatus::RetryExcErr);
         // A destination QP that does not exist.
@@ -300,9 +292,7 @@ on_both_topologies! {
                 ..Conn::default()
             },
         );
-        q.uvp
-            .post_send(&send_wr(5, WrOpcode::Send, &[m.sge(0, 8)]))
-            .unwrap();
+        post_send(&q, 5, m.sge(0, 8));
         assert_eq!(run_timers(&p, 100), 2);
         assert_eq!(poll_all(&c)[0].status, WcStatus::RetryExcErr);
         settle(&p);
@@ -478,16 +468,8 @@ fn vendor_bytes_are_validated_never_trusted() {
     let c = a.cq(4);
     let events = wv_hal::KArc::new(Log::default());
     let create = QpCreate {
-        qp_type: QpType::Rc,
-        sq_depth: 4,
-        rq_depth: 4,
-        sq_sge: 1,
-        rq_sge: 1,
-        sq_max_inline: 0,
         sq_signaled: true,
-        send_cq: &c.soft,
-        recv_cq: &c.soft,
-        srq: None,
+        ..QpCreate::new(QpType::Rc, &c.soft, 4)
     };
     // A command with a bad magic.
     let mut buf = [0xAAu8; 64];

@@ -201,10 +201,7 @@ fn srq_shared_by_two_qps_with_limit_and_last_wqe_events() {
 fn comm_established_on_the_first_packet_in_rtr() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);
-    let ca = a.cq(8);
-    let cb = b.cq(8);
-    let qa = a.qp(QpType::Rc, &ca);
-    let qb = b.qp(QpType::Rc, &cb);
+    let (_ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 8);
     bring_up(&a, &qa, b.hca.gid(), qb.uvp.qpn(), Conn::default());
     // B only to RTR.
     b.modify(&qb, &qpm(QpState::Init, INIT_RC)).unwrap();
@@ -222,12 +219,8 @@ fn comm_established_on_the_first_packet_in_rtr() {
     let rb = b.mem(16, ALL_ACCESS);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 16)])).unwrap();
     qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 16)])).unwrap();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[mem.sge(0, 4)]))
-        .unwrap();
-    qa.uvp
-        .post_send(&send_wr(2, WrOpcode::Send, &[mem.sge(0, 4)]))
-        .unwrap();
+    post_send(&qa, 1, mem.sge(0, 4));
+    post_send(&qa, 2, mem.sge(0, 4));
     settle(&p);
     assert_eq!(qb.events.take(), vec![QpEvent::CommEstablished]);
     assert_eq!(poll_all(&cb).len(), 2);
@@ -297,12 +290,7 @@ fn ports_gids_pkeys_and_port_events() {
     // The UD address of another device through an IPv4 GID.
     let (_f, x, y) = pair(&p);
     y.hca.add_ipv4_gid(1, [10, 0, 0, 2]).unwrap();
-    let cx = x.cq(4);
-    let cy = y.cq(4);
-    let qx = x.qp(QpType::Ud, &cx);
-    let qy = y.qp(QpType::Ud, &cy);
-    bring_up(&x, &qx, [0; 16], 0, Conn::default());
-    bring_up(&y, &qy, [0; 16], 0, Conn::default());
+    let (_cx, cy, qx, qy) = ud_qps(&x, &y, 4);
     let ry = y.mem(128, ALL_ACCESS);
     qy.uvp.post_recv(&recv_wr(1, &[ry.sge(0, 128)])).unwrap();
     let mut wr = send_wr(1, WrOpcode::Send, &[]);
@@ -328,9 +316,7 @@ fn surprise_removal_fails_every_verb_and_stops_callbacks() {
     let rb = b.mem(64, ALL_ACCESS);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
     cb.uvp.arm(false);
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
+    post_send(&qa, 1, m.sge(0, 4));
     // The DPC is queued but B is removed before it runs: no callback after removal.
     assert!(p.queued() > 0);
     b.hca.surprise_remove();
@@ -364,9 +350,7 @@ fn surprise_removal_fails_every_verb_and_stops_callbacks() {
         m.to(QpState::Rts)
     })
     .unwrap();
-    qa.uvp
-        .post_send(&send_wr(3, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
+    post_send(&qa, 3, m.sge(0, 4));
     assert_eq!(
         run_timers(&p, 100),
         8,
@@ -390,9 +374,7 @@ fn destroy_stops_callbacks_for_the_object() {
     let rb = b.mem(64, ALL_ACCESS);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
     cb.uvp.arm(false);
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
+    post_send(&qa, 1, m.sge(0, 4));
     let sink = cb.sink.clone();
     b.hca.destroy_qp(qb.soft);
     b.hca.destroy_cq(cb.soft);

@@ -33,9 +33,7 @@ fn run_traffic(
             .post_recv(&recv_wr(i, &[rb.sge(i as usize * 8 % 4096, 8)]))
             .unwrap();
         // A send, and an RDMA write with immediate that must land exactly once.
-        qa.uvp
-            .post_send(&send_wr(i, WrOpcode::Send, &[m.sge(0, 8)]))
-            .unwrap();
+        post_send(&qa, i, m.sge(0, 8));
         qb.uvp.post_recv(&recv_wr(1000 + i, &[])).unwrap();
         let sg = [m.sge(0, 8)];
         let mut wr = send_wr(1000 + i, WrOpcode::RdmaWriteWithImm, &sg);
@@ -107,10 +105,7 @@ fn drops_corruption_and_delays_are_retried_and_duplicates_ignored() {
 fn a_dead_link_exceeds_the_retry_count() {
     let p = HostPlatform::deterministic();
     let (f, a, b) = pair(&p);
-    let ca = a.cq(16);
-    let cb = b.cq(16);
-    let qa = a.qp(QpType::Rc, &ca);
-    let qb = b.qp(QpType::Rc, &cb);
+    let (ca, _cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 16);
     connect(
         &a,
         &qa,
@@ -128,21 +123,14 @@ fn a_dead_link_exceeds_the_retry_count() {
         delay_ppm: 0,
     }));
     let m = a.mem(16, ALL_ACCESS);
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
-        .unwrap();
+    post_send(&qa, 1, m.sge(0, 8));
     assert_eq!(run_timers(&p, 100), 4);
     assert_eq!(poll_all(&ca)[0].status, WcStatus::RetryExcErr);
     // The first try plus three retries.
     assert_eq!(f.stats().dropped, 4);
     // UD under loss just loses datagrams; the sender never sees an error.
     f.set_faults(None);
-    let cu = a.cq(16);
-    let cv = b.cq(16);
-    let u = a.qp(QpType::Ud, &cu);
-    let v = b.qp(QpType::Ud, &cv);
-    bring_up(&a, &u, [0; 16], 0, Conn::default());
-    bring_up(&b, &v, [0; 16], 0, Conn::default());
+    let (cu, cv, u, v) = ud_qps(&a, &b, 16);
     f.set_faults(Some(FaultConfig {
         seed: 9,
         drop_ppm: 500_000,

@@ -83,10 +83,7 @@ fn an_address_by_lid_alone_is_refused_on_roce_and_taken_on_infiniband() {
 fn rc_qps_connected_by_lid_move_data_on_infiniband_and_are_refused_on_roce() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = ib_pair(&p);
-    let ca = a.cq(16);
-    let cb = b.cq(16);
-    let qa = a.qp(QpType::Rc, &ca);
-    let qb = b.qp(QpType::Rc, &cb);
+    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 16);
     let rtr = |n: &Node, q: &Qp, peer: &Node, peer_qp: &Qp| {
         let mut m = attrs(INIT_RC);
         n.modify(q, &m.to(QpState::Init)).unwrap();

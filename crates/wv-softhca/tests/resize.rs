@@ -151,9 +151,7 @@ fn an_srq_resizes_with_its_receives_kept_and_advertises_it() {
     assert_eq!(srq.uvp.entries(), 16);
     post(4, 12);
     for i in 0..16 {
-        qa.uvp
-            .post_send(&send_wr(i, WrOpcode::Send, &[m.sge(0, 4)]))
-            .unwrap();
+        post_send(&qa, i, m.sge(0, 4));
     }
     assert_eq!(
         poll_all(&cb).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
@@ -180,9 +178,7 @@ fn an_srq_resizes_with_its_receives_kept_and_advertises_it() {
         }
     );
     for i in 16..18 {
-        qa.uvp
-            .post_send(&send_wr(i, WrOpcode::Send, &[m.sge(0, 4)]))
-            .unwrap();
+        post_send(&qa, i, m.sge(0, 4));
     }
     assert_eq!(
         poll_all(&cb).iter().map(|w| w.wr_id).collect::<Vec<_>>(),

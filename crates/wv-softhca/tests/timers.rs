@@ -33,9 +33,7 @@ on_both_topologies! {
         let rb = b.mem(64, ALL_ACCESS);
         m.buf.write(0, b"late").unwrap();
         let t0 = p.now_ns();
-        qa.uvp
-            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
-            .unwrap();
+        post_send(&qa, 1, m.sge(0, 4));
         // RNR NAK: the sender waits the responder's RNR timer (12: 0.64 ms).
         assert!(poll_all(&ca).is_empty());
         assert_eq!(p.next_timer_ns(), Some(t0 + RNR_DELAY_NS));
@@ -68,9 +66,7 @@ on_both_topologies! {
         );
         let m = a.mem(64, ALL_ACCESS);
         let t0 = p.now_ns();
-        qa.uvp
-            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
-            .unwrap();
+        post_send(&qa, 1, m.sge(0, 4));
         // The first try and two retries, each answered by an RNR NAK; the third NAK ends it.
         assert_eq!(run_timers_for(&p, 2 * RNR_DELAY_NS - 1), 1);
         assert!(poll_all(&ca).is_empty());
@@ -89,9 +85,7 @@ on_both_topologies! {
         let (f, a, b, ca, _cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
         let m = a.mem(64, ALL_ACCESS);
         let rb = b.mem(64, ALL_ACCESS);
-        qa.uvp
-            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
-            .unwrap();
+        post_send(&qa, 1, m.sge(0, 4));
         assert_eq!(run_timers(&p, 50), 50, "still waiting after 50 RNR NAKs");
         assert!(poll_all(&ca).is_empty());
         assert_eq!(f.stats().delivered, 51);
@@ -110,9 +104,7 @@ on_both_topologies! {
         qb.uvp.post_recv(&recv_wr(3, &[rb.sge(0, 64)])).unwrap();
         f.script(&[PacketFate::Drop]);
         let t0 = p.now_ns();
-        qa.uvp
-            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 5)]))
-            .unwrap();
+        post_send(&qa, 1, m.sge(0, 5));
         assert!(poll_all(&ca).is_empty());
         assert_eq!(p.next_timer_ns(), Some(t0 + ACK_TIMEOUT_NS));
         p.advance_clock(ACK_TIMEOUT_NS - 1);
@@ -142,9 +134,7 @@ on_both_topologies! {
         b.hca.set_port_state(1, false).unwrap();
         qb.uvp.post_recv(&recv_wr(1, &[])).unwrap();
         let t0 = p.now_ns();
-        qa.uvp
-            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
-            .unwrap();
+        post_send(&qa, 1, m.sge(0, 8));
         // The first try and three retries, one local ACK timeout apart; the fourth timeout ends it.
         assert_eq!(run_timers_for(&p, 4 * ACK_TIMEOUT_NS - 1), 3);
         assert!(poll_all(&ca).is_empty());
@@ -165,9 +155,7 @@ on_both_topologies! {
         );
         let m = a.mem(64, ALL_ACCESS);
         b.hca.set_port_state(1, false).unwrap();
-        qa.uvp
-            .post_send(&send_wr(2, WrOpcode::Send, &[m.sge(0, 8)]))
-            .unwrap();
+        post_send(&qa, 2, m.sge(0, 8));
         assert_eq!(p.pending_timers(), 0);
         p.advance_clock(10_000_000_000);
         p.run_until_idle();
@@ -185,9 +173,7 @@ on_both_topologies! {
         m.buf.write(0, &data).unwrap();
         // Four packets, lossless.
         qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4096)])).unwrap();
-        qa.uvp
-            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4096)]))
-            .unwrap();
+        post_send(&qa, 1, m.sge(0, 4096));
         assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
         assert_eq!(f.stats().delivered, 4, "one packet per 1024 bytes");
         // The second packet is lost: the third arrives out of sequence, the responder NAKs it and
@@ -196,9 +182,7 @@ on_both_topologies! {
             .post_recv(&recv_wr(2, &[rb.sge(4096, 4096)]))
             .unwrap();
         f.script(&[PacketFate::Deliver, PacketFate::Drop]);
-        qa.uvp
-            .post_send(&send_wr(2, WrOpcode::Send, &[m.sge(0, 4096)]))
-            .unwrap();
+        post_send(&qa, 2, m.sge(0, 4096));
         assert_eq!(ids(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
         let s = f.stats();
         // p0, p1 (lost), p2 and p3 (sent before the NAK of p2 comes back; out of sequence, so
@@ -214,9 +198,7 @@ on_both_topologies! {
             PacketFate::Deliver,
             PacketFate::Drop,
         ]);
-        qa.uvp
-            .post_send(&send_wr(3, WrOpcode::Send, &[m.sge(0, 4096)]))
-            .unwrap();
+        post_send(&qa, 3, m.sge(0, 4096));
         assert!(poll_all(&ca).is_empty());
         assert_eq!(run_timers(&p, 10), 1);
         assert_eq!(ids(&poll_all(&ca)), vec![(3, WcStatus::Success)]);
@@ -318,14 +300,10 @@ on_both_topologies! {
         // A send whose packet is lost is in flight when SQD is asked for: the drain waits for it,
         // a later send waits for RTS, and SQD cannot be left for RTS while draining.
         f.script(&[PacketFate::Drop]);
-        qa.uvp
-            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
-            .unwrap();
+        post_send(&qa, 1, m.sge(0, 4));
         a.modify(&qa, &qpm(QpState::Sqd, WV_IO_QP_ATTR_STATE))
             .unwrap();
-        qa.uvp
-            .post_send(&send_wr(2, WrOpcode::Send, &[m.sge(0, 4)]))
-            .unwrap();
+        post_send(&qa, 2, m.sge(0, 4));
         settle(&p);
         assert!(qa.events.take().is_empty());
         assert_eq!(

@@ -38,12 +38,7 @@ fn recover(n: &Node, q: &Qp) {
 fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);
-    let ca = a.cq(16);
-    let cb = b.cq(16);
-    let qa = a.qp(QpType::Ud, &ca);
-    let qb = b.qp(QpType::Ud, &cb);
-    bring_up(&a, &qa, [0; 16], 0, Conn::default());
-    bring_up(&b, &qb, [0; 16], 0, Conn::default());
+    let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
     let big = a.mem(8192, ALL_ACCESS);
     let ra = a.mem(256, ALL_ACCESS);
     let mb = b.mem(64, ALL_ACCESS);
@@ -90,10 +85,7 @@ fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
 fn a_uc_send_error_is_a_send_queue_error_too() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);
-    let ca = a.cq(16);
-    let cb = b.cq(16);
-    let qa = a.qp(QpType::Uc, &ca);
-    let qb = b.qp(QpType::Uc, &cb);
+    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
     connect(&a, &qa, &b, &qb, Conn::default());
     let la = a.mem(64, ALL_ACCESS);
     let mb = b.mem(64, ALL_ACCESS);
@@ -105,15 +97,11 @@ fn a_uc_send_error_is_a_send_queue_error_too() {
     qa.uvp.post_send(&send_wr(1, WrOpcode::Send, &bad)).unwrap();
     assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::LocProtErr)]);
     assert_eq!(a.state(&qa), QpState::SqError);
-    qb.uvp
-        .post_send(&send_wr(2, WrOpcode::Send, &[mb.sge(0, 8)]))
-        .unwrap();
+    post_send(&qb, 2, mb.sge(0, 8));
     assert_eq!(statuses(&poll_all(&ca)), vec![(100, WcStatus::Success)]);
     recover(&a, &qa);
     qb.uvp.post_recv(&recv_wr(200, &[mb.sge(0, 64)])).unwrap();
-    qa.uvp
-        .post_send(&send_wr(3, WrOpcode::Send, &[la.sge(0, 8)]))
-        .unwrap();
+    post_send(&qa, 3, la.sge(0, 8));
     assert_eq!(statuses(&poll_all(&ca)), vec![(3, WcStatus::Success)]);
     assert_eq!(
         statuses(&poll_all(&cb)),
@@ -126,18 +114,13 @@ fn a_uc_send_error_is_a_send_queue_error_too() {
 fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
     let p = HostPlatform::deterministic();
     let (f, a, b) = pair(&p);
-    let ca = a.cq(32);
-    let cb = b.cq(32);
-    let qa = a.qp(QpType::Uc, &ca);
-    let qb = b.qp(QpType::Uc, &cb);
+    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 32);
     connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
     let la = a.mem(8192, ALL_ACCESS);
     let rb = b.mem(8192, ALL_ACCESS);
     la.buf.write(0, &[0x5A; 4096]).unwrap();
     // No receive posted: the send is dropped.
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[la.sge(0, 8)]))
-        .unwrap();
+    post_send(&qa, 1, la.sge(0, 8));
     // An RDMA write under a bad rkey: dropped.
     let sg = [la.sge(0, 8)];
     let mut wr = send_wr(2, WrOpcode::RdmaWrite, &sg);
@@ -146,9 +129,7 @@ fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
     qa.uvp.post_send(&wr).unwrap();
     // A receive too small for the message: dropped, and the receive stays for the next one.
     qb.uvp.post_recv(&recv_wr(10, &[rb.sge(0, 16)])).unwrap();
-    qa.uvp
-        .post_send(&send_wr(3, WrOpcode::Send, &[la.sge(0, 64)]))
-        .unwrap();
+    post_send(&qa, 3, la.sge(0, 64));
     assert_eq!(
         statuses(&poll_all(&ca)),
         vec![
@@ -160,9 +141,7 @@ fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
     assert!(poll_all(&cb).is_empty());
     assert_eq!(b.state(&qb), QpState::Rts);
     assert!(rb.buf.to_vec()[..16].iter().all(|&x| x == 0));
-    qa.uvp
-        .post_send(&send_wr(4, WrOpcode::Send, &[la.sge(0, 16)]))
-        .unwrap();
+    post_send(&qa, 4, la.sge(0, 16));
     let r = poll_all(&cb);
     assert_eq!(
         (r[0].wr_id, r[0].status, r[0].byte_len),
@@ -172,13 +151,9 @@ fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
     // message (UC resynchronises on its first packet) arrives whole.
     qb.uvp.post_recv(&recv_wr(11, &[rb.sge(0, 4096)])).unwrap();
     f.script(&[PacketFate::Deliver, PacketFate::Drop]);
-    qa.uvp
-        .post_send(&send_wr(5, WrOpcode::Send, &[la.sge(0, 4096)]))
-        .unwrap();
+    post_send(&qa, 5, la.sge(0, 4096));
     assert!(poll_all(&cb).is_empty());
-    qa.uvp
-        .post_send(&send_wr(6, WrOpcode::Send, &[la.sge(0, 3000)]))
-        .unwrap();
+    post_send(&qa, 6, la.sge(0, 3000));
     let r = poll_all(&cb);
     assert_eq!(
         (r[0].wr_id, r[0].status, r[0].byte_len),
@@ -193,12 +168,7 @@ fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
 fn a_ud_receiver_gets_a_grh_only_when_the_sender_sends_one() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);
-    let ca = a.cq(16);
-    let cb = b.cq(16);
-    let qa = a.qp(QpType::Ud, &ca);
-    let qb = b.qp(QpType::Ud, &cb);
-    bring_up(&a, &qa, [0; 16], 0, Conn::default());
-    bring_up(&b, &qb, [0; 16], 0, Conn::default());
+    let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
     // The sender's port has an IPv4-based GID at index 1: the GRH carries it as SGID.
     let idx = a.hca.add_ipv4_gid(1, [10, 0, 0, 7]).unwrap();
     assert_eq!(idx, 1);

@@ -196,43 +196,22 @@ on_both_topologies! {
         };
         use WrOpcode::{AtomicFetchAndAdd, RdmaRead, RdmaWrite};
         let (rw, ro) = (REMOTE_RW, WV_ACCESS_REMOTE_READ);
-        assert_eq!(
-            case(0, 128, rw, RdmaWrite, false),
-            Success,
-            "the whole window"
-        );
-        assert_eq!(
-            case(64, 65, rw, RdmaWrite, false),
-            RemAccessErr,
-            "past the end"
-        );
-        assert_eq!(
-            case(-8, 16, rw, RdmaWrite, false),
-            RemAccessErr,
-            "before the start"
-        );
-        assert_eq!(
-            case(0, 8, ro, RdmaWrite, false),
-            RemAccessErr,
-            "read-only window"
-        );
-        assert_eq!(case(0, 8, ro, RdmaRead, false), Success, "read of it");
-        assert_eq!(
-            case(0, 8, rw, AtomicFetchAndAdd, false),
-            RemAccessErr,
-            "no atomic right"
-        );
         let rwa = rw | WV_ACCESS_REMOTE_ATOMIC;
-        assert_eq!(
-            case(0, 8, rwa, AtomicFetchAndAdd, false),
-            Success,
-            "atomic right"
-        );
-        assert_eq!(
-            case(0, 8, rw, RdmaWrite, true),
-            RemAccessErr,
-            "the key before the bind"
-        );
+        // Offset from the window's start, length, the window's rights, the operation, whether
+        // it uses the key from before the bind: its status.
+        let cases = [
+            (0, 128, rw, RdmaWrite, false, Success, "the whole window"),
+            (64, 65, rw, RdmaWrite, false, RemAccessErr, "past the end"),
+            (-8, 16, rw, RdmaWrite, false, RemAccessErr, "before the start"),
+            (0, 8, ro, RdmaWrite, false, RemAccessErr, "read-only window"),
+            (0, 8, ro, RdmaRead, false, Success, "read of it"),
+            (0, 8, rw, AtomicFetchAndAdd, false, RemAccessErr, "no atomic right"),
+            (0, 8, rwa, AtomicFetchAndAdd, false, Success, "atomic right"),
+            (0, 8, rw, RdmaWrite, true, RemAccessErr, "the key before the bind"),
+        ];
+        for (off, len, rights, op, stale, want, what) in cases {
+            assert_eq!(case(off, len, rights, op, stale), want, "{what}");
+        }
         settle(&p);
     }
 
@@ -365,52 +344,29 @@ on_both_topologies! {
             one(&cb).1
         };
         use MwType::*;
-        // The right way, for reference.
-        assert_eq!(
-            bind(Type1, true, BINDABLE, 0, 64, REMOTE_RW),
-            WcStatus::Success
-        );
-        assert_eq!(
-            bind(Type2, false, BINDABLE, 0, 64, REMOTE_RW),
-            WcStatus::Success
-        );
-        // Each kind only by its own way.
-        assert_eq!(
-            bind(Type1, false, BINDABLE, 0, 64, REMOTE_RW),
-            WcStatus::MwBindErr
-        );
-        assert_eq!(
-            bind(Type2, true, BINDABLE, 0, 64, REMOTE_RW),
-            WcStatus::MwBindErr
-        );
-        // A region without bind rights; a writable window on a region without local write.
-        assert_eq!(
-            bind(Type1, true, WV_ACCESS_LOCAL_WRITE, 0, 64, REMOTE_RW),
-            WcStatus::MwBindErr
-        );
-        assert_eq!(
-            bind(Type1, true, WV_ACCESS_MW_BIND, 0, 64, REMOTE_RW),
-            WcStatus::MwBindErr
-        );
-        assert_eq!(
-            bind(Type1, true, WV_ACCESS_MW_BIND, 0, 64, WV_ACCESS_REMOTE_READ),
-            WcStatus::Success,
-            "a read-only window needs no local write"
-        );
-        // Outside the region; a type 2 window with no length.
-        assert_eq!(
-            bind(Type1, true, BINDABLE, 4000, 97, REMOTE_RW),
-            WcStatus::MwBindErr
-        );
-        assert_eq!(
-            bind(Type2, false, BINDABLE, 0, 0, REMOTE_RW),
-            WcStatus::MwBindErr
-        );
-        // Unknown rights.
-        assert_eq!(
-            bind(Type1, true, BINDABLE, 0, 64, 0x100),
-            WcStatus::MwBindErr
-        );
+        // Kind, bound by the verb (else by a work request), the region's access, offset,
+        // length, the window's rights: the bind's status.
+        let cases = [
+            // The right way, for reference.
+            (Type1, true, BINDABLE, 0, 64, REMOTE_RW, WcStatus::Success),
+            (Type2, false, BINDABLE, 0, 64, REMOTE_RW, WcStatus::Success),
+            // Each kind only by its own way.
+            (Type1, false, BINDABLE, 0, 64, REMOTE_RW, WcStatus::MwBindErr),
+            (Type2, true, BINDABLE, 0, 64, REMOTE_RW, WcStatus::MwBindErr),
+            // A region without bind rights; a writable window on a region without local
+            // write; a read-only window, which needs no local write.
+            (Type1, true, WV_ACCESS_LOCAL_WRITE, 0, 64, REMOTE_RW, WcStatus::MwBindErr),
+            (Type1, true, WV_ACCESS_MW_BIND, 0, 64, REMOTE_RW, WcStatus::MwBindErr),
+            (Type1, true, WV_ACCESS_MW_BIND, 0, 64, WV_ACCESS_REMOTE_READ, WcStatus::Success),
+            // Outside the region; a type 2 window with no length.
+            (Type1, true, BINDABLE, 4000, 97, REMOTE_RW, WcStatus::MwBindErr),
+            (Type2, false, BINDABLE, 0, 0, REMOTE_RW, WcStatus::MwBindErr),
+            // Unknown rights.
+            (Type1, true, BINDABLE, 0, 64, 0x100, WcStatus::MwBindErr),
+        ];
+        for (case, (kind, verb, access, off, len, rights, want)) in cases.into_iter().enumerate() {
+            assert_eq!(bind(kind, verb, access, off, len, rights), want, "case {case}");
+        }
 
         // A window of another PD; a stale window key.
         let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_on(&p, topology, conn());

@@ -24,7 +24,7 @@ use serde::Serialize;
 use wv_client::verbs::{Pending, Provider};
 use wv_inproc::StackConfig;
 
-use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, resolve_device};
+use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, server_and_client};
 use wv_check::conn_side::{ConnSide, STEP_GUARD, rdma_cm_param};
 
 /// The listener's port.
@@ -160,13 +160,7 @@ impl TargetTask for ConnTask {
 
     fn run<O: Opener>(self, opener: &O, device: Option<DeviceSpec>) -> Self::Output {
         let a = &self.args;
-        let provider = Provider::new(opener.open_file().map_err(|e| e.0)?);
-        let guids = provider
-            .device_guids()
-            .map_err(|e| format!("listing devices: {e}"))?;
-        drop(provider);
-        let server_ix = resolve_device(&guids, device).map_err(|e| e.0)?;
-        let client_ix = (server_ix + 1) % guids.len();
+        let (server_ix, client_ix) = server_and_client(opener, device)?;
         let no_address =
             || "this transport has no address service (IBAT): conn needs --transport inproc";
         let server_ip = opener.device_address(server_ix).ok_or_else(no_address)?;

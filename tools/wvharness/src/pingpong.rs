@@ -27,7 +27,7 @@ use wv_inproc::StackConfig;
 
 use crate::perftest::Connection;
 use crate::perftest::endpoint::{Dest, Rendezvous, Shared, Side, SideConfig, aborted, poll_some};
-use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, resolve_device};
+use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, joined, resolve_device};
 
 /// Options of `wvharness pingpong` (rc_pingpong's, where they apply).
 #[derive(Args, Clone, Debug)]
@@ -274,14 +274,7 @@ impl TargetTask for PingpongTask<'_> {
         let (server, client) = std::thread::scope(|s| {
             let server = s.spawn(|| body(false, guids[server_ix], to_client, from_client));
             let client = s.spawn(|| body(true, guids[client_ix], to_server, from_server));
-            (
-                server
-                    .join()
-                    .unwrap_or_else(|_| Err("the server thread panicked".into())),
-                client
-                    .join()
-                    .unwrap_or_else(|_| Err("the client thread panicked".into())),
-            )
+            (joined(server, "server"), joined(client, "client"))
         });
         match (client, server) {
             (Ok(mut r), Ok(s)) => {

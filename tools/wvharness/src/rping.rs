@@ -30,7 +30,9 @@ use wv_client::verbs::{
 };
 use wv_inproc::StackConfig;
 
-use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, resolve_device};
+use crate::target::{
+    DeviceSpec, Opener, Target, TargetArgs, TargetTask, joined, server_and_client,
+};
 use wv_check::conn_side::{ConnSide, STEP_GUARD, next_completion, rdma_cm_param};
 
 /// rping's default port.
@@ -123,13 +125,7 @@ impl TargetTask for RpingTask<'_> {
 
     fn run<O: Opener>(self, opener: &O, device: Option<DeviceSpec>) -> Self::Output {
         let a = self.args;
-        let provider = Provider::new(opener.open_file().map_err(|e| e.0)?);
-        let guids = provider
-            .device_guids()
-            .map_err(|e| format!("listing devices: {e}"))?;
-        drop(provider);
-        let server_ix = resolve_device(&guids, device).map_err(|e| e.0)?;
-        let client_ix = (server_ix + 1) % guids.len();
+        let (server_ix, client_ix) = server_and_client(opener, device)?;
         let no_address = || {
             "this transport has no address service (IBAT): rping needs --transport inproc"
                 .to_string()
@@ -166,14 +162,7 @@ impl TargetTask for RpingTask<'_> {
                 }
                 r
             });
-            (
-                server
-                    .join()
-                    .unwrap_or_else(|_| Err("the server thread panicked".into())),
-                client
-                    .join()
-                    .unwrap_or_else(|_| Err("the client thread panicked".into())),
-            )
+            (joined(server, "server"), joined(client, "client"))
         });
         // The side that failed first says why; the other one only saw the abort.
         match (client, server) {

@@ -359,6 +359,33 @@ impl Target {
     }
 }
 
+/// The two devices of a command with a server and a client side (rping, conn): the one
+/// `device` names serves, the next one (wrapping) is the client's. Returns their indexes.
+///
+/// # Errors
+/// The provider cannot be opened or list its devices, or `device` names none of them.
+pub fn server_and_client<O: Opener>(
+    opener: &O,
+    device: Option<DeviceSpec>,
+) -> Result<(usize, usize), String> {
+    let provider = wv_client::verbs::Provider::new(opener.open_file().map_err(|e| e.0)?);
+    let guids = provider
+        .device_guids()
+        .map_err(|e| format!("listing devices: {e}"))?;
+    drop(provider);
+    let server_ix = resolve_device(&guids, device).map_err(|e| e.0)?;
+    Ok((server_ix, (server_ix + 1) % guids.len()))
+}
+
+/// What a side's thread returned; a panic in it is an error naming the side.
+pub fn joined<T>(
+    side: std::thread::ScopedJoinHandle<'_, Result<T, String>>,
+    name: &str,
+) -> Result<T, String> {
+    side.join()
+        .unwrap_or_else(|_| Err(format!("the {name} thread panicked")))
+}
+
 /// Picks a device from the GUIDs GUID_QUERY returned: returns its index.
 ///
 /// # Errors

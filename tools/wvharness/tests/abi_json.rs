@@ -2,7 +2,9 @@
 //! of wv-abi's definitions; and `abi --lower --json` against a few numbers of wv-ci's lower
 //! interfaces (the full check is wv-ci's own layout test).
 
-use std::process::Command;
+mod common;
+
+use common::{json, wvharness};
 
 use serde_json::Value;
 
@@ -67,16 +69,7 @@ const CODES: [(&str, u32); 53] = [
 const SPEC_LAYOUT: &str = include_str!("../../../crates/wv-abi/tests/spec_layout.txt");
 
 fn abi_json() -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_wvharness"))
-        .args(["abi", "--json"])
-        .output()
-        .expect("run wvharness");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
+    json(&["abi", "--json"])
 }
 
 #[test]
@@ -170,10 +163,7 @@ fn constants() {
 
 #[test]
 fn table_mode_runs() {
-    let out = Command::new(env!("CARGO_BIN_EXE_wvharness"))
-        .arg("abi")
-        .output()
-        .unwrap();
+    let out = wvharness(&["abi"]);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("WV_IOCTL_PD_CANCEL"));
@@ -183,16 +173,7 @@ fn table_mode_runs() {
 
 #[test]
 fn lower_interfaces() {
-    let out = Command::new(env!("CARGO_BIN_EXE_wvharness"))
-        .args(["abi", "--lower", "--json"])
-        .output()
-        .expect("run wvharness");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let json = json(&["abi", "--lower", "--json"]);
     let mut top: Vec<&String> = json.as_object().unwrap().keys().collect();
     top.sort();
     assert_eq!(top, ["constants", "structs"]);
@@ -247,10 +228,7 @@ fn lower_interfaces() {
 
 #[test]
 fn lower_table_mode_runs() {
-    let out = Command::new(env!("CARGO_BIN_EXE_wvharness"))
-        .args(["abi", "--lower"])
-        .output()
-        .unwrap();
+    let out = wvharness(&["abi", "--lower"]);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("ci_interface_t  size 600  align 8"));

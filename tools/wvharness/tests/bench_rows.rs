@@ -1,19 +1,12 @@
 //! `bench --json`'s rows: what each compares with. Shapes only: no figure is asserted (goals
 //! are reported, never enforced).
 
-use std::process::Command;
+mod common;
+
+use common::json;
 
 fn rows(only: &str) -> Vec<serde_json::Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_wvharness"))
-        .args(["bench", "--quick", "--json", "--only", only])
-        .output()
-        .expect("run wvharness");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let v = json(&["bench", "--quick", "--json", "--only", only]);
     v["rows"].as_array().expect("rows").clone()
 }
 

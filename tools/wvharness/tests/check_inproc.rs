@@ -2,16 +2,11 @@
 //! status 0, one `PASS  name: detail` line per scenario, the summary line last; `--json` and
 //! `--filter` agree with it; bad input is a clear error, not a panic.
 
-use std::process::Command;
+mod common;
+
+use common::wvharness;
 
 use serde_json::Value;
-
-fn wvharness(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_wvharness"))
-        .args(args)
-        .output()
-        .expect("run wvharness")
-}
 
 #[test]
 fn every_scenario_passes() {

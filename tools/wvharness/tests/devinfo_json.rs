@@ -1,16 +1,11 @@
 //! `wvharness devinfo` on the in-process stack: the JSON describes both soft HCAs as the spec
 //! and the soft HCA define them; the text looks like ibv_devinfo's; bad input is a clear error.
 
-use std::process::Command;
+mod common;
+
+use common::wvharness;
 
 use serde_json::Value;
-
-fn wvharness(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_wvharness"))
-        .args(args)
-        .output()
-        .expect("run wvharness")
-}
 
 #[test]
 fn json_lists_both_devices() {

@@ -1,21 +1,11 @@
 //! `rping` prints rping's lines and verifies the data; `conn` reports the connection rate and
 //! its phases. Shapes only, no timing.
 
-use std::process::Command;
+mod common;
+
+use common::run;
 
 use serde_json::Value;
-
-fn run(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_wvharness"))
-        .args(args)
-        .output()
-        .expect("run wvharness");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[test]
 fn rping_pings_and_disconnects() {

@@ -1,25 +1,15 @@
 //! The benchmark commands' output parses with perftest's column headers. Shapes only: no
 //! timing is asserted (performance never fails a test).
 
-use std::process::Command;
+mod common;
+
+use common::run;
 
 const LAT_HEADER: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
 const BW_HEADER: &str =
     " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]";
 const BW_HEADER_G: &str =
     " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
-
-fn run(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_wvharness"))
-        .args(args)
-        .output()
-        .expect("run wvharness");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// The numeric rows after `header`, each split into fields.
 fn rows(stdout: &str, header: &str) -> Vec<Vec<f64>> {

@@ -1,18 +1,10 @@
 //! `pingpong` prints rdma-core's pingpong examples' lines. Shapes only, no timing.
 
-use std::process::Command;
+mod common;
 
+/// `wvharness pingpong args…`.
 fn run(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_wvharness"))
-        .arg("pingpong")
-        .args(args)
-        .output()
-        .expect("run wvharness");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::run(&[&["pingpong"], args].concat())
 }
 
 fn check_shape(out: &str, size: u64, iters: u64, ud: bool) {

@@ -1,14 +1,13 @@
 //! The default run (no command) ends with a verdict line. `--quick` keeps it short; the
 //! verdict itself depends on the conformance suite, so only its shape is checked here.
 
-use std::process::Command;
+mod common;
+
+use common::wvharness;
 
 #[test]
 fn default_run_prints_summary_and_verdict() {
-    let out = Command::new(env!("CARGO_BIN_EXE_wvharness"))
-        .arg("--quick")
-        .output()
-        .expect("run wvharness");
+    let out = wvharness(&["--quick"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let last = stdout.lines().last().unwrap_or_default();
     assert!(
@@ -35,10 +34,7 @@ fn default_run_prints_summary_and_verdict() {
 
 #[test]
 fn default_run_json_has_the_verdict() {
-    let out = Command::new(env!("CARGO_BIN_EXE_wvharness"))
-        .args(["--quick", "--json", "--no-check"])
-        .output()
-        .expect("run wvharness");
+    let out = wvharness(&["--quick", "--json", "--no-check"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert!(
         v["verdict"]

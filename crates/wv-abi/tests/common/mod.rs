@@ -1,7 +1,7 @@
 //! Oracles written from the spec and the OFW handlers, independent of the crate's own tables.
 #![allow(dead_code)]
 
-use wv_abi::NtStatus;
+use wv_abi::{NtStatus, Request, Vendor};
 
 /// Extra input checks an OFW handler makes before any lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -190,4 +190,21 @@ pub fn spec_structs() -> Vec<SpecStruct> {
         }
     }
     out
+}
+
+/// The vendor (UVP) part of a decoded request, for the requests that carry one.
+pub fn vendor_of(req: &Request) -> Option<Vendor> {
+    match *req {
+        Request::DeviceOpen { vendor, .. }
+        | Request::PdAllocate { vendor, .. }
+        | Request::MwAllocate { vendor, .. }
+        | Request::AhCreate { vendor, .. }
+        | Request::CqCreate { vendor, .. }
+        | Request::CqResize { vendor, .. }
+        | Request::SrqCreate { vendor, .. }
+        | Request::SrqQuery { vendor, .. }
+        | Request::SrqModify { vendor, .. }
+        | Request::QpCreate { vendor, .. } => Some(vendor),
+        _ => None,
+    }
 }

@@ -295,13 +295,9 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
     /// # Errors
     /// The status of EP_MODIFY (`STATUS_NOT_SUPPORTED` unless bound).
     pub fn set_route(&self, path: &IB_PATH_REC) -> Result<()> {
-        let mut bytes = WV_IO_ID {
-            Id: self.id(),
-            VerbInfo: 0,
-            Data: WV_IO_EP_OPTION_ROUTE,
-        }
-        .as_bytes()
-        .to_vec();
+        let mut bytes = WV_IO_ID::new(self.id(), WV_IO_EP_OPTION_ROUTE)
+            .as_bytes()
+            .to_vec();
         bytes.extend_from_slice(path.as_bytes());
         ioctl(&**self.file(), "EP_MODIFY", WV_IOCTL_EP_MODIFY, &bytes, 0).map(|_| ())
     }
@@ -408,13 +404,7 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
     /// # Errors
     /// The status of EP_REJECT.
     pub fn reject(&self, private_data: &[u8]) -> Result<()> {
-        let mut bytes = WV_IO_ID {
-            Id: self.id(),
-            VerbInfo: 0,
-            Data: 0,
-        }
-        .as_bytes()
-        .to_vec();
+        let mut bytes = WV_IO_ID::new(self.id(), 0).as_bytes().to_vec();
         bytes.extend_from_slice(private_data);
         ioctl(&**self.file(), "EP_REJECT", WV_IOCTL_EP_REJECT, &bytes, 0).map(|_| ())
     }
@@ -461,15 +451,7 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
     /// # Errors
     /// The status of EP_QUERY.
     pub fn query(&self) -> Result<ConnectAttributes> {
-        const OP: &str = "EP_QUERY";
-        let st = ioctl(
-            &**self.file(),
-            OP,
-            WV_IOCTL_EP_QUERY,
-            &self.id().to_ne_bytes(),
-            size_of::<WV_IO_EP_ATTRIBUTES>(),
-        )?;
-        let a: WV_IO_EP_ATTRIBUTES = parse(OP, &st.output)?;
+        let a: WV_IO_EP_ATTRIBUTES = self.query_as("EP_QUERY", WV_IOCTL_EP_QUERY)?;
         Ok(ConnectAttributes {
             local: socket_addr(&a.LocalAddress),
             peer: socket_addr(&a.PeerAddress),
@@ -487,14 +469,7 @@ impl<F: RawFile + Send + Sync + 'static> Endpoint<F> {
     /// # Errors
     /// The status of EP_CANCEL.
     pub fn cancel(&self) -> Result<()> {
-        ioctl(
-            &**self.file(),
-            "EP_CANCEL",
-            WV_IOCTL_EP_CANCEL,
-            &self.id().to_ne_bytes(),
-            0,
-        )
-        .map(|_| ())
+        self.command("EP_CANCEL", WV_IOCTL_EP_CANCEL)
     }
 }
 

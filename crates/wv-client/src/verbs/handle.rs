@@ -10,8 +10,10 @@
 use core::fmt;
 use std::sync::Arc;
 
+use zerocopy::FromBytes;
+
 use crate::raw::RawFile;
-use crate::verbs::destroy;
+use crate::verbs::{self, destroy, ioctl, parse};
 
 /// A kind of driver object: its row of the type table, and the parts the library keeps with
 /// one (parents, which it holds so that their destroy never comes first; the UVP's half).
@@ -99,5 +101,22 @@ impl<F: RawFile, K: Kind> Handle<F, K> {
     /// Its parts, to finish them before anyone else holds the object.
     pub(crate) fn parts_mut(&mut self) -> Option<&mut K> {
         Arc::get_mut(&mut self.inner).map(|held| &mut held.parts)
+    }
+
+    /// An IOCTL whose input is the object's id alone and whose output is nothing (a cancel).
+    pub(crate) fn command(&self, op: &'static str, code: u32) -> verbs::Result<()> {
+        ioctl(&**self.file(), op, code, &self.id().to_ne_bytes(), 0).map(|_| ())
+    }
+
+    /// An IOCTL whose input is the object's id alone and whose output is one `T` (a query).
+    pub(crate) fn query_as<T: FromBytes>(&self, op: &'static str, code: u32) -> verbs::Result<T> {
+        let st = ioctl(
+            &**self.file(),
+            op,
+            code,
+            &self.id().to_ne_bytes(),
+            size_of::<T>(),
+        )?;
+        parse(op, &st.output)
     }
 }

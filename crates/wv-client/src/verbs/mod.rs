@@ -293,15 +293,7 @@ impl<F: RawFile + Send + Sync + 'static> Device<F> {
     /// # Errors
     /// The status of DEVICE_QUERY (e.g. `STATUS_DEVICE_REMOVED`).
     pub fn query(&self) -> Result<WV_IO_DEVICE_ATTRIBUTES> {
-        const OP: &str = "DEVICE_QUERY";
-        let st = ioctl(
-            &**self.file(),
-            OP,
-            WV_IOCTL_DEVICE_QUERY,
-            &self.id().to_ne_bytes(),
-            size_of::<WV_IO_DEVICE_ATTRIBUTES>(),
-        )?;
-        parse(OP, &st.output)
+        self.query_as("DEVICE_QUERY", WV_IOCTL_DEVICE_QUERY)
     }
 
     fn port_query(&self, port: u8) -> Vec<u8> {
@@ -393,14 +385,7 @@ impl<F: RawFile + Send + Sync + 'static> Device<F> {
     /// # Errors
     /// The status of DEVICE_CANCEL.
     pub fn cancel_notify(&self) -> Result<()> {
-        ioctl(
-            &**self.file(),
-            "DEVICE_CANCEL",
-            WV_IOCTL_DEVICE_CANCEL,
-            &self.id().to_ne_bytes(),
-            0,
-        )
-        .map(|_| ())
+        self.command("DEVICE_CANCEL", WV_IOCTL_DEVICE_CANCEL)
     }
 
     /// PD_ALLOCATE.

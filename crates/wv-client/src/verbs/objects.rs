@@ -194,11 +194,7 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
         let mut wire = WV_IO_AV::default();
         av_to_abi(&mut wire, av);
         let create = WV_IO_AH_CREATE {
-            Id: WV_IO_ID {
-                Id: self.id(),
-                VerbInfo: 0,
-                Data: 0,
-            },
+            Id: WV_IO_ID::new(self.id(), 0),
             AddressVector: wire,
         };
         let st = ioctl(
@@ -545,14 +541,7 @@ impl<F: RawFile + Send + Sync + 'static> Cq<F> {
     /// # Errors
     /// The status of CQ_CANCEL.
     pub fn cancel(&self) -> Result<()> {
-        ioctl(
-            &**self.file(),
-            "CQ_CANCEL",
-            WV_IOCTL_CQ_CANCEL,
-            &self.id().to_ne_bytes(),
-            0,
-        )
-        .map(|_| ())
+        self.command("CQ_CANCEL", WV_IOCTL_CQ_CANCEL)
     }
 
     /// CQ_RESIZE to at least `entries` (`ibv_resize_cq`), larger or smaller; returns the new
@@ -624,11 +613,7 @@ impl<F: RawFile + Send + Sync + 'static> Srq<F> {
         const OP: &str = "SRQ_CREATE";
         let fixed = size_of::<WV_IO_SRQ_ATTRIBUTES>();
         let attr = WV_IO_SRQ_ATTRIBUTES {
-            Id: WV_IO_ID {
-                Id: pd.id(),
-                VerbInfo: 0,
-                Data: 0,
-            },
+            Id: WV_IO_ID::new(pd.id(), 0),
             MaxWr: max_wr,
             MaxSge: max_sge,
             SrqLimit: limit,
@@ -654,11 +639,7 @@ impl<F: RawFile + Send + Sync + 'static> Srq<F> {
 
     fn attr(&self, max_wr: u32, limit: u32) -> WV_IO_SRQ_ATTRIBUTES {
         WV_IO_SRQ_ATTRIBUTES {
-            Id: WV_IO_ID {
-                Id: self.id(),
-                VerbInfo: 0,
-                Data: 0,
-            },
+            Id: WV_IO_ID::new(self.id(), 0),
             MaxWr: max_wr,
             MaxSge: 0,
             SrqLimit: limit,
@@ -727,14 +708,7 @@ impl<F: RawFile + Send + Sync + 'static> Srq<F> {
     /// # Errors
     /// The status of SRQ_CANCEL.
     pub fn cancel(&self) -> Result<()> {
-        ioctl(
-            &**self.file(),
-            "SRQ_CANCEL",
-            WV_IOCTL_SRQ_CANCEL,
-            &self.id().to_ne_bytes(),
-            0,
-        )
-        .map(|_| ())
+        self.command("SRQ_CANCEL", WV_IOCTL_SRQ_CANCEL)
     }
 }
 
@@ -1063,11 +1037,7 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
         }
         let fixed = size_of::<WV_IO_QP_CREATE>();
         let create = WV_IO_QP_CREATE {
-            Id: WV_IO_ID {
-                Id: pd.id(),
-                VerbInfo: 0,
-                Data: 0,
-            },
+            Id: WV_IO_ID::new(pd.id(), 0),
             SendCqId: init.send_cq.id(),
             ReceiveCqId: init.recv_cq.id(),
             SrqId: init.srq.map_or(0, |s| s.id()),
@@ -1148,14 +1118,7 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
     /// # Errors
     /// The status of QP_CANCEL.
     pub fn cancel(&self) -> Result<()> {
-        ioctl(
-            &**self.file(),
-            "QP_CANCEL",
-            WV_IOCTL_QP_CANCEL,
-            &self.id().to_ne_bytes(),
-            0,
-        )
-        .map(|_| ())
+        self.command("QP_CANCEL", WV_IOCTL_QP_CANCEL)
     }
 
     /// QP_QUERY (network-order fields stay as in the ABI struct).
@@ -1163,24 +1126,12 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
     /// # Errors
     /// The status of QP_QUERY.
     pub fn query(&self) -> Result<WV_IO_QP_ATTRIBUTES> {
-        const OP: &str = "QP_QUERY";
-        let st = ioctl(
-            &**self.file(),
-            OP,
-            WV_IOCTL_QP_QUERY,
-            &self.id().to_ne_bytes(),
-            size_of::<WV_IO_QP_ATTRIBUTES>(),
-        )?;
-        parse(OP, &st.output)
+        self.query_as("QP_QUERY", WV_IOCTL_QP_QUERY)
     }
 
     fn mcast(&self, op: &'static str, code: u32, gid: &[u8; 16], lid: u16) -> Result<()> {
         let mc = WV_IO_QP_MULTICAST {
-            Id: WV_IO_ID {
-                Id: self.id(),
-                VerbInfo: 0,
-                Data: u32::from(lid.to_be()),
-            },
+            Id: WV_IO_ID::new(self.id(), u32::from(lid.to_be())),
             Gid: wv_abi::WV_IO_GID { Raw: *gid },
         };
         ioctl(&**self.file(), op, code, mc.as_bytes(), 0).map(|_| ())

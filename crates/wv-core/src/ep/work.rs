@@ -103,6 +103,19 @@ pub(crate) fn refused(inner: &EpInner) -> NtStatus {
     }
 }
 
+/// What ends a CONNECT or ACCEPT whose work item finds, under the endpoint's lock, that the
+/// endpoint no longer allows it ([`refused`]) or that an EP_CANCEL came since it was queued (its
+/// `cancels` count moved on: `STATUS_CANCELLED`); `None` when it goes on.
+fn overtaken(inner: &EpInner, allowed: bool, cancels: u32) -> Option<NtStatus> {
+    if !allowed {
+        Some(refused(inner))
+    } else if inner.cancels != cancels {
+        Some(NtStatus::CANCELLED)
+    } else {
+        None
+    }
+}
+
 /// A request's output bytes (the UVP's QP-state buffer), as much as the system buffer holds.
 fn output<R: IoRequest>(req: &mut R) -> &mut [u8] {
     let len = req.output_len();
@@ -208,15 +221,11 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         }
         {
             let mut inner = self.inner.lock();
-            if inner.state() != EpState::RouteResolved {
-                let status = refused(&inner);
+            // Nor does a REQ go when EP_CANCEL came while this ran.
+            let allowed = inner.state() == EpState::RouteResolved;
+            if let Some(status) = overtaken(&inner, allowed, cancels) {
                 drop(inner);
                 return req.complete(status, 0);
-            }
-            if inner.cancels != cancels {
-                // EP_CANCEL came while this ran: no REQ goes.
-                drop(inner);
-                return req.complete(NtStatus::CANCELLED, 0);
             }
             inner.set_state(EpState::ActiveConnect);
             inner.rep_received = false;
@@ -394,15 +403,12 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         }
         {
             let mut inner = self.inner.lock();
-            if inner.state() != EpState::PassiveConnect || inner.rep_sent {
-                let status = refused(&inner);
+            // Nor does a REP go when EP_CANCEL came while the QP moved (the request may still
+            // be rejected).
+            let allowed = inner.state() == EpState::PassiveConnect && !inner.rep_sent;
+            if let Some(status) = overtaken(&inner, allowed, cancels) {
                 drop(inner);
                 return req.complete(status, 0);
-            }
-            if inner.cancels != cancels {
-                // EP_CANCEL came while the QP moved: no REP goes (the request may still be rejected).
-                drop(inner);
-                return req.complete(NtStatus::CANCELLED, 0);
             }
             inner.rep_sent = true;
             if let Err((req, status)) = self.handshake_queue.park(req) {

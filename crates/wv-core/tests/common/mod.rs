@@ -134,6 +134,13 @@ pub fn expect(st: &IoStatus, want: NtStatus) {
     assert_eq!(NtStatus(st.status), want, "{st:?}");
 }
 
+/// An IOCTL whose input is one id and whose output is nothing (a destroy, close or cancel),
+/// which must complete inline with `want`.
+#[track_caller]
+pub fn id_ioctl(file: &WvFile, code: u32, id: u64, want: NtStatus) {
+    expect(&ioctl(file, code, &u64_in(id), 0), want);
+}
+
 /// Waits (bounded: a hang guard, not a timing assertion) for a pended request.
 #[track_caller]
 pub fn done(io: &Io) -> IoStatus {
@@ -166,11 +173,7 @@ pub fn cq(file: &WvFile, dev: u64, entries: u32) -> u64 {
 
 pub fn srq_attr(id: u64, max_wr: u32, limit: u32) -> WV_IO_SRQ_ATTRIBUTES {
     WV_IO_SRQ_ATTRIBUTES {
-        Id: WV_IO_ID {
-            Id: id,
-            VerbInfo: 0,
-            Data: 0,
-        },
+        Id: WV_IO_ID::new(id, 0),
         MaxWr: max_wr,
         MaxSge: 1,
         SrqLimit: limit,
@@ -186,11 +189,7 @@ pub fn srq(file: &WvFile, pd: u64) -> u64 {
 
 pub fn qp_create_in(pd: u64, scq: u64, rcq: u64, srq: u64) -> WV_IO_QP_CREATE {
     WV_IO_QP_CREATE {
-        Id: WV_IO_ID {
-            Id: pd,
-            VerbInfo: 0,
-            Data: 0,
-        },
+        Id: WV_IO_ID::new(pd, 0),
         SendCqId: scq,
         ReceiveCqId: rcq,
         SrqId: srq,
@@ -242,15 +241,43 @@ pub struct Stack {
     pub qp: u64,
 }
 
-pub fn qp_rts(fx: &Fx, file: &WvFile) -> Stack {
+/// Device, PD, a CQ of `entries` and an RC QP on it, in RESET.
+pub fn qp_reset(fx: &Fx, file: &WvFile, entries: u32) -> Stack {
     let dev = open_device(fx, file);
     let pd = alloc_pd(file, dev);
-    let cq = cq(file, dev, 64);
+    let cq = cq(file, dev, entries);
     let qp = qp(file, pd, cq, cq, 0);
-    for to in [QpState::Init, QpState::Rtr, QpState::Rts] {
-        expect(&modify(file, qp, to), NtStatus::SUCCESS);
-    }
     Stack { dev, pd, cq, qp }
+}
+
+/// [`qp_reset`] with 64 CQ entries and the QP moved to RTS.
+pub fn qp_rts(fx: &Fx, file: &WvFile) -> Stack {
+    let s = qp_reset(fx, file, 64);
+    for to in [QpState::Init, QpState::Rtr, QpState::Rts] {
+        expect(&modify(file, s.qp, to), NtStatus::SUCCESS);
+    }
+    s
+}
+
+/// Parks one of each notify on the stack: DEVICE_NOTIFY on port 1, CQ_NOTIFY for the next
+/// completion and for an error, SRQ_NOTIFY on `srq`, in that order.
+pub fn park_notifies(file: &WvFile, s: &Stack, srq: u64) -> [Io; 4] {
+    [
+        pend(file, WV_IOCTL_DEVICE_NOTIFY, &id(s.dev, 0, 1), 4),
+        pend(
+            file,
+            WV_IOCTL_CQ_NOTIFY,
+            &id(s.cq, 0, wv_abi::consts::WV_CQ_NEXT_COMPLETION),
+            0,
+        ),
+        pend(
+            file,
+            WV_IOCTL_CQ_NOTIFY,
+            &id(s.cq, 0, wv_abi::consts::WV_CQ_ERROR),
+            0,
+        ),
+        pend(file, WV_IOCTL_SRQ_NOTIFY, &u64_in(srq), 0),
+    ]
 }
 
 /// Raw completer for the complete-twice fault.
@@ -296,11 +323,7 @@ pub struct Full {
 
 pub fn mc_in(qp: u64, lid: u16) -> Vec<u8> {
     bytes(&WV_IO_QP_MULTICAST {
-        Id: WV_IO_ID {
-            Id: qp,
-            VerbInfo: 0,
-            Data: u32::from(lid.to_be()),
-        },
+        Id: WV_IO_ID::new(qp, u32::from(lid.to_be())),
         Gid: WV_IO_GID { Raw: [0xFF; 16] },
     })
 }

@@ -38,11 +38,7 @@ pub struct Ran {
 }
 
 fn id(id: u64, data: u32) -> WV_IO_ID {
-    WV_IO_ID {
-        Id: id,
-        VerbInfo: 0,
-        Data: data,
-    }
+    WV_IO_ID::new(id, data)
 }
 
 /// Reads the bytes as a little program.

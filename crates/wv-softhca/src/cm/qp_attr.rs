@@ -11,26 +11,16 @@ use wv_abi::consts::{
     WV_ACCESS_LOCAL_WRITE, WV_ACCESS_REMOTE_ATOMIC, WV_ACCESS_REMOTE_READ, WV_ACCESS_REMOTE_WRITE,
 };
 use wv_abi::{IB_PATH_REC, NtStatus};
-use wv_hal::{
-    AddressVector, CmReqEvent, Mtu, QpInit, QpModify, QpModifyOptions, QpPath, QpRtr, QpRts,
-    QpState,
-};
+use wv_hal::{AddressVector, CmReqEvent, Mtu, QpInit, QpModify, QpPath, QpRtr, QpRts, QpState};
 
 use super::cep::{Cep, State};
 
 /// The RNR NAK timer the responder advertises (12: 0.64 ms, rdma_cm's default).
 const MIN_RNR_TIMER: u8 = 12;
 
-/// The path MTU enumeration of a path record's MTU field.
+/// The path MTU enumeration of a path record's MTU field (its selector in the top two bits).
 fn mtu(field: u8) -> Option<Mtu> {
-    match field & 0x3F {
-        1 => Some(Mtu::Mtu256),
-        2 => Some(Mtu::Mtu512),
-        3 => Some(Mtu::Mtu1024),
-        4 => Some(Mtu::Mtu2048),
-        5 => Some(Mtu::Mtu4096),
-        _ => None,
-    }
+    Mtu::from_ib(field & 0x3F)
 }
 
 /// The QP's local ACK timeout: twice the packet lifetime (one more power of two).
@@ -130,19 +120,10 @@ pub(crate) fn qp_attr(cep: &Cep, state: QpState) -> Result<QpModify, NtStatus> {
             rnr_retry_cnt: s.rnr_retry,
             local_ack_timeout: ack_timeout(&req.primary_path),
             initiator_depth: s.initiator,
-            opts: QpModifyOptions::default(),
-            rnr_nak_timeout: 0,
-            current_state: QpState::Rtr,
-            qkey: 0,
-            access: 0,
-            responder_resources: 0,
             primary: path,
-            alternate: QpPath::default(),
-            sq_depth: 0,
-            rq_depth: 0,
-            apm_state: 0,
             port: cep.port,
             pkey_index: req.pkey_index,
+            ..QpRts::default()
         }),
     })
 }

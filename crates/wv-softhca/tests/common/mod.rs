@@ -525,6 +525,13 @@ pub fn send_wr<'a>(id: u64, op: WrOpcode, sges: &'a [Sge]) -> SendWr<'a> {
     wr
 }
 
+/// Posts a signaled SEND (`id`) of the bytes `sge` names on `qp`.
+pub fn post_send(qp: &Qp, id: u64, sge: Sge) {
+    qp.uvp
+        .post_send(&send_wr(id, WrOpcode::Send, &[sge]))
+        .unwrap();
+}
+
 pub fn recv_wr(id: u64, sges: &[Sge]) -> RecvWr<'_> {
     RecvWr {
         wr_id: id,
@@ -604,10 +611,7 @@ pub fn rc_pair_on(
     c: Conn,
 ) -> (Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
     let (f, a, b) = pair_on(p, topology);
-    let ca = a.cq(64);
-    let cb = b.cq(64);
-    let qa = a.qp(QpType::Rc, &ca);
-    let qb = b.qp(QpType::Rc, &cb);
+    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 64);
     connect(&a, &qa, &b, &qb, c);
     (f, a, b, ca, cb, qa, qb)
 }
@@ -615,6 +619,23 @@ pub fn rc_pair_on(
 /// [`rc_pair_with`] with the default connection attributes.
 pub fn rc_pair(p: &HostPlatform) -> (Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
     rc_pair_with(p, Conn::default())
+}
+
+/// A QP of `qp_type` on each of `a` and `b`, each on its own CQ of `entries`, in RESET.
+pub fn two_qps(a: &Node, b: &Node, qp_type: QpType, entries: u32) -> (Cq, Cq, Qp, Qp) {
+    let ca = a.cq(entries);
+    let cb = b.cq(entries);
+    let qa = a.qp(qp_type, &ca);
+    let qb = b.qp(qp_type, &cb);
+    (ca, cb, qa, qb)
+}
+
+/// A UD QP on each of `a` and `b`, each on its own CQ of `entries`, both brought up to RTS.
+pub fn ud_qps(a: &Node, b: &Node, entries: u32) -> (Cq, Cq, Qp, Qp) {
+    let (ca, cb, qa, qb) = two_qps(a, b, QpType::Ud, entries);
+    bring_up(a, &qa, [0; 16], 0, Conn::default());
+    bring_up(b, &qb, [0; 16], 0, Conn::default());
+    (ca, cb, qa, qb)
 }
 
 /// The local ACK timeout of `attrs()`'s `local_ack_timeout` (14): 4.096 µs × 2^14.

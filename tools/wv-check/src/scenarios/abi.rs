@@ -527,11 +527,7 @@ fn bad_ids<E: Env>(env: &E) -> Outcome {
             Reserved: 0,
         };
         let mc = WV_IO_QP_MULTICAST {
-            Id: WV_IO_ID {
-                Id: bad,
-                VerbInfo: 0,
-                Data: u32::from(0xC001u16.to_be()),
-            },
+            Id: WV_IO_ID::new(bad, u32::from(0xC001u16.to_be())),
             Gid: wv_abi::WV_IO_GID { Raw: [0xFF; 16] },
         };
         row(
@@ -761,11 +757,7 @@ fn bad_ids<E: Env>(env: &E) -> Outcome {
             "group",
             {
                 let mc = WV_IO_QP_MULTICAST {
-                    Id: WV_IO_ID {
-                        Id: o.qp,
-                        VerbInfo: 0,
-                        Data: 0,
-                    },
+                    Id: WV_IO_ID::new(o.qp, 0),
                     Gid: wv_abi::WV_IO_GID { Raw: [0xFF; 16] },
                 };
                 mc.as_bytes().to_vec()

@@ -262,11 +262,7 @@ fn bad_flow<E: Env>(env: &E) -> Outcome {
         b.qp.bind_mw(&mw, 1, flags, &r, 0, 64, REMOTE_RW)
             .map_err(|e| format!("bind_mw: {e:?}"))?;
     ensure!(one(&b, "bind")?.1 == WcStatus::Success, "bind failed");
-    let id = WV_IO_ID {
-        Id: b.pd.id(),
-        VerbInfo: 0,
-        Data: r.lkey(),
-    };
+    let id = WV_IO_ID::new(b.pd.id(), r.lkey());
     let st = file(&p)
         .device_io_control(WV_IOCTL_MEMORY_DEREGISTER, id.as_bytes(), 0)
         .wait();

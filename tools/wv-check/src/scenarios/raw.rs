@@ -75,11 +75,7 @@ pub fn port_in(dev: u64, port: u8) -> Vec<u8> {
 /// `WV_IO_SRQ_ATTRIBUTES` bytes.
 pub fn srq_in(id: u64, max_wr: u32, max_sge: u32, limit: u32) -> Vec<u8> {
     WV_IO_SRQ_ATTRIBUTES {
-        Id: WV_IO_ID {
-            Id: id,
-            VerbInfo: 0,
-            Data: 0,
-        },
+        Id: WV_IO_ID::new(id, 0),
         MaxWr: max_wr,
         MaxSge: max_sge,
         SrqLimit: limit,
@@ -92,11 +88,7 @@ pub fn srq_in(id: u64, max_wr: u32, max_sge: u32, limit: u32) -> Vec<u8> {
 /// `WV_IO_QP_CREATE` for an RC (`qp_type` 0) or UD (3) QP with small queues.
 pub fn qp_create_in(pd: u64, send_cq: u64, recv_cq: u64, srq: u64, qp_type: u8) -> Vec<u8> {
     WV_IO_QP_CREATE {
-        Id: WV_IO_ID {
-            Id: pd,
-            VerbInfo: 0,
-            Data: 0,
-        },
+        Id: WV_IO_ID::new(pd, 0),
         SendCqId: send_cq,
         ReceiveCqId: recv_cq,
         SrqId: srq,

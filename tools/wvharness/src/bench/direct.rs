@@ -19,8 +19,7 @@ use std::time::{Duration, Instant};
 use wv_abi::consts::{WV_ACCESS_LOCAL_WRITE, WV_ACCESS_REMOTE_READ, WV_ACCESS_REMOTE_WRITE};
 use wv_hal::{
     AddressVector, CaEvent, CaEventSink, CqEventSink, Gid, MemoryRegion, Mtu, QpCreate, QpEvent,
-    QpEventSink, QpInit, QpModify, QpModifyOptions, QpPath, QpRtr, QpRts, QpState, QpType, Umv,
-    Verbs,
+    QpEventSink, QpInit, QpModify, QpPath, QpRtr, QpRts, QpType, Umv, Verbs,
 };
 use wv_host::HostPlatform;
 use wv_softhca::abi::{self, CqResp, QpResp};
@@ -320,24 +319,14 @@ fn connect(s: &Side, dgid: Gid, dqpn: u32) -> Result<(), String> {
         ..QpRtr::default()
     }))?;
     m(QpModify::Rts(QpRts {
-        sq_psn: 0,
         retry_cnt: 7,
         rnr_retry_cnt: 7,
         local_ack_timeout: 14,
         initiator_depth: 1,
-        opts: QpModifyOptions::default(),
         rnr_nak_timeout: 12,
-        current_state: QpState::Rtr,
-        qkey: 0,
-        access: 0,
         responder_resources: 1,
         primary: path,
-        alternate: wv_hal::QpPath::default(),
-        sq_depth: 0,
-        rq_depth: 0,
-        apm_state: 0,
-        port: 1,
-        pkey_index: 0,
+        ..QpRts::default()
     }))
 }
 
