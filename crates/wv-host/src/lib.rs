@@ -30,6 +30,7 @@ pub mod loom_model;
 pub mod loom_platform;
 pub mod low_resources;
 mod platform;
+mod precise_sleep;
 pub mod probe;
 mod queue;
 mod request;

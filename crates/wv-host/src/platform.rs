@@ -420,9 +420,9 @@ impl DeviceModelPlatform for HostPlatform {
     }
 
     /// Threaded mode: sleeps (a sleeping thread leaves its CPU to others, as a driver waiting
-    /// for its device's answer does; the kernel's timer slack makes a short sleep last some
-    /// tens of microseconds longer, for every caller alike); at DISPATCH_LEVEL it spins, as a
-    /// stall does. Deterministic mode: returns at once (the clock moves only when a test moves
+    /// for its device's answer does), with the thread's timer slack at its minimum so that a
+    /// short sleep is not stretched by tens of microseconds (`precise_sleep`); at
+    /// DISPATCH_LEVEL it spins, as a stall does. Deterministic mode: returns at once (the clock moves only when a test moves
     /// it).
     fn delay(&self, ns: u64) {
         if self.is_deterministic() || ns == 0 {
@@ -434,7 +434,7 @@ impl DeviceModelPlatform for HostPlatform {
                 std::hint::spin_loop();
             }
         } else {
-            std::thread::sleep(std::time::Duration::from_nanos(ns));
+            crate::precise_sleep::sleep_ns(ns);
         }
     }
 }
