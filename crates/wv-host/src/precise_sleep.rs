@@ -7,8 +7,6 @@
 //! no such per-thread slack, so a thread that sleeps for a device's latency asks for none the
 //! first time it does. The sleep never ends early: only its lateness changes.
 
-#![allow(unsafe_code)]
-
 use std::cell::Cell;
 use std::time::Duration;
 
@@ -28,12 +26,8 @@ pub(crate) fn sleep_ns(ns: u64) {
 
 #[cfg(target_os = "linux")]
 fn minimise_timer_slack() {
-    // SAFETY: PR_SET_TIMERSLACK takes an integer argument and changes only the calling
-    // thread's timer slack; it reads or writes no memory of ours. A failure leaves the default
-    // slack, which only makes sleeps longer.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
-    }
+    // A failure leaves the default slack, which only makes sleeps longer.
+    let _ = rustix::thread::set_current_timer_slack(core::num::NonZeroU64::new(1));
 }
 
 #[cfg(not(target_os = "linux"))]
