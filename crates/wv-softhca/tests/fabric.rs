@@ -157,3 +157,40 @@ fn a_dead_link_exceeds_the_retry_count() {
     assert!(got < 10);
     settle(&p);
 }
+
+#[test]
+fn a_message_resent_from_its_middle_lands_in_the_receives_later_pieces() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b) = pair(&p);
+    let ca = a.cq(64);
+    let cb = b.cq(64);
+    let qa = a.qp_with(QpType::Rc, &ca, &ca, None, 16, 1, 0, true);
+    let qb = b.qp_with(QpType::Rc, &cb, &cb, None, 16, 2, 0, true);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let src = a.mem(6_000, ALL_ACCESS);
+    let dst = b.mem(8_000, ALL_ACCESS);
+    f.set_faults(Some(FaultConfig {
+        seed: 7,
+        drop_ppm: 200_000,
+        ..FaultConfig::default()
+    }));
+    for i in 0..20u8 {
+        let data: Vec<u8> = (0..6_000).map(|j| (j % 251) as u8 ^ i).collect();
+        src.buf.write(0, &data).unwrap();
+        dst.buf.write(0, &[0; 8_000]).unwrap();
+        // Two pieces: every packet after the first few lands in the second.
+        let rs = [dst.sge(0, 1_000), dst.sge(2_000, 5_000)];
+        qb.uvp.post_recv(&recv_wr(u64::from(i), &rs)).unwrap();
+        post_send(&qa, u64::from(i), src.sge(0, 6_000));
+        run_timers(&p, 1000);
+        let r = poll_all(&cb);
+        assert_eq!(r.len(), 1, "message {i}");
+        assert_eq!((r[0].status, r[0].byte_len), (WcStatus::Success, 6_000));
+        assert_eq!(poll_all(&ca).len(), 1);
+        let d = dst.buf.to_vec();
+        assert_eq!(&d[..1_000], &data[..1_000], "message {i}");
+        assert_eq!(&d[2_000..7_000], &data[1_000..], "message {i}");
+    }
+    assert!(f.stats().dropped > 0);
+    settle(&p);
+}
