@@ -194,3 +194,38 @@ fn a_message_resent_from_its_middle_lands_in_the_receives_later_pieces() {
     assert!(f.stats().dropped > 0);
     settle(&p);
 }
+
+#[test]
+fn a_resend_that_starts_with_packets_already_taken_places_only_the_new_ones() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b) = pair(&p);
+    let ca = a.cq(64);
+    let cb = b.cq(64);
+    let qa = a.qp_with(QpType::Rc, &ca, &ca, None, 16, 1, 0, true);
+    let qb = b.qp_with(QpType::Rc, &cb, &cb, None, 16, 1, 0, true);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let src = a.mem(3_000, ALL_ACCESS);
+    let dst = b.mem(4_000, ALL_ACCESS);
+    let data: Vec<u8> = (0..3_000).map(|j| (j % 251) as u8).collect();
+    src.buf.write(0, &data).unwrap();
+    qb.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 4_000)])).unwrap();
+    // Three packets (MTU 1024): the second is taken but its ACK comes too late, the third is
+    // lost. The ACK timer resends the second and third: the second is a duplicate, the third
+    // new.
+    f.script(&[PacketFate::Deliver, PacketFate::Delay, PacketFate::Drop]);
+    post_send(&qa, 1, src.sge(0, 3_000));
+    run_timers(&p, 1000);
+    let s = poll_all(&ca);
+    assert_eq!((s.len(), s[0].status), (1, WcStatus::Success));
+    let r = poll_all(&cb);
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].status, r[0].byte_len), (WcStatus::Success, 3_000));
+    assert_eq!(&dst.buf.to_vec()[..3_000], &data[..]);
+    // The next message is taken whole, in sequence.
+    qb.uvp.post_recv(&recv_wr(2, &[dst.sge(0, 4_000)])).unwrap();
+    post_send(&qa, 2, src.sge(0, 3_000));
+    run_timers(&p, 1000);
+    assert_eq!(poll_all(&ca)[0].status, WcStatus::Success);
+    assert_eq!(poll_all(&cb)[0].status, WcStatus::Success);
+    settle(&p);
+}
