@@ -161,12 +161,7 @@ fn a_dead_link_exceeds_the_retry_count() {
 #[test]
 fn a_message_resent_from_its_middle_lands_in_the_receives_later_pieces() {
     let p = HostPlatform::deterministic();
-    let (f, a, b) = pair(&p);
-    let ca = a.cq(64);
-    let cb = b.cq(64);
-    let qa = a.qp_with(QpType::Rc, &ca, &ca, None, 16, 1, 0, true);
-    let qb = b.qp_with(QpType::Rc, &cb, &cb, None, 16, 2, 0, true);
-    connect(&a, &qa, &b, &qb, Conn::default());
+    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p);
     let src = a.mem(6_000, ALL_ACCESS);
     let dst = b.mem(8_000, ALL_ACCESS);
     f.set_faults(Some(FaultConfig {
@@ -198,12 +193,7 @@ fn a_message_resent_from_its_middle_lands_in_the_receives_later_pieces() {
 #[test]
 fn a_resend_that_starts_with_packets_already_taken_places_only_the_new_ones() {
     let p = HostPlatform::deterministic();
-    let (f, a, b) = pair(&p);
-    let ca = a.cq(64);
-    let cb = b.cq(64);
-    let qa = a.qp_with(QpType::Rc, &ca, &ca, None, 16, 1, 0, true);
-    let qb = b.qp_with(QpType::Rc, &cb, &cb, None, 16, 1, 0, true);
-    connect(&a, &qa, &b, &qb, Conn::default());
+    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p);
     let src = a.mem(3_000, ALL_ACCESS);
     let dst = b.mem(4_000, ALL_ACCESS);
     let data: Vec<u8> = (0..3_000).map(|j| (j % 251) as u8).collect();
