@@ -8,7 +8,7 @@
 
 use wv_abi::IB_PATH_REC;
 use wv_hal::cm::{REP_PRIVATE_DATA, REQ_PRIVATE_DATA};
-use wv_hal::{CmRepEvent, CmReqEvent, QpType};
+use wv_hal::{CmRepEvent, CmReqEvent, CmReqParams, QpType};
 
 use crate::cm::*;
 use crate::convert::{qp_type_from_ib, qp_type_to_ib};
@@ -66,18 +66,18 @@ pub fn req_event_to_ib(r: &CmReqEvent) -> iba_cm_req_event {
     out.service_id = r.service_id.to_be();
     out.primary_path = path_to_ib(&r.primary_path);
     out.qpn = r.remote_qpn.to_be();
-    out.qp_type = qp_type_to_ib(r.qp_type);
-    out.starting_psn = r.starting_psn.to_be();
+    out.qp_type = qp_type_to_ib(r.params.qp_type);
+    out.starting_psn = r.params.starting_psn.to_be();
     out.pdata = r.private_data;
-    out.max_cm_retries = r.max_cm_retries;
-    out.resp_res = r.responder_resources;
-    out.init_depth = r.initiator_depth;
-    out.remote_resp_timeout = r.remote_cm_response_timeout;
-    out.flow_ctrl = u8::from(r.flow_control);
-    out.local_resp_timeout = r.local_cm_response_timeout;
-    out.rnr_retry_cnt = r.rnr_retry_count;
-    out.retry_cnt = r.retry_count;
-    out.srq = u8::from(r.srq);
+    out.max_cm_retries = r.params.max_cm_retries;
+    out.resp_res = r.params.responder_resources;
+    out.init_depth = r.params.initiator_depth;
+    out.remote_resp_timeout = r.params.remote_cm_response_timeout;
+    out.flow_ctrl = u8::from(r.params.flow_control);
+    out.local_resp_timeout = r.params.local_cm_response_timeout;
+    out.rnr_retry_cnt = r.params.rnr_retry_count;
+    out.retry_cnt = r.params.retry_count;
+    out.srq = u8::from(r.params.srq);
     out.local_ca_guid = r.local_ca_guid;
     out.remote_ca_guid = r.remote_ca_guid;
     out.pkey_index = r.pkey_index;
@@ -92,18 +92,20 @@ pub fn req_event_from_ib(r: &iba_cm_req_event) -> CmReqEvent {
         service_id: u64::from_be(r.service_id),
         primary_path: path_from_ib(&r.primary_path),
         remote_qpn: u32::from_be(r.qpn) & 0x00FF_FFFF,
-        qp_type: qp_type_from_ib(r.qp_type).unwrap_or(QpType::Rc),
-        starting_psn: u32::from_be(r.starting_psn) & 0x00FF_FFFF,
         private_data: r.pdata,
-        max_cm_retries: r.max_cm_retries,
-        responder_resources: r.resp_res,
-        initiator_depth: r.init_depth,
-        remote_cm_response_timeout: r.remote_resp_timeout,
-        flow_control: r.flow_ctrl != 0,
-        local_cm_response_timeout: r.local_resp_timeout,
-        rnr_retry_count: r.rnr_retry_cnt,
-        retry_count: r.retry_cnt,
-        srq: r.srq != 0,
+        params: CmReqParams {
+            qp_type: qp_type_from_ib(r.qp_type).unwrap_or(QpType::Rc),
+            starting_psn: u32::from_be(r.starting_psn) & 0x00FF_FFFF,
+            max_cm_retries: r.max_cm_retries,
+            responder_resources: r.resp_res,
+            initiator_depth: r.init_depth,
+            remote_cm_response_timeout: r.remote_resp_timeout,
+            flow_control: r.flow_ctrl != 0,
+            local_cm_response_timeout: r.local_resp_timeout,
+            rnr_retry_count: r.rnr_retry_cnt,
+            retry_count: r.retry_cnt,
+            srq: r.srq != 0,
+        },
         local_ca_guid: r.local_ca_guid,
         remote_ca_guid: r.remote_ca_guid,
         pkey_index: r.pkey_index,
@@ -194,18 +196,20 @@ mod tests {
             service_id: 0x0000_0000_0106_4E20,
             primary_path: p,
             remote_qpn: 0x12_3456,
-            qp_type: QpType::Rc,
-            starting_psn: 0xAB_CDEF,
             private_data: pd,
-            max_cm_retries: 15,
-            responder_resources: 4,
-            initiator_depth: 2,
-            remote_cm_response_timeout: 20,
-            flow_control: true,
-            local_cm_response_timeout: 20,
-            rnr_retry_count: 7,
-            retry_count: 6,
-            srq: false,
+            params: CmReqParams {
+                qp_type: QpType::Rc,
+                starting_psn: 0xAB_CDEF,
+                max_cm_retries: 15,
+                responder_resources: 4,
+                initiator_depth: 2,
+                remote_cm_response_timeout: 20,
+                flow_control: true,
+                local_cm_response_timeout: 20,
+                rnr_retry_count: 7,
+                retry_count: 6,
+                srq: false,
+            },
             local_ca_guid: 0x1122_3344_5566_7788,
             remote_ca_guid: 0x99AA_BBCC_DDEE_FF00,
             pkey_index: 0,

@@ -33,7 +33,7 @@ use wv_hal::cm::{
     DREP_PRIVATE_DATA, DREQ_PRIVATE_DATA, MRA_PRIVATE_DATA, REJ_ARI, REJ_PRIVATE_DATA,
     REP_PRIVATE_DATA, REQ_PRIVATE_DATA, RTU_PRIVATE_DATA,
 };
-use wv_hal::{CmEvent, CmEventSink, CmRep, CmReq, ConnectionManager, KArc};
+use wv_hal::{CmEvent, CmEventSink, CmRep, CmReq, CmReqParams, ConnectionManager, KArc};
 
 use crate::base::{INTERFACE, NTSTATUS, net64_t};
 use crate::cm::*;
@@ -657,18 +657,20 @@ entry_points! {
             service_id: u64::from_be(c.service_id),
             primary_path: &path,
             qpn: u32::from_be(c.qpn) & 0x00FF_FFFF,
-            qp_type,
-            starting_psn: u32::from_be(c.starting_psn) & 0x00FF_FFFF,
             private_data,
-            max_cm_retries: c.max_cm_retries,
-            responder_resources: c.resp_res,
-            initiator_depth: c.init_depth,
-            remote_cm_response_timeout: c.remote_resp_timeout,
-            flow_control: c.flow_ctrl != 0,
-            local_cm_response_timeout: c.local_resp_timeout,
-            rnr_retry_count: c.rnr_retry_cnt,
-            retry_count: c.retry_cnt,
-            srq: c.srq != 0,
+            params: CmReqParams {
+                qp_type,
+                starting_psn: u32::from_be(c.starting_psn) & 0x00FF_FFFF,
+                max_cm_retries: c.max_cm_retries,
+                responder_resources: c.resp_res,
+                initiator_depth: c.init_depth,
+                remote_cm_response_timeout: c.remote_resp_timeout,
+                flow_control: c.flow_ctrl != 0,
+                local_cm_response_timeout: c.local_resp_timeout,
+                rnr_retry_count: c.rnr_retry_cnt,
+                retry_count: c.retry_cnt,
+                srq: c.srq != 0,
+            },
         };
         // SAFETY: a live id of this export.
         unsafe { with_id::<C>(p_id, |cm, id| cm.send_req(id, &req)) }

@@ -365,19 +365,19 @@ impl ConnectionManager for CiCm {
         c.p_primary_path = &mut path;
         c.p_alt_path = ptr::null_mut();
         c.qpn = req.qpn.to_be();
-        c.qp_type = qp_type_to_ib(req.qp_type);
-        c.starting_psn = req.starting_psn.to_be();
+        c.qp_type = qp_type_to_ib(req.params.qp_type);
+        c.starting_psn = req.params.starting_psn.to_be();
         c.p_pdata = data_ptr(pdata);
         c.pdata_len = pdata.len() as u8;
-        c.max_cm_retries = req.max_cm_retries;
-        c.resp_res = req.responder_resources;
-        c.init_depth = req.initiator_depth;
-        c.remote_resp_timeout = req.remote_cm_response_timeout;
-        c.flow_ctrl = u8::from(req.flow_control);
-        c.local_resp_timeout = req.local_cm_response_timeout;
-        c.rnr_retry_cnt = req.rnr_retry_count;
-        c.retry_cnt = req.retry_count;
-        c.srq = u8::from(req.srq);
+        c.max_cm_retries = req.params.max_cm_retries;
+        c.resp_res = req.params.responder_resources;
+        c.init_depth = req.params.initiator_depth;
+        c.remote_resp_timeout = req.params.remote_cm_response_timeout;
+        c.flow_ctrl = u8::from(req.params.flow_control);
+        c.local_resp_timeout = req.params.local_cm_response_timeout;
+        c.rnr_retry_cnt = req.params.rnr_retry_count;
+        c.retry_cnt = req.params.retry_count;
+        c.srq = u8::from(req.params.srq);
         // SAFETY: a live id; the request, its path and private data are valid for the call.
         let status = unsafe { send(id.id, &mut c) };
         check(status)

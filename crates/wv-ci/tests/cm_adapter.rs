@@ -10,7 +10,8 @@ use wv_abi::{IB_PATH_REC, NtStatus};
 use wv_ci::{CiCm, CiCmExport};
 use wv_hal::cm::REJ_USER_DEFINED;
 use wv_hal::{
-    CmEvent, CmEventSink, CmRep, CmReq, ConnectionManager, KArc, QpModify, QpState, QpType,
+    CmEvent, CmEventSink, CmRep, CmReq, CmReqParams, ConnectionManager, KArc, QpModify, QpState,
+    QpType,
 };
 use wv_host::HostPlatform;
 use wv_host::fake_cm::{FakeCm, FakeCmDetail, FakeCmEvent, FakeCmOp, peer_rep, peer_req};
@@ -116,18 +117,20 @@ fn an_active_connection_crosses_the_table_unchanged() {
         service_id: 0x0000_0000_0106_1388,
         primary_path: &path,
         qpn: 0x12_3456,
-        qp_type: QpType::Rc,
-        starting_psn: 0xAB_CDEF,
+        params: CmReqParams {
+            qp_type: QpType::Rc,
+            starting_psn: 0xAB_CDEF,
+            max_cm_retries: 15,
+            responder_resources: 1,
+            initiator_depth: 2,
+            remote_cm_response_timeout: 20,
+            flow_control: true,
+            local_cm_response_timeout: 20,
+            rnr_retry_count: 7,
+            retry_count: 6,
+            srq: true,
+        },
         private_data: &pdata,
-        max_cm_retries: 15,
-        responder_resources: 1,
-        initiator_depth: 2,
-        remote_cm_response_timeout: 20,
-        flow_control: true,
-        local_cm_response_timeout: 20,
-        rnr_retry_count: 7,
-        retry_count: 6,
-        srq: true,
     };
     r.cm.send_req(&id, &req).unwrap();
     let sent = r.fake.sent(FakeCmOp::SendReq);
@@ -136,10 +139,14 @@ fn an_active_connection_crosses_the_table_unchanged() {
     };
     assert_eq!(got.service_id, req.service_id);
     assert_eq!(got.primary_path, path);
-    assert_eq!((got.qpn, got.starting_psn), (0x12_3456, 0xAB_CDEF));
+    assert_eq!((got.qpn, got.params.starting_psn), (0x12_3456, 0xAB_CDEF));
     assert_eq!(got.private_data, pdata);
     assert_eq!(
-        (got.responder_resources, got.initiator_depth, got.srq),
+        (
+            got.params.responder_resources,
+            got.params.initiator_depth,
+            got.params.srq
+        ),
         (1, 2, true)
     );
     // Too much private data for a REQ is refused before C.

@@ -242,19 +242,22 @@ fn connect_sends_ofw_s_req_and_completes_on_the_rep() {
     assert_eq!(&req.private_data[16..20], &LOCAL);
     assert_eq!(&req.private_data[32..36], &PEER);
     assert_eq!(&req.private_data[36..], b"hello");
-    assert_eq!(req.qp_type, wv_hal::QpType::Rc);
-    assert_eq!((req.responder_resources, req.initiator_depth), (3, 2));
-    assert_eq!((req.retry_count, req.rnr_retry_count), (6, 5));
+    assert_eq!(req.params.qp_type, wv_hal::QpType::Rc);
+    assert_eq!(
+        (req.params.responder_resources, req.params.initiator_depth),
+        (3, 2)
+    );
+    assert_eq!((req.params.retry_count, req.params.rnr_retry_count), (6, 5));
     assert_eq!(
         (
-            req.remote_cm_response_timeout,
-            req.local_cm_response_timeout
+            req.params.remote_cm_response_timeout,
+            req.params.local_cm_response_timeout
         ),
         (20, 20)
     );
-    assert_eq!(req.max_cm_retries, 15);
-    assert!(req.flow_control && !req.srq);
-    assert!(req.starting_psn < 1 << 24);
+    assert_eq!(req.params.max_cm_retries, 15);
+    assert!(req.params.flow_control && !req.params.srq);
+    assert!(req.params.starting_psn < 1 << 24);
     let cm_id = fx.cm.last_id(FakeCmOp::SendReq).unwrap();
     fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"rep data")));
     fx.run();

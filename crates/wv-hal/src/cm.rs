@@ -48,6 +48,34 @@ pub const REJ_STALE_CONNECTION: u16 = 10;
 /// REJ reason: the consumer rejected (`IB_REJ_USER_DEFINED`); WinVerbs' EP_REJECT sends it.
 pub const REJ_USER_DEFINED: u16 = 28;
 
+/// What a REQ asks of the connection, as the requester states it: the same in the request sent
+/// ([`CmReq`]) and the request received ([`CmReqEvent`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmReqParams {
+    /// Transport of the requester's QP (WinVerbs connects RC QPs).
+    pub qp_type: QpType,
+    /// Starting PSN of the requester's send queue (24 bits).
+    pub starting_psn: u32,
+    /// How many times the CM resends the REQ before giving up.
+    pub max_cm_retries: u8,
+    /// RDMA reads/atomics the requester accepts as responder.
+    pub responder_resources: u8,
+    /// RDMA reads/atomics the requester issues as initiator.
+    pub initiator_depth: u8,
+    /// The passive side's CM response time, as the exponent `4.096 µs × 2^n`.
+    pub remote_cm_response_timeout: u8,
+    /// End-to-end flow control.
+    pub flow_control: bool,
+    /// The requester's CM response time, same encoding.
+    pub local_cm_response_timeout: u8,
+    /// RNR retry count for the QP.
+    pub rnr_retry_count: u8,
+    /// Transport retry count for the QP.
+    pub retry_count: u8,
+    /// Whether the requester's QP receives through an SRQ.
+    pub srq: bool,
+}
+
 /// A connection request to send (`iba_cm_req`).
 #[derive(Clone, Copy, Debug)]
 pub struct CmReq<'a> {
@@ -57,30 +85,10 @@ pub struct CmReq<'a> {
     pub primary_path: &'a IB_PATH_REC,
     /// Local QP number (24 bits).
     pub qpn: u32,
-    /// Transport of the QP (WinVerbs connects RC QPs).
-    pub qp_type: QpType,
-    /// Starting PSN of the local send queue (24 bits).
-    pub starting_psn: u32,
     /// Private data, at most [`REQ_PRIVATE_DATA`] bytes.
     pub private_data: &'a [u8],
-    /// How many times the CM resends the REQ before giving up.
-    pub max_cm_retries: u8,
-    /// RDMA reads/atomics the local side accepts as responder.
-    pub responder_resources: u8,
-    /// RDMA reads/atomics the local side issues as initiator.
-    pub initiator_depth: u8,
-    /// The peer's CM response time, as the exponent `4.096 µs × 2^n`.
-    pub remote_cm_response_timeout: u8,
-    /// End-to-end flow control.
-    pub flow_control: bool,
-    /// The local CM response time, same encoding.
-    pub local_cm_response_timeout: u8,
-    /// RNR retry count for the QP.
-    pub rnr_retry_count: u8,
-    /// Transport retry count for the QP.
-    pub retry_count: u8,
-    /// Whether the local QP receives through an SRQ.
-    pub srq: bool,
+    /// What the request asks, the local side being the requester.
+    pub params: CmReqParams,
 }
 
 /// A connection request as the passive side receives it (`iba_cm_req_event`).
@@ -92,30 +100,10 @@ pub struct CmReqEvent {
     pub primary_path: IB_PATH_REC,
     /// The requester's QP number.
     pub remote_qpn: u32,
-    /// Transport of the requester's QP.
-    pub qp_type: QpType,
-    /// The requester's starting send PSN.
-    pub starting_psn: u32,
     /// The REQ's private data (always the full field).
     pub private_data: [u8; REQ_PRIVATE_DATA],
-    /// The requester's CM retry budget.
-    pub max_cm_retries: u8,
-    /// RDMA reads/atomics the requester accepts as responder.
-    pub responder_resources: u8,
-    /// RDMA reads/atomics the requester issues as initiator.
-    pub initiator_depth: u8,
-    /// The passive side's response timeout, as the requester set it.
-    pub remote_cm_response_timeout: u8,
-    /// End-to-end flow control.
-    pub flow_control: bool,
-    /// The requester's CM response timeout.
-    pub local_cm_response_timeout: u8,
-    /// RNR retry count.
-    pub rnr_retry_count: u8,
-    /// Transport retry count.
-    pub retry_count: u8,
-    /// Whether the requester's QP uses an SRQ.
-    pub srq: bool,
+    /// What the request asks, as the requester set it.
+    pub params: CmReqParams,
     /// Node GUID of the receiving device (network order as stored).
     pub local_ca_guid: u64,
     /// Node GUID of the requester's device.

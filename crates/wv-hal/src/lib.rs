@@ -36,7 +36,10 @@ pub mod types;
 pub mod verbs;
 mod verbs_shared;
 
-pub use cm::{CmEvent, CmEventSink, CmRep, CmRepEvent, CmReq, CmReqEvent, ConnectionManager, NoCm};
+pub use cm::{
+    CmEvent, CmEventSink, CmRep, CmRepEvent, CmReq, CmReqEvent, CmReqParams, ConnectionManager,
+    NoCm,
+};
 pub use device_model::{DeviceModelPlatform, Dpc, DpcInserted, InterruptService};
 pub use driver::FilterDriver;
 pub use irql::Irql;

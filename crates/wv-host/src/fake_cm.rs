@@ -16,7 +16,7 @@ use wv_abi::{IB_PATH_REC, NtStatus};
 use wv_hal::InterruptService;
 use wv_hal::cm::{REP_PRIVATE_DATA, REQ_PRIVATE_DATA};
 use wv_hal::{
-    CmEvent, CmEventSink, CmRep, CmRepEvent, CmReq, CmReqEvent, ConnectionManager,
+    CmEvent, CmEventSink, CmRep, CmRepEvent, CmReq, CmReqEvent, CmReqParams, ConnectionManager,
     DeviceModelPlatform, Dpc, Irql, KArc, Mtu, Platform, QpInit, QpModify, QpPath, QpRtr, QpRts,
     QpState, QpType,
 };
@@ -104,30 +104,10 @@ pub struct FakeReq {
     pub primary_path: IB_PATH_REC,
     /// Local QP number.
     pub qpn: u32,
-    /// QP type.
-    pub qp_type: QpType,
-    /// Starting PSN.
-    pub starting_psn: u32,
     /// Private data.
     pub private_data: Vec<u8>,
-    /// CM retries.
-    pub max_cm_retries: u8,
-    /// Responder resources.
-    pub responder_resources: u8,
-    /// Initiator depth.
-    pub initiator_depth: u8,
-    /// Remote CM response timeout.
-    pub remote_cm_response_timeout: u8,
-    /// Flow control.
-    pub flow_control: bool,
-    /// Local CM response timeout.
-    pub local_cm_response_timeout: u8,
-    /// RNR retry count.
-    pub rnr_retry_count: u8,
-    /// Retry count.
-    pub retry_count: u8,
-    /// SRQ.
-    pub srq: bool,
+    /// What the request asks.
+    pub params: CmReqParams,
 }
 
 /// A REP as `send_rep` received it.
@@ -338,18 +318,20 @@ pub fn peer_req(service_id: u64, private_data: &[u8]) -> CmReqEvent {
         service_id,
         primary_path: path,
         remote_qpn: 0x61,
-        qp_type: QpType::Rc,
-        starting_psn: 0x6000,
         private_data: pd,
-        max_cm_retries: 15,
-        responder_resources: 4,
-        initiator_depth: 5,
-        remote_cm_response_timeout: 20,
-        flow_control: true,
-        local_cm_response_timeout: 20,
-        rnr_retry_count: 6,
-        retry_count: 7,
-        srq: false,
+        params: CmReqParams {
+            qp_type: QpType::Rc,
+            starting_psn: 0x6000,
+            max_cm_retries: 15,
+            responder_resources: 4,
+            initiator_depth: 5,
+            remote_cm_response_timeout: 20,
+            flow_control: true,
+            local_cm_response_timeout: 20,
+            rnr_retry_count: 6,
+            retry_count: 7,
+            srq: false,
+        },
         local_ca_guid: 0x0002_c903_0000_1234u64.to_be(),
         remote_ca_guid: 0x0002_c903_0000_6161u64.to_be(),
         pkey_index: 0,
@@ -683,8 +665,8 @@ impl FakeCm {
         let mut path = QpPath {
             path_mtu: Some(Mtu::Mtu1024),
             local_ack_timeout: 18,
-            seq_err_retry_cnt: req.retry_count,
-            rnr_retry_cnt: req.rnr_retry_count,
+            seq_err_retry_cnt: req.params.retry_count,
+            rnr_retry_cnt: req.params.rnr_retry_count,
             ..QpPath::default()
         };
         path.av.dlid = u16::from_be(req.primary_path.dlid);
@@ -706,18 +688,8 @@ fn fake_req(req: &CmReq<'_>) -> FakeReq {
         service_id: req.service_id,
         primary_path: *req.primary_path,
         qpn: req.qpn,
-        qp_type: req.qp_type,
-        starting_psn: req.starting_psn,
         private_data: req.private_data.to_vec(),
-        max_cm_retries: req.max_cm_retries,
-        responder_resources: req.responder_resources,
-        initiator_depth: req.initiator_depth,
-        remote_cm_response_timeout: req.remote_cm_response_timeout,
-        flow_control: req.flow_control,
-        local_cm_response_timeout: req.local_cm_response_timeout,
-        rnr_retry_count: req.rnr_retry_count,
-        retry_count: req.retry_count,
-        srq: req.srq,
+        params: req.params,
     }
 }
 
@@ -726,18 +698,8 @@ fn received_req(req: &CmReqEvent) -> FakeReq {
         service_id: req.service_id,
         primary_path: req.primary_path,
         qpn: req.remote_qpn,
-        qp_type: req.qp_type,
-        starting_psn: req.starting_psn,
         private_data: req.private_data.to_vec(),
-        max_cm_retries: req.max_cm_retries,
-        responder_resources: req.responder_resources,
-        initiator_depth: req.initiator_depth,
-        remote_cm_response_timeout: req.remote_cm_response_timeout,
-        flow_control: req.flow_control,
-        local_cm_response_timeout: req.local_cm_response_timeout,
-        rnr_retry_count: req.rnr_retry_count,
-        retry_count: req.retry_count,
-        srq: req.srq,
+        params: req.params,
     }
 }
 
@@ -993,9 +955,9 @@ impl FakeCm {
             let own = s.rep.as_ref().map_or(0, |r| r.starting_psn);
             (
                 req.qpn,
-                req.starting_psn,
-                req.initiator_depth,
-                req.responder_resources,
+                req.params.starting_psn,
+                req.params.initiator_depth,
+                req.params.responder_resources,
                 own,
             )
         } else {
@@ -1010,7 +972,7 @@ impl FakeCm {
                 rep.starting_psn,
                 rep.initiator_depth,
                 rep.responder_resources,
-                req.starting_psn,
+                req.params.starting_psn,
             )
         };
         match state {
@@ -1025,8 +987,8 @@ impl FakeCm {
             })),
             QpState::Rts => Ok(QpModify::Rts(QpRts {
                 sq_psn: own_psn,
-                retry_cnt: req.retry_count,
-                rnr_retry_cnt: req.rnr_retry_count,
+                retry_cnt: req.params.retry_count,
+                rnr_retry_cnt: req.params.rnr_retry_count,
                 local_ack_timeout: 18,
                 initiator_depth: peer_resources,
                 primary: Self::path_of(req, 1),

@@ -64,7 +64,7 @@ pub use engine::{GRH_BYTES, MAX_INLINE};
 pub use fabric::{Fabric, FaultConfig, LinkStats, PacketFate};
 pub use mw::MwType;
 pub use qp::MAX_SGE;
-pub use uvp::{CqResize, PostError, SrqResize, UvpContext, UvpCq, UvpQp, UvpSrq};
+pub use uvp::{NewRing, PostError, RingResize, RingResp, UvpContext, UvpCq, UvpQp, UvpSrq};
 pub use verbs_impl::{
     ObjectCounts, SoftAh, SoftCa, SoftCq, SoftHca, SoftMcast, SoftMr, SoftMw, SoftPd, SoftQp,
     SoftSrq,

@@ -18,6 +18,7 @@
 
 use alloc::sync::Arc;
 
+use core::marker::PhantomData;
 use core::sync::atomic::Ordering;
 
 use crate::lock::{Mutex, MutexGuard};
@@ -782,37 +783,20 @@ impl UvpQp {
     /// # Errors
     /// `(index, error)` of the first request that failed.
     pub fn post_recv_list(&self, wrs: &[RecvWr<'_>]) -> Result<(), (usize, PostError)> {
-        let rq = self.rq();
-        let max_sge = self.max_recv_sge();
-        let mut posted = 0u32;
-        let mut result = Ok(());
-        {
+        let (posted, result) = {
             let _g = self.rq_lock.lock();
-            for (i, wr) in wrs.iter().enumerate() {
-                let r = if self.is_removed() {
-                    Err(PostError::DeviceRemoved)
+            post_recvs(self.rq(), wrs, self.max_recv_sge(), || {
+                if self.is_removed() {
+                    Some(PostError::DeviceRemoved)
                 } else if self.has_srq() {
-                    Err(PostError::UsesSrq)
+                    Some(PostError::UsesSrq)
                 } else if self.state() == QpState::Reset {
-                    Err(PostError::WrongState)
-                } else if wr.sg_list.len() > max_sge as usize {
-                    Err(PostError::TooManySge)
-                } else if let Some(slot) = rq.producer_slot_ahead(posted) {
-                    encode_recv(slot, wr);
-                    Ok(())
+                    Some(PostError::WrongState)
                 } else {
-                    Err(PostError::QueueFull)
-                };
-                if let Err(e) = r {
-                    result = Err((i, e));
-                    break;
+                    None
                 }
-                posted += 1;
-            }
-            if posted > 0 {
-                rq.publish(posted);
-            }
-        }
+            })
+        };
         if posted > 0 && self.state() == QpState::Error {
             // The receive doorbell of a QP in ERR: flushed at once. (A sender that got an RNR
             // NAK retries when its RNR timer expires, as on hardware.)
@@ -831,6 +815,162 @@ impl UvpQp {
         }
         result
     }
+}
+
+/// The ring a command's vendor output names for a queue it gave a new ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewRing {
+    /// The queue's handle.
+    pub handle: u32,
+    /// Address of the ring.
+    pub addr: u64,
+    /// Entries in the ring.
+    pub entries: u32,
+    /// Words per entry.
+    pub stride_words: usize,
+}
+
+/// The vendor output of a command that gives a queue a new ring: CQ_RESIZE's [`abi::CqResp`],
+/// SRQ_MODIFY's [`abi::SrqResp`].
+pub trait RingResp {
+    /// The ring it names.
+    fn new_ring(&self) -> NewRing;
+}
+
+impl RingResp for abi::CqResp {
+    fn new_ring(&self) -> NewRing {
+        let (handle, addr, entries) = (self.cq_handle, self.ring_addr, self.entries);
+        NewRing {
+            handle,
+            addr,
+            entries,
+            stride_words: crate::wr::CQE_WORDS,
+        }
+    }
+}
+
+impl RingResp for abi::SrqResp {
+    fn new_ring(&self) -> NewRing {
+        let (handle, addr, entries) = (self.srq_handle, self.ring_addr, self.entries);
+        NewRing {
+            handle,
+            addr,
+            entries,
+            stride_words: self.stride as usize,
+        }
+    }
+}
+
+/// A queue of this device whose ring a command replaces: its current ring is the new one.
+trait LocalRing {
+    fn current_ring(&self) -> KArc<Ring>;
+}
+
+impl LocalRing for Cq {
+    fn current_ring(&self) -> KArc<Ring> {
+        self.ring()
+    }
+}
+
+impl LocalRing for Srq {
+    fn current_ring(&self) -> KArc<Ring> {
+        self.ring()
+    }
+}
+
+/// Where a resized queue's new ring comes from.
+#[derive(Clone, Copy)]
+enum RingSource<'a> {
+    /// The queue of an in-process device.
+    Local(&'a dyn LocalRing),
+    /// A device service's memory, mapped from the address the command returns.
+    #[cfg(all(feature = "std", target_os = "linux"))]
+    Mapped(&'a dyn MappedDevice),
+}
+
+/// A ring resize in progress ([`UvpCq::begin_resize`], [`UvpSrq::begin_resize`]): nothing polls
+/// or arms the CQ, or posts to the SRQ, from the command (CQ_RESIZE, SRQ_MODIFY) until the new
+/// ring is mapped ([`RingResize::finish`]) or the command failed (drop it), as libmlx4 holds its
+/// CQ lock across `ibv_resize_cq`. `R` is the command's vendor output.
+pub struct RingResize<'a, R> {
+    handle: u32,
+    source: RingSource<'a>,
+    ring: MutexGuard<'a, KArc<Ring>>,
+    resp: PhantomData<fn(&R)>,
+}
+
+impl<R> core::fmt::Debug for RingResize<'_, R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RingResize").finish_non_exhaustive()
+    }
+}
+
+impl<'a, R: RingResp> RingResize<'a, R> {
+    fn new(handle: u32, source: RingSource<'a>, ring: MutexGuard<'a, KArc<Ring>>) -> Self {
+        RingResize {
+            handle,
+            source,
+            ring,
+            resp: PhantomData,
+        }
+    }
+
+    /// Maps the ring the command's vendor output names; returns its size.
+    ///
+    /// # Errors
+    /// `InvalidParameter` when the output does not name the queue's ring.
+    pub fn finish(mut self, resp: &R) -> Result<u32, wv_hal::VerbsError> {
+        let new = resp.new_ring();
+        check(new.handle == self.handle)?;
+        match self.source {
+            RingSource::Local(queue) => {
+                let ring = queue.current_ring();
+                check(ring.addr() == new.addr && ring.entries() == new.entries)?;
+                *self.ring = ring;
+            }
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            RingSource::Mapped(dev) => {
+                if self.ring.addr() != new.addr {
+                    *self.ring = map_ring(dev, new.addr, new.entries, new.stride_words)?;
+                }
+            }
+        }
+        Ok(new.entries)
+    }
+}
+
+/// Writes receive requests to a receive ring (a QP's RQ or an SRQ), under its post lock, and
+/// publishes them at once; stops at the first that `refused` turns away (asked before each) or
+/// that does not fit. Returns how many were posted, and the first failure with its index.
+fn post_recvs(
+    ring: &Ring,
+    wrs: &[RecvWr<'_>],
+    max_sge: u32,
+    refused: impl Fn() -> Option<PostError>,
+) -> (u32, Result<(), (usize, PostError)>) {
+    let mut posted = 0u32;
+    let mut result = Ok(());
+    for (i, wr) in wrs.iter().enumerate() {
+        let r = if let Some(e) = refused() {
+            Err(e)
+        } else if wr.sg_list.len() > max_sge as usize {
+            Err(PostError::TooManySge)
+        } else if let Some(slot) = ring.producer_slot_ahead(posted) {
+            encode_recv(slot, wr);
+            Ok(())
+        } else {
+            Err(PostError::QueueFull)
+        };
+        if let Err(e) = r {
+            result = Err((i, e));
+            break;
+        }
+        posted += 1;
+    }
+    if posted > 0 {
+        ring.publish(posted);
+    }
+    (posted, result)
 }
 
 /// Where a user-mode SRQ is.
@@ -852,43 +992,6 @@ pub struct UvpSrq {
     max_sge: u32,
     /// The post lock, and the ring posts go to.
     lock: Arc<Mutex<KArc<Ring>>>,
-}
-
-/// An SRQ resize in progress ([`UvpSrq::begin_resize`]): no receive is posted from the SRQ_MODIFY
-/// command until the new ring is mapped ([`SrqResize::finish`]) or the command failed (drop it).
-pub struct SrqResize<'a> {
-    srq: &'a UvpSrq,
-    ring: MutexGuard<'a, KArc<Ring>>,
-}
-
-impl core::fmt::Debug for SrqResize<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("SrqResize").finish_non_exhaustive()
-    }
-}
-
-impl SrqResize<'_> {
-    /// Maps the ring the command's vendor output names; returns its size.
-    ///
-    /// # Errors
-    /// `InvalidParameter` when the output does not name the SRQ's ring.
-    pub fn finish(mut self, r: &abi::SrqResp) -> Result<u32, wv_hal::VerbsError> {
-        check(r.srq_handle == self.srq.handle)?;
-        match &self.srq.src {
-            SrqSrc::Local { srq, .. } => {
-                let ring = srq.ring();
-                check(ring.addr() == r.ring_addr && ring.entries() == r.entries)?;
-                *self.ring = ring;
-            }
-            #[cfg(all(feature = "std", target_os = "linux"))]
-            SrqSrc::Mapped(dev) => {
-                if self.ring.addr() != r.ring_addr {
-                    *self.ring = map_ring(&**dev, r.ring_addr, r.entries, r.stride as usize)?;
-                }
-            }
-        }
-        Ok(r.entries)
-    }
 }
 
 impl core::fmt::Debug for UvpSrq {
@@ -913,41 +1016,20 @@ impl UvpSrq {
     /// # Errors
     /// `(index, error)` of the first request that failed.
     pub fn post_recv_list(&self, wrs: &[RecvWr<'_>]) -> Result<(), (usize, PostError)> {
-        let mut posted = 0u32;
-        let mut result = Ok(());
-        {
-            let ring = self.lock.lock();
-            for (i, wr) in wrs.iter().enumerate() {
-                let r = if self.is_removed() {
-                    Err(PostError::DeviceRemoved)
-                } else if wr.sg_list.len() > self.max_sge as usize {
-                    Err(PostError::TooManySge)
-                } else if let Some(slot) = ring.producer_slot_ahead(posted) {
-                    encode_recv(slot, wr);
-                    Ok(())
-                } else {
-                    Err(PostError::QueueFull)
-                };
-                if let Err(e) = r {
-                    result = Err((i, e));
-                    break;
-                }
-                posted += 1;
-            }
-            if posted > 0 {
-                ring.publish(posted);
-            }
-        }
-        result
+        let ring = self.lock.lock();
+        let removed = || self.is_removed().then_some(PostError::DeviceRemoved);
+        post_recvs(&ring, wrs, self.max_sge, removed).1
     }
 
     /// Starts a resize (SRQ_MODIFY with a new size): holds the post lock until
-    /// [`SrqResize::finish`] maps the new ring or the guard drops.
-    pub fn begin_resize(&self) -> SrqResize<'_> {
-        SrqResize {
-            srq: self,
-            ring: self.lock.lock(),
-        }
+    /// [`RingResize::finish`] maps the new ring or the guard drops.
+    pub fn begin_resize(&self) -> RingResize<'_, abi::SrqResp> {
+        let source = match &self.src {
+            SrqSrc::Local { srq, .. } => RingSource::Local(&**srq),
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            SrqSrc::Mapped(dev) => RingSource::Mapped(&**dev),
+        };
+        RingResize::new(self.handle, source, self.lock.lock())
     }
 
     /// Receive slots.
@@ -983,44 +1065,6 @@ pub struct UvpCq {
     handle: u32,
     /// The poll lock, and the ring polled.
     poll: Arc<Mutex<KArc<Ring>>>,
-}
-
-/// A CQ resize in progress ([`UvpCq::begin_resize`]): nothing polls or arms the CQ from the
-/// CQ_RESIZE command until the new ring is mapped ([`CqResize::finish`]) or the command failed
-/// (drop it), as libmlx4 holds its CQ lock across `ibv_resize_cq`.
-pub struct CqResize<'a> {
-    cq: &'a UvpCq,
-    ring: MutexGuard<'a, KArc<Ring>>,
-}
-
-impl core::fmt::Debug for CqResize<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("CqResize").finish_non_exhaustive()
-    }
-}
-
-impl CqResize<'_> {
-    /// Maps the ring the command's vendor output names; returns its size.
-    ///
-    /// # Errors
-    /// `InvalidParameter` when the output does not name the CQ's ring.
-    pub fn finish(mut self, r: &abi::CqResp) -> Result<u32, wv_hal::VerbsError> {
-        check(r.cq_handle == self.cq.handle)?;
-        match &self.cq.src {
-            CqSrc::Local { cq, .. } => {
-                let ring = cq.ring();
-                check(ring.addr() == r.ring_addr && ring.entries() == r.entries)?;
-                *self.ring = ring;
-            }
-            #[cfg(all(feature = "std", target_os = "linux"))]
-            CqSrc::Mapped(dev) => {
-                if self.ring.addr() != r.ring_addr {
-                    *self.ring = map_ring(&**dev, r.ring_addr, r.entries, crate::wr::CQE_WORDS)?;
-                }
-            }
-        }
-        Ok(r.entries)
-    }
 }
 
 impl core::fmt::Debug for UvpCq {
@@ -1060,13 +1104,15 @@ impl UvpCq {
         n
     }
 
-    /// Starts a resize (CQ_RESIZE): holds the poll lock until [`CqResize::finish`] maps the
+    /// Starts a resize (CQ_RESIZE): holds the poll lock until [`RingResize::finish`] maps the
     /// new ring or the guard drops.
-    pub fn begin_resize(&self) -> CqResize<'_> {
-        CqResize {
-            cq: self,
-            ring: self.poll.lock(),
-        }
+    pub fn begin_resize(&self) -> RingResize<'_, abi::CqResp> {
+        let source = match &self.src {
+            CqSrc::Local { cq, .. } => RingSource::Local(&**cq),
+            #[cfg(all(feature = "std", target_os = "linux"))]
+            CqSrc::Mapped(dev) => RingSource::Mapped(&**dev),
+        };
+        RingResize::new(self.handle, source, self.poll.lock())
     }
 
     /// Arms the CQ for one notification (`ibv_req_notify_cq`): the next completion, or with

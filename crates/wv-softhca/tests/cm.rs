@@ -108,18 +108,20 @@ fn req<'a>(path: &'a IB_PATH_REC, qpn: u32, pdata: &'a [u8]) -> CmReq<'a> {
         service_id: SID,
         primary_path: path,
         qpn,
-        qp_type: QpType::Rc,
-        starting_psn: 0x1111,
+        params: CmReqParams {
+            qp_type: QpType::Rc,
+            starting_psn: 0x1111,
+            max_cm_retries: RETRIES,
+            responder_resources: 4,
+            initiator_depth: 2,
+            remote_cm_response_timeout: RESPONSE,
+            flow_control: true,
+            local_cm_response_timeout: RESPONSE,
+            rnr_retry_count: 6,
+            retry_count: 5,
+            srq: false,
+        },
         private_data: pdata,
-        max_cm_retries: RETRIES,
-        responder_resources: 4,
-        initiator_depth: 2,
-        remote_cm_response_timeout: RESPONSE,
-        flow_control: true,
-        local_cm_response_timeout: RESPONSE,
-        rnr_retry_count: 6,
-        retry_count: 5,
-        srq: false,
     }
 }
 
@@ -173,7 +175,7 @@ fn full_connection<C: ConnectionManager>(p: &HostPlatform, a: &Node, b: &Node, c
     let (passive, ev) = cm_b.get_request(&listener, s).unwrap();
     assert_eq!(ev.service_id, SID);
     assert_eq!(ev.remote_qpn, qa.uvp.qpn());
-    assert_eq!(ev.starting_psn, 0x1111);
+    assert_eq!(ev.params.starting_psn, 0x1111);
     assert_eq!(&ev.private_data[..5], b"hello");
     assert!(ev.private_data[5..].iter().all(|&x| x == 0));
     assert_eq!(
@@ -185,10 +187,14 @@ fn full_connection<C: ConnectionManager>(p: &HostPlatform, a: &Node, b: &Node, c
     assert_eq!(ev.local_ca_guid, b.hca.guid());
     assert_eq!(ev.remote_ca_guid, a.hca.guid());
     assert_eq!(
-        (ev.port, ev.responder_resources, ev.initiator_depth),
+        (
+            ev.port,
+            ev.params.responder_resources,
+            ev.params.initiator_depth
+        ),
         (1, 4, 2)
     );
-    assert_eq!((ev.rnr_retry_count, ev.retry_count), (6, 5));
+    assert_eq!((ev.params.rnr_retry_count, ev.params.retry_count), (6, 5));
     let Err(NtStatus::NO_MORE_ENTRIES) = cm_b.get_request(&listener, sink().1) else {
         panic!("one request, taken once");
     };

@@ -45,6 +45,31 @@ fn rc_send_with_multiple_sges_across_two_devices() {
 }
 
 #[test]
+fn a_send_of_many_packets_lands_across_the_receives_pieces() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, _ca, cb, qa, qb) = rc_pair(&p);
+    let src = a.mem(10_000, ALL_ACCESS);
+    let dst = b.mem(12_000, ALL_ACCESS);
+    let data: Vec<u8> = (0..10_000).map(|i| (i % 251) as u8).collect();
+    src.buf.write(0, &data).unwrap();
+    // Later packets start inside the second piece.
+    let rs = [dst.sge(0, 5_000), dst.sge(6_000, 5_000)];
+    qb.uvp.post_recv(&recv_wr(7, &rs)).unwrap();
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[src.sge(0, 10_000)]))
+        .unwrap();
+    let r = poll_all(&cb);
+    assert_eq!(
+        (r[0].wr_id, r[0].status, r[0].byte_len),
+        (7, WcStatus::Success, 10_000)
+    );
+    let d = dst.buf.to_vec();
+    assert_eq!(&d[..5_000], &data[..5_000]);
+    assert_eq!(&d[6_000..11_000], &data[5_000..]);
+    settle(&p);
+}
+
+#[test]
 fn send_with_imm_write_write_with_imm_and_read() {
     let p = HostPlatform::deterministic();
     let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);

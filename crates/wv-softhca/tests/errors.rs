@@ -596,6 +596,50 @@ fn cq_size_and_multicast_limits_hold_at_their_exact_boundaries() {
 }
 
 #[test]
+fn the_group_limit_counts_distinct_groups_not_attachments() {
+    let p = HostPlatform::deterministic();
+    let mut cfg = DeviceConfig::new("groups", mac());
+    cfg.limits.max_mcast_grp = 2;
+    let a = Node::new(&p, cfg);
+    let cq = a.cq(4);
+    let qps: Vec<Qp> = (0..3).map(|_| a.qp(QpType::Ud, &cq)).collect();
+    for q in &qps {
+        bring_up(&a, q, [0; 16], 0, Conn::default());
+    }
+    let group = |n: u8| {
+        let mut g = [0u8; 16];
+        g[0] = 0xFF;
+        g[1] = 0x0E;
+        g[15] = n;
+        g
+    };
+    // Two groups, three attachments: a second QP in a group adds no group.
+    let _m1 = a.hca.attach_mcast(&qps[0].soft, &group(1), 0xC001).unwrap();
+    let _m2 = a.hca.attach_mcast(&qps[1].soft, &group(1), 0xC001).unwrap();
+    let _m3 = a.hca.attach_mcast(&qps[2].soft, &group(2), 0xC002).unwrap();
+    assert_eq!(
+        a.hca
+            .attach_mcast(&qps[0].soft, &group(3), 0xC003)
+            .unwrap_err(),
+        VerbsError::InsufficientResources,
+        "a third group of a device that takes two"
+    );
+    settle(&p);
+}
+
+#[test]
+fn the_device_counts_the_objects_it_holds() {
+    let p = HostPlatform::deterministic();
+    let a = Node::new(&p, DeviceConfig::new("counts", mac()));
+    let cq = a.cq(4);
+    let _qp = a.qp(QpType::Rc, &cq);
+    let held = a.hca.objects();
+    assert_eq!((held.cqs, held.qps, held.srqs), (1, 1, 0));
+    assert!(held.contexts >= 1 && held.pds >= 1, "{held:?}");
+    settle(&p);
+}
+
+#[test]
 fn a_modify_from_rts_to_rts_does_not_renew_the_retry_budget_of_a_request_in_flight() {
     let p = HostPlatform::deterministic();
     let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_with(

@@ -479,3 +479,16 @@ fn destroy_waits_for_a_callback_already_running() {
     dpc.join().unwrap();
     settle(&p);
 }
+
+#[test]
+fn async_events_beyond_the_ring_are_counted_as_lost() {
+    let p = HostPlatform::deterministic();
+    let a = Node::simple(&p);
+    // No DPC runs until the platform settles: every port change waits in the async ring,
+    // which holds 1024.
+    for i in 0..1100 {
+        a.hca.set_port_state(1, i % 2 == 1).unwrap();
+    }
+    assert!(a.hca.async_overflows() > 0);
+    settle(&p);
+}

@@ -157,3 +157,65 @@ fn a_dead_link_exceeds_the_retry_count() {
     assert!(got < 10);
     settle(&p);
 }
+
+#[test]
+fn a_message_resent_from_its_middle_lands_in_the_receives_later_pieces() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let src = a.mem(6_000, ALL_ACCESS);
+    let dst = b.mem(8_000, ALL_ACCESS);
+    f.set_faults(Some(FaultConfig {
+        seed: 7,
+        drop_ppm: 200_000,
+        ..FaultConfig::default()
+    }));
+    for i in 0..20u8 {
+        let data: Vec<u8> = (0..6_000).map(|j| (j % 251) as u8 ^ i).collect();
+        src.buf.write(0, &data).unwrap();
+        dst.buf.write(0, &[0; 8_000]).unwrap();
+        // Two pieces: every packet after the first few lands in the second.
+        let rs = [dst.sge(0, 1_000), dst.sge(2_000, 5_000)];
+        qb.uvp.post_recv(&recv_wr(u64::from(i), &rs)).unwrap();
+        post_send(&qa, u64::from(i), src.sge(0, 6_000));
+        run_timers(&p, 1000);
+        let r = poll_all(&cb);
+        assert_eq!(r.len(), 1, "message {i}");
+        assert_eq!((r[0].status, r[0].byte_len), (WcStatus::Success, 6_000));
+        assert_eq!(poll_all(&ca).len(), 1);
+        let d = dst.buf.to_vec();
+        assert_eq!(&d[..1_000], &data[..1_000], "message {i}");
+        assert_eq!(&d[2_000..7_000], &data[1_000..], "message {i}");
+    }
+    assert!(f.stats().dropped > 0);
+    settle(&p);
+}
+
+#[test]
+fn a_resend_that_starts_with_packets_already_taken_places_only_the_new_ones() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let src = a.mem(3_000, ALL_ACCESS);
+    let dst = b.mem(4_000, ALL_ACCESS);
+    let data: Vec<u8> = (0..3_000).map(|j| (j % 251) as u8).collect();
+    src.buf.write(0, &data).unwrap();
+    qb.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 4_000)])).unwrap();
+    // Three packets (MTU 1024): the second is taken but its ACK comes too late, the third is
+    // lost. The ACK timer resends the second and third: the second is a duplicate, the third
+    // new.
+    f.script(&[PacketFate::Deliver, PacketFate::Delay, PacketFate::Drop]);
+    post_send(&qa, 1, src.sge(0, 3_000));
+    run_timers(&p, 1000);
+    let s = poll_all(&ca);
+    assert_eq!((s.len(), s[0].status), (1, WcStatus::Success));
+    let r = poll_all(&cb);
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].status, r[0].byte_len), (WcStatus::Success, 3_000));
+    assert_eq!(&dst.buf.to_vec()[..3_000], &data[..]);
+    // The next message is taken whole, in sequence.
+    qb.uvp.post_recv(&recv_wr(2, &[dst.sge(0, 4_000)])).unwrap();
+    post_send(&qa, 2, src.sge(0, 3_000));
+    run_timers(&p, 1000);
+    assert_eq!(poll_all(&ca)[0].status, WcStatus::Success);
+    assert_eq!(poll_all(&cb)[0].status, WcStatus::Success);
+    settle(&p);
+}

@@ -85,6 +85,29 @@ fn a_cq_grows_with_its_completions_kept_in_order() {
 }
 
 #[test]
+fn a_cq_of_one_queue_hands_its_new_ring_to_that_queue() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    // The send CQ serves the send queue alone: its sole producer, which posts to the ring it
+    // was given rather than under the CQ's lock.
+    let scq = a.cq(4);
+    let rcq = a.cq(4);
+    let cb = b.cq(4);
+    let qa = a.qp_with(QpType::Rc, &scq, &rcq, None, 64, 1, 0, true);
+    let qb = b.qp(QpType::Rc, &cb);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    writes(&qa, &m, &rb, 0, 2);
+    assert_eq!(resize_cq(&a, &scq, 64).unwrap(), 64);
+    writes(&qa, &m, &rb, 2, 40);
+    assert!(!scq.uvp.overrun());
+    let ids: Vec<u64> = poll_all(&scq).iter().map(|w| w.wr_id).collect();
+    assert_eq!(ids, (0..42).collect::<Vec<_>>());
+    settle(&p);
+}
+
+#[test]
 fn a_cq_shrinks_when_its_completions_fit_and_refuses_otherwise() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);

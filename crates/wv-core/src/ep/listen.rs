@@ -496,10 +496,10 @@ fn accept_request<P: Platform, V: Verbs>(
     inner.attr.Device.Pkey = event.primary_path.pkey;
     inner.attr.Device.PortNumber = event.port;
     let mut param = inner.attr.connect();
-    param.ResponderResources = u64::from(event.responder_resources);
-    param.InitiatorDepth = u64::from(event.initiator_depth);
-    param.RetryCount = event.retry_count;
-    param.RnrRetryCount = event.rnr_retry_count;
+    param.ResponderResources = u64::from(event.params.responder_resources);
+    param.InitiatorDepth = u64::from(event.params.initiator_depth);
+    param.RetryCount = event.params.retry_count;
+    param.RnrRetryCount = event.params.rnr_retry_count;
     param.DataLength = param.Data.len() as u8;
     param
         .Data

@@ -17,8 +17,8 @@ use wv_abi::{
 };
 use wv_hal::cm::REQ_PRIVATE_DATA;
 use wv_hal::{
-    CmEventSink, CmRep, CmReq, ConnectionManager, IoRequest, KArc, Platform, QpModify, QpState,
-    QpType, RequestQueue, SpinLock, Verbs, WorkItem,
+    CmEventSink, CmRep, CmReq, CmReqParams, ConnectionManager, IoRequest, KArc, Platform, QpModify,
+    QpState, QpType, RequestQueue, SpinLock, Verbs, WorkItem,
 };
 
 use super::cma::{self, CM_RESPONSE_TIMEOUT, MAX_CM_RETRIES};
@@ -246,18 +246,20 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
                     service_id: cma::service_id(self.ep_type, &c.PeerAddress),
                     primary_path: &route,
                     qpn,
-                    qp_type: QpType::Rc,
-                    starting_psn: psn,
+                    params: CmReqParams {
+                        qp_type: QpType::Rc,
+                        starting_psn: psn,
+                        max_cm_retries: MAX_CM_RETRIES,
+                        responder_resources: c.Param.ResponderResources as u8,
+                        initiator_depth: c.Param.InitiatorDepth as u8,
+                        remote_cm_response_timeout: CM_RESPONSE_TIMEOUT,
+                        flow_control: true,
+                        local_cm_response_timeout: CM_RESPONSE_TIMEOUT,
+                        rnr_retry_count: c.Param.RnrRetryCount,
+                        retry_count: c.Param.RetryCount,
+                        srq,
+                    },
                     private_data: &pdata[..pdata_len],
-                    max_cm_retries: MAX_CM_RETRIES,
-                    responder_resources: c.Param.ResponderResources as u8,
-                    initiator_depth: c.Param.InitiatorDepth as u8,
-                    remote_cm_response_timeout: CM_RESPONSE_TIMEOUT,
-                    flow_control: true,
-                    local_cm_response_timeout: CM_RESPONSE_TIMEOUT,
-                    rnr_retry_count: c.Param.RnrRetryCount,
-                    retry_count: c.Param.RetryCount,
-                    srq,
                 },
             )
         });

@@ -33,7 +33,8 @@ use wv_hal::cm::{
     REJ_USER_DEFINED, REP_PRIVATE_DATA, REQ_PRIVATE_DATA, RTU_PRIVATE_DATA,
 };
 use wv_hal::{
-    CmEventSink, CmRep, CmRepEvent, CmReq, CmReqEvent, ConnectionManager, KArc, QpModify, QpState,
+    CmEventSink, CmRep, CmRepEvent, CmReq, CmReqEvent, CmReqParams, ConnectionManager, KArc,
+    QpModify, QpState,
 };
 
 pub(crate) use agent::Agent;
@@ -293,18 +294,12 @@ impl ConnectionManager for SoftCm {
             service_id: req.service_id,
             primary_path: path,
             remote_qpn: req.qpn & 0xFF_FFFF,
-            qp_type: req.qp_type,
-            starting_psn: req.starting_psn & 0xFF_FFFF,
             private_data: full(req.private_data),
-            max_cm_retries: req.max_cm_retries.min(MAX_CM_RETRIES),
-            responder_resources: req.responder_resources,
-            initiator_depth: req.initiator_depth,
-            remote_cm_response_timeout: req.remote_cm_response_timeout,
-            flow_control: req.flow_control,
-            local_cm_response_timeout: req.local_cm_response_timeout,
-            rnr_retry_count: req.rnr_retry_count,
-            retry_count: req.retry_count,
-            srq: req.srq,
+            params: CmReqParams {
+                starting_psn: req.params.starting_psn & 0xFF_FFFF,
+                max_cm_retries: req.params.max_cm_retries.min(MAX_CM_RETRIES),
+                ..req.params
+            },
             local_ca_guid: 0,
             remote_ca_guid: dev.guid,
             pkey_index: 0,
@@ -321,8 +316,8 @@ impl ConnectionManager for SoftCm {
             cep.wait_for_answer(
                 Body::Req(body),
                 now,
-                answer_time_ns(req.remote_cm_response_timeout, path.pkt_life),
-                body.max_cm_retries,
+                answer_time_ns(req.params.remote_cm_response_timeout, path.pkt_life),
+                body.params.max_cm_retries,
             );
             Ok(cep.last)
         })
@@ -352,8 +347,11 @@ impl ConnectionManager for SoftCm {
             cep.wait_for_answer(
                 Body::Rep(body),
                 now,
-                answer_time_ns(req.local_cm_response_timeout, req.primary_path.pkt_life),
-                req.max_cm_retries,
+                answer_time_ns(
+                    req.params.local_cm_response_timeout,
+                    req.primary_path.pkt_life,
+                ),
+                req.params.max_cm_retries,
             );
             Ok(cep.last)
         })
@@ -378,16 +376,16 @@ impl ConnectionManager for SoftCm {
             // The peer's response time: the passive side's as the REQ announced it, or the
             // active side's.
             let response = if cep.passive {
-                req.local_cm_response_timeout
+                req.params.local_cm_response_timeout
             } else {
-                req.remote_cm_response_timeout
+                req.params.remote_cm_response_timeout
             };
             cep.state = State::DreqSent;
             cep.wait_for_answer(
                 Body::Dreq(full(private_data)),
                 now,
                 answer_time_ns(response, req.primary_path.pkt_life),
-                req.max_cm_retries,
+                req.params.max_cm_retries,
             );
             Ok(cep.last)
         })

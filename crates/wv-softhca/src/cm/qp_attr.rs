@@ -47,7 +47,7 @@ fn qp_path(path: &IB_PATH_REC, port: u8, req: &CmReqEvent, rnr_retry: u8) -> QpP
         },
         path_mtu: mtu(path.mtu),
         local_ack_timeout: ack_timeout(path),
-        seq_err_retry_cnt: req.retry_count,
+        seq_err_retry_cnt: req.params.retry_count,
         rnr_retry_cnt: rnr_retry,
     }
 }
@@ -87,21 +87,21 @@ pub(crate) fn qp_attr(cep: &Cep, state: QpState) -> Result<QpModify, NtStatus> {
         let own = cep.rep;
         Sides {
             peer_qpn: req.remote_qpn,
-            peer_psn: req.starting_psn,
+            peer_psn: req.params.starting_psn,
             own_psn: own.map_or(0, |r| r.starting_psn),
-            rnr_retry: req.rnr_retry_count,
-            responder: own.map_or(req.initiator_depth, |r| r.responder_resources),
-            initiator: own.map_or(req.responder_resources, |r| r.initiator_depth),
+            rnr_retry: req.params.rnr_retry_count,
+            responder: own.map_or(req.params.initiator_depth, |r| r.responder_resources),
+            initiator: own.map_or(req.params.responder_resources, |r| r.initiator_depth),
         }
     } else {
         let rep = cep.rep.ok_or(NtStatus::INVALID_DEVICE_STATE)?;
         Sides {
             peer_qpn: rep.remote_qpn,
             peer_psn: rep.starting_psn,
-            own_psn: req.starting_psn,
+            own_psn: req.params.starting_psn,
             rnr_retry: rep.rnr_retry_count,
-            responder: req.responder_resources,
-            initiator: req.initiator_depth,
+            responder: req.params.responder_resources,
+            initiator: req.params.initiator_depth,
         }
     };
     let path = qp_path(&req.primary_path, cep.port, req, s.rnr_retry);
@@ -116,7 +116,7 @@ pub(crate) fn qp_attr(cep: &Cep, state: QpState) -> Result<QpModify, NtStatus> {
         }),
         _ => QpModify::Rts(QpRts {
             sq_psn: s.own_psn,
-            retry_cnt: req.retry_count,
+            retry_cnt: req.params.retry_count,
             rnr_retry_cnt: s.rnr_retry,
             local_ack_timeout: ack_timeout(&req.primary_path),
             initiator_depth: s.initiator,

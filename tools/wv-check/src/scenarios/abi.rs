@@ -8,6 +8,7 @@ use wv_abi::{
     NtStatus, WV_IO_DEVICE_ATTRIBUTES, WV_IO_ID, WV_IO_MEMORY_REGISTER, WV_IO_PORT_ATTRIBUTES,
     WV_IO_QP_MULTICAST,
 };
+use wv_client::raw::{IoStatus, RawFile};
 use zerocopy::IntoBytes;
 
 use super::raw::*;
@@ -337,18 +338,14 @@ fn port_gid_pkey<E: Env>(env: &E) -> Outcome {
             "PORT_QUERY(port {port}): {gids} GIDs, {pkeys} pkeys"
         );
         // Whole GID table, and a spare entry that must not be counted.
-        let full = ok(
-            &f,
-            WV_IOCTL_DEVICE_GID_QUERY,
-            &port_in(dev, port),
-            16 * gids,
-        )?;
-        ensure!(
-            full.information == 16 * gids,
-            "GID_QUERY(port {port}, {gids} entries): Information {}, want {}",
-            full.information,
-            16 * gids
-        );
+        let gid = Table {
+            code: WV_IOCTL_DEVICE_GID_QUERY,
+            name: "GID_QUERY",
+            entry: "GID",
+            size: 16,
+            entries: gids,
+        };
+        let (full, truncated) = gid.query(&f, dev, port, &mut truncations)?;
         let spare = ok(
             &f,
             WV_IOCTL_DEVICE_GID_QUERY,
@@ -361,55 +358,25 @@ fn port_gid_pkey<E: Env>(env: &E) -> Outcome {
             spare.information,
             16 * gids
         );
-        if gids > 1 {
-            let st = call_expect(
-                &f,
-                WV_IOCTL_DEVICE_GID_QUERY,
-                &port_in(dev, port),
-                16,
-                NtStatus::MORE_ENTRIES,
-                &format!("GID_QUERY(port {port}, room for 1 of {gids})"),
-            )?;
+        if let Some(st) = truncated {
             ensure!(
-                st.information == 16 && st.output[..] == full.output[..16],
-                "GID_QUERY(truncated): Information {} / first GID differs",
-                st.information
+                st.output[..] == full.output[..16],
+                "GID_QUERY(truncated): first GID differs"
             );
-            truncations.push(format!("port {port}: GID 1 of {gids} → MORE_ENTRIES"));
         }
-        let full = ok(
-            &f,
-            WV_IOCTL_DEVICE_PKEY_QUERY,
-            &port_in(dev, port),
-            2 * pkeys,
-        )?;
-        ensure!(
-            full.information == 2 * pkeys,
-            "PKEY_QUERY(port {port}, {pkeys} entries): Information {}, want {}",
-            full.information,
-            2 * pkeys
-        );
+        let pkey = Table {
+            code: WV_IOCTL_DEVICE_PKEY_QUERY,
+            name: "PKEY_QUERY",
+            entry: "pkey",
+            size: 2,
+            entries: pkeys,
+        };
+        let (full, _) = pkey.query(&f, dev, port, &mut truncations)?;
         ensure!(
             full.output.get(..2) == Some(&0xFFFFu16.to_be_bytes()[..]),
             "PKEY_QUERY(port {port}): pkey 0 is {:02x?}, want the default FF FF",
             full.output.get(..2)
         );
-        if pkeys > 1 {
-            let st = call_expect(
-                &f,
-                WV_IOCTL_DEVICE_PKEY_QUERY,
-                &port_in(dev, port),
-                2,
-                NtStatus::MORE_ENTRIES,
-                &format!("PKEY_QUERY(port {port}, room for 1 of {pkeys})"),
-            )?;
-            ensure!(
-                st.information == 2,
-                "PKEY_QUERY(truncated): Information {}, want 2",
-                st.information
-            );
-            truncations.push(format!("port {port}: pkey 1 of {pkeys} → MORE_ENTRIES"));
-        }
     }
     for bad in [0u8, ports + 1, 255] {
         for (code, out) in [
@@ -439,6 +406,63 @@ fn port_gid_pkey<E: Env>(env: &E) -> Outcome {
 }
 
 /// The endpoint IOCTLs (their own scenarios live in `endpoint.rs`).
+/// A port's table that a query returns whole: GIDs (DEVICE_GID_QUERY) or P_Keys
+/// (DEVICE_PKEY_QUERY).
+struct Table {
+    code: u32,
+    /// The query, for messages.
+    name: &'static str,
+    /// An entry, for the truncation note.
+    entry: &'static str,
+    /// Bytes of an entry.
+    size: usize,
+    /// Entries the port reports.
+    entries: usize,
+}
+
+impl Table {
+    /// The whole table, Information its length; where it has more than one entry, room for one
+    /// must give MORE_ENTRIES with Information one entry (noted in `truncations`). Returns the
+    /// whole table's answer and the truncated one.
+    fn query<F: RawFile>(
+        &self,
+        f: &F,
+        dev: u64,
+        port: u8,
+        truncations: &mut Vec<String>,
+    ) -> Result<(IoStatus, Option<IoStatus>), Problem> {
+        let (name, size, entries) = (self.name, self.size, self.entries);
+        let full = ok(f, self.code, &port_in(dev, port), size * entries)?;
+        ensure!(
+            full.information == size * entries,
+            "{name}(port {port}, {entries} entries): Information {}, want {}",
+            full.information,
+            size * entries
+        );
+        if entries < 2 {
+            return Ok((full, None));
+        }
+        let st = call_expect(
+            f,
+            self.code,
+            &port_in(dev, port),
+            size,
+            NtStatus::MORE_ENTRIES,
+            &format!("{name}(port {port}, room for 1 of {entries})"),
+        )?;
+        ensure!(
+            st.information == size,
+            "{name}(truncated): Information {}, want {size}",
+            st.information
+        );
+        let entry = self.entry;
+        truncations.push(format!(
+            "port {port}: {entry} 1 of {entries} → MORE_ENTRIES"
+        ));
+        Ok((full, Some(st)))
+    }
+}
+
 fn is_endpoint(i: Ioctl) -> bool {
     (Ioctl::EpCreate.index()..=Ioctl::EpGetRequest.index()).contains(&i.index())
 }
@@ -451,25 +475,15 @@ fn short_buffers<E: Env>(env: &E) -> Outcome {
     let mut problems = Vec::new();
     for i in Ioctl::ALL {
         let (min_in, min_out) = (i.min_input(), i.min_output());
-        if min_in > 0 {
-            let st = call(&f, i.code(), &vec![0; min_in - 1], min_out.max(16))?;
+        // (input bytes, output bytes, the side one byte short, its length)
+        let short_input = (min_in > 0).then(|| (min_in - 1, min_out.max(16), "input", min_in - 1));
+        let short_output = (min_out > 0).then(|| (min_in, min_out - 1, "output", min_out - 1));
+        for (input, output, side, len) in [short_input, short_output].into_iter().flatten() {
+            let st = call(&f, i.code(), &vec![0; input], output)?;
             if st.status != NtStatus::BUFFER_TOO_SMALL.0 {
                 problems.push(format!(
-                    "{}({} input bytes): {}",
+                    "{}({len} {side} bytes): {}",
                     code_name(i.code()),
-                    min_in - 1,
-                    st_name(st.status)
-                ));
-            }
-            checked += 1;
-        }
-        if min_out > 0 {
-            let st = call(&f, i.code(), &vec![0; min_in], min_out - 1)?;
-            if st.status != NtStatus::BUFFER_TOO_SMALL.0 {
-                problems.push(format!(
-                    "{}({} output bytes): {}",
-                    code_name(i.code()),
-                    min_out - 1,
                     st_name(st.status)
                 ));
             }

@@ -741,9 +741,9 @@ fn run_size<F: RawFile + Send + Sync + 'static>(
         Test::SendLat => super::send::lat(side, role, p, run, sh),
         Test::SendBw => super::send::bw(side, role, p, run, sh),
         Test::WriteLat => super::write::lat(side, role, p, run, sh),
-        Test::WriteBw => super::write::bw(side, role, p, run, sh),
+        Test::WriteBw => super::one_sided_bw(side, role, p, run, sh, WrOpcode::RdmaWrite),
         Test::ReadLat => super::read::lat(side, role, p, run, sh),
-        Test::ReadBw => super::read::bw(side, role, p, run, sh),
+        Test::ReadBw => super::one_sided_bw(side, role, p, run, sh, WrOpcode::RdmaRead),
     };
     if role == Role::Client {
         sh.stop.store(run.ix as u64 + 1, Ordering::Release);

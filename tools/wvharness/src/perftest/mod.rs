@@ -507,6 +507,23 @@ fn fast_sweep_iters(iters: u64, size: u64) -> u64 {
     iters.min((SWEEP_BYTES_PER_SIZE / size).max(MIN_ITER))
 }
 
+/// RDMA write or read bandwidth (`opcode`): the client streams them; the server, whose CPU a
+/// one-sided operation does not involve, only waits.
+pub(crate) fn one_sided_bw<F: wv_client::raw::RawFile + Send + Sync + 'static>(
+    side: &endpoint::Side<F>,
+    role: endpoint::Role,
+    p: &Params,
+    run: endpoint::Run,
+    sh: &endpoint::Shared,
+    opcode: wv_client::verbs::WrOpcode,
+) -> Result<Samples, String> {
+    sh.sync.meet(&sh.abort)?;
+    match role {
+        endpoint::Role::Client => bw_client(side, p, run, sh, opcode),
+        endpoint::Role::Server => Ok(Samples::default()),
+    }
+}
+
 /// The sending side of every bandwidth test (perftest's `run_iter_bw`): keep `tx_depth`
 /// requests outstanding, signal every `cq_mod`-th and the last, and timestamp each post and
 /// each signalled completion (the completion of message `k` covers every message up to `k`).

@@ -5,7 +5,7 @@ use wv_client::raw::RawFile;
 use wv_client::verbs::{WorkCompletion, WrOpcode};
 
 use super::endpoint::{Role, Run, Shared, Side, Window, poll_some};
-use super::{Params, Samples, bw_client};
+use super::{Params, Samples};
 
 /// One signalled read at a time: post, then poll (or sleep on the CQ event with `-e`) for its
 /// completion; a sample is the time between two posts, i.e. one whole read.
@@ -48,19 +48,4 @@ pub fn lat<F: RawFile + Send + Sync + 'static>(
         window: window.and_then(|w| w.result()),
         switches: None,
     })
-}
-
-/// Read bandwidth: the client streams reads; the server only waits.
-pub fn bw<F: RawFile + Send + Sync + 'static>(
-    side: &Side<F>,
-    role: Role,
-    p: &Params,
-    run: Run,
-    sh: &Shared,
-) -> Result<Samples, String> {
-    sh.sync.meet(&sh.abort)?;
-    match role {
-        Role::Client => bw_client(side, p, run, sh, WrOpcode::RdmaRead),
-        Role::Server => Ok(Samples::default()),
-    }
 }

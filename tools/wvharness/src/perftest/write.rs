@@ -7,7 +7,7 @@ use wv_client::raw::RawFile;
 use wv_client::verbs::{WorkCompletion, WrOpcode};
 
 use super::endpoint::{Role, Run, Shared, Side, Window, aborted, poll_some};
-use super::{Params, Samples, bw_client};
+use super::{Params, Samples};
 
 /// Write ping-pong: each side writes the message into the peer's landing half with the
 /// iteration count (as a byte) in its last byte, then busy-waits on the last byte of its own
@@ -78,19 +78,4 @@ pub fn lat<F: RawFile + Send + Sync + 'static>(
         window: window.and_then(|w| w.result()),
         switches: None,
     })
-}
-
-/// Write bandwidth: the client streams writes; the server only waits.
-pub fn bw<F: RawFile + Send + Sync + 'static>(
-    side: &Side<F>,
-    role: Role,
-    p: &Params,
-    run: Run,
-    sh: &Shared,
-) -> Result<Samples, String> {
-    sh.sync.meet(&sh.abort)?;
-    match role {
-        Role::Client => bw_client(side, p, run, sh, WrOpcode::RdmaWrite),
-        Role::Server => Ok(Samples::default()),
-    }
 }
