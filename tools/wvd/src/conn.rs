@@ -336,15 +336,20 @@ struct Connection {
 /// A request the driver pended, and whether its completion was sent.
 struct Parked {
     io: HostIo,
-    answered: AtomicBool,
+    /// Held while the completion is sent: whoever finds it already taken waits until the frame
+    /// is on the socket, so an answer sent after a flush never overtakes the completion.
+    answered: Mutex<bool>,
 }
 
 impl Parked {
     /// Sends the completion, once, whoever gets here first (its waiter, or the connection
-    /// thread flushing what ended before an inline answer).
+    /// thread flushing what ended before an inline answer). Returns only once it has been
+    /// sent, by this caller or the other.
     fn answer(&self, tag: u64, st: &wv_client::raw::IoStatus, out: &Sender) {
-        if !self.answered.swap(true, Ordering::AcqRel) {
+        let mut answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
+        if !*answered {
             out.complete(tag, false, st);
+            *answered = true;
         }
     }
 }
@@ -425,7 +430,7 @@ impl Connection {
         self.out.send(&proto::frame(Kind::Pending, 0, tag, &[]));
         let parked = Arc::new(Parked {
             io,
-            answered: AtomicBool::new(false),
+            answered: Mutex::new(false),
         });
         self.pending().insert(tag, Arc::clone(&parked));
         let requests = Arc::clone(&self.requests);
@@ -435,8 +440,11 @@ impl Connection {
             .stack_size(64 * 1024)
             .spawn(move || {
                 let st = wait(&parked.io);
-                requests.map().remove(&tag);
+                // Answered before it leaves the map: a flush on the connection thread (before
+                // the answer of the call that ended this request) still finds it, and waits
+                // for this frame if it is being sent.
                 parked.answer(tag, &st, &requests.out);
+                requests.map().remove(&tag);
                 WAITERS.fetch_sub(1, Ordering::Relaxed);
             });
         match waiter {

@@ -807,6 +807,41 @@ fn a_send_slot_is_free_once_its_completion_is_seen() {
     assert_eq!(svc.stop(), Vec::<String>::new());
 }
 
+/// A request that a call ends (CQ_CANCEL, CQ_DESTROY) has its completion at the client when
+/// that call returns, as on Windows, even though a service thread other than the one answering
+/// the call sends it: the answer must not overtake the completion on the socket. Eight clients
+/// at once keep the service's threads short of CPUs; with the waiter taking its request off the
+/// connection's list before sending it, the test failed in 2 of 3 runs.
+#[test]
+fn a_notify_ended_by_a_cancel_or_a_destroy_is_complete_when_that_call_returns() {
+    let svc = Service::start("ended", &[]);
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                let p = Provider::new(svc.connect());
+                let guids = p.device_guids().unwrap();
+                let dev = p.open_device(guids[0]).unwrap();
+                for i in 0..8_000 {
+                    let cq = dev.create_cq(16).unwrap();
+                    let notify = cq.notify(false).unwrap();
+                    cq.cancel().unwrap();
+                    assert!(
+                        notify.is_complete(),
+                        "round {i}: still parked after CQ_CANCEL"
+                    );
+                    let notify = cq.notify(false).unwrap();
+                    drop(cq);
+                    assert!(
+                        notify.is_complete(),
+                        "round {i}: still parked after CQ_DESTROY"
+                    );
+                }
+            });
+        }
+    });
+    assert_eq!(svc.stop(), Vec::<String>::new());
+}
+
 /// Starts a pair of `pair_role` clients; returns them (a, b) and their card directory.
 fn start_pair(svc: &Service, iters: u64) -> (Child, Child, PathBuf) {
     let dir = scratch_dir("pair");
