@@ -1,11 +1,8 @@
 //! Interrupt paths: CQ arm (next / solicited, one-shot), CQ overrun, SRQ limit and last-WQE
 //! events, COMM_EST, port state and GID events, ports and GID tables, surprise removal. Every
 //! callback arrives through ISR → DPC on the host model, whose verifier must stay clean.
-#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use wv_abi::consts::*;
 use wv_hal::*;
 use wv_host::HostPlatform;

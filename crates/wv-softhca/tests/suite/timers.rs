@@ -4,11 +4,8 @@
 //! `max_rd_atomic`, and SQD's drain with `SQ_DRAINED`. Each test runs twice: between two QPs of
 //! one device (loopback: the fabric's fault injection decides a loopback packet's fate too) and
 //! across two devices.
-#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use wv_abi::consts::WV_IO_QP_ATTR_STATE;
 use wv_hal::*;
 use wv_host::HostPlatform;

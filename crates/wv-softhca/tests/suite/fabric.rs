@@ -1,11 +1,8 @@
 //! The link: ordered and lossless by default; seeded fault injection exercises RC retry (NAK-
 //! and timer-driven, on the deterministic clock), duplicate detection by PSN, and the
 //! retry-exceeded path.
-#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;

@@ -1,10 +1,7 @@
 //! Bytes really move: every WR opcode on RC (across two devices and in loopback), UC and UD,
 //! multiple SGEs, inline data, signalled and unsignalled sends.
-#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;

@@ -4,9 +4,6 @@
 //! completions are waited for through a parked CQ_NOTIFY that the device's DPC completes.
 //! It runs twice: with the core calling the soft HCAs directly, and through their C verbs
 //! tables (`CiVerbs` over each soft HCA's C face), as winverbs.sys reaches a controller.
-#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
-
-mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -246,7 +243,7 @@ fn run<V: Verbs, Keep>(lower: impl Fn(&Arc<Hca>) -> (V, Keep)) {
         .map(|pool| {
             SoftHca::new(
                 Arc::new(platform.clone()),
-                DeviceConfig::new("e2e", common::mac()),
+                DeviceConfig::new("e2e", crate::common::mac()),
                 ClientMemory::pool(pool.clone()),
             )
         })

@@ -1,10 +1,7 @@
 //! CQ and SRQ resize, up and down, with the completions and receives not yet used carried
 //! over in order, through the device command and the user-mode provider's remap.
-#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use wv_abi::consts::*;
 use wv_hal::*;
 use wv_host::HostPlatform;

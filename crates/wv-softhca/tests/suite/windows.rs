@@ -2,11 +2,8 @@
 //! remote RDMA and atomics through the window's key within its bounds and rights, local and
 //! remote invalidation, and the error of each misuse. Each test runs twice: between two QPs of
 //! one device (loopback) and across two devices.
-#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use wv_abi::consts::*;
 use wv_hal::*;
 use wv_host::HostPlatform;

@@ -2,14 +2,11 @@
 //! deterministic mode (messages move only when the DPCs run, the clock only when a test moves
 //! it). Each scenario runs on the CM directly and, where it says so, through the C face
 //! (`c_cm_interface` read back by `wv-ci`'s `CiCm`), as the filter uses it.
-#![allow(clippy::disallowed_methods)]
-
-mod common;
 
 use std::sync::Arc;
 use std::sync::Mutex;
 
-use common::*;
+use crate::common::*;
 use wv_abi::{IB_PATH_REC, NtStatus};
 use wv_hal::cm::*;
 use wv_hal::*;

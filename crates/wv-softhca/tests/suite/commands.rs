@@ -2,14 +2,11 @@
 //! caller sees the response, and at most `command_slots` commands are in flight. Elapsed times
 //! are bounded below (a loaded machine makes sleeps longer, never shorter), except where several
 //! slots must overlap the waits: there the bound is a whole latency above what is expected.
-#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
-
-mod common;
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;

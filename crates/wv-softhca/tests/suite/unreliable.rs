@@ -3,11 +3,8 @@
 //! cannot take, silently, and stays as it was; a UD receiver finds a GRH only when the sender's
 //! address vector carries one, with the sender's SGID and the destination GID; multicast
 //! reaches members on any port.
-#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use wv_abi::consts::*;
 use wv_hal::*;
 use wv_host::HostPlatform;

@@ -1,12 +1,9 @@
 //! IP addressing on a fabric: addresses on ports, their GIDs, path resolution and the port
 //! space.
-#![allow(clippy::disallowed_methods)]
-
-mod common;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use common::*;
+use crate::common::*;
 use wv_abi::IB_PATH_REC;
 use wv_hal::Verbs;
 use wv_host::HostPlatform;

@@ -2,13 +2,10 @@
 //! (each thread also runs the responder of the other's traffic), senders parked on RNR waits
 //! woken by receives posted from another thread, and CQ notifications through the threaded
 //! host platform. Checks completion counts and bytes, and that nothing deadlocks.
-#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
-
-mod common;
 
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;

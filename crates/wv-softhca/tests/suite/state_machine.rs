@@ -2,11 +2,8 @@
 //! transition of RC, UC and UD succeeds with the target state's fixed attributes alone and
 //! with every option it allows; options it does not allow, invalid transitions and values the
 //! device refuses fail and change nothing.
-#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use wv_abi::consts::*;
 use wv_hal::*;
 use wv_host::HostPlatform;

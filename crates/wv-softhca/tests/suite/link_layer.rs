@@ -1,11 +1,8 @@
 //! The two link layers: a RoCE (Ethernet) port has no LID and wants a global route on every
 //! path; an InfiniBand port has the LID the fabric gave it and carries paths by LID alone, as
 //! the applications of an IB subnet (WinOFED's examples among them) address their peers.
-#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;

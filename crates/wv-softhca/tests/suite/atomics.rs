@@ -3,13 +3,10 @@
 //! resources, exactly-once execution under retransmission, and the error completions for
 //! misalignment, access and bounds. Each test of traffic runs twice: between two QPs of one
 //! device (loopback) and across two devices.
-#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
-
-mod common;
 
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use wv_abi::consts::*;
 use wv_hal::*;
 use wv_host::HostPlatform;

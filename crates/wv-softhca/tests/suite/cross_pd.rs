@@ -11,13 +11,10 @@
 //!
 //! "Another PD" is the PD of another open of the same device (another process) or a second
 //! PD of the same open. Each test runs between two QPs of one device and across two devices.
-#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
-
-mod common;
 
 use std::sync::Arc;
 
-use common::{CqSink, Log, Topology, attrs, mac};
+use crate::common::{CqSink, Log, Topology, attrs, mac};
 use wv_abi::consts::*;
 use wv_ci::{CiExport, CiVerbs};
 use wv_hal::*;
@@ -252,10 +249,10 @@ impl Client {
 
     /// Moves the QP to RTS, connected to `peer`'s QP, with remote read, write and atomics.
     fn connect_to(&self, peer: &Client) {
-        let mut a = attrs(common::INIT_RC);
+        let mut a = attrs(crate::common::INIT_RC);
         a.access = REMOTE;
         self.modify(&a.to(QpState::Init));
-        a.options = common::RTR_RC;
+        a.options = crate::common::RTR_RC;
         a.av = AddressVector {
             grh_valid: true,
             dgid: peer.dev.hca.gid(),
@@ -265,7 +262,7 @@ impl Client {
         };
         a.dest_qpn = peer.uqp.qpn();
         self.modify(&a.to(QpState::Rtr));
-        a.options = common::RTS_RC;
+        a.options = crate::common::RTS_RC;
         self.modify(&a.to(QpState::Rts));
         assert_eq!(self.state(), QpState::Rts);
     }
@@ -330,7 +327,7 @@ fn world(topology: Topology) -> World {
 
 impl World {
     fn settle(&self) {
-        common::settle(&self.p);
+        crate::common::settle(&self.p);
     }
 }
 
@@ -422,7 +419,7 @@ on_both_topologies! {
             let stolen = foreign_mem(b, &w.ib, f);
             b.uqp.post_recv(&RecvWr { wr_id: 9, sg_list: &[stolen.sge(0, 64)] }).unwrap();
             let src = a.mem();
-            a.uqp.post_send(&common::send_wr(1, WrOpcode::Send, &[src.sge(0, 16)])).unwrap();
+            a.uqp.post_send(&crate::common::send_wr(1, WrOpcode::Send, &[src.sge(0, 16)])).unwrap();
             w.p.run_until_idle();
             let r = b.completions();
             assert_eq!(
@@ -548,7 +545,7 @@ on_both_topologies! {
             b.uqp.post_recv(&RecvWr { wr_id: 9, sg_list: &[inbox.sge(0, 64)] }).unwrap();
             let src = a.mem();
             let sg = [src.sge(0, 16)];
-            let mut wr = common::send_wr(1, WrOpcode::SendWithInv, &sg);
+            let mut wr = crate::common::send_wr(1, WrOpcode::SendWithInv, &sg);
             wr.imm_or_inv = key;
             a.uqp.post_send(&wr).unwrap();
             w.p.run_until_idle();
@@ -594,7 +591,7 @@ on_both_topologies! {
         let inbox = b.mem();
         b.uqp.post_recv(&RecvWr { wr_id: 9, sg_list: &[inbox.sge(0, 64)] }).unwrap();
         let sg = [src.sge(0, 16)];
-        let mut wr = common::send_wr(4, WrOpcode::SendWithInv, &sg);
+        let mut wr = crate::common::send_wr(4, WrOpcode::SendWithInv, &sg);
         wr.imm_or_inv = victim.rkey;
         a.uqp.post_send(&wr).unwrap();
         w.p.run_until_idle();

@@ -4,14 +4,11 @@
 //! answers (`Doorbell::service`). Here both sides are this process, with an anonymous mapping
 //! standing in for the shared file.
 #![cfg(all(feature = "std", target_os = "linux"))]
-#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
-
-mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::*;
+use crate::common::*;
 use wv_abi::consts::*;
 use wv_hal::*;
 use wv_host::HostPlatform;

@@ -2,11 +2,8 @@
 //! the QP to ERR, flush semantics, transport retry exceeded, MR registration checks, limits.
 //! (RNR and the timers themselves: `timers.rs`.) The tests of traffic run twice: between two
 //! QPs of one device (loopback) and across two devices.
-#![allow(clippy::disallowed_methods)] // tests may allocate infallibly (clippy.toml)
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use wv_abi::consts::*;
 use wv_hal::*;
 use wv_host::HostPlatform;
