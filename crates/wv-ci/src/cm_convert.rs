@@ -8,31 +8,87 @@
 
 use wv_abi::IB_PATH_REC;
 use wv_hal::cm::{REP_PRIVATE_DATA, REQ_PRIVATE_DATA};
-use wv_hal::{CmRepEvent, CmReqEvent, CmReqParams, QpType};
+use wv_hal::{CmRepEvent, CmReqEvent, QpType};
 
 use crate::cm::*;
-use crate::convert::{qp_type_from_ib, qp_type_to_ib};
+use crate::convert::qp_type_from_ib;
 use crate::ib_types::*;
+
+/// A path record built field by field from one of the other side's (`IB_PATH_REC` and
+/// `ib_path_rec_t` name their fields alike); the GIDs come apart, one side holds them in a union.
+macro_rules! path_rec {
+    ($ty:ident, $p:expr, dgid: $dgid:expr, sgid: $sgid:expr) => {{
+        let p = $p;
+        $ty {
+            service_id: p.service_id,
+            dgid: $dgid,
+            sgid: $sgid,
+            dlid: p.dlid,
+            slid: p.slid,
+            hop_flow_raw: p.hop_flow_raw,
+            tclass: p.tclass,
+            num_path: p.num_path,
+            pkey: p.pkey,
+            qos_class_sl: p.qos_class_sl,
+            mtu: p.mtu,
+            rate: p.rate,
+            pkt_life: p.pkt_life,
+            preference: p.preference,
+            resv2: p.resv2,
+        }
+    }};
+}
+
+/// Stores a request's `CmReqParams` in the fields `iba_cm_req` and `iba_cm_req_event` share
+/// (QP type, PSN in network order, the timing and resource fields).
+macro_rules! req_params_to_ib {
+    ($c:expr, $params:expr) => {{
+        let p: &::wv_hal::CmReqParams = $params;
+        $c.qp_type = $crate::convert::qp_type_to_ib(p.qp_type);
+        $c.starting_psn = p.starting_psn.to_be();
+        $c.max_cm_retries = p.max_cm_retries;
+        $c.resp_res = p.responder_resources;
+        $c.init_depth = p.initiator_depth;
+        $c.remote_resp_timeout = p.remote_cm_response_timeout;
+        $c.flow_ctrl = u8::from(p.flow_control);
+        $c.local_resp_timeout = p.local_cm_response_timeout;
+        $c.rnr_retry_cnt = p.rnr_retry_count;
+        $c.retry_cnt = p.retry_count;
+        $c.srq = u8::from(p.srq);
+    }};
+}
+pub(crate) use req_params_to_ib;
+
+/// The `CmReqParams` of an `iba_cm_req` or `iba_cm_req_event`, its QP type `qp_type`
+/// (each caller decides what an unknown C type becomes).
+macro_rules! req_params_from_ib {
+    ($c:expr, $qp_type:expr) => {{
+        let c = $c;
+        ::wv_hal::CmReqParams {
+            qp_type: $qp_type,
+            starting_psn: u32::from_be(c.starting_psn) & 0x00FF_FFFF,
+            max_cm_retries: c.max_cm_retries,
+            responder_resources: c.resp_res,
+            initiator_depth: c.init_depth,
+            remote_cm_response_timeout: c.remote_resp_timeout,
+            flow_control: c.flow_ctrl != 0,
+            local_cm_response_timeout: c.local_resp_timeout,
+            rnr_retry_count: c.rnr_retry_cnt,
+            retry_count: c.retry_cnt,
+            srq: c.srq != 0,
+        }
+    }};
+}
+pub(crate) use req_params_from_ib;
 
 /// The C path record of a wire-order one.
 pub fn path_to_ib(p: &IB_PATH_REC) -> ib_path_rec_t {
-    ib_path_rec_t {
-        service_id: p.service_id,
+    path_rec!(
+        ib_path_rec_t,
+        p,
         dgid: ib_gid_t { raw: p.dgid },
-        sgid: ib_gid_t { raw: p.sgid },
-        dlid: p.dlid,
-        slid: p.slid,
-        hop_flow_raw: p.hop_flow_raw,
-        tclass: p.tclass,
-        num_path: p.num_path,
-        pkey: p.pkey,
-        qos_class_sl: p.qos_class_sl,
-        mtu: p.mtu,
-        rate: p.rate,
-        pkt_life: p.pkt_life,
-        preference: p.preference,
-        resv2: p.resv2,
-    }
+        sgid: ib_gid_t { raw: p.sgid }
+    )
 }
 
 /// The wire-order path record of a C one.
@@ -41,23 +97,7 @@ pub fn path_from_ib(p: &ib_path_rec_t) -> IB_PATH_REC {
     let dgid = unsafe { p.dgid.raw };
     // SAFETY: as above.
     let sgid = unsafe { p.sgid.raw };
-    IB_PATH_REC {
-        service_id: p.service_id,
-        dgid,
-        sgid,
-        dlid: p.dlid,
-        slid: p.slid,
-        hop_flow_raw: p.hop_flow_raw,
-        tclass: p.tclass,
-        num_path: p.num_path,
-        pkey: p.pkey,
-        qos_class_sl: p.qos_class_sl,
-        mtu: p.mtu,
-        rate: p.rate,
-        pkt_life: p.pkt_life,
-        preference: p.preference,
-        resv2: p.resv2,
-    }
+    path_rec!(IB_PATH_REC, p, dgid: dgid, sgid: sgid)
 }
 
 /// `iba_cm_req_event` of a received request (the C side's view).
@@ -66,18 +106,8 @@ pub fn req_event_to_ib(r: &CmReqEvent) -> iba_cm_req_event {
     out.service_id = r.service_id.to_be();
     out.primary_path = path_to_ib(&r.primary_path);
     out.qpn = r.remote_qpn.to_be();
-    out.qp_type = qp_type_to_ib(r.params.qp_type);
-    out.starting_psn = r.params.starting_psn.to_be();
+    req_params_to_ib!(out, &r.params);
     out.pdata = r.private_data;
-    out.max_cm_retries = r.params.max_cm_retries;
-    out.resp_res = r.params.responder_resources;
-    out.init_depth = r.params.initiator_depth;
-    out.remote_resp_timeout = r.params.remote_cm_response_timeout;
-    out.flow_ctrl = u8::from(r.params.flow_control);
-    out.local_resp_timeout = r.params.local_cm_response_timeout;
-    out.rnr_retry_cnt = r.params.rnr_retry_count;
-    out.retry_cnt = r.params.retry_count;
-    out.srq = u8::from(r.params.srq);
     out.local_ca_guid = r.local_ca_guid;
     out.remote_ca_guid = r.remote_ca_guid;
     out.pkey_index = r.pkey_index;
@@ -93,19 +123,7 @@ pub fn req_event_from_ib(r: &iba_cm_req_event) -> CmReqEvent {
         primary_path: path_from_ib(&r.primary_path),
         remote_qpn: u32::from_be(r.qpn) & 0x00FF_FFFF,
         private_data: r.pdata,
-        params: CmReqParams {
-            qp_type: qp_type_from_ib(r.qp_type).unwrap_or(QpType::Rc),
-            starting_psn: u32::from_be(r.starting_psn) & 0x00FF_FFFF,
-            max_cm_retries: r.max_cm_retries,
-            responder_resources: r.resp_res,
-            initiator_depth: r.init_depth,
-            remote_cm_response_timeout: r.remote_resp_timeout,
-            flow_control: r.flow_ctrl != 0,
-            local_cm_response_timeout: r.local_resp_timeout,
-            rnr_retry_count: r.rnr_retry_cnt,
-            retry_count: r.retry_cnt,
-            srq: r.srq != 0,
-        },
+        params: req_params_from_ib!(r, qp_type_from_ib(r.qp_type).unwrap_or(QpType::Rc)),
         local_ca_guid: r.local_ca_guid,
         remote_ca_guid: r.remote_ca_guid,
         pkey_index: r.pkey_index,
@@ -162,6 +180,8 @@ pub fn req_private_data(pdata: &[u8]) -> &[u8] {
 
 #[cfg(test)]
 mod tests {
+    use wv_hal::CmReqParams;
+
     use super::*;
 
     fn path() -> IB_PATH_REC {

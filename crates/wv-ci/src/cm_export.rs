@@ -33,11 +33,11 @@ use wv_hal::cm::{
     DREP_PRIVATE_DATA, DREQ_PRIVATE_DATA, MRA_PRIVATE_DATA, REJ_ARI, REJ_PRIVATE_DATA,
     REP_PRIVATE_DATA, REQ_PRIVATE_DATA, RTU_PRIVATE_DATA,
 };
-use wv_hal::{CmEvent, CmEventSink, CmRep, CmReq, CmReqParams, ConnectionManager, KArc};
+use wv_hal::{CmEvent, CmEventSink, CmRep, CmReq, ConnectionManager, KArc};
 
 use crate::base::{INTERFACE, NTSTATUS, net64_t};
 use crate::cm::*;
-use crate::cm_convert::{path_from_ib, rep_event_to_ib, req_event_to_ib};
+use crate::cm_convert::{path_from_ib, rep_event_to_ib, req_event_to_ib, req_params_from_ib};
 use crate::convention::{self, Convention};
 use crate::convert::{qp_mod_to_ib, qp_state_from_ib, qp_type_from_ib};
 use crate::ib_types::*;
@@ -658,19 +658,7 @@ entry_points! {
             primary_path: &path,
             qpn: u32::from_be(c.qpn) & 0x00FF_FFFF,
             private_data,
-            params: CmReqParams {
-                qp_type,
-                starting_psn: u32::from_be(c.starting_psn) & 0x00FF_FFFF,
-                max_cm_retries: c.max_cm_retries,
-                responder_resources: c.resp_res,
-                initiator_depth: c.init_depth,
-                remote_cm_response_timeout: c.remote_resp_timeout,
-                flow_control: c.flow_ctrl != 0,
-                local_cm_response_timeout: c.local_resp_timeout,
-                rnr_retry_count: c.rnr_retry_cnt,
-                retry_count: c.retry_cnt,
-                srq: c.srq != 0,
-            },
+            params: req_params_from_ib!(c, qp_type),
         };
         // SAFETY: a live id of this export.
         unsafe { with_id::<C>(p_id, |cm, id| cm.send_req(id, &req)) }

@@ -25,8 +25,10 @@ use wv_hal::{
 
 use crate::base::NTSTATUS;
 use crate::cm::*;
-use crate::cm_convert::{path_to_ib, rep_event_from_ib, req_event_from_ib, req_private_data};
-use crate::convert::{qp_mod_from_ib, qp_state_to_ib, qp_type_to_ib};
+use crate::cm_convert::{
+    path_to_ib, rep_event_from_ib, req_event_from_ib, req_params_to_ib, req_private_data,
+};
+use crate::convert::{qp_mod_from_ib, qp_state_to_ib};
 use crate::ib_types::*;
 use crate::import::{CiError, CiTable};
 use crate::pinned::Pinned;
@@ -106,6 +108,18 @@ unsafe fn bytes<'a>(p: *const c_void, len: u8, max: usize) -> &'a [u8] {
     unsafe { core::slice::from_raw_parts(p.cast::<u8>(), usize::from(len).min(max)) }
 }
 
+/// The private data of an event whose message carries only that (RTU, DREQ, DREP): member
+/// `member` of the event's union, its `p_pdata`/`pdata_len`, at most `max` bytes. Used only
+/// in the arm of [`deliver`] that matched the member's event type.
+macro_rules! pdata_of {
+    ($event:expr, $member:ident, $max:expr) => {{
+        // SAFETY: the member the event's type selects (the caller matched on it).
+        let msg = unsafe { $event.data.$member };
+        // SAFETY: the CM's promise for the event's private data.
+        unsafe { bytes(msg.p_pdata, msg.pdata_len, $max) }
+    }};
+}
+
 /// Hands a C event to a sink, converted.
 ///
 /// # Safety
@@ -124,25 +138,16 @@ unsafe fn deliver(sink: &dyn CmEventSink, event: &iba_cm_event) {
         }
         iba_cm_rep_error => sink.on_event(CmEvent::RepError),
         iba_cm_rtu_received => {
-            // SAFETY: the member the type selects.
-            let rtu = unsafe { event.data.rtu };
-            // SAFETY: the CM's promise for the event's private data.
-            let private_data = unsafe { bytes(rtu.p_pdata, rtu.pdata_len, RTU_PRIVATE_DATA) };
+            let private_data = pdata_of!(event, rtu, RTU_PRIVATE_DATA);
             sink.on_event(CmEvent::RtuReceived { private_data });
         }
         iba_cm_dreq_received => {
-            // SAFETY: the member the type selects.
-            let dreq = unsafe { event.data.dreq };
-            // SAFETY: the CM's promise for the event's private data.
-            let private_data = unsafe { bytes(dreq.p_pdata, dreq.pdata_len, DREQ_PRIVATE_DATA) };
+            let private_data = pdata_of!(event, dreq, DREQ_PRIVATE_DATA);
             sink.on_event(CmEvent::DreqReceived { private_data });
         }
         iba_cm_dreq_error => sink.on_event(CmEvent::DreqError),
         iba_cm_drep_received => {
-            // SAFETY: the member the type selects.
-            let drep = unsafe { event.data.drep };
-            // SAFETY: the CM's promise for the event's private data.
-            let private_data = unsafe { bytes(drep.p_pdata, drep.pdata_len, DREP_PRIVATE_DATA) };
+            let private_data = pdata_of!(event, drep, DREP_PRIVATE_DATA);
             sink.on_event(CmEvent::DrepReceived { private_data });
         }
         iba_cm_rej_received => {
@@ -365,19 +370,9 @@ impl ConnectionManager for CiCm {
         c.p_primary_path = &mut path;
         c.p_alt_path = ptr::null_mut();
         c.qpn = req.qpn.to_be();
-        c.qp_type = qp_type_to_ib(req.params.qp_type);
-        c.starting_psn = req.params.starting_psn.to_be();
+        req_params_to_ib!(c, &req.params);
         c.p_pdata = data_ptr(pdata);
         c.pdata_len = pdata.len() as u8;
-        c.max_cm_retries = req.params.max_cm_retries;
-        c.resp_res = req.params.responder_resources;
-        c.init_depth = req.params.initiator_depth;
-        c.remote_resp_timeout = req.params.remote_cm_response_timeout;
-        c.flow_ctrl = u8::from(req.params.flow_control);
-        c.local_resp_timeout = req.params.local_cm_response_timeout;
-        c.rnr_retry_cnt = req.params.rnr_retry_count;
-        c.retry_cnt = req.params.retry_count;
-        c.srq = u8::from(req.params.srq);
         // SAFETY: a live id; the request, its path and private data are valid for the call.
         let status = unsafe { send(id.id, &mut c) };
         check(status)

@@ -133,6 +133,25 @@ pub struct FakeRep {
     pub srq: bool,
 }
 
+/// The [`FakeRep`] of a sent [`CmRep`] or a received [`CmRepEvent`]: the same fields, but
+/// for the name of the QP number (`qpn_field`).
+macro_rules! fake_rep {
+    ($rep:expr, $qpn_field:ident) => {{
+        let rep = $rep;
+        FakeRep {
+            qpn: rep.$qpn_field,
+            starting_psn: rep.starting_psn,
+            private_data: rep.private_data.to_vec(),
+            failover_accepted: rep.failover_accepted,
+            responder_resources: rep.responder_resources,
+            initiator_depth: rep.initiator_depth,
+            flow_control: rep.flow_control,
+            rnr_retry_count: rep.rnr_retry_count,
+            srq: rep.srq,
+        }
+    }};
+}
+
 /// A peer event a test delivers to an id (the owned form of [`CmEvent`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FakeCmEvent {
@@ -300,23 +319,28 @@ pub fn peer_rep(private_data: &[u8]) -> CmRepEvent {
     }
 }
 
-/// A plausible REQ from a peer for `service_id`: QP 0x61, PSN 0x6000, `private_data` (the
-/// IP-CM header and user bytes) at the start of the 92-byte field.
-pub fn peer_req(service_id: u64, private_data: &[u8]) -> CmReqEvent {
-    let mut pd = [0u8; REQ_PRIVATE_DATA];
-    let n = private_data.len().min(REQ_PRIVATE_DATA);
-    pd[..n].copy_from_slice(&private_data[..n]);
-    let path = IB_PATH_REC {
+/// The path of [`peer_req`]'s request: LID 1 to LID 2 (network order), the default pkey,
+/// MTU and packet lifetime as a path record query answers them; no GIDs.
+pub fn peer_path() -> IB_PATH_REC {
+    IB_PATH_REC {
         dlid: 2u16.to_be(),
         slid: 1u16.to_be(),
         pkey: 0xFFFF,
         mtu: 0x84,
         pkt_life: 0x92,
         ..IB_PATH_REC::default()
-    };
+    }
+}
+
+/// A plausible REQ from a peer for `service_id`: QP 0x61, PSN 0x6000, `private_data` (the
+/// IP-CM header and user bytes) at the start of the 92-byte field.
+pub fn peer_req(service_id: u64, private_data: &[u8]) -> CmReqEvent {
+    let mut pd = [0u8; REQ_PRIVATE_DATA];
+    let n = private_data.len().min(REQ_PRIVATE_DATA);
+    pd[..n].copy_from_slice(&private_data[..n]);
     CmReqEvent {
         service_id,
-        primary_path: path,
+        primary_path: peer_path(),
         remote_qpn: 0x61,
         private_data: pd,
         params: CmReqParams {
@@ -535,17 +559,7 @@ impl FakeCm {
         };
         s.state = match (s.state, event) {
             (CepState::ReqSent, FakeCmEvent::Rep(rep)) => {
-                s.rep = Some(FakeRep {
-                    qpn: rep.remote_qpn,
-                    starting_psn: rep.starting_psn,
-                    private_data: rep.private_data.to_vec(),
-                    failover_accepted: rep.failover_accepted,
-                    responder_resources: rep.responder_resources,
-                    initiator_depth: rep.initiator_depth,
-                    flow_control: rep.flow_control,
-                    rnr_retry_count: rep.rnr_retry_count,
-                    srq: rep.srq,
-                });
+                s.rep = Some(fake_rep!(rep, remote_qpn));
                 CepState::RepRcvd
             }
             (CepState::RepSent, FakeCmEvent::Rtu(_)) => CepState::Established,
@@ -704,17 +718,7 @@ fn received_req(req: &CmReqEvent) -> FakeReq {
 }
 
 fn fake_rep(rep: &CmRep<'_>) -> FakeRep {
-    FakeRep {
-        qpn: rep.qpn,
-        starting_psn: rep.starting_psn,
-        private_data: rep.private_data.to_vec(),
-        failover_accepted: rep.failover_accepted,
-        responder_resources: rep.responder_resources,
-        initiator_depth: rep.initiator_depth,
-        flow_control: rep.flow_control,
-        rnr_retry_count: rep.rnr_retry_count,
-        srq: rep.srq,
-    }
+    fake_rep!(rep, qpn)
 }
 
 impl ConnectionManager for FakeCm {

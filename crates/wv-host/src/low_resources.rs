@@ -212,33 +212,34 @@ fn bytes(size: usize) -> i64 {
     i64::try_from(size).unwrap_or(i64::MAX)
 }
 
+/// Null when this thread's plan refuses the allocation; otherwise the block `get` returns,
+/// with `growth` live bytes counted when it is not null.
+fn admit(growth: i64, get: impl FnOnce() -> *mut u8) -> *mut u8 {
+    if refuse() {
+        return std::ptr::null_mut();
+    }
+    let block = get();
+    if !block.is_null() {
+        account(growth);
+    }
+    block
+}
+
 // SAFETY: Every method forwards to `System` with the caller's arguments unchanged, or returns
 // null, which `GlobalAlloc` allows for `alloc`, `alloc_zeroed` and `realloc` (a failed
 // `realloc` leaves the old block untouched, as required). The decision and the byte count
 // touch only a thread-local `Cell` and never allocate.
 unsafe impl GlobalAlloc for LowResources {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if refuse() {
-            return std::ptr::null_mut();
-        }
         // SAFETY: The caller's contract for `alloc` is `System::alloc`'s.
-        let block = unsafe { System.alloc(layout) };
-        if !block.is_null() {
-            account(bytes(layout.size()));
-        }
-        block
+        admit(bytes(layout.size()), || unsafe { System.alloc(layout) })
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if refuse() {
-            return std::ptr::null_mut();
-        }
         // SAFETY: The caller's contract for `alloc_zeroed` is `System::alloc_zeroed`'s.
-        let block = unsafe { System.alloc_zeroed(layout) };
-        if !block.is_null() {
-            account(bytes(layout.size()));
-        }
-        block
+        admit(bytes(layout.size()), || unsafe {
+            System.alloc_zeroed(layout)
+        })
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -248,15 +249,9 @@ unsafe impl GlobalAlloc for LowResources {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if refuse() {
-            return std::ptr::null_mut();
-        }
+        let growth = bytes(new_size) - bytes(layout.size());
         // SAFETY: The caller's contract for `realloc` is `System::realloc`'s, and `ptr` came
         // from `System`.
-        let block = unsafe { System.realloc(ptr, layout, new_size) };
-        if !block.is_null() {
-            account(bytes(new_size) - bytes(layout.size()));
-        }
-        block
+        admit(growth, || unsafe { System.realloc(ptr, layout, new_size) })
     }
 }

@@ -338,12 +338,7 @@ impl Platform for HostPlatform {
 
     fn queue_work(&self, work: wv_hal::KArc<dyn WorkItem>) -> Result<(), NtStatus> {
         let _host = low_resources::host_scope();
-        let level = irql::current();
-        if level > Irql::Dispatch {
-            self.shared
-                .verifier
-                .fail(format!("verifier: queue_work at {}", level.name()));
-        }
+        self.irql_at_most("queue_work", Irql::Dispatch);
         if take_one(&self.shared.fail_work) {
             return Err(NtStatus::INSUFFICIENT_RESOURCES);
         }
@@ -357,12 +352,7 @@ impl Platform for HostPlatform {
 
     fn paged_code(&self) {
         let _host = low_resources::host_scope();
-        let level = irql::current();
-        if level >= Irql::Dispatch {
-            self.shared
-                .verifier
-                .fail(format!("verifier: PAGED_CODE at {}", level.name()));
-        }
+        self.irql_at_most("PAGED_CODE", Irql::Apc);
     }
 
     fn now_ns(&self) -> u64 {
@@ -371,6 +361,18 @@ impl Platform for HostPlatform {
             Mode::Threaded => {
                 u64::try_from(self.shared.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
             }
+        }
+    }
+}
+
+impl HostPlatform {
+    /// A verifier failure when `what` is called above `max`.
+    fn irql_at_most(&self, what: &str, max: Irql) {
+        let level = irql::current();
+        if level > max {
+            self.shared
+                .verifier
+                .fail(format!("verifier: {what} at {}", level.name()));
         }
     }
 }
@@ -396,12 +398,7 @@ impl DeviceModelPlatform for HostPlatform {
 
     fn set_timer(&self, timer: &KArc<dyn Dpc>, due_ns: u64) {
         let _host = low_resources::host_scope();
-        let level = irql::current();
-        if level > Irql::Dispatch {
-            self.shared
-                .verifier
-                .fail(format!("verifier: set_timer at {}", level.name()));
-        }
+        self.irql_at_most("set_timer", Irql::Dispatch);
         let threaded = !self.is_deterministic();
         if self.shared.timers.set(timer, due_ns, threaded) {
             self.shared

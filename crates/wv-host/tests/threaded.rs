@@ -25,6 +25,16 @@ impl Dpc for SeeThread {
     }
 }
 
+/// A DPC that records where it ran, and the same DPC as the platform queues it.
+fn see_thread(p: &HostPlatform) -> (KArc<SeeThread>, KArc<dyn Dpc>) {
+    let see = KArc::new(SeeThread {
+        platform: p.clone(),
+        seen: Mutex::new(Vec::new()),
+    });
+    let dpc: KArc<dyn Dpc> = see.clone().into();
+    (see, dpc)
+}
+
 struct QueueIt(HostPlatform, KArc<dyn Dpc>);
 impl InterruptService for QueueIt {
     fn service(&self) -> bool {
@@ -36,11 +46,7 @@ impl InterruptService for QueueIt {
 #[test]
 fn a_dpc_queued_by_an_isr_runs_on_the_interrupted_thread_when_the_isr_returns() {
     let p = HostPlatform::threaded(2);
-    let see = KArc::new(SeeThread {
-        platform: p.clone(),
-        seen: Mutex::new(Vec::new()),
-    });
-    let dpc: KArc<dyn Dpc> = see.clone().into();
+    let (see, dpc) = see_thread(&p);
     assert!(p.interrupt(&QueueIt(p.clone(), dpc)));
     assert_eq!(
         *see.seen.lock().unwrap(),
@@ -52,11 +58,7 @@ fn a_dpc_queued_by_an_isr_runs_on_the_interrupted_thread_when_the_isr_returns() 
 #[test]
 fn a_dpc_queued_under_a_spin_lock_runs_when_the_last_lock_is_released() {
     let p = HostPlatform::threaded(1);
-    let see = KArc::new(SeeThread {
-        platform: p.clone(),
-        seen: Mutex::new(Vec::new()),
-    });
-    let dpc: KArc<dyn Dpc> = see.clone().into();
+    let (see, dpc) = see_thread(&p);
     let a = p.spin_lock(());
     let b = p.spin_lock(());
     {

@@ -7,46 +7,14 @@
 
 use core::ffi::{c_int, c_void};
 
-use crate::errno::{self, EOPNOTSUPP};
-
-macro_rules! unsupported_int {
-    ($($name:ident),* $(,)?) => {$(
-        /// The 1.0 ABI: `EOPNOTSUPP`.
-        pub extern "C" fn $name() -> c_int {
-            errno::set(EOPNOTSUPP);
-            EOPNOTSUPP
-        }
-    )*};
-}
-macro_rules! unsupported_ptr {
-    ($($name:ident),* $(,)?) => {$(
-        /// The 1.0 ABI: NULL with `errno` = `EOPNOTSUPP`.
-        pub extern "C" fn $name() -> *mut c_void {
-            errno::set(EOPNOTSUPP);
-            core::ptr::null_mut()
-        }
-    )*};
-}
-macro_rules! unsupported_minus1 {
-    ($($name:ident),* $(,)?) => {$(
-        /// The 1.0 ABI: -1 with `errno` = `EOPNOTSUPP`.
-        pub extern "C" fn $name() -> c_int {
-            errno::set(EOPNOTSUPP);
-            -1
-        }
-    )*};
-}
-macro_rules! unsupported_void {
-    ($($name:ident),* $(,)?) => {$(
-        /// The 1.0 ABI: does nothing (nothing of it can have been created).
-        pub extern "C" fn $name() {}
-    )*};
-}
+use crate::errno::{self, EOPNOTSUPP, unsupported_fns};
 
 /// `IBVERBS_1.0`.
 pub mod v1_0 {
     use super::*;
-    unsupported_ptr!(
+    unsupported_fns!(
+        "The 1.0 ABI: NULL with `errno` = `EOPNOTSUPP`.",
+        *mut c_void = core::ptr::null_mut(),
         ibv_alloc_pd,
         ibv_create_ah,
         ibv_create_cq,
@@ -57,14 +25,24 @@ pub mod v1_0 {
         ibv_open_device,
         ibv_reg_mr,
     );
-    unsupported_minus1!(
+    unsupported_fns!(
+        "The 1.0 ABI: -1 with `errno` = `EOPNOTSUPP`.",
+        c_int = -1,
         ibv_get_async_event,
         ibv_get_cq_event,
         ibv_query_gid,
         ibv_query_pkey,
     );
-    unsupported_void!(ibv_ack_async_event, ibv_ack_cq_events, ibv_free_device_list,);
-    unsupported_int!(
+    unsupported_fns!(
+        "The 1.0 ABI: does nothing (nothing of it can have been created).",
+        (),
+        ibv_ack_async_event,
+        ibv_ack_cq_events,
+        ibv_free_device_list,
+    );
+    unsupported_fns!(
+        "The 1.0 ABI: `EOPNOTSUPP`.",
+        c_int = EOPNOTSUPP,
         ibv_attach_mcast,
         ibv_close_device,
         ibv_dealloc_pd,

@@ -84,16 +84,7 @@ fn create(
     boxed.c.start_poll = Some(start_poll);
     boxed.c.next_poll = Some(next_poll);
     boxed.c.end_poll = Some(end_poll);
-    boxed.c.read_opcode = Some(read_opcode);
-    boxed.c.read_vendor_err = Some(read_vendor_err);
-    boxed.c.read_byte_len = Some(read_byte_len);
-    boxed.c.read_imm_data = Some(read_imm_data);
-    boxed.c.read_qp_num = Some(read_qp_num);
-    boxed.c.read_src_qp = Some(read_src_qp);
-    boxed.c.read_wc_flags = Some(read_wc_flags);
-    boxed.c.read_slid = Some(read_slid);
-    boxed.c.read_sl = Some(read_sl);
-    boxed.c.read_dlid_path_bits = Some(read_dlid_path_bits);
+    install_wc_readers(&mut boxed.c);
     let raw = Box::into_raw(boxed);
     if !ch.is_null() {
         // SAFETY: a live channel by the contract.
@@ -390,35 +381,33 @@ unsafe extern "C" fn next_poll(c: *mut ibv_cq_ex) -> c_int {
     step(c)
 }
 unsafe extern "C" fn end_poll(_c: *mut ibv_cq_ex) {}
-unsafe extern "C" fn read_opcode(c: *mut ibv_cq_ex) -> u32 {
-    cur(c).cur.opcode as u32
+/// The `read_*` ops of the extended CQ, each one field of the current completion, and
+/// `install_wc_readers`, which sets each op of that name on an `ibv_cq_ex`.
+macro_rules! wc_readers {
+    ($($name:ident -> $ty:ty = |$w:ident| $value:expr;)*) => {
+        $(
+            unsafe extern "C" fn $name(c: *mut ibv_cq_ex) -> $ty {
+                let $w = &cur(c).cur;
+                $value
+            }
+        )*
+
+        fn install_wc_readers(c: &mut ibv_cq_ex) {
+            $(c.$name = Some($name);)*
+        }
+    };
 }
-unsafe extern "C" fn read_vendor_err(c: *mut ibv_cq_ex) -> u32 {
-    cur(c).cur.vendor_err
-}
-unsafe extern "C" fn read_byte_len(c: *mut ibv_cq_ex) -> u32 {
-    cur(c).cur.byte_len
-}
-unsafe extern "C" fn read_imm_data(c: *mut ibv_cq_ex) -> u32 {
-    cur(c).cur.imm_data
-}
-unsafe extern "C" fn read_qp_num(c: *mut ibv_cq_ex) -> u32 {
-    cur(c).cur.qp_num
-}
-unsafe extern "C" fn read_src_qp(c: *mut ibv_cq_ex) -> u32 {
-    cur(c).cur.src_qp
-}
-unsafe extern "C" fn read_wc_flags(c: *mut ibv_cq_ex) -> u32 {
-    cur(c).cur.wc_flags
-}
-unsafe extern "C" fn read_slid(c: *mut ibv_cq_ex) -> u32 {
-    u32::from(cur(c).cur.slid)
-}
-unsafe extern "C" fn read_sl(c: *mut ibv_cq_ex) -> u8 {
-    cur(c).cur.sl
-}
-unsafe extern "C" fn read_dlid_path_bits(c: *mut ibv_cq_ex) -> u8 {
-    cur(c).cur.dlid_path_bits
+wc_readers! {
+    read_opcode -> u32 = |w| w.opcode as u32;
+    read_vendor_err -> u32 = |w| w.vendor_err;
+    read_byte_len -> u32 = |w| w.byte_len;
+    read_imm_data -> u32 = |w| w.imm_data;
+    read_qp_num -> u32 = |w| w.qp_num;
+    read_src_qp -> u32 = |w| w.src_qp;
+    read_wc_flags -> u32 = |w| w.wc_flags;
+    read_slid -> u32 = |w| u32::from(w.slid);
+    read_sl -> u8 = |w| w.sl;
+    read_dlid_path_bits -> u8 = |w| w.dlid_path_bits;
 }
 
 /// The flags a CQ was created with (for tests).

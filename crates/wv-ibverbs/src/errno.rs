@@ -10,6 +10,24 @@ pub use libc::{
     ENOSYS, EOPNOTSUPP, EPERM,
 };
 
+/// `extern "C"` functions of no arguments for entry points this library does not implement:
+/// each sets `errno` to `EOPNOTSUPP` and returns `$ret` (typed `$ty`), documented by `$doc`.
+/// With `()` for the type they do nothing at all, `errno` untouched.
+macro_rules! unsupported_fns {
+    ($doc:literal, () $(, $name:ident)* $(,)?) => {$(
+        #[doc = $doc]
+        pub extern "C" fn $name() {}
+    )*};
+    ($doc:literal, $ty:ty = $ret:expr $(, $name:ident)* $(,)?) => {$(
+        #[doc = $doc]
+        pub extern "C" fn $name() -> $ty {
+            $crate::errno::set($crate::errno::EOPNOTSUPP);
+            $ret
+        }
+    )*};
+}
+pub(crate) use unsupported_fns;
+
 /// The errno for a driver status. WinVerbs reports any failure of the HCA's verbs as
 /// `STATUS_UNSUCCESSFUL` (OFW's convention), which is an invalid request in every case the
 /// library has not already refused itself, so it is `EINVAL`, as the kernel answers.

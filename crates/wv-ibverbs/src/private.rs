@@ -10,34 +10,11 @@
 
 use core::ffi::{c_int, c_void};
 
-use crate::errno::{self, EOPNOTSUPP};
+use crate::errno::{EOPNOTSUPP, unsupported_fns};
 
-macro_rules! inert_int {
-    ($($name:ident),* $(,)?) => {$(
-        /// Inert provider interface: `EOPNOTSUPP`.
-        pub extern "C" fn $name() -> c_int {
-            errno::set(EOPNOTSUPP);
-            EOPNOTSUPP
-        }
-    )*};
-}
-macro_rules! inert_ptr {
-    ($($name:ident),* $(,)?) => {$(
-        /// Inert provider interface: NULL with `errno` = `EOPNOTSUPP`.
-        pub extern "C" fn $name() -> *mut c_void {
-            errno::set(EOPNOTSUPP);
-            core::ptr::null_mut()
-        }
-    )*};
-}
-macro_rules! inert_void {
-    ($($name:ident),* $(,)?) => {$(
-        /// Inert provider interface: does nothing.
-        pub extern "C" fn $name() {}
-    )*};
-}
-
-inert_int!(
+unsupported_fns!(
+    "Inert provider interface: `EOPNOTSUPP`.",
+    c_int = EOPNOTSUPP,
     __ioctl_final_num_attrs,
     execute_ioctl,
     ibv_cmd_advise_mr,
@@ -101,8 +78,15 @@ inert_int!(
     ibv_cmd_resize_cq,
     verbs_init_cq,
 );
-inert_ptr!(_verbs_init_and_alloc_context, verbs_open_device,);
-inert_void!(
+unsupported_fns!(
+    "Inert provider interface: NULL with `errno` = `EOPNOTSUPP`.",
+    *mut c_void = core::ptr::null_mut(),
+    _verbs_init_and_alloc_context,
+    verbs_open_device,
+);
+unsupported_fns!(
+    "Inert provider interface: does nothing.",
+    (),
     __verbs_log,
     verbs_register_driver_34,
     verbs_set_ops,

@@ -261,6 +261,11 @@ impl Stack {
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The sum of `count` over the devices, a device without the counted thing left out.
+    fn sum_over_slots(&self, count: impl Fn(&Slot) -> Option<usize>) -> usize {
+        self.slots().iter().filter_map(count).sum()
+    }
+
     /// CreateFile on `\\.\WinVerbs`: a new handle, i.e. a new WinVerbs provider in the driver.
     ///
     /// # Errors
@@ -398,21 +403,13 @@ impl Stack {
     /// References the driver holds on the soft HCAs' C verbs tables (one per device it uses;
     /// 0 with [`LowerEdge::Direct`]). Removal and unload must give each back.
     pub fn table_references(&self) -> usize {
-        self.slots()
-            .iter()
-            .filter_map(|s| s.table.as_ref())
-            .map(CiExport::consumers)
-            .sum()
+        self.sum_over_slots(|s| s.table.as_ref().map(CiExport::consumers))
     }
 
     /// References the driver holds on the soft HCAs' CM tables (one per device it uses; 0
     /// with [`LowerEdge::Direct`]). Removal and unload must give each back.
     pub fn cm_table_references(&self) -> usize {
-        self.slots()
-            .iter()
-            .filter_map(|s| s.cm_table.as_ref())
-            .map(CiCmExport::consumers)
-            .sum()
+        self.sum_over_slots(|s| s.cm_table.as_ref().map(CiCmExport::consumers))
     }
 
     /// The IPv4 address of `port` of device `device` (`10.x.y.port`, `x.y` the index),

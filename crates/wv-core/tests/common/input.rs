@@ -8,7 +8,7 @@ use wv_abi::{
     WV_IO_EP_CONNECT, WV_IO_EP_DISCONNECT, WV_IO_EP_GET_REQUEST, WV_IO_EP_LISTEN, WV_IO_ID,
     WV_IO_SOCKADDR_DATA,
 };
-use wv_host::fake_cm::peer_req;
+use wv_host::fake_cm::{peer_path, peer_req};
 use zerocopy::{Immutable, IntoBytes};
 
 pub fn bytes<T: IntoBytes + Immutable>(value: &T) -> Vec<u8> {
@@ -58,12 +58,7 @@ pub fn path() -> IB_PATH_REC {
     IB_PATH_REC {
         dgid: [0xD; 16],
         sgid: [0x5; 16],
-        dlid: 2u16.to_be(),
-        slid: 1u16.to_be(),
-        pkey: 0xFFFF,
-        mtu: 0x84,
-        pkt_life: 0x92,
-        ..IB_PATH_REC::default()
+        ..peer_path()
     }
 }
 

@@ -13,6 +13,13 @@ use wv_softhca::*;
 
 const LATENCY: Duration = Duration::from_millis(50);
 
+/// When the first caller began and the last was answered.
+fn span(calls: &[(Instant, Instant)]) -> (Instant, Instant) {
+    let first = calls.iter().map(|c| c.0).min().unwrap();
+    let last = calls.iter().map(|c| c.1).max().unwrap();
+    (first, last)
+}
+
 /// `callers` threads each allocate a PD at the same moment on a device with `slots` command
 /// slots; returns when each call began and ended.
 fn concurrent_commands(slots: u32, callers: usize) -> Vec<(Instant, Instant)> {
@@ -50,8 +57,7 @@ fn a_command_answers_only_after_its_latency() {
 fn one_slot_serialises_the_callers() {
     // pvrdma's single request slot: three callers take three latencies one after the other.
     let calls = concurrent_commands(1, 3);
-    let first = calls.iter().map(|c| c.0).min().unwrap();
-    let last = calls.iter().map(|c| c.1).max().unwrap();
+    let (first, last) = span(&calls);
     assert!(
         last - first >= 3 * LATENCY,
         "three commands in {:?}",
@@ -64,8 +70,7 @@ fn several_slots_overlap_the_waits() {
     // Three slots: the three callers wait at the same time, so all are answered about one
     // latency after they began (a serialised channel takes three).
     let calls = concurrent_commands(3, 3);
-    let first = calls.iter().map(|c| c.0).min().unwrap();
-    let last = calls.iter().map(|c| c.1).max().unwrap();
+    let (first, last) = span(&calls);
     assert!(
         last - first < 2 * LATENCY,
         "three commands in {:?}",

@@ -7,6 +7,15 @@ use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;
 
+/// Faults that only drop packets, `drop_ppm` of them.
+fn drops(seed: u64, drop_ppm: u32) -> Option<FaultConfig> {
+    Some(FaultConfig {
+        seed,
+        drop_ppm,
+        ..FaultConfig::default()
+    })
+}
+
 fn run_traffic(
     seed: u64,
     cfg: FaultConfig,
@@ -113,12 +122,7 @@ fn a_dead_link_exceeds_the_retry_count() {
             ..Conn::default()
         },
     );
-    f.set_faults(Some(FaultConfig {
-        seed: 7,
-        drop_ppm: 1_000_000,
-        corrupt_ppm: 0,
-        delay_ppm: 0,
-    }));
+    f.set_faults(drops(7, 1_000_000));
     let m = a.mem(16, ALL_ACCESS);
     post_send(&qa, 1, m.sge(0, 8));
     assert_eq!(run_timers(&p, 100), 4);
@@ -128,12 +132,7 @@ fn a_dead_link_exceeds_the_retry_count() {
     // UD under loss just loses datagrams; the sender never sees an error.
     f.set_faults(None);
     let (cu, cv, u, v) = ud_qps(&a, &b, 16);
-    f.set_faults(Some(FaultConfig {
-        seed: 9,
-        drop_ppm: 500_000,
-        corrupt_ppm: 0,
-        delay_ppm: 0,
-    }));
+    f.set_faults(drops(9, 500_000));
     let rb = b.mem(64, ALL_ACCESS);
     let mut wr = send_wr(1, WrOpcode::Send, &[]);
     let d = [1u8; 4];
@@ -161,11 +160,7 @@ fn a_message_resent_from_its_middle_lands_in_the_receives_later_pieces() {
     let (f, a, b, ca, cb, qa, qb) = rc_pair(&p);
     let src = a.mem(6_000, ALL_ACCESS);
     let dst = b.mem(8_000, ALL_ACCESS);
-    f.set_faults(Some(FaultConfig {
-        seed: 7,
-        drop_ppm: 200_000,
-        ..FaultConfig::default()
-    }));
+    f.set_faults(drops(7, 200_000));
     for i in 0..20u8 {
         let data: Vec<u8> = (0..6_000).map(|j| (j % 251) as u8 ^ i).collect();
         src.buf.write(0, &data).unwrap();
