@@ -60,3 +60,46 @@ pub trait RawIo {
         self.wait_timeout(Duration::ZERO).is_some()
     }
 }
+
+/// Implements [`RawFile`] and [`RawIo`] for a transport whose file type `$file` and request type
+/// `$io` already have inherent methods of the traits' names and signatures; `$extra` goes into
+/// the `RawFile` impl as it stands (an override of a provided method).
+#[macro_export]
+macro_rules! raw_by_inherent {
+    ($file:ty, $io:ty $(, { $($extra:tt)* })?) => {
+        impl $crate::raw::RawFile for $file {
+            type Io = $io;
+
+            fn device_io_control(&self, code: u32, input: &[u8], output_len: usize) -> $io {
+                <$file>::device_io_control(self, code, input, output_len)
+            }
+
+            fn cancel_io_ex(&self, io: &$io) -> bool {
+                <$file>::cancel_io_ex(self, io)
+            }
+
+            $($($extra)*)?
+        }
+
+        impl $crate::raw::RawIo for $io {
+            fn pending(&self) -> bool {
+                <$io>::pending(self)
+            }
+
+            fn wait(self) -> $crate::raw::IoStatus {
+                <$io>::wait(self)
+            }
+
+            fn wait_timeout(
+                &self,
+                timeout: ::core::time::Duration,
+            ) -> Option<$crate::raw::IoStatus> {
+                <$io>::wait_timeout(self, timeout)
+            }
+
+            fn is_complete(&self) -> bool {
+                <$io>::is_complete(self)
+            }
+        }
+    };
+}

@@ -122,15 +122,7 @@ fn removal_completes_parked_requests_and_invalidates_handles() {
         expect(&modified, NtStatus::DEVICE_REMOVED);
         assert_eq!(modified.information, 0);
     }
-    assert!(
-        fx.hca.live_objects().is_empty(),
-        "verbs objects destroyed: {:?}",
-        fx.hca.live_objects()
-    );
-    assert!(
-        Arc::strong_count(&fx.hca) < refs_before,
-        "lower reference dropped"
-    );
+    assert_lower_released(&fx.hca, refs_before, "after the removal");
     fx.run();
 
     // Other calls fail as OFW's Acquire would.

@@ -11,7 +11,7 @@ use wv_hal::{
     Verbs, VerbsError, WorkItem,
 };
 use wv_host::HostPlatform;
-use wv_host::fake_verbs::{FakeCall, FakeConfig, FakeVerbs, ObjectKind};
+use wv_host::fake_verbs::{FakeCa, FakeCall, FakeConfig, FakeCq, FakePd, FakeVerbs, ObjectKind};
 
 type Seen = Arc<Mutex<Vec<(String, Irql)>>>;
 
@@ -50,6 +50,21 @@ fn sink(p: &HostPlatform, seen: &Seen) -> wv_hal::KArc<Sink> {
 }
 
 /// The modification to `state` carrying only what OFW always sends with it.
+/// A fake HCA on `p` with its CA, a PD and a 4-entry CQ open; every event sink notes into
+/// the log returned with them.
+fn ca_pd_cq(p: &HostPlatform) -> (Arc<FakeVerbs>, Seen, FakeCa, FakePd, FakeCq) {
+    let fake = FakeVerbs::with_defaults(p);
+    let seen = Seen::default();
+    let ca = fake
+        .open_ca(&mut Umv::none(), sink(p, &seen).into())
+        .unwrap();
+    let pd = fake.allocate_pd(&ca, &mut Umv::none()).unwrap();
+    let (cq, _) = fake
+        .create_cq(&ca, 4, sink(p, &seen).into(), &mut Umv::none())
+        .unwrap();
+    (fake, seen, ca, pd, cq)
+}
+
 fn modify(state: QpState) -> QpModify {
     match state {
         QpState::Reset => QpModify::Reset,
@@ -148,15 +163,7 @@ fn limits_are_enforced_and_failures_injected_and_logged() {
 #[test]
 fn events_arrive_through_interrupt_and_dpc_at_dispatch() {
     let p = HostPlatform::deterministic();
-    let fake = FakeVerbs::with_defaults(&p);
-    let seen = Seen::default();
-    let ca = fake
-        .open_ca(&mut Umv::none(), sink(&p, &seen).into())
-        .unwrap();
-    let pd = fake.allocate_pd(&ca, &mut Umv::none()).unwrap();
-    let (cq, _) = fake
-        .create_cq(&ca, 4, sink(&p, &seen).into(), &mut Umv::none())
-        .unwrap();
+    let (fake, seen, ca, pd, cq) = ca_pd_cq(&p);
     let srq_attr = SrqAttributes {
         max_wr: 4,
         max_sge: 1,
@@ -212,15 +219,7 @@ fn events_arrive_through_interrupt_and_dpc_at_dispatch() {
 #[test]
 fn qp_state_model_and_modify_log() {
     let p = HostPlatform::deterministic();
-    let fake = FakeVerbs::with_defaults(&p);
-    let seen = Seen::default();
-    let ca = fake
-        .open_ca(&mut Umv::none(), sink(&p, &seen).into())
-        .unwrap();
-    let pd = fake.allocate_pd(&ca, &mut Umv::none()).unwrap();
-    let (cq, _) = fake
-        .create_cq(&ca, 4, sink(&p, &seen).into(), &mut Umv::none())
-        .unwrap();
+    let (fake, seen, ca, pd, cq) = ca_pd_cq(&p);
     let create = QpCreate::new(QpType::Rc, &cq, 4);
     let (qp, _) = fake
         .create_qp(&pd, &create, sink(&p, &seen).into(), &mut Umv::none())
@@ -305,15 +304,7 @@ impl WorkItem for Modify {
 #[test]
 fn a_held_modify_blocks_on_a_worker_until_released() {
     let p = HostPlatform::threaded(2);
-    let fake = FakeVerbs::with_defaults(&p);
-    let seen = Seen::default();
-    let ca = fake
-        .open_ca(&mut Umv::none(), sink(&p, &seen).into())
-        .unwrap();
-    let pd = fake.allocate_pd(&ca, &mut Umv::none()).unwrap();
-    let (cq, _) = fake
-        .create_cq(&ca, 4, sink(&p, &seen).into(), &mut Umv::none())
-        .unwrap();
+    let (fake, seen, ca, pd, cq) = ca_pd_cq(&p);
     let create = QpCreate::new(QpType::Rc, &cq, 4);
     let (qp, _) = fake
         .create_qp(&pd, &create, sink(&p, &seen).into(), &mut Umv::none())

@@ -2,16 +2,14 @@
 
 mod common;
 
-use common::{COMPLETE_INLINE, FIRE, PARK, STATUS_FROM_INPUT, manager, manager_with};
+use common::{COMPLETE_INLINE, FIRE, PARK, STATUS_FROM_INPUT, manager, manager_with, open_one};
 use wv_abi::NtStatus;
 use wv_hal::{IoRequest, RequestQueue};
 use wv_host::HostPlatform;
 
 #[test]
 fn inline_completion_is_not_pending_and_copies_back_information_bytes() {
-    let p = HostPlatform::deterministic();
-    let mgr = manager(&p);
-    let file = mgr.open().unwrap();
+    let (_p, _mgr, file) = open_one();
     let io = file.device_io_control(COMPLETE_INLINE, &[1, 2, 3], 5);
     assert!(!io.pending());
     assert!(io.is_complete());
@@ -43,9 +41,7 @@ fn the_system_buffer_is_max_of_input_and_output() {
 
 #[test]
 fn output_is_copied_back_on_success_and_warning_only() {
-    let p = HostPlatform::deterministic();
-    let mgr = manager(&p);
-    let file = mgr.open().unwrap();
+    let (_p, _mgr, file) = open_one();
     let run = |status: u32| {
         let io = file.device_io_control(STATUS_FROM_INPUT, &status.to_le_bytes(), 8);
         assert!(!io.pending());
@@ -72,9 +68,7 @@ fn output_is_copied_back_on_success_and_warning_only() {
 
 #[test]
 fn a_parked_request_is_pending_until_fired() {
-    let p = HostPlatform::deterministic();
-    let mgr = manager(&p);
-    let file = mgr.open().unwrap();
+    let (_p, _mgr, file) = open_one();
     let a = file.device_io_control(PARK, &[], 0);
     let b = file.device_io_control(PARK, &[], 0);
     assert!(a.pending() && b.pending());
@@ -116,17 +110,13 @@ fn a_request_completed_by_a_work_item_is_pending() {
 #[test]
 #[should_panic(expected = "still pending after run_until_idle")]
 fn a_deterministic_wait_on_a_request_nobody_completes_panics() {
-    let p = HostPlatform::deterministic();
-    let mgr = manager(&p);
-    let file = mgr.open().unwrap();
+    let (_p, _mgr, file) = open_one();
     file.device_io_control(PARK, &[], 0).wait();
 }
 
 #[test]
 fn cancel_io_ex_cancels_a_parked_request_exactly_once() {
-    let p = HostPlatform::deterministic();
-    let mgr = manager(&p);
-    let file = mgr.open().unwrap();
+    let (_p, _mgr, file) = open_one();
     let a = file.device_io_control(PARK, &[], 0);
     let b = file.device_io_control(PARK, &[], 0);
     assert!(file.cancel_io_ex(&a));

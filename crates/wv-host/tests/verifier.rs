@@ -4,7 +4,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{PARK, manager, manager_with};
+use common::{PARK, manager, manager_with, open_one};
 use wv_abi::NtStatus;
 use wv_hal::{
     CqEventSink, Event, IoRequest, Platform, RequestQueue, SpinLock, Umv, Verbs, WorkItem,
@@ -153,9 +153,7 @@ fn file_leaked_at_teardown() {
 #[test]
 #[should_panic(expected = "verifier: 1 requests / 1 queues / 1 files alive at teardown")]
 fn parked_request_leaked_at_teardown() {
-    let p = HostPlatform::deterministic();
-    let mgr = manager(&p);
-    let file = mgr.open().unwrap();
+    let (_p, mgr, file) = open_one();
     let io = file.device_io_control(PARK, &[], 0);
     assert!(io.pending());
     std::mem::forget(file);

@@ -10,7 +10,7 @@ use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use wv_client::verbs::{AddressVector, Ah, Mr, Mw, MwType, Pd};
+use wv_client::verbs::{AddressVector, Ah, Mr, Mw, MwType, Pd, VerbsError};
 
 use crate::abi::*;
 use crate::context::{Context, ctx};
@@ -37,6 +37,20 @@ pub struct PdBox {
     pub users: AtomicUsize,
     /// For a parent domain: the protection domain it stands for (NULL for a PD).
     pub protection_domain: *mut ibv_pd,
+}
+
+impl PdBox {
+    /// An object made on this PD's library side, boxed by `wrap` with its C struct first and
+    /// leaked as that C struct, the PD counting it as a user; the errno of a failed `made`.
+    fn adopt<T, B, C>(
+        &self,
+        made: Result<T, VerbsError>,
+        wrap: impl FnOnce(T) -> B,
+    ) -> Result<*mut C, c_int> {
+        let object = made.map_err(|e| errno::of(&e))?;
+        self.users.fetch_add(1, Ordering::AcqRel);
+        Ok(leak::<_, C>(wrap(object)))
+    }
 }
 
 /// # Safety
@@ -253,12 +267,8 @@ fn register(p: *mut ibv_pd, addr: u64, len: usize, access: u32) -> Result<*mut i
     let access = check_registration(addr, len, access)?;
     // SAFETY: live PD by the callers' contract.
     let pdb = unsafe { pd(p) };
-    let mr = pdb
-        .pd
-        .reg_mr_addr(addr, len, wv_access(access))
-        .map_err(|e| errno::of(&e))?;
-    pdb.users.fetch_add(1, Ordering::AcqRel);
-    Ok(leak::<_, ibv_mr>(MrBox {
+    let made = pdb.pd.reg_mr_addr(addr, len, wv_access(access));
+    pdb.adopt(made, |mr| MrBox {
         c: ibv_mr {
             context: pdb.c.context,
             pd: p,
@@ -270,7 +280,7 @@ fn register(p: *mut ibv_pd, addr: u64, len: usize, access: u32) -> Result<*mut i
         },
         mr: Some(mr),
         access,
-    }))
+    })
 }
 
 /// `ibv_reg_mr` (the 1.1 entry point and what the header's inline `ibv_reg_mr` calls).
@@ -427,23 +437,16 @@ pub unsafe extern "C" fn alloc_mw(p: *mut ibv_pd, kind: i32) -> *mut ibv_mw {
     };
     // SAFETY: live PD.
     let pdb = unsafe { pd(p) };
-    let r = pdb
-        .pd
-        .alloc_mw_type(kind)
-        .map_err(|e| errno::of(&e))
-        .map(|mw| {
-            pdb.users.fetch_add(1, Ordering::AcqRel);
-            leak::<_, ibv_mw>(MwBox {
-                c: ibv_mw {
-                    context: pdb.c.context,
-                    pd: p,
-                    rkey: mw.rkey(),
-                    handle: mw.id() as u32,
-                    type_: kind as u32,
-                },
-                mw,
-            })
-        });
+    let r = pdb.adopt(pdb.pd.alloc_mw_type(kind), |mw| MwBox {
+        c: ibv_mw {
+            context: pdb.c.context,
+            pd: p,
+            rkey: mw.rkey(),
+            handle: mw.id() as u32,
+            type_: kind as u32,
+        },
+        mw,
+    });
     errno::ret_ptr(r)
 }
 
@@ -515,21 +518,14 @@ pub unsafe extern "C" fn ibv_create_ah(p: *mut ibv_pd, attr: *mut ibv_ah_attr) -
     if cx.link_layer == IBV_LINK_LAYER_ETHERNET && a.is_global == 0 {
         return errno::ret_ptr(Err(EINVAL));
     }
-    let r = pdb
-        .pd
-        .create_ah(&address_vector(a))
-        .map_err(|e| errno::of(&e))
-        .map(|ah| {
-            pdb.users.fetch_add(1, Ordering::AcqRel);
-            leak::<_, ibv_ah>(AhBox {
-                c: ibv_ah {
-                    context: pdb.c.context,
-                    pd: p,
-                    handle: ah.id() as u32,
-                },
-                ah,
-            })
-        });
+    let r = pdb.adopt(pdb.pd.create_ah(&address_vector(a)), |ah| AhBox {
+        c: ibv_ah {
+            context: pdb.c.context,
+            pd: p,
+            handle: ah.id() as u32,
+        },
+        ah,
+    });
     errno::ret_ptr(r)
 }
 

@@ -31,7 +31,7 @@ use wv_host::{HostPlatform, IoManager};
 pub use wv_softhca::LinkLayer;
 use wv_softhca::{ClientMemory, DeviceConfig, Fabric, SoftCm, SoftHca};
 
-use wv_client::raw::{IoStatus, RawFile, RawIo};
+use wv_client::raw::IoStatus;
 use wv_client::verbs::{
     AddressService, DeviceAddress, PortError, PortReservation, Provider, VerbsError,
 };
@@ -649,32 +649,4 @@ impl Io {
     }
 }
 
-impl RawFile for File {
-    type Io = Io;
-
-    fn device_io_control(&self, code: u32, input: &[u8], output_len: usize) -> Io {
-        File::device_io_control(self, code, input, output_len)
-    }
-
-    fn cancel_io_ex(&self, io: &Io) -> bool {
-        File::cancel_io_ex(self, io)
-    }
-}
-
-impl RawIo for Io {
-    fn pending(&self) -> bool {
-        Io::pending(self)
-    }
-
-    fn wait(self) -> IoStatus {
-        Io::wait(self)
-    }
-
-    fn wait_timeout(&self, timeout: Duration) -> Option<IoStatus> {
-        Io::wait_timeout(self, timeout)
-    }
-
-    fn is_complete(&self) -> bool {
-        Io::is_complete(self)
-    }
-}
+wv_client::raw_by_inherent!(File, Io);

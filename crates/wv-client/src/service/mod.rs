@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use wv_abi::NtStatus;
 use zerocopy::{FromBytes, IntoBytes};
 
-use crate::raw::{IoStatus, RawFile, RawIo};
+use crate::raw::IoStatus;
 use proto::{
     Admin, AdminReply, CancelBody, CancelledBody, CompleteHead, ErrorHead, Header, Hello,
     IoctlHead, Kind, Welcome,
@@ -521,42 +521,14 @@ impl Io {
     }
 }
 
-impl RawFile for File {
-    type Io = Io;
-
-    fn device_io_control(&self, code: u32, input: &[u8], output_len: usize) -> Io {
-        File::device_io_control(self, code, input, output_len)
-    }
-
-    fn cancel_io_ex(&self, io: &Io) -> bool {
-        File::cancel_io_ex(self, io)
-    }
-
+crate::raw_by_inherent!(File, Io, {
     fn shared_device(&self) -> Option<Arc<dyn wv_softhca::uvp::MappedDevice>> {
         self.conn
             .shared
             .clone()
             .map(|d| d as Arc<dyn wv_softhca::uvp::MappedDevice>)
     }
-}
-
-impl RawIo for Io {
-    fn pending(&self) -> bool {
-        Io::pending(self)
-    }
-
-    fn wait(self) -> IoStatus {
-        Io::wait(self)
-    }
-
-    fn wait_timeout(&self, timeout: Duration) -> Option<IoStatus> {
-        Io::wait_timeout(self, timeout)
-    }
-
-    fn is_complete(&self) -> bool {
-        Io::is_complete(self)
-    }
-}
+});
 
 /// The machine behind a service connection as the verbs layer's address service (IBAT's
 /// role): locate, resolve and reserve through admin questions.

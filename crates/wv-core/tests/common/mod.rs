@@ -36,6 +36,20 @@ pub fn mode() -> HostPlatform {
     }
 }
 
+/// The core let go of `hca`: no verbs object of it is left, and fewer references to it are
+/// held than `refs_before`, counted while the core used it. `when` names the moment.
+pub fn assert_lower_released(hca: &Arc<FakeVerbs>, refs_before: usize, when: &str) {
+    assert!(
+        hca.live_objects().is_empty(),
+        "verbs objects left {when}: {:?}",
+        hca.live_objects()
+    );
+    assert!(
+        Arc::strong_count(hca) < refs_before,
+        "the core still holds the verbs interface {when}"
+    );
+}
+
 /// One driver on one platform with one fake HCA and the fake CM of its stack.
 pub struct Fx {
     pub io: IoManager<Drv>,

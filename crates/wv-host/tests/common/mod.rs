@@ -8,7 +8,7 @@ use wv_abi::NtStatus;
 use wv_hal::KArc;
 use wv_hal::{FilterDriver, Irql, Platform, RequestQueue};
 use wv_host::fake_verbs::FakeVerbs;
-use wv_host::{HostPlatform, HostQueue, HostRequest, IoManager};
+use wv_host::{File, HostPlatform, HostQueue, HostRequest, IoManager};
 
 pub type Handler = dyn Fn(&TestDriver, &TestFile, HostRequest) + Send + Sync;
 
@@ -140,6 +140,15 @@ pub fn standard(_d: &TestDriver, file: &TestFile, mut request: HostRequest) {
         }
         _ => request.complete(NtStatus::INVALID_DEVICE_REQUEST, 0),
     }
+}
+
+/// A deterministic platform, the standard driver on it and one file open on that driver
+/// (declared in that order, so the file goes first when they are dropped).
+pub fn open_one() -> (HostPlatform, IoManager<TestDriver>, File<TestDriver>) {
+    let p = HostPlatform::deterministic();
+    let mgr = manager(&p);
+    let file = mgr.open().unwrap();
+    (p, mgr, file)
 }
 
 pub fn manager(platform: &HostPlatform) -> IoManager<TestDriver> {
