@@ -232,6 +232,14 @@ struct State {
 }
 
 impl State {
+    /// No objects yet; the first id is 1 (0 is never an id).
+    fn new() -> State {
+        State {
+            next_id: 1,
+            ..State::default()
+        }
+    }
+
     fn leaks(&self) -> Vec<String> {
         match self.ids.len() {
             0 => Vec::new(),
@@ -367,14 +375,7 @@ impl FakeCm {
     /// A CM whose interrupts and DPCs run on `platform`. Registers a teardown check that
     /// reports every id still alive.
     pub fn new(platform: &HostPlatform) -> Arc<FakeCm> {
-        let state = Arc::new(Mutex::new(State {
-            next_id: 1,
-            ..State::default()
-        }));
-        let leaks = Arc::clone(&state);
-        platform
-            .verifier()
-            .add_teardown_check(move || leaks.lock().leaks());
+        let state = platform.leak_checked(State::new(), State::leaks);
         Arc::new_cyclic(|me: &Weak<FakeCm>| FakeCm {
             platform: platform.clone(),
             state,

@@ -324,6 +324,14 @@ struct State {
 }
 
 impl State {
+    /// No objects yet; the first id is 1 (0 is never an id).
+    fn new() -> State {
+        State {
+            next_id: 1,
+            ..State::default()
+        }
+    }
+
     fn count(&self, kind: ObjectKind) -> usize {
         self.objects.values().filter(|o| o.kind() == kind).count()
     }
@@ -512,14 +520,7 @@ impl FakeVerbs {
             port.attributes.gid_table_len = u32::try_from(port.gids.len()).unwrap_or(u32::MAX);
             port.attributes.pkey_table_len = u16::try_from(port.pkeys.len()).unwrap_or(u16::MAX);
         }
-        let state = Arc::new(Mutex::new(State {
-            next_id: 1,
-            ..State::default()
-        }));
-        let leaks = Arc::clone(&state);
-        platform
-            .verifier()
-            .add_teardown_check(move || leaks.lock().leaks());
+        let state = platform.leak_checked(State::new(), State::leaks);
         Arc::new_cyclic(|me: &Weak<FakeVerbs>| FakeVerbs {
             platform: platform.clone(),
             config: Mutex::new(config),

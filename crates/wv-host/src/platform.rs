@@ -366,6 +366,20 @@ impl Platform for HostPlatform {
 }
 
 impl HostPlatform {
+    /// A fake device's `state`, shared, with a teardown check that reports what `leaks` finds
+    /// in it then (its objects still alive).
+    pub(crate) fn leak_checked<S: Send + 'static>(
+        &self,
+        state: S,
+        leaks: fn(&S) -> Vec<String>,
+    ) -> Arc<Mutex<S>> {
+        let state = Arc::new(Mutex::new(state));
+        let watched = Arc::clone(&state);
+        self.verifier()
+            .add_teardown_check(move || leaks(&watched.lock()));
+        state
+    }
+
     /// A verifier failure when `what` is called above `max`.
     fn irql_at_most(&self, what: &str, max: Irql) {
         let level = irql::current();

@@ -10,7 +10,8 @@ use core::sync::atomic::Ordering;
 use wv_abi::WV_IO_QP_ATTRIBUTES;
 use wv_abi::consts::*;
 use wv_client::verbs::{
-    AtomicArgs, MwBind, PostError, Qp, QpAttr, QpInit, QpType, SendWr, Sge, UdAddress, WrOpcode,
+    AtomicArgs, MwBind, PostError, Qp, QpAttr, QpInit, QpType, SendWr, Sge, UdAddress, VerbsError,
+    WrOpcode,
 };
 
 use crate::abi::*;
@@ -904,11 +905,16 @@ pub unsafe extern "C" fn bind_mw(q: *mut ibv_qp, mw: *mut ibv_mw, bind: *mut ibv
     }
 }
 
-/// `ibv_attach_mcast` (`lid` host order, as rdma-core takes it).
+/// `op` on the client's QP of `q` with the group GID `gid` points at; the errno return of
+/// `ibv_attach_mcast` and `ibv_detach_mcast`.
 ///
 /// # Safety
-/// `q` is a live QP, `gid` readable.
-pub unsafe extern "C" fn ibv_attach_mcast(q: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+/// `q` is null or a live QP, `gid` null or readable.
+unsafe fn with_mcast_gid(
+    q: *mut ibv_qp,
+    gid: *const ibv_gid,
+    op: impl FnOnce(&Qp<File>, &[u8; 16]) -> Result<(), VerbsError>,
+) -> c_int {
     if q.is_null() || gid.is_null() {
         return errno::ret(Err(EINVAL));
     }
@@ -918,7 +924,16 @@ pub unsafe extern "C" fn ibv_attach_mcast(q: *mut ibv_qp, gid: *const ibv_gid, l
     let gv = unsafe { gid.read() };
     // SAFETY: both views of the union are 16 plain bytes.
     let g = unsafe { gv.raw };
-    errno::ret(b.qp.attach_mcast(&g, lid).map_err(|e| errno::of(&e)))
+    errno::ret(op(&b.qp, &g).map_err(|e| errno::of(&e)))
+}
+
+/// `ibv_attach_mcast` (`lid` host order, as rdma-core takes it).
+///
+/// # Safety
+/// `q` is a live QP, `gid` readable.
+pub unsafe extern "C" fn ibv_attach_mcast(q: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+    // SAFETY: the caller's contract is the helper's.
+    unsafe { with_mcast_gid(q, gid, |qp, g| qp.attach_mcast(g, lid)) }
 }
 
 /// `ibv_detach_mcast`.
@@ -926,16 +941,8 @@ pub unsafe extern "C" fn ibv_attach_mcast(q: *mut ibv_qp, gid: *const ibv_gid, l
 /// # Safety
 /// `q` is a live QP, `gid` readable.
 pub unsafe extern "C" fn ibv_detach_mcast(q: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    if q.is_null() || gid.is_null() {
-        return errno::ret(Err(EINVAL));
-    }
-    // SAFETY: live QP; readable GID.
-    let b = unsafe { qp(q) };
-    // SAFETY: a readable GID by the contract.
-    let gv = unsafe { gid.read() };
-    // SAFETY: both views of the union are 16 plain bytes.
-    let g = unsafe { gv.raw };
-    errno::ret(b.qp.detach_mcast(&g, lid).map_err(|e| errno::of(&e)))
+    // SAFETY: the caller's contract is the helper's.
+    unsafe { with_mcast_gid(q, gid, |qp, g| qp.detach_mcast(g, lid)) }
 }
 
 // ------------------------------------------------------------------------------------------

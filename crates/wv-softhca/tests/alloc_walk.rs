@@ -318,6 +318,15 @@ fn req_answered(fx: &Fx) -> Answer {
 
 /// One path: a call that creates (and destroys again) or resizes, run as driver code, and
 /// what tells its answer once the DPCs it caused have run.
+/// Creates a QP of `c` on the fixture's PD, and destroys it again.
+fn create_and_destroy_qp(fx: &Fx, c: &QpCreate<'_, SoftCq, SoftSrq>) -> Answer {
+    let (qp, _) = fx
+        .hca
+        .create_qp(&fx.pd, c, fx.sink.clone().into(), &mut Umv::none())?;
+    fx.hca.destroy_qp(qp);
+    Ok(())
+}
+
 struct Case {
     name: &'static str,
     op: fn(&Fx) -> Answer,
@@ -442,25 +451,13 @@ fn cases() -> Vec<Case> {
         Case {
             settle: settled,
             name: "create_qp (RC, its own CQs)",
-            op: |fx| {
-                let c = qp_create(QpType::Rc, &fx.scq, &fx.rcq, None);
-                let (qp, _) =
-                    fx.hca
-                        .create_qp(&fx.pd, &c, fx.sink.clone().into(), &mut Umv::none())?;
-                fx.hca.destroy_qp(qp);
-                Ok(())
-            },
+            op: |fx| create_and_destroy_qp(fx, &qp_create(QpType::Rc, &fx.scq, &fx.rcq, None)),
         },
         Case {
             settle: settled,
             name: "create_qp (on an SRQ, one CQ)",
             op: |fx| {
-                let c = qp_create(QpType::Rc, &fx.scq, &fx.scq, Some(&fx.srq));
-                let (qp, _) =
-                    fx.hca
-                        .create_qp(&fx.pd, &c, fx.sink.clone().into(), &mut Umv::none())?;
-                fx.hca.destroy_qp(qp);
-                Ok(())
+                create_and_destroy_qp(fx, &qp_create(QpType::Rc, &fx.scq, &fx.scq, Some(&fx.srq)))
             },
         },
         Case {

@@ -42,6 +42,19 @@ fn modify_srq(n: &Node, srq: &Srq, max_wr: u32, limit: u32) -> Result<u32, Verbs
     guard.finish(&r)
 }
 
+/// B's 4-entry CQ, an RC QP on A over `scq`/`rcq` connected to one on B over that CQ, and
+/// the 64-byte buffers [`writes`] goes from (A) and to (B); in that order, so that the QPs go
+/// before the CQ when dropped.
+fn writer(a: &Node, b: &Node, scq: &Cq, rcq: &Cq) -> (Cq, Qp, Qp, Mem, Mem) {
+    let cb = b.cq(4);
+    let qa = a.qp_with(QpType::Rc, scq, rcq, None, 64, 1, 0, true);
+    let qb = b.qp(QpType::Rc, &cb);
+    connect(a, &qa, b, &qb, Conn::default());
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    (cb, qa, qb, m, rb)
+}
+
 fn writes(qa: &Qp, m: &Mem, rb: &Mem, from: u64, n: u64) {
     for i in from..from + n {
         let sg = [m.sge(0, 4)];
@@ -57,12 +70,7 @@ fn a_cq_grows_with_its_completions_kept_in_order() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);
     let ca = a.cq(4);
-    let cb = b.cq(4);
-    let qa = a.qp_with(QpType::Rc, &ca, &ca, None, 64, 1, 0, true);
-    let qb = b.qp(QpType::Rc, &cb);
-    connect(&a, &qa, &b, &qb, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (_cb, qa, _qb, m, rb) = writer(&a, &b, &ca, &ca);
     assert_eq!(ca.uvp.entries(), 4);
     writes(&qa, &m, &rb, 0, 3);
     assert_eq!(resize_cq(&a, &ca, 64).unwrap(), 64);
@@ -89,12 +97,7 @@ fn a_cq_of_one_queue_hands_its_new_ring_to_that_queue() {
     // was given rather than under the CQ's lock.
     let scq = a.cq(4);
     let rcq = a.cq(4);
-    let cb = b.cq(4);
-    let qa = a.qp_with(QpType::Rc, &scq, &rcq, None, 64, 1, 0, true);
-    let qb = b.qp(QpType::Rc, &cb);
-    connect(&a, &qa, &b, &qb, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (_cb, qa, _qb, m, rb) = writer(&a, &b, &scq, &rcq);
     writes(&qa, &m, &rb, 0, 2);
     assert_eq!(resize_cq(&a, &scq, 64).unwrap(), 64);
     writes(&qa, &m, &rb, 2, 40);
@@ -109,12 +112,7 @@ fn a_cq_shrinks_when_its_completions_fit_and_refuses_otherwise() {
     let p = HostPlatform::deterministic();
     let (_f, a, b) = pair(&p);
     let ca = a.cq(64);
-    let cb = b.cq(4);
-    let qa = a.qp_with(QpType::Rc, &ca, &ca, None, 64, 1, 0, true);
-    let qb = b.qp(QpType::Rc, &cb);
-    connect(&a, &qa, &b, &qb, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (_cb, qa, _qb, m, rb) = writer(&a, &b, &ca, &ca);
     writes(&qa, &m, &rb, 0, 5);
     // Too small for the five waiting: refused, nothing changes.
     assert_eq!(resize_cq(&a, &ca, 4), Err(VerbsError::InvalidParameter));
