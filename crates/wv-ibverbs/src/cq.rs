@@ -19,8 +19,8 @@ use wv_client::verbs::{Cq, Pending, WorkCompletion};
 
 use crate::abi::*;
 use crate::context::ctx;
-use crate::errno::{self, EBUSY, EINVAL, ENOENT, EOPNOTSUPP};
-use crate::objects::{CqEvent, channel};
+use crate::errno::{self, EINVAL, ENOENT, EOPNOTSUPP};
+use crate::objects::{CqEvent, channel, unused};
 use crate::runtime::File;
 
 /// A CQ: the C struct (`ibv_cq_ex`, whose first fields are `ibv_cq`), then the library's.
@@ -181,14 +181,11 @@ pub unsafe extern "C" fn create_cq_ex(
 /// # Safety
 /// `c` is a live CQ.
 pub unsafe extern "C" fn ibv_destroy_cq(c: *mut ibv_cq) -> c_int {
-    if c.is_null() {
-        return errno::ret(Err(EINVAL));
-    }
-    // SAFETY: live CQ.
-    let b = unsafe { cq(c) };
-    if b.users.load(Ordering::Acquire) != 0 {
-        return errno::ret(Err(EBUSY));
-    }
+    // SAFETY: a live CQ by the contract.
+    let b = match unsafe { unused(c, cq, |b| &b.users) } {
+        Ok(b) => b,
+        Err(e) => return errno::ret(Err(e)),
+    };
     let ch = b.c.channel;
     // SAFETY: the box `create` leaked, freed once. Dropping it destroys the CQ (which cancels
     // a parked notify) and closes the event thread's queue.

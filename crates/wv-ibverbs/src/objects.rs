@@ -23,6 +23,27 @@ pub fn leak<T, C>(v: T) -> *mut C {
     Box::into_raw(Box::new(v)).cast()
 }
 
+/// The box of an object about to be destroyed: `EINVAL` for NULL, `EBUSY` while objects made
+/// on it are alive (the count `users` selects).
+///
+/// # Safety
+/// `p` is null or a live object of this library whose box `get` returns.
+pub unsafe fn unused<'a, C, B>(
+    p: *mut C,
+    get: unsafe fn(*mut C) -> &'a B,
+    users: fn(&B) -> &AtomicUsize,
+) -> Result<&'a B, c_int> {
+    if p.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: a live object by the caller's contract.
+    let b = unsafe { get(p) };
+    if users(b).load(Ordering::Acquire) != 0 {
+        return Err(EBUSY);
+    }
+    Ok(b)
+}
+
 // ------------------------------------------------------------------------------------------
 // PD
 
@@ -87,14 +108,11 @@ pub unsafe extern "C" fn ibv_alloc_pd(c: *mut ibv_context) -> *mut ibv_pd {
 /// # Safety
 /// `p` is a live PD.
 pub unsafe extern "C" fn ibv_dealloc_pd(p: *mut ibv_pd) -> c_int {
-    if p.is_null() {
-        return errno::ret(Err(EINVAL));
-    }
-    // SAFETY: live PD.
-    let b = unsafe { pd(p) };
-    if b.users.load(Ordering::Acquire) != 0 {
-        return errno::ret(Err(EBUSY));
-    }
+    // SAFETY: a live PD by the contract.
+    let b = match unsafe { unused(p, pd, |b| &b.users) } {
+        Ok(b) => b,
+        Err(e) => return errno::ret(Err(e)),
+    };
     if !b.protection_domain.is_null() {
         // SAFETY: a parent domain's protection domain outlives it (it counts it).
         unsafe { pd(b.protection_domain) }

@@ -10,8 +10,8 @@ use wv_client::verbs::{RecvWr, Sge, Srq};
 
 use crate::abi::*;
 use crate::context::ctx;
-use crate::errno::{self, EBUSY, EINVAL, EOPNOTSUPP};
-use crate::objects::{leak, pd};
+use crate::errno::{self, EINVAL, EOPNOTSUPP};
+use crate::objects::{leak, pd, unused};
 use crate::runtime::File;
 
 /// An SRQ: the C struct, then the library's.
@@ -220,14 +220,11 @@ pub unsafe extern "C" fn ibv_query_srq(s: *mut ibv_srq, attr: *mut ibv_srq_attr)
 /// # Safety
 /// `s` is a live SRQ.
 pub unsafe extern "C" fn ibv_destroy_srq(s: *mut ibv_srq) -> c_int {
-    if s.is_null() {
-        return errno::ret(Err(EINVAL));
-    }
-    // SAFETY: live SRQ.
-    let b = unsafe { srq(s) };
-    if b.users.load(Ordering::Acquire) != 0 {
-        return errno::ret(Err(EBUSY));
-    }
+    // SAFETY: a live SRQ by the contract.
+    let b = match unsafe { unused(s, srq, |b| &b.users) } {
+        Ok(b) => b,
+        Err(e) => return errno::ret(Err(e)),
+    };
     // SAFETY: the PD counts the SRQ, so it is live.
     unsafe { pd(b.c.pd) }.users.fetch_sub(1, Ordering::AcqRel);
     // SAFETY: the box `create` leaked, freed once.
