@@ -6,7 +6,6 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::common::*;
 use wv_abi::IB_PATH_REC;
 use wv_hal::Verbs;
-use wv_host::HostPlatform;
 use wv_softhca::address::{EPHEMERAL_FIRST, address_gid};
 use wv_softhca::*;
 
@@ -16,8 +15,7 @@ fn v4(a: u8, b: u8, c: u8, d: u8) -> IpAddr {
 
 #[test]
 fn an_address_is_a_gid_on_its_port_and_resolves_to_a_path() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b) = pair(&p);
+    let (p, f, a, b) = deterministic_pair();
     let (ia, ib) = (v4(10, 0, 0, 1), v4(10, 0, 1, 1));
     let i6 = IpAddr::V6(Ipv6Addr::new(0xfd57, 0x5600, 0, 0, 0, 0, 1, 1));
     f.assign_address(&a.hca, 1, ia).unwrap();
@@ -73,8 +71,7 @@ fn an_address_is_a_gid_on_its_port_and_resolves_to_a_path() {
 
 #[test]
 fn the_port_space_takes_a_port_once_per_address() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b) = pair(&p);
+    let (p, f, a, b) = deterministic_pair();
     let (ia, ib) = (v4(10, 0, 0, 1), v4(10, 0, 1, 1));
     f.assign_address(&a.hca, 1, ia).unwrap();
     f.assign_address(&b.hca, 1, ib).unwrap();

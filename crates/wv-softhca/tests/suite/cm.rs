@@ -254,15 +254,13 @@ fn full_connection<C: ConnectionManager>(p: &HostPlatform, a: &Node, b: &Node, c
 
 #[test]
 fn a_connection_from_req_to_drep() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     full_connection(&p, &a, &b, &a.hca.cm(), &b.hca.cm());
 }
 
 #[test]
 fn a_connection_through_the_c_tables() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let (ta, tb) = (
         a.hca.c_cm_interface().unwrap(),
         b.hca.c_cm_interface().unwrap(),
@@ -299,8 +297,7 @@ fn a_connection_on_one_device() {
 
 #[test]
 fn a_req_nobody_listens_for_is_rejected_as_an_invalid_service_id() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let cm = a.hca.cm();
     let (events, s) = sink();
     let id = cm.create_id(s).unwrap();
@@ -323,8 +320,7 @@ fn a_req_nobody_listens_for_is_rejected_as_an_invalid_service_id() {
 
 #[test]
 fn a_req_to_an_address_nobody_owns_times_out_after_its_retries() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b) = pair(&p);
+    let (p, f, a, b) = deterministic_pair();
     let cm = a.hca.cm();
     let (events, s) = sink();
     let id = cm.create_id(s).unwrap();
@@ -404,8 +400,7 @@ fn establish(
 
 #[test]
 fn a_lost_rep_is_sent_again_when_the_req_comes_again() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b) = pair(&p);
+    let (p, f, a, b) = deterministic_pair();
     let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
     let (listener, active_events, active, passive_events, passive) =
         taken(&p, &a, &b, &cm_a, &cm_b);
@@ -438,8 +433,7 @@ fn a_lost_rep_is_sent_again_when_the_req_comes_again() {
 
 #[test]
 fn a_rep_never_acknowledged_is_a_rep_error_and_a_rej_to_the_peer() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b) = pair(&p);
+    let (p, f, a, b) = deterministic_pair();
     let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
     let (listener, active_events, active, passive_events, passive) =
         taken(&p, &a, &b, &cm_a, &cm_b);
@@ -468,8 +462,7 @@ fn a_rep_never_acknowledged_is_a_rep_error_and_a_rej_to_the_peer() {
 
 #[test]
 fn a_dreq_nobody_answers_is_a_dreq_error() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b) = pair(&p);
+    let (p, f, a, b) = deterministic_pair();
     let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
     let (listener, active_events, active, passive_events, passive) =
         taken(&p, &a, &b, &cm_a, &cm_b);
@@ -500,8 +493,7 @@ fn a_dreq_nobody_answers_is_a_dreq_error() {
 
 #[test]
 fn destroying_a_listen_rejects_the_requests_it_held() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
     let (listen_events, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
     assert_eq!(listen_events.take(), vec![Ev::ReqReceived]);
@@ -521,8 +513,7 @@ fn destroying_a_listen_rejects_the_requests_it_held() {
 
 #[test]
 fn a_request_whose_sender_gives_up_before_it_is_taken_is_gone() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
     let (listen_events, _ae, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
     assert_eq!(listen_events.take(), vec![Ev::ReqReceived]);
@@ -539,8 +530,7 @@ fn a_request_whose_sender_gives_up_before_it_is_taken_is_gone() {
 
 #[test]
 fn destroying_a_connection_tells_the_peer() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
     let (listener, active_events, active, passive_events, passive) =
         taken(&p, &a, &b, &cm_a, &cm_b);
@@ -562,8 +552,7 @@ fn destroying_a_connection_tells_the_peer() {
 
 #[test]
 fn mra_extends_the_wait() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
     let (_l, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
     let (_pe, s) = sink();
@@ -588,8 +577,7 @@ fn mra_extends_the_wait() {
 
 #[test]
 fn listens_match_service_id_and_the_compared_address() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
     // IP-CM headers: version 0, IPv4, a source port, source and destination addresses.
     let header = |dst: [u8; 4]| {
@@ -648,8 +636,7 @@ fn listens_match_service_id_and_the_compared_address() {
 
 #[test]
 fn wrong_states_and_sizes_are_refused() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let cm = a.hca.cm();
     let id = cm.create_id(sink().1).unwrap();
     let path = path(&a, &b);
@@ -700,8 +687,7 @@ fn wrong_states_and_sizes_are_refused() {
 
 #[test]
 fn removal_stops_the_cm() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
     let (_l, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
     b.hca.surprise_remove();
@@ -724,8 +710,7 @@ fn removal_stops_the_cm() {
 /// The CM behind an `Arc` is the CM (what the direct lower edge hands the core).
 #[test]
 fn a_shared_cm_is_a_cm() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let (cm_a, cm_b) = (Arc::new(a.hca.cm()), Arc::new(b.hca.cm()));
     full_connection(&p, &a, &b, &cm_a, &cm_b);
 }

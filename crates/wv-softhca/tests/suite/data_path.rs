@@ -230,8 +230,7 @@ fn unsignaled_sends_are_retired_silently_and_sq_sig_all_signals_everything() {
 
 #[test]
 fn uc_write_and_send() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
     connect(&a, &qa, &b, &qb, Conn::default());
     let la = a.mem(64, ALL_ACCESS);
@@ -262,8 +261,7 @@ fn uc_write_and_send() {
 
 #[test]
 fn ud_send_with_grh_and_qkey() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
     let la = a.mem(64, ALL_ACCESS);
     let rb = b.mem(128, ALL_ACCESS);
@@ -438,8 +436,7 @@ fn deregistered_keys_and_closed_contexts_are_refused() {
 
 #[test]
 fn ud_multicast_reaches_every_attached_qp() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let ca = a.cq(16);
     let cb = b.cq(16);
     let sender = a.qp(QpType::Ud, &ca);

@@ -89,8 +89,7 @@ fn solicited_arm_fires_on_se_receives_and_on_errors_only() {
 
 #[test]
 fn cq_overrun_raises_the_cq_error_event_and_is_sticky() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let small = a.cq(2);
     let cb = b.cq(8);
     let qa = a.qp_with(QpType::Rc, &small, &small, None, 8, 1, 0, true);
@@ -113,8 +112,7 @@ fn cq_overrun_raises_the_cq_error_event_and_is_sticky() {
 
 #[test]
 fn srq_shared_by_two_qps_with_limit_and_last_wqe_events() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let ca = a.cq(32);
     let cb = b.cq(32);
     let srq = b.srq(8, 0);
@@ -196,8 +194,7 @@ fn srq_shared_by_two_qps_with_limit_and_last_wqe_events() {
 
 #[test]
 fn comm_established_on_the_first_packet_in_rtr() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let (_ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 8);
     bring_up(&a, &qa, b.hca.gid(), qb.uvp.qpn(), Conn::default());
     // B only to RTR.
@@ -425,8 +422,7 @@ impl CqEventSink for SlowSink {
 #[test]
 fn destroy_waits_for_a_callback_already_running() {
     use std::sync::atomic::Ordering::SeqCst;
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let ca = a.cq(16);
     let slow = wv_hal::KArc::new(SlowSink::default());
     let mut out = [0u8; 64];

@@ -21,8 +21,7 @@ fn run_traffic(
     cfg: FaultConfig,
     n: u64,
 ) -> (LinkStats, Vec<WorkCompletion>, Vec<WorkCompletion>, Vec<u8>) {
-    let p = HostPlatform::deterministic();
-    let (f, a, b) = pair(&p);
+    let (p, f, a, b) = deterministic_pair();
     let ca = a.cq(1024);
     let cb = b.cq(1024);
     let qa = a.qp_with(QpType::Rc, &ca, &ca, None, 256, 1, 0, true);
@@ -109,8 +108,7 @@ fn drops_corruption_and_delays_are_retried_and_duplicates_ignored() {
 
 #[test]
 fn a_dead_link_exceeds_the_retry_count() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b) = pair(&p);
+    let (p, f, a, b) = deterministic_pair();
     let (ca, _cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 16);
     connect(
         &a,

@@ -4,7 +4,6 @@
 use crate::common::*;
 use wv_abi::consts::*;
 use wv_hal::*;
-use wv_host::HostPlatform;
 use wv_softhca::abi::{self, CqResp, SrqResp};
 use wv_softhca::*;
 
@@ -67,8 +66,7 @@ fn writes(qa: &Qp, m: &Mem, rb: &Mem, from: u64, n: u64) {
 
 #[test]
 fn a_cq_grows_with_its_completions_kept_in_order() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let ca = a.cq(4);
     let (_cb, qa, _qb, m, rb) = writer(&a, &b, &ca, &ca);
     assert_eq!(ca.uvp.entries(), 4);
@@ -91,8 +89,7 @@ fn a_cq_grows_with_its_completions_kept_in_order() {
 
 #[test]
 fn a_cq_of_one_queue_hands_its_new_ring_to_that_queue() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     // The send CQ serves the send queue alone: its sole producer, which posts to the ring it
     // was given rather than under the CQ's lock.
     let scq = a.cq(4);
@@ -109,8 +106,7 @@ fn a_cq_of_one_queue_hands_its_new_ring_to_that_queue() {
 
 #[test]
 fn a_cq_shrinks_when_its_completions_fit_and_refuses_otherwise() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let ca = a.cq(64);
     let (_cb, qa, _qb, m, rb) = writer(&a, &b, &ca, &ca);
     writes(&qa, &m, &rb, 0, 5);
@@ -138,8 +134,7 @@ fn a_cq_shrinks_when_its_completions_fit_and_refuses_otherwise() {
 
 #[test]
 fn an_srq_resizes_with_its_receives_kept_and_advertises_it() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     assert_ne!(
         b.hca.query_ca().unwrap().capability_flags & WV_IO_SRQ_RESIZE,
         0

@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex};
 use crate::common::*;
 use wv_abi::consts::*;
 use wv_hal::*;
-use wv_host::HostPlatform;
 use wv_softhca::abi::{CqResp, QpResp};
 use wv_softhca::dma::process::{self, Client};
 use wv_softhca::dma::{BlockOwner, SharedBlock, SharedMemory};
@@ -196,8 +195,7 @@ fn served(node: &Node, arena: &Arc<Arena>) -> (Node, Cq, Qp) {
 #[test]
 fn a_served_clients_sends_run_and_its_receives_in_err_flush_when_the_service_answers_its_doorbell()
 {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let arena = Arena::new(1 << 22);
     let (a, ca, qa) = served(&a, &arena);
     assert_eq!(arena.doorbells.lock().unwrap().len(), 1);

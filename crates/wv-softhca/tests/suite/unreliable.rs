@@ -33,8 +33,7 @@ fn recover(n: &Node, q: &Qp) {
 
 #[test]
 fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
     let big = a.mem(8192, ALL_ACCESS);
     let ra = a.mem(256, ALL_ACCESS);
@@ -80,8 +79,7 @@ fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
 
 #[test]
 fn a_uc_send_error_is_a_send_queue_error_too() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
     connect(&a, &qa, &b, &qb, Conn::default());
     let la = a.mem(64, ALL_ACCESS);
@@ -109,8 +107,7 @@ fn a_uc_send_error_is_a_send_queue_error_too() {
 
 #[test]
 fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b) = pair(&p);
+    let (p, f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 32);
     connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
     let la = a.mem(8192, ALL_ACCESS);
@@ -163,8 +160,7 @@ fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
 
 #[test]
 fn a_ud_receiver_gets_a_grh_only_when_the_sender_sends_one() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
     // The sender's port has an IPv4-based GID at index 1: the GRH carries it as SGID.
     let idx = a.hca.add_ipv4_gid(1, [10, 0, 0, 7]).unwrap();

@@ -544,6 +544,13 @@ pub fn pair(platform: &HostPlatform) -> (Arc<Fabric>, Node, Node) {
     pair_on(platform, Topology::TwoDevices)
 }
 
+/// A deterministic platform and [`pair`] on it.
+pub fn deterministic_pair() -> (HostPlatform, Arc<Fabric>, Node, Node) {
+    let p = HostPlatform::deterministic();
+    let (f, a, b) = pair(&p);
+    (p, f, a, b)
+}
+
 /// Where the two ends of a connection are. On one device a packet loops back through the
 /// device's own transport, and the fabric's fault injection decides its fate as it does
 /// between two devices.
