@@ -13,8 +13,7 @@ use wv_host::fake_verbs::FakeCall;
 
 #[test]
 fn guid_query_counts_all_and_truncates() {
-    let fx = Fx::new();
-    let f = fx.open();
+    let (fx, f) = file_fixture();
     let st = ioctl(&f, WV_IOCTL_GUID_QUERY, &[], 16);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 16);
@@ -44,8 +43,7 @@ fn guid_query_counts_all_and_truncates() {
 
 #[test]
 fn library_query() {
-    let fx = Fx::new();
-    let f = fx.open();
+    let (fx, f) = file_fixture();
     let st = ioctl(&f, WV_IOCTL_LIBRARY_QUERY, &u64_in(fx.guid()), 28);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 6);
@@ -66,8 +64,7 @@ fn library_query() {
 
 #[test]
 fn unknown_codes_and_endpoints() {
-    let fx = Fx::new();
-    let f = fx.open();
+    let (_fx, f) = file_fixture();
     for code in [wv_ioctl(WV_IOCTL_MIN), wv_ioctl(WV_IOCTL_MAX), 0x1234] {
         expect(
             &ioctl(&f, code, &[0; 16], 16),
@@ -93,8 +90,7 @@ fn unknown_codes_and_endpoints() {
 
 #[test]
 fn device_open_close() {
-    let fx = Fx::new();
-    let f = fx.open();
+    let (fx, f) = file_fixture();
     fx.hca.set_umv_reply(0x55, vec![0xAB; 4]);
     let mut input = id(fx.guid(), 7, 0xDD);
     input.extend_from_slice(&[1, 2, 3]);
@@ -145,9 +141,7 @@ fn device_open_close() {
 
 #[test]
 fn device_query_fills_every_field() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     let st = ioctl(&f, WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 152);
@@ -189,9 +183,7 @@ fn port_query(dev: u64, port: u8) -> Vec<u8> {
 
 #[test]
 fn port_gid_pkey_queries() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     let st = ioctl(&f, WV_IOCTL_DEVICE_PORT_QUERY, &port_query(dev, 1), 52);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 52);
@@ -257,9 +249,7 @@ fn port_gid_pkey_queries() {
 
 #[test]
 fn pd_allocate_deallocate_cancel() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     fx.hca.set_umv_reply(3, vec![]);
     let st = ioctl(&f, WV_IOCTL_PD_ALLOCATE, &id(dev, 0, 0x42), 16);
     expect(&st, NtStatus::SUCCESS);
@@ -297,9 +287,7 @@ fn mr_in(pd: u64, len: u64) -> Vec<u8> {
 
 #[test]
 fn memory_register_deregister() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     let pd = alloc_pd(&f, dev);
     let st = ioctl(&f, WV_IOCTL_MEMORY_REGISTER, &mr_in(pd, 4096), 8);
     expect(&st, NtStatus::SUCCESS);
@@ -356,9 +344,7 @@ fn memory_register_deregister() {
 
 #[test]
 fn mw_and_ah() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     let pd = alloc_pd(&f, dev);
     let st = ioctl(&f, WV_IOCTL_MW_ALLOCATE, &id(pd, 0, 0), 16);
     expect(&st, NtStatus::SUCCESS);
@@ -408,9 +394,7 @@ fn mw_and_ah() {
 
 #[test]
 fn cq_create_resize_destroy() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     let st = ioctl(&f, WV_IOCTL_CQ_CREATE, &id(dev, 0, 100), 16);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 16);
@@ -453,9 +437,7 @@ fn cq_create_resize_destroy() {
 
 #[test]
 fn srq_lifecycle_query_modify() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     let pd = alloc_pd(&f, dev);
     let st = ioctl(&f, WV_IOCTL_SRQ_CREATE, &bytes(&srq_attr(pd, 32, 4)), 32);
     expect(&st, NtStatus::SUCCESS);
@@ -518,9 +500,7 @@ fn srq_lifecycle_query_modify() {
 
 #[test]
 fn qp_create_query_destroy() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     let pd = alloc_pd(&f, dev);
     let c1 = cq(&f, dev, 16);
     let c2 = cq(&f, dev, 16);
@@ -599,8 +579,7 @@ fn qp_create_query_destroy() {
 
 #[test]
 fn qp_modify_pends_then_completes_with_state_bytes() {
-    let fx = Fx::new();
-    let f = fx.open();
+    let (fx, f) = file_fixture();
     let qp = qp_reset(&fx, &f, 16).qp;
     let io = pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(qp, QpState::Init), 8);
     if fx.platform().is_deterministic() {
@@ -660,9 +639,7 @@ fn qp_modify_inline_mode_completes_inline() {
 
 #[test]
 fn qp_attach_detach_cancel() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     let pd = alloc_pd(&f, dev);
     let c = cq(&f, dev, 16);
     let mut create = qp_create_in(pd, c, c, 0);

@@ -39,8 +39,7 @@ fn populate(fx: &Fx, f: &WvFile) -> (Stack, u64) {
 
 #[test]
 fn cleanup_destroys_everything_in_ofw_order() {
-    let fx = Fx::new();
-    let f = fx.open();
+    let (fx, f) = file_fixture();
     let (s, srq) = populate(&fx, &f);
     let notifies = park_notifies(&f, &s, srq);
     let modify = pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(s.qp, QpState::Rts), 8);
@@ -82,9 +81,7 @@ fn cleanup_destroys_everything_in_ofw_order() {
 #[test]
 fn ioctl_after_cleanup_is_file_closed() {
     // §7.1-i: the gate is one counter and one closed flag under one lock.
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (_fx, f, dev) = device_fixture();
     let io = f.close_racing_ioctl(WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152);
     assert!(!io.pending());
     expect(&io.wait(), NtStatus::FILE_CLOSED);
@@ -103,8 +100,7 @@ fn cleanup_runs_once_and_close_after_it_is_harmless() {
 #[test]
 fn removal_completes_parked_requests_and_invalidates_handles() {
     // §7.1-e: OFW left every notify parked until the application cancelled or closed.
-    let fx = Fx::new();
-    let f = fx.open();
+    let (fx, f) = file_fixture();
     let (s, srq) = populate(&fx, &f);
     let notifies = park_notifies(&f, &s, srq);
     // Queued, its work item not yet run.
@@ -219,9 +215,7 @@ fn removal_then_cleanup_and_rearrival() {
 
 #[test]
 fn removal_of_an_unknown_guid_is_harmless() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     fx.io.remove(0xDEAD);
     expect(
         &ioctl(&f, WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152),

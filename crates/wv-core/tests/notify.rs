@@ -17,9 +17,7 @@ fn notify_in(dev: u64, port: u32) -> Vec<u8> {
 
 #[test]
 fn device_notify_parks_until_a_port_event() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     let a = pend(&f, WV_IOCTL_DEVICE_NOTIFY, &notify_in(dev, 1), 4);
     let b = pend(&f, WV_IOCTL_DEVICE_NOTIFY, &notify_in(dev, 1), 4);
     fx.hca.port_event(1, CaEventKind::LidChange);
@@ -44,9 +42,7 @@ fn device_notify_parks_until_a_port_event() {
 
 #[test]
 fn port_flags_accumulate_while_nobody_waits() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     fx.hca.port_event(1, CaEventKind::PortDown);
     fx.hca.port_event(1, CaEventKind::GidChange);
     fx.hca.port_event(1, CaEventKind::SmChange);
@@ -67,9 +63,7 @@ fn port_flags_accumulate_while_nobody_waits() {
 
 #[test]
 fn device_notify_errors() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (_fx, f, dev) = device_fixture();
     expect(
         &ioctl(&f, WV_IOCTL_DEVICE_NOTIFY, &notify_in(9, 1), 4),
         NtStatus::NOT_FOUND,
@@ -100,8 +94,7 @@ fn device_notify_errors() {
 
 #[test]
 fn cancel_io_ex_ends_any_parked_request() {
-    let fx = Fx::new();
-    let f = fx.open();
+    let (fx, f) = file_fixture();
     let s = qp_rts(&fx, &f);
     let srq = srq(&f, s.pd);
     let ios = park_notifies(&f, &s, srq);
@@ -123,9 +116,7 @@ fn cancel_io_ex_ends_any_parked_request() {
 
 #[test]
 fn cq_notify_broadcast_and_queues() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     let cq = cq(&f, dev, 16);
     let fake = fx.last_created(FakeCall::CreateCq);
     let next = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, WV_CQ_NEXT_COMPLETION), 0);
@@ -159,9 +150,7 @@ fn cq_notify_broadcast_and_queues() {
 
 #[test]
 fn cq_completion_is_delivered_from_the_dpc_without_a_hop() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     let cq = cq(&f, dev, 16);
     let fake = fx.last_created(FakeCall::CreateCq);
     let io = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, WV_CQ_NEXT_COMPLETION), 0);
@@ -180,9 +169,7 @@ fn cq_completion_is_delivered_from_the_dpc_without_a_hop() {
 #[test]
 fn cq_error_is_sticky() {
     // §7.1-d: OFW lost an error that arrived while nobody waited; a later notify hung.
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     let cq = cq(&f, dev, 16);
     let fake = fx.last_created(FakeCall::CreateCq);
     let a = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, WV_CQ_NEXT_COMPLETION), 0);
@@ -202,9 +189,7 @@ fn cq_error_is_sticky() {
 
 #[test]
 fn cq_error_with_nobody_waiting_is_not_lost() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     let cq = cq(&f, dev, 16);
     fx.hca.cq_error(fx.last_created(FakeCall::CreateCq));
     fx.run();
@@ -219,9 +204,7 @@ fn cq_error_with_nobody_waiting_is_not_lost() {
 fn batch_notify_8_byte_form_is_a_next_completion_notify() {
     // §7.1-a: IWVCompletionQueue::BatchNotify sends only the 8-byte CQ id; OFW answered
     // STATUS_BUFFER_TOO_SMALL although DEVICE_QUERY advertises BATCH_NOTIFY_CQ.
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     let cq = cq(&f, dev, 16);
     let io = pend(&f, WV_IOCTL_CQ_NOTIFY, &u64_in(cq), 0);
     fx.hca.cq_completion(fx.last_created(FakeCall::CreateCq));
@@ -240,9 +223,7 @@ fn batch_notify_8_byte_form_is_a_next_completion_notify() {
 
 #[test]
 fn srq_notify_statuses() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     let pd = alloc_pd(&f, dev);
     let s = srq(&f, pd);
     let fake = fx.last_created(FakeCall::CreateSrq);
@@ -276,9 +257,7 @@ fn srq_notify_statuses() {
 
 #[test]
 fn srq_destroy_ends_parked_notifies() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (_fx, f, dev) = device_fixture();
     let pd = alloc_pd(&f, dev);
     let s = srq(&f, pd);
     let a = pend(&f, WV_IOCTL_SRQ_NOTIFY, &u64_in(s), 0);

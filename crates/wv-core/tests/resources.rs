@@ -15,8 +15,7 @@ use wv_host::fake_verbs::{FakeCall, ObjectKind};
 
 #[test]
 fn device_open_without_port_queues_fails_and_leaks_nothing() {
-    let fx = Fx::new();
-    let f = fx.open();
+    let (fx, f) = file_fixture();
     fx.platform().fail_queues(0, 1);
     let st = ioctl(&f, WV_IOCTL_DEVICE_OPEN, &id(fx.guid(), 0, 0), 16);
     expect(&st, NtStatus::UNSUCCESSFUL);
@@ -27,9 +26,7 @@ fn device_open_without_port_queues_fails_and_leaks_nothing() {
 
 #[test]
 fn cq_create_without_both_queues_fails_and_leaks_nothing() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     // The first, then the second, of the CQ's two queues cannot be created.
     for skip in [0, 1] {
         fx.platform().fail_queues(skip, 1);
@@ -43,9 +40,7 @@ fn cq_create_without_both_queues_fails_and_leaks_nothing() {
 
 #[test]
 fn srq_and_qp_create_without_a_queue_fail_and_leak_nothing() {
-    let fx = Fx::new();
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
+    let (fx, f, dev) = device_fixture();
     let pd = alloc_pd(&f, dev);
     let c = cq(&f, dev, 8);
 
@@ -77,8 +72,7 @@ fn srq_and_qp_create_without_a_queue_fail_and_leak_nothing() {
 
 #[test]
 fn qp_modify_without_a_work_item_completes_with_a_status_and_the_next_one_runs() {
-    let fx = Fx::new();
-    let f = fx.open();
+    let (fx, f) = file_fixture();
     let q = qp_reset(&fx, &f, 8).qp;
     fx.platform().fail_next_work_items(1);
     let io = f.device_io_control(WV_IOCTL_QP_MODIFY, &modify_in(q, QpState::Init), 8);

@@ -173,6 +173,21 @@ pub fn open_device(fx: &Fx, file: &WvFile) -> u64 {
     out::<WV_IO_ID>(&st).Id
 }
 
+/// The default fixture and a file open on it (declared in that order, so the file goes
+/// before the fixture when dropped).
+pub fn file_fixture() -> (Fx, WvFile) {
+    let fx = Fx::new();
+    let f = fx.open();
+    (fx, f)
+}
+
+/// [`file_fixture`] and the device opened on its file.
+pub fn device_fixture() -> (Fx, WvFile, u64) {
+    let (fx, f) = file_fixture();
+    let dev = open_device(&fx, &f);
+    (fx, f, dev)
+}
+
 pub fn alloc_pd(file: &WvFile, dev: u64) -> u64 {
     let st = ioctl(file, WV_IOCTL_PD_ALLOCATE, &id(dev, 0, 0), 16);
     expect(&st, NtStatus::SUCCESS);
