@@ -76,7 +76,38 @@ fn rig() -> Rig {
     rig_with(FakeConfig::default())
 }
 
+type Ca = <CiVerbs as Verbs>::Ca;
+type Pd = <CiVerbs as Verbs>::Pd;
+type Cq = <CiVerbs as Verbs>::Cq;
+type Srq = <CiVerbs as Verbs>::Srq;
+type Qp = <CiVerbs as Verbs>::Qp;
+
 impl Rig {
+    /// The device opened through C, its events counted.
+    fn open_ca(&self) -> Ca {
+        self.ci
+            .open_ca(&mut Umv::none(), KArc::new(Counter::default()).into())
+            .unwrap()
+    }
+
+    /// A CQ of `entries` on `ca`, its events counted.
+    fn cq(&self, ca: &Ca, entries: u32) -> Cq {
+        let sink = KArc::new(Counter::default()).into();
+        self.ci
+            .create_cq(ca, entries, sink, &mut Umv::none())
+            .unwrap()
+            .0
+    }
+
+    /// A QP as `create` says on `pd`, its events counted.
+    fn qp(&self, pd: &Pd, create: &QpCreate<'_, Cq, Srq>) -> Qp {
+        let sink = KArc::new(Counter::default()).into();
+        self.ci
+            .create_qp(pd, create, sink, &mut Umv::none())
+            .unwrap()
+            .0
+    }
+
     /// Drops the filter's side, then checks that the export holds no reference and the device
     /// no object but the export's own open.
     fn finish(self) {
@@ -217,9 +248,7 @@ fn device_events_reach_each_open_once_and_stop_after_close() {
 #[test]
 fn cq_srq_and_qp_callbacks_arrive_through_the_trampolines() {
     let r = rig();
-    let ca =
-        r.ci.open_ca(&mut Umv::none(), KArc::new(Counter::default()).into())
-            .unwrap();
+    let ca = r.open_ca();
     let pd = r.ci.allocate_pd(&ca, &mut Umv::none()).unwrap();
     let cq_sink = KArc::new(Counter::default());
     let (cq, size) =
@@ -314,27 +343,11 @@ fn cq_srq_and_qp_callbacks_arrive_through_the_trampolines() {
 #[test]
 fn every_modification_arrives_exactly_as_sent() {
     let r = rig();
-    let ca =
-        r.ci.open_ca(&mut Umv::none(), KArc::new(Counter::default()).into())
-            .unwrap();
+    let ca = r.open_ca();
     let pd = r.ci.allocate_pd(&ca, &mut Umv::none()).unwrap();
-    let (cq, _) =
-        r.ci.create_cq(
-            &ca,
-            8,
-            KArc::new(Counter::default()).into(),
-            &mut Umv::none(),
-        )
-        .unwrap();
+    let cq = r.cq(&ca, 8);
     let create = QpCreate::new(QpType::Rc, &cq, 8);
-    let (qp, _) =
-        r.ci.create_qp(
-            &pd,
-            &create,
-            KArc::new(Counter::default()).into(),
-            &mut Umv::none(),
-        )
-        .unwrap();
+    let qp = r.qp(&pd, &create);
     let path = QpPath {
         av: AddressVector {
             grh_valid: true,
@@ -425,9 +438,7 @@ fn every_modification_arrives_exactly_as_sent() {
 #[test]
 fn memory_windows_address_handles_and_multicast() {
     let r = rig();
-    let ca =
-        r.ci.open_ca(&mut Umv::none(), KArc::new(Counter::default()).into())
-            .unwrap();
+    let ca = r.open_ca();
     let pd = r.ci.allocate_pd(&ca, &mut Umv::none()).unwrap();
     let region = MemoryRegion {
         address: 0x7FF0_0000_1000,
@@ -456,23 +467,9 @@ fn memory_windows_address_handles_and_multicast() {
     let ah = r.ci.create_ah(&pd, &av, &mut Umv::none()).unwrap();
     r.ci.destroy_ah(ah);
 
-    let (cq, _) =
-        r.ci.create_cq(
-            &ca,
-            8,
-            KArc::new(Counter::default()).into(),
-            &mut Umv::none(),
-        )
-        .unwrap();
+    let cq = r.cq(&ca, 8);
     let create = QpCreate::new(QpType::Ud, &cq, 8);
-    let (qp, _) =
-        r.ci.create_qp(
-            &pd,
-            &create,
-            KArc::new(Counter::default()).into(),
-            &mut Umv::none(),
-        )
-        .unwrap();
+    let qp = r.qp(&pd, &create);
     let mut mgid = [0u8; 16];
     mgid[0] = 0xFF;
     let m = r.ci.attach_mcast(&qp, &mgid, 0xC001).unwrap();
@@ -491,9 +488,7 @@ fn memory_windows_address_handles_and_multicast() {
 #[test]
 fn device_failures_come_back_as_the_same_errors() {
     let r = rig();
-    let ca =
-        r.ci.open_ca(&mut Umv::none(), KArc::new(Counter::default()).into())
-            .unwrap();
+    let ca = r.open_ca();
     for e in [
         VerbsError::InsufficientResources,
         VerbsError::InvalidSetting,
