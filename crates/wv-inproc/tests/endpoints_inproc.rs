@@ -35,6 +35,15 @@ fn side(p: &Provider<F>, guid: u64) -> Side {
     }
 }
 
+/// A default stack, a provider on it, and a client side on its second device.
+fn client_stack() -> (Stack, Provider<F>, Side) {
+    let stack = Stack::new(StackConfig::default());
+    let p = Provider::new(stack.open().unwrap());
+    let guids = p.device_guids().unwrap();
+    let client = side(&p, guids[1]);
+    (stack, p, client)
+}
+
 fn param(data: &[u8]) -> ConnectParam {
     ConnectParam {
         private_data: data.to_vec(),
@@ -193,10 +202,7 @@ fn connect_accept_write_disconnect_on_every_lower_edge_and_mode() {
 
 #[test]
 fn a_rejected_connection_carries_the_private_data() {
-    let stack = Stack::new(StackConfig::default());
-    let p = Provider::new(stack.open().unwrap());
-    let guids = p.device_guids().unwrap();
-    let client = side(&p, guids[1]);
+    let (stack, p, client) = client_stack();
     let listener = p.create_endpoint().unwrap();
     let server = SocketAddr::new(stack.address(0, 1), 7000);
     listener.bind(server, &stack).unwrap();
@@ -222,10 +228,7 @@ fn a_rejected_connection_carries_the_private_data() {
 
 #[test]
 fn nobody_listening_is_a_refused_connection_and_addresses_are_checked() {
-    let stack = Stack::new(StackConfig::default());
-    let p = Provider::new(stack.open().unwrap());
-    let guids = p.device_guids().unwrap();
-    let client = side(&p, guids[1]);
+    let (stack, p, client) = client_stack();
     let ep = p.create_endpoint().unwrap();
     let cip = stack.address(1, 1);
     let bound = ep.bind(SocketAddr::new(cip, 0), &stack).unwrap();

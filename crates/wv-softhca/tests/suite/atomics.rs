@@ -62,8 +62,7 @@ fn add(n: u64) -> AtomicArgs {
 
 #[test]
 fn atomic_hca_is_advertised() {
-    let p = HostPlatform::deterministic();
-    let a = Node::simple(&p);
+    let (p, a) = deterministic_node();
     let attr = a.hca.query_ca().unwrap();
     assert_eq!(attr.atomic_capability, WV_IO_ATOMIC_HCA);
     assert!(attr.max_qp_responder_resources >= 1 && attr.max_qp_initiator_depth >= 1);

@@ -141,8 +141,7 @@ fn send_with_imm_write_write_with_imm_and_read() {
 
 #[test]
 fn loopback_between_two_qps_of_one_device() {
-    let p = HostPlatform::deterministic();
-    let a = Node::simple(&p);
+    let (p, a) = deterministic_node();
     let cq = a.cq(16);
     let q1 = a.qp(QpType::Rc, &cq);
     let q2 = a.qp(QpType::Rc, &cq);

@@ -11,8 +11,7 @@ use wv_softhca::*;
 
 #[test]
 fn posting_in_the_wrong_state_too_many_sges_or_a_full_queue() {
-    let p = HostPlatform::deterministic();
-    let a = Node::simple(&p);
+    let (p, a) = deterministic_node();
     let cq = a.cq(64);
     let q = a.qp_with(QpType::Rc, &cq, &cq, None, 4, 2, 0, true);
     let m = a.mem(64, ALL_ACCESS);
@@ -298,8 +297,7 @@ on_both_topologies! {
 
 #[test]
 fn mr_registration_checks_access_and_bounds() {
-    let p = HostPlatform::deterministic();
-    let a = Node::simple(&p);
+    let (p, a) = deterministic_node();
     let buf = a.pool.alloc(4096);
     let reg = |addr, length, access| {
         a.hca.register_mr(
@@ -460,8 +458,7 @@ fn limits_are_advertised_and_enforced() {
 
 #[test]
 fn vendor_bytes_are_validated_never_trusted() {
-    let p = HostPlatform::deterministic();
-    let a = Node::simple(&p);
+    let (p, a) = deterministic_node();
     let c = a.cq(4);
     let events = wv_hal::KArc::new(Log::default());
     let create = QpCreate {

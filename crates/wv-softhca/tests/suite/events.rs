@@ -475,8 +475,7 @@ fn destroy_waits_for_a_callback_already_running() {
 
 #[test]
 fn async_events_beyond_the_ring_are_counted_as_lost() {
-    let p = HostPlatform::deterministic();
-    let a = Node::simple(&p);
+    let (p, a) = deterministic_node();
     // No DPC runs until the platform settles: every port change waits in the async ring,
     // which holds 1024.
     for i in 0..1100 {

@@ -6,7 +6,6 @@
 use crate::common::*;
 use wv_abi::consts::*;
 use wv_hal::*;
-use wv_host::HostPlatform;
 use wv_softhca::state_table;
 
 const ALL: [QpState; 6] = [
@@ -76,8 +75,7 @@ fn qp_in(node: &Node, cq: &Cq, t: QpType, target: QpState) -> Qp {
 
 #[test]
 fn every_valid_transition_with_its_fixed_set_and_with_each_option() {
-    let p = HostPlatform::deterministic();
-    let node = Node::simple(&p);
+    let (p, node) = deterministic_node();
     let cq = node.cq(1024);
     let (mut checked, mut accepted_options, mut refused_options) = (0, 0, 0);
     for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
@@ -125,8 +123,7 @@ fn every_valid_transition_with_its_fixed_set_and_with_each_option() {
 
 #[test]
 fn options_a_transition_does_not_allow_are_refused() {
-    let p = HostPlatform::deterministic();
-    let node = Node::simple(&p);
+    let (p, node) = deterministic_node();
     let cq = node.cq(64);
     // UC has no responder resources: RESP_RES on RTR → RTS is not in the table.
     let qp = qp_in(&node, &cq, QpType::Uc, QpState::Rtr);
@@ -165,8 +162,7 @@ fn options_a_transition_does_not_allow_are_refused() {
 
 #[test]
 fn invalid_transitions_are_refused_and_change_nothing() {
-    let p = HostPlatform::deterministic();
-    let node = Node::simple(&p);
+    let (p, node) = deterministic_node();
     let cq = node.cq(1024);
     for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
         for cur in ALL {

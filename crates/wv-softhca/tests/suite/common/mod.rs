@@ -544,6 +544,13 @@ pub fn pair(platform: &HostPlatform) -> (Arc<Fabric>, Node, Node) {
     pair_on(platform, Topology::TwoDevices)
 }
 
+/// A deterministic platform and a [`Node::simple`] on it.
+pub fn deterministic_node() -> (HostPlatform, Node) {
+    let p = HostPlatform::deterministic();
+    let node = Node::simple(&p);
+    (p, node)
+}
+
 /// A deterministic platform and [`pair`] on it.
 pub fn deterministic_pair() -> (HostPlatform, Arc<Fabric>, Node, Node) {
     let p = HostPlatform::deterministic();
