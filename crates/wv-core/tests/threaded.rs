@@ -12,7 +12,7 @@ use wv_abi::ioctl::*;
 use wv_abi::*;
 use wv_hal::QpState;
 use wv_host::Io;
-use wv_host::fake_verbs::FakeCall;
+use wv_host::fake_verbs::{FakeCall, ModifyGate};
 
 const HANG_GUARD: Duration = Duration::from_secs(20);
 
@@ -24,6 +24,18 @@ fn qps(fx: &Fx, f: &WvFile, n: usize) -> Vec<(u64, u64)> {
     (0..n)
         .map(|_| (qp(f, pd, c, c, 0), fx.last_created(FakeCall::CreateQp)))
         .collect()
+}
+
+/// Holds the lower driver's modify of QP `ids` (driver id, fake id), issues one INIT modify
+/// and waits until the drainer blocks in it, then queues `n` more behind it: the gate, the
+/// running modify, the queued ones.
+fn held_modifies(fx: &Fx, f: &WvFile, ids: (u64, u64), n: usize) -> (ModifyGate, Io, Vec<Io>) {
+    let (qp, fake) = ids;
+    let gate = fx.hca.hold_modify(fake);
+    let running = issue(f, qp, QpState::Init);
+    assert!(gate.wait_blocked(HANG_GUARD));
+    let queued = (0..n).map(|_| issue(f, qp, QpState::Init)).collect();
+    (gate, running, queued)
 }
 
 fn issue(f: &WvFile, qp: u64, to: QpState) -> Io {
@@ -82,10 +94,7 @@ fn qp_cancel_ends_queued_modifies_and_the_running_one_finishes() {
     let fx = Fx::threaded();
     let f = fx.open();
     let (qp, fake) = qps(&fx, &f, 1)[0];
-    let gate = fx.hca.hold_modify(fake);
-    let first = issue(&f, qp, QpState::Init);
-    assert!(gate.wait_blocked(HANG_GUARD));
-    let queued: Vec<Io> = (0..8).map(|_| issue(&f, qp, QpState::Init)).collect();
+    let (gate, first, queued) = held_modifies(&fx, &f, (qp, fake), 8);
     id_ioctl(&f, WV_IOCTL_QP_CANCEL, qp, NtStatus::SUCCESS);
     for io in &queued {
         expect(&done(io), NtStatus::CANCELLED);
@@ -102,10 +111,7 @@ fn qp_destroy_waits_for_the_running_modify() {
     let fx = Fx::threaded();
     let f = Arc::new(fx.open());
     let (qp, fake) = qps(&fx, &f, 1)[0];
-    let gate = fx.hca.hold_modify(fake);
-    let running = issue(&f, qp, QpState::Init);
-    assert!(gate.wait_blocked(HANG_GUARD));
-    let queued: Vec<Io> = (0..4).map(|_| issue(&f, qp, QpState::Init)).collect();
+    let (gate, running, queued) = held_modifies(&fx, &f, (qp, fake), 4);
     let destroyer = {
         let f = Arc::clone(&f);
         std::thread::spawn(move || ioctl(&f, WV_IOCTL_QP_DESTROY, &u64_in(qp), 0))
@@ -164,10 +170,7 @@ fn removal_racing_a_running_modify() {
     let fx = Fx::threaded();
     let f = fx.open();
     let (qp, fake) = qps(&fx, &f, 1)[0];
-    let gate = fx.hca.hold_modify(fake);
-    let running = issue(&f, qp, QpState::Init);
-    assert!(gate.wait_blocked(HANG_GUARD));
-    let queued: Vec<Io> = (0..4).map(|_| issue(&f, qp, QpState::Init)).collect();
+    let (gate, running, queued) = held_modifies(&fx, &f, (qp, fake), 4);
     let guid = fx.guid();
     let remover = {
         let driver = Arc::clone(fx.driver());
@@ -475,10 +478,7 @@ fn qp_cancel_racing_the_drainer_cancels_a_tail_of_the_queue() {
     let f = Arc::new(fx.open());
     let (qp, fake) = qps(&fx, &f, 1)[0];
     for round in 0..40 {
-        let gate = fx.hca.hold_modify(fake);
-        let first = issue(&f, qp, QpState::Init);
-        assert!(gate.wait_blocked(HANG_GUARD));
-        let queued: Vec<Io> = (0..6).map(|_| issue(&f, qp, QpState::Init)).collect();
+        let (gate, first, queued) = held_modifies(&fx, &f, (qp, fake), 6);
         let canceller = {
             let f = Arc::clone(&f);
             std::thread::spawn(move || ioctl(&f, WV_IOCTL_QP_CANCEL, &u64_in(qp), 0))

@@ -14,29 +14,37 @@ struct Record {
     seen: Arc<Mutex<Vec<(&'static str, Irql)>>>,
 }
 
-impl WorkItem for Record {
-    fn run(&self) {
+impl Record {
+    /// Notes its name with the IRQL it runs at.
+    fn note(&self) {
         self.seen
             .lock()
             .unwrap()
             .push((self.name, self.platform.irql()));
+    }
+}
+
+impl WorkItem for Record {
+    fn run(&self) {
+        self.note();
     }
 }
 
 impl Dpc for Record {
     fn run(&self) {
-        self.seen
-            .lock()
-            .unwrap()
-            .push((self.name, self.platform.irql()));
+        self.note();
     }
 }
 
-fn record(
+/// A [`Record`] of `name` into `seen`, as the DPC or work item the caller queues.
+fn record<T: ?Sized>(
     p: &HostPlatform,
     name: &'static str,
     seen: &Arc<Mutex<Vec<(&'static str, Irql)>>>,
-) -> KArc<dyn Dpc> {
+) -> KArc<T>
+where
+    KArc<Record>: Into<KArc<T>>,
+{
     KArc::new(Record {
         platform: p.clone(),
         name,
@@ -71,10 +79,10 @@ fn passive_by_default_and_spin_locks_raise_and_restore() {
 fn deferred_work_runs_in_fifo_order_at_its_irql() {
     let p = HostPlatform::deterministic();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    p.queue_work(work(&p, "w1", &seen)).unwrap();
+    p.queue_work(record(&p, "w1", &seen)).unwrap();
     let dpc: KArc<dyn Dpc> = record(&p, "d1", &seen);
     assert!(p.queue_dpc(&dpc));
-    p.queue_work(work(&p, "w2", &seen)).unwrap();
+    p.queue_work(record(&p, "w2", &seen)).unwrap();
     assert!(
         seen.lock().unwrap().is_empty(),
         "nothing runs before run_until_idle"
@@ -97,8 +105,8 @@ fn deferred_work_runs_in_fifo_order_at_its_irql() {
 fn run_one_runs_a_single_item() {
     let p = HostPlatform::deterministic();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    p.queue_work(work(&p, "a", &seen)).unwrap();
-    p.queue_work(work(&p, "b", &seen)).unwrap();
+    p.queue_work(record(&p, "a", &seen)).unwrap();
+    p.queue_work(record(&p, "b", &seen)).unwrap();
     assert!(p.run_one());
     assert_eq!(seen.lock().unwrap().len(), 1);
     assert!(p.run_one());
@@ -203,17 +211,4 @@ fn a_deterministic_wait_runs_queued_work_until_the_event_is_set() {
     wv_hal::Event::wait(&*e);
     assert!(wv_hal::Event::is_set(&*e));
     p.shutdown();
-}
-
-fn work(
-    p: &HostPlatform,
-    name: &'static str,
-    seen: &Arc<Mutex<Vec<(&'static str, Irql)>>>,
-) -> wv_hal::KArc<dyn wv_hal::WorkItem> {
-    wv_hal::KArc::new(Record {
-        platform: p.clone(),
-        name,
-        seen: Arc::clone(seen),
-    })
-    .into()
 }
