@@ -85,10 +85,7 @@ fn a_sleep_ends_everything_on_the_controller_and_the_wake_opens_it_again() {
     assert_lower_released(&rig.hca, refs_attached, "across the sleep");
     assert!(!rig.controller.is_attached());
     // The old handles fail the way they do after a removal; destroys still succeed.
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152),
-        NtStatus::NO_SUCH_DEVICE,
-    );
+    device_query(&f, dev, NtStatus::NO_SUCH_DEVICE);
     id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, pd, NtStatus::SUCCESS);
     // While the controller sleeps its GUID does not open.
     expect(&rig.open_device(&f), NtStatus::NO_SUCH_DEVICE);

@@ -158,19 +158,13 @@ fn device_query_fills_every_field() {
     assert_eq!(attr.PhysPortCount, 1);
     let want = WV_IO_RC_RNR_NAK_GENERATION | WV_IO_BATCH_NOTIFY_CQ;
     assert_eq!(attr.CapabilityFlags & want, want);
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_QUERY, &u64_in(9), 152),
-        NtStatus::NO_SUCH_DEVICE,
-    );
+    device_query(&f, 9, NtStatus::NO_SUCH_DEVICE);
     expect(
         &ioctl(&f, WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 151),
         NtStatus::BUFFER_TOO_SMALL,
     );
     fx.hca.fail_next(FakeCall::QueryCa, VerbsError::Other);
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152),
-        NtStatus::NO_MEMORY,
-    );
+    device_query(&f, dev, NtStatus::NO_MEMORY);
 }
 
 fn port_query(dev: u64, port: u8) -> Vec<u8> {
@@ -351,15 +345,9 @@ fn mw_and_ah() {
     let mw: WV_IO_ID = out(&st);
     assert_eq!(mw.Id, 1);
     assert_ne!(mw.Data, 0, "rkey");
-    expect(
-        &ioctl(&f, WV_IOCTL_MW_ALLOCATE, &id(9, 0, 0), 16),
-        NtStatus::NOT_FOUND,
-    );
+    mw_allocate(&f, 9, NtStatus::NOT_FOUND);
     fx.hca.fail_next(FakeCall::CreateMw, VerbsError::Other);
-    expect(
-        &ioctl(&f, WV_IOCTL_MW_ALLOCATE, &id(pd, 0, 0), 16),
-        NtStatus::UNSUCCESSFUL,
-    );
+    mw_allocate(&f, pd, NtStatus::UNSUCCESSFUL);
     id_ioctl(&f, WV_IOCTL_MW_DEALLOCATE, 2, NtStatus::NOT_FOUND);
     id_ioctl(&f, WV_IOCTL_MW_DEALLOCATE, 1, NtStatus::SUCCESS);
 
@@ -373,10 +361,7 @@ fn mw_and_ah() {
         got.AddressVector, ah.AddressVector,
         "the address vector is echoed"
     );
-    expect(
-        &ioctl(&f, WV_IOCTL_AH_CREATE, &bytes(&ah_in(7)), 64),
-        NtStatus::NOT_FOUND,
-    );
+    ah_create(&f, 7, NtStatus::NOT_FOUND);
     expect(
         &ioctl(&f, WV_IOCTL_AH_CREATE, &bytes(&ah), 63),
         NtStatus::BUFFER_TOO_SMALL,
@@ -743,27 +728,12 @@ fn id_table_exhaustion_is_no_memory() {
         ),
         NtStatus::NO_MEMORY,
     );
-    expect(
-        &ioctl(&f, WV_IOCTL_MW_ALLOCATE, &id(pd, 0, 0), 16),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_MW_ALLOCATE, &id(pd, 0, 0), 16),
-        NtStatus::NO_MEMORY,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_AH_CREATE, &bytes(&ah_in(pd)), 64),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_AH_CREATE, &bytes(&ah_in(pd)), 64),
-        NtStatus::NO_MEMORY,
-    );
+    mw_allocate(&f, pd, NtStatus::SUCCESS);
+    mw_allocate(&f, pd, NtStatus::NO_MEMORY);
+    ah_create(&f, pd, NtStatus::SUCCESS);
+    ah_create(&f, pd, NtStatus::NO_MEMORY);
     // Nothing leaked on those paths (the teardown check would say so) and the file still works.
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152),
-        NtStatus::SUCCESS,
-    );
+    device_query(&f, dev, NtStatus::SUCCESS);
 }
 
 #[test]

@@ -15,14 +15,8 @@ use wv_host::fake_verbs::{FakeCall, FakeConfig, FakeVerbs, ObjectKind};
 fn populate(fx: &Fx, f: &WvFile) -> (Stack, u64) {
     let s = qp_rts(fx, f);
     let srq = srq(f, s.pd);
-    expect(
-        &ioctl(f, WV_IOCTL_MW_ALLOCATE, &id(s.pd, 0, 0), 16),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(f, WV_IOCTL_AH_CREATE, &bytes(&ah_in(s.pd)), 64),
-        NtStatus::SUCCESS,
-    );
+    mw_allocate(f, s.pd, NtStatus::SUCCESS);
+    ah_create(f, s.pd, NtStatus::SUCCESS);
     let mr = WV_IO_MEMORY_REGISTER {
         Id: s.pd,
         Address: 0x1000,
@@ -122,10 +116,7 @@ fn removal_completes_parked_requests_and_invalidates_handles() {
     fx.run();
 
     // Other calls fail as OFW's Acquire would.
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_QUERY, &u64_in(s.dev), 152),
-        NtStatus::NO_SUCH_DEVICE,
-    );
+    device_query(&f, s.dev, NtStatus::NO_SUCH_DEVICE);
     expect(
         &ioctl(&f, WV_IOCTL_DEVICE_NOTIFY, &id(s.dev, 0, 1), 4),
         NtStatus::NOT_FOUND,
@@ -192,16 +183,10 @@ fn removal_then_cleanup_and_rearrival() {
     let dev = open_device(&fx, &other);
     let pd = alloc_pd(&other, dev);
     assert_eq!(pd, 1);
-    expect(
-        &ioctl(&old, WV_IOCTL_DEVICE_QUERY, &u64_in(s.dev), 152),
-        NtStatus::NO_SUCH_DEVICE,
-    );
+    device_query(&old, s.dev, NtStatus::NO_SUCH_DEVICE);
     let fresh = open_device(&fx, &old);
     assert_ne!(fresh, s.dev);
-    expect(
-        &ioctl(&old, WV_IOCTL_DEVICE_QUERY, &u64_in(fresh), 152),
-        NtStatus::SUCCESS,
-    );
+    device_query(&old, fresh, NtStatus::SUCCESS);
     // Cleanup of a file with removed and live objects.
     drop(old);
     assert_eq!(
@@ -217,10 +202,7 @@ fn removal_then_cleanup_and_rearrival() {
 fn removal_of_an_unknown_guid_is_harmless() {
     let (fx, f, dev) = device_fixture();
     fx.io.remove(0xDEAD);
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152),
-        NtStatus::SUCCESS,
-    );
+    device_query(&f, dev, NtStatus::SUCCESS);
 }
 
 #[test]

@@ -145,14 +145,8 @@ impl Bench {
             common::ep::ep_create(&other);
             srq(&other, opd);
             qp(&other, opd, ocq, ocq, 0);
-            expect(
-                &ioctl(&other, WV_IOCTL_MW_ALLOCATE, &id(opd, 0, 0), 16),
-                NtStatus::SUCCESS,
-            );
-            expect(
-                &ioctl(&other, WV_IOCTL_AH_CREATE, &bytes(&ah_in(opd)), 64),
-                NtStatus::SUCCESS,
-            );
+            mw_allocate(&other, opd, NtStatus::SUCCESS);
+            ah_create(&other, opd, NtStatus::SUCCESS);
         }
         let f = fx.open();
         let s = full_stack(&fx, &f);

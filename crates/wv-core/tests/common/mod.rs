@@ -148,6 +148,28 @@ pub fn expect(st: &IoStatus, want: NtStatus) {
     assert_eq!(NtStatus(st.status), want, "{st:?}");
 }
 
+/// DEVICE_QUERY of device `dev` with room for its attributes, which must complete inline
+/// with `want`.
+#[track_caller]
+pub fn device_query(file: &WvFile, dev: u64, want: NtStatus) {
+    expect(&ioctl(file, WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152), want);
+}
+
+/// MW_ALLOCATE on PD `pd`, which must complete inline with `want`.
+#[track_caller]
+pub fn mw_allocate(file: &WvFile, pd: u64, want: NtStatus) {
+    expect(&ioctl(file, WV_IOCTL_MW_ALLOCATE, &id(pd, 0, 0), 16), want);
+}
+
+/// AH_CREATE of [`ah_in`] on PD `pd`, which must complete inline with `want`.
+#[track_caller]
+pub fn ah_create(file: &WvFile, pd: u64, want: NtStatus) {
+    expect(
+        &ioctl(file, WV_IOCTL_AH_CREATE, &bytes(&ah_in(pd)), 64),
+        want,
+    );
+}
+
 /// An IOCTL whose input is one id and whose output is nothing (a destroy, close or cancel),
 /// which must complete inline with `want`.
 #[track_caller]
