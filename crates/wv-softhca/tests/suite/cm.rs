@@ -276,12 +276,7 @@ fn a_connection_on_one_device() {
     let p = HostPlatform::deterministic();
     let (_f, a, _b) = pair(&p);
     // A second client of the same device: the connection loops back.
-    let ca_events = KArc::new(Log::default());
-    let mut out = [0u8; 64];
-    let ca = a
-        .hca
-        .open_ca(&mut Umv::new(0, 0, 64, &mut out), ca_events.clone().into())
-        .unwrap();
+    let (ca, ca_events, out) = open_ca_logged(&*a.hca);
     let b = Node {
         platform: p.clone(),
         hca: a.hca.clone(),

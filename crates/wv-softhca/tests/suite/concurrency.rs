@@ -14,11 +14,7 @@ use wv_softhca::*;
 fn two_threads_sending_to_each_other_with_rnr_waits() {
     let p = HostPlatform::threaded(2);
     let (_f, a, b) = pair(&p);
-    let ca = a.cq(4096);
-    let cb = b.cq(4096);
-    let qa = a.qp_with(QpType::Rc, &ca, &ca, None, 512, 1, 0, true);
-    let qb = b.qp_with(QpType::Rc, &cb, &cb, None, 512, 1, 0, true);
-    connect(&a, &qa, &b, &qb, Conn::default());
+    let (ca, cb, qa, qb) = deep_rc_qps(&a, &b, 4096, 512);
     let ma = Arc::new(a.mem(1 << 16, ALL_ACCESS));
     let mb = Arc::new(b.mem(1 << 16, ALL_ACCESS));
     const N: u64 = 2000;
@@ -127,11 +123,7 @@ fn many_threads_on_one_shared_cq_with_notifications() {
 fn modify_racing_posts_loses_no_doorbell() {
     let p = HostPlatform::threaded(2);
     let (_f, a, b) = pair(&p);
-    let ca = a.cq(8192);
-    let cb = b.cq(8192);
-    let qa = a.qp_with(QpType::Rc, &ca, &ca, None, 4096, 1, 0, true);
-    let qb = b.qp_with(QpType::Rc, &cb, &cb, None, 4096, 1, 0, true);
-    connect(&a, &qa, &b, &qb, Conn::default());
+    let (ca, cb, qa, qb) = deep_rc_qps(&a, &b, 8192, 4096);
     let m = a.mem(64, ALL_ACCESS);
     let rb = b.mem(64, ALL_ACCESS);
     const N: u64 = 3000;

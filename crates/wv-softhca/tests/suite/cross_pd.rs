@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use crate::common::{CqSink, Log, Topology, attrs, mac};
+use crate::common::{CqSink, Log, Topology, attrs, mac, open_ca_logged};
 use wv_abi::consts::*;
 use wv_ci::{CiExport, CiVerbs};
 use wv_hal::*;
@@ -110,11 +110,7 @@ struct Client {
 impl Client {
     fn new(dev: &Arc<Device>) -> Client {
         let v = &dev.verbs;
-        let ca_events = KArc::new(Log::default());
-        let mut out = [0u8; 64];
-        let ca = v
-            .open_ca(&mut Umv::new(0, 0, 64, &mut out), ca_events.clone().into())
-            .unwrap();
+        let (ca, ca_events, out) = open_ca_logged(v);
         let uvp = UvpContext::from_open_resp(&out).unwrap();
         let pd = v.allocate_pd(&ca, &mut Umv::none()).unwrap();
         let pd2 = v.allocate_pd(&ca, &mut Umv::none()).unwrap();

@@ -22,11 +22,7 @@ fn run_traffic(
     n: u64,
 ) -> (LinkStats, Vec<WorkCompletion>, Vec<WorkCompletion>, Vec<u8>) {
     let (p, f, a, b) = deterministic_pair();
-    let ca = a.cq(1024);
-    let cb = b.cq(1024);
-    let qa = a.qp_with(QpType::Rc, &ca, &ca, None, 256, 1, 0, true);
-    let qb = b.qp_with(QpType::Rc, &cb, &cb, None, 256, 1, 0, true);
-    connect(&a, &qa, &b, &qb, Conn::default());
+    let (ca, cb, qa, qb) = deep_rc_qps(&a, &b, 1024, 256);
     let m = a.mem(4096, ALL_ACCESS);
     let rb = b.mem(8192, ALL_ACCESS);
     f.set_faults(Some(FaultConfig { seed, ..cfg }));

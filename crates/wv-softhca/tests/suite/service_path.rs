@@ -123,12 +123,7 @@ fn served(node: &Node, arena: &Arc<Arena>) -> (Node, Cq, Qp) {
     );
     let _attached = process::attach(&client);
     let mapped: Arc<dyn MappedDevice> = arena.clone();
-    let ca_events = KArc::new(Log::default());
-    let mut out = [0u8; 64];
-    let ca = node
-        .hca
-        .open_ca(&mut Umv::new(0, 0, 64, &mut out), ca_events.clone().into())
-        .unwrap();
+    let (ca, ca_events, out) = open_ca_logged(&*node.hca);
     let uvp = UvpContext::mapped(&out, mapped).unwrap();
     let pd = node.hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
     let sink = KArc::new(CqSink::default());

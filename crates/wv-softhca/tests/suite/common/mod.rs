@@ -69,6 +69,17 @@ impl SrqEventSink for Log<SrqEvent> {
 pub type Hca = SoftHca<HostPlatform>;
 
 /// One soft HCA opened by one client.
+/// Opens `verbs` as a user-mode client does: its events logged, the open's reply (for the
+/// UVP) returned with it.
+pub fn open_ca_logged<V: Verbs>(verbs: &V) -> (V::Ca, wv_hal::KArc<Log<CaEvent>>, [u8; 64]) {
+    let ca_events = wv_hal::KArc::new(Log::default());
+    let mut out = [0u8; 64];
+    let ca = verbs
+        .open_ca(&mut Umv::new(0, 0, 64, &mut out), ca_events.clone().into())
+        .unwrap();
+    (ca, ca_events, out)
+}
+
 pub struct Node {
     pub platform: HostPlatform,
     pub hca: Arc<Hca>,
@@ -136,10 +147,7 @@ impl Node {
             config,
             ClientMemory::pool(pool.clone()),
         );
-        let ca_events = wv_hal::KArc::new(Log::default());
-        let mut out = [0u8; 64];
-        let mut umv = Umv::new(0, 0, 64, &mut out);
-        let ca = hca.open_ca(&mut umv, ca_events.clone().into()).unwrap();
+        let (ca, ca_events, out) = open_ca_logged(&*hca);
         let uvp = UvpContext::from_open_resp(&out).unwrap();
         let pd = hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
         Node {
@@ -633,6 +641,17 @@ pub fn rc_pair_on(
 /// [`rc_pair_with`] with the default connection attributes.
 pub fn rc_pair(p: &HostPlatform) -> (Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
     rc_pair_with(p, Conn::default())
+}
+
+/// An RC QP taking `depth` sends on each of `a` and `b`, each on its own CQ of `entries`,
+/// connected with the default attributes.
+pub fn deep_rc_qps(a: &Node, b: &Node, entries: u32, depth: u32) -> (Cq, Cq, Qp, Qp) {
+    let ca = a.cq(entries);
+    let cb = b.cq(entries);
+    let qa = a.qp_with(QpType::Rc, &ca, &ca, None, depth, 1, 0, true);
+    let qb = b.qp_with(QpType::Rc, &cb, &cb, None, depth, 1, 0, true);
+    connect(a, &qa, b, &qb, Conn::default());
+    (ca, cb, qa, qb)
 }
 
 /// A QP of `qp_type` on each of `a` and `b`, each on its own CQ of `entries`, in RESET.
