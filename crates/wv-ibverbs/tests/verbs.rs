@@ -81,6 +81,18 @@ fn rc_qp(e: &Env) -> *mut ibv_qp {
     qp
 }
 
+/// `ibv_modify_qp` of the test's live QP with `a` under `mask`: its return.
+fn modify(qp: *mut ibv_qp, a: &mut ibv_qp_attr, mask: u32) -> i32 {
+    // SAFETY: a live QP the test made, and a live local.
+    unsafe { ibv_modify_qp(qp, a, mask as i32) }
+}
+
+/// Destroys the test's live QP, which must succeed.
+fn destroy_qp(qp: *mut ibv_qp) {
+    // SAFETY: a live QP the test made, destroyed once.
+    assert_eq!(unsafe { ibv_destroy_qp(qp) }, 0);
+}
+
 fn zeroed_attr() -> ibv_qp_attr {
     // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
     unsafe { core::mem::zeroed() }
@@ -114,11 +126,7 @@ fn reset_to_init_without_access_flags_is_refused_though_winverbs_would_take_it()
     a.qp_state = IBV_QPS_INIT;
     a.port_num = 1;
     let mask = IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX; // no IBV_QP_ACCESS_FLAGS
-    assert_eq!(
-        // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-        unsafe { ibv_modify_qp(qp, &mut a, mask as i32) },
-        errno::EINVAL
-    );
+    assert_eq!(modify(qp, &mut a, mask), errno::EINVAL);
     assert_eq!(errno::get(), errno::EINVAL);
     assert_eq!(state(qp), IBV_QPS_RESET, "nothing changed");
     // The raw driver call (OFW: the modify is built from the target state) accepts it.
@@ -127,8 +135,7 @@ fn reset_to_init_without_access_flags_is_refused_though_winverbs_would_take_it()
         "WinVerbs refuses it too: the test shows nothing"
     );
     assert_eq!(state(qp), IBV_QPS_INIT);
-    // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-    unsafe { assert_eq!(ibv_destroy_qp(qp), 0) };
+    destroy_qp(qp);
 }
 
 #[test]
@@ -137,14 +144,9 @@ fn reset_to_error_is_refused() {
     let qp = rc_qp(&e);
     let mut a = zeroed_attr();
     a.qp_state = IBV_QPS_ERR;
-    assert_eq!(
-        // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-        unsafe { ibv_modify_qp(qp, &mut a, IBV_QP_STATE as i32) },
-        errno::EINVAL
-    );
+    assert_eq!(modify(qp, &mut a, IBV_QP_STATE), errno::EINVAL);
     assert_eq!(state(qp), IBV_QPS_RESET);
-    // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-    unsafe { assert_eq!(ibv_destroy_qp(qp), 0) };
+    destroy_qp(qp);
 }
 
 #[test]
@@ -157,24 +159,15 @@ fn an_extra_attribute_is_refused_and_init_to_init_keeps_the_port() {
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
     let init = IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS;
     // SQ_PSN does not belong to RESET -> INIT.
-    assert_eq!(
-        // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-        unsafe { ibv_modify_qp(qp, &mut a, (init | IBV_QP_SQ_PSN) as i32) },
-        errno::EINVAL
-    );
-    // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-    assert_eq!(unsafe { ibv_modify_qp(qp, &mut a, init as i32) }, 0);
+    assert_eq!(modify(qp, &mut a, init | IBV_QP_SQ_PSN), errno::EINVAL);
+    assert_eq!(modify(qp, &mut a, init), 0);
     // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
     assert_eq!(unsafe { (*qp).state }, IBV_QPS_INIT);
     // INIT -> INIT with only the access flags: the library repeats the port WinVerbs needs.
     let mut b = zeroed_attr();
     b.qp_state = IBV_QPS_INIT;
     b.qp_access_flags = IBV_ACCESS_REMOTE_READ;
-    assert_eq!(
-        // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-        unsafe { ibv_modify_qp(qp, &mut b, (IBV_QP_STATE | IBV_QP_ACCESS_FLAGS) as i32) },
-        0
-    );
+    assert_eq!(modify(qp, &mut b, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS), 0);
     let mut q = zeroed_attr();
     // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
     let mut qi: ibv_qp_init_attr = unsafe { core::mem::zeroed() };
@@ -186,8 +179,7 @@ fn an_extra_attribute_is_refused_and_init_to_init_keeps_the_port() {
     // A PD with a QP on it is busy.
     // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
     assert_eq!(unsafe { ibv_dealloc_pd(e.pd) }, errno::EBUSY);
-    // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-    unsafe { assert_eq!(ibv_destroy_qp(qp), 0) };
+    destroy_qp(qp);
 }
 
 fn mmap(len: usize, prot: i32) -> *mut c_void {
@@ -260,8 +252,7 @@ fn connect_to_self(e: &Env, qp: *mut ibv_qp) {
     a.port_num = 1;
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
     let m = IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS;
-    // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-    assert_eq!(unsafe { ibv_modify_qp(qp, &mut a, m as i32) }, 0);
+    assert_eq!(modify(qp, &mut a, m), 0);
     let mut a = zeroed_attr();
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = 3;
@@ -280,8 +271,7 @@ fn connect_to_self(e: &Env, qp: *mut ibv_qp) {
         | IBV_QP_RQ_PSN
         | IBV_QP_MAX_DEST_RD_ATOMIC
         | IBV_QP_MIN_RNR_TIMER;
-    // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-    assert_eq!(unsafe { ibv_modify_qp(qp, &mut a, m as i32) }, 0);
+    assert_eq!(modify(qp, &mut a, m), 0);
     let mut a = zeroed_attr();
     a.qp_state = IBV_QPS_RTS;
     a.timeout = 14;
@@ -294,8 +284,7 @@ fn connect_to_self(e: &Env, qp: *mut ibv_qp) {
         | IBV_QP_RNR_RETRY
         | IBV_QP_SQ_PSN
         | IBV_QP_MAX_QP_RD_ATOMIC;
-    // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-    assert_eq!(unsafe { ibv_modify_qp(qp, &mut a, m as i32) }, 0);
+    assert_eq!(modify(qp, &mut a, m), 0);
 }
 
 fn poll_one(cq: *mut ibv_cq) -> ibv_wc {
@@ -383,8 +372,7 @@ fn rdma_write_and_atomic_into_malloc_memory() {
     assert_eq!((wc.status, wc.wr_id), (0, 8));
     assert_eq!(u64::from_ne_bytes(dst[8..16].try_into().unwrap()), 42);
     assert_eq!(u64::from_ne_bytes(src[8..16].try_into().unwrap()), 40);
-    // SAFETY: the test's QP, destroyed once.
-    assert_eq!(unsafe { ibv_destroy_qp(qp) }, 0);
+    destroy_qp(qp);
     // SAFETY: the test's MRs, deregistered once.
     assert_eq!(unsafe { ibv_dereg_mr(smr) }, 0);
     // SAFETY: as above.
