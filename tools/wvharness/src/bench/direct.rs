@@ -30,7 +30,7 @@ use wv_softhca::{
 
 use crate::baseline::Measured;
 use crate::perftest::endpoint::{
-    DataPath, EVENT_DEADLINE, LoopCq, Rendezvous, Role, Run, Shared, aborted,
+    DataPath, EVENT_DEADLINE, LoopCq, Rendezvous, Role, Run, Shared, Step, aborted,
 };
 use crate::perftest::{self, PerftestArgs, Test};
 
@@ -365,7 +365,13 @@ pub fn send_lat(args: &PerftestArgs) -> Result<Measured, String> {
             if let Some(cpu) = cpu {
                 perftest::pin_to(cpu)?;
             }
-            let samples = perftest::send::lat(s, role, &params, run, &sh)?;
+            let samples = perftest::send::lat(Step {
+                side: s,
+                role,
+                p: &params,
+                run,
+                sh: &sh,
+            })?;
             if role == Role::Client {
                 tx.send(samples.posted).map_err(|_| aborted())?;
             }

@@ -621,6 +621,18 @@ impl Window {
         }
     }
 
+    /// The window of a duration run (`p.duration`) and how many iterations a loop may run:
+    /// unbounded in duration mode (the window ends it), else the size's count.
+    pub fn for_run(p: &Params, run: Run) -> (Option<Window>, u64) {
+        let window = p.duration.map(Window::new);
+        let iters = if window.is_some() {
+            u64::MAX
+        } else {
+            run.iters
+        };
+        (window, iters)
+    }
+
     /// Called after each completed iteration (`count` so far); returns `false` when the run is
     /// over.
     pub fn tick(&mut self, count: u64) -> bool {
@@ -727,23 +739,96 @@ impl Shared {
     }
 }
 
+/// What a latency loop records: the client's post times, or in duration mode the sampling
+/// window its iterations run in.
+pub struct LatLog {
+    window: Option<Window>,
+    posted: Vec<u64>,
+}
+
+impl LatLog {
+    /// For a loop of `iters` iterations, or of a duration `window` ([`Window::for_run`]).
+    pub fn new(window: Option<Window>, iters: u64) -> LatLog {
+        let n = if window.is_some() { 0 } else { iters as usize };
+        LatLog {
+            window,
+            posted: Vec::with_capacity(n),
+        }
+    }
+
+    /// Just before `role` posts: the client's timestamp (none in duration mode).
+    pub fn stamp(&mut self, role: Role, sh: &Shared) {
+        if role == Role::Client && self.window.is_none() {
+            self.posted.push(sh.now());
+        }
+    }
+
+    /// After `role` completed `count` iterations: `false` once the client's duration window
+    /// is over (the loop ends).
+    pub fn tick(&mut self, role: Role, count: u64) -> bool {
+        match &mut self.window {
+            Some(w) if role == Role::Client => w.tick(count),
+            _ => true,
+        }
+    }
+
+    /// The samples of the loop.
+    pub fn samples(self) -> Samples {
+        Samples {
+            posted: self.posted,
+            completed: Vec::new(),
+            window: self.window.and_then(|w| w.result()),
+            switches: None,
+        }
+    }
+}
+
+/// What every test loop is given: one side's part in one size of the test.
+pub struct Step<'a, D> {
+    /// The side's data path.
+    pub side: &'a D,
+    /// Client or server.
+    pub role: Role,
+    /// The test's parameters.
+    pub p: &'a Params,
+    /// The size being run.
+    pub run: Run,
+    /// What both sides share.
+    pub sh: &'a Shared,
+}
+
+// Not derived: the derive would ask `D: Copy`, and a step only holds a reference to it.
+impl<D> Clone for Step<'_, D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<D> Copy for Step<'_, D> {}
+
+impl<'a, D> Step<'a, D> {
+    /// The step's fields as a tuple, for loops that use them all by name.
+    pub fn parts(self) -> (&'a D, Role, &'a Params, Run, &'a Shared) {
+        (self.side, self.role, self.p, self.run, self.sh)
+    }
+}
+
 /// Runs one side of test `p.test` for one size (dispatching to the test family's loop).
 fn run_size<F: RawFile + Send + Sync + 'static>(
-    side: &Side<F>,
-    role: Role,
-    p: &Params,
-    run: Run,
-    sh: &Shared,
+    step: Step<'_, Side<F>>,
 ) -> Result<Samples, String> {
+    let Step {
+        role, p, run, sh, ..
+    } = step;
     // Both sides start each size together (perftest's hand-shake between sizes), after each
     // has prepared (receives posted, landing byte cleared).
     let r = match p.test {
-        Test::SendLat => super::send::lat(side, role, p, run, sh),
-        Test::SendBw => super::send::bw(side, role, p, run, sh),
-        Test::WriteLat => super::write::lat(side, role, p, run, sh),
-        Test::WriteBw => super::one_sided_bw(side, role, p, run, sh, WrOpcode::RdmaWrite),
-        Test::ReadLat => super::read::lat(side, role, p, run, sh),
-        Test::ReadBw => super::one_sided_bw(side, role, p, run, sh, WrOpcode::RdmaRead),
+        Test::SendLat => super::send::lat(step),
+        Test::SendBw => super::send::bw(step),
+        Test::WriteLat => super::write::lat(step),
+        Test::WriteBw => super::one_sided_bw(step, WrOpcode::RdmaWrite),
+        Test::ReadLat => super::read::lat(step),
+        Test::ReadBw => super::one_sided_bw(step, WrOpcode::RdmaRead),
     };
     if role == Role::Client {
         sh.stop.store(run.ix as u64 + 1, Ordering::Release);
@@ -920,7 +1005,13 @@ impl TargetTask for PerfTask<'_> {
                     let before = (role == Role::Client)
                         .then(crate::ctx_switches::Switches::now)
                         .flatten();
-                    let mut s = run_size(&side, role, &p, run, &sh)?;
+                    let mut s = run_size(Step {
+                        side: &side,
+                        role,
+                        p: &p,
+                        run,
+                        sh: &sh,
+                    })?;
                     s.switches = before
                         .and_then(|b| crate::ctx_switches::Switches::now().map(|a| a.since(&b)));
                     if let Some(ev) = &events {
