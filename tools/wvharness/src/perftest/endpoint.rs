@@ -105,6 +105,46 @@ pub trait LoopCq {
     fn drained(&self) -> &AtomicBool;
 }
 
+/// The send-queue request of the bytes `sge` describes, as both data paths build it (so the
+/// filter-overhead baseline posts what the stack posts): signalled if asked, inline when it
+/// fits `inline_size` (never a read), towards `remote` (address, rkey) for RDMA.
+pub fn send_wr(
+    wr_id: u64,
+    opcode: WrOpcode,
+    sge: &[wv_softhca::Sge],
+    signaled: bool,
+    inline_size: u32,
+    remote: Option<(u64, u32)>,
+) -> SendWr<'_> {
+    let mut wr = SendWr::new(wr_id, opcode);
+    wr.sg_list = sge;
+    if signaled {
+        wr.send_flags |= send_flags::SIGNALED;
+    }
+    let len: u32 = sge.iter().map(|s| s.length).sum();
+    if opcode != WrOpcode::RdmaRead && len <= inline_size {
+        wr.send_flags |= send_flags::INLINE;
+    }
+    if let Some((addr, rkey)) = remote {
+        wr.remote_addr = addr;
+        wr.rkey = rkey;
+    }
+    wr
+}
+
+/// Joins the server's and the client's threads; a side that panicked ends with the error
+/// `panicked(side)`.
+pub fn join_sides<T>(
+    server: std::thread::ScopedJoinHandle<'_, Result<T, String>>,
+    client: std::thread::ScopedJoinHandle<'_, Result<T, String>>,
+    panicked: impl Fn(&str) -> String,
+) -> (Result<T, String>, Result<T, String>) {
+    (
+        server.join().unwrap_or_else(|_| Err(panicked("server"))),
+        client.join().unwrap_or_else(|_| Err(panicked("client"))),
+    )
+}
+
 /// One side's data path as the benchmark loops drive it: the stack's [`Side`], or the
 /// filter-overhead baseline's soft HCA driven without the driver (`bench/direct.rs`), which
 /// so runs the very same loop and work requests.
@@ -115,19 +155,12 @@ pub trait DataPath {
     fn send_cq(&self) -> &Self::Cq;
     /// The receive CQ.
     fn recv_cq(&self) -> &Self::Cq;
-    /// Posts one send-queue request of `len` bytes from offset `off` of the buffer (inline
-    /// when it fits the threshold).
+    /// Posts one send-queue request of the first `len` bytes of the buffer (inline when it fits
+    /// the threshold), towards the start of the peer's landing half for RDMA.
     ///
     /// # Errors
     /// The provider refused the request.
-    fn post(
-        &self,
-        wr_id: u64,
-        opcode: WrOpcode,
-        off: usize,
-        len: usize,
-        signaled: bool,
-    ) -> Result<(), String>;
+    fn post(&self, wr_id: u64, opcode: WrOpcode, len: usize, signaled: bool) -> Result<(), String>;
     /// Posts one receive of the whole landing half of the buffer.
     ///
     /// # Errors
@@ -216,18 +249,32 @@ impl<F: RawFile + Send + Sync + 'static> DataPath for Side<F> {
     fn recv_cq(&self) -> &EventCq<F> {
         &self.recv_cq
     }
-    fn post(
-        &self,
-        wr_id: u64,
-        opcode: WrOpcode,
-        off: usize,
-        len: usize,
-        signaled: bool,
-    ) -> Result<(), String> {
-        Side::post(self, wr_id, opcode, off, len, signaled)
+    fn post(&self, wr_id: u64, opcode: WrOpcode, len: usize, signaled: bool) -> Result<(), String> {
+        let sge = [self.mr.sge(0, len as u32)];
+        let remote = self.remote.as_ref().map(|r| (r.vaddr, r.rkey));
+        let mut wr = send_wr(wr_id, opcode, &sge, signaled, self.inline_size, remote);
+        wr.ud = self.ud_remote;
+        self.qp
+            .post_send(&wr)
+            .map_err(|e| format!("post send failed: {e:?} (errno {})", e.errno()))
     }
+
+    /// Posts one receive of the whole receive buffer.
     fn post_recv(&self, wr_id: u64) -> Result<(), String> {
-        Side::post_recv(self, wr_id)
+        let sge = [self.buf.sge(
+            self.land_off,
+            (self.buf.len() - self.land_off) as u32,
+            self.mr.lkey(),
+        )];
+        let wr = RecvWr {
+            wr_id,
+            sg_list: &sge,
+        };
+        let r = match &self.srq {
+            Some(srq) => srq.post_recv(&wr),
+            None => self.qp.post_recv(&wr),
+        };
+        r.map_err(|e| format!("post receive failed: {e:?} (errno {})", e.errno()))
     }
 }
 
@@ -464,53 +511,6 @@ impl<F: RawFile + Send + Sync + 'static> Side<F> {
         }
         self.remote = Some(remote);
         Ok(())
-    }
-
-    /// Posts one send-queue request of `len` bytes from offset `off` of the buffer (inline
-    /// when it fits the threshold), towards the peer's buffer at the same offset for RDMA.
-    pub fn post(
-        &self,
-        wr_id: u64,
-        opcode: WrOpcode,
-        off: usize,
-        len: usize,
-        signaled: bool,
-    ) -> Result<(), String> {
-        let sge = [self.mr.sge(off, len as u32)];
-        let mut wr = SendWr::new(wr_id, opcode);
-        wr.sg_list = &sge;
-        if signaled {
-            wr.send_flags |= send_flags::SIGNALED;
-        }
-        if opcode != WrOpcode::RdmaRead && len as u32 <= self.inline_size {
-            wr.send_flags |= send_flags::INLINE;
-        }
-        if let Some(r) = &self.remote {
-            wr.remote_addr = r.vaddr + off as u64;
-            wr.rkey = r.rkey;
-        }
-        wr.ud = self.ud_remote;
-        self.qp
-            .post_send(&wr)
-            .map_err(|e| format!("post send failed: {e:?} (errno {})", e.errno()))
-    }
-
-    /// Posts one receive of the whole receive buffer.
-    pub fn post_recv(&self, wr_id: u64) -> Result<(), String> {
-        let sge = [self.buf.sge(
-            self.land_off,
-            (self.buf.len() - self.land_off) as u32,
-            self.mr.lkey(),
-        )];
-        let wr = RecvWr {
-            wr_id,
-            sg_list: &sge,
-        };
-        let r = match &self.srq {
-            Some(srq) => srq.post_recv(&wr),
-            None => self.qp.post_recv(&wr),
-        };
-        r.map_err(|e| format!("post receive failed: {e:?} (errno {})", e.errno()))
     }
 
     /// Offset of a received message's payload in the receive buffer (after the GRH on UD).
@@ -1087,14 +1087,7 @@ impl TargetTask for PerfTask<'_> {
                     break;
                 }
             }
-            (
-                server
-                    .join()
-                    .unwrap_or_else(|_| Err("the server thread panicked".into())),
-                client
-                    .join()
-                    .unwrap_or_else(|_| Err("the client thread panicked".into())),
-            )
+            join_sides(server, client, |side| format!("the {side} thread panicked"))
         });
         // Report the first real failure, not the other side's "stopped" echo of it.
         for r in [printed, client, server] {

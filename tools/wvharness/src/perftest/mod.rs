@@ -22,6 +22,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use crate::target::TargetArgs;
+use endpoint::DataPath;
 use report::{BwUnits, RttFactor};
 
 pub use endpoint::{Measurement, measure, measure_sizes, run_test};
@@ -551,7 +552,7 @@ pub(crate) fn bw_client<F: wv_client::raw::RawFile + Send + Sync + 'static>(
             if let Some(slot) = posted.get_mut(scnt as usize) {
                 *slot = sh.now();
             }
-            side.post(scnt, opcode, 0, run.size, signaled)?;
+            side.post(scnt, opcode, run.size, signaled)?;
             if signaled {
                 last_signaled = Some(scnt);
             }

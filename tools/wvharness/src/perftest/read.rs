@@ -5,7 +5,7 @@ use wv_client::raw::RawFile;
 use wv_client::verbs::{WorkCompletion, WrOpcode};
 
 use super::Samples;
-use super::endpoint::{LatLog, Role, Side, Step, Window, poll_some};
+use super::endpoint::{DataPath, LatLog, Role, Side, Step, Window, poll_some};
 
 /// One signalled read at a time: post, then poll (or sleep on the CQ event with `-e`) for its
 /// completion; a sample is the time between two posts, i.e. one whole read.
@@ -22,7 +22,7 @@ pub fn lat<F: RawFile + Send + Sync + 'static>(step: Step<'_, Side<F>>) -> Resul
     while scnt < iters {
         log.stamp(role, sh);
         scnt += 1;
-        side.post(scnt, WrOpcode::RdmaRead, 0, run.size, true)?;
+        side.post(scnt, WrOpcode::RdmaRead, run.size, true)?;
         poll_some(&*side.send_cq, &mut wc, p.events, sh, usize::MAX)?;
         if !log.tick(role, scnt) {
             break;

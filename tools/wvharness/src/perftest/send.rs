@@ -52,7 +52,7 @@ pub fn lat<D: DataPath>(step: Step<'_, D>) -> Result<Samples, String> {
             log.stamp(role, sh);
             scnt += 1;
             let signaled = scnt % u64::from(p.cq_mod) == 0 || scnt == iters;
-            side.post(scnt, WrOpcode::Send, 0, run.size, signaled)?;
+            side.post(scnt, WrOpcode::Send, run.size, signaled)?;
             if signaled {
                 poll_some(side.send_cq(), &mut wc, p.events, sh, run.ix)?;
             }

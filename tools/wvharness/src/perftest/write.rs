@@ -7,7 +7,7 @@ use wv_client::raw::RawFile;
 use wv_client::verbs::{WorkCompletion, WrOpcode};
 
 use super::Samples;
-use super::endpoint::{LatLog, Role, Side, Step, Window, aborted, poll_some};
+use super::endpoint::{DataPath, LatLog, Role, Side, Step, Window, aborted, poll_some};
 
 /// Write ping-pong: each side writes the message into the peer's landing half with the
 /// iteration count (as a byte) in its last byte, then busy-waits on the last byte of its own
@@ -50,7 +50,7 @@ pub fn lat<F: RawFile + Send + Sync + 'static>(step: Step<'_, Side<F>>) -> Resul
             side.buf
                 .write(run.size - 1, &[scnt as u8])
                 .map_err(|e| e.to_string())?;
-            side.post(scnt, WrOpcode::RdmaWrite, 0, run.size, true)?;
+            side.post(scnt, WrOpcode::RdmaWrite, run.size, true)?;
         }
         if ccnt < iters {
             poll_some(&*side.send_cq, &mut wc, false, sh, usize::MAX)?;
