@@ -135,6 +135,7 @@ pub use runner::{
     Clock, Outcome, Problem, SCENARIO_TIME_LIMIT, Scenario, ScenarioResult, VERIFIER_SCENARIO,
     Verdict, run_one, run_suite, scenario_names, summary_line, tally, to_json,
 };
+pub use scenarios::raw::port_in;
 pub use scenarios::scenarios;
 #[cfg(target_os = "linux")]
 pub use service::{ServiceConfig, ServiceEnv};

@@ -19,9 +19,8 @@ use std::process::ExitCode;
 use clap::Args;
 use serde::Serialize;
 use wv_abi::ioctl::*;
-use wv_abi::{
-    NtStatus, WV_IO_DEVICE_ATTRIBUTES, WV_IO_DEVICE_PORT_QUERY, WV_IO_ID, WV_IO_PORT_ATTRIBUTES,
-};
+use wv_abi::{NtStatus, WV_IO_DEVICE_ATTRIBUTES, WV_IO_ID, WV_IO_PORT_ATTRIBUTES};
+use wv_check::port_in;
 use wv_client::raw::{IoStatus, RawFile, RawIo};
 use wv_inproc::StackConfig;
 use zerocopy::{FromBytes, IntoBytes};
@@ -399,16 +398,6 @@ fn read<T: FromBytes>(bytes: &[u8], what: &str) -> Result<T, String> {
         .map_err(|_| format!("{what}: short output ({} bytes)", bytes.len()))
 }
 
-fn port_query(dev: u64, port: u8) -> Vec<u8> {
-    WV_IO_DEVICE_PORT_QUERY {
-        Id: dev,
-        PortNumber: port,
-        Reserved: [0; 7],
-    }
-    .as_bytes()
-    .to_vec()
-}
-
 /// A whole GID or P_Key table: asks again with room for all entries the port reports, and more
 /// while the driver says MORE_ENTRIES.
 fn table<F: RawFile>(
@@ -421,7 +410,7 @@ fn table<F: RawFile>(
 ) -> Result<Vec<u8>, String> {
     let mut entries = len.max(1);
     loop {
-        let st = must(f, code, &port_query(dev, port), entries * item)?;
+        let st = must(f, code, &port_in(dev, port), entries * item)?;
         if st.status != NtStatus::MORE_ENTRIES.0 || entries >= 1 << 16 {
             return Ok(st.output);
         }
@@ -457,7 +446,7 @@ fn describe<F: RawFile>(
     let a: WV_IO_DEVICE_ATTRIBUTES = read(&st.output, "DEVICE_QUERY")?;
     let mut ports = Vec::new();
     for port in 1..=a.PhysPortCount {
-        let st = must(f, WV_IOCTL_DEVICE_PORT_QUERY, &port_query(dev, port), 52)?;
+        let st = must(f, WV_IOCTL_DEVICE_PORT_QUERY, &port_in(dev, port), 52)?;
         let p: WV_IO_PORT_ATTRIBUTES = read(&st.output, "DEVICE_PORT_QUERY")?;
         let ethernet = p.Transport == 2;
         let gids = table(

@@ -26,7 +26,9 @@ use wv_client::verbs::{Provider, WorkCompletion, WrOpcode};
 use wv_inproc::StackConfig;
 
 use crate::perftest::Connection;
-use crate::perftest::endpoint::{Dest, Rendezvous, Shared, Side, SideConfig, aborted, poll_some};
+use crate::perftest::endpoint::{
+    DataPath, Dest, Rendezvous, Shared, Side, SideConfig, aborted, poll_some,
+};
 use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, joined, resolve_device};
 
 /// Options of `wvharness pingpong` (rc_pingpong's, where they apply).
@@ -360,7 +362,7 @@ fn side_main<O: Opener>(
     let start = Instant::now();
     let mut pending = RECV_WRID;
     let (mut scnt, mut rcnt) = (0u64, 0u64);
-    let send = || side.post(SEND_WRID, WrOpcode::Send, 0, size, true);
+    let send = || side.post(SEND_WRID, WrOpcode::Send, size, true);
     if client {
         send()?;
         pending |= SEND_WRID;

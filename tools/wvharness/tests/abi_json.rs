@@ -72,6 +72,18 @@ fn abi_json() -> Value {
     json(&["abi", "--json"])
 }
 
+/// The value of constant `name` in the ABI description.
+fn constant(json: &Value, name: &str) -> u64 {
+    json["constants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("missing {name}"))["value"]
+        .as_u64()
+        .unwrap()
+}
+
 #[test]
 fn ioctls() {
     let json = abi_json();
@@ -131,15 +143,7 @@ fn structs() {
 #[test]
 fn constants() {
     let json = abi_json();
-    let constants = json["constants"].as_array().unwrap();
-    let get = |name: &str| {
-        constants
-            .iter()
-            .find(|c| c["name"] == name)
-            .unwrap_or_else(|| panic!("missing {name}"))["value"]
-            .as_u64()
-            .unwrap()
-    };
+    let get = |name: &str| constant(&json, name);
     for (name, value) in [
         ("WV_CQ_ERROR", 0),
         ("WV_CQ_NEXT_COMPLETION", 1),
@@ -210,15 +214,7 @@ fn lower_interfaces() {
         (&query_ca["offset"], &query_ca["size"]),
         (&96.into(), &8.into())
     );
-    let constants = json["constants"].as_array().unwrap();
-    let get = |name: &str| {
-        constants
-            .iter()
-            .find(|c| c["name"] == name)
-            .unwrap_or_else(|| panic!("missing {name}"))["value"]
-            .as_u64()
-            .unwrap()
-    };
+    let get = |name: &str| constant(&json, name);
     assert_eq!(get("RDMA_INTERFACE_VERBS_VERSION"), 0x0207);
     assert_eq!(get("VERBS_VERSION"), 0x2_0007);
     assert_eq!(get("INFINIBAND_INTERFACE_CM_VERSION"), 0x0101);

@@ -10,6 +10,11 @@ fn rows(only: &str) -> Vec<serde_json::Value> {
     v["rows"].as_array().expect("rows").clone()
 }
 
+/// The text field `field` of `row` (which must have it).
+fn text<'a>(row: &'a serde_json::Value, field: &str) -> &'a str {
+    row[field].as_str().unwrap()
+}
+
 fn named<'a>(rows: &'a [serde_json::Value], start: &str) -> Vec<&'a serde_json::Value> {
     rows.iter()
         .filter(|r| r["name"].as_str().is_some_and(|n| n.starts_with(start)))
@@ -31,17 +36,9 @@ fn event_rows_count_switches_and_reads_compare_with_polling() {
     let sw = named(&rows, "send_lat -e 2 B: context switches per message");
     assert_eq!(sw.len(), 1, "{rows:?}");
     let sw = sw[0];
-    assert!(
-        sw["name"].as_str().unwrap().contains("a round trip is two"),
-        "{sw}"
-    );
+    assert!(text(sw, "name").contains("a round trip is two"), "{sw}");
     assert_eq!(sw["unit"], "switches");
-    assert!(
-        sw["baseline"]
-            .as_str()
-            .unwrap()
-            .starts_with("futex wake cross-CPU: context switches per wake")
-    );
+    assert!(text(sw, "baseline").starts_with("futex wake cross-CPU: context switches per wake"));
     assert_eq!(sw["goal"], "≤ 1.1×");
     if std::path::Path::new("/proc/self/task").exists() {
         assert!(sw["value"].as_f64().is_some_and(|v| v >= 0.0), "{sw}");
@@ -52,7 +49,7 @@ fn event_rows_count_switches_and_reads_compare_with_polling() {
     let reads = named(&rows, "read_lat -e ");
     assert!(!reads.is_empty(), "{rows:?}");
     for r in reads {
-        let base = r["baseline"].as_str().unwrap();
+        let base = text(r, "baseline");
         assert!(base.starts_with("read_lat polling "), "{r}");
         assert!(!base.contains("futex"), "{r}");
         assert!(r["goal"].is_null(), "{r}");
@@ -84,10 +81,7 @@ fn the_message_rate_row_compares_send_bw_with_an_spsc_ring_in_rounds() {
     assert_eq!(row.len(), 1, "{rows:?}");
     let row = row[0];
     assert!(
-        row["baseline"]
-            .as_str()
-            .unwrap()
-            .starts_with("SPSC ring message rate"),
+        text(row, "baseline").starts_with("SPSC ring message rate"),
         "{row}"
     );
     assert_eq!(row["goal"], "≥ 25 %");
@@ -125,11 +119,5 @@ fn the_glue_row_says_where_its_number_comes_from() {
         "{g}"
     );
     assert_eq!(g["goal"], "≤ 1.2×");
-    assert!(
-        g["note"]
-            .as_str()
-            .unwrap()
-            .contains("measured by tools/wdf-emu"),
-        "{g}"
-    );
+    assert!(text(g, "note").contains("measured by tools/wdf-emu"), "{g}");
 }

@@ -32,28 +32,27 @@ fn rows(stdout: &str, header: &str) -> Vec<Vec<f64>> {
         .collect()
 }
 
-#[test]
-fn latency_tests_print_perftest_rows() {
-    for test in ["send_lat", "write_lat", "read_lat"] {
+/// Each of `tests` run with `-n 50` prints one row under `header`: `fields` numbers, the first
+/// two the default message size `size` and the 50 iterations.
+fn one_row_each(tests: [&str; 3], header: &str, fields: usize, size: f64) {
+    for test in tests {
         let (ok, out, err) = run(&[test, "-n", "50"]);
         assert!(ok, "{test}: {err}");
-        let r = rows(&out, LAT_HEADER);
+        let r = rows(&out, header);
         assert_eq!(r.len(), 1, "{test}");
-        assert_eq!(r[0].len(), 9, "{test}: {:?}", r[0]);
-        assert_eq!((r[0][0], r[0][1]), (2.0, 50.0), "{test}");
+        assert_eq!(r[0].len(), fields, "{test}: {:?}", r[0]);
+        assert_eq!((r[0][0], r[0][1]), (size, 50.0), "{test}");
     }
 }
 
 #[test]
+fn latency_tests_print_perftest_rows() {
+    one_row_each(["send_lat", "write_lat", "read_lat"], LAT_HEADER, 9, 2.0);
+}
+
+#[test]
 fn bandwidth_tests_print_perftest_rows() {
-    for test in ["send_bw", "write_bw", "read_bw"] {
-        let (ok, out, err) = run(&[test, "-n", "50"]);
-        assert!(ok, "{test}: {err}");
-        let r = rows(&out, BW_HEADER);
-        assert_eq!(r.len(), 1, "{test}");
-        assert_eq!(r[0].len(), 5, "{test}: {:?}", r[0]);
-        assert_eq!((r[0][0], r[0][1]), (65536.0, 50.0), "{test}");
-    }
+    one_row_each(["send_bw", "write_bw", "read_bw"], BW_HEADER, 5, 65536.0);
     let (ok, out, err) = run(&["write_bw", "-n", "20", "--report_gbits", "-N"]);
     assert!(ok, "{err}");
     assert_eq!(rows(&out, BW_HEADER_G)[0][2], 0.0, "-N prints no peak");

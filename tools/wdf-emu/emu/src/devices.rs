@@ -531,9 +531,7 @@ pub(crate) fn with_device<R>(
             ..
         }) => Some(f(&mut fx, handle)),
         _ => {
-            let message = fx.invalid(handle, "WDFDEVICE");
-            drop(fx);
-            m.bug_check(WDF_VIOLATION, format!("{ddi}: {message}"));
+            m.invalid_handle(fx, ddi, handle, "WDFDEVICE");
             None
         }
     }

@@ -121,6 +121,22 @@ impl std::fmt::Debug for EmuIo {
     }
 }
 
+impl EmuIo {
+    /// Sends `irp` down the stack at `irql` from this thread; the request as the dispatch
+    /// left it.
+    fn send(m: &Arc<Inner>, irp: Arc<Irp>, irql: Irql) -> EmuIo {
+        let old = kernel::raise_irql(irql);
+        send(m, &irp);
+        kernel::lower_irql(old);
+        EmuIo {
+            pending: irp.marked_pending.load(Ordering::SeqCst) || irp.result().is_none(),
+            completed_at_return: irp.completed_in_dispatch.load(Ordering::SeqCst),
+            irp,
+            machine: Arc::clone(m),
+        }
+    }
+}
+
 /// `STATUS_IO_TIMEOUT`, what a hung request reports after the verifier records the hang.
 const STATUS_IO_TIMEOUT: u32 = 0xC000_00B5;
 
@@ -188,15 +204,7 @@ impl Machine {
             true,
             file,
         );
-        let old = kernel::raise_irql(irql);
-        send(m, &irp);
-        kernel::lower_irql(old);
-        EmuIo {
-            pending: irp.marked_pending.load(Ordering::SeqCst) || irp.result().is_none(),
-            completed_at_return: irp.completed_in_dispatch.load(Ordering::SeqCst),
-            irp,
-            machine: Arc::clone(m),
-        }
+        EmuIo::send(m, irp, irql)
     }
 }
 
@@ -401,15 +409,7 @@ impl EmuFile {
             false,
             Some(Arc::clone(&self.core)),
         );
-        let old = kernel::raise_irql(Irql::Passive);
-        send(m, &irp);
-        kernel::lower_irql(old);
-        EmuIo {
-            pending: irp.marked_pending.load(Ordering::SeqCst) || irp.result().is_none(),
-            completed_at_return: irp.completed_in_dispatch.load(Ordering::SeqCst),
-            irp,
-            machine: Arc::clone(m),
-        }
+        EmuIo::send(m, irp, Irql::Passive)
     }
 
     /// `CancelIoEx(handle, overlapped of io)`: whether a cancellable request was found.

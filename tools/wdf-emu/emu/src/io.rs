@@ -93,9 +93,7 @@ fn with_queue<R>(
     if queue_mut(&mut fx, handle).is_some() {
         Some(f(&mut fx, handle))
     } else {
-        let message = fx.invalid(handle, "WDFQUEUE");
-        drop(fx);
-        m.bug_check(WDF_VIOLATION, format!("{ddi}: {message}"));
+        m.invalid_handle(fx, ddi, handle, "WDFQUEUE");
         None
     }
 }
@@ -375,9 +373,7 @@ pub(crate) unsafe fn device_enqueue_request(
     let q = {
         let mut fx = m.fx.lock();
         let Some(req) = requests::request_mut(&mut fx, r) else {
-            let message = fx.invalid(r, "WDFREQUEST");
-            drop(fx);
-            m.bug_check(WDF_VIOLATION, format!("{DDI}: {message}"));
+            m.invalid_handle(fx, DDI, r, "WDFREQUEST");
             return wdk_sys::STATUS_INVALID_PARAMETER;
         };
         if let Err(why) = requests::owned_by_driver(req) {
@@ -442,16 +438,12 @@ pub(crate) unsafe fn request_forward_to_queue(
         let destination_device = match queue_mut(&mut fx, q) {
             Some(queue) => queue.device,
             None => {
-                let message = fx.invalid(q, "WDFQUEUE");
-                drop(fx);
-                m.bug_check(WDF_VIOLATION, format!("{DDI}: {message}"));
+                m.invalid_handle(fx, DDI, q, "WDFQUEUE");
                 return wdk_sys::STATUS_INVALID_PARAMETER;
             }
         };
         let Some(req) = requests::request_mut(&mut fx, r) else {
-            let message = fx.invalid(r, "WDFREQUEST");
-            drop(fx);
-            m.bug_check(WDF_VIOLATION, format!("{DDI}: {message}"));
+            m.invalid_handle(fx, DDI, r, "WDFREQUEST");
             return wdk_sys::STATUS_INVALID_PARAMETER;
         };
         if let Err(why) = requests::owned_by_driver(req) {

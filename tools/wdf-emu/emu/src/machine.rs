@@ -491,6 +491,21 @@ impl Inner {
         ));
     }
 
+    /// A DDI `ddi` was given `handle`, which is not a live object of the `expected` kind:
+    /// releases the framework lock `fx` and bug-checks with `WDF_VIOLATION`, saying what the
+    /// handle is instead.
+    pub(crate) fn invalid_handle(
+        &self,
+        fx: MutexGuard<'_, Fx>,
+        ddi: &str,
+        handle: crate::objects::Handle,
+        expected: &str,
+    ) {
+        let message = fx.invalid(handle, expected);
+        drop(fx);
+        self.bug_check(verifier::WDF_VIOLATION, format!("{ddi}: {message}"));
+    }
+
     /// Counts one event of `name` (see [`Machine::stat`]).
     pub(crate) fn count(&self, name: &'static str) {
         *self.stats.lock().entry(name).or_default() += 1;

@@ -476,9 +476,7 @@ pub(crate) unsafe fn object_delete(m: &Arc<Inner>, object: WDFOBJECT) {
     let handle = object as Handle;
     let fx = m.fx.lock();
     let Some(o) = fx.get(handle) else {
-        let message = fx.invalid(handle, "WDFOBJECT");
-        drop(fx);
-        m.bug_check(WDF_VIOLATION, format!("{DDI}: {message}"));
+        m.invalid_handle(fx, DDI, handle, "WDFOBJECT");
         return;
     };
     if o.no_delete {
@@ -633,9 +631,7 @@ pub(crate) unsafe fn reference(
     };
     let mut fx = m.fx.lock();
     let Some(o) = fx.get_mut(handle) else {
-        let message = fx.invalid(handle, "WDFOBJECT");
-        drop(fx);
-        m.bug_check(WDF_VIOLATION, format!("{DDI}: {message}"));
+        m.invalid_handle(fx, DDI, handle, "WDFOBJECT");
         return;
     };
     if o.life == Life::Disposed {
@@ -670,9 +666,7 @@ pub(crate) unsafe fn dereference(
     let handle = object as Handle;
     let mut fx = m.fx.lock();
     let Some(o) = fx.get_mut(handle) else {
-        let message = fx.invalid(handle, "WDFOBJECT");
-        drop(fx);
-        m.bug_check(WDF_VIOLATION, format!("{DDI}: {message}"));
+        m.invalid_handle(fx, DDI, handle, "WDFOBJECT");
         return;
     };
     let Some(at) = o.tags.iter().position(|t| t.tag == tag as usize) else {
@@ -732,9 +726,7 @@ pub(crate) unsafe fn typed_context(
     };
     let mut fx = m.fx.lock();
     let Some(o) = fx.get_mut(handle) else {
-        let message = fx.invalid(handle, "WDFOBJECT");
-        drop(fx);
-        m.bug_check(WDF_VIOLATION, format!("{DDI}: {message}"));
+        m.invalid_handle(fx, DDI, handle, "WDFOBJECT");
         return inert_context();
     };
     match o.contexts.iter_mut().find(|c| c.unique == unique) {
@@ -782,9 +774,7 @@ pub(crate) unsafe fn wait_lock_create(
         return wdk_sys::STATUS_INVALID_DEVICE_STATE;
     };
     if fx.get(parent).is_none() {
-        let message = fx.invalid(parent, "parent WDFOBJECT");
-        drop(fx);
-        m.bug_check(WDF_VIOLATION, format!("{DDI}: {message}"));
+        m.invalid_handle(fx, DDI, parent, "parent WDFOBJECT");
         return wdk_sys::STATUS_INVALID_PARAMETER;
     }
     let handle = fx.insert(Kind::WaitLock(0), &attributes, Some(parent));
@@ -902,9 +892,7 @@ pub(crate) unsafe fn wait_lock_release(m: &Arc<Inner>, lock: WDFWAITLOCK) {
     {
         let mut fx = m.fx.lock();
         let Some(owner) = wait_lock_owner(&mut fx, handle) else {
-            let message = fx.invalid(handle, "WDFWAITLOCK");
-            drop(fx);
-            m.bug_check(WDF_VIOLATION, format!("{DDI}: {message}"));
+            m.invalid_handle(fx, DDI, handle, "WDFWAITLOCK");
             return;
         };
         if *owner != me {

@@ -62,6 +62,33 @@ fn connect(a: &Side, b: &Side) {
     }
 }
 
+/// Two tests of `$run`: `$roce` on RoCE ports, `$ib` on InfiniBand ports.
+macro_rules! per_link_layer {
+    ($run:ident: $roce:ident, $ib:ident) => {
+        #[test]
+        fn $roce() {
+            $run(LinkLayer::Ethernet);
+        }
+
+        #[test]
+        fn $ib() {
+            $run(LinkLayer::InfiniBand);
+        }
+    };
+}
+
+/// The glue loaded on the emulated stack, its ports of `link_layer`.
+fn stack_on(link_layer: LinkLayer) -> EmuStack {
+    EmuStack::new(
+        EmuStackConfig {
+            link_layer,
+            ..EmuStackConfig::default()
+        },
+        winverbs_entry(),
+    )
+    .expect("DriverEntry")
+}
+
 fn poll_one(cq: &Cq<F>) -> WorkCompletion {
     let mut wc = [WorkCompletion::default(); 1];
     for _ in 0..1_000_000 {
@@ -74,14 +101,7 @@ fn poll_one(cq: &Cq<F>) -> WorkCompletion {
 }
 
 fn traffic(link_layer: LinkLayer) {
-    let stack = EmuStack::new(
-        EmuStackConfig {
-            link_layer,
-            ..EmuStackConfig::default()
-        },
-        winverbs_entry(),
-    )
-    .expect("DriverEntry");
+    let stack = stack_on(link_layer);
     let provider = Provider::new(stack.open().expect("CreateFile"));
     let guids = provider.device_guids().expect("GUID_QUERY");
     assert_eq!(guids, stack.device_guids());
@@ -138,15 +158,7 @@ fn traffic(link_layer: LinkLayer) {
     stack.unload().assert_clean();
 }
 
-#[test]
-fn rc_traffic_on_roce_ports() {
-    traffic(LinkLayer::Ethernet);
-}
-
-#[test]
-fn rc_traffic_on_infiniband_ports() {
-    traffic(LinkLayer::InfiniBand);
-}
+per_link_layer!(traffic: rc_traffic_on_roce_ports, rc_traffic_on_infiniband_ports);
 
 fn param(data: &[u8]) -> ConnectParam {
     ConnectParam {
@@ -162,14 +174,7 @@ fn param(data: &[u8]) -> ConnectParam {
 /// listen, a connection request parked and completed, connect, accept, a send, a disconnect.
 fn endpoints(link_layer: LinkLayer) {
     use std::net::SocketAddr;
-    let stack = EmuStack::new(
-        EmuStackConfig {
-            link_layer,
-            ..EmuStackConfig::default()
-        },
-        winverbs_entry(),
-    )
-    .expect("DriverEntry");
+    let stack = stack_on(link_layer);
     let p = Provider::new(stack.open().expect("CreateFile"));
     let guids = p.device_guids().expect("GUID_QUERY");
     let server = side(&p, guids[0]);
@@ -242,12 +247,4 @@ fn endpoints(link_layer: LinkLayer) {
     stack.unload().assert_clean();
 }
 
-#[test]
-fn endpoints_on_roce_ports() {
-    endpoints(LinkLayer::Ethernet);
-}
-
-#[test]
-fn endpoints_on_infiniband_ports() {
-    endpoints(LinkLayer::InfiniBand);
-}
+per_link_layer!(endpoints: endpoints_on_roce_ports, endpoints_on_infiniband_ports);

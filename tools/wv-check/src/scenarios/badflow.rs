@@ -124,8 +124,7 @@ fn rq_full<E: Env>(env: &E) -> Outcome {
 /// More SGEs than the queue was created with → EINVAL (test_qpex.py
 /// create_rq_with_larger_sgl_bad_flow), for receives and for sends.
 fn too_many_sge<E: Env>(env: &E) -> Outcome {
-    let (_p, a, b) = pair(env, Shape::rc())?;
-    connect_rc(&a, &b)?;
+    let (_p, a, _b) = rc_pair(env)?;
     let attr = a.qp.query().map_err(verr("QP_QUERY"))?;
     let (rs, ss) = (attr.ReceiveSge as usize, attr.SendSge as usize);
     let sges: Vec<Sge> = (0..rs.max(ss) + 1).map(|i| a.mr.sge(64 * i, 8)).collect();
@@ -170,8 +169,7 @@ fn too_many_sge<E: Env>(env: &E) -> Outcome {
 /// A send with a bad lkey completes with LOC_PROT_ERR, the QP goes to ERR, and the rest of its
 /// work (later sends, posted receives) is flushed with WR_FLUSH_ERR.
 fn bad_lkey<E: Env>(env: &E) -> Outcome {
-    let (_p, a, b) = pair(env, Shape::rc())?;
-    connect_rc(&a, &b)?;
+    let (_p, a, b) = rc_pair(env)?;
     let rsge = [b.mr.sge(0, 4096)];
     b.qp.post_recv(&RecvWr {
         wr_id: 50,
@@ -245,8 +243,7 @@ fn bad_lkey<E: Env>(env: &E) -> Outcome {
 /// An RDMA write with a bad rkey completes with REM_ACCESS_ERR at the requester, which goes
 /// to ERR and flushes the rest.
 fn bad_rkey<E: Env>(env: &E) -> Outcome {
-    let (_p, a, b) = pair(env, Shape::rc())?;
-    connect_rc(&a, &b)?;
+    let (_p, a, b) = rc_pair(env)?;
     b.buf.fill(0xEE);
     let src = [a.mr.sge(0, 256)];
     let mut w1 = SendWr::new(1, WrOpcode::RdmaWrite);

@@ -259,19 +259,21 @@ struct Pingpong {
     rtr_cleared: bool,
 }
 
+/// `pp_init_ctx`'s INIT mask before its last attribute (access flags, or the Q_Key on UD).
+const PP_INIT: u32 = WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_PKEY_INDEX | WV_IO_QP_ATTR_PORT_NUMBER;
+/// `pp_connect_ctx`'s RTR mask on a connected QP, before RC's responder attributes.
+const PP_RTR_CONNECTED: u32 = WV_IO_QP_ATTR_STATE
+    | WV_IO_QP_ATTR_AV
+    | IBV_QP_PATH_MTU
+    | WV_IO_QP_ATTR_DESTINATION_QPN
+    | WV_IO_QP_ATTR_RECEIVE_PSN;
+
 const PINGPONGS: [Pingpong; 3] = [
     Pingpong {
         name: "rc_pingpong",
         qp_type: 0,
-        init_mask: WV_IO_QP_ATTR_STATE
-            | WV_IO_QP_ATTR_PKEY_INDEX
-            | WV_IO_QP_ATTR_PORT_NUMBER
-            | WV_IO_QP_ATTR_ACCESS_FLAGS,
-        rtr_mask: WV_IO_QP_ATTR_STATE
-            | WV_IO_QP_ATTR_AV
-            | IBV_QP_PATH_MTU
-            | WV_IO_QP_ATTR_DESTINATION_QPN
-            | WV_IO_QP_ATTR_RECEIVE_PSN
+        init_mask: PP_INIT | WV_IO_QP_ATTR_ACCESS_FLAGS,
+        rtr_mask: PP_RTR_CONNECTED
             | WV_IO_QP_ATTR_RESPONDER_RESOURCES
             | WV_IO_QP_ATTR_RNR_NAK_TIMEOUT,
         rts_mask: WV_IO_QP_ATTR_STATE
@@ -285,25 +287,15 @@ const PINGPONGS: [Pingpong; 3] = [
     Pingpong {
         name: "uc_pingpong",
         qp_type: 1,
-        init_mask: WV_IO_QP_ATTR_STATE
-            | WV_IO_QP_ATTR_PKEY_INDEX
-            | WV_IO_QP_ATTR_PORT_NUMBER
-            | WV_IO_QP_ATTR_ACCESS_FLAGS,
-        rtr_mask: WV_IO_QP_ATTR_STATE
-            | WV_IO_QP_ATTR_AV
-            | IBV_QP_PATH_MTU
-            | WV_IO_QP_ATTR_DESTINATION_QPN
-            | WV_IO_QP_ATTR_RECEIVE_PSN,
+        init_mask: PP_INIT | WV_IO_QP_ATTR_ACCESS_FLAGS,
+        rtr_mask: PP_RTR_CONNECTED,
         rts_mask: WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_SEND_PSN,
         rtr_cleared: true,
     },
     Pingpong {
         name: "ud_pingpong",
         qp_type: 3,
-        init_mask: WV_IO_QP_ATTR_STATE
-            | WV_IO_QP_ATTR_PKEY_INDEX
-            | WV_IO_QP_ATTR_PORT_NUMBER
-            | WV_IO_QP_ATTR_QKEY,
+        init_mask: PP_INIT | WV_IO_QP_ATTR_QKEY,
         rtr_mask: WV_IO_QP_ATTR_STATE,
         rts_mask: WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_SEND_PSN,
         rtr_cleared: false,
@@ -372,7 +364,11 @@ fn pingpong_side<F: RawFile>(
     peer_psn: u32,
     sgid: &dyn Fn(u8, u8) -> Option<[u8; 16]>,
 ) -> Result<WV_IO_QP_ATTRIBUTES, String> {
-    let what = |step: &str| format!("{} {step}", pp.name);
+    // One transition: it must succeed and leave the QP in `want`.
+    let modify = |attr: &IbvQpAttr, mask: u32, want: u8, step: &str| {
+        let input = ibv_modify_qp(qp, attr, mask, sgid);
+        modify_to(f, qp, &input, want, &format!("{} {step}", pp.name))
+    };
     let mut init = IbvQpAttr::cleared();
     init.qp_state = IBV_QPS_INIT.into();
     init.pkey_index = 0;
@@ -382,13 +378,7 @@ fn pingpong_side<F: RawFile>(
     } else {
         init.qp_access_flags = 0;
     }
-    modify_to(
-        f,
-        qp,
-        &ibv_modify_qp(qp, &init, pp.init_mask, sgid),
-        IBV_QPS_INIT,
-        &what("INIT"),
-    )?;
+    modify(&init, pp.init_mask, IBV_QPS_INIT, "INIT")?;
 
     let mut attr = if pp.rtr_cleared {
         IbvQpAttr::cleared()
@@ -406,13 +396,7 @@ fn pingpong_side<F: RawFile>(
             attr.min_rnr_timer = 12;
         }
     }
-    modify_to(
-        f,
-        qp,
-        &ibv_modify_qp(qp, &attr, pp.rtr_mask, sgid),
-        IBV_QPS_RTR,
-        &what("RTR"),
-    )?;
+    modify(&attr, pp.rtr_mask, IBV_QPS_RTR, "RTR")?;
 
     attr.qp_state = IBV_QPS_RTS.into();
     attr.sq_psn = my_psn;
@@ -422,13 +406,7 @@ fn pingpong_side<F: RawFile>(
         attr.rnr_retry = 7;
         attr.max_rd_atomic = 1;
     }
-    modify_to(
-        f,
-        qp,
-        &ibv_modify_qp(qp, &attr, pp.rts_mask, sgid),
-        IBV_QPS_RTS,
-        &what("RTS"),
-    )
+    modify(&attr, pp.rts_mask, IBV_QPS_RTS, "RTS")
 }
 
 /// Port 1's attributes.

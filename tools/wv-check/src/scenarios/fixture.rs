@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use wv_client::verbs::{
     AddressVector, Buffer, Cq, Device, Mr, Mtu, Pd, Provider, Qp, QpAttr, QpInit, QpType,
-    STATUS_DLL_NOT_FOUND, VerbsError, WV_ACCESS_LOCAL_WRITE, WV_ACCESS_REMOTE_READ,
-    WV_ACCESS_REMOTE_WRITE, WorkCompletion,
+    STATUS_DLL_NOT_FOUND, SendWr, Sge, VerbsError, WV_ACCESS_LOCAL_WRITE, WV_ACCESS_REMOTE_READ,
+    WV_ACCESS_REMOTE_WRITE, WorkCompletion, WrOpcode, send_flags,
 };
 
 use crate::env::Env;
@@ -229,6 +229,32 @@ pub fn pair<E: Env>(env: &E, shape: Shape) -> Result<Pair<E::File>, Problem> {
     let db = device(&p, other)?;
     let a = end(&da, shape)?;
     let b = end(&db, shape)?;
+    Ok((p, a, b))
+}
+
+/// Posts a signalled RDMA write `wr_id` of `sge` from `from` to `addr` under `rkey`.
+pub fn post_rdma_write<F: wv_client::raw::RawFile + Send + Sync + 'static>(
+    from: &End<F>,
+    wr_id: u64,
+    sge: Sge,
+    addr: u64,
+    rkey: u32,
+) -> Result<(), String> {
+    let sg = [sge];
+    let mut wr = SendWr::new(wr_id, WrOpcode::RdmaWrite);
+    wr.sg_list = &sg;
+    wr.send_flags = send_flags::SIGNALED;
+    wr.remote_addr = addr;
+    wr.rkey = rkey;
+    from.qp
+        .post_send(&wr)
+        .map_err(|e| format!("RDMA write: {e:?}"))
+}
+
+/// Two RC ends ([`pair`]), connected both ways.
+pub fn rc_pair<E: Env>(env: &E) -> Result<Pair<E::File>, Problem> {
+    let (p, a, b) = pair(env, Shape::rc())?;
+    connect_rc(&a, &b)?;
     Ok((p, a, b))
 }
 

@@ -60,15 +60,7 @@ fn write<F: RawFile + Send + Sync + 'static>(
     addr: u64,
     rkey: u32,
 ) -> Result<WcStatus, String> {
-    let sg = [from.mr.sge(0, len)];
-    let mut wr = SendWr::new(id, WrOpcode::RdmaWrite);
-    wr.sg_list = &sg;
-    wr.send_flags = send_flags::SIGNALED;
-    wr.remote_addr = addr;
-    wr.rkey = rkey;
-    from.qp
-        .post_send(&wr)
-        .map_err(|e| format!("RDMA write: {e:?}"))?;
+    post_rdma_write(from, id, from.mr.sge(0, len), addr, rkey)?;
     Ok(one(from, "RDMA write")?.1)
 }
 
@@ -76,8 +68,7 @@ fn write<F: RawFile + Send + Sync + 'static>(
 /// and reads through it; rebinding moves the key; the old key, an access past the window and
 /// a write to a read-only window fail.
 fn type1<E: Env>(env: &E) -> Outcome {
-    let (_p, a, b) = pair(env, Shape::rc())?;
-    connect_rc(&a, &b)?;
+    let (_p, a, b) = rc_pair(env)?;
     let r = region(&b)?;
     let mw = b.pd.alloc_mw().map_err(verr("MW_ALLOCATE"))?;
     ensure!(mw.kind() == MwType::Type1, "MW_ALLOCATE default kind");
@@ -145,8 +136,7 @@ fn type1<E: Env>(env: &E) -> Outcome {
 fn type2<E: Env>(env: &E) -> Outcome {
     let flags = send_flags::SIGNALED;
     // LOCAL_INV.
-    let (_p, a, b) = pair(env, Shape::rc())?;
-    connect_rc(&a, &b)?;
+    let (_p, a, b) = rc_pair(env)?;
     let r = region(&b)?;
     let mw =
         b.pd.alloc_mw_type(MwType::Type2)
@@ -175,8 +165,7 @@ fn type2<E: Env>(env: &E) -> Outcome {
         "write after LOCAL_INV: {st:?}, want REM_ACCESS_ERR"
     );
     // SEND_WITH_INV.
-    let (_p, a, b) = pair(env, Shape::rc())?;
-    connect_rc(&a, &b)?;
+    let (_p, a, b) = rc_pair(env)?;
     let r = region(&b)?;
     let mw =
         b.pd.alloc_mw_type(MwType::Type2)
@@ -229,8 +218,7 @@ fn bad_flow<E: Env>(env: &E) -> Outcome {
     let flags = send_flags::SIGNALED;
     let mut seen = Vec::new();
     // Type 1 through a posted BIND_MW.
-    let (_p, a, b) = pair(env, Shape::rc())?;
-    connect_rc(&a, &b)?;
+    let (_p, _a, b) = rc_pair(env)?;
     let r = region(&b)?;
     let mw = b.pd.alloc_mw().map_err(verr("MW_ALLOCATE"))?;
     b.qp.post_bind_mw(&mw, 1, flags, &r, 0, 64, REMOTE_RW)
@@ -242,8 +230,7 @@ fn bad_flow<E: Env>(env: &E) -> Outcome {
     );
     seen.push("BIND_MW request on a type 1 window → MW_BIND_ERR");
     // A region without MW_BIND.
-    let (_p, a, b) = pair(env, Shape::rc())?;
-    connect_rc(&a, &b)?;
+    let (_p, _a, b) = rc_pair(env)?;
     let mw = b.pd.alloc_mw().map_err(verr("MW_ALLOCATE"))?;
     b.qp.bind_mw(&mw, 1, flags, &b.mr, 0, 64, REMOTE_RW)
         .map_err(|e| format!("bind_mw: {e:?}"))?;
@@ -254,8 +241,7 @@ fn bad_flow<E: Env>(env: &E) -> Outcome {
     );
     seen.push("bind onto a region without MW_BIND → MW_BIND_ERR");
     // LOCAL_INV of a type 1 window; the region cannot be deregistered while it is bound.
-    let (p, a, b) = pair(env, Shape::rc())?;
-    connect_rc(&a, &b)?;
+    let (p, a, b) = rc_pair(env)?;
     let r = region(&b)?;
     let mw = b.pd.alloc_mw().map_err(verr("MW_ALLOCATE"))?;
     let key =

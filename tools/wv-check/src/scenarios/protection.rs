@@ -2,7 +2,7 @@
 //! driver hands the keys to the device untouched (the data path never passes through it), so
 //! this is the device's check, seen from an application through the whole stack.
 
-use wv_client::verbs::{Buffer, Mr, Pd, SendWr, Sge, WcStatus, WrOpcode, send_flags};
+use wv_client::verbs::{Buffer, Mr, Pd, Sge, WcStatus};
 
 use super::fixture::*;
 use super::raw::ensure;
@@ -28,15 +28,7 @@ fn write<F: wv_client::raw::RawFile + Send + Sync + 'static>(
     addr: u64,
     rkey: u32,
 ) -> Result<WcStatus, String> {
-    let sg = [sge];
-    let mut wr = SendWr::new(1, WrOpcode::RdmaWrite);
-    wr.sg_list = &sg;
-    wr.send_flags = send_flags::SIGNALED;
-    wr.remote_addr = addr;
-    wr.rkey = rkey;
-    from.qp
-        .post_send(&wr)
-        .map_err(|e| format!("RDMA write: {e:?}"))?;
+    post_rdma_write(from, 1, sge, addr, rkey)?;
     Ok(poll_one(&from.cq, "RDMA write")?.status)
 }
 
@@ -58,8 +50,7 @@ fn second_pd<F: wv_client::raw::RawFile + Send + Sync + 'static>(
 /// access error; one whose gather entry names a region of another PD than the sending QP's is
 /// a local protection error. Neither region changes.
 fn keys_of_another_pd<E: Env>(env: &E) -> Outcome {
-    let (_p, a, b) = pair(env, Shape::rc())?;
-    connect_rc(&a, &b)?;
+    let (_p, a, b) = rc_pair(env)?;
     let (_pd, theirs, mr) = second_pd(&b)?;
     let st = write(&a, a.mr.sge(0, 8), theirs.addr() + 8, mr.rkey())?;
     ensure!(
@@ -71,8 +62,7 @@ fn keys_of_another_pd<E: Env>(env: &E) -> Outcome {
         "the region of the other PD was written"
     );
 
-    let (_p, a, b) = pair(env, Shape::rc())?;
-    connect_rc(&a, &b)?;
+    let (_p, a, b) = rc_pair(env)?;
     let (_pd, mine, mr) = second_pd(&a)?;
     let st = write(&a, mr.sge(0, 8), b.mr.addr(), b.mr.rkey())?;
     ensure!(

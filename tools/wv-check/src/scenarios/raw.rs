@@ -296,35 +296,42 @@ pub fn guids<F: RawFile>(f: &F) -> Result<Vec<u64>, String> {
 
 /// DEVICE_OPEN by GUID (no vendor bytes); returns the device id.
 pub fn open_dev<F: RawFile>(f: &F, guid: u64) -> Result<u64, String> {
-    let st = ok(
+    new_id(
         f,
         wv_abi::ioctl::WV_IOCTL_DEVICE_OPEN,
-        &id_in(guid, 0, 0),
-        16,
-    )?;
-    Ok(read::<WV_IO_ID>(&st.output, "DEVICE_OPEN")?.Id)
+        guid,
+        0,
+        "DEVICE_OPEN",
+    )
+}
+
+/// Issues `code` with a `WV_IO_ID` input (`id`, `data`) that must succeed inline, and returns
+/// the id of the object it made (the `WV_IO_ID` at the front of the output).
+fn new_id<F: RawFile>(f: &F, code: u32, id: u64, data: u32, what: &str) -> Result<u64, String> {
+    let st = ok(f, code, &id_in(id, 0, data), 16)?;
+    Ok(read::<WV_IO_ID>(&st.output, what)?.Id)
 }
 
 /// PD_ALLOCATE; returns the PD id.
 pub fn alloc_pd<F: RawFile>(f: &F, dev: u64) -> Result<u64, String> {
-    let st = ok(
+    new_id(
         f,
         wv_abi::ioctl::WV_IOCTL_PD_ALLOCATE,
-        &id_in(dev, 0, 0),
-        16,
-    )?;
-    Ok(read::<WV_IO_ID>(&st.output, "PD_ALLOCATE")?.Id)
+        dev,
+        0,
+        "PD_ALLOCATE",
+    )
 }
 
 /// CQ_CREATE with `entries`; returns the CQ id.
 pub fn create_cq<F: RawFile>(f: &F, dev: u64, entries: u32) -> Result<u64, String> {
-    let st = ok(
+    new_id(
         f,
         wv_abi::ioctl::WV_IOCTL_CQ_CREATE,
-        &id_in(dev, 0, entries),
-        16,
-    )?;
-    Ok(read::<WV_IO_ID>(&st.output, "CQ_CREATE")?.Id)
+        dev,
+        entries,
+        "CQ_CREATE",
+    )
 }
 
 /// SRQ_CREATE; returns the SRQ id.

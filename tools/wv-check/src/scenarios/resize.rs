@@ -30,8 +30,7 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
 /// 512 keeps them; 8 (fewer than waiting) and more than MaxCqEntries are refused; then 60 more
 /// completions fit that the original 64 entries would not have held with the first ten.
 fn cq_resize<E: Env>(env: &E) -> Outcome {
-    let (_p, a, b) = pair(env, Shape::rc())?;
-    connect_rc(&a, &b)?;
+    let (_p, a, b) = rc_pair(env)?;
     let before = a.cq.entries();
     let post = |from: u64, n: u64| -> Result<(), String> {
         for i in from..from + n {

@@ -78,8 +78,7 @@ fn check_wc(
 /// RC SEND/RECV between two devices: a 4 KiB gather of two SGEs, and a small inline send; the
 /// receiver's bytes equal the sender's.
 fn rc_send_recv<E: Env>(env: &E) -> Outcome {
-    let (_p, a, b) = pair(env, Shape::rc())?;
-    connect_rc(&a, &b)?;
+    let (_p, a, b) = rc_pair(env)?;
     let data = pattern(4096, 7);
     a.buf.write(0, &data).map_err(|e| e.to_string())?;
     let rsge = [b.mr.sge(1000, 8192)];
@@ -154,8 +153,7 @@ fn rc_send_recv<E: Env>(env: &E) -> Outcome {
 /// RDMA WRITE of 8 KiB into the peer, then RDMA READ of it back into another place; both
 /// byte-checked, and the target sees no completion for either.
 fn rc_rdma<E: Env>(env: &E) -> Outcome {
-    let (_p, a, b) = pair(env, Shape::rc())?;
-    connect_rc(&a, &b)?;
+    let (_p, a, b) = rc_pair(env)?;
     let data = pattern(8192, 42);
     a.buf.write(0, &data).map_err(|e| e.to_string())?;
     let sge = [a.mr.sge(0, 8192)];
@@ -277,8 +275,7 @@ fn ud_send_recv<E: Env>(env: &E) -> Outcome {
 /// rc_pingpong -e: 16 round trips where each side waits on CQ_NOTIFY (queued, then armed)
 /// instead of spinning; then an armed CQ with nothing coming stays parked until cancelled.
 fn rc_events<E: Env>(env: &E) -> Outcome {
-    let (_p, a, b) = pair(env, Shape::rc())?;
-    connect_rc(&a, &b)?;
+    let (_p, a, b) = rc_pair(env)?;
     const ITERS: u64 = 16;
     let size = 256u32;
     let mut events = 0;
@@ -360,8 +357,7 @@ fn rc_events<E: Env>(env: &E) -> Outcome {
 /// One completion fires every parked NEXT/SOLICITED waiter of the CQ (broadcast), not the
 /// error waiter; each waiter ends once.
 fn broadcast<E: Env>(env: &E) -> Outcome {
-    let (p, a, b) = pair(env, Shape::rc())?;
-    connect_rc(&a, &b)?;
+    let (p, a, b) = rc_pair(env)?;
     let f = file(&p);
     let cq = b.cq.id();
     let extra = vec![

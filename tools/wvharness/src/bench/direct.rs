@@ -24,13 +24,14 @@ use wv_hal::{
 use wv_host::HostPlatform;
 use wv_softhca::abi::{self, CqResp, QpResp};
 use wv_softhca::{
-    BufferPool, ClientMemory, DeviceConfig, DmaBuffer, Fabric, RecvWr, SendWr, Sge, SoftHca,
-    UvpContext, UvpCq, UvpQp, WorkCompletion, WrOpcode, send_flags,
+    BufferPool, ClientMemory, DeviceConfig, DmaBuffer, Fabric, RecvWr, Sge, SoftHca, UvpContext,
+    UvpCq, UvpQp, WorkCompletion, WrOpcode,
 };
 
 use crate::baseline::Measured;
 use crate::perftest::endpoint::{
-    DataPath, EVENT_DEADLINE, LoopCq, Rendezvous, Role, Run, Shared, aborted,
+    DataPath, EVENT_DEADLINE, LoopCq, Rendezvous, Role, Run, Shared, Step, aborted, join_sides,
+    send_wr,
 };
 use crate::perftest::{self, PerftestArgs, Test};
 
@@ -140,30 +141,21 @@ impl DataPath for Side {
     fn recv_cq(&self) -> &DirectCq {
         &self.recv_cq
     }
-    fn post(
-        &self,
-        wr_id: u64,
-        opcode: WrOpcode,
-        off: usize,
-        len: usize,
-        signaled: bool,
-    ) -> Result<(), String> {
-        // The work request `Side::post` builds for the stack.
+    fn post(&self, wr_id: u64, opcode: WrOpcode, len: usize, signaled: bool) -> Result<(), String> {
         let sge = [Sge {
-            addr: self.buf.addr() + off as u64,
+            addr: self.buf.addr(),
             length: len as u32,
             lkey: self.lkey,
         }];
-        let mut wr = SendWr::new(wr_id, opcode);
-        wr.sg_list = &sge;
-        if signaled {
-            wr.send_flags |= send_flags::SIGNALED;
-        }
-        if opcode != WrOpcode::RdmaRead && len as u32 <= self.inline_size {
-            wr.send_flags |= send_flags::INLINE;
-        }
-        wr.remote_addr = self.remote.0 + off as u64;
-        wr.rkey = self.remote.1;
+        // The work request the stack's `Side` builds.
+        let wr = send_wr(
+            wr_id,
+            opcode,
+            &sge,
+            signaled,
+            self.inline_size,
+            Some(self.remote),
+        );
         self.qp
             .post_send(&wr)
             .map_err(|e| format!("direct baseline: post send failed: {e:?}"))
@@ -365,7 +357,13 @@ pub fn send_lat(args: &PerftestArgs) -> Result<Measured, String> {
             if let Some(cpu) = cpu {
                 perftest::pin_to(cpu)?;
             }
-            let samples = perftest::send::lat(s, role, &params, run, &sh)?;
+            let samples = perftest::send::lat(Step {
+                side: s,
+                role,
+                p: &params,
+                run,
+                sh: &sh,
+            })?;
             if role == Role::Client {
                 tx.send(samples.posted).map_err(|_| aborted())?;
             }
@@ -380,14 +378,9 @@ pub fn send_lat(args: &PerftestArgs) -> Result<Measured, String> {
     let (server, client) = std::thread::scope(|sc| {
         let server = sc.spawn(|| body(&b, Role::Server, params.cpus.map(|c| c.0)));
         let client = sc.spawn(|| body(&a, Role::Client, params.cpus.map(|c| c.1)));
-        (
-            server
-                .join()
-                .unwrap_or_else(|_| Err("direct baseline: server panicked".into())),
-            client
-                .join()
-                .unwrap_or_else(|_| Err("direct baseline: client panicked".into())),
-        )
+        join_sides(server, client, |side| {
+            format!("direct baseline: {side} panicked")
+        })
     });
     client?;
     server?;

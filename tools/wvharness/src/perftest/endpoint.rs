@@ -105,6 +105,46 @@ pub trait LoopCq {
     fn drained(&self) -> &AtomicBool;
 }
 
+/// The send-queue request of the bytes `sge` describes, as both data paths build it (so the
+/// filter-overhead baseline posts what the stack posts): signalled if asked, inline when it
+/// fits `inline_size` (never a read), towards `remote` (address, rkey) for RDMA.
+pub fn send_wr(
+    wr_id: u64,
+    opcode: WrOpcode,
+    sge: &[wv_softhca::Sge],
+    signaled: bool,
+    inline_size: u32,
+    remote: Option<(u64, u32)>,
+) -> SendWr<'_> {
+    let mut wr = SendWr::new(wr_id, opcode);
+    wr.sg_list = sge;
+    if signaled {
+        wr.send_flags |= send_flags::SIGNALED;
+    }
+    let len: u32 = sge.iter().map(|s| s.length).sum();
+    if opcode != WrOpcode::RdmaRead && len <= inline_size {
+        wr.send_flags |= send_flags::INLINE;
+    }
+    if let Some((addr, rkey)) = remote {
+        wr.remote_addr = addr;
+        wr.rkey = rkey;
+    }
+    wr
+}
+
+/// Joins the server's and the client's threads; a side that panicked ends with the error
+/// `panicked(side)`.
+pub fn join_sides<T>(
+    server: std::thread::ScopedJoinHandle<'_, Result<T, String>>,
+    client: std::thread::ScopedJoinHandle<'_, Result<T, String>>,
+    panicked: impl Fn(&str) -> String,
+) -> (Result<T, String>, Result<T, String>) {
+    (
+        server.join().unwrap_or_else(|_| Err(panicked("server"))),
+        client.join().unwrap_or_else(|_| Err(panicked("client"))),
+    )
+}
+
 /// One side's data path as the benchmark loops drive it: the stack's [`Side`], or the
 /// filter-overhead baseline's soft HCA driven without the driver (`bench/direct.rs`), which
 /// so runs the very same loop and work requests.
@@ -115,19 +155,12 @@ pub trait DataPath {
     fn send_cq(&self) -> &Self::Cq;
     /// The receive CQ.
     fn recv_cq(&self) -> &Self::Cq;
-    /// Posts one send-queue request of `len` bytes from offset `off` of the buffer (inline
-    /// when it fits the threshold).
+    /// Posts one send-queue request of the first `len` bytes of the buffer (inline when it fits
+    /// the threshold), towards the start of the peer's landing half for RDMA.
     ///
     /// # Errors
     /// The provider refused the request.
-    fn post(
-        &self,
-        wr_id: u64,
-        opcode: WrOpcode,
-        off: usize,
-        len: usize,
-        signaled: bool,
-    ) -> Result<(), String>;
+    fn post(&self, wr_id: u64, opcode: WrOpcode, len: usize, signaled: bool) -> Result<(), String>;
     /// Posts one receive of the whole landing half of the buffer.
     ///
     /// # Errors
@@ -216,18 +249,32 @@ impl<F: RawFile + Send + Sync + 'static> DataPath for Side<F> {
     fn recv_cq(&self) -> &EventCq<F> {
         &self.recv_cq
     }
-    fn post(
-        &self,
-        wr_id: u64,
-        opcode: WrOpcode,
-        off: usize,
-        len: usize,
-        signaled: bool,
-    ) -> Result<(), String> {
-        Side::post(self, wr_id, opcode, off, len, signaled)
+    fn post(&self, wr_id: u64, opcode: WrOpcode, len: usize, signaled: bool) -> Result<(), String> {
+        let sge = [self.mr.sge(0, len as u32)];
+        let remote = self.remote.as_ref().map(|r| (r.vaddr, r.rkey));
+        let mut wr = send_wr(wr_id, opcode, &sge, signaled, self.inline_size, remote);
+        wr.ud = self.ud_remote;
+        self.qp
+            .post_send(&wr)
+            .map_err(|e| format!("post send failed: {e:?} (errno {})", e.errno()))
     }
+
+    /// Posts one receive of the whole receive buffer.
     fn post_recv(&self, wr_id: u64) -> Result<(), String> {
-        Side::post_recv(self, wr_id)
+        let sge = [self.buf.sge(
+            self.land_off,
+            (self.buf.len() - self.land_off) as u32,
+            self.mr.lkey(),
+        )];
+        let wr = RecvWr {
+            wr_id,
+            sg_list: &sge,
+        };
+        let r = match &self.srq {
+            Some(srq) => srq.post_recv(&wr),
+            None => self.qp.post_recv(&wr),
+        };
+        r.map_err(|e| format!("post receive failed: {e:?} (errno {})", e.errno()))
     }
 }
 
@@ -466,53 +513,6 @@ impl<F: RawFile + Send + Sync + 'static> Side<F> {
         Ok(())
     }
 
-    /// Posts one send-queue request of `len` bytes from offset `off` of the buffer (inline
-    /// when it fits the threshold), towards the peer's buffer at the same offset for RDMA.
-    pub fn post(
-        &self,
-        wr_id: u64,
-        opcode: WrOpcode,
-        off: usize,
-        len: usize,
-        signaled: bool,
-    ) -> Result<(), String> {
-        let sge = [self.mr.sge(off, len as u32)];
-        let mut wr = SendWr::new(wr_id, opcode);
-        wr.sg_list = &sge;
-        if signaled {
-            wr.send_flags |= send_flags::SIGNALED;
-        }
-        if opcode != WrOpcode::RdmaRead && len as u32 <= self.inline_size {
-            wr.send_flags |= send_flags::INLINE;
-        }
-        if let Some(r) = &self.remote {
-            wr.remote_addr = r.vaddr + off as u64;
-            wr.rkey = r.rkey;
-        }
-        wr.ud = self.ud_remote;
-        self.qp
-            .post_send(&wr)
-            .map_err(|e| format!("post send failed: {e:?} (errno {})", e.errno()))
-    }
-
-    /// Posts one receive of the whole receive buffer.
-    pub fn post_recv(&self, wr_id: u64) -> Result<(), String> {
-        let sge = [self.buf.sge(
-            self.land_off,
-            (self.buf.len() - self.land_off) as u32,
-            self.mr.lkey(),
-        )];
-        let wr = RecvWr {
-            wr_id,
-            sg_list: &sge,
-        };
-        let r = match &self.srq {
-            Some(srq) => srq.post_recv(&wr),
-            None => self.qp.post_recv(&wr),
-        };
-        r.map_err(|e| format!("post receive failed: {e:?} (errno {})", e.errno()))
-    }
-
     /// Offset of a received message's payload in the receive buffer (after the GRH on UD).
     pub fn recv_payload_offset(&self) -> usize {
         if self.connection == Connection::Ud {
@@ -621,6 +621,18 @@ impl Window {
         }
     }
 
+    /// The window of a duration run (`p.duration`) and how many iterations a loop may run:
+    /// unbounded in duration mode (the window ends it), else the size's count.
+    pub fn for_run(p: &Params, run: Run) -> (Option<Window>, u64) {
+        let window = p.duration.map(Window::new);
+        let iters = if window.is_some() {
+            u64::MAX
+        } else {
+            run.iters
+        };
+        (window, iters)
+    }
+
     /// Called after each completed iteration (`count` so far); returns `false` when the run is
     /// over.
     pub fn tick(&mut self, count: u64) -> bool {
@@ -727,23 +739,96 @@ impl Shared {
     }
 }
 
+/// What a latency loop records: the client's post times, or in duration mode the sampling
+/// window its iterations run in.
+pub struct LatLog {
+    window: Option<Window>,
+    posted: Vec<u64>,
+}
+
+impl LatLog {
+    /// For a loop of `iters` iterations, or of a duration `window` ([`Window::for_run`]).
+    pub fn new(window: Option<Window>, iters: u64) -> LatLog {
+        let n = if window.is_some() { 0 } else { iters as usize };
+        LatLog {
+            window,
+            posted: Vec::with_capacity(n),
+        }
+    }
+
+    /// Just before `role` posts: the client's timestamp (none in duration mode).
+    pub fn stamp(&mut self, role: Role, sh: &Shared) {
+        if role == Role::Client && self.window.is_none() {
+            self.posted.push(sh.now());
+        }
+    }
+
+    /// After `role` completed `count` iterations: `false` once the client's duration window
+    /// is over (the loop ends).
+    pub fn tick(&mut self, role: Role, count: u64) -> bool {
+        match &mut self.window {
+            Some(w) if role == Role::Client => w.tick(count),
+            _ => true,
+        }
+    }
+
+    /// The samples of the loop.
+    pub fn samples(self) -> Samples {
+        Samples {
+            posted: self.posted,
+            completed: Vec::new(),
+            window: self.window.and_then(|w| w.result()),
+            switches: None,
+        }
+    }
+}
+
+/// What every test loop is given: one side's part in one size of the test.
+pub struct Step<'a, D> {
+    /// The side's data path.
+    pub side: &'a D,
+    /// Client or server.
+    pub role: Role,
+    /// The test's parameters.
+    pub p: &'a Params,
+    /// The size being run.
+    pub run: Run,
+    /// What both sides share.
+    pub sh: &'a Shared,
+}
+
+// Not derived: the derive would ask `D: Copy`, and a step only holds a reference to it.
+impl<D> Clone for Step<'_, D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<D> Copy for Step<'_, D> {}
+
+impl<'a, D> Step<'a, D> {
+    /// The step's fields as a tuple, for loops that use them all by name.
+    pub fn parts(self) -> (&'a D, Role, &'a Params, Run, &'a Shared) {
+        (self.side, self.role, self.p, self.run, self.sh)
+    }
+}
+
 /// Runs one side of test `p.test` for one size (dispatching to the test family's loop).
 fn run_size<F: RawFile + Send + Sync + 'static>(
-    side: &Side<F>,
-    role: Role,
-    p: &Params,
-    run: Run,
-    sh: &Shared,
+    step: Step<'_, Side<F>>,
 ) -> Result<Samples, String> {
+    let Step {
+        role, p, run, sh, ..
+    } = step;
     // Both sides start each size together (perftest's hand-shake between sizes), after each
     // has prepared (receives posted, landing byte cleared).
     let r = match p.test {
-        Test::SendLat => super::send::lat(side, role, p, run, sh),
-        Test::SendBw => super::send::bw(side, role, p, run, sh),
-        Test::WriteLat => super::write::lat(side, role, p, run, sh),
-        Test::WriteBw => super::one_sided_bw(side, role, p, run, sh, WrOpcode::RdmaWrite),
-        Test::ReadLat => super::read::lat(side, role, p, run, sh),
-        Test::ReadBw => super::one_sided_bw(side, role, p, run, sh, WrOpcode::RdmaRead),
+        Test::SendLat => super::send::lat(step),
+        Test::SendBw => super::send::bw(step),
+        Test::WriteLat => super::write::lat(step),
+        Test::WriteBw => super::one_sided_bw(step, WrOpcode::RdmaWrite),
+        Test::ReadLat => super::read::lat(step),
+        Test::ReadBw => super::one_sided_bw(step, WrOpcode::RdmaRead),
     };
     if role == Role::Client {
         sh.stop.store(run.ix as u64 + 1, Ordering::Release);
@@ -920,7 +1005,13 @@ impl TargetTask for PerfTask<'_> {
                     let before = (role == Role::Client)
                         .then(crate::ctx_switches::Switches::now)
                         .flatten();
-                    let mut s = run_size(&side, role, &p, run, &sh)?;
+                    let mut s = run_size(Step {
+                        side: &side,
+                        role,
+                        p: &p,
+                        run,
+                        sh: &sh,
+                    })?;
                     s.switches = before
                         .and_then(|b| crate::ctx_switches::Switches::now().map(|a| a.since(&b)));
                     if let Some(ev) = &events {
@@ -996,14 +1087,7 @@ impl TargetTask for PerfTask<'_> {
                     break;
                 }
             }
-            (
-                server
-                    .join()
-                    .unwrap_or_else(|_| Err("the server thread panicked".into())),
-                client
-                    .join()
-                    .unwrap_or_else(|_| Err("the client thread panicked".into())),
-            )
+            join_sides(server, client, |side| format!("the {side} thread panicked"))
         });
         // Report the first real failure, not the other side's "stopped" echo of it.
         for r in [printed, client, server] {

@@ -22,6 +22,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use crate::target::TargetArgs;
+use endpoint::DataPath;
 use report::{BwUnits, RttFactor};
 
 pub use endpoint::{Measurement, measure, measure_sizes, run_test};
@@ -510,13 +511,10 @@ fn fast_sweep_iters(iters: u64, size: u64) -> u64 {
 /// RDMA write or read bandwidth (`opcode`): the client streams them; the server, whose CPU a
 /// one-sided operation does not involve, only waits.
 pub(crate) fn one_sided_bw<F: wv_client::raw::RawFile + Send + Sync + 'static>(
-    side: &endpoint::Side<F>,
-    role: endpoint::Role,
-    p: &Params,
-    run: endpoint::Run,
-    sh: &endpoint::Shared,
+    step: endpoint::Step<'_, endpoint::Side<F>>,
     opcode: wv_client::verbs::WrOpcode,
 ) -> Result<Samples, String> {
+    let (side, role, p, run, sh) = step.parts();
     sh.sync.meet(&sh.abort)?;
     match role {
         endpoint::Role::Client => bw_client(side, p, run, sh, opcode),
@@ -534,12 +532,7 @@ pub(crate) fn bw_client<F: wv_client::raw::RawFile + Send + Sync + 'static>(
     sh: &endpoint::Shared,
     opcode: wv_client::verbs::WrOpcode,
 ) -> Result<Samples, String> {
-    let mut window = p.duration.map(endpoint::Window::new);
-    let iters = if window.is_some() {
-        u64::MAX
-    } else {
-        run.iters
-    };
+    let (mut window, iters) = endpoint::Window::for_run(p, run);
     let n = if window.is_some() {
         0
     } else {
@@ -559,7 +552,7 @@ pub(crate) fn bw_client<F: wv_client::raw::RawFile + Send + Sync + 'static>(
             if let Some(slot) = posted.get_mut(scnt as usize) {
                 *slot = sh.now();
             }
-            side.post(scnt, opcode, 0, run.size, signaled)?;
+            side.post(scnt, opcode, run.size, signaled)?;
             if signaled {
                 last_signaled = Some(scnt);
             }

@@ -4,7 +4,7 @@
 use wv_client::raw::RawFile;
 use wv_client::verbs::{WorkCompletion, WrOpcode};
 
-use super::endpoint::{DataPath, Role, Run, STOPPED, Shared, Side, Window, poll_batch, poll_some};
+use super::endpoint::{DataPath, LatLog, Role, STOPPED, Side, Step, Window, poll_batch, poll_some};
 use super::{Params, Samples, bw_client, cqe_poll};
 
 /// Posts the receives a size needs up front (at most the receive depth) and returns how many.
@@ -23,25 +23,14 @@ fn prepost<D: DataPath>(side: &D, p: &Params, total: u64) -> Result<u64, String>
 ///
 /// Generic over the data path, so the filter-overhead baseline runs this same loop on the
 /// soft HCA without the driver.
-pub fn lat<D: DataPath>(
-    side: &D,
-    role: Role,
-    p: &Params,
-    run: Run,
-    sh: &Shared,
-) -> Result<Samples, String> {
-    let duration = p.duration.map(Window::new);
-    let iters = if duration.is_some() {
-        u64::MAX
-    } else {
-        run.iters
-    };
+pub fn lat<D: DataPath>(step: Step<'_, D>) -> Result<Samples, String> {
+    let (side, role, p, run, sh) = step.parts();
+    let (duration, iters) = Window::for_run(p, run);
     // Duration runs keep `rx_depth` receives posted and re-post every one.
     let mut posted_recvs = prepost(side, p, iters)?;
     sh.sync.meet(&sh.abort)?;
-    let mut window = duration;
     let mut wc = [WorkCompletion::default(); 1];
-    let mut posted = Vec::with_capacity(if window.is_some() { 0 } else { iters as usize });
+    let mut log = LatLog::new(duration, iters);
     let (mut scnt, mut rcnt) = (0u64, 0u64);
     while scnt < iters || rcnt < iters {
         if rcnt < iters && !(scnt < 1 && role == Role::Client) {
@@ -55,42 +44,27 @@ pub fn lat<D: DataPath>(
                 side.post_recv(posted_recvs)?;
                 posted_recvs += 1;
             }
-            if let Some(w) = &mut window
-                && role == Role::Client
-                && !w.tick(rcnt)
-            {
+            if !log.tick(role, rcnt) {
                 break;
             }
         }
         if scnt < iters {
-            if role == Role::Client && window.is_none() {
-                posted.push(sh.now());
-            }
+            log.stamp(role, sh);
             scnt += 1;
             let signaled = scnt % u64::from(p.cq_mod) == 0 || scnt == iters;
-            side.post(scnt, WrOpcode::Send, 0, run.size, signaled)?;
+            side.post(scnt, WrOpcode::Send, run.size, signaled)?;
             if signaled {
                 poll_some(side.send_cq(), &mut wc, p.events, sh, run.ix)?;
             }
         }
     }
-    Ok(Samples {
-        posted,
-        completed: Vec::new(),
-        window: window.and_then(|w| w.result()),
-        switches: None,
-    })
+    Ok(log.samples())
 }
 
 /// Send bandwidth: the client streams sends, keeping TX depth outstanding with CQ moderation;
 /// the server keeps receives posted and reaps them.
-pub fn bw<F: RawFile + Send + Sync + 'static>(
-    side: &Side<F>,
-    role: Role,
-    p: &Params,
-    run: Run,
-    sh: &Shared,
-) -> Result<Samples, String> {
+pub fn bw<F: RawFile + Send + Sync + 'static>(step: Step<'_, Side<F>>) -> Result<Samples, String> {
+    let (side, role, p, run, sh) = step.parts();
     match role {
         Role::Client => {
             sh.sync.meet(&sh.abort)?;

@@ -11,22 +11,10 @@ pub use wdf::*;
 
 use crate::types::NTSTATUS;
 
-#[allow(non_upper_case_globals)]
-#[allow(clippy::all)]
-mod bindings {
-    #[allow(
-        unused_imports,
-        reason = "the C types the generated code names as `ctypes::…`"
-    )]
-    use crate::ctypes;
-    #[allow(
-        clippy::wildcard_imports,
-        reason = "the generated code refers to the generated types by their bare names"
-    )]
-    use crate::types::*;
-
-    include!(concat!(env!("OUT_DIR"), "/constants.rs"));
-}
+generated_bindings!(
+    #[allow(non_upper_case_globals)]
+    "/constants.rs"
+);
 
 // The WDK defines these as `(NULL)`, which bindgen does not turn into constants.
 #[cfg(any(driver_model__driver_type = "KMDF", driver_model__driver_type = "UMDF"))]

@@ -9,6 +9,30 @@
 
 #![no_std]
 
+/// Declares `mod bindings` over the generated file `$file` of `OUT_DIR`, with `$attr` on the
+/// module. The generated code names the C types as `ctypes::…` (bindgen's `ctypes_prefix`) and
+/// the generated types by their bare names; it may use neither.
+macro_rules! generated_bindings {
+    ($(#[$attr:meta])* $file:literal) => {
+        $(#[$attr])*
+        #[allow(clippy::all)]
+        mod bindings {
+            #[allow(
+                unused_imports,
+                reason = "the C types the generated code names as `ctypes::…`"
+            )]
+            use crate::ctypes;
+            #[allow(
+                clippy::wildcard_imports,
+                reason = "the generated code refers to the generated types by their bare names"
+            )]
+            use crate::types::*;
+
+            include!(concat!(env!("OUT_DIR"), $file));
+        }
+    };
+}
+
 #[cfg(any(
     driver_model__driver_type = "WDM",
     driver_model__driver_type = "KMDF",
@@ -112,56 +136,55 @@ pub const extern "system" fn __GSHandlerCheck_EH4() -> i32 {
     2
 }
 
-/// Evaluates to TRUE if the return value specified by `nt_status` is a success
-/// type (0 − 0x3FFFFFFF) or an informational type (0x40000000 − 0x7FFFFFFF).
 #[cfg(any(
     driver_model__driver_type = "WDM",
     driver_model__driver_type = "KMDF",
     driver_model__driver_type = "UMDF"
 ))]
-#[must_use]
-#[allow(non_snake_case)]
-pub const fn NT_SUCCESS(nt_status: NTSTATUS) -> bool {
-    nt_status >= 0
-}
+pub use nt_status::*;
 
-/// Evaluates to TRUE if the return value specified by `nt_status` is an
-/// informational type (0x40000000 − 0x7FFFFFFF).
+/// `ntdef.h`'s tests of an `NTSTATUS`'s severity (its top two bits).
 #[cfg(any(
     driver_model__driver_type = "WDM",
     driver_model__driver_type = "KMDF",
     driver_model__driver_type = "UMDF"
 ))]
-#[must_use]
 #[allow(non_snake_case)]
-pub const fn NT_INFORMATION(nt_status: NTSTATUS) -> bool {
-    (nt_status.cast_unsigned() >> 30) == 1
-}
+mod nt_status {
+    use crate::NTSTATUS;
 
-/// Evaluates to TRUE if the return value specified by `nt_status` is a warning
-/// type (0x80000000 − 0xBFFFFFFF).
-#[cfg(any(
-    driver_model__driver_type = "WDM",
-    driver_model__driver_type = "KMDF",
-    driver_model__driver_type = "UMDF"
-))]
-#[must_use]
-#[allow(non_snake_case)]
-pub const fn NT_WARNING(nt_status: NTSTATUS) -> bool {
-    (nt_status.cast_unsigned() >> 30) == 2
-}
+    /// The severity field: 0 success, 1 informational, 2 warning, 3 error.
+    const fn severity(nt_status: NTSTATUS) -> u32 {
+        nt_status.cast_unsigned() >> 30
+    }
 
-/// Evaluates to TRUE if the return value specified by `nt_status` is an error
-/// type (0xC0000000 - 0xFFFFFFFF).
-#[cfg(any(
-    driver_model__driver_type = "WDM",
-    driver_model__driver_type = "KMDF",
-    driver_model__driver_type = "UMDF"
-))]
-#[must_use]
-#[allow(non_snake_case)]
-pub const fn NT_ERROR(nt_status: NTSTATUS) -> bool {
-    (nt_status.cast_unsigned() >> 30) == 3
+    /// Evaluates to TRUE if the return value specified by `nt_status` is a success
+    /// type (0 − 0x3FFFFFFF) or an informational type (0x40000000 − 0x7FFFFFFF).
+    #[must_use]
+    pub const fn NT_SUCCESS(nt_status: NTSTATUS) -> bool {
+        nt_status >= 0
+    }
+
+    /// Evaluates to TRUE if the return value specified by `nt_status` is an
+    /// informational type (0x40000000 − 0x7FFFFFFF).
+    #[must_use]
+    pub const fn NT_INFORMATION(nt_status: NTSTATUS) -> bool {
+        severity(nt_status) == 1
+    }
+
+    /// Evaluates to TRUE if the return value specified by `nt_status` is a warning
+    /// type (0x80000000 − 0xBFFFFFFF).
+    #[must_use]
+    pub const fn NT_WARNING(nt_status: NTSTATUS) -> bool {
+        severity(nt_status) == 2
+    }
+
+    /// Evaluates to TRUE if the return value specified by `nt_status` is an error
+    /// type (0xC0000000 - 0xFFFFFFFF).
+    #[must_use]
+    pub const fn NT_ERROR(nt_status: NTSTATUS) -> bool {
+        severity(nt_status) == 3
+    }
 }
 
 /// Debug-asserts that the caller runs at `IRQL <= APC_LEVEL`, like the WDK's `PAGED_CODE()`.

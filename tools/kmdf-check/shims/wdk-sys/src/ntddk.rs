@@ -4,19 +4,7 @@
 
 pub use bindings::*;
 
-#[allow(missing_docs)]
-#[allow(clippy::all)]
-mod bindings {
-    #[allow(
-        unused_imports,
-        reason = "the C types the generated code names as `ctypes::…`"
-    )]
-    use crate::ctypes;
-    #[allow(
-        clippy::wildcard_imports,
-        reason = "the generated code refers to the generated types by their bare names"
-    )]
-    use crate::types::*;
-
-    include!(concat!(env!("OUT_DIR"), "/ntddk.rs"));
-}
+generated_bindings!(
+    #[allow(missing_docs)]
+    "/ntddk.rs"
+);

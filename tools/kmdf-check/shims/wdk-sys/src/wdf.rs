@@ -8,23 +8,14 @@
 )]
 pub use bindings::*;
 
-#[allow(missing_docs)]
-#[allow(clippy::all)]
-mod bindings {
+generated_bindings!(
+    #[allow(missing_docs)]
     #[allow(
         unused_imports,
-        reason = "the C types the generated code names as `ctypes::…`"
+        reason = "the generated code may use none of the generated types"
     )]
-    use crate::ctypes;
-    #[allow(
-        clippy::wildcard_imports,
-        unused_imports,
-        reason = "the generated code refers to the generated types by their bare names"
-    )]
-    use crate::types::*;
-
-    include!(concat!(env!("OUT_DIR"), "/wdf.rs"));
-}
+    "/wdf.rs"
+);
 
 // How `call_unsafe_wdf_function_binding!` bounds-checks its table index at run time.
 #[doc(hidden)]
