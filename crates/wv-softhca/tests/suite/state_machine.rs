@@ -4,9 +4,9 @@
 //! device refuses fail and change nothing.
 
 use crate::common::*;
+use crate::qp_state_table::{self as kernel, kernel_cell};
 use wv_abi::consts::*;
 use wv_hal::*;
-use wv_softhca::state_table;
 
 const ALL: [QpState; 6] = [
     QpState::Reset,
@@ -35,6 +35,28 @@ const OPTIONS: [u32; 14] = [
     WV_IO_QP_ATTR_ERROR_RETRY_COUNT,
     WV_IO_QP_ATTR_RNR_RETRY_COUNT,
 ];
+
+/// The `IB_QP_*` attributes `option` adds to a move to `next` of a QP of type `t`, as OFW's HCA
+/// drivers read an `ib_qp_mod_t` (mlx4's `to_qp_attr`): RTR's access flags, alternate path and
+/// P_Key index (Q_Key for UD); RTS's RNR NAK timer (RC), responder resources, path-migration
+/// state, access flags and alternate path (Q_Key for UD). The others add nothing: a move to
+/// INIT, SQD, RESET or ERROR carries its fixed set whatever the options say, and the values
+/// an RTR or RTS always carries (path, port, retry counts, ACK timeout, depth) are no option.
+fn option_attrs(next: QpState, t: QpType, option: u32) -> u32 {
+    let rc_uc = t != QpType::Ud;
+    match (next, option) {
+        (QpState::Rtr, WV_IO_QP_ATTR_ACCESS_FLAGS) if rc_uc => kernel::ACCESS_FLAGS,
+        (QpState::Rtr, WV_IO_QP_ATTR_ALTERNATE_AV) if rc_uc => kernel::ALT_PATH,
+        (QpState::Rtr, WV_IO_QP_ATTR_PKEY_INDEX) => kernel::PKEY_INDEX,
+        (QpState::Rtr | QpState::Rts, WV_IO_QP_ATTR_QKEY) if !rc_uc => kernel::QKEY,
+        (QpState::Rts, WV_IO_QP_ATTR_RNR_NAK_TIMEOUT) if t == QpType::Rc => kernel::MIN_RNR_TIMER,
+        (QpState::Rts, WV_IO_QP_ATTR_RESPONDER_RESOURCES) if rc_uc => kernel::MAX_DEST_RD_ATOMIC,
+        (QpState::Rts, WV_IO_QP_ATTR_PATH_MIG_STATE) if rc_uc => kernel::PATH_MIG_STATE,
+        (QpState::Rts, WV_IO_QP_ATTR_ACCESS_FLAGS) if rc_uc => kernel::ACCESS_FLAGS,
+        (QpState::Rts, WV_IO_QP_ATTR_ALTERNATE_AV) if rc_uc => kernel::ALT_PATH,
+        _ => 0,
+    }
+}
 
 /// Values for a QP of `node`: a path to the node itself, the QP's own number as destination.
 fn values(node: &Node, qp: &Qp, options: u32) -> Attrs {
@@ -81,7 +103,7 @@ fn every_valid_transition_with_its_fixed_set_and_with_each_option() {
     for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
         for cur in ALL {
             for next in ALL {
-                if state_table::transition(cur, next, t).is_none() {
+                if kernel_cell(cur, next, t).is_none() {
                     continue;
                 }
                 // The target state alone, as ND's Flush and `Options = 0` send it.
@@ -89,24 +111,21 @@ fn every_valid_transition_with_its_fixed_set_and_with_each_option() {
                 modify_with(&node, &qp, next, 0)
                     .unwrap_or_else(|e| panic!("{t:?} {cur:?}->{next:?}: {e:?}"));
                 assert_eq!(node.state(&qp), next, "{t:?} {cur:?}->{next:?}");
-                // Each option: either the transition allows what it adds, or it is refused as
-                // an invalid parameter and nothing changes.
+                // Each option: accepted when the kernel's cell allows what it adds, else
+                // refused as an invalid parameter with nothing changed.
+                let (req, opt) = kernel_cell(cur, next, t).unwrap();
                 for option in OPTIONS {
                     let qp = qp_in(&node, &cq, t, cur);
-                    match modify_with(&node, &qp, next, WV_IO_QP_ATTR_STATE | option) {
-                        Ok(()) => {
-                            assert_eq!(node.state(&qp), next);
-                            accepted_options += 1;
-                        }
-                        Err(e) => {
-                            assert_eq!(
-                                e,
-                                VerbsError::InvalidParameter,
-                                "{t:?} {cur:?}->{next:?} option {option:#x}"
-                            );
-                            assert_eq!(node.state(&qp), cur);
-                            refused_options += 1;
-                        }
+                    let result = modify_with(&node, &qp, next, WV_IO_QP_ATTR_STATE | option);
+                    let what = format!("{t:?} {cur:?}->{next:?} option {option:#x}");
+                    if option_attrs(next, t, option) & !(req | opt) == 0 {
+                        assert_eq!(result, Ok(()), "{what}");
+                        assert_eq!(node.state(&qp), next, "{what}");
+                        accepted_options += 1;
+                    } else {
+                        assert_eq!(result, Err(VerbsError::InvalidParameter), "{what}");
+                        assert_eq!(node.state(&qp), cur, "{what}");
+                        refused_options += 1;
                     }
                 }
                 checked += 1;
@@ -138,6 +157,17 @@ fn options_a_transition_does_not_allow_are_refused() {
     );
     assert_eq!(node.state(&qp), QpState::Rtr);
     // Resizing the work queues in RTR/RTS is something OFW's HCA drivers refuse.
+    let init = qp_in(&node, &cq, QpType::Uc, QpState::Init);
+    assert_eq!(
+        modify_with(
+            &node,
+            &init,
+            QpState::Rtr,
+            WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_CAPABILITIES
+        ),
+        Err(VerbsError::Unsupported)
+    );
+    assert_eq!(node.state(&init), QpState::Init);
     assert_eq!(
         modify_with(
             &node,
@@ -167,7 +197,7 @@ fn invalid_transitions_are_refused_and_change_nothing() {
     for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
         for cur in ALL {
             for next in ALL {
-                if state_table::transition(cur, next, t).is_some() {
+                if kernel_cell(cur, next, t).is_some() {
                     continue;
                 }
                 let qp = qp_in(&node, &cq, t, cur);
@@ -220,5 +250,87 @@ fn invalid_transitions_are_refused_and_change_nothing() {
         .modify_qp(&qp.soft, &QpModify::Error, &mut out)
         .unwrap();
     assert_eq!(out[0], QpState::Error as u8);
+    settle(&p);
+}
+
+/// What the options a transition allows set is what `query_qp` reports afterwards: RTR's
+/// access flags, alternate path and P_Key index (Q_Key and P_Key index for UD), RTS's
+/// path-migration state, access flags, RNR NAK timer and alternate path, and on RTS → RTS the
+/// access flags alone.
+#[test]
+fn the_options_a_transition_allows_take_effect() {
+    let (p, node) = deterministic_node();
+    let cq = node.cq(64);
+    let alternate = |hop_limit: u8| AddressVector {
+        grh_valid: true,
+        dgid: node.hca.gid(),
+        hop_limit,
+        port: 1,
+        ..AddressVector::default()
+    };
+
+    let qp = qp_in(&node, &cq, QpType::Rc, QpState::Init);
+    let mut a = values(
+        &node,
+        &qp,
+        WV_IO_QP_ATTR_STATE
+            | WV_IO_QP_ATTR_ACCESS_FLAGS
+            | WV_IO_QP_ATTR_ALTERNATE_AV
+            | WV_IO_QP_ATTR_PKEY_INDEX,
+    );
+    a.access = WV_ACCESS_REMOTE_READ | WV_ACCESS_REMOTE_ATOMIC;
+    a.alternate_av = alternate(7);
+    a.local_ack_timeout = 17;
+    a.pkey_index = 1;
+    node.modify(&qp, &a.to(QpState::Rtr)).unwrap();
+    let q = node.hca.query_qp(&qp.soft).unwrap();
+    assert_eq!(q.state, QpState::Rtr);
+    assert_eq!(
+        q.access_flags,
+        WV_ACCESS_REMOTE_READ | WV_ACCESS_REMOTE_ATOMIC
+    );
+    assert_eq!(q.alternate_av, alternate(7));
+    assert_eq!(q.alternate_local_ack_timeout, 17);
+    assert_eq!(q.pkey_index, 1);
+
+    a.options = RTS_RC
+        | WV_IO_QP_ATTR_PATH_MIG_STATE
+        | WV_IO_QP_ATTR_ACCESS_FLAGS
+        | WV_IO_QP_ATTR_ALTERNATE_AV
+        | WV_IO_QP_ATTR_RNR_NAK_TIMEOUT;
+    a.apm_state = 1;
+    a.access = WV_ACCESS_REMOTE_WRITE;
+    a.alternate_av = alternate(9);
+    a.local_ack_timeout = 18;
+    a.rnr_nak_timeout = 20;
+    node.modify(&qp, &a.to(QpState::Rts)).unwrap();
+    let q = node.hca.query_qp(&qp.soft).unwrap();
+    assert_eq!(q.state, QpState::Rts);
+    assert_eq!(q.apm_state, 1);
+    assert_eq!(q.access_flags, WV_ACCESS_REMOTE_WRITE);
+    assert_eq!(q.alternate_av, alternate(9));
+    assert_eq!(q.alternate_local_ack_timeout, 18);
+    assert_eq!(q.rnr_nak_timeout, 20);
+    assert_eq!(q.local_ack_timeout, 18, "RTS's ACK timeout always travels");
+
+    a.options = WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_ACCESS_FLAGS;
+    a.access = WV_ACCESS_REMOTE_READ;
+    node.modify(&qp, &a.to(QpState::Rts)).unwrap();
+    let q = node.hca.query_qp(&qp.soft).unwrap();
+    assert_eq!(q.access_flags, WV_ACCESS_REMOTE_READ);
+    assert_eq!(q.apm_state, 1, "what no option names stays");
+
+    let qp = qp_in(&node, &cq, QpType::Ud, QpState::Init);
+    let mut a = values(&node, &qp, WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_PKEY_INDEX);
+    a.pkey_index = 2;
+    node.modify(&qp, &a.to(QpState::Rtr)).unwrap();
+    let q = node.hca.query_qp(&qp.soft).unwrap();
+    assert_eq!((q.state, q.pkey_index), (QpState::Rtr, 2));
+    let qp = qp_in(&node, &cq, QpType::Ud, QpState::Init);
+    let mut a = values(&node, &qp, WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_QKEY);
+    a.qkey = 0x2222_2222;
+    node.modify(&qp, &a.to(QpState::Rtr)).unwrap();
+    let q = node.hca.query_qp(&qp.soft).unwrap();
+    assert_eq!((q.state, q.qkey), (QpState::Rtr, 0x2222_2222));
     settle(&p);
 }
