@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 
 use crate::common::*;
+use wv_abi::consts::{WV_ACCESS_REMOTE_ATOMIC, WV_ACCESS_REMOTE_READ, WV_ACCESS_REMOTE_WRITE};
 use wv_abi::{IB_PATH_REC, NtStatus};
 use wv_hal::cm::*;
 use wv_hal::*;
@@ -393,6 +394,141 @@ fn establish(
     p.run_until_idle();
 }
 
+/// The address vector of `path` as one side sees it, on `port`, for the path record of
+/// [`the_qp_attributes_are_the_req_and_rep_as_each_side_sees_them`]: the hop limit is the low
+/// byte of the hop/flow word and the flow label the 20 bits above it, the SL the low nibble of
+/// the QoS word, the rate without its selector.
+fn path_av(path: &IB_PATH_REC, port: u8) -> AddressVector {
+    AddressVector {
+        grh_valid: true,
+        hop_limit: 0x40,
+        traffic_class: 0x28,
+        flow_label: 0xA_BCDE,
+        sgid: path.sgid,
+        dgid: path.dgid,
+        dlid: u16::from_be(path.dlid),
+        service_level: 5,
+        path_bits: 0,
+        static_rate: 6,
+        port,
+    }
+}
+
+/// What `get_qp_attr` gives each side (IBA 12.7, Linux's `cm_init_qp_*_attr`): INIT on the
+/// connection's port, granting the peer RDMA reads, writes and atomics; RTR with the peer's QP
+/// and starting PSN, the REQ's path as this side sees it, this side's responder resources and
+/// the RNR NAK timer; RTS with this side's starting PSN, the REQ's retry count, the RNR retry
+/// count the peer asked for, an ACK timeout of twice the packet lifetime (one more power of
+/// two) and this side's initiator depth. The passive side's own values are the REQ's wishes
+/// until its REP is sent, then the REP's.
+#[test]
+fn the_qp_attributes_are_the_req_and_rep_as_each_side_sees_them() {
+    let (p, _f, a, b) = deterministic_pair();
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let listener = cm_b.create_id(sink().1).unwrap();
+    cm_b.listen(&listener, SID, &[], 0).unwrap();
+    let active = cm_a.create_id(sink().1).unwrap();
+    let mut path = path(&a, &b);
+    // Raw-traffic bit, flow label 0xABCDE, hop limit 0x40.
+    path.hop_flow_raw = 0x8ABC_DE40u32.to_be();
+    path.tclass = 0x28;
+    // QoS class 0x123, SL 5.
+    path.qos_class_sl = 0x1235u16.to_be();
+    path.rate = 0x80 | 6;
+    cm_a.send_req(&active, &req(&path, 0x51, &[])).unwrap();
+    p.run_until_idle();
+    let (passive, ev) = cm_b.get_request(&listener, sink().1).unwrap();
+
+    // Twice the packet lifetime of 2^13 × 4.096 µs.
+    let ack_timeout = PKT_LIFE + 1;
+    let conn = |path: &IB_PATH_REC, rnr_retry_cnt| QpPath {
+        av: path_av(path, 1),
+        path_mtu: Some(Mtu::Mtu1024),
+        local_ack_timeout: ack_timeout,
+        seq_err_retry_cnt: 5,
+        rnr_retry_cnt,
+    };
+    let rtr = |rq_psn, dest_qpn, primary, responder_resources| {
+        QpModify::Rtr(QpRtr {
+            rq_psn,
+            dest_qpn,
+            primary,
+            responder_resources,
+            rnr_nak_timeout: 12,
+            ..QpRtr::default()
+        })
+    };
+    let rts = |sq_psn, rnr_retry_cnt, initiator_depth, primary| {
+        QpModify::Rts(QpRts {
+            sq_psn,
+            retry_cnt: 5,
+            rnr_retry_cnt,
+            local_ack_timeout: ack_timeout,
+            initiator_depth,
+            primary,
+            port: 1,
+            pkey_index: 0,
+            ..QpRts::default()
+        })
+    };
+    for (cm, id) in [(&cm_a, &active), (&cm_b, &passive)] {
+        let Ok(QpModify::Init(init)) = cm.get_qp_attr(id, QpState::Init) else {
+            panic!("INIT attributes");
+        };
+        assert_eq!((init.port, init.pkey_index), (1, 0));
+        for access in [
+            WV_ACCESS_REMOTE_READ,
+            WV_ACCESS_REMOTE_WRITE,
+            WV_ACCESS_REMOTE_ATOMIC,
+        ] {
+            assert_eq!(init.access & access, access, "{access:#x}");
+        }
+    }
+
+    // The passive side before its REP: the REQ's RNR retry count is for its QP, the REQ's
+    // initiator depth its responder resources and the REQ's responder resources its depth.
+    let passive_path = conn(&ev.primary_path, 6);
+    assert_eq!(
+        cm_b.get_qp_attr(&passive, QpState::Rtr),
+        Ok(rtr(0x1111, 0x51, passive_path, 2))
+    );
+    assert_eq!(
+        cm_b.get_qp_attr(&passive, QpState::Rts),
+        Ok(rts(0, 6, 4, passive_path))
+    );
+    // Its REP sent, its own values are the REP's.
+    let reply = CmRep {
+        responder_resources: 3,
+        initiator_depth: 1,
+        rnr_retry_count: 2,
+        ..rep(0x52, &[])
+    };
+    cm_b.send_rep(&passive, &reply).unwrap();
+    p.run_until_idle();
+    assert_eq!(
+        cm_b.get_qp_attr(&passive, QpState::Rtr),
+        Ok(rtr(0x1111, 0x51, passive_path, 3))
+    );
+    assert_eq!(
+        cm_b.get_qp_attr(&passive, QpState::Rts),
+        Ok(rts(0x2222, 6, 1, passive_path))
+    );
+    // The active side: the REP's RNR retry count is for its QP.
+    let active_path = conn(&path, 2);
+    assert_eq!(
+        cm_a.get_qp_attr(&active, QpState::Rtr),
+        Ok(rtr(0x2222, 0x52, active_path, 4))
+    );
+    assert_eq!(
+        cm_a.get_qp_attr(&active, QpState::Rts),
+        Ok(rts(0x1111, 2, 2, active_path))
+    );
+    cm_a.destroy_id(active);
+    cm_b.destroy_id(passive);
+    cm_b.destroy_id(listener);
+    settle(&p);
+}
+
 #[test]
 fn a_lost_rep_is_sent_again_when_the_req_comes_again() {
     let (p, f, a, b) = deterministic_pair();
@@ -736,10 +872,29 @@ fn a_req_for_a_gid_of_the_second_port_arrives_on_that_port() {
         .unwrap();
     p.run_until_idle();
     assert_eq!(listen_events.take(), vec![Ev::ReqReceived]);
-    let (_passive, ev) = cm_b.get_request(&listener, sink().1).unwrap();
+    let (passive, ev) = cm_b.get_request(&listener, sink().1).unwrap();
     assert_eq!(
         ev.primary_path.sgid, gid,
         "the path as the receiver sees it"
     );
     assert_eq!(ev.port, 2);
+    // The passive side's QP goes on that port, through every move.
+    let Ok(QpModify::Init(init)) = cm_b.get_qp_attr(&passive, QpState::Init) else {
+        panic!("INIT attributes");
+    };
+    let Ok(QpModify::Rtr(rtr)) = cm_b.get_qp_attr(&passive, QpState::Rtr) else {
+        panic!("RTR attributes");
+    };
+    let Ok(QpModify::Rts(rts)) = cm_b.get_qp_attr(&passive, QpState::Rts) else {
+        panic!("RTS attributes");
+    };
+    assert_eq!(
+        (
+            init.port,
+            rtr.primary.av.port,
+            rts.port,
+            rts.primary.av.port
+        ),
+        (2, 2, 2, 2)
+    );
 }
