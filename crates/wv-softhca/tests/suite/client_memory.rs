@@ -3,8 +3,6 @@
 //! kernel's cross-address-space copies, with its registration checks, the process a serving
 //! thread is attached to, and the rules for a client that has gone.
 
-use crate::common::*;
-use wv_hal::*;
 use wv_softhca::*;
 
 #[test]
@@ -21,9 +19,11 @@ fn a_dma_buffer_is_empty_only_when_it_has_no_bytes() {
 mod process_memory {
     use std::sync::{Arc, Mutex};
 
-    use super::*;
+    use crate::common::*;
+    use wv_hal::*;
     use wv_softhca::dma::process::{self, Client, Fault};
     use wv_softhca::dma::{BlockOwner, SharedBlock};
+    use wv_softhca::*;
 
     const PAGE: usize = 4096;
 
