@@ -10,6 +10,7 @@ mod common;
 
 mod address;
 mod atomics;
+mod client_memory;
 mod cm;
 mod commands;
 mod concurrency;
@@ -20,6 +21,7 @@ mod errors;
 mod events;
 mod fabric;
 mod link_layer;
+mod provider_checks;
 mod qp_state_table;
 mod resize;
 mod service_path;

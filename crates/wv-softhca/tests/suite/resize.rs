@@ -204,3 +204,36 @@ fn an_srq_resizes_with_its_receives_kept_and_advertises_it() {
     );
     settle(&p);
 }
+
+#[test]
+fn a_resize_reaches_the_one_queue_left_producing_after_others_were_destroyed() {
+    let (p, _f, a, b) = deterministic_pair();
+    // X receives into K; Q sends and receives into K; both then go, W staying the one
+    // producer of K: whichever QPs came and went, completions after a resize are on the
+    // ring the CQ now has.
+    let k = a.cq(4);
+    let sends = a.cq(64);
+    let x = a.qp_with(QpType::Rc, &sends, &k, None, 16, 1, 0, true);
+    let q = a.qp_with(QpType::Rc, &k, &k, None, 16, 1, 0, true);
+    a.hca.destroy_qp(q.soft);
+    let w = a.qp_with(QpType::Rc, &sends, &k, None, 16, 1, 0, true);
+    a.hca.destroy_qp(x.soft);
+    assert_eq!(resize_cq(&a, &k, 64).unwrap(), 64);
+
+    let cb = b.cq(64);
+    let qb = b.qp(QpType::Rc, &cb);
+    connect(&a, &w, &b, &qb, Conn::default());
+    let inbox = a.mem(64, ALL_ACCESS);
+    let src = b.mem(64, ALL_ACCESS);
+    for i in 0..8 {
+        w.uvp.post_recv(&recv_wr(i, &[inbox.sge(0, 64)])).unwrap();
+        post_send(&qb, i, src.sge(0, 8));
+    }
+    p.run_until_idle();
+    assert!(!k.uvp.overrun());
+    assert_eq!(
+        poll_all(&k).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
+        (0..8).collect::<Vec<_>>()
+    );
+    settle(&p);
+}

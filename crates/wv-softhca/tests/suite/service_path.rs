@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use crate::common::*;
 use wv_abi::consts::*;
 use wv_hal::*;
-use wv_softhca::abi::{CqResp, QpResp};
+use wv_host::HostPlatform;
+use wv_softhca::abi::{CqResp, QpResp, SrqResp};
 use wv_softhca::dma::process::{self, Client};
 use wv_softhca::dma::{BlockOwner, SharedBlock, SharedMemory};
 use wv_softhca::uvp::{Doorbell, MappedDevice};
@@ -114,13 +115,18 @@ impl MappedDevice for Arena {
     }
 }
 
+/// A client of the service (this process) whose rings go into `arena`.
+fn client_of(arena: &Arc<Arena>) -> Arc<Client> {
+    Client::new(
+        std::process::id() as i32,
+        Some(arena.clone() as Arc<dyn SharedMemory>),
+    )
+}
+
 /// `node`'s device opened for a served client: a CA, PD, CQ and RC QP made while the client is
 /// attached (so their rings are in `arena`), reached through the mapped provider.
 fn served(node: &Node, arena: &Arc<Arena>) -> (Node, Cq, Qp) {
-    let client = Client::new(
-        std::process::id() as i32,
-        Some(arena.clone() as Arc<dyn SharedMemory>),
-    );
+    let client = client_of(arena);
     let _attached = process::attach(&client);
     let mapped: Arc<dyn MappedDevice> = arena.clone();
     let (ca, ca_events, out) = open_ca_logged(&*node.hca);
@@ -247,5 +253,221 @@ fn a_served_clients_sends_run_and_its_receives_in_err_flush_when_the_service_ans
         f.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
         vec![(9, WcStatus::WrFlushErr)]
     );
+    settle(&p);
+}
+
+/// `n` messages from `qb` received by the served `qa`, one receive posted for each (into
+/// `inbox`), ids from `from`.
+fn receive(p: &HostPlatform, qa: &Qp, qb: &Qp, inbox: &Mem, src: &Mem, from: u64, n: u64) {
+    for i in from..from + n {
+        qa.uvp.post_recv(&recv_wr(i, &[inbox.sge(0, 64)])).unwrap();
+        post_send(qb, i, src.sge(0, 8));
+    }
+    p.run_until_idle();
+}
+
+#[test]
+fn a_served_cq_reports_its_overrun_through_the_shared_ring() {
+    let (p, _f, a, b) = deterministic_pair();
+    let arena = Arena::new(1 << 22);
+    let (a, ca, qa) = served(&a, &arena);
+    let cb = b.cq(64);
+    let qb = b.qp(QpType::Rc, &cb);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let (inbox, src) = (a.mem(64, ALL_ACCESS), b.mem(64, ALL_ACCESS));
+    assert_eq!(ca.uvp.entries(), 16);
+    receive(&p, &qa, &qb, &inbox, &src, 0, 16);
+    assert!(!ca.uvp.overrun(), "full, not overrun");
+    receive(&p, &qa, &qb, &inbox, &src, 16, 1);
+    assert!(ca.uvp.overrun());
+    settle(&p);
+    assert_eq!(ca.sink.errors(), 1);
+}
+
+#[test]
+fn a_served_cq_resized_is_polled_on_the_new_ring_with_what_it_held() {
+    let (p, _f, a, b) = deterministic_pair();
+    let arena = Arena::new(1 << 22);
+    let (a, ca, qa) = served(&a, &arena);
+    let cb = b.cq(64);
+    let qb = b.qp(QpType::Rc, &cb);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let (inbox, src) = (a.mem(64, ALL_ACCESS), b.mem(64, ALL_ACCESS));
+    receive(&p, &qa, &qb, &inbox, &src, 0, 3);
+    {
+        let client = client_of(&arena);
+        let _attached = process::attach(&client);
+        let guard = ca.uvp.begin_resize();
+        let mut out = [0u8; 64];
+        let got = a
+            .hca
+            .resize_cq(&ca.soft, 64, &mut Umv::new(0, 0, 64, &mut out))
+            .unwrap();
+        let r: CqResp = abi::parse(&out).unwrap();
+        assert!(r.ring_addr >= BASE, "the new ring is in the shared memory");
+        assert_eq!(guard.finish(&r), Ok(got));
+    }
+    assert_eq!(ca.uvp.entries(), 64);
+    // More than the old ring held.
+    receive(&p, &qa, &qb, &inbox, &src, 3, 20);
+    assert!(!ca.uvp.overrun());
+    let ids: Vec<u64> = poll_all(&ca).iter().map(|w| w.wr_id).collect();
+    assert_eq!(ids, (0..23).collect::<Vec<_>>());
+    settle(&p);
+}
+
+#[test]
+fn a_doorbell_is_live_while_its_qp_exists_and_answers_none_after() {
+    let (p, _f, a, _b) = deterministic_pair();
+    let arena = Arena::new(1 << 22);
+    let (a, _ca, qa) = served(&a, &arena);
+    let doorbells = arena.doorbells.lock().unwrap();
+    assert!(doorbells[0].is_live());
+    assert_eq!(doorbells[0].service(), Some(false));
+    a.hca.destroy_qp(qa.soft);
+    assert!(
+        !doorbells[0].is_live(),
+        "its device lives on, the QP is gone"
+    );
+    assert_eq!(doorbells[0].service(), None);
+    settle(&p);
+}
+
+#[test]
+fn a_post_that_queues_nothing_rings_no_doorbell() {
+    let (p, _f, a, _b) = deterministic_pair();
+    let arena = Arena::new(1 << 22);
+    let (a, _ca, qa) = served(&a, &arena);
+    let m = a.mem(64, ALL_ACCESS);
+    // As rdma-core's providers ring only for a list that posted something.
+    assert_eq!(
+        qa.uvp
+            .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)])),
+        Err(PostError::WrongState)
+    );
+    a.modify(&qa, &qpm(QpState::Init, INIT_RC)).unwrap();
+    a.modify(&qa, &qpm(QpState::Error, WV_IO_QP_ATTR_STATE))
+        .unwrap();
+    assert_eq!(qa.uvp.state(), QpState::Error);
+    let three = [m.sge(0, 8), m.sge(8, 8), m.sge(16, 8)];
+    assert_eq!(
+        qa.uvp.post_recv(&recv_wr(2, &three)),
+        Err(PostError::TooManySge)
+    );
+    assert_eq!(arena.rung.load(Ordering::SeqCst), 0);
+    assert!(!arena.service(), "no doorbell bit either");
+    settle(&p);
+}
+
+#[test]
+fn a_receive_doorbell_left_from_err_flushes_nothing_once_the_qp_is_reset() {
+    let (p, _f, a, b) = deterministic_pair();
+    let arena = Arena::new(1 << 22);
+    let (a, ca, qa) = served(&a, &arena);
+    let inbox = a.mem(64, ALL_ACCESS);
+    a.modify(&qa, &qpm(QpState::Init, INIT_RC)).unwrap();
+    a.modify(&qa, &qpm(QpState::Error, WV_IO_QP_ATTR_STATE))
+        .unwrap();
+    // Rung for a flush the service has not run yet when the QP is reset and used again.
+    qa.uvp.post_recv(&recv_wr(1, &[inbox.sge(0, 64)])).unwrap();
+    assert_eq!(arena.rung.load(Ordering::SeqCst), 1);
+    a.modify(&qa, &qpm(QpState::Reset, WV_IO_QP_ATTR_STATE))
+        .unwrap();
+    a.modify(&qa, &qpm(QpState::Init, INIT_RC)).unwrap();
+    qa.uvp.post_recv(&recv_wr(2, &[inbox.sge(0, 64)])).unwrap();
+    assert_eq!(arena.rung.load(Ordering::SeqCst), 1, "nothing to flush");
+    assert!(arena.service());
+    p.run_until_idle();
+    // Only a QP in ERR flushes its receives: this one waits for its message.
+    assert!(poll_all(&ca).is_empty());
+    let cb = b.cq(16);
+    let qb = b.qp(QpType::Rc, &cb);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let src = b.mem(64, ALL_ACCESS);
+    post_send(&qb, 9, src.sge(0, 8));
+    p.run_until_idle();
+    let r = poll_all(&ca);
+    assert_eq!(
+        r.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(2, WcStatus::Success)]
+    );
+    settle(&p);
+}
+
+#[test]
+fn a_served_inline_send_gathers_the_applications_own_bytes() {
+    let (p, _f, a, b) = deterministic_pair();
+    let arena = Arena::new(1 << 22);
+    let (a, _ca, qa) = served(&a, &arena);
+    let cb = b.cq(16);
+    let qb = b.qp(QpType::Rc, &cb);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let dst = b.mem(64, ALL_ACCESS);
+    qb.uvp.post_recv(&recv_wr(7, &[dst.sge(0, 64)])).unwrap();
+    // Not registered: the provider copies the application's memory itself.
+    let app = b"gathered by the provider".to_vec();
+    let sge = |addr: u64| Sge {
+        addr,
+        length: app.len() as u32,
+        lkey: 0,
+    };
+    let mut wr = send_wr(1, WrOpcode::Send, &[]);
+    wr.send_flags |= send_flags::INLINE;
+    let sg = [sge(app.as_ptr().addr() as u64)];
+    wr.sg_list = &sg;
+    qa.uvp.post_send(&wr).unwrap();
+    // A wrong address is refused at once (EINVAL), not a fault.
+    let bad = [sge(1 << 47)];
+    wr.sg_list = &bad;
+    assert_eq!(qa.uvp.post_send(&wr), Err(PostError::BadInlineSge));
+    assert!(arena.service());
+    p.run_until_idle();
+    let r = poll_all(&cb);
+    assert_eq!(
+        r.iter()
+            .map(|w| (w.wr_id, w.status, w.byte_len))
+            .collect::<Vec<_>>(),
+        vec![(7, WcStatus::Success, app.len() as u32)]
+    );
+    assert_eq!(&dst.buf.to_vec()[..app.len()], &app[..]);
+    settle(&p);
+}
+
+#[test]
+fn a_served_srq_takes_as_many_sges_as_it_was_created_with() {
+    let (p, _f, a, _b) = deterministic_pair();
+    let arena = Arena::new(1 << 22);
+    let (a, _ca, _qa) = served(&a, &arena);
+    let mut out = [0u8; 64];
+    let soft = {
+        let client = client_of(&arena);
+        let _attached = process::attach(&client);
+        a.hca
+            .create_srq(
+                &a.pd,
+                &SrqAttributes {
+                    max_wr: 8,
+                    max_sge: 2,
+                    srq_limit: 0,
+                },
+                KArc::new(Log::<SrqEvent>::default()).into(),
+                &mut Umv::new(0, 0, 64, &mut out),
+            )
+            .unwrap()
+    };
+    let r: SrqResp = abi::parse(&out).unwrap();
+    assert!(
+        r.ring_addr >= BASE,
+        "the SRQ's ring is in the shared memory"
+    );
+    let srq = a.uvp.map_srq(&r).unwrap();
+    let m = a.mem(64, ALL_ACCESS);
+    let sges = [m.sge(0, 8), m.sge(8, 8), m.sge(16, 8)];
+    assert_eq!(srq.post_recv(&recv_wr(1, &sges[..2])), Ok(()));
+    assert_eq!(
+        srq.post_recv(&recv_wr(2, &sges)),
+        Err(PostError::TooManySge)
+    );
+    a.hca.destroy_srq(soft);
     settle(&p);
 }

@@ -142,11 +142,18 @@ pub fn mac() -> [u8; 6] {
 impl Node {
     pub fn new(platform: &HostPlatform, config: DeviceConfig) -> Node {
         let pool = BufferPool::new();
-        let hca = SoftHca::new(
-            Arc::new(platform.clone()),
-            config,
-            ClientMemory::pool(pool.clone()),
-        );
+        Node::with_memory(platform, config, ClientMemory::pool(pool.clone()), pool)
+    }
+
+    /// A device whose client memory is `memory` (`pool`: the buffers [`Node::mem`] registers,
+    /// which a device of another kind of memory refuses).
+    pub fn with_memory(
+        platform: &HostPlatform,
+        config: DeviceConfig,
+        memory: ClientMemory,
+        pool: BufferPool,
+    ) -> Node {
+        let hca = SoftHca::new(Arc::new(platform.clone()), config, memory);
         let (ca, ca_events, out) = open_ca_logged(&*hca);
         let uvp = UvpContext::from_open_resp(&out).unwrap();
         let pd = hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
