@@ -20,6 +20,7 @@ mod errors;
 mod events;
 mod fabric;
 mod link_layer;
+mod qp_attributes;
 mod resize;
 mod service_path;
 mod state_machine;
