@@ -504,3 +504,98 @@ fn ud_multicast_reaches_every_attached_qp() {
     assert_eq!(poll_all(&cb).len(), 1);
     settle(&p);
 }
+
+/// The 16 four-byte pieces of `mem`'s first 64 bytes, last piece first.
+fn pieces(mem: &Mem) -> Vec<Sge> {
+    (0..MAX_SGE).rev().map(|i| mem.sge(i * 4, 4)).collect()
+}
+
+#[test]
+fn queues_made_for_the_most_sges_and_an_inline_size_carry_them_whole() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let ca = a.cq(16);
+    let cb = b.cq(16);
+    // As many SGEs as the device advertises, on both sides; inline sends of the size asked.
+    fn shape(cq: &Cq) -> QpCreate<'_, SoftCq, SoftSrq> {
+        QpCreate {
+            qp_type: QpType::Rc,
+            sq_depth: 4,
+            rq_depth: 4,
+            sq_sge: MAX_SGE as u32,
+            rq_sge: MAX_SGE as u32,
+            sq_max_inline: 64,
+            sq_signaled: true,
+            send_cq: &cq.soft,
+            recv_cq: &cq.soft,
+            srq: None,
+        }
+    }
+    let (qa, _) = a.create_qp(&shape(&ca));
+    let (qb, _) = b.create_qp(&shape(&cb));
+    assert_eq!(a.hca.query_ca().unwrap().max_sge, MAX_SGE as u32);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let src = a.mem(64, ALL_ACCESS);
+    let dst = b.mem(128, ALL_ACCESS);
+    let data: Vec<u8> = (0..64).collect();
+    src.buf.write(0, &data).unwrap();
+
+    // Gathered from 16 pieces, scattered into 16.
+    qb.uvp.post_recv(&recv_wr(1, &pieces(&dst))).unwrap();
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &pieces(&src)))
+        .unwrap();
+    let r = poll_all(&cb);
+    assert_eq!(
+        (r.len(), r[0].status, r[0].byte_len),
+        (1, WcStatus::Success, 64)
+    );
+    assert_eq!(&dst.buf.to_vec()[..64], &data[..]);
+
+    // An inline send as large as the QP was made for.
+    qb.uvp.post_recv(&recv_wr(2, &[dst.sge(64, 64)])).unwrap();
+    let mut wr = send_wr(2, WrOpcode::Send, &[]);
+    let inline: Vec<u8> = (0..64).map(|i| 200 - i).collect();
+    wr.inline_data = Some(&inline);
+    qa.uvp.post_send(&wr).unwrap();
+    let r = poll_all(&cb);
+    assert_eq!((r.len(), r[0].wr_id, r[0].byte_len), (1, 2, 64));
+    assert_eq!(&dst.buf.to_vec()[64..], &inline[..]);
+    assert_eq!(poll_all(&ca).len(), 2);
+    settle(&p);
+}
+
+#[test]
+fn an_srq_made_for_several_sges_scatters_into_them_all() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b) = pair(&p);
+    let ca = a.cq(16);
+    let cb = b.cq(16);
+    let srq = b.srq_with(8, 5, 0);
+    let qa = a.qp(QpType::Rc, &ca);
+    let qb = b.qp_with(QpType::Rc, &cb, &cb, Some(&srq), 8, 1, 0, true);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let src = a.mem(64, ALL_ACCESS);
+    let dst = b.mem(64, ALL_ACCESS);
+    src.buf.write(0, b"five pieces of one message").unwrap();
+    let rs: Vec<Sge> = (0..5).map(|i| dst.sge(i * 12, 6)).collect();
+    assert_eq!(
+        srq.uvp.post_recv(&recv_wr(0, &[dst.sge(0, 1); 6])),
+        Err(PostError::TooManySge)
+    );
+    srq.uvp.post_recv(&recv_wr(9, &rs)).unwrap();
+    qa.uvp
+        .post_send(&send_wr(1, WrOpcode::Send, &[src.sge(0, 26)]))
+        .unwrap();
+    let r = poll_all(&cb);
+    assert_eq!(
+        (r.len(), r[0].wr_id, r[0].status, r[0].byte_len),
+        (1, 9, WcStatus::Success, 26)
+    );
+    let d = dst.buf.to_vec();
+    let got: Vec<u8> = (0..5)
+        .flat_map(|i| d[i * 12..i * 12 + 6].to_vec())
+        .collect();
+    assert_eq!(&got[..26], b"five pieces of one message");
+    settle(&p);
+}

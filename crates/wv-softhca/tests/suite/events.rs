@@ -41,6 +41,31 @@ fn cq_arm_is_one_shot_and_needs_a_dpc() {
 }
 
 #[test]
+fn a_cq_never_armed_raises_no_event_for_a_solicited_completion() {
+    let p = HostPlatform::deterministic();
+    let (_f, a, b, _ca, cb, qa, qb) = rc_pair(&p);
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    let sg = [m.sge(0, 4)];
+    let mut wr = send_wr(1, WrOpcode::Send, &sg);
+    wr.send_flags |= send_flags::SOLICITED;
+    // A CQ event follows a request for one (ibv_req_notify_cq), solicited or not.
+    for i in 0..2 {
+        qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 8)])).unwrap();
+        qa.uvp.post_send(&wr).unwrap();
+        settle(&p);
+        assert_eq!(cb.sink.completions(), 0);
+    }
+    assert_eq!(poll_all(&cb).len(), 2);
+    // Armed for solicited completions, the next one fires.
+    assert!(!cb.uvp.arm(true));
+    qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 8)])).unwrap();
+    qa.uvp.post_send(&wr).unwrap();
+    settle(&p);
+    assert_eq!(cb.sink.completions(), 1);
+}
+
+#[test]
 fn solicited_arm_fires_on_se_receives_and_on_errors_only() {
     let p = HostPlatform::deterministic();
     let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);

@@ -205,3 +205,24 @@ fn a_resend_that_starts_with_packets_already_taken_places_only_the_new_ones() {
     assert_eq!(poll_all(&cb)[0].status, WcStatus::Success);
     settle(&p);
 }
+
+#[test]
+fn the_link_keeps_counting_what_a_destroyed_qp_sent() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let m = a.mem(16, ALL_ACCESS);
+    let rb = b.mem(16, ALL_ACCESS);
+    for i in 0..3 {
+        qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 16)])).unwrap();
+        post_send(&qa, i, m.sge(0, 8));
+    }
+    assert_eq!((poll_all(&ca).len(), poll_all(&cb).len()), (3, 3));
+    let sent = f.stats().delivered;
+    assert!(sent >= 3, "{sent}");
+    // The counters are the link's: its QPs going away takes nothing back.
+    a.hca.destroy_qp(qa.soft);
+    assert_eq!(f.stats().delivered, sent);
+    b.hca.destroy_qp(qb.soft);
+    assert_eq!(f.stats().delivered, sent);
+    settle(&p);
+}

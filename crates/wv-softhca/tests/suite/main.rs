@@ -22,6 +22,7 @@ mod events;
 mod fabric;
 mod link_layer;
 mod provider_checks;
+mod qp_attributes;
 mod qp_state_table;
 mod resize;
 mod service_path;

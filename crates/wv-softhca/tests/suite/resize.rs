@@ -16,6 +16,7 @@ fn resize_cq(n: &Node, cq: &Cq, entries: u32) -> Result<u32, VerbsError> {
         .hca
         .resize_cq(&cq.soft, entries, &mut Umv::new(0, 0, 64, &mut out))?;
     let r: CqResp = abi::parse(&out).unwrap();
+    assert_cq_ring_described(&r);
     assert_eq!(guard.finish(&r).unwrap(), got);
     Ok(got)
 }

@@ -471,3 +471,108 @@ fn a_served_srq_takes_as_many_sges_as_it_was_created_with() {
     a.hca.destroy_srq(soft);
     settle(&p);
 }
+
+/// This thread serving a client (this process) whose shared memory is `arena`, while the
+/// value lives: what the device creates meanwhile has its rings there.
+fn attach(arena: &Arc<Arena>) -> process::Attached {
+    let client = Client::new(
+        std::process::id() as i32,
+        Some(arena.clone() as Arc<dyn SharedMemory>),
+    );
+    process::attach(&client)
+}
+
+#[test]
+fn a_served_clients_srq_and_the_qp_on_it_live_in_the_shared_memory() {
+    let (p, _f, a, b) = deterministic_pair();
+    let arena = Arena::new(1 << 22);
+    let (a, ca, _qa) = served(&a, &arena);
+    let (srq, qa) = {
+        let _attached = attach(&arena);
+        let srq = a.srq_with(8, 2, 0);
+        let qa = a.qp_with(QpType::Rc, &ca, &ca, Some(&srq), 8, 1, 0, true);
+        (srq, qa)
+    };
+    assert_eq!(arena.doorbells.lock().unwrap().len(), 2);
+    let cb = b.cq(16);
+    let qb = b.qp(QpType::Rc, &cb);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let inbox = a.mem(64, ALL_ACCESS);
+    // The mapped provider holds receives to the SRQ's SGE count, as the device does.
+    let three = [inbox.sge(0, 4), inbox.sge(8, 4), inbox.sge(16, 4)];
+    assert_eq!(
+        srq.uvp.post_recv(&recv_wr(1, &three)),
+        Err(PostError::TooManySge)
+    );
+    srq.uvp.post_recv(&recv_wr(2, &three[..2])).unwrap();
+    let src = b.mem(64, ALL_ACCESS);
+    src.buf.write(0, b"shared!!").unwrap();
+    post_send(&qb, 1, src.sge(0, 8));
+    p.run_until_idle();
+    let r = poll_all(&ca);
+    assert_eq!(
+        r.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(2, WcStatus::Success)]
+    );
+    let d = inbox.buf.to_vec();
+    assert_eq!((&d[0..4], &d[8..12]), (&b"shar"[..], &b"ed!!"[..]));
+    settle(&p);
+}
+
+#[test]
+fn the_mapped_provider_refuses_a_ring_whose_geometry_is_impossible() {
+    let (p, node) = deterministic_node();
+    let arena = Arena::new(1 << 20);
+    let (_ca, _events, out) = open_ca_logged(&*node.hca);
+    let uvp = UvpContext::mapped(&out, arena.clone()).unwrap();
+    // Indices run modulo twice the size: a ring's size is a power of two.
+    let cq = |entries| CqResp {
+        cq_handle: 1,
+        entries,
+        ring_addr: BASE,
+        ring_bytes: u64::from(entries) * 64,
+    };
+    assert!(uvp.map_cq(&cq(4)).is_ok());
+    assert_eq!(
+        uvp.map_cq(&cq(3)).map(|_| ()),
+        Err(VerbsError::InvalidParameter)
+    );
+    // A slot has at least one word.
+    let qp = |sq_stride, rq_stride| QpResp {
+        qp_handle: 1,
+        qpn: 2,
+        sq_entries: 4,
+        sq_stride,
+        rq_entries: 4,
+        rq_stride,
+        sq_addr: BASE,
+        rq_addr: BASE + 65536,
+        qp_type: QpType::Rc as u32,
+        sq_max_sge: 1,
+        rq_max_sge: 1,
+        max_inline: 0,
+        flags: 0,
+        reserved: 0,
+    };
+    assert!(uvp.map_qp(&qp(10, 4)).is_ok());
+    for (sq, rq) in [(0, 4), (10, 0)] {
+        assert_eq!(
+            uvp.map_qp(&qp(sq, rq)).map(|_| ()),
+            Err(VerbsError::InvalidParameter),
+            "strides {sq} and {rq}"
+        );
+    }
+    let srq = |stride| SrqResp {
+        srq_handle: 1,
+        entries: 4,
+        stride,
+        reserved: 0,
+        ring_addr: BASE,
+    };
+    assert!(uvp.map_srq(&srq(4)).is_ok());
+    assert_eq!(
+        uvp.map_srq(&srq(0)).map(|_| ()),
+        Err(VerbsError::InvalidParameter)
+    );
+    settle(&p);
+}

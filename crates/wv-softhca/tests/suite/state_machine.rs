@@ -7,6 +7,7 @@ use crate::common::*;
 use crate::qp_state_table::{self as kernel, kernel_cell};
 use wv_abi::consts::*;
 use wv_hal::*;
+use wv_softhca::WcStatus;
 
 const ALL: [QpState; 6] = [
     QpState::Reset,
@@ -58,41 +59,8 @@ fn option_attrs(next: QpState, t: QpType, option: u32) -> u32 {
     }
 }
 
-/// Values for a QP of `node`: a path to the node itself, the QP's own number as destination.
-fn values(node: &Node, qp: &Qp, options: u32) -> Attrs {
-    let mut a = attrs(options);
-    a.av = AddressVector {
-        grh_valid: true,
-        dgid: node.hca.gid(),
-        port: 1,
-        ..AddressVector::default()
-    };
-    a.alternate_av = a.av;
-    a.dest_qpn = qp.uvp.qpn();
-    a
-}
-
 fn modify_with(node: &Node, qp: &Qp, next: QpState, options: u32) -> Result<(), VerbsError> {
-    node.modify(qp, &values(node, qp, options).to(next))
-}
-
-/// A fresh QP driven to `target` with no options at all.
-fn qp_in(node: &Node, cq: &Cq, t: QpType, target: QpState) -> Qp {
-    let qp = node.qp(t, cq);
-    let path: &[QpState] = match target {
-        QpState::Reset => &[],
-        QpState::Init => &[QpState::Init],
-        QpState::Rtr => &[QpState::Init, QpState::Rtr],
-        QpState::Rts => &[QpState::Init, QpState::Rtr, QpState::Rts],
-        QpState::Sqd => &[QpState::Init, QpState::Rtr, QpState::Rts, QpState::Sqd],
-        QpState::Error => &[QpState::Init, QpState::Error],
-        QpState::SqError => unreachable!(),
-    };
-    for &n in path {
-        modify_with(node, &qp, n, 0).unwrap_or_else(|e| panic!("{t:?} to {n:?}: {e:?}"));
-    }
-    assert_eq!(node.state(&qp), target);
-    qp
+    node.modify(qp, &loopback_attrs(node, qp, options).to(next))
 }
 
 #[test]
@@ -107,7 +75,7 @@ fn every_valid_transition_with_its_fixed_set_and_with_each_option() {
                     continue;
                 }
                 // The target state alone, as ND's Flush and `Options = 0` send it.
-                let qp = qp_in(&node, &cq, t, cur);
+                let qp = qp_in_state(&node, &cq, t, cur);
                 modify_with(&node, &qp, next, 0)
                     .unwrap_or_else(|e| panic!("{t:?} {cur:?}->{next:?}: {e:?}"));
                 assert_eq!(node.state(&qp), next, "{t:?} {cur:?}->{next:?}");
@@ -115,7 +83,7 @@ fn every_valid_transition_with_its_fixed_set_and_with_each_option() {
                 // refused as an invalid parameter with nothing changed.
                 let (req, opt) = kernel_cell(cur, next, t).unwrap();
                 for option in OPTIONS {
-                    let qp = qp_in(&node, &cq, t, cur);
+                    let qp = qp_in_state(&node, &cq, t, cur);
                     let result = modify_with(&node, &qp, next, WV_IO_QP_ATTR_STATE | option);
                     let what = format!("{t:?} {cur:?}->{next:?} option {option:#x}");
                     if option_attrs(next, t, option) & !(req | opt) == 0 {
@@ -145,7 +113,7 @@ fn options_a_transition_does_not_allow_are_refused() {
     let (p, node) = deterministic_node();
     let cq = node.cq(64);
     // UC has no responder resources: RESP_RES on RTR → RTS is not in the table.
-    let qp = qp_in(&node, &cq, QpType::Uc, QpState::Rtr);
+    let qp = qp_in_state(&node, &cq, QpType::Uc, QpState::Rtr);
     assert_eq!(
         modify_with(
             &node,
@@ -157,7 +125,7 @@ fn options_a_transition_does_not_allow_are_refused() {
     );
     assert_eq!(node.state(&qp), QpState::Rtr);
     // Resizing the work queues in RTR/RTS is something OFW's HCA drivers refuse.
-    let init = qp_in(&node, &cq, QpType::Uc, QpState::Init);
+    let init = qp_in_state(&node, &cq, QpType::Uc, QpState::Init);
     assert_eq!(
         modify_with(
             &node,
@@ -179,8 +147,8 @@ fn options_a_transition_does_not_allow_are_refused() {
     );
     assert_eq!(node.state(&qp), QpState::Rtr);
     // An RTR path without a valid MTU.
-    let qp = qp_in(&node, &cq, QpType::Rc, QpState::Init);
-    let mut a = values(&node, &qp, WV_IO_QP_ATTR_STATE);
+    let qp = qp_in_state(&node, &cq, QpType::Rc, QpState::Init);
+    let mut a = loopback_attrs(&node, &qp, WV_IO_QP_ATTR_STATE);
     a.path_mtu = None;
     assert_eq!(
         node.modify(&qp, &a.to(QpState::Rtr)),
@@ -200,7 +168,7 @@ fn invalid_transitions_are_refused_and_change_nothing() {
                 if kernel_cell(cur, next, t).is_some() {
                     continue;
                 }
-                let qp = qp_in(&node, &cq, t, cur);
+                let qp = qp_in_state(&node, &cq, t, cur);
                 let result = modify_with(&node, &qp, next, 0);
                 if (cur, next) == (QpState::Reset, QpState::Error) {
                     // OFW's HCA drivers accept it and leave the QP in RESET.
@@ -232,7 +200,7 @@ fn invalid_transitions_are_refused_and_change_nothing() {
     );
     assert_eq!(node.state(&qp), QpState::Reset);
     // query_qp reports what modify set.
-    let qp = qp_in(&node, &cq, QpType::Rc, QpState::Rts);
+    let qp = qp_in_state(&node, &cq, QpType::Rc, QpState::Rts);
     let a = node.hca.query_qp(&qp.soft).unwrap();
     assert_eq!(
         (
@@ -269,8 +237,8 @@ fn the_options_a_transition_allows_take_effect() {
         ..AddressVector::default()
     };
 
-    let qp = qp_in(&node, &cq, QpType::Rc, QpState::Init);
-    let mut a = values(
+    let qp = qp_in_state(&node, &cq, QpType::Rc, QpState::Init);
+    let mut a = loopback_attrs(
         &node,
         &qp,
         WV_IO_QP_ATTR_STATE
@@ -320,17 +288,77 @@ fn the_options_a_transition_allows_take_effect() {
     assert_eq!(q.access_flags, WV_ACCESS_REMOTE_READ);
     assert_eq!(q.apm_state, 1, "what no option names stays");
 
-    let qp = qp_in(&node, &cq, QpType::Ud, QpState::Init);
-    let mut a = values(&node, &qp, WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_PKEY_INDEX);
+    let qp = qp_in_state(&node, &cq, QpType::Ud, QpState::Init);
+    let mut a = loopback_attrs(&node, &qp, WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_PKEY_INDEX);
     a.pkey_index = 2;
     node.modify(&qp, &a.to(QpState::Rtr)).unwrap();
     let q = node.hca.query_qp(&qp.soft).unwrap();
     assert_eq!((q.state, q.pkey_index), (QpState::Rtr, 2));
-    let qp = qp_in(&node, &cq, QpType::Ud, QpState::Init);
-    let mut a = values(&node, &qp, WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_QKEY);
+    let qp = qp_in_state(&node, &cq, QpType::Ud, QpState::Init);
+    let mut a = loopback_attrs(&node, &qp, WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_QKEY);
     a.qkey = 0x2222_2222;
     node.modify(&qp, &a.to(QpState::Rtr)).unwrap();
     let q = node.hca.query_qp(&qp.soft).unwrap();
     assert_eq!((q.state, q.qkey), (QpState::Rtr, 0x2222_2222));
+    settle(&p);
+}
+
+/// B of a pair to RTR only (towards A's `qa`), A's `qa` to RTS: B's first packet arrives in RTR.
+fn connect_with_b_in_rtr(a: &Node, qa: &Qp, b: &Node, qb: &Qp, receives: &[u64], rb: &Mem) {
+    bring_up(a, qa, b.hca.gid(), qb.uvp.qpn(), Conn::default());
+    b.modify(qb, &qpm(QpState::Init, INIT_RC)).unwrap();
+    for &id in receives {
+        qb.uvp.post_recv(&recv_wr(id, &[rb.sge(0, 16)])).unwrap();
+    }
+    let mut m = attrs(RTR_RC);
+    m.av = AddressVector {
+        grh_valid: true,
+        dgid: a.hca.gid(),
+        port: 1,
+        ..AddressVector::default()
+    };
+    m.dest_qpn = qa.uvp.qpn();
+    m.rq_psn = Conn::default().psn;
+    b.modify(qb, &m.to(QpState::Rtr)).unwrap();
+}
+
+#[test]
+fn reset_discards_posted_receives_silently_and_the_next_connection_starts_afresh() {
+    let (p, _f, a, b) = deterministic_pair();
+    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 8);
+    let mem = a.mem(16, ALL_ACCESS);
+    let rb = b.mem(16, ALL_ACCESS);
+    // Receives posted in INIT; the first message takes one and establishes the connection.
+    connect_with_b_in_rtr(&a, &qa, &b, &qb, &[100, 101], &rb);
+    post_send(&qa, 1, mem.sge(0, 4));
+    settle(&p);
+    assert_eq!(qb.events.take(), vec![QpEvent::CommEstablished]);
+    assert_eq!(
+        poll_all(&cb).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
+        vec![100]
+    );
+    assert_eq!(poll_all(&ca).len(), 1);
+
+    // RESET: the receive still posted is removed without a completion (IBA: the work queues
+    // are emptied, nothing is completed).
+    for (node, qp) in [(&a, &qa), (&b, &qb)] {
+        node.modify(qp, &qpm(QpState::Reset, WV_IO_QP_ATTR_STATE))
+            .unwrap();
+    }
+    settle(&p);
+    assert!(poll_all(&cb).is_empty());
+
+    // Connected again: the next message takes the receive posted now, and it is again the
+    // first packet of a connection.
+    connect_with_b_in_rtr(&a, &qa, &b, &qb, &[200], &rb);
+    post_send(&qa, 2, mem.sge(0, 4));
+    settle(&p);
+    let r = poll_all(&cb);
+    assert_eq!(
+        r.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(200, WcStatus::Success)]
+    );
+    assert_eq!(qb.events.take(), vec![QpEvent::CommEstablished]);
+    assert_eq!(poll_all(&ca).len(), 1);
     settle(&p);
 }

@@ -324,4 +324,48 @@ on_both_topologies! {
         assert!(qa.events.take().is_empty());
         settle(&p);
     }
+
+    fn a_send_queue_restarted_from_sqd_has_its_whole_retry_budget(topology) {
+        let p = HostPlatform::deterministic();
+        let (f, a, b, ca, _cb, qa, _qb) = rc_pair_on(
+            &p,
+            topology,
+            Conn {
+                retry: 2,
+                ..Conn::default()
+            },
+        );
+        let la = a.mem(64, ALL_ACCESS);
+        let rb = b.mem(64, ALL_ACCESS);
+        // A read whose response is lost, then a write: the write's ACK says the read was
+        // answered out of turn (an implied NAK), so the read is asked again, a retry spent.
+        f.script(&[PacketFate::Delay]);
+        let sg = [la.sge(0, 8)];
+        let mut read = send_wr(1, WrOpcode::RdmaRead, &sg);
+        read.remote_addr = rb.addr(0);
+        read.rkey = rb.rkey;
+        let mut write = send_wr(2, WrOpcode::RdmaWrite, &sg);
+        write.remote_addr = rb.addr(8);
+        write.rkey = rb.rkey;
+        qa.uvp.post_send_list(&[read, write]).unwrap();
+        assert_eq!(
+            ids(&poll_all(&ca)),
+            vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+        );
+        assert_eq!(f.stats().delayed, 1);
+        // Drained and restarted: the send queue starts with retry_cnt retries again.
+        a.modify(&qa, &qpm(QpState::Sqd, WV_IO_QP_ATTR_STATE))
+            .unwrap();
+        a.modify(&qa, &qpm(QpState::Rts, WV_IO_QP_ATTR_STATE))
+            .unwrap();
+        b.hca.set_port_state(1, false).unwrap();
+        post_send(&qa, 3, la.sge(0, 8));
+        // The first try and two retries, one local ACK timeout apart; the third timeout ends it.
+        assert_eq!(run_timers_for(&p, 3 * ACK_TIMEOUT_NS - 1), 2);
+        assert!(poll_all(&ca).is_empty());
+        assert_eq!(run_timers(&p, 10), 1);
+        assert_eq!(ids(&poll_all(&ca)), vec![(3, WcStatus::RetryExcErr)]);
+        b.hca.set_port_state(1, true).unwrap();
+        settle(&p);
+    }
 }

@@ -204,6 +204,7 @@ impl Node {
             .create_cq(&self.ca, entries, sink.clone().into(), &mut umv)
             .unwrap();
         let r: CqResp = abi::parse(&out).unwrap();
+        assert_cq_ring_described(&r);
         let uvp = self.uvp.map_cq(&r).unwrap();
         Cq { soft, uvp, sink }
     }
@@ -236,7 +237,6 @@ impl Node {
         inline: u32,
         sig_all: bool,
     ) -> Qp {
-        let events = wv_hal::KArc::new(Log::default());
         let create = QpCreate {
             qp_type,
             sq_depth: depth,
@@ -249,21 +249,28 @@ impl Node {
             recv_cq: &rcq.soft,
             srq: srq.map(|s| &s.soft),
         };
+        self.create_qp(&create).0
+    }
+
+    /// A QP made as `create` asks, mapped for the UVP, with what the device answered.
+    pub fn create_qp(&self, create: &QpCreate<'_, SoftCq, SoftSrq>) -> (Qp, QpCreated) {
+        let events = wv_hal::KArc::new(Log::default());
         let mut out = [0u8; 64];
         let mut umv = Umv::new(0, 0, 64, &mut out);
         let (soft, created) = self
             .hca
-            .create_qp(&self.pd, &create, events.clone().into(), &mut umv)
+            .create_qp(&self.pd, create, events.clone().into(), &mut umv)
             .unwrap();
         let r: QpResp = abi::parse(&out).unwrap();
         assert_eq!(r.qpn, created.qpn);
         let uvp = self.uvp.map_qp(&r).unwrap();
-        Qp {
+        let qp = Qp {
             soft,
             uvp,
             events,
-            qp_type,
-        }
+            qp_type: create.qp_type,
+        };
+        (qp, created)
     }
 
     pub fn qp(&self, qp_type: QpType, cq: &Cq) -> Qp {
@@ -271,12 +278,17 @@ impl Node {
     }
 
     pub fn srq(&self, max_wr: u32, limit: u32) -> Srq {
+        self.srq_with(max_wr, 2, limit)
+    }
+
+    /// An SRQ of `max_wr` receives of `max_sge` SGEs, armed at `limit`.
+    pub fn srq_with(&self, max_wr: u32, max_sge: u32, limit: u32) -> Srq {
         let events = wv_hal::KArc::new(Log::default());
         let mut out = [0u8; 64];
         let mut umv = Umv::new(0, 0, 64, &mut out);
         let attr = SrqAttributes {
             max_wr,
-            max_sge: 2,
+            max_sge,
             srq_limit: limit,
         };
         let soft = self
@@ -296,6 +308,14 @@ impl Node {
     pub fn state(&self, qp: &Qp) -> QpState {
         self.hca.query_qp(&qp.soft).unwrap().state
     }
+}
+
+/// A CQ's vendor output (CQ_CREATE, CQ_RESIZE) describes its ring whole: `ring_bytes` is its
+/// `entries` slots of the CQE size the provider maps (64 bytes, as pvrdma's CQEs).
+pub fn assert_cq_ring_described(r: &CqResp) {
+    let ring = r.new_ring();
+    assert_eq!(ring.stride_words * 8, 64);
+    assert_eq!(r.ring_bytes, u64::from(r.entries) * 64, "{r:?}");
 }
 
 /// Every value a QP modification can carry, filled in sensibly: what a client library puts
@@ -416,6 +436,41 @@ pub fn attrs(options: u32) -> Attrs {
 /// The modification to `state` with sensible values and the given options.
 pub fn qpm(state: QpState, options: u32) -> QpModify {
     attrs(options).to(state)
+}
+
+/// [`attrs`] for a QP of `node` connected to itself: a path to the node's own GID, the QP's
+/// own number as destination (no traffic needed to move it through the state table).
+pub fn loopback_attrs(node: &Node, qp: &Qp, options: u32) -> Attrs {
+    let mut a = attrs(options);
+    a.av = AddressVector {
+        grh_valid: true,
+        dgid: node.hca.gid(),
+        port: 1,
+        ..AddressVector::default()
+    };
+    a.alternate_av = a.av;
+    a.dest_qpn = qp.uvp.qpn();
+    a
+}
+
+/// A fresh QP of `t` on `cq`, driven to `target` with [`loopback_attrs`] and no options at all.
+pub fn qp_in_state(node: &Node, cq: &Cq, t: QpType, target: QpState) -> Qp {
+    let qp = node.qp(t, cq);
+    let path: &[QpState] = match target {
+        QpState::Reset => &[],
+        QpState::Init => &[QpState::Init],
+        QpState::Rtr => &[QpState::Init, QpState::Rtr],
+        QpState::Rts => &[QpState::Init, QpState::Rtr, QpState::Rts],
+        QpState::Sqd => &[QpState::Init, QpState::Rtr, QpState::Rts, QpState::Sqd],
+        QpState::Error => &[QpState::Init, QpState::Error],
+        QpState::SqError => unreachable!(),
+    };
+    for &n in path {
+        node.modify(&qp, &loopback_attrs(node, &qp, 0).to(n))
+            .unwrap_or_else(|e| panic!("{t:?} to {n:?}: {e:?}"));
+    }
+    assert_eq!(node.state(&qp), target);
+    qp
 }
 
 pub const INIT_RC: u32 = WV_IO_QP_ATTR_STATE
