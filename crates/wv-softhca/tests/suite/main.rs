@@ -9,7 +9,9 @@
 mod common;
 
 mod address;
+mod argument_limits;
 mod atomics;
+mod attributes;
 mod cm;
 mod commands;
 mod concurrency;
@@ -20,9 +22,11 @@ mod errors;
 mod events;
 mod fabric;
 mod link_layer;
+mod memory_regions;
 mod resize;
 mod service_path;
 mod state_machine;
+mod teardown;
 mod timers;
 mod unreliable;
 mod windows;
