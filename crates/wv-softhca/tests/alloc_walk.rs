@@ -16,10 +16,17 @@
 //! An infallible allocation on one of these paths calls the allocation-error handler, which
 //! aborts the process. So the walk runs in a child process (this test binary again): the
 //! parent reports the path and allocation the child was at when it died.
+//!
+//! A second test races two creators on one handle table (the allocator pauses one of them
+//! between the table's two lock acquisitions while the other grows and fills the table), and
+//! refuses the allocation that follows: it must be made outside the lock and answered with
+//! `InsufficientMemory`, never attempted under the lock.
 #![allow(clippy::disallowed_methods)] // the test's own setup may allocate infallibly
 
+use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use wv_abi::{IB_PATH_REC, NtStatus};
@@ -30,7 +37,58 @@ use wv_host::low_resources::{self, Plan, Tally};
 use wv_softhca::*;
 
 #[global_allocator]
-static ALLOC: wv_host::LowResources = wv_host::LowResources;
+static ALLOC: Pausing = Pausing;
+
+/// The low-resources allocator, and one more power: a thread can have its next allocation
+/// wait ([`PAUSE_NEXT`]) until another thread lets it go on, so that a test holds a create
+/// between its table's two lock acquisitions while another creator works on the table.
+struct Pausing;
+
+thread_local! {
+    // Const-initialised `Cell`: no lazy initialisation and no destructor, so the allocator may
+    // touch it at any time.
+    static PAUSE_NEXT: Cell<bool> = const { Cell::new(false) };
+}
+/// Set once the paused allocation waits.
+static PAUSED: AtomicBool = AtomicBool::new(false);
+/// Set to let it go on.
+static GO_ON: AtomicBool = AtomicBool::new(false);
+
+fn pause_point() {
+    if PAUSE_NEXT.try_with(|p| p.replace(false)).unwrap_or(false) {
+        PAUSED.store(true, Ordering::SeqCst);
+        while !GO_ON.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+    }
+}
+
+// SAFETY: Every method forwards to `LowResources` with the caller's arguments unchanged, after
+// at most a wait that touches only atomics and a thread-local `Cell` (it never allocates).
+unsafe impl GlobalAlloc for Pausing {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        pause_point();
+        // SAFETY: The caller's contract for `alloc` is `LowResources::alloc`'s.
+        unsafe { wv_host::LowResources.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        pause_point();
+        // SAFETY: The caller's contract for `alloc_zeroed` is `LowResources::alloc_zeroed`'s.
+        unsafe { wv_host::LowResources.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        pause_point();
+        // SAFETY: The caller's contract for `realloc` is `LowResources::realloc`'s.
+        unsafe { wv_host::LowResources.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: The caller's contract for `dealloc` is `LowResources::dealloc`'s.
+        unsafe { wv_host::LowResources.dealloc(ptr, layout) }
+    }
+}
 
 /// Set in the child process that runs the walk.
 const CHILD: &str = "WV_SOFTHCA_ALLOC_WALK_CHILD";
@@ -650,4 +708,91 @@ fn every_allocation_of_every_create_and_resize_can_fail() {
             tail.into_iter().rev().collect::<Vec<_>>().join("\n")
         );
     }
+}
+
+/// Set in the child process that runs the race of two creators.
+const RACE_CHILD: &str = "WV_SOFTHCA_TABLE_RACE_CHILD";
+const RACE_TEST: &str = "a_table_another_creator_filled_meanwhile_is_grown_again_outside_its_lock";
+
+/// A create finds its handle table full and allocates a bigger one with the lock released;
+/// meanwhile another creator grows the table twice and fills it. Back under the lock, the
+/// bigger table is too small for what the table now holds: it is let go and the create grows
+/// the table again with the lock released, so a refusal of that allocation is answered with
+/// `InsufficientMemory`. Growing it under the lock instead is an infallible allocation there
+/// (in the kernel, at DISPATCH_LEVEL), whose refusal aborts (a bug check).
+#[test]
+fn a_table_another_creator_filled_meanwhile_is_grown_again_outside_its_lock() {
+    if std::env::var_os(RACE_CHILD).is_none() {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", RACE_TEST, "--nocapture", "--test-threads=1"])
+            .env(RACE_CHILD, "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "the race's process failed ({}):\n{stderr}",
+            out.status
+        );
+        return;
+    }
+    let platform = HostPlatform::deterministic();
+    let hca = SoftHca::new(
+        Arc::new(platform.clone()),
+        DeviceConfig::new("race", [0x02, 0, 0, 0, 0x58, 1]),
+        ClientMemory::pool(BufferPool::new()),
+    );
+    let sink = KArc::new(NoSink);
+    let ca = Arc::new(hca.open_ca(&mut Umv::none(), sink.into()).unwrap());
+    let pd = || hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
+    // The PD table's first growth is to 4 handles: full.
+    let mut pds: Vec<SoftPd> = (0..4).map(|_| pd()).collect();
+    // The other creator: 12 more PDs (the table grows to 8, then 16, and is full again) while
+    // the driver's create waits in its allocation of a table of 8.
+    let other = {
+        let (hca, ca) = (hca.clone(), ca.clone());
+        std::thread::spawn(move || {
+            while !PAUSED.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            let made: Vec<SoftPd> = (0..12)
+                .map(|_| hca.allocate_pd(&ca, &mut Umv::none()).unwrap())
+                .collect();
+            GO_ON.store(true, Ordering::SeqCst);
+            made
+        })
+    };
+    let result = Arc::new(Mutex::new(None));
+    let job = {
+        let (hca, ca, result) = (hca.clone(), ca.clone(), Arc::clone(&result));
+        KArc::new(Job(Mutex::new(Some(move || {
+            PAUSE_NEXT.with(|p| p.set(true));
+            let r = hca.allocate_pd(&ca, &mut Umv::none());
+            PAUSE_NEXT.with(|p| p.set(false));
+            *result.lock().unwrap() = Some(r);
+        }))))
+    };
+    // The paused allocation is the driver's first; its next one is refused.
+    low_resources::arm(Plan::FailNth(2));
+    platform.queue_work(job.into()).unwrap();
+    platform.run_until_idle();
+    let tally = low_resources::disarm();
+    pds.extend(other.join().unwrap());
+    let r = result.lock().unwrap().take().expect("the work item ran");
+    assert_eq!(r.err(), Some(VerbsError::InsufficientMemory));
+    assert_eq!(tally.refused, 1);
+    assert_eq!(
+        hca.objects().pds,
+        16,
+        "the other creator's PDs are all there"
+    );
+    // Nothing refused now: the table grows and the create succeeds.
+    pds.push(pd());
+    assert_eq!(hca.objects().pds, 17);
+    for pd in pds {
+        hca.deallocate_pd(pd);
+    }
+    hca.close_ca(Arc::into_inner(ca).unwrap());
+    platform.run_until_idle();
+    assert_eq!(hca.objects(), ObjectCounts::default());
 }

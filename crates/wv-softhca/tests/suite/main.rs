@@ -9,7 +9,9 @@
 mod common;
 
 mod address;
+mod argument_limits;
 mod atomics;
+mod attributes;
 mod client_memory;
 mod cm;
 mod commands;
@@ -21,12 +23,14 @@ mod errors;
 mod events;
 mod fabric;
 mod link_layer;
+mod memory_regions;
 mod provider_checks;
 mod qp_attributes;
 mod qp_state_table;
 mod resize;
 mod service_path;
 mod state_machine;
+mod teardown;
 mod timers;
 mod unreliable;
 mod windows;

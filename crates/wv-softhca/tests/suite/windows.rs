@@ -449,3 +449,104 @@ on_both_topologies! {
         settle(&p);
     }
 }
+
+on_both_topologies! {
+    fn each_of_several_windows_answers_its_own_key(topology) {
+        let p = HostPlatform::deterministic();
+        let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
+        let src = a.mem(64, ALL_ACCESS);
+        src.buf.write(0, b"first!second").unwrap();
+        let region = b.mem(4096, BINDABLE);
+        // Three windows, the second of type 2; each bound to its own part of the region.
+        let windows = [
+            (window(&b, MwType::Type1), 0),
+            (window(&b, MwType::Type2), 1024),
+            (window(&b, MwType::Type1), 2048),
+        ];
+        let mut keys = Vec::new();
+        for (i, ((_, key0), off)) in windows.iter().enumerate() {
+            let id = i as u64;
+            let key = if i == 1 {
+                qb.uvp
+                    .post_send(&bind_wr(id, *key0, &region, *off, 64, REMOTE_RW))
+                    .unwrap();
+                inc_rkey(*key0)
+            } else {
+                let info = MwBindInfo {
+                    mr_lkey: region.lkey,
+                    addr: region.addr(*off),
+                    length: 64,
+                    access: REMOTE_RW,
+                };
+                qb.uvp
+                    .bind_mw(id, send_flags::SIGNALED, *key0, &info)
+                    .unwrap()
+            };
+            assert_eq!(one(&cb), (id, WcStatus::Success, WcOpcode::BindMw), "window {i}");
+            keys.push(key);
+        }
+        // A write through each key lands in that window's part.
+        for (i, (key, (_, off))) in keys.iter().zip(&windows).enumerate() {
+            let sg = [src.sge(i * 6 % 12, 6)];
+            qa.uvp
+                .post_send(&write_wr(10 + i as u64, &sg, region.addr(*off), *key))
+                .unwrap();
+            assert_eq!(one(&ca).1, WcStatus::Success, "window {i}");
+        }
+        let got = region.buf.to_vec();
+        assert_eq!(&got[..6], b"first!");
+        assert_eq!(&got[1024..1030], b"second");
+        assert_eq!(&got[2048..2054], b"first!");
+        // One window's key does not open another's part.
+        let sg = [src.sge(0, 6)];
+        qa.uvp
+            .post_send(&write_wr(20, &sg, region.addr(1024), keys[2]))
+            .unwrap();
+        assert_eq!(one(&ca).1, WcStatus::RemAccessErr);
+        settle(&p);
+    }
+
+    fn a_type_2_window_is_bound_only_by_a_qp_of_its_pd(topology) {
+        let p = HostPlatform::deterministic();
+        // C10-72: the window and the region in another PD than the QP's.
+        let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_on(&p, topology, conn());
+        let pd2 = b.hca.allocate_pd(&b.ca, &mut Umv::none()).unwrap();
+        let cmd = MwCmd {
+            magic: SOFTHCA_ABI_MAGIC,
+            mw_type: MwType::Type2 as u32,
+        };
+        let mut buf = [0u8; 16];
+        buf[..8].copy_from_slice(cmd.as_bytes());
+        let (mw, key0) = b
+            .hca
+            .create_mw(&pd2, &mut Umv::new(0, 8, 8, &mut buf))
+            .unwrap();
+        let key0 = u32::from_be(key0);
+        let mem = b.pool.alloc(4096);
+        let (mr, keys) = b
+            .hca
+            .register_mr(
+                &pd2,
+                &MemoryRegion {
+                    address: mem.addr(),
+                    length: 4096,
+                    access: BINDABLE,
+                },
+            )
+            .unwrap();
+        let region = Mem {
+            buf: mem,
+            mr,
+            lkey: keys.lkey,
+            rkey: u32::from_be(keys.rkey),
+        };
+        qb.uvp
+            .post_send(&bind_wr(1, key0, &region, 0, 64, REMOTE_RW))
+            .unwrap();
+        assert_eq!(one(&cb), (1, WcStatus::MwBindErr, WcOpcode::BindMw));
+        b.hca.destroy_mw(mw);
+        assert!(b.hca.deregister_mr(region.mr).is_ok());
+        b.hca.deallocate_pd(pd2);
+        settle(&p);
+    }
+}
