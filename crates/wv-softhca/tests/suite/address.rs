@@ -105,3 +105,58 @@ fn the_port_space_takes_a_port_once_per_address() {
     drop((l2, w, again, e1, e2));
     settle(&p);
 }
+
+/// The path record's selector-and-value bytes (IBA 15.2.5.16 PathRecord: the top two bits
+/// select, 2 meaning "exactly"; the low six are the value).
+fn exactly(field: u8) -> Option<u8> {
+    (field >> 6 == 2).then_some(field & 0x3F)
+}
+
+#[test]
+fn a_resolved_path_is_one_reversible_path_within_the_subnet() {
+    let (p, f, a, b) = deterministic_pair();
+    let (ia, ib) = (v4(10, 0, 0, 1), v4(10, 0, 1, 1));
+    f.assign_address(&a.hca, 1, ia).unwrap();
+    f.assign_address(&b.hca, 1, ib).unwrap();
+    let path = f.resolve_path(ia, ib).unwrap();
+    // HopLimit (the low byte) 1: a packet of the path never leaves the subnet; no flow label
+    // and not raw.
+    assert_eq!(u32::from_be(path.hop_flow_raw), 1);
+    // Reversible (bit 7), as the CM needs a REQ's path to be, and NumbPath 1.
+    assert_eq!(path.num_path, 0x81);
+    // MTU, rate and packet lifetime are each given "exactly".
+    assert_eq!(exactly(path.mtu), Some(5), "4096, the ports' MTU");
+    let rate = exactly(path.rate).expect("a rate selected exactly");
+    assert!(
+        rate >= 2,
+        "rate {rate} is no IBA rate (2 is 2.5 Gb/s, the lowest)"
+    );
+    assert_eq!(
+        exactly(path.pkt_life),
+        Some(wv_softhca::address::PATH_PACKET_LIFE)
+    );
+    settle(&p);
+}
+
+#[test]
+fn ephemeral_ports_go_round_the_whole_dynamic_range() {
+    let (p, f, a, _b) = deterministic_pair();
+    let ia = v4(10, 0, 0, 1);
+    f.assign_address(&a.hca, 1, ia).unwrap();
+    // Each port 0 takes the next port of IANA's dynamic range (49152–65535), the first one
+    // first, so a port given back is not handed out again before all the others were; after
+    // the last one the search wraps to the first.
+    let span = usize::from(u16::MAX - EPHEMERAL_FIRST) + 1;
+    let picked: Vec<u16> = (0..=span)
+        .map(|_| f.reserve_port(ia, 0).unwrap().port())
+        .collect();
+    let want: Vec<u16> = (EPHEMERAL_FIRST..=u16::MAX)
+        .chain([EPHEMERAL_FIRST])
+        .collect();
+    assert_eq!(picked, want);
+    // A taken port is stepped over, forwards.
+    let held = f.reserve_port(ia, EPHEMERAL_FIRST + 1).unwrap();
+    assert_eq!(f.reserve_port(ia, 0).unwrap().port(), EPHEMERAL_FIRST + 2);
+    drop(held);
+    settle(&p);
+}

@@ -898,3 +898,313 @@ fn a_req_for_a_gid_of_the_second_port_arrives_on_that_port() {
         (2, 2, 2, 2)
     );
 }
+
+#[test]
+fn each_id_has_its_own_communication_id_and_a_freed_one_is_not_reused_at_once() {
+    let (p, _f, a, _b) = deterministic_pair();
+    let cm = a.hca.cm();
+    let first = cm.create_id(sink().1).unwrap();
+    let second = cm.create_id(sink().1).unwrap();
+    let (c1, c2) = (first.comm_id(), second.comm_id());
+    assert_ne!(c1, c2);
+    // A message still on its way to a destroyed id must not reach the next one made.
+    cm.destroy_id(first);
+    let third = cm.create_id(sink().1).unwrap();
+    assert_ne!(third.comm_id(), c1);
+    assert_ne!(third.comm_id(), c2);
+    cm.destroy_id(second);
+    cm.destroy_id(third);
+    settle(&p);
+}
+
+#[test]
+fn private_data_may_fill_its_field() {
+    let (p, _f, a, b) = deterministic_pair();
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let (listen_events, s) = sink();
+    let listener = cm_b.create_id(s).unwrap();
+    cm_b.listen(&listener, SID, &[], 0).unwrap();
+    let active = cm_a.create_id(sink().1).unwrap();
+    let path = path(&a, &b);
+    let full = [0x5A; REQ_PRIVATE_DATA];
+    cm_a.send_req(&active, &req(&path, 7, &full)).unwrap();
+    p.run_until_idle();
+    assert_eq!(listen_events.take(), vec![Ev::ReqReceived]);
+    let (passive, ev) = cm_b.get_request(&listener, sink().1).unwrap();
+    assert_eq!(ev.private_data, full);
+    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
+        cm.destroy_id(id);
+    }
+    settle(&p);
+}
+
+#[test]
+fn a_req_carries_a_24_bit_psn_and_at_most_15_retries() {
+    let (p, _f, a, b) = deterministic_pair();
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let listener = cm_b.create_id(sink().1).unwrap();
+    cm_b.listen(&listener, SID, &[], 0).unwrap();
+    let active = cm_a.create_id(sink().1).unwrap();
+    let path = path(&a, &b);
+    let mut r = req(&path, 7, &[]);
+    // IBA 12.6.5: Starting PSN is a 24-bit field and Max CM Retries a 4-bit one.
+    r.params.starting_psn = 0xAB12_3456;
+    r.params.max_cm_retries = 200;
+    cm_a.send_req(&active, &r).unwrap();
+    p.run_until_idle();
+    let (passive, ev) = cm_b.get_request(&listener, sink().1).unwrap();
+    assert_eq!(ev.params.starting_psn, 0x12_3456);
+    assert_eq!(ev.params.max_cm_retries, 15);
+    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
+        cm.destroy_id(id);
+    }
+    settle(&p);
+}
+
+#[test]
+fn only_the_side_that_received_the_req_replies() {
+    let (p, _f, a, b) = deterministic_pair();
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let (listener, active_events, active, passive_events, passive) =
+        taken(&p, &a, &b, &cm_a, &cm_b);
+    assert_eq!(
+        cm_a.send_rep(&active, &rep(7, &[])),
+        Err(NtStatus::INVALID_DEVICE_STATE),
+        "the active side sent the REQ"
+    );
+    establish(&p, &cm_a, &cm_b, &active, &passive);
+    assert_eq!(
+        cm_b.send_rep(&passive, &rep(8, &[])),
+        Err(NtStatus::INVALID_DEVICE_STATE),
+        "connected"
+    );
+    p.run_until_idle();
+    assert_eq!(active_events.take().len(), 1, "the one REP");
+    assert_eq!(passive_events.take().len(), 1, "the RTU");
+    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
+        cm.destroy_id(id);
+    }
+    settle(&p);
+}
+
+#[test]
+fn destroying_an_id_mid_handshake_rejects_and_mid_disconnect_replies() {
+    let (p, _f, a, b) = deterministic_pair();
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    // REQ received: the passive side goes, the active side gets a consumer REJ.
+    let (listener, active_events, active, _pe, passive) = taken(&p, &a, &b, &cm_a, &cm_b);
+    cm_b.destroy_id(passive);
+    p.run_until_idle();
+    let evs = active_events.take();
+    assert!(
+        matches!(evs.as_slice(), [Ev::Rej(REJ_USER_DEFINED, _)]),
+        "{evs:?}"
+    );
+    cm_a.destroy_id(active);
+    cm_b.destroy_id(listener);
+
+    // REP received: the active side goes, the passive side gets a consumer REJ.
+    let (listener, active_events, active, passive_events, passive) =
+        taken(&p, &a, &b, &cm_a, &cm_b);
+    cm_b.send_rep(&passive, &rep(8, &[])).unwrap();
+    p.run_until_idle();
+    assert!(matches!(active_events.take().as_slice(), [Ev::Rep(_)]));
+    cm_a.destroy_id(active);
+    p.run_until_idle();
+    let evs = passive_events.take();
+    assert!(
+        matches!(evs.as_slice(), [Ev::Rej(REJ_USER_DEFINED, _)]),
+        "{evs:?}"
+    );
+    cm_b.destroy_id(passive);
+    cm_b.destroy_id(listener);
+
+    // DREQ received: the id that goes answers it with a DREP.
+    let (listener, active_events, active, passive_events, passive) =
+        taken(&p, &a, &b, &cm_a, &cm_b);
+    establish(&p, &cm_a, &cm_b, &active, &passive);
+    active_events.take();
+    passive_events.take();
+    cm_a.send_dreq(&active, &[]).unwrap();
+    p.run_until_idle();
+    assert!(matches!(passive_events.take().as_slice(), [Ev::Dreq(_)]));
+    cm_b.destroy_id(passive);
+    p.run_until_idle();
+    let evs = active_events.take();
+    assert!(matches!(evs.as_slice(), [Ev::Drep(_)]), "{evs:?}");
+    cm_a.destroy_id(active);
+    cm_b.destroy_id(listener);
+    p.run_until_idle();
+    assert_eq!(p.pending_timers(), 0);
+    assert_eq!((cm_a.ids(), cm_b.ids()), (0, 0));
+    settle(&p);
+}
+
+#[test]
+fn a_lost_mra_is_sent_again_when_the_req_comes_again() {
+    let (p, f, a, b) = deterministic_pair();
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let (listener, active_events, active, _pe, passive) = taken(&p, &a, &b, &cm_a, &cm_b);
+    f.script(&[PacketFate::Drop]);
+    cm_b.send_mra(&passive, 20, &[]).unwrap();
+    p.run_until_idle();
+    assert!(active_events.take().is_empty(), "the MRA was lost");
+    // The REQ's wait ends: it is resent, and the duplicate is answered with the MRA.
+    assert!(p.run_next_timer());
+    assert_eq!(active_events.take(), vec![Ev::Mra(20)]);
+    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
+        cm.destroy_id(id);
+    }
+    settle(&p);
+}
+
+#[test]
+fn a_lost_rtu_is_sent_again_when_the_rep_comes_again() {
+    let (p, f, a, b) = deterministic_pair();
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let (listener, active_events, active, passive_events, passive) =
+        taken(&p, &a, &b, &cm_a, &cm_b);
+    cm_b.send_rep(&passive, &rep(8, &[])).unwrap();
+    p.run_until_idle();
+    assert!(matches!(active_events.take().as_slice(), [Ev::Rep(_)]));
+    f.script(&[PacketFate::Drop]);
+    cm_a.send_rtu(&active, b"rtu").unwrap();
+    p.run_until_idle();
+    assert!(passive_events.take().is_empty(), "the RTU was lost");
+    // The REP's wait ends: it is resent, and the connected side answers with its RTU again.
+    assert!(p.run_next_timer());
+    let evs = passive_events.take();
+    assert!(
+        matches!(evs.as_slice(), [Ev::Rtu(d)] if d.starts_with(b"rtu")),
+        "{evs:?}"
+    );
+    assert!(active_events.take().is_empty());
+    assert_eq!(p.pending_timers(), 0);
+    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
+        cm.destroy_id(id);
+    }
+    settle(&p);
+}
+
+#[test]
+fn a_lost_drep_is_sent_again_when_the_dreq_comes_again() {
+    let (p, f, a, b) = deterministic_pair();
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let (listener, active_events, active, passive_events, passive) =
+        taken(&p, &a, &b, &cm_a, &cm_b);
+    establish(&p, &cm_a, &cm_b, &active, &passive);
+    active_events.take();
+    passive_events.take();
+    cm_a.send_dreq(&active, &[]).unwrap();
+    p.run_until_idle();
+    assert!(matches!(passive_events.take().as_slice(), [Ev::Dreq(_)]));
+    f.script(&[PacketFate::Drop]);
+    cm_b.send_drep(&passive, b"drep").unwrap();
+    p.run_until_idle();
+    assert!(active_events.take().is_empty(), "the DREP was lost");
+    // The DREQ's wait ends: it is resent, and the side in timewait answers with its DREP.
+    assert!(p.run_next_timer());
+    let evs = active_events.take();
+    assert!(
+        matches!(evs.as_slice(), [Ev::Drep(d)] if d.starts_with(b"drep")),
+        "{evs:?}"
+    );
+    assert!(passive_events.take().is_empty());
+    assert_eq!(p.pending_timers(), 0);
+    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
+        cm.destroy_id(id);
+    }
+    settle(&p);
+}
+
+#[test]
+fn a_listen_compares_only_the_fields_its_mask_selects() {
+    let (p, _f, a, b) = deterministic_pair();
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    // IP-CM headers (`ib_cm_rdma_req_t`): version and IP version, source port, source and
+    // destination addresses.
+    let header = |version: u8, port: u16, src: u8, dst: u8| {
+        let mut h = [0u8; 36];
+        h[0] = version;
+        h[1] = 0x40;
+        h[2..4].copy_from_slice(&port.to_be_bytes());
+        h[16..20].copy_from_slice(&[10, 0, 1, src]);
+        h[32..36].copy_from_slice(&[10, 0, 0, dst]);
+        h
+    };
+    let listened = header(0, 5000, 1, 1);
+    const PORT: u8 = 1;
+    const SRC: u8 = 2;
+    const DST: u8 = 4;
+    let path = path(&a, &b);
+    for (mask, req_header, taken) in [
+        // Version and IP version always count.
+        (0, header(0, 6000, 2, 2), true),
+        (0, header(1, 5000, 1, 1), false),
+        (PORT, header(0, 5000, 2, 2), true),
+        (PORT, header(0, 6000, 1, 1), false),
+        (SRC, header(0, 6000, 1, 2), true),
+        (SRC, header(0, 5000, 2, 1), false),
+        (DST, header(0, 6000, 2, 1), true),
+        (DST, header(0, 5000, 1, 2), false),
+        (PORT | SRC | DST, listened, true),
+    ] {
+        let (listen_events, s) = sink();
+        let listener = cm_b.create_id(s).unwrap();
+        cm_b.listen(&listener, SID, &listened, mask).unwrap();
+        let (active_events, s) = sink();
+        let active = cm_a.create_id(s).unwrap();
+        cm_a.send_req(&active, &req(&path, 7, &req_header)).unwrap();
+        p.run_until_idle();
+        let case = format!("mask {mask}, request {req_header:?}");
+        if taken {
+            assert_eq!(listen_events.take(), vec![Ev::ReqReceived], "{case}");
+            assert!(active_events.take().is_empty(), "{case}");
+        } else {
+            assert!(listen_events.take().is_empty(), "{case}");
+            let evs = active_events.take();
+            assert!(
+                matches!(evs.as_slice(), [Ev::Rej(REJ_INVALID_SERVICE_ID, _)]),
+                "{case}: {evs:?}"
+            );
+        }
+        cm_a.destroy_id(active);
+        cm_b.destroy_id(listener);
+        p.run_until_idle();
+    }
+    assert_eq!((cm_a.ids(), cm_b.ids()), (0, 0));
+    settle(&p);
+}
+
+#[test]
+fn a_listen_compare_may_be_as_long_as_the_reqs_private_data() {
+    let (p, _f, _a, b) = deterministic_pair();
+    let cm = b.hca.cm();
+    let id = cm.create_id(sink().1).unwrap();
+    assert_eq!(
+        cm.listen(&id, SID, &[0; REQ_PRIVATE_DATA + 1], 0),
+        Err(NtStatus::INVALID_PARAMETER)
+    );
+    cm.listen(&id, SID, &[0; REQ_PRIVATE_DATA], 0).unwrap();
+    cm.destroy_id(id);
+    settle(&p);
+}
+
+#[test]
+fn a_removed_device_sends_nothing() {
+    let (p, _f, a, b) = deterministic_pair();
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let (listener, active_events, active, passive_events, passive) =
+        taken(&p, &a, &b, &cm_a, &cm_b);
+    establish(&p, &cm_a, &cm_b, &active, &passive);
+    active_events.take();
+    passive_events.take();
+    // The passive device is gone: destroying its id sends no DREQ from it.
+    b.hca.surprise_remove();
+    cm_b.destroy_id(passive);
+    p.run_until_idle();
+    assert!(active_events.take().is_empty());
+    cm_a.destroy_id(active);
+    cm_b.destroy_id(listener);
+    settle(&p);
+}

@@ -226,3 +226,171 @@ fn the_link_keeps_counting_what_a_destroyed_qp_sent() {
     assert_eq!(f.stats().delivered, sent);
     settle(&p);
 }
+
+/// The draws fault injection makes for `seed`: Vigna's xorshift64* (shifts 12, 25 and 27,
+/// multiplier `0x2545F4914F6CDD1D`) from the seed with its low bit set (a zero state is
+/// xorshift's fixed point), each draw the high half of an output modulo a million: a packet's
+/// place among the parts per million of [`FaultConfig`].
+fn draws(seed: u64) -> impl Iterator<Item = u32> {
+    let mut x = seed | 1;
+    std::iter::repeat_with(move || {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as u32 % 1_000_000
+    })
+}
+
+/// The fate `cfg` gives a packet whose draw is `r`: the first `drop_ppm` parts per million are
+/// dropped, the next `corrupt_ppm` corrupted, the next `delay_ppm` delayed.
+fn fate_of(cfg: &FaultConfig, r: u32) -> PacketFate {
+    let corrupt = cfg.drop_ppm + cfg.corrupt_ppm;
+    if r < cfg.drop_ppm {
+        PacketFate::Drop
+    } else if r < corrupt {
+        PacketFate::Corrupt
+    } else if r < corrupt + cfg.delay_ppm {
+        PacketFate::Delay
+    } else {
+        PacketFate::Deliver
+    }
+}
+
+/// One datagram from `a` to `b` (each packet is one datagram), and the fate the link's
+/// counters say it had.
+struct Datagrams {
+    f: std::sync::Arc<Fabric>,
+    from: Qp,
+    to: UdAddress,
+    mem: Mem,
+    _keep: (Node, Node, Cq, Cq, Qp),
+}
+
+impl Datagrams {
+    fn new(f: std::sync::Arc<Fabric>, a: Node, b: Node) -> Datagrams {
+        let (ca, cb, qa, qb) = ud_qps(&a, &b, 256);
+        let to = UdAddress {
+            dgid: b.hca.gid(),
+            grh: true,
+            remote_qpn: qb.uvp.qpn(),
+            remote_qkey: 0x1111_1111,
+            ..Default::default()
+        };
+        let mem = a.mem(64, ALL_ACCESS);
+        Datagrams {
+            f,
+            from: qa,
+            to,
+            mem,
+            _keep: (a, b, ca, cb, qb),
+        }
+    }
+
+    fn send(&self) -> PacketFate {
+        let before = self.f.stats();
+        let sg = [self.mem.sge(0, 8)];
+        let mut wr = send_wr(1, WrOpcode::Send, &sg);
+        wr.ud = Some(self.to);
+        self.from.uvp.post_send(&wr).unwrap();
+        let after = self.f.stats();
+        let moved = [
+            (after.delivered - before.delivered, PacketFate::Deliver),
+            (after.dropped - before.dropped, PacketFate::Drop),
+            (after.corrupted - before.corrupted, PacketFate::Corrupt),
+            (after.delayed - before.delayed, PacketFate::Delay),
+        ];
+        let fates: Vec<_> = moved.iter().filter(|m| m.0 != 0).collect();
+        assert_eq!(fates.len(), 1, "one packet: {moved:?}");
+        assert_eq!(fates[0].0, 1, "one packet: {moved:?}");
+        fates[0].1
+    }
+}
+
+#[test]
+fn each_packets_fate_is_its_draw_among_the_parts_per_million() {
+    let (p, f, a, b) = deterministic_pair();
+    let link = Datagrams::new(f.clone(), a, b);
+    let cfg = FaultConfig {
+        seed: 0,
+        drop_ppm: 250_000,
+        corrupt_ppm: 250_000,
+        delay_ppm: 250_000,
+    };
+    // An odd seed, an even one, and the seed whose low bit is all there is.
+    for seed in [0x5EED_0001, 0x5EED_0002, 1] {
+        let cfg = FaultConfig { seed, ..cfg };
+        f.set_faults(Some(cfg));
+        let want: Vec<_> = draws(seed).take(64).map(|r| fate_of(&cfg, r)).collect();
+        let got: Vec<_> = (0..64).map(|_| link.send()).collect();
+        assert_eq!(got, want, "seed {seed:#x}");
+    }
+    // The parts per million are half-open ranges: a draw equal to a bound is past it.
+    let seed = 0x5EED_0003;
+    let r = draws(seed).next().unwrap();
+    let none = FaultConfig {
+        seed,
+        ..FaultConfig::default()
+    };
+    for (cfg, want) in [
+        (
+            FaultConfig {
+                drop_ppm: r,
+                ..none
+            },
+            PacketFate::Deliver,
+        ),
+        (
+            FaultConfig {
+                drop_ppm: r + 1,
+                ..none
+            },
+            PacketFate::Drop,
+        ),
+        (
+            FaultConfig {
+                corrupt_ppm: r,
+                ..none
+            },
+            PacketFate::Deliver,
+        ),
+        (
+            FaultConfig {
+                corrupt_ppm: r + 1,
+                ..none
+            },
+            PacketFate::Corrupt,
+        ),
+        (
+            FaultConfig {
+                delay_ppm: r,
+                ..none
+            },
+            PacketFate::Deliver,
+        ),
+        (
+            FaultConfig {
+                delay_ppm: r + 1,
+                ..none
+            },
+            PacketFate::Delay,
+        ),
+    ] {
+        f.set_faults(Some(cfg));
+        assert_eq!(link.send(), want, "{cfg:?}, draw {r}");
+    }
+    f.set_faults(None);
+    settle(&p);
+}
+
+#[test]
+fn turning_the_generator_off_leaves_the_script() {
+    let (p, f, a, b) = deterministic_pair();
+    let link = Datagrams::new(f.clone(), a, b);
+    f.set_faults(Some(FaultConfig::default()));
+    f.script(&[PacketFate::Drop, PacketFate::Corrupt]);
+    f.set_faults(None);
+    assert_eq!(link.send(), PacketFate::Drop);
+    assert_eq!(link.send(), PacketFate::Corrupt);
+    assert_eq!(link.send(), PacketFate::Deliver);
+    settle(&p);
+}

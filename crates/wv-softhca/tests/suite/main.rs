@@ -18,6 +18,7 @@ mod commands;
 mod concurrency;
 mod cross_pd;
 mod data_path;
+mod device_model;
 mod e2e_core;
 mod errors;
 mod events;

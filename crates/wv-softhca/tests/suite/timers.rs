@@ -369,3 +369,27 @@ on_both_topologies! {
         settle(&p);
     }
 }
+
+#[test]
+fn a_qp_reset_or_destroyed_with_a_request_outstanding_leaves_no_timer_behind() {
+    let p = HostPlatform::deterministic();
+    for destroy in [false, true] {
+        let (_f, a, b, _ca, _cb, qa, _qb) = rc_pair(&p);
+        let m = a.mem(16, ALL_ACCESS);
+        // Nobody answers: the local ACK timer runs.
+        b.hca.set_port_state(1, false).unwrap();
+        post_send(&qa, 1, m.sge(0, 8));
+        assert_eq!(p.pending_timers(), 1);
+        // RESET discards the work and its timer; so does a destroy.
+        if destroy {
+            a.hca.destroy_qp(qa.soft);
+        } else {
+            a.modify(&qa, &qpm(QpState::Reset, WV_IO_QP_ATTR_STATE))
+                .unwrap();
+        }
+        assert_eq!(p.pending_timers(), 0, "destroyed: {destroy}");
+        p.advance_clock(10 * ACK_TIMEOUT_NS);
+        p.run_until_idle();
+    }
+    settle(&p);
+}
