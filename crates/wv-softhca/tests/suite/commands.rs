@@ -1,7 +1,7 @@
 //! The command channel on the threaded host model: a command's latency elapses before its
-//! caller sees the response, and at most `command_slots` commands are in flight. Elapsed times
-//! are bounded below (a loaded machine makes sleeps longer, never shorter), except where several
-//! slots must overlap the waits: there the bound is a whole latency above what is expected.
+//! caller sees the response, and one slot serialises the callers. Elapsed times are only
+//! bounded below (a loaded machine makes sleeps longer, never shorter); that several slots
+//! overlap their latencies is shown without a clock in `device_model.rs`.
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -66,16 +66,7 @@ fn one_slot_serialises_the_callers() {
 }
 
 #[test]
-fn several_slots_overlap_the_waits() {
-    // Three slots: the three callers wait at the same time, so all are answered about one
-    // latency after they began (a serialised channel takes three).
-    let calls = concurrent_commands(3, 3);
-    let (first, last) = span(&calls);
-    assert!(
-        last - first < 2 * LATENCY,
-        "three commands in {:?}",
-        last - first
-    );
+fn the_default_slots_keep_eight_commands_in_flight() {
     assert_eq!(
         DeviceConfig::new("d", mac()).command_slots,
         DEFAULT_COMMAND_SLOTS
