@@ -21,6 +21,7 @@ mod events;
 mod fabric;
 mod link_layer;
 mod resize;
+mod responder;
 mod service_path;
 mod state_machine;
 mod timers;
