@@ -3,9 +3,11 @@
 //! connected to; a UD receive buffer must hold the GRH and the payload, and the completion
 //! names the sender; a UC message takes a receive only when it is a send or carries
 //! immediate data, and one that loses a packet gives back (or, from an SRQ, completes in error)
-//! the receive it took; duplicates are answered from the responder resources (a read executed
-//! again, an atomic from the value of its first execution), each from its own; a resent send
-//! that runs from old packets into new ones lands in the receive its first packet took.
+//! the receive it took; an RC RDMA write with immediate data and no receive is taken up to its
+//! last packet, which gets an RNR NAK; duplicates are answered from the responder resources (a
+//! read executed again, an atomic from the value of its first execution), each from its own; a
+//! resent send that runs from old packets into new ones lands in the receive its first packet
+//! took.
 
 use crate::common::*;
 use wv_abi::consts::*;
@@ -408,5 +410,48 @@ fn a_resend_into_an_srq_receive_lands_in_the_receive_its_first_packet_took() {
     post_send(&qa, 2, la.sge(0, 100));
     assert_eq!(statuses(&poll_all(&cb)), vec![(2, WcStatus::Success)]);
     assert_eq!(&rb.buf.to_vec()[4000..4100], &data[..100]);
+    settle(&p);
+}
+
+#[test]
+fn an_rdma_write_with_immediate_data_and_no_receive_is_rnr_naked_at_its_last_packet() {
+    let (p, f, a, b) = deterministic_pair();
+    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 16);
+    connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
+    let la = a.mem(3000, ALL_ACCESS);
+    let data: Vec<u8> = (0..3000).map(|j| (j % 251) as u8).collect();
+    la.buf.write(0, &data).unwrap();
+    let rb = b.mem(3000, ALL_ACCESS);
+    let rr = b.mem(64, ALL_ACCESS);
+    // Three packets and no receive: the first two are written, the last (which carries the
+    // immediate data and needs a receive) gets an RNR NAK, and the write is not complete.
+    let sg = [la.sge(0, 3000)];
+    let mut wr = send_wr(1, WrOpcode::RdmaWriteWithImm, &sg);
+    wr.remote_addr = rb.addr(0);
+    wr.rkey = rb.rkey;
+    wr.imm_or_inv = 0x1234_5678;
+    qa.uvp.post_send(&wr).unwrap();
+    assert!(poll_all(&ca).is_empty());
+    assert!(poll_all(&cb).is_empty());
+    let v = rb.buf.to_vec();
+    assert_eq!(&v[..2048], &data[..2048]);
+    assert!(
+        v[2048..].iter().all(|&x| x == 0),
+        "the RNR NAKed packet is not taken"
+    );
+    assert_eq!(f.stats().delivered, 3);
+    // A receive is posted; after the RNR timer only the last packet is sent again, and the
+    // receive completes with the write's length and the immediate data.
+    qb.uvp.post_recv(&recv_wr(9, &[rr.sge(0, 64)])).unwrap();
+    assert_eq!(run_timers(&p, 10), 1);
+    assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    let r = poll_all(&cb);
+    assert_eq!(statuses(&r), vec![(9, WcStatus::Success)]);
+    assert_eq!(
+        (r[0].opcode, r[0].byte_len, r[0].imm_data),
+        (WcOpcode::RecvRdmaWithImm, 3000, 0x1234_5678)
+    );
+    assert_eq!(rb.buf.to_vec(), data);
+    assert_eq!(f.stats().delivered, 4);
     settle(&p);
 }
