@@ -394,3 +394,30 @@ fn turning_the_generator_off_leaves_the_script() {
     assert_eq!(link.send(), PacketFate::Deliver);
     settle(&p);
 }
+
+#[test]
+fn a_message_resent_from_its_middle_is_gathered_from_the_right_pieces() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p); // path MTU 1024
+    // The message is gathered from three pieces of one region, with bytes between them that
+    // are not part of it.
+    let src = a.mem(4_096, ALL_ACCESS);
+    src.buf.write(0, &[0xEE; 4_096]).unwrap();
+    let data: Vec<u8> = (0..3_000).map(|j| (j % 247) as u8).collect();
+    src.buf.write(0, &data[..500]).unwrap();
+    src.buf.write(600, &data[500..1_500]).unwrap();
+    src.buf.write(1_700, &data[1_500..]).unwrap();
+    let sg = [src.sge(0, 500), src.sge(600, 1_000), src.sge(1_700, 1_500)];
+    let dst = b.mem(3_000, ALL_ACCESS);
+    qb.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 3_000)])).unwrap();
+    // The second packet is lost: the third is out of sequence, and the requester resends from
+    // byte 1024, which lies 524 bytes into the second piece; the resend runs on into the third.
+    f.script(&[PacketFate::Deliver, PacketFate::Drop]);
+    qa.uvp.post_send(&send_wr(1, WrOpcode::Send, &sg)).unwrap();
+    assert_eq!(poll_all(&ca)[0].status, WcStatus::Success);
+    let r = poll_all(&cb);
+    assert_eq!((r[0].status, r[0].byte_len), (WcStatus::Success, 3_000));
+    assert_eq!(dst.buf.to_vec(), data);
+    assert_eq!(f.stats().dropped, 1);
+    settle(&p);
+}

@@ -29,6 +29,7 @@ mod provider_checks;
 mod qp_attributes;
 mod qp_state_table;
 mod resize;
+mod responder;
 mod service_path;
 mod state_machine;
 mod teardown;
