@@ -12,55 +12,12 @@ use wv_client::verbs::*;
 use wv_core::control::runs_in_caller_context;
 use wv_inproc::{LowerEdge, Stack, StackConfig, open_inproc};
 
-const ACCESS: u32 = WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ;
+#[allow(dead_code)]
+#[path = "support/rc_side.rs"]
+mod rc_side;
+use rc_side::{connect, side};
+
 const GUARD: Duration = Duration::from_secs(20);
-
-type F = wv_inproc::File;
-
-struct Side {
-    dev: Device<F>,
-    _pd: Pd<F>,
-    cq: Cq<F>,
-    qp: Qp<F>,
-    buf: Buffer,
-    mr: Mr,
-}
-
-fn side(p: &Provider<F>, guid: u64) -> Side {
-    let dev = p.open_device(guid).unwrap();
-    let pd = dev.alloc_pd().unwrap();
-    let cq = dev.create_cq(16).unwrap();
-    let mut init = QpInit::new(QpType::Rc, &cq, &cq);
-    init.max_send_wr = 8;
-    init.max_recv_wr = 8;
-    let qp = pd.create_qp(&init).unwrap();
-    let buf = dev.alloc_buffer(4096);
-    let mr = pd.reg_mr(&buf, ACCESS).unwrap();
-    Side {
-        dev,
-        _pd: pd,
-        cq,
-        qp,
-        buf,
-        mr,
-    }
-}
-
-fn connect(a: &Side, b: &Side) {
-    for (s, peer) in [(a, b), (b, a)] {
-        s.qp.modify(&QpAttr::init(1, 0, ACCESS)).unwrap();
-        let av = AddressVector {
-            grh_valid: true,
-            dgid: peer.dev.query_gids(1).unwrap()[0],
-            hop_limit: 1,
-            port: 1,
-            ..AddressVector::default()
-        };
-        s.qp.modify(&QpAttr::rtr(peer.qp.qpn(), 7, &av, Mtu::Mtu1024, 1, 12))
-            .unwrap();
-        s.qp.modify(&QpAttr::rts(7, 14, 7, 7, 1)).unwrap();
-    }
-}
 
 #[test]
 fn traffic_and_events_run_through_the_controllers_c_tables() {

@@ -108,6 +108,20 @@ impl Rig {
             .0
     }
 
+    /// Destroys `qp` and `cq`, then [`Rig::finish_with_pd`].
+    fn finish_with(self, ca: Ca, pd: Pd, cq: Cq, qp: Qp) {
+        self.ci.destroy_qp(qp);
+        self.ci.destroy_cq(cq);
+        self.finish_with_pd(ca, pd);
+    }
+
+    /// Deallocates `pd` and closes `ca`, then [`Rig::finish`]es.
+    fn finish_with_pd(self, ca: Ca, pd: Pd) {
+        self.ci.deallocate_pd(pd);
+        self.ci.close_ca(ca);
+        self.finish();
+    }
+
     /// Drops the filter's side, then checks that the export holds no reference and the device
     /// no object but the export's own open.
     fn finish(self) {
@@ -209,9 +223,7 @@ fn vendor_bytes_travel_both_ways() {
     assert_eq!(&buf[..5], b"reply");
     assert_eq!(r.fake.last_umv_input(), b"request".to_vec());
     let pd = r.ci.allocate_pd(&ca, &mut Umv::none()).unwrap();
-    r.ci.deallocate_pd(pd);
-    r.ci.close_ca(ca);
-    r.finish();
+    r.finish_with_pd(ca, pd);
 }
 
 #[test]
@@ -335,9 +347,7 @@ fn cq_srq_and_qp_callbacks_arrive_through_the_trampolines() {
     r.fake.cq_completion(cq_id);
     r.p.run_until_idle();
     assert_eq!(cq_sink.completions.load(Ordering::SeqCst), 2);
-    r.ci.deallocate_pd(pd);
-    r.ci.close_ca(ca);
-    r.finish();
+    r.finish_with_pd(ca, pd);
 }
 
 #[test]
@@ -428,11 +438,7 @@ fn every_modification_arrives_exactly_as_sent() {
         ),
         Err(VerbsError::InvalidState)
     );
-    r.ci.destroy_qp(qp);
-    r.ci.destroy_cq(cq);
-    r.ci.deallocate_pd(pd);
-    r.ci.close_ca(ca);
-    r.finish();
+    r.finish_with(ca, pd, cq, qp);
 }
 
 #[test]
@@ -478,11 +484,7 @@ fn memory_windows_address_handles_and_multicast() {
         VerbsError::InvalidParameter
     );
     r.ci.detach_mcast(m);
-    r.ci.destroy_qp(qp);
-    r.ci.destroy_cq(cq);
-    r.ci.deallocate_pd(pd);
-    r.ci.close_ca(ca);
-    r.finish();
+    r.finish_with(ca, pd, cq, qp);
 }
 
 #[test]

@@ -73,6 +73,21 @@ fn rig() -> Rig {
 }
 
 impl Rig {
+    /// An id made through the table, with the sink that sees its events and the fake CM's id.
+    fn new_id(&self) -> (KArc<Seen>, <CiCm as ConnectionManager>::Id, u64) {
+        let seen = KArc::new(Seen::default());
+        let id = self.cm.create_id(KArc::clone(&seen).into()).unwrap();
+        (seen, id, self.fake.last_id(FakeCmOp::CreateId).unwrap())
+    }
+
+    /// Destroys `ids`, then [`Rig::finish`]es.
+    fn finish_with<const N: usize>(self, ids: [<CiCm as ConnectionManager>::Id; N]) {
+        for id in ids {
+            self.cm.destroy_id(id);
+        }
+        self.finish();
+    }
+
     fn finish(self) {
         let Rig {
             p,
@@ -108,9 +123,7 @@ fn path() -> IB_PATH_REC {
 #[test]
 fn an_active_connection_crosses_the_table_unchanged() {
     let r = rig();
-    let seen = KArc::new(Seen::default());
-    let id = r.cm.create_id(KArc::clone(&seen).into()).unwrap();
-    let fake_id = r.fake.last_id(FakeCmOp::CreateId).unwrap();
+    let (seen, id, fake_id) = r.new_id();
     let path = path();
     let pdata: Vec<u8> = (0..92).collect();
     let req = CmReq {
@@ -190,9 +203,7 @@ fn an_active_connection_crosses_the_table_unchanged() {
 #[test]
 fn a_listen_hands_requests_over_with_their_own_sinks() {
     let r = rig();
-    let listener = KArc::new(Seen::default());
-    let lid = r.cm.create_id(KArc::clone(&listener).into()).unwrap();
-    let fake_lid = r.fake.last_id(FakeCmOp::CreateId).unwrap();
+    let (listener, lid, fake_lid) = r.new_id();
     let compare = [0x00, 0x40, 0, 0, 0, 0, 0, 0];
     r.cm.listen(&lid, 0x0106_2710, &compare, 4).unwrap();
     assert_eq!(
@@ -237,9 +248,7 @@ fn a_listen_hands_requests_over_with_their_own_sinks() {
     r.p.run_until_idle();
     assert_eq!(conn.take(), ["rtu [103, 111]"]);
     assert!(listener.take().is_empty(), "the listener saw nothing of it");
-    r.cm.destroy_id(id);
-    r.cm.destroy_id(lid);
-    r.finish();
+    r.finish_with([id, lid]);
 }
 
 /// Spec §7.1-h: OFW took a request with `get_request`, which gives the new id the listener's
@@ -249,9 +258,7 @@ fn a_listen_hands_requests_over_with_their_own_sinks() {
 #[test]
 fn an_event_racing_the_hand_over_reaches_the_new_connection() {
     let r = rig();
-    let listener = KArc::new(Seen::default());
-    let lid = r.cm.create_id(KArc::clone(&listener).into()).unwrap();
-    let fake_lid = r.fake.last_id(FakeCmOp::CreateId).unwrap();
+    let (listener, lid, fake_lid) = r.new_id();
     r.cm.listen(&lid, 0x0106_0001, &[], 0).unwrap();
     r.fake
         .incoming_request(fake_lid, peer_req(0x0106_0001, &[]));
@@ -268,9 +275,7 @@ fn an_event_racing_the_hand_over_reaches_the_new_connection() {
         listener.take().is_empty(),
         "the listener got the new id's event"
     );
-    r.cm.destroy_id(id);
-    r.cm.destroy_id(lid);
-    r.finish();
+    r.finish_with([id, lid]);
 }
 
 #[test]
@@ -309,8 +314,7 @@ fn failures_and_other_events_pass_through() {
         seen.take(),
         ["ReqError", "RepError", "DreqError", "mra 17", "Other(11)"]
     );
-    r.cm.destroy_id(id);
-    r.finish();
+    r.finish_with([id]);
 }
 
 #[test]

@@ -124,16 +124,8 @@ impl RawFile for File {
             buffer,
         });
         block.overlapped.hEvent = event;
-        let Ok(input_len) = u32::try_from(input.len()) else {
-            return Io::ended(
-                block,
-                event,
-                self.handle,
-                output_len,
-                NtStatus::INVALID_PARAMETER,
-            );
-        };
-        let Ok(out_len) = u32::try_from(output_len) else {
+        let (Ok(input_len), Ok(out_len)) = (u32::try_from(input.len()), u32::try_from(output_len))
+        else {
             return Io::ended(
                 block,
                 event,

@@ -1,8 +1,6 @@
 //! Completion queues: create/destroy/resize and the notification queues completed from the
 //! controller's DPC.
 
-use core::mem::size_of;
-
 use wv_abi::consts::WV_CQ_ERROR;
 use wv_abi::encode::{write_data, write_verb_info};
 use wv_abi::{NtStatus, Vendor, WV_IO_ID};
@@ -146,13 +144,9 @@ pub(crate) fn cq_create<P: Platform, V: Verbs>(
         block,
     });
     let sink: KArc<dyn CqEventSink> = KArc::clone(&notify).into();
-    let (created, verb_info) = with_umv(
-        &mut req,
-        size_of::<WV_IO_ID>(),
-        id.VerbInfo,
-        vendor,
-        |umv| lower.create_cq(&ca, id.Data, sink, umv),
-    );
+    let (created, verb_info) = with_umv(&mut req, &id, vendor, |umv| {
+        lower.create_cq(&ca, id.Data, sink, umv)
+    });
     let (cq, entries) = match created {
         Ok(created) => created,
         Err(e) => {
@@ -173,13 +167,6 @@ pub(crate) fn cq_create<P: Platform, V: Verbs>(
     });
 }
 
-/// CQ_DESTROY: `STATUS_ACCESS_DENIED` while QPs use the CQ; parked notifies end with
-/// `STATUS_CANCELLED`.
-pub(crate) fn cq_destroy<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
-    let status = prov.destroy::<CqObj<P, V>>(id, NtStatus::NOT_FOUND, false);
-    req.complete(status, 0);
-}
-
 /// CQ_RESIZE `{Id = cq, Data = entries}` → `Data = actual`. A verbs failure is
 /// `STATUS_UNSUCCESSFUL` with `Information = outlen` (OFW; nothing reaches user mode).
 pub(crate) fn cq_resize<P: Platform, V: Verbs>(
@@ -191,13 +178,9 @@ pub(crate) fn cq_resize<P: Platform, V: Verbs>(
     let Some((_cq, lower, handle)) = prov.acquire_live::<CqObj<P, V>>(id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
-    let (resized, verb_info) = with_umv(
-        &mut req,
-        size_of::<WV_IO_ID>(),
-        id.VerbInfo,
-        vendor,
-        |umv| lower.resize_cq(&handle, id.Data, umv),
-    );
+    let (resized, verb_info) = with_umv(&mut req, &id, vendor, |umv| {
+        lower.resize_cq(&handle, id.Data, umv)
+    });
     let (status, entries) = match resized {
         Ok(entries) => (NtStatus::SUCCESS, entries),
         Err(e) => (verbs_status(e), id.Data),

@@ -212,9 +212,7 @@ fn open<P: Platform, V: Verbs>(
             ports: KArc::clone(&ports),
         })
         .into();
-    let (ca, verb_info) = with_umv(req, size_of::<WV_IO_ID>(), id.VerbInfo, vendor, |umv| {
-        lower.open_ca(umv, sink)
-    });
+    let (ca, verb_info) = with_umv(req, &id, vendor, |umv| lower.open_ca(umv, sink));
     let Ok(ca) = ca else {
         ports.purge();
         return Err(NtStatus::UNSUCCESSFUL);
@@ -248,13 +246,6 @@ fn open<P: Platform, V: Verbs>(
     write_id(buf, new_id).ok();
     write_verb_info(buf, verb_info).ok();
     Ok(())
-}
-
-/// DEVICE_CLOSE: `STATUS_NO_SUCH_DEVICE` for an unknown id, `STATUS_ACCESS_DENIED` while PDs,
-/// CQs or IOCTLs use the device.
-pub(crate) fn device_close<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
-    let status = prov.destroy::<DeviceObj<P, V>>(id, NtStatus::NO_SUCH_DEVICE, false);
-    req.complete(status, 0);
 }
 
 /// DEVICE_QUERY. A failing `query_ca` is `STATUS_NO_MEMORY`, as in OFW (its query helper

@@ -8,9 +8,14 @@ use wv_abi::ioctl::WV_IOCTL_CQ_NOTIFY;
 use wv_abi::{NtStatus, Request, WV_IO_ID, decode, read_u64_id};
 use wv_hal::{IoRequest, KArc, Platform, SpinLock, Verbs};
 
+use crate::cq::CqObj;
+use crate::device::DeviceObj;
 use crate::ep;
 use crate::ep::ops as ep_ops;
+use crate::pd::{AhObj, MwObj, PdObj};
 use crate::provider::Provider;
+use crate::qp::QpObj;
+use crate::srq::SrqObj;
 use crate::{cq, device, pd, qp, qp_modify, srq};
 
 /// Decodes a request. The one departure from the decoder is `IWVCompletionQueue::BatchNotify`:
@@ -52,12 +57,15 @@ fn dispatch<P: Platform, V: Verbs>(prov: &KArc<Provider<P, V>>, req: P::Request)
         Err(status) => return req.complete(status, 0),
     };
     let p = &**prov;
+    // What a destroy of an unknown id answers.
+    let (no_device, not_found) = (NtStatus::NO_SUCH_DEVICE, NtStatus::NOT_FOUND);
     use Request as R;
     match request {
         R::GuidQuery { output_len } => guid_query(p, req, output_len),
         R::LibraryQuery { guid, output_len } => library_query(p, req, guid, output_len),
         R::DeviceOpen { id, vendor } => device::device_open(prov, req, id, vendor),
-        R::DeviceClose { id } => device::device_close(p, req, id),
+        // `STATUS_ACCESS_DENIED` while PDs, CQs or IOCTLs use the device.
+        R::DeviceClose { id } => p.destroy_ioctl::<DeviceObj<P, V>>(req, id, no_device),
         R::DeviceQuery { id, .. } => device::device_query(p, req, id),
         R::DevicePortQuery { query, .. } => device::port_query(p, req, query),
         R::DeviceGidQuery { query, output_len } => device::gid_query(p, req, query, output_len),
@@ -65,27 +73,34 @@ fn dispatch<P: Platform, V: Verbs>(prov: &KArc<Provider<P, V>>, req: P::Request)
         R::DeviceNotify { id } => device::device_notify(p, req, id),
         R::DeviceCancel { id } => device::device_cancel(p, req, id),
         R::PdAllocate { id, vendor } => pd::pd_allocate(p, req, id, vendor),
-        R::PdDeallocate { id } => pd::pd_deallocate(p, req, id),
+        // `STATUS_ACCESS_DENIED` while SRQs, QPs, MWs or AHs use the PD.
+        R::PdDeallocate { id } => p.destroy_ioctl::<PdObj<P, V>>(req, id, not_found),
         R::PdCancel { id } => pd::pd_cancel(p, req, id),
         R::MemoryRegister { reg } => pd::memory_register(p, req, reg),
         R::MemoryDeregister { id } => pd::memory_deregister(p, req, id),
         R::MwAllocate { id, vendor } => pd::mw_allocate(p, req, id, vendor),
-        R::MwDeallocate { id } => pd::mw_deallocate(p, req, id),
+        // Nothing ever references an MW or an AH, so OFW's missing `Ref > 1` check (spec
+        // §7.1-j) cannot matter; the generic check is made anyway.
+        R::MwDeallocate { id } => p.destroy_ioctl::<MwObj<P, V>>(req, id, not_found),
         R::AhCreate { ah, vendor } => pd::ah_create(p, req, ah, vendor),
-        R::AhDestroy { id } => pd::ah_destroy(p, req, id),
+        R::AhDestroy { id } => p.destroy_ioctl::<AhObj<P, V>>(req, id, not_found),
         R::CqCreate { id, vendor } => cq::cq_create(p, req, id, vendor),
-        R::CqDestroy { id } => cq::cq_destroy(p, req, id),
+        // `STATUS_ACCESS_DENIED` while QPs use the CQ; parked notifies end cancelled.
+        R::CqDestroy { id } => p.destroy_ioctl::<CqObj<P, V>>(req, id, not_found),
         R::CqResize { id, vendor } => cq::cq_resize(p, req, id, vendor),
         R::CqNotify { id } => cq::cq_notify(p, req, id.Id, id.Data),
         R::CqCancel { id } => cq::cq_cancel(p, req, id),
         R::SrqCreate { attr, vendor } => srq::srq_create(p, req, attr, vendor),
-        R::SrqDestroy { id } => srq::srq_destroy(p, req, id),
+        // `STATUS_ACCESS_DENIED` while QPs use the SRQ.
+        R::SrqDestroy { id } => p.destroy_ioctl::<SrqObj<P, V>>(req, id, not_found),
         R::SrqQuery { attr, vendor } => srq::srq_query(p, req, attr, vendor),
         R::SrqModify { attr, vendor } => srq::srq_modify(p, req, attr, vendor),
         R::SrqNotify { id } => srq::srq_notify(p, req, id),
         R::SrqCancel { id } => srq::srq_cancel(p, req, id),
         R::QpCreate { create, vendor } => qp::qp_create(p, req, create, vendor),
-        R::QpDestroy { id } => qp::qp_destroy(p, req, id),
+        // `STATUS_ACCESS_DENIED` while an IOCTL uses the QP; queued modifies end cancelled
+        // and a running one is waited for.
+        R::QpDestroy { id } => p.destroy_ioctl::<QpObj<P, V>>(req, id, not_found),
         R::QpQuery { id } => qp::qp_query(p, req, id),
         R::QpModify { id, .. } => qp_modify::qp_modify(p, req, id),
         R::QpAttach { mc } => qp::qp_attach(p, req, mc),

@@ -2,7 +2,6 @@
 //! OFW), memory windows and address handles.
 
 use alloc::vec::Vec;
-use core::mem::size_of;
 
 use wv_abi::encode::{write_data, write_prefix};
 use wv_abi::{
@@ -165,13 +164,7 @@ pub(crate) fn pd_allocate<P: Platform, V: Verbs>(
     let Some((obj_slot, handle_slot)) = Slots::reserve() else {
         return req.complete(NtStatus::NO_MEMORY, 0);
     };
-    let (pd, verb_info) = with_umv(
-        &mut req,
-        size_of::<WV_IO_ID>(),
-        id.VerbInfo,
-        vendor,
-        |umv| lower.allocate_pd(&ca, umv),
-    );
+    let (pd, verb_info) = with_umv(&mut req, &id, vendor, |umv| lower.allocate_pd(&ca, umv));
     let pd = match pd {
         Ok(pd) => pd,
         Err(e) => return req.complete(verbs_status(e), 0),
@@ -185,16 +178,6 @@ pub(crate) fn pd_allocate<P: Platform, V: Verbs>(
         mrs: platform.spin_lock(Vec::new()),
     });
     prov.publish(req, obj, verb_info, |_| {});
-}
-
-/// PD_DEALLOCATE: `STATUS_ACCESS_DENIED` while SRQs, QPs, MWs or AHs use the PD.
-pub(crate) fn pd_deallocate<P: Platform, V: Verbs>(
-    prov: &Provider<P, V>,
-    req: P::Request,
-    id: u64,
-) {
-    let status = prov.destroy::<PdObj<P, V>>(id, NtStatus::NOT_FOUND, false);
-    req.complete(status, 0);
 }
 
 /// PD_CANCEL: validates the id. Registration runs synchronously in the caller's context
@@ -294,13 +277,7 @@ pub(crate) fn mw_allocate<P: Platform, V: Verbs>(
     let Some((obj_slot, handle_slot)) = Slots::reserve() else {
         return req.complete(NtStatus::NO_MEMORY, 0);
     };
-    let (mw, verb_info) = with_umv(
-        &mut req,
-        size_of::<WV_IO_ID>(),
-        id.VerbInfo,
-        vendor,
-        |umv| lower.create_mw(&handle, umv),
-    );
+    let (mw, verb_info) = with_umv(&mut req, &id, vendor, |umv| lower.create_mw(&handle, umv));
     let (mw, rkey) = match mw {
         Ok(created) => created,
         Err(e) => return req.complete(verbs_status(e), 0),
@@ -315,17 +292,6 @@ pub(crate) fn mw_allocate<P: Platform, V: Verbs>(
     prov.publish(req, obj, verb_info, |buf| {
         write_data(buf, rkey).ok();
     });
-}
-
-/// MW_DEALLOCATE. Nothing ever references an MW, so OFW's missing `Ref > 1` check (spec
-/// §7.1-j) cannot matter; the generic check is made anyway.
-pub(crate) fn mw_deallocate<P: Platform, V: Verbs>(
-    prov: &Provider<P, V>,
-    req: P::Request,
-    id: u64,
-) {
-    let status = prov.destroy::<MwObj<P, V>>(id, NtStatus::NOT_FOUND, false);
-    req.complete(status, 0);
 }
 
 /// AH_CREATE: output `Id.Id = ah`, `Id.VerbInfo`; the address vector is echoed.
@@ -343,13 +309,9 @@ pub(crate) fn ah_create<P: Platform, V: Verbs>(
         return req.complete(NtStatus::NO_MEMORY, 0);
     };
     let av = av_from_abi(&ah.AddressVector);
-    let (created, verb_info) = with_umv(
-        &mut req,
-        size_of::<WV_IO_AH_CREATE>(),
-        ah.Id.VerbInfo,
-        vendor,
-        |umv| lower.create_ah(&handle, &av, umv),
-    );
+    let (created, verb_info) = with_umv(&mut req, &ah, vendor, |umv| {
+        lower.create_ah(&handle, &av, umv)
+    });
     let created = match created {
         Ok(created) => created,
         Err(e) => return req.complete(verbs_status(e), 0),
@@ -362,10 +324,4 @@ pub(crate) fn ah_create<P: Platform, V: Verbs>(
         refs: RefCount::default(),
     });
     prov.publish(req, obj, verb_info, |_| {});
-}
-
-/// AH_DESTROY. Like MWs, AHs are never referenced (spec §7.1-j).
-pub(crate) fn ah_destroy<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
-    let status = prov.destroy::<AhObj<P, V>>(id, NtStatus::NOT_FOUND, false);
-    req.complete(status, 0);
 }

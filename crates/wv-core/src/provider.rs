@@ -312,6 +312,12 @@ impl<P: Platform, V: Verbs> Provider<P, V> {
         NtStatus::SUCCESS
     }
 
+    /// A destroy IOCTL (DEVICE_CLOSE, PD_DEALLOCATE, …, QP_DESTROY): [`Self::destroy`] without
+    /// `force`, the request completed with its status.
+    pub fn destroy_ioctl<T: Object<P, V>>(&self, req: P::Request, id: u64, not_found: NtStatus) {
+        req.complete(self.destroy::<T>(id, not_found, false), 0);
+    }
+
     /// `IRP_MJ_CLEANUP`: refuses new IOCTLs, waits for those in flight, then destroys every
     /// object in OFW's order (EP, AH, MW, QP, SRQ, PD, CQ, device), which ends every parked
     /// request (`STATUS_CANCELLED`) and waits for running QP modifies. Runs once.

@@ -2,7 +2,6 @@
 //! [`crate::qp_modify`].
 
 use alloc::vec::Vec;
-use core::mem::size_of;
 
 use wv_abi::consts::WV_IO_QP_SIGNAL_SENDS;
 use wv_abi::encode::write_prefix;
@@ -211,13 +210,9 @@ pub(crate) fn qp_create<P: Platform, V: Verbs>(
         recv_cq: &*rcq,
         srq: srq_handle.as_deref(),
     };
-    let (created, verb_info) = with_umv(
-        &mut req,
-        size_of::<WV_IO_QP_CREATE>(),
-        create.Id.VerbInfo,
-        vendor,
-        |umv| lower.create_qp(&pd_handle, &params, events, umv),
-    );
+    let (created, verb_info) = with_umv(&mut req, &create, vendor, |umv| {
+        lower.create_qp(&pd_handle, &params, events, umv)
+    });
     let (qp, info) = match created {
         Ok(created) => created,
         Err(e) => {
@@ -248,13 +243,6 @@ pub(crate) fn qp_create<P: Platform, V: Verbs>(
         shared: KArc::clone(&prov.shared),
     });
     prov.publish(req, obj, verb_info, |_| {});
-}
-
-/// QP_DESTROY: `STATUS_ACCESS_DENIED` while an IOCTL uses the QP; queued modifies end with
-/// `STATUS_CANCELLED` and a running one is waited for.
-pub(crate) fn qp_destroy<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
-    let status = prov.destroy::<QpObj<P, V>>(id, NtStatus::NOT_FOUND, false);
-    req.complete(status, 0);
 }
 
 /// QP_QUERY: `Information = outlen`. Beyond OFW (spec §7.1-j): a failing `query_qp` is

@@ -1,6 +1,6 @@
 //! Shared receive queues and their event notification.
 
-use core::mem::{offset_of, size_of};
+use core::mem::offset_of;
 
 use wv_abi::encode::{write_at, write_verb_info};
 use wv_abi::{NtStatus, Vendor, WV_IO_SRQ_ATTRIBUTES};
@@ -108,13 +108,9 @@ pub(crate) fn srq_create<P: Platform, V: Verbs>(
     });
     let sink: KArc<dyn SrqEventSink> = KArc::clone(&notify).into();
     let verbs_attr = srq_attributes(&attr);
-    let (created, verb_info) = with_umv(
-        &mut req,
-        size_of::<WV_IO_SRQ_ATTRIBUTES>(),
-        attr.Id.VerbInfo,
-        vendor,
-        |umv| lower.create_srq(&handle, &verbs_attr, sink, umv),
-    );
+    let (created, verb_info) = with_umv(&mut req, &attr, vendor, |umv| {
+        lower.create_srq(&handle, &verbs_attr, sink, umv)
+    });
     let srq = match created {
         Ok(srq) => srq,
         Err(e) => {
@@ -133,12 +129,6 @@ pub(crate) fn srq_create<P: Platform, V: Verbs>(
     prov.publish(req, obj, verb_info, |_| {});
 }
 
-/// SRQ_DESTROY: `STATUS_ACCESS_DENIED` while QPs use the SRQ.
-pub(crate) fn srq_destroy<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::Request, id: u64) {
-    let status = prov.destroy::<SrqObj<P, V>>(id, NtStatus::NOT_FOUND, false);
-    req.complete(status, 0);
-}
-
 /// SRQ_QUERY: writes `VerbInfo`, `MaxWr`, `MaxSge`, `SrqLimit` over the echoed input. OFW
 /// ignored the verb's failure and returned garbage limits with SUCCESS; a failure is now
 /// `STATUS_UNSUCCESSFUL` (fix of spec §7.1-j).
@@ -151,13 +141,8 @@ pub(crate) fn srq_query<P: Platform, V: Verbs>(
     let Some((_srq, lower, handle)) = prov.acquire_live::<SrqObj<P, V>>(attr.Id.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
-    let (queried, verb_info) = with_umv(
-        &mut req,
-        size_of::<WV_IO_SRQ_ATTRIBUTES>(),
-        attr.Id.VerbInfo,
-        vendor,
-        |umv| lower.query_srq(&handle, umv),
-    );
+    let (queried, verb_info) =
+        with_umv(&mut req, &attr, vendor, |umv| lower.query_srq(&handle, umv));
     let limits = match queried {
         Ok(limits) => limits,
         Err(e) => return req.complete(verbs_status(e), 0),
@@ -197,13 +182,9 @@ pub(crate) fn srq_modify<P: Platform, V: Verbs>(
         max_wr: true,
         limit: true,
     };
-    let (modified, verb_info) = with_umv(
-        &mut req,
-        size_of::<WV_IO_SRQ_ATTRIBUTES>(),
-        attr.Id.VerbInfo,
-        vendor,
-        |umv| lower.modify_srq(&handle, &verbs_attr, mask, umv),
-    );
+    let (modified, verb_info) = with_umv(&mut req, &attr, vendor, |umv| {
+        lower.modify_srq(&handle, &verbs_attr, mask, umv)
+    });
     let status = modified.map_or_else(verbs_status, |()| NtStatus::SUCCESS);
     write_verb_info(req.buffer_mut(), verb_info).ok();
     let len = req.output_len();

@@ -13,11 +13,28 @@ use wv_abi::ioctl::*;
 use wv_abi::*;
 use wv_core::{DriverConfig, Faults};
 use wv_hal::QpState;
-use wv_host::HostPlatform;
 use wv_host::fake_verbs::FakeCall;
+use wv_host::{HostPlatform, Io};
 
 fn faulty(faults: Faults) -> Fx {
     faulty_with(faults, DriverConfig::default())
+}
+
+/// A faulty build with a file, its device open and a 4-entry CQ on it.
+fn faulty_cq(faults: Faults) -> (Fx, WvFile, u64) {
+    let fx = faulty(faults);
+    let f = fx.open();
+    let dev = open_device(&fx, &f);
+    let cq = cq(&f, dev, 4);
+    (fx, f, cq)
+}
+
+/// A next-completion notify parked on `cq`, then a completion on the CQ, its DPC run.
+fn notify_then_completion(fx: &Fx, f: &WvFile, cq: u64) -> Io {
+    let io = pend(f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, 1), 0);
+    fx.hca.cq_completion(fx.last_created(FakeCall::CreateCq));
+    fx.run();
+    io
 }
 
 fn faulty_with(faults: Faults, config: DriverConfig) -> Fx {
@@ -31,13 +48,10 @@ fn faulty_with(faults: Faults, config: DriverConfig) -> Fx {
 #[test]
 #[should_panic(expected = "completed twice")]
 fn double_completion_is_caught() {
-    let fx = faulty(Faults {
+    let (_fx, f, cq) = faulty_cq(Faults {
         complete_twice: true,
         ..Faults::default()
     });
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
-    let cq = cq(&f, dev, 4);
     let _ = f.device_io_control(WV_IOCTL_CQ_CANCEL, &u64_in(cq), 0);
 }
 
@@ -45,13 +59,10 @@ fn double_completion_is_caught() {
 #[test]
 #[should_panic(expected = "1 requests")]
 fn missing_completion_is_caught() {
-    let fx = faulty(Faults {
+    let (fx, f, cq) = faulty_cq(Faults {
         lose_cq_cancel: true,
         ..Faults::default()
     });
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
-    let cq = cq(&f, dev, 4);
     let io = f.device_io_control(WV_IOCTL_CQ_CANCEL, &u64_in(cq), 0);
     assert!(
         io.pending(),
@@ -65,13 +76,10 @@ fn missing_completion_is_caught() {
 #[test]
 #[should_panic(expected = "FakeVerbs: 1 CQ alive at teardown")]
 fn leak_is_caught() {
-    let fx = faulty(Faults {
+    let (fx, f, cq) = faulty_cq(Faults {
         leak_cq_on_destroy: true,
         ..Faults::default()
     });
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
-    let cq = cq(&f, dev, 4);
     id_ioctl(&f, WV_IOCTL_CQ_DESTROY, cq, NtStatus::SUCCESS);
     drop(f);
     drop(fx);
@@ -81,17 +89,12 @@ fn leak_is_caught() {
 #[test]
 #[should_panic(expected = "verifier: wait at DISPATCH_LEVEL")]
 fn irql_misuse_is_caught() {
-    let fx = faulty(Faults {
+    let (fx, f, cq) = faulty_cq(Faults {
         block_in_cq_callback: true,
         ..Faults::default()
     });
-    let f = fx.open();
-    let dev = open_device(&fx, &f);
-    let cq = cq(&f, dev, 4);
-    let io = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, 1), 0);
-    fx.hca.cq_completion(fx.last_created(FakeCall::CreateCq));
-    // The DPC runs here, at DISPATCH_LEVEL, and the verifier fails the wait.
-    fx.run();
+    // The DPC runs at DISPATCH_LEVEL, and the verifier fails the wait.
+    let io = notify_then_completion(&fx, &f, cq);
     drop((io, f, fx));
 }
 
@@ -151,9 +154,7 @@ fn the_same_scenarios_pass_without_the_faults() {
     let f = fx.open();
     let dev = open_device(&fx, &f);
     let cq = cq(&f, dev, 4);
-    let io = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, 1), 0);
-    fx.hca.cq_completion(fx.last_created(FakeCall::CreateCq));
-    fx.run();
+    let io = notify_then_completion(&fx, &f, cq);
     expect(&done(&io), NtStatus::SUCCESS);
     id_ioctl(&f, WV_IOCTL_CQ_CANCEL, cq, NtStatus::SUCCESS);
     id_ioctl(&f, WV_IOCTL_CQ_DESTROY, cq, NtStatus::SUCCESS);

@@ -48,8 +48,7 @@ impl Rig {
 }
 
 fn query(f: &WvFile, ep: u64) -> WV_IO_EP_ATTRIBUTES {
-    let st = ioctl(f, WV_IOCTL_EP_QUERY, &u64_in(ep), 160);
-    expect(&st, NtStatus::SUCCESS);
+    let st = expect_ioctl(f, WV_IOCTL_EP_QUERY, &u64_in(ep), 160, NtStatus::SUCCESS);
     assert_eq!(st.information, 160);
     out(&st)
 }
@@ -63,10 +62,7 @@ fn qp_state_byte(st: &IoStatus) -> u8 {
 fn routed(fx: &Fx, f: &WvFile) -> u64 {
     let ep = ep_create(f);
     bind(fx, f, ep, ipv4(LOCAL, 7000));
-    expect(
-        &ioctl(f, WV_IOCTL_EP_MODIFY, &route_in(ep), 0),
-        NtStatus::SUCCESS,
-    );
+    expect_ioctl(f, WV_IOCTL_EP_MODIFY, &route_in(ep), 0, NtStatus::SUCCESS);
     ep
 }
 
@@ -143,7 +139,7 @@ fn create_validates_the_type_and_destroy_and_query_find_by_id() {
         WV_IOCTL_EP_CANCEL,
         WV_IOCTL_EP_DISCONNECT_NOTIFY,
     ] {
-        expect(&ioctl(&f, code, &u64_in(a), 160), NtStatus::NOT_FOUND);
+        expect_ioctl(&f, code, &u64_in(a), 160, NtStatus::NOT_FOUND);
     }
     // Buffers: EP_CREATE needs 8 bytes out, EP_QUERY 160.
     expect(
@@ -159,7 +155,7 @@ fn create_validates_the_type_and_destroy_and_query_find_by_id() {
         WV_IOCTL_EP_MULTICAST_JOIN,
         WV_IOCTL_EP_MULTICAST_LEAVE,
     ] {
-        expect(&ioctl(&f, code, &u64_in(b), 64), NtStatus::NOT_IMPLEMENTED);
+        expect_ioctl(&f, code, &u64_in(b), 64, NtStatus::NOT_IMPLEMENTED);
     }
 }
 
@@ -201,10 +197,7 @@ fn bind_and_route_move_an_idle_endpoint_forward_once() {
         &ioctl(&f, WV_IOCTL_EP_MODIFY, &route_in(ep)[..16 + 63], 0),
         NtStatus::BUFFER_TOO_SMALL,
     );
-    expect(
-        &ioctl(&f, WV_IOCTL_EP_MODIFY, &route_in(ep), 0),
-        NtStatus::SUCCESS,
-    );
+    expect_ioctl(&f, WV_IOCTL_EP_MODIFY, &route_in(ep), 0, NtStatus::SUCCESS);
     expect(
         &ioctl(&f, WV_IOCTL_EP_MODIFY, &route_in(ep), 0),
         NtStatus::NOT_SUPPORTED,
@@ -595,10 +588,7 @@ fn ep_cancel_reaches_an_accept_its_work_item_is_running() {
     fx.run();
     let mut reject = id(ep, 0, 0);
     reject.extend_from_slice(b"no");
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_REJECT, &reject, 0),
-        NtStatus::SUCCESS,
-    );
+    expect_ioctl(&r.f, WV_IOCTL_EP_REJECT, &reject, 0, NtStatus::SUCCESS);
     assert_eq!(fx.cm.sent(FakeCmOp::SendRej).len(), 1);
 }
 
@@ -679,10 +669,7 @@ fn reject_sends_the_callers_private_data() {
     let (_, ep, _) = passive(&fx, &r);
     let mut input = id(ep, 0, 0);
     input.extend_from_slice(b"not today");
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_REJECT, &input, 0),
-        NtStatus::SUCCESS,
-    );
+    expect_ioctl(&r.f, WV_IOCTL_EP_REJECT, &input, 0, NtStatus::SUCCESS);
     assert_eq!(
         fx.cm.sent(FakeCmOp::SendRej)[0].detail,
         FakeCmDetail::Rej {
@@ -692,10 +679,7 @@ fn reject_sends_the_callers_private_data() {
         }
     );
     // Disconnected: rejecting again is the wrong state.
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_REJECT, &input, 0),
-        NtStatus::NOT_SUPPORTED,
-    );
+    expect_ioctl(&r.f, WV_IOCTL_EP_REJECT, &input, 0, NtStatus::NOT_SUPPORTED);
     let idle = ep_create(&r.f);
     expect(
         &ioctl(&r.f, WV_IOCTL_EP_REJECT, &id(idle, 0, 0), 0),
@@ -1190,10 +1174,7 @@ fn ep_cancel_while_the_listener_takes_the_request_refuses_it() {
     expect(&done(&again), NtStatus::SUCCESS);
     let mut reject = id(ep, 0, 0);
     reject.extend_from_slice(b"no");
-    expect(
-        &ioctl(&f, WV_IOCTL_EP_REJECT, &reject, 0),
-        NtStatus::SUCCESS,
-    );
+    expect_ioctl(&f, WV_IOCTL_EP_REJECT, &reject, 0, NtStatus::SUCCESS);
 }
 
 /// The same with the endpoint destroyed as soon as it is given back: the new connection must

@@ -14,8 +14,7 @@ use wv_host::fake_verbs::FakeCall;
 #[test]
 fn guid_query_counts_all_and_truncates() {
     let (fx, f) = file_fixture();
-    let st = ioctl(&f, WV_IOCTL_GUID_QUERY, &[], 16);
-    expect(&st, NtStatus::SUCCESS);
+    let st = expect_ioctl(&f, WV_IOCTL_GUID_QUERY, &[], 16, NtStatus::SUCCESS);
     assert_eq!(st.information, 16);
     assert_eq!(&st.output[..8], &1u64.to_ne_bytes());
     assert_eq!(&st.output[8..16], &fx.guid().to_ne_bytes());
@@ -33,10 +32,7 @@ fn guid_query_counts_all_and_truncates() {
     assert_eq!(&st.output[..8], &2u64.to_ne_bytes());
     let st = ioctl(&f, WV_IOCTL_GUID_QUERY, &[], 24);
     assert_eq!(st.information, 24);
-    expect(
-        &ioctl(&f, WV_IOCTL_GUID_QUERY, &[], 15),
-        NtStatus::BUFFER_TOO_SMALL,
-    );
+    expect_ioctl(&f, WV_IOCTL_GUID_QUERY, &[], 15, NtStatus::BUFFER_TOO_SMALL);
     drop(f);
     fx.io.remove(0x99);
 }
@@ -66,10 +62,7 @@ fn library_query() {
 fn unknown_codes_and_endpoints() {
     let (_fx, f) = file_fixture();
     for code in [wv_ioctl(WV_IOCTL_MIN), wv_ioctl(WV_IOCTL_MAX), 0x1234] {
-        expect(
-            &ioctl(&f, code, &[0; 16], 16),
-            NtStatus::PROCEDURE_NOT_FOUND,
-        );
+        expect_ioctl(&f, code, &[0; 16], 16, NtStatus::PROCEDURE_NOT_FOUND);
     }
     // Endpoints: EP_CREATE makes one (the endpoint tests cover the rest); the datagram-only
     // codes answer as OFW's do.
@@ -77,14 +70,14 @@ fn unknown_codes_and_endpoints() {
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 8);
     for code in [WV_IOCTL_EP_DESTROY, WV_IOCTL_EP_QUERY, WV_IOCTL_EP_CANCEL] {
-        expect(&ioctl(&f, code, &u64_in(77), 160), NtStatus::NOT_FOUND);
+        expect_ioctl(&f, code, &u64_in(77), 160, NtStatus::NOT_FOUND);
     }
     for code in [
         WV_IOCTL_EP_LOOKUP,
         WV_IOCTL_EP_MULTICAST_JOIN,
         WV_IOCTL_EP_MULTICAST_LEAVE,
     ] {
-        expect(&ioctl(&f, code, &[], 0), NtStatus::NOT_IMPLEMENTED);
+        expect_ioctl(&f, code, &[], 0, NtStatus::NOT_IMPLEMENTED);
     }
 }
 
@@ -94,8 +87,7 @@ fn device_open_close() {
     fx.hca.set_umv_reply(0x55, vec![0xAB; 4]);
     let mut input = id(fx.guid(), 7, 0xDD);
     input.extend_from_slice(&[1, 2, 3]);
-    let st = ioctl(&f, WV_IOCTL_DEVICE_OPEN, &input, 16 + 4);
-    expect(&st, NtStatus::SUCCESS);
+    let st = expect_ioctl(&f, WV_IOCTL_DEVICE_OPEN, &input, 16 + 4, NtStatus::SUCCESS);
     assert_eq!(st.information, 20);
     let out: WV_IO_ID = out(&st);
     assert_eq!(out.Id, 1);
@@ -352,8 +344,7 @@ fn mw_and_ah() {
     id_ioctl(&f, WV_IOCTL_MW_DEALLOCATE, 1, NtStatus::SUCCESS);
 
     let ah = ah_in(pd);
-    let st = ioctl(&f, WV_IOCTL_AH_CREATE, &bytes(&ah), 64);
-    expect(&st, NtStatus::SUCCESS);
+    let st = expect_ioctl(&f, WV_IOCTL_AH_CREATE, &bytes(&ah), 64, NtStatus::SUCCESS);
     assert_eq!(st.information, 64);
     let got: WV_IO_AH_CREATE = out(&st);
     assert_eq!(got.Id.Id, 1);
@@ -533,8 +524,7 @@ fn qp_create_query_destroy() {
 
     let mut input = u64_in(qp);
     input.extend_from_slice(&[0xEE; 8]);
-    let st = ioctl(&f, WV_IOCTL_QP_QUERY, &input, 192);
-    expect(&st, NtStatus::SUCCESS);
+    let st = expect_ioctl(&f, WV_IOCTL_QP_QUERY, &input, 192, NtStatus::SUCCESS);
     assert_eq!(st.information, 192);
     let attr: WV_IO_QP_ATTRIBUTES = out(&st);
     assert_eq!(attr.Id.Id, qp, "§7.1-j: the Id header is written");
@@ -547,10 +537,7 @@ fn qp_create_query_destroy() {
         &ioctl(&f, WV_IOCTL_QP_QUERY, &u64_in(qp), 191),
         NtStatus::BUFFER_TOO_SMALL,
     );
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_QUERY, &u64_in(7), 192),
-        NtStatus::NOT_FOUND,
-    );
+    expect_ioctl(&f, WV_IOCTL_QP_QUERY, &u64_in(7), 192, NtStatus::NOT_FOUND);
     fx.hca.fail_next(FakeCall::QueryQp, VerbsError::Other);
     expect(
         &ioctl(&f, WV_IOCTL_QP_QUERY, &u64_in(qp), 192),

@@ -9,6 +9,7 @@ use common::*;
 use wv_abi::ioctl::*;
 use wv_abi::*;
 use wv_hal::{FilterDriver, QpState};
+use wv_host::Io;
 use wv_host::fake_verbs::{FakeCall, FakeConfig, FakeVerbs, ObjectKind};
 
 /// Everything a file can own, with a parked request of every kind.
@@ -17,37 +18,63 @@ fn populate(fx: &Fx, f: &WvFile) -> (Stack, u64) {
     let srq = srq(f, s.pd);
     mw_allocate(f, s.pd, NtStatus::SUCCESS);
     ah_create(f, s.pd, NtStatus::SUCCESS);
-    let mr = WV_IO_MEMORY_REGISTER {
-        Id: s.pd,
-        Address: 0x1000,
-        BufferLength: 64,
-        AccessFlags: 0,
-        Reserved: 0,
-    };
-    expect(
-        &ioctl(f, WV_IOCTL_MEMORY_REGISTER, &bytes(&mr), 8),
+    expect_ioctl(
+        f,
+        WV_IOCTL_MEMORY_REGISTER,
+        &mr_reg_in(s.pd),
+        8,
         NtStatus::SUCCESS,
     );
     (s, srq)
 }
 
+/// A [`populate`]d file with [`park_notifies`]'s four notifies parked and a modify to RTS
+/// queued, its work item not yet run.
+struct Parked {
+    s: Stack,
+    srq: u64,
+    notifies: [Io; 4],
+    modify: Io,
+}
+
+impl Parked {
+    fn new(fx: &Fx, f: &WvFile) -> Parked {
+        let (s, srq) = populate(fx, f);
+        let notifies = park_notifies(f, &s, srq);
+        let modify = pend(f, WV_IOCTL_QP_MODIFY, &modify_in(s.qp, QpState::Rts), 8);
+        Parked {
+            s,
+            srq,
+            notifies,
+            modify,
+        }
+    }
+
+    /// Every parked request ended with `want` and no output, the modify too unless a worker
+    /// thread ran it before (then it ran to the end).
+    #[track_caller]
+    fn ended(&self, fx: &Fx, want: NtStatus) {
+        for io in &self.notifies {
+            let st = done(io);
+            expect(&st, want);
+            assert_eq!(st.information, 0);
+        }
+        let modified = done(&self.modify);
+        if fx.platform().is_deterministic() || status(&modified) != NtStatus::SUCCESS {
+            expect(&modified, want);
+            assert_eq!(modified.information, 0);
+        }
+    }
+}
+
 #[test]
 fn cleanup_destroys_everything_in_ofw_order() {
     let (fx, f) = file_fixture();
-    let (s, srq) = populate(&fx, &f);
-    let notifies = park_notifies(&f, &s, srq);
-    let modify = pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(s.qp, QpState::Rts), 8);
+    let parked = Parked::new(&fx, &f);
     let before = fx.hca.calls().len();
     drop(f);
     fx.run();
-    for io in &notifies {
-        expect(&done(io), NtStatus::CANCELLED);
-    }
-    // A worker thread may have run the modify before the close; then it ran to the end.
-    let modified = done(&modify);
-    if fx.platform().is_deterministic() || status(&modified) != NtStatus::SUCCESS {
-        expect(&modified, NtStatus::CANCELLED);
-    }
+    parked.ended(&fx, NtStatus::CANCELLED);
     assert!(
         fx.hca.live_objects().is_empty(),
         "{:?}",
@@ -95,68 +122,32 @@ fn cleanup_runs_once_and_close_after_it_is_harmless() {
 fn removal_completes_parked_requests_and_invalidates_handles() {
     // §7.1-e: OFW left every notify parked until the application cancelled or closed.
     let (fx, f) = file_fixture();
-    let (s, srq) = populate(&fx, &f);
-    let notifies = park_notifies(&f, &s, srq);
-    // Queued, its work item not yet run.
-    let modify = pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(s.qp, QpState::Rts), 8);
+    let parked = Parked::new(&fx, &f);
+    let (s, srq) = (&parked.s, parked.srq);
     let refs_before = Arc::strong_count(&fx.hca);
     fx.io.remove(fx.guid());
-    for io in &notifies {
-        let st = done(io);
-        expect(&st, NtStatus::DEVICE_REMOVED);
-        assert_eq!(st.information, 0);
-    }
-    // A worker thread may have run the modify before the removal; then it ran to the end.
-    let modified = done(&modify);
-    if fx.platform().is_deterministic() || status(&modified) != NtStatus::SUCCESS {
-        expect(&modified, NtStatus::DEVICE_REMOVED);
-        assert_eq!(modified.information, 0);
-    }
+    parked.ended(&fx, NtStatus::DEVICE_REMOVED);
     assert_lower_released(&fx.hca, refs_before, "after the removal");
     fx.run();
 
     // Other calls fail as OFW's Acquire would.
     device_query(&f, s.dev, NtStatus::NO_SUCH_DEVICE);
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_NOTIFY, &id(s.dev, 0, 1), 4),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_ALLOCATE, &id(s.dev, 0, 0), 16),
-        NtStatus::NO_SUCH_DEVICE,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_CREATE, &id(s.dev, 0, 4), 16),
-        NtStatus::NO_SUCH_DEVICE,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_NOTIFY, &id(s.cq, 0, 1), 0),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_MODIFY, &modify_in(s.qp, QpState::Rts), 8),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_QUERY, &u64_in(s.qp), 192),
-        NtStatus::NOT_FOUND,
-    );
     id_ioctl(&f, WV_IOCTL_SRQ_NOTIFY, srq, NtStatus::NOT_FOUND);
-    let mr = WV_IO_MEMORY_REGISTER {
-        Id: s.pd,
-        Address: 0x1000,
-        BufferLength: 64,
-        AccessFlags: 0,
-        Reserved: 0,
-    };
-    expect(
-        &ioctl(&f, WV_IOCTL_MEMORY_REGISTER, &bytes(&mr), 8),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_LIBRARY_QUERY, &u64_in(fx.guid()), 28),
-        NtStatus::NO_SUCH_DEVICE,
-    );
+    let (gone, no_device) = (NtStatus::NOT_FOUND, NtStatus::NO_SUCH_DEVICE);
+    let refused = [
+        (WV_IOCTL_DEVICE_NOTIFY, id(s.dev, 0, 1), 4, gone),
+        (WV_IOCTL_PD_ALLOCATE, id(s.dev, 0, 0), 16, no_device),
+        (WV_IOCTL_CQ_CREATE, id(s.dev, 0, 4), 16, no_device),
+        (WV_IOCTL_CQ_NOTIFY, id(s.cq, 0, 1), 0, gone),
+        (WV_IOCTL_QP_MODIFY, modify_in(s.qp, QpState::Rts), 8, gone),
+        (WV_IOCTL_QP_QUERY, u64_in(s.qp), 192, gone),
+        (WV_IOCTL_MEMORY_REGISTER, mr_reg_in(s.pd), 8, gone),
+        (WV_IOCTL_LIBRARY_QUERY, u64_in(fx.guid()), 28, no_device),
+    ];
+    for (code, input, out_len, want) in refused {
+        let st = ioctl(&f, code, &input, out_len);
+        assert_eq!(status(&st), want, "IOCTL {code:#x}: {st:?}");
+    }
     let st = ioctl(&f, WV_IOCTL_GUID_QUERY, &[], 16);
     assert_eq!(&st.output[..8], &0u64.to_ne_bytes());
     // ... while destroys still succeed, in the usual order.
@@ -220,15 +211,11 @@ fn creation_runs_in_the_callers_thread() {
     })));
     let f = fx.open();
     let s = qp_rts(&fx, &f);
-    let mr = WV_IO_MEMORY_REGISTER {
-        Id: s.pd,
-        Address: 0x1000,
-        BufferLength: 64,
-        AccessFlags: 0,
-        Reserved: 0,
-    };
-    expect(
-        &ioctl(&f, WV_IOCTL_MEMORY_REGISTER, &bytes(&mr), 8),
+    expect_ioctl(
+        &f,
+        WV_IOCTL_MEMORY_REGISTER,
+        &mr_reg_in(s.pd),
+        8,
         NtStatus::SUCCESS,
     );
     let me = std::thread::current().id();

@@ -84,7 +84,7 @@ fn undo(code: Ioctl, fx: &Fx, f: &WvFile, s: &Full, input: &[u8], st: &wv_host::
     use Ioctl as I;
     let created = || out::<u64>(st);
     let destroy = |code: u32, input: Vec<u8>| {
-        expect(&ioctl(f, code, &input, 0), NtStatus::SUCCESS);
+        expect_ioctl(f, code, &input, 0, NtStatus::SUCCESS);
     };
     match code {
         I::DeviceOpen => destroy(WV_IOCTL_DEVICE_CLOSE, u64_in(created())),

@@ -138,10 +138,7 @@ fn cq_notify_broadcast_and_queues() {
     id_ioctl(&f, WV_IOCTL_CQ_CANCEL, cq, NtStatus::SUCCESS);
     expect(&done(&error), NtStatus::CANCELLED);
     id_ioctl(&f, WV_IOCTL_CQ_CANCEL, 7, NtStatus::NOT_FOUND);
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_NOTIFY, &id(7, 0, 1), 0),
-        NtStatus::NOT_FOUND,
-    );
+    expect_ioctl(&f, WV_IOCTL_CQ_NOTIFY, &id(7, 0, 1), 0, NtStatus::NOT_FOUND);
     // Destroy ends parked notifies.
     let a = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, WV_CQ_NEXT_COMPLETION), 0);
     id_ioctl(&f, WV_IOCTL_CQ_DESTROY, cq, NtStatus::SUCCESS);

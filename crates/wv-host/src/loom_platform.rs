@@ -81,21 +81,7 @@ impl LoomRequest {
 }
 
 impl IoRequest for LoomRequest {
-    fn ioctl_code(&self) -> u32 {
-        self.code
-    }
-    fn input_len(&self) -> usize {
-        self.input_len
-    }
-    fn output_len(&self) -> usize {
-        self.output_len
-    }
-    fn buffer(&self) -> &[u8] {
-        &self.buffer
-    }
-    fn buffer_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer
-    }
+    crate::request::request_fields!();
     fn complete(self, status: NtStatus, _information: usize) {
         self.finish(status);
     }

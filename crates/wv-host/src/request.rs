@@ -269,26 +269,33 @@ impl HostRequest {
     }
 }
 
+/// The [`IoRequest`] accessors of a request that keeps its IOCTL code, lengths and system
+/// buffer in fields `code`, `input_len`, `output_len` and `buffer` (the host's requests and the
+/// loom model's).
+macro_rules! request_fields {
+    () => {
+        fn ioctl_code(&self) -> u32 {
+            self.code
+        }
+        fn input_len(&self) -> usize {
+            self.input_len
+        }
+        fn output_len(&self) -> usize {
+            self.output_len
+        }
+        fn buffer(&self) -> &[u8] {
+            &self.buffer
+        }
+        fn buffer_mut(&mut self) -> &mut [u8] {
+            &mut self.buffer
+        }
+    };
+}
+#[cfg_attr(not(loom), allow(unused_imports))]
+pub(crate) use request_fields;
+
 impl IoRequest for HostRequest {
-    fn ioctl_code(&self) -> u32 {
-        self.code
-    }
-
-    fn input_len(&self) -> usize {
-        self.input_len
-    }
-
-    fn output_len(&self) -> usize {
-        self.output_len
-    }
-
-    fn buffer(&self) -> &[u8] {
-        &self.buffer
-    }
-
-    fn buffer_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer
-    }
+    request_fields!();
 
     fn complete(mut self, status: NtStatus, information: usize) {
         let _host = low_resources::host_scope();

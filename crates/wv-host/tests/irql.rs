@@ -37,11 +37,15 @@ impl Dpc for Record {
 }
 
 /// A [`Record`] of `name` into `seen`, as the DPC or work item the caller queues.
-fn record<T: ?Sized>(
-    p: &HostPlatform,
-    name: &'static str,
-    seen: &Arc<Mutex<Vec<(&'static str, Irql)>>>,
-) -> KArc<T>
+/// What [`record`]s push to.
+type Seen = Arc<Mutex<Vec<(&'static str, Irql)>>>;
+
+/// A deterministic platform and an empty record of what ran.
+fn recorder() -> (HostPlatform, Seen) {
+    (HostPlatform::deterministic(), Arc::default())
+}
+
+fn record<T: ?Sized>(p: &HostPlatform, name: &'static str, seen: &Seen) -> KArc<T>
 where
     KArc<Record>: Into<KArc<T>>,
 {
@@ -77,8 +81,7 @@ fn passive_by_default_and_spin_locks_raise_and_restore() {
 
 #[test]
 fn deferred_work_runs_in_fifo_order_at_its_irql() {
-    let p = HostPlatform::deterministic();
-    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (p, seen) = recorder();
     p.queue_work(record(&p, "w1", &seen)).unwrap();
     let dpc: KArc<dyn Dpc> = record(&p, "d1", &seen);
     assert!(p.queue_dpc(&dpc));
@@ -103,8 +106,7 @@ fn deferred_work_runs_in_fifo_order_at_its_irql() {
 
 #[test]
 fn run_one_runs_a_single_item() {
-    let p = HostPlatform::deterministic();
-    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (p, seen) = recorder();
     p.queue_work(record(&p, "a", &seen)).unwrap();
     p.queue_work(record(&p, "b", &seen)).unwrap();
     assert!(p.run_one());
@@ -116,8 +118,7 @@ fn run_one_runs_a_single_item() {
 
 #[test]
 fn a_queued_dpc_is_not_queued_twice_until_it_starts() {
-    let p = HostPlatform::deterministic();
-    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (p, seen) = recorder();
     let dpc: KArc<dyn Dpc> = record(&p, "d", &seen);
     let other: KArc<dyn Dpc> = record(&p, "other", &seen);
     assert!(p.queue_dpc(&dpc));
@@ -149,8 +150,7 @@ impl InterruptService for Isr {
 
 #[test]
 fn interrupt_runs_the_isr_at_dirql_and_its_dpc_at_dispatch() {
-    let p = HostPlatform::deterministic();
-    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (p, seen) = recorder();
     let isr = Isr {
         platform: p.clone(),
         dpc: record(&p, "dpc", &seen),

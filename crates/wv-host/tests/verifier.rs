@@ -4,26 +4,47 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{PARK, manager, manager_with, open_one};
+use common::{PARK, TestDriver, TestFile, manager, manager_with, open_one};
 use wv_abi::NtStatus;
 use wv_hal::{
     CqEventSink, Event, IoRequest, Platform, RequestQueue, SpinLock, Umv, Verbs, WorkItem,
 };
 use wv_hal::{DeviceModelPlatform, InterruptService};
 use wv_host::HostPlatform;
-use wv_host::fake_verbs::FakeVerbs;
+use wv_host::fake_verbs::{FakeCa, FakeVerbs};
+
+/// One IOCTL (`code`, no input, `out_len` bytes of output) on a file of a driver whose
+/// dispatch is `handler`; the file and the driver go when it returns.
+fn issue_with(
+    p: &HostPlatform,
+    code: u32,
+    out_len: usize,
+    handler: impl Fn(&TestDriver, &TestFile, wv_host::HostRequest) + Send + Sync + 'static,
+) {
+    let mgr = manager_with(p, handler);
+    let file = mgr.open().unwrap();
+    let _ = file.device_io_control(code, &[], out_len);
+}
+
+/// A deterministic platform with a fake device open on it (its events ignored).
+fn fake_ca() -> (HostPlatform, Arc<FakeVerbs>, FakeCa) {
+    let p = HostPlatform::deterministic();
+    let fake = FakeVerbs::with_defaults(&p);
+    let ca = fake
+        .open_ca(&mut Umv::none(), wv_hal::KArc::new(NoCa).into())
+        .unwrap();
+    (p, fake, ca)
+}
 
 #[test]
 #[should_panic(expected = "completed twice")]
 fn double_completion_through_the_raw_irp() {
     let p = HostPlatform::deterministic();
-    let mgr = manager_with(&p, |_, _, request| {
+    issue_with(&p, 9, 0, |_, _, request| {
         let raw = request.into_raw_irp();
         raw.complete(NtStatus::SUCCESS, 0);
         raw.complete(NtStatus::CANCELLED, 0);
     });
-    let file = mgr.open().unwrap();
-    let _ = file.device_io_control(9, &[], 0);
 }
 
 #[test]
@@ -73,12 +94,10 @@ fn paged_code_at_dispatch() {
 fn spin_lock_held_across_ioctl_return() {
     let p = HostPlatform::deterministic();
     let lock = Arc::new(p.spin_lock(0u32));
-    let mgr = manager_with(&p, move |_, _, request| {
+    issue_with(&p, 1, 0, move |_, _, request| {
         request.complete(NtStatus::SUCCESS, 0);
         std::mem::forget(lock.lock());
     });
-    let file = mgr.open().unwrap();
-    let _ = file.device_io_control(1, &[], 0);
 }
 
 struct LeakLock(wv_host::HostSpinLock<()>);
@@ -112,18 +131,16 @@ fn irql_restored_after_the_violation() {
 #[should_panic(expected = "never completed (dropped)")]
 fn request_dropped_without_completion() {
     let p = HostPlatform::deterministic();
-    let mgr = manager_with(&p, |_, _, request| drop(request));
-    let file = mgr.open().unwrap();
-    let _ = file.device_io_control(1, &[], 0);
+    issue_with(&p, 1, 0, |_, _, request| drop(request));
 }
 
 #[test]
 #[should_panic(expected = "verifier: Information 9 > output length 8")]
 fn information_beyond_the_output_buffer() {
     let p = HostPlatform::deterministic();
-    let mgr = manager_with(&p, |_, _, request| request.complete(NtStatus::SUCCESS, 9));
-    let file = mgr.open().unwrap();
-    let _ = file.device_io_control(1, &[], 8);
+    issue_with(&p, 1, 8, |_, _, request| {
+        request.complete(NtStatus::SUCCESS, 9)
+    });
 }
 
 #[test]
@@ -173,11 +190,7 @@ impl wv_hal::CaEventSink for NoCa {
 #[test]
 #[should_panic(expected = "FakeVerbs: 1 CQ alive at teardown")]
 fn lower_object_leaked_at_teardown() {
-    let p = HostPlatform::deterministic();
-    let fake = FakeVerbs::with_defaults(&p);
-    let ca = fake
-        .open_ca(&mut Umv::none(), wv_hal::KArc::new(NoCa).into())
-        .unwrap();
+    let (p, fake, ca) = fake_ca();
     let (cq, _) = fake
         .create_cq(&ca, 16, wv_hal::KArc::new(NoSink).into(), &mut Umv::none())
         .unwrap();
@@ -293,11 +306,7 @@ impl wv_hal::Dpc for CreateCqInDpc {
 #[test]
 #[should_panic(expected = "verifier: FakeVerbs::CreateCq at DISPATCH_LEVEL")]
 fn lower_verb_called_at_dispatch() {
-    let p = HostPlatform::deterministic();
-    let fake = FakeVerbs::with_defaults(&p);
-    let ca = fake
-        .open_ca(&mut Umv::none(), wv_hal::KArc::new(NoCa).into())
-        .unwrap();
+    let (p, fake, ca) = fake_ca();
     let dpc: wv_hal::KArc<dyn wv_hal::Dpc> =
         wv_hal::KArc::new(CreateCqInDpc(Arc::clone(&fake), ca)).into();
     p.queue_dpc(&dpc);

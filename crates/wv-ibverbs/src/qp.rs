@@ -90,6 +90,30 @@ struct Create {
     send_ops: Option<u64>,
 }
 
+/// Creates the QP an `ibv_qp_init_attr` or an `ibv_qp_init_attr_ex` (`$init`: the fields of
+/// the same names) describes on `$pd`, writes the caps the device granted back into it, and
+/// returns the QP, or NULL with `errno`.
+macro_rules! create_from {
+    ($init:ident, $pd:expr, $send_ops:expr) => {{
+        let r = create(&Create {
+            qp_context: $init.qp_context,
+            pd: $pd,
+            send_cq: $init.send_cq,
+            recv_cq: $init.recv_cq,
+            srq: $init.srq,
+            cap: $init.cap,
+            qp_type: $init.qp_type,
+            sq_sig_all: $init.sq_sig_all != 0,
+            send_ops: $send_ops,
+        })
+        .map(|(q, cap)| {
+            $init.cap = cap;
+            q
+        });
+        errno::ret_ptr(r)
+    }};
+}
+
 fn create(a: &Create) -> Result<(*mut ibv_qp, ibv_qp_cap), i32> {
     if a.pd.is_null() || a.send_cq.is_null() || a.recv_cq.is_null() {
         return Err(EINVAL);
@@ -189,22 +213,7 @@ pub unsafe extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_at
     }
     // SAFETY: readable and writable by the contract.
     let i = unsafe { &mut *init };
-    let r = create(&Create {
-        qp_context: i.qp_context,
-        pd: p,
-        send_cq: i.send_cq,
-        recv_cq: i.recv_cq,
-        srq: i.srq,
-        cap: i.cap,
-        qp_type: i.qp_type,
-        sq_sig_all: i.sq_sig_all != 0,
-        send_ops: None,
-    })
-    .map(|(q, cap)| {
-        i.cap = cap;
-        q
-    });
-    errno::ret_ptr(r)
+    create_from!(i, p, None)
 }
 
 /// `create_qp_ex` of the extended ops (`ibv_create_qp_ex`): the PD is required; XRC, RSS,
@@ -252,22 +261,7 @@ pub unsafe extern "C" fn create_qp_ex(
     } else {
         None
     };
-    let r = create(&Create {
-        qp_context: i.qp_context,
-        pd: i.pd,
-        send_cq: i.send_cq,
-        recv_cq: i.recv_cq,
-        srq: i.srq,
-        cap: i.cap,
-        qp_type: i.qp_type,
-        sq_sig_all: i.sq_sig_all != 0,
-        send_ops,
-    })
-    .map(|(q, cap)| {
-        i.cap = cap;
-        q
-    });
-    errno::ret_ptr(r)
+    create_from!(i, i.pd, send_ops)
 }
 
 /// `ibv_qp_to_qp_ex`: the extended struct of a QP created with `send_ops_flags`, else NULL.
@@ -954,9 +948,38 @@ fn bx<'a>(q: *mut ibv_qp_ex) -> &'a mut QpBox {
     unsafe { &mut *q.cast::<QpBox>() }
 }
 
-fn begin(q: *mut ibv_qp_ex, opcode: u32, op_flag: u64) -> Option<&'static mut BuiltWr> {
+/// `ibv_qp_create_send_ops_flags` has the bit of each `ibv_wr_opcode` at the opcode's place.
+const _: () = {
+    let pairs = [
+        (IBV_WR_RDMA_WRITE, IBV_QP_EX_WITH_RDMA_WRITE),
+        (
+            IBV_WR_RDMA_WRITE_WITH_IMM,
+            IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM,
+        ),
+        (IBV_WR_SEND, IBV_QP_EX_WITH_SEND),
+        (IBV_WR_SEND_WITH_IMM, IBV_QP_EX_WITH_SEND_WITH_IMM),
+        (IBV_WR_RDMA_READ, IBV_QP_EX_WITH_RDMA_READ),
+        (IBV_WR_ATOMIC_CMP_AND_SWP, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP),
+        (
+            IBV_WR_ATOMIC_FETCH_AND_ADD,
+            IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+        ),
+        (IBV_WR_LOCAL_INV, IBV_QP_EX_WITH_LOCAL_INV),
+        (IBV_WR_BIND_MW, IBV_QP_EX_WITH_BIND_MW),
+        (IBV_WR_SEND_WITH_INV, IBV_QP_EX_WITH_SEND_WITH_INV),
+    ];
+    let mut i = 0;
+    while i < pairs.len() {
+        assert!(1u64 << pairs[i].0 == pairs[i].1);
+        i += 1;
+    }
+};
+
+/// Starts building an `opcode` request, unless the QP was created without its send op
+/// (`EOPNOTSUPP` at `wr_complete`).
+fn begin(q: *mut ibv_qp_ex, opcode: u32) -> Option<&'static mut BuiltWr> {
     let b = bx(q);
-    if b.send_ops.unwrap_or(0) & op_flag == 0 {
+    if b.send_ops.unwrap_or(0) & (1 << opcode) == 0 {
         b.build_err = EOPNOTSUPP;
         return None;
     }
@@ -1009,43 +1032,44 @@ unsafe extern "C" fn wr_abort(q: *mut ibv_qp_ex) {
 }
 
 unsafe extern "C" fn wr_send(q: *mut ibv_qp_ex) {
-    let _ = begin(q, IBV_WR_SEND, IBV_QP_EX_WITH_SEND);
+    let _ = begin(q, IBV_WR_SEND);
 }
 unsafe extern "C" fn wr_send_imm(q: *mut ibv_qp_ex, imm: u32) {
-    if let Some(w) = begin(q, IBV_WR_SEND_WITH_IMM, IBV_QP_EX_WITH_SEND_WITH_IMM) {
+    if let Some(w) = begin(q, IBV_WR_SEND_WITH_IMM) {
         w.imm = imm;
     }
 }
 unsafe extern "C" fn wr_send_inv(q: *mut ibv_qp_ex, rkey: u32) {
-    if let Some(w) = begin(q, IBV_WR_SEND_WITH_INV, IBV_QP_EX_WITH_SEND_WITH_INV) {
+    if let Some(w) = begin(q, IBV_WR_SEND_WITH_INV) {
         w.imm = rkey;
     }
 }
 unsafe extern "C" fn wr_send_tso(q: *mut ibv_qp_ex, _hdr: *mut c_void, _sz: u16, _mss: u16) {
     bx(q).build_err = EOPNOTSUPP;
 }
+/// [`begin`] of a request that reaches `addr` of the peer's region `rkey`.
+fn begin_remote(
+    q: *mut ibv_qp_ex,
+    opcode: u32,
+    rkey: u32,
+    addr: u64,
+) -> Option<&'static mut BuiltWr> {
+    let w = begin(q, opcode)?;
+    w.rkey = rkey;
+    w.remote_addr = addr;
+    Some(w)
+}
+
 unsafe extern "C" fn wr_rdma_write(q: *mut ibv_qp_ex, rkey: u32, addr: u64) {
-    if let Some(w) = begin(q, IBV_WR_RDMA_WRITE, IBV_QP_EX_WITH_RDMA_WRITE) {
-        w.rkey = rkey;
-        w.remote_addr = addr;
-    }
+    let _ = begin_remote(q, IBV_WR_RDMA_WRITE, rkey, addr);
 }
 unsafe extern "C" fn wr_rdma_write_imm(q: *mut ibv_qp_ex, rkey: u32, addr: u64, imm: u32) {
-    if let Some(w) = begin(
-        q,
-        IBV_WR_RDMA_WRITE_WITH_IMM,
-        IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM,
-    ) {
-        w.rkey = rkey;
-        w.remote_addr = addr;
+    if let Some(w) = begin_remote(q, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, addr) {
         w.imm = imm;
     }
 }
 unsafe extern "C" fn wr_rdma_read(q: *mut ibv_qp_ex, rkey: u32, addr: u64) {
-    if let Some(w) = begin(q, IBV_WR_RDMA_READ, IBV_QP_EX_WITH_RDMA_READ) {
-        w.rkey = rkey;
-        w.remote_addr = addr;
-    }
+    let _ = begin_remote(q, IBV_WR_RDMA_READ, rkey, addr);
 }
 unsafe extern "C" fn wr_atomic_cmp_swp(
     q: *mut ibv_qp_ex,
@@ -1054,13 +1078,7 @@ unsafe extern "C" fn wr_atomic_cmp_swp(
     compare: u64,
     swap: u64,
 ) {
-    if let Some(w) = begin(
-        q,
-        IBV_WR_ATOMIC_CMP_AND_SWP,
-        IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
-    ) {
-        w.rkey = rkey;
-        w.remote_addr = addr;
+    if let Some(w) = begin_remote(q, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, addr) {
         w.atomic = Some(AtomicArgs {
             compare_add: compare,
             swap,
@@ -1068,13 +1086,7 @@ unsafe extern "C" fn wr_atomic_cmp_swp(
     }
 }
 unsafe extern "C" fn wr_atomic_fetch_add(q: *mut ibv_qp_ex, rkey: u32, addr: u64, add: u64) {
-    if let Some(w) = begin(
-        q,
-        IBV_WR_ATOMIC_FETCH_AND_ADD,
-        IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
-    ) {
-        w.rkey = rkey;
-        w.remote_addr = addr;
+    if let Some(w) = begin_remote(q, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, addr) {
         w.atomic = Some(AtomicArgs {
             compare_add: add,
             swap: 0,
@@ -1085,7 +1097,7 @@ unsafe extern "C" fn wr_atomic_write(q: *mut ibv_qp_ex, _rkey: u32, _addr: u64, 
     bx(q).build_err = EOPNOTSUPP;
 }
 unsafe extern "C" fn wr_local_inv(q: *mut ibv_qp_ex, rkey: u32) {
-    if let Some(w) = begin(q, IBV_WR_LOCAL_INV, IBV_QP_EX_WITH_LOCAL_INV) {
+    if let Some(w) = begin(q, IBV_WR_LOCAL_INV) {
         w.imm = rkey;
     }
 }
@@ -1099,7 +1111,7 @@ unsafe extern "C" fn wr_bind_mw(
         bx(q).build_err = EINVAL;
         return;
     }
-    if let Some(w) = begin(q, IBV_WR_BIND_MW, IBV_QP_EX_WITH_BIND_MW) {
+    if let Some(w) = begin(q, IBV_WR_BIND_MW) {
         // SAFETY: live MW and readable info by the contract.
         let m = unsafe { &mut *mw };
         // SAFETY: readable by the contract.

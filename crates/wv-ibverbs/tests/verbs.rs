@@ -60,14 +60,19 @@ impl Drop for Env {
 }
 
 fn rc_qp(e: &Env) -> *mut ibv_qp {
+    rc_qp_on(e, e.cq, 8)
+}
+
+/// An RC QP on the environment's PD with `cq` for both queues, `depth` requests each way.
+fn rc_qp_on(e: &Env, cq: *mut ibv_cq, depth: u32) -> *mut ibv_qp {
     let mut init = ibv_qp_init_attr {
         qp_context: ptr::null_mut(),
-        send_cq: e.cq,
-        recv_cq: e.cq,
+        send_cq: cq,
+        recv_cq: cq,
         srq: ptr::null_mut(),
         cap: ibv_qp_cap {
-            max_send_wr: 8,
-            max_recv_wr: 8,
+            max_send_wr: depth,
+            max_recv_wr: depth,
             max_send_sge: 1,
             max_recv_sge: 1,
             max_inline_data: 0,
@@ -98,6 +103,21 @@ fn zeroed_attr() -> ibv_qp_attr {
     unsafe { core::mem::zeroed() }
 }
 
+/// Modify attributes with `qp_state` set, the rest zero.
+fn attr_to(qp_state: u32) -> ibv_qp_attr {
+    ibv_qp_attr {
+        qp_state,
+        ..zeroed_attr()
+    }
+}
+
+/// The environment and an RC QP in it ([`rc_qp`]).
+fn open_rc_qp() -> (Env, *mut ibv_qp) {
+    let e = open();
+    let qp = rc_qp(&e);
+    (e, qp)
+}
+
 fn state(qp: *mut ibv_qp) -> u32 {
     // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
     unsafe { wv_ibverbs::qp::qp(qp) }.qp.state() as u32
@@ -120,10 +140,8 @@ fn raw_modify(qp: *mut ibv_qp, a: &ibv_qp_attr, mask: u32) -> bool {
 
 #[test]
 fn reset_to_init_without_access_flags_is_refused_though_winverbs_would_take_it() {
-    let e = open();
-    let qp = rc_qp(&e);
-    let mut a = zeroed_attr();
-    a.qp_state = IBV_QPS_INIT;
+    let (_e, qp) = open_rc_qp();
+    let mut a = attr_to(IBV_QPS_INIT);
     a.port_num = 1;
     let mask = IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX; // no IBV_QP_ACCESS_FLAGS
     assert_eq!(modify(qp, &mut a, mask), errno::EINVAL);
@@ -140,10 +158,8 @@ fn reset_to_init_without_access_flags_is_refused_though_winverbs_would_take_it()
 
 #[test]
 fn reset_to_error_is_refused() {
-    let e = open();
-    let qp = rc_qp(&e);
-    let mut a = zeroed_attr();
-    a.qp_state = IBV_QPS_ERR;
+    let (_e, qp) = open_rc_qp();
+    let mut a = attr_to(IBV_QPS_ERR);
     assert_eq!(modify(qp, &mut a, IBV_QP_STATE), errno::EINVAL);
     assert_eq!(state(qp), IBV_QPS_RESET);
     destroy_qp(qp);
@@ -151,10 +167,8 @@ fn reset_to_error_is_refused() {
 
 #[test]
 fn an_extra_attribute_is_refused_and_init_to_init_keeps_the_port() {
-    let e = open();
-    let qp = rc_qp(&e);
-    let mut a = zeroed_attr();
-    a.qp_state = IBV_QPS_INIT;
+    let (e, qp) = open_rc_qp();
+    let mut a = attr_to(IBV_QPS_INIT);
     a.port_num = 1;
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
     let init = IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS;
@@ -164,8 +178,7 @@ fn an_extra_attribute_is_refused_and_init_to_init_keeps_the_port() {
     // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
     assert_eq!(unsafe { (*qp).state }, IBV_QPS_INIT);
     // INIT -> INIT with only the access flags: the library repeats the port WinVerbs needs.
-    let mut b = zeroed_attr();
-    b.qp_state = IBV_QPS_INIT;
+    let mut b = attr_to(IBV_QPS_INIT);
     b.qp_access_flags = IBV_ACCESS_REMOTE_READ;
     assert_eq!(modify(qp, &mut b, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS), 0);
     let mut q = zeroed_attr();
@@ -247,14 +260,12 @@ fn connect_to_self(e: &Env, qp: *mut ibv_qp) {
     let mut gid = ibv_gid { raw: [0; 16] };
     // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
     assert_eq!(unsafe { ibv_query_gid(e.ctx, 1, 0, &mut gid) }, 0);
-    let mut a = zeroed_attr();
-    a.qp_state = IBV_QPS_INIT;
+    let mut a = attr_to(IBV_QPS_INIT);
     a.port_num = 1;
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
     let m = IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS;
     assert_eq!(modify(qp, &mut a, m), 0);
-    let mut a = zeroed_attr();
-    a.qp_state = IBV_QPS_RTR;
+    let mut a = attr_to(IBV_QPS_RTR);
     a.path_mtu = 3;
     // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
     a.dest_qp_num = unsafe { (*qp).qp_num };
@@ -272,8 +283,7 @@ fn connect_to_self(e: &Env, qp: *mut ibv_qp) {
         | IBV_QP_MAX_DEST_RD_ATOMIC
         | IBV_QP_MIN_RNR_TIMER;
     assert_eq!(modify(qp, &mut a, m), 0);
-    let mut a = zeroed_attr();
-    a.qp_state = IBV_QPS_RTS;
+    let mut a = attr_to(IBV_QPS_RTS);
     a.timeout = 14;
     a.retry_cnt = 7;
     a.rnr_retry = 7;
@@ -303,8 +313,7 @@ fn poll_one(cq: *mut ibv_cq) -> ibv_wc {
 
 #[test]
 fn rdma_write_and_atomic_into_malloc_memory() {
-    let e = open();
-    let qp = rc_qp(&e);
+    let (e, qp) = open_rc_qp();
     connect_to_self(&e, qp);
     let mut src = vec![0u8; 64];
     let mut dst = vec![0u8; 64];
@@ -392,24 +401,7 @@ fn a_completion_channel_delivers_one_event_per_arm_and_honours_o_nonblock() {
     // A channel in use cannot go.
     // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
     assert_eq!(unsafe { ibv_destroy_comp_channel(ch) }, errno::EBUSY);
-    let mut init = ibv_qp_init_attr {
-        qp_context: ptr::null_mut(),
-        send_cq: cq,
-        recv_cq: cq,
-        srq: ptr::null_mut(),
-        cap: ibv_qp_cap {
-            max_send_wr: 4,
-            max_recv_wr: 4,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        },
-        qp_type: IBV_QPT_RC,
-        sq_sig_all: 1,
-    };
-    // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-    let qp = unsafe { ibv_create_qp(e.pd, &mut init) };
-    assert!(!qp.is_null());
+    let qp = rc_qp_on(&e, cq, 4);
     connect_to_self(&e, qp);
     // Non-blocking descriptor: nothing yet.
     // SAFETY: C calls on the live objects this test made, with pointers to its live locals.

@@ -9,31 +9,14 @@ use wv_abi::NtStatus;
 use wv_client::verbs::*;
 use wv_inproc::{File, LowerEdge, Stack, StackConfig};
 
+#[allow(dead_code)]
+#[path = "../../../tests/support/rc_side.rs"]
+mod rc_side;
+use rc_side::{ACCESS, param, poll_one, side};
+
+type Side = rc_side::Side<F>;
+
 type F = File;
-const ACCESS: u32 = WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ;
-
-struct Side {
-    _dev: Device<F>,
-    pd: Pd<F>,
-    cq: Cq<F>,
-    qp: Qp<F>,
-}
-
-fn side(p: &Provider<F>, guid: u64) -> Side {
-    let dev = p.open_device(guid).unwrap();
-    let pd = dev.alloc_pd().unwrap();
-    let cq = dev.create_cq(16).unwrap();
-    let mut init = QpInit::new(QpType::Rc, &cq, &cq);
-    init.max_send_wr = 8;
-    init.max_recv_wr = 8;
-    let qp = pd.create_qp(&init).unwrap();
-    Side {
-        _dev: dev,
-        pd,
-        cq,
-        qp,
-    }
-}
 
 /// A default stack, a provider on it, and a client side on its second device.
 fn client_stack() -> (Stack, Provider<F>, Side) {
@@ -42,27 +25,6 @@ fn client_stack() -> (Stack, Provider<F>, Side) {
     let guids = p.device_guids().unwrap();
     let client = side(&p, guids[1]);
     (stack, p, client)
-}
-
-fn param(data: &[u8]) -> ConnectParam {
-    ConnectParam {
-        private_data: data.to_vec(),
-        responder_resources: 1,
-        initiator_depth: 1,
-        retry_count: 7,
-        rnr_retry_count: 7,
-    }
-}
-
-fn poll_one(cq: &Cq<F>) -> WorkCompletion {
-    let mut wc = [WorkCompletion::default(); 1];
-    for _ in 0..1_000_000 {
-        if cq.poll(&mut wc) == 1 {
-            return wc[0];
-        }
-        std::thread::yield_now();
-    }
-    panic!("no completion");
 }
 
 /// A connection between device 0 (server, listening on `server_ip`) and device 1 (client),

@@ -12,80 +12,25 @@ use wv_client::verbs::*;
 use wv_inproc::{File, QpModifyMode, Stack, StackConfig, open_inproc};
 use zerocopy::IntoBytes;
 
+#[allow(dead_code)]
+#[path = "../../../tests/support/rc_side.rs"]
+mod rc_side;
+use rc_side::{ACCESS, connect as connect_rc, connect_as as connect_rc_as};
+
 /// A hang guard only.
 const GUARD: Duration = Duration::from_secs(20);
-const ACCESS: u32 = WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ;
 const QKEY: u32 = 0x1111_1111;
 
 type F = File;
 
-/// One side of a connection: a device, PD, CQ, QP and a registered buffer.
-struct Side {
-    dev: Device<F>,
-    pd: Pd<F>,
-    cq: Cq<F>,
-    qp: Qp<F>,
-    buf: Buffer,
-    mr: Mr,
-}
+type Side = rc_side::Side<F>;
 
 fn side(p: &Provider<F>, guid: u64, qp_type: QpType, srq: Option<&Srq<F>>) -> Side {
-    let dev = p.open_device(guid).unwrap();
-    let pd = dev.alloc_pd().unwrap();
-    let cq = dev.create_cq(64).unwrap();
-    let mut init = QpInit::new(qp_type, &cq, &cq);
-    init.srq = srq;
-    init.max_send_wr = 32;
-    init.max_recv_wr = 32;
-    init.max_send_sge = 2;
-    init.max_recv_sge = 2;
-    init.max_inline = 64;
-    let qp = pd.create_qp(&init).unwrap();
-    let buf = dev.alloc_buffer(8192);
-    let mr = pd.reg_mr(&buf, ACCESS).unwrap();
-    Side {
-        dev,
-        pd,
-        cq,
-        qp,
-        buf,
-        mr,
-    }
+    rc_side::side_of(p, guid, qp_type, srq)
 }
 
 fn gid(dev: &Device<F>) -> Gid {
     dev.query_gids(1).unwrap()[0]
-}
-
-/// RESET → INIT → RTR → RTS as ibv_rc_pingpong does.
-fn connect_rc(a: &Side, b: &Side) {
-    connect_rc_as(a, b, ACCESS, 0x123, 1);
-}
-
-/// Both sides to RTS with `access`, `psn` as both PSNs and `depth` RDMA reads/atomics each
-/// way.
-fn connect_rc_as(a: &Side, b: &Side, access: u32, psn: u32, depth: u8) {
-    for (s, peer) in [(a, b), (b, a)] {
-        s.qp.modify(&QpAttr::init(1, 0, access)).unwrap();
-        let av = AddressVector {
-            grh_valid: true,
-            dgid: gid(&peer.dev),
-            hop_limit: 1,
-            port: 1,
-            ..AddressVector::default()
-        };
-        s.qp.modify(&QpAttr::rtr(
-            peer.qp.qpn(),
-            psn,
-            &av,
-            Mtu::Mtu1024,
-            depth,
-            12,
-        ))
-        .unwrap();
-        s.qp.modify(&QpAttr::rts(psn, 14, 7, 7, depth)).unwrap();
-        assert_eq!(s.qp.state(), QpState::Rts);
-    }
 }
 
 /// Polls until `n` completions arrived (the soft HCA completes in the posting thread, so this

@@ -587,25 +587,43 @@ impl<F: RawFile> Kind for SrqParts<F> {
     const DESTROY: u32 = WV_IOCTL_SRQ_DESTROY;
 }
 
-impl<F: RawFile> Srq<F> {
-    /// Posts one receive request through the UVP.
-    ///
-    /// # Errors
-    /// The UVP's [`PostError`].
-    pub fn post_recv(&self, wr: &RecvWr<'_>) -> core::result::Result<(), PostError> {
-        self.parts().uvp.post_recv(wr)
-    }
+/// The posts of one kind of work request (`$wr`) of an object whose parts hold the UVP queue:
+/// one request (`$one`) and a list (`$list`).
+macro_rules! post_methods {
+    ($one:ident, $list:ident, $wr:ident, $one_doc:literal, $list_doc:literal) => {
+        #[doc = $one_doc]
+        ///
+        /// # Errors
+        /// The UVP's [`PostError`].
+        pub fn $one(&self, wr: &$wr<'_>) -> core::result::Result<(), PostError> {
+            self.parts().uvp.$one(wr)
+        }
 
-    /// Posts receive requests; stops at the first failure and returns its index (`bad_wr`).
-    ///
-    /// # Errors
-    /// `(index, error)` of the first request that failed; those before it are posted.
-    pub fn post_recv_list(
-        &self,
-        wrs: &[RecvWr<'_>],
-    ) -> core::result::Result<(), (usize, PostError)> {
-        self.parts().uvp.post_recv_list(wrs)
-    }
+        #[doc = $list_doc]
+        ///
+        /// # Errors
+        /// `(index, error)` of the first request that failed; those before it are posted.
+        pub fn $list(&self, wrs: &[$wr<'_>]) -> core::result::Result<(), (usize, PostError)> {
+            self.parts().uvp.$list(wrs)
+        }
+    };
+}
+
+/// The receive posts of an SRQ or a QP.
+macro_rules! post_recv_methods {
+    () => {
+        post_methods!(
+            post_recv,
+            post_recv_list,
+            RecvWr,
+            "Posts one receive request through the UVP.",
+            "Posts receive requests; stops at the first failure and returns its index (`bad_wr`)."
+        );
+    };
+}
+
+impl<F: RawFile> Srq<F> {
+    post_recv_methods!();
 }
 
 impl<F: RawFile + Send + Sync + 'static> Srq<F> {
@@ -800,43 +818,15 @@ impl<F: RawFile> Qp<F> {
         self.parts().uvp.max_inline()
     }
 
-    /// Posts one send request through the UVP (no IOCTL).
-    ///
-    /// # Errors
-    /// The UVP's [`PostError`].
-    pub fn post_send(&self, wr: &SendWr<'_>) -> core::result::Result<(), PostError> {
-        self.parts().uvp.post_send(wr)
-    }
+    post_methods!(
+        post_send,
+        post_send_list,
+        SendWr,
+        "Posts one send request through the UVP (no IOCTL).",
+        "Posts send requests with one doorbell; stops at the first failure (`bad_wr`)."
+    );
 
-    /// Posts send requests with one doorbell; stops at the first failure (`bad_wr`).
-    ///
-    /// # Errors
-    /// `(index, error)` of the first request that failed; those before it are posted.
-    pub fn post_send_list(
-        &self,
-        wrs: &[SendWr<'_>],
-    ) -> core::result::Result<(), (usize, PostError)> {
-        self.parts().uvp.post_send_list(wrs)
-    }
-
-    /// Posts one receive request through the UVP.
-    ///
-    /// # Errors
-    /// The UVP's [`PostError`].
-    pub fn post_recv(&self, wr: &RecvWr<'_>) -> core::result::Result<(), PostError> {
-        self.parts().uvp.post_recv(wr)
-    }
-
-    /// Posts receive requests; stops at the first failure (`bad_wr`).
-    ///
-    /// # Errors
-    /// `(index, error)` of the first request that failed; those before it are posted.
-    pub fn post_recv_list(
-        &self,
-        wrs: &[RecvWr<'_>],
-    ) -> core::result::Result<(), (usize, PostError)> {
-        self.parts().uvp.post_recv_list(wrs)
-    }
+    post_recv_methods!();
 
     fn atomic(
         &self,

@@ -148,33 +148,44 @@ pub fn expect(st: &IoStatus, want: NtStatus) {
     assert_eq!(NtStatus(st.status), want, "{st:?}");
 }
 
+/// An IOCTL that must complete inline with `want`; its status, for the checks that follow.
+#[track_caller]
+pub fn expect_ioctl(
+    file: &WvFile,
+    code: u32,
+    input: &[u8],
+    out_len: usize,
+    want: NtStatus,
+) -> IoStatus {
+    let st = ioctl(file, code, input, out_len);
+    expect(&st, want);
+    st
+}
+
 /// DEVICE_QUERY of device `dev` with room for its attributes, which must complete inline
 /// with `want`.
 #[track_caller]
 pub fn device_query(file: &WvFile, dev: u64, want: NtStatus) {
-    expect(&ioctl(file, WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152), want);
+    expect_ioctl(file, WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152, want);
 }
 
 /// MW_ALLOCATE on PD `pd`, which must complete inline with `want`.
 #[track_caller]
 pub fn mw_allocate(file: &WvFile, pd: u64, want: NtStatus) {
-    expect(&ioctl(file, WV_IOCTL_MW_ALLOCATE, &id(pd, 0, 0), 16), want);
+    expect_ioctl(file, WV_IOCTL_MW_ALLOCATE, &id(pd, 0, 0), 16, want);
 }
 
 /// AH_CREATE of [`ah_in`] on PD `pd`, which must complete inline with `want`.
 #[track_caller]
 pub fn ah_create(file: &WvFile, pd: u64, want: NtStatus) {
-    expect(
-        &ioctl(file, WV_IOCTL_AH_CREATE, &bytes(&ah_in(pd)), 64),
-        want,
-    );
+    expect_ioctl(file, WV_IOCTL_AH_CREATE, &bytes(&ah_in(pd)), 64, want);
 }
 
 /// An IOCTL whose input is one id and whose output is nothing (a destroy, close or cancel),
 /// which must complete inline with `want`.
 #[track_caller]
 pub fn id_ioctl(file: &WvFile, code: u32, id: u64, want: NtStatus) {
-    expect(&ioctl(file, code, &u64_in(id), 0), want);
+    expect_ioctl(file, code, &u64_in(id), 0, want);
 }
 
 /// Waits (bounded: a hang guard, not a timing assertion) for a pended request.
@@ -409,8 +420,7 @@ pub fn full_stack(fx: &Fx, file: &WvFile) -> Full {
     let srq = srq(file, s.pd);
     let mut ud = qp_create_in(s.pd, s.cq, s.cq, 0);
     ud.QpType = 3;
-    let st = ioctl(file, WV_IOCTL_QP_CREATE, &bytes(&ud), 72);
-    expect(&st, NtStatus::SUCCESS);
+    let st = expect_ioctl(file, WV_IOCTL_QP_CREATE, &bytes(&ud), 72, NtStatus::SUCCESS);
     let ud_qp = out::<WV_IO_QP_CREATE>(&st).Id.Id;
     expect(
         &ioctl(file, WV_IOCTL_QP_ATTACH, &mc_in(ud_qp, 0xC001), 0),

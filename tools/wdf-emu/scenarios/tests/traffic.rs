@@ -8,59 +8,10 @@ use wdf_emu_scenarios::winverbs_entry;
 use wv_client::verbs::*;
 use wv_softhca::LinkLayer;
 
-type F = wdf_emu::EmuFile;
-
-const ACCESS: u32 = WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ;
-
-struct Side {
-    dev: Device<F>,
-    _pd: Pd<F>,
-    cq: Cq<F>,
-    qp: Qp<F>,
-    buf: Buffer,
-    mr: Mr,
-}
-
-fn side(p: &Provider<F>, guid: u64) -> Side {
-    let dev = p.open_device(guid).expect("DEVICE_OPEN");
-    let pd = dev.alloc_pd().expect("PD_ALLOCATE");
-    let cq = dev.create_cq(64).expect("CQ_CREATE");
-    let mut init = QpInit::new(QpType::Rc, &cq, &cq);
-    init.max_send_wr = 16;
-    init.max_recv_wr = 16;
-    init.max_send_sge = 2;
-    init.max_recv_sge = 2;
-    let qp = pd.create_qp(&init).expect("QP_CREATE");
-    let buf = dev.alloc_buffer(8192);
-    let mr = pd.reg_mr(&buf, ACCESS).expect("MEMORY_REGISTER");
-    Side {
-        dev,
-        _pd: pd,
-        cq,
-        qp,
-        buf,
-        mr,
-    }
-}
-
-/// RESET → INIT → RTR → RTS with a global route (RoCE needs one; InfiniBand accepts one).
-fn connect(a: &Side, b: &Side) {
-    for (s, peer) in [(a, b), (b, a)] {
-        s.qp.modify(&QpAttr::init(1, 0, ACCESS)).expect("INIT");
-        let av = AddressVector {
-            grh_valid: true,
-            sgid: s.dev.query_gids(1).expect("GID_QUERY")[0],
-            dgid: peer.dev.query_gids(1).expect("GID_QUERY")[0],
-            hop_limit: 64,
-            port: 1,
-            ..AddressVector::default()
-        };
-        s.qp.modify(&QpAttr::rtr(peer.qp.qpn(), 0x123, &av, Mtu::Mtu1024, 1, 12))
-            .expect("RTR");
-        s.qp.modify(&QpAttr::rts(0x123, 14, 7, 7, 1)).expect("RTS");
-        assert_eq!(s.qp.state(), QpState::Rts);
-    }
-}
+#[allow(dead_code)]
+#[path = "../../../../tests/support/rc_side.rs"]
+mod rc_side;
+use rc_side::{connect, param, poll_one, side};
 
 /// Two tests of `$run`: `$roce` on RoCE ports, `$ib` on InfiniBand ports.
 macro_rules! per_link_layer {
@@ -87,17 +38,6 @@ fn stack_on(link_layer: LinkLayer) -> EmuStack {
         winverbs_entry(),
     )
     .expect("DriverEntry")
-}
-
-fn poll_one(cq: &Cq<F>) -> WorkCompletion {
-    let mut wc = [WorkCompletion::default(); 1];
-    for _ in 0..1_000_000 {
-        if cq.poll(&mut wc) == 1 {
-            return wc[0];
-        }
-        std::thread::yield_now();
-    }
-    panic!("no completion");
 }
 
 fn traffic(link_layer: LinkLayer) {
@@ -159,16 +99,6 @@ fn traffic(link_layer: LinkLayer) {
 }
 
 per_link_layer!(traffic: rc_traffic_on_roce_ports, rc_traffic_on_infiniband_ports);
-
-fn param(data: &[u8]) -> ConnectParam {
-    ConnectParam {
-        private_data: data.to_vec(),
-        responder_resources: 1,
-        initiator_depth: 1,
-        retry_count: 7,
-        rnr_retry_count: 7,
-    }
-}
 
 /// Connection endpoints through the glue: the CM interface the filter took from the stack,
 /// listen, a connection request parked and completed, connect, accept, a send, a disconnect.

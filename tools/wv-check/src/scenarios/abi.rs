@@ -304,9 +304,7 @@ fn device_open_query<E: Env>(env: &E) -> Outcome {
 /// PORT/GID/PKEY queries on every port: sizes, Information, MORE_ENTRIES on truncation, port
 /// numbers out of range.
 fn port_gid_pkey<E: Env>(env: &E) -> Outcome {
-    let f = env.open()?;
-    let guid = env.guid(&f)?;
-    let dev = open_dev(&f, guid)?;
+    let (f, dev) = open_device(env)?;
     let attr: WV_IO_DEVICE_ATTRIBUTES = read(
         &ok(&f, WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152)?.output,
         "DEVICE_QUERY",
@@ -792,8 +790,7 @@ fn endpoint_codes<E: Env>(env: &E) -> Outcome {
 
 /// An IOCTL that reaches the driver after the file's cleanup → FILE_CLOSED.
 fn file_closed<E: Env>(env: &E) -> Outcome {
-    let f = env.open()?;
-    let dev = open_dev(&f, env.guid(&f)?)?;
+    let (f, dev) = open_device(env)?;
     match env.close_racing_ioctl(f, WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 152) {
         None => Err(Problem::Skip(
             "this transport cannot deliver an IOCTL after CloseHandle".into(),

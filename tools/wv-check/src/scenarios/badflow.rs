@@ -170,18 +170,8 @@ fn too_many_sge<E: Env>(env: &E) -> Outcome {
 /// work (later sends, posted receives) is flushed with WR_FLUSH_ERR.
 fn bad_lkey<E: Env>(env: &E) -> Outcome {
     let (_p, a, b) = rc_pair(env)?;
-    let rsge = [b.mr.sge(0, 4096)];
-    b.qp.post_recv(&RecvWr {
-        wr_id: 50,
-        sg_list: &rsge,
-    })
-    .map_err(|e| format!("B post_recv: {e:?}"))?;
-    let own = [a.mr.sge(8192, 64)];
-    a.qp.post_recv(&RecvWr {
-        wr_id: 60,
-        sg_list: &own,
-    })
-    .map_err(|e| format!("A post_recv: {e:?}"))?;
+    b.post_recv(50, 0, 4096, "B post_recv")?;
+    a.post_recv(60, 8192, 64, "A post_recv")?;
     let bad = [Sge {
         addr: a.buf.addr(),
         length: 64,

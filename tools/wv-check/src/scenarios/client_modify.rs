@@ -488,9 +488,7 @@ fn librdmacm<F: RawFile>(
 /// rc/uc/ud_pingpong's exact calls on two QPs connected to each other, librdmacm's, then an
 /// application's `ibv_modify_qp(ERR, IBV_QP_STATE)` with an uncleared struct.
 fn libibverbs<E: Env>(env: &E) -> Outcome {
-    let f = env.open()?;
-    let guid = env.guid(&f)?;
-    let dev = open_dev(&f, guid)?;
+    let (f, dev) = open_device(env)?;
     let gid = gid0(&f, dev)?;
     let port = port1(&f, dev)?;
     let ib = port.Transport == 0;
@@ -586,9 +584,7 @@ fn libibverbs<E: Env>(env: &E) -> Outcome {
 /// ND v1 (`nd_ep.cpp`) and ND v2 (`nd_qp.cpp`): INIT with `STATE | PORT_NUMBER | PKEY_INDEX`
 /// over an uncleared struct, then ND v2's Flush.
 fn netdirect<E: Env>(env: &E) -> Outcome {
-    let f = env.open()?;
-    let guid = env.guid(&f)?;
-    let o = objects(&f, guid)?;
+    let (f, o) = open_objects(env)?;
     let nd_init = |qp: u64| {
         let mut a = uninit();
         a.Id.Id = qp;
@@ -633,9 +629,7 @@ fn netdirect<E: Env>(env: &E) -> Outcome {
 
 /// `Options = 0`: the state is still requested, as on OFW.
 fn options_zero<E: Env>(env: &E) -> Outcome {
-    let f = env.open()?;
-    let guid = env.guid(&f)?;
-    let o = objects(&f, guid)?;
+    let (f, o) = open_objects(env)?;
     let gid = gid0(&f, o.dev)?;
     let qpn = u32::from_be(query_qp(&f, o.qp)?.Qpn);
     let zero_options = |state: u8| -> Result<Vec<u8>, String> {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wv_client::verbs::{
-    AddressVector, Buffer, Cq, Device, Mr, Mtu, Pd, Provider, Qp, QpAttr, QpInit, QpType,
+    AddressVector, Buffer, Cq, Device, Mr, Mtu, Pd, Provider, Qp, QpAttr, QpInit, QpType, RecvWr,
     STATUS_DLL_NOT_FOUND, SendWr, Sge, VerbsError, WV_ACCESS_LOCAL_WRITE, WV_ACCESS_REMOTE_READ,
     WV_ACCESS_REMOTE_WRITE, WorkCompletion, WrOpcode, send_flags,
 };
@@ -59,6 +59,19 @@ pub struct End<F: wv_client::raw::RawFile> {
     pub mr: Mr,
     /// Port 1's GID 0.
     pub gid: [u8; 16],
+}
+
+impl<F: wv_client::raw::RawFile> End<F> {
+    /// Posts one receive into `len` bytes of the buffer at `offset`; `what` names the post in
+    /// the error.
+    pub fn post_recv(&self, wr_id: u64, offset: usize, len: u32, what: &str) -> Result<(), String> {
+        self.qp
+            .post_recv(&RecvWr {
+                wr_id,
+                sg_list: &[self.mr.sge(offset, len)],
+            })
+            .map_err(|e| format!("{what}: {e:?}"))
+    }
 }
 
 /// What an end is created with.

@@ -173,9 +173,7 @@ fn ids_per_handle<E: Env>(env: &E) -> Outcome {
 /// Destroying a parent that children reference → ACCESS_DENIED; children first, then SUCCESS;
 /// a second destroy → NOT_FOUND / NO_SUCH_DEVICE. MRs hold no PD reference.
 fn destroy_referenced<E: Env>(env: &E) -> Outcome {
-    let f = env.open()?;
-    let guid = env.guid(&f)?;
-    let dev = open_dev(&f, guid)?;
+    let (f, dev) = open_device(env)?;
     let gid = gid0(&f, dev)?;
     // A CQ alone keeps the device busy.
     let lone = create_cq(&f, dev, 4)?;
@@ -289,9 +287,7 @@ fn destroy_referenced<E: Env>(env: &E) -> Outcome {
 fn cleanup_on_close<E: Env>(env: &E) -> Outcome {
     let mut rounds = Vec::new();
     for round in 0..2 {
-        let f = env.open()?;
-        let guid = env.guid(&f)?;
-        let o = objects(&f, guid)?;
+        let (f, o) = open_objects(env)?;
         let gid = gid0(&f, o.dev)?;
         let srq = create_srq(&f, o.pd)?;
         let mw = mw(&f, o.pd)?;

@@ -6,7 +6,7 @@ use wv_abi::ioctl::WV_IOCTL_MEMORY_DEREGISTER;
 use wv_abi::{NtStatus, WV_IO_ID};
 use wv_client::raw::{RawFile, RawIo};
 use wv_client::verbs::{
-    Mr, MwType, RecvWr, SendWr, WV_ACCESS_LOCAL_WRITE, WV_ACCESS_MW_BIND, WV_ACCESS_REMOTE_READ,
+    Mr, MwType, SendWr, WV_ACCESS_LOCAL_WRITE, WV_ACCESS_MW_BIND, WV_ACCESS_REMOTE_READ,
     WV_ACCESS_REMOTE_WRITE, WcOpcode, WcStatus, WrOpcode, inc_rkey, send_flags, wc_flags,
 };
 use zerocopy::IntoBytes;
@@ -174,12 +174,7 @@ fn type2<E: Env>(env: &E) -> Outcome {
         b.qp.post_bind_mw(&mw, 1, flags, &r, 0, 4096, REMOTE_RW)
             .map_err(|e| format!("BIND_MW: {e:?}"))?;
     ensure!(one(&b, "BIND_MW")?.1 == WcStatus::Success, "BIND_MW failed");
-    let rsge = [b.mr.sge(8192, 64)];
-    b.qp.post_recv(&RecvWr {
-        wr_id: 10,
-        sg_list: &rsge,
-    })
-    .map_err(|e| format!("post_recv: {e:?}"))?;
+    b.post_recv(10, 8192, 64, "post_recv")?;
     let sg = [a.mr.sge(0, 16)];
     let mut inv = SendWr::new(5, WrOpcode::SendWithInv);
     inv.sg_list = &sg;

@@ -71,8 +71,7 @@ pub fn ended_cancelled<I: RawIo>(ios: Vec<I>, what: &str) -> Result<(), String> 
 /// before it returns, with CANCELLED, while the other CQ's waiters stay parked; then the
 /// reverse order.
 fn cq_cancel_isolation<E: Env>(env: &E) -> Outcome {
-    let f = env.open()?;
-    let dev = open_dev(&f, env.guid(&f)?)?;
+    let (f, dev) = open_device(env)?;
     let cq1 = create_cq(&f, dev, 8)?;
     let cq2 = create_cq(&f, dev, 8)?;
     for (first, second) in [(cq1, cq2), (cq2, cq1)] {
@@ -114,9 +113,7 @@ fn cq_cancel_isolation<E: Env>(env: &E) -> Outcome {
 
 /// CancelIoEx ends exactly the named request, once; the object keeps working.
 fn cancel_io_ex<E: Env>(env: &E) -> Outcome {
-    let f = env.open()?;
-    let guid = env.guid(&f)?;
-    let o = objects(&f, guid)?;
+    let (f, o) = open_objects(env)?;
     let srq = create_srq(&f, o.pd)?;
     let x = cq_notify(&f, o.cq, WV_CQ_NEXT_COMPLETION)?;
     let y = cq_notify(&f, o.cq, WV_CQ_NEXT_COMPLETION)?;
@@ -199,8 +196,7 @@ fn cancel_io_ex<E: Env>(env: &E) -> Outcome {
 /// IWVCompletionQueue::BatchNotify sends only the 8-byte CQ id (spec §7.1-a): this driver
 /// parks it as a next-completion notify; other short lengths keep BUFFER_TOO_SMALL.
 fn batch_notify<E: Env>(env: &E) -> Outcome {
-    let f = env.open()?;
-    let dev = open_dev(&f, env.guid(&f)?)?;
+    let (f, dev) = open_device(env)?;
     let cq = create_cq(&f, dev, 8)?;
     let io = park(&f, WV_IOCTL_CQ_NOTIFY, &u64_in(cq), 0)?;
     for len in [0usize, 7, 9, 15] {
@@ -233,8 +229,7 @@ fn batch_notify<E: Env>(env: &E) -> Outcome {
 
 /// SRQ_NOTIFY parks (broadcast queue), SRQ_CANCEL ends every waiter.
 fn srq_cancel<E: Env>(env: &E) -> Outcome {
-    let f = env.open()?;
-    let dev = open_dev(&f, env.guid(&f)?)?;
+    let (f, dev) = open_device(env)?;
     let pd = alloc_pd(&f, dev)?;
     let s1 = create_srq(&f, pd)?;
     let s2 = create_srq(&f, pd)?;
@@ -261,9 +256,7 @@ fn srq_cancel<E: Env>(env: &E) -> Outcome {
 /// Destroying an object (or closing a device) ends the requests parked on it with CANCELLED:
 /// parked requests hold no reference, so the destroy is not refused.
 fn destroy_ends_waiters<E: Env>(env: &E) -> Outcome {
-    let f = env.open()?;
-    let guid = env.guid(&f)?;
-    let dev = open_dev(&f, guid)?;
+    let (f, dev) = open_device(env)?;
     let pd = alloc_pd(&f, dev)?;
     let cq = create_cq(&f, dev, 8)?;
     let srq = create_srq(&f, pd)?;

@@ -165,8 +165,7 @@ fn settle<I: RawIo>(ios: Vec<(u8, I)>) -> Result<(usize, Option<u8>), String> {
 /// 16 modifies (INIT, RESET, INIT, …) queued on one QP, then QP_CANCEL at once; then the same
 /// with CancelIoEx of the last one.
 fn modify_cancel<E: Env>(env: &E) -> Outcome {
-    let f = env.open()?;
-    let o = objects(&f, env.guid(&f)?)?;
+    let (f, o) = open_objects(env)?;
     const N: usize = 16;
     let target = |i: usize| {
         if i.is_multiple_of(2) {

@@ -15,6 +15,8 @@ use wv_abi::{
 use wv_client::raw::{IoStatus, RawFile, RawIo};
 use zerocopy::{FromBytes, IntoBytes};
 
+use crate::env::Env;
+
 /// How long a wait for a request that should end soon may take before the scenario reports it
 /// as never completed. Generous: everything here normally ends in microseconds.
 pub const WAIT: Duration = Duration::from_secs(10);
@@ -401,6 +403,20 @@ pub struct Objects {
     pub cq: u64,
     /// QP id.
     pub qp: u64,
+}
+
+/// A file on `env` with the environment's device open: where most scenarios start.
+pub fn open_device<E: Env>(env: &E) -> Result<(E::File, u64), String> {
+    let f = env.open()?;
+    let dev = open_dev(&f, env.guid(&f)?)?;
+    Ok((f, dev))
+}
+
+/// A file on `env` with [`Objects`] on the environment's device.
+pub fn open_objects<E: Env>(env: &E) -> Result<(E::File, Objects), String> {
+    let f = env.open()?;
+    let o = objects(&f, env.guid(&f)?)?;
+    Ok((f, o))
 }
 
 /// Creates [`Objects`].

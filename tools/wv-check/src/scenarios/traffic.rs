@@ -6,9 +6,7 @@ use wv_abi::NtStatus;
 use wv_abi::consts::{WV_CQ_ERROR, WV_CQ_NEXT_COMPLETION, WV_CQ_SOLICITED};
 use wv_abi::ioctl::WV_IOCTL_CQ_NOTIFY;
 use wv_client::raw::{RawFile, RawIo};
-use wv_client::verbs::{
-    GRH_BYTES, RecvWr, SendWr, WcOpcode, WcStatus, WrOpcode, send_flags, wc_flags,
-};
+use wv_client::verbs::{GRH_BYTES, SendWr, WcOpcode, WcStatus, WrOpcode, send_flags, wc_flags};
 
 use super::fixture::*;
 use super::raw::{ensure, expect, id_in, park, u64_in, wait};
@@ -81,12 +79,7 @@ fn rc_send_recv<E: Env>(env: &E) -> Outcome {
     let (_p, a, b) = rc_pair(env)?;
     let data = pattern(4096, 7);
     a.buf.write(0, &data).map_err(|e| e.to_string())?;
-    let rsge = [b.mr.sge(1000, 8192)];
-    b.qp.post_recv(&RecvWr {
-        wr_id: 100,
-        sg_list: &rsge,
-    })
-    .map_err(|e| format!("post_recv: {e:?}"))?;
+    b.post_recv(100, 1000, 8192, "post_recv")?;
     let sge = [a.mr.sge(0, 1000), a.mr.sge(1000, 3096)];
     let mut wr = SendWr::new(1, WrOpcode::Send);
     wr.sg_list = &sge;
@@ -112,12 +105,7 @@ fn rc_send_recv<E: Env>(env: &E) -> Outcome {
     ensure!(got == data, "received bytes differ from the 4096 sent");
     // Inline: the payload is copied at post time, so overwriting it afterwards is harmless.
     let small = b"inline payload, 31 bytes long!!";
-    let rsge = [b.mr.sge(0, 64)];
-    b.qp.post_recv(&RecvWr {
-        wr_id: 101,
-        sg_list: &rsge,
-    })
-    .map_err(|e| format!("post_recv: {e:?}"))?;
+    b.post_recv(101, 0, 64, "post_recv")?;
     let mut wr = SendWr::new(2, WrOpcode::Send);
     wr.inline_data = Some(small);
     wr.send_flags = send_flags::INLINE;
@@ -209,12 +197,7 @@ fn ud_send_recv<E: Env>(env: &E) -> Outcome {
     let len = 1024u32;
     let data = pattern(len as usize, 9);
     a.buf.write(0, &data).map_err(|e| e.to_string())?;
-    let rsge = [b.mr.sge(0, len + GRH_BYTES as u32)];
-    b.qp.post_recv(&RecvWr {
-        wr_id: 7,
-        sg_list: &rsge,
-    })
-    .map_err(|e| format!("post_recv: {e:?}"))?;
+    b.post_recv(7, 0, len + GRH_BYTES as u32, "post_recv")?;
     let sge = [a.mr.sge(0, len)];
     let mut wr = SendWr::new(8, WrOpcode::Send);
     wr.sg_list = &sge;
@@ -247,11 +230,7 @@ fn ud_send_recv<E: Env>(env: &E) -> Outcome {
     b.buf.read(GRH_BYTES, &mut got).map_err(|e| e.to_string())?;
     ensure!(got == data, "UD payload after the GRH differs");
     // A wrong Q_Key is dropped silently: no receive completion.
-    b.qp.post_recv(&RecvWr {
-        wr_id: 9,
-        sg_list: &rsge,
-    })
-    .map_err(|e| format!("post_recv: {e:?}"))?;
+    b.post_recv(9, 0, len + GRH_BYTES as u32, "post_recv")?;
     let mut wr = SendWr::new(10, WrOpcode::Send);
     wr.sg_list = &sge;
     wr.ud = Some(ah.ud(b.qp.qpn(), QKEY ^ 1));
@@ -287,13 +266,7 @@ fn rc_events<E: Env>(env: &E) -> Outcome {
         };
         let payload = pattern(size as usize, i as u8);
         tx.buf.write(0, &payload).map_err(|e| e.to_string())?;
-        let rsge = [rx.mr.sge(4096, size)];
-        rx.qp
-            .post_recv(&RecvWr {
-                wr_id: 1000 + i,
-                sg_list: &rsge,
-            })
-            .map_err(|e| format!("post_recv: {e:?}"))?;
+        rx.post_recv(1000 + i, 4096, size, "post_recv")?;
         let rx_event = rx.cq.notify(false).map_err(verr("CQ_NOTIFY"))?;
         let tx_event = tx.cq.notify(false).map_err(verr("CQ_NOTIFY"))?;
         ensure!(
@@ -373,12 +346,7 @@ fn broadcast<E: Env>(env: &E) -> Outcome {
     let error_waiter = park(&**f, WV_IOCTL_CQ_NOTIFY, &id_in(cq, 0, WV_CQ_ERROR), 0)?;
     // The verbs notify queues one more waiter and arms the CQ through the UVP.
     let armed = b.cq.notify(false).map_err(verr("CQ_NOTIFY"))?;
-    let rsge = [b.mr.sge(0, 64)];
-    b.qp.post_recv(&RecvWr {
-        wr_id: 1,
-        sg_list: &rsge,
-    })
-    .map_err(|e| format!("post_recv: {e:?}"))?;
+    b.post_recv(1, 0, 64, "post_recv")?;
     let sge = [a.mr.sge(0, 64)];
     let mut wr = SendWr::new(2, WrOpcode::Send);
     wr.sg_list = &sge;
