@@ -665,3 +665,59 @@ fn a_modify_from_rts_to_rts_does_not_renew_the_retry_budget_of_a_request_in_flig
     b.hca.set_port_state(1, true).unwrap();
     settle(&p);
 }
+
+#[test]
+fn a_send_error_that_moves_an_rc_qp_to_err_flushes_its_receives_and_ends_its_srq_use() {
+    let (p, _f, a, b) = deterministic_pair();
+    // A remote access error: the send fails, the QP is in ERR and, as IBTA has it for a QP
+    // entering ERR, its outstanding receives complete with WR_FLUSH_ERR, at once.
+    let (ca, _cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 16);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let m = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    for i in 0..2 {
+        qa.uvp
+            .post_recv(&recv_wr(10 + i, &[m.sge(32, 32)]))
+            .unwrap();
+    }
+    let sg = [m.sge(0, 8)];
+    let mut wr = send_wr(1, WrOpcode::RdmaWrite, &sg);
+    wr.remote_addr = rb.addr(0);
+    wr.rkey = rb.rkey ^ 0x100;
+    qa.uvp.post_send(&wr).unwrap();
+    assert_eq!(
+        poll_all(&ca)
+            .iter()
+            .map(|w| (w.wr_id, w.status))
+            .collect::<Vec<_>>(),
+        vec![
+            (1, WcStatus::RemAccessErr),
+            (10, WcStatus::WrFlushErr),
+            (11, WcStatus::WrFlushErr)
+        ]
+    );
+    assert_eq!(a.state(&qa), QpState::Error);
+    // A QP on an SRQ whose local operation fails: ERR, and LAST_WQE_REACHED (the SRQ's
+    // receives are the SRQ's, not flushed).
+    let srq = a.srq(8, 0);
+    srq.uvp.post_recv(&recv_wr(20, &[m.sge(32, 32)])).unwrap();
+    let cs = a.cq(16);
+    let qs = a.qp_with(QpType::Rc, &cs, &cs, Some(&srq), 16, 2, 0, true);
+    let cp = b.cq(16);
+    let qp = b.qp(QpType::Rc, &cp);
+    connect(&a, &qs, &b, &qp, Conn::default());
+    let mut inv = send_wr(2, WrOpcode::LocalInv, &[]);
+    inv.imm_or_inv = m.lkey ^ 0x100;
+    qs.uvp.post_send(&inv).unwrap();
+    settle(&p);
+    assert_eq!(
+        poll_all(&cs)
+            .iter()
+            .map(|w| (w.wr_id, w.status))
+            .collect::<Vec<_>>(),
+        vec![(2, WcStatus::LocQpOpErr)]
+    );
+    assert_eq!(a.state(&qs), QpState::Error);
+    assert_eq!(qs.events.take(), vec![QpEvent::LastWqeReached]);
+    settle(&p);
+}

@@ -28,6 +28,7 @@ mod memory_regions;
 mod provider_checks;
 mod qp_attributes;
 mod qp_state_table;
+mod rc_requester;
 mod resize;
 mod responder;
 mod service_path;

@@ -126,6 +126,12 @@ fn client_of(arena: &Arc<Arena>) -> Arc<Client> {
 /// `node`'s device opened for a served client: a CA, PD, CQ and RC QP made while the client is
 /// attached (so their rings are in `arena`), reached through the mapped provider.
 fn served(node: &Node, arena: &Arc<Arena>) -> (Node, Cq, Qp) {
+    let (node, cq, qp, _) = served_qp(node, arena, QpType::Rc);
+    (node, cq, qp)
+}
+
+/// [`served`] with a QP of `qp_type`, and the QP's creation response, which names its rings.
+fn served_qp(node: &Node, arena: &Arc<Arena>, qp_type: QpType) -> (Node, Cq, Qp, QpResp) {
     let client = client_of(arena);
     let _attached = process::attach(&client);
     let mapped: Arc<dyn MappedDevice> = arena.clone();
@@ -152,7 +158,7 @@ fn served(node: &Node, arena: &Arc<Arena>) -> (Node, Cq, Qp) {
     };
     let events = KArc::new(Log::default());
     let create = QpCreate {
-        qp_type: QpType::Rc,
+        qp_type,
         sq_depth: 16,
         rq_depth: 16,
         sq_sge: 2,
@@ -179,7 +185,7 @@ fn served(node: &Node, arena: &Arc<Arena>) -> (Node, Cq, Qp) {
         soft,
         uvp: uvp.map_qp(&r).unwrap(),
         events,
-        qp_type: QpType::Rc,
+        qp_type,
     };
     let client_node = Node {
         platform: node.platform.clone(),
@@ -190,7 +196,7 @@ fn served(node: &Node, arena: &Arc<Arena>) -> (Node, Cq, Qp) {
         pd,
         pool: node.pool.clone(),
     };
-    (client_node, cq, qp)
+    (client_node, cq, qp, r)
 }
 
 #[test]
@@ -574,5 +580,57 @@ fn the_mapped_provider_refuses_a_ring_whose_geometry_is_impossible() {
         uvp.map_srq(&srq(0)).map(|_| ()),
         Err(VerbsError::InvalidParameter)
     );
+    settle(&p);
+}
+
+#[test]
+fn a_wqe_with_an_opcode_its_transport_lacks_written_straight_into_the_shared_ring_fails_locally() {
+    // The ring is client memory: the device checks what it reads there as the provider checks
+    // a post. An RDMA read is not a UC operation (IBTA: UC carries sends and RDMA writes), so
+    // a WQE that claims one completes with LOC_QP_OP_ERR and the send queue goes to SQE.
+    let (p, _f, a, b) = deterministic_pair();
+    let arena = Arena::new(1 << 22);
+    let (a, ca, qa, resp) = served_qp(&a, &arena, QpType::Uc);
+    let cb = b.cq(16);
+    let qb = b.qp(QpType::Uc, &cb);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let src = a.mem(64, ALL_ACCESS);
+    let dst = b.mem(64, ALL_ACCESS);
+    src.buf.write(0, b"not a read").unwrap();
+    const MARK: u64 = 0x5EED_1234_0BAD_0001;
+    let sg = [src.sge(0, 10)];
+    let mut wr = send_wr(MARK, WrOpcode::RdmaWrite, &sg);
+    wr.remote_addr = dst.addr(0);
+    wr.rkey = dst.rkey;
+    qa.uvp.post_send(&wr).unwrap();
+    // The WQE is in the shared ring, not yet run: its first word is the request's id, the low
+    // byte of the next its opcode.
+    let len = u64::from(resp.sq_entries) * u64::from(resp.sq_stride) * 8 + PAGE as u64;
+    let ring = arena.block(resp.sq_addr, len).unwrap();
+    let words = ring.words32();
+    let at = (0..words.len() - 3)
+        .step_by(2)
+        .find(|&i| {
+            words[i].load(Ordering::SeqCst) == MARK as u32
+                && words[i + 1].load(Ordering::SeqCst) == (MARK >> 32) as u32
+        })
+        .expect("the posted WQE is in the ring");
+    let op = &words[at + 2];
+    op.store(
+        (op.load(Ordering::SeqCst) & !0xFF) | WrOpcode::RdmaRead as u32,
+        Ordering::SeqCst,
+    );
+    assert!(arena.service());
+    p.run_until_idle();
+    let r = poll_all(&ca);
+    assert_eq!(
+        r.iter()
+            .map(|w| (w.wr_id, w.status, w.qp_num))
+            .collect::<Vec<_>>(),
+        vec![(MARK, WcStatus::LocQpOpErr, qa.uvp.qpn())]
+    );
+    assert_eq!(a.state(&qa), QpState::SqError);
+    assert!(poll_all(&cb).is_empty());
+    assert_eq!(&dst.buf.to_vec()[..10], &[0u8; 10]);
     settle(&p);
 }

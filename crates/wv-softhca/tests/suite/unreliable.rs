@@ -297,3 +297,166 @@ fn multicast_reaches_members_on_any_port() {
     assert_eq!(statuses(&poll_all(&cb)), vec![(1, WcStatus::Success)]);
     settle(&p);
 }
+
+#[test]
+fn uc_and_ud_messages_travel_as_mtu_packets_each_sent_once_whatever_its_fate() {
+    let (p, f, a, b) = deterministic_pair();
+    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
+    connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
+    let la = a.mem(4096, ALL_ACCESS);
+    let rb = b.mem(8192, ALL_ACCESS);
+    let data: Vec<u8> = (0..4096u32).map(|i| (i * 3 % 247) as u8).collect();
+    la.buf.write(0, &data).unwrap();
+    // Four packets, the second lost: the other three are sent all the same, nothing is sent
+    // again, and the receiver drops the message.
+    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4096)])).unwrap();
+    f.script(&[PacketFate::Deliver, PacketFate::Drop]);
+    post_send(&qa, 1, la.sge(0, 4096));
+    let s = f.stats();
+    assert_eq!((s.delivered, s.dropped), (3, 1));
+    assert!(poll_all(&cb).is_empty());
+    // Three packets, the second late: a late packet is as good as a timely one; each arrives
+    // once and the message lands whole.
+    f.script(&[PacketFate::Deliver, PacketFate::Delay]);
+    post_send(&qa, 2, la.sge(0, 3000));
+    let s = f.stats();
+    assert_eq!((s.delivered, s.dropped, s.delayed), (3 + 2, 1, 1));
+    let r = poll_all(&cb);
+    assert_eq!(
+        r.iter()
+            .map(|w| (w.wr_id, w.status, w.byte_len, w.qp_num))
+            .collect::<Vec<_>>(),
+        vec![(1, WcStatus::Success, 3000, qb.uvp.qpn())]
+    );
+    assert_eq!(&rb.buf.to_vec()[..3000], &data[..3000]);
+    assert_eq!(
+        poll_all(&ca)
+            .iter()
+            .map(|w| (w.wr_id, w.status, w.qp_num))
+            .collect::<Vec<_>>(),
+        vec![
+            (1, WcStatus::Success, qa.uvp.qpn()),
+            (2, WcStatus::Success, qa.uvp.qpn())
+        ]
+    );
+    // A late datagram arrives once.
+    let (cua, cub, ua, ub) = ud_qps(&a, &b, 16);
+    for i in 0..2 {
+        ub.uvp
+            .post_recv(&recv_wr(10 + i, &[rb.sge(4096 + i as usize * 128, 128)]))
+            .unwrap();
+    }
+    let sg = [la.sge(0, 16)];
+    let mut wr = send_wr(3, WrOpcode::Send, &sg);
+    wr.ud = Some(ud_to(b.hca.gid(), ub.uvp.qpn()));
+    f.script(&[PacketFate::Delay]);
+    ua.uvp.post_send(&wr).unwrap();
+    assert_eq!(statuses(&poll_all(&cub)), vec![(10, WcStatus::Success)]);
+    assert_eq!(statuses(&poll_all(&cua)), vec![(3, WcStatus::Success)]);
+    assert_eq!(f.stats().delayed, 2);
+    settle(&p);
+}
+
+#[test]
+fn a_message_may_be_max_msg_bytes_and_a_datagram_one_port_mtu() {
+    let p = HostPlatform::deterministic();
+    let f = Fabric::new();
+    let mut config = DeviceConfig::new("small", mac());
+    config.limits.max_msg = 3000;
+    let a = Node::new(&p, config);
+    let b = Node::simple(&p);
+    f.attach(&a.hca);
+    f.attach(&b.hca);
+    let la = a.mem(8192, ALL_ACCESS);
+    let rb = b.mem(8192, ALL_ACCESS);
+    for qp_type in [QpType::Uc, QpType::Rc] {
+        let (ca, cb, qa, qb) = two_qps(&a, &b, qp_type, 16);
+        connect(&a, &qa, &b, &qb, Conn::default());
+        qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 4096)])).unwrap();
+        post_send(&qa, 1, la.sge(0, 3000));
+        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        let r = poll_all(&cb);
+        assert_eq!((r[0].wr_id, r[0].byte_len), (7, 3000), "{qp_type:?}");
+        post_send(&qa, 2, la.sge(0, 3001));
+        assert_eq!(
+            statuses(&poll_all(&ca)),
+            vec![(2, WcStatus::LocLenErr)],
+            "{qp_type:?}"
+        );
+        assert!(poll_all(&cb).is_empty());
+    }
+    // UD: one packet of the port's MTU (4096), no more.
+    let (ca, cb, qa, qb) = ud_qps(&b, &a, 16);
+    let ra = a.mem(8192, ALL_ACCESS);
+    qb.uvp
+        .post_recv(&recv_wr(7, &[ra.sge(0, 4096 + GRH_BYTES as u32)]))
+        .unwrap();
+    let sg = [rb.sge(0, 4096)];
+    let mut wr = send_wr(1, WrOpcode::Send, &sg);
+    wr.ud = Some(ud_to(a.hca.gid(), qb.uvp.qpn()));
+    qa.uvp.post_send(&wr).unwrap();
+    assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    let r = poll_all(&cb);
+    assert_eq!((r[0].wr_id, r[0].byte_len), (7, 4096 + GRH_BYTES as u32));
+    settle(&p);
+}
+
+#[test]
+fn a_datagram_fires_a_solicited_arm_only_when_sent_solicited() {
+    let (p, _f, a, b) = deterministic_pair();
+    let (_ca, cb, qa, qb) = ud_qps(&a, &b, 16);
+    let la = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(512, ALL_ACCESS);
+    for i in 0..2 {
+        qb.uvp
+            .post_recv(&recv_wr(i, &[rb.sge(i as usize * 128, 128)]))
+            .unwrap();
+    }
+    assert!(!cb.uvp.arm(true));
+    let sg = [la.sge(0, 8)];
+    let mut wr = send_wr(1, WrOpcode::Send, &sg);
+    wr.ud = Some(ud_to(b.hca.gid(), qb.uvp.qpn()));
+    qa.uvp.post_send(&wr).unwrap();
+    settle(&p);
+    assert_eq!(cb.sink.completions(), 0, "not solicited");
+    wr.send_flags |= send_flags::SOLICITED;
+    qa.uvp.post_send(&wr).unwrap();
+    settle(&p);
+    assert_eq!(cb.sink.completions(), 1);
+    assert_eq!(
+        statuses(&poll_all(&cb)),
+        vec![(0, WcStatus::Success), (1, WcStatus::Success)]
+    );
+}
+
+#[test]
+fn a_datagram_to_a_qp_number_reaches_the_qp_that_has_it_now() {
+    let (p, _f, a, b) = deterministic_pair();
+    let (_ca, cb, qa, qb) = ud_qps(&a, &b, 16);
+    let la = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(512, ALL_ACCESS);
+    la.buf.write(0, b"first").unwrap();
+    let qpn = qb.uvp.qpn();
+    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 128)])).unwrap();
+    let sg = [la.sge(0, 5)];
+    let mut wr = send_wr(1, WrOpcode::Send, &sg);
+    wr.ud = Some(ud_to(b.hca.gid(), qpn));
+    qa.uvp.post_send(&wr).unwrap();
+    assert_eq!(statuses(&poll_all(&cb)), vec![(1, WcStatus::Success)]);
+    // The QP goes away and a new one takes its number: the same address now reaches it.
+    b.hca.destroy_qp(qb.soft);
+    let cb2 = b.cq(16);
+    let qb2 = b.qp(QpType::Ud, &cb2);
+    assert_eq!(qb2.uvp.qpn(), qpn, "the number is free again");
+    bring_up(&b, &qb2, [0; 16], 0, Conn::default());
+    qb2.uvp.post_recv(&recv_wr(2, &[rb.sge(128, 128)])).unwrap();
+    la.buf.write(0, b"again").unwrap();
+    qa.uvp.post_send(&wr).unwrap();
+    assert_eq!(statuses(&poll_all(&cb2)), vec![(2, WcStatus::Success)]);
+    assert_eq!(
+        &rb.buf.to_vec()[128 + GRH_BYTES..128 + GRH_BYTES + 5],
+        b"again"
+    );
+    assert!(poll_all(&cb).is_empty());
+    settle(&p);
+}

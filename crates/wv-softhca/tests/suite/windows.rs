@@ -550,3 +550,12 @@ on_both_topologies! {
         settle(&p);
     }
 }
+
+#[test]
+fn inc_rkey_steps_the_key_byte_and_keeps_the_index() {
+    // rdma-core's ibv_inc_rkey: the low 8 bits count on, wrapping within the byte.
+    assert_eq!(inc_rkey(0x8000_1201), 0x8000_1202);
+    assert_eq!(inc_rkey(0x8000_12FE), 0x8000_12FF);
+    assert_eq!(inc_rkey(0x8000_12FF), 0x8000_1200);
+    assert_eq!(inc_rkey(0xFFFF_FFFF), 0xFFFF_FF00);
+}

@@ -1,0 +1,354 @@
+//! The RC requester as IBTA vol. 1 ch. 9 has it, at its edges: the PSNs a request takes (an
+//! RDMA read as many as its response has packets, modulo 2^24), acknowledgements of PSNs never
+//! sent (ghost ACKs, ignored), what `retry_cnt` counts (local ACK timeouts and sequence-error
+//! NAKs) and when the local ACK timer restarts (on forward progress), a responder that answers
+//! nothing, fences and local operations waiting for what precedes them, SQD finishing the
+//! message in flight as RTS does, and going on from the first packet not yet acknowledged.
+
+use crate::common::*;
+use wv_abi::consts::WV_IO_QP_ATTR_STATE;
+use wv_hal::*;
+use wv_host::HostPlatform;
+use wv_softhca::*;
+
+fn ids(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
+    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
+}
+
+/// Two devices with an RC QP each, `a`'s QP sending from PSN `a_psn` with `c`'s attributes and
+/// `b`'s expecting PSN `b_psn`: what two ends agree on out of band (the CM's REQ and REP).
+fn rc_pair_psns(
+    p: &HostPlatform,
+    c: Conn,
+    a_psn: u32,
+    b_psn: u32,
+) -> (std::sync::Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    let (f, a, b) = pair(p);
+    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 64);
+    bring_up(&a, &qa, b.hca.gid(), qb.uvp.qpn(), Conn { psn: a_psn, ..c });
+    bring_up(&b, &qb, a.hca.gid(), qa.uvp.qpn(), Conn { psn: b_psn, ..c });
+    (f, a, b, ca, cb, qa, qb)
+}
+
+#[test]
+fn an_rdma_read_takes_one_psn_per_response_packet_and_psns_wrap_at_24_bits() {
+    let p = HostPlatform::deterministic();
+    // The read starts two PSNs before the wrap: 3000 bytes at MTU 1024 are three response
+    // packets, PSNs 0xFFFFFE, 0xFFFFFF and 0; the request after it has PSN 1.
+    let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(
+        &p,
+        Conn {
+            psn: 0xFF_FFFE,
+            ..Conn::default()
+        },
+    );
+    let la = a.mem(4096, ALL_ACCESS);
+    let rb = b.mem(4096, ALL_ACCESS);
+    let data: Vec<u8> = (0..3000u32).map(|i| (i % 253) as u8).collect();
+    rb.buf.write(0, &data).unwrap();
+    let sg = [la.sge(0, 3000)];
+    let mut read = send_wr(1, WrOpcode::RdmaRead, &sg);
+    read.remote_addr = rb.addr(0);
+    read.rkey = rb.rkey;
+    qa.uvp.post_send(&read).unwrap();
+    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    assert_eq!(&la.buf.to_vec()[..3000], &data[..]);
+    // B's QP starts again expecting PSN 1, the one A sends next: A's send is in sequence.
+    b.modify(&qb, &qpm(QpState::Reset, WV_IO_QP_ATTR_STATE))
+        .unwrap();
+    bring_up(
+        &b,
+        &qb,
+        a.hca.gid(),
+        qa.uvp.qpn(),
+        Conn {
+            psn: 1,
+            ..Conn::default()
+        },
+    );
+    la.buf.write(0, b"after the wrap").unwrap();
+    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
+    post_send(&qa, 2, la.sge(0, 14));
+    assert_eq!(ids(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
+    assert_eq!(ids(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+    assert_eq!(&rb.buf.to_vec()[..14], b"after the wrap");
+    settle(&p);
+}
+
+#[test]
+fn an_ack_of_a_psn_never_sent_is_ignored() {
+    let p = HostPlatform::deterministic();
+    // A sends from PSN 0xFFFFFF; B expects PSN 1, so A's packet is an old duplicate to B,
+    // which acknowledges its last PSN, 0: the PSN A would send next, never sent. A ghost ACK
+    // acknowledges nothing: A's send waits for its local ACK timer, and with retry_cnt 0 the
+    // timeout fails it. (The link loses whatever A sends after the first packet.)
+    let (f, a, b, ca, cb, qa, qb) = rc_pair_psns(
+        &p,
+        Conn {
+            retry: 0,
+            ..Conn::default()
+        },
+        0xFF_FFFF,
+        1,
+    );
+    let la = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
+    f.script(&[PacketFate::Deliver, PacketFate::Drop]);
+    post_send(&qa, 1, la.sge(0, 8));
+    assert!(poll_all(&ca).is_empty(), "not acknowledged");
+    assert_eq!(run_timers(&p, 10), 1);
+    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+    assert_eq!(a.state(&qa), QpState::Error);
+    assert!(poll_all(&cb).is_empty(), "B took nothing");
+    settle(&p);
+}
+
+#[test]
+fn a_sequence_error_nak_spends_a_retry_and_with_none_left_fails_the_request() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
+        &p,
+        Conn {
+            retry: 0,
+            ..Conn::default()
+        },
+    );
+    let la = a.mem(2048, ALL_ACCESS);
+    let rb = b.mem(2048, ALL_ACCESS);
+    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 2048)])).unwrap();
+    // Two packets, the first lost: the second arrives out of sequence and is NAKed. With
+    // retry_cnt 0 there is no resend: RETRY_EXC_ERR at once, without a timer.
+    f.script(&[PacketFate::Drop, PacketFate::Deliver]);
+    post_send(&qa, 1, la.sge(0, 2048));
+    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+    assert_eq!(a.state(&qa), QpState::Error);
+    assert_eq!(p.pending_timers(), 0);
+    let s = f.stats();
+    assert_eq!((s.dropped, s.delivered), (1, 1));
+    // B flushes nothing: its receive waits for a message that never came.
+    assert!(poll_all(&cb).is_empty());
+    assert_eq!(b.state(&qb), QpState::Rts);
+    settle(&p);
+}
+
+#[test]
+fn the_local_ack_timer_restarts_on_progress_so_an_rnr_wait_spends_no_transport_retry() {
+    let p = HostPlatform::deterministic();
+    // No transport retries at all; a local ACK timeout (8.192 µs) far shorter than the RNR
+    // wait (0.64 ms).
+    let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
+        &p,
+        Conn {
+            retry: 0,
+            timeout: 1,
+            ..Conn::default()
+        },
+    );
+    let la = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    la.buf.write(0, b"written").unwrap();
+    // A write whose ACK comes late: B has it, A waits for its ACK on the local ACK timer.
+    f.script(&[PacketFate::Delay]);
+    let sg = [la.sge(0, 7)];
+    let mut write = send_wr(1, WrOpcode::RdmaWrite, &sg);
+    write.remote_addr = rb.addr(32);
+    write.rkey = rb.rkey;
+    qa.uvp.post_send(&write).unwrap();
+    let t0 = p.now_ns();
+    assert_eq!(p.next_timer_ns(), Some(t0 + (4096 << 1)));
+    // A send B has no receive for: the RNR NAK acknowledges the write (forward progress) and
+    // A waits the RNR timer before sending again.
+    post_send(&qa, 2, la.sge(0, 7));
+    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    assert_eq!(p.next_timer_ns(), Some(t0 + RNR_DELAY_NS));
+    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 16)])).unwrap();
+    // When the wait ends the local ACK timer armed for the write has run out too, but the
+    // progress since restarted it: no timeout is counted, the send goes again and lands.
+    assert_eq!(run_timers(&p, 10), 1);
+    assert_eq!(ids(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
+    assert_eq!(ids(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+    assert_eq!(&rb.buf.to_vec()[..7], b"written");
+    assert_eq!(&rb.buf.to_vec()[32..39], b"written");
+    assert_eq!(a.state(&qa), QpState::Rts);
+    settle(&p);
+}
+
+#[test]
+fn a_peer_in_err_answers_nothing_and_the_request_waits_for_its_local_ack_timer() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
+        &p,
+        Conn {
+            retry: 1,
+            ..Conn::default()
+        },
+    );
+    let la = a.mem(64, ALL_ACCESS);
+    b.modify(&qb, &qpm(QpState::Error, WV_IO_QP_ATTR_STATE))
+        .unwrap();
+    // The packet arrives and is silently dropped (a QP in ERR takes nothing). The link would
+    // lose the next one: the requester sends nothing more before its timer.
+    f.script(&[PacketFate::Deliver, PacketFate::Drop]);
+    post_send(&qa, 1, la.sge(0, 8));
+    let s = f.stats();
+    assert_eq!((s.delivered, s.dropped), (1, 0), "one packet, sent once");
+    assert!(poll_all(&ca).is_empty());
+    // The timeout resends it (lost), the next one fails the request.
+    assert_eq!(run_timers(&p, 10), 2);
+    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+    let s = f.stats();
+    assert_eq!((s.delivered, s.dropped), (1, 1));
+    assert!(poll_all(&cb).is_empty());
+    settle(&p);
+}
+
+#[test]
+fn a_fenced_request_waits_for_the_reads_before_it_and_for_nothing_else() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, _cb, qa, _qb) = rc_pair(&p);
+    let la = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    rb.buf.write(0, b"old!").unwrap();
+    la.buf.write(32, b"new!").unwrap();
+    // Nothing before it: a fenced write goes at once.
+    let sg = [la.sge(32, 4)];
+    let mut write = send_wr(1, WrOpcode::RdmaWrite, &sg);
+    write.send_flags |= send_flags::FENCE;
+    write.remote_addr = rb.addr(16);
+    write.rkey = rb.rkey;
+    qa.uvp.post_send(&write).unwrap();
+    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    // A read of 4 bytes whose response is lost (B executed it; A asks again after its local
+    // ACK timeout, and B reads again), then a fenced write of the same 4 bytes: the write waits
+    // until the read has completed, so the read returns what was there before the write.
+    f.script(&[PacketFate::Delay]);
+    let rsg = [la.sge(0, 4)];
+    let mut read = send_wr(2, WrOpcode::RdmaRead, &rsg);
+    read.remote_addr = rb.addr(0);
+    read.rkey = rb.rkey;
+    qa.uvp.post_send(&read).unwrap();
+    write.wr_id = 3;
+    write.remote_addr = rb.addr(0);
+    qa.uvp.post_send(&write).unwrap();
+    assert!(poll_all(&ca).is_empty());
+    assert_eq!(&rb.buf.to_vec()[..4], b"old!", "the fenced write waits");
+    assert_eq!(run_timers(&p, 10), 1);
+    assert_eq!(
+        ids(&poll_all(&ca)),
+        vec![(2, WcStatus::Success), (3, WcStatus::Success)]
+    );
+    assert_eq!(&la.buf.to_vec()[..4], b"old!");
+    assert_eq!(&rb.buf.to_vec()[..4], b"new!");
+    settle(&p);
+}
+
+#[test]
+fn a_local_operation_waits_for_the_requests_before_it_and_completions_come_in_order() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let la = a.mem(64, ALL_ACCESS);
+    let other = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
+    // A send whose packet is lost, then a local invalidation: the invalidation runs only once
+    // the send has completed (after the local ACK timeout brings its resend).
+    f.script(&[PacketFate::Drop]);
+    post_send(&qa, 1, la.sge(0, 8));
+    let mut inv = send_wr(2, WrOpcode::LocalInv, &[]);
+    inv.imm_or_inv = other.lkey;
+    qa.uvp.post_send(&inv).unwrap();
+    assert!(poll_all(&ca).is_empty());
+    assert_eq!(run_timers(&p, 10), 1);
+    let r = poll_all(&ca);
+    assert_eq!(
+        r.iter()
+            .map(|w| (w.wr_id, w.status, w.opcode, w.qp_num))
+            .collect::<Vec<_>>(),
+        vec![
+            (1, WcStatus::Success, WcOpcode::Send, qa.uvp.qpn()),
+            (2, WcStatus::Success, WcOpcode::LocalInv, qa.uvp.qpn())
+        ]
+    );
+    assert_eq!(ids(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+    // The region's key is invalid now: a send from it fails locally.
+    post_send(&qa, 3, other.sge(0, 8));
+    assert_eq!(ids(&poll_all(&ca)), vec![(3, WcStatus::LocProtErr)]);
+    settle(&p);
+}
+
+#[test]
+fn in_sqd_the_message_in_flight_goes_on_as_in_rts() {
+    // The same losses on the same four-packet send, once in RTS and once after SQD was asked
+    // for while the send was in flight: the link carries the same packets.
+    let run = |sqd: bool| {
+        let p = HostPlatform::deterministic();
+        let (f, a, b, ca, cb, qa, qb) = rc_pair(&p); // path MTU 1024
+        let la = a.mem(4096, ALL_ACCESS);
+        let rb = b.mem(4096, ALL_ACCESS);
+        let data: Vec<u8> = (0..4096u32).map(|i| (i * 13 % 251) as u8).collect();
+        la.buf.write(0, &data).unwrap();
+        qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 4096)])).unwrap();
+        // p0 arrives; p1, p2 and p3 are lost: the send waits for its local ACK timer.
+        f.script(&[
+            PacketFate::Deliver,
+            PacketFate::Drop,
+            PacketFate::Drop,
+            PacketFate::Drop,
+        ]);
+        post_send(&qa, 1, la.sge(0, 4096));
+        if sqd {
+            a.modify(&qa, &qpm(QpState::Sqd, WV_IO_QP_ATTR_STATE))
+                .unwrap();
+        }
+        // The resend from p1: p1 arrives, p2 is lost, p3 arrives out of sequence and is
+        // NAKed; p2 and p3 again.
+        f.script(&[PacketFate::Deliver, PacketFate::Drop, PacketFate::Deliver]);
+        assert_eq!(run_timers(&p, 10), 1);
+        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        assert_eq!(ids(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+        assert_eq!(&rb.buf.to_vec()[..], &data[..]);
+        if sqd {
+            assert_eq!(qa.events.take(), vec![QpEvent::SqDrained]);
+        }
+        settle(&p);
+        let s = f.stats();
+        (s.delivered, s.dropped)
+    };
+    assert_eq!(run(false), (1 + 4, 3 + 1));
+    assert_eq!(run(true), run(false));
+}
+
+#[test]
+fn a_resend_answered_beyond_its_first_packet_goes_on_from_the_first_unacknowledged_one() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, _cb, qa, _qb) = rc_pair(&p); // path MTU 1024
+    let la = a.mem(5120, ALL_ACCESS);
+    let rb = b.mem(5120, ALL_ACCESS);
+    let data: Vec<u8> = (0..5120u32).map(|i| (i * 31 % 249) as u8).collect();
+    la.buf.write(0, &data).unwrap();
+    // An RDMA write of five packets: p0 and p1 acknowledged, p2 and p3 taken by B with their
+    // ACKs late, p4 lost. A has p2 as its oldest unacknowledged packet.
+    f.script(&[
+        PacketFate::Deliver,
+        PacketFate::Deliver,
+        PacketFate::Delay,
+        PacketFate::Delay,
+        PacketFate::Drop,
+    ]);
+    let sg = [la.sge(0, 5120)];
+    let mut write = send_wr(1, WrOpcode::RdmaWrite, &sg);
+    write.remote_addr = rb.addr(0);
+    write.rkey = rb.rkey;
+    qa.uvp.post_send(&write).unwrap();
+    assert!(poll_all(&ca).is_empty());
+    // The local ACK timeout resends from p2; B acknowledges it with p3, which it has too. The
+    // link would lose the next packet A sends, but p3 needs no resend: A goes on with p4,
+    // and the write completes with no further timeout.
+    f.script(&[PacketFate::Deliver, PacketFate::Drop]);
+    assert_eq!(run_timers(&p, 1), 1);
+    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    assert_eq!(p.pending_timers(), 0);
+    assert_eq!(&rb.buf.to_vec()[..], &data[..]);
+    settle(&p);
+}
