@@ -53,7 +53,8 @@ fn an_rdma_read_takes_one_psn_per_response_packet_and_psns_wrap_at_24_bits() {
     qa.uvp.post_send(&read).unwrap();
     assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
     assert_eq!(&la.buf.to_vec()[..3000], &data[..]);
-    // B's QP starts again expecting PSN 1, the one A sends next: A's send is in sequence.
+    // B's QP starts again expecting PSN 1, the one A sends next: A's send is in sequence and
+    // lands.
     b.modify(&qb, &qpm(QpState::Reset, WV_IO_QP_ATTR_STATE))
         .unwrap();
     bring_up(
@@ -66,42 +67,47 @@ fn an_rdma_read_takes_one_psn_per_response_packet_and_psns_wrap_at_24_bits() {
             ..Conn::default()
         },
     );
-    la.buf.write(0, b"after the wrap").unwrap();
-    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
-    post_send(&qa, 2, la.sge(0, 14));
+    // Two packets, PSNs 1 and 2.
+    la.buf.write(0, &data[..2048]).unwrap();
+    rb.buf.write(0, &[0u8; 4096]).unwrap();
+    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 4096)])).unwrap();
+    post_send(&qa, 2, la.sge(0, 2048));
     assert_eq!(ids(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
     assert_eq!(ids(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
-    assert_eq!(&rb.buf.to_vec()[..14], b"after the wrap");
+    assert_eq!(&rb.buf.to_vec()[..2048], &data[..2048]);
     settle(&p);
 }
 
 #[test]
 fn an_ack_of_a_psn_never_sent_is_ignored() {
-    let p = HostPlatform::deterministic();
-    // A sends from PSN 0xFFFFFF; B expects PSN 1, so A's packet is an old duplicate to B,
-    // which acknowledges its last PSN, 0: the PSN A would send next, never sent. A ghost ACK
-    // acknowledges nothing: A's send waits for its local ACK timer, and with retry_cnt 0 the
-    // timeout fails it. (The link loses whatever A sends after the first packet.)
-    let (f, a, b, ca, cb, qa, qb) = rc_pair_psns(
-        &p,
-        Conn {
-            retry: 0,
-            ..Conn::default()
-        },
-        0xFF_FFFF,
-        1,
-    );
-    let la = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
-    f.script(&[PacketFate::Deliver, PacketFate::Drop]);
-    post_send(&qa, 1, la.sge(0, 8));
-    assert!(poll_all(&ca).is_empty(), "not acknowledged");
-    assert_eq!(run_timers(&p, 10), 1);
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
-    assert_eq!(a.state(&qa), QpState::Error);
-    assert!(poll_all(&cb).is_empty(), "B took nothing");
-    settle(&p);
+    // A sends one packet, PSN 0xFFFFFF; B expects PSN 1 or 2, so A's packet is an old
+    // duplicate to B, which acknowledges its last PSN, 0 or 1: PSNs A has never sent (0 is the
+    // one it would send next). A ghost ACK acknowledges nothing: A's send waits for its local
+    // ACK timer, and with retry_cnt 0 the timeout fails it. (The link loses whatever A sends
+    // after the first packet.)
+    for b_psn in [1, 2] {
+        let p = HostPlatform::deterministic();
+        let (f, a, b, ca, cb, qa, qb) = rc_pair_psns(
+            &p,
+            Conn {
+                retry: 0,
+                ..Conn::default()
+            },
+            0xFF_FFFF,
+            b_psn,
+        );
+        let la = a.mem(64, ALL_ACCESS);
+        let rb = b.mem(64, ALL_ACCESS);
+        qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
+        f.script(&[PacketFate::Deliver, PacketFate::Drop]);
+        post_send(&qa, 1, la.sge(0, 8));
+        assert!(poll_all(&ca).is_empty(), "not acknowledged ({b_psn})");
+        assert_eq!(run_timers(&p, 10), 1);
+        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+        assert_eq!(a.state(&qa), QpState::Error);
+        assert!(poll_all(&cb).is_empty(), "B took nothing");
+        settle(&p);
+    }
 }
 
 #[test]
