@@ -4,7 +4,6 @@
 //! neither key works any more, even for a QP that used the region just before.
 
 use crate::common::*;
-use wv_abi::consts::*;
 use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;
@@ -39,6 +38,7 @@ fn fast_reg(qp: &Qp, id: u64, reg: FastReg) {
 #[test]
 fn memory_mapped_read_only_registers_only_for_access_that_never_writes_it() {
     use std::sync::Arc;
+    use wv_abi::consts::*;
     let p = HostPlatform::deterministic();
     let hca = SoftHca::new(
         Arc::new(p.clone()),
