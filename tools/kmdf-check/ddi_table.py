@@ -73,6 +73,19 @@ TEST_REF = re.compile(r"`(\w+)::(\w+)`")
 WINDOWS_ONLY = "Windows image only"
 
 
+# A test function, or the tests a `per_link_layer!(run: on_roce, on_infiniband)` line makes.
+TEST_FN = re.compile(r"\bfn\s+(\w+)\s*\(")
+PER_LINK_LAYER = re.compile(r"\bper_link_layer!\(\s*\w+\s*:\s*(\w+)\s*,\s*(\w+)\s*\)")
+
+
+def test_names(text: str):
+    """The names of the tests a test file defines, by hand or through its per-link-layer macro."""
+    names = set(TEST_FN.findall(text))
+    for pair in PER_LINK_LAYER.findall(text):
+        names.update(pair)
+    return names
+
+
 def emulation_column(root: Path, doc: Path):
     """Problems with the table's last column: a row without an executing test (or the Windows
     image only note), or a test that does not exist."""
@@ -92,9 +105,7 @@ def emulation_column(root: Path, doc: Path):
             problems.append(f"the row of {first} names no emulation test that executes it")
         for file, test in refs:
             path = root / EMULATION_TESTS / f"{file}.rs"
-            if not path.is_file() or not re.search(
-                rf"\bfn\s+{test}\s*\(", path.read_text(encoding="utf-8")
-            ):
+            if not path.is_file() or test not in test_names(path.read_text(encoding="utf-8")):
                 problems.append(f"the row of {first} names {file}::{test}, which does not exist")
     return problems
 
