@@ -36,19 +36,10 @@ mod process_memory {
 
     impl Mapping {
         fn new(len: usize) -> Mapping {
-            // SAFETY: a fresh anonymous mapping; no pointer is passed in.
-            let p = unsafe {
-                libc::mmap(
-                    core::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            assert_ne!(p, libc::MAP_FAILED);
-            Mapping { ptr: p.cast(), len }
+            Mapping {
+                ptr: anonymous_mapping(len),
+                len,
+            }
         }
 
         fn addr(&self, off: usize) -> u64 {
@@ -113,11 +104,9 @@ mod process_memory {
         Qp,
     ) {
         let p = wv_host::HostPlatform::deterministic();
-        let f = Fabric::new();
         let a = Node::simple(&p);
         let b = process_node(&p);
-        f.attach(&a.hca);
-        f.attach(&b.hca);
+        let f = fabric_of(&a, &b);
         let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 64);
         connect(&a, &qa, &b, &qb, Conn::default());
         (p, f, a, b, ca, cb, qa, qb)

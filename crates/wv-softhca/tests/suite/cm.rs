@@ -849,13 +849,11 @@ fn a_shared_cm_is_a_cm() {
 #[test]
 fn a_req_for_a_gid_of_the_second_port_arrives_on_that_port() {
     let p = HostPlatform::deterministic();
-    let fabric = Fabric::new();
     let a = Node::simple(&p);
     let mut cfg = DeviceConfig::new("two ports", mac());
     cfg.ports = 2;
     let b = Node::new(&p, cfg);
-    fabric.attach(&a.hca);
-    fabric.attach(&b.hca);
+    let _fabric = fabric_of(&a, &b);
     // A GID only port 2 has: the port the request is for is found by its GID (GRH present).
     let index = b.hca.add_ipv4_gid(2, [10, 0, 0, 2]).unwrap();
     let gid = b.hca.query_gid(2, index).unwrap();

@@ -268,13 +268,7 @@ fn ud_send_with_grh_and_qkey() {
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 128)])).unwrap();
     let sg = [la.sge(0, 8)];
     let mut wr = send_wr(2, WrOpcode::Send, &sg);
-    wr.ud = Some(UdAddress {
-        dgid: b.hca.gid(),
-        grh: true,
-        remote_qpn: qb.uvp.qpn(),
-        remote_qkey: 0x1111_1111,
-        ..Default::default()
-    });
+    wr.ud = Some(ud_to(b.hca.gid(), qb.uvp.qpn()));
     qa.uvp.post_send(&wr).unwrap();
     let r = poll_all(&cb);
     assert_eq!(r.len(), 1);
@@ -480,13 +474,7 @@ fn ud_multicast_reaches_every_attached_qp() {
     let data = *b"to all";
     let mut wr = send_wr(9, WrOpcode::Send, &[]);
     wr.inline_data = Some(&data);
-    wr.ud = Some(UdAddress {
-        dgid: group,
-        grh: true,
-        remote_qpn: 0xFF_FFFF,
-        remote_qkey: 0x1111_1111,
-        ..Default::default()
-    });
+    wr.ud = Some(ud_to(group, 0xFF_FFFF));
     sender.uvp.post_send(&wr).unwrap();
     assert_eq!(&la.buf.to_vec()[40..46], b"to all");
     assert_eq!(&rb.buf.to_vec()[40..46], b"to all");

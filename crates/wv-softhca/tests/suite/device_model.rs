@@ -73,35 +73,15 @@ fn an_address_handle_reports_the_index_of_its_source_gid() {
     settle(&p);
 }
 
-fn ud_to(dgid: Gid, qpn: u32) -> UdAddress {
-    UdAddress {
-        dgid,
-        grh: true,
-        remote_qpn: qpn,
-        remote_qkey: 0x1111_1111,
-        ..UdAddress::default()
-    }
-}
-
-/// A UD send of `len` bytes from `qp` to `to`.
-fn ud_send(qp: &Qp, id: u64, sge: Sge, to: UdAddress) {
-    let sg = [sge];
-    let mut wr = send_wr(id, WrOpcode::Send, &sg);
-    wr.ud = Some(to);
-    qp.uvp.post_send(&wr).unwrap();
-}
-
 #[test]
 fn a_cq_gets_its_event_while_a_destroyed_cqs_notification_is_still_queued() {
     // Two CQs at most; the CQ-notify ring is drained only when the DPC runs.
     let p = HostPlatform::deterministic();
-    let fabric = Fabric::new();
     let mut config = DeviceConfig::new("two cqs", mac());
     config.limits.max_cq = 2;
     let a = Node::new(&p, config);
     let b = Node::simple(&p);
-    fabric.attach(&a.hca);
-    fabric.attach(&b.hca);
+    let _fabric = fabric_of(&a, &b);
     let cb = b.cq(16);
     let qb = b.qp(QpType::Ud, &cb);
     bring_up(&b, &qb, [0; 16], 0, Conn::default());

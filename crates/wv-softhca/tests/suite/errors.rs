@@ -45,9 +45,7 @@ fn posting_in_the_wrong_state_too_many_sges_or_a_full_queue() {
     assert_eq!((bad, e, e.errno()), (3, PostError::QueueFull, 12));
     // A full send queue: park sends behind an RNR wait on an RTS QP.
     let b = Node::simple(&p);
-    let f = Fabric::new();
-    f.attach(&a.hca);
-    f.attach(&b.hca);
+    let _f = fabric_of(&a, &b);
     let cb = b.cq(8);
     let qs = a.qp_with(QpType::Rc, &cq, &cq, None, 4, 2, 0, true);
     let qr = b.qp(QpType::Rc, &cb);
@@ -703,9 +701,7 @@ fn a_send_error_that_moves_an_rc_qp_to_err_flushes_its_receives_and_ends_its_srq
     srq.uvp.post_recv(&recv_wr(20, &[m.sge(32, 32)])).unwrap();
     let cs = a.cq(16);
     let qs = a.qp_with(QpType::Rc, &cs, &cs, Some(&srq), 16, 2, 0, true);
-    let cp = b.cq(16);
-    let qp = b.qp(QpType::Rc, &cp);
-    connect(&a, &qs, &b, &qp, Conn::default());
+    let (_cp, _qp) = connected_peer(&a, &qs, &b, 16, Conn::default());
     let mut inv = send_wr(2, WrOpcode::LocalInv, &[]);
     inv.imm_or_inv = m.lkey ^ 0x100;
     qs.uvp.post_send(&inv).unwrap();

@@ -315,13 +315,10 @@ fn ports_gids_pkeys_and_port_events() {
     let mut wr = send_wr(1, WrOpcode::Send, &[]);
     let data = *b"v4";
     wr.inline_data = Some(&data);
-    wr.ud = Some(UdAddress {
-        dgid: wv_softhca::device::ipv4_gid([10, 0, 0, 2]),
-        grh: true,
-        remote_qpn: qy.uvp.qpn(),
-        remote_qkey: 0x1111_1111,
-        ..Default::default()
-    });
+    wr.ud = Some(ud_to(
+        wv_softhca::device::ipv4_gid([10, 0, 0, 2]),
+        qy.uvp.qpn(),
+    ));
     qx.uvp.post_send(&wr).unwrap();
     assert_eq!(poll_all(&cy).len(), 1);
     settle(&p);

@@ -131,13 +131,7 @@ fn a_dead_link_exceeds_the_retry_count() {
     let mut wr = send_wr(1, WrOpcode::Send, &[]);
     let d = [1u8; 4];
     wr.inline_data = Some(&d);
-    wr.ud = Some(UdAddress {
-        dgid: b.hca.gid(),
-        grh: true,
-        remote_qpn: v.uvp.qpn(),
-        remote_qkey: 0x1111_1111,
-        ..Default::default()
-    });
+    wr.ud = Some(ud_to(b.hca.gid(), v.uvp.qpn()));
     for i in 0..10 {
         v.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 64)])).unwrap();
         u.uvp.post_send(&wr).unwrap();
@@ -269,13 +263,7 @@ struct Datagrams {
 impl Datagrams {
     fn new(f: std::sync::Arc<Fabric>, a: Node, b: Node) -> Datagrams {
         let (ca, cb, qa, qb) = ud_qps(&a, &b, 256);
-        let to = UdAddress {
-            dgid: b.hca.gid(),
-            grh: true,
-            remote_qpn: qb.uvp.qpn(),
-            remote_qkey: 0x1111_1111,
-            ..Default::default()
-        };
+        let to = ud_to(b.hca.gid(), qb.uvp.qpn());
         let mem = a.mem(64, ALL_ACCESS);
         Datagrams {
             f,

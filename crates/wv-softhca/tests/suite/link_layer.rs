@@ -14,12 +14,9 @@ fn node(p: &HostPlatform, link_layer: LinkLayer) -> Node {
 }
 
 fn ib_pair(p: &HostPlatform) -> (std::sync::Arc<Fabric>, Node, Node) {
-    let fabric = Fabric::new();
     let a = node(p, LinkLayer::InfiniBand);
     let b = node(p, LinkLayer::InfiniBand);
-    fabric.attach(&a.hca);
-    fabric.attach(&b.hca);
-    (fabric, a, b)
+    (fabric_of(&a, &b), a, b)
 }
 
 /// A path to `dlid` without a GRH.
@@ -34,11 +31,9 @@ fn by_lid(dlid: u16) -> AddressVector {
 #[test]
 fn ports_report_their_link_layer_and_lid() {
     let p = HostPlatform::deterministic();
-    let fabric = Fabric::new();
     let roce = node(&p, LinkLayer::Ethernet);
     let ib = node(&p, LinkLayer::InfiniBand);
-    fabric.attach(&roce.hca);
-    fabric.attach(&ib.hca);
+    let _fabric = fabric_of(&roce, &ib);
     let r = roce.hca.query_port(1).unwrap();
     let i = ib.hca.query_port(1).unwrap();
     assert_eq!((r.transport, r.lid), (2, 0), "RoCE: transport 2, no LID");

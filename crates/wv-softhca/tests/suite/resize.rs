@@ -221,9 +221,7 @@ fn a_resize_reaches_the_one_queue_left_producing_after_others_were_destroyed() {
     a.hca.destroy_qp(x.soft);
     assert_eq!(resize_cq(&a, &k, 64).unwrap(), 64);
 
-    let cb = b.cq(64);
-    let qb = b.qp(QpType::Rc, &cb);
-    connect(&a, &w, &b, &qb, Conn::default());
+    let (_cb, qb) = connected_peer(&a, &w, &b, 64, Conn::default());
     let inbox = a.mem(64, ALL_ACCESS);
     let src = b.mem(64, ALL_ACCESS);
     for i in 0..8 {

@@ -14,20 +14,6 @@ use wv_abi::consts::*;
 use wv_hal::*;
 use wv_softhca::*;
 
-fn statuses(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
-    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
-}
-
-fn ud_to(node: &Node, qp: &Qp) -> UdAddress {
-    UdAddress {
-        dgid: node.hca.gid(),
-        grh: true,
-        remote_qpn: qp.uvp.qpn(),
-        remote_qkey: 0x1111_1111,
-        ..UdAddress::default()
-    }
-}
-
 #[test]
 fn a_ud_qp_takes_datagrams_from_rtr_on_and_its_completion_names_the_sender() {
     let (p, _f, a, b) = deterministic_pair();
@@ -44,7 +30,7 @@ fn a_ud_qp_takes_datagrams_from_rtr_on_and_its_completion_names_the_sender() {
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 128)])).unwrap();
     let sg = [la.sge(0, 8)];
     let mut wr = send_wr(1, WrOpcode::Send, &sg);
-    wr.ud = Some(ud_to(&b, &qb));
+    wr.ud = Some(ud_to(b.hca.gid(), qb.uvp.qpn()));
     qa.uvp.post_send(&wr).unwrap();
     assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
     assert!(poll_all(&cb).is_empty(), "dropped in INIT");
@@ -79,7 +65,7 @@ fn a_ud_receive_must_hold_the_grh_and_the_payload() {
         .unwrap();
     let sg16 = [la.sge(0, 16)];
     let mut wr = send_wr(1, WrOpcode::Send, &sg16);
-    wr.ud = Some(ud_to(&b, &qb));
+    wr.ud = Some(ud_to(b.hca.gid(), qb.uvp.qpn()));
     qa.uvp.post_send(&wr).unwrap();
     assert!(poll_all(&cb).is_empty());
     assert_eq!(b.state(&qb), QpState::Rts);

@@ -11,10 +11,6 @@ use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;
 
-fn ids(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
-    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
-}
-
 on_both_topologies! {
     fn a_receive_posted_late_within_the_rnr_budget_is_waited_for(topology) {
         let p = HostPlatform::deterministic();
@@ -43,8 +39,8 @@ on_both_topologies! {
         assert!(poll_all(&ca).is_empty(), "no retry before the RNR timer");
         p.advance_clock(1);
         p.run_until_idle();
-        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
-        assert_eq!(ids(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        assert_eq!(statuses(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
         assert_eq!(&rb.buf.to_vec()[..4], b"late");
         assert_eq!(f.stats().delivered, 2, "the first try and one retry");
         assert_eq!(p.pending_timers(), 0);
@@ -69,7 +65,7 @@ on_both_topologies! {
         assert!(poll_all(&ca).is_empty());
         assert_eq!(run_timers_for(&p, RNR_DELAY_NS), 1);
         assert_eq!(p.now_ns(), t0 + 2 * RNR_DELAY_NS);
-        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RnrRetryExcErr)]);
+        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::RnrRetryExcErr)]);
         assert_eq!(a.state(&qa), QpState::Error);
         assert_eq!(f.stats().delivered, 3);
         // The responder did nothing wrong: it stays as it was.
@@ -88,7 +84,7 @@ on_both_topologies! {
         assert_eq!(f.stats().delivered, 51);
         qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 64)])).unwrap();
         assert_eq!(run_timers(&p, 50), 1);
-        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
         settle(&p);
     }
 
@@ -109,8 +105,8 @@ on_both_topologies! {
         assert!(poll_all(&ca).is_empty() && poll_all(&cb).is_empty());
         p.advance_clock(1);
         p.run_until_idle();
-        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
-        assert_eq!(ids(&poll_all(&cb)), vec![(3, WcStatus::Success)]);
+        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        assert_eq!(statuses(&poll_all(&cb)), vec![(3, WcStatus::Success)]);
         assert_eq!(&rb.buf.to_vec()[..5], b"again");
         let s = f.stats();
         assert_eq!((s.dropped, s.delivered), (1, 1));
@@ -137,7 +133,7 @@ on_both_topologies! {
         assert!(poll_all(&ca).is_empty());
         assert_eq!(run_timers(&p, 10), 1);
         assert_eq!(p.now_ns(), t0 + 4 * ACK_TIMEOUT_NS);
-        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
         assert_eq!(a.state(&qa), QpState::Error);
         b.hca.set_port_state(1, true).unwrap();
 
@@ -171,7 +167,7 @@ on_both_topologies! {
         // Four packets, lossless.
         qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4096)])).unwrap();
         post_send(&qa, 1, m.sge(0, 4096));
-        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
         assert_eq!(f.stats().delivered, 4, "one packet per 1024 bytes");
         // The second packet is lost: the third arrives out of sequence, the responder NAKs it and
         // the requester resends from the second at once (no timer).
@@ -180,7 +176,7 @@ on_both_topologies! {
             .unwrap();
         f.script(&[PacketFate::Deliver, PacketFate::Drop]);
         post_send(&qa, 2, m.sge(0, 4096));
-        assert_eq!(ids(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
+        assert_eq!(statuses(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
         let s = f.stats();
         // p0, p1 (lost), p2 and p3 (sent before the NAK of p2 comes back; out of sequence, so
         // NAKed, then ignored), then p1, p2, p3 again.
@@ -198,7 +194,7 @@ on_both_topologies! {
         post_send(&qa, 3, m.sge(0, 4096));
         assert!(poll_all(&ca).is_empty());
         assert_eq!(run_timers(&p, 10), 1);
-        assert_eq!(ids(&poll_all(&ca)), vec![(3, WcStatus::Success)]);
+        assert_eq!(statuses(&poll_all(&ca)), vec![(3, WcStatus::Success)]);
         let s = f.stats();
         assert_eq!((s.dropped, s.delivered), (2, 10 + 3 + 1));
         assert_eq!(&rb.buf.to_vec()[..4096], &data[..]);
@@ -217,7 +213,7 @@ on_both_topologies! {
         wr.rkey = rb.rkey;
         f.script(&[PacketFate::Delay, PacketFate::Drop]);
         qa.uvp.post_send(&wr).unwrap();
-        assert_eq!(ids(&poll_all(&ca)), vec![(4, WcStatus::Success)]);
+        assert_eq!(statuses(&poll_all(&ca)), vec![(4, WcStatus::Success)]);
         assert_eq!(&rb.buf.to_vec()[5000..8000], &data[..3000]);
         settle(&p);
     }
@@ -267,7 +263,7 @@ on_both_topologies! {
                 assert_eq!((s.delayed, s.delivered), (1, 3));
             }
             assert_eq!(
-                ids(&poll_all(&ca)),
+                statuses(&poll_all(&ca)),
                 vec![
                     (0, WcStatus::Success),
                     (1, WcStatus::Success),
@@ -308,12 +304,12 @@ on_both_topologies! {
             Err(VerbsError::InvalidState)
         );
         assert_eq!(run_timers(&p, 10), 1);
-        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
         assert_eq!(qa.events.take(), vec![QpEvent::SqDrained]);
         // Drained: RTS again sends what waited.
         a.modify(&qa, &qpm(QpState::Rts, WV_IO_QP_ATTR_STATE))
             .unwrap();
-        assert_eq!(ids(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
+        assert_eq!(statuses(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
         // Without the notify option there is no event.
         let mut sqd = attrs(WV_IO_QP_ATTR_STATE).to(QpState::Sqd);
         if let QpModify::Sqd { notify } = &mut sqd {
@@ -349,7 +345,7 @@ on_both_topologies! {
         write.rkey = rb.rkey;
         qa.uvp.post_send_list(&[read, write]).unwrap();
         assert_eq!(
-            ids(&poll_all(&ca)),
+            statuses(&poll_all(&ca)),
             vec![(1, WcStatus::Success), (2, WcStatus::Success)]
         );
         assert_eq!(f.stats().delayed, 1);
@@ -364,7 +360,7 @@ on_both_topologies! {
         assert_eq!(run_timers_for(&p, 3 * ACK_TIMEOUT_NS - 1), 2);
         assert!(poll_all(&ca).is_empty());
         assert_eq!(run_timers(&p, 10), 1);
-        assert_eq!(ids(&poll_all(&ca)), vec![(3, WcStatus::RetryExcErr)]);
+        assert_eq!(statuses(&poll_all(&ca)), vec![(3, WcStatus::RetryExcErr)]);
         b.hca.set_port_state(1, true).unwrap();
         settle(&p);
     }

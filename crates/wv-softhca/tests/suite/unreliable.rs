@@ -10,20 +10,6 @@ use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;
 
-fn ud_to(dgid: Gid, qpn: u32) -> UdAddress {
-    UdAddress {
-        dgid,
-        grh: true,
-        remote_qpn: qpn,
-        remote_qkey: 0x1111_1111,
-        ..UdAddress::default()
-    }
-}
-
-fn statuses(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
-    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
-}
-
 /// SQE → RTS, as a client asks for it.
 fn recover(n: &Node, q: &Qp) {
     let mut m = attrs(WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_CURRENT_STATE);
@@ -237,7 +223,6 @@ fn a_ud_receiver_gets_a_grh_only_when_the_sender_sends_one() {
 #[test]
 fn multicast_reaches_members_on_any_port() {
     let p = HostPlatform::deterministic();
-    let f = Fabric::new();
     let two_ports = || {
         let mut c = DeviceConfig::new("two", mac());
         c.ports = 2;
@@ -245,8 +230,7 @@ fn multicast_reaches_members_on_any_port() {
     };
     let a = Node::new(&p, two_ports());
     let b = Node::new(&p, two_ports());
-    f.attach(&a.hca);
-    f.attach(&b.hca);
+    let _f = fabric_of(&a, &b);
     let ca = a.cq(16);
     let cb = b.cq(16);
     let sender = a.qp(QpType::Ud, &ca);
@@ -360,13 +344,11 @@ fn uc_and_ud_messages_travel_as_mtu_packets_each_sent_once_whatever_its_fate() {
 #[test]
 fn a_message_may_be_max_msg_bytes_and_a_datagram_one_port_mtu() {
     let p = HostPlatform::deterministic();
-    let f = Fabric::new();
     let mut config = DeviceConfig::new("small", mac());
     config.limits.max_msg = 3000;
     let a = Node::new(&p, config);
     let b = Node::simple(&p);
-    f.attach(&a.hca);
-    f.attach(&b.hca);
+    let _f = fabric_of(&a, &b);
     let la = a.mem(8192, ALL_ACCESS);
     let rb = b.mem(8192, ALL_ACCESS);
     for qp_type in [QpType::Uc, QpType::Rc] {

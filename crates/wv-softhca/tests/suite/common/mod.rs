@@ -66,6 +66,11 @@ impl SrqEventSink for Log<SrqEvent> {
     }
 }
 
+#[cfg(all(feature = "std", target_os = "linux"))]
+mod mapping;
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub use mapping::anonymous_mapping;
+
 pub type Hca = SoftHca<HostPlatform>;
 
 /// One soft HCA opened by one client.
@@ -154,8 +159,21 @@ impl Node {
         pool: BufferPool,
     ) -> Node {
         let hca = SoftHca::new(Arc::new(platform.clone()), config, memory);
+        Node::client(platform, hca, pool, |out| {
+            UvpContext::from_open_resp(out).unwrap()
+        })
+    }
+
+    /// A client of `hca`: a CA opened (its events logged), the user-mode provider `provider`
+    /// makes from the open's reply, and a PD.
+    pub fn client(
+        platform: &HostPlatform,
+        hca: Arc<Hca>,
+        pool: BufferPool,
+        provider: impl FnOnce(&[u8; 64]) -> UvpContext,
+    ) -> Node {
         let (ca, ca_events, out) = open_ca_logged(&*hca);
-        let uvp = UvpContext::from_open_resp(&out).unwrap();
+        let uvp = provider(&out);
         let pd = hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
         Node {
             platform: platform.clone(),
@@ -175,38 +193,22 @@ impl Node {
     /// Another client of the same device, with its own CA open and PD (as a second process on
     /// the host would be): the far end of a loopback connection.
     pub fn another_client(&self) -> Node {
-        let ca_events = wv_hal::KArc::new(Log::default());
-        let mut out = [0u8; 64];
-        let mut umv = Umv::new(0, 0, 64, &mut out);
-        let ca = self
-            .hca
-            .open_ca(&mut umv, ca_events.clone().into())
-            .unwrap();
-        let uvp = UvpContext::from_open_resp(&out).unwrap();
-        let pd = self.hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
-        Node {
-            platform: self.platform.clone(),
-            hca: self.hca.clone(),
-            ca,
-            ca_events,
-            uvp,
-            pd,
-            pool: self.pool.clone(),
-        }
+        Node::client(&self.platform, self.hca.clone(), self.pool.clone(), |out| {
+            UvpContext::from_open_resp(out).unwrap()
+        })
     }
 
     pub fn cq(&self, entries: u32) -> Cq {
+        self.cq_answered(entries).0
+    }
+
+    /// [`Node::cq`] with the device's vendor output, which names the CQ's ring.
+    pub fn cq_answered(&self, entries: u32) -> (Cq, CqResp) {
         let sink = wv_hal::KArc::new(CqSink::default());
-        let mut out = [0u8; 64];
-        let mut umv = Umv::new(0, 0, 64, &mut out);
-        let (soft, _n) = self
-            .hca
-            .create_cq(&self.ca, entries, sink.clone().into(), &mut umv)
-            .unwrap();
-        let r: CqResp = abi::parse(&out).unwrap();
+        let (soft, r) = create_cq(&*self.hca, &self.ca, entries, sink.clone());
         assert_cq_ring_described(&r);
         let uvp = self.uvp.map_cq(&r).unwrap();
-        Cq { soft, uvp, sink }
+        (Cq { soft, uvp, sink }, r)
     }
 
     pub fn mem(&self, len: usize, access: u32) -> Mem {
@@ -237,32 +239,32 @@ impl Node {
         inline: u32,
         sig_all: bool,
     ) -> Qp {
-        let create = QpCreate {
+        let create = qp_create(
             qp_type,
-            sq_depth: depth,
-            rq_depth: depth,
-            sq_sge: sge,
-            rq_sge: sge,
-            sq_max_inline: inline,
-            sq_signaled: sig_all,
-            send_cq: &scq.soft,
-            recv_cq: &rcq.soft,
-            srq: srq.map(|s| &s.soft),
-        };
+            &scq.soft,
+            &rcq.soft,
+            srq.map(|s| &s.soft),
+            depth,
+            sge,
+            inline,
+            sig_all,
+        );
         self.create_qp(&create).0
     }
 
     /// A QP made as `create` asks, mapped for the UVP, with what the device answered.
     pub fn create_qp(&self, create: &QpCreate<'_, SoftCq, SoftSrq>) -> (Qp, QpCreated) {
+        let (qp, created, _) = self.create_qp_answered(create);
+        (qp, created)
+    }
+
+    /// [`Node::create_qp`] with the device's vendor output, which names the QP's rings.
+    pub fn create_qp_answered(
+        &self,
+        create: &QpCreate<'_, SoftCq, SoftSrq>,
+    ) -> (Qp, QpCreated, QpResp) {
         let events = wv_hal::KArc::new(Log::default());
-        let mut out = [0u8; 64];
-        let mut umv = Umv::new(0, 0, 64, &mut out);
-        let (soft, created) = self
-            .hca
-            .create_qp(&self.pd, create, events.clone().into(), &mut umv)
-            .unwrap();
-        let r: QpResp = abi::parse(&out).unwrap();
-        assert_eq!(r.qpn, created.qpn);
+        let (soft, created, r) = create_qp(&*self.hca, &self.pd, create, events.clone());
         let uvp = self.uvp.map_qp(&r).unwrap();
         let qp = Qp {
             soft,
@@ -270,7 +272,7 @@ impl Node {
             events,
             qp_type: create.qp_type,
         };
-        (qp, created)
+        (qp, created, r)
     }
 
     pub fn qp(&self, qp_type: QpType, cq: &Cq) -> Qp {
@@ -307,6 +309,65 @@ impl Node {
 
     pub fn state(&self, qp: &Qp) -> QpState {
         self.hca.query_qp(&qp.soft).unwrap().state
+    }
+}
+
+/// A CQ of `entries` on `ca` of `verbs`, as a user-mode client makes it, with its vendor
+/// output.
+pub fn create_cq<V: Verbs>(
+    verbs: &V,
+    ca: &V::Ca,
+    entries: u32,
+    sink: wv_hal::KArc<CqSink>,
+) -> (V::Cq, CqResp) {
+    let mut out = [0u8; 64];
+    let (cq, _n) = verbs
+        .create_cq(ca, entries, sink.into(), &mut Umv::new(0, 0, 64, &mut out))
+        .unwrap();
+    (cq, abi::parse(&out).unwrap())
+}
+
+/// A QP made as `create` asks in `pd` of `verbs`, as a user-mode client makes it, with what
+/// the device answered and its vendor output (whose QP number is the one answered).
+pub fn create_qp<V: Verbs>(
+    verbs: &V,
+    pd: &V::Pd,
+    create: &QpCreate<'_, V::Cq, V::Srq>,
+    events: wv_hal::KArc<Log<QpEvent>>,
+) -> (V::Qp, QpCreated, QpResp) {
+    let mut out = [0u8; 64];
+    let (qp, created) = verbs
+        .create_qp(pd, create, events.into(), &mut Umv::new(0, 0, 64, &mut out))
+        .unwrap();
+    let r: QpResp = abi::parse(&out).unwrap();
+    assert_eq!(r.qpn, created.qpn);
+    (qp, created, r)
+}
+
+/// What a QP of `qp_type` over `send_cq` and `recv_cq` (and `srq`) asks for: `depth` requests
+/// of `sge` SGEs each way, `inline` bytes inline, every send signaled or not (`sig_all`).
+#[allow(clippy::too_many_arguments)]
+pub fn qp_create<'a, C, S>(
+    qp_type: QpType,
+    send_cq: &'a C,
+    recv_cq: &'a C,
+    srq: Option<&'a S>,
+    depth: u32,
+    sge: u32,
+    inline: u32,
+    sig_all: bool,
+) -> QpCreate<'a, C, S> {
+    QpCreate {
+        qp_type,
+        sq_depth: depth,
+        rq_depth: depth,
+        sq_sge: sge,
+        rq_sge: sge,
+        sq_max_inline: inline,
+        sq_signaled: sig_all,
+        send_cq,
+        recv_cq,
+        srq,
     }
 }
 
@@ -575,6 +636,15 @@ pub fn connect(a: &Node, qa: &Qp, b: &Node, qb: &Qp, c: Conn) {
     bring_up(b, qb, a.hca.gid(), qa.uvp.qpn(), c);
 }
 
+/// A QP of `qa`'s type on `b`, on a CQ of its own of `entries`, connected to `qa` of `a` with
+/// `c`: the far end for a QP a test made its own way.
+pub fn connected_peer(a: &Node, qa: &Qp, b: &Node, entries: u32, c: Conn) -> (Cq, Qp) {
+    let cb = b.cq(entries);
+    let qb = b.qp(qa.qp_type, &cb);
+    connect(a, qa, b, &qb, c);
+    (cb, qb)
+}
+
 /// Polls everything.
 pub fn poll_all(cq: &Cq) -> Vec<WorkCompletion> {
     let mut out = Vec::new();
@@ -586,6 +656,40 @@ pub fn poll_all(cq: &Cq) -> Vec<WorkCompletion> {
             return out;
         }
     }
+}
+
+/// Each completion's request id and status, in the order polled.
+pub fn statuses(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
+    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
+}
+
+/// A signaled RDMA `op` (`id`) between the bytes `sg` names and `remote` at `off`, under its
+/// rkey.
+pub fn rdma_wr<'a>(id: u64, op: WrOpcode, sg: &'a [Sge], remote: &Mem, off: usize) -> SendWr<'a> {
+    let mut wr = send_wr(id, op, sg);
+    wr.remote_addr = remote.addr(off);
+    wr.rkey = remote.rkey;
+    wr
+}
+
+/// The address of a UD send to QP `qpn` of the device whose GID is `dgid`, under the Q_Key of
+/// [`attrs`], with a global route.
+pub fn ud_to(dgid: Gid, qpn: u32) -> UdAddress {
+    UdAddress {
+        dgid,
+        grh: true,
+        remote_qpn: qpn,
+        remote_qkey: 0x1111_1111,
+        ..UdAddress::default()
+    }
+}
+
+/// Posts a signaled UD SEND (`id`) of the bytes `sge` names from `qp` to `to`.
+pub fn ud_send(qp: &Qp, id: u64, sge: Sge, to: UdAddress) {
+    let sg = [sge];
+    let mut wr = send_wr(id, WrOpcode::Send, &sg);
+    wr.ud = Some(to);
+    qp.uvp.post_send(&wr).unwrap();
 }
 
 pub fn send_wr<'a>(id: u64, op: WrOpcode, sges: &'a [Sge]) -> SendWr<'a> {
@@ -641,15 +745,20 @@ pub enum Topology {
 
 /// Two clients on one fabric, on one device or on two.
 pub fn pair_on(platform: &HostPlatform, topology: Topology) -> (Arc<Fabric>, Node, Node) {
-    let fabric = Fabric::new();
     let a = Node::simple(platform);
     let b = match topology {
         Topology::OneDevice => a.another_client(),
         Topology::TwoDevices => Node::simple(platform),
     };
+    (fabric_of(&a, &b), a, b)
+}
+
+/// A fabric with the devices of `a` and `b` attached (once, if they share one).
+pub fn fabric_of(a: &Node, b: &Node) -> Arc<Fabric> {
+    let fabric = Fabric::new();
     fabric.attach(&a.hca);
     fabric.attach(&b.hca);
-    (fabric, a, b)
+    fabric
 }
 
 /// Defines each test once per [`Topology`]: `fn name(topology) { body }` becomes a module
