@@ -8,8 +8,7 @@ use wv_softhca::*;
 
 #[test]
 fn rc_send_with_multiple_sges_across_two_devices() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let src = a.mem(64, ALL_ACCESS);
     let dst = b.mem(64, ALL_ACCESS);
     src.buf.write(0, b"hello, ").unwrap();
@@ -43,8 +42,7 @@ fn rc_send_with_multiple_sges_across_two_devices() {
 
 #[test]
 fn a_send_of_many_packets_lands_across_the_receives_pieces() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, _ca, cb, qa, qb) = rc_pair(&p);
+    let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
     let src = a.mem(10_000, ALL_ACCESS);
     let dst = b.mem(12_000, ALL_ACCESS);
     let data: Vec<u8> = (0..10_000).map(|i| (i % 251) as u8).collect();
@@ -68,8 +66,7 @@ fn a_send_of_many_packets_lands_across_the_receives_pieces() {
 
 #[test]
 fn send_with_imm_write_write_with_imm_and_read() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let la = a.mem(4096, ALL_ACCESS);
     let rb = b.mem(4096, ALL_ACCESS);
     for (i, x) in (0..4096).map(|i| (i % 251) as u8).enumerate() {
@@ -89,9 +86,7 @@ fn send_with_imm_write_write_with_imm_and_read() {
 
     // RDMA_WRITE (no receive consumed) of 4 KiB.
     let sg = [la.sge(0, 4096)];
-    let mut wr = send_wr(11, WrOpcode::RdmaWrite, &sg);
-    wr.remote_addr = rb.addr(0);
-    wr.rkey = rb.rkey;
+    let wr = rdma_wr(11, WrOpcode::RdmaWrite, &sg, &rb, 0);
     qa.uvp.post_send(&wr).unwrap();
     assert_eq!(rb.buf.to_vec(), la.buf.to_vec());
     assert!(poll_all(&cb).is_empty());
@@ -99,9 +94,7 @@ fn send_with_imm_write_write_with_imm_and_read() {
     // RDMA_WRITE_WITH_IMM consumes a receive and reports the length.
     qb.uvp.post_recv(&recv_wr(2, &[])).unwrap();
     let sg = [la.sge(100, 8)];
-    let mut wr = send_wr(12, WrOpcode::RdmaWriteWithImm, &sg);
-    wr.remote_addr = rb.addr(2000);
-    wr.rkey = rb.rkey;
+    let mut wr = rdma_wr(12, WrOpcode::RdmaWriteWithImm, &sg, &rb, 2000);
     wr.imm_or_inv = 42;
     qa.uvp.post_send(&wr).unwrap();
     let r = poll_all(&cb);
@@ -115,9 +108,7 @@ fn send_with_imm_write_write_with_imm_and_read() {
     let back = a.mem(256, ALL_ACCESS);
     rb.buf.write(0, &[9u8; 100]).unwrap();
     let sg = [back.sge(0, 50), back.sge(128, 50)];
-    let mut wr = send_wr(13, WrOpcode::RdmaRead, &sg);
-    wr.remote_addr = rb.addr(0);
-    wr.rkey = rb.rkey;
+    let wr = rdma_wr(13, WrOpcode::RdmaRead, &sg, &rb, 0);
     qa.uvp.post_send(&wr).unwrap();
     let v = back.buf.to_vec();
     assert!(v[0..50].iter().all(|&x| x == 9));
@@ -165,8 +156,7 @@ fn loopback_between_two_qps_of_one_device() {
 
 #[test]
 fn inline_data_is_copied_at_post_time() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, _ca, cb, qa, qb) = rc_pair(&p);
+    let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
     let dst = b.mem(64, ALL_ACCESS);
     qb.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 64)])).unwrap();
     qb.uvp.post_recv(&recv_wr(2, &[dst.sge(32, 32)])).unwrap();
@@ -194,8 +184,7 @@ fn inline_data_is_copied_at_post_time() {
 
 #[test]
 fn unsignaled_sends_are_retired_silently_and_sq_sig_all_signals_everything() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair(&p);
+    let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair();
     let _ = b;
     let m = a.mem(64, ALL_ACCESS);
     let rb = b.mem(64, ALL_ACCESS);
@@ -206,9 +195,7 @@ fn unsignaled_sends_are_retired_silently_and_sq_sig_all_signals_everything() {
     connect(&a, &q, &b, &qr, Conn::default());
     for i in 0..5 {
         let sg = [m.sge(0, 8)];
-        let mut wr = send_wr(i, WrOpcode::RdmaWrite, &sg);
-        wr.remote_addr = rb.addr(0);
-        wr.rkey = rb.rkey;
+        let mut wr = rdma_wr(i, WrOpcode::RdmaWrite, &sg, &rb, 0);
         if i != 4 {
             wr.send_flags = 0;
         }
@@ -218,9 +205,7 @@ fn unsignaled_sends_are_retired_silently_and_sq_sig_all_signals_everything() {
     assert_eq!(wcs.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![4]);
     // sq_sig_all QP: an unsignaled WR still completes.
     let sg = [m.sge(0, 8)];
-    let mut wr = send_wr(9, WrOpcode::RdmaWrite, &sg);
-    wr.remote_addr = rb.addr(0);
-    wr.rkey = rb.rkey;
+    let mut wr = rdma_wr(9, WrOpcode::RdmaWrite, &sg, &rb, 0);
     wr.send_flags = 0;
     qa.uvp.post_send(&wr).unwrap();
     assert_eq!(poll_all(&ca).len(), 1);
@@ -229,16 +214,12 @@ fn unsignaled_sends_are_retired_silently_and_sq_sig_all_signals_everything() {
 
 #[test]
 fn uc_write_and_send() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
-    connect(&a, &qa, &b, &qb, Conn::default());
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default());
     let la = a.mem(64, ALL_ACCESS);
     let rb = b.mem(64, ALL_ACCESS);
     la.buf.write(0, b"uc!").unwrap();
     let sg = [la.sge(0, 3)];
-    let mut wr = send_wr(1, WrOpcode::RdmaWrite, &sg);
-    wr.remote_addr = rb.addr(10);
-    wr.rkey = rb.rkey;
+    let wr = rdma_wr(1, WrOpcode::RdmaWrite, &sg, &rb, 10);
     qa.uvp.post_send(&wr).unwrap();
     assert_eq!(&rb.buf.to_vec()[10..13], b"uc!");
     // A UC send with no receive posted is lost; the sender still succeeds.
@@ -314,8 +295,7 @@ fn ud_send_with_grh_and_qkey() {
 
 #[test]
 fn local_inv_fast_reg_and_send_with_inv() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let la = a.mem(256, ALL_ACCESS);
     let rb = b.mem(256, ALL_ACCESS);
     // LOCAL_INV of our own region: afterwards its lkey is refused.
@@ -349,9 +329,7 @@ fn local_inv_fast_reg_and_send_with_inv() {
         length: 7,
         lkey: new_key,
     }];
-    let mut wr = send_wr(3, WrOpcode::RdmaWrite, &sg);
-    wr.remote_addr = rb.addr(0);
-    wr.rkey = rb.rkey;
+    let wr = rdma_wr(3, WrOpcode::RdmaWrite, &sg, &rb, 0);
     qa.uvp.post_send(&wr).unwrap();
     assert_eq!(poll_all(&ca)[0].status, WcStatus::Success);
     assert_eq!(&rb.buf.to_vec()[..7], b"fastreg");
@@ -367,9 +345,7 @@ fn local_inv_fast_reg_and_send_with_inv() {
     assert_ne!(r[0].wc_flags & wc_flags::WITH_INV, 0);
     assert_eq!(r[0].imm_data, victim.rkey);
     // The invalidated region now refuses remote writes.
-    let mut wr = send_wr(6, WrOpcode::RdmaWrite, &sg);
-    wr.remote_addr = victim.addr(0);
-    wr.rkey = victim.rkey;
+    let wr = rdma_wr(6, WrOpcode::RdmaWrite, &sg, &victim, 0);
     qa.uvp.post_send(&wr).unwrap();
     let s = poll_all(&ca);
     assert_eq!(s.last().unwrap().status, WcStatus::RemAccessErr);
@@ -378,8 +354,7 @@ fn local_inv_fast_reg_and_send_with_inv() {
 
 #[test]
 fn sqd_holds_new_sends_until_rts_again() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let m = a.mem(64, ALL_ACCESS);
     let rb = b.mem(64, ALL_ACCESS);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
@@ -396,8 +371,7 @@ fn sqd_holds_new_sends_until_rts_again() {
 
 #[test]
 fn deregistered_keys_and_closed_contexts_are_refused() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair(&p);
+    let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair();
     let m = a.mem(64, ALL_ACCESS);
     let rb = b.mem(64, ALL_ACCESS);
     let sg = [m.sge(0, 4)];

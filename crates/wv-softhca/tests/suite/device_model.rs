@@ -113,8 +113,7 @@ fn a_cq_gets_its_event_while_a_destroyed_cqs_notification_is_still_queued() {
 
 #[test]
 fn a_region_registered_in_a_freed_place_is_the_one_its_key_names() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let m = a.mem(64, ALL_ACCESS);
     m.buf.write(0, b"one two").unwrap();
     let old = b.mem(64, ALL_ACCESS);

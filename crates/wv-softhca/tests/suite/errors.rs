@@ -59,8 +59,7 @@ fn posting_in_the_wrong_state_too_many_sges_or_a_full_queue() {
 
 on_both_topologies! {
     fn moving_to_err_flushes_every_outstanding_wr(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, ca, _cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
+        let (p, _f, a, b, ca, _cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
         let m = a.mem(64, ALL_ACCESS);
         let sg = [m.sge(0, 8)];
         // Receives wait on A; sends from A wait on B's empty receive queue (RNR, infinite retry),
@@ -112,9 +111,7 @@ on_both_topologies! {
             length: 8,
             lkey: m.lkey ^ 0x100,
         }];
-        let mut wr = send_wr(1, WrOpcode::RdmaWrite, &bad);
-        wr.remote_addr = rb.addr(0);
-        wr.rkey = rb.rkey;
+        let wr = rdma_wr(1, WrOpcode::RdmaWrite, &bad, &rb, 0);
         let ok = [m.sge(0, 8)];
         let mut wr2 = wr;
         wr2.wr_id = 2;
@@ -132,9 +129,7 @@ on_both_topologies! {
         let m = a.mem(64, ALL_ACCESS);
         let rb = b.mem(64, ALL_ACCESS);
         let oob = [m.sge(60, 8)];
-        let mut wr = send_wr(1, WrOpcode::RdmaWrite, &oob);
-        wr.remote_addr = rb.addr(0);
-        wr.rkey = rb.rkey;
+        let wr = rdma_wr(1, WrOpcode::RdmaWrite, &oob, &rb, 0);
         qa.uvp.post_send(&wr).unwrap();
         assert_eq!(poll_all(&ca)[0].status, WcStatus::LocProtErr);
 
@@ -180,9 +175,7 @@ on_both_topologies! {
         let m = a.mem(64, ALL_ACCESS);
         let rb = b.mem(64, WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE);
         let sg = [m.sge(0, 16)];
-        let mut wr = send_wr(1, WrOpcode::RdmaRead, &sg);
-        wr.remote_addr = rb.addr(0);
-        wr.rkey = rb.rkey;
+        let wr = rdma_wr(1, WrOpcode::RdmaRead, &sg, &rb, 0);
         qa.uvp.post_send(&wr).unwrap();
         assert_eq!(poll_all(&ca)[0].status, WcStatus::RemAccessErr);
 
@@ -191,9 +184,7 @@ on_both_topologies! {
         let ro = a.mem(64, WV_ACCESS_REMOTE_READ);
         let rb = b.mem(64, ALL_ACCESS);
         let sg = [ro.sge(0, 16)];
-        let mut wr = send_wr(1, WrOpcode::RdmaRead, &sg);
-        wr.remote_addr = rb.addr(0);
-        wr.rkey = rb.rkey;
+        let wr = rdma_wr(1, WrOpcode::RdmaRead, &sg, &rb, 0);
         qa.uvp.post_send(&wr).unwrap();
         assert_eq!(poll_all(&ca)[0].status, WcStatus::LocProtErr);
         settle(&p);
@@ -202,8 +193,7 @@ on_both_topologies! {
 
 on_both_topologies! {
     fn receive_too_small_and_bad_receive_key(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
+        let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
         let m = a.mem(64, ALL_ACCESS);
         let rb = b.mem(64, ALL_ACCESS);
         qb.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 4)])).unwrap();
@@ -238,15 +228,7 @@ on_both_topologies! {
 
 on_both_topologies! {
     fn transport_retry_exceeded_when_the_peer_is_gone_or_the_port_is_down(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, ca, _cb, qa, qb) = rc_pair_on(
-            &p,
-            topology,
-            Conn {
-                retry: 3,
-                ..Conn::default()
-            },
-        );
+        let (p, _f, a, b, ca, _cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::with_retry(3));
         let m = a.mem(64, ALL_ACCESS);
         // The receiving port is down: every retry is lost.
         b.hca.set_port_state(1, false).unwrap();
@@ -263,10 +245,7 @@ on_both_topologies! {
         let (_f2, a2, _b2, ca2, _cb2, qa2, _qb2) = rc_pair_on(
             &p,
             topology,
-            Conn {
-                retry: 0,
-                ..Conn::default()
-            },
+            Conn::with_retry(0),
         );
         let m2 = a2.mem(64, ALL_ACCESS);
         a2.hca.set_port_state(1, false).unwrap();
@@ -281,10 +260,7 @@ on_both_topologies! {
             &q,
             b.hca.gid(),
             0xABCD,
-            Conn {
-                retry: 1,
-                ..Conn::default()
-            },
+            Conn::with_retry(1),
         );
         post_send(&q, 5, m.sge(0, 8));
         assert_eq!(run_timers(&p, 100), 2);
@@ -633,14 +609,7 @@ fn the_device_counts_the_objects_it_holds() {
 
 #[test]
 fn a_modify_from_rts_to_rts_does_not_renew_the_retry_budget_of_a_request_in_flight() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_with(
-        &p,
-        Conn {
-            retry: 3,
-            ..Conn::default()
-        },
-    );
+    let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair_with(Conn::with_retry(3));
     let m = a.mem(64, ALL_ACCESS);
     b.hca.set_port_state(1, false).unwrap();
     qa.uvp

@@ -10,8 +10,7 @@ use wv_softhca::*;
 
 #[test]
 fn cq_arm_is_one_shot_and_needs_a_dpc() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let m = a.mem(64, ALL_ACCESS);
     let rb = b.mem(64, ALL_ACCESS);
     let sg = [m.sge(0, 4)];
@@ -42,8 +41,7 @@ fn cq_arm_is_one_shot_and_needs_a_dpc() {
 
 #[test]
 fn a_cq_never_armed_raises_no_event_for_a_solicited_completion() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, _ca, cb, qa, qb) = rc_pair(&p);
+    let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
     let m = a.mem(64, ALL_ACCESS);
     let rb = b.mem(64, ALL_ACCESS);
     let sg = [m.sge(0, 4)];
@@ -67,8 +65,7 @@ fn a_cq_never_armed_raises_no_event_for_a_solicited_completion() {
 
 #[test]
 fn solicited_arm_fires_on_se_receives_and_on_errors_only() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let m = a.mem(64, ALL_ACCESS);
     let rb = b.mem(64, ALL_ACCESS);
     let sg = [m.sge(0, 4)];
@@ -124,9 +121,7 @@ fn cq_overrun_raises_the_cq_error_event_and_is_sticky() {
     let rb = b.mem(64, ALL_ACCESS);
     for i in 0..3 {
         let sg = [m.sge(0, 4)];
-        let mut wr = send_wr(i, WrOpcode::RdmaWrite, &sg);
-        wr.remote_addr = rb.addr(0);
-        wr.rkey = rb.rkey;
+        let wr = rdma_wr(i, WrOpcode::RdmaWrite, &sg, &rb, 0);
         qa.uvp.post_send(&wr).unwrap();
     }
     settle(&p);
@@ -326,8 +321,7 @@ fn ports_gids_pkeys_and_port_events() {
 
 #[test]
 fn surprise_removal_fails_every_verb_and_stops_callbacks() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let m = a.mem(64, ALL_ACCESS);
     let rb = b.mem(64, ALL_ACCESS);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
@@ -384,8 +378,7 @@ fn surprise_removal_fails_every_verb_and_stops_callbacks() {
 
 #[test]
 fn destroy_stops_callbacks_for_the_object() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, _ca, cb, qa, qb) = rc_pair(&p);
+    let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
     let m = a.mem(64, ALL_ACCESS);
     let rb = b.mem(64, ALL_ACCESS);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();

@@ -4,7 +4,6 @@
 
 use crate::common::*;
 use wv_hal::*;
-use wv_host::HostPlatform;
 use wv_softhca::*;
 
 /// Faults that only drop packets, `drop_ppm` of them.
@@ -104,18 +103,8 @@ fn drops_corruption_and_delays_are_retried_and_duplicates_ignored() {
 
 #[test]
 fn a_dead_link_exceeds_the_retry_count() {
-    let (p, f, a, b) = deterministic_pair();
-    let (ca, _cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 16);
-    connect(
-        &a,
-        &qa,
-        &b,
-        &qb,
-        Conn {
-            retry: 3,
-            ..Conn::default()
-        },
-    );
+    let (p, f, a, b, ca, _cb, qa, _qb) =
+        deterministic_connected(QpType::Rc, 16, Conn::with_retry(3));
     f.set_faults(drops(7, 1_000_000));
     let m = a.mem(16, ALL_ACCESS);
     post_send(&qa, 1, m.sge(0, 8));
@@ -144,8 +133,7 @@ fn a_dead_link_exceeds_the_retry_count() {
 
 #[test]
 fn a_message_resent_from_its_middle_lands_in_the_receives_later_pieces() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let src = a.mem(6_000, ALL_ACCESS);
     let dst = b.mem(8_000, ALL_ACCESS);
     f.set_faults(drops(7, 200_000));
@@ -172,8 +160,7 @@ fn a_message_resent_from_its_middle_lands_in_the_receives_later_pieces() {
 
 #[test]
 fn a_resend_that_starts_with_packets_already_taken_places_only_the_new_ones() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let src = a.mem(3_000, ALL_ACCESS);
     let dst = b.mem(4_000, ALL_ACCESS);
     let data: Vec<u8> = (0..3_000).map(|j| (j % 251) as u8).collect();
@@ -202,8 +189,7 @@ fn a_resend_that_starts_with_packets_already_taken_places_only_the_new_ones() {
 
 #[test]
 fn the_link_keeps_counting_what_a_destroyed_qp_sent() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let m = a.mem(16, ALL_ACCESS);
     let rb = b.mem(16, ALL_ACCESS);
     for i in 0..3 {
@@ -385,8 +371,7 @@ fn turning_the_generator_off_leaves_the_script() {
 
 #[test]
 fn a_message_resent_from_its_middle_is_gathered_from_the_right_pieces() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p); // path MTU 1024
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair(); // path MTU 1024
     // The message is gathered from three pieces of one region, with bytes between them that
     // are not part of it.
     let src = a.mem(4_096, ALL_ACCESS);

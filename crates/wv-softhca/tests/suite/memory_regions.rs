@@ -107,8 +107,7 @@ fn memory_mapped_read_only_registers_only_for_access_that_never_writes_it() {
 
 #[test]
 fn local_invalidation_needs_the_regions_current_key() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair(&p);
+    let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair();
     let la = a.mem(256, ALL_ACCESS);
     let rb = b.mem(256, ALL_ACCESS);
     // The region's index with another key byte is not its key.

@@ -132,8 +132,7 @@ fn a_send_missing_what_its_qp_type_or_opcode_needs_is_refused() {
 
 #[test]
 fn inline_is_for_sends_and_writes_and_holds_exactly_the_qps_inline_size() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     assert_eq!(qa.uvp.max_inline(), 64);
     let local = a.mem(256, ALL_ACCESS);
     let remote = b.mem(256, ALL_ACCESS);

@@ -43,9 +43,7 @@ fn an_rdma_read_takes_one_psn_per_response_packet_and_psns_wrap_at_24_bits() {
     let data: Vec<u8> = (0..3000u32).map(|i| (i % 253) as u8).collect();
     rb.buf.write(0, &data).unwrap();
     let sg = [la.sge(0, 3000)];
-    let mut read = send_wr(1, WrOpcode::RdmaRead, &sg);
-    read.remote_addr = rb.addr(0);
-    read.rkey = rb.rkey;
+    let read = rdma_wr(1, WrOpcode::RdmaRead, &sg, &rb, 0);
     qa.uvp.post_send(&read).unwrap();
     assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
     assert_eq!(&la.buf.to_vec()[..3000], &data[..]);
@@ -83,15 +81,7 @@ fn an_ack_of_a_psn_never_sent_is_ignored() {
     // after the first packet.)
     for b_psn in [1, 2] {
         let p = HostPlatform::deterministic();
-        let (f, a, b, ca, cb, qa, qb) = rc_pair_psns(
-            &p,
-            Conn {
-                retry: 0,
-                ..Conn::default()
-            },
-            0xFF_FFFF,
-            b_psn,
-        );
+        let (f, a, b, ca, cb, qa, qb) = rc_pair_psns(&p, Conn::with_retry(0), 0xFF_FFFF, b_psn);
         let la = a.mem(64, ALL_ACCESS);
         let rb = b.mem(64, ALL_ACCESS);
         qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
@@ -108,14 +98,7 @@ fn an_ack_of_a_psn_never_sent_is_ignored() {
 
 #[test]
 fn a_sequence_error_nak_spends_a_retry_and_with_none_left_fails_the_request() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
-        &p,
-        Conn {
-            retry: 0,
-            ..Conn::default()
-        },
-    );
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_with(Conn::with_retry(0));
     let la = a.mem(2048, ALL_ACCESS);
     let rb = b.mem(2048, ALL_ACCESS);
     qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 2048)])).unwrap();
@@ -153,9 +136,7 @@ fn the_local_ack_timer_restarts_on_progress_so_an_rnr_wait_spends_no_transport_r
     // A write whose ACK comes late: B has it, A waits for its ACK on the local ACK timer.
     f.script(&[PacketFate::Delay]);
     let sg = [la.sge(0, 7)];
-    let mut write = send_wr(1, WrOpcode::RdmaWrite, &sg);
-    write.remote_addr = rb.addr(32);
-    write.rkey = rb.rkey;
+    let write = rdma_wr(1, WrOpcode::RdmaWrite, &sg, &rb, 32);
     qa.uvp.post_send(&write).unwrap();
     let t0 = p.now_ns();
     assert_eq!(p.next_timer_ns(), Some(t0 + (4096 << 1)));
@@ -178,14 +159,7 @@ fn the_local_ack_timer_restarts_on_progress_so_an_rnr_wait_spends_no_transport_r
 
 #[test]
 fn a_peer_in_err_answers_nothing_and_the_request_waits_for_its_local_ack_timer() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
-        &p,
-        Conn {
-            retry: 1,
-            ..Conn::default()
-        },
-    );
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_with(Conn::with_retry(1));
     let la = a.mem(64, ALL_ACCESS);
     b.modify(&qb, &qpm(QpState::Error, WV_IO_QP_ATTR_STATE))
         .unwrap();
@@ -207,8 +181,7 @@ fn a_peer_in_err_answers_nothing_and_the_request_waits_for_its_local_ack_timer()
 
 #[test]
 fn a_fenced_request_waits_for_the_reads_before_it_and_for_nothing_else() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, _cb, qa, _qb) = rc_pair(&p);
+    let (p, f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair();
     let la = a.mem(64, ALL_ACCESS);
     let rb = b.mem(64, ALL_ACCESS);
     rb.buf.write(0, b"old!").unwrap();
@@ -226,9 +199,7 @@ fn a_fenced_request_waits_for_the_reads_before_it_and_for_nothing_else() {
     // until the read has completed, so the read returns what was there before the write.
     f.script(&[PacketFate::Delay]);
     let rsg = [la.sge(0, 4)];
-    let mut read = send_wr(2, WrOpcode::RdmaRead, &rsg);
-    read.remote_addr = rb.addr(0);
-    read.rkey = rb.rkey;
+    let read = rdma_wr(2, WrOpcode::RdmaRead, &rsg, &rb, 0);
     qa.uvp.post_send(&read).unwrap();
     write.wr_id = 3;
     write.remote_addr = rb.addr(0);
@@ -247,8 +218,7 @@ fn a_fenced_request_waits_for_the_reads_before_it_and_for_nothing_else() {
 
 #[test]
 fn a_local_operation_waits_for_the_requests_before_it_and_completions_come_in_order() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let la = a.mem(64, ALL_ACCESS);
     let other = a.mem(64, ALL_ACCESS);
     let rb = b.mem(64, ALL_ACCESS);
@@ -284,8 +254,7 @@ fn in_sqd_the_message_in_flight_goes_on_as_in_rts() {
     // The same losses on the same four-packet send, once in RTS and once after SQD was asked
     // for while the send was in flight: the link carries the same packets.
     let run = |sqd: bool| {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, cb, qa, qb) = rc_pair(&p); // path MTU 1024
+        let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair(); // path MTU 1024
         let la = a.mem(4096, ALL_ACCESS);
         let rb = b.mem(4096, ALL_ACCESS);
         let data: Vec<u8> = (0..4096u32).map(|i| (i * 13 % 251) as u8).collect();
@@ -323,8 +292,7 @@ fn in_sqd_the_message_in_flight_goes_on_as_in_rts() {
 
 #[test]
 fn a_resend_answered_beyond_its_first_packet_goes_on_from_the_first_unacknowledged_one() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, _cb, qa, _qb) = rc_pair(&p); // path MTU 1024
+    let (p, f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair(); // path MTU 1024
     let la = a.mem(5120, ALL_ACCESS);
     let rb = b.mem(5120, ALL_ACCESS);
     let data: Vec<u8> = (0..5120u32).map(|i| (i * 31 % 249) as u8).collect();
@@ -339,9 +307,7 @@ fn a_resend_answered_beyond_its_first_packet_goes_on_from_the_first_unacknowledg
         PacketFate::Drop,
     ]);
     let sg = [la.sge(0, 5120)];
-    let mut write = send_wr(1, WrOpcode::RdmaWrite, &sg);
-    write.remote_addr = rb.addr(0);
-    write.rkey = rb.rkey;
+    let write = rdma_wr(1, WrOpcode::RdmaWrite, &sg, &rb, 0);
     qa.uvp.post_send(&write).unwrap();
     assert!(poll_all(&ca).is_empty());
     // The local ACK timeout resends from p2; B acknowledges it with p3, which it has too. The

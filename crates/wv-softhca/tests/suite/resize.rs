@@ -58,9 +58,7 @@ fn writer(a: &Node, b: &Node, scq: &Cq, rcq: &Cq) -> (Cq, Qp, Qp, Mem, Mem) {
 fn writes(qa: &Qp, m: &Mem, rb: &Mem, from: u64, n: u64) {
     for i in from..from + n {
         let sg = [m.sge(0, 4)];
-        let mut wr = send_wr(i, WrOpcode::RdmaWrite, &sg);
-        wr.remote_addr = rb.addr(0);
-        wr.rkey = rb.rkey;
+        let wr = rdma_wr(i, WrOpcode::RdmaWrite, &sg, rb, 0);
         qa.uvp.post_send(&wr).unwrap();
     }
 }

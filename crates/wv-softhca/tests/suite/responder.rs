@@ -101,9 +101,7 @@ fn a_ud_receive_must_hold_the_grh_and_the_payload() {
 
 #[test]
 fn an_rc_qp_drops_packets_from_a_qp_it_is_not_connected_to() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 16);
-    connect(&a, &qa, &b, &qb, Conn::default());
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Rc, 16, Conn::default());
     // A second QP of A sends to B's QP, with the PSN B's QP expects; B's QP is connected to the
     // first, so it drops the packets and the sender's retries run out.
     let cx = a.cq(16);
@@ -113,10 +111,7 @@ fn an_rc_qp_drops_packets_from_a_qp_it_is_not_connected_to() {
         &stranger,
         b.hca.gid(),
         qb.uvp.qpn(),
-        Conn {
-            retry: 1,
-            ..Conn::default()
-        },
+        Conn::with_retry(1),
     );
     let la = a.mem(64, ALL_ACCESS);
     la.buf.write(0, b"stranger").unwrap();
@@ -139,9 +134,7 @@ fn an_rc_qp_drops_packets_from_a_qp_it_is_not_connected_to() {
 
 #[test]
 fn a_uc_rdma_write_takes_a_receive_only_with_immediate_data() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
-    connect(&a, &qa, &b, &qb, Conn::default());
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default());
     let la = a.mem(64, ALL_ACCESS);
     la.buf.write(0, b"plain write, then").unwrap();
     let rb = b.mem(128, ALL_ACCESS);
@@ -149,18 +142,14 @@ fn a_uc_rdma_write_takes_a_receive_only_with_immediate_data() {
     qb.uvp.post_recv(&recv_wr(1, &[rr.sge(0, 64)])).unwrap();
     // A plain RDMA write consumes no receive.
     let sg = [la.sge(0, 11)];
-    let mut wr = send_wr(1, WrOpcode::RdmaWrite, &sg);
-    wr.remote_addr = rb.addr(0);
-    wr.rkey = rb.rkey;
+    let wr = rdma_wr(1, WrOpcode::RdmaWrite, &sg, &rb, 0);
     qa.uvp.post_send(&wr).unwrap();
     assert!(poll_all(&cb).is_empty());
     assert_eq!(&rb.buf.to_vec()[..11], b"plain write");
     // With immediate data it takes the receive, which completes as RECV_RDMA_WITH_IMM with
     // the write's length and the immediate data (its buffer untouched).
     let sg = [la.sge(0, 17)];
-    let mut wr = send_wr(2, WrOpcode::RdmaWriteWithImm, &sg);
-    wr.remote_addr = rb.addr(64);
-    wr.rkey = rb.rkey;
+    let mut wr = rdma_wr(2, WrOpcode::RdmaWriteWithImm, &sg, &rb, 64);
     wr.imm_or_inv = 0x0A0B_0C0D;
     qa.uvp.post_send(&wr).unwrap();
     let r = poll_all(&cb);
@@ -185,9 +174,7 @@ fn a_uc_rdma_write_takes_a_receive_only_with_immediate_data() {
 
 #[test]
 fn a_uc_send_with_invalidate_invalidates_the_key_it_names() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
-    connect(&a, &qa, &b, &qb, Conn::default());
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default());
     let la = a.mem(64, ALL_ACCESS);
     la.buf.write(0, b"invalidate").unwrap();
     let rb = b.mem(64, ALL_ACCESS);
@@ -207,9 +194,7 @@ fn a_uc_send_with_invalidate_invalidates_the_key_it_names() {
     assert_eq!(&rb.buf.to_vec()[..10], b"invalidate");
     // The key is invalid now: an RDMA write under it is dropped, and invalidating it again
     // fails, which completes the receive with REM_INV_REQ_ERR.
-    let mut w = send_wr(2, WrOpcode::RdmaWrite, &sg);
-    w.remote_addr = victim.addr(0);
-    w.rkey = victim.rkey;
+    let w = rdma_wr(2, WrOpcode::RdmaWrite, &sg, &victim, 0);
     qa.uvp.post_send(&w).unwrap();
     assert!(victim.buf.to_vec().iter().all(|&x| x == 0));
     wr.wr_id = 3;
@@ -286,9 +271,7 @@ fn a_read_whose_response_is_lost_is_executed_again_and_completes() {
     // response is late, and the local ACK timer asks again.
     f.script(&[PacketFate::Delay]);
     let sg = [la.sge(0, 3000)];
-    let mut wr = send_wr(1, WrOpcode::RdmaRead, &sg);
-    wr.remote_addr = rb.addr(0);
-    wr.rkey = rb.rkey;
+    let wr = rdma_wr(1, WrOpcode::RdmaRead, &sg, &rb, 0);
     qa.uvp.post_send(&wr).unwrap();
     assert!(poll_all(&ca).is_empty());
     assert_eq!(la.buf.to_vec(), vec![0x11; 3000], "executed once already");
@@ -306,13 +289,9 @@ fn a_read_whose_response_is_lost_is_executed_again_and_completes() {
 #[test]
 fn duplicates_of_an_atomic_and_a_read_are_each_answered_from_their_own_resource() {
     const ATOMIC: u32 = WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_ATOMIC | WV_ACCESS_REMOTE_READ;
-    let (p, f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 16);
-    connect(
-        &a,
-        &qa,
-        &b,
-        &qb,
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_connected(
+        QpType::Rc,
+        16,
         Conn {
             access: ALL_ACCESS | WV_ACCESS_REMOTE_ATOMIC,
             depth: 2,
@@ -329,17 +308,13 @@ fn duplicates_of_an_atomic_and_a_read_are_each_answered_from_their_own_resource(
     // asks for both again.
     f.script(&[PacketFate::Delay, PacketFate::Delay]);
     let r0 = [la.sge(0, 8)];
-    let mut fadd = send_wr(1, WrOpcode::AtomicFetchAndAdd, &r0);
-    fadd.remote_addr = counter.addr(0);
-    fadd.rkey = counter.rkey;
+    let mut fadd = rdma_wr(1, WrOpcode::AtomicFetchAndAdd, &r0, &counter, 0);
     fadd.atomic = Some(AtomicArgs {
         compare_add: 1,
         swap: 0,
     });
     let r1 = [la.sge(8, 8)];
-    let mut read = send_wr(2, WrOpcode::RdmaRead, &r1);
-    read.remote_addr = rb.addr(0);
-    read.rkey = rb.rkey;
+    let read = rdma_wr(2, WrOpcode::RdmaRead, &r1, &rb, 0);
     qa.uvp.post_send_list(&[fadd, read]).unwrap();
     assert!(poll_all(&ca).is_empty());
     assert_eq!(f.stats().delayed, 2);
@@ -412,9 +387,7 @@ fn an_rdma_write_with_immediate_data_and_no_receive_is_rnr_naked_at_its_last_pac
     // Three packets and no receive: the first two are written, the last (which carries the
     // immediate data and needs a receive) gets an RNR NAK, and the write is not complete.
     let sg = [la.sge(0, 3000)];
-    let mut wr = send_wr(1, WrOpcode::RdmaWriteWithImm, &sg);
-    wr.remote_addr = rb.addr(0);
-    wr.rkey = rb.rkey;
+    let mut wr = rdma_wr(1, WrOpcode::RdmaWriteWithImm, &sg, &rb, 0);
     wr.imm_or_inv = 0x1234_5678;
     qa.uvp.post_send(&wr).unwrap();
     assert!(poll_all(&ca).is_empty());

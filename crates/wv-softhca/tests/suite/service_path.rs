@@ -497,9 +497,7 @@ fn a_wqe_with_an_opcode_its_transport_lacks_written_straight_into_the_shared_rin
     src.buf.write(0, b"not a read").unwrap();
     const MARK: u64 = 0x5EED_1234_0BAD_0001;
     let sg = [src.sge(0, 10)];
-    let mut wr = send_wr(MARK, WrOpcode::RdmaWrite, &sg);
-    wr.remote_addr = dst.addr(0);
-    wr.rkey = dst.rkey;
+    let wr = rdma_wr(MARK, WrOpcode::RdmaWrite, &sg, &dst, 0);
     qa.uvp.post_send(&wr).unwrap();
     // The WQE is in the shared ring, not yet run: its first word is the request's id, the low
     // byte of the next its opcode.

@@ -13,15 +13,7 @@ use wv_softhca::*;
 
 on_both_topologies! {
     fn a_receive_posted_late_within_the_rnr_budget_is_waited_for(topology) {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, cb, qa, qb) = rc_pair_on(
-            &p,
-            topology,
-            Conn {
-                rnr_retry: 2,
-                ..Conn::default()
-            },
-        );
+        let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::with_rnr_retry(2));
         let m = a.mem(64, ALL_ACCESS);
         let rb = b.mem(64, ALL_ACCESS);
         m.buf.write(0, b"late").unwrap();
@@ -48,15 +40,7 @@ on_both_topologies! {
     }
 
     fn a_receive_later_than_the_rnr_budget_fails_with_rnr_retry_exceeded(topology) {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, _cb, qa, qb) = rc_pair_on(
-            &p,
-            topology,
-            Conn {
-                rnr_retry: 2,
-                ..Conn::default()
-            },
-        );
+        let (p, f, a, b, ca, _cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::with_rnr_retry(2));
         let m = a.mem(64, ALL_ACCESS);
         let t0 = p.now_ns();
         post_send(&qa, 1, m.sge(0, 4));
@@ -74,8 +58,7 @@ on_both_topologies! {
     }
 
     fn rnr_retry_seven_retries_for_ever(topology) {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, _cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
+        let (p, f, a, b, ca, _cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
         let m = a.mem(64, ALL_ACCESS);
         let rb = b.mem(64, ALL_ACCESS);
         post_send(&qa, 1, m.sge(0, 4));
@@ -89,8 +72,7 @@ on_both_topologies! {
     }
 
     fn a_dropped_packet_is_resent_after_the_local_ack_timeout(topology) {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
+        let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
         let m = a.mem(64, ALL_ACCESS);
         let rb = b.mem(64, ALL_ACCESS);
         m.buf.write(0, b"again").unwrap();
@@ -114,15 +96,7 @@ on_both_topologies! {
     }
 
     fn retry_exceeded_after_retry_cnt_timeouts_and_no_timeout_waits_for_ever(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, ca, _cb, qa, qb) = rc_pair_on(
-            &p,
-            topology,
-            Conn {
-                retry: 3,
-                ..Conn::default()
-            },
-        );
+        let (p, _f, a, b, ca, _cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::with_retry(3));
         let m = a.mem(64, ALL_ACCESS);
         b.hca.set_port_state(1, false).unwrap();
         qb.uvp.post_recv(&recv_wr(1, &[])).unwrap();
@@ -208,9 +182,7 @@ on_both_topologies! {
         // An RDMA write of 3 packets whose first is delayed (acted on, ACK late) and second
         // dropped: resent from the second; the bytes land once, in place.
         let sg = [m.sge(0, 3000)];
-        let mut wr = send_wr(4, WrOpcode::RdmaWrite, &sg);
-        wr.remote_addr = rb.addr(5000);
-        wr.rkey = rb.rkey;
+        let wr = rdma_wr(4, WrOpcode::RdmaWrite, &sg, &rb, 5000);
         f.script(&[PacketFate::Delay, PacketFate::Drop]);
         qa.uvp.post_send(&wr).unwrap();
         assert_eq!(statuses(&poll_all(&ca)), vec![(4, WcStatus::Success)]);
@@ -220,16 +192,11 @@ on_both_topologies! {
 
     fn reads_in_flight_are_limited_by_max_rd_atomic(topology) {
         for depth in [1u8, 2] {
-            let p = HostPlatform::deterministic();
-            let (f, a, b, ca, _cb, qa, _qb) = rc_pair_on(
-                &p,
-                topology,
-                Conn {
+            let (p, f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair_on(topology, Conn {
                     depth,
                     resources: depth,
                     ..Conn::default()
-                },
-            );
+                });
             let la = a.mem(64, ALL_ACCESS);
             let rb = b.mem(64, ALL_ACCESS);
             rb.buf.write(0, b"abcdefghijklmnopqrstuvwx").unwrap();
@@ -276,8 +243,7 @@ on_both_topologies! {
     }
 
     fn sqd_raises_sq_drained_once_what_was_in_flight_has_completed(topology) {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, _cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
+        let (p, f, a, b, ca, _cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
         let m = a.mem(64, ALL_ACCESS);
         let rb = b.mem(64, ALL_ACCESS);
         for i in 0..3 {
@@ -322,27 +288,15 @@ on_both_topologies! {
     }
 
     fn a_send_queue_restarted_from_sqd_has_its_whole_retry_budget(topology) {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, _cb, qa, _qb) = rc_pair_on(
-            &p,
-            topology,
-            Conn {
-                retry: 2,
-                ..Conn::default()
-            },
-        );
+        let (p, f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair_on(topology, Conn::with_retry(2));
         let la = a.mem(64, ALL_ACCESS);
         let rb = b.mem(64, ALL_ACCESS);
         // A read whose response is lost, then a write: the write's ACK says the read was
         // answered out of turn (an implied NAK), so the read is asked again, a retry spent.
         f.script(&[PacketFate::Delay]);
         let sg = [la.sge(0, 8)];
-        let mut read = send_wr(1, WrOpcode::RdmaRead, &sg);
-        read.remote_addr = rb.addr(0);
-        read.rkey = rb.rkey;
-        let mut write = send_wr(2, WrOpcode::RdmaWrite, &sg);
-        write.remote_addr = rb.addr(8);
-        write.rkey = rb.rkey;
+        let read = rdma_wr(1, WrOpcode::RdmaRead, &sg, &rb, 0);
+        let write = rdma_wr(2, WrOpcode::RdmaWrite, &sg, &rb, 8);
         qa.uvp.post_send_list(&[read, write]).unwrap();
         assert_eq!(
             statuses(&poll_all(&ca)),

@@ -65,9 +65,7 @@ fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
 
 #[test]
 fn a_uc_send_error_is_a_send_queue_error_too() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
-    connect(&a, &qa, &b, &qb, Conn::default());
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default());
     let la = a.mem(64, ALL_ACCESS);
     let mb = b.mem(64, ALL_ACCESS);
     qa.uvp.post_recv(&recv_wr(100, &[la.sge(0, 64)])).unwrap();

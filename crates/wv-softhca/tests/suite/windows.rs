@@ -72,8 +72,7 @@ fn bind_wr<'a>(id: u64, mw_rkey: u32, mr: &Mem, off: usize, len: u64, access: u3
 
 on_both_topologies! {
     fn type_1_windows_bind_by_the_verb_and_open_part_of_a_region_to_remote_access(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
+        let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, conn());
         let src = a.mem(256, ALL_ACCESS);
         src.buf.write(0, b"through the window").unwrap();
         let region = b.mem(4096, BINDABLE);
@@ -213,8 +212,7 @@ on_both_topologies! {
     }
 
     fn type_2_windows_bind_by_request_serve_only_their_qp_and_are_invalidated(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
+        let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, conn());
         let src = a.mem(256, ALL_ACCESS);
         src.buf.write(0, b"type two").unwrap();
         let region = b.mem(4096, BINDABLE);
@@ -411,8 +409,7 @@ on_both_topologies! {
     }
 
     fn a_region_with_windows_bound_stays_registered_until_they_go(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_on(&p, topology, conn());
+        let (p, _f, _a, b, _ca, cb, _qa, qb) = deterministic_rc_pair_on(topology, conn());
         let region = b.mem(4096, BINDABLE);
         let (mw, key0) = window(&b, MwType::Type1);
         let info = MwBindInfo {
@@ -452,8 +449,7 @@ on_both_topologies! {
 
 on_both_topologies! {
     fn each_of_several_windows_answers_its_own_key(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
+        let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, conn());
         let src = a.mem(64, ALL_ACCESS);
         src.buf.write(0, b"first!second").unwrap();
         let region = b.mem(4096, BINDABLE);

@@ -591,6 +591,24 @@ impl Default for Conn {
     }
 }
 
+impl Conn {
+    /// The defaults but for `retry` transport retries.
+    pub fn with_retry(retry: u8) -> Conn {
+        Conn {
+            retry,
+            ..Conn::default()
+        }
+    }
+
+    /// The defaults but for `rnr_retry` RNR retries.
+    pub fn with_rnr_retry(rnr_retry: u8) -> Conn {
+        Conn {
+            rnr_retry,
+            ..Conn::default()
+        }
+    }
+}
+
 /// Moves `qp` of `node` to RTS, connected to `remote_qpn` on the device whose GID is `dgid`.
 pub fn bring_up(node: &Node, qp: &Qp, dgid: Gid, remote_qpn: u32, c: Conn) {
     match qp.qp_type {
@@ -807,6 +825,41 @@ pub fn rc_pair_on(
     let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 64);
     connect(&a, &qa, &b, &qb, c);
     (f, a, b, ca, cb, qa, qb)
+}
+
+/// A deterministic platform and [`rc_pair_on`] on it.
+pub fn deterministic_rc_pair_on(
+    topology: Topology,
+    c: Conn,
+) -> (HostPlatform, Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, c);
+    (p, f, a, b, ca, cb, qa, qb)
+}
+
+/// A deterministic platform and [`rc_pair_with`] on it.
+pub fn deterministic_rc_pair_with(
+    c: Conn,
+) -> (HostPlatform, Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    deterministic_rc_pair_on(Topology::TwoDevices, c)
+}
+
+/// A deterministic platform and [`rc_pair`] on it.
+pub fn deterministic_rc_pair() -> (HostPlatform, Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    deterministic_rc_pair_with(Conn::default())
+}
+
+/// A deterministic platform and [`pair`] on it, with a QP of `qp_type` on each client, each on
+/// its own CQ of `entries`, the QPs connected with `c`.
+pub fn deterministic_connected(
+    qp_type: QpType,
+    entries: u32,
+    c: Conn,
+) -> (HostPlatform, Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    let (p, f, a, b) = deterministic_pair();
+    let (ca, cb, qa, qb) = two_qps(&a, &b, qp_type, entries);
+    connect(&a, &qa, &b, &qb, c);
+    (p, f, a, b, ca, cb, qa, qb)
 }
 
 /// [`rc_pair_with`] with the default connection attributes.
