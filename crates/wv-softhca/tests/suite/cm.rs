@@ -850,9 +850,7 @@ fn a_shared_cm_is_a_cm() {
 fn a_req_for_a_gid_of_the_second_port_arrives_on_that_port() {
     let p = HostPlatform::deterministic();
     let a = Node::simple(&p);
-    let mut cfg = DeviceConfig::new("two ports", mac());
-    cfg.ports = 2;
-    let b = Node::new(&p, cfg);
+    let b = Node::configured(&p, "two ports", |c| c.ports = 2);
     let _fabric = fabric_of(&a, &b);
     // A GID only port 2 has: the port the request is for is found by its GID (GRH present).
     let index = b.hca.add_ipv4_gid(2, [10, 0, 0, 2]).unwrap();

@@ -77,9 +77,7 @@ fn an_address_handle_reports_the_index_of_its_source_gid() {
 fn a_cq_gets_its_event_while_a_destroyed_cqs_notification_is_still_queued() {
     // Two CQs at most; the CQ-notify ring is drained only when the DPC runs.
     let p = HostPlatform::deterministic();
-    let mut config = DeviceConfig::new("two cqs", mac());
-    config.limits.max_cq = 2;
-    let a = Node::new(&p, config);
+    let a = Node::configured(&p, "two cqs", |c| c.limits.max_cq = 2);
     let b = Node::simple(&p);
     let _fabric = fabric_of(&a, &b);
     let cb = b.cq(16);

@@ -325,15 +325,15 @@ fn mr_registration_checks_access_and_bounds() {
 #[test]
 fn limits_are_advertised_and_enforced() {
     let p = HostPlatform::deterministic();
-    let mut cfg = DeviceConfig::new("small", mac());
-    cfg.limits.max_qp = 2;
-    cfg.limits.max_cq = 2;
-    cfg.limits.max_mr = 1;
-    cfg.limits.max_qp_wr = 8;
-    cfg.limits.max_cqe = 16;
-    cfg.limits.max_sge = 2;
-    cfg.limits.max_pd = 1;
-    let a = Node::new(&p, cfg);
+    let a = Node::configured(&p, "small", |c| {
+        c.limits.max_qp = 2;
+        c.limits.max_cq = 2;
+        c.limits.max_mr = 1;
+        c.limits.max_qp_wr = 8;
+        c.limits.max_cqe = 16;
+        c.limits.max_sge = 2;
+        c.limits.max_pd = 1;
+    });
     let attr = a.hca.query_ca().unwrap();
     assert_eq!(
         (
@@ -516,11 +516,11 @@ fn vendor_bytes_are_validated_never_trusted() {
 #[test]
 fn cq_size_and_multicast_limits_hold_at_their_exact_boundaries() {
     let p = HostPlatform::deterministic();
-    let mut cfg = DeviceConfig::new("edges", mac());
-    cfg.limits.max_cqe = 16;
-    cfg.limits.max_mcast_qp_attach = 2;
-    cfg.limits.max_total_mcast_qp_attach = 3;
-    let a = Node::new(&p, cfg);
+    let a = Node::configured(&p, "edges", |c| {
+        c.limits.max_cqe = 16;
+        c.limits.max_mcast_qp_attach = 2;
+        c.limits.max_total_mcast_qp_attach = 3;
+    });
 
     // A CQ resizes to exactly max_cqe; one entry more is refused.
     let cq = a.cq(4);
@@ -566,9 +566,7 @@ fn cq_size_and_multicast_limits_hold_at_their_exact_boundaries() {
 #[test]
 fn the_group_limit_counts_distinct_groups_not_attachments() {
     let p = HostPlatform::deterministic();
-    let mut cfg = DeviceConfig::new("groups", mac());
-    cfg.limits.max_mcast_grp = 2;
-    let a = Node::new(&p, cfg);
+    let a = Node::configured(&p, "groups", |c| c.limits.max_mcast_grp = 2);
     let cq = a.cq(4);
     let qps: Vec<Qp> = (0..3).map(|_| a.qp(QpType::Ud, &cq)).collect();
     for q in &qps {

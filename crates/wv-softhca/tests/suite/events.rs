@@ -219,16 +219,7 @@ fn comm_established_on_the_first_packet_in_rtr() {
     bring_up(&a, &qa, b.hca.gid(), qb.uvp.qpn(), Conn::default());
     // B only to RTR.
     b.modify(&qb, &qpm(QpState::Init, INIT_RC)).unwrap();
-    let mut m = attrs(RTR_RC);
-    m.av = AddressVector {
-        grh_valid: true,
-        dgid: a.hca.gid(),
-        port: 1,
-        ..AddressVector::default()
-    };
-    m.dest_qpn = qa.uvp.qpn();
-    m.rq_psn = Conn::default().psn;
-    b.modify(&qb, &m.to(QpState::Rtr)).unwrap();
+    b.modify(&qb, &rc_rtr_towards(&a, &qa)).unwrap();
     let mem = a.mem(16, ALL_ACCESS);
     let rb = b.mem(16, ALL_ACCESS);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 16)])).unwrap();

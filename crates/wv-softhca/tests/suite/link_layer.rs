@@ -8,9 +8,7 @@ use wv_host::HostPlatform;
 use wv_softhca::*;
 
 fn node(p: &HostPlatform, link_layer: LinkLayer) -> Node {
-    let mut config = DeviceConfig::new("soft", mac());
-    config.link_layer = link_layer;
-    Node::new(p, config)
+    Node::configured(p, "soft", |c| c.link_layer = link_layer)
 }
 
 fn ib_pair(p: &HostPlatform) -> (std::sync::Arc<Fabric>, Node, Node) {

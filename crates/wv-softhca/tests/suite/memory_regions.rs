@@ -8,20 +8,6 @@ use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;
 
-/// The one completion on `cq`.
-fn one(cq: &Cq) -> (u64, WcStatus, WcOpcode) {
-    let w = poll_all(cq);
-    assert_eq!(w.len(), 1, "{w:?}");
-    (w[0].wr_id, w[0].status, w[0].opcode)
-}
-
-fn write_wr<'a>(id: u64, sg: &'a [Sge], addr: u64, rkey: u32) -> SendWr<'a> {
-    let mut wr = send_wr(id, WrOpcode::RdmaWrite, sg);
-    wr.remote_addr = addr;
-    wr.rkey = rkey;
-    wr
-}
-
 fn local_inv(qp: &Qp, id: u64, key: u32) {
     let mut wr = send_wr(id, WrOpcode::LocalInv, &[]);
     wr.imm_or_inv = key;

@@ -310,16 +310,7 @@ fn connect_with_b_in_rtr(a: &Node, qa: &Qp, b: &Node, qb: &Qp, receives: &[u64],
     for &id in receives {
         qb.uvp.post_recv(&recv_wr(id, &[rb.sge(0, 16)])).unwrap();
     }
-    let mut m = attrs(RTR_RC);
-    m.av = AddressVector {
-        grh_valid: true,
-        dgid: a.hca.gid(),
-        port: 1,
-        ..AddressVector::default()
-    };
-    m.dest_qpn = qa.uvp.qpn();
-    m.rq_psn = Conn::default().psn;
-    b.modify(qb, &m.to(QpState::Rtr)).unwrap();
+    b.modify(qb, &rc_rtr_towards(a, qa)).unwrap();
 }
 
 #[test]

@@ -221,13 +221,8 @@ fn a_ud_receiver_gets_a_grh_only_when_the_sender_sends_one() {
 #[test]
 fn multicast_reaches_members_on_any_port() {
     let p = HostPlatform::deterministic();
-    let two_ports = || {
-        let mut c = DeviceConfig::new("two", mac());
-        c.ports = 2;
-        c
-    };
-    let a = Node::new(&p, two_ports());
-    let b = Node::new(&p, two_ports());
+    let a = Node::configured(&p, "two", |c| c.ports = 2);
+    let b = Node::configured(&p, "two", |c| c.ports = 2);
     let _f = fabric_of(&a, &b);
     let ca = a.cq(16);
     let cb = b.cq(16);
@@ -342,9 +337,7 @@ fn uc_and_ud_messages_travel_as_mtu_packets_each_sent_once_whatever_its_fate() {
 #[test]
 fn a_message_may_be_max_msg_bytes_and_a_datagram_one_port_mtu() {
     let p = HostPlatform::deterministic();
-    let mut config = DeviceConfig::new("small", mac());
-    config.limits.max_msg = 3000;
-    let a = Node::new(&p, config);
+    let a = Node::configured(&p, "small", |c| c.limits.max_msg = 3000);
     let b = Node::simple(&p);
     let _f = fabric_of(&a, &b);
     let la = a.mem(8192, ALL_ACCESS);

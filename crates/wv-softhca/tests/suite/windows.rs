@@ -43,19 +43,6 @@ fn conn() -> Conn {
     }
 }
 
-fn one(cq: &Cq) -> (u64, WcStatus, WcOpcode) {
-    let w = poll_all(cq);
-    assert_eq!(w.len(), 1, "{w:?}");
-    (w[0].wr_id, w[0].status, w[0].opcode)
-}
-
-fn write_wr<'a>(id: u64, sg: &'a [Sge], addr: u64, rkey: u32) -> SendWr<'a> {
-    let mut wr = send_wr(id, WrOpcode::RdmaWrite, sg);
-    wr.remote_addr = addr;
-    wr.rkey = rkey;
-    wr
-}
-
 fn bind_wr<'a>(id: u64, mw_rkey: u32, mr: &Mem, off: usize, len: u64, access: u32) -> SendWr<'a> {
     let mut wr = SendWr::new(id, WrOpcode::BindMw);
     wr.send_flags = send_flags::SIGNALED;

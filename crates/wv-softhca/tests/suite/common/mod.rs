@@ -186,6 +186,17 @@ impl Node {
         }
     }
 
+    /// A device named `name` (with a MAC of its own) whose configuration `set` adjusts.
+    pub fn configured(
+        platform: &HostPlatform,
+        name: &str,
+        set: impl FnOnce(&mut DeviceConfig),
+    ) -> Node {
+        let mut config = DeviceConfig::new(name, mac());
+        set(&mut config);
+        Node::new(platform, config)
+    }
+
     pub fn simple(platform: &HostPlatform) -> Node {
         Node::new(platform, DeviceConfig::new("soft", mac()))
     }
@@ -503,15 +514,30 @@ pub fn qpm(state: QpState, options: u32) -> QpModify {
 /// own number as destination (no traffic needed to move it through the state table).
 pub fn loopback_attrs(node: &Node, qp: &Qp, options: u32) -> Attrs {
     let mut a = attrs(options);
-    a.av = AddressVector {
+    a.av = route_to(node);
+    a.alternate_av = a.av;
+    a.dest_qpn = qp.uvp.qpn();
+    a
+}
+
+/// A global route to `node`'s device (its GID) through port 1.
+pub fn route_to(node: &Node) -> AddressVector {
+    AddressVector {
         grh_valid: true,
         dgid: node.hca.gid(),
         port: 1,
         ..AddressVector::default()
-    };
-    a.alternate_av = a.av;
-    a.dest_qpn = qp.uvp.qpn();
-    a
+    }
+}
+
+/// An RC QP's modification to RTR towards `qp` of `node`, expecting the default PSN: the far
+/// end of a connection brought only half way up.
+pub fn rc_rtr_towards(node: &Node, qp: &Qp) -> QpModify {
+    let mut m = attrs(RTR_RC);
+    m.av = route_to(node);
+    m.dest_qpn = qp.uvp.qpn();
+    m.rq_psn = Conn::default().psn;
+    m.to(QpState::Rtr)
 }
 
 /// A fresh QP of `t` on `cq`, driven to `target` with [`loopback_attrs`] and no options at all.
@@ -679,6 +705,22 @@ pub fn poll_all(cq: &Cq) -> Vec<WorkCompletion> {
 /// Each completion's request id and status, in the order polled.
 pub fn statuses(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
     wcs.iter().map(|w| (w.wr_id, w.status)).collect()
+}
+
+/// The one completion on `cq`: its request id, status and opcode.
+pub fn one(cq: &Cq) -> (u64, WcStatus, WcOpcode) {
+    let w = poll_all(cq);
+    assert_eq!(w.len(), 1, "{w:?}");
+    (w[0].wr_id, w[0].status, w[0].opcode)
+}
+
+/// A signaled RDMA WRITE (`id`) of the bytes `sg` names to `addr` under `rkey` (a region's or
+/// a window's).
+pub fn write_wr<'a>(id: u64, sg: &'a [Sge], addr: u64, rkey: u32) -> SendWr<'a> {
+    let mut wr = send_wr(id, WrOpcode::RdmaWrite, sg);
+    wr.remote_addr = addr;
+    wr.rkey = rkey;
+    wr
 }
 
 /// A signaled RDMA `op` (`id`) between the bytes `sg` names and `remote` at `off`, under its
