@@ -179,10 +179,7 @@ on_both_topologies! {
             // A later request is flushed: the error moved the QP to ERR.
             post_send(&qa, 2, local.sge(0, 4));
             assert_eq!(
-                poll_all(&ca)
-                    .iter()
-                    .map(|w| (w.wr_id, w.status))
-                    .collect::<Vec<_>>(),
+                statuses(&poll_all(&ca)),
                 vec![(1, want), (2, WcStatus::WrFlushErr)],
                 "{what}"
             );

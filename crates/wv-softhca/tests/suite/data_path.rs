@@ -202,7 +202,7 @@ fn unsignaled_sends_are_retired_silently_and_sq_sig_all_signals_everything() {
         q.uvp.post_send(&wr).unwrap();
     }
     let wcs = poll_all(&cq2);
-    assert_eq!(wcs.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![4]);
+    assert_eq!(wr_ids(&wcs), vec![4]);
     // sq_sig_all QP: an unsignaled WR still completes.
     let sg = [m.sge(0, 8)];
     let mut wr = rdma_wr(9, WrOpcode::RdmaWrite, &sg, &rb, 0);

@@ -79,7 +79,7 @@ on_both_topologies! {
             wcs.iter()
                 .all(|w| w.status == WcStatus::WrFlushErr && w.qp_num == qa.uvp.qpn())
         );
-        let mut ids: Vec<_> = wcs.iter().map(|w| w.wr_id).collect();
+        let mut ids = wr_ids(&wcs);
         ids.sort();
         assert_eq!(ids, vec![0, 1, 2, 100, 101, 102]);
         // Posting in ERR is accepted and flushed at once.
@@ -87,7 +87,7 @@ on_both_topologies! {
         qa.uvp.post_recv(&recv_wr(8, &sg)).unwrap();
         let wcs = poll_all(&ca);
         assert_eq!(
-            wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+            statuses(&wcs),
             vec![(7, WcStatus::WrFlushErr), (8, WcStatus::WrFlushErr)]
         );
         // RESET discards silently; the QP can be brought up again.
@@ -101,9 +101,8 @@ on_both_topologies! {
 
 on_both_topologies! {
     fn bad_lkey_rkey_access_and_bounds_give_error_completions_and_err_state(topology) {
-        let p = HostPlatform::deterministic();
-        // Bad lkey: LOC_PROT_ERR, QP to ERR, later WRs flushed.
-        let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_on(&p, topology, Conn::default());
+                // Bad lkey: LOC_PROT_ERR, QP to ERR, later WRs flushed.
+        let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair_on(topology, Conn::default());
         let m = a.mem(64, ALL_ACCESS);
         let rb = b.mem(64, WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_READ);
         let bad = [Sge {
@@ -119,7 +118,7 @@ on_both_topologies! {
         qa.uvp.post_send_list(&[wr, wr2]).unwrap();
         let w = poll_all(&ca);
         assert_eq!(
-            w.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+            statuses(&w),
             vec![(1, WcStatus::LocProtErr), (2, WcStatus::WrFlushErr)]
         );
         assert_eq!(a.state(&qa), QpState::Error);
@@ -202,7 +201,7 @@ on_both_topologies! {
         assert_eq!(poll_all(&ca)[0].status, WcStatus::RemInvReqErr);
         let r = poll_all(&cb);
         assert_eq!(
-            r.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+            statuses(&r),
             vec![(9, WcStatus::LocLenErr), (10, WcStatus::WrFlushErr)]
         );
 
@@ -651,10 +650,7 @@ fn a_send_error_that_moves_an_rc_qp_to_err_flushes_its_receives_and_ends_its_srq
     wr.rkey = rb.rkey ^ 0x100;
     qa.uvp.post_send(&wr).unwrap();
     assert_eq!(
-        poll_all(&ca)
-            .iter()
-            .map(|w| (w.wr_id, w.status))
-            .collect::<Vec<_>>(),
+        statuses(&poll_all(&ca)),
         vec![
             (1, WcStatus::RemAccessErr),
             (10, WcStatus::WrFlushErr),
@@ -673,13 +669,7 @@ fn a_send_error_that_moves_an_rc_qp_to_err_flushes_its_receives_and_ends_its_srq
     inv.imm_or_inv = m.lkey ^ 0x100;
     qs.uvp.post_send(&inv).unwrap();
     settle(&p);
-    assert_eq!(
-        poll_all(&cs)
-            .iter()
-            .map(|w| (w.wr_id, w.status))
-            .collect::<Vec<_>>(),
-        vec![(2, WcStatus::LocQpOpErr)]
-    );
+    assert_eq!(statuses(&poll_all(&cs)), vec![(2, WcStatus::LocQpOpErr)]);
     assert_eq!(a.state(&qs), QpState::Error);
     assert_eq!(qs.events.take(), vec![QpEvent::LastWqeReached]);
     settle(&p);

@@ -198,17 +198,11 @@ fn srq_shared_by_two_qps_with_limit_and_last_wqe_events() {
     // posted to the SRQ meanwhile.
     qa2.uvp.post_send(&send_wr(4, WrOpcode::Send, &sg)).unwrap();
     qa2.uvp.post_send(&send_wr(5, WrOpcode::Send, &sg)).unwrap();
-    assert_eq!(
-        poll_all(&ca).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
-        vec![1, 2, 3, 4]
-    );
+    assert_eq!(wr_ids(&poll_all(&ca)), vec![1, 2, 3, 4]);
     srq.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 16)])).unwrap();
     assert!(poll_all(&ca).is_empty());
     assert_eq!(run_timers(&p, 10), 1);
-    assert_eq!(
-        poll_all(&ca).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
-        vec![5]
-    );
+    assert_eq!(wr_ids(&poll_all(&ca)), vec![5]);
     settle(&p);
 }
 

@@ -79,11 +79,11 @@ fn drops_corruption_and_delays_are_retried_and_duplicates_ignored() {
         "{:?}",
         sw.iter().find(|w| w.status != WcStatus::Success)
     );
-    let ids: Vec<u64> = sw.iter().map(|w| w.wr_id).collect();
+    let ids = wr_ids(&sw);
     let want: Vec<u64> = (0..200).flat_map(|i| [i, 1000 + i]).collect();
     assert_eq!(ids, want);
     // The responder consumed each receive exactly once, with the right data.
-    let rids: Vec<u64> = rw.iter().map(|w| w.wr_id).collect();
+    let rids = wr_ids(&rw);
     assert_eq!(rids, want);
     for w in rw.iter().filter(|w| w.opcode == WcOpcode::RecvRdmaWithImm) {
         assert_eq!(u64::from(w.imm_data), w.wr_id - 1000);

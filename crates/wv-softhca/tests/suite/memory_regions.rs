@@ -179,9 +179,8 @@ fn fast_registration_takes_an_invalidated_region_within_its_pages() {
 
 on_both_topologies! {
     fn a_deregistered_region_is_refused_to_the_qps_that_used_it_before(topology) {
-        let p = HostPlatform::deterministic();
-        // The requester's side: a gather entry with the lkey of a region it used.
-        let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_on(&p, topology, Conn::default());
+                // The requester's side: a gather entry with the lkey of a region it used.
+        let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair_on(topology, Conn::default());
         let rb = b.mem(64, ALL_ACCESS);
         let Mem { buf, mr, lkey, .. } = a.mem(64, ALL_ACCESS);
         let sg = [Sge { addr: buf.addr(), length: 8, lkey }];

@@ -6,33 +6,13 @@
 use crate::common::*;
 use wv_hal::*;
 use wv_host::HostPlatform;
-use wv_softhca::abi::{self, CqResp, QpResp, SrqResp};
+use wv_softhca::abi::{self, CqResp, QpResp};
 use wv_softhca::*;
 
 fn qp_resp(n: &Node, cq: &Cq) -> (SoftQp, QpResp) {
-    let create = QpCreate {
-        qp_type: QpType::Rc,
-        sq_depth: 16,
-        rq_depth: 16,
-        sq_sge: 1,
-        rq_sge: 1,
-        sq_max_inline: 0,
-        sq_signaled: true,
-        send_cq: &cq.soft,
-        recv_cq: &cq.soft,
-        srq: None,
-    };
-    let mut out = [0u8; 64];
-    let (soft, _) = n
-        .hca
-        .create_qp(
-            &n.pd,
-            &create,
-            KArc::new(Log::<QpEvent>::default()).into(),
-            &mut Umv::new(0, 0, 64, &mut out),
-        )
-        .unwrap();
-    (soft, abi::parse(&out).unwrap())
+    let create = qp_create(QpType::Rc, &cq.soft, &cq.soft, None, 16, 1, 0, true);
+    let (soft, _, r) = create_qp(&*n.hca, &n.pd, &create, KArc::new(Log::default()));
+    (soft, r)
 }
 
 #[test]
@@ -60,21 +40,12 @@ fn a_qp_is_mapped_only_from_a_response_naming_its_rings_and_number() {
 #[test]
 fn an_srq_is_mapped_only_from_a_response_naming_its_ring() {
     let (p, n) = deterministic_node();
-    let mut out = [0u8; 64];
-    let soft = n
-        .hca
-        .create_srq(
-            &n.pd,
-            &SrqAttributes {
-                max_wr: 8,
-                max_sge: 1,
-                srq_limit: 0,
-            },
-            KArc::new(Log::<SrqEvent>::default()).into(),
-            &mut Umv::new(0, 0, 64, &mut out),
-        )
-        .unwrap();
-    let r: SrqResp = abi::parse(&out).unwrap();
+    let attr = SrqAttributes {
+        max_wr: 8,
+        max_sge: 1,
+        srq_limit: 0,
+    };
+    let (soft, r) = create_srq(&*n.hca, &n.pd, &attr, KArc::new(Log::default()));
     let bad = Some(VerbsError::InvalidParameter);
     let mut wrong = r;
     wrong.ring_addr += 64;
@@ -148,13 +119,7 @@ fn inline_is_for_sends_and_writes_and_holds_exactly_the_qps_inline_size() {
     wr.rkey = remote.rkey;
     assert_eq!(qa.uvp.post_send(&wr), Ok(()));
     p.run_until_idle();
-    assert_eq!(
-        poll_all(&ca)
-            .iter()
-            .map(|w| (w.wr_id, w.status))
-            .collect::<Vec<_>>(),
-        vec![(1, WcStatus::Success)]
-    );
+    assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
     assert_eq!(&local.buf.to_vec()[..128], &pattern[..128]);
 
     // Inline data of exactly the inline size, given or gathered from SGEs, is taken; one
@@ -183,10 +148,7 @@ fn inline_is_for_sends_and_writes_and_holds_exactly_the_qps_inline_size() {
     );
     p.run_until_idle();
     assert_eq!(
-        poll_all(&ca)
-            .iter()
-            .map(|w| (w.wr_id, w.status))
-            .collect::<Vec<_>>(),
+        statuses(&poll_all(&ca)),
         vec![(2, WcStatus::Success), (4, WcStatus::Success)]
     );
     let got = remote.buf.to_vec();

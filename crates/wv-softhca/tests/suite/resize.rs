@@ -76,7 +76,7 @@ fn a_cq_grows_with_its_completions_kept_in_order() {
     writes(&qa, &m, &rb, 3, 40);
     assert!(!ca.uvp.overrun());
     assert_eq!(ca.sink.errors(), 0);
-    let ids: Vec<u64> = poll_all(&ca).iter().map(|w| w.wr_id).collect();
+    let ids = wr_ids(&poll_all(&ca));
     assert_eq!(ids, (0..43).collect::<Vec<_>>());
     // The arm works on the new ring.
     assert!(!ca.uvp.arm(false));
@@ -98,7 +98,7 @@ fn a_cq_of_one_queue_hands_its_new_ring_to_that_queue() {
     assert_eq!(resize_cq(&a, &scq, 64).unwrap(), 64);
     writes(&qa, &m, &rb, 2, 40);
     assert!(!scq.uvp.overrun());
-    let ids: Vec<u64> = poll_all(&scq).iter().map(|w| w.wr_id).collect();
+    let ids = wr_ids(&poll_all(&scq));
     assert_eq!(ids, (0..42).collect::<Vec<_>>());
     settle(&p);
 }
@@ -115,10 +115,7 @@ fn a_cq_shrinks_when_its_completions_fit_and_refuses_otherwise() {
     assert_eq!(resize_cq(&a, &ca, 7).unwrap(), 8);
     assert_eq!(ca.uvp.entries(), 8);
     writes(&qa, &m, &rb, 5, 3);
-    assert_eq!(
-        poll_all(&ca).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
-        (0..8).collect::<Vec<_>>()
-    );
+    assert_eq!(wr_ids(&poll_all(&ca)), (0..8).collect::<Vec<_>>());
     // The same size keeps the ring; beyond the device limit, or zero, is refused.
     assert_eq!(resize_cq(&a, &ca, 8).unwrap(), 8);
     assert_eq!(
@@ -165,10 +162,7 @@ fn an_srq_resizes_with_its_receives_kept_and_advertises_it() {
     for i in 0..16 {
         post_send(&qa, i, m.sge(0, 4));
     }
-    assert_eq!(
-        poll_all(&cb).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
-        (0..16).collect::<Vec<_>>()
-    );
+    assert_eq!(wr_ids(&poll_all(&cb)), (0..16).collect::<Vec<_>>());
     // Shrink with two waiting; not below them, nor below the limit.
     post(16, 2);
     assert_eq!(
@@ -192,10 +186,7 @@ fn an_srq_resizes_with_its_receives_kept_and_advertises_it() {
     for i in 16..18 {
         post_send(&qa, i, m.sge(0, 4));
     }
-    assert_eq!(
-        poll_all(&cb).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
-        vec![16, 17]
-    );
+    assert_eq!(wr_ids(&poll_all(&cb)), vec![16, 17]);
     // Beyond the device limit.
     assert_eq!(
         modify_srq(&b, &srq, 1 << 20, 0),
@@ -228,9 +219,6 @@ fn a_resize_reaches_the_one_queue_left_producing_after_others_were_destroyed() {
     }
     p.run_until_idle();
     assert!(!k.uvp.overrun());
-    assert_eq!(
-        poll_all(&k).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
-        (0..8).collect::<Vec<_>>()
-    );
+    assert_eq!(wr_ids(&poll_all(&k)), (0..8).collect::<Vec<_>>());
     settle(&p);
 }

@@ -246,7 +246,7 @@ fn a_served_cq_resized_is_polled_on_the_new_ring_with_what_it_held() {
     // More than the old ring held.
     receive(&p, &qa, &qb, &inbox, &src, 3, 20);
     assert!(!ca.uvp.overrun());
-    let ids: Vec<u64> = poll_all(&ca).iter().map(|w| w.wr_id).collect();
+    let ids = wr_ids(&poll_all(&ca));
     assert_eq!(ids, (0..23).collect::<Vec<_>>());
     settle(&p);
 }
@@ -356,23 +356,15 @@ fn a_served_inline_send_gathers_the_applications_own_bytes() {
 #[test]
 fn a_served_srq_takes_as_many_sges_as_it_was_created_with() {
     let (p, arena, a, _ca, _qa, _b) = served_pair();
-    let mut out = [0u8; 64];
-    let soft = {
-        let _attached = attach(&arena);
-        a.hca
-            .create_srq(
-                &a.pd,
-                &SrqAttributes {
-                    max_wr: 8,
-                    max_sge: 2,
-                    srq_limit: 0,
-                },
-                KArc::new(Log::<SrqEvent>::default()).into(),
-                &mut Umv::new(0, 0, 64, &mut out),
-            )
-            .unwrap()
+    let attr = SrqAttributes {
+        max_wr: 8,
+        max_sge: 2,
+        srq_limit: 0,
     };
-    let r: SrqResp = abi::parse(&out).unwrap();
+    let (soft, r) = {
+        let _attached = attach(&arena);
+        create_srq(&*a.hca, &a.pd, &attr, KArc::new(Log::default()))
+    };
     assert!(
         r.ring_addr >= BASE,
         "the SRQ's ring is in the shared memory"

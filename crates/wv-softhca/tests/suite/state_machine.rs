@@ -324,10 +324,7 @@ fn reset_discards_posted_receives_silently_and_the_next_connection_starts_afresh
     post_send(&qa, 1, mem.sge(0, 4));
     settle(&p);
     assert_eq!(qb.events.take(), vec![QpEvent::CommEstablished]);
-    assert_eq!(
-        poll_all(&cb).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
-        vec![100]
-    );
+    assert_eq!(wr_ids(&poll_all(&cb)), vec![100]);
     assert_eq!(poll_all(&ca).len(), 1);
 
     // RESET: the receive still posted is removed without a completion (IBA: the work queues
@@ -345,10 +342,7 @@ fn reset_discards_posted_receives_silently_and_the_next_connection_starts_afresh
     post_send(&qa, 2, mem.sge(0, 4));
     settle(&p);
     let r = poll_all(&cb);
-    assert_eq!(
-        r.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
-        vec![(200, WcStatus::Success)]
-    );
+    assert_eq!(statuses(&r), vec![(200, WcStatus::Success)]);
     assert_eq!(qb.events.take(), vec![QpEvent::CommEstablished]);
     assert_eq!(poll_all(&ca).len(), 1);
     settle(&p);

@@ -490,9 +490,8 @@ on_both_topologies! {
     }
 
     fn a_type_2_window_is_bound_only_by_a_qp_of_its_pd(topology) {
-        let p = HostPlatform::deterministic();
-        // C10-72: the window and the region in another PD than the QP's.
-        let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_on(&p, topology, conn());
+                // C10-72: the window and the region in another PD than the QP's.
+        let (p, _f, _a, b, _ca, cb, _qa, qb) = deterministic_rc_pair_on(topology, conn());
         let pd2 = b.hca.allocate_pd(&b.ca, &mut Umv::none()).unwrap();
         let cmd = MwCmd {
             magic: SOFTHCA_ABI_MAGIC,

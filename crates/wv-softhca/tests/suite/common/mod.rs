@@ -297,18 +297,12 @@ impl Node {
     /// An SRQ of `max_wr` receives of `max_sge` SGEs, armed at `limit`.
     pub fn srq_with(&self, max_wr: u32, max_sge: u32, limit: u32) -> Srq {
         let events = wv_hal::KArc::new(Log::default());
-        let mut out = [0u8; 64];
-        let mut umv = Umv::new(0, 0, 64, &mut out);
         let attr = SrqAttributes {
             max_wr,
             max_sge,
             srq_limit: limit,
         };
-        let soft = self
-            .hca
-            .create_srq(&self.pd, &attr, events.clone().into(), &mut umv)
-            .unwrap();
-        let r: SrqResp = abi::parse(&out).unwrap();
+        let (soft, r) = create_srq(&*self.hca, &self.pd, &attr, events.clone());
         let uvp = self.uvp.map_srq(&r).unwrap();
         Srq { soft, uvp, events }
     }
@@ -353,6 +347,21 @@ pub fn create_qp<V: Verbs>(
     let r: QpResp = abi::parse(&out).unwrap();
     assert_eq!(r.qpn, created.qpn);
     (qp, created, r)
+}
+
+/// An SRQ of `attr` in `pd` of `verbs`, as a user-mode client makes it, with its vendor
+/// output.
+pub fn create_srq<V: Verbs>(
+    verbs: &V,
+    pd: &V::Pd,
+    attr: &SrqAttributes,
+    events: wv_hal::KArc<Log<SrqEvent>>,
+) -> (V::Srq, SrqResp) {
+    let mut out = [0u8; 64];
+    let srq = verbs
+        .create_srq(pd, attr, events.into(), &mut Umv::new(0, 0, 64, &mut out))
+        .unwrap();
+    (srq, abi::parse(&out).unwrap())
 }
 
 /// What a QP of `qp_type` over `send_cq` and `recv_cq` (and `srq`) asks for: `depth` requests
@@ -721,6 +730,11 @@ pub fn write_wr<'a>(id: u64, sg: &'a [Sge], addr: u64, rkey: u32) -> SendWr<'a> 
     wr.remote_addr = addr;
     wr.rkey = rkey;
     wr
+}
+
+/// Each completion's request id, in the order polled.
+pub fn wr_ids(wcs: &[WorkCompletion]) -> Vec<u64> {
+    wcs.iter().map(|w| w.wr_id).collect()
 }
 
 /// A signaled RDMA `op` (`id`) between the bytes `sg` names and `remote` at `off`, under its
