@@ -81,6 +81,14 @@ mod process_memory {
         Node::with_memory(p, config, ClientMemory::process(), BufferPool::new())
     }
 
+    /// A deterministic platform, a device of process memory on it, and a page of this
+    /// process's own.
+    fn process_node_and_page() -> (wv_host::HostPlatform, Node, Mapping) {
+        let p = wv_host::HostPlatform::deterministic();
+        let b = process_node(&p);
+        (p, b, Mapping::new(PAGE))
+    }
+
     fn register(n: &Node, addr: u64, len: u64) -> Result<(SoftMr, u32), VerbsError> {
         let region = MemoryRegion {
             address: addr,
@@ -206,9 +214,7 @@ mod process_memory {
 
     #[test]
     fn a_registration_that_no_memory_can_back_is_an_invalid_parameter_before_any_probe() {
-        let p = wv_host::HostPlatform::deterministic();
-        let b = process_node(&p);
-        let m = Mapping::new(PAGE);
+        let (p, b, m) = process_node_and_page();
         assert!(register(&b, m.addr(0), PAGE as u64).is_ok());
         // As ib_umem_get answers EINVAL for a range that wraps or is too long, before it
         // looks at a page: nothing to probe.
@@ -235,9 +241,7 @@ mod process_memory {
 
     #[test]
     fn an_attachment_ends_with_its_guard_and_gives_back_the_one_before() {
-        let p = wv_host::HostPlatform::deterministic();
-        let b = process_node(&p);
-        let m = Mapping::new(PAGE);
+        let (p, b, m) = process_node_and_page();
         let gone = Client::new(me(), None);
         gone.set_gone();
         let live = Client::new(me(), None);

@@ -6,7 +6,7 @@
 use crate::common::*;
 use wv_hal::*;
 use wv_host::HostPlatform;
-use wv_softhca::abi::{self, CqResp, QpResp};
+use wv_softhca::abi::QpResp;
 use wv_softhca::*;
 
 fn qp_resp(n: &Node, cq: &Cq) -> (SoftQp, QpResp) {
@@ -63,13 +63,8 @@ fn a_resize_maps_only_the_ring_the_command_gave_the_cq() {
     let (p, n) = deterministic_node();
     let cq = n.cq(4);
     let guard = cq.uvp.begin_resize();
-    let mut out = [0u8; 64];
-    let got = n
-        .hca
-        .resize_cq(&cq.soft, 64, &mut Umv::new(0, 0, 64, &mut out))
-        .unwrap();
+    let (got, r) = resize_cq_command(&n, &cq, 64).unwrap();
     drop(guard);
-    let r: CqResp = abi::parse(&out).unwrap();
     let bad = Err(VerbsError::InvalidParameter);
     let mut wrong = r;
     wrong.ring_addr += 64;

@@ -28,16 +28,12 @@ fn rc_pair_psns(
 
 #[test]
 fn an_rdma_read_takes_one_psn_per_response_packet_and_psns_wrap_at_24_bits() {
-    let p = HostPlatform::deterministic();
     // The read starts two PSNs before the wrap: 3000 bytes at MTU 1024 are three response
     // packets, PSNs 0xFFFFFE, 0xFFFFFF and 0; the request after it has PSN 1.
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(
-        &p,
-        Conn {
-            psn: 0xFF_FFFE,
-            ..Conn::default()
-        },
-    );
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_with(Conn {
+        psn: 0xFF_FFFE,
+        ..Conn::default()
+    });
     let la = a.mem(4096, ALL_ACCESS);
     let rb = b.mem(4096, ALL_ACCESS);
     let data: Vec<u8> = (0..3000u32).map(|i| (i % 253) as u8).collect();
@@ -119,17 +115,13 @@ fn a_sequence_error_nak_spends_a_retry_and_with_none_left_fails_the_request() {
 
 #[test]
 fn the_local_ack_timer_restarts_on_progress_so_an_rnr_wait_spends_no_transport_retry() {
-    let p = HostPlatform::deterministic();
     // No transport retries at all; a local ACK timeout (8.192 µs) far shorter than the RNR
     // wait (0.64 ms).
-    let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
-        &p,
-        Conn {
-            retry: 0,
-            timeout: 1,
-            ..Conn::default()
-        },
-    );
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_with(Conn {
+        retry: 0,
+        timeout: 1,
+        ..Conn::default()
+    });
     let la = a.mem(64, ALL_ACCESS);
     let rb = b.mem(64, ALL_ACCESS);
     la.buf.write(0, b"written").unwrap();

@@ -4,18 +4,14 @@
 use crate::common::*;
 use wv_abi::consts::*;
 use wv_hal::*;
-use wv_softhca::abi::{self, CqResp, SrqResp};
+use wv_softhca::abi::{self, SrqResp};
 use wv_softhca::*;
 
 /// CQ_RESIZE as a client library does it: the poll lock held across the command, then the
 /// new ring mapped from the vendor output.
 fn resize_cq(n: &Node, cq: &Cq, entries: u32) -> Result<u32, VerbsError> {
     let guard = cq.uvp.begin_resize();
-    let mut out = [0u8; 64];
-    let got = n
-        .hca
-        .resize_cq(&cq.soft, entries, &mut Umv::new(0, 0, 64, &mut out))?;
-    let r: CqResp = abi::parse(&out).unwrap();
+    let (got, r) = resize_cq_command(n, cq, entries)?;
     assert_cq_ring_described(&r);
     assert_eq!(guard.finish(&r).unwrap(), got);
     Ok(got)

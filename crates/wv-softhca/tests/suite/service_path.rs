@@ -233,12 +233,7 @@ fn a_served_cq_resized_is_polled_on_the_new_ring_with_what_it_held() {
     {
         let _attached = attach(&arena);
         let guard = ca.uvp.begin_resize();
-        let mut out = [0u8; 64];
-        let got = a
-            .hca
-            .resize_cq(&ca.soft, 64, &mut Umv::new(0, 0, 64, &mut out))
-            .unwrap();
-        let r: CqResp = abi::parse(&out).unwrap();
+        let (got, r) = resize_cq_command(&a, &ca, 64).unwrap();
         assert!(r.ring_addr >= BASE, "the new ring is in the shared memory");
         assert_eq!(guard.finish(&r), Ok(got));
     }

@@ -391,6 +391,16 @@ pub fn qp_create<'a, C, S>(
     }
 }
 
+/// CQ_RESIZE's command alone (what the provider does around it is the caller's): the size
+/// the device answered and its vendor output.
+pub fn resize_cq_command(node: &Node, cq: &Cq, entries: u32) -> Result<(u32, CqResp), VerbsError> {
+    let mut out = [0u8; 64];
+    let got = node
+        .hca
+        .resize_cq(&cq.soft, entries, &mut Umv::new(0, 0, 64, &mut out))?;
+    Ok((got, abi::parse(&out).unwrap()))
+}
+
 /// A CQ's vendor output (CQ_CREATE, CQ_RESIZE) describes its ring whole: `ring_bytes` is its
 /// `entries` slots of the CQE size the provider maps (64 bytes, as pvrdma's CQEs).
 pub fn assert_cq_ring_described(r: &CqResp) {
