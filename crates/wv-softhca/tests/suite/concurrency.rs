@@ -124,8 +124,7 @@ fn modify_racing_posts_loses_no_doorbell() {
     let p = HostPlatform::threaded(2);
     let (_f, a, b) = pair(&p);
     let (ca, cb, qa, qb) = deep_rc_qps(&a, &b, 8192, 4096);
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     const N: u64 = 3000;
     for i in 0..N {
         qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 8)])).unwrap();

@@ -9,8 +9,7 @@ use wv_softhca::*;
 #[test]
 fn rc_send_with_multiple_sges_across_two_devices() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
-    let src = a.mem(64, ALL_ACCESS);
-    let dst = b.mem(64, ALL_ACCESS);
+    let (src, dst) = mems(&a, 64, &b, 64);
     src.buf.write(0, b"hello, ").unwrap();
     src.buf.write(32, b"world!").unwrap();
     // Receive scattered over three pieces.
@@ -43,10 +42,8 @@ fn rc_send_with_multiple_sges_across_two_devices() {
 #[test]
 fn a_send_of_many_packets_lands_across_the_receives_pieces() {
     let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
-    let src = a.mem(10_000, ALL_ACCESS);
-    let dst = b.mem(12_000, ALL_ACCESS);
-    let data: Vec<u8> = (0..10_000).map(|i| (i % 251) as u8).collect();
-    src.buf.write(0, &data).unwrap();
+    let (src, dst) = mems(&a, 10_000, &b, 12_000);
+    let data = write_pattern(&src, 10_000, |i| (i % 251) as u8);
     // Later packets start inside the second piece.
     let rs = [dst.sge(0, 5_000), dst.sge(6_000, 5_000)];
     qb.uvp.post_recv(&recv_wr(7, &rs)).unwrap();
@@ -67,8 +64,7 @@ fn a_send_of_many_packets_lands_across_the_receives_pieces() {
 #[test]
 fn send_with_imm_write_write_with_imm_and_read() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
-    let la = a.mem(4096, ALL_ACCESS);
-    let rb = b.mem(4096, ALL_ACCESS);
+    let (la, rb) = mems(&a, 4096, &b, 4096);
     for (i, x) in (0..4096).map(|i| (i % 251) as u8).enumerate() {
         la.buf.write(i, &[x]).unwrap();
     }
@@ -186,8 +182,7 @@ fn inline_data_is_copied_at_post_time() {
 fn unsignaled_sends_are_retired_silently_and_sq_sig_all_signals_everything() {
     let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair();
     let _ = b;
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     // The QPs of `qp()` have sq_sig_all; make one without.
     let cq2 = a.cq(16);
     let q = a.qp_with(QpType::Rc, &cq2, &cq2, None, 8, 1, 0, false);
@@ -215,8 +210,7 @@ fn unsignaled_sends_are_retired_silently_and_sq_sig_all_signals_everything() {
 #[test]
 fn uc_write_and_send() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default());
-    let la = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (la, rb) = mems(&a, 64, &b, 64);
     la.buf.write(0, b"uc!").unwrap();
     let sg = [la.sge(0, 3)];
     let wr = rdma_wr(1, WrOpcode::RdmaWrite, &sg, &rb, 10);
@@ -243,8 +237,7 @@ fn uc_write_and_send() {
 fn ud_send_with_grh_and_qkey() {
     let (p, _f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
-    let la = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(128, ALL_ACCESS);
+    let (la, rb) = mems(&a, 64, &b, 128);
     la.buf.write(0, b"datagram").unwrap();
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 128)])).unwrap();
     let sg = [la.sge(0, 8)];
@@ -296,8 +289,7 @@ fn ud_send_with_grh_and_qkey() {
 #[test]
 fn local_inv_fast_reg_and_send_with_inv() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
-    let la = a.mem(256, ALL_ACCESS);
-    let rb = b.mem(256, ALL_ACCESS);
+    let (la, rb) = mems(&a, 256, &b, 256);
     // LOCAL_INV of our own region: afterwards its lkey is refused.
     let mut wr = send_wr(1, WrOpcode::LocalInv, &[]);
     wr.imm_or_inv = la.lkey;
@@ -355,8 +347,7 @@ fn local_inv_fast_reg_and_send_with_inv() {
 #[test]
 fn sqd_holds_new_sends_until_rts_again() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
     a.modify(&qa, &qpm(QpState::Sqd, wv_abi::consts::WV_IO_QP_ATTR_STATE))
         .unwrap();
@@ -372,8 +363,7 @@ fn sqd_holds_new_sends_until_rts_again() {
 #[test]
 fn deregistered_keys_and_closed_contexts_are_refused() {
     let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair();
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     let sg = [m.sge(0, 4)];
     let rkey = rb.rkey;
     let raddr = rb.addr(0);
@@ -430,8 +420,7 @@ fn ud_multicast_reaches_every_attached_qp() {
             .unwrap_err(),
         VerbsError::InvalidParameter
     );
-    let la = a.mem(256, ALL_ACCESS);
-    let rb = b.mem(256, ALL_ACCESS);
+    let (la, rb) = mems(&a, 256, &b, 256);
     local.uvp.post_recv(&recv_wr(1, &[la.sge(0, 128)])).unwrap();
     local
         .uvp
@@ -497,8 +486,7 @@ fn queues_made_for_the_most_sges_and_an_inline_size_carry_them_whole() {
     let (qb, _) = b.create_qp(&shape(&cb));
     assert_eq!(a.hca.query_ca().unwrap().max_sge, MAX_SGE as u32);
     connect(&a, &qa, &b, &qb, Conn::default());
-    let src = a.mem(64, ALL_ACCESS);
-    let dst = b.mem(128, ALL_ACCESS);
+    let (src, dst) = mems(&a, 64, &b, 128);
     let data: Vec<u8> = (0..64).collect();
     src.buf.write(0, &data).unwrap();
 
@@ -537,8 +525,7 @@ fn an_srq_made_for_several_sges_scatters_into_them_all() {
     let qa = a.qp(QpType::Rc, &ca);
     let qb = b.qp_with(QpType::Rc, &cb, &cb, Some(&srq), 8, 1, 0, true);
     connect(&a, &qa, &b, &qb, Conn::default());
-    let src = a.mem(64, ALL_ACCESS);
-    let dst = b.mem(64, ALL_ACCESS);
+    let (src, dst) = mems(&a, 64, &b, 64);
     src.buf.write(0, b"five pieces of one message").unwrap();
     let rs: Vec<Sge> = (0..5).map(|i| dst.sge(i * 12, 6)).collect();
     assert_eq!(

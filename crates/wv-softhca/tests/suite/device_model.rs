@@ -145,8 +145,7 @@ fn a_qp_created_in_a_freed_place_is_the_one_its_number_names() {
     let qa = a.qp(QpType::Ud, &ca);
     bring_up(&a, &qa, [0; 16], 0, Conn::default());
     let cb = b.cq(16);
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(256, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 256);
     let receiver = |id: u64| {
         let q = b.qp(QpType::Ud, &cb);
         bring_up(&b, &q, [0; 16], 0, Conn::default());

@@ -125,8 +125,7 @@ on_both_topologies! {
 
         // Out of the region's bounds locally: LOC_PROT_ERR.
         let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_on(&p, topology, Conn::default());
-        let m = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
+        let (m, rb) = mems(&a, 64, &b, 64);
         let oob = [m.sge(60, 8)];
         let wr = rdma_wr(1, WrOpcode::RdmaWrite, &oob, &rb, 0);
         qa.uvp.post_send(&wr).unwrap();
@@ -193,8 +192,7 @@ on_both_topologies! {
 on_both_topologies! {
     fn receive_too_small_and_bad_receive_key(topology) {
         let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
-        let m = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
+        let (m, rb) = mems(&a, 64, &b, 64);
         qb.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 4)])).unwrap();
         qb.uvp.post_recv(&recv_wr(10, &[rb.sge(0, 4)])).unwrap();
         post_send(&qa, 1, m.sge(0, 16));
@@ -206,8 +204,7 @@ on_both_topologies! {
         );
 
         let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
-        let m = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
+        let (m, rb) = mems(&a, 64, &b, 64);
         qb.uvp
             .post_recv(&recv_wr(
                 9,
@@ -637,8 +634,7 @@ fn a_send_error_that_moves_an_rc_qp_to_err_flushes_its_receives_and_ends_its_srq
     // entering ERR, its outstanding receives complete with WR_FLUSH_ERR, at once.
     let (ca, _cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 16);
     connect(&a, &qa, &b, &qb, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     for i in 0..2 {
         qa.uvp
             .post_recv(&recv_wr(10 + i, &[m.sge(32, 32)]))

@@ -11,8 +11,7 @@ use wv_softhca::*;
 #[test]
 fn cq_arm_is_one_shot_and_needs_a_dpc() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     let sg = [m.sge(0, 4)];
     // Not armed: no callback.
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
@@ -42,8 +41,7 @@ fn cq_arm_is_one_shot_and_needs_a_dpc() {
 #[test]
 fn a_cq_never_armed_raises_no_event_for_a_solicited_completion() {
     let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     let sg = [m.sge(0, 4)];
     let mut wr = send_wr(1, WrOpcode::Send, &sg);
     wr.send_flags |= send_flags::SOLICITED;
@@ -66,8 +64,7 @@ fn a_cq_never_armed_raises_no_event_for_a_solicited_completion() {
 #[test]
 fn solicited_arm_fires_on_se_receives_and_on_errors_only() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     let sg = [m.sge(0, 4)];
     for i in 0..3 {
         qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 8)])).unwrap();
@@ -117,8 +114,7 @@ fn cq_overrun_raises_the_cq_error_event_and_is_sticky() {
     let qa = a.qp_with(QpType::Rc, &small, &small, None, 8, 1, 0, true);
     let qb = b.qp(QpType::Rc, &cb);
     connect(&a, &qa, &b, &qb, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     for i in 0..3 {
         let sg = [m.sge(0, 4)];
         let wr = rdma_wr(i, WrOpcode::RdmaWrite, &sg, &rb, 0);
@@ -143,8 +139,7 @@ fn srq_shared_by_two_qps_with_limit_and_last_wqe_events() {
     connect(&a, &qa1, &b, &qb1, Conn::default());
     connect(&a, &qa2, &b, &qb2, Conn::default());
     assert_eq!(qb1.uvp.post_recv(&recv_wr(0, &[])), Err(PostError::UsesSrq));
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(256, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 256);
     for i in 0..4 {
         srq.uvp
             .post_recv(&recv_wr(i, &[rb.sge(i as usize * 16, 16)]))
@@ -214,8 +209,7 @@ fn comm_established_on_the_first_packet_in_rtr() {
     // B only to RTR.
     b.modify(&qb, &qpm(QpState::Init, INIT_RC)).unwrap();
     b.modify(&qb, &rc_rtr_towards(&a, &qa)).unwrap();
-    let mem = a.mem(16, ALL_ACCESS);
-    let rb = b.mem(16, ALL_ACCESS);
+    let (mem, rb) = mems(&a, 16, &b, 16);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 16)])).unwrap();
     qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 16)])).unwrap();
     post_send(&qa, 1, mem.sge(0, 4));
@@ -307,8 +301,7 @@ fn ports_gids_pkeys_and_port_events() {
 #[test]
 fn surprise_removal_fails_every_verb_and_stops_callbacks() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
     cb.uvp.arm(false);
     post_send(&qa, 1, m.sge(0, 4));
@@ -364,8 +357,7 @@ fn surprise_removal_fails_every_verb_and_stops_callbacks() {
 #[test]
 fn destroy_stops_callbacks_for_the_object() {
     let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
     cb.uvp.arm(false);
     post_send(&qa, 1, m.sge(0, 4));
@@ -380,8 +372,7 @@ fn destroy_stops_callbacks_for_the_object() {
 fn threaded_platform_runs_the_dpc_in_the_posting_thread() {
     let p = HostPlatform::threaded(2);
     let (_f, a, b, _ca, cb, qa, qb) = rc_pair(&p);
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     let qa = std::sync::Arc::new(qa);
     let mbuf = m.sge(0, 4);
     for round in 0..50u64 {
@@ -447,8 +438,7 @@ fn destroy_waits_for_a_callback_already_running() {
     let qa = a.qp(QpType::Rc, &ca);
     let qb = b.qp(QpType::Rc, &cb);
     connect(&a, &qa, &b, &qb, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
     cb.uvp.arm(false);
     qa.uvp

@@ -22,8 +22,7 @@ fn run_traffic(
 ) -> (LinkStats, Vec<WorkCompletion>, Vec<WorkCompletion>, Vec<u8>) {
     let (p, f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = deep_rc_qps(&a, &b, 1024, 256);
-    let m = a.mem(4096, ALL_ACCESS);
-    let rb = b.mem(8192, ALL_ACCESS);
+    let (m, rb) = mems(&a, 4096, &b, 8192);
     f.set_faults(Some(FaultConfig { seed, ..cfg }));
     let mut sw = Vec::new();
     let mut rw = Vec::new();
@@ -134,12 +133,10 @@ fn a_dead_link_exceeds_the_retry_count() {
 #[test]
 fn a_message_resent_from_its_middle_lands_in_the_receives_later_pieces() {
     let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
-    let src = a.mem(6_000, ALL_ACCESS);
-    let dst = b.mem(8_000, ALL_ACCESS);
+    let (src, dst) = mems(&a, 6_000, &b, 8_000);
     f.set_faults(drops(7, 200_000));
     for i in 0..20u8 {
-        let data: Vec<u8> = (0..6_000).map(|j| (j % 251) as u8 ^ i).collect();
-        src.buf.write(0, &data).unwrap();
+        let data = write_pattern(&src, 6_000, |j| (j % 251) as u8 ^ i);
         dst.buf.write(0, &[0; 8_000]).unwrap();
         // Two pieces: every packet after the first few lands in the second.
         let rs = [dst.sge(0, 1_000), dst.sge(2_000, 5_000)];
@@ -161,10 +158,8 @@ fn a_message_resent_from_its_middle_lands_in_the_receives_later_pieces() {
 #[test]
 fn a_resend_that_starts_with_packets_already_taken_places_only_the_new_ones() {
     let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
-    let src = a.mem(3_000, ALL_ACCESS);
-    let dst = b.mem(4_000, ALL_ACCESS);
-    let data: Vec<u8> = (0..3_000).map(|j| (j % 251) as u8).collect();
-    src.buf.write(0, &data).unwrap();
+    let (src, dst) = mems(&a, 3_000, &b, 4_000);
+    let data = write_pattern(&src, 3_000, |j| (j % 251) as u8);
     qb.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 4_000)])).unwrap();
     // Three packets (MTU 1024): the second is taken but its ACK comes too late, the third is
     // lost. The ACK timer resends the second and third: the second is a duplicate, the third
@@ -190,8 +185,7 @@ fn a_resend_that_starts_with_packets_already_taken_places_only_the_new_ones() {
 #[test]
 fn the_link_keeps_counting_what_a_destroyed_qp_sent() {
     let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
-    let m = a.mem(16, ALL_ACCESS);
-    let rb = b.mem(16, ALL_ACCESS);
+    let (m, rb) = mems(&a, 16, &b, 16);
     for i in 0..3 {
         qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 16)])).unwrap();
         post_send(&qa, i, m.sge(0, 8));

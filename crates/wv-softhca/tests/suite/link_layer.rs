@@ -94,8 +94,7 @@ fn rc_qps_connected_by_lid_move_data_on_infiniband_and_are_refused_on_roce() {
     };
     rtr(&a, &qa, &b, &qb).unwrap();
     rtr(&b, &qb, &a, &qa).unwrap();
-    let src = a.mem(4096, ALL_ACCESS);
-    let dst = b.mem(4096, ALL_ACCESS);
+    let (src, dst) = mems(&a, 4096, &b, 4096);
     src.buf.write(0, &[0x5A; 4096]).unwrap();
     qb.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 4096)])).unwrap();
     let sg = [src.sge(0, 4096)];

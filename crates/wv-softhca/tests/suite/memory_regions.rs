@@ -94,8 +94,7 @@ fn memory_mapped_read_only_registers_only_for_access_that_never_writes_it() {
 #[test]
 fn local_invalidation_needs_the_regions_current_key() {
     let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair();
-    let la = a.mem(256, ALL_ACCESS);
-    let rb = b.mem(256, ALL_ACCESS);
+    let (la, rb) = mems(&a, 256, &b, 256);
     // The region's index with another key byte is not its key.
     local_inv(&qa, 1, la.lkey ^ 0x5A);
     assert_eq!(one(&ca), (1, WcStatus::LocQpOpErr, WcOpcode::LocalInv));
@@ -124,8 +123,7 @@ fn fast_registration_takes_an_invalidated_region_within_its_pages() {
     // over that range.
     let case = |invalidate: bool, wrong_key: bool, start: i64, len: u64| {
         let (_f, a, b, ca, _cb, qa, _qb) = rc_pair(&p);
-        let la = a.mem(256, ALL_ACCESS);
-        let rb = b.mem(512, ALL_ACCESS);
+        let (la, rb) = mems(&a, 256, &b, 512);
         if invalidate {
             local_inv(&qa, 1, la.lkey);
             assert_eq!(one(&ca).1, WcStatus::Success);

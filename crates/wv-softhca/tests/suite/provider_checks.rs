@@ -100,8 +100,7 @@ fn a_send_missing_what_its_qp_type_or_opcode_needs_is_refused() {
 fn inline_is_for_sends_and_writes_and_holds_exactly_the_qps_inline_size() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     assert_eq!(qa.uvp.max_inline(), 64);
-    let local = a.mem(256, ALL_ACCESS);
-    let remote = b.mem(256, ALL_ACCESS);
+    let (local, remote) = mems(&a, 256, &b, 256);
     let pattern: Vec<u8> = (0..=255).collect();
     remote.buf.write(0, &pattern).unwrap();
 

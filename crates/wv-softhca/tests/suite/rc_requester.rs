@@ -34,10 +34,8 @@ fn an_rdma_read_takes_one_psn_per_response_packet_and_psns_wrap_at_24_bits() {
         psn: 0xFF_FFFE,
         ..Conn::default()
     });
-    let la = a.mem(4096, ALL_ACCESS);
-    let rb = b.mem(4096, ALL_ACCESS);
-    let data: Vec<u8> = (0..3000u32).map(|i| (i % 253) as u8).collect();
-    rb.buf.write(0, &data).unwrap();
+    let (la, rb) = mems(&a, 4096, &b, 4096);
+    let data = write_pattern(&rb, 3000, |i| (i % 253) as u8);
     let sg = [la.sge(0, 3000)];
     let read = rdma_wr(1, WrOpcode::RdmaRead, &sg, &rb, 0);
     qa.uvp.post_send(&read).unwrap();
@@ -78,8 +76,7 @@ fn an_ack_of_a_psn_never_sent_is_ignored() {
     for b_psn in [1, 2] {
         let p = HostPlatform::deterministic();
         let (f, a, b, ca, cb, qa, qb) = rc_pair_psns(&p, Conn::with_retry(0), 0xFF_FFFF, b_psn);
-        let la = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
+        let (la, rb) = mems(&a, 64, &b, 64);
         qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
         f.script(&[PacketFate::Deliver, PacketFate::Drop]);
         post_send(&qa, 1, la.sge(0, 8));
@@ -95,8 +92,7 @@ fn an_ack_of_a_psn_never_sent_is_ignored() {
 #[test]
 fn a_sequence_error_nak_spends_a_retry_and_with_none_left_fails_the_request() {
     let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_with(Conn::with_retry(0));
-    let la = a.mem(2048, ALL_ACCESS);
-    let rb = b.mem(2048, ALL_ACCESS);
+    let (la, rb) = mems(&a, 2048, &b, 2048);
     qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 2048)])).unwrap();
     // Two packets, the first lost: the second arrives out of sequence and is NAKed. With
     // retry_cnt 0 there is no resend: RETRY_EXC_ERR at once, without a timer.
@@ -122,8 +118,7 @@ fn the_local_ack_timer_restarts_on_progress_so_an_rnr_wait_spends_no_transport_r
         timeout: 1,
         ..Conn::default()
     });
-    let la = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (la, rb) = mems(&a, 64, &b, 64);
     la.buf.write(0, b"written").unwrap();
     // A write whose ACK comes late: B has it, A waits for its ACK on the local ACK timer.
     f.script(&[PacketFate::Delay]);
@@ -174,8 +169,7 @@ fn a_peer_in_err_answers_nothing_and_the_request_waits_for_its_local_ack_timer()
 #[test]
 fn a_fenced_request_waits_for_the_reads_before_it_and_for_nothing_else() {
     let (p, f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair();
-    let la = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (la, rb) = mems(&a, 64, &b, 64);
     rb.buf.write(0, b"old!").unwrap();
     la.buf.write(32, b"new!").unwrap();
     // Nothing before it: a fenced write goes at once.
@@ -212,8 +206,7 @@ fn a_fenced_request_waits_for_the_reads_before_it_and_for_nothing_else() {
 fn a_local_operation_waits_for_the_requests_before_it_and_completions_come_in_order() {
     let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let la = a.mem(64, ALL_ACCESS);
-    let other = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (other, rb) = mems(&a, 64, &b, 64);
     qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
     // A send whose packet is lost, then a local invalidation: the invalidation runs only once
     // the send has completed (after the local ACK timeout brings its resend).
@@ -247,10 +240,8 @@ fn in_sqd_the_message_in_flight_goes_on_as_in_rts() {
     // for while the send was in flight: the link carries the same packets.
     let run = |sqd: bool| {
         let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair(); // path MTU 1024
-        let la = a.mem(4096, ALL_ACCESS);
-        let rb = b.mem(4096, ALL_ACCESS);
-        let data: Vec<u8> = (0..4096u32).map(|i| (i * 13 % 251) as u8).collect();
-        la.buf.write(0, &data).unwrap();
+        let (la, rb) = mems(&a, 4096, &b, 4096);
+        let data = write_pattern(&la, 4096, |i| (i * 13 % 251) as u8);
         qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 4096)])).unwrap();
         // p0 arrives; p1, p2 and p3 are lost: the send waits for its local ACK timer.
         f.script(&[
@@ -285,10 +276,8 @@ fn in_sqd_the_message_in_flight_goes_on_as_in_rts() {
 #[test]
 fn a_resend_answered_beyond_its_first_packet_goes_on_from_the_first_unacknowledged_one() {
     let (p, f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair(); // path MTU 1024
-    let la = a.mem(5120, ALL_ACCESS);
-    let rb = b.mem(5120, ALL_ACCESS);
-    let data: Vec<u8> = (0..5120u32).map(|i| (i * 31 % 249) as u8).collect();
-    la.buf.write(0, &data).unwrap();
+    let (la, rb) = mems(&a, 5120, &b, 5120);
+    let data = write_pattern(&la, 5120, |i| (i * 31 % 249) as u8);
     // An RDMA write of five packets: p0 and p1 acknowledged, p2 and p3 taken by B with their
     // ACKs late, p4 lost. A has p2 as its oldest unacknowledged packet.
     f.script(&[

@@ -46,8 +46,7 @@ fn writer(a: &Node, b: &Node, scq: &Cq, rcq: &Cq) -> (Cq, Qp, Qp, Mem, Mem) {
     let qa = a.qp_with(QpType::Rc, scq, rcq, None, 64, 1, 0, true);
     let qb = b.qp(QpType::Rc, &cb);
     connect(a, &qa, b, &qb, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(a, 64, b, 64);
     (cb, qa, qb, m, rb)
 }
 
@@ -137,8 +136,7 @@ fn an_srq_resizes_with_its_receives_kept_and_advertises_it() {
     let qa = a.qp_with(QpType::Rc, &ca, &ca, None, 64, 1, 0, true);
     let qb = b.qp_with(QpType::Rc, &cb, &cb, Some(&srq), 8, 1, 0, true);
     connect(&a, &qa, &b, &qb, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(1024, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 1024);
     let post = |from: u64, n: u64| {
         for i in from..from + n {
             srq.uvp
@@ -207,8 +205,7 @@ fn a_resize_reaches_the_one_queue_left_producing_after_others_were_destroyed() {
     assert_eq!(resize_cq(&a, &k, 64).unwrap(), 64);
 
     let (_cb, qb) = connected_peer(&a, &w, &b, 64, Conn::default());
-    let inbox = a.mem(64, ALL_ACCESS);
-    let src = b.mem(64, ALL_ACCESS);
+    let (inbox, src) = mems(&a, 64, &b, 64);
     for i in 0..8 {
         w.uvp.post_recv(&recv_wr(i, &[inbox.sge(0, 64)])).unwrap();
         post_send(&qb, i, src.sge(0, 8));

@@ -210,8 +210,7 @@ fn a_uc_message_with_a_late_packet_arrives_whole() {
     let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
     connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
     let la = a.mem(4096, ALL_ACCESS);
-    let data: Vec<u8> = (0..4096).map(|j| (j % 253) as u8).collect();
-    la.buf.write(0, &data).unwrap();
+    let data = write_pattern(&la, 4096, |j| (j % 253) as u8);
     let rb = b.mem(4096, ALL_ACCESS);
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4096)])).unwrap();
     // Four packets, the second late: in order all the same, so nothing is lost.
@@ -236,8 +235,7 @@ fn a_uc_message_that_loses_a_packet_completes_its_srq_receive_in_error() {
     let qb = b.qp_with(QpType::Uc, &cb, &cb, Some(&srq), 16, 2, 0, true);
     connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
     let la = a.mem(4096, ALL_ACCESS);
-    let data: Vec<u8> = (0..4096).map(|j| (j % 241) as u8).collect();
-    la.buf.write(0, &data).unwrap();
+    let data = write_pattern(&la, 4096, |j| (j % 241) as u8);
     let rb = b.mem(8192, ALL_ACCESS);
     srq.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4096)])).unwrap();
     srq.uvp
@@ -264,8 +262,7 @@ fn a_uc_message_that_loses_a_packet_completes_its_srq_receive_in_error() {
 fn a_read_whose_response_is_lost_is_executed_again_and_completes() {
     let (p, f, a, b) = deterministic_pair();
     let (ca, _cb, qa, _qb) = deep_rc_qps(&a, &b, 16, 16);
-    let la = a.mem(3000, ALL_ACCESS);
-    let rb = b.mem(3000, ALL_ACCESS);
+    let (la, rb) = mems(&a, 3000, &b, 3000);
     rb.buf.write(0, &[0x11; 3000]).unwrap();
     // A read of three response packets, the only request in flight: it is executed, its
     // response is late, and the local ACK timer asks again.
@@ -348,8 +345,7 @@ fn a_resend_into_an_srq_receive_lands_in_the_receive_its_first_packet_took() {
     let qb = b.qp_with(QpType::Rc, &cb, &cb, Some(&srq), 16, 2, 0, true);
     connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
     let la = a.mem(3000, ALL_ACCESS);
-    let data: Vec<u8> = (0..3000).map(|j| (j % 239) as u8).collect();
-    la.buf.write(0, &data).unwrap();
+    let data = write_pattern(&la, 3000, |j| (j % 239) as u8);
     let rb = b.mem(8000, ALL_ACCESS);
     srq.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4000)])).unwrap();
     srq.uvp
@@ -380,8 +376,7 @@ fn an_rdma_write_with_immediate_data_and_no_receive_is_rnr_naked_at_its_last_pac
     let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 16);
     connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
     let la = a.mem(3000, ALL_ACCESS);
-    let data: Vec<u8> = (0..3000).map(|j| (j % 251) as u8).collect();
-    la.buf.write(0, &data).unwrap();
+    let data = write_pattern(&la, 3000, |j| (j % 251) as u8);
     let rb = b.mem(3000, ALL_ACCESS);
     let rr = b.mem(64, ALL_ACCESS);
     // Three packets and no receive: the first two are written, the last (which carries the

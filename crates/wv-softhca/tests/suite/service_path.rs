@@ -150,8 +150,7 @@ fn a_served_clients_sends_run_and_its_receives_in_err_flush_when_the_service_ans
     let (p, arena, a, ca, qa, b) = served_pair();
     assert_eq!(arena.doorbells.lock().unwrap().len(), 1);
     let (cb, qb) = connected_peer(&a, &qa, &b, 16, Conn::default());
-    let src = a.mem(64, ALL_ACCESS);
-    let dst = b.mem(64, ALL_ACCESS);
+    let (src, dst) = mems(&a, 64, &b, 64);
     src.buf.write(0, b"through the doorbell").unwrap();
     qb.uvp.post_recv(&recv_wr(7, &[dst.sge(0, 64)])).unwrap();
     // Nothing has rung yet.
@@ -479,8 +478,7 @@ fn a_wqe_with_an_opcode_its_transport_lacks_written_straight_into_the_shared_rin
     let arena = Arena::new(1 << 22);
     let (a, ca, qa, resp) = served_qp(&a, &arena, QpType::Uc);
     let (cb, _qb) = connected_peer(&a, &qa, &b, 16, Conn::default());
-    let src = a.mem(64, ALL_ACCESS);
-    let dst = b.mem(64, ALL_ACCESS);
+    let (src, dst) = mems(&a, 64, &b, 64);
     src.buf.write(0, b"not a read").unwrap();
     const MARK: u64 = 0x5EED_1234_0BAD_0001;
     let sg = [src.sge(0, 10)];

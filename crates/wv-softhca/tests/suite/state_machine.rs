@@ -317,8 +317,7 @@ fn connect_with_b_in_rtr(a: &Node, qa: &Qp, b: &Node, qb: &Qp, receives: &[u64],
 fn reset_discards_posted_receives_silently_and_the_next_connection_starts_afresh() {
     let (p, _f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 8);
-    let mem = a.mem(16, ALL_ACCESS);
-    let rb = b.mem(16, ALL_ACCESS);
+    let (mem, rb) = mems(&a, 16, &b, 16);
     // Receives posted in INIT; the first message takes one and establishes the connection.
     connect_with_b_in_rtr(&a, &qa, &b, &qb, &[100, 101], &rb);
     post_send(&qa, 1, mem.sge(0, 4));

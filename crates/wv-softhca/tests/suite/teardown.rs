@@ -36,8 +36,7 @@ on_both_topologies! {
 
     fn a_device_dropped_with_its_qps_connected_is_freed(topology) {
         let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
-        let la = a.mem(64, ALL_ACCESS);
-        let lb = b.mem(64, ALL_ACCESS);
+        let (la, lb) = mems(&a, 64, &b, 64);
         // Traffic both ways: each requester keeps its peer (and so the peer's device), each
         // responder the region it wrote.
         for (from, src, to, dst) in [(&qa, &la, &qb, &lb), (&qb, &lb, &qa, &la)] {

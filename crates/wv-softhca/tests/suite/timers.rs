@@ -14,8 +14,7 @@ use wv_softhca::*;
 on_both_topologies! {
     fn a_receive_posted_late_within_the_rnr_budget_is_waited_for(topology) {
         let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::with_rnr_retry(2));
-        let m = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
+        let (m, rb) = mems(&a, 64, &b, 64);
         m.buf.write(0, b"late").unwrap();
         let t0 = p.now_ns();
         post_send(&qa, 1, m.sge(0, 4));
@@ -59,8 +58,7 @@ on_both_topologies! {
 
     fn rnr_retry_seven_retries_for_ever(topology) {
         let (p, f, a, b, ca, _cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
-        let m = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
+        let (m, rb) = mems(&a, 64, &b, 64);
         post_send(&qa, 1, m.sge(0, 4));
         assert_eq!(run_timers(&p, 50), 50, "still waiting after 50 RNR NAKs");
         assert!(poll_all(&ca).is_empty());
@@ -73,8 +71,7 @@ on_both_topologies! {
 
     fn a_dropped_packet_is_resent_after_the_local_ack_timeout(topology) {
         let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
-        let m = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
+        let (m, rb) = mems(&a, 64, &b, 64);
         m.buf.write(0, b"again").unwrap();
         qb.uvp.post_recv(&recv_wr(3, &[rb.sge(0, 64)])).unwrap();
         f.script(&[PacketFate::Drop]);
@@ -134,10 +131,8 @@ on_both_topologies! {
     fn messages_travel_as_mtu_packets_and_a_lost_one_is_resent_from_where_it_was_lost(topology) {
         let p = HostPlatform::deterministic();
         let (f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, Conn::default()); // path MTU 1024
-        let m = a.mem(8192, ALL_ACCESS);
-        let rb = b.mem(8192, ALL_ACCESS);
-        let data: Vec<u8> = (0..4096u32).map(|i| (i * 7 + i / 251) as u8).collect();
-        m.buf.write(0, &data).unwrap();
+        let (m, rb) = mems(&a, 8192, &b, 8192);
+        let data = write_pattern(&m, 4096, |i| (i * 7 + i / 251) as u8);
         // Four packets, lossless.
         qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4096)])).unwrap();
         post_send(&qa, 1, m.sge(0, 4096));
@@ -197,8 +192,7 @@ on_both_topologies! {
                     resources: depth,
                     ..Conn::default()
                 });
-            let la = a.mem(64, ALL_ACCESS);
-            let rb = b.mem(64, ALL_ACCESS);
+            let (la, rb) = mems(&a, 64, &b, 64);
             rb.buf.write(0, b"abcdefghijklmnopqrstuvwx").unwrap();
             // The first read's response is lost (the request arrives late).
             f.script(&[PacketFate::Delay]);
@@ -244,8 +238,7 @@ on_both_topologies! {
 
     fn sqd_raises_sq_drained_once_what_was_in_flight_has_completed(topology) {
         let (p, f, a, b, ca, _cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
-        let m = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
+        let (m, rb) = mems(&a, 64, &b, 64);
         for i in 0..3 {
             qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 64)])).unwrap();
         }
@@ -289,8 +282,7 @@ on_both_topologies! {
 
     fn a_send_queue_restarted_from_sqd_has_its_whole_retry_budget(topology) {
         let (p, f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair_on(topology, Conn::with_retry(2));
-        let la = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
+        let (la, rb) = mems(&a, 64, &b, 64);
         // A read whose response is lost, then a write: the write's ACK says the read was
         // answered out of turn (an implied NAK), so the read is asked again, a retry spent.
         f.script(&[PacketFate::Delay]);

@@ -22,8 +22,7 @@ fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
     let (p, _f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
     let big = a.mem(8192, ALL_ACCESS);
-    let ra = a.mem(256, ALL_ACCESS);
-    let mb = b.mem(64, ALL_ACCESS);
+    let (ra, mb) = mems(&a, 256, &b, 64);
     qa.uvp.post_recv(&recv_wr(100, &[ra.sge(0, 128)])).unwrap();
     qa.uvp
         .post_recv(&recv_wr(101, &[ra.sge(128, 128)]))
@@ -66,8 +65,7 @@ fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
 #[test]
 fn a_uc_send_error_is_a_send_queue_error_too() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default());
-    let la = a.mem(64, ALL_ACCESS);
-    let mb = b.mem(64, ALL_ACCESS);
+    let (la, mb) = mems(&a, 64, &b, 64);
     qa.uvp.post_recv(&recv_wr(100, &[la.sge(0, 64)])).unwrap();
     let bad = [Sge {
         lkey: la.lkey ^ 0x100,
@@ -94,8 +92,7 @@ fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
     let (p, f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 32);
     connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
-    let la = a.mem(8192, ALL_ACCESS);
-    let rb = b.mem(8192, ALL_ACCESS);
+    let (la, rb) = mems(&a, 8192, &b, 8192);
     la.buf.write(0, &[0x5A; 4096]).unwrap();
     // No receive posted: the send is dropped.
     post_send(&qa, 1, la.sge(0, 8));
@@ -280,10 +277,8 @@ fn uc_and_ud_messages_travel_as_mtu_packets_each_sent_once_whatever_its_fate() {
     let (p, f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
     connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
-    let la = a.mem(4096, ALL_ACCESS);
-    let rb = b.mem(8192, ALL_ACCESS);
-    let data: Vec<u8> = (0..4096u32).map(|i| (i * 3 % 247) as u8).collect();
-    la.buf.write(0, &data).unwrap();
+    let (la, rb) = mems(&a, 4096, &b, 8192);
+    let data = write_pattern(&la, 4096, |i| (i * 3 % 247) as u8);
     // Four packets, the second lost: the other three are sent all the same, nothing is sent
     // again, and the receiver drops the message.
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4096)])).unwrap();
@@ -340,8 +335,7 @@ fn a_message_may_be_max_msg_bytes_and_a_datagram_one_port_mtu() {
     let a = Node::configured(&p, "small", |c| c.limits.max_msg = 3000);
     let b = Node::simple(&p);
     let _f = fabric_of(&a, &b);
-    let la = a.mem(8192, ALL_ACCESS);
-    let rb = b.mem(8192, ALL_ACCESS);
+    let (la, rb) = mems(&a, 8192, &b, 8192);
     for qp_type in [QpType::Uc, QpType::Rc] {
         let (ca, cb, qa, qb) = two_qps(&a, &b, qp_type, 16);
         connect(&a, &qa, &b, &qb, Conn::default());
@@ -378,8 +372,7 @@ fn a_message_may_be_max_msg_bytes_and_a_datagram_one_port_mtu() {
 fn a_datagram_fires_a_solicited_arm_only_when_sent_solicited() {
     let (p, _f, a, b) = deterministic_pair();
     let (_ca, cb, qa, qb) = ud_qps(&a, &b, 16);
-    let la = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(512, ALL_ACCESS);
+    let (la, rb) = mems(&a, 64, &b, 512);
     for i in 0..2 {
         qb.uvp
             .post_recv(&recv_wr(i, &[rb.sge(i as usize * 128, 128)]))
@@ -406,8 +399,7 @@ fn a_datagram_fires_a_solicited_arm_only_when_sent_solicited() {
 fn a_datagram_to_a_qp_number_reaches_the_qp_that_has_it_now() {
     let (p, _f, a, b) = deterministic_pair();
     let (_ca, cb, qa, qb) = ud_qps(&a, &b, 16);
-    let la = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(512, ALL_ACCESS);
+    let (la, rb) = mems(&a, 64, &b, 512);
     la.buf.write(0, b"first").unwrap();
     let qpn = qb.uvp.qpn();
     qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 128)])).unwrap();

@@ -708,6 +708,20 @@ pub fn connected_peer(a: &Node, qa: &Qp, b: &Node, entries: u32, c: Conn) -> (Cq
     (cb, qb)
 }
 
+/// The two ends' buffers of a transfer: a region of `len_a` bytes of `a`, then one of `len_b`
+/// bytes of `b`, each with [`ALL_ACCESS`].
+pub fn mems(a: &Node, len_a: usize, b: &Node, len_b: usize) -> (Mem, Mem) {
+    (a.mem(len_a, ALL_ACCESS), b.mem(len_b, ALL_ACCESS))
+}
+
+/// Writes `len` bytes, `byte` of each offset, at the start of `mem` and returns them: a
+/// message each byte of which can be checked where it lands.
+pub fn write_pattern(mem: &Mem, len: usize, byte: impl Fn(usize) -> u8) -> Vec<u8> {
+    let data: Vec<u8> = (0..len).map(byte).collect();
+    mem.buf.write(0, &data).unwrap();
+    data
+}
+
 /// Polls everything.
 pub fn poll_all(cq: &Cq) -> Vec<WorkCompletion> {
     let mut out = Vec::new();
