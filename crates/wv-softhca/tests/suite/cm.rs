@@ -220,7 +220,7 @@ fn full_connection<C: ConnectionManager>(p: &HostPlatform, a: &Node, b: &Node, c
     // The QPs talk: the CM's PSNs, QP numbers and path fit together.
     let (m, rb) = mems(a, 64, b, 64);
     m.buf.write(0, b"ping").unwrap();
-    qb.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 64)])).unwrap();
+    post_recv(&qb, 9, rb.sge(0, 64));
     post_send(&qa, 1, m.sge(0, 4));
     p.run_until_idle();
     assert_eq!(poll_all(&ca)[0].status, WcStatus::Success);

@@ -69,7 +69,7 @@ fn send_with_imm_write_write_with_imm_and_read() {
         la.buf.write(i, &[x]).unwrap();
     }
     // SEND_WITH_IMM
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 64)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 64));
     let mut wr = send_wr(10, WrOpcode::SendWithImm, &[]);
     let sg = [la.sge(0, 16)];
     wr.sg_list = &sg;
@@ -135,7 +135,7 @@ fn loopback_between_two_qps_of_one_device() {
     connect(&a, &q1, &a, &q2, Conn::default());
     let m = a.mem(128, ALL_ACCESS);
     m.buf.write(0, b"loop").unwrap();
-    q2.uvp.post_recv(&recv_wr(5, &[m.sge(64, 64)])).unwrap();
+    post_recv(&q2, 5, m.sge(64, 64));
     post_send(&q1, 6, m.sge(0, 4));
     let wcs = poll_all(&cq);
     assert_eq!(wcs.len(), 2);
@@ -143,7 +143,7 @@ fn loopback_between_two_qps_of_one_device() {
     // A QP can also talk to itself.
     let q3 = a.qp(QpType::Rc, &cq);
     bring_up(&a, &q3, a.hca.gid(), q3.uvp.qpn(), Conn::default());
-    q3.uvp.post_recv(&recv_wr(8, &[m.sge(100, 4)])).unwrap();
+    post_recv(&q3, 8, m.sge(100, 4));
     post_send(&q3, 9, m.sge(0, 4));
     assert_eq!(poll_all(&cq).len(), 2);
     assert_eq!(&m.buf.to_vec()[100..104], b"loop");
@@ -154,8 +154,8 @@ fn loopback_between_two_qps_of_one_device() {
 fn inline_data_is_copied_at_post_time() {
     let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
     let dst = b.mem(64, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 64)])).unwrap();
-    qb.uvp.post_recv(&recv_wr(2, &[dst.sge(32, 32)])).unwrap();
+    post_recv(&qb, 1, dst.sge(0, 64));
+    post_recv(&qb, 2, dst.sge(32, 32));
     let mut wr = send_wr(1, WrOpcode::Send, &[]);
     let data = *b"inline payload";
     wr.inline_data = Some(&data);
@@ -219,7 +219,7 @@ fn uc_write_and_send() {
     // A UC send with no receive posted is lost; the sender still succeeds.
     qa.uvp.post_send(&send_wr(2, WrOpcode::Send, &sg)).unwrap();
     assert!(poll_all(&cb).is_empty());
-    qb.uvp.post_recv(&recv_wr(3, &[rb.sge(32, 8)])).unwrap();
+    post_recv(&qb, 3, rb.sge(32, 8));
     qa.uvp.post_send(&send_wr(4, WrOpcode::Send, &sg)).unwrap();
     assert_eq!(poll_all(&cb)[0].wr_id, 3);
     assert_eq!(
@@ -239,7 +239,7 @@ fn ud_send_with_grh_and_qkey() {
     let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
     let (la, rb) = mems(&a, 64, &b, 128);
     la.buf.write(0, b"datagram").unwrap();
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 128)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 128));
     let sg = [la.sge(0, 8)];
     let mut wr = send_wr(2, WrOpcode::Send, &sg);
     wr.ud = Some(ud_to(b.hca.gid(), qb.uvp.qpn()));
@@ -253,7 +253,7 @@ fn ud_send_with_grh_and_qkey() {
     assert_eq!(&v[8..24], &a.hca.gid());
     assert_eq!(&v[40..48], b"datagram");
     // Wrong Q_Key: dropped; the sender still succeeds. LID routing works too.
-    qb.uvp.post_recv(&recv_wr(3, &[rb.sge(0, 128)])).unwrap();
+    post_recv(&qb, 3, rb.sge(0, 128));
     wr.ud = Some(UdAddress {
         dlid: b.hca.lid(1),
         remote_qpn: qb.uvp.qpn(),
@@ -327,7 +327,7 @@ fn local_inv_fast_reg_and_send_with_inv() {
     assert_eq!(&rb.buf.to_vec()[..7], b"fastreg");
 
     // SEND_WITH_INV invalidates the remote region named by the rkey.
-    qb.uvp.post_recv(&recv_wr(4, &[rb.sge(100, 16)])).unwrap();
+    post_recv(&qb, 4, rb.sge(100, 16));
     let victim = b.mem(16, ALL_ACCESS);
     let mut wr = send_wr(5, WrOpcode::SendWithInv, &sg);
     wr.imm_or_inv = victim.rkey;
@@ -348,7 +348,7 @@ fn local_inv_fast_reg_and_send_with_inv() {
 fn sqd_holds_new_sends_until_rts_again() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let (m, rb) = mems(&a, 64, &b, 64);
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 8));
     a.modify(&qa, &qpm(QpState::Sqd, wv_abi::consts::WV_IO_QP_ATTR_STATE))
         .unwrap();
     post_send(&qa, 1, m.sge(0, 4));
@@ -421,19 +421,10 @@ fn ud_multicast_reaches_every_attached_qp() {
         VerbsError::InvalidParameter
     );
     let (la, rb) = mems(&a, 256, &b, 256);
-    local.uvp.post_recv(&recv_wr(1, &[la.sge(0, 128)])).unwrap();
-    local
-        .uvp
-        .post_recv(&recv_wr(2, &[la.sge(128, 128)]))
-        .unwrap();
-    remote
-        .uvp
-        .post_recv(&recv_wr(3, &[rb.sge(0, 128)]))
-        .unwrap();
-    remote
-        .uvp
-        .post_recv(&recv_wr(4, &[rb.sge(128, 128)]))
-        .unwrap();
+    post_recv(&local, 1, la.sge(0, 128));
+    post_recv(&local, 2, la.sge(128, 128));
+    post_recv(&remote, 3, rb.sge(0, 128));
+    post_recv(&remote, 4, rb.sge(128, 128));
     let data = *b"to all";
     let mut wr = send_wr(9, WrOpcode::Send, &[]);
     wr.inline_data = Some(&data);
@@ -503,7 +494,7 @@ fn queues_made_for_the_most_sges_and_an_inline_size_carry_them_whole() {
     assert_eq!(&dst.buf.to_vec()[..64], &data[..]);
 
     // An inline send as large as the QP was made for.
-    qb.uvp.post_recv(&recv_wr(2, &[dst.sge(64, 64)])).unwrap();
+    post_recv(&qb, 2, dst.sge(64, 64));
     let mut wr = send_wr(2, WrOpcode::Send, &[]);
     let inline: Vec<u8> = (0..64).map(|i| 200 - i).collect();
     wr.inline_data = Some(&inline);

@@ -115,7 +115,7 @@ fn a_region_registered_in_a_freed_place_is_the_one_its_key_names() {
     let m = a.mem(64, ALL_ACCESS);
     m.buf.write(0, b"one two").unwrap();
     let old = b.mem(64, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(1, &[old.sge(0, 64)])).unwrap();
+    post_recv(&qb, 1, old.sge(0, 64));
     post_send(&qa, 1, m.sge(0, 3));
     assert_eq!(poll_all(&cb)[0].status, WcStatus::Success);
     assert_eq!(&old.buf.to_vec()[..3], b"one");
@@ -124,7 +124,7 @@ fn a_region_registered_in_a_freed_place_is_the_one_its_key_names() {
     b.hca.deregister_mr(old.mr).map_err(|(_, e)| e).unwrap();
     let new = b.mem(64, ALL_ACCESS);
     assert_eq!(new.lkey, old_key, "the freed handle is reused");
-    qb.uvp.post_recv(&recv_wr(2, &[new.sge(0, 64)])).unwrap();
+    post_recv(&qb, 2, new.sge(0, 64));
     post_send(&qa, 2, m.sge(4, 3));
     let wcs = poll_all(&cb);
     assert_eq!((wcs[0].wr_id, wcs[0].status), (2, WcStatus::Success));
@@ -149,7 +149,7 @@ fn a_qp_created_in_a_freed_place_is_the_one_its_number_names() {
     let receiver = |id: u64| {
         let q = b.qp(QpType::Ud, &cb);
         bring_up(&b, &q, [0; 16], 0, Conn::default());
-        q.uvp.post_recv(&recv_wr(id, &[rb.sge(0, 256)])).unwrap();
+        post_recv(&q, id, rb.sge(0, 256));
         q
     };
     let old = receiver(10);

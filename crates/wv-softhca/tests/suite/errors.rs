@@ -193,8 +193,8 @@ on_both_topologies! {
     fn receive_too_small_and_bad_receive_key(topology) {
         let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
         let (m, rb) = mems(&a, 64, &b, 64);
-        qb.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 4)])).unwrap();
-        qb.uvp.post_recv(&recv_wr(10, &[rb.sge(0, 4)])).unwrap();
+        post_recv(&qb, 9, rb.sge(0, 4));
+        post_recv(&qb, 10, rb.sge(0, 4));
         post_send(&qa, 1, m.sge(0, 16));
         assert_eq!(poll_all(&ca)[0].status, WcStatus::RemInvReqErr);
         let r = poll_all(&cb);
@@ -636,9 +636,7 @@ fn a_send_error_that_moves_an_rc_qp_to_err_flushes_its_receives_and_ends_its_srq
     connect(&a, &qa, &b, &qb, Conn::default());
     let (m, rb) = mems(&a, 64, &b, 64);
     for i in 0..2 {
-        qa.uvp
-            .post_recv(&recv_wr(10 + i, &[m.sge(32, 32)]))
-            .unwrap();
+        post_recv(&qa, 10 + i, m.sge(32, 32));
     }
     let sg = [m.sge(0, 8)];
     let mut wr = send_wr(1, WrOpcode::RdmaWrite, &sg);
@@ -657,7 +655,7 @@ fn a_send_error_that_moves_an_rc_qp_to_err_flushes_its_receives_and_ends_its_srq
     // A QP on an SRQ whose local operation fails: ERR, and LAST_WQE_REACHED (the SRQ's
     // receives are the SRQ's, not flushed).
     let srq = a.srq(8, 0);
-    srq.uvp.post_recv(&recv_wr(20, &[m.sge(32, 32)])).unwrap();
+    post_srq_recv(&srq, 20, m.sge(32, 32));
     let cs = a.cq(16);
     let qs = a.qp_with(QpType::Rc, &cs, &cs, Some(&srq), 16, 2, 0, true);
     let (_cp, _qp) = connected_peer(&a, &qs, &b, 16, Conn::default());

@@ -14,7 +14,7 @@ fn cq_arm_is_one_shot_and_needs_a_dpc() {
     let (m, rb) = mems(&a, 64, &b, 64);
     let sg = [m.sge(0, 4)];
     // Not armed: no callback.
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 8));
     qa.uvp.post_send(&send_wr(1, WrOpcode::Send, &sg)).unwrap();
     settle(&p);
     assert_eq!(cb.sink.completions(), 0);
@@ -22,8 +22,8 @@ fn cq_arm_is_one_shot_and_needs_a_dpc() {
     assert!(cb.uvp.arm(false));
     poll_all(&cb);
     assert!(!cb.uvp.arm(false));
-    qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 8)])).unwrap();
-    qb.uvp.post_recv(&recv_wr(3, &[rb.sge(0, 8)])).unwrap();
+    post_recv(&qb, 2, rb.sge(0, 8));
+    post_recv(&qb, 3, rb.sge(0, 8));
     qa.uvp.post_send(&send_wr(2, WrOpcode::Send, &sg)).unwrap();
     // The interrupt fired and queued the DPC; the sink runs only in the DPC.
     assert_eq!(cb.sink.completions(), 0);
@@ -47,7 +47,7 @@ fn a_cq_never_armed_raises_no_event_for_a_solicited_completion() {
     wr.send_flags |= send_flags::SOLICITED;
     // A CQ event follows a request for one (ibv_req_notify_cq), solicited or not.
     for i in 0..2 {
-        qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 8)])).unwrap();
+        post_recv(&qb, i, rb.sge(0, 8));
         qa.uvp.post_send(&wr).unwrap();
         settle(&p);
         assert_eq!(cb.sink.completions(), 0);
@@ -55,7 +55,7 @@ fn a_cq_never_armed_raises_no_event_for_a_solicited_completion() {
     assert_eq!(poll_all(&cb).len(), 2);
     // Armed for solicited completions, the next one fires.
     assert!(!cb.uvp.arm(true));
-    qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 8)])).unwrap();
+    post_recv(&qb, 2, rb.sge(0, 8));
     qa.uvp.post_send(&wr).unwrap();
     settle(&p);
     assert_eq!(cb.sink.completions(), 1);
@@ -67,7 +67,7 @@ fn solicited_arm_fires_on_se_receives_and_on_errors_only() {
     let (m, rb) = mems(&a, 64, &b, 64);
     let sg = [m.sge(0, 4)];
     for i in 0..3 {
-        qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 8)])).unwrap();
+        post_recv(&qb, i, rb.sge(0, 8));
     }
     assert!(!cb.uvp.arm(true));
     qa.uvp.post_send(&send_wr(1, WrOpcode::Send, &sg)).unwrap();
@@ -141,9 +141,7 @@ fn srq_shared_by_two_qps_with_limit_and_last_wqe_events() {
     assert_eq!(qb1.uvp.post_recv(&recv_wr(0, &[])), Err(PostError::UsesSrq));
     let (m, rb) = mems(&a, 64, &b, 256);
     for i in 0..4 {
-        srq.uvp
-            .post_recv(&recv_wr(i, &[rb.sge(i as usize * 16, 16)]))
-            .unwrap();
+        post_srq_recv(&srq, i, rb.sge(i as usize * 16, 16));
     }
     // Arm the limit at 3: the event fires once when fewer than 3 remain.
     b.hca
@@ -194,7 +192,7 @@ fn srq_shared_by_two_qps_with_limit_and_last_wqe_events() {
     qa2.uvp.post_send(&send_wr(4, WrOpcode::Send, &sg)).unwrap();
     qa2.uvp.post_send(&send_wr(5, WrOpcode::Send, &sg)).unwrap();
     assert_eq!(wr_ids(&poll_all(&ca)), vec![1, 2, 3, 4]);
-    srq.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 16)])).unwrap();
+    post_srq_recv(&srq, 9, rb.sge(0, 16));
     assert!(poll_all(&ca).is_empty());
     assert_eq!(run_timers(&p, 10), 1);
     assert_eq!(wr_ids(&poll_all(&ca)), vec![5]);
@@ -210,8 +208,8 @@ fn comm_established_on_the_first_packet_in_rtr() {
     b.modify(&qb, &qpm(QpState::Init, INIT_RC)).unwrap();
     b.modify(&qb, &rc_rtr_towards(&a, &qa)).unwrap();
     let (mem, rb) = mems(&a, 16, &b, 16);
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 16)])).unwrap();
-    qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 16)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 16));
+    post_recv(&qb, 2, rb.sge(0, 16));
     post_send(&qa, 1, mem.sge(0, 4));
     post_send(&qa, 2, mem.sge(0, 4));
     settle(&p);
@@ -285,7 +283,7 @@ fn ports_gids_pkeys_and_port_events() {
     y.hca.add_ipv4_gid(1, [10, 0, 0, 2]).unwrap();
     let (_cx, cy, qx, qy) = ud_qps(&x, &y, 4);
     let ry = y.mem(128, ALL_ACCESS);
-    qy.uvp.post_recv(&recv_wr(1, &[ry.sge(0, 128)])).unwrap();
+    post_recv(&qy, 1, ry.sge(0, 128));
     let mut wr = send_wr(1, WrOpcode::Send, &[]);
     let data = *b"v4";
     wr.inline_data = Some(&data);
@@ -302,7 +300,7 @@ fn ports_gids_pkeys_and_port_events() {
 fn surprise_removal_fails_every_verb_and_stops_callbacks() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let (m, rb) = mems(&a, 64, &b, 64);
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 8));
     cb.uvp.arm(false);
     post_send(&qa, 1, m.sge(0, 4));
     // The DPC is queued but B is removed before it runs: no callback after removal.
@@ -358,7 +356,7 @@ fn surprise_removal_fails_every_verb_and_stops_callbacks() {
 fn destroy_stops_callbacks_for_the_object() {
     let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
     let (m, rb) = mems(&a, 64, &b, 64);
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 8));
     cb.uvp.arm(false);
     post_send(&qa, 1, m.sge(0, 4));
     let sink = cb.sink.clone();
@@ -376,7 +374,7 @@ fn threaded_platform_runs_the_dpc_in_the_posting_thread() {
     let qa = std::sync::Arc::new(qa);
     let mbuf = m.sge(0, 4);
     for round in 0..50u64 {
-        qb.uvp.post_recv(&recv_wr(round, &[rb.sge(0, 8)])).unwrap();
+        post_recv(&qb, round, rb.sge(0, 8));
         cb.uvp.arm(false);
         let q = qa.clone();
         std::thread::spawn(move || {
@@ -439,7 +437,7 @@ fn destroy_waits_for_a_callback_already_running() {
     let qb = b.qp(QpType::Rc, &cb);
     connect(&a, &qa, &b, &qb, Conn::default());
     let (m, rb) = mems(&a, 64, &b, 64);
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 8));
     cb.uvp.arm(false);
     qa.uvp
         .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))

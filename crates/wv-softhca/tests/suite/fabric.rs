@@ -28,9 +28,7 @@ fn run_traffic(
     let mut rw = Vec::new();
     for i in 0..n {
         m.buf.write(0, &i.to_le_bytes()).unwrap();
-        qb.uvp
-            .post_recv(&recv_wr(i, &[rb.sge(i as usize * 8 % 4096, 8)]))
-            .unwrap();
+        post_recv(&qb, i, rb.sge(i as usize * 8 % 4096, 8));
         // A send, and an RDMA write with immediate that must land exactly once.
         post_send(&qa, i, m.sge(0, 8));
         qb.uvp.post_recv(&recv_wr(1000 + i, &[])).unwrap();
@@ -121,7 +119,7 @@ fn a_dead_link_exceeds_the_retry_count() {
     wr.inline_data = Some(&d);
     wr.ud = Some(ud_to(b.hca.gid(), v.uvp.qpn()));
     for i in 0..10 {
-        v.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 64)])).unwrap();
+        post_recv(&v, i, rb.sge(0, 64));
         u.uvp.post_send(&wr).unwrap();
     }
     assert!(poll_all(&cu).iter().all(|w| w.status == WcStatus::Success));
@@ -160,7 +158,7 @@ fn a_resend_that_starts_with_packets_already_taken_places_only_the_new_ones() {
     let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let (src, dst) = mems(&a, 3_000, &b, 4_000);
     let data = write_pattern(&src, 3_000, |j| (j % 251) as u8);
-    qb.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 4_000)])).unwrap();
+    post_recv(&qb, 1, dst.sge(0, 4_000));
     // Three packets (MTU 1024): the second is taken but its ACK comes too late, the third is
     // lost. The ACK timer resends the second and third: the second is a duplicate, the third
     // new.
@@ -174,7 +172,7 @@ fn a_resend_that_starts_with_packets_already_taken_places_only_the_new_ones() {
     assert_eq!((r[0].status, r[0].byte_len), (WcStatus::Success, 3_000));
     assert_eq!(&dst.buf.to_vec()[..3_000], &data[..]);
     // The next message is taken whole, in sequence.
-    qb.uvp.post_recv(&recv_wr(2, &[dst.sge(0, 4_000)])).unwrap();
+    post_recv(&qb, 2, dst.sge(0, 4_000));
     post_send(&qa, 2, src.sge(0, 3_000));
     run_timers(&p, 1000);
     assert_eq!(poll_all(&ca)[0].status, WcStatus::Success);
@@ -187,7 +185,7 @@ fn the_link_keeps_counting_what_a_destroyed_qp_sent() {
     let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let (m, rb) = mems(&a, 16, &b, 16);
     for i in 0..3 {
-        qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 16)])).unwrap();
+        post_recv(&qb, i, rb.sge(0, 16));
         post_send(&qa, i, m.sge(0, 8));
     }
     assert_eq!((poll_all(&ca).len(), poll_all(&cb).len()), (3, 3));
@@ -376,7 +374,7 @@ fn a_message_resent_from_its_middle_is_gathered_from_the_right_pieces() {
     src.buf.write(1_700, &data[1_500..]).unwrap();
     let sg = [src.sge(0, 500), src.sge(600, 1_000), src.sge(1_700, 1_500)];
     let dst = b.mem(3_000, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 3_000)])).unwrap();
+    post_recv(&qb, 1, dst.sge(0, 3_000));
     // The second packet is lost: the third is out of sequence, and the requester resends from
     // byte 1024, which lies 524 bytes into the second piece; the resend runs on into the third.
     f.script(&[PacketFate::Deliver, PacketFate::Drop]);

@@ -96,7 +96,7 @@ fn rc_qps_connected_by_lid_move_data_on_infiniband_and_are_refused_on_roce() {
     rtr(&b, &qb, &a, &qa).unwrap();
     let (src, dst) = mems(&a, 4096, &b, 4096);
     src.buf.write(0, &[0x5A; 4096]).unwrap();
-    qb.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 4096)])).unwrap();
+    post_recv(&qb, 1, dst.sge(0, 4096));
     let sg = [src.sge(0, 4096)];
     qa.uvp.post_send(&send_wr(2, WrOpcode::Send, &sg)).unwrap();
     let r = poll_all(&cb);

@@ -58,7 +58,7 @@ fn an_rdma_read_takes_one_psn_per_response_packet_and_psns_wrap_at_24_bits() {
     // Two packets, PSNs 1 and 2.
     la.buf.write(0, &data[..2048]).unwrap();
     rb.buf.write(0, &[0u8; 4096]).unwrap();
-    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 4096)])).unwrap();
+    post_recv(&qb, 7, rb.sge(0, 4096));
     post_send(&qa, 2, la.sge(0, 2048));
     assert_eq!(statuses(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
     assert_eq!(statuses(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
@@ -77,7 +77,7 @@ fn an_ack_of_a_psn_never_sent_is_ignored() {
         let p = HostPlatform::deterministic();
         let (f, a, b, ca, cb, qa, qb) = rc_pair_psns(&p, Conn::with_retry(0), 0xFF_FFFF, b_psn);
         let (la, rb) = mems(&a, 64, &b, 64);
-        qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
+        post_recv(&qb, 7, rb.sge(0, 64));
         f.script(&[PacketFate::Deliver, PacketFate::Drop]);
         post_send(&qa, 1, la.sge(0, 8));
         assert!(poll_all(&ca).is_empty(), "not acknowledged ({b_psn})");
@@ -93,7 +93,7 @@ fn an_ack_of_a_psn_never_sent_is_ignored() {
 fn a_sequence_error_nak_spends_a_retry_and_with_none_left_fails_the_request() {
     let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_with(Conn::with_retry(0));
     let (la, rb) = mems(&a, 2048, &b, 2048);
-    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 2048)])).unwrap();
+    post_recv(&qb, 7, rb.sge(0, 2048));
     // Two packets, the first lost: the second arrives out of sequence and is NAKed. With
     // retry_cnt 0 there is no resend: RETRY_EXC_ERR at once, without a timer.
     f.script(&[PacketFate::Drop, PacketFate::Deliver]);
@@ -132,7 +132,7 @@ fn the_local_ack_timer_restarts_on_progress_so_an_rnr_wait_spends_no_transport_r
     post_send(&qa, 2, la.sge(0, 7));
     assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
     assert_eq!(p.next_timer_ns(), Some(t0 + RNR_DELAY_NS));
-    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 16)])).unwrap();
+    post_recv(&qb, 7, rb.sge(0, 16));
     // When the wait ends the local ACK timer armed for the write has run out too, but the
     // progress since restarted it: no timeout is counted, the send goes again and lands.
     assert_eq!(run_timers(&p, 10), 1);
@@ -207,7 +207,7 @@ fn a_local_operation_waits_for_the_requests_before_it_and_completions_come_in_or
     let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let la = a.mem(64, ALL_ACCESS);
     let (other, rb) = mems(&a, 64, &b, 64);
-    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
+    post_recv(&qb, 7, rb.sge(0, 64));
     // A send whose packet is lost, then a local invalidation: the invalidation runs only once
     // the send has completed (after the local ACK timeout brings its resend).
     f.script(&[PacketFate::Drop]);
@@ -242,7 +242,7 @@ fn in_sqd_the_message_in_flight_goes_on_as_in_rts() {
         let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair(); // path MTU 1024
         let (la, rb) = mems(&a, 4096, &b, 4096);
         let data = write_pattern(&la, 4096, |i| (i * 13 % 251) as u8);
-        qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 4096)])).unwrap();
+        post_recv(&qb, 7, rb.sge(0, 4096));
         // p0 arrives; p1, p2 and p3 are lost: the send waits for its local ACK timer.
         f.script(&[
             PacketFate::Deliver,

@@ -139,9 +139,7 @@ fn an_srq_resizes_with_its_receives_kept_and_advertises_it() {
     let (m, rb) = mems(&a, 64, &b, 1024);
     let post = |from: u64, n: u64| {
         for i in from..from + n {
-            srq.uvp
-                .post_recv(&recv_wr(i, &[rb.sge(i as usize * 8 % 1024, 8)]))
-                .unwrap();
+            post_srq_recv(&srq, i, rb.sge(i as usize * 8 % 1024, 8));
         }
     };
     post(0, 4);
@@ -207,7 +205,7 @@ fn a_resize_reaches_the_one_queue_left_producing_after_others_were_destroyed() {
     let (_cb, qb) = connected_peer(&a, &w, &b, 64, Conn::default());
     let (inbox, src) = mems(&a, 64, &b, 64);
     for i in 0..8 {
-        w.uvp.post_recv(&recv_wr(i, &[inbox.sge(0, 64)])).unwrap();
+        post_recv(&w, i, inbox.sge(0, 64));
         post_send(&qb, i, src.sge(0, 8));
     }
     p.run_until_idle();

@@ -14,6 +14,31 @@ use wv_abi::consts::*;
 use wv_hal::*;
 use wv_softhca::*;
 
+/// A deterministic pair with a QP of `qp_type` on each side, each on its own 16-entry CQ, B's
+/// taking its receives from an SRQ of 8 (two SGEs each); connected with the defaults.
+fn srq_connected(
+    qp_type: QpType,
+) -> (
+    wv_host::HostPlatform,
+    std::sync::Arc<Fabric>,
+    Node,
+    Node,
+    Cq,
+    Cq,
+    Srq,
+    Qp,
+    Qp,
+) {
+    let (p, f, a, b) = deterministic_pair();
+    let ca = a.cq(16);
+    let cb = b.cq(16);
+    let srq = b.srq(8, 0);
+    let qa = a.qp(qp_type, &ca);
+    let qb = b.qp_with(qp_type, &cb, &cb, Some(&srq), 16, 2, 0, true);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    (p, f, a, b, ca, cb, srq, qa, qb)
+}
+
 #[test]
 fn a_ud_qp_takes_datagrams_from_rtr_on_and_its_completion_names_the_sender() {
     let (p, _f, a, b) = deterministic_pair();
@@ -27,7 +52,7 @@ fn a_ud_qp_takes_datagrams_from_rtr_on_and_its_completion_names_the_sender() {
     la.buf.write(0, b"datagram").unwrap();
     let rb = b.mem(256, ALL_ACCESS);
     // A receive may be posted in INIT, but the QP processes no incoming packet before RTR.
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 128)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 128));
     let sg = [la.sge(0, 8)];
     let mut wr = send_wr(1, WrOpcode::Send, &sg);
     wr.ud = Some(ud_to(b.hca.gid(), qb.uvp.qpn()));
@@ -60,9 +85,7 @@ fn a_ud_receive_must_hold_the_grh_and_the_payload() {
     let rb = b.mem(256, ALL_ACCESS);
     let grh = GRH_BYTES as u32;
     // One byte short of GRH + 16: the datagram is dropped and the receive stays (class D).
-    qb.uvp
-        .post_recv(&recv_wr(1, &[rb.sge(0, grh + 15)]))
-        .unwrap();
+    post_recv(&qb, 1, rb.sge(0, grh + 15));
     let sg16 = [la.sge(0, 16)];
     let mut wr = send_wr(1, WrOpcode::Send, &sg16);
     wr.ud = Some(ud_to(b.hca.gid(), qb.uvp.qpn()));
@@ -82,9 +105,7 @@ fn a_ud_receive_must_hold_the_grh_and_the_payload() {
         b"0123456789abcde"
     );
     // A receive of exactly GRH + 16 takes the 16 bytes.
-    qb.uvp
-        .post_recv(&recv_wr(2, &[rb.sge(100, grh + 16)]))
-        .unwrap();
+    post_recv(&qb, 2, rb.sge(100, grh + 16));
     wr.wr_id = 3;
     qa.uvp.post_send(&wr).unwrap();
     let r = poll_all(&cb);
@@ -116,7 +137,7 @@ fn an_rc_qp_drops_packets_from_a_qp_it_is_not_connected_to() {
     let la = a.mem(64, ALL_ACCESS);
     la.buf.write(0, b"stranger").unwrap();
     let rb = b.mem(64, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 64)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 64));
     post_send(&stranger, 7, la.sge(0, 8));
     assert!(poll_all(&cx).is_empty());
     assert_eq!(run_timers(&p, 10), 2);
@@ -139,7 +160,7 @@ fn a_uc_rdma_write_takes_a_receive_only_with_immediate_data() {
     la.buf.write(0, b"plain write, then").unwrap();
     let rb = b.mem(128, ALL_ACCESS);
     let rr = b.mem(64, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(1, &[rr.sge(0, 64)])).unwrap();
+    post_recv(&qb, 1, rr.sge(0, 64));
     // A plain RDMA write consumes no receive.
     let sg = [la.sge(0, 11)];
     let wr = rdma_wr(1, WrOpcode::RdmaWrite, &sg, &rb, 0);
@@ -179,8 +200,8 @@ fn a_uc_send_with_invalidate_invalidates_the_key_it_names() {
     la.buf.write(0, b"invalidate").unwrap();
     let rb = b.mem(64, ALL_ACCESS);
     let victim = b.mem(16, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 32)])).unwrap();
-    qb.uvp.post_recv(&recv_wr(2, &[rb.sge(32, 32)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 32));
+    post_recv(&qb, 2, rb.sge(32, 32));
     let sg = [la.sge(0, 10)];
     let mut wr = send_wr(1, WrOpcode::SendWithInv, &sg);
     wr.imm_or_inv = victim.rkey;
@@ -212,7 +233,7 @@ fn a_uc_message_with_a_late_packet_arrives_whole() {
     let la = a.mem(4096, ALL_ACCESS);
     let data = write_pattern(&la, 4096, |j| (j % 253) as u8);
     let rb = b.mem(4096, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4096)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 4096));
     // Four packets, the second late: in order all the same, so nothing is lost.
     f.script(&[PacketFate::Deliver, PacketFate::Delay]);
     post_send(&qa, 1, la.sge(0, 4096));
@@ -227,20 +248,12 @@ fn a_uc_message_with_a_late_packet_arrives_whole() {
 
 #[test]
 fn a_uc_message_that_loses_a_packet_completes_its_srq_receive_in_error() {
-    let (p, f, a, b) = deterministic_pair();
-    let ca = a.cq(16);
-    let cb = b.cq(16);
-    let srq = b.srq(8, 0);
-    let qa = a.qp(QpType::Uc, &ca);
-    let qb = b.qp_with(QpType::Uc, &cb, &cb, Some(&srq), 16, 2, 0, true);
-    connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
+    let (p, f, a, b, ca, cb, srq, qa, qb) = srq_connected(QpType::Uc); // path MTU 1024
     let la = a.mem(4096, ALL_ACCESS);
     let data = write_pattern(&la, 4096, |j| (j % 241) as u8);
     let rb = b.mem(8192, ALL_ACCESS);
-    srq.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4096)])).unwrap();
-    srq.uvp
-        .post_recv(&recv_wr(2, &[rb.sge(4096, 4096)]))
-        .unwrap();
+    post_srq_recv(&srq, 1, rb.sge(0, 4096));
+    post_srq_recv(&srq, 2, rb.sge(4096, 4096));
     // The first packet takes receive 1 from the SRQ; the second is lost, so the rest of the
     // message is dropped and receive 1 completes with REM_INV_REQ_ERR (rxe's class E); the QP
     // stays in RTS.
@@ -337,20 +350,12 @@ fn duplicates_of_an_atomic_and_a_read_are_each_answered_from_their_own_resource(
 
 #[test]
 fn a_resend_into_an_srq_receive_lands_in_the_receive_its_first_packet_took() {
-    let (p, f, a, b) = deterministic_pair();
-    let ca = a.cq(16);
-    let cb = b.cq(16);
-    let srq = b.srq(8, 0);
-    let qa = a.qp(QpType::Rc, &ca);
-    let qb = b.qp_with(QpType::Rc, &cb, &cb, Some(&srq), 16, 2, 0, true);
-    connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
+    let (p, f, a, b, ca, cb, srq, qa, _qb) = srq_connected(QpType::Rc); // path MTU 1024
     let la = a.mem(3000, ALL_ACCESS);
     let data = write_pattern(&la, 3000, |j| (j % 239) as u8);
     let rb = b.mem(8000, ALL_ACCESS);
-    srq.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4000)])).unwrap();
-    srq.uvp
-        .post_recv(&recv_wr(2, &[rb.sge(4000, 4000)]))
-        .unwrap();
+    post_srq_recv(&srq, 1, rb.sge(0, 4000));
+    post_srq_recv(&srq, 2, rb.sge(4000, 4000));
     // Three packets: the first is taken (with receive 1 from the SRQ) but its ACK is late, the
     // other two are lost. The local ACK timer resends all three: the first is a duplicate, the
     // other two continue the message in receive 1.
@@ -396,7 +401,7 @@ fn an_rdma_write_with_immediate_data_and_no_receive_is_rnr_naked_at_its_last_pac
     assert_eq!(f.stats().delivered, 3);
     // A receive is posted; after the RNR timer only the last packet is sent again, and the
     // receive completes with the write's length and the immediate data.
-    qb.uvp.post_recv(&recv_wr(9, &[rr.sge(0, 64)])).unwrap();
+    post_recv(&qb, 9, rr.sge(0, 64));
     assert_eq!(run_timers(&p, 10), 1);
     assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
     let r = poll_all(&cb);

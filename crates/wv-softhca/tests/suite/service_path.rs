@@ -152,7 +152,7 @@ fn a_served_clients_sends_run_and_its_receives_in_err_flush_when_the_service_ans
     let (cb, qb) = connected_peer(&a, &qa, &b, 16, Conn::default());
     let (src, dst) = mems(&a, 64, &b, 64);
     src.buf.write(0, b"through the doorbell").unwrap();
-    qb.uvp.post_recv(&recv_wr(7, &[dst.sge(0, 64)])).unwrap();
+    post_recv(&qb, 7, dst.sge(0, 64));
     // Nothing has rung yet.
     assert!(!arena.service());
 
@@ -188,7 +188,7 @@ fn a_served_clients_sends_run_and_its_receives_in_err_flush_when_the_service_ans
     p.run_until_idle();
     assert!(poll_all(&ca).is_empty());
     let inbox = a.mem(64, ALL_ACCESS);
-    qa.uvp.post_recv(&recv_wr(9, &[inbox.sge(0, 64)])).unwrap();
+    post_recv(&qa, 9, inbox.sge(0, 64));
     assert_eq!(arena.rung.load(Ordering::SeqCst), 2);
     p.run_until_idle();
     assert!(poll_all(&ca).is_empty(), "the flush waits for the service");
@@ -203,7 +203,7 @@ fn a_served_clients_sends_run_and_its_receives_in_err_flush_when_the_service_ans
 /// `inbox`), ids from `from`.
 fn receive(p: &HostPlatform, qa: &Qp, qb: &Qp, inbox: &Mem, src: &Mem, from: u64, n: u64) {
     for i in from..from + n {
-        qa.uvp.post_recv(&recv_wr(i, &[inbox.sge(0, 64)])).unwrap();
+        post_recv(qa, i, inbox.sge(0, 64));
         post_send(qb, i, src.sge(0, 8));
     }
     p.run_until_idle();
@@ -292,12 +292,12 @@ fn a_receive_doorbell_left_from_err_flushes_nothing_once_the_qp_is_reset() {
     a.modify(&qa, &qpm(QpState::Error, WV_IO_QP_ATTR_STATE))
         .unwrap();
     // Rung for a flush the service has not run yet when the QP is reset and used again.
-    qa.uvp.post_recv(&recv_wr(1, &[inbox.sge(0, 64)])).unwrap();
+    post_recv(&qa, 1, inbox.sge(0, 64));
     assert_eq!(arena.rung.load(Ordering::SeqCst), 1);
     a.modify(&qa, &qpm(QpState::Reset, WV_IO_QP_ATTR_STATE))
         .unwrap();
     a.modify(&qa, &qpm(QpState::Init, INIT_RC)).unwrap();
-    qa.uvp.post_recv(&recv_wr(2, &[inbox.sge(0, 64)])).unwrap();
+    post_recv(&qa, 2, inbox.sge(0, 64));
     assert_eq!(arena.rung.load(Ordering::SeqCst), 1, "nothing to flush");
     assert!(arena.service());
     p.run_until_idle();
@@ -317,7 +317,7 @@ fn a_served_inline_send_gathers_the_applications_own_bytes() {
     let (p, arena, a, _ca, qa, b) = served_pair();
     let (cb, qb) = connected_peer(&a, &qa, &b, 16, Conn::default());
     let dst = b.mem(64, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(7, &[dst.sge(0, 64)])).unwrap();
+    post_recv(&qb, 7, dst.sge(0, 64));
     // Not registered: the provider copies the application's memory itself.
     let app = b"gathered by the provider".to_vec();
     let sge = |addr: u64| Sge {

@@ -308,7 +308,7 @@ fn connect_with_b_in_rtr(a: &Node, qa: &Qp, b: &Node, qb: &Qp, receives: &[u64],
     bring_up(a, qa, b.hca.gid(), qb.uvp.qpn(), Conn::default());
     b.modify(qb, &qpm(QpState::Init, INIT_RC)).unwrap();
     for &id in receives {
-        qb.uvp.post_recv(&recv_wr(id, &[rb.sge(0, 16)])).unwrap();
+        post_recv(qb, id, rb.sge(0, 16));
     }
     b.modify(qb, &rc_rtr_towards(a, qa)).unwrap();
 }

@@ -40,7 +40,7 @@ on_both_topologies! {
         // Traffic both ways: each requester keeps its peer (and so the peer's device), each
         // responder the region it wrote.
         for (from, src, to, dst) in [(&qa, &la, &qb, &lb), (&qb, &lb, &qa, &la)] {
-            to.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 64)])).unwrap();
+            post_recv(to, 1, dst.sge(0, 64));
             post_send(from, 2, src.sge(0, 8));
             let sg = [src.sge(0, 8)];
             let wr = rdma_wr(3, WrOpcode::RdmaWrite, &sg, dst, 8);

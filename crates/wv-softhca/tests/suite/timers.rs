@@ -23,7 +23,7 @@ on_both_topologies! {
         assert_eq!(p.next_timer_ns(), Some(t0 + RNR_DELAY_NS));
         // The receive comes 1 µs later; nothing happens before the timer.
         p.advance_clock(1_000);
-        qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
+        post_recv(&qb, 7, rb.sge(0, 64));
         assert!(poll_all(&ca).is_empty());
         p.advance_clock(RNR_DELAY_NS - 1_001);
         p.run_until_idle();
@@ -63,7 +63,7 @@ on_both_topologies! {
         assert_eq!(run_timers(&p, 50), 50, "still waiting after 50 RNR NAKs");
         assert!(poll_all(&ca).is_empty());
         assert_eq!(f.stats().delivered, 51);
-        qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 64)])).unwrap();
+        post_recv(&qb, 2, rb.sge(0, 64));
         assert_eq!(run_timers(&p, 50), 1);
         assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
         settle(&p);
@@ -73,7 +73,7 @@ on_both_topologies! {
         let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
         let (m, rb) = mems(&a, 64, &b, 64);
         m.buf.write(0, b"again").unwrap();
-        qb.uvp.post_recv(&recv_wr(3, &[rb.sge(0, 64)])).unwrap();
+        post_recv(&qb, 3, rb.sge(0, 64));
         f.script(&[PacketFate::Drop]);
         let t0 = p.now_ns();
         post_send(&qa, 1, m.sge(0, 5));
@@ -134,15 +134,13 @@ on_both_topologies! {
         let (m, rb) = mems(&a, 8192, &b, 8192);
         let data = write_pattern(&m, 4096, |i| (i * 7 + i / 251) as u8);
         // Four packets, lossless.
-        qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4096)])).unwrap();
+        post_recv(&qb, 1, rb.sge(0, 4096));
         post_send(&qa, 1, m.sge(0, 4096));
         assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
         assert_eq!(f.stats().delivered, 4, "one packet per 1024 bytes");
         // The second packet is lost: the third arrives out of sequence, the responder NAKs it and
         // the requester resends from the second at once (no timer).
-        qb.uvp
-            .post_recv(&recv_wr(2, &[rb.sge(4096, 4096)]))
-            .unwrap();
+        post_recv(&qb, 2, rb.sge(4096, 4096));
         f.script(&[PacketFate::Deliver, PacketFate::Drop]);
         post_send(&qa, 2, m.sge(0, 4096));
         assert_eq!(statuses(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
@@ -152,7 +150,7 @@ on_both_topologies! {
         assert_eq!((s.dropped, s.delivered), (1, 4 + 6));
         assert_eq!(&rb.buf.to_vec()[4096..], &data[..]);
         // The last packet is lost: only it is resent, after the local ACK timeout.
-        qb.uvp.post_recv(&recv_wr(3, &[rb.sge(0, 4096)])).unwrap();
+        post_recv(&qb, 3, rb.sge(0, 4096));
         rb.buf.write(0, &[0u8; 4096]).unwrap();
         f.script(&[
             PacketFate::Deliver,
@@ -240,7 +238,7 @@ on_both_topologies! {
         let (p, f, a, b, ca, _cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
         let (m, rb) = mems(&a, 64, &b, 64);
         for i in 0..3 {
-            qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 64)])).unwrap();
+            post_recv(&qb, i, rb.sge(0, 64));
         }
         // Nothing in flight: drained at once.
         a.modify(&qa, &qpm(QpState::Sqd, WV_IO_QP_ATTR_STATE))

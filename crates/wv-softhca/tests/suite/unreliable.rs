@@ -23,10 +23,8 @@ fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
     let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
     let big = a.mem(8192, ALL_ACCESS);
     let (ra, mb) = mems(&a, 256, &b, 64);
-    qa.uvp.post_recv(&recv_wr(100, &[ra.sge(0, 128)])).unwrap();
-    qa.uvp
-        .post_recv(&recv_wr(101, &[ra.sge(128, 128)]))
-        .unwrap();
+    post_recv(&qa, 100, ra.sge(0, 128));
+    post_recv(&qa, 101, ra.sge(128, 128));
     // Larger than the port MTU: LOC_LEN_ERR, the QP goes to SQE (not ERR); the next send is
     // flushed.
     let sg = [big.sge(0, 8192)];
@@ -52,7 +50,7 @@ fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
     // SQE → RTS: sending works again.
     recover(&a, &qa);
     assert_eq!(a.state(&qa), QpState::Rts);
-    qb.uvp.post_recv(&recv_wr(200, &[mb.sge(0, 64)])).unwrap();
+    post_recv(&qb, 200, mb.sge(0, 64));
     qa.uvp.post_send(&ok).unwrap();
     assert_eq!(statuses(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
     assert_eq!(
@@ -66,7 +64,7 @@ fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
 fn a_uc_send_error_is_a_send_queue_error_too() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default());
     let (la, mb) = mems(&a, 64, &b, 64);
-    qa.uvp.post_recv(&recv_wr(100, &[la.sge(0, 64)])).unwrap();
+    post_recv(&qa, 100, la.sge(0, 64));
     let bad = [Sge {
         lkey: la.lkey ^ 0x100,
         ..la.sge(0, 8)
@@ -77,7 +75,7 @@ fn a_uc_send_error_is_a_send_queue_error_too() {
     post_send(&qb, 2, mb.sge(0, 8));
     assert_eq!(statuses(&poll_all(&ca)), vec![(100, WcStatus::Success)]);
     recover(&a, &qa);
-    qb.uvp.post_recv(&recv_wr(200, &[mb.sge(0, 64)])).unwrap();
+    post_recv(&qb, 200, mb.sge(0, 64));
     post_send(&qa, 3, la.sge(0, 8));
     assert_eq!(statuses(&poll_all(&ca)), vec![(3, WcStatus::Success)]);
     assert_eq!(
@@ -103,7 +101,7 @@ fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
     wr.rkey = rb.rkey ^ 0x100;
     qa.uvp.post_send(&wr).unwrap();
     // A receive too small for the message: dropped, and the receive stays for the next one.
-    qb.uvp.post_recv(&recv_wr(10, &[rb.sge(0, 16)])).unwrap();
+    post_recv(&qb, 10, rb.sge(0, 16));
     post_send(&qa, 3, la.sge(0, 64));
     assert_eq!(
         statuses(&poll_all(&ca)),
@@ -124,7 +122,7 @@ fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
     );
     // A message of four packets whose second is lost: the rest of it is dropped, and the next
     // message (UC resynchronises on its first packet) arrives whole.
-    qb.uvp.post_recv(&recv_wr(11, &[rb.sge(0, 4096)])).unwrap();
+    post_recv(&qb, 11, rb.sge(0, 4096));
     f.script(&[PacketFate::Deliver, PacketFate::Drop]);
     post_send(&qa, 5, la.sge(0, 4096));
     assert!(poll_all(&cb).is_empty());
@@ -151,8 +149,8 @@ fn a_ud_receiver_gets_a_grh_only_when_the_sender_sends_one() {
     la.buf.write(0, b"payload!").unwrap();
     let rb = b.mem(256, ALL_ACCESS);
     rb.buf.write(0, &[0xEE; 256]).unwrap();
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 128)])).unwrap();
-    qb.uvp.post_recv(&recv_wr(2, &[rb.sge(128, 128)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 128));
+    post_recv(&qb, 2, rb.sge(128, 128));
     let sg = [la.sge(0, 8)];
     let mut wr = send_wr(1, WrOpcode::SendWithImm, &sg);
     wr.imm_or_inv = 0x0102_0304;
@@ -240,10 +238,7 @@ fn multicast_reaches_members_on_any_port() {
     let _m = b.hca.attach_mcast(&member.soft, &group, 0xC009).unwrap();
     let rb = b.mem(512, ALL_ACCESS);
     for i in 0..3 {
-        member
-            .uvp
-            .post_recv(&recv_wr(i, &[rb.sge(i as usize * 128, 128)]))
-            .unwrap();
+        post_recv(&member, i, rb.sge(i as usize * 128, 128));
     }
     let data = *b"all ports";
     let mut wr = send_wr(9, WrOpcode::Send, &[]);
@@ -281,7 +276,7 @@ fn uc_and_ud_messages_travel_as_mtu_packets_each_sent_once_whatever_its_fate() {
     let data = write_pattern(&la, 4096, |i| (i * 3 % 247) as u8);
     // Four packets, the second lost: the other three are sent all the same, nothing is sent
     // again, and the receiver drops the message.
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4096)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 4096));
     f.script(&[PacketFate::Deliver, PacketFate::Drop]);
     post_send(&qa, 1, la.sge(0, 4096));
     let s = f.stats();
@@ -314,9 +309,7 @@ fn uc_and_ud_messages_travel_as_mtu_packets_each_sent_once_whatever_its_fate() {
     // A late datagram arrives once.
     let (cua, cub, ua, ub) = ud_qps(&a, &b, 16);
     for i in 0..2 {
-        ub.uvp
-            .post_recv(&recv_wr(10 + i, &[rb.sge(4096 + i as usize * 128, 128)]))
-            .unwrap();
+        post_recv(&ub, 10 + i, rb.sge(4096 + i as usize * 128, 128));
     }
     let sg = [la.sge(0, 16)];
     let mut wr = send_wr(3, WrOpcode::Send, &sg);
@@ -339,7 +332,7 @@ fn a_message_may_be_max_msg_bytes_and_a_datagram_one_port_mtu() {
     for qp_type in [QpType::Uc, QpType::Rc] {
         let (ca, cb, qa, qb) = two_qps(&a, &b, qp_type, 16);
         connect(&a, &qa, &b, &qb, Conn::default());
-        qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 4096)])).unwrap();
+        post_recv(&qb, 7, rb.sge(0, 4096));
         post_send(&qa, 1, la.sge(0, 3000));
         assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
         let r = poll_all(&cb);
@@ -355,9 +348,7 @@ fn a_message_may_be_max_msg_bytes_and_a_datagram_one_port_mtu() {
     // UD: one packet of the port's MTU (4096), no more.
     let (ca, cb, qa, qb) = ud_qps(&b, &a, 16);
     let ra = a.mem(8192, ALL_ACCESS);
-    qb.uvp
-        .post_recv(&recv_wr(7, &[ra.sge(0, 4096 + GRH_BYTES as u32)]))
-        .unwrap();
+    post_recv(&qb, 7, ra.sge(0, 4096 + GRH_BYTES as u32));
     let sg = [rb.sge(0, 4096)];
     let mut wr = send_wr(1, WrOpcode::Send, &sg);
     wr.ud = Some(ud_to(a.hca.gid(), qb.uvp.qpn()));
@@ -374,9 +365,7 @@ fn a_datagram_fires_a_solicited_arm_only_when_sent_solicited() {
     let (_ca, cb, qa, qb) = ud_qps(&a, &b, 16);
     let (la, rb) = mems(&a, 64, &b, 512);
     for i in 0..2 {
-        qb.uvp
-            .post_recv(&recv_wr(i, &[rb.sge(i as usize * 128, 128)]))
-            .unwrap();
+        post_recv(&qb, i, rb.sge(i as usize * 128, 128));
     }
     assert!(!cb.uvp.arm(true));
     let sg = [la.sge(0, 8)];
@@ -402,7 +391,7 @@ fn a_datagram_to_a_qp_number_reaches_the_qp_that_has_it_now() {
     let (la, rb) = mems(&a, 64, &b, 512);
     la.buf.write(0, b"first").unwrap();
     let qpn = qb.uvp.qpn();
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 128)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 128));
     let sg = [la.sge(0, 5)];
     let mut wr = send_wr(1, WrOpcode::Send, &sg);
     wr.ud = Some(ud_to(b.hca.gid(), qpn));
@@ -414,7 +403,7 @@ fn a_datagram_to_a_qp_number_reaches_the_qp_that_has_it_now() {
     let qb2 = b.qp(QpType::Ud, &cb2);
     assert_eq!(qb2.uvp.qpn(), qpn, "the number is free again");
     bring_up(&b, &qb2, [0; 16], 0, Conn::default());
-    qb2.uvp.post_recv(&recv_wr(2, &[rb.sge(128, 128)])).unwrap();
+    post_recv(&qb2, 2, rb.sge(128, 128));
     la.buf.write(0, b"again").unwrap();
     qa.uvp.post_send(&wr).unwrap();
     assert_eq!(statuses(&poll_all(&cb2)), vec![(2, WcStatus::Success)]);

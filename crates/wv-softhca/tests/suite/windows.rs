@@ -284,7 +284,7 @@ on_both_topologies! {
             .unwrap();
         assert_eq!(one(&cb).1, WcStatus::Success);
         let key1 = inc_rkey(key0);
-        qb.uvp.post_recv(&recv_wr(10, &[inbox.sge(0, 64)])).unwrap();
+        post_recv(&qb, 10, inbox.sge(0, 64));
         let sg = [src.sge(0, 8)];
         let mut wr = send_wr(4, WrOpcode::SendWithInv, &sg);
         wr.imm_or_inv = key1;

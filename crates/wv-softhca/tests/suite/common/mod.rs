@@ -804,6 +804,16 @@ pub fn post_send(qp: &Qp, id: u64, sge: Sge) {
         .unwrap();
 }
 
+/// Posts a receive (`id`) into the bytes `sge` names on `qp`.
+pub fn post_recv(qp: &Qp, id: u64, sge: Sge) {
+    qp.uvp.post_recv(&recv_wr(id, &[sge])).unwrap();
+}
+
+/// Posts a receive (`id`) into the bytes `sge` names on `srq`.
+pub fn post_srq_recv(srq: &Srq, id: u64, sge: Sge) {
+    srq.uvp.post_recv(&recv_wr(id, &[sge])).unwrap();
+}
+
 pub fn recv_wr(id: u64, sges: &[Sge]) -> RecvWr<'_> {
     RecvWr {
         wr_id: id,
