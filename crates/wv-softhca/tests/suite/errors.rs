@@ -643,13 +643,13 @@ fn a_send_error_that_moves_an_rc_qp_to_err_flushes_its_receives_and_ends_its_srq
     wr.remote_addr = rb.addr(0);
     wr.rkey = rb.rkey ^ 0x100;
     qa.uvp.post_send(&wr).unwrap();
-    assert_eq!(
-        statuses(&poll_all(&ca)),
-        vec![
+    expect_statuses(
+        &ca,
+        &[
             (1, WcStatus::RemAccessErr),
             (10, WcStatus::WrFlushErr),
-            (11, WcStatus::WrFlushErr)
-        ]
+            (11, WcStatus::WrFlushErr),
+        ],
     );
     assert_eq!(a.state(&qa), QpState::Error);
     // A QP on an SRQ whose local operation fails: ERR, and LAST_WQE_REACHED (the SRQ's
@@ -663,7 +663,7 @@ fn a_send_error_that_moves_an_rc_qp_to_err_flushes_its_receives_and_ends_its_srq
     inv.imm_or_inv = m.lkey ^ 0x100;
     qs.uvp.post_send(&inv).unwrap();
     settle(&p);
-    assert_eq!(statuses(&poll_all(&cs)), vec![(2, WcStatus::LocQpOpErr)]);
+    expect_statuses(&cs, &[(2, WcStatus::LocQpOpErr)]);
     assert_eq!(a.state(&qs), QpState::Error);
     assert_eq!(qs.events.take(), vec![QpEvent::LastWqeReached]);
     settle(&p);

@@ -113,7 +113,7 @@ fn inline_is_for_sends_and_writes_and_holds_exactly_the_qps_inline_size() {
     wr.rkey = remote.rkey;
     assert_eq!(qa.uvp.post_send(&wr), Ok(()));
     p.run_until_idle();
-    assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    expect_statuses(&ca, &[(1, WcStatus::Success)]);
     assert_eq!(&local.buf.to_vec()[..128], &pattern[..128]);
 
     // Inline data of exactly the inline size, given or gathered from SGEs, is taken; one
@@ -141,10 +141,7 @@ fn inline_is_for_sends_and_writes_and_holds_exactly_the_qps_inline_size() {
         Err(PostError::InlineTooLarge)
     );
     p.run_until_idle();
-    assert_eq!(
-        statuses(&poll_all(&ca)),
-        vec![(2, WcStatus::Success), (4, WcStatus::Success)]
-    );
+    expect_statuses(&ca, &[(2, WcStatus::Success), (4, WcStatus::Success)]);
     let got = remote.buf.to_vec();
     assert_eq!(&got[..32], &[0x22; 32]);
     assert_eq!(&got[32..64], &[0x33; 32]);

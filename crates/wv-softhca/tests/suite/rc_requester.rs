@@ -39,7 +39,7 @@ fn an_rdma_read_takes_one_psn_per_response_packet_and_psns_wrap_at_24_bits() {
     let sg = [la.sge(0, 3000)];
     let read = rdma_wr(1, WrOpcode::RdmaRead, &sg, &rb, 0);
     qa.uvp.post_send(&read).unwrap();
-    assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    expect_statuses(&ca, &[(1, WcStatus::Success)]);
     assert_eq!(&la.buf.to_vec()[..3000], &data[..]);
     // B's QP starts again expecting PSN 1, the one A sends next: A's send is in sequence and
     // lands.
@@ -60,8 +60,8 @@ fn an_rdma_read_takes_one_psn_per_response_packet_and_psns_wrap_at_24_bits() {
     rb.buf.write(0, &[0u8; 4096]).unwrap();
     post_recv(&qb, 7, rb.sge(0, 4096));
     post_send(&qa, 2, la.sge(0, 2048));
-    assert_eq!(statuses(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
-    assert_eq!(statuses(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+    expect_statuses(&ca, &[(2, WcStatus::Success)]);
+    expect_statuses(&cb, &[(7, WcStatus::Success)]);
     assert_eq!(&rb.buf.to_vec()[..2048], &data[..2048]);
     settle(&p);
 }
@@ -82,7 +82,7 @@ fn an_ack_of_a_psn_never_sent_is_ignored() {
         post_send(&qa, 1, la.sge(0, 8));
         assert!(poll_all(&ca).is_empty(), "not acknowledged ({b_psn})");
         assert_eq!(run_timers(&p, 10), 1);
-        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+        expect_statuses(&ca, &[(1, WcStatus::RetryExcErr)]);
         assert_eq!(a.state(&qa), QpState::Error);
         assert!(poll_all(&cb).is_empty(), "B took nothing");
         settle(&p);
@@ -98,7 +98,7 @@ fn a_sequence_error_nak_spends_a_retry_and_with_none_left_fails_the_request() {
     // retry_cnt 0 there is no resend: RETRY_EXC_ERR at once, without a timer.
     f.script(&[PacketFate::Drop, PacketFate::Deliver]);
     post_send(&qa, 1, la.sge(0, 2048));
-    assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+    expect_statuses(&ca, &[(1, WcStatus::RetryExcErr)]);
     assert_eq!(a.state(&qa), QpState::Error);
     assert_eq!(p.pending_timers(), 0);
     let s = f.stats();
@@ -130,14 +130,14 @@ fn the_local_ack_timer_restarts_on_progress_so_an_rnr_wait_spends_no_transport_r
     // A send B has no receive for: the RNR NAK acknowledges the write (forward progress) and
     // A waits the RNR timer before sending again.
     post_send(&qa, 2, la.sge(0, 7));
-    assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    expect_statuses(&ca, &[(1, WcStatus::Success)]);
     assert_eq!(p.next_timer_ns(), Some(t0 + RNR_DELAY_NS));
     post_recv(&qb, 7, rb.sge(0, 16));
     // When the wait ends the local ACK timer armed for the write has run out too, but the
     // progress since restarted it: no timeout is counted, the send goes again and lands.
     assert_eq!(run_timers(&p, 10), 1);
-    assert_eq!(statuses(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
-    assert_eq!(statuses(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+    expect_statuses(&ca, &[(2, WcStatus::Success)]);
+    expect_statuses(&cb, &[(7, WcStatus::Success)]);
     assert_eq!(&rb.buf.to_vec()[..7], b"written");
     assert_eq!(&rb.buf.to_vec()[32..39], b"written");
     assert_eq!(a.state(&qa), QpState::Rts);
@@ -159,7 +159,7 @@ fn a_peer_in_err_answers_nothing_and_the_request_waits_for_its_local_ack_timer()
     assert!(poll_all(&ca).is_empty());
     // The timeout resends it (lost), the next one fails the request.
     assert_eq!(run_timers(&p, 10), 2);
-    assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+    expect_statuses(&ca, &[(1, WcStatus::RetryExcErr)]);
     let s = f.stats();
     assert_eq!((s.delivered, s.dropped), (1, 1));
     assert!(poll_all(&cb).is_empty());
@@ -179,7 +179,7 @@ fn a_fenced_request_waits_for_the_reads_before_it_and_for_nothing_else() {
     write.remote_addr = rb.addr(16);
     write.rkey = rb.rkey;
     qa.uvp.post_send(&write).unwrap();
-    assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    expect_statuses(&ca, &[(1, WcStatus::Success)]);
     // A read of 4 bytes whose response is lost (B executed it; A asks again after its local
     // ACK timeout, and B reads again), then a fenced write of the same 4 bytes: the write waits
     // until the read has completed, so the read returns what was there before the write.
@@ -193,10 +193,7 @@ fn a_fenced_request_waits_for_the_reads_before_it_and_for_nothing_else() {
     assert!(poll_all(&ca).is_empty());
     assert_eq!(&rb.buf.to_vec()[..4], b"old!", "the fenced write waits");
     assert_eq!(run_timers(&p, 10), 1);
-    assert_eq!(
-        statuses(&poll_all(&ca)),
-        vec![(2, WcStatus::Success), (3, WcStatus::Success)]
-    );
+    expect_statuses(&ca, &[(2, WcStatus::Success), (3, WcStatus::Success)]);
     assert_eq!(&la.buf.to_vec()[..4], b"old!");
     assert_eq!(&rb.buf.to_vec()[..4], b"new!");
     settle(&p);
@@ -227,10 +224,10 @@ fn a_local_operation_waits_for_the_requests_before_it_and_completions_come_in_or
             (2, WcStatus::Success, WcOpcode::LocalInv, qa.uvp.qpn())
         ]
     );
-    assert_eq!(statuses(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+    expect_statuses(&cb, &[(7, WcStatus::Success)]);
     // The region's key is invalid now: a send from it fails locally.
     post_send(&qa, 3, other.sge(0, 8));
-    assert_eq!(statuses(&poll_all(&ca)), vec![(3, WcStatus::LocProtErr)]);
+    expect_statuses(&ca, &[(3, WcStatus::LocProtErr)]);
     settle(&p);
 }
 
@@ -259,8 +256,8 @@ fn in_sqd_the_message_in_flight_goes_on_as_in_rts() {
         // NAKed; p2 and p3 again.
         f.script(&[PacketFate::Deliver, PacketFate::Drop, PacketFate::Deliver]);
         assert_eq!(run_timers(&p, 10), 1);
-        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
-        assert_eq!(statuses(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+        expect_statuses(&ca, &[(1, WcStatus::Success)]);
+        expect_statuses(&cb, &[(7, WcStatus::Success)]);
         assert_eq!(&rb.buf.to_vec()[..], &data[..]);
         if sqd {
             assert_eq!(qa.events.take(), vec![QpEvent::SqDrained]);
@@ -296,7 +293,7 @@ fn a_resend_answered_beyond_its_first_packet_goes_on_from_the_first_unacknowledg
     // and the write completes with no further timeout.
     f.script(&[PacketFate::Deliver, PacketFate::Drop]);
     assert_eq!(run_timers(&p, 1), 1);
-    assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    expect_statuses(&ca, &[(1, WcStatus::Success)]);
     assert_eq!(p.pending_timers(), 0);
     assert_eq!(&rb.buf.to_vec()[..], &data[..]);
     settle(&p);

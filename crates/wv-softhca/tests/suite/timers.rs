@@ -30,8 +30,8 @@ on_both_topologies! {
         assert!(poll_all(&ca).is_empty(), "no retry before the RNR timer");
         p.advance_clock(1);
         p.run_until_idle();
-        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
-        assert_eq!(statuses(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+        expect_statuses(&ca, &[(1, WcStatus::Success)]);
+        expect_statuses(&cb, &[(7, WcStatus::Success)]);
         assert_eq!(&rb.buf.to_vec()[..4], b"late");
         assert_eq!(f.stats().delivered, 2, "the first try and one retry");
         assert_eq!(p.pending_timers(), 0);
@@ -48,7 +48,7 @@ on_both_topologies! {
         assert!(poll_all(&ca).is_empty());
         assert_eq!(run_timers_for(&p, RNR_DELAY_NS), 1);
         assert_eq!(p.now_ns(), t0 + 2 * RNR_DELAY_NS);
-        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::RnrRetryExcErr)]);
+        expect_statuses(&ca, &[(1, WcStatus::RnrRetryExcErr)]);
         assert_eq!(a.state(&qa), QpState::Error);
         assert_eq!(f.stats().delivered, 3);
         // The responder did nothing wrong: it stays as it was.
@@ -65,7 +65,7 @@ on_both_topologies! {
         assert_eq!(f.stats().delivered, 51);
         post_recv(&qb, 2, rb.sge(0, 64));
         assert_eq!(run_timers(&p, 50), 1);
-        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        expect_statuses(&ca, &[(1, WcStatus::Success)]);
         settle(&p);
     }
 
@@ -84,8 +84,8 @@ on_both_topologies! {
         assert!(poll_all(&ca).is_empty() && poll_all(&cb).is_empty());
         p.advance_clock(1);
         p.run_until_idle();
-        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
-        assert_eq!(statuses(&poll_all(&cb)), vec![(3, WcStatus::Success)]);
+        expect_statuses(&ca, &[(1, WcStatus::Success)]);
+        expect_statuses(&cb, &[(3, WcStatus::Success)]);
         assert_eq!(&rb.buf.to_vec()[..5], b"again");
         let s = f.stats();
         assert_eq!((s.dropped, s.delivered), (1, 1));
@@ -104,7 +104,7 @@ on_both_topologies! {
         assert!(poll_all(&ca).is_empty());
         assert_eq!(run_timers(&p, 10), 1);
         assert_eq!(p.now_ns(), t0 + 4 * ACK_TIMEOUT_NS);
-        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+        expect_statuses(&ca, &[(1, WcStatus::RetryExcErr)]);
         assert_eq!(a.state(&qa), QpState::Error);
         b.hca.set_port_state(1, true).unwrap();
 
@@ -136,14 +136,14 @@ on_both_topologies! {
         // Four packets, lossless.
         post_recv(&qb, 1, rb.sge(0, 4096));
         post_send(&qa, 1, m.sge(0, 4096));
-        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        expect_statuses(&ca, &[(1, WcStatus::Success)]);
         assert_eq!(f.stats().delivered, 4, "one packet per 1024 bytes");
         // The second packet is lost: the third arrives out of sequence, the responder NAKs it and
         // the requester resends from the second at once (no timer).
         post_recv(&qb, 2, rb.sge(4096, 4096));
         f.script(&[PacketFate::Deliver, PacketFate::Drop]);
         post_send(&qa, 2, m.sge(0, 4096));
-        assert_eq!(statuses(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
+        expect_statuses(&ca, &[(2, WcStatus::Success)]);
         let s = f.stats();
         // p0, p1 (lost), p2 and p3 (sent before the NAK of p2 comes back; out of sequence, so
         // NAKed, then ignored), then p1, p2, p3 again.
@@ -161,7 +161,7 @@ on_both_topologies! {
         post_send(&qa, 3, m.sge(0, 4096));
         assert!(poll_all(&ca).is_empty());
         assert_eq!(run_timers(&p, 10), 1);
-        assert_eq!(statuses(&poll_all(&ca)), vec![(3, WcStatus::Success)]);
+        expect_statuses(&ca, &[(3, WcStatus::Success)]);
         let s = f.stats();
         assert_eq!((s.dropped, s.delivered), (2, 10 + 3 + 1));
         assert_eq!(&rb.buf.to_vec()[..4096], &data[..]);
@@ -178,7 +178,7 @@ on_both_topologies! {
         let wr = rdma_wr(4, WrOpcode::RdmaWrite, &sg, &rb, 5000);
         f.script(&[PacketFate::Delay, PacketFate::Drop]);
         qa.uvp.post_send(&wr).unwrap();
-        assert_eq!(statuses(&poll_all(&ca)), vec![(4, WcStatus::Success)]);
+        expect_statuses(&ca, &[(4, WcStatus::Success)]);
         assert_eq!(&rb.buf.to_vec()[5000..8000], &data[..3000]);
         settle(&p);
     }
@@ -221,14 +221,7 @@ on_both_topologies! {
                 // the first is asked again at once.
                 assert_eq!((s.delayed, s.delivered), (1, 3));
             }
-            assert_eq!(
-                statuses(&poll_all(&ca)),
-                vec![
-                    (0, WcStatus::Success),
-                    (1, WcStatus::Success),
-                    (2, WcStatus::Success)
-                ]
-            );
+            expect_statuses(&ca, &[(0, WcStatus::Success), (1, WcStatus::Success), (2, WcStatus::Success)]);
             assert_eq!(&la.buf.to_vec()[..24], b"abcdefghijklmnopqrstuvwx");
             settle(&p);
         }
@@ -261,12 +254,12 @@ on_both_topologies! {
             Err(VerbsError::InvalidState)
         );
         assert_eq!(run_timers(&p, 10), 1);
-        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        expect_statuses(&ca, &[(1, WcStatus::Success)]);
         assert_eq!(qa.events.take(), vec![QpEvent::SqDrained]);
         // Drained: RTS again sends what waited.
         a.modify(&qa, &qpm(QpState::Rts, WV_IO_QP_ATTR_STATE))
             .unwrap();
-        assert_eq!(statuses(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
+        expect_statuses(&ca, &[(2, WcStatus::Success)]);
         // Without the notify option there is no event.
         let mut sqd = attrs(WV_IO_QP_ATTR_STATE).to(QpState::Sqd);
         if let QpModify::Sqd { notify } = &mut sqd {
@@ -288,10 +281,7 @@ on_both_topologies! {
         let read = rdma_wr(1, WrOpcode::RdmaRead, &sg, &rb, 0);
         let write = rdma_wr(2, WrOpcode::RdmaWrite, &sg, &rb, 8);
         qa.uvp.post_send_list(&[read, write]).unwrap();
-        assert_eq!(
-            statuses(&poll_all(&ca)),
-            vec![(1, WcStatus::Success), (2, WcStatus::Success)]
-        );
+        expect_statuses(&ca, &[(1, WcStatus::Success), (2, WcStatus::Success)]);
         assert_eq!(f.stats().delayed, 1);
         // Drained and restarted: the send queue starts with retry_cnt retries again.
         a.modify(&qa, &qpm(QpState::Sqd, WV_IO_QP_ATTR_STATE))
@@ -304,7 +294,7 @@ on_both_topologies! {
         assert_eq!(run_timers_for(&p, 3 * ACK_TIMEOUT_NS - 1), 2);
         assert!(poll_all(&ca).is_empty());
         assert_eq!(run_timers(&p, 10), 1);
-        assert_eq!(statuses(&poll_all(&ca)), vec![(3, WcStatus::RetryExcErr)]);
+        expect_statuses(&ca, &[(3, WcStatus::RetryExcErr)]);
         b.hca.set_port_state(1, true).unwrap();
         settle(&p);
     }

@@ -35,10 +35,7 @@ fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
     let mut ok = send_wr(2, WrOpcode::Send, &sg2);
     ok.ud = wr.ud;
     qa.uvp.post_send(&ok).unwrap();
-    assert_eq!(
-        statuses(&poll_all(&ca)),
-        vec![(1, WcStatus::LocLenErr), (2, WcStatus::WrFlushErr)]
-    );
+    expect_statuses(&ca, &[(1, WcStatus::LocLenErr), (2, WcStatus::WrFlushErr)]);
     assert_eq!(a.state(&qa), QpState::SqError);
     assert_eq!(qa.uvp.state(), QpState::SqError);
     // Its receive queue still works: nothing was flushed, and B's datagram lands.
@@ -46,17 +43,14 @@ fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
     let mut back = send_wr(3, WrOpcode::Send, &sgb);
     back.ud = Some(ud_to(a.hca.gid(), qa.uvp.qpn()));
     qb.uvp.post_send(&back).unwrap();
-    assert_eq!(statuses(&poll_all(&ca)), vec![(100, WcStatus::Success)]);
+    expect_statuses(&ca, &[(100, WcStatus::Success)]);
     // SQE → RTS: sending works again.
     recover(&a, &qa);
     assert_eq!(a.state(&qa), QpState::Rts);
     post_recv(&qb, 200, mb.sge(0, 64));
     qa.uvp.post_send(&ok).unwrap();
-    assert_eq!(statuses(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
-    assert_eq!(
-        statuses(&poll_all(&cb)),
-        vec![(3, WcStatus::Success), (200, WcStatus::Success)]
-    );
+    expect_statuses(&ca, &[(2, WcStatus::Success)]);
+    expect_statuses(&cb, &[(3, WcStatus::Success), (200, WcStatus::Success)]);
     settle(&p);
 }
 
@@ -70,18 +64,15 @@ fn a_uc_send_error_is_a_send_queue_error_too() {
         ..la.sge(0, 8)
     }];
     qa.uvp.post_send(&send_wr(1, WrOpcode::Send, &bad)).unwrap();
-    assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::LocProtErr)]);
+    expect_statuses(&ca, &[(1, WcStatus::LocProtErr)]);
     assert_eq!(a.state(&qa), QpState::SqError);
     post_send(&qb, 2, mb.sge(0, 8));
-    assert_eq!(statuses(&poll_all(&ca)), vec![(100, WcStatus::Success)]);
+    expect_statuses(&ca, &[(100, WcStatus::Success)]);
     recover(&a, &qa);
     post_recv(&qb, 200, mb.sge(0, 64));
     post_send(&qa, 3, la.sge(0, 8));
-    assert_eq!(statuses(&poll_all(&ca)), vec![(3, WcStatus::Success)]);
-    assert_eq!(
-        statuses(&poll_all(&cb)),
-        vec![(2, WcStatus::Success), (200, WcStatus::Success)]
-    );
+    expect_statuses(&ca, &[(3, WcStatus::Success)]);
+    expect_statuses(&cb, &[(2, WcStatus::Success), (200, WcStatus::Success)]);
     settle(&p);
 }
 
@@ -103,13 +94,13 @@ fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
     // A receive too small for the message: dropped, and the receive stays for the next one.
     post_recv(&qb, 10, rb.sge(0, 16));
     post_send(&qa, 3, la.sge(0, 64));
-    assert_eq!(
-        statuses(&poll_all(&ca)),
-        vec![
+    expect_statuses(
+        &ca,
+        &[
             (1, WcStatus::Success),
             (2, WcStatus::Success),
-            (3, WcStatus::Success)
-        ]
+            (3, WcStatus::Success),
+        ],
     );
     assert!(poll_all(&cb).is_empty());
     assert_eq!(b.state(&qb), QpState::Rts);
@@ -201,13 +192,13 @@ fn a_ud_receiver_gets_a_grh_only_when_the_sender_sends_one() {
         ..wr.ud.unwrap()
     });
     qa.uvp.post_send(&bad).unwrap();
-    assert_eq!(
-        statuses(&poll_all(&ca)),
-        vec![
+    expect_statuses(
+        &ca,
+        &[
             (1, WcStatus::Success),
             (2, WcStatus::Success),
-            (3, WcStatus::LocQpOpErr)
-        ]
+            (3, WcStatus::LocQpOpErr),
+        ],
     );
     assert_eq!(a.state(&qa), QpState::SqError);
     settle(&p);
@@ -263,7 +254,7 @@ fn multicast_reaches_members_on_any_port() {
     assert!(poll_all(&cb).is_empty());
     b.hca.set_port_state(2, true).unwrap();
     sender.uvp.post_send(&wr).unwrap();
-    assert_eq!(statuses(&poll_all(&cb)), vec![(1, WcStatus::Success)]);
+    expect_statuses(&cb, &[(1, WcStatus::Success)]);
     settle(&p);
 }
 
@@ -316,8 +307,8 @@ fn uc_and_ud_messages_travel_as_mtu_packets_each_sent_once_whatever_its_fate() {
     wr.ud = Some(ud_to(b.hca.gid(), ub.uvp.qpn()));
     f.script(&[PacketFate::Delay]);
     ua.uvp.post_send(&wr).unwrap();
-    assert_eq!(statuses(&poll_all(&cub)), vec![(10, WcStatus::Success)]);
-    assert_eq!(statuses(&poll_all(&cua)), vec![(3, WcStatus::Success)]);
+    expect_statuses(&cub, &[(10, WcStatus::Success)]);
+    expect_statuses(&cua, &[(3, WcStatus::Success)]);
     assert_eq!(f.stats().delayed, 2);
     settle(&p);
 }
@@ -334,7 +325,7 @@ fn a_message_may_be_max_msg_bytes_and_a_datagram_one_port_mtu() {
         connect(&a, &qa, &b, &qb, Conn::default());
         post_recv(&qb, 7, rb.sge(0, 4096));
         post_send(&qa, 1, la.sge(0, 3000));
-        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        expect_statuses(&ca, &[(1, WcStatus::Success)]);
         let r = poll_all(&cb);
         assert_eq!((r[0].wr_id, r[0].byte_len), (7, 3000), "{qp_type:?}");
         post_send(&qa, 2, la.sge(0, 3001));
@@ -353,7 +344,7 @@ fn a_message_may_be_max_msg_bytes_and_a_datagram_one_port_mtu() {
     let mut wr = send_wr(1, WrOpcode::Send, &sg);
     wr.ud = Some(ud_to(a.hca.gid(), qb.uvp.qpn()));
     qa.uvp.post_send(&wr).unwrap();
-    assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    expect_statuses(&ca, &[(1, WcStatus::Success)]);
     let r = poll_all(&cb);
     assert_eq!((r[0].wr_id, r[0].byte_len), (7, 4096 + GRH_BYTES as u32));
     settle(&p);
@@ -378,10 +369,7 @@ fn a_datagram_fires_a_solicited_arm_only_when_sent_solicited() {
     qa.uvp.post_send(&wr).unwrap();
     settle(&p);
     assert_eq!(cb.sink.completions(), 1);
-    assert_eq!(
-        statuses(&poll_all(&cb)),
-        vec![(0, WcStatus::Success), (1, WcStatus::Success)]
-    );
+    expect_statuses(&cb, &[(0, WcStatus::Success), (1, WcStatus::Success)]);
 }
 
 #[test]
@@ -396,7 +384,7 @@ fn a_datagram_to_a_qp_number_reaches_the_qp_that_has_it_now() {
     let mut wr = send_wr(1, WrOpcode::Send, &sg);
     wr.ud = Some(ud_to(b.hca.gid(), qpn));
     qa.uvp.post_send(&wr).unwrap();
-    assert_eq!(statuses(&poll_all(&cb)), vec![(1, WcStatus::Success)]);
+    expect_statuses(&cb, &[(1, WcStatus::Success)]);
     // The QP goes away and a new one takes its number: the same address now reaches it.
     b.hca.destroy_qp(qb.soft);
     let cb2 = b.cq(16);
@@ -406,7 +394,7 @@ fn a_datagram_to_a_qp_number_reaches_the_qp_that_has_it_now() {
     post_recv(&qb2, 2, rb.sge(128, 128));
     la.buf.write(0, b"again").unwrap();
     qa.uvp.post_send(&wr).unwrap();
-    assert_eq!(statuses(&poll_all(&cb2)), vec![(2, WcStatus::Success)]);
+    expect_statuses(&cb2, &[(2, WcStatus::Success)]);
     assert_eq!(
         &rb.buf.to_vec()[128 + GRH_BYTES..128 + GRH_BYTES + 5],
         b"again"

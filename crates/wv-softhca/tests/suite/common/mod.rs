@@ -761,6 +761,13 @@ pub fn wr_ids(wcs: &[WorkCompletion]) -> Vec<u64> {
     wcs.iter().map(|w| w.wr_id).collect()
 }
 
+/// Checks that polling `cq` gives exactly the completions `expected` (request id and status),
+/// in that order.
+#[track_caller]
+pub fn expect_statuses(cq: &Cq, expected: &[(u64, WcStatus)]) {
+    assert_eq!(statuses(&poll_all(cq)), expected);
+}
+
 /// A signaled RDMA `op` (`id`) between the bytes `sg` names and `remote` at `off`, under its
 /// rkey.
 pub fn rdma_wr<'a>(id: u64, op: WrOpcode, sg: &'a [Sge], remote: &Mem, off: usize) -> SendWr<'a> {
