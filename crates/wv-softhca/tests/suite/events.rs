@@ -296,13 +296,21 @@ fn ports_gids_pkeys_and_port_events() {
     settle(&p);
 }
 
+/// A send of 4 bytes from `qa` of `a` to `qb` of `b`, whose CQ `cb` is armed: the receive's
+/// completion and the DPC of its notification under way. The two regions are returned, to
+/// live as long as the test.
+fn send_to_an_armed_cq(a: &Node, b: &Node, qa: &Qp, qb: &Qp, cb: &Cq) -> (Mem, Mem) {
+    let (m, rb) = mems(a, 64, b, 64);
+    post_recv(qb, 1, rb.sge(0, 8));
+    cb.uvp.arm(false);
+    post_send(qa, 1, m.sge(0, 4));
+    (m, rb)
+}
+
 #[test]
 fn surprise_removal_fails_every_verb_and_stops_callbacks() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
-    let (m, rb) = mems(&a, 64, &b, 64);
-    post_recv(&qb, 1, rb.sge(0, 8));
-    cb.uvp.arm(false);
-    post_send(&qa, 1, m.sge(0, 4));
+    let (m, _rb) = send_to_an_armed_cq(&a, &b, &qa, &qb, &cb);
     // The DPC is queued but B is removed before it runs: no callback after removal.
     assert!(p.queued() > 0);
     b.hca.surprise_remove();
@@ -355,10 +363,7 @@ fn surprise_removal_fails_every_verb_and_stops_callbacks() {
 #[test]
 fn destroy_stops_callbacks_for_the_object() {
     let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
-    let (m, rb) = mems(&a, 64, &b, 64);
-    post_recv(&qb, 1, rb.sge(0, 8));
-    cb.uvp.arm(false);
-    post_send(&qa, 1, m.sge(0, 4));
+    let (_m, _rb) = send_to_an_armed_cq(&a, &b, &qa, &qb, &cb);
     let sink = cb.sink.clone();
     b.hca.destroy_qp(qb.soft);
     b.hca.destroy_cq(cb.soft);

@@ -224,9 +224,7 @@ fn a_uc_send_with_invalidate_invalidates_the_key_it_names() {
 
 #[test]
 fn a_uc_message_with_a_late_packet_arrives_whole() {
-    let (p, f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
-    connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default()); // path MTU 1024
     let la = a.mem(4096, ALL_ACCESS);
     let data = write_pattern(&la, 4096, |j| (j % 253) as u8);
     let rb = b.mem(4096, ALL_ACCESS);
@@ -371,9 +369,7 @@ fn a_resend_into_an_srq_receive_lands_in_the_receive_its_first_packet_took() {
 
 #[test]
 fn an_rdma_write_with_immediate_data_and_no_receive_is_rnr_naked_at_its_last_packet() {
-    let (p, f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 16);
-    connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Rc, 16, Conn::default()); // path MTU 1024
     let la = a.mem(3000, ALL_ACCESS);
     let data = write_pattern(&la, 3000, |j| (j % 251) as u8);
     let rb = b.mem(3000, ALL_ACCESS);

@@ -78,9 +78,7 @@ fn a_uc_send_error_is_a_send_queue_error_too() {
 
 #[test]
 fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
-    let (p, f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 32);
-    connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 32, Conn::default()); // path MTU 1024
     let (la, rb) = mems(&a, 8192, &b, 8192);
     la.buf.write(0, &[0x5A; 4096]).unwrap();
     // No receive posted: the send is dropped.
@@ -260,9 +258,7 @@ fn multicast_reaches_members_on_any_port() {
 
 #[test]
 fn uc_and_ud_messages_travel_as_mtu_packets_each_sent_once_whatever_its_fate() {
-    let (p, f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
-    connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default()); // path MTU 1024
     let (la, rb) = mems(&a, 4096, &b, 8192);
     let data = write_pattern(&la, 4096, |i| (i * 3 % 247) as u8);
     // Four packets, the second lost: the other three are sent all the same, nothing is sent
