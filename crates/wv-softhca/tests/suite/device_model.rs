@@ -76,10 +76,7 @@ fn an_address_handle_reports_the_index_of_its_source_gid() {
 #[test]
 fn a_cq_gets_its_event_while_a_destroyed_cqs_notification_is_still_queued() {
     // Two CQs at most; the CQ-notify ring is drained only when the DPC runs.
-    let p = HostPlatform::deterministic();
-    let a = Node::configured(&p, "two cqs", |c| c.limits.max_cq = 2);
-    let b = Node::simple(&p);
-    let _fabric = fabric_of(&a, &b);
+    let (p, _fabric, a, b) = deterministic_configured_pair("two cqs", |c| c.limits.max_cq = 2);
     let cb = b.cq(16);
     let qb = b.qp(QpType::Ud, &cb);
     bring_up(&b, &qb, [0; 16], 0, Conn::default());

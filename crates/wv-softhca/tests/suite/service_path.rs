@@ -192,11 +192,17 @@ fn a_served_clients_sends_run_and_its_receives_in_err_flush_when_the_service_ans
     assert_eq!(arena.rung.load(Ordering::SeqCst), 2);
     p.run_until_idle();
     assert!(poll_all(&ca).is_empty(), "the flush waits for the service");
-    assert!(arena.service());
-    p.run_until_idle();
-    let f = poll_all(&ca);
+    let f = serve(&p, &arena, &ca);
     assert_eq!(statuses(&f), vec![(9, WcStatus::WrFlushErr)]);
     settle(&p);
+}
+
+/// The service's thread answers the doorbells (one at least had rung) and the DPCs run: what
+/// `cq` then holds.
+fn serve(p: &HostPlatform, arena: &Arena, cq: &Cq) -> Vec<WorkCompletion> {
+    assert!(arena.service());
+    p.run_until_idle();
+    poll_all(cq)
 }
 
 /// `n` messages from `qb` received by the served `qa`, one receive posted for each (into
@@ -334,9 +340,7 @@ fn a_served_inline_send_gathers_the_applications_own_bytes() {
     let bad = [sge(1 << 47)];
     wr.sg_list = &bad;
     assert_eq!(qa.uvp.post_send(&wr), Err(PostError::BadInlineSge));
-    assert!(arena.service());
-    p.run_until_idle();
-    let r = poll_all(&cb);
+    let r = serve(&p, &arena, &cb);
     assert_eq!(
         r.iter()
             .map(|w| (w.wr_id, w.status, w.byte_len))
@@ -501,9 +505,7 @@ fn a_wqe_with_an_opcode_its_transport_lacks_written_straight_into_the_shared_rin
         (op.load(Ordering::SeqCst) & !0xFF) | WrOpcode::RdmaRead as u32,
         Ordering::SeqCst,
     );
-    assert!(arena.service());
-    p.run_until_idle();
-    let r = poll_all(&ca);
+    let r = serve(&p, &arena, &ca);
     assert_eq!(
         r.iter()
             .map(|w| (w.wr_id, w.status, w.qp_num))

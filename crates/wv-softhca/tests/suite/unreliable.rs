@@ -311,10 +311,7 @@ fn uc_and_ud_messages_travel_as_mtu_packets_each_sent_once_whatever_its_fate() {
 
 #[test]
 fn a_message_may_be_max_msg_bytes_and_a_datagram_one_port_mtu() {
-    let p = HostPlatform::deterministic();
-    let a = Node::configured(&p, "small", |c| c.limits.max_msg = 3000);
-    let b = Node::simple(&p);
-    let _f = fabric_of(&a, &b);
+    let (p, _f, a, b) = deterministic_configured_pair("small", |c| c.limits.max_msg = 3000);
     let (la, rb) = mems(&a, 8192, &b, 8192);
     for qp_type in [QpType::Uc, QpType::Rc] {
         let (ca, cb, qa, qb) = two_qps(&a, &b, qp_type, 16);

@@ -840,6 +840,19 @@ pub fn deterministic_node() -> (HostPlatform, Node) {
     (p, node)
 }
 
+/// A deterministic platform with a device configured as [`Node::configured`] makes it and a
+/// plain one, on one fabric.
+pub fn deterministic_configured_pair(
+    name: &str,
+    set: impl FnOnce(&mut DeviceConfig),
+) -> (HostPlatform, Arc<Fabric>, Node, Node) {
+    let p = HostPlatform::deterministic();
+    let a = Node::configured(&p, name, set);
+    let b = Node::simple(&p);
+    let f = fabric_of(&a, &b);
+    (p, f, a, b)
+}
+
 /// A deterministic platform and [`pair`] on it.
 pub fn deterministic_pair() -> (HostPlatform, Arc<Fabric>, Node, Node) {
     let p = HostPlatform::deterministic();
