@@ -673,17 +673,23 @@ fn walk() {
     }
 }
 
+/// Runs the test `test` alone in a child process of this binary, with `marker` set so that it
+/// knows it is the child, and waits for its output.
+fn run_in_child(test: &str, marker: &str) -> std::process::Output {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(marker, "1")
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn every_allocation_of_every_create_and_resize_can_fail() {
     if std::env::var_os(CHILD).is_some() {
         walk();
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .output()
-        .unwrap();
+    let out = run_in_child(TEST, CHILD);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     // The harness prints the test's name on the line its first output continues.
@@ -723,11 +729,7 @@ const RACE_TEST: &str = "a_table_another_creator_filled_meanwhile_is_grown_again
 #[test]
 fn a_table_another_creator_filled_meanwhile_is_grown_again_outside_its_lock() {
     if std::env::var_os(RACE_CHILD).is_none() {
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", RACE_TEST, "--nocapture", "--test-threads=1"])
-            .env(RACE_CHILD, "1")
-            .output()
-            .unwrap();
+        let out = run_in_child(RACE_TEST, RACE_CHILD);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.success(),

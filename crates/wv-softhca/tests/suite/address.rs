@@ -13,13 +13,27 @@ fn v4(a: u8, b: u8, c: u8, d: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(a, b, c, d))
 }
 
-#[test]
-fn an_address_is_a_gid_on_its_port_and_resolves_to_a_path() {
+/// [`deterministic_pair`] with an IPv4 address on port 1 of each device: 10.0.0.1 on the first,
+/// 10.0.1.1 on the second.
+fn addressed_pair() -> (
+    wv_host::HostPlatform,
+    std::sync::Arc<Fabric>,
+    Node,
+    Node,
+    IpAddr,
+    IpAddr,
+) {
     let (p, f, a, b) = deterministic_pair();
     let (ia, ib) = (v4(10, 0, 0, 1), v4(10, 0, 1, 1));
-    let i6 = IpAddr::V6(Ipv6Addr::new(0xfd57, 0x5600, 0, 0, 0, 0, 1, 1));
     f.assign_address(&a.hca, 1, ia).unwrap();
     f.assign_address(&b.hca, 1, ib).unwrap();
+    (p, f, a, b, ia, ib)
+}
+
+#[test]
+fn an_address_is_a_gid_on_its_port_and_resolves_to_a_path() {
+    let (p, f, a, b, ia, ib) = addressed_pair();
+    let i6 = IpAddr::V6(Ipv6Addr::new(0xfd57, 0x5600, 0, 0, 0, 0, 1, 1));
     f.assign_address(&b.hca, 1, i6).unwrap();
     assert_eq!(f.assign_address(&a.hca, 1, ib), Err(AddressError::Assigned));
     assert_eq!(
@@ -71,10 +85,7 @@ fn an_address_is_a_gid_on_its_port_and_resolves_to_a_path() {
 
 #[test]
 fn the_port_space_takes_a_port_once_per_address() {
-    let (p, f, a, b) = deterministic_pair();
-    let (ia, ib) = (v4(10, 0, 0, 1), v4(10, 0, 1, 1));
-    f.assign_address(&a.hca, 1, ia).unwrap();
-    f.assign_address(&b.hca, 1, ib).unwrap();
+    let (p, f, _a, _b, ia, ib) = addressed_pair();
     let any = v4(0, 0, 0, 0);
 
     let l1 = f.reserve_port(ia, 7174).unwrap();
@@ -114,10 +125,7 @@ fn exactly(field: u8) -> Option<u8> {
 
 #[test]
 fn a_resolved_path_is_one_reversible_path_within_the_subnet() {
-    let (p, f, a, b) = deterministic_pair();
-    let (ia, ib) = (v4(10, 0, 0, 1), v4(10, 0, 1, 1));
-    f.assign_address(&a.hca, 1, ia).unwrap();
-    f.assign_address(&b.hca, 1, ib).unwrap();
+    let (p, f, _a, _b, ia, ib) = addressed_pair();
     let path = f.resolve_path(ia, ib).unwrap();
     // HopLimit (the low byte) 1: a packet of the path never leaves the subnet; no flow label
     // and not raw.

@@ -7,17 +7,16 @@ use crate::common::*;
 use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::abi::{self, AhResp, CqResp, SrqResp};
-use wv_softhca::*;
 
 /// A device with small limits, so each can be reached.
 fn small(p: &HostPlatform) -> Node {
-    let mut cfg = DeviceConfig::new("limits", mac());
-    cfg.limits.max_qp_wr = 8;
-    cfg.limits.max_sge = 2;
-    cfg.limits.max_inline = 64;
-    cfg.limits.max_srq_wr = 16;
-    cfg.limits.max_mr_size = 8192;
-    Node::new(p, cfg)
+    Node::configured(p, "limits", |c| {
+        c.limits.max_qp_wr = 8;
+        c.limits.max_sge = 2;
+        c.limits.max_inline = 64;
+        c.limits.max_srq_wr = 16;
+        c.limits.max_mr_size = 8192;
+    })
 }
 
 #[test]
@@ -216,9 +215,7 @@ fn a_region_may_be_as_long_as_max_mr_size_and_no_longer() {
 #[test]
 fn an_address_handle_names_a_port_of_the_device_and_one_of_its_gids() {
     let p = HostPlatform::deterministic();
-    let mut cfg = DeviceConfig::new("two ports", mac());
-    cfg.ports = 2;
-    let a = Node::new(&p, cfg);
+    let a = Node::configured(&p, "two ports", |c| c.ports = 2);
     let one_port = Node::simple(&p);
     let unicast = |port| AddressVector {
         grh_valid: true,

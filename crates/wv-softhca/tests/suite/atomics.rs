@@ -71,8 +71,7 @@ fn atomic_hca_is_advertised() {
 
 on_both_topologies! {
     fn compare_and_swap_and_fetch_and_add_return_the_original_value(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, ca, cb, qa, _qb) = rc_pair_on(&p, topology, atomic_conn());
+        let (p, _f, a, b, ca, cb, qa, _qb) = deterministic_rc_pair_on(topology, atomic_conn());
         let local = a.mem(64, ALL_ACCESS);
         let remote = b.mem(64, ATOMIC);
         set_word(&remote, 8, 41);
@@ -180,10 +179,7 @@ on_both_topologies! {
             // A later request is flushed: the error moved the QP to ERR.
             post_send(&qa, 2, local.sge(0, 4));
             assert_eq!(
-                poll_all(&ca)
-                    .iter()
-                    .map(|w| (w.wr_id, w.status))
-                    .collect::<Vec<_>>(),
+                statuses(&poll_all(&ca)),
                 vec![(1, want), (2, WcStatus::WrFlushErr)],
                 "{what}"
             );
@@ -257,8 +253,7 @@ on_both_topologies! {
     }
 
     fn atomics_are_refused_at_post_time_where_they_cannot_be(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, _ca, _cb, qa, _qb) = rc_pair_on(&p, topology, atomic_conn());
+        let (p, _f, a, b, _ca, _cb, qa, _qb) = deterministic_rc_pair_on(topology, atomic_conn());
         let local = a.mem(64, ALL_ACCESS);
         let remote = b.mem(64, ATOMIC);
         // The local buffer is 8 bytes, or the request is not posted (EINVAL).
@@ -293,8 +288,7 @@ on_both_topologies! {
     }
 
     fn an_atomic_whose_response_is_lost_is_not_executed_twice(topology) {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, _cb, qa, _qb) = rc_pair_on(&p, topology, atomic_conn());
+        let (p, f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair_on(topology, atomic_conn());
         let local = a.mem(64, ALL_ACCESS);
         let remote = b.mem(64, ATOMIC);
         set_word(&remote, 0, 100);

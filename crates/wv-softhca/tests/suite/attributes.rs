@@ -5,7 +5,7 @@
 use crate::common::*;
 use wv_hal::*;
 use wv_host::HostPlatform;
-use wv_softhca::abi::{self, PdResp, QpResp, SrqResp};
+use wv_softhca::abi::{self, PdResp};
 use wv_softhca::*;
 
 #[test]
@@ -76,32 +76,17 @@ fn object_handles_and_qp_numbers_are_the_ones_the_vendor_output_names() {
     for c in [&c1, &c2] {
         // What the CQ's doorbell names: the handle in the creation response, which the
         // provider mapped.
-        let mut out = [0u8; 64];
-        a.hca
-            .resize_cq(&c.soft, 4, &mut Umv::new(0, 0, 64, &mut out))
-            .unwrap();
-        let r: wv_softhca::abi::CqResp = abi::parse(&out).unwrap();
+        let (_, r) = resize_cq_command(&a, c, 4).unwrap();
         assert_eq!(c.soft.handle(), r.cq_handle);
     }
 
     let srq = |a: &Node| {
-        let events = wv_hal::KArc::new(Log::<SrqEvent>::default());
-        let mut out = [0u8; 64];
         let attr = SrqAttributes {
             max_wr: 4,
             max_sge: 1,
             srq_limit: 0,
         };
-        let srq = a
-            .hca
-            .create_srq(
-                &a.pd,
-                &attr,
-                events.into(),
-                &mut Umv::new(0, 0, 64, &mut out),
-            )
-            .unwrap();
-        let r: SrqResp = abi::parse(&out).unwrap();
+        let (srq, r) = create_srq(&*a.hca, &a.pd, &attr, wv_hal::KArc::new(Log::default()));
         assert_eq!(srq.handle(), r.srq_handle);
         srq
     };
@@ -111,29 +96,8 @@ fn object_handles_and_qp_numbers_are_the_ones_the_vendor_output_names() {
 
     let qp = |a: &Node| {
         let events = wv_hal::KArc::new(Log::<QpEvent>::default());
-        let create = QpCreate {
-            qp_type: QpType::Rc,
-            sq_depth: 4,
-            rq_depth: 4,
-            sq_sge: 1,
-            rq_sge: 1,
-            sq_max_inline: 0,
-            sq_signaled: true,
-            send_cq: &c1.soft,
-            recv_cq: &c1.soft,
-            srq: None,
-        };
-        let mut out = [0u8; 64];
-        let (qp, created) = a
-            .hca
-            .create_qp(
-                &a.pd,
-                &create,
-                events.into(),
-                &mut Umv::new(0, 0, 64, &mut out),
-            )
-            .unwrap();
-        let r: QpResp = abi::parse(&out).unwrap();
+        let create = qp_create(QpType::Rc, &c1.soft, &c1.soft, None, 4, 1, 0, true);
+        let (qp, created, r) = create_qp(&*a.hca, &a.pd, &create, events);
         assert_eq!((qp.qpn(), qp.handle()), (created.qpn, r.qp_handle));
         assert_eq!(r.qpn, created.qpn);
         qp

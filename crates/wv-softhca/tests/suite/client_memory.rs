@@ -36,19 +36,10 @@ mod process_memory {
 
     impl Mapping {
         fn new(len: usize) -> Mapping {
-            // SAFETY: a fresh anonymous mapping; no pointer is passed in.
-            let p = unsafe {
-                libc::mmap(
-                    core::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            assert_ne!(p, libc::MAP_FAILED);
-            Mapping { ptr: p.cast(), len }
+            Mapping {
+                ptr: anonymous_mapping(len),
+                len,
+            }
         }
 
         fn addr(&self, off: usize) -> u64 {
@@ -90,6 +81,14 @@ mod process_memory {
         Node::with_memory(p, config, ClientMemory::process(), BufferPool::new())
     }
 
+    /// A deterministic platform, a device of process memory on it, and a page of this
+    /// process's own.
+    fn process_node_and_page() -> (wv_host::HostPlatform, Node, Mapping) {
+        let p = wv_host::HostPlatform::deterministic();
+        let b = process_node(&p);
+        (p, b, Mapping::new(PAGE))
+    }
+
     fn register(n: &Node, addr: u64, len: u64) -> Result<(SoftMr, u32), VerbsError> {
         let region = MemoryRegion {
             address: addr,
@@ -113,11 +112,9 @@ mod process_memory {
         Qp,
     ) {
         let p = wv_host::HostPlatform::deterministic();
-        let f = Fabric::new();
         let a = Node::simple(&p);
         let b = process_node(&p);
-        f.attach(&a.hca);
-        f.attach(&b.hca);
+        let f = fabric_of(&a, &b);
         let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 64);
         connect(&a, &qa, &b, &qb, Conn::default());
         (p, f, a, b, ca, cb, qa, qb)
@@ -217,9 +214,7 @@ mod process_memory {
 
     #[test]
     fn a_registration_that_no_memory_can_back_is_an_invalid_parameter_before_any_probe() {
-        let p = wv_host::HostPlatform::deterministic();
-        let b = process_node(&p);
-        let m = Mapping::new(PAGE);
+        let (p, b, m) = process_node_and_page();
         assert!(register(&b, m.addr(0), PAGE as u64).is_ok());
         // As ib_umem_get answers EINVAL for a range that wraps or is too long, before it
         // looks at a page: nothing to probe.
@@ -246,9 +241,7 @@ mod process_memory {
 
     #[test]
     fn an_attachment_ends_with_its_guard_and_gives_back_the_one_before() {
-        let p = wv_host::HostPlatform::deterministic();
-        let b = process_node(&p);
-        let m = Mapping::new(PAGE);
+        let (p, b, m) = process_node_and_page();
         let gone = Client::new(me(), None);
         gone.set_gone();
         let live = Client::new(me(), None);

@@ -218,10 +218,9 @@ fn full_connection<C: ConnectionManager>(p: &HostPlatform, a: &Node, b: &Node, c
     );
 
     // The QPs talk: the CM's PSNs, QP numbers and path fit together.
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(a, 64, b, 64);
     m.buf.write(0, b"ping").unwrap();
-    qb.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 64)])).unwrap();
+    post_recv(&qb, 9, rb.sge(0, 64));
     post_send(&qa, 1, m.sge(0, 4));
     p.run_until_idle();
     assert_eq!(poll_all(&ca)[0].status, WcStatus::Success);
@@ -849,13 +848,9 @@ fn a_shared_cm_is_a_cm() {
 #[test]
 fn a_req_for_a_gid_of_the_second_port_arrives_on_that_port() {
     let p = HostPlatform::deterministic();
-    let fabric = Fabric::new();
     let a = Node::simple(&p);
-    let mut cfg = DeviceConfig::new("two ports", mac());
-    cfg.ports = 2;
-    let b = Node::new(&p, cfg);
-    fabric.attach(&a.hca);
-    fabric.attach(&b.hca);
+    let b = Node::configured(&p, "two ports", |c| c.ports = 2);
+    let _fabric = fabric_of(&a, &b);
     // A GID only port 2 has: the port the request is for is found by its GID (GRH present).
     let index = b.hca.add_ipv4_gid(2, [10, 0, 0, 2]).unwrap();
     let gid = b.hca.query_gid(2, index).unwrap();

@@ -24,10 +24,10 @@ fn span(calls: &[(Instant, Instant)]) -> (Instant, Instant) {
 /// slots; returns when each call began and ended.
 fn concurrent_commands(slots: u32, callers: usize) -> Vec<(Instant, Instant)> {
     let p = HostPlatform::threaded(2);
-    let mut config = DeviceConfig::new("slots", mac());
-    config.command_latency_ns = LATENCY.as_nanos() as u64;
-    config.command_slots = slots;
-    let node = Node::new(&p, config);
+    let node = Node::configured(&p, "slots", |c| {
+        c.command_latency_ns = LATENCY.as_nanos() as u64;
+        c.command_slots = slots;
+    });
     let start = Barrier::new(callers);
     std::thread::scope(|s| {
         let calls: Vec<_> = (0..callers)

@@ -86,7 +86,7 @@ fn many_threads_on_one_shared_cq_with_notifications() {
         let qb = b.qp_with(QpType::Rc, &shared, &shared, None, 1024, 1, 0, true);
         connect(&a, &qa, &b, &qb, Conn::default());
         for i in 0..N {
-            qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 64)])).unwrap();
+            post_recv(&qb, i, rb.sge(0, 64));
         }
         pairs.push((qa, qb));
     }
@@ -124,11 +124,10 @@ fn modify_racing_posts_loses_no_doorbell() {
     let p = HostPlatform::threaded(2);
     let (_f, a, b) = pair(&p);
     let (ca, cb, qa, qb) = deep_rc_qps(&a, &b, 8192, 4096);
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     const N: u64 = 3000;
     for i in 0..N {
-        qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 8)])).unwrap();
+        post_recv(&qb, i, rb.sge(0, 8));
     }
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let hca = a.hca.clone();

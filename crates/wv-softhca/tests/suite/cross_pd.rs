@@ -14,12 +14,14 @@
 
 use std::sync::Arc;
 
-use crate::common::{CqSink, Log, Topology, attrs, mac, open_ca_logged};
+use crate::common::{
+    CqSink, Log, Topology, attrs, create_cq, create_qp, mac, open_ca_logged, qp_create,
+};
 use wv_abi::consts::*;
 use wv_ci::{CiExport, CiVerbs};
 use wv_hal::*;
 use wv_host::HostPlatform;
-use wv_softhca::abi::{self, CqResp, MwCmd, MwResp, QpResp, SOFTHCA_ABI_MAGIC};
+use wv_softhca::abi::{self, MwCmd, MwResp, SOFTHCA_ABI_MAGIC};
 use wv_softhca::*;
 use zerocopy::IntoBytes;
 
@@ -115,39 +117,12 @@ impl Client {
         let pd = v.allocate_pd(&ca, &mut Umv::none()).unwrap();
         let pd2 = v.allocate_pd(&ca, &mut Umv::none()).unwrap();
         let cq_sink = KArc::new(CqSink::default());
-        let mut out = [0u8; 64];
-        let (cq, _) = v
-            .create_cq(
-                &ca,
-                64,
-                cq_sink.clone().into(),
-                &mut Umv::new(0, 0, 64, &mut out),
-            )
-            .unwrap();
-        let ucq = uvp.map_cq(&abi::parse::<CqResp>(&out).unwrap()).unwrap();
+        let (cq, r) = create_cq(v, &ca, 64, cq_sink.clone());
+        let ucq = uvp.map_cq(&r).unwrap();
         let qp_events = KArc::new(Log::default());
-        let create = QpCreate {
-            qp_type: QpType::Rc,
-            sq_depth: 16,
-            rq_depth: 16,
-            sq_sge: 2,
-            rq_sge: 2,
-            sq_max_inline: 64,
-            sq_signaled: true,
-            send_cq: &cq,
-            recv_cq: &cq,
-            srq: None,
-        };
-        let mut out = [0u8; 64];
-        let (qp, _) = v
-            .create_qp(
-                &pd,
-                &create,
-                qp_events.clone().into(),
-                &mut Umv::new(0, 0, 64, &mut out),
-            )
-            .unwrap();
-        let uqp = uvp.map_qp(&abi::parse::<QpResp>(&out).unwrap()).unwrap();
+        let create = qp_create(QpType::Rc, &cq, &cq, None, 16, 2, 64, true);
+        let (qp, _, r) = create_qp(v, &pd, &create, qp_events.clone());
+        let uqp = uvp.map_qp(&r).unwrap();
         Client {
             dev: dev.clone(),
             _ca: ca,

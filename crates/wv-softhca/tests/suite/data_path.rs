@@ -8,10 +8,8 @@ use wv_softhca::*;
 
 #[test]
 fn rc_send_with_multiple_sges_across_two_devices() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
-    let src = a.mem(64, ALL_ACCESS);
-    let dst = b.mem(64, ALL_ACCESS);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
+    let (src, dst) = mems(&a, 64, &b, 64);
     src.buf.write(0, b"hello, ").unwrap();
     src.buf.write(32, b"world!").unwrap();
     // Receive scattered over three pieces.
@@ -43,12 +41,9 @@ fn rc_send_with_multiple_sges_across_two_devices() {
 
 #[test]
 fn a_send_of_many_packets_lands_across_the_receives_pieces() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, _ca, cb, qa, qb) = rc_pair(&p);
-    let src = a.mem(10_000, ALL_ACCESS);
-    let dst = b.mem(12_000, ALL_ACCESS);
-    let data: Vec<u8> = (0..10_000).map(|i| (i % 251) as u8).collect();
-    src.buf.write(0, &data).unwrap();
+    let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
+    let (src, dst) = mems(&a, 10_000, &b, 12_000);
+    let data = write_pattern(&src, 10_000, |i| (i % 251) as u8);
     // Later packets start inside the second piece.
     let rs = [dst.sge(0, 5_000), dst.sge(6_000, 5_000)];
     qb.uvp.post_recv(&recv_wr(7, &rs)).unwrap();
@@ -68,15 +63,13 @@ fn a_send_of_many_packets_lands_across_the_receives_pieces() {
 
 #[test]
 fn send_with_imm_write_write_with_imm_and_read() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
-    let la = a.mem(4096, ALL_ACCESS);
-    let rb = b.mem(4096, ALL_ACCESS);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
+    let (la, rb) = mems(&a, 4096, &b, 4096);
     for (i, x) in (0..4096).map(|i| (i % 251) as u8).enumerate() {
         la.buf.write(i, &[x]).unwrap();
     }
     // SEND_WITH_IMM
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 64)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 64));
     let mut wr = send_wr(10, WrOpcode::SendWithImm, &[]);
     let sg = [la.sge(0, 16)];
     wr.sg_list = &sg;
@@ -89,9 +82,7 @@ fn send_with_imm_write_write_with_imm_and_read() {
 
     // RDMA_WRITE (no receive consumed) of 4 KiB.
     let sg = [la.sge(0, 4096)];
-    let mut wr = send_wr(11, WrOpcode::RdmaWrite, &sg);
-    wr.remote_addr = rb.addr(0);
-    wr.rkey = rb.rkey;
+    let wr = rdma_wr(11, WrOpcode::RdmaWrite, &sg, &rb, 0);
     qa.uvp.post_send(&wr).unwrap();
     assert_eq!(rb.buf.to_vec(), la.buf.to_vec());
     assert!(poll_all(&cb).is_empty());
@@ -99,9 +90,7 @@ fn send_with_imm_write_write_with_imm_and_read() {
     // RDMA_WRITE_WITH_IMM consumes a receive and reports the length.
     qb.uvp.post_recv(&recv_wr(2, &[])).unwrap();
     let sg = [la.sge(100, 8)];
-    let mut wr = send_wr(12, WrOpcode::RdmaWriteWithImm, &sg);
-    wr.remote_addr = rb.addr(2000);
-    wr.rkey = rb.rkey;
+    let mut wr = rdma_wr(12, WrOpcode::RdmaWriteWithImm, &sg, &rb, 2000);
     wr.imm_or_inv = 42;
     qa.uvp.post_send(&wr).unwrap();
     let r = poll_all(&cb);
@@ -115,9 +104,7 @@ fn send_with_imm_write_write_with_imm_and_read() {
     let back = a.mem(256, ALL_ACCESS);
     rb.buf.write(0, &[9u8; 100]).unwrap();
     let sg = [back.sge(0, 50), back.sge(128, 50)];
-    let mut wr = send_wr(13, WrOpcode::RdmaRead, &sg);
-    wr.remote_addr = rb.addr(0);
-    wr.rkey = rb.rkey;
+    let wr = rdma_wr(13, WrOpcode::RdmaRead, &sg, &rb, 0);
     qa.uvp.post_send(&wr).unwrap();
     let v = back.buf.to_vec();
     assert!(v[0..50].iter().all(|&x| x == 9));
@@ -148,7 +135,7 @@ fn loopback_between_two_qps_of_one_device() {
     connect(&a, &q1, &a, &q2, Conn::default());
     let m = a.mem(128, ALL_ACCESS);
     m.buf.write(0, b"loop").unwrap();
-    q2.uvp.post_recv(&recv_wr(5, &[m.sge(64, 64)])).unwrap();
+    post_recv(&q2, 5, m.sge(64, 64));
     post_send(&q1, 6, m.sge(0, 4));
     let wcs = poll_all(&cq);
     assert_eq!(wcs.len(), 2);
@@ -156,7 +143,7 @@ fn loopback_between_two_qps_of_one_device() {
     // A QP can also talk to itself.
     let q3 = a.qp(QpType::Rc, &cq);
     bring_up(&a, &q3, a.hca.gid(), q3.uvp.qpn(), Conn::default());
-    q3.uvp.post_recv(&recv_wr(8, &[m.sge(100, 4)])).unwrap();
+    post_recv(&q3, 8, m.sge(100, 4));
     post_send(&q3, 9, m.sge(0, 4));
     assert_eq!(poll_all(&cq).len(), 2);
     assert_eq!(&m.buf.to_vec()[100..104], b"loop");
@@ -165,11 +152,10 @@ fn loopback_between_two_qps_of_one_device() {
 
 #[test]
 fn inline_data_is_copied_at_post_time() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, _ca, cb, qa, qb) = rc_pair(&p);
+    let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
     let dst = b.mem(64, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 64)])).unwrap();
-    qb.uvp.post_recv(&recv_wr(2, &[dst.sge(32, 32)])).unwrap();
+    post_recv(&qb, 1, dst.sge(0, 64));
+    post_recv(&qb, 2, dst.sge(32, 32));
     let mut wr = send_wr(1, WrOpcode::Send, &[]);
     let data = *b"inline payload";
     wr.inline_data = Some(&data);
@@ -194,11 +180,9 @@ fn inline_data_is_copied_at_post_time() {
 
 #[test]
 fn unsignaled_sends_are_retired_silently_and_sq_sig_all_signals_everything() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair(&p);
+    let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair();
     let _ = b;
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     // The QPs of `qp()` have sq_sig_all; make one without.
     let cq2 = a.cq(16);
     let q = a.qp_with(QpType::Rc, &cq2, &cq2, None, 8, 1, 0, false);
@@ -206,21 +190,17 @@ fn unsignaled_sends_are_retired_silently_and_sq_sig_all_signals_everything() {
     connect(&a, &q, &b, &qr, Conn::default());
     for i in 0..5 {
         let sg = [m.sge(0, 8)];
-        let mut wr = send_wr(i, WrOpcode::RdmaWrite, &sg);
-        wr.remote_addr = rb.addr(0);
-        wr.rkey = rb.rkey;
+        let mut wr = rdma_wr(i, WrOpcode::RdmaWrite, &sg, &rb, 0);
         if i != 4 {
             wr.send_flags = 0;
         }
         q.uvp.post_send(&wr).unwrap();
     }
     let wcs = poll_all(&cq2);
-    assert_eq!(wcs.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![4]);
+    assert_eq!(wr_ids(&wcs), vec![4]);
     // sq_sig_all QP: an unsignaled WR still completes.
     let sg = [m.sge(0, 8)];
-    let mut wr = send_wr(9, WrOpcode::RdmaWrite, &sg);
-    wr.remote_addr = rb.addr(0);
-    wr.rkey = rb.rkey;
+    let mut wr = rdma_wr(9, WrOpcode::RdmaWrite, &sg, &rb, 0);
     wr.send_flags = 0;
     qa.uvp.post_send(&wr).unwrap();
     assert_eq!(poll_all(&ca).len(), 1);
@@ -229,22 +209,17 @@ fn unsignaled_sends_are_retired_silently_and_sq_sig_all_signals_everything() {
 
 #[test]
 fn uc_write_and_send() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
-    connect(&a, &qa, &b, &qb, Conn::default());
-    let la = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default());
+    let (la, rb) = mems(&a, 64, &b, 64);
     la.buf.write(0, b"uc!").unwrap();
     let sg = [la.sge(0, 3)];
-    let mut wr = send_wr(1, WrOpcode::RdmaWrite, &sg);
-    wr.remote_addr = rb.addr(10);
-    wr.rkey = rb.rkey;
+    let wr = rdma_wr(1, WrOpcode::RdmaWrite, &sg, &rb, 10);
     qa.uvp.post_send(&wr).unwrap();
     assert_eq!(&rb.buf.to_vec()[10..13], b"uc!");
     // A UC send with no receive posted is lost; the sender still succeeds.
     qa.uvp.post_send(&send_wr(2, WrOpcode::Send, &sg)).unwrap();
     assert!(poll_all(&cb).is_empty());
-    qb.uvp.post_recv(&recv_wr(3, &[rb.sge(32, 8)])).unwrap();
+    post_recv(&qb, 3, rb.sge(32, 8));
     qa.uvp.post_send(&send_wr(4, WrOpcode::Send, &sg)).unwrap();
     assert_eq!(poll_all(&cb)[0].wr_id, 3);
     assert_eq!(
@@ -262,19 +237,12 @@ fn uc_write_and_send() {
 fn ud_send_with_grh_and_qkey() {
     let (p, _f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
-    let la = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(128, ALL_ACCESS);
+    let (la, rb) = mems(&a, 64, &b, 128);
     la.buf.write(0, b"datagram").unwrap();
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 128)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 128));
     let sg = [la.sge(0, 8)];
     let mut wr = send_wr(2, WrOpcode::Send, &sg);
-    wr.ud = Some(UdAddress {
-        dgid: b.hca.gid(),
-        grh: true,
-        remote_qpn: qb.uvp.qpn(),
-        remote_qkey: 0x1111_1111,
-        ..Default::default()
-    });
+    wr.ud = Some(ud_to(b.hca.gid(), qb.uvp.qpn()));
     qa.uvp.post_send(&wr).unwrap();
     let r = poll_all(&cb);
     assert_eq!(r.len(), 1);
@@ -285,7 +253,7 @@ fn ud_send_with_grh_and_qkey() {
     assert_eq!(&v[8..24], &a.hca.gid());
     assert_eq!(&v[40..48], b"datagram");
     // Wrong Q_Key: dropped; the sender still succeeds. LID routing works too.
-    qb.uvp.post_recv(&recv_wr(3, &[rb.sge(0, 128)])).unwrap();
+    post_recv(&qb, 3, rb.sge(0, 128));
     wr.ud = Some(UdAddress {
         dlid: b.hca.lid(1),
         remote_qpn: qb.uvp.qpn(),
@@ -320,10 +288,8 @@ fn ud_send_with_grh_and_qkey() {
 
 #[test]
 fn local_inv_fast_reg_and_send_with_inv() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
-    let la = a.mem(256, ALL_ACCESS);
-    let rb = b.mem(256, ALL_ACCESS);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
+    let (la, rb) = mems(&a, 256, &b, 256);
     // LOCAL_INV of our own region: afterwards its lkey is refused.
     let mut wr = send_wr(1, WrOpcode::LocalInv, &[]);
     wr.imm_or_inv = la.lkey;
@@ -355,15 +321,13 @@ fn local_inv_fast_reg_and_send_with_inv() {
         length: 7,
         lkey: new_key,
     }];
-    let mut wr = send_wr(3, WrOpcode::RdmaWrite, &sg);
-    wr.remote_addr = rb.addr(0);
-    wr.rkey = rb.rkey;
+    let wr = rdma_wr(3, WrOpcode::RdmaWrite, &sg, &rb, 0);
     qa.uvp.post_send(&wr).unwrap();
     assert_eq!(poll_all(&ca)[0].status, WcStatus::Success);
     assert_eq!(&rb.buf.to_vec()[..7], b"fastreg");
 
     // SEND_WITH_INV invalidates the remote region named by the rkey.
-    qb.uvp.post_recv(&recv_wr(4, &[rb.sge(100, 16)])).unwrap();
+    post_recv(&qb, 4, rb.sge(100, 16));
     let victim = b.mem(16, ALL_ACCESS);
     let mut wr = send_wr(5, WrOpcode::SendWithInv, &sg);
     wr.imm_or_inv = victim.rkey;
@@ -373,9 +337,7 @@ fn local_inv_fast_reg_and_send_with_inv() {
     assert_ne!(r[0].wc_flags & wc_flags::WITH_INV, 0);
     assert_eq!(r[0].imm_data, victim.rkey);
     // The invalidated region now refuses remote writes.
-    let mut wr = send_wr(6, WrOpcode::RdmaWrite, &sg);
-    wr.remote_addr = victim.addr(0);
-    wr.rkey = victim.rkey;
+    let wr = rdma_wr(6, WrOpcode::RdmaWrite, &sg, &victim, 0);
     qa.uvp.post_send(&wr).unwrap();
     let s = poll_all(&ca);
     assert_eq!(s.last().unwrap().status, WcStatus::RemAccessErr);
@@ -384,11 +346,9 @@ fn local_inv_fast_reg_and_send_with_inv() {
 
 #[test]
 fn sqd_holds_new_sends_until_rts_again() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
+    let (m, rb) = mems(&a, 64, &b, 64);
+    post_recv(&qb, 1, rb.sge(0, 8));
     a.modify(&qa, &qpm(QpState::Sqd, wv_abi::consts::WV_IO_QP_ATTR_STATE))
         .unwrap();
     post_send(&qa, 1, m.sge(0, 4));
@@ -402,10 +362,8 @@ fn sqd_holds_new_sends_until_rts_again() {
 
 #[test]
 fn deregistered_keys_and_closed_contexts_are_refused() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair(&p);
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair();
+    let (m, rb) = mems(&a, 64, &b, 64);
     let sg = [m.sge(0, 4)];
     let rkey = rb.rkey;
     let raddr = rb.addr(0);
@@ -462,31 +420,15 @@ fn ud_multicast_reaches_every_attached_qp() {
             .unwrap_err(),
         VerbsError::InvalidParameter
     );
-    let la = a.mem(256, ALL_ACCESS);
-    let rb = b.mem(256, ALL_ACCESS);
-    local.uvp.post_recv(&recv_wr(1, &[la.sge(0, 128)])).unwrap();
-    local
-        .uvp
-        .post_recv(&recv_wr(2, &[la.sge(128, 128)]))
-        .unwrap();
-    remote
-        .uvp
-        .post_recv(&recv_wr(3, &[rb.sge(0, 128)]))
-        .unwrap();
-    remote
-        .uvp
-        .post_recv(&recv_wr(4, &[rb.sge(128, 128)]))
-        .unwrap();
+    let (la, rb) = mems(&a, 256, &b, 256);
+    post_recv(&local, 1, la.sge(0, 128));
+    post_recv(&local, 2, la.sge(128, 128));
+    post_recv(&remote, 3, rb.sge(0, 128));
+    post_recv(&remote, 4, rb.sge(128, 128));
     let data = *b"to all";
     let mut wr = send_wr(9, WrOpcode::Send, &[]);
     wr.inline_data = Some(&data);
-    wr.ud = Some(UdAddress {
-        dgid: group,
-        grh: true,
-        remote_qpn: 0xFF_FFFF,
-        remote_qkey: 0x1111_1111,
-        ..Default::default()
-    });
+    wr.ud = Some(ud_to(group, 0xFF_FFFF));
     sender.uvp.post_send(&wr).unwrap();
     assert_eq!(&la.buf.to_vec()[40..46], b"to all");
     assert_eq!(&rb.buf.to_vec()[40..46], b"to all");
@@ -535,8 +477,7 @@ fn queues_made_for_the_most_sges_and_an_inline_size_carry_them_whole() {
     let (qb, _) = b.create_qp(&shape(&cb));
     assert_eq!(a.hca.query_ca().unwrap().max_sge, MAX_SGE as u32);
     connect(&a, &qa, &b, &qb, Conn::default());
-    let src = a.mem(64, ALL_ACCESS);
-    let dst = b.mem(128, ALL_ACCESS);
+    let (src, dst) = mems(&a, 64, &b, 128);
     let data: Vec<u8> = (0..64).collect();
     src.buf.write(0, &data).unwrap();
 
@@ -553,7 +494,7 @@ fn queues_made_for_the_most_sges_and_an_inline_size_carry_them_whole() {
     assert_eq!(&dst.buf.to_vec()[..64], &data[..]);
 
     // An inline send as large as the QP was made for.
-    qb.uvp.post_recv(&recv_wr(2, &[dst.sge(64, 64)])).unwrap();
+    post_recv(&qb, 2, dst.sge(64, 64));
     let mut wr = send_wr(2, WrOpcode::Send, &[]);
     let inline: Vec<u8> = (0..64).map(|i| 200 - i).collect();
     wr.inline_data = Some(&inline);
@@ -575,8 +516,7 @@ fn an_srq_made_for_several_sges_scatters_into_them_all() {
     let qa = a.qp(QpType::Rc, &ca);
     let qb = b.qp_with(QpType::Rc, &cb, &cb, Some(&srq), 8, 1, 0, true);
     connect(&a, &qa, &b, &qb, Conn::default());
-    let src = a.mem(64, ALL_ACCESS);
-    let dst = b.mem(64, ALL_ACCESS);
+    let (src, dst) = mems(&a, 64, &b, 64);
     src.buf.write(0, b"five pieces of one message").unwrap();
     let rs: Vec<Sge> = (0..5).map(|i| dst.sge(i * 12, 6)).collect();
     assert_eq!(

@@ -73,35 +73,10 @@ fn an_address_handle_reports_the_index_of_its_source_gid() {
     settle(&p);
 }
 
-fn ud_to(dgid: Gid, qpn: u32) -> UdAddress {
-    UdAddress {
-        dgid,
-        grh: true,
-        remote_qpn: qpn,
-        remote_qkey: 0x1111_1111,
-        ..UdAddress::default()
-    }
-}
-
-/// A UD send of `len` bytes from `qp` to `to`.
-fn ud_send(qp: &Qp, id: u64, sge: Sge, to: UdAddress) {
-    let sg = [sge];
-    let mut wr = send_wr(id, WrOpcode::Send, &sg);
-    wr.ud = Some(to);
-    qp.uvp.post_send(&wr).unwrap();
-}
-
 #[test]
 fn a_cq_gets_its_event_while_a_destroyed_cqs_notification_is_still_queued() {
     // Two CQs at most; the CQ-notify ring is drained only when the DPC runs.
-    let p = HostPlatform::deterministic();
-    let fabric = Fabric::new();
-    let mut config = DeviceConfig::new("two cqs", mac());
-    config.limits.max_cq = 2;
-    let a = Node::new(&p, config);
-    let b = Node::simple(&p);
-    fabric.attach(&a.hca);
-    fabric.attach(&b.hca);
+    let (p, _fabric, a, b) = deterministic_configured_pair("two cqs", |c| c.limits.max_cq = 2);
     let cb = b.cq(16);
     let qb = b.qp(QpType::Ud, &cb);
     bring_up(&b, &qb, [0; 16], 0, Conn::default());
@@ -133,12 +108,11 @@ fn a_cq_gets_its_event_while_a_destroyed_cqs_notification_is_still_queued() {
 
 #[test]
 fn a_region_registered_in_a_freed_place_is_the_one_its_key_names() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let m = a.mem(64, ALL_ACCESS);
     m.buf.write(0, b"one two").unwrap();
     let old = b.mem(64, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(1, &[old.sge(0, 64)])).unwrap();
+    post_recv(&qb, 1, old.sge(0, 64));
     post_send(&qa, 1, m.sge(0, 3));
     assert_eq!(poll_all(&cb)[0].status, WcStatus::Success);
     assert_eq!(&old.buf.to_vec()[..3], b"one");
@@ -147,7 +121,7 @@ fn a_region_registered_in_a_freed_place_is_the_one_its_key_names() {
     b.hca.deregister_mr(old.mr).map_err(|(_, e)| e).unwrap();
     let new = b.mem(64, ALL_ACCESS);
     assert_eq!(new.lkey, old_key, "the freed handle is reused");
-    qb.uvp.post_recv(&recv_wr(2, &[new.sge(0, 64)])).unwrap();
+    post_recv(&qb, 2, new.sge(0, 64));
     post_send(&qa, 2, m.sge(4, 3));
     let wcs = poll_all(&cb);
     assert_eq!((wcs[0].wr_id, wcs[0].status), (2, WcStatus::Success));
@@ -168,12 +142,11 @@ fn a_qp_created_in_a_freed_place_is_the_one_its_number_names() {
     let qa = a.qp(QpType::Ud, &ca);
     bring_up(&a, &qa, [0; 16], 0, Conn::default());
     let cb = b.cq(16);
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(256, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 256);
     let receiver = |id: u64| {
         let q = b.qp(QpType::Ud, &cb);
         bring_up(&b, &q, [0; 16], 0, Conn::default());
-        q.uvp.post_recv(&recv_wr(id, &[rb.sge(0, 256)])).unwrap();
+        post_recv(&q, id, rb.sge(0, 256));
         q
     };
     let old = receiver(10);

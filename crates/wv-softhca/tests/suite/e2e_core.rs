@@ -310,31 +310,26 @@ fn run<V: Verbs, Keep>(lower: impl Fn(&Arc<Hca>) -> (V, Keep)) {
 
     // RDMA WRITE then RDMA READ back; A waits on a parked notify for the read.
     la.write(100, &[7u8; 200]).unwrap();
-    let sge = [Sge {
-        addr: la.addr() + 100,
-        length: 200,
-        lkey: lka,
-    }];
-    let mut wr = SendWr::new(11, WrOpcode::RdmaWrite);
-    wr.sg_list = &sge;
-    wr.remote_addr = lb.addr() + 1000;
-    wr.rkey = rkb;
-    a.uqp.post_send(&wr).unwrap();
+    // An `op` (`id`) of 200 bytes between A's buffer at `at` and B's at 1000.
+    let post_rdma = |id: u64, op: WrOpcode, at: u64| {
+        let sge = [Sge {
+            addr: la.addr() + at,
+            length: 200,
+            lkey: lka,
+        }];
+        let mut wr = SendWr::new(id, op);
+        wr.sg_list = &sge;
+        wr.remote_addr = lb.addr() + 1000;
+        wr.rkey = rkb;
+        a.uqp.post_send(&wr).unwrap();
+    };
+    post_rdma(11, WrOpcode::RdmaWrite, 100);
     assert_eq!(a.ucq.poll(&mut wc), 1);
     assert!(lb.to_vec()[1000..1200].iter().all(|&x| x == 7));
     let notify = file.device_io_control(WV_IOCTL_CQ_NOTIFY, &id(a.cq, 0, WV_CQ_NEXT_COMPLETION), 0);
     assert!(notify.pending());
     a.ucq.arm(false);
-    let sge = [Sge {
-        addr: la.addr() + 2000,
-        length: 200,
-        lkey: lka,
-    }];
-    let mut wr = SendWr::new(12, WrOpcode::RdmaRead);
-    wr.sg_list = &sge;
-    wr.remote_addr = lb.addr() + 1000;
-    wr.rkey = rkb;
-    a.uqp.post_send(&wr).unwrap();
+    post_rdma(12, WrOpcode::RdmaRead, 2000);
     platform.run_until_idle();
     ok(&notify
         .wait_timeout(Duration::from_secs(20))

@@ -45,9 +45,7 @@ fn posting_in_the_wrong_state_too_many_sges_or_a_full_queue() {
     assert_eq!((bad, e, e.errno()), (3, PostError::QueueFull, 12));
     // A full send queue: park sends behind an RNR wait on an RTS QP.
     let b = Node::simple(&p);
-    let f = Fabric::new();
-    f.attach(&a.hca);
-    f.attach(&b.hca);
+    let _f = fabric_of(&a, &b);
     let cb = b.cq(8);
     let qs = a.qp_with(QpType::Rc, &cq, &cq, None, 4, 2, 0, true);
     let qr = b.qp(QpType::Rc, &cb);
@@ -61,8 +59,7 @@ fn posting_in_the_wrong_state_too_many_sges_or_a_full_queue() {
 
 on_both_topologies! {
     fn moving_to_err_flushes_every_outstanding_wr(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, ca, _cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
+        let (p, _f, a, b, ca, _cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
         let m = a.mem(64, ALL_ACCESS);
         let sg = [m.sge(0, 8)];
         // Receives wait on A; sends from A wait on B's empty receive queue (RNR, infinite retry),
@@ -82,7 +79,7 @@ on_both_topologies! {
             wcs.iter()
                 .all(|w| w.status == WcStatus::WrFlushErr && w.qp_num == qa.uvp.qpn())
         );
-        let mut ids: Vec<_> = wcs.iter().map(|w| w.wr_id).collect();
+        let mut ids = wr_ids(&wcs);
         ids.sort();
         assert_eq!(ids, vec![0, 1, 2, 100, 101, 102]);
         // Posting in ERR is accepted and flushed at once.
@@ -90,7 +87,7 @@ on_both_topologies! {
         qa.uvp.post_recv(&recv_wr(8, &sg)).unwrap();
         let wcs = poll_all(&ca);
         assert_eq!(
-            wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+            statuses(&wcs),
             vec![(7, WcStatus::WrFlushErr), (8, WcStatus::WrFlushErr)]
         );
         // RESET discards silently; the QP can be brought up again.
@@ -104,9 +101,8 @@ on_both_topologies! {
 
 on_both_topologies! {
     fn bad_lkey_rkey_access_and_bounds_give_error_completions_and_err_state(topology) {
-        let p = HostPlatform::deterministic();
-        // Bad lkey: LOC_PROT_ERR, QP to ERR, later WRs flushed.
-        let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_on(&p, topology, Conn::default());
+                // Bad lkey: LOC_PROT_ERR, QP to ERR, later WRs flushed.
+        let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair_on(topology, Conn::default());
         let m = a.mem(64, ALL_ACCESS);
         let rb = b.mem(64, WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_READ);
         let bad = [Sge {
@@ -114,9 +110,7 @@ on_both_topologies! {
             length: 8,
             lkey: m.lkey ^ 0x100,
         }];
-        let mut wr = send_wr(1, WrOpcode::RdmaWrite, &bad);
-        wr.remote_addr = rb.addr(0);
-        wr.rkey = rb.rkey;
+        let wr = rdma_wr(1, WrOpcode::RdmaWrite, &bad, &rb, 0);
         let ok = [m.sge(0, 8)];
         let mut wr2 = wr;
         wr2.wr_id = 2;
@@ -124,19 +118,16 @@ on_both_topologies! {
         qa.uvp.post_send_list(&[wr, wr2]).unwrap();
         let w = poll_all(&ca);
         assert_eq!(
-            w.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+            statuses(&w),
             vec![(1, WcStatus::LocProtErr), (2, WcStatus::WrFlushErr)]
         );
         assert_eq!(a.state(&qa), QpState::Error);
 
         // Out of the region's bounds locally: LOC_PROT_ERR.
         let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_on(&p, topology, Conn::default());
-        let m = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
+        let (m, rb) = mems(&a, 64, &b, 64);
         let oob = [m.sge(60, 8)];
-        let mut wr = send_wr(1, WrOpcode::RdmaWrite, &oob);
-        wr.remote_addr = rb.addr(0);
-        wr.rkey = rb.rkey;
+        let wr = rdma_wr(1, WrOpcode::RdmaWrite, &oob, &rb, 0);
         qa.uvp.post_send(&wr).unwrap();
         assert_eq!(poll_all(&ca)[0].status, WcStatus::LocProtErr);
 
@@ -182,9 +173,7 @@ on_both_topologies! {
         let m = a.mem(64, ALL_ACCESS);
         let rb = b.mem(64, WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE);
         let sg = [m.sge(0, 16)];
-        let mut wr = send_wr(1, WrOpcode::RdmaRead, &sg);
-        wr.remote_addr = rb.addr(0);
-        wr.rkey = rb.rkey;
+        let wr = rdma_wr(1, WrOpcode::RdmaRead, &sg, &rb, 0);
         qa.uvp.post_send(&wr).unwrap();
         assert_eq!(poll_all(&ca)[0].status, WcStatus::RemAccessErr);
 
@@ -193,9 +182,7 @@ on_both_topologies! {
         let ro = a.mem(64, WV_ACCESS_REMOTE_READ);
         let rb = b.mem(64, ALL_ACCESS);
         let sg = [ro.sge(0, 16)];
-        let mut wr = send_wr(1, WrOpcode::RdmaRead, &sg);
-        wr.remote_addr = rb.addr(0);
-        wr.rkey = rb.rkey;
+        let wr = rdma_wr(1, WrOpcode::RdmaRead, &sg, &rb, 0);
         qa.uvp.post_send(&wr).unwrap();
         assert_eq!(poll_all(&ca)[0].status, WcStatus::LocProtErr);
         settle(&p);
@@ -204,23 +191,20 @@ on_both_topologies! {
 
 on_both_topologies! {
     fn receive_too_small_and_bad_receive_key(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
-        let m = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
-        qb.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 4)])).unwrap();
-        qb.uvp.post_recv(&recv_wr(10, &[rb.sge(0, 4)])).unwrap();
+        let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
+        let (m, rb) = mems(&a, 64, &b, 64);
+        post_recv(&qb, 9, rb.sge(0, 4));
+        post_recv(&qb, 10, rb.sge(0, 4));
         post_send(&qa, 1, m.sge(0, 16));
         assert_eq!(poll_all(&ca)[0].status, WcStatus::RemInvReqErr);
         let r = poll_all(&cb);
         assert_eq!(
-            r.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+            statuses(&r),
             vec![(9, WcStatus::LocLenErr), (10, WcStatus::WrFlushErr)]
         );
 
         let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
-        let m = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
+        let (m, rb) = mems(&a, 64, &b, 64);
         qb.uvp
             .post_recv(&recv_wr(
                 9,
@@ -240,15 +224,7 @@ on_both_topologies! {
 
 on_both_topologies! {
     fn transport_retry_exceeded_when_the_peer_is_gone_or_the_port_is_down(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, ca, _cb, qa, qb) = rc_pair_on(
-            &p,
-            topology,
-            Conn {
-                retry: 3,
-                ..Conn::default()
-            },
-        );
+        let (p, _f, a, b, ca, _cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::with_retry(3));
         let m = a.mem(64, ALL_ACCESS);
         // The receiving port is down: every retry is lost.
         b.hca.set_port_state(1, false).unwrap();
@@ -265,10 +241,7 @@ on_both_topologies! {
         let (_f2, a2, _b2, ca2, _cb2, qa2, _qb2) = rc_pair_on(
             &p,
             topology,
-            Conn {
-                retry: 0,
-                ..Conn::default()
-            },
+            Conn::with_retry(0),
         );
         let m2 = a2.mem(64, ALL_ACCESS);
         a2.hca.set_port_state(1, false).unwrap();
@@ -283,10 +256,7 @@ on_both_topologies! {
             &q,
             b.hca.gid(),
             0xABCD,
-            Conn {
-                retry: 1,
-                ..Conn::default()
-            },
+            Conn::with_retry(1),
         );
         post_send(&q, 5, m.sge(0, 8));
         assert_eq!(run_timers(&p, 100), 2);
@@ -351,15 +321,15 @@ fn mr_registration_checks_access_and_bounds() {
 #[test]
 fn limits_are_advertised_and_enforced() {
     let p = HostPlatform::deterministic();
-    let mut cfg = DeviceConfig::new("small", mac());
-    cfg.limits.max_qp = 2;
-    cfg.limits.max_cq = 2;
-    cfg.limits.max_mr = 1;
-    cfg.limits.max_qp_wr = 8;
-    cfg.limits.max_cqe = 16;
-    cfg.limits.max_sge = 2;
-    cfg.limits.max_pd = 1;
-    let a = Node::new(&p, cfg);
+    let a = Node::configured(&p, "small", |c| {
+        c.limits.max_qp = 2;
+        c.limits.max_cq = 2;
+        c.limits.max_mr = 1;
+        c.limits.max_qp_wr = 8;
+        c.limits.max_cqe = 16;
+        c.limits.max_sge = 2;
+        c.limits.max_pd = 1;
+    });
     let attr = a.hca.query_ca().unwrap();
     assert_eq!(
         (
@@ -542,11 +512,11 @@ fn vendor_bytes_are_validated_never_trusted() {
 #[test]
 fn cq_size_and_multicast_limits_hold_at_their_exact_boundaries() {
     let p = HostPlatform::deterministic();
-    let mut cfg = DeviceConfig::new("edges", mac());
-    cfg.limits.max_cqe = 16;
-    cfg.limits.max_mcast_qp_attach = 2;
-    cfg.limits.max_total_mcast_qp_attach = 3;
-    let a = Node::new(&p, cfg);
+    let a = Node::configured(&p, "edges", |c| {
+        c.limits.max_cqe = 16;
+        c.limits.max_mcast_qp_attach = 2;
+        c.limits.max_total_mcast_qp_attach = 3;
+    });
 
     // A CQ resizes to exactly max_cqe; one entry more is refused.
     let cq = a.cq(4);
@@ -592,9 +562,7 @@ fn cq_size_and_multicast_limits_hold_at_their_exact_boundaries() {
 #[test]
 fn the_group_limit_counts_distinct_groups_not_attachments() {
     let p = HostPlatform::deterministic();
-    let mut cfg = DeviceConfig::new("groups", mac());
-    cfg.limits.max_mcast_grp = 2;
-    let a = Node::new(&p, cfg);
+    let a = Node::configured(&p, "groups", |c| c.limits.max_mcast_grp = 2);
     let cq = a.cq(4);
     let qps: Vec<Qp> = (0..3).map(|_| a.qp(QpType::Ud, &cq)).collect();
     for q in &qps {
@@ -635,14 +603,7 @@ fn the_device_counts_the_objects_it_holds() {
 
 #[test]
 fn a_modify_from_rts_to_rts_does_not_renew_the_retry_budget_of_a_request_in_flight() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_with(
-        &p,
-        Conn {
-            retry: 3,
-            ..Conn::default()
-        },
-    );
+    let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair_with(Conn::with_retry(3));
     let m = a.mem(64, ALL_ACCESS);
     b.hca.set_port_state(1, false).unwrap();
     qa.uvp
@@ -673,50 +634,36 @@ fn a_send_error_that_moves_an_rc_qp_to_err_flushes_its_receives_and_ends_its_srq
     // entering ERR, its outstanding receives complete with WR_FLUSH_ERR, at once.
     let (ca, _cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 16);
     connect(&a, &qa, &b, &qb, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     for i in 0..2 {
-        qa.uvp
-            .post_recv(&recv_wr(10 + i, &[m.sge(32, 32)]))
-            .unwrap();
+        post_recv(&qa, 10 + i, m.sge(32, 32));
     }
     let sg = [m.sge(0, 8)];
     let mut wr = send_wr(1, WrOpcode::RdmaWrite, &sg);
     wr.remote_addr = rb.addr(0);
     wr.rkey = rb.rkey ^ 0x100;
     qa.uvp.post_send(&wr).unwrap();
-    assert_eq!(
-        poll_all(&ca)
-            .iter()
-            .map(|w| (w.wr_id, w.status))
-            .collect::<Vec<_>>(),
-        vec![
+    expect_statuses(
+        &ca,
+        &[
             (1, WcStatus::RemAccessErr),
             (10, WcStatus::WrFlushErr),
-            (11, WcStatus::WrFlushErr)
-        ]
+            (11, WcStatus::WrFlushErr),
+        ],
     );
     assert_eq!(a.state(&qa), QpState::Error);
     // A QP on an SRQ whose local operation fails: ERR, and LAST_WQE_REACHED (the SRQ's
     // receives are the SRQ's, not flushed).
     let srq = a.srq(8, 0);
-    srq.uvp.post_recv(&recv_wr(20, &[m.sge(32, 32)])).unwrap();
+    post_srq_recv(&srq, 20, m.sge(32, 32));
     let cs = a.cq(16);
     let qs = a.qp_with(QpType::Rc, &cs, &cs, Some(&srq), 16, 2, 0, true);
-    let cp = b.cq(16);
-    let qp = b.qp(QpType::Rc, &cp);
-    connect(&a, &qs, &b, &qp, Conn::default());
+    let (_cp, _qp) = connected_peer(&a, &qs, &b, 16, Conn::default());
     let mut inv = send_wr(2, WrOpcode::LocalInv, &[]);
     inv.imm_or_inv = m.lkey ^ 0x100;
     qs.uvp.post_send(&inv).unwrap();
     settle(&p);
-    assert_eq!(
-        poll_all(&cs)
-            .iter()
-            .map(|w| (w.wr_id, w.status))
-            .collect::<Vec<_>>(),
-        vec![(2, WcStatus::LocQpOpErr)]
-    );
+    expect_statuses(&cs, &[(2, WcStatus::LocQpOpErr)]);
     assert_eq!(a.state(&qs), QpState::Error);
     assert_eq!(qs.events.take(), vec![QpEvent::LastWqeReached]);
     settle(&p);

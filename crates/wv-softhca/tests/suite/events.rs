@@ -10,13 +10,11 @@ use wv_softhca::*;
 
 #[test]
 fn cq_arm_is_one_shot_and_needs_a_dpc() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
+    let (m, rb) = mems(&a, 64, &b, 64);
     let sg = [m.sge(0, 4)];
     // Not armed: no callback.
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 8));
     qa.uvp.post_send(&send_wr(1, WrOpcode::Send, &sg)).unwrap();
     settle(&p);
     assert_eq!(cb.sink.completions(), 0);
@@ -24,8 +22,8 @@ fn cq_arm_is_one_shot_and_needs_a_dpc() {
     assert!(cb.uvp.arm(false));
     poll_all(&cb);
     assert!(!cb.uvp.arm(false));
-    qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 8)])).unwrap();
-    qb.uvp.post_recv(&recv_wr(3, &[rb.sge(0, 8)])).unwrap();
+    post_recv(&qb, 2, rb.sge(0, 8));
+    post_recv(&qb, 3, rb.sge(0, 8));
     qa.uvp.post_send(&send_wr(2, WrOpcode::Send, &sg)).unwrap();
     // The interrupt fired and queued the DPC; the sink runs only in the DPC.
     assert_eq!(cb.sink.completions(), 0);
@@ -42,16 +40,14 @@ fn cq_arm_is_one_shot_and_needs_a_dpc() {
 
 #[test]
 fn a_cq_never_armed_raises_no_event_for_a_solicited_completion() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, _ca, cb, qa, qb) = rc_pair(&p);
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
+    let (m, rb) = mems(&a, 64, &b, 64);
     let sg = [m.sge(0, 4)];
     let mut wr = send_wr(1, WrOpcode::Send, &sg);
     wr.send_flags |= send_flags::SOLICITED;
     // A CQ event follows a request for one (ibv_req_notify_cq), solicited or not.
     for i in 0..2 {
-        qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 8)])).unwrap();
+        post_recv(&qb, i, rb.sge(0, 8));
         qa.uvp.post_send(&wr).unwrap();
         settle(&p);
         assert_eq!(cb.sink.completions(), 0);
@@ -59,7 +55,7 @@ fn a_cq_never_armed_raises_no_event_for_a_solicited_completion() {
     assert_eq!(poll_all(&cb).len(), 2);
     // Armed for solicited completions, the next one fires.
     assert!(!cb.uvp.arm(true));
-    qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 8)])).unwrap();
+    post_recv(&qb, 2, rb.sge(0, 8));
     qa.uvp.post_send(&wr).unwrap();
     settle(&p);
     assert_eq!(cb.sink.completions(), 1);
@@ -67,13 +63,11 @@ fn a_cq_never_armed_raises_no_event_for_a_solicited_completion() {
 
 #[test]
 fn solicited_arm_fires_on_se_receives_and_on_errors_only() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
+    let (m, rb) = mems(&a, 64, &b, 64);
     let sg = [m.sge(0, 4)];
     for i in 0..3 {
-        qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 8)])).unwrap();
+        post_recv(&qb, i, rb.sge(0, 8));
     }
     assert!(!cb.uvp.arm(true));
     qa.uvp.post_send(&send_wr(1, WrOpcode::Send, &sg)).unwrap();
@@ -120,13 +114,10 @@ fn cq_overrun_raises_the_cq_error_event_and_is_sticky() {
     let qa = a.qp_with(QpType::Rc, &small, &small, None, 8, 1, 0, true);
     let qb = b.qp(QpType::Rc, &cb);
     connect(&a, &qa, &b, &qb, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     for i in 0..3 {
         let sg = [m.sge(0, 4)];
-        let mut wr = send_wr(i, WrOpcode::RdmaWrite, &sg);
-        wr.remote_addr = rb.addr(0);
-        wr.rkey = rb.rkey;
+        let wr = rdma_wr(i, WrOpcode::RdmaWrite, &sg, &rb, 0);
         qa.uvp.post_send(&wr).unwrap();
     }
     settle(&p);
@@ -148,12 +139,9 @@ fn srq_shared_by_two_qps_with_limit_and_last_wqe_events() {
     connect(&a, &qa1, &b, &qb1, Conn::default());
     connect(&a, &qa2, &b, &qb2, Conn::default());
     assert_eq!(qb1.uvp.post_recv(&recv_wr(0, &[])), Err(PostError::UsesSrq));
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(256, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 256);
     for i in 0..4 {
-        srq.uvp
-            .post_recv(&recv_wr(i, &[rb.sge(i as usize * 16, 16)]))
-            .unwrap();
+        post_srq_recv(&srq, i, rb.sge(i as usize * 16, 16));
     }
     // Arm the limit at 3: the event fires once when fewer than 3 remain.
     b.hca
@@ -203,17 +191,11 @@ fn srq_shared_by_two_qps_with_limit_and_last_wqe_events() {
     // posted to the SRQ meanwhile.
     qa2.uvp.post_send(&send_wr(4, WrOpcode::Send, &sg)).unwrap();
     qa2.uvp.post_send(&send_wr(5, WrOpcode::Send, &sg)).unwrap();
-    assert_eq!(
-        poll_all(&ca).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
-        vec![1, 2, 3, 4]
-    );
-    srq.uvp.post_recv(&recv_wr(9, &[rb.sge(0, 16)])).unwrap();
+    assert_eq!(wr_ids(&poll_all(&ca)), vec![1, 2, 3, 4]);
+    post_srq_recv(&srq, 9, rb.sge(0, 16));
     assert!(poll_all(&ca).is_empty());
     assert_eq!(run_timers(&p, 10), 1);
-    assert_eq!(
-        poll_all(&ca).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
-        vec![5]
-    );
+    assert_eq!(wr_ids(&poll_all(&ca)), vec![5]);
     settle(&p);
 }
 
@@ -224,20 +206,10 @@ fn comm_established_on_the_first_packet_in_rtr() {
     bring_up(&a, &qa, b.hca.gid(), qb.uvp.qpn(), Conn::default());
     // B only to RTR.
     b.modify(&qb, &qpm(QpState::Init, INIT_RC)).unwrap();
-    let mut m = attrs(RTR_RC);
-    m.av = AddressVector {
-        grh_valid: true,
-        dgid: a.hca.gid(),
-        port: 1,
-        ..AddressVector::default()
-    };
-    m.dest_qpn = qa.uvp.qpn();
-    m.rq_psn = Conn::default().psn;
-    b.modify(&qb, &m.to(QpState::Rtr)).unwrap();
-    let mem = a.mem(16, ALL_ACCESS);
-    let rb = b.mem(16, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 16)])).unwrap();
-    qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 16)])).unwrap();
+    b.modify(&qb, &rc_rtr_towards(&a, &qa)).unwrap();
+    let (mem, rb) = mems(&a, 16, &b, 16);
+    post_recv(&qb, 1, rb.sge(0, 16));
+    post_recv(&qb, 2, rb.sge(0, 16));
     post_send(&qa, 1, mem.sge(0, 4));
     post_send(&qa, 2, mem.sge(0, 4));
     settle(&p);
@@ -311,31 +283,34 @@ fn ports_gids_pkeys_and_port_events() {
     y.hca.add_ipv4_gid(1, [10, 0, 0, 2]).unwrap();
     let (_cx, cy, qx, qy) = ud_qps(&x, &y, 4);
     let ry = y.mem(128, ALL_ACCESS);
-    qy.uvp.post_recv(&recv_wr(1, &[ry.sge(0, 128)])).unwrap();
+    post_recv(&qy, 1, ry.sge(0, 128));
     let mut wr = send_wr(1, WrOpcode::Send, &[]);
     let data = *b"v4";
     wr.inline_data = Some(&data);
-    wr.ud = Some(UdAddress {
-        dgid: wv_softhca::device::ipv4_gid([10, 0, 0, 2]),
-        grh: true,
-        remote_qpn: qy.uvp.qpn(),
-        remote_qkey: 0x1111_1111,
-        ..Default::default()
-    });
+    wr.ud = Some(ud_to(
+        wv_softhca::device::ipv4_gid([10, 0, 0, 2]),
+        qy.uvp.qpn(),
+    ));
     qx.uvp.post_send(&wr).unwrap();
     assert_eq!(poll_all(&cy).len(), 1);
     settle(&p);
 }
 
+/// A send of 4 bytes from `qa` of `a` to `qb` of `b`, whose CQ `cb` is armed: the receive's
+/// completion and the DPC of its notification under way. The two regions are returned, to
+/// live as long as the test.
+fn send_to_an_armed_cq(a: &Node, b: &Node, qa: &Qp, qb: &Qp, cb: &Cq) -> (Mem, Mem) {
+    let (m, rb) = mems(a, 64, b, 64);
+    post_recv(qb, 1, rb.sge(0, 8));
+    cb.uvp.arm(false);
+    post_send(qa, 1, m.sge(0, 4));
+    (m, rb)
+}
+
 #[test]
 fn surprise_removal_fails_every_verb_and_stops_callbacks() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
-    cb.uvp.arm(false);
-    post_send(&qa, 1, m.sge(0, 4));
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
+    let (m, _rb) = send_to_an_armed_cq(&a, &b, &qa, &qb, &cb);
     // The DPC is queued but B is removed before it runs: no callback after removal.
     assert!(p.queued() > 0);
     b.hca.surprise_remove();
@@ -387,13 +362,8 @@ fn surprise_removal_fails_every_verb_and_stops_callbacks() {
 
 #[test]
 fn destroy_stops_callbacks_for_the_object() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, _ca, cb, qa, qb) = rc_pair(&p);
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
-    cb.uvp.arm(false);
-    post_send(&qa, 1, m.sge(0, 4));
+    let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
+    let (_m, _rb) = send_to_an_armed_cq(&a, &b, &qa, &qb, &cb);
     let sink = cb.sink.clone();
     b.hca.destroy_qp(qb.soft);
     b.hca.destroy_cq(cb.soft);
@@ -405,12 +375,11 @@ fn destroy_stops_callbacks_for_the_object() {
 fn threaded_platform_runs_the_dpc_in_the_posting_thread() {
     let p = HostPlatform::threaded(2);
     let (_f, a, b, _ca, cb, qa, qb) = rc_pair(&p);
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 64);
     let qa = std::sync::Arc::new(qa);
     let mbuf = m.sge(0, 4);
     for round in 0..50u64 {
-        qb.uvp.post_recv(&recv_wr(round, &[rb.sge(0, 8)])).unwrap();
+        post_recv(&qb, round, rb.sge(0, 8));
         cb.uvp.arm(false);
         let q = qa.clone();
         std::thread::spawn(move || {
@@ -472,9 +441,8 @@ fn destroy_waits_for_a_callback_already_running() {
     let qa = a.qp(QpType::Rc, &ca);
     let qb = b.qp(QpType::Rc, &cb);
     connect(&a, &qa, &b, &qb, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 8)])).unwrap();
+    let (m, rb) = mems(&a, 64, &b, 64);
+    post_recv(&qb, 1, rb.sge(0, 8));
     cb.uvp.arm(false);
     qa.uvp
         .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))

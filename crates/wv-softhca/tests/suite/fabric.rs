@@ -4,7 +4,6 @@
 
 use crate::common::*;
 use wv_hal::*;
-use wv_host::HostPlatform;
 use wv_softhca::*;
 
 /// Faults that only drop packets, `drop_ppm` of them.
@@ -23,16 +22,13 @@ fn run_traffic(
 ) -> (LinkStats, Vec<WorkCompletion>, Vec<WorkCompletion>, Vec<u8>) {
     let (p, f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = deep_rc_qps(&a, &b, 1024, 256);
-    let m = a.mem(4096, ALL_ACCESS);
-    let rb = b.mem(8192, ALL_ACCESS);
+    let (m, rb) = mems(&a, 4096, &b, 8192);
     f.set_faults(Some(FaultConfig { seed, ..cfg }));
     let mut sw = Vec::new();
     let mut rw = Vec::new();
     for i in 0..n {
         m.buf.write(0, &i.to_le_bytes()).unwrap();
-        qb.uvp
-            .post_recv(&recv_wr(i, &[rb.sge(i as usize * 8 % 4096, 8)]))
-            .unwrap();
+        post_recv(&qb, i, rb.sge(i as usize * 8 % 4096, 8));
         // A send, and an RDMA write with immediate that must land exactly once.
         post_send(&qa, i, m.sge(0, 8));
         qb.uvp.post_recv(&recv_wr(1000 + i, &[])).unwrap();
@@ -80,11 +76,11 @@ fn drops_corruption_and_delays_are_retried_and_duplicates_ignored() {
         "{:?}",
         sw.iter().find(|w| w.status != WcStatus::Success)
     );
-    let ids: Vec<u64> = sw.iter().map(|w| w.wr_id).collect();
+    let ids = wr_ids(&sw);
     let want: Vec<u64> = (0..200).flat_map(|i| [i, 1000 + i]).collect();
     assert_eq!(ids, want);
     // The responder consumed each receive exactly once, with the right data.
-    let rids: Vec<u64> = rw.iter().map(|w| w.wr_id).collect();
+    let rids = wr_ids(&rw);
     assert_eq!(rids, want);
     for w in rw.iter().filter(|w| w.opcode == WcOpcode::RecvRdmaWithImm) {
         assert_eq!(u64::from(w.imm_data), w.wr_id - 1000);
@@ -104,18 +100,8 @@ fn drops_corruption_and_delays_are_retried_and_duplicates_ignored() {
 
 #[test]
 fn a_dead_link_exceeds_the_retry_count() {
-    let (p, f, a, b) = deterministic_pair();
-    let (ca, _cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 16);
-    connect(
-        &a,
-        &qa,
-        &b,
-        &qb,
-        Conn {
-            retry: 3,
-            ..Conn::default()
-        },
-    );
+    let (p, f, a, b, ca, _cb, qa, _qb) =
+        deterministic_connected(QpType::Rc, 16, Conn::with_retry(3));
     f.set_faults(drops(7, 1_000_000));
     let m = a.mem(16, ALL_ACCESS);
     post_send(&qa, 1, m.sge(0, 8));
@@ -131,15 +117,9 @@ fn a_dead_link_exceeds_the_retry_count() {
     let mut wr = send_wr(1, WrOpcode::Send, &[]);
     let d = [1u8; 4];
     wr.inline_data = Some(&d);
-    wr.ud = Some(UdAddress {
-        dgid: b.hca.gid(),
-        grh: true,
-        remote_qpn: v.uvp.qpn(),
-        remote_qkey: 0x1111_1111,
-        ..Default::default()
-    });
+    wr.ud = Some(ud_to(b.hca.gid(), v.uvp.qpn()));
     for i in 0..10 {
-        v.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 64)])).unwrap();
+        post_recv(&v, i, rb.sge(0, 64));
         u.uvp.post_send(&wr).unwrap();
     }
     assert!(poll_all(&cu).iter().all(|w| w.status == WcStatus::Success));
@@ -150,14 +130,11 @@ fn a_dead_link_exceeds_the_retry_count() {
 
 #[test]
 fn a_message_resent_from_its_middle_lands_in_the_receives_later_pieces() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p);
-    let src = a.mem(6_000, ALL_ACCESS);
-    let dst = b.mem(8_000, ALL_ACCESS);
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
+    let (src, dst) = mems(&a, 6_000, &b, 8_000);
     f.set_faults(drops(7, 200_000));
     for i in 0..20u8 {
-        let data: Vec<u8> = (0..6_000).map(|j| (j % 251) as u8 ^ i).collect();
-        src.buf.write(0, &data).unwrap();
+        let data = write_pattern(&src, 6_000, |j| (j % 251) as u8 ^ i);
         dst.buf.write(0, &[0; 8_000]).unwrap();
         // Two pieces: every packet after the first few lands in the second.
         let rs = [dst.sge(0, 1_000), dst.sge(2_000, 5_000)];
@@ -178,13 +155,10 @@ fn a_message_resent_from_its_middle_lands_in_the_receives_later_pieces() {
 
 #[test]
 fn a_resend_that_starts_with_packets_already_taken_places_only_the_new_ones() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p);
-    let src = a.mem(3_000, ALL_ACCESS);
-    let dst = b.mem(4_000, ALL_ACCESS);
-    let data: Vec<u8> = (0..3_000).map(|j| (j % 251) as u8).collect();
-    src.buf.write(0, &data).unwrap();
-    qb.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 4_000)])).unwrap();
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
+    let (src, dst) = mems(&a, 3_000, &b, 4_000);
+    let data = write_pattern(&src, 3_000, |j| (j % 251) as u8);
+    post_recv(&qb, 1, dst.sge(0, 4_000));
     // Three packets (MTU 1024): the second is taken but its ACK comes too late, the third is
     // lost. The ACK timer resends the second and third: the second is a duplicate, the third
     // new.
@@ -198,7 +172,7 @@ fn a_resend_that_starts_with_packets_already_taken_places_only_the_new_ones() {
     assert_eq!((r[0].status, r[0].byte_len), (WcStatus::Success, 3_000));
     assert_eq!(&dst.buf.to_vec()[..3_000], &data[..]);
     // The next message is taken whole, in sequence.
-    qb.uvp.post_recv(&recv_wr(2, &[dst.sge(0, 4_000)])).unwrap();
+    post_recv(&qb, 2, dst.sge(0, 4_000));
     post_send(&qa, 2, src.sge(0, 3_000));
     run_timers(&p, 1000);
     assert_eq!(poll_all(&ca)[0].status, WcStatus::Success);
@@ -208,12 +182,10 @@ fn a_resend_that_starts_with_packets_already_taken_places_only_the_new_ones() {
 
 #[test]
 fn the_link_keeps_counting_what_a_destroyed_qp_sent() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p);
-    let m = a.mem(16, ALL_ACCESS);
-    let rb = b.mem(16, ALL_ACCESS);
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
+    let (m, rb) = mems(&a, 16, &b, 16);
     for i in 0..3 {
-        qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 16)])).unwrap();
+        post_recv(&qb, i, rb.sge(0, 16));
         post_send(&qa, i, m.sge(0, 8));
     }
     assert_eq!((poll_all(&ca).len(), poll_all(&cb).len()), (3, 3));
@@ -269,13 +241,7 @@ struct Datagrams {
 impl Datagrams {
     fn new(f: std::sync::Arc<Fabric>, a: Node, b: Node) -> Datagrams {
         let (ca, cb, qa, qb) = ud_qps(&a, &b, 256);
-        let to = UdAddress {
-            dgid: b.hca.gid(),
-            grh: true,
-            remote_qpn: qb.uvp.qpn(),
-            remote_qkey: 0x1111_1111,
-            ..Default::default()
-        };
+        let to = ud_to(b.hca.gid(), qb.uvp.qpn());
         let mem = a.mem(64, ALL_ACCESS);
         Datagrams {
             f,
@@ -397,8 +363,7 @@ fn turning_the_generator_off_leaves_the_script() {
 
 #[test]
 fn a_message_resent_from_its_middle_is_gathered_from_the_right_pieces() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p); // path MTU 1024
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair(); // path MTU 1024
     // The message is gathered from three pieces of one region, with bytes between them that
     // are not part of it.
     let src = a.mem(4_096, ALL_ACCESS);
@@ -409,7 +374,7 @@ fn a_message_resent_from_its_middle_is_gathered_from_the_right_pieces() {
     src.buf.write(1_700, &data[1_500..]).unwrap();
     let sg = [src.sge(0, 500), src.sge(600, 1_000), src.sge(1_700, 1_500)];
     let dst = b.mem(3_000, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 3_000)])).unwrap();
+    post_recv(&qb, 1, dst.sge(0, 3_000));
     // The second packet is lost: the third is out of sequence, and the requester resends from
     // byte 1024, which lies 524 bytes into the second piece; the resend runs on into the third.
     f.script(&[PacketFate::Deliver, PacketFate::Drop]);

@@ -8,18 +8,13 @@ use wv_host::HostPlatform;
 use wv_softhca::*;
 
 fn node(p: &HostPlatform, link_layer: LinkLayer) -> Node {
-    let mut config = DeviceConfig::new("soft", mac());
-    config.link_layer = link_layer;
-    Node::new(p, config)
+    Node::configured(p, "soft", |c| c.link_layer = link_layer)
 }
 
 fn ib_pair(p: &HostPlatform) -> (std::sync::Arc<Fabric>, Node, Node) {
-    let fabric = Fabric::new();
     let a = node(p, LinkLayer::InfiniBand);
     let b = node(p, LinkLayer::InfiniBand);
-    fabric.attach(&a.hca);
-    fabric.attach(&b.hca);
-    (fabric, a, b)
+    (fabric_of(&a, &b), a, b)
 }
 
 /// A path to `dlid` without a GRH.
@@ -34,11 +29,9 @@ fn by_lid(dlid: u16) -> AddressVector {
 #[test]
 fn ports_report_their_link_layer_and_lid() {
     let p = HostPlatform::deterministic();
-    let fabric = Fabric::new();
     let roce = node(&p, LinkLayer::Ethernet);
     let ib = node(&p, LinkLayer::InfiniBand);
-    fabric.attach(&roce.hca);
-    fabric.attach(&ib.hca);
+    let _fabric = fabric_of(&roce, &ib);
     let r = roce.hca.query_port(1).unwrap();
     let i = ib.hca.query_port(1).unwrap();
     assert_eq!((r.transport, r.lid), (2, 0), "RoCE: transport 2, no LID");
@@ -101,10 +94,9 @@ fn rc_qps_connected_by_lid_move_data_on_infiniband_and_are_refused_on_roce() {
     };
     rtr(&a, &qa, &b, &qb).unwrap();
     rtr(&b, &qb, &a, &qa).unwrap();
-    let src = a.mem(4096, ALL_ACCESS);
-    let dst = b.mem(4096, ALL_ACCESS);
+    let (src, dst) = mems(&a, 4096, &b, 4096);
     src.buf.write(0, &[0x5A; 4096]).unwrap();
-    qb.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 4096)])).unwrap();
+    post_recv(&qb, 1, dst.sge(0, 4096));
     let sg = [src.sge(0, 4096)];
     qa.uvp.post_send(&send_wr(2, WrOpcode::Send, &sg)).unwrap();
     let r = poll_all(&cb);

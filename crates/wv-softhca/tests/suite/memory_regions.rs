@@ -8,20 +8,6 @@ use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;
 
-/// The one completion on `cq`.
-fn one(cq: &Cq) -> (u64, WcStatus, WcOpcode) {
-    let w = poll_all(cq);
-    assert_eq!(w.len(), 1, "{w:?}");
-    (w[0].wr_id, w[0].status, w[0].opcode)
-}
-
-fn write_wr<'a>(id: u64, sg: &'a [Sge], addr: u64, rkey: u32) -> SendWr<'a> {
-    let mut wr = send_wr(id, WrOpcode::RdmaWrite, sg);
-    wr.remote_addr = addr;
-    wr.rkey = rkey;
-    wr
-}
-
 fn local_inv(qp: &Qp, id: u64, key: u32) {
     let mut wr = send_wr(id, WrOpcode::LocalInv, &[]);
     wr.imm_or_inv = key;
@@ -107,10 +93,8 @@ fn memory_mapped_read_only_registers_only_for_access_that_never_writes_it() {
 
 #[test]
 fn local_invalidation_needs_the_regions_current_key() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, _cb, qa, _qb) = rc_pair(&p);
-    let la = a.mem(256, ALL_ACCESS);
-    let rb = b.mem(256, ALL_ACCESS);
+    let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair();
+    let (la, rb) = mems(&a, 256, &b, 256);
     // The region's index with another key byte is not its key.
     local_inv(&qa, 1, la.lkey ^ 0x5A);
     assert_eq!(one(&ca), (1, WcStatus::LocQpOpErr, WcOpcode::LocalInv));
@@ -139,8 +123,7 @@ fn fast_registration_takes_an_invalidated_region_within_its_pages() {
     // over that range.
     let case = |invalidate: bool, wrong_key: bool, start: i64, len: u64| {
         let (_f, a, b, ca, _cb, qa, _qb) = rc_pair(&p);
-        let la = a.mem(256, ALL_ACCESS);
-        let rb = b.mem(512, ALL_ACCESS);
+        let (la, rb) = mems(&a, 256, &b, 512);
         if invalidate {
             local_inv(&qa, 1, la.lkey);
             assert_eq!(one(&ca).1, WcStatus::Success);
@@ -194,9 +177,8 @@ fn fast_registration_takes_an_invalidated_region_within_its_pages() {
 
 on_both_topologies! {
     fn a_deregistered_region_is_refused_to_the_qps_that_used_it_before(topology) {
-        let p = HostPlatform::deterministic();
-        // The requester's side: a gather entry with the lkey of a region it used.
-        let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_on(&p, topology, Conn::default());
+                // The requester's side: a gather entry with the lkey of a region it used.
+        let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair_on(topology, Conn::default());
         let rb = b.mem(64, ALL_ACCESS);
         let Mem { buf, mr, lkey, .. } = a.mem(64, ALL_ACCESS);
         let sg = [Sge { addr: buf.addr(), length: 8, lkey }];

@@ -6,33 +6,13 @@
 use crate::common::*;
 use wv_hal::*;
 use wv_host::HostPlatform;
-use wv_softhca::abi::{self, CqResp, QpResp, SrqResp};
+use wv_softhca::abi::QpResp;
 use wv_softhca::*;
 
 fn qp_resp(n: &Node, cq: &Cq) -> (SoftQp, QpResp) {
-    let create = QpCreate {
-        qp_type: QpType::Rc,
-        sq_depth: 16,
-        rq_depth: 16,
-        sq_sge: 1,
-        rq_sge: 1,
-        sq_max_inline: 0,
-        sq_signaled: true,
-        send_cq: &cq.soft,
-        recv_cq: &cq.soft,
-        srq: None,
-    };
-    let mut out = [0u8; 64];
-    let (soft, _) = n
-        .hca
-        .create_qp(
-            &n.pd,
-            &create,
-            KArc::new(Log::<QpEvent>::default()).into(),
-            &mut Umv::new(0, 0, 64, &mut out),
-        )
-        .unwrap();
-    (soft, abi::parse(&out).unwrap())
+    let create = qp_create(QpType::Rc, &cq.soft, &cq.soft, None, 16, 1, 0, true);
+    let (soft, _, r) = create_qp(&*n.hca, &n.pd, &create, KArc::new(Log::default()));
+    (soft, r)
 }
 
 #[test]
@@ -60,21 +40,12 @@ fn a_qp_is_mapped_only_from_a_response_naming_its_rings_and_number() {
 #[test]
 fn an_srq_is_mapped_only_from_a_response_naming_its_ring() {
     let (p, n) = deterministic_node();
-    let mut out = [0u8; 64];
-    let soft = n
-        .hca
-        .create_srq(
-            &n.pd,
-            &SrqAttributes {
-                max_wr: 8,
-                max_sge: 1,
-                srq_limit: 0,
-            },
-            KArc::new(Log::<SrqEvent>::default()).into(),
-            &mut Umv::new(0, 0, 64, &mut out),
-        )
-        .unwrap();
-    let r: SrqResp = abi::parse(&out).unwrap();
+    let attr = SrqAttributes {
+        max_wr: 8,
+        max_sge: 1,
+        srq_limit: 0,
+    };
+    let (soft, r) = create_srq(&*n.hca, &n.pd, &attr, KArc::new(Log::default()));
     let bad = Some(VerbsError::InvalidParameter);
     let mut wrong = r;
     wrong.ring_addr += 64;
@@ -92,13 +63,8 @@ fn a_resize_maps_only_the_ring_the_command_gave_the_cq() {
     let (p, n) = deterministic_node();
     let cq = n.cq(4);
     let guard = cq.uvp.begin_resize();
-    let mut out = [0u8; 64];
-    let got = n
-        .hca
-        .resize_cq(&cq.soft, 64, &mut Umv::new(0, 0, 64, &mut out))
-        .unwrap();
+    let (got, r) = resize_cq_command(&n, &cq, 64).unwrap();
     drop(guard);
-    let r: CqResp = abi::parse(&out).unwrap();
     let bad = Err(VerbsError::InvalidParameter);
     let mut wrong = r;
     wrong.ring_addr += 64;
@@ -132,11 +98,9 @@ fn a_send_missing_what_its_qp_type_or_opcode_needs_is_refused() {
 
 #[test]
 fn inline_is_for_sends_and_writes_and_holds_exactly_the_qps_inline_size() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     assert_eq!(qa.uvp.max_inline(), 64);
-    let local = a.mem(256, ALL_ACCESS);
-    let remote = b.mem(256, ALL_ACCESS);
+    let (local, remote) = mems(&a, 256, &b, 256);
     let pattern: Vec<u8> = (0..=255).collect();
     remote.buf.write(0, &pattern).unwrap();
 
@@ -149,13 +113,7 @@ fn inline_is_for_sends_and_writes_and_holds_exactly_the_qps_inline_size() {
     wr.rkey = remote.rkey;
     assert_eq!(qa.uvp.post_send(&wr), Ok(()));
     p.run_until_idle();
-    assert_eq!(
-        poll_all(&ca)
-            .iter()
-            .map(|w| (w.wr_id, w.status))
-            .collect::<Vec<_>>(),
-        vec![(1, WcStatus::Success)]
-    );
+    expect_statuses(&ca, &[(1, WcStatus::Success)]);
     assert_eq!(&local.buf.to_vec()[..128], &pattern[..128]);
 
     // Inline data of exactly the inline size, given or gathered from SGEs, is taken; one
@@ -183,13 +141,7 @@ fn inline_is_for_sends_and_writes_and_holds_exactly_the_qps_inline_size() {
         Err(PostError::InlineTooLarge)
     );
     p.run_until_idle();
-    assert_eq!(
-        poll_all(&ca)
-            .iter()
-            .map(|w| (w.wr_id, w.status))
-            .collect::<Vec<_>>(),
-        vec![(2, WcStatus::Success), (4, WcStatus::Success)]
-    );
+    expect_statuses(&ca, &[(2, WcStatus::Success), (4, WcStatus::Success)]);
     let got = remote.buf.to_vec();
     assert_eq!(&got[..32], &[0x22; 32]);
     assert_eq!(&got[32..64], &[0x33; 32]);

@@ -11,10 +11,6 @@ use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;
 
-fn ids(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
-    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
-}
-
 /// Two devices with an RC QP each, `a`'s QP sending from PSN `a_psn` with `c`'s attributes and
 /// `b`'s expecting PSN `b_psn`: what two ends agree on out of band (the CM's REQ and REP).
 fn rc_pair_psns(
@@ -32,26 +28,18 @@ fn rc_pair_psns(
 
 #[test]
 fn an_rdma_read_takes_one_psn_per_response_packet_and_psns_wrap_at_24_bits() {
-    let p = HostPlatform::deterministic();
     // The read starts two PSNs before the wrap: 3000 bytes at MTU 1024 are three response
     // packets, PSNs 0xFFFFFE, 0xFFFFFF and 0; the request after it has PSN 1.
-    let (_f, a, b, ca, cb, qa, qb) = rc_pair_with(
-        &p,
-        Conn {
-            psn: 0xFF_FFFE,
-            ..Conn::default()
-        },
-    );
-    let la = a.mem(4096, ALL_ACCESS);
-    let rb = b.mem(4096, ALL_ACCESS);
-    let data: Vec<u8> = (0..3000u32).map(|i| (i % 253) as u8).collect();
-    rb.buf.write(0, &data).unwrap();
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_with(Conn {
+        psn: 0xFF_FFFE,
+        ..Conn::default()
+    });
+    let (la, rb) = mems(&a, 4096, &b, 4096);
+    let data = write_pattern(&rb, 3000, |i| (i % 253) as u8);
     let sg = [la.sge(0, 3000)];
-    let mut read = send_wr(1, WrOpcode::RdmaRead, &sg);
-    read.remote_addr = rb.addr(0);
-    read.rkey = rb.rkey;
+    let read = rdma_wr(1, WrOpcode::RdmaRead, &sg, &rb, 0);
     qa.uvp.post_send(&read).unwrap();
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    expect_statuses(&ca, &[(1, WcStatus::Success)]);
     assert_eq!(&la.buf.to_vec()[..3000], &data[..]);
     // B's QP starts again expecting PSN 1, the one A sends next: A's send is in sequence and
     // lands.
@@ -70,10 +58,10 @@ fn an_rdma_read_takes_one_psn_per_response_packet_and_psns_wrap_at_24_bits() {
     // Two packets, PSNs 1 and 2.
     la.buf.write(0, &data[..2048]).unwrap();
     rb.buf.write(0, &[0u8; 4096]).unwrap();
-    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 4096)])).unwrap();
+    post_recv(&qb, 7, rb.sge(0, 4096));
     post_send(&qa, 2, la.sge(0, 2048));
-    assert_eq!(ids(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
-    assert_eq!(ids(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+    expect_statuses(&ca, &[(2, WcStatus::Success)]);
+    expect_statuses(&cb, &[(7, WcStatus::Success)]);
     assert_eq!(&rb.buf.to_vec()[..2048], &data[..2048]);
     settle(&p);
 }
@@ -87,23 +75,14 @@ fn an_ack_of_a_psn_never_sent_is_ignored() {
     // after the first packet.)
     for b_psn in [1, 2] {
         let p = HostPlatform::deterministic();
-        let (f, a, b, ca, cb, qa, qb) = rc_pair_psns(
-            &p,
-            Conn {
-                retry: 0,
-                ..Conn::default()
-            },
-            0xFF_FFFF,
-            b_psn,
-        );
-        let la = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
-        qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
+        let (f, a, b, ca, cb, qa, qb) = rc_pair_psns(&p, Conn::with_retry(0), 0xFF_FFFF, b_psn);
+        let (la, rb) = mems(&a, 64, &b, 64);
+        post_recv(&qb, 7, rb.sge(0, 64));
         f.script(&[PacketFate::Deliver, PacketFate::Drop]);
         post_send(&qa, 1, la.sge(0, 8));
         assert!(poll_all(&ca).is_empty(), "not acknowledged ({b_psn})");
         assert_eq!(run_timers(&p, 10), 1);
-        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+        expect_statuses(&ca, &[(1, WcStatus::RetryExcErr)]);
         assert_eq!(a.state(&qa), QpState::Error);
         assert!(poll_all(&cb).is_empty(), "B took nothing");
         settle(&p);
@@ -112,22 +91,14 @@ fn an_ack_of_a_psn_never_sent_is_ignored() {
 
 #[test]
 fn a_sequence_error_nak_spends_a_retry_and_with_none_left_fails_the_request() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
-        &p,
-        Conn {
-            retry: 0,
-            ..Conn::default()
-        },
-    );
-    let la = a.mem(2048, ALL_ACCESS);
-    let rb = b.mem(2048, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 2048)])).unwrap();
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_with(Conn::with_retry(0));
+    let (la, rb) = mems(&a, 2048, &b, 2048);
+    post_recv(&qb, 7, rb.sge(0, 2048));
     // Two packets, the first lost: the second arrives out of sequence and is NAKed. With
     // retry_cnt 0 there is no resend: RETRY_EXC_ERR at once, without a timer.
     f.script(&[PacketFate::Drop, PacketFate::Deliver]);
     post_send(&qa, 1, la.sge(0, 2048));
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+    expect_statuses(&ca, &[(1, WcStatus::RetryExcErr)]);
     assert_eq!(a.state(&qa), QpState::Error);
     assert_eq!(p.pending_timers(), 0);
     let s = f.stats();
@@ -140,40 +111,33 @@ fn a_sequence_error_nak_spends_a_retry_and_with_none_left_fails_the_request() {
 
 #[test]
 fn the_local_ack_timer_restarts_on_progress_so_an_rnr_wait_spends_no_transport_retry() {
-    let p = HostPlatform::deterministic();
     // No transport retries at all; a local ACK timeout (8.192 µs) far shorter than the RNR
     // wait (0.64 ms).
-    let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
-        &p,
-        Conn {
-            retry: 0,
-            timeout: 1,
-            ..Conn::default()
-        },
-    );
-    let la = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_with(Conn {
+        retry: 0,
+        timeout: 1,
+        ..Conn::default()
+    });
+    let (la, rb) = mems(&a, 64, &b, 64);
     la.buf.write(0, b"written").unwrap();
     // A write whose ACK comes late: B has it, A waits for its ACK on the local ACK timer.
     f.script(&[PacketFate::Delay]);
     let sg = [la.sge(0, 7)];
-    let mut write = send_wr(1, WrOpcode::RdmaWrite, &sg);
-    write.remote_addr = rb.addr(32);
-    write.rkey = rb.rkey;
+    let write = rdma_wr(1, WrOpcode::RdmaWrite, &sg, &rb, 32);
     qa.uvp.post_send(&write).unwrap();
     let t0 = p.now_ns();
     assert_eq!(p.next_timer_ns(), Some(t0 + (4096 << 1)));
     // A send B has no receive for: the RNR NAK acknowledges the write (forward progress) and
     // A waits the RNR timer before sending again.
     post_send(&qa, 2, la.sge(0, 7));
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    expect_statuses(&ca, &[(1, WcStatus::Success)]);
     assert_eq!(p.next_timer_ns(), Some(t0 + RNR_DELAY_NS));
-    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 16)])).unwrap();
+    post_recv(&qb, 7, rb.sge(0, 16));
     // When the wait ends the local ACK timer armed for the write has run out too, but the
     // progress since restarted it: no timeout is counted, the send goes again and lands.
     assert_eq!(run_timers(&p, 10), 1);
-    assert_eq!(ids(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
-    assert_eq!(ids(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+    expect_statuses(&ca, &[(2, WcStatus::Success)]);
+    expect_statuses(&cb, &[(7, WcStatus::Success)]);
     assert_eq!(&rb.buf.to_vec()[..7], b"written");
     assert_eq!(&rb.buf.to_vec()[32..39], b"written");
     assert_eq!(a.state(&qa), QpState::Rts);
@@ -182,14 +146,7 @@ fn the_local_ack_timer_restarts_on_progress_so_an_rnr_wait_spends_no_transport_r
 
 #[test]
 fn a_peer_in_err_answers_nothing_and_the_request_waits_for_its_local_ack_timer() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
-        &p,
-        Conn {
-            retry: 1,
-            ..Conn::default()
-        },
-    );
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_with(Conn::with_retry(1));
     let la = a.mem(64, ALL_ACCESS);
     b.modify(&qb, &qpm(QpState::Error, WV_IO_QP_ATTR_STATE))
         .unwrap();
@@ -202,7 +159,7 @@ fn a_peer_in_err_answers_nothing_and_the_request_waits_for_its_local_ack_timer()
     assert!(poll_all(&ca).is_empty());
     // The timeout resends it (lost), the next one fails the request.
     assert_eq!(run_timers(&p, 10), 2);
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+    expect_statuses(&ca, &[(1, WcStatus::RetryExcErr)]);
     let s = f.stats();
     assert_eq!((s.delivered, s.dropped), (1, 1));
     assert!(poll_all(&cb).is_empty());
@@ -211,10 +168,8 @@ fn a_peer_in_err_answers_nothing_and_the_request_waits_for_its_local_ack_timer()
 
 #[test]
 fn a_fenced_request_waits_for_the_reads_before_it_and_for_nothing_else() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, _cb, qa, _qb) = rc_pair(&p);
-    let la = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (p, f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair();
+    let (la, rb) = mems(&a, 64, &b, 64);
     rb.buf.write(0, b"old!").unwrap();
     la.buf.write(32, b"new!").unwrap();
     // Nothing before it: a fenced write goes at once.
@@ -224,15 +179,13 @@ fn a_fenced_request_waits_for_the_reads_before_it_and_for_nothing_else() {
     write.remote_addr = rb.addr(16);
     write.rkey = rb.rkey;
     qa.uvp.post_send(&write).unwrap();
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    expect_statuses(&ca, &[(1, WcStatus::Success)]);
     // A read of 4 bytes whose response is lost (B executed it; A asks again after its local
     // ACK timeout, and B reads again), then a fenced write of the same 4 bytes: the write waits
     // until the read has completed, so the read returns what was there before the write.
     f.script(&[PacketFate::Delay]);
     let rsg = [la.sge(0, 4)];
-    let mut read = send_wr(2, WrOpcode::RdmaRead, &rsg);
-    read.remote_addr = rb.addr(0);
-    read.rkey = rb.rkey;
+    let read = rdma_wr(2, WrOpcode::RdmaRead, &rsg, &rb, 0);
     qa.uvp.post_send(&read).unwrap();
     write.wr_id = 3;
     write.remote_addr = rb.addr(0);
@@ -240,10 +193,7 @@ fn a_fenced_request_waits_for_the_reads_before_it_and_for_nothing_else() {
     assert!(poll_all(&ca).is_empty());
     assert_eq!(&rb.buf.to_vec()[..4], b"old!", "the fenced write waits");
     assert_eq!(run_timers(&p, 10), 1);
-    assert_eq!(
-        ids(&poll_all(&ca)),
-        vec![(2, WcStatus::Success), (3, WcStatus::Success)]
-    );
+    expect_statuses(&ca, &[(2, WcStatus::Success), (3, WcStatus::Success)]);
     assert_eq!(&la.buf.to_vec()[..4], b"old!");
     assert_eq!(&rb.buf.to_vec()[..4], b"new!");
     settle(&p);
@@ -251,12 +201,10 @@ fn a_fenced_request_waits_for_the_reads_before_it_and_for_nothing_else() {
 
 #[test]
 fn a_local_operation_waits_for_the_requests_before_it_and_completions_come_in_order() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair(&p);
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let la = a.mem(64, ALL_ACCESS);
-    let other = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
+    let (other, rb) = mems(&a, 64, &b, 64);
+    post_recv(&qb, 7, rb.sge(0, 64));
     // A send whose packet is lost, then a local invalidation: the invalidation runs only once
     // the send has completed (after the local ACK timeout brings its resend).
     f.script(&[PacketFate::Drop]);
@@ -276,10 +224,10 @@ fn a_local_operation_waits_for_the_requests_before_it_and_completions_come_in_or
             (2, WcStatus::Success, WcOpcode::LocalInv, qa.uvp.qpn())
         ]
     );
-    assert_eq!(ids(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+    expect_statuses(&cb, &[(7, WcStatus::Success)]);
     // The region's key is invalid now: a send from it fails locally.
     post_send(&qa, 3, other.sge(0, 8));
-    assert_eq!(ids(&poll_all(&ca)), vec![(3, WcStatus::LocProtErr)]);
+    expect_statuses(&ca, &[(3, WcStatus::LocProtErr)]);
     settle(&p);
 }
 
@@ -288,13 +236,10 @@ fn in_sqd_the_message_in_flight_goes_on_as_in_rts() {
     // The same losses on the same four-packet send, once in RTS and once after SQD was asked
     // for while the send was in flight: the link carries the same packets.
     let run = |sqd: bool| {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, cb, qa, qb) = rc_pair(&p); // path MTU 1024
-        let la = a.mem(4096, ALL_ACCESS);
-        let rb = b.mem(4096, ALL_ACCESS);
-        let data: Vec<u8> = (0..4096u32).map(|i| (i * 13 % 251) as u8).collect();
-        la.buf.write(0, &data).unwrap();
-        qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 4096)])).unwrap();
+        let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair(); // path MTU 1024
+        let (la, rb) = mems(&a, 4096, &b, 4096);
+        let data = write_pattern(&la, 4096, |i| (i * 13 % 251) as u8);
+        post_recv(&qb, 7, rb.sge(0, 4096));
         // p0 arrives; p1, p2 and p3 are lost: the send waits for its local ACK timer.
         f.script(&[
             PacketFate::Deliver,
@@ -311,8 +256,8 @@ fn in_sqd_the_message_in_flight_goes_on_as_in_rts() {
         // NAKed; p2 and p3 again.
         f.script(&[PacketFate::Deliver, PacketFate::Drop, PacketFate::Deliver]);
         assert_eq!(run_timers(&p, 10), 1);
-        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
-        assert_eq!(ids(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+        expect_statuses(&ca, &[(1, WcStatus::Success)]);
+        expect_statuses(&cb, &[(7, WcStatus::Success)]);
         assert_eq!(&rb.buf.to_vec()[..], &data[..]);
         if sqd {
             assert_eq!(qa.events.take(), vec![QpEvent::SqDrained]);
@@ -327,12 +272,9 @@ fn in_sqd_the_message_in_flight_goes_on_as_in_rts() {
 
 #[test]
 fn a_resend_answered_beyond_its_first_packet_goes_on_from_the_first_unacknowledged_one() {
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, _cb, qa, _qb) = rc_pair(&p); // path MTU 1024
-    let la = a.mem(5120, ALL_ACCESS);
-    let rb = b.mem(5120, ALL_ACCESS);
-    let data: Vec<u8> = (0..5120u32).map(|i| (i * 31 % 249) as u8).collect();
-    la.buf.write(0, &data).unwrap();
+    let (p, f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair(); // path MTU 1024
+    let (la, rb) = mems(&a, 5120, &b, 5120);
+    let data = write_pattern(&la, 5120, |i| (i * 31 % 249) as u8);
     // An RDMA write of five packets: p0 and p1 acknowledged, p2 and p3 taken by B with their
     // ACKs late, p4 lost. A has p2 as its oldest unacknowledged packet.
     f.script(&[
@@ -343,9 +285,7 @@ fn a_resend_answered_beyond_its_first_packet_goes_on_from_the_first_unacknowledg
         PacketFate::Drop,
     ]);
     let sg = [la.sge(0, 5120)];
-    let mut write = send_wr(1, WrOpcode::RdmaWrite, &sg);
-    write.remote_addr = rb.addr(0);
-    write.rkey = rb.rkey;
+    let write = rdma_wr(1, WrOpcode::RdmaWrite, &sg, &rb, 0);
     qa.uvp.post_send(&write).unwrap();
     assert!(poll_all(&ca).is_empty());
     // The local ACK timeout resends from p2; B acknowledges it with p3, which it has too. The
@@ -353,7 +293,7 @@ fn a_resend_answered_beyond_its_first_packet_goes_on_from_the_first_unacknowledg
     // and the write completes with no further timeout.
     f.script(&[PacketFate::Deliver, PacketFate::Drop]);
     assert_eq!(run_timers(&p, 1), 1);
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    expect_statuses(&ca, &[(1, WcStatus::Success)]);
     assert_eq!(p.pending_timers(), 0);
     assert_eq!(&rb.buf.to_vec()[..], &data[..]);
     settle(&p);

@@ -4,18 +4,14 @@
 use crate::common::*;
 use wv_abi::consts::*;
 use wv_hal::*;
-use wv_softhca::abi::{self, CqResp, SrqResp};
+use wv_softhca::abi::{self, SrqResp};
 use wv_softhca::*;
 
 /// CQ_RESIZE as a client library does it: the poll lock held across the command, then the
 /// new ring mapped from the vendor output.
 fn resize_cq(n: &Node, cq: &Cq, entries: u32) -> Result<u32, VerbsError> {
     let guard = cq.uvp.begin_resize();
-    let mut out = [0u8; 64];
-    let got = n
-        .hca
-        .resize_cq(&cq.soft, entries, &mut Umv::new(0, 0, 64, &mut out))?;
-    let r: CqResp = abi::parse(&out).unwrap();
+    let (got, r) = resize_cq_command(n, cq, entries)?;
     assert_cq_ring_described(&r);
     assert_eq!(guard.finish(&r).unwrap(), got);
     Ok(got)
@@ -50,17 +46,14 @@ fn writer(a: &Node, b: &Node, scq: &Cq, rcq: &Cq) -> (Cq, Qp, Qp, Mem, Mem) {
     let qa = a.qp_with(QpType::Rc, scq, rcq, None, 64, 1, 0, true);
     let qb = b.qp(QpType::Rc, &cb);
     connect(a, &qa, b, &qb, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
+    let (m, rb) = mems(a, 64, b, 64);
     (cb, qa, qb, m, rb)
 }
 
 fn writes(qa: &Qp, m: &Mem, rb: &Mem, from: u64, n: u64) {
     for i in from..from + n {
         let sg = [m.sge(0, 4)];
-        let mut wr = send_wr(i, WrOpcode::RdmaWrite, &sg);
-        wr.remote_addr = rb.addr(0);
-        wr.rkey = rb.rkey;
+        let wr = rdma_wr(i, WrOpcode::RdmaWrite, &sg, rb, 0);
         qa.uvp.post_send(&wr).unwrap();
     }
 }
@@ -78,7 +71,7 @@ fn a_cq_grows_with_its_completions_kept_in_order() {
     writes(&qa, &m, &rb, 3, 40);
     assert!(!ca.uvp.overrun());
     assert_eq!(ca.sink.errors(), 0);
-    let ids: Vec<u64> = poll_all(&ca).iter().map(|w| w.wr_id).collect();
+    let ids = wr_ids(&poll_all(&ca));
     assert_eq!(ids, (0..43).collect::<Vec<_>>());
     // The arm works on the new ring.
     assert!(!ca.uvp.arm(false));
@@ -100,7 +93,7 @@ fn a_cq_of_one_queue_hands_its_new_ring_to_that_queue() {
     assert_eq!(resize_cq(&a, &scq, 64).unwrap(), 64);
     writes(&qa, &m, &rb, 2, 40);
     assert!(!scq.uvp.overrun());
-    let ids: Vec<u64> = poll_all(&scq).iter().map(|w| w.wr_id).collect();
+    let ids = wr_ids(&poll_all(&scq));
     assert_eq!(ids, (0..42).collect::<Vec<_>>());
     settle(&p);
 }
@@ -117,10 +110,7 @@ fn a_cq_shrinks_when_its_completions_fit_and_refuses_otherwise() {
     assert_eq!(resize_cq(&a, &ca, 7).unwrap(), 8);
     assert_eq!(ca.uvp.entries(), 8);
     writes(&qa, &m, &rb, 5, 3);
-    assert_eq!(
-        poll_all(&ca).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
-        (0..8).collect::<Vec<_>>()
-    );
+    assert_eq!(wr_ids(&poll_all(&ca)), (0..8).collect::<Vec<_>>());
     // The same size keeps the ring; beyond the device limit, or zero, is refused.
     assert_eq!(resize_cq(&a, &ca, 8).unwrap(), 8);
     assert_eq!(
@@ -146,13 +136,10 @@ fn an_srq_resizes_with_its_receives_kept_and_advertises_it() {
     let qa = a.qp_with(QpType::Rc, &ca, &ca, None, 64, 1, 0, true);
     let qb = b.qp_with(QpType::Rc, &cb, &cb, Some(&srq), 8, 1, 0, true);
     connect(&a, &qa, &b, &qb, Conn::default());
-    let m = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(1024, ALL_ACCESS);
+    let (m, rb) = mems(&a, 64, &b, 1024);
     let post = |from: u64, n: u64| {
         for i in from..from + n {
-            srq.uvp
-                .post_recv(&recv_wr(i, &[rb.sge(i as usize * 8 % 1024, 8)]))
-                .unwrap();
+            post_srq_recv(&srq, i, rb.sge(i as usize * 8 % 1024, 8));
         }
     };
     post(0, 4);
@@ -167,10 +154,7 @@ fn an_srq_resizes_with_its_receives_kept_and_advertises_it() {
     for i in 0..16 {
         post_send(&qa, i, m.sge(0, 4));
     }
-    assert_eq!(
-        poll_all(&cb).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
-        (0..16).collect::<Vec<_>>()
-    );
+    assert_eq!(wr_ids(&poll_all(&cb)), (0..16).collect::<Vec<_>>());
     // Shrink with two waiting; not below them, nor below the limit.
     post(16, 2);
     assert_eq!(
@@ -194,10 +178,7 @@ fn an_srq_resizes_with_its_receives_kept_and_advertises_it() {
     for i in 16..18 {
         post_send(&qa, i, m.sge(0, 4));
     }
-    assert_eq!(
-        poll_all(&cb).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
-        vec![16, 17]
-    );
+    assert_eq!(wr_ids(&poll_all(&cb)), vec![16, 17]);
     // Beyond the device limit.
     assert_eq!(
         modify_srq(&b, &srq, 1 << 20, 0),
@@ -221,20 +202,14 @@ fn a_resize_reaches_the_one_queue_left_producing_after_others_were_destroyed() {
     a.hca.destroy_qp(x.soft);
     assert_eq!(resize_cq(&a, &k, 64).unwrap(), 64);
 
-    let cb = b.cq(64);
-    let qb = b.qp(QpType::Rc, &cb);
-    connect(&a, &w, &b, &qb, Conn::default());
-    let inbox = a.mem(64, ALL_ACCESS);
-    let src = b.mem(64, ALL_ACCESS);
+    let (_cb, qb) = connected_peer(&a, &w, &b, 64, Conn::default());
+    let (inbox, src) = mems(&a, 64, &b, 64);
     for i in 0..8 {
-        w.uvp.post_recv(&recv_wr(i, &[inbox.sge(0, 64)])).unwrap();
+        post_recv(&w, i, inbox.sge(0, 64));
         post_send(&qb, i, src.sge(0, 8));
     }
     p.run_until_idle();
     assert!(!k.uvp.overrun());
-    assert_eq!(
-        poll_all(&k).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
-        (0..8).collect::<Vec<_>>()
-    );
+    assert_eq!(wr_ids(&poll_all(&k)), (0..8).collect::<Vec<_>>());
     settle(&p);
 }

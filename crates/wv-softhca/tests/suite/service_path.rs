@@ -39,20 +39,10 @@ impl BlockOwner for Keep {
 
 impl Arena {
     fn new(len: usize) -> Arc<Arena> {
-        // SAFETY: a fresh anonymous mapping, never unmapped (the test process ends first).
-        let base = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED);
+        // Never unmapped: the test process ends first.
+        let base = anonymous_mapping(len);
         Arc::new(Arena {
-            base: base as usize,
+            base: base.addr(),
             len,
             next: Mutex::new(0),
             doorbells: Mutex::new(Vec::new()),
@@ -130,89 +120,39 @@ fn served(node: &Node, arena: &Arc<Arena>) -> (Node, Cq, Qp) {
     (node, cq, qp)
 }
 
+/// A deterministic pair of devices, a 4 MiB arena, and a served client of the first device
+/// (as [`served`]), with the second device's client.
+fn served_pair() -> (HostPlatform, Arc<Arena>, Node, Cq, Qp, Node) {
+    let (p, _f, a, b) = deterministic_pair();
+    let arena = Arena::new(1 << 22);
+    let (a, ca, qa) = served(&a, &arena);
+    (p, arena, a, ca, qa, b)
+}
+
 /// [`served`] with a QP of `qp_type`, and the QP's creation response, which names its rings.
 fn served_qp(node: &Node, arena: &Arc<Arena>, qp_type: QpType) -> (Node, Cq, Qp, QpResp) {
-    let client = client_of(arena);
-    let _attached = process::attach(&client);
+    let _attached = attach(arena);
     let mapped: Arc<dyn MappedDevice> = arena.clone();
-    let (ca, ca_events, out) = open_ca_logged(&*node.hca);
-    let uvp = UvpContext::mapped(&out, mapped).unwrap();
-    let pd = node.hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
-    let sink = KArc::new(CqSink::default());
-    let mut out = [0u8; 64];
-    let (soft, _) = node
-        .hca
-        .create_cq(
-            &ca,
-            16,
-            sink.clone().into(),
-            &mut Umv::new(0, 0, 64, &mut out),
-        )
-        .unwrap();
-    let r: CqResp = abi::parse(&out).unwrap();
+    let client_node = Node::client(&node.platform, node.hca.clone(), node.pool.clone(), |out| {
+        UvpContext::mapped(out, mapped).unwrap()
+    });
+    let (cq, r) = client_node.cq_answered(16);
     assert!(r.ring_addr >= BASE, "the CQ's ring is in the shared memory");
-    let cq = Cq {
-        soft,
-        uvp: uvp.map_cq(&r).unwrap(),
-        sink,
-    };
-    let events = KArc::new(Log::default());
-    let create = QpCreate {
-        qp_type,
-        sq_depth: 16,
-        rq_depth: 16,
-        sq_sge: 2,
-        rq_sge: 2,
-        sq_max_inline: 64,
-        sq_signaled: true,
-        send_cq: &cq.soft,
-        recv_cq: &cq.soft,
-        srq: None,
-    };
-    let mut out = [0u8; 64];
-    let (soft, _) = node
-        .hca
-        .create_qp(
-            &pd,
-            &create,
-            events.clone().into(),
-            &mut Umv::new(0, 0, 64, &mut out),
-        )
-        .unwrap();
-    let r: QpResp = abi::parse(&out).unwrap();
+    let create = qp_create(qp_type, &cq.soft, &cq.soft, None, 16, 2, 64, true);
+    let (qp, _, r) = client_node.create_qp_answered(&create);
     assert!(r.sq_addr >= BASE, "the QP's rings are in the shared memory");
-    let qp = Qp {
-        soft,
-        uvp: uvp.map_qp(&r).unwrap(),
-        events,
-        qp_type,
-    };
-    let client_node = Node {
-        platform: node.platform.clone(),
-        hca: node.hca.clone(),
-        ca,
-        ca_events,
-        uvp,
-        pd,
-        pool: node.pool.clone(),
-    };
     (client_node, cq, qp, r)
 }
 
 #[test]
 fn a_served_clients_sends_run_and_its_receives_in_err_flush_when_the_service_answers_its_doorbell()
 {
-    let (p, _f, a, b) = deterministic_pair();
-    let arena = Arena::new(1 << 22);
-    let (a, ca, qa) = served(&a, &arena);
+    let (p, arena, a, ca, qa, b) = served_pair();
     assert_eq!(arena.doorbells.lock().unwrap().len(), 1);
-    let cb = b.cq(16);
-    let qb = b.qp(QpType::Rc, &cb);
-    connect(&a, &qa, &b, &qb, Conn::default());
-    let src = a.mem(64, ALL_ACCESS);
-    let dst = b.mem(64, ALL_ACCESS);
+    let (cb, qb) = connected_peer(&a, &qa, &b, 16, Conn::default());
+    let (src, dst) = mems(&a, 64, &b, 64);
     src.buf.write(0, b"through the doorbell").unwrap();
-    qb.uvp.post_recv(&recv_wr(7, &[dst.sge(0, 64)])).unwrap();
+    post_recv(&qb, 7, dst.sge(0, 64));
     // Nothing has rung yet.
     assert!(!arena.service());
 
@@ -248,25 +188,28 @@ fn a_served_clients_sends_run_and_its_receives_in_err_flush_when_the_service_ans
     p.run_until_idle();
     assert!(poll_all(&ca).is_empty());
     let inbox = a.mem(64, ALL_ACCESS);
-    qa.uvp.post_recv(&recv_wr(9, &[inbox.sge(0, 64)])).unwrap();
+    post_recv(&qa, 9, inbox.sge(0, 64));
     assert_eq!(arena.rung.load(Ordering::SeqCst), 2);
     p.run_until_idle();
     assert!(poll_all(&ca).is_empty(), "the flush waits for the service");
+    let f = serve(&p, &arena, &ca);
+    assert_eq!(statuses(&f), vec![(9, WcStatus::WrFlushErr)]);
+    settle(&p);
+}
+
+/// The service's thread answers the doorbells (one at least had rung) and the DPCs run: what
+/// `cq` then holds.
+fn serve(p: &HostPlatform, arena: &Arena, cq: &Cq) -> Vec<WorkCompletion> {
     assert!(arena.service());
     p.run_until_idle();
-    let f = poll_all(&ca);
-    assert_eq!(
-        f.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
-        vec![(9, WcStatus::WrFlushErr)]
-    );
-    settle(&p);
+    poll_all(cq)
 }
 
 /// `n` messages from `qb` received by the served `qa`, one receive posted for each (into
 /// `inbox`), ids from `from`.
 fn receive(p: &HostPlatform, qa: &Qp, qb: &Qp, inbox: &Mem, src: &Mem, from: u64, n: u64) {
     for i in from..from + n {
-        qa.uvp.post_recv(&recv_wr(i, &[inbox.sge(0, 64)])).unwrap();
+        post_recv(qa, i, inbox.sge(0, 64));
         post_send(qb, i, src.sge(0, 8));
     }
     p.run_until_idle();
@@ -274,12 +217,8 @@ fn receive(p: &HostPlatform, qa: &Qp, qb: &Qp, inbox: &Mem, src: &Mem, from: u64
 
 #[test]
 fn a_served_cq_reports_its_overrun_through_the_shared_ring() {
-    let (p, _f, a, b) = deterministic_pair();
-    let arena = Arena::new(1 << 22);
-    let (a, ca, qa) = served(&a, &arena);
-    let cb = b.cq(64);
-    let qb = b.qp(QpType::Rc, &cb);
-    connect(&a, &qa, &b, &qb, Conn::default());
+    let (p, _arena, a, ca, qa, b) = served_pair();
+    let (_cb, qb) = connected_peer(&a, &qa, &b, 64, Conn::default());
     let (inbox, src) = (a.mem(64, ALL_ACCESS), b.mem(64, ALL_ACCESS));
     assert_eq!(ca.uvp.entries(), 16);
     receive(&p, &qa, &qb, &inbox, &src, 0, 16);
@@ -292,24 +231,14 @@ fn a_served_cq_reports_its_overrun_through_the_shared_ring() {
 
 #[test]
 fn a_served_cq_resized_is_polled_on_the_new_ring_with_what_it_held() {
-    let (p, _f, a, b) = deterministic_pair();
-    let arena = Arena::new(1 << 22);
-    let (a, ca, qa) = served(&a, &arena);
-    let cb = b.cq(64);
-    let qb = b.qp(QpType::Rc, &cb);
-    connect(&a, &qa, &b, &qb, Conn::default());
+    let (p, arena, a, ca, qa, b) = served_pair();
+    let (_cb, qb) = connected_peer(&a, &qa, &b, 64, Conn::default());
     let (inbox, src) = (a.mem(64, ALL_ACCESS), b.mem(64, ALL_ACCESS));
     receive(&p, &qa, &qb, &inbox, &src, 0, 3);
     {
-        let client = client_of(&arena);
-        let _attached = process::attach(&client);
+        let _attached = attach(&arena);
         let guard = ca.uvp.begin_resize();
-        let mut out = [0u8; 64];
-        let got = a
-            .hca
-            .resize_cq(&ca.soft, 64, &mut Umv::new(0, 0, 64, &mut out))
-            .unwrap();
-        let r: CqResp = abi::parse(&out).unwrap();
+        let (got, r) = resize_cq_command(&a, &ca, 64).unwrap();
         assert!(r.ring_addr >= BASE, "the new ring is in the shared memory");
         assert_eq!(guard.finish(&r), Ok(got));
     }
@@ -317,16 +246,14 @@ fn a_served_cq_resized_is_polled_on_the_new_ring_with_what_it_held() {
     // More than the old ring held.
     receive(&p, &qa, &qb, &inbox, &src, 3, 20);
     assert!(!ca.uvp.overrun());
-    let ids: Vec<u64> = poll_all(&ca).iter().map(|w| w.wr_id).collect();
+    let ids = wr_ids(&poll_all(&ca));
     assert_eq!(ids, (0..23).collect::<Vec<_>>());
     settle(&p);
 }
 
 #[test]
 fn a_doorbell_is_live_while_its_qp_exists_and_answers_none_after() {
-    let (p, _f, a, _b) = deterministic_pair();
-    let arena = Arena::new(1 << 22);
-    let (a, _ca, qa) = served(&a, &arena);
+    let (p, arena, a, _ca, qa, _b) = served_pair();
     let doorbells = arena.doorbells.lock().unwrap();
     assert!(doorbells[0].is_live());
     assert_eq!(doorbells[0].service(), Some(false));
@@ -341,9 +268,7 @@ fn a_doorbell_is_live_while_its_qp_exists_and_answers_none_after() {
 
 #[test]
 fn a_post_that_queues_nothing_rings_no_doorbell() {
-    let (p, _f, a, _b) = deterministic_pair();
-    let arena = Arena::new(1 << 22);
-    let (a, _ca, qa) = served(&a, &arena);
+    let (p, arena, a, _ca, qa, _b) = served_pair();
     let m = a.mem(64, ALL_ACCESS);
     // As rdma-core's providers ring only for a list that posted something.
     assert_eq!(
@@ -367,49 +292,38 @@ fn a_post_that_queues_nothing_rings_no_doorbell() {
 
 #[test]
 fn a_receive_doorbell_left_from_err_flushes_nothing_once_the_qp_is_reset() {
-    let (p, _f, a, b) = deterministic_pair();
-    let arena = Arena::new(1 << 22);
-    let (a, ca, qa) = served(&a, &arena);
+    let (p, arena, a, ca, qa, b) = served_pair();
     let inbox = a.mem(64, ALL_ACCESS);
     a.modify(&qa, &qpm(QpState::Init, INIT_RC)).unwrap();
     a.modify(&qa, &qpm(QpState::Error, WV_IO_QP_ATTR_STATE))
         .unwrap();
     // Rung for a flush the service has not run yet when the QP is reset and used again.
-    qa.uvp.post_recv(&recv_wr(1, &[inbox.sge(0, 64)])).unwrap();
+    post_recv(&qa, 1, inbox.sge(0, 64));
     assert_eq!(arena.rung.load(Ordering::SeqCst), 1);
     a.modify(&qa, &qpm(QpState::Reset, WV_IO_QP_ATTR_STATE))
         .unwrap();
     a.modify(&qa, &qpm(QpState::Init, INIT_RC)).unwrap();
-    qa.uvp.post_recv(&recv_wr(2, &[inbox.sge(0, 64)])).unwrap();
+    post_recv(&qa, 2, inbox.sge(0, 64));
     assert_eq!(arena.rung.load(Ordering::SeqCst), 1, "nothing to flush");
     assert!(arena.service());
     p.run_until_idle();
     // Only a QP in ERR flushes its receives: this one waits for its message.
     assert!(poll_all(&ca).is_empty());
-    let cb = b.cq(16);
-    let qb = b.qp(QpType::Rc, &cb);
-    connect(&a, &qa, &b, &qb, Conn::default());
+    let (_cb, qb) = connected_peer(&a, &qa, &b, 16, Conn::default());
     let src = b.mem(64, ALL_ACCESS);
     post_send(&qb, 9, src.sge(0, 8));
     p.run_until_idle();
     let r = poll_all(&ca);
-    assert_eq!(
-        r.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
-        vec![(2, WcStatus::Success)]
-    );
+    assert_eq!(statuses(&r), vec![(2, WcStatus::Success)]);
     settle(&p);
 }
 
 #[test]
 fn a_served_inline_send_gathers_the_applications_own_bytes() {
-    let (p, _f, a, b) = deterministic_pair();
-    let arena = Arena::new(1 << 22);
-    let (a, _ca, qa) = served(&a, &arena);
-    let cb = b.cq(16);
-    let qb = b.qp(QpType::Rc, &cb);
-    connect(&a, &qa, &b, &qb, Conn::default());
+    let (p, arena, a, _ca, qa, b) = served_pair();
+    let (cb, qb) = connected_peer(&a, &qa, &b, 16, Conn::default());
     let dst = b.mem(64, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(7, &[dst.sge(0, 64)])).unwrap();
+    post_recv(&qb, 7, dst.sge(0, 64));
     // Not registered: the provider copies the application's memory itself.
     let app = b"gathered by the provider".to_vec();
     let sge = |addr: u64| Sge {
@@ -426,9 +340,7 @@ fn a_served_inline_send_gathers_the_applications_own_bytes() {
     let bad = [sge(1 << 47)];
     wr.sg_list = &bad;
     assert_eq!(qa.uvp.post_send(&wr), Err(PostError::BadInlineSge));
-    assert!(arena.service());
-    p.run_until_idle();
-    let r = poll_all(&cb);
+    let r = serve(&p, &arena, &cb);
     assert_eq!(
         r.iter()
             .map(|w| (w.wr_id, w.status, w.byte_len))
@@ -441,27 +353,16 @@ fn a_served_inline_send_gathers_the_applications_own_bytes() {
 
 #[test]
 fn a_served_srq_takes_as_many_sges_as_it_was_created_with() {
-    let (p, _f, a, _b) = deterministic_pair();
-    let arena = Arena::new(1 << 22);
-    let (a, _ca, _qa) = served(&a, &arena);
-    let mut out = [0u8; 64];
-    let soft = {
-        let client = client_of(&arena);
-        let _attached = process::attach(&client);
-        a.hca
-            .create_srq(
-                &a.pd,
-                &SrqAttributes {
-                    max_wr: 8,
-                    max_sge: 2,
-                    srq_limit: 0,
-                },
-                KArc::new(Log::<SrqEvent>::default()).into(),
-                &mut Umv::new(0, 0, 64, &mut out),
-            )
-            .unwrap()
+    let (p, arena, a, _ca, _qa, _b) = served_pair();
+    let attr = SrqAttributes {
+        max_wr: 8,
+        max_sge: 2,
+        srq_limit: 0,
     };
-    let r: SrqResp = abi::parse(&out).unwrap();
+    let (soft, r) = {
+        let _attached = attach(&arena);
+        create_srq(&*a.hca, &a.pd, &attr, KArc::new(Log::default()))
+    };
     assert!(
         r.ring_addr >= BASE,
         "the SRQ's ring is in the shared memory"
@@ -481,18 +382,12 @@ fn a_served_srq_takes_as_many_sges_as_it_was_created_with() {
 /// This thread serving a client (this process) whose shared memory is `arena`, while the
 /// value lives: what the device creates meanwhile has its rings there.
 fn attach(arena: &Arc<Arena>) -> process::Attached {
-    let client = Client::new(
-        std::process::id() as i32,
-        Some(arena.clone() as Arc<dyn SharedMemory>),
-    );
-    process::attach(&client)
+    process::attach(&client_of(arena))
 }
 
 #[test]
 fn a_served_clients_srq_and_the_qp_on_it_live_in_the_shared_memory() {
-    let (p, _f, a, b) = deterministic_pair();
-    let arena = Arena::new(1 << 22);
-    let (a, ca, _qa) = served(&a, &arena);
+    let (p, arena, a, ca, _qa, b) = served_pair();
     let (srq, qa) = {
         let _attached = attach(&arena);
         let srq = a.srq_with(8, 2, 0);
@@ -500,9 +395,7 @@ fn a_served_clients_srq_and_the_qp_on_it_live_in_the_shared_memory() {
         (srq, qa)
     };
     assert_eq!(arena.doorbells.lock().unwrap().len(), 2);
-    let cb = b.cq(16);
-    let qb = b.qp(QpType::Rc, &cb);
-    connect(&a, &qa, &b, &qb, Conn::default());
+    let (_cb, qb) = connected_peer(&a, &qa, &b, 16, Conn::default());
     let inbox = a.mem(64, ALL_ACCESS);
     // The mapped provider holds receives to the SRQ's SGE count, as the device does.
     let three = [inbox.sge(0, 4), inbox.sge(8, 4), inbox.sge(16, 4)];
@@ -516,10 +409,7 @@ fn a_served_clients_srq_and_the_qp_on_it_live_in_the_shared_memory() {
     post_send(&qb, 1, src.sge(0, 8));
     p.run_until_idle();
     let r = poll_all(&ca);
-    assert_eq!(
-        r.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
-        vec![(2, WcStatus::Success)]
-    );
+    assert_eq!(statuses(&r), vec![(2, WcStatus::Success)]);
     let d = inbox.buf.to_vec();
     assert_eq!((&d[0..4], &d[8..12]), (&b"shar"[..], &b"ed!!"[..]));
     settle(&p);
@@ -591,17 +481,12 @@ fn a_wqe_with_an_opcode_its_transport_lacks_written_straight_into_the_shared_rin
     let (p, _f, a, b) = deterministic_pair();
     let arena = Arena::new(1 << 22);
     let (a, ca, qa, resp) = served_qp(&a, &arena, QpType::Uc);
-    let cb = b.cq(16);
-    let qb = b.qp(QpType::Uc, &cb);
-    connect(&a, &qa, &b, &qb, Conn::default());
-    let src = a.mem(64, ALL_ACCESS);
-    let dst = b.mem(64, ALL_ACCESS);
+    let (cb, _qb) = connected_peer(&a, &qa, &b, 16, Conn::default());
+    let (src, dst) = mems(&a, 64, &b, 64);
     src.buf.write(0, b"not a read").unwrap();
     const MARK: u64 = 0x5EED_1234_0BAD_0001;
     let sg = [src.sge(0, 10)];
-    let mut wr = send_wr(MARK, WrOpcode::RdmaWrite, &sg);
-    wr.remote_addr = dst.addr(0);
-    wr.rkey = dst.rkey;
+    let wr = rdma_wr(MARK, WrOpcode::RdmaWrite, &sg, &dst, 0);
     qa.uvp.post_send(&wr).unwrap();
     // The WQE is in the shared ring, not yet run: its first word is the request's id, the low
     // byte of the next its opcode.
@@ -620,9 +505,7 @@ fn a_wqe_with_an_opcode_its_transport_lacks_written_straight_into_the_shared_rin
         (op.load(Ordering::SeqCst) & !0xFF) | WrOpcode::RdmaRead as u32,
         Ordering::SeqCst,
     );
-    assert!(arena.service());
-    p.run_until_idle();
-    let r = poll_all(&ca);
+    let r = serve(&p, &arena, &ca);
     assert_eq!(
         r.iter()
             .map(|w| (w.wr_id, w.status, w.qp_num))

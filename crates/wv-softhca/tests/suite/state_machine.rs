@@ -308,35 +308,22 @@ fn connect_with_b_in_rtr(a: &Node, qa: &Qp, b: &Node, qb: &Qp, receives: &[u64],
     bring_up(a, qa, b.hca.gid(), qb.uvp.qpn(), Conn::default());
     b.modify(qb, &qpm(QpState::Init, INIT_RC)).unwrap();
     for &id in receives {
-        qb.uvp.post_recv(&recv_wr(id, &[rb.sge(0, 16)])).unwrap();
+        post_recv(qb, id, rb.sge(0, 16));
     }
-    let mut m = attrs(RTR_RC);
-    m.av = AddressVector {
-        grh_valid: true,
-        dgid: a.hca.gid(),
-        port: 1,
-        ..AddressVector::default()
-    };
-    m.dest_qpn = qa.uvp.qpn();
-    m.rq_psn = Conn::default().psn;
-    b.modify(qb, &m.to(QpState::Rtr)).unwrap();
+    b.modify(qb, &rc_rtr_towards(a, qa)).unwrap();
 }
 
 #[test]
 fn reset_discards_posted_receives_silently_and_the_next_connection_starts_afresh() {
     let (p, _f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 8);
-    let mem = a.mem(16, ALL_ACCESS);
-    let rb = b.mem(16, ALL_ACCESS);
+    let (mem, rb) = mems(&a, 16, &b, 16);
     // Receives posted in INIT; the first message takes one and establishes the connection.
     connect_with_b_in_rtr(&a, &qa, &b, &qb, &[100, 101], &rb);
     post_send(&qa, 1, mem.sge(0, 4));
     settle(&p);
     assert_eq!(qb.events.take(), vec![QpEvent::CommEstablished]);
-    assert_eq!(
-        poll_all(&cb).iter().map(|w| w.wr_id).collect::<Vec<_>>(),
-        vec![100]
-    );
+    assert_eq!(wr_ids(&poll_all(&cb)), vec![100]);
     assert_eq!(poll_all(&ca).len(), 1);
 
     // RESET: the receive still posted is removed without a completion (IBA: the work queues
@@ -354,10 +341,7 @@ fn reset_discards_posted_receives_silently_and_the_next_connection_starts_afresh
     post_send(&qa, 2, mem.sge(0, 4));
     settle(&p);
     let r = poll_all(&cb);
-    assert_eq!(
-        r.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
-        vec![(200, WcStatus::Success)]
-    );
+    assert_eq!(statuses(&r), vec![(200, WcStatus::Success)]);
     assert_eq!(qb.events.take(), vec![QpEvent::CommEstablished]);
     assert_eq!(poll_all(&ca).len(), 1);
     settle(&p);

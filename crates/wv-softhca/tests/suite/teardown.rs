@@ -5,13 +5,11 @@
 
 use crate::common::*;
 use wv_hal::*;
-use wv_host::HostPlatform;
 use wv_softhca::*;
 
 on_both_topologies! {
     fn a_destroyed_or_reset_qp_leaves_no_timer_armed(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_on(&p, topology, Conn::default());
+        let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair_on(topology, Conn::default());
         let (ca2, _cb2, qa2, qb2) = two_qps(&a, &b, QpType::Rc, 16);
         connect(&a, &qa2, &b, &qb2, Conn::default());
         let m = a.mem(64, ALL_ACCESS);
@@ -37,19 +35,15 @@ on_both_topologies! {
     }
 
     fn a_device_dropped_with_its_qps_connected_is_freed(topology) {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
-        let la = a.mem(64, ALL_ACCESS);
-        let lb = b.mem(64, ALL_ACCESS);
+        let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
+        let (la, lb) = mems(&a, 64, &b, 64);
         // Traffic both ways: each requester keeps its peer (and so the peer's device), each
         // responder the region it wrote.
         for (from, src, to, dst) in [(&qa, &la, &qb, &lb), (&qb, &lb, &qa, &la)] {
-            to.uvp.post_recv(&recv_wr(1, &[dst.sge(0, 64)])).unwrap();
+            post_recv(to, 1, dst.sge(0, 64));
             post_send(from, 2, src.sge(0, 8));
             let sg = [src.sge(0, 8)];
-            let mut wr = send_wr(3, WrOpcode::RdmaWrite, &sg);
-            wr.remote_addr = dst.addr(8);
-            wr.rkey = dst.rkey;
+            let wr = rdma_wr(3, WrOpcode::RdmaWrite, &sg, dst, 8);
             from.uvp.post_send(&wr).unwrap();
         }
         settle(&p);

@@ -11,23 +11,10 @@ use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;
 
-fn ids(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
-    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
-}
-
 on_both_topologies! {
     fn a_receive_posted_late_within_the_rnr_budget_is_waited_for(topology) {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, cb, qa, qb) = rc_pair_on(
-            &p,
-            topology,
-            Conn {
-                rnr_retry: 2,
-                ..Conn::default()
-            },
-        );
-        let m = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
+        let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::with_rnr_retry(2));
+        let (m, rb) = mems(&a, 64, &b, 64);
         m.buf.write(0, b"late").unwrap();
         let t0 = p.now_ns();
         post_send(&qa, 1, m.sge(0, 4));
@@ -36,15 +23,15 @@ on_both_topologies! {
         assert_eq!(p.next_timer_ns(), Some(t0 + RNR_DELAY_NS));
         // The receive comes 1 µs later; nothing happens before the timer.
         p.advance_clock(1_000);
-        qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
+        post_recv(&qb, 7, rb.sge(0, 64));
         assert!(poll_all(&ca).is_empty());
         p.advance_clock(RNR_DELAY_NS - 1_001);
         p.run_until_idle();
         assert!(poll_all(&ca).is_empty(), "no retry before the RNR timer");
         p.advance_clock(1);
         p.run_until_idle();
-        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
-        assert_eq!(ids(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+        expect_statuses(&ca, &[(1, WcStatus::Success)]);
+        expect_statuses(&cb, &[(7, WcStatus::Success)]);
         assert_eq!(&rb.buf.to_vec()[..4], b"late");
         assert_eq!(f.stats().delivered, 2, "the first try and one retry");
         assert_eq!(p.pending_timers(), 0);
@@ -52,15 +39,7 @@ on_both_topologies! {
     }
 
     fn a_receive_later_than_the_rnr_budget_fails_with_rnr_retry_exceeded(topology) {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, _cb, qa, qb) = rc_pair_on(
-            &p,
-            topology,
-            Conn {
-                rnr_retry: 2,
-                ..Conn::default()
-            },
-        );
+        let (p, f, a, b, ca, _cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::with_rnr_retry(2));
         let m = a.mem(64, ALL_ACCESS);
         let t0 = p.now_ns();
         post_send(&qa, 1, m.sge(0, 4));
@@ -69,7 +48,7 @@ on_both_topologies! {
         assert!(poll_all(&ca).is_empty());
         assert_eq!(run_timers_for(&p, RNR_DELAY_NS), 1);
         assert_eq!(p.now_ns(), t0 + 2 * RNR_DELAY_NS);
-        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RnrRetryExcErr)]);
+        expect_statuses(&ca, &[(1, WcStatus::RnrRetryExcErr)]);
         assert_eq!(a.state(&qa), QpState::Error);
         assert_eq!(f.stats().delivered, 3);
         // The responder did nothing wrong: it stays as it was.
@@ -78,27 +57,23 @@ on_both_topologies! {
     }
 
     fn rnr_retry_seven_retries_for_ever(topology) {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, _cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
-        let m = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
+        let (p, f, a, b, ca, _cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
+        let (m, rb) = mems(&a, 64, &b, 64);
         post_send(&qa, 1, m.sge(0, 4));
         assert_eq!(run_timers(&p, 50), 50, "still waiting after 50 RNR NAKs");
         assert!(poll_all(&ca).is_empty());
         assert_eq!(f.stats().delivered, 51);
-        qb.uvp.post_recv(&recv_wr(2, &[rb.sge(0, 64)])).unwrap();
+        post_recv(&qb, 2, rb.sge(0, 64));
         assert_eq!(run_timers(&p, 50), 1);
-        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        expect_statuses(&ca, &[(1, WcStatus::Success)]);
         settle(&p);
     }
 
     fn a_dropped_packet_is_resent_after_the_local_ack_timeout(topology) {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
-        let m = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
+        let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
+        let (m, rb) = mems(&a, 64, &b, 64);
         m.buf.write(0, b"again").unwrap();
-        qb.uvp.post_recv(&recv_wr(3, &[rb.sge(0, 64)])).unwrap();
+        post_recv(&qb, 3, rb.sge(0, 64));
         f.script(&[PacketFate::Drop]);
         let t0 = p.now_ns();
         post_send(&qa, 1, m.sge(0, 5));
@@ -109,8 +84,8 @@ on_both_topologies! {
         assert!(poll_all(&ca).is_empty() && poll_all(&cb).is_empty());
         p.advance_clock(1);
         p.run_until_idle();
-        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
-        assert_eq!(ids(&poll_all(&cb)), vec![(3, WcStatus::Success)]);
+        expect_statuses(&ca, &[(1, WcStatus::Success)]);
+        expect_statuses(&cb, &[(3, WcStatus::Success)]);
         assert_eq!(&rb.buf.to_vec()[..5], b"again");
         let s = f.stats();
         assert_eq!((s.dropped, s.delivered), (1, 1));
@@ -118,15 +93,7 @@ on_both_topologies! {
     }
 
     fn retry_exceeded_after_retry_cnt_timeouts_and_no_timeout_waits_for_ever(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, ca, _cb, qa, qb) = rc_pair_on(
-            &p,
-            topology,
-            Conn {
-                retry: 3,
-                ..Conn::default()
-            },
-        );
+        let (p, _f, a, b, ca, _cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::with_retry(3));
         let m = a.mem(64, ALL_ACCESS);
         b.hca.set_port_state(1, false).unwrap();
         qb.uvp.post_recv(&recv_wr(1, &[])).unwrap();
@@ -137,7 +104,7 @@ on_both_topologies! {
         assert!(poll_all(&ca).is_empty());
         assert_eq!(run_timers(&p, 10), 1);
         assert_eq!(p.now_ns(), t0 + 4 * ACK_TIMEOUT_NS);
-        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+        expect_statuses(&ca, &[(1, WcStatus::RetryExcErr)]);
         assert_eq!(a.state(&qa), QpState::Error);
         b.hca.set_port_state(1, true).unwrap();
 
@@ -164,30 +131,26 @@ on_both_topologies! {
     fn messages_travel_as_mtu_packets_and_a_lost_one_is_resent_from_where_it_was_lost(topology) {
         let p = HostPlatform::deterministic();
         let (f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, Conn::default()); // path MTU 1024
-        let m = a.mem(8192, ALL_ACCESS);
-        let rb = b.mem(8192, ALL_ACCESS);
-        let data: Vec<u8> = (0..4096u32).map(|i| (i * 7 + i / 251) as u8).collect();
-        m.buf.write(0, &data).unwrap();
+        let (m, rb) = mems(&a, 8192, &b, 8192);
+        let data = write_pattern(&m, 4096, |i| (i * 7 + i / 251) as u8);
         // Four packets, lossless.
-        qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4096)])).unwrap();
+        post_recv(&qb, 1, rb.sge(0, 4096));
         post_send(&qa, 1, m.sge(0, 4096));
-        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        expect_statuses(&ca, &[(1, WcStatus::Success)]);
         assert_eq!(f.stats().delivered, 4, "one packet per 1024 bytes");
         // The second packet is lost: the third arrives out of sequence, the responder NAKs it and
         // the requester resends from the second at once (no timer).
-        qb.uvp
-            .post_recv(&recv_wr(2, &[rb.sge(4096, 4096)]))
-            .unwrap();
+        post_recv(&qb, 2, rb.sge(4096, 4096));
         f.script(&[PacketFate::Deliver, PacketFate::Drop]);
         post_send(&qa, 2, m.sge(0, 4096));
-        assert_eq!(ids(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
+        expect_statuses(&ca, &[(2, WcStatus::Success)]);
         let s = f.stats();
         // p0, p1 (lost), p2 and p3 (sent before the NAK of p2 comes back; out of sequence, so
         // NAKed, then ignored), then p1, p2, p3 again.
         assert_eq!((s.dropped, s.delivered), (1, 4 + 6));
         assert_eq!(&rb.buf.to_vec()[4096..], &data[..]);
         // The last packet is lost: only it is resent, after the local ACK timeout.
-        qb.uvp.post_recv(&recv_wr(3, &[rb.sge(0, 4096)])).unwrap();
+        post_recv(&qb, 3, rb.sge(0, 4096));
         rb.buf.write(0, &[0u8; 4096]).unwrap();
         f.script(&[
             PacketFate::Deliver,
@@ -198,7 +161,7 @@ on_both_topologies! {
         post_send(&qa, 3, m.sge(0, 4096));
         assert!(poll_all(&ca).is_empty());
         assert_eq!(run_timers(&p, 10), 1);
-        assert_eq!(ids(&poll_all(&ca)), vec![(3, WcStatus::Success)]);
+        expect_statuses(&ca, &[(3, WcStatus::Success)]);
         let s = f.stats();
         assert_eq!((s.dropped, s.delivered), (2, 10 + 3 + 1));
         assert_eq!(&rb.buf.to_vec()[..4096], &data[..]);
@@ -212,30 +175,22 @@ on_both_topologies! {
         // An RDMA write of 3 packets whose first is delayed (acted on, ACK late) and second
         // dropped: resent from the second; the bytes land once, in place.
         let sg = [m.sge(0, 3000)];
-        let mut wr = send_wr(4, WrOpcode::RdmaWrite, &sg);
-        wr.remote_addr = rb.addr(5000);
-        wr.rkey = rb.rkey;
+        let wr = rdma_wr(4, WrOpcode::RdmaWrite, &sg, &rb, 5000);
         f.script(&[PacketFate::Delay, PacketFate::Drop]);
         qa.uvp.post_send(&wr).unwrap();
-        assert_eq!(ids(&poll_all(&ca)), vec![(4, WcStatus::Success)]);
+        expect_statuses(&ca, &[(4, WcStatus::Success)]);
         assert_eq!(&rb.buf.to_vec()[5000..8000], &data[..3000]);
         settle(&p);
     }
 
     fn reads_in_flight_are_limited_by_max_rd_atomic(topology) {
         for depth in [1u8, 2] {
-            let p = HostPlatform::deterministic();
-            let (f, a, b, ca, _cb, qa, _qb) = rc_pair_on(
-                &p,
-                topology,
-                Conn {
+            let (p, f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair_on(topology, Conn {
                     depth,
                     resources: depth,
                     ..Conn::default()
-                },
-            );
-            let la = a.mem(64, ALL_ACCESS);
-            let rb = b.mem(64, ALL_ACCESS);
+                });
+            let (la, rb) = mems(&a, 64, &b, 64);
             rb.buf.write(0, b"abcdefghijklmnopqrstuvwx").unwrap();
             // The first read's response is lost (the request arrives late).
             f.script(&[PacketFate::Delay]);
@@ -266,26 +221,17 @@ on_both_topologies! {
                 // the first is asked again at once.
                 assert_eq!((s.delayed, s.delivered), (1, 3));
             }
-            assert_eq!(
-                ids(&poll_all(&ca)),
-                vec![
-                    (0, WcStatus::Success),
-                    (1, WcStatus::Success),
-                    (2, WcStatus::Success)
-                ]
-            );
+            expect_statuses(&ca, &[(0, WcStatus::Success), (1, WcStatus::Success), (2, WcStatus::Success)]);
             assert_eq!(&la.buf.to_vec()[..24], b"abcdefghijklmnopqrstuvwx");
             settle(&p);
         }
     }
 
     fn sqd_raises_sq_drained_once_what_was_in_flight_has_completed(topology) {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, _cb, qa, qb) = rc_pair_on(&p, topology, Conn::default());
-        let m = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
+        let (p, f, a, b, ca, _cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::default());
+        let (m, rb) = mems(&a, 64, &b, 64);
         for i in 0..3 {
-            qb.uvp.post_recv(&recv_wr(i, &[rb.sge(0, 64)])).unwrap();
+            post_recv(&qb, i, rb.sge(0, 64));
         }
         // Nothing in flight: drained at once.
         a.modify(&qa, &qpm(QpState::Sqd, WV_IO_QP_ATTR_STATE))
@@ -308,12 +254,12 @@ on_both_topologies! {
             Err(VerbsError::InvalidState)
         );
         assert_eq!(run_timers(&p, 10), 1);
-        assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        expect_statuses(&ca, &[(1, WcStatus::Success)]);
         assert_eq!(qa.events.take(), vec![QpEvent::SqDrained]);
         // Drained: RTS again sends what waited.
         a.modify(&qa, &qpm(QpState::Rts, WV_IO_QP_ATTR_STATE))
             .unwrap();
-        assert_eq!(ids(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
+        expect_statuses(&ca, &[(2, WcStatus::Success)]);
         // Without the notify option there is no event.
         let mut sqd = attrs(WV_IO_QP_ATTR_STATE).to(QpState::Sqd);
         if let QpModify::Sqd { notify } = &mut sqd {
@@ -326,32 +272,16 @@ on_both_topologies! {
     }
 
     fn a_send_queue_restarted_from_sqd_has_its_whole_retry_budget(topology) {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, _cb, qa, _qb) = rc_pair_on(
-            &p,
-            topology,
-            Conn {
-                retry: 2,
-                ..Conn::default()
-            },
-        );
-        let la = a.mem(64, ALL_ACCESS);
-        let rb = b.mem(64, ALL_ACCESS);
+        let (p, f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair_on(topology, Conn::with_retry(2));
+        let (la, rb) = mems(&a, 64, &b, 64);
         // A read whose response is lost, then a write: the write's ACK says the read was
         // answered out of turn (an implied NAK), so the read is asked again, a retry spent.
         f.script(&[PacketFate::Delay]);
         let sg = [la.sge(0, 8)];
-        let mut read = send_wr(1, WrOpcode::RdmaRead, &sg);
-        read.remote_addr = rb.addr(0);
-        read.rkey = rb.rkey;
-        let mut write = send_wr(2, WrOpcode::RdmaWrite, &sg);
-        write.remote_addr = rb.addr(8);
-        write.rkey = rb.rkey;
+        let read = rdma_wr(1, WrOpcode::RdmaRead, &sg, &rb, 0);
+        let write = rdma_wr(2, WrOpcode::RdmaWrite, &sg, &rb, 8);
         qa.uvp.post_send_list(&[read, write]).unwrap();
-        assert_eq!(
-            ids(&poll_all(&ca)),
-            vec![(1, WcStatus::Success), (2, WcStatus::Success)]
-        );
+        expect_statuses(&ca, &[(1, WcStatus::Success), (2, WcStatus::Success)]);
         assert_eq!(f.stats().delayed, 1);
         // Drained and restarted: the send queue starts with retry_cnt retries again.
         a.modify(&qa, &qpm(QpState::Sqd, WV_IO_QP_ATTR_STATE))
@@ -364,7 +294,7 @@ on_both_topologies! {
         assert_eq!(run_timers_for(&p, 3 * ACK_TIMEOUT_NS - 1), 2);
         assert!(poll_all(&ca).is_empty());
         assert_eq!(run_timers(&p, 10), 1);
-        assert_eq!(ids(&poll_all(&ca)), vec![(3, WcStatus::RetryExcErr)]);
+        expect_statuses(&ca, &[(3, WcStatus::RetryExcErr)]);
         b.hca.set_port_state(1, true).unwrap();
         settle(&p);
     }

@@ -10,20 +10,6 @@ use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::*;
 
-fn ud_to(dgid: Gid, qpn: u32) -> UdAddress {
-    UdAddress {
-        dgid,
-        grh: true,
-        remote_qpn: qpn,
-        remote_qkey: 0x1111_1111,
-        ..UdAddress::default()
-    }
-}
-
-fn statuses(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
-    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
-}
-
 /// SQE → RTS, as a client asks for it.
 fn recover(n: &Node, q: &Qp) {
     let mut m = attrs(WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_CURRENT_STATE);
@@ -36,12 +22,9 @@ fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
     let (p, _f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
     let big = a.mem(8192, ALL_ACCESS);
-    let ra = a.mem(256, ALL_ACCESS);
-    let mb = b.mem(64, ALL_ACCESS);
-    qa.uvp.post_recv(&recv_wr(100, &[ra.sge(0, 128)])).unwrap();
-    qa.uvp
-        .post_recv(&recv_wr(101, &[ra.sge(128, 128)]))
-        .unwrap();
+    let (ra, mb) = mems(&a, 256, &b, 64);
+    post_recv(&qa, 100, ra.sge(0, 128));
+    post_recv(&qa, 101, ra.sge(128, 128));
     // Larger than the port MTU: LOC_LEN_ERR, the QP goes to SQE (not ERR); the next send is
     // flushed.
     let sg = [big.sge(0, 8192)];
@@ -52,10 +35,7 @@ fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
     let mut ok = send_wr(2, WrOpcode::Send, &sg2);
     ok.ud = wr.ud;
     qa.uvp.post_send(&ok).unwrap();
-    assert_eq!(
-        statuses(&poll_all(&ca)),
-        vec![(1, WcStatus::LocLenErr), (2, WcStatus::WrFlushErr)]
-    );
+    expect_statuses(&ca, &[(1, WcStatus::LocLenErr), (2, WcStatus::WrFlushErr)]);
     assert_eq!(a.state(&qa), QpState::SqError);
     assert_eq!(qa.uvp.state(), QpState::SqError);
     // Its receive queue still works: nothing was flushed, and B's datagram lands.
@@ -63,55 +43,43 @@ fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
     let mut back = send_wr(3, WrOpcode::Send, &sgb);
     back.ud = Some(ud_to(a.hca.gid(), qa.uvp.qpn()));
     qb.uvp.post_send(&back).unwrap();
-    assert_eq!(statuses(&poll_all(&ca)), vec![(100, WcStatus::Success)]);
+    expect_statuses(&ca, &[(100, WcStatus::Success)]);
     // SQE → RTS: sending works again.
     recover(&a, &qa);
     assert_eq!(a.state(&qa), QpState::Rts);
-    qb.uvp.post_recv(&recv_wr(200, &[mb.sge(0, 64)])).unwrap();
+    post_recv(&qb, 200, mb.sge(0, 64));
     qa.uvp.post_send(&ok).unwrap();
-    assert_eq!(statuses(&poll_all(&ca)), vec![(2, WcStatus::Success)]);
-    assert_eq!(
-        statuses(&poll_all(&cb)),
-        vec![(3, WcStatus::Success), (200, WcStatus::Success)]
-    );
+    expect_statuses(&ca, &[(2, WcStatus::Success)]);
+    expect_statuses(&cb, &[(3, WcStatus::Success), (200, WcStatus::Success)]);
     settle(&p);
 }
 
 #[test]
 fn a_uc_send_error_is_a_send_queue_error_too() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
-    connect(&a, &qa, &b, &qb, Conn::default());
-    let la = a.mem(64, ALL_ACCESS);
-    let mb = b.mem(64, ALL_ACCESS);
-    qa.uvp.post_recv(&recv_wr(100, &[la.sge(0, 64)])).unwrap();
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default());
+    let (la, mb) = mems(&a, 64, &b, 64);
+    post_recv(&qa, 100, la.sge(0, 64));
     let bad = [Sge {
         lkey: la.lkey ^ 0x100,
         ..la.sge(0, 8)
     }];
     qa.uvp.post_send(&send_wr(1, WrOpcode::Send, &bad)).unwrap();
-    assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::LocProtErr)]);
+    expect_statuses(&ca, &[(1, WcStatus::LocProtErr)]);
     assert_eq!(a.state(&qa), QpState::SqError);
     post_send(&qb, 2, mb.sge(0, 8));
-    assert_eq!(statuses(&poll_all(&ca)), vec![(100, WcStatus::Success)]);
+    expect_statuses(&ca, &[(100, WcStatus::Success)]);
     recover(&a, &qa);
-    qb.uvp.post_recv(&recv_wr(200, &[mb.sge(0, 64)])).unwrap();
+    post_recv(&qb, 200, mb.sge(0, 64));
     post_send(&qa, 3, la.sge(0, 8));
-    assert_eq!(statuses(&poll_all(&ca)), vec![(3, WcStatus::Success)]);
-    assert_eq!(
-        statuses(&poll_all(&cb)),
-        vec![(2, WcStatus::Success), (200, WcStatus::Success)]
-    );
+    expect_statuses(&ca, &[(3, WcStatus::Success)]);
+    expect_statuses(&cb, &[(2, WcStatus::Success), (200, WcStatus::Success)]);
     settle(&p);
 }
 
 #[test]
 fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
-    let (p, f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 32);
-    connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
-    let la = a.mem(8192, ALL_ACCESS);
-    let rb = b.mem(8192, ALL_ACCESS);
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 32, Conn::default()); // path MTU 1024
+    let (la, rb) = mems(&a, 8192, &b, 8192);
     la.buf.write(0, &[0x5A; 4096]).unwrap();
     // No receive posted: the send is dropped.
     post_send(&qa, 1, la.sge(0, 8));
@@ -122,15 +90,15 @@ fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
     wr.rkey = rb.rkey ^ 0x100;
     qa.uvp.post_send(&wr).unwrap();
     // A receive too small for the message: dropped, and the receive stays for the next one.
-    qb.uvp.post_recv(&recv_wr(10, &[rb.sge(0, 16)])).unwrap();
+    post_recv(&qb, 10, rb.sge(0, 16));
     post_send(&qa, 3, la.sge(0, 64));
-    assert_eq!(
-        statuses(&poll_all(&ca)),
-        vec![
+    expect_statuses(
+        &ca,
+        &[
             (1, WcStatus::Success),
             (2, WcStatus::Success),
-            (3, WcStatus::Success)
-        ]
+            (3, WcStatus::Success),
+        ],
     );
     assert!(poll_all(&cb).is_empty());
     assert_eq!(b.state(&qb), QpState::Rts);
@@ -143,7 +111,7 @@ fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
     );
     // A message of four packets whose second is lost: the rest of it is dropped, and the next
     // message (UC resynchronises on its first packet) arrives whole.
-    qb.uvp.post_recv(&recv_wr(11, &[rb.sge(0, 4096)])).unwrap();
+    post_recv(&qb, 11, rb.sge(0, 4096));
     f.script(&[PacketFate::Deliver, PacketFate::Drop]);
     post_send(&qa, 5, la.sge(0, 4096));
     assert!(poll_all(&cb).is_empty());
@@ -170,8 +138,8 @@ fn a_ud_receiver_gets_a_grh_only_when_the_sender_sends_one() {
     la.buf.write(0, b"payload!").unwrap();
     let rb = b.mem(256, ALL_ACCESS);
     rb.buf.write(0, &[0xEE; 256]).unwrap();
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 128)])).unwrap();
-    qb.uvp.post_recv(&recv_wr(2, &[rb.sge(128, 128)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 128));
+    post_recv(&qb, 2, rb.sge(128, 128));
     let sg = [la.sge(0, 8)];
     let mut wr = send_wr(1, WrOpcode::SendWithImm, &sg);
     wr.imm_or_inv = 0x0102_0304;
@@ -222,13 +190,13 @@ fn a_ud_receiver_gets_a_grh_only_when_the_sender_sends_one() {
         ..wr.ud.unwrap()
     });
     qa.uvp.post_send(&bad).unwrap();
-    assert_eq!(
-        statuses(&poll_all(&ca)),
-        vec![
+    expect_statuses(
+        &ca,
+        &[
             (1, WcStatus::Success),
             (2, WcStatus::Success),
-            (3, WcStatus::LocQpOpErr)
-        ]
+            (3, WcStatus::LocQpOpErr),
+        ],
     );
     assert_eq!(a.state(&qa), QpState::SqError);
     settle(&p);
@@ -237,16 +205,9 @@ fn a_ud_receiver_gets_a_grh_only_when_the_sender_sends_one() {
 #[test]
 fn multicast_reaches_members_on_any_port() {
     let p = HostPlatform::deterministic();
-    let f = Fabric::new();
-    let two_ports = || {
-        let mut c = DeviceConfig::new("two", mac());
-        c.ports = 2;
-        c
-    };
-    let a = Node::new(&p, two_ports());
-    let b = Node::new(&p, two_ports());
-    f.attach(&a.hca);
-    f.attach(&b.hca);
+    let a = Node::configured(&p, "two", |c| c.ports = 2);
+    let b = Node::configured(&p, "two", |c| c.ports = 2);
+    let _f = fabric_of(&a, &b);
     let ca = a.cq(16);
     let cb = b.cq(16);
     let sender = a.qp(QpType::Ud, &ca);
@@ -266,10 +227,7 @@ fn multicast_reaches_members_on_any_port() {
     let _m = b.hca.attach_mcast(&member.soft, &group, 0xC009).unwrap();
     let rb = b.mem(512, ALL_ACCESS);
     for i in 0..3 {
-        member
-            .uvp
-            .post_recv(&recv_wr(i, &[rb.sge(i as usize * 128, 128)]))
-            .unwrap();
+        post_recv(&member, i, rb.sge(i as usize * 128, 128));
     }
     let data = *b"all ports";
     let mut wr = send_wr(9, WrOpcode::Send, &[]);
@@ -294,22 +252,18 @@ fn multicast_reaches_members_on_any_port() {
     assert!(poll_all(&cb).is_empty());
     b.hca.set_port_state(2, true).unwrap();
     sender.uvp.post_send(&wr).unwrap();
-    assert_eq!(statuses(&poll_all(&cb)), vec![(1, WcStatus::Success)]);
+    expect_statuses(&cb, &[(1, WcStatus::Success)]);
     settle(&p);
 }
 
 #[test]
 fn uc_and_ud_messages_travel_as_mtu_packets_each_sent_once_whatever_its_fate() {
-    let (p, f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Uc, 16);
-    connect(&a, &qa, &b, &qb, Conn::default()); // path MTU 1024
-    let la = a.mem(4096, ALL_ACCESS);
-    let rb = b.mem(8192, ALL_ACCESS);
-    let data: Vec<u8> = (0..4096u32).map(|i| (i * 3 % 247) as u8).collect();
-    la.buf.write(0, &data).unwrap();
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default()); // path MTU 1024
+    let (la, rb) = mems(&a, 4096, &b, 8192);
+    let data = write_pattern(&la, 4096, |i| (i * 3 % 247) as u8);
     // Four packets, the second lost: the other three are sent all the same, nothing is sent
     // again, and the receiver drops the message.
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 4096)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 4096));
     f.script(&[PacketFate::Deliver, PacketFate::Drop]);
     post_send(&qa, 1, la.sge(0, 4096));
     let s = f.stats();
@@ -342,39 +296,29 @@ fn uc_and_ud_messages_travel_as_mtu_packets_each_sent_once_whatever_its_fate() {
     // A late datagram arrives once.
     let (cua, cub, ua, ub) = ud_qps(&a, &b, 16);
     for i in 0..2 {
-        ub.uvp
-            .post_recv(&recv_wr(10 + i, &[rb.sge(4096 + i as usize * 128, 128)]))
-            .unwrap();
+        post_recv(&ub, 10 + i, rb.sge(4096 + i as usize * 128, 128));
     }
     let sg = [la.sge(0, 16)];
     let mut wr = send_wr(3, WrOpcode::Send, &sg);
     wr.ud = Some(ud_to(b.hca.gid(), ub.uvp.qpn()));
     f.script(&[PacketFate::Delay]);
     ua.uvp.post_send(&wr).unwrap();
-    assert_eq!(statuses(&poll_all(&cub)), vec![(10, WcStatus::Success)]);
-    assert_eq!(statuses(&poll_all(&cua)), vec![(3, WcStatus::Success)]);
+    expect_statuses(&cub, &[(10, WcStatus::Success)]);
+    expect_statuses(&cua, &[(3, WcStatus::Success)]);
     assert_eq!(f.stats().delayed, 2);
     settle(&p);
 }
 
 #[test]
 fn a_message_may_be_max_msg_bytes_and_a_datagram_one_port_mtu() {
-    let p = HostPlatform::deterministic();
-    let f = Fabric::new();
-    let mut config = DeviceConfig::new("small", mac());
-    config.limits.max_msg = 3000;
-    let a = Node::new(&p, config);
-    let b = Node::simple(&p);
-    f.attach(&a.hca);
-    f.attach(&b.hca);
-    let la = a.mem(8192, ALL_ACCESS);
-    let rb = b.mem(8192, ALL_ACCESS);
+    let (p, _f, a, b) = deterministic_configured_pair("small", |c| c.limits.max_msg = 3000);
+    let (la, rb) = mems(&a, 8192, &b, 8192);
     for qp_type in [QpType::Uc, QpType::Rc] {
         let (ca, cb, qa, qb) = two_qps(&a, &b, qp_type, 16);
         connect(&a, &qa, &b, &qb, Conn::default());
-        qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 4096)])).unwrap();
+        post_recv(&qb, 7, rb.sge(0, 4096));
         post_send(&qa, 1, la.sge(0, 3000));
-        assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+        expect_statuses(&ca, &[(1, WcStatus::Success)]);
         let r = poll_all(&cb);
         assert_eq!((r[0].wr_id, r[0].byte_len), (7, 3000), "{qp_type:?}");
         post_send(&qa, 2, la.sge(0, 3001));
@@ -388,14 +332,12 @@ fn a_message_may_be_max_msg_bytes_and_a_datagram_one_port_mtu() {
     // UD: one packet of the port's MTU (4096), no more.
     let (ca, cb, qa, qb) = ud_qps(&b, &a, 16);
     let ra = a.mem(8192, ALL_ACCESS);
-    qb.uvp
-        .post_recv(&recv_wr(7, &[ra.sge(0, 4096 + GRH_BYTES as u32)]))
-        .unwrap();
+    post_recv(&qb, 7, ra.sge(0, 4096 + GRH_BYTES as u32));
     let sg = [rb.sge(0, 4096)];
     let mut wr = send_wr(1, WrOpcode::Send, &sg);
     wr.ud = Some(ud_to(a.hca.gid(), qb.uvp.qpn()));
     qa.uvp.post_send(&wr).unwrap();
-    assert_eq!(statuses(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    expect_statuses(&ca, &[(1, WcStatus::Success)]);
     let r = poll_all(&cb);
     assert_eq!((r[0].wr_id, r[0].byte_len), (7, 4096 + GRH_BYTES as u32));
     settle(&p);
@@ -405,12 +347,9 @@ fn a_message_may_be_max_msg_bytes_and_a_datagram_one_port_mtu() {
 fn a_datagram_fires_a_solicited_arm_only_when_sent_solicited() {
     let (p, _f, a, b) = deterministic_pair();
     let (_ca, cb, qa, qb) = ud_qps(&a, &b, 16);
-    let la = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(512, ALL_ACCESS);
+    let (la, rb) = mems(&a, 64, &b, 512);
     for i in 0..2 {
-        qb.uvp
-            .post_recv(&recv_wr(i, &[rb.sge(i as usize * 128, 128)]))
-            .unwrap();
+        post_recv(&qb, i, rb.sge(i as usize * 128, 128));
     }
     assert!(!cb.uvp.arm(true));
     let sg = [la.sge(0, 8)];
@@ -423,36 +362,32 @@ fn a_datagram_fires_a_solicited_arm_only_when_sent_solicited() {
     qa.uvp.post_send(&wr).unwrap();
     settle(&p);
     assert_eq!(cb.sink.completions(), 1);
-    assert_eq!(
-        statuses(&poll_all(&cb)),
-        vec![(0, WcStatus::Success), (1, WcStatus::Success)]
-    );
+    expect_statuses(&cb, &[(0, WcStatus::Success), (1, WcStatus::Success)]);
 }
 
 #[test]
 fn a_datagram_to_a_qp_number_reaches_the_qp_that_has_it_now() {
     let (p, _f, a, b) = deterministic_pair();
     let (_ca, cb, qa, qb) = ud_qps(&a, &b, 16);
-    let la = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(512, ALL_ACCESS);
+    let (la, rb) = mems(&a, 64, &b, 512);
     la.buf.write(0, b"first").unwrap();
     let qpn = qb.uvp.qpn();
-    qb.uvp.post_recv(&recv_wr(1, &[rb.sge(0, 128)])).unwrap();
+    post_recv(&qb, 1, rb.sge(0, 128));
     let sg = [la.sge(0, 5)];
     let mut wr = send_wr(1, WrOpcode::Send, &sg);
     wr.ud = Some(ud_to(b.hca.gid(), qpn));
     qa.uvp.post_send(&wr).unwrap();
-    assert_eq!(statuses(&poll_all(&cb)), vec![(1, WcStatus::Success)]);
+    expect_statuses(&cb, &[(1, WcStatus::Success)]);
     // The QP goes away and a new one takes its number: the same address now reaches it.
     b.hca.destroy_qp(qb.soft);
     let cb2 = b.cq(16);
     let qb2 = b.qp(QpType::Ud, &cb2);
     assert_eq!(qb2.uvp.qpn(), qpn, "the number is free again");
     bring_up(&b, &qb2, [0; 16], 0, Conn::default());
-    qb2.uvp.post_recv(&recv_wr(2, &[rb.sge(128, 128)])).unwrap();
+    post_recv(&qb2, 2, rb.sge(128, 128));
     la.buf.write(0, b"again").unwrap();
     qa.uvp.post_send(&wr).unwrap();
-    assert_eq!(statuses(&poll_all(&cb2)), vec![(2, WcStatus::Success)]);
+    expect_statuses(&cb2, &[(2, WcStatus::Success)]);
     assert_eq!(
         &rb.buf.to_vec()[128 + GRH_BYTES..128 + GRH_BYTES + 5],
         b"again"

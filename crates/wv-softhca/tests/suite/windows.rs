@@ -43,19 +43,6 @@ fn conn() -> Conn {
     }
 }
 
-fn one(cq: &Cq) -> (u64, WcStatus, WcOpcode) {
-    let w = poll_all(cq);
-    assert_eq!(w.len(), 1, "{w:?}");
-    (w[0].wr_id, w[0].status, w[0].opcode)
-}
-
-fn write_wr<'a>(id: u64, sg: &'a [Sge], addr: u64, rkey: u32) -> SendWr<'a> {
-    let mut wr = send_wr(id, WrOpcode::RdmaWrite, sg);
-    wr.remote_addr = addr;
-    wr.rkey = rkey;
-    wr
-}
-
 fn bind_wr<'a>(id: u64, mw_rkey: u32, mr: &Mem, off: usize, len: u64, access: u32) -> SendWr<'a> {
     let mut wr = SendWr::new(id, WrOpcode::BindMw);
     wr.send_flags = send_flags::SIGNALED;
@@ -72,8 +59,7 @@ fn bind_wr<'a>(id: u64, mw_rkey: u32, mr: &Mem, off: usize, len: u64, access: u3
 
 on_both_topologies! {
     fn type_1_windows_bind_by_the_verb_and_open_part_of_a_region_to_remote_access(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
+        let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, conn());
         let src = a.mem(256, ALL_ACCESS);
         src.buf.write(0, b"through the window").unwrap();
         let region = b.mem(4096, BINDABLE);
@@ -213,8 +199,7 @@ on_both_topologies! {
     }
 
     fn type_2_windows_bind_by_request_serve_only_their_qp_and_are_invalidated(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
+        let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, conn());
         let src = a.mem(256, ALL_ACCESS);
         src.buf.write(0, b"type two").unwrap();
         let region = b.mem(4096, BINDABLE);
@@ -299,7 +284,7 @@ on_both_topologies! {
             .unwrap();
         assert_eq!(one(&cb).1, WcStatus::Success);
         let key1 = inc_rkey(key0);
-        qb.uvp.post_recv(&recv_wr(10, &[inbox.sge(0, 64)])).unwrap();
+        post_recv(&qb, 10, inbox.sge(0, 64));
         let sg = [src.sge(0, 8)];
         let mut wr = send_wr(4, WrOpcode::SendWithInv, &sg);
         wr.imm_or_inv = key1;
@@ -411,8 +396,7 @@ on_both_topologies! {
     }
 
     fn a_region_with_windows_bound_stays_registered_until_they_go(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_on(&p, topology, conn());
+        let (p, _f, _a, b, _ca, cb, _qa, qb) = deterministic_rc_pair_on(topology, conn());
         let region = b.mem(4096, BINDABLE);
         let (mw, key0) = window(&b, MwType::Type1);
         let info = MwBindInfo {
@@ -452,8 +436,7 @@ on_both_topologies! {
 
 on_both_topologies! {
     fn each_of_several_windows_answers_its_own_key(topology) {
-        let p = HostPlatform::deterministic();
-        let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
+        let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, conn());
         let src = a.mem(64, ALL_ACCESS);
         src.buf.write(0, b"first!second").unwrap();
         let region = b.mem(4096, BINDABLE);
@@ -507,9 +490,8 @@ on_both_topologies! {
     }
 
     fn a_type_2_window_is_bound_only_by_a_qp_of_its_pd(topology) {
-        let p = HostPlatform::deterministic();
-        // C10-72: the window and the region in another PD than the QP's.
-        let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_on(&p, topology, conn());
+                // C10-72: the window and the region in another PD than the QP's.
+        let (p, _f, _a, b, _ca, cb, _qa, qb) = deterministic_rc_pair_on(topology, conn());
         let pd2 = b.hca.allocate_pd(&b.ca, &mut Umv::none()).unwrap();
         let cmd = MwCmd {
             magic: SOFTHCA_ABI_MAGIC,

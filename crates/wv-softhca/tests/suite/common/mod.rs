@@ -66,6 +66,11 @@ impl SrqEventSink for Log<SrqEvent> {
     }
 }
 
+#[cfg(all(feature = "std", target_os = "linux"))]
+mod mapping;
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub use mapping::anonymous_mapping;
+
 pub type Hca = SoftHca<HostPlatform>;
 
 /// One soft HCA opened by one client.
@@ -154,8 +159,21 @@ impl Node {
         pool: BufferPool,
     ) -> Node {
         let hca = SoftHca::new(Arc::new(platform.clone()), config, memory);
+        Node::client(platform, hca, pool, |out| {
+            UvpContext::from_open_resp(out).unwrap()
+        })
+    }
+
+    /// A client of `hca`: a CA opened (its events logged), the user-mode provider `provider`
+    /// makes from the open's reply, and a PD.
+    pub fn client(
+        platform: &HostPlatform,
+        hca: Arc<Hca>,
+        pool: BufferPool,
+        provider: impl FnOnce(&[u8; 64]) -> UvpContext,
+    ) -> Node {
         let (ca, ca_events, out) = open_ca_logged(&*hca);
-        let uvp = UvpContext::from_open_resp(&out).unwrap();
+        let uvp = provider(&out);
         let pd = hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
         Node {
             platform: platform.clone(),
@@ -168,6 +186,17 @@ impl Node {
         }
     }
 
+    /// A device named `name` (with a MAC of its own) whose configuration `set` adjusts.
+    pub fn configured(
+        platform: &HostPlatform,
+        name: &str,
+        set: impl FnOnce(&mut DeviceConfig),
+    ) -> Node {
+        let mut config = DeviceConfig::new(name, mac());
+        set(&mut config);
+        Node::new(platform, config)
+    }
+
     pub fn simple(platform: &HostPlatform) -> Node {
         Node::new(platform, DeviceConfig::new("soft", mac()))
     }
@@ -175,38 +204,22 @@ impl Node {
     /// Another client of the same device, with its own CA open and PD (as a second process on
     /// the host would be): the far end of a loopback connection.
     pub fn another_client(&self) -> Node {
-        let ca_events = wv_hal::KArc::new(Log::default());
-        let mut out = [0u8; 64];
-        let mut umv = Umv::new(0, 0, 64, &mut out);
-        let ca = self
-            .hca
-            .open_ca(&mut umv, ca_events.clone().into())
-            .unwrap();
-        let uvp = UvpContext::from_open_resp(&out).unwrap();
-        let pd = self.hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
-        Node {
-            platform: self.platform.clone(),
-            hca: self.hca.clone(),
-            ca,
-            ca_events,
-            uvp,
-            pd,
-            pool: self.pool.clone(),
-        }
+        Node::client(&self.platform, self.hca.clone(), self.pool.clone(), |out| {
+            UvpContext::from_open_resp(out).unwrap()
+        })
     }
 
     pub fn cq(&self, entries: u32) -> Cq {
+        self.cq_answered(entries).0
+    }
+
+    /// [`Node::cq`] with the device's vendor output, which names the CQ's ring.
+    pub fn cq_answered(&self, entries: u32) -> (Cq, CqResp) {
         let sink = wv_hal::KArc::new(CqSink::default());
-        let mut out = [0u8; 64];
-        let mut umv = Umv::new(0, 0, 64, &mut out);
-        let (soft, _n) = self
-            .hca
-            .create_cq(&self.ca, entries, sink.clone().into(), &mut umv)
-            .unwrap();
-        let r: CqResp = abi::parse(&out).unwrap();
+        let (soft, r) = create_cq(&*self.hca, &self.ca, entries, sink.clone());
         assert_cq_ring_described(&r);
         let uvp = self.uvp.map_cq(&r).unwrap();
-        Cq { soft, uvp, sink }
+        (Cq { soft, uvp, sink }, r)
     }
 
     pub fn mem(&self, len: usize, access: u32) -> Mem {
@@ -237,32 +250,32 @@ impl Node {
         inline: u32,
         sig_all: bool,
     ) -> Qp {
-        let create = QpCreate {
+        let create = qp_create(
             qp_type,
-            sq_depth: depth,
-            rq_depth: depth,
-            sq_sge: sge,
-            rq_sge: sge,
-            sq_max_inline: inline,
-            sq_signaled: sig_all,
-            send_cq: &scq.soft,
-            recv_cq: &rcq.soft,
-            srq: srq.map(|s| &s.soft),
-        };
+            &scq.soft,
+            &rcq.soft,
+            srq.map(|s| &s.soft),
+            depth,
+            sge,
+            inline,
+            sig_all,
+        );
         self.create_qp(&create).0
     }
 
     /// A QP made as `create` asks, mapped for the UVP, with what the device answered.
     pub fn create_qp(&self, create: &QpCreate<'_, SoftCq, SoftSrq>) -> (Qp, QpCreated) {
+        let (qp, created, _) = self.create_qp_answered(create);
+        (qp, created)
+    }
+
+    /// [`Node::create_qp`] with the device's vendor output, which names the QP's rings.
+    pub fn create_qp_answered(
+        &self,
+        create: &QpCreate<'_, SoftCq, SoftSrq>,
+    ) -> (Qp, QpCreated, QpResp) {
         let events = wv_hal::KArc::new(Log::default());
-        let mut out = [0u8; 64];
-        let mut umv = Umv::new(0, 0, 64, &mut out);
-        let (soft, created) = self
-            .hca
-            .create_qp(&self.pd, create, events.clone().into(), &mut umv)
-            .unwrap();
-        let r: QpResp = abi::parse(&out).unwrap();
-        assert_eq!(r.qpn, created.qpn);
+        let (soft, created, r) = create_qp(&*self.hca, &self.pd, create, events.clone());
         let uvp = self.uvp.map_qp(&r).unwrap();
         let qp = Qp {
             soft,
@@ -270,7 +283,7 @@ impl Node {
             events,
             qp_type: create.qp_type,
         };
-        (qp, created)
+        (qp, created, r)
     }
 
     pub fn qp(&self, qp_type: QpType, cq: &Cq) -> Qp {
@@ -284,18 +297,12 @@ impl Node {
     /// An SRQ of `max_wr` receives of `max_sge` SGEs, armed at `limit`.
     pub fn srq_with(&self, max_wr: u32, max_sge: u32, limit: u32) -> Srq {
         let events = wv_hal::KArc::new(Log::default());
-        let mut out = [0u8; 64];
-        let mut umv = Umv::new(0, 0, 64, &mut out);
         let attr = SrqAttributes {
             max_wr,
             max_sge,
             srq_limit: limit,
         };
-        let soft = self
-            .hca
-            .create_srq(&self.pd, &attr, events.clone().into(), &mut umv)
-            .unwrap();
-        let r: SrqResp = abi::parse(&out).unwrap();
+        let (soft, r) = create_srq(&*self.hca, &self.pd, &attr, events.clone());
         let uvp = self.uvp.map_srq(&r).unwrap();
         Srq { soft, uvp, events }
     }
@@ -308,6 +315,90 @@ impl Node {
     pub fn state(&self, qp: &Qp) -> QpState {
         self.hca.query_qp(&qp.soft).unwrap().state
     }
+}
+
+/// A CQ of `entries` on `ca` of `verbs`, as a user-mode client makes it, with its vendor
+/// output.
+pub fn create_cq<V: Verbs>(
+    verbs: &V,
+    ca: &V::Ca,
+    entries: u32,
+    sink: wv_hal::KArc<CqSink>,
+) -> (V::Cq, CqResp) {
+    let mut out = [0u8; 64];
+    let (cq, _n) = verbs
+        .create_cq(ca, entries, sink.into(), &mut Umv::new(0, 0, 64, &mut out))
+        .unwrap();
+    (cq, abi::parse(&out).unwrap())
+}
+
+/// A QP made as `create` asks in `pd` of `verbs`, as a user-mode client makes it, with what
+/// the device answered and its vendor output (whose QP number is the one answered).
+pub fn create_qp<V: Verbs>(
+    verbs: &V,
+    pd: &V::Pd,
+    create: &QpCreate<'_, V::Cq, V::Srq>,
+    events: wv_hal::KArc<Log<QpEvent>>,
+) -> (V::Qp, QpCreated, QpResp) {
+    let mut out = [0u8; 64];
+    let (qp, created) = verbs
+        .create_qp(pd, create, events.into(), &mut Umv::new(0, 0, 64, &mut out))
+        .unwrap();
+    let r: QpResp = abi::parse(&out).unwrap();
+    assert_eq!(r.qpn, created.qpn);
+    (qp, created, r)
+}
+
+/// An SRQ of `attr` in `pd` of `verbs`, as a user-mode client makes it, with its vendor
+/// output.
+pub fn create_srq<V: Verbs>(
+    verbs: &V,
+    pd: &V::Pd,
+    attr: &SrqAttributes,
+    events: wv_hal::KArc<Log<SrqEvent>>,
+) -> (V::Srq, SrqResp) {
+    let mut out = [0u8; 64];
+    let srq = verbs
+        .create_srq(pd, attr, events.into(), &mut Umv::new(0, 0, 64, &mut out))
+        .unwrap();
+    (srq, abi::parse(&out).unwrap())
+}
+
+/// What a QP of `qp_type` over `send_cq` and `recv_cq` (and `srq`) asks for: `depth` requests
+/// of `sge` SGEs each way, `inline` bytes inline, every send signaled or not (`sig_all`).
+#[allow(clippy::too_many_arguments)]
+pub fn qp_create<'a, C, S>(
+    qp_type: QpType,
+    send_cq: &'a C,
+    recv_cq: &'a C,
+    srq: Option<&'a S>,
+    depth: u32,
+    sge: u32,
+    inline: u32,
+    sig_all: bool,
+) -> QpCreate<'a, C, S> {
+    QpCreate {
+        qp_type,
+        sq_depth: depth,
+        rq_depth: depth,
+        sq_sge: sge,
+        rq_sge: sge,
+        sq_max_inline: inline,
+        sq_signaled: sig_all,
+        send_cq,
+        recv_cq,
+        srq,
+    }
+}
+
+/// CQ_RESIZE's command alone (what the provider does around it is the caller's): the size
+/// the device answered and its vendor output.
+pub fn resize_cq_command(node: &Node, cq: &Cq, entries: u32) -> Result<(u32, CqResp), VerbsError> {
+    let mut out = [0u8; 64];
+    let got = node
+        .hca
+        .resize_cq(&cq.soft, entries, &mut Umv::new(0, 0, 64, &mut out))?;
+    Ok((got, abi::parse(&out).unwrap()))
 }
 
 /// A CQ's vendor output (CQ_CREATE, CQ_RESIZE) describes its ring whole: `ring_bytes` is its
@@ -442,15 +533,30 @@ pub fn qpm(state: QpState, options: u32) -> QpModify {
 /// own number as destination (no traffic needed to move it through the state table).
 pub fn loopback_attrs(node: &Node, qp: &Qp, options: u32) -> Attrs {
     let mut a = attrs(options);
-    a.av = AddressVector {
+    a.av = route_to(node);
+    a.alternate_av = a.av;
+    a.dest_qpn = qp.uvp.qpn();
+    a
+}
+
+/// A global route to `node`'s device (its GID) through port 1.
+pub fn route_to(node: &Node) -> AddressVector {
+    AddressVector {
         grh_valid: true,
         dgid: node.hca.gid(),
         port: 1,
         ..AddressVector::default()
-    };
-    a.alternate_av = a.av;
-    a.dest_qpn = qp.uvp.qpn();
-    a
+    }
+}
+
+/// An RC QP's modification to RTR towards `qp` of `node`, expecting the default PSN: the far
+/// end of a connection brought only half way up.
+pub fn rc_rtr_towards(node: &Node, qp: &Qp) -> QpModify {
+    let mut m = attrs(RTR_RC);
+    m.av = route_to(node);
+    m.dest_qpn = qp.uvp.qpn();
+    m.rq_psn = Conn::default().psn;
+    m.to(QpState::Rtr)
 }
 
 /// A fresh QP of `t` on `cq`, driven to `target` with [`loopback_attrs`] and no options at all.
@@ -530,6 +636,24 @@ impl Default for Conn {
     }
 }
 
+impl Conn {
+    /// The defaults but for `retry` transport retries.
+    pub fn with_retry(retry: u8) -> Conn {
+        Conn {
+            retry,
+            ..Conn::default()
+        }
+    }
+
+    /// The defaults but for `rnr_retry` RNR retries.
+    pub fn with_rnr_retry(rnr_retry: u8) -> Conn {
+        Conn {
+            rnr_retry,
+            ..Conn::default()
+        }
+    }
+}
+
 /// Moves `qp` of `node` to RTS, connected to `remote_qpn` on the device whose GID is `dgid`.
 pub fn bring_up(node: &Node, qp: &Qp, dgid: Gid, remote_qpn: u32, c: Conn) {
     match qp.qp_type {
@@ -575,6 +699,29 @@ pub fn connect(a: &Node, qa: &Qp, b: &Node, qb: &Qp, c: Conn) {
     bring_up(b, qb, a.hca.gid(), qa.uvp.qpn(), c);
 }
 
+/// A QP of `qa`'s type on `b`, on a CQ of its own of `entries`, connected to `qa` of `a` with
+/// `c`: the far end for a QP a test made its own way.
+pub fn connected_peer(a: &Node, qa: &Qp, b: &Node, entries: u32, c: Conn) -> (Cq, Qp) {
+    let cb = b.cq(entries);
+    let qb = b.qp(qa.qp_type, &cb);
+    connect(a, qa, b, &qb, c);
+    (cb, qb)
+}
+
+/// The two ends' buffers of a transfer: a region of `len_a` bytes of `a`, then one of `len_b`
+/// bytes of `b`, each with [`ALL_ACCESS`].
+pub fn mems(a: &Node, len_a: usize, b: &Node, len_b: usize) -> (Mem, Mem) {
+    (a.mem(len_a, ALL_ACCESS), b.mem(len_b, ALL_ACCESS))
+}
+
+/// Writes `len` bytes, `byte` of each offset, at the start of `mem` and returns them: a
+/// message each byte of which can be checked where it lands.
+pub fn write_pattern(mem: &Mem, len: usize, byte: impl Fn(usize) -> u8) -> Vec<u8> {
+    let data: Vec<u8> = (0..len).map(byte).collect();
+    mem.buf.write(0, &data).unwrap();
+    data
+}
+
 /// Polls everything.
 pub fn poll_all(cq: &Cq) -> Vec<WorkCompletion> {
     let mut out = Vec::new();
@@ -586,6 +733,68 @@ pub fn poll_all(cq: &Cq) -> Vec<WorkCompletion> {
             return out;
         }
     }
+}
+
+/// Each completion's request id and status, in the order polled.
+pub fn statuses(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
+    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
+}
+
+/// The one completion on `cq`: its request id, status and opcode.
+pub fn one(cq: &Cq) -> (u64, WcStatus, WcOpcode) {
+    let w = poll_all(cq);
+    assert_eq!(w.len(), 1, "{w:?}");
+    (w[0].wr_id, w[0].status, w[0].opcode)
+}
+
+/// A signaled RDMA WRITE (`id`) of the bytes `sg` names to `addr` under `rkey` (a region's or
+/// a window's).
+pub fn write_wr<'a>(id: u64, sg: &'a [Sge], addr: u64, rkey: u32) -> SendWr<'a> {
+    let mut wr = send_wr(id, WrOpcode::RdmaWrite, sg);
+    wr.remote_addr = addr;
+    wr.rkey = rkey;
+    wr
+}
+
+/// Each completion's request id, in the order polled.
+pub fn wr_ids(wcs: &[WorkCompletion]) -> Vec<u64> {
+    wcs.iter().map(|w| w.wr_id).collect()
+}
+
+/// Checks that polling `cq` gives exactly the completions `expected` (request id and status),
+/// in that order.
+#[track_caller]
+pub fn expect_statuses(cq: &Cq, expected: &[(u64, WcStatus)]) {
+    assert_eq!(statuses(&poll_all(cq)), expected);
+}
+
+/// A signaled RDMA `op` (`id`) between the bytes `sg` names and `remote` at `off`, under its
+/// rkey.
+pub fn rdma_wr<'a>(id: u64, op: WrOpcode, sg: &'a [Sge], remote: &Mem, off: usize) -> SendWr<'a> {
+    let mut wr = send_wr(id, op, sg);
+    wr.remote_addr = remote.addr(off);
+    wr.rkey = remote.rkey;
+    wr
+}
+
+/// The address of a UD send to QP `qpn` of the device whose GID is `dgid`, under the Q_Key of
+/// [`attrs`], with a global route.
+pub fn ud_to(dgid: Gid, qpn: u32) -> UdAddress {
+    UdAddress {
+        dgid,
+        grh: true,
+        remote_qpn: qpn,
+        remote_qkey: 0x1111_1111,
+        ..UdAddress::default()
+    }
+}
+
+/// Posts a signaled UD SEND (`id`) of the bytes `sge` names from `qp` to `to`.
+pub fn ud_send(qp: &Qp, id: u64, sge: Sge, to: UdAddress) {
+    let sg = [sge];
+    let mut wr = send_wr(id, WrOpcode::Send, &sg);
+    wr.ud = Some(to);
+    qp.uvp.post_send(&wr).unwrap();
 }
 
 pub fn send_wr<'a>(id: u64, op: WrOpcode, sges: &'a [Sge]) -> SendWr<'a> {
@@ -600,6 +809,16 @@ pub fn post_send(qp: &Qp, id: u64, sge: Sge) {
     qp.uvp
         .post_send(&send_wr(id, WrOpcode::Send, &[sge]))
         .unwrap();
+}
+
+/// Posts a receive (`id`) into the bytes `sge` names on `qp`.
+pub fn post_recv(qp: &Qp, id: u64, sge: Sge) {
+    qp.uvp.post_recv(&recv_wr(id, &[sge])).unwrap();
+}
+
+/// Posts a receive (`id`) into the bytes `sge` names on `srq`.
+pub fn post_srq_recv(srq: &Srq, id: u64, sge: Sge) {
+    srq.uvp.post_recv(&recv_wr(id, &[sge])).unwrap();
 }
 
 pub fn recv_wr(id: u64, sges: &[Sge]) -> RecvWr<'_> {
@@ -619,6 +838,19 @@ pub fn deterministic_node() -> (HostPlatform, Node) {
     let p = HostPlatform::deterministic();
     let node = Node::simple(&p);
     (p, node)
+}
+
+/// A deterministic platform with a device configured as [`Node::configured`] makes it and a
+/// plain one, on one fabric.
+pub fn deterministic_configured_pair(
+    name: &str,
+    set: impl FnOnce(&mut DeviceConfig),
+) -> (HostPlatform, Arc<Fabric>, Node, Node) {
+    let p = HostPlatform::deterministic();
+    let a = Node::configured(&p, name, set);
+    let b = Node::simple(&p);
+    let f = fabric_of(&a, &b);
+    (p, f, a, b)
 }
 
 /// A deterministic platform and [`pair`] on it.
@@ -641,15 +873,20 @@ pub enum Topology {
 
 /// Two clients on one fabric, on one device or on two.
 pub fn pair_on(platform: &HostPlatform, topology: Topology) -> (Arc<Fabric>, Node, Node) {
-    let fabric = Fabric::new();
     let a = Node::simple(platform);
     let b = match topology {
         Topology::OneDevice => a.another_client(),
         Topology::TwoDevices => Node::simple(platform),
     };
+    (fabric_of(&a, &b), a, b)
+}
+
+/// A fabric with the devices of `a` and `b` attached (once, if they share one).
+pub fn fabric_of(a: &Node, b: &Node) -> Arc<Fabric> {
+    let fabric = Fabric::new();
     fabric.attach(&a.hca);
     fabric.attach(&b.hca);
-    (fabric, a, b)
+    fabric
 }
 
 /// Defines each test once per [`Topology`]: `fn name(topology) { body }` becomes a module
@@ -698,6 +935,41 @@ pub fn rc_pair_on(
     let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 64);
     connect(&a, &qa, &b, &qb, c);
     (f, a, b, ca, cb, qa, qb)
+}
+
+/// A deterministic platform and [`rc_pair_on`] on it.
+pub fn deterministic_rc_pair_on(
+    topology: Topology,
+    c: Conn,
+) -> (HostPlatform, Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, c);
+    (p, f, a, b, ca, cb, qa, qb)
+}
+
+/// A deterministic platform and [`rc_pair_with`] on it.
+pub fn deterministic_rc_pair_with(
+    c: Conn,
+) -> (HostPlatform, Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    deterministic_rc_pair_on(Topology::TwoDevices, c)
+}
+
+/// A deterministic platform and [`rc_pair`] on it.
+pub fn deterministic_rc_pair() -> (HostPlatform, Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    deterministic_rc_pair_with(Conn::default())
+}
+
+/// A deterministic platform and [`pair`] on it, with a QP of `qp_type` on each client, each on
+/// its own CQ of `entries`, the QPs connected with `c`.
+pub fn deterministic_connected(
+    qp_type: QpType,
+    entries: u32,
+    c: Conn,
+) -> (HostPlatform, Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    let (p, f, a, b) = deterministic_pair();
+    let (ca, cb, qa, qb) = two_qps(&a, &b, qp_type, entries);
+    connect(&a, &qa, &b, &qb, c);
+    (p, f, a, b, ca, cb, qa, qb)
 }
 
 /// [`rc_pair_with`] with the default connection attributes.
