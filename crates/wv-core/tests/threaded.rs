@@ -373,7 +373,7 @@ fn cq_events_from_the_dpc_in_threaded_mode() {
     let cq = cq(&f, dev, 16);
     let fake = fx.last_created(FakeCall::CreateCq);
     for _ in 0..100 {
-        let io = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, 1), 0);
+        let io = park_cq_notify(&f, cq, 1);
         fx.hca.cq_completion(fake);
         expect(&done(&io), NtStatus::SUCCESS);
     }
