@@ -67,6 +67,20 @@ ci_struct! {
     }
 }
 
+impl INTERFACE {
+    /// Releases the one reference a query took on the interface (`InterfaceDereference`).
+    ///
+    /// # Safety
+    /// Called once for that reference, at an IRQL the interface's dereference routine allows.
+    pub(crate) unsafe fn release(&self) {
+        if let Some(deref) = self.InterfaceDereference {
+            // SAFETY: the interface's own routine on its own context; once, by the caller's
+            // promise.
+            unsafe { deref(self.Context) };
+        }
+    }
+}
+
 ci_opaque! {
     /// Memory descriptor list; only passed by pointer here.
     MDL;

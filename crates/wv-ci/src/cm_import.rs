@@ -227,20 +227,8 @@ impl CiCm {
     /// `GUID_INFINIBAND_INTERFACE_CM` (or by [`crate::cm_export`]): its functions follow the
     /// `iba_cm_interface` contract and it carries one reference until `InterfaceDereference`.
     pub unsafe fn new(iface: INFINIBAND_INTERFACE_CM) -> Result<Self, CiError> {
-        let size = iface.InterfaceHeader.Size;
-        let version = iface.InterfaceHeader.Version;
         let cm = CiCm { iface };
-        if usize::from(size) < size_of::<INFINIBAND_INTERFACE_CM>() {
-            return Err(CiError::Size(CiTable::Cm, size));
-        }
-        if version != INFINIBAND_INTERFACE_CM_VERSION {
-            return Err(CiError::Version(CiTable::Cm, version));
-        }
-        let t = &cm.iface.CM;
-        macro_rules! required {
-            ($($f:ident),*) => {$( if t.$f.is_none() { return Err(CiError::Missing(CiTable::Cm, stringify!($f))); } )*};
-        }
-        required!(
+        let missing = first_missing!(&cm.iface.CM;
             create_id,
             destroy_id,
             listen,
@@ -254,6 +242,7 @@ impl CiCm {
             send_mra,
             get_qp_attr
         );
+        CiTable::Cm.check(&cm.iface.InterfaceHeader, missing)?;
         Ok(cm)
     }
 
@@ -265,12 +254,9 @@ impl CiCm {
 
 impl Drop for CiCm {
     fn drop(&mut self) {
-        let header = &self.iface.InterfaceHeader;
-        if let Some(deref) = header.InterfaceDereference {
-            // SAFETY: releases the one reference the query took, exactly once, at
-            // PASSIVE_LEVEL (the filter device's cleanup).
-            unsafe { deref(header.Context) };
-        }
+        // SAFETY: the one reference the query took, released once, at PASSIVE_LEVEL (the
+        // filter device's cleanup).
+        unsafe { self.iface.InterfaceHeader.release() };
     }
 }
 

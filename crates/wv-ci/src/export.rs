@@ -86,6 +86,26 @@ unsafe fn take<V, T, H>(h: *mut H) -> Option<Held<V, T>> {
     Some(unsafe { Pinned::from_raw(h.cast::<Held<V, T>>()) }.into_inner())
 }
 
+/// A destroy entry point: takes the handle back and hands its object to `destroy`; `invalid`
+/// for a null handle.
+///
+/// # Safety
+/// As [`take`].
+unsafe fn destroyed<V, T, H>(
+    h: *mut H,
+    invalid: ib_api_status_t,
+    destroy: impl FnOnce(&V, T),
+) -> ib_api_status_t {
+    // SAFETY: the caller's promise.
+    match unsafe { take::<V, T, H>(h) } {
+        Some(held) => {
+            destroy(&held.verbs, held.obj);
+            IB_SUCCESS
+        }
+        None => invalid,
+    }
+}
+
 /// The vendor bytes a `ci_umv_buf_t` describes, as a [`Umv`] for the call; the vendor status
 /// goes back into the C struct afterwards.
 ///
@@ -747,12 +767,8 @@ entry_points! {
     ///   other call uses it during or after this one.
     unsafe extern "both" fn deallocate_pd<V: Verbs>(h_pd: ib_pd_handle_t) -> ib_api_status_t {
         // SAFETY: a PD this export made, freed once.
-        match unsafe { take::<V, V::Pd, _>(h_pd) } {
-            Some(pd) => {
-                pd.verbs.deallocate_pd(pd.obj);
-                IB_SUCCESS
-            }
-            None => IB_INVALID_PD_HANDLE,
+        unsafe {
+            destroyed::<V, V::Pd, _>(h_pd, IB_INVALID_PD_HANDLE, |v, obj| v.deallocate_pd(obj))
         }
     }
 }
@@ -799,13 +815,7 @@ entry_points! {
     ///   other call uses it during or after this one.
     unsafe extern "both" fn destroy_av<V: Verbs>(h_av: ib_av_handle_t) -> ib_api_status_t {
         // SAFETY: an AV this export made, destroyed once.
-        match unsafe { take::<V, V::Ah, _>(h_av) } {
-            Some(ah) => {
-                ah.verbs.destroy_ah(ah.obj);
-                IB_SUCCESS
-            }
-            None => IB_INVALID_AV_HANDLE,
-        }
+        unsafe { destroyed::<V, V::Ah, _>(h_av, IB_INVALID_AV_HANDLE, |v, obj| v.destroy_ah(obj)) }
     }
 }
 
@@ -946,12 +956,8 @@ entry_points! {
     ///   other call uses it during or after this one.
     unsafe extern "both" fn destroy_srq<V: Verbs>(h_srq: ib_srq_handle_t) -> ib_api_status_t {
         // SAFETY: an SRQ this export made, destroyed once.
-        match unsafe { take::<V, V::Srq, _>(h_srq) } {
-            Some(srq) => {
-                srq.verbs.destroy_srq(srq.obj);
-                IB_SUCCESS
-            }
-            None => IB_INVALID_SRQ_HANDLE,
+        unsafe {
+            destroyed::<V, V::Srq, _>(h_srq, IB_INVALID_SRQ_HANDLE, |v, obj| v.destroy_srq(obj))
         }
     }
 }
@@ -1048,13 +1054,7 @@ entry_points! {
     ///   other call uses it during or after this one.
     unsafe extern "both" fn destroy_cq<V: Verbs>(h_cq: ib_cq_handle_t) -> ib_api_status_t {
         // SAFETY: a CQ this export made, destroyed once.
-        match unsafe { take::<V, V::Cq, _>(h_cq) } {
-            Some(cq) => {
-                cq.verbs.destroy_cq(cq.obj);
-                IB_SUCCESS
-            }
-            None => IB_INVALID_CQ_HANDLE,
-        }
+        unsafe { destroyed::<V, V::Cq, _>(h_cq, IB_INVALID_CQ_HANDLE, |v, obj| v.destroy_cq(obj)) }
     }
 }
 
@@ -1235,13 +1235,7 @@ entry_points! {
         _timewait: u64,
     ) -> ib_api_status_t {
         // SAFETY: a QP this export made, destroyed once.
-        match unsafe { take::<V, V::Qp, _>(h_qp) } {
-            Some(qp) => {
-                qp.verbs.destroy_qp(qp.obj);
-                IB_SUCCESS
-            }
-            None => IB_INVALID_QP_HANDLE,
-        }
+        unsafe { destroyed::<V, V::Qp, _>(h_qp, IB_INVALID_QP_HANDLE, |v, obj| v.destroy_qp(obj)) }
     }
 }
 
@@ -1367,13 +1361,7 @@ entry_points! {
     ///   other call uses it during or after this one.
     unsafe extern "both" fn destroy_mw<V: Verbs>(h_mw: ib_mw_handle_t) -> ib_api_status_t {
         // SAFETY: a window this export made, destroyed once.
-        match unsafe { take::<V, V::Mw, _>(h_mw) } {
-            Some(mw) => {
-                mw.verbs.destroy_mw(mw.obj);
-                IB_SUCCESS
-            }
-            None => IB_INVALID_MW_HANDLE,
-        }
+        unsafe { destroyed::<V, V::Mw, _>(h_mw, IB_INVALID_MW_HANDLE, |v, obj| v.destroy_mw(obj)) }
     }
 }
 
@@ -1420,12 +1408,8 @@ entry_points! {
     ///   other call uses it during or after this one.
     unsafe extern "both" fn detach_mcast<V: Verbs>(h_mcast: ib_mcast_handle_t) -> ib_api_status_t {
         // SAFETY: an attachment this export made, detached once.
-        match unsafe { take::<V, V::Mcast, _>(h_mcast) } {
-            Some(m) => {
-                m.verbs.detach_mcast(m.obj);
-                IB_SUCCESS
-            }
-            None => IB_INVALID_MCAST_HANDLE,
+        unsafe {
+            destroyed::<V, V::Mcast, _>(h_mcast, IB_INVALID_MCAST_HANDLE, |v, m| v.detach_mcast(m))
         }
     }
 }

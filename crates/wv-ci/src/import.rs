@@ -22,7 +22,7 @@ use wv_hal::{
 };
 use zerocopy::IntoBytes;
 
-use crate::base::{LIST_ENTRY, UserMode, boolean_t};
+use crate::base::{INTERFACE, LIST_ENTRY, UserMode, boolean_t};
 use crate::ci::*;
 use crate::convert;
 use crate::ib_types::*;
@@ -52,6 +52,30 @@ impl CiTable {
             CiTable::Verbs => RDMA_INTERFACE_VERBS_VERSION,
             CiTable::Cm => crate::cm::INFINIBAND_INTERFACE_CM_VERSION,
         }
+    }
+
+    /// The size of the interface struct this driver reads.
+    fn size(self) -> usize {
+        match self {
+            CiTable::Verbs => size_of::<RDMA_INTERFACE_VERBS>(),
+            CiTable::Cm => size_of::<crate::cm::INFINIBAND_INTERFACE_CM>(),
+        }
+    }
+
+    /// Checks a queried interface: its header (large enough for the struct this driver reads,
+    /// and of the version it speaks), then that no required function is `missing`.
+    pub(crate) fn check(
+        self,
+        header: &INTERFACE,
+        missing: Option<&'static str>,
+    ) -> Result<(), CiError> {
+        if usize::from(header.Size) < self.size() {
+            return Err(CiError::Size(self, header.Size));
+        }
+        if header.Version != self.version() {
+            return Err(CiError::Version(self, header.Version));
+        }
+        missing.map_or(Ok(()), |name| Err(CiError::Missing(self, name)))
     }
 }
 
@@ -337,21 +361,15 @@ impl core::fmt::Debug for CiVerbs {
 
 impl Drop for CiVerbs {
     fn drop(&mut self) {
-        let header = &self.iface.InterfaceHeader;
-        if let Some(deref) = header.InterfaceDereference {
-            // SAFETY: releases the one reference the query took, exactly once (PASSIVE_LEVEL:
-            // the driver core drops its lower device outside every lock).
-            unsafe { deref(header.Context) };
-        }
+        // SAFETY: the one reference the query took, released once (PASSIVE_LEVEL: the driver
+        // core drops its lower device outside every lock).
+        unsafe { self.iface.InterfaceHeader.release() };
     }
 }
 
 /// The functions WinVerbs calls, each required.
 fn missing(v: &ci_interface_t) -> Option<&'static str> {
-    macro_rules! required {
-        ($($f:ident),*) => {{ $( if v.$f.is_none() { return Some(stringify!($f)); } )* None }};
-    }
-    required!(
+    first_missing!(v;
         um_open_ca,
         um_close_ca,
         query_ca,
@@ -401,18 +419,8 @@ impl CiVerbs {
     /// `ci_interface_t` contract, `p_hca_obj` and `Context` stay valid, and it carries one
     /// reference, until `InterfaceDereference` is called.
     pub unsafe fn new(iface: RDMA_INTERFACE_VERBS) -> Result<Self, CiError> {
-        let size = iface.InterfaceHeader.Size;
-        let version = iface.InterfaceHeader.Version;
         let ci = CiVerbs { iface };
-        if usize::from(size) < size_of::<RDMA_INTERFACE_VERBS>() {
-            return Err(CiError::Size(CiTable::Verbs, size));
-        }
-        if version != RDMA_INTERFACE_VERBS_VERSION {
-            return Err(CiError::Version(CiTable::Verbs, version));
-        }
-        if let Some(name) = missing(&ci.iface.Verbs) {
-            return Err(CiError::Missing(CiTable::Verbs, name));
-        }
+        CiTable::Verbs.check(&ci.iface.InterfaceHeader, missing(&ci.iface.Verbs))?;
         Ok(ci)
     }
 

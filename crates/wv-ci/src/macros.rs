@@ -8,6 +8,17 @@
 /// nothing outside can add a type for which zero is not valid.
 pub(crate) trait ZeroValid {}
 
+/// The first of the named function pointers that `$table` lacks, as its name (`None` when
+/// every one is there): the functions an interface must provide for WinVerbs to use it.
+macro_rules! first_missing {
+    ($table:expr; $($f:ident),+ $(,)?) => {{
+        let table = $table;
+        [$( (table.$f.is_none(), stringify!($f)) ),+]
+            .into_iter()
+            .find_map(|(absent, name)| absent.then_some(name))
+    }};
+}
+
 /// The C spelling of a field name: `stringify!` keeps the `r#` of a raw identifier (`r#type`),
 /// which C does not have.
 pub(crate) const fn c_name(name: &'static str) -> &'static str {

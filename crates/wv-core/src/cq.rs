@@ -10,7 +10,7 @@ use wv_hal::{CqEventSink, IoRequest, KArc, Platform, RequestQueue, SpinLock, Ver
 
 use crate::device::DeviceObj;
 use crate::fallible::Slots;
-use crate::notify::complete_all;
+use crate::notify::{complete_all, park_unless_error};
 use crate::provider::{Provider, Teardown};
 use crate::shared::Shared;
 use crate::status::verbs_status;
@@ -212,14 +212,7 @@ pub(crate) fn cq_notify<P: Platform, V: Verbs>(
     } else {
         &notify.queue
     };
-    let refused = {
-        let error = notify.error.lock();
-        if *error {
-            Some((req, NtStatus::UNEXPECTED_IO_ERROR))
-        } else {
-            queue.park(req).err()
-        }
-    };
+    let refused = park_unless_error::<P>(&notify.error, queue, req);
     drop(cq);
     if let Some((req, status)) = refused {
         req.complete(status, 0);

@@ -6,11 +6,28 @@
 //! from the lower device's DPC callbacks: no work item, no thread hop.
 
 use wv_abi::NtStatus;
-use wv_hal::{IoRequest, Platform, RequestQueue};
+use wv_hal::{IoRequest, Platform, RequestQueue, SpinLock};
 
 /// Completes every request parked in `queue` with `status` and `Information = 0` (broadcast).
 pub(crate) fn complete_all<P: Platform>(queue: &P::Queue, status: NtStatus) {
     while let Some(request) = queue.retrieve_next() {
         request.complete(status, 0);
+    }
+}
+
+/// Parks `req` in `queue` unless the sticky `error` is set (CQ and SRQ notifies). Checking and
+/// parking under the error's lock makes them atomic against "set, then flush". Returns the
+/// request with the status to complete it with when it was not parked; the caller completes it
+/// after dropping its object reference.
+pub(crate) fn park_unless_error<P: Platform>(
+    error: &P::SpinLock<bool>,
+    queue: &P::Queue,
+    req: P::Request,
+) -> Option<(P::Request, NtStatus)> {
+    let error = error.lock();
+    if *error {
+        Some((req, NtStatus::UNEXPECTED_IO_ERROR))
+    } else {
+        queue.park(req).err()
     }
 }

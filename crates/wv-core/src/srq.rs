@@ -11,7 +11,7 @@ use wv_hal::{
 
 use crate::device::DeviceObj;
 use crate::fallible::Slots;
-use crate::notify::complete_all;
+use crate::notify::{complete_all, park_unless_error};
 use crate::pd::PdObj;
 use crate::provider::{Provider, Teardown};
 use crate::shared::Shared;
@@ -198,14 +198,7 @@ pub(crate) fn srq_notify<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::R
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let notify = &srq.notify;
-    let refused = {
-        let error = notify.error.lock();
-        if *error {
-            Some((req, NtStatus::UNEXPECTED_IO_ERROR))
-        } else {
-            notify.queue.park(req).err()
-        }
-    };
+    let refused = park_unless_error::<P>(&notify.error, &notify.queue, req);
     drop(srq);
     if let Some((req, status)) = refused {
         req.complete(status, 0);

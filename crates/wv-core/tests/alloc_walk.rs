@@ -142,14 +142,7 @@ fn endpoint_cases() -> Vec<Case> {
             name: "EP_GET_REQUEST (a request is waiting)",
             code: Ioctl::EpGetRequest,
             setup: |fx, f, _| {
-                let listener = ep_create(f);
-                bind(fx, f, listener, ipv4(LOCAL, 7001));
-                let st = ioctl(f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 4), 16);
-                assert_eq!(status(&st), NtStatus::SUCCESS);
-                let lid = fx
-                    .cm
-                    .last_id(wv_host::fake_cm::FakeCmOp::Listen)
-                    .expect("a listen");
+                let (listener, lid) = listener_on(fx, f, 7001, 4);
                 fx.cm.incoming_request(lid, incoming(b"walk"));
                 fx.run();
                 (get_request_in(listener, ep_create(f)), 0)
@@ -163,14 +156,7 @@ fn endpoint_cases() -> Vec<Case> {
             name: "EP_GET_REQUEST (more requests waiting than the backlog keeps)",
             code: Ioctl::EpGetRequest,
             setup: |fx, f, _| {
-                let listener = ep_create(f);
-                bind(fx, f, listener, ipv4(LOCAL, 7001));
-                let st = ioctl(f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 1), 16);
-                assert_eq!(status(&st), NtStatus::SUCCESS);
-                let lid = fx
-                    .cm
-                    .last_id(wv_host::fake_cm::FakeCmOp::Listen)
-                    .expect("a listen");
+                let (listener, lid) = listener_on(fx, f, 7001, 1);
                 let ep = ep_create(f);
                 // Announced, not yet counted (no IOCTL runs the DPC before the walked one):
                 // the request's own run counts them, pairs one and refuses one.
@@ -186,10 +172,7 @@ fn endpoint_cases() -> Vec<Case> {
             name: "EP_CONNECT (a routed endpoint)",
             code: Ioctl::EpConnect,
             setup: |fx, f, s| {
-                let ep = ep_create(f);
-                bind(fx, f, ep, ipv4(LOCAL, 7000));
-                let st = ioctl(f, WV_IOCTL_EP_MODIFY, &route_in(ep), 0);
-                assert_eq!(status(&st), NtStatus::SUCCESS);
+                let ep = routed(fx, f);
                 (connect_in(ep, s.qp, b"walk"), 0)
             },
             statuses: &[NO_MEMORY; 2],

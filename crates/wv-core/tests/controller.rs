@@ -75,7 +75,7 @@ fn a_sleep_ends_everything_on_the_controller_and_the_wake_opens_it_again() {
     let dev = out::<wv_abi::WV_IO_ID>(&st).Id;
     let pd = alloc_pd(&f, dev);
     let cq = cq(&f, dev, 16);
-    let parked = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, WV_CQ_NEXT_COMPLETION), 0);
+    let parked = park_cq_notify(&f, cq, WV_CQ_NEXT_COMPLETION);
     let refs_attached = Arc::strong_count(&rig.hca);
 
     // Suspend before the power-down: the parked request ends, every verbs handle goes, and

@@ -20,7 +20,7 @@ use wv_core::DriverConfig;
 use wv_hal::cm::{REJ_INSUFFICIENT_RESOURCES, REJ_USER_DEFINED};
 use wv_hal::{QpModify, QpState};
 use wv_host::fake_cm::{CepState, FakeCmDetail, FakeCmEvent, FakeCmOp, peer_rep};
-use wv_host::fake_verbs::{FakeCall, FakeConfig, FakeVerbs};
+use wv_host::fake_verbs::FakeCall;
 use wv_host::{HostPlatform, Io, IoStatus};
 
 /// A deterministic fixture: the order of work items, DPCs and IOCTLs is the test's.
@@ -58,17 +58,9 @@ fn qp_state_byte(st: &IoStatus) -> u8 {
     st.output[0]
 }
 
-/// An endpoint with its route, ready to connect.
-fn routed(fx: &Fx, f: &WvFile) -> u64 {
-    let ep = ep_create(f);
-    bind(fx, f, ep, ipv4(LOCAL, 7000));
-    expect_ioctl(f, WV_IOCTL_EP_MODIFY, &route_in(ep), 0, NtStatus::SUCCESS);
-    ep
-}
-
 /// CONNECT sent and its REQ out: returns the pending request and the CM id.
 fn connecting(fx: &Fx, r: &Rig, ep: u64, pdata: &[u8]) -> (Io, u64) {
-    let io = pend(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, pdata), 0);
+    let io = ep_connect(ep, r.qp, pdata).pend(&r.f);
     fx.run();
     assert!(!io.is_complete(), "CONNECT waits for the REP");
     (
@@ -84,7 +76,7 @@ fn connected_active(fx: &Fx, r: &Rig) -> (u64, u64) {
     fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"there")));
     fx.run();
     expect(&done(&io), NtStatus::SUCCESS);
-    let io = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8);
+    let io = ep_accept(ep, r.qp, b"").pend(&r.f);
     fx.run();
     let st = done(&io);
     expect(&st, NtStatus::SUCCESS);
@@ -94,15 +86,14 @@ fn connected_active(fx: &Fx, r: &Rig) -> (u64, u64) {
 /// A listener on LOCAL:7001 with a GET_REQUEST for a fresh endpoint; returns (listener, ep,
 /// the GET_REQUEST, the listen's CM id).
 fn listening(fx: &Fx, f: &WvFile) -> (u64, u64, Io, u64) {
-    let listener = ep_create(f);
-    bind(fx, f, listener, ipv4(LOCAL, 7001));
-    expect(
-        &ioctl(f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 4), 16),
-        NtStatus::SUCCESS,
-    );
-    let lid = fx.cm.last_id(FakeCmOp::Listen).unwrap();
+    listening_on(fx, f, 7001)
+}
+
+/// [`listening`] on LOCAL:`port`.
+fn listening_on(fx: &Fx, f: &WvFile, port: u16) -> (u64, u64, Io, u64) {
+    let (listener, lid) = listener_on(fx, f, port, 4);
     let ep = ep_create(f);
-    let io = pend(f, WV_IOCTL_EP_GET_REQUEST, &get_request_in(listener, ep), 0);
+    let io = ep_get_request(listener, ep).pend(f);
     (listener, ep, io, lid)
 }
 
@@ -165,10 +156,7 @@ fn bind_and_route_move_an_idle_endpoint_forward_once() {
     let f = fx.open();
     let ep = ep_create(&f);
     // MODIFY needs the bound state, the ROUTE option and a whole path record.
-    expect(
-        &ioctl(&f, WV_IOCTL_EP_MODIFY, &route_in(ep), 0),
-        NtStatus::NOT_SUPPORTED,
-    );
+    ep_route(ep).completes(&f, NtStatus::NOT_SUPPORTED);
     let st = ioctl(
         &f,
         WV_IOCTL_EP_BIND,
@@ -198,14 +186,8 @@ fn bind_and_route_move_an_idle_endpoint_forward_once() {
         NtStatus::BUFFER_TOO_SMALL,
     );
     expect_ioctl(&f, WV_IOCTL_EP_MODIFY, &route_in(ep), 0, NtStatus::SUCCESS);
-    expect(
-        &ioctl(&f, WV_IOCTL_EP_MODIFY, &route_in(ep), 0),
-        NtStatus::NOT_SUPPORTED,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_EP_MODIFY, &route_in(99), 0),
-        NtStatus::NOT_FOUND,
-    );
+    ep_route(ep).completes(&f, NtStatus::NOT_SUPPORTED);
+    ep_route(99).completes(&f, NtStatus::NOT_FOUND);
 }
 
 fn read_back_bind(st: &IoStatus) -> Vec<u8> {
@@ -278,14 +260,11 @@ fn active_accept_moves_the_qp_to_rts_and_sends_the_rtu() {
     let ep = routed(&fx, &r.f);
     let (io, cm_id) = connecting(&fx, &r, ep, b"");
     // ACCEPT before the REP: not yet.
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8),
-        NtStatus::NOT_SUPPORTED,
-    );
+    ep_accept(ep, r.qp, b"").completes(&r.f, NtStatus::NOT_SUPPORTED);
     fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"")));
     fx.run();
     expect(&done(&io), NtStatus::SUCCESS);
-    let io = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b"rtu!"), 8);
+    let io = ep_accept(ep, r.qp, b"rtu!").pend(&r.f);
     fx.run();
     let st = done(&io);
     expect(&st, NtStatus::SUCCESS);
@@ -311,14 +290,8 @@ fn active_accept_moves_the_qp_to_rts_and_sends_the_rtu() {
         FakeCmDetail::PrivateData(b"rtu!".to_vec())
     );
     // Connected: a second ACCEPT or a CONNECT is in the wrong state.
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8),
-        NtStatus::NOT_SUPPORTED,
-    );
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0),
-        NtStatus::NOT_SUPPORTED,
-    );
+    ep_accept(ep, r.qp, b"").completes(&r.f, NtStatus::NOT_SUPPORTED);
+    ep_connect(ep, r.qp, b"").completes(&r.f, NtStatus::NOT_SUPPORTED);
 }
 
 #[test]
@@ -348,14 +321,8 @@ fn a_req_timeout_returns_to_the_route_and_a_rej_refuses_with_its_data() {
     let param = query(&r.f, ep).connect();
     assert_eq!((param.DataLength, &param.Data[..7]), (56, &b"go away"[..]));
     // Disconnected: nothing more to connect or disconnect.
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0),
-        NtStatus::NOT_SUPPORTED,
-    );
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8),
-        NtStatus::INVALID_DEVICE_STATE,
-    );
+    ep_connect(ep, r.qp, b"").completes(&r.f, NtStatus::NOT_SUPPORTED);
+    ep_disconnect(ep, r.qp).completes(&r.f, NtStatus::INVALID_DEVICE_STATE);
     id_ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, ep, NtStatus::SUCCESS);
 }
 
@@ -365,14 +332,8 @@ fn connect_checks_before_it_parks() {
     let r = Rig::new(&fx);
     let ep = ep_create(&r.f);
     // Not routed yet.
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0),
-        NtStatus::NOT_SUPPORTED,
-    );
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(77, r.qp, b""), 0),
-        NtStatus::NOT_FOUND,
-    );
+    ep_connect(ep, r.qp, b"").completes(&r.f, NtStatus::NOT_SUPPORTED);
+    ep_connect(77, r.qp, b"").completes(&r.f, NtStatus::NOT_FOUND);
     let mut long = WV_IO_EP_CONNECT {
         Id: ep,
         QpId: r.qp,
@@ -395,16 +356,13 @@ fn connect_checks_before_it_parks() {
     );
     let ep = routed(&fx, &r.f);
     // A second CONNECT while the first waits for the work item: OFW's single work entry.
-    let first = pend(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0);
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0),
-        NtStatus::TOO_MANY_COMMANDS,
-    );
+    let first = ep_connect(ep, r.qp, b"").pend(&r.f);
+    ep_connect(ep, r.qp, b"").completes(&r.f, NtStatus::TOO_MANY_COMMANDS);
     fx.run();
     assert!(!first.is_complete());
     // An unknown QP fails on the work item.
     let ep2 = routed(&fx, &r.f);
-    let io = pend(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep2, 999, b""), 0);
+    let io = ep_connect(ep2, 999, b"").pend(&r.f);
     fx.run();
     expect(&done(&io), NtStatus::NOT_FOUND);
     id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
@@ -431,15 +389,7 @@ fn listen_get_request_and_the_passive_accept() {
     assert_eq!(query(&r.f, listener).backlog(), 4);
     // The queued endpoint is the listener's now.
     id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::ACCESS_DENIED);
-    expect(
-        &ioctl(
-            &r.f,
-            WV_IOCTL_EP_GET_REQUEST,
-            &get_request_in(listener, ep),
-            0,
-        ),
-        NtStatus::CONNECTION_IN_USE,
-    );
+    ep_get_request(listener, ep).completes(&r.f, NtStatus::CONNECTION_IN_USE);
     assert!(fx.cm.incoming_request(lid, incoming(b"hello")));
     fx.run();
     expect(&done(&io), NtStatus::SUCCESS);
@@ -454,7 +404,7 @@ fn listen_get_request_and_the_passive_accept() {
     assert_eq!(param.DataLength, 56);
     assert_eq!(&param.Data[..5], b"hello");
     // ACCEPT: QP to RTS with the caller's limits, the REP, then the RTU.
-    let io = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b"ok"), 8);
+    let io = ep_accept(ep, r.qp, b"ok").pend(&r.f);
     fx.run();
     assert!(!io.is_complete(), "a passive ACCEPT waits for the RTU");
     let FakeCmDetail::Rep(rep) = fx.cm.sent(FakeCmOp::SendRep)[0].detail.clone() else {
@@ -482,10 +432,7 @@ fn listen_get_request_and_the_passive_accept() {
     assert_eq!(rts.initiator_depth, 2, "the caller's InitiatorDepth");
     assert_eq!(rts.sq_psn, rep.starting_psn, "the PSN the REP announces");
     // A second ACCEPT while the first waits: the REP is out.
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8),
-        NtStatus::NOT_SUPPORTED,
-    );
+    ep_accept(ep, r.qp, b"").completes(&r.f, NtStatus::NOT_SUPPORTED);
     let cm_id = fx.cm.last_id(FakeCmOp::SendRep).unwrap();
     fx.cm.event(cm_id, FakeCmEvent::Rtu(vec![]));
     fx.run();
@@ -493,7 +440,7 @@ fn listen_get_request_and_the_passive_accept() {
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 8);
     // Connected now.
-    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    let notify = ep_disconnect_notify(ep).pend(&r.f);
     fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
     fx.run();
     expect(&done(&notify), NtStatus::SUCCESS);
@@ -505,52 +452,19 @@ fn get_request_errors() {
     let f = fx.open();
     let listener = ep_create(&f);
     let ep = ep_create(&f);
-    expect(
-        &ioctl(
-            &f,
-            WV_IOCTL_EP_GET_REQUEST,
-            &get_request_in(listener, ep),
-            0,
-        ),
-        NtStatus::NOT_SUPPORTED,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_EP_GET_REQUEST, &get_request_in(99, ep), 0),
-        NtStatus::NOT_FOUND,
-    );
+    ep_get_request(listener, ep).completes(&f, NtStatus::NOT_SUPPORTED);
+    ep_get_request(99, ep).completes(&f, NtStatus::NOT_FOUND);
     bind(&fx, &f, listener, ipv4([0, 0, 0, 0], 7002));
-    expect(
-        &ioctl(&f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 0), 16),
-        NtStatus::SUCCESS,
-    );
+    ep_listen(listener, 0).completes(&f, NtStatus::SUCCESS);
     // The any-address listens without compare data.
     let FakeCmDetail::Listen { compare, .. } = &fx.cm.sent(FakeCmOp::Listen)[0].detail else {
         panic!()
     };
     assert!(compare.is_empty());
-    expect(
-        &ioctl(&f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 0), 16),
-        NtStatus::NOT_SUPPORTED,
-    );
-    expect(
-        &ioctl(
-            &f,
-            WV_IOCTL_EP_GET_REQUEST,
-            &get_request_in(listener, 99),
-            0,
-        ),
-        NtStatus::NOT_FOUND,
-    );
+    ep_listen(listener, 0).completes(&f, NtStatus::NOT_SUPPORTED);
+    ep_get_request(listener, 99).completes(&f, NtStatus::NOT_FOUND);
     bind(&fx, &f, ep, ipv4(LOCAL, 1));
-    expect(
-        &ioctl(
-            &f,
-            WV_IOCTL_EP_GET_REQUEST,
-            &get_request_in(listener, ep),
-            0,
-        ),
-        NtStatus::CONNECTION_IN_USE,
-    );
+    ep_get_request(listener, ep).completes(&f, NtStatus::CONNECTION_IN_USE);
 }
 
 /// EP_CANCEL while the work item runs a passive ACCEPT (the request is in no queue then):
@@ -567,7 +481,7 @@ fn ep_cancel_reaches_an_accept_its_work_item_is_running() {
     let r = Rig::new(&fx);
     let (_listener, ep, _cm_id) = passive(&fx, &r);
     let gate = fx.hca.hold_modify(r.fake_qp);
-    let accept = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b"x"), 8);
+    let accept = ep_accept(ep, r.qp, b"x").pend(&r.f);
     assert!(
         gate.wait_blocked(std::time::Duration::from_secs(20)),
         "the ACCEPT's QP modify never started"
@@ -613,8 +527,7 @@ fn ep_cancel_racing_the_connect_work_item_always_ends_it() {
         .unwrap_or(5000);
     for _ in 0..rounds {
         let ep = routed(&fx, &r.f);
-        let connect =
-            r.f.device_io_control(WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0);
+        let connect = ep_connect(ep, r.qp, b"").issue(&r.f);
         id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
         expect(&done(&connect), NtStatus::CANCELLED);
         id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::SUCCESS);
@@ -627,7 +540,7 @@ fn passive_endpoints_end_on_rej_rep_timeout_and_early_dreq() {
     let r = Rig::new(&fx);
     // REP never acknowledged.
     let (_, ep, cm_id) = passive(&fx, &r);
-    let io = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8);
+    let io = ep_accept(ep, r.qp, b"").pend(&r.f);
     fx.run();
     fx.cm.event(cm_id, FakeCmEvent::RepError);
     fx.run();
@@ -635,7 +548,7 @@ fn passive_endpoints_end_on_rej_rep_timeout_and_early_dreq() {
     // The peer refuses the REP.
     let r2 = Rig::new(&fx);
     let (_, ep, cm_id) = passive(&fx, &r2);
-    let io = pend(&r2.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r2.qp, b""), 8);
+    let io = ep_accept(ep, r2.qp, b"").pend(&r2.f);
     fx.run();
     fx.cm.event(
         cm_id,
@@ -649,14 +562,14 @@ fn passive_endpoints_end_on_rej_rep_timeout_and_early_dreq() {
     // A DREQ before the RTU: the ACCEPT ends well, the DREQ is answered by DISCONNECT.
     let r3 = Rig::new(&fx);
     let (_, ep, cm_id) = passive(&fx, &r3);
-    let io = pend(&r3.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r3.qp, b""), 8);
+    let io = ep_accept(ep, r3.qp, b"").pend(&r3.f);
     fx.run();
     fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
     fx.run();
     let st = done(&io);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 8);
-    let st = ioctl(&r3.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r3.qp), 8);
+    let st = ep_disconnect(ep, r3.qp).inline(&r3.f);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(qp_state_byte(&st), QpState::Error as u8);
     assert_eq!(fx.cm.sent(FakeCmOp::SendDrep).len(), 1);
@@ -696,8 +609,8 @@ fn active_disconnect_waits_for_the_drep_then_moves_the_qp_to_error() {
     let fx = fx();
     let r = Rig::new(&fx);
     let (ep, cm_id) = connected_active(&fx, &r);
-    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
-    let io = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    let notify = ep_disconnect_notify(ep).pend(&r.f);
+    let io = ep_disconnect(ep, r.qp).pend(&r.f);
     assert_eq!(fx.cm.sent(FakeCmOp::SendDreq).len(), 1);
     fx.run();
     assert!(!io.is_complete() && !notify.is_complete());
@@ -712,10 +625,7 @@ fn active_disconnect_waits_for_the_drep_then_moves_the_qp_to_error() {
     assert_eq!(fx.hca.qp_state(r.fake_qp), Some(QpState::Error));
     expect(&done(&notify), NtStatus::SUCCESS);
     // Disconnected.
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8),
-        NtStatus::INVALID_DEVICE_STATE,
-    );
+    ep_disconnect(ep, r.qp).completes(&r.f, NtStatus::INVALID_DEVICE_STATE);
 }
 
 #[test]
@@ -723,8 +633,8 @@ fn both_sides_disconnecting_at_once_end_each_other() {
     let fx = fx();
     let r = Rig::new(&fx);
     let (ep, cm_id) = connected_active(&fx, &r);
-    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
-    let io = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    let notify = ep_disconnect_notify(ep).pend(&r.f);
+    let io = ep_disconnect(ep, r.qp).pend(&r.f);
     // The peer's DREQ crosses ours (ActiveDisconnect → Disconnected): both end well.
     fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
     fx.run();
@@ -735,18 +645,15 @@ fn both_sides_disconnecting_at_once_end_each_other() {
     // Its late DREP changes nothing.
     fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
     fx.run();
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8),
-        NtStatus::INVALID_DEVICE_STATE,
-    );
+    ep_disconnect(ep, r.qp).completes(&r.f, NtStatus::INVALID_DEVICE_STATE);
 
     // A second DISCONNECT while the first waits for the DREP answers at once (OFW: it tries a
     // DREP, which the CM refuses as no DREQ came, and moves the QP to ERROR); the first still
     // ends when the DREP comes.
     let r = Rig::new(&fx);
     let (ep, cm_id) = connected_active(&fx, &r);
-    let first = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, 0), 0);
-    let st = ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    let first = ep_disconnect(ep, 0).room(0).pend(&r.f);
+    let st = ep_disconnect(ep, r.qp).inline(&r.f);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(qp_state_byte(&st), QpState::Error as u8);
     let dreps: Vec<_> = fx
@@ -771,12 +678,11 @@ fn a_disconnect_whose_dreq_is_refused_ends_the_notify() {
     let fx = fx();
     let r = Rig::new(&fx);
     let (ep, cm_id) = connected_active(&fx, &r);
-    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    let notify = ep_disconnect_notify(ep).pend(&r.f);
     fx.cm
         .fail_next(FakeCmOp::SendDreq, NtStatus::INVALID_DEVICE_STATE);
     // Parked before the DREQ goes: it pends, and has ended when the call returns.
-    let io =
-        r.f.device_io_control(WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    let io = ep_disconnect(ep, r.qp).issue(&r.f);
     assert!(io.is_complete());
     let st = done(&io);
     expect(&st, NtStatus::SUCCESS);
@@ -807,7 +713,7 @@ fn an_accept_whose_rtu_is_refused_ends_a_notify_parked_meanwhile() {
     });
     fx.cm
         .fail_next(FakeCmOp::SendRtu, NtStatus::INVALID_DEVICE_STATE);
-    let accept = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8);
+    let accept = ep_accept(ep, r.qp, b"").pend(&r.f);
     fx.run();
     expect(&done(&accept), NtStatus::INVALID_DEVICE_STATE);
     let notify = notify.lock().unwrap().take().expect("the notify was sent");
@@ -822,15 +728,14 @@ fn a_dreq_that_ends_the_disconnect_before_its_own_dreq_fails_is_answered() {
     let fx = fx();
     let r = Rig::new(&fx);
     let (ep, cm_id) = connected_active(&fx, &r);
-    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    let notify = ep_disconnect_notify(ep).pend(&r.f);
     let (cm, platform) = (Arc::clone(&fx.cm), fx.platform().clone());
     fx.cm.during_next(FakeCmOp::SendDreq, move || {
         cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
         platform.run_until_idle();
     });
     // Parked before the DREQ goes: it pends, and has ended when the call returns.
-    let io =
-        r.f.device_io_control(WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    let io = ep_disconnect(ep, r.qp).issue(&r.f);
     assert!(io.is_complete());
     let st = done(&io);
     expect(&st, NtStatus::SUCCESS);
@@ -863,8 +768,8 @@ fn a_dreq_timeout_still_moves_the_qp_and_ends_the_disconnect_with_the_modify_sta
     let fx = fx();
     let r = Rig::new(&fx);
     let (ep, cm_id) = connected_active(&fx, &r);
-    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
-    let io = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    let notify = ep_disconnect_notify(ep).pend(&r.f);
+    let io = ep_disconnect(ep, r.qp).pend(&r.f);
     fx.cm.event(cm_id, FakeCmEvent::DreqError);
     fx.run();
     let st = done(&io);
@@ -878,7 +783,7 @@ fn a_dreq_timeout_still_moves_the_qp_and_ends_the_disconnect_with_the_modify_sta
     // QpId 0: no modify, success.
     let r = Rig::new(&fx);
     let (ep, cm_id) = connected_active(&fx, &r);
-    let io = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, 0), 0);
+    let io = ep_disconnect(ep, 0).room(0).pend(&r.f);
     fx.cm.event(cm_id, FakeCmEvent::DreqError);
     fx.run();
     expect(&done(&io), NtStatus::SUCCESS);
@@ -898,7 +803,7 @@ fn a_failed_disconnect_reports_its_output_as_ofw_does_on_each_path() {
     let fx = fx();
     let r = Rig::new(&fx);
     let (ep, cm_id) = connected_active(&fx, &r);
-    let io = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    let io = ep_disconnect(ep, r.qp).pend(&r.f);
     fx.hca
         .fail_next(FakeCall::ModifyQp, wv_hal::VerbsError::InvalidState);
     fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
@@ -912,7 +817,7 @@ fn a_failed_disconnect_reports_its_output_as_ofw_does_on_each_path() {
     fx.run();
     fx.hca
         .fail_next(FakeCall::ModifyQp, wv_hal::VerbsError::InvalidState);
-    let st = ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    let st = ep_disconnect(ep, r.qp).inline(&r.f);
     expect(&st, NtStatus::UNSUCCESSFUL);
     assert_eq!(st.information, 0, "inline: nothing on failure");
 }
@@ -933,10 +838,7 @@ fn a_dreq_while_connecting_actively_disconnects_the_endpoint() {
     expect(&done(&connect), NtStatus::SUCCESS);
     fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
     fx.run();
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8),
-        NtStatus::NOT_SUPPORTED,
-    );
+    ep_accept(ep, r.qp, b"").completes(&r.f, NtStatus::NOT_SUPPORTED);
     assert!(fx.cm.sent(FakeCmOp::SendRtu).is_empty(), "no RTU");
     id_ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, ep, NtStatus::SUCCESS);
     // Before the REP: the CONNECT waiting for it ends.
@@ -945,10 +847,7 @@ fn a_dreq_while_connecting_actively_disconnects_the_endpoint() {
     fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
     fx.run();
     expect(&done(&connect), NtStatus::SUCCESS);
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8),
-        NtStatus::NOT_SUPPORTED,
-    );
+    ep_accept(ep, r.qp, b"").completes(&r.f, NtStatus::NOT_SUPPORTED);
 }
 
 #[test]
@@ -959,7 +858,7 @@ fn passive_disconnect_answers_the_dreq_inline() {
     fx.cm.event(cm_id, FakeCmEvent::Dreq(b"bye".to_vec()));
     fx.run();
     id_ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, ep, NtStatus::SUCCESS);
-    let st = ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, r.qp), 8);
+    let st = ep_disconnect(ep, r.qp).inline(&r.f);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(
         (st.information, qp_state_byte(&st)),
@@ -971,10 +870,7 @@ fn passive_disconnect_answers_the_dreq_inline() {
     let (ep, cm_id) = connected_active(&fx, &r);
     fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
     fx.run();
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, 555), 8),
-        NtStatus::NOT_FOUND,
-    );
+    ep_disconnect(ep, 555).completes(&r.f, NtStatus::NOT_FOUND);
 }
 
 #[test]
@@ -988,14 +884,12 @@ fn disconnect_notify_states() {
         ep,
         NtStatus::NOT_SUPPORTED,
     );
-    expect(
-        &ioctl(&f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, 0), 0),
-        NtStatus::INVALID_DEVICE_STATE,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(99, 0), 0),
-        NtStatus::NOT_FOUND,
-    );
+    ep_disconnect(ep, 0)
+        .room(0)
+        .completes(&f, NtStatus::INVALID_DEVICE_STATE);
+    ep_disconnect(99, 0)
+        .room(0)
+        .completes(&f, NtStatus::NOT_FOUND);
 }
 
 #[test]
@@ -1003,7 +897,7 @@ fn an_unknown_cm_event_ends_the_connection_with_not_implemented() {
     let fx = fx();
     let r = Rig::new(&fx);
     let (ep, cm_id) = connected_active(&fx, &r);
-    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    let notify = ep_disconnect_notify(ep).pend(&r.f);
     fx.cm.event(cm_id, FakeCmEvent::Other(11));
     fx.run();
     expect(&done(&notify), NtStatus::NOT_IMPLEMENTED);
@@ -1027,12 +921,7 @@ fn ep_cancel_ends_parked_requests_and_gives_queued_endpoints_back() {
     id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, listener, NtStatus::SUCCESS);
     expect(&done(&io), NtStatus::CANCELLED);
     // Idle again: it can be queued again, or destroyed.
-    let io = pend(
-        &r.f,
-        WV_IOCTL_EP_GET_REQUEST,
-        &get_request_in(listener, ep),
-        0,
-    );
+    let io = ep_get_request(listener, ep).pend(&r.f);
     id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, listener, NtStatus::SUCCESS);
     expect(&done(&io), NtStatus::CANCELLED);
     id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::SUCCESS);
@@ -1042,7 +931,7 @@ fn ep_cancel_ends_parked_requests_and_gives_queued_endpoints_back() {
     id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
     expect(&done(&io), NtStatus::CANCELLED);
     let (ep, _) = connected_active(&fx, &r);
-    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
+    let notify = ep_disconnect_notify(ep).pend(&r.f);
     id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
     expect(&done(&notify), NtStatus::CANCELLED);
     id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, 99, NtStatus::NOT_FOUND);
@@ -1059,12 +948,12 @@ fn the_io_managers_cancel_ends_each_parked_request() {
     let (connect, _) = connecting(&fx, &r, active, b"");
     let r2 = Rig::new(&fx);
     let (_, pep, _) = passive(&fx, &r2);
-    let accept = pend(&r2.f, WV_IOCTL_EP_ACCEPT, &accept_in(pep, r2.qp, b""), 8);
+    let accept = ep_accept(pep, r2.qp, b"").pend(&r2.f);
     fx.run();
     let r3 = Rig::new(&fx);
     let (cep, _) = connected_active(&fx, &r3);
-    let notify = pend(&r3.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(cep), 0);
-    let disconnect = pend(&r3.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(cep, r3.qp), 8);
+    let notify = ep_disconnect_notify(cep).pend(&r3.f);
+    let disconnect = ep_disconnect(cep, r3.qp).pend(&r3.f);
     for (file, io) in [
         (&r.f, &get),
         (&r.f, &connect),
@@ -1077,14 +966,14 @@ fn the_io_managers_cancel_ends_each_parked_request() {
     }
     // A CONNECT that was cancelled before its work item ran: nothing is sent.
     let ep = routed(&fx, &r.f);
-    let io = pend(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0);
+    let io = ep_connect(ep, r.qp, b"").pend(&r.f);
     let reqs = fx.cm.sent(FakeCmOp::SendReq).len();
     assert!(r.f.cancel_io_ex(&io));
     fx.run();
     expect(&done(&io), NtStatus::CANCELLED);
     assert_eq!(fx.cm.sent(FakeCmOp::SendReq).len(), reqs);
     // And the endpoint is free for the next CONNECT (no stale "busy").
-    let io = pend(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0);
+    let io = ep_connect(ep, r.qp, b"").pend(&r.f);
     fx.run();
     assert!(!io.is_complete());
 }
@@ -1099,9 +988,8 @@ fn accept_while_connected_leaves_a_parked_notify_alone() {
     let fx = fx();
     let r = Rig::new(&fx);
     let (ep, cm_id) = connected_active(&fx, &r);
-    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
-    let accept =
-        r.f.device_io_control(WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8);
+    let notify = ep_disconnect_notify(ep).pend(&r.f);
+    let accept = ep_accept(ep, r.qp, b"").issue(&r.f);
     fx.run();
     assert!(!notify.is_complete(), "the notify was taken for the ACCEPT");
     let st = done(&accept);
@@ -1163,12 +1051,7 @@ fn ep_cancel_while_the_listener_takes_the_request_refuses_it() {
         "the refused id was destroyed"
     );
     // The endpoint is Idle again: it takes the next request.
-    let again = pend(
-        &f,
-        WV_IOCTL_EP_GET_REQUEST,
-        &get_request_in(listener, ep),
-        0,
-    );
+    let again = ep_get_request(listener, ep).pend(&f);
     assert!(fx.cm.incoming_request(lid, incoming(b"")));
     fx.run();
     expect(&done(&again), NtStatus::SUCCESS);
@@ -1222,37 +1105,18 @@ fn an_event_racing_the_hand_over_reaches_the_new_endpoint() {
     });
     fx.run();
     expect(&done(&io), NtStatus::SUCCESS);
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, r.qp, b""), 8),
-        NtStatus::NOT_SUPPORTED,
-    );
+    ep_accept(ep, r.qp, b"").completes(&r.f, NtStatus::NOT_SUPPORTED);
     assert!(fx.cm.sent(FakeCmOp::SendRep).is_empty(), "no REP to a REJ");
     assert_eq!(&query(&r.f, ep).connect().Data[..15], b"changed my mind");
     // The DREQ.
-    let (_, ep, io, lid) = {
-        let listener = ep_create(&r.f);
-        bind(&fx, &r.f, listener, ipv4(LOCAL, 7002));
-        expect(
-            &ioctl(&r.f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 4), 16),
-            NtStatus::SUCCESS,
-        );
-        let lid = fx.cm.last_id(FakeCmOp::Listen).unwrap();
-        let ep = ep_create(&r.f);
-        let io = pend(
-            &r.f,
-            WV_IOCTL_EP_GET_REQUEST,
-            &get_request_in(listener, ep),
-            0,
-        );
-        (listener, ep, io, lid)
-    };
+    let (_, ep, io, lid) = listening_on(&fx, &r.f, 7002);
     fx.cm.incoming_request(lid, incoming(b""));
     fx.cm.race_next_get_request(FakeCmEvent::Dreq(vec![]));
     fx.run();
     expect(&done(&io), NtStatus::SUCCESS);
     id_ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, ep, NtStatus::SUCCESS);
     // PassiveDisconnect: the DISCONNECT answers at once (it does not wait for a DREP).
-    let st = ioctl(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, 0), 0);
+    let st = ep_disconnect(ep, 0).room(0).inline(&r.f);
     expect(&st, NtStatus::SUCCESS);
 }
 
@@ -1260,13 +1124,7 @@ fn an_event_racing_the_hand_over_reaches_the_new_endpoint() {
 fn requests_beyond_the_backlog_are_rejected_and_pairing_follows_each_get_request() {
     let fx = fx();
     let r = Rig::new(&fx);
-    let listener = ep_create(&r.f);
-    bind(&fx, &r.f, listener, ipv4(LOCAL, 7001));
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 1), 16),
-        NtStatus::SUCCESS,
-    );
-    let lid = fx.cm.last_id(FakeCmOp::Listen).unwrap();
+    let (listener, lid) = listener_on(&fx, &r.f, 7001, 1);
     for user in [&b"one"[..], b"two", b"three"] {
         fx.cm.incoming_request(lid, incoming(user));
     }
@@ -1287,19 +1145,9 @@ fn requests_beyond_the_backlog_are_rejected_and_pairing_follows_each_get_request
     let a = ep_create(&r.f);
     let b = ep_create(&r.f);
     fx.cm.incoming_request(lid, incoming(b"four"));
-    let ga = pend(
-        &r.f,
-        WV_IOCTL_EP_GET_REQUEST,
-        &get_request_in(listener, a),
-        0,
-    );
+    let ga = ep_get_request(listener, a).pend(&r.f);
     assert!(r.f.cancel_io_ex(&ga));
-    let gb = pend(
-        &r.f,
-        WV_IOCTL_EP_GET_REQUEST,
-        &get_request_in(listener, b),
-        0,
-    );
+    let gb = ep_get_request(listener, b).pend(&r.f);
     fx.run();
     expect(&done(&gb), NtStatus::SUCCESS);
     assert_eq!(&query(&r.f, b).connect().Data[..5], b"three");
@@ -1322,36 +1170,16 @@ fn an_endpoint_whose_get_request_was_cancelled_is_idle_again() {
     id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::ACCESS_DENIED);
     assert!(r.f.cancel_io_ex(&get));
     expect(&done(&get), NtStatus::CANCELLED);
-    let again = pend(
-        &r.f,
-        WV_IOCTL_EP_GET_REQUEST,
-        &get_request_in(listener, ep),
-        0,
-    );
+    let again = ep_get_request(listener, ep).pend(&r.f);
     assert!(fx.cm.incoming_request(lid, incoming(b"again")));
     fx.run();
     expect(&done(&again), NtStatus::SUCCESS);
     assert_eq!(&query(&r.f, ep).connect().Data[..5], b"again");
     // Others: one cancelled among live ones, then BIND and destroy.
     let (x, y, z) = (ep_create(&r.f), ep_create(&r.f), ep_create(&r.f));
-    let gx = pend(
-        &r.f,
-        WV_IOCTL_EP_GET_REQUEST,
-        &get_request_in(listener, x),
-        0,
-    );
-    let gy = pend(
-        &r.f,
-        WV_IOCTL_EP_GET_REQUEST,
-        &get_request_in(listener, y),
-        0,
-    );
-    let gz = pend(
-        &r.f,
-        WV_IOCTL_EP_GET_REQUEST,
-        &get_request_in(listener, z),
-        0,
-    );
+    let gx = ep_get_request(listener, x).pend(&r.f);
+    let gy = ep_get_request(listener, y).pend(&r.f);
+    let gz = ep_get_request(listener, z).pend(&r.f);
     assert!(r.f.cancel_io_ex(&gy));
     expect(&done(&gy), NtStatus::CANCELLED);
     let st = ioctl(
@@ -1388,12 +1216,7 @@ fn a_request_the_cm_cannot_hand_over_leaves_the_get_request_waiting() {
     let r = Rig::new(&fx);
     let (listener, ep, get, lid) = listening(&fx, &r.f);
     let later = ep_create(&r.f);
-    let second = pend(
-        &r.f,
-        WV_IOCTL_EP_GET_REQUEST,
-        &get_request_in(listener, later),
-        0,
-    );
+    let second = ep_get_request(listener, later).pend(&r.f);
     fx.cm
         .fail_next(FakeCmOp::GetRequest, NtStatus::INSUFFICIENT_RESOURCES);
     assert!(fx.cm.incoming_request(lid, incoming(b"")));
@@ -1424,36 +1247,27 @@ fn cm_failures_leave_nothing_behind() {
     bind(&fx, &r.f, ep, ipv4(LOCAL, 7003));
     fx.cm
         .fail_next(FakeCmOp::Listen, NtStatus::INVALID_PARAMETER);
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_LISTEN, &listen_in(ep, 1), 16),
-        NtStatus::INVALID_PARAMETER,
-    );
+    ep_listen(ep, 1).completes(&r.f, NtStatus::INVALID_PARAMETER);
     assert!(fx.cm.live_ids().is_empty());
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_MODIFY, &route_in(ep), 0),
-        NtStatus::SUCCESS,
-    );
+    ep_route(ep).completes(&r.f, NtStatus::SUCCESS);
     // CONNECT: no id, then no REQ.
     fx.cm
         .fail_next(FakeCmOp::CreateId, NtStatus::INSUFFICIENT_RESOURCES);
-    let io = pend(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0);
+    let io = ep_connect(ep, r.qp, b"").pend(&r.f);
     fx.run();
     expect(&done(&io), NtStatus::INSUFFICIENT_RESOURCES);
     fx.cm
         .fail_next(FakeCmOp::SendReq, NtStatus::INVALID_PARAMETER);
-    let io = pend(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0);
+    let io = ep_connect(ep, r.qp, b"").pend(&r.f);
     fx.run();
     expect(&done(&io), NtStatus::INVALID_PARAMETER);
     // OFW: a REQ that cannot go disconnects the endpoint.
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0),
-        NtStatus::NOT_SUPPORTED,
-    );
+    ep_connect(ep, r.qp, b"").completes(&r.f, NtStatus::NOT_SUPPORTED);
     // A failing QP modify fails the ACCEPT with STATUS_UNSUCCESSFUL.
     let (_, pep, _) = passive(&fx, &r);
     fx.hca
         .fail_next(FakeCall::ModifyQp, wv_hal::VerbsError::InvalidState);
-    let io = pend(&r.f, WV_IOCTL_EP_ACCEPT, &accept_in(pep, r.qp, b""), 8);
+    let io = ep_accept(pep, r.qp, b"").pend(&r.f);
     fx.run();
     expect(&done(&io), NtStatus::UNSUCCESSFUL);
     drop(r);
@@ -1467,8 +1281,7 @@ fn a_work_item_that_cannot_be_queued_fails_its_request() {
     let r = Rig::new(&fx);
     let ep = routed(&fx, &r.f);
     fx.platform().fail_next_work_items(1);
-    let io =
-        r.f.device_io_control(WV_IOCTL_EP_CONNECT, &connect_in(ep, r.qp, b""), 0);
+    let io = ep_connect(ep, r.qp, b"").issue(&r.f);
     expect(&done(&io), NtStatus::INSUFFICIENT_RESOURCES);
     // Nothing is left busy: the next CONNECT goes through.
     let (io, _) = connecting(&fx, &r, ep, b"");
@@ -1476,7 +1289,7 @@ fn a_work_item_that_cannot_be_queued_fails_its_request() {
     expect(&done(&io), NtStatus::CANCELLED);
     // A DREP whose work item cannot run still ends the DISCONNECT.
     let (cep, cm_id) = connected_active(&fx, &r);
-    let io = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(cep, r.qp), 8);
+    let io = ep_disconnect(cep, r.qp).pend(&r.f);
     fx.platform().fail_next_work_items(1);
     fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
     fx.run();
@@ -1505,7 +1318,7 @@ fn removal_ends_every_endpoint_on_the_device() {
     let active = routed(&fx, &r.f);
     let (connect, _) = connecting(&fx, &r, active, b"");
     let (cep, _) = connected_active(&fx, &r);
-    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(cep), 0);
+    let notify = ep_disconnect_notify(cep).pend(&r.f);
     fx.io.remove(fx.guid());
     for io in [&get, &connect, &notify] {
         expect(&done(io), NtStatus::DEVICE_REMOVED);
@@ -1515,10 +1328,7 @@ fn removal_ends_every_endpoint_on_the_device() {
     id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, cep, NtStatus::SUCCESS);
     let ep = ep_create(&r.f);
     bind(&fx, &r.f, ep, ipv4(LOCAL, 7009));
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_LISTEN, &listen_in(ep, 1), 16),
-        NtStatus::NO_SUCH_DEVICE,
-    );
+    ep_listen(ep, 1).completes(&r.f, NtStatus::NO_SUCH_DEVICE);
 }
 
 /// Removal of the device whose CM made a passive endpoint's id, in the instant its ACCEPT's
@@ -1532,14 +1342,7 @@ fn removal_while_the_accept_moves_its_qp_ends_it_with_device_removed() {
     let f = fx.open();
     // The QP lives on a second device without a CM, so the removal of the first one does not
     // wait for the modify the work item is in.
-    let other = FakeVerbs::new(
-        fx.platform(),
-        FakeConfig {
-            guid: 0x0002_c903_0000_4321u64.to_be(),
-            ..FakeConfig::default()
-        },
-    );
-    fx.io.arrive(Arc::clone(&other)).expect("arrival");
+    let other = fx.arrive_hca(0x0002_c903_0000_4321u64.to_be());
     let st = ioctl(
         &f,
         WV_IOCTL_DEVICE_OPEN,
@@ -1574,7 +1377,7 @@ fn removal_while_the_accept_moves_its_qp_ends_it_with_device_removed() {
         }
         None
     })));
-    let accept = pend(&f, WV_IOCTL_EP_ACCEPT, &accept_in(ep, qp, b""), 8);
+    let accept = ep_accept(ep, qp, b"").pend(&f);
     fx.run();
     other.set_failure_hook(None);
     expect(&done(&accept), NtStatus::DEVICE_REMOVED);
@@ -1589,8 +1392,8 @@ fn closing_the_file_ends_everything_and_destroys_every_id() {
     let active = routed(&fx, &r.f);
     let (connect, _) = connecting(&fx, &r, active, b"");
     let (cep, _) = connected_active(&fx, &r);
-    let notify = pend(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(cep), 0);
-    let disconnect = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(cep, r.qp), 8);
+    let notify = ep_disconnect_notify(cep).pend(&r.f);
+    let disconnect = ep_disconnect(cep, r.qp).pend(&r.f);
     drop(r);
     fx.run();
     for io in [&get, &connect, &notify, &disconnect] {
@@ -1623,13 +1426,10 @@ fn an_endpoint_in_use_cannot_be_destroyed() {
         });
     };
     destroy_during(FakeCmOp::Listen, listener);
-    expect(
-        &ioctl(&r.f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 4), 16),
-        NtStatus::SUCCESS,
-    );
+    ep_listen(listener, 4).completes(&r.f, NtStatus::SUCCESS);
     let (cep, _) = connected_active(&fx, &r);
     destroy_during(FakeCmOp::SendDreq, cep);
-    let disconnect = pend(&r.f, WV_IOCTL_EP_DISCONNECT, &disconnect_in(cep, 0), 0);
+    let disconnect = ep_disconnect(cep, 0).room(0).pend(&r.f);
     assert_eq!(
         *refused.lock().unwrap(),
         [NtStatus::ACCESS_DENIED, NtStatus::ACCESS_DENIED]
@@ -1637,12 +1437,7 @@ fn an_endpoint_in_use_cannot_be_destroyed() {
     // Queued for a GET_REQUEST: held until the request fills it.
     let lid = fx.cm.last_id(FakeCmOp::Listen).unwrap();
     let ep = ep_create(&r.f);
-    let get = pend(
-        &r.f,
-        WV_IOCTL_EP_GET_REQUEST,
-        &get_request_in(listener, ep),
-        0,
-    );
+    let get = ep_get_request(listener, ep).pend(&r.f);
     id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::ACCESS_DENIED);
     assert!(fx.cm.incoming_request(lid, incoming(b"")));
     fx.run();
@@ -1655,12 +1450,7 @@ fn an_endpoint_in_use_cannot_be_destroyed() {
     );
     // The listener with a GET_REQUEST parked on it: not held; the request ends.
     let other = ep_create(&r.f);
-    let get = pend(
-        &r.f,
-        WV_IOCTL_EP_GET_REQUEST,
-        &get_request_in(listener, other),
-        0,
-    );
+    let get = ep_get_request(listener, other).pend(&r.f);
     id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, listener, NtStatus::SUCCESS);
     expect(&done(&get), NtStatus::CANCELLED);
     // Nothing running, nothing holding: destroyed; an unknown id is not found.

@@ -19,14 +19,7 @@ fn guid_query_counts_all_and_truncates() {
     assert_eq!(&st.output[..8], &1u64.to_ne_bytes());
     assert_eq!(&st.output[8..16], &fx.guid().to_ne_bytes());
     // A second device: Count says 2 while only one fits.
-    let other = wv_host::fake_verbs::FakeVerbs::new(
-        fx.platform(),
-        wv_host::fake_verbs::FakeConfig {
-            guid: 0x99,
-            ..Default::default()
-        },
-    );
-    fx.io.arrive(other).unwrap();
+    fx.arrive_hca(0x99);
     let st = ioctl(&f, WV_IOCTL_GUID_QUERY, &[], 16);
     assert_eq!(st.information, 16);
     assert_eq!(&st.output[..8], &2u64.to_ne_bytes());
@@ -40,22 +33,17 @@ fn guid_query_counts_all_and_truncates() {
 #[test]
 fn library_query() {
     let (fx, f) = file_fixture();
-    let st = ioctl(&f, WV_IOCTL_LIBRARY_QUERY, &u64_in(fx.guid()), 28);
+    let library = |input: &[u8], out_len| ioctl(&f, WV_IOCTL_LIBRARY_QUERY, input, out_len);
+    let st = library(&u64_in(fx.guid()), 28);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 6);
     assert_eq!(&st.output, b"fakeu\0");
-    expect(
-        &ioctl(&f, WV_IOCTL_LIBRARY_QUERY, &u64_in(1), 28),
-        NtStatus::NO_SUCH_DEVICE,
-    );
-    let st = ioctl(&f, WV_IOCTL_LIBRARY_QUERY, &u64_in(fx.guid()), 3);
+    expect(&library(&u64_in(1), 28), NtStatus::NO_SUCH_DEVICE);
+    let st = library(&u64_in(fx.guid()), 3);
     expect(&st, NtStatus::BUFFER_TOO_SMALL);
     assert_eq!(st.information, 1);
     assert!(st.output.is_empty());
-    expect(
-        &ioctl(&f, WV_IOCTL_LIBRARY_QUERY, &[0; 4], 28),
-        NtStatus::BUFFER_TOO_SMALL,
-    );
+    expect(&library(&[0; 4], 28), NtStatus::BUFFER_TOO_SMALL);
 }
 
 #[test]
@@ -98,24 +86,13 @@ fn device_open_close() {
     // A second open gets id 2; ids are per type, so PD 1 can coexist.
     let second = open_device(&fx, &f);
     assert_eq!(second, 2);
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_OPEN, &id(0x1234, 0, 0), 16),
-        NtStatus::NO_SUCH_DEVICE,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_OPEN, &id(fx.guid(), 0, 0), 15),
-        NtStatus::BUFFER_TOO_SMALL,
-    );
-    fx.hca.fail_next(FakeCall::OpenCa, VerbsError::Other);
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_OPEN, &id(fx.guid(), 0, 0), 16),
-        NtStatus::UNSUCCESSFUL,
-    );
-    fx.hca.fail_next(FakeCall::QueryCa, VerbsError::Other);
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_OPEN, &id(fx.guid(), 0, 0), 16),
-        NtStatus::UNSUCCESSFUL,
-    );
+    let open = |guid, out_len| ioctl(&f, WV_IOCTL_DEVICE_OPEN, &id(guid, 0, 0), out_len);
+    expect(&open(0x1234, 16), NtStatus::NO_SUCH_DEVICE);
+    expect(&open(fx.guid(), 15), NtStatus::BUFFER_TOO_SMALL);
+    for call in [FakeCall::OpenCa, FakeCall::QueryCa] {
+        fx.hca.fail_next(call, VerbsError::Other);
+        expect(&open(fx.guid(), 16), NtStatus::UNSUCCESSFUL);
+    }
 
     let pd = alloc_pd(&f, 1);
     id_ioctl(&f, WV_IOCTL_DEVICE_CLOSE, 1, NtStatus::ACCESS_DENIED);
@@ -123,8 +100,11 @@ fn device_open_close() {
     id_ioctl(&f, WV_IOCTL_DEVICE_CLOSE, 1, NtStatus::SUCCESS);
     id_ioctl(&f, WV_IOCTL_DEVICE_CLOSE, 1, NtStatus::NO_SUCH_DEVICE);
     id_ioctl(&f, WV_IOCTL_DEVICE_CLOSE, 0, NtStatus::NO_SUCH_DEVICE);
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_CLOSE, &[0; 7], 0),
+    expect_ioctl(
+        &f,
+        WV_IOCTL_DEVICE_CLOSE,
+        &[0; 7],
+        0,
         NtStatus::BUFFER_TOO_SMALL,
     );
     // Ids are reused, most recently freed first.
@@ -151,10 +131,8 @@ fn device_query_fills_every_field() {
     let want = WV_IO_RC_RNR_NAK_GENERATION | WV_IO_BATCH_NOTIFY_CQ;
     assert_eq!(attr.CapabilityFlags & want, want);
     device_query(&f, 9, NtStatus::NO_SUCH_DEVICE);
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 151),
-        NtStatus::BUFFER_TOO_SMALL,
-    );
+    let short = ioctl(&f, WV_IOCTL_DEVICE_QUERY, &u64_in(dev), 151);
+    expect(&short, NtStatus::BUFFER_TOO_SMALL);
     fx.hca.fail_next(FakeCall::QueryCa, VerbsError::Other);
     device_query(&f, dev, NtStatus::NO_MEMORY);
 }
@@ -170,7 +148,13 @@ fn port_query(dev: u64, port: u8) -> Vec<u8> {
 #[test]
 fn port_gid_pkey_queries() {
     let (fx, f, dev) = device_fixture();
-    let st = ioctl(&f, WV_IOCTL_DEVICE_PORT_QUERY, &port_query(dev, 1), 52);
+    // The three queries of port `port` of device `dev`.
+    let file = &f;
+    let query = |code| move |dev, port, out_len| ioctl(file, code, &port_query(dev, port), out_len);
+    let port_attr = query(WV_IOCTL_DEVICE_PORT_QUERY);
+    let gids = query(WV_IOCTL_DEVICE_GID_QUERY);
+    let pkeys = query(WV_IOCTL_DEVICE_PKEY_QUERY);
+    let st = port_attr(dev, 1, 52);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 52);
     let attr: WV_IO_PORT_ATTRIBUTES = out(&st);
@@ -180,17 +164,10 @@ fn port_gid_pkey_queries() {
     assert_eq!(attr.GidTableLength, 1);
     assert_ne!(attr.PortCabilityFlags & WV_IO_BATCH_NOTIFY_CQ, 0);
     for bad in [0u8, 2, 255] {
-        let st = ioctl(&f, WV_IOCTL_DEVICE_PORT_QUERY, &port_query(dev, bad), 52);
-        expect(&st, NtStatus::INVALID_PORT_HANDLE);
+        expect(&port_attr(dev, bad, 52), NtStatus::INVALID_PORT_HANDLE);
     }
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_PORT_QUERY, &port_query(7, 1), 52),
-        NtStatus::NO_SUCH_DEVICE,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_PORT_QUERY, &port_query(dev, 1), 51),
-        NtStatus::BUFFER_TOO_SMALL,
-    );
+    expect(&port_attr(7, 1, 52), NtStatus::NO_SUCH_DEVICE);
+    expect(&port_attr(dev, 1, 51), NtStatus::BUFFER_TOO_SMALL);
 
     fx.hca.configure(|c| {
         let port = &mut c.ports[0];
@@ -199,59 +176,42 @@ fn port_gid_pkey_queries() {
         port.attributes.gid_table_len = 2;
         port.attributes.pkey_table_len = 2;
     });
-    let st = ioctl(&f, WV_IOCTL_DEVICE_GID_QUERY, &port_query(dev, 1), 16);
+    let st = gids(dev, 1, 16);
     expect(&st, NtStatus::MORE_ENTRIES);
     assert_eq!(st.information, 16);
     assert_eq!(st.output.len(), 16);
-    let st = ioctl(&f, WV_IOCTL_DEVICE_GID_QUERY, &port_query(dev, 1), 40);
+    let st = gids(dev, 1, 40);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 32);
     assert_eq!(&st.output[16..32], &[7; 16]);
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_GID_QUERY, &port_query(dev, 1), 15),
-        NtStatus::BUFFER_TOO_SMALL,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_GID_QUERY, &port_query(dev, 3), 16),
-        NtStatus::INVALID_PORT_HANDLE,
-    );
+    expect(&gids(dev, 1, 15), NtStatus::BUFFER_TOO_SMALL);
+    expect(&gids(dev, 3, 16), NtStatus::INVALID_PORT_HANDLE);
 
-    let st = ioctl(&f, WV_IOCTL_DEVICE_PKEY_QUERY, &port_query(dev, 1), 2);
+    let st = pkeys(dev, 1, 2);
     expect(&st, NtStatus::MORE_ENTRIES);
     assert_eq!(st.output, 0xffffu16.to_be().to_ne_bytes());
-    let st = ioctl(&f, WV_IOCTL_DEVICE_PKEY_QUERY, &port_query(dev, 1), 16);
+    let st = pkeys(dev, 1, 16);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 4);
     assert_eq!(&st.output[2..4], &0x8001u16.to_be().to_ne_bytes());
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_PKEY_QUERY, &port_query(dev, 1), 1),
-        NtStatus::BUFFER_TOO_SMALL,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_PKEY_QUERY, &port_query(9, 1), 2),
-        NtStatus::NO_SUCH_DEVICE,
-    );
+    expect(&pkeys(dev, 1, 1), NtStatus::BUFFER_TOO_SMALL);
+    expect(&pkeys(9, 1, 2), NtStatus::NO_SUCH_DEVICE);
 }
 
 #[test]
 fn pd_allocate_deallocate_cancel() {
     let (fx, f, dev) = device_fixture();
     fx.hca.set_umv_reply(3, vec![]);
-    let st = ioctl(&f, WV_IOCTL_PD_ALLOCATE, &id(dev, 0, 0x42), 16);
+    let allocate = |dev, data| ioctl(&f, WV_IOCTL_PD_ALLOCATE, &id(dev, 0, data), 16);
+    let st = allocate(dev, 0x42);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 16);
     let out: WV_IO_ID = out(&st);
     assert_eq!((out.Id, out.VerbInfo, out.Data), (1, 3, 0x42));
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_ALLOCATE, &id(5, 0, 0), 16),
-        NtStatus::NO_SUCH_DEVICE,
-    );
+    expect(&allocate(5, 0), NtStatus::NO_SUCH_DEVICE);
     fx.hca
         .fail_next(FakeCall::AllocatePd, VerbsError::InsufficientResources);
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_ALLOCATE, &id(dev, 0, 0), 16),
-        NtStatus::UNSUCCESSFUL,
-    );
+    expect(&allocate(dev, 0), NtStatus::UNSUCCESSFUL);
     id_ioctl(&f, WV_IOCTL_PD_CANCEL, 1, NtStatus::SUCCESS);
     id_ioctl(&f, WV_IOCTL_PD_CANCEL, 2, NtStatus::NOT_FOUND);
     let _mw = ioctl(&f, WV_IOCTL_MW_ALLOCATE, &id(1, 0, 0), 16);
@@ -275,53 +235,26 @@ fn mr_in(pd: u64, len: u64) -> Vec<u8> {
 fn memory_register_deregister() {
     let (fx, f, dev) = device_fixture();
     let pd = alloc_pd(&f, dev);
-    let st = ioctl(&f, WV_IOCTL_MEMORY_REGISTER, &mr_in(pd, 4096), 8);
+    let register = |pd, out_len| ioctl(&f, WV_IOCTL_MEMORY_REGISTER, &mr_in(pd, 4096), out_len);
+    let deregister = |pd, lkey| ioctl(&f, WV_IOCTL_MEMORY_DEREGISTER, &id(pd, 0, lkey), 0);
+    let st = register(pd, 8);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 8);
     let keys: WV_IO_MEMORY_KEYS = out(&st);
-    expect(
-        &ioctl(&f, WV_IOCTL_MEMORY_REGISTER, &mr_in(9, 4096), 8),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_MEMORY_REGISTER, &mr_in(pd, 4096), 7),
-        NtStatus::BUFFER_TOO_SMALL,
-    );
+    expect(&register(9, 8), NtStatus::NOT_FOUND);
+    expect(&register(pd, 7), NtStatus::BUFFER_TOO_SMALL);
     fx.hca
         .fail_next(FakeCall::RegisterMr, VerbsError::InvalidPermission);
-    expect(
-        &ioctl(&f, WV_IOCTL_MEMORY_REGISTER, &mr_in(pd, 4096), 8),
-        NtStatus::UNSUCCESSFUL,
-    );
+    expect(&register(pd, 8), NtStatus::UNSUCCESSFUL);
     // MRs hold no PD reference.
-    expect(
-        &ioctl(
-            &f,
-            WV_IOCTL_MEMORY_DEREGISTER,
-            &id(pd, 0, keys.Lkey + 1000),
-            0,
-        ),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_MEMORY_DEREGISTER, &id(9, 0, keys.Lkey), 0),
-        NtStatus::NOT_FOUND,
-    );
+    expect(&deregister(pd, keys.Lkey + 1000), NtStatus::NOT_FOUND);
+    expect(&deregister(9, keys.Lkey), NtStatus::NOT_FOUND);
     fx.hca
         .fail_next(FakeCall::DeregisterMr, VerbsError::ResourceBusy);
-    expect(
-        &ioctl(&f, WV_IOCTL_MEMORY_DEREGISTER, &id(pd, 0, keys.Lkey), 0),
-        NtStatus::UNSUCCESSFUL,
-    );
+    expect(&deregister(pd, keys.Lkey), NtStatus::UNSUCCESSFUL);
     // Still registered after the refusal.
-    expect(
-        &ioctl(&f, WV_IOCTL_MEMORY_DEREGISTER, &id(pd, 0, keys.Lkey), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_MEMORY_DEREGISTER, &id(pd, 0, keys.Lkey), 0),
-        NtStatus::NOT_FOUND,
-    );
+    expect(&deregister(pd, keys.Lkey), NtStatus::SUCCESS);
+    expect(&deregister(pd, keys.Lkey), NtStatus::NOT_FOUND);
     // PD_DEALLOCATE deregisters what is left.
     ioctl(&f, WV_IOCTL_MEMORY_REGISTER, &mr_in(pd, 64), 8);
     id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, pd, NtStatus::SUCCESS);
@@ -353,16 +286,11 @@ fn mw_and_ah() {
         "the address vector is echoed"
     );
     ah_create(&f, 7, NtStatus::NOT_FOUND);
-    expect(
-        &ioctl(&f, WV_IOCTL_AH_CREATE, &bytes(&ah), 63),
-        NtStatus::BUFFER_TOO_SMALL,
-    );
+    let create = |out_len| ioctl(&f, WV_IOCTL_AH_CREATE, &bytes(&ah), out_len);
+    expect(&create(63), NtStatus::BUFFER_TOO_SMALL);
     fx.hca
         .fail_next(FakeCall::CreateAh, VerbsError::InvalidParameter);
-    expect(
-        &ioctl(&f, WV_IOCTL_AH_CREATE, &bytes(&ah), 64),
-        NtStatus::UNSUCCESSFUL,
-    );
+    expect(&create(64), NtStatus::UNSUCCESSFUL);
     id_ioctl(&f, WV_IOCTL_PD_DEALLOCATE, pd, NtStatus::ACCESS_DENIED);
     id_ioctl(&f, WV_IOCTL_AH_DESTROY, 1, NtStatus::SUCCESS);
     id_ioctl(&f, WV_IOCTL_AH_DESTROY, 1, NtStatus::NOT_FOUND);
@@ -371,40 +299,33 @@ fn mw_and_ah() {
 #[test]
 fn cq_create_resize_destroy() {
     let (fx, f, dev) = device_fixture();
-    let st = ioctl(&f, WV_IOCTL_CQ_CREATE, &id(dev, 0, 100), 16);
+    // CQ_CREATE on a device, CQ_RESIZE of a CQ: `{Id, Data = entries}`.
+    let sized = |code, id_: u64, entries| ioctl(&f, code, &id(id_, 0, entries), 16);
+    let st = sized(WV_IOCTL_CQ_CREATE, dev, 100);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 16);
     let got: WV_IO_ID = out(&st);
     assert_eq!(got.Id, 1);
     assert!(got.Data >= 100, "actual size");
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_CREATE, &id(9, 0, 1), 16),
-        NtStatus::NO_SUCH_DEVICE,
-    );
+    expect(&sized(WV_IOCTL_CQ_CREATE, 9, 1), NtStatus::NO_SUCH_DEVICE);
     fx.hca
         .fail_next(FakeCall::CreateCq, VerbsError::InvalidSetting);
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_CREATE, &id(dev, 0, 1), 16),
-        NtStatus::UNSUCCESSFUL,
-    );
+    expect(&sized(WV_IOCTL_CQ_CREATE, dev, 1), NtStatus::UNSUCCESSFUL);
     id_ioctl(&f, WV_IOCTL_DEVICE_CLOSE, dev, NtStatus::ACCESS_DENIED);
 
-    let st = ioctl(&f, WV_IOCTL_CQ_RESIZE, &id(1, 0, 200), 16);
+    let st = sized(WV_IOCTL_CQ_RESIZE, 1, 200);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 16);
     assert!(out::<WV_IO_ID>(&st).Data >= 200);
     fx.hca
         .fail_next(FakeCall::ResizeCq, VerbsError::InvalidSetting);
-    let st = ioctl(&f, WV_IOCTL_CQ_RESIZE, &id(1, 0, 1 << 30), 16);
+    let st = sized(WV_IOCTL_CQ_RESIZE, 1, 1 << 30);
     expect(&st, NtStatus::UNSUCCESSFUL);
     assert_eq!(
         st.information, 16,
         "OFW sets Information = outlen even on failure"
     );
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_RESIZE, &id(5, 0, 1), 16),
-        NtStatus::NOT_FOUND,
-    );
+    expect(&sized(WV_IOCTL_CQ_RESIZE, 5, 1), NtStatus::NOT_FOUND);
 
     id_ioctl(&f, WV_IOCTL_CQ_DESTROY, 1, NtStatus::SUCCESS);
     id_ioctl(&f, WV_IOCTL_CQ_DESTROY, 1, NtStatus::NOT_FOUND);
@@ -415,57 +336,47 @@ fn cq_create_resize_destroy() {
 fn srq_lifecycle_query_modify() {
     let (fx, f, dev) = device_fixture();
     let pd = alloc_pd(&f, dev);
-    let st = ioctl(&f, WV_IOCTL_SRQ_CREATE, &bytes(&srq_attr(pd, 32, 4)), 32);
+    // SRQ_CREATE, _QUERY and _MODIFY all take and give `WV_IO_SRQ_ATTRIBUTES`.
+    let srq_ioctl =
+        |code, id, max_wr, limit| ioctl(&f, code, &bytes(&srq_attr(id, max_wr, limit)), 32);
+    let st = srq_ioctl(WV_IOCTL_SRQ_CREATE, pd, 32, 4);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 32);
     let srq = out::<WV_IO_SRQ_ATTRIBUTES>(&st).Id.Id;
     assert_eq!(srq, 1);
     expect(
-        &ioctl(&f, WV_IOCTL_SRQ_CREATE, &bytes(&srq_attr(8, 32, 4)), 32),
+        &srq_ioctl(WV_IOCTL_SRQ_CREATE, 8, 32, 4),
         NtStatus::NOT_FOUND,
     );
     fx.hca
         .fail_next(FakeCall::CreateSrq, VerbsError::InvalidSetting);
     expect(
-        &ioctl(&f, WV_IOCTL_SRQ_CREATE, &bytes(&srq_attr(pd, 32, 4)), 32),
+        &srq_ioctl(WV_IOCTL_SRQ_CREATE, pd, 32, 4),
         NtStatus::UNSUCCESSFUL,
     );
 
-    let st = ioctl(&f, WV_IOCTL_SRQ_QUERY, &bytes(&srq_attr(srq, 0, 0)), 32);
+    let st = srq_ioctl(WV_IOCTL_SRQ_QUERY, srq, 0, 0);
     expect(&st, NtStatus::SUCCESS);
     let got: WV_IO_SRQ_ATTRIBUTES = out(&st);
     assert!(got.MaxWr >= 32);
     assert_eq!(got.SrqLimit, 4);
     fx.hca.fail_next(FakeCall::QuerySrq, VerbsError::Other);
-    let st = ioctl(&f, WV_IOCTL_SRQ_QUERY, &bytes(&srq_attr(srq, 0, 0)), 32);
+    let st = srq_ioctl(WV_IOCTL_SRQ_QUERY, srq, 0, 0);
     expect(&st, NtStatus::UNSUCCESSFUL); // §7.1-j: OFW said SUCCESS with garbage
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_QUERY, &bytes(&srq_attr(4, 0, 0)), 32),
-        NtStatus::NOT_FOUND,
-    );
+    expect(&srq_ioctl(WV_IOCTL_SRQ_QUERY, 4, 0, 0), NtStatus::NOT_FOUND);
 
-    let st = ioctl(&f, WV_IOCTL_SRQ_MODIFY, &bytes(&srq_attr(srq, 64, 8)), 32);
+    let st = srq_ioctl(WV_IOCTL_SRQ_MODIFY, srq, 64, 8);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 32);
-    let got: WV_IO_SRQ_ATTRIBUTES = out(&ioctl(
-        &f,
-        WV_IOCTL_SRQ_QUERY,
-        &bytes(&srq_attr(srq, 0, 0)),
-        32,
-    ));
+    let got: WV_IO_SRQ_ATTRIBUTES = out(&srq_ioctl(WV_IOCTL_SRQ_QUERY, srq, 0, 0));
     assert_eq!(got.SrqLimit, 8);
     fx.hca
         .fail_next(FakeCall::ModifySrq, VerbsError::InvalidSetting);
-    let st = ioctl(
-        &f,
-        WV_IOCTL_SRQ_MODIFY,
-        &bytes(&srq_attr(srq, 1 << 30, 8)),
-        32,
-    );
+    let st = srq_ioctl(WV_IOCTL_SRQ_MODIFY, srq, 1 << 30, 8);
     expect(&st, NtStatus::UNSUCCESSFUL);
     assert_eq!(st.information, 32);
     expect(
-        &ioctl(&f, WV_IOCTL_SRQ_MODIFY, &bytes(&srq_attr(3, 1, 1)), 32),
+        &srq_ioctl(WV_IOCTL_SRQ_MODIFY, 3, 1, 1),
         NtStatus::NOT_FOUND,
     );
 
@@ -481,12 +392,7 @@ fn qp_create_query_destroy() {
     let c1 = cq(&f, dev, 16);
     let c2 = cq(&f, dev, 16);
     let s = srq(&f, pd);
-    let st = ioctl(
-        &f,
-        WV_IOCTL_QP_CREATE,
-        &bytes(&qp_create_in(pd, c1, c2, s)),
-        72,
-    );
+    let st = qp_create(&f, pd, c1, c2, s);
     expect(&st, NtStatus::SUCCESS);
     assert_eq!(st.information, 72);
     let qp = out::<WV_IO_QP_CREATE>(&st).Id.Id;
@@ -497,25 +403,11 @@ fn qp_create_query_destroy() {
         (pd, c1, 9, 0),
         (pd, c1, c2, 9),
     ] {
-        let st = ioctl(
-            &f,
-            WV_IOCTL_QP_CREATE,
-            &bytes(&qp_create_in(p, a, b, sr)),
-            72,
-        );
-        expect(&st, NtStatus::NOT_FOUND);
+        expect(&qp_create(&f, p, a, b, sr), NtStatus::NOT_FOUND);
     }
     fx.hca
         .fail_next(FakeCall::CreateQp, VerbsError::InsufficientResources);
-    expect(
-        &ioctl(
-            &f,
-            WV_IOCTL_QP_CREATE,
-            &bytes(&qp_create_in(pd, c1, c2, 0)),
-            72,
-        ),
-        NtStatus::UNSUCCESSFUL,
-    );
+    expect(&qp_create(&f, pd, c1, c2, 0), NtStatus::UNSUCCESSFUL);
     // Parents are referenced by the QP.
     id_ioctl(&f, WV_IOCTL_CQ_DESTROY, c1, NtStatus::ACCESS_DENIED);
     id_ioctl(&f, WV_IOCTL_CQ_DESTROY, c2, NtStatus::ACCESS_DENIED);
@@ -533,16 +425,11 @@ fn qp_create_query_destroy() {
     assert_eq!(attr.QpState, attr.CurrentQpState);
     assert_eq!(attr.QpFlags, 1);
     assert_ne!(attr.Qpn, 0);
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_QUERY, &u64_in(qp), 191),
-        NtStatus::BUFFER_TOO_SMALL,
-    );
-    expect_ioctl(&f, WV_IOCTL_QP_QUERY, &u64_in(7), 192, NtStatus::NOT_FOUND);
+    let query = |qp, out_len| ioctl(&f, WV_IOCTL_QP_QUERY, &u64_in(qp), out_len);
+    expect(&query(qp, 191), NtStatus::BUFFER_TOO_SMALL);
+    expect(&query(7, 192), NtStatus::NOT_FOUND);
     fx.hca.fail_next(FakeCall::QueryQp, VerbsError::Other);
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_QUERY, &u64_in(qp), 192),
-        NtStatus::UNSUCCESSFUL,
-    );
+    expect(&query(qp, 192), NtStatus::UNSUCCESSFUL);
 
     id_ioctl(&f, WV_IOCTL_QP_DESTROY, qp, NtStatus::SUCCESS);
     id_ioctl(&f, WV_IOCTL_QP_DESTROY, qp, NtStatus::NOT_FOUND);
@@ -574,19 +461,10 @@ fn qp_modify_pends_then_completes_with_state_bytes() {
     // A refused transition.
     let st = modify(&f, qp, QpState::Sqd);
     expect(&st, NtStatus::UNSUCCESSFUL);
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_MODIFY, &modify_in(9, QpState::Init), 8),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(
-            &f,
-            WV_IOCTL_QP_MODIFY,
-            &modify_in(qp, QpState::Init)[..191],
-            8,
-        ),
-        NtStatus::BUFFER_TOO_SMALL,
-    );
+    let init = |qp| modify_in(qp, QpState::Init);
+    expect_ioctl(&f, WV_IOCTL_QP_MODIFY, &init(9), 8, NtStatus::NOT_FOUND);
+    let short = &init(qp)[..191];
+    expect_ioctl(&f, WV_IOCTL_QP_MODIFY, short, 8, NtStatus::BUFFER_TOO_SMALL);
     assert_eq!(
         fx.hca.qp_state(fx.last_created(FakeCall::CreateQp)),
         Some(QpState::Rtr)
@@ -625,46 +503,26 @@ fn qp_attach_detach_cancel() {
             Gid: WV_IO_GID { Raw: [g; 16] },
         })
     };
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_ATTACH, &mc(qp, 0xC001, 0xFF), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_ATTACH, &mc(9, 0xC001, 0xFF), 0),
-        NtStatus::NOT_FOUND,
-    );
+    let attach = |input: &[u8]| ioctl(&f, WV_IOCTL_QP_ATTACH, input, 0);
+    let detach = |input: &[u8]| ioctl(&f, WV_IOCTL_QP_DETACH, input, 0);
+    expect(&attach(&mc(qp, 0xC001, 0xFF)), NtStatus::SUCCESS);
+    expect(&attach(&mc(9, 0xC001, 0xFF)), NtStatus::NOT_FOUND);
     fx.hca
         .fail_next(FakeCall::AttachMcast, VerbsError::InvalidParameter);
+    expect(&attach(&mc(qp, 0xC002, 0xFF)), NtStatus::UNSUCCESSFUL);
+    // Nothing attached at that LID, GID or QP.
+    for unknown in [
+        mc(qp, 0xC002, 0xFF),
+        mc(qp, 0xC001, 0xFE),
+        mc(9, 0xC001, 0xFF),
+    ] {
+        expect(&detach(&unknown), NtStatus::NOT_FOUND);
+    }
+    expect(&detach(&mc(qp, 0xC001, 0xFF)), NtStatus::SUCCESS);
+    expect(&detach(&mc(qp, 0xC001, 0xFF)), NtStatus::NOT_FOUND);
+    expect(&attach(&mc(qp, 0xC003, 0xFF)), NtStatus::SUCCESS);
     expect(
-        &ioctl(&f, WV_IOCTL_QP_ATTACH, &mc(qp, 0xC002, 0xFF), 0),
-        NtStatus::UNSUCCESSFUL,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_DETACH, &mc(qp, 0xC002, 0xFF), 0),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_DETACH, &mc(qp, 0xC001, 0xFE), 0),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_DETACH, &mc(9, 0xC001, 0xFF), 0),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_DETACH, &mc(qp, 0xC001, 0xFF), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_DETACH, &mc(qp, 0xC001, 0xFF), 0),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_ATTACH, &mc(qp, 0xC003, 0xFF), 0),
-        NtStatus::SUCCESS,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_QP_ATTACH, &mc(qp, 0xC003, 0xFF)[..31], 0),
+        &attach(&mc(qp, 0xC003, 0xFF)[..31]),
         NtStatus::BUFFER_TOO_SMALL,
     );
 
@@ -686,35 +544,19 @@ fn id_table_exhaustion_is_no_memory() {
     // §7.1-b: OFW deadlocked here (it kept the provider lock on this path). The host verifier
     // fails any callback that returns holding a spin lock ("spin lock held across return");
     // tests/detectors.rs shows it catching exactly this path in a build that keeps the lock.
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_OPEN, &id(fx.guid(), 0, 0), 16),
-        NtStatus::NO_MEMORY,
-    );
+    // The second object of each type finds no free id.
+    let second = |code, input: &[u8], out_len| {
+        expect_ioctl(&f, code, input, out_len, NtStatus::NO_MEMORY);
+    };
+    second(WV_IOCTL_DEVICE_OPEN, &id(fx.guid(), 0, 0), 16);
     let pd = alloc_pd(&f, dev);
-    expect(
-        &ioctl(&f, WV_IOCTL_PD_ALLOCATE, &id(dev, 0, 0), 16),
-        NtStatus::NO_MEMORY,
-    );
+    second(WV_IOCTL_PD_ALLOCATE, &id(dev, 0, 0), 16);
     let c = cq(&f, dev, 4);
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_CREATE, &id(dev, 0, 4), 16),
-        NtStatus::NO_MEMORY,
-    );
+    second(WV_IOCTL_CQ_CREATE, &id(dev, 0, 4), 16);
     let _s = srq(&f, pd);
-    expect(
-        &ioctl(&f, WV_IOCTL_SRQ_CREATE, &bytes(&srq_attr(pd, 4, 0)), 32),
-        NtStatus::NO_MEMORY,
-    );
+    second(WV_IOCTL_SRQ_CREATE, &bytes(&srq_attr(pd, 4, 0)), 32);
     let _q = qp(&f, pd, c, c, 0);
-    expect(
-        &ioctl(
-            &f,
-            WV_IOCTL_QP_CREATE,
-            &bytes(&qp_create_in(pd, c, c, 0)),
-            72,
-        ),
-        NtStatus::NO_MEMORY,
-    );
+    expect(&qp_create(&f, pd, c, c, 0), NtStatus::NO_MEMORY);
     mw_allocate(&f, pd, NtStatus::SUCCESS);
     mw_allocate(&f, pd, NtStatus::NO_MEMORY);
     ah_create(&f, pd, NtStatus::SUCCESS);
@@ -737,14 +579,7 @@ fn ids_are_per_file() {
 #[test]
 fn qp_create_refuses_mixed_devices_and_unknown_types() {
     let fx = Fx::new();
-    let other = wv_host::fake_verbs::FakeVerbs::new(
-        fx.platform(),
-        wv_host::fake_verbs::FakeConfig {
-            guid: 0x77,
-            ..Default::default()
-        },
-    );
-    fx.io.arrive(other).unwrap();
+    fx.arrive_hca(0x77);
     let f = fx.open();
     let dev = open_device(&fx, &f);
     let st = ioctl(&f, WV_IOCTL_DEVICE_OPEN, &id(0x77, 0, 0), 16);
@@ -753,15 +588,7 @@ fn qp_create_refuses_mixed_devices_and_unknown_types() {
     let c1 = cq(&f, dev, 4);
     let c2 = cq(&f, dev2, 4);
     // OFW would hand device 2's CQ handle to device 1.
-    expect(
-        &ioctl(
-            &f,
-            WV_IOCTL_QP_CREATE,
-            &bytes(&qp_create_in(pd, c1, c2, 0)),
-            72,
-        ),
-        NtStatus::INVALID_PARAMETER,
-    );
+    expect(&qp_create(&f, pd, c1, c2, 0), NtStatus::INVALID_PARAMETER);
     let mut create = qp_create_in(pd, c1, c1, 0);
     create.QpType = 2;
     expect(

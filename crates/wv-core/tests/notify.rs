@@ -64,24 +64,17 @@ fn port_flags_accumulate_while_nobody_waits() {
 #[test]
 fn device_notify_errors() {
     let (_fx, f, dev) = device_fixture();
+    let notify = |input: &[u8], out_len| ioctl(&f, WV_IOCTL_DEVICE_NOTIFY, input, out_len);
+    expect(&notify(&notify_in(9, 1), 4), NtStatus::NOT_FOUND);
+    for port in [0, 2] {
+        expect(
+            &notify(&notify_in(dev, port), 4),
+            NtStatus::INVALID_PORT_HANDLE,
+        );
+    }
+    expect(&notify(&notify_in(dev, 1), 3), NtStatus::BUFFER_TOO_SMALL);
     expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_NOTIFY, &notify_in(9, 1), 4),
-        NtStatus::NOT_FOUND,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_NOTIFY, &notify_in(dev, 0), 4),
-        NtStatus::INVALID_PORT_HANDLE,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_NOTIFY, &notify_in(dev, 2), 4),
-        NtStatus::INVALID_PORT_HANDLE,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_NOTIFY, &notify_in(dev, 1), 3),
-        NtStatus::BUFFER_TOO_SMALL,
-    );
-    expect(
-        &ioctl(&f, WV_IOCTL_DEVICE_NOTIFY, &notify_in(dev, 1)[..15], 4),
+        &notify(&notify_in(dev, 1)[..15], 4),
         NtStatus::BUFFER_TOO_SMALL,
     );
     id_ioctl(&f, WV_IOCTL_DEVICE_CANCEL, 9, NtStatus::NOT_FOUND);
@@ -103,12 +96,7 @@ fn cancel_io_ex_ends_any_parked_request() {
         expect(&done(io), NtStatus::CANCELLED);
     }
     // The objects still work afterwards.
-    let io = pend(
-        &f,
-        WV_IOCTL_CQ_NOTIFY,
-        &id(s.cq, 0, WV_CQ_NEXT_COMPLETION),
-        0,
-    );
+    let io = park_cq_notify(&f, s.cq, WV_CQ_NEXT_COMPLETION);
     fx.hca.cq_completion(fx.last_created(FakeCall::CreateCq));
     fx.run();
     expect(&done(&io), NtStatus::SUCCESS);
@@ -116,12 +104,10 @@ fn cancel_io_ex_ends_any_parked_request() {
 
 #[test]
 fn cq_notify_broadcast_and_queues() {
-    let (fx, f, dev) = device_fixture();
-    let cq = cq(&f, dev, 16);
-    let fake = fx.last_created(FakeCall::CreateCq);
-    let next = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, WV_CQ_NEXT_COMPLETION), 0);
-    let solicited = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, WV_CQ_SOLICITED), 0);
-    let error = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, WV_CQ_ERROR), 0);
+    let (fx, f, cq, fake) = cq_fixture();
+    let next = park_cq_notify(&f, cq, WV_CQ_NEXT_COMPLETION);
+    let solicited = park_cq_notify(&f, cq, WV_CQ_SOLICITED);
+    let error = park_cq_notify(&f, cq, WV_CQ_ERROR);
     // The kernel never arms the CQ: user mode does.
     assert_eq!(fx.hca.call_count(FakeCall::ResizeCq), 0);
     fx.hca.cq_completion(fake);
@@ -140,17 +126,15 @@ fn cq_notify_broadcast_and_queues() {
     id_ioctl(&f, WV_IOCTL_CQ_CANCEL, 7, NtStatus::NOT_FOUND);
     expect_ioctl(&f, WV_IOCTL_CQ_NOTIFY, &id(7, 0, 1), 0, NtStatus::NOT_FOUND);
     // Destroy ends parked notifies.
-    let a = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, WV_CQ_NEXT_COMPLETION), 0);
+    let a = park_cq_notify(&f, cq, WV_CQ_NEXT_COMPLETION);
     id_ioctl(&f, WV_IOCTL_CQ_DESTROY, cq, NtStatus::SUCCESS);
     expect(&done(&a), NtStatus::CANCELLED);
 }
 
 #[test]
 fn cq_completion_is_delivered_from_the_dpc_without_a_hop() {
-    let (fx, f, dev) = device_fixture();
-    let cq = cq(&f, dev, 16);
-    let fake = fx.last_created(FakeCall::CreateCq);
-    let io = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, WV_CQ_NEXT_COMPLETION), 0);
+    let (fx, f, cq, fake) = cq_fixture();
+    let io = park_cq_notify(&f, cq, WV_CQ_NEXT_COMPLETION);
     fx.platform().run_until_idle();
     assert!(fx.hca.cq_completion(fake));
     if fx.platform().is_deterministic() {
@@ -166,20 +150,16 @@ fn cq_completion_is_delivered_from_the_dpc_without_a_hop() {
 #[test]
 fn cq_error_is_sticky() {
     // §7.1-d: OFW lost an error that arrived while nobody waited; a later notify hung.
-    let (fx, f, dev) = device_fixture();
-    let cq = cq(&f, dev, 16);
-    let fake = fx.last_created(FakeCall::CreateCq);
-    let a = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, WV_CQ_NEXT_COMPLETION), 0);
-    let b = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, WV_CQ_ERROR), 0);
+    let (fx, f, cq, fake) = cq_fixture();
+    let a = park_cq_notify(&f, cq, WV_CQ_NEXT_COMPLETION);
+    let b = park_cq_notify(&f, cq, WV_CQ_ERROR);
     fx.hca.cq_error(fake);
     fx.run();
     expect(&done(&a), NtStatus::UNEXPECTED_IO_ERROR);
     expect(&done(&b), NtStatus::UNEXPECTED_IO_ERROR);
     for kind in [WV_CQ_ERROR, WV_CQ_NEXT_COMPLETION, WV_CQ_SOLICITED] {
-        expect(
-            &ioctl(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, kind), 0),
-            NtStatus::UNEXPECTED_IO_ERROR,
-        );
+        let st = ioctl(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, kind), 0);
+        expect(&st, NtStatus::UNEXPECTED_IO_ERROR);
     }
     id_ioctl(&f, WV_IOCTL_CQ_NOTIFY, cq, NtStatus::UNEXPECTED_IO_ERROR);
 }
@@ -191,10 +171,8 @@ fn cq_error_with_nobody_waiting_is_not_lost() {
     fx.hca.cq_error(fx.last_created(FakeCall::CreateCq));
     fx.run();
     // OFW would park this for ever.
-    expect(
-        &ioctl(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, WV_CQ_ERROR), 0),
-        NtStatus::UNEXPECTED_IO_ERROR,
-    );
+    let st = ioctl(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, WV_CQ_ERROR), 0);
+    expect(&st, NtStatus::UNEXPECTED_IO_ERROR);
 }
 
 #[test]
@@ -211,8 +189,11 @@ fn batch_notify_8_byte_form_is_a_next_completion_notify() {
     // Only exactly 8 bytes: other short inputs keep OFW's status.
     for len in [0usize, 7, 9, 15] {
         let input = vec![0u8; len];
-        expect(
-            &ioctl(&f, WV_IOCTL_CQ_NOTIFY, &input, 0),
+        expect_ioctl(
+            &f,
+            WV_IOCTL_CQ_NOTIFY,
+            &input,
+            0,
             NtStatus::BUFFER_TOO_SMALL,
         );
     }

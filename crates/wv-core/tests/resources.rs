@@ -52,13 +52,10 @@ fn srq_and_qp_create_without_a_queue_fail_and_leak_nothing() {
     assert_eq!(fx.hca.live_count(ObjectKind::Srq), 0);
 
     fx.platform().fail_queues(0, 1);
-    let st = ioctl(
-        &f,
-        WV_IOCTL_QP_CREATE,
-        &bytes(&qp_create_in(pd, c, c, 0)),
-        72,
+    expect(
+        &qp_create(&f, pd, c, c, 0),
+        NtStatus::INSUFFICIENT_RESOURCES,
     );
-    expect(&st, NtStatus::INSUFFICIENT_RESOURCES);
     assert_eq!(fx.hca.live_count(ObjectKind::Qp), 0);
 
     // The failed creations took no id and left every reference as it was.

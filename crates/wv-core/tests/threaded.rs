@@ -38,6 +38,32 @@ fn held_modifies(fx: &Fx, f: &WvFile, ids: (u64, u64), n: usize) -> (ModifyGate,
     (gate, running, queued)
 }
 
+/// [`held_modifies`] on a new QP; its id first.
+fn held_qp(fx: &Fx, f: &WvFile, n: usize) -> (u64, ModifyGate, Io, Vec<Io>) {
+    let ids = qps(fx, f, 1)[0];
+    let (gate, running, queued) = held_modifies(fx, f, ids, n);
+    (ids.0, gate, running, queued)
+}
+
+/// Checks that from the first status `starts` picks, every status is `tail` (in order of
+/// issue); returns where that tail starts.
+#[track_caller]
+fn ends_with_only(
+    statuses: &[NtStatus],
+    starts: impl Fn(NtStatus) -> bool,
+    tail: NtStatus,
+) -> usize {
+    let from = statuses
+        .iter()
+        .position(|&s| starts(s))
+        .unwrap_or(statuses.len());
+    assert!(
+        statuses[from..].iter().all(|&s| s == tail),
+        "not only {tail:?} from #{from}: {statuses:?}"
+    );
+    from
+}
+
 fn issue(f: &WvFile, qp: u64, to: QpState) -> Io {
     pend(f, WV_IOCTL_QP_MODIFY, &modify_in(qp, to), 8)
 }
@@ -93,8 +119,7 @@ fn modifies_are_fifo_per_qp_and_parallel_across_qps() {
 fn qp_cancel_ends_queued_modifies_and_the_running_one_finishes() {
     let fx = Fx::threaded();
     let f = fx.open();
-    let (qp, fake) = qps(&fx, &f, 1)[0];
-    let (gate, first, queued) = held_modifies(&fx, &f, (qp, fake), 8);
+    let (qp, gate, first, queued) = held_qp(&fx, &f, 8);
     id_ioctl(&f, WV_IOCTL_QP_CANCEL, qp, NtStatus::SUCCESS);
     for io in &queued {
         expect(&done(io), NtStatus::CANCELLED);
@@ -110,8 +135,7 @@ fn qp_cancel_ends_queued_modifies_and_the_running_one_finishes() {
 fn qp_destroy_waits_for_the_running_modify() {
     let fx = Fx::threaded();
     let f = Arc::new(fx.open());
-    let (qp, fake) = qps(&fx, &f, 1)[0];
-    let (gate, running, queued) = held_modifies(&fx, &f, (qp, fake), 4);
+    let (qp, gate, running, queued) = held_qp(&fx, &f, 4);
     let destroyer = {
         let f = Arc::clone(&f);
         std::thread::spawn(move || ioctl(&f, WV_IOCTL_QP_DESTROY, &u64_in(qp), 0))
@@ -169,8 +193,7 @@ fn cleanup_racing_modifies_ends_every_request_once() {
 fn removal_racing_a_running_modify() {
     let fx = Fx::threaded();
     let f = fx.open();
-    let (qp, fake) = qps(&fx, &f, 1)[0];
-    let (gate, running, queued) = held_modifies(&fx, &f, (qp, fake), 4);
+    let (qp, gate, running, queued) = held_qp(&fx, &f, 4);
     let guid = fx.guid();
     let remover = {
         let driver = Arc::clone(fx.driver());
@@ -183,15 +206,10 @@ fn removal_racing_a_running_modify() {
     // The release may beat the removal to the queue: in FIFO order, some modifies succeed,
     // then every later one ends with STATUS_DEVICE_REMOVED, each exactly once.
     let statuses: Vec<_> = queued.iter().map(|io| status(&done(io))).collect();
-    let removed_from = statuses
-        .iter()
-        .position(|s| *s != NtStatus::SUCCESS)
-        .unwrap_or(statuses.len());
-    assert!(
-        statuses[removed_from..]
-            .iter()
-            .all(|s| *s == NtStatus::DEVICE_REMOVED),
-        "{statuses:?}"
+    ends_with_only(
+        &statuses,
+        |s| s != NtStatus::SUCCESS,
+        NtStatus::DEVICE_REMOVED,
     );
     assert!(fx.hca.live_objects().is_empty());
     id_ioctl(&f, WV_IOCTL_QP_DESTROY, qp, NtStatus::SUCCESS);
@@ -323,15 +341,11 @@ fn ioctls_racing_each_other_and_the_last_close() {
         drop(f);
         for w in workers {
             let statuses = w.join().unwrap();
-            let first_closed = statuses
-                .iter()
-                .position(|s| *s == NtStatus::FILE_CLOSED)
-                .unwrap_or(statuses.len());
-            assert!(
-                statuses[first_closed..]
-                    .iter()
-                    .all(|s| *s == NtStatus::FILE_CLOSED),
-                "admitted after a FILE_CLOSED: {statuses:?}"
+            // Nothing admitted after a FILE_CLOSED.
+            let first_closed = ends_with_only(
+                &statuses,
+                |s| s == NtStatus::FILE_CLOSED,
+                NtStatus::FILE_CLOSED,
             );
             for s in &statuses[..first_closed] {
                 assert!(
@@ -373,7 +387,7 @@ fn cq_events_from_the_dpc_in_threaded_mode() {
     let cq = cq(&f, dev, 16);
     let fake = fx.last_created(FakeCall::CreateCq);
     for _ in 0..100 {
-        let io = pend(&f, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, 1), 0);
+        let io = park_cq_notify(&f, cq, 1);
         fx.hca.cq_completion(fake);
         expect(&done(&io), NtStatus::SUCCESS);
     }

@@ -35,6 +35,7 @@ pub mod platform;
 pub mod types;
 pub mod verbs;
 mod verbs_shared;
+mod wire_enum;
 
 pub use cm::{
     CmEvent, CmEventSink, CmRep, CmRepEvent, CmReq, CmReqEvent, CmReqParams, ConnectionManager,

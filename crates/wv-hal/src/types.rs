@@ -3,67 +3,47 @@
 //! These mirror the parts of OFW's `ib_types.h` that WinVerbs passes through `ci_interface_t`,
 //! in Rust form. The driver core converts them to and from the `WV_IO_*` wire structs.
 
+use crate::wire_enum;
+
 /// A 128-bit GID, in network byte order as on the wire.
 pub type Gid = [u8; 16];
 
-/// Queue-pair transport type; the values are `WV_IO_QP_CREATE.QpType`'s (0 RC, 1 UC, 3 UD).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum QpType {
-    /// Reliable connected.
-    Rc = 0,
-    /// Unreliable connected.
-    Uc = 1,
-    /// Unreliable datagram.
-    Ud = 3,
-}
-
-impl QpType {
+wire_enum! {
+    /// Queue-pair transport type; the values are `WV_IO_QP_CREATE.QpType`'s (0 RC, 1 UC, 3 UD).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum QpType: u8 {
+        /// Reliable connected.
+        Rc = 0,
+        /// Unreliable connected.
+        Uc = 1,
+        /// Unreliable datagram.
+        Ud = 3,
+    }
     /// The type for a `QpType` byte of the ABI, if it names one.
-    pub const fn from_abi(value: u8) -> Option<Self> {
-        match value {
-            0 => Some(QpType::Rc),
-            1 => Some(QpType::Uc),
-            3 => Some(QpType::Ud),
-            _ => None,
-        }
+    fn from_abi;
+}
+
+wire_enum! {
+    /// Queue-pair state; the values are the ABI's `WV_IO_QP_STATE_*` (RESET 0 … ERROR 6).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum QpState: u8 {
+        /// RESET.
+        Reset = 0,
+        /// INIT.
+        Init = 1,
+        /// Ready to receive.
+        Rtr = 2,
+        /// Ready to send.
+        Rts = 3,
+        /// Send queue drained.
+        Sqd = 4,
+        /// Send queue error.
+        SqError = 5,
+        /// ERROR.
+        Error = 6,
     }
-}
-
-/// Queue-pair state; the values are the ABI's `WV_IO_QP_STATE_*` (RESET 0 … ERROR 6).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum QpState {
-    /// RESET.
-    Reset = 0,
-    /// INIT.
-    Init = 1,
-    /// Ready to receive.
-    Rtr = 2,
-    /// Ready to send.
-    Rts = 3,
-    /// Send queue drained.
-    Sqd = 4,
-    /// Send queue error.
-    SqError = 5,
-    /// ERROR.
-    Error = 6,
-}
-
-impl QpState {
     /// The state for a state byte of the ABI, if it names one.
-    pub const fn from_abi(value: u8) -> Option<Self> {
-        match value {
-            0 => Some(QpState::Reset),
-            1 => Some(QpState::Init),
-            2 => Some(QpState::Rtr),
-            3 => Some(QpState::Rts),
-            4 => Some(QpState::Sqd),
-            5 => Some(QpState::SqError),
-            6 => Some(QpState::Error),
-            _ => None,
-        }
-    }
+    fn from_abi;
 }
 
 /// Path MTU as the IB enumeration (1 = 256 … 5 = 4096).

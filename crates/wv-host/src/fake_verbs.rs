@@ -24,7 +24,7 @@ use wv_hal::{
 };
 
 use crate::irql;
-use crate::low_resources;
+use crate::low_resources::{self, ScopeGuard};
 use crate::platform::HostPlatform;
 use crate::sync::{Arc, Condvar, Mutex, Weak};
 
@@ -737,13 +737,11 @@ impl FakeVerbs {
 
     // ---- helpers for the verbs -------------------------------------------------------------
 
-    fn enter(&self, call: FakeCall, object: u64) -> Result<(), VerbsError> {
-        let level = self.platform.irql();
-        if level != Irql::Passive {
-            self.platform
-                .verifier()
-                .fail(format!("verifier: FakeVerbs::{call:?} at {}", level.name()));
-        }
+    /// The entry of a verb: the host's allocation scope for the rest of the call (what the fake
+    /// allocates is not the driver's), the IRQL check, then an injected failure if one is due.
+    fn enter(&self, call: FakeCall, object: u64) -> Result<ScopeGuard, VerbsError> {
+        let host = low_resources::host_scope();
+        self.check_passive(call);
         let hooked = self.hook.lock().as_ref().and_then(|h| h(call, object));
         let mut state = self.state.lock();
         let injected =
@@ -756,7 +754,30 @@ impl FakeVerbs {
             });
             return Err(error);
         }
-        Ok(())
+        Ok(host)
+    }
+
+    /// [`Self::enter`] of a verb that carries the user library's private data: the fake's
+    /// reply goes into `umv` once the verb is past its injected failure.
+    fn enter_umv(
+        &self,
+        call: FakeCall,
+        object: u64,
+        umv: &mut Umv<'_>,
+    ) -> Result<ScopeGuard, VerbsError> {
+        let host = self.enter(call, object)?;
+        self.umv(umv);
+        Ok(host)
+    }
+
+    /// Verbs run at PASSIVE_LEVEL.
+    fn check_passive(&self, call: FakeCall) {
+        let level = self.platform.irql();
+        if level != Irql::Passive {
+            self.platform
+                .verifier()
+                .fail(format!("verifier: FakeVerbs::{call:?} at {}", level.name()));
+        }
     }
 
     fn log(&self, call: FakeCall, object: u64, result: Result<(), VerbsError>) {
@@ -768,6 +789,18 @@ impl FakeVerbs {
     }
 
     /// Logs the call's outcome and passes it on.
+    /// Logs a create verb's outcome under the id it made (0 when refused); `wrap` builds the
+    /// handle from the id.
+    fn created<T>(
+        &self,
+        call: FakeCall,
+        made: Result<u64, VerbsError>,
+        wrap: impl FnOnce(u64) -> T,
+    ) -> Result<T, VerbsError> {
+        let id = *made.as_ref().unwrap_or(&0);
+        self.finish(call, id, made.map(wrap))
+    }
+
     fn finish<T>(
         &self,
         call: FakeCall,
@@ -802,13 +835,10 @@ impl FakeVerbs {
         Ok(id)
     }
 
+    /// A destroy verb (never refused), in the host's allocation scope.
     fn destroy(&self, call: FakeCall, id: u64) {
-        let level = self.platform.irql();
-        if level != Irql::Passive {
-            self.platform
-                .verifier()
-                .fail(format!("verifier: FakeVerbs::{call:?} at {}", level.name()));
-        }
+        let _host = low_resources::host_scope();
+        self.check_passive(call);
         self.remove_sink(id);
         self.state.lock().objects.remove(&id);
         self.log(call, id, Ok(()));
@@ -875,38 +905,31 @@ impl Verbs for FakeVerbs {
         umv: &mut Umv<'_>,
         events: wv_hal::KArc<dyn CaEventSink>,
     ) -> Result<FakeCa, VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::OpenCa, 0)?;
-        self.umv(umv);
+        let _host = self.enter_umv(FakeCall::OpenCa, 0, umv)?;
         let r = self.create(Obj::Ca, u32::MAX);
         if let Ok(id) = r {
             self.sinks.lock().by_id.insert(id, Sink::Ca(events));
         }
-        let id = *r.as_ref().unwrap_or(&0);
-        self.finish(FakeCall::OpenCa, id, r.map(|id| FakeCa { id }))
+        self.created(FakeCall::OpenCa, r, |id| FakeCa { id })
     }
 
     fn close_ca(&self, ca: FakeCa) {
-        let _host = low_resources::host_scope();
         self.destroy(FakeCall::CloseCa, ca.id);
     }
 
     fn query_ca(&self) -> Result<CaAttributes, VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::QueryCa, 0)?;
+        let _host = self.enter(FakeCall::QueryCa, 0)?;
         self.finish(FakeCall::QueryCa, 0, Ok(self.limits()))
     }
 
     fn query_port(&self, port: u8) -> Result<PortAttributes, VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::QueryPort, u64::from(port))?;
+        let _host = self.enter(FakeCall::QueryPort, u64::from(port))?;
         let r = self.port(port).map(|p| p.attributes);
         self.finish(FakeCall::QueryPort, u64::from(port), r)
     }
 
     fn query_gid(&self, port: u8, index: u32) -> Result<Gid, VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::QueryGid, u64::from(port))?;
+        let _host = self.enter(FakeCall::QueryGid, u64::from(port))?;
         let r = self.port(port).and_then(|p| {
             p.gids
                 .get(index as usize)
@@ -917,8 +940,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn query_pkey(&self, port: u8, index: u16) -> Result<u16, VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::QueryPkey, u64::from(port))?;
+        let _host = self.enter(FakeCall::QueryPkey, u64::from(port))?;
         let r = self.port(port).and_then(|p| {
             p.pkeys
                 .get(usize::from(index))
@@ -929,16 +951,12 @@ impl Verbs for FakeVerbs {
     }
 
     fn allocate_pd(&self, ca: &FakeCa, umv: &mut Umv<'_>) -> Result<FakePd, VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::AllocatePd, ca.id)?;
-        self.umv(umv);
+        let _host = self.enter_umv(FakeCall::AllocatePd, ca.id, umv)?;
         let r = self.create(Obj::Pd, self.limits().max_pd);
-        let id = *r.as_ref().unwrap_or(&0);
-        self.finish(FakeCall::AllocatePd, id, r.map(|id| FakePd { id }))
+        self.created(FakeCall::AllocatePd, r, |id| FakePd { id })
     }
 
     fn deallocate_pd(&self, pd: FakePd) {
-        let _host = low_resources::host_scope();
         self.destroy(FakeCall::DeallocatePd, pd.id);
     }
 
@@ -947,14 +965,12 @@ impl Verbs for FakeVerbs {
         pd: &FakePd,
         region: &MemoryRegion,
     ) -> Result<(FakeMr, MemoryKeys), VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::RegisterMr, pd.id)?;
+        let _host = self.enter(FakeCall::RegisterMr, pd.id)?;
         let r = if region.length == 0 || region.address.checked_add(region.length).is_none() {
             Err(VerbsError::InvalidParameter)
         } else {
             self.create(Obj::Mr, self.limits().max_mr)
         };
-        let id = *r.as_ref().unwrap_or(&0);
         let keys = |id: u64| {
             let key = u32::try_from(id & 0xffff_ffff).unwrap_or(0);
             MemoryKeys {
@@ -962,38 +978,26 @@ impl Verbs for FakeVerbs {
                 rkey: (key | 0x8000_0000).to_be(),
             }
         };
-        self.finish(
-            FakeCall::RegisterMr,
-            id,
-            r.map(|id| (FakeMr { id }, keys(id))),
-        )
+        self.created(FakeCall::RegisterMr, r, |id| (FakeMr { id }, keys(id)))
     }
 
     fn deregister_mr(&self, mr: FakeMr) -> Result<(), (FakeMr, VerbsError)> {
-        let _host = low_resources::host_scope();
-        if let Err(e) = self.enter(FakeCall::DeregisterMr, mr.id) {
-            return Err((mr, e));
-        }
+        let _host = match self.enter(FakeCall::DeregisterMr, mr.id) {
+            Ok(host) => host,
+            Err(e) => return Err((mr, e)),
+        };
         self.destroy(FakeCall::DeregisterMr, mr.id);
         Ok(())
     }
 
     fn create_mw(&self, pd: &FakePd, umv: &mut Umv<'_>) -> Result<(FakeMw, u32), VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::CreateMw, pd.id)?;
-        self.umv(umv);
+        let _host = self.enter_umv(FakeCall::CreateMw, pd.id, umv)?;
         let r = self.create(Obj::Mw, self.limits().max_mw);
-        let id = *r.as_ref().unwrap_or(&0);
         let rkey = |id: u64| (u32::try_from(id & 0xffff).unwrap_or(0) | 0x4000_0000).to_be();
-        self.finish(
-            FakeCall::CreateMw,
-            id,
-            r.map(|id| (FakeMw { id }, rkey(id))),
-        )
+        self.created(FakeCall::CreateMw, r, |id| (FakeMw { id }, rkey(id)))
     }
 
     fn destroy_mw(&self, mw: FakeMw) {
-        let _host = low_resources::host_scope();
         self.destroy(FakeCall::DestroyMw, mw.id);
     }
 
@@ -1003,18 +1007,14 @@ impl Verbs for FakeVerbs {
         av: &AddressVector,
         umv: &mut Umv<'_>,
     ) -> Result<FakeAh, VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::CreateAh, pd.id)?;
-        self.umv(umv);
+        let _host = self.enter_umv(FakeCall::CreateAh, pd.id, umv)?;
         let r = self
             .port(av.port)
             .and_then(|_| self.create(Obj::Ah, self.limits().max_ah));
-        let id = *r.as_ref().unwrap_or(&0);
-        self.finish(FakeCall::CreateAh, id, r.map(|id| FakeAh { id }))
+        self.created(FakeCall::CreateAh, r, |id| FakeAh { id })
     }
 
     fn destroy_ah(&self, ah: FakeAh) {
-        let _host = low_resources::host_scope();
         self.destroy(FakeCall::DestroyAh, ah.id);
     }
 
@@ -1025,9 +1025,7 @@ impl Verbs for FakeVerbs {
         events: wv_hal::KArc<dyn CqEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<(FakeCq, u32), VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::CreateCq, ca.id)?;
-        self.umv(umv);
+        let _host = self.enter_umv(FakeCall::CreateCq, ca.id, umv)?;
         let limits = self.limits();
         let r = if entries > limits.max_cqe {
             Err(VerbsError::InvalidSetting)
@@ -1044,9 +1042,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn resize_cq(&self, cq: &FakeCq, entries: u32, umv: &mut Umv<'_>) -> Result<u32, VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::ResizeCq, cq.id)?;
-        self.umv(umv);
+        let _host = self.enter_umv(FakeCall::ResizeCq, cq.id, umv)?;
         let r = if entries > self.limits().max_cqe {
             Err(VerbsError::InvalidSetting)
         } else {
@@ -1060,7 +1056,6 @@ impl Verbs for FakeVerbs {
     }
 
     fn destroy_cq(&self, cq: FakeCq) {
-        let _host = low_resources::host_scope();
         self.destroy(FakeCall::DestroyCq, cq.id);
     }
 
@@ -1071,9 +1066,7 @@ impl Verbs for FakeVerbs {
         events: wv_hal::KArc<dyn SrqEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<FakeSrq, VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::CreateSrq, pd.id)?;
-        self.umv(umv);
+        let _host = self.enter_umv(FakeCall::CreateSrq, pd.id, umv)?;
         let limits = self.limits();
         let r = if attr.max_wr > limits.max_srq_wr || attr.max_sge > limits.max_srq_sge {
             Err(VerbsError::InvalidSetting)
@@ -1083,8 +1076,7 @@ impl Verbs for FakeVerbs {
         if let Ok(id) = r {
             self.sinks.lock().by_id.insert(id, Sink::Srq(events));
         }
-        let id = *r.as_ref().unwrap_or(&0);
-        self.finish(FakeCall::CreateSrq, id, r.map(|id| FakeSrq { id }))
+        self.created(FakeCall::CreateSrq, r, |id| FakeSrq { id })
     }
 
     fn modify_srq(
@@ -1094,9 +1086,7 @@ impl Verbs for FakeVerbs {
         mask: SrqModifyMask,
         umv: &mut Umv<'_>,
     ) -> Result<(), VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::ModifySrq, srq.id)?;
-        self.umv(umv);
+        let _host = self.enter_umv(FakeCall::ModifySrq, srq.id, umv)?;
         let limits = self.limits();
         let r = if mask.max_wr && attr.max_wr > limits.max_srq_wr {
             Err(VerbsError::InvalidSetting)
@@ -1115,9 +1105,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn query_srq(&self, srq: &FakeSrq, umv: &mut Umv<'_>) -> Result<SrqAttributes, VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::QuerySrq, srq.id)?;
-        self.umv(umv);
+        let _host = self.enter_umv(FakeCall::QuerySrq, srq.id, umv)?;
         let r = match self.state.lock().objects.get(&srq.id) {
             Some(Obj::Srq { attr }) => Ok(*attr),
             _ => Err(VerbsError::InvalidParameter),
@@ -1126,7 +1114,6 @@ impl Verbs for FakeVerbs {
     }
 
     fn destroy_srq(&self, srq: FakeSrq) {
-        let _host = low_resources::host_scope();
         self.destroy(FakeCall::DestroySrq, srq.id);
     }
 
@@ -1137,9 +1124,7 @@ impl Verbs for FakeVerbs {
         events: wv_hal::KArc<dyn QpEventSink>,
         umv: &mut Umv<'_>,
     ) -> Result<(FakeQp, QpCreated), VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::CreateQp, pd.id)?;
-        self.umv(umv);
+        let _host = self.enter_umv(FakeCall::CreateQp, pd.id, umv)?;
         let limits = self.limits();
         let too_big = create.sq_depth > limits.max_qp_wr
             || create.rq_depth > limits.max_qp_wr
@@ -1183,8 +1168,7 @@ impl Verbs for FakeVerbs {
     }
 
     fn query_qp(&self, qp: &FakeQp) -> Result<QpAttributes, VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::QueryQp, qp.id)?;
+        let _host = self.enter(FakeCall::QueryQp, qp.id)?;
         let r = match self.state.lock().objects.get(&qp.id) {
             Some(Obj::Qp { attr, .. }) => Ok(*attr),
             _ => Err(VerbsError::InvalidParameter),
@@ -1196,8 +1180,7 @@ impl Verbs for FakeVerbs {
     /// transition (the IB state table, minimally), applies it and writes the output bytes:
     /// `out[0]` = the new state, `out[1..5]` = the modify's start sequence number (LE).
     fn modify_qp(&self, qp: &FakeQp, modify: &QpModify, out: &mut [u8]) -> Result<(), VerbsError> {
-        let _host = low_resources::host_scope();
-        self.enter(FakeCall::ModifyQp, qp.id)?;
+        let _host = self.enter(FakeCall::ModifyQp, qp.id)?;
         let (seq, index, gate) = {
             let mut state = self.state.lock();
             let from = match state.objects.get_mut(&qp.id) {
@@ -1290,9 +1273,8 @@ impl Verbs for FakeVerbs {
     }
 
     fn attach_mcast(&self, qp: &FakeQp, gid: &Gid, lid: u16) -> Result<FakeMcast, VerbsError> {
-        let _host = low_resources::host_scope();
         let _ = lid;
-        self.enter(FakeCall::AttachMcast, qp.id)?;
+        let _host = self.enter(FakeCall::AttachMcast, qp.id)?;
         let is_ud = matches!(
             self.state.lock().objects.get(&qp.id),
             Some(Obj::Qp { attr, .. }) if attr.qp_type == QpType::Ud
@@ -1302,12 +1284,10 @@ impl Verbs for FakeVerbs {
         } else {
             self.create(Obj::Mcast, self.limits().max_multicast)
         };
-        let id = *r.as_ref().unwrap_or(&0);
-        self.finish(FakeCall::AttachMcast, id, r.map(|id| FakeMcast { id }))
+        self.created(FakeCall::AttachMcast, r, |id| FakeMcast { id })
     }
 
     fn detach_mcast(&self, mcast: FakeMcast) {
-        let _host = low_resources::host_scope();
         self.destroy(FakeCall::DetachMcast, mcast.id);
     }
 }

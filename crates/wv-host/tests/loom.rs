@@ -26,6 +26,19 @@ use wv_hal::DpcInserted;
 use wv_host::loom_model::model;
 use wv_host::wait_word::{WaitWord, Waited};
 
+/// Runs `f` on a new model thread with its own clone of `shared`.
+fn spawn_on<T, R>(
+    shared: &Arc<T>,
+    f: impl FnOnce(Arc<T>) -> R + 'static,
+) -> loom::thread::JoinHandle<R>
+where
+    T: 'static,
+    R: 'static,
+{
+    let shared = Arc::clone(shared);
+    loom::thread::spawn(move || f(shared))
+}
+
 /// An IRP as far as the wait word is concerned: a result written once by the completer, read
 /// by the waiters after their wait.
 struct Request {
@@ -66,10 +79,7 @@ impl Request {
 fn wait_word_one_waiter_sees_the_result_and_is_woken() {
     model("wait_word_one_waiter", 3, || {
         let req = Request::new();
-        let waiter = {
-            let req = req.clone();
-            loom::thread::spawn(move || req.wait())
-        };
+        let waiter = spawn_on(&req, |req| req.wait());
         req.complete(0xC000_0120);
         assert_eq!(waiter.join().unwrap(), 0xC000_0120);
     });
@@ -79,12 +89,7 @@ fn wait_word_one_waiter_sees_the_result_and_is_woken() {
 fn wait_word_two_waiters_are_both_woken() {
     model("wait_word_two_waiters", 2, || {
         let req = Request::new();
-        let waiters: Vec<_> = (0..2)
-            .map(|_| {
-                let req = req.clone();
-                loom::thread::spawn(move || req.wait())
-            })
-            .collect();
+        let waiters: Vec<_> = (0..2).map(|_| spawn_on(&req, |req| req.wait())).collect();
         req.complete(7);
         for w in waiters {
             assert_eq!(w.join().unwrap(), 7);
@@ -133,10 +138,7 @@ impl Device {
 fn dpc_inserted_no_event_is_missed() {
     model("dpc_inserted_two_producers", 3, || {
         let dev = Device::new();
-        let other = {
-            let dev = dev.clone();
-            loom::thread::spawn(move || dev.raise(1))
-        };
+        let other = spawn_on(&dev, |dev| dev.raise(1));
         dev.raise(0);
         other.join().unwrap();
         for i in 0..2 {
@@ -156,10 +158,7 @@ fn dpc_inserted_queue_again_after_start() {
     model("dpc_inserted_requeue", 3, || {
         let dev = Device::new();
         assert!(dev.dpc.insert());
-        let runner = {
-            let dev = dev.clone();
-            loom::thread::spawn(move || dev.run_dpc())
-        };
+        let runner = spawn_on(&dev, |dev| dev.run_dpc());
         dev.raise(1);
         runner.join().unwrap();
         assert!(dev.handled[1].load(Ordering::Relaxed));

@@ -21,7 +21,7 @@ use crate::errno::{self, EINVAL, ENOMEM, EOPNOTSUPP};
 use crate::objects::{AhBox, MwBox, pd, wv_access};
 use crate::query::{mtu_bytes, mtu_enum};
 use crate::runtime::File;
-use crate::srq::{SrqBox, for_each_recv, srq};
+use crate::srq::{SrqBox, for_each_recv, for_each_wr, read_sges, srq};
 
 /// One work request built through `ibv_qp_ex`, owned until `wr_complete`.
 #[derive(Clone, Default)]
@@ -711,16 +711,8 @@ unsafe fn read_send_wr(b: &QpBox, w: &ibv_send_wr) -> Result<BuiltWr, i32> {
         return Err(EINVAL);
     }
     let n = w.num_sge as usize;
-    let mut sges = Vec::with_capacity(n);
-    for i in 0..n {
-        // SAFETY: `n` entries by the contract.
-        let e = unsafe { w.sg_list.wrapping_add(i).read() };
-        sges.push(Sge {
-            addr: e.addr,
-            length: e.length,
-            lkey: e.lkey,
-        });
-    }
+    // SAFETY: `n` entries by the contract.
+    let sges: Vec<Sge> = unsafe { read_sges(w.sg_list, n) }.collect();
     let mut out = BuiltWr {
         wr_id: w.wr_id,
         opcode: w.opcode,
@@ -803,7 +795,7 @@ unsafe fn read_send_wr(b: &QpBox, w: &ibv_send_wr) -> Result<BuiltWr, i32> {
 /// `q` is a live QP; `wr` a valid list; `bad` writable.
 pub unsafe extern "C" fn post_send(
     q: *mut ibv_qp,
-    mut wr: *mut ibv_send_wr,
+    wr: *mut ibv_send_wr,
     bad: *mut *mut ibv_send_wr,
 ) -> c_int {
     if q.is_null() {
@@ -811,31 +803,21 @@ pub unsafe extern "C" fn post_send(
     }
     // SAFETY: live QP.
     let b = unsafe { qp(q) };
-    while !wr.is_null() {
-        // SAFETY: a list node by the contract.
-        let w = unsafe { &*wr };
+    let each = |w: &ibv_send_wr| {
         // SAFETY: forwarded contract.
-        let r = unsafe { read_send_wr(b, w) }.and_then(|built| {
-            post_built(b, &built)?;
-            if let Some(bind) = built.bind {
-                // The window takes the key the bind gives it once posted.
-                // SAFETY: a BIND_MW request's last union is its bind.
-                let mw = unsafe { w.ext.bind_mw.mw };
-                // SAFETY: a live MW named by the WR.
-                unsafe { (*mw).rkey = bind.new_rkey };
-            }
-            Ok(())
-        });
-        if let Err(e) = r {
-            if !bad.is_null() {
-                // SAFETY: writable by the contract.
-                unsafe { *bad = wr };
-            }
-            return e;
+        let built = unsafe { read_send_wr(b, w) }?;
+        post_built(b, &built)?;
+        if let Some(bind) = built.bind {
+            // The window takes the key the bind gives it once posted.
+            // SAFETY: a BIND_MW request's last union is its bind.
+            let mw = unsafe { w.ext.bind_mw.mw };
+            // SAFETY: a live MW named by the WR.
+            unsafe { (*mw).rkey = bind.new_rkey };
         }
-        wr = w.next;
-    }
-    0
+        Ok(())
+    };
+    // SAFETY: forwarded list contract.
+    unsafe { for_each_wr(wr, bad, |w| w.next, each) }
 }
 
 /// `post_recv` of the context ops (`ibv_post_recv`).
@@ -1147,17 +1129,8 @@ unsafe extern "C" fn wr_set_sge(q: *mut ibv_qp_ex, lkey: u32, addr: u64, length:
 }
 unsafe extern "C" fn wr_set_sge_list(q: *mut ibv_qp_ex, n: usize, list: *const ibv_sge) {
     if let Some(w) = last(q) {
-        w.sges = (0..n)
-            .map(|i| {
-                // SAFETY: `n` entries by the contract.
-                let e = unsafe { list.wrapping_add(i).read() };
-                Sge {
-                    addr: e.addr,
-                    length: e.length,
-                    lkey: e.lkey,
-                }
-            })
-            .collect();
+        // SAFETY: `n` entries by the contract.
+        w.sges = unsafe { read_sges(list, n) }.collect();
     }
 }
 unsafe extern "C" fn wr_set_inline_data(q: *mut ibv_qp_ex, addr: *mut c_void, length: usize) {

@@ -232,65 +232,83 @@ pub unsafe extern "C" fn ibv_destroy_srq(s: *mut ibv_srq) -> c_int {
     0
 }
 
-/// Reads an application's receive list into SGE storage and `RecvWr`s, calling `post` on
-/// batches; stops at the first failure and points `bad` at it.
+/// The `n` entries of an application's SGE array, as the provider's [`Sge`]s. Read lazily:
+/// the caller consumes the iterator while the array is valid.
 ///
 /// # Safety
-/// `wr` is a valid NULL-terminated list whose SGE arrays hold `num_sge` entries each.
-pub unsafe fn for_each_recv(
-    mut wr: *mut ibv_recv_wr,
-    bad: *mut *mut ibv_recv_wr,
-    mut post: impl FnMut(&RecvWr<'_>) -> Result<(), i32>,
+/// `list` addresses `n` readable `ibv_sge`s.
+pub unsafe fn read_sges(list: *const ibv_sge, n: usize) -> impl Iterator<Item = Sge> {
+    (0..n).map(move |i| {
+        // SAFETY: `n` entries by the caller's promise.
+        let e = unsafe { list.wrapping_add(i).read() };
+        Sge {
+            addr: e.addr,
+            length: e.length,
+            lkey: e.lkey,
+        }
+    })
+}
+
+/// A work-request list of a post call: `post` on each node in order (`next` names the one
+/// after it); stops at the first failure, points `bad` at that node and returns its errno.
+///
+/// # Safety
+/// `wr` is a valid NULL-terminated list as `post` reads it; `bad` is null or writable.
+pub unsafe fn for_each_wr<W>(
+    mut wr: *mut W,
+    bad: *mut *mut W,
+    next: impl Fn(&W) -> *mut W,
+    mut post: impl FnMut(&W) -> Result<(), c_int>,
 ) -> c_int {
     while !wr.is_null() {
         // SAFETY: a list node by the contract.
         let w = unsafe { &*wr };
-        let n = usize::try_from(w.num_sge).unwrap_or(0);
-        let mut sges = [Sge::default(); 32];
-        let mut heap = Vec::new();
-        let sg: &[Sge] = if w.num_sge < 0 {
-            &[]
-        } else if n <= sges.len() {
-            for (i, s) in sges.iter_mut().enumerate().take(n) {
-                // SAFETY: `n` entries by the contract.
-                let e = unsafe { w.sg_list.wrapping_add(i).read() };
-                *s = Sge {
-                    addr: e.addr,
-                    length: e.length,
-                    lkey: e.lkey,
-                };
-            }
-            &sges[..n]
-        } else {
-            for i in 0..n {
-                // SAFETY: as above.
-                let e = unsafe { w.sg_list.wrapping_add(i).read() };
-                heap.push(Sge {
-                    addr: e.addr,
-                    length: e.length,
-                    lkey: e.lkey,
-                });
-            }
-            &heap
-        };
-        let r = if w.num_sge < 0 {
-            Err(EINVAL)
-        } else {
-            post(&RecvWr {
-                wr_id: w.wr_id,
-                sg_list: sg,
-            })
-        };
-        if let Err(e) = r {
+        if let Err(e) = post(w) {
             if !bad.is_null() {
                 // SAFETY: writable by the contract.
                 unsafe { *bad = wr };
             }
             return e;
         }
-        wr = w.next;
+        wr = next(w);
     }
     0
+}
+
+/// Reads an application's receive list into SGE storage and `RecvWr`s, calling `post` on
+/// each; stops at the first failure and points `bad` at it.
+///
+/// # Safety
+/// `wr` is a valid NULL-terminated list whose SGE arrays hold `num_sge` entries each.
+pub unsafe fn for_each_recv(
+    wr: *mut ibv_recv_wr,
+    bad: *mut *mut ibv_recv_wr,
+    mut post: impl FnMut(&RecvWr<'_>) -> Result<(), i32>,
+) -> c_int {
+    let each = |w: &ibv_recv_wr| {
+        let Ok(n) = usize::try_from(w.num_sge) else {
+            return Err(EINVAL);
+        };
+        // SAFETY: `num_sge` entries by the contract.
+        let entries = unsafe { read_sges(w.sg_list, n) };
+        let mut sges = [Sge::default(); 32];
+        let mut heap = Vec::new();
+        let sg: &[Sge] = if n <= sges.len() {
+            for (s, e) in sges.iter_mut().zip(entries) {
+                *s = e;
+            }
+            &sges[..n]
+        } else {
+            heap.extend(entries);
+            &heap
+        };
+        post(&RecvWr {
+            wr_id: w.wr_id,
+            sg_list: sg,
+        })
+    };
+    // SAFETY: forwarded list contract.
+    unsafe { for_each_wr(wr, bad, |w| w.next, each) }
 }
 
 /// `post_srq_recv` of the context ops.

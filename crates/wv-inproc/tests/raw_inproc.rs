@@ -63,6 +63,13 @@ fn dev_and_cq(file: &File, guid: u64) -> (u64, u64) {
     (dev, cq)
 }
 
+/// A stack as `config` says and a handle open on it.
+fn stack_and_file(config: StackConfig) -> (Stack, File) {
+    let stack = Stack::new(config);
+    let file = stack.open().unwrap();
+    (stack, file)
+}
+
 fn guid_list(file: &File) -> Vec<u64> {
     let st = ok(file, WV_IOCTL_GUID_QUERY, &[], 8 + 8 * 8);
     let head: WV_IO_GUID_LIST = read_prefix(&st.output).unwrap();
@@ -75,8 +82,7 @@ fn guid_list(file: &File) -> Vec<u64> {
 
 #[test]
 fn inline_and_pending_requests() {
-    let stack = Stack::new(StackConfig::default());
-    let file = stack.open().unwrap();
+    let (stack, file) = stack_and_file(StackConfig::default());
     let guids = guid_list(&file);
     assert_eq!(guids, stack.device_guids());
     assert_eq!(guids.len(), 2);
@@ -108,8 +114,7 @@ fn inline_and_pending_requests() {
 
 #[test]
 fn cancel_io_ex_cancels_one_parked_request() {
-    let stack = Stack::new(StackConfig::default());
-    let file = stack.open().unwrap();
+    let (stack, file) = stack_and_file(StackConfig::default());
     let (_dev, cq) = dev_and_cq(&file, stack.device_guids()[0]);
     let a = parked(&file, WV_IOCTL_CQ_NOTIFY, &id(cq, WV_CQ_NEXT_COMPLETION), 0);
     let b = parked(&file, WV_IOCTL_CQ_NOTIFY, &id(cq, WV_CQ_NEXT_COMPLETION), 0);
@@ -135,8 +140,7 @@ fn cancel_io_ex_cancels_one_parked_request() {
 
 #[test]
 fn close_with_parked_requests_and_io_outliving_its_file() {
-    let stack = Stack::new(StackConfig::default());
-    let file = stack.open().unwrap();
+    let (stack, file) = stack_and_file(StackConfig::default());
     let (dev, cq) = dev_and_cq(&file, stack.device_guids()[1]);
     let cqn = parked(&file, WV_IOCTL_CQ_NOTIFY, &id(cq, WV_CQ_NEXT_COMPLETION), 0);
     let cqe = parked(&file, WV_IOCTL_CQ_NOTIFY, &id(cq, WV_CQ_ERROR), 0);
@@ -156,11 +160,10 @@ fn close_with_parked_requests_and_io_outliving_its_file() {
 
 #[test]
 fn port_state_changes_complete_port_notifies_and_accumulate() {
-    let stack = Stack::new(StackConfig {
+    let (stack, file) = stack_and_file(StackConfig {
         ports_per_device: 2,
         ..StackConfig::default()
     });
-    let file = stack.open().unwrap();
     let (dev, _cq) = dev_and_cq(&file, stack.device_guids()[0]);
     let p1 = parked(&file, WV_IOCTL_DEVICE_NOTIFY, &id(dev, 1), 4);
     let p2 = parked(&file, WV_IOCTL_DEVICE_NOTIFY, &id(dev, 2), 4);
@@ -194,8 +197,7 @@ fn port_state_changes_complete_port_notifies_and_accumulate() {
 
 #[test]
 fn surprise_removal_completes_parked_requests_and_hot_add_arrives() {
-    let stack = Stack::new(StackConfig::default());
-    let file = stack.open().unwrap();
+    let (stack, file) = stack_and_file(StackConfig::default());
     let guids = stack.device_guids();
     let (dev, cq) = dev_and_cq(&file, guids[0]);
     let (dev1, cq1) = dev_and_cq(&file, guids[1]);
@@ -245,13 +247,12 @@ fn surprise_removal_completes_parked_requests_and_hot_add_arrives() {
 #[test]
 fn deterministic_stack_runs_deferred_work_when_waited_on() {
     for qp_modify in [QpModifyMode::Async, QpModifyMode::Inline] {
-        let stack = Stack::new(StackConfig {
+        let (stack, file) = stack_and_file(StackConfig {
             devices: 1,
             deterministic: true,
             qp_modify,
             ..StackConfig::default()
         });
-        let file = stack.open().unwrap();
         let (dev, cq) = dev_and_cq(&file, stack.device_guids()[0]);
         let st = ok(&file, WV_IOCTL_PD_ALLOCATE, &id(dev, 0), 16);
         let pd = read_prefix::<WV_IO_ID>(&st.output).unwrap().Id;
@@ -303,11 +304,10 @@ fn deterministic_stack_runs_deferred_work_when_waited_on() {
 
 #[test]
 fn unload_with_a_handle_open_reports_instead_of_panicking() {
-    let stack = Stack::new(StackConfig {
+    let (stack, file) = stack_and_file(StackConfig {
         devices: 1,
         ..StackConfig::default()
     });
-    let file = stack.open().unwrap();
     let found = stack.unload();
     assert_eq!(
         found,

@@ -49,6 +49,17 @@ fn poll_n(cq: &Cq<F>, n: usize) -> Vec<WorkCompletion> {
     panic!("only {} of {n} completions", out.len());
 }
 
+/// Posts receive `wr_id` on `side`'s QP into `len` bytes of its MR at `offset`.
+fn recv_into(side: &Side, wr_id: u64, offset: usize, len: u32) {
+    let sge = side.mr.sge(offset, len);
+    side.qp
+        .post_recv(&RecvWr {
+            wr_id,
+            sg_list: &[sge],
+        })
+        .unwrap();
+}
+
 fn send_wr<'a>(id: u64, op: WrOpcode, sges: &'a [Sge]) -> SendWr<'a> {
     let mut wr = SendWr::new(id, op);
     wr.sg_list = sges;
@@ -56,13 +67,42 @@ fn send_wr<'a>(id: u64, op: WrOpcode, sges: &'a [Sge]) -> SendWr<'a> {
     wr
 }
 
+/// A stack with one soft HCA.
+fn one_device() -> Stack {
+    Stack::new(StackConfig {
+        devices: 1,
+        ..StackConfig::default()
+    })
+}
+
+/// Posts RDMA `op` `id` on `side`'s QP between `(offset, len)` of its MR and the remote
+/// `(address, rkey)`; returns its completion.
+fn rdma(
+    side: &Side,
+    id: u64,
+    op: WrOpcode,
+    local: (usize, u32),
+    remote: (u64, u32),
+) -> WorkCompletion {
+    let sge = [side.mr.sge(local.0, local.1)];
+    let mut wr = send_wr(id, op, &sge);
+    (wr.remote_addr, wr.rkey) = remote;
+    side.qp.post_send(&wr).unwrap();
+    poll_n(&side.cq, 1)[0]
+}
+
 fn rc_pair(stack: &Stack) -> (Provider<F>, Side, Side) {
+    rc_pair_with(stack, connect_rc)
+}
+
+/// An RC QP on each of the two devices, connected by `connect`.
+fn rc_pair_with(stack: &Stack, connect: fn(&Side, &Side)) -> (Provider<F>, Side, Side) {
     let p = open_inproc(stack).unwrap();
     let guids = p.device_guids().unwrap();
     assert_eq!(guids, stack.device_guids());
     let a = side(&p, guids[0], QpType::Rc, None);
     let b = side(&p, guids[1], QpType::Rc, None);
-    connect_rc(&a, &b);
+    connect(&a, &b);
     (p, a, b)
 }
 
@@ -89,11 +129,7 @@ fn rc_send_recv_between_two_devices() {
         });
         let (_p, a, b) = rc_pair(&stack);
         a.buf.write(0, b"hello over the core").unwrap();
-        b.qp.post_recv(&RecvWr {
-            wr_id: 7,
-            sg_list: &[b.mr.sge(100, 64)],
-        })
-        .unwrap();
+        recv_into(&b, 7, 100, 64);
         let sge = [a.mr.sge(0, 19)];
         a.qp.post_send(&send_wr(1, WrOpcode::Send, &sge)).unwrap();
         let wc = poll_n(&b.cq, 1);
@@ -109,11 +145,7 @@ fn rc_send_recv_between_two_devices() {
         assert_eq!((wc[0].wr_id, wc[0].opcode), (1, WcOpcode::Send));
 
         // Inline send: the buffer is free at once.
-        b.qp.post_recv(&RecvWr {
-            wr_id: 8,
-            sg_list: &[b.mr.sge(0, 64)],
-        })
-        .unwrap();
+        recv_into(&b, 8, 0, 64);
         let mut wr = send_wr(2, WrOpcode::Send, &[]);
         wr.inline_data = Some(b"inline!");
         a.qp.post_send(&wr).unwrap();
@@ -130,14 +162,10 @@ fn rdma_write_and_read() {
     let stack = Stack::new(StackConfig::default());
     let (_p, a, b) = rc_pair(&stack);
     a.buf.fill(0x5A);
-    let sge = [a.mr.sge(0, 512)];
-    let mut wr = send_wr(1, WrOpcode::RdmaWrite, &sge);
-    wr.remote_addr = b.mr.addr() + 1024;
-    wr.rkey = b.mr.rkey();
-    a.qp.post_send(&wr).unwrap();
-    let wc = poll_n(&a.cq, 1);
+    let (addr, rkey) = (b.mr.addr(), b.mr.rkey());
+    let wc = rdma(&a, 1, WrOpcode::RdmaWrite, (0, 512), (addr + 1024, rkey));
     assert_eq!(
-        (wc[0].status, wc[0].opcode),
+        (wc.status, wc.opcode),
         (WcStatus::Success, WcOpcode::RdmaWrite)
     );
     // The target polls a byte written by RDMA.
@@ -146,14 +174,9 @@ fn rdma_write_and_read() {
     assert!(b.buf.to_vec()[1024..1536].iter().all(|&x| x == 0x5A));
 
     b.buf.write(4000, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
-    let sge = [a.mr.sge(6000, 8)];
-    let mut wr = send_wr(2, WrOpcode::RdmaRead, &sge);
-    wr.remote_addr = b.mr.addr() + 4000;
-    wr.rkey = b.mr.rkey();
-    a.qp.post_send(&wr).unwrap();
-    let wc = poll_n(&a.cq, 1);
+    let wc = rdma(&a, 2, WrOpcode::RdmaRead, (6000, 8), (addr + 4000, rkey));
     assert_eq!(
-        (wc[0].wr_id, wc[0].opcode, wc[0].byte_len),
+        (wc.wr_id, wc.opcode, wc.byte_len),
         (2, WcOpcode::RdmaRead, 8)
     );
     let mut got = [0u8; 8];
@@ -161,11 +184,8 @@ fn rdma_write_and_read() {
     assert_eq!(got, [1, 2, 3, 4, 5, 6, 7, 8]);
 
     // A bad rkey is a remote access error, and the QP goes to ERR.
-    let mut wr = send_wr(3, WrOpcode::RdmaWrite, &sge);
-    wr.remote_addr = b.mr.addr();
-    wr.rkey = b.mr.rkey() ^ 0xFF;
-    a.qp.post_send(&wr).unwrap();
-    assert_eq!(poll_n(&a.cq, 1)[0].status, WcStatus::RemAccessErr);
+    let wc = rdma(&a, 3, WrOpcode::RdmaWrite, (6000, 8), (addr, rkey ^ 0xFF));
+    assert_eq!(wc.status, WcStatus::RemAccessErr);
     assert_eq!(a.qp.state(), QpState::Error);
 }
 
@@ -182,11 +202,7 @@ fn ud_send_through_an_address_handle() {
             ..AddressVector::default()
         })
         .unwrap();
-    b.qp.post_recv(&RecvWr {
-        wr_id: 5,
-        sg_list: &[b.mr.sge(0, 100 + GRH_BYTES as u32)],
-    })
-    .unwrap();
+    recv_into(&b, 5, 0, 100 + GRH_BYTES as u32);
     a.buf.write(0, b"datagram").unwrap();
     let sge = [a.mr.sge(0, 8)];
     let mut wr = send_wr(1, WrOpcode::Send, &sge);
@@ -217,11 +233,7 @@ fn ud_multicast_attach_and_detach() {
     mgid[1] = 0x0E;
     mgid[15] = 0x42;
     b.qp.attach_mcast(&mgid, 0xC001).unwrap();
-    b.qp.post_recv(&RecvWr {
-        wr_id: 1,
-        sg_list: &[b.mr.sge(0, 64 + GRH_BYTES as u32)],
-    })
-    .unwrap();
+    recv_into(&b, 1, 0, 64 + GRH_BYTES as u32);
     a.buf.write(0, b"to the group").unwrap();
     let sge = [a.mr.sge(0, 12)];
     let mut wr = send_wr(1, WrOpcode::Send, &sge);
@@ -336,10 +348,7 @@ fn srq_receives_and_limit_event() {
 
 #[test]
 fn srq_modify_sets_the_limit_and_resizes() {
-    let stack = Stack::new(StackConfig {
-        devices: 1,
-        ..StackConfig::default()
-    });
+    let stack = one_device();
     let p = open_inproc(&stack).unwrap();
     let dev = p.open_device(p.device_guids().unwrap()[0]).unwrap();
     let pd = dev.alloc_pd().unwrap();
@@ -361,11 +370,7 @@ fn event_mode_completions_through_cq_notify() {
     assert!(event.pended());
     assert!(!event.is_complete());
     for i in 0..20u64 {
-        b.qp.post_recv(&RecvWr {
-            wr_id: i,
-            sg_list: &[b.mr.sge(0, 64)],
-        })
-        .unwrap();
+        recv_into(&b, i, 0, 64);
         let sge = [a.mr.sge(0, 16)];
         a.qp.post_send(&send_wr(i, WrOpcode::Send, &sge)).unwrap();
         event
@@ -378,11 +383,7 @@ fn event_mode_completions_through_cq_notify() {
         poll_n(&a.cq, 1);
     }
     // One more message consumes the last arm, so the next arm starts from none.
-    b.qp.post_recv(&RecvWr {
-        wr_id: 99,
-        sg_list: &[b.mr.sge(0, 64)],
-    })
-    .unwrap();
+    recv_into(&b, 99, 0, 64);
     let sge = [a.mr.sge(0, 16)];
     a.qp.post_send(&send_wr(99, WrOpcode::Send, &sge)).unwrap();
     event
@@ -394,11 +395,7 @@ fn event_mode_completions_through_cq_notify() {
     // Solicited-only: an unsolicited receive raises no event, a solicited one does.
     let solicited = b.cq.notify(true).unwrap();
     for (i, flags) in [(1u64, 0), (2, send_flags::SOLICITED)] {
-        b.qp.post_recv(&RecvWr {
-            wr_id: i,
-            sg_list: &[b.mr.sge(0, 64)],
-        })
-        .unwrap();
+        recv_into(&b, i, 0, 64);
         let sge = [a.mr.sge(0, 16)];
         let mut wr = send_wr(i, WrOpcode::Send, &sge);
         wr.send_flags |= flags;
@@ -559,10 +556,7 @@ fn errors_carry_the_ntstatus() {
 
 #[test]
 fn raw_ioctls_and_verbs_on_one_handle() {
-    let stack = Stack::new(StackConfig {
-        devices: 1,
-        ..StackConfig::default()
-    });
+    let stack = one_device();
     let p = open_inproc(&stack).unwrap();
     let guid = p.device_guids().unwrap()[0];
     let a = side(&p, guid, QpType::Rc, None);
@@ -628,11 +622,7 @@ fn raw_ioctls_and_verbs_on_one_handle() {
     let q = a.qp.query().unwrap();
     assert_eq!(q.QpState, QpState::Rts as u8);
     assert_eq!(u32::from_be(q.DestinationQpn), a.qp.qpn());
-    a.qp.post_recv(&RecvWr {
-        wr_id: 1,
-        sg_list: &[a.mr.sge(4096, 64)],
-    })
-    .unwrap();
+    recv_into(&a, 1, 4096, 64);
     a.buf.write(0, b"loop").unwrap();
     let sge = [a.mr.sge(0, 4)];
     a.qp.post_send(&send_wr(2, WrOpcode::Send, &sge)).unwrap();
@@ -761,11 +751,7 @@ fn objects_cross_threads() {
     let (_p, a, b) = rc_pair(&stack);
     let event = b.cq.notify(false).unwrap();
     let waiter = std::thread::spawn(move || event.wait());
-    b.qp.post_recv(&RecvWr {
-        wr_id: 1,
-        sg_list: &[b.mr.sge(0, 64)],
-    })
-    .unwrap();
+    recv_into(&b, 1, 0, 64);
     let sge = [a.mr.sge(0, 8)];
     a.qp.post_send(&send_wr(1, WrOpcode::Send, &sge)).unwrap();
     waiter.join().unwrap().unwrap();
@@ -788,11 +774,7 @@ fn word(buf: &Buffer, off: usize) -> u64 {
 #[test]
 fn atomics_through_the_verbs_api() {
     let stack = Stack::new(StackConfig::default());
-    let p = open_inproc(&stack).unwrap();
-    let guids = p.device_guids().unwrap();
-    let a = side(&p, guids[0], QpType::Rc, None);
-    let b = side(&p, guids[1], QpType::Rc, None);
-    connect_rc_atomic(&a, &b);
+    let (_p, a, b) = rc_pair_with(&stack, connect_rc_atomic);
     assert_eq!(b.dev.query().unwrap().AtomicCapability, 1, "ATOMIC_HCA");
     let target = b.dev.alloc_buffer(64);
     let tmr =
@@ -830,25 +812,15 @@ fn atomics_through_the_verbs_api() {
 #[test]
 fn memory_windows_through_the_verbs_api() {
     let stack = Stack::new(StackConfig::default());
-    let p = open_inproc(&stack).unwrap();
-    let guids = p.device_guids().unwrap();
-    let a = side(&p, guids[0], QpType::Rc, None);
-    let b = side(&p, guids[1], QpType::Rc, None);
-    connect_rc(&a, &b);
+    let (p, a, b) = rc_pair(&stack);
     let region_buf = b.dev.alloc_buffer(4096);
     let region =
         b.pd.reg_mr(&region_buf, WV_ACCESS_LOCAL_WRITE | WV_ACCESS_MW_BIND)
             .unwrap();
     a.buf.write(0, b"via a window").unwrap();
     let flags = send_flags::SIGNALED;
-    let write = |id: u64, at: u64, rkey: u32| {
-        let sg = [a.mr.sge(0, 12)];
-        let mut wr = send_wr(id, WrOpcode::RdmaWrite, &sg);
-        wr.remote_addr = at;
-        wr.rkey = rkey;
-        a.qp.post_send(&wr).unwrap();
-        poll_n(&a.cq, 1)[0].status
-    };
+    let write =
+        |id: u64, at: u64, rkey: u32| rdma(&a, id, WrOpcode::RdmaWrite, (0, 12), (at, rkey)).status;
     // Type 1, bound by the verb on B's QP.
     let mw1 = b.pd.alloc_mw().unwrap();
     assert_eq!(mw1.kind(), MwType::Type1);
@@ -921,10 +893,7 @@ fn cq_resize_keeps_the_completions_waiting() {
 #[test]
 fn an_empty_device_list_is_an_empty_list() {
     // GUID_QUERY answers only the count (8 bytes) when no device is below the driver.
-    let stack = Stack::new(StackConfig {
-        devices: 1,
-        ..StackConfig::default()
-    });
+    let stack = one_device();
     let p = Provider::new(stack.open().expect("open"));
     assert_eq!(p.device_guids().expect("GUID_QUERY").len(), 1);
     assert!(stack.remove_device(0));

@@ -43,54 +43,37 @@ pub const MAX_FRAME: u32 = 4 << 20;
 /// Largest IOCTL input, and largest output buffer an IOCTL may ask for.
 pub const MAX_IOCTL_BYTES: u32 = 1 << 20;
 
-/// Frame kinds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u16)]
-pub enum Kind {
-    /// Both directions: the handshake.
-    Hello = 1,
-    /// Client → service: DeviceIoControl.
-    Ioctl = 2,
-    /// Client → service: CancelIoEx.
-    Cancel = 3,
-    /// Client → service: an admin action or address question.
-    Admin = 4,
-    /// Client → service: answer [`Kind::Synced`] once every completion that ended before
-    /// has been sent.
-    Sync = 5,
-    /// Service → client: the request pended.
-    Pending = 0x81,
-    /// Service → client: the request ended.
-    Complete = 0x82,
-    /// Service → client: the answer to [`Kind::Cancel`].
-    Cancelled = 0x83,
-    /// Service → client: the answer to [`Kind::Admin`].
-    AdminReply = 0x84,
-    /// Service → client: the answer to [`Kind::Sync`].
-    Synced = 0x85,
-    /// Service → client: the frame with this tag was refused (a UTF-8 reason follows an
-    /// [`ErrorHead`]).
-    Error = 0x8f,
-}
-
-impl Kind {
-    /// The kind of a header's `kind` field.
-    pub fn from_u16(v: u16) -> Option<Kind> {
-        Some(match v {
-            1 => Kind::Hello,
-            2 => Kind::Ioctl,
-            3 => Kind::Cancel,
-            4 => Kind::Admin,
-            5 => Kind::Sync,
-            0x81 => Kind::Pending,
-            0x82 => Kind::Complete,
-            0x83 => Kind::Cancelled,
-            0x84 => Kind::AdminReply,
-            0x85 => Kind::Synced,
-            0x8f => Kind::Error,
-            _ => return None,
-        })
+wv_hal::wire_enum! {
+    /// Frame kinds.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Kind: u16 {
+        /// Both directions: the handshake.
+        Hello = 1,
+        /// Client → service: DeviceIoControl.
+        Ioctl = 2,
+        /// Client → service: CancelIoEx.
+        Cancel = 3,
+        /// Client → service: an admin action or address question.
+        Admin = 4,
+        /// Client → service: answer [`Kind::Synced`] once every completion that ended before
+        /// has been sent.
+        Sync = 5,
+        /// Service → client: the request pended.
+        Pending = 0x81,
+        /// Service → client: the request ended.
+        Complete = 0x82,
+        /// Service → client: the answer to [`Kind::Cancel`].
+        Cancelled = 0x83,
+        /// Service → client: the answer to [`Kind::Admin`].
+        AdminReply = 0x84,
+        /// Service → client: the answer to [`Kind::Sync`].
+        Synced = 0x85,
+        /// Service → client: the frame with this tag was refused (a UTF-8 reason follows an
+        /// [`ErrorHead`]).
+        Error = 0x8f,
     }
+    /// The kind of a header's `kind` field.
+    fn from_u16;
 }
 
 /// Every frame's first 16 bytes.

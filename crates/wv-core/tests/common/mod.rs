@@ -94,6 +94,17 @@ impl Fx {
         self.io.driver()
     }
 
+    /// A second fake controller, with GUID `guid` and no CM, arrives.
+    pub fn arrive_hca(&self, guid: u64) -> Arc<FakeVerbs> {
+        let config = FakeConfig {
+            guid,
+            ..FakeConfig::default()
+        };
+        let hca = FakeVerbs::new(self.platform(), config);
+        self.io.arrive(Arc::clone(&hca)).expect("arrival");
+        hca
+    }
+
     pub fn guid(&self) -> u64 {
         wv_hal::Verbs::guid(&*self.hca)
     }
@@ -268,13 +279,15 @@ pub fn qp_create_in(pd: u64, scq: u64, rcq: u64, srq: u64) -> WV_IO_QP_CREATE {
     }
 }
 
+/// QP_CREATE of [`qp_create_in`], with room for its output; must complete inline.
+#[track_caller]
+pub fn qp_create(file: &WvFile, pd: u64, scq: u64, rcq: u64, srq: u64) -> IoStatus {
+    let input = bytes(&qp_create_in(pd, scq, rcq, srq));
+    ioctl(file, WV_IOCTL_QP_CREATE, &input, 72)
+}
+
 pub fn qp(file: &WvFile, pd: u64, scq: u64, rcq: u64, srq: u64) -> u64 {
-    let st = ioctl(
-        file,
-        WV_IOCTL_QP_CREATE,
-        &bytes(&qp_create_in(pd, scq, rcq, srq)),
-        72,
-    );
+    let st = qp_create(file, pd, scq, rcq, srq);
     expect(&st, NtStatus::SUCCESS);
     out::<WV_IO_QP_CREATE>(&st).Id.Id
 }
@@ -321,23 +334,27 @@ pub fn qp_rts(fx: &Fx, file: &WvFile) -> Stack {
     s
 }
 
+/// CQ_NOTIFY of `kind` (`WV_CQ_*`) on `cq`, which must pend.
+#[track_caller]
+pub fn park_cq_notify(file: &WvFile, cq: u64, kind: u32) -> Io {
+    pend(file, WV_IOCTL_CQ_NOTIFY, &id(cq, 0, kind), 0)
+}
+
+/// A device with a 16-entry CQ: the fixture, the CQ's id and its id in the fake controller.
+pub fn cq_fixture() -> (Fx, WvFile, u64, u64) {
+    let (fx, f, dev) = device_fixture();
+    let cq = cq(&f, dev, 16);
+    let fake = fx.last_created(FakeCall::CreateCq);
+    (fx, f, cq, fake)
+}
+
 /// Parks one of each notify on the stack: DEVICE_NOTIFY on port 1, CQ_NOTIFY for the next
 /// completion and for an error, SRQ_NOTIFY on `srq`, in that order.
 pub fn park_notifies(file: &WvFile, s: &Stack, srq: u64) -> [Io; 4] {
     [
         pend(file, WV_IOCTL_DEVICE_NOTIFY, &id(s.dev, 0, 1), 4),
-        pend(
-            file,
-            WV_IOCTL_CQ_NOTIFY,
-            &id(s.cq, 0, wv_abi::consts::WV_CQ_NEXT_COMPLETION),
-            0,
-        ),
-        pend(
-            file,
-            WV_IOCTL_CQ_NOTIFY,
-            &id(s.cq, 0, wv_abi::consts::WV_CQ_ERROR),
-            0,
-        ),
+        park_cq_notify(file, s.cq, wv_abi::consts::WV_CQ_NEXT_COMPLETION),
+        park_cq_notify(file, s.cq, wv_abi::consts::WV_CQ_ERROR),
         pend(file, WV_IOCTL_SRQ_NOTIFY, &u64_in(srq), 0),
     ]
 }
