@@ -111,6 +111,53 @@ fn an_ack_of_a_psn_never_sent_is_ignored() {
 }
 
 #[test]
+fn an_ack_short_of_a_burst_that_arrived_whole_sends_nothing_again_before_the_timer() {
+    // A sends a two-packet message from PSN 0x100; B expects 0x105, so both packets are old
+    // duplicates to it and it acknowledges 0x104, a PSN A has never sent (a ghost ACK,
+    // ignored). The packets were sent all the same: nothing goes again before the local ACK
+    // timer, each timeout resends them and spends a retry, and with retry_cnt 2 the third
+    // fails the request. The link delivers six packets and then loses every one, so a
+    // requester that resent at once would spend all six inside post_send.
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair_psns(
+        &p,
+        Conn {
+            retry: 2,
+            ..Conn::default()
+        },
+        0x100,
+        0x105,
+    );
+    let la = a.mem(2048, ALL_ACCESS);
+    let rb = b.mem(2048, ALL_ACCESS);
+    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 2048)])).unwrap();
+    f.script(&[PacketFate::Deliver; 6]);
+    f.set_faults(Some(FaultConfig {
+        drop_ppm: 1_000_000,
+        ..FaultConfig::default()
+    }));
+    post_send(&qa, 1, la.sge(0, 2048));
+    let sent = |f: &Fabric| {
+        let s = f.stats();
+        (s.delivered, s.dropped)
+    };
+    assert_eq!(sent(&f), (2, 0), "the burst went once");
+    for delivered in [4, 6] {
+        assert!(poll_all(&ca).is_empty());
+        assert_eq!(run_timers(&p, 1), 1);
+        assert_eq!(sent(&f), (delivered, 0), "resent on the timeout, once");
+    }
+    assert_eq!(run_timers(&p, 1), 1);
+    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+    assert_eq!(a.state(&qa), QpState::Error);
+    assert_eq!(sent(&f), (6, 0));
+    assert!(poll_all(&cb).is_empty(), "B took nothing");
+    assert_eq!(b.state(&qb), QpState::Rts);
+    f.set_faults(None);
+    settle(&p);
+}
+
+#[test]
 fn a_sequence_error_nak_spends_a_retry_and_with_none_left_fails_the_request() {
     let p = HostPlatform::deterministic();
     let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
