@@ -157,6 +157,100 @@ fn an_ack_short_of_a_burst_that_arrived_whole_sends_nothing_again_before_the_tim
     settle(&p);
 }
 
+/// Posts an RDMA read of `len` bytes of `remote` at 0 into `local` at 0.
+fn post_read(qa: &Qp, id: u64, local: &Mem, remote: &Mem, len: u32) {
+    let sg = [local.sge(0, len)];
+    let mut read = send_wr(id, WrOpcode::RdmaRead, &sg);
+    read.remote_addr = remote.addr(0);
+    read.rkey = remote.rkey;
+    qa.uvp.post_send(&read).unwrap();
+}
+
+#[test]
+fn a_timeout_asks_again_for_an_unanswered_read_that_a_later_ack_went_past() {
+    // A reads 64 bytes of B, then sends 8. The read's response comes too late (B has executed
+    // the read) and the send is acknowledged: an implied NAK, so the read is asked again, and
+    // that request and the send's resend are lost. Every PSN A sent is now acknowledged, yet
+    // the read is outstanding: the local ACK timeout asks for it again, B answers it from its
+    // responder resources, and both requests complete.
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
+        &p,
+        Conn {
+            retry: 2,
+            ..Conn::default()
+        },
+    );
+    let la = a.mem(128, ALL_ACCESS);
+    let rb = b.mem(128, ALL_ACCESS);
+    rb.buf.write(0, &[0x5a; 64]).unwrap();
+    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(64, 64)])).unwrap();
+    f.script(&[
+        PacketFate::Delay,
+        PacketFate::Deliver,
+        PacketFate::Drop,
+        PacketFate::Drop,
+    ]);
+    post_read(&qa, 1, &la, &rb, 64);
+    post_send(&qa, 2, la.sge(64, 8));
+    assert!(poll_all(&ca).is_empty());
+    let s = f.stats();
+    assert_eq!((s.delayed, s.delivered, s.dropped), (1, 1, 2));
+    let fired = run_timers(&p, 10);
+    assert_eq!(
+        ids(&poll_all(&ca)),
+        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
+    // The first expiry found progress since the timer was armed (the send's ACK) and restarted
+    // it; the second asked for the read.
+    assert_eq!(fired, 2);
+    assert_eq!(&la.buf.to_vec()[..64], &[0x5a; 64]);
+    assert_eq!(ids(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+    assert_eq!(a.state(&qa), QpState::Rts);
+    settle(&p);
+}
+
+#[test]
+fn a_read_answered_after_it_was_asked_again_restores_the_retry_budget() {
+    // retry_cnt 1. The read's response comes too late and the send after it is acknowledged:
+    // the implied NAK spends the one retry and the read, asked again, is answered. That answer
+    // is forward progress (though the send's ACK had already gone past the read's PSN), so
+    // the budget is whole again: a later send whose packet is lost is resent on its local ACK
+    // timeout and completes.
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
+        &p,
+        Conn {
+            retry: 1,
+            ..Conn::default()
+        },
+    );
+    let la = a.mem(128, ALL_ACCESS);
+    let rb = b.mem(128, ALL_ACCESS);
+    rb.buf.write(0, &[0x5a; 64]).unwrap();
+    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(64, 32)])).unwrap();
+    qb.uvp.post_recv(&recv_wr(8, &[rb.sge(96, 32)])).unwrap();
+    f.script(&[PacketFate::Delay]);
+    post_read(&qa, 1, &la, &rb, 64);
+    post_send(&qa, 2, la.sge(64, 8));
+    assert_eq!(
+        ids(&poll_all(&ca)),
+        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
+    assert_eq!(&la.buf.to_vec()[..64], &[0x5a; 64]);
+    f.script(&[PacketFate::Drop]);
+    post_send(&qa, 3, la.sge(64, 8));
+    assert!(poll_all(&ca).is_empty());
+    assert_eq!(run_timers(&p, 10), 1);
+    assert_eq!(ids(&poll_all(&ca)), vec![(3, WcStatus::Success)]);
+    assert_eq!(
+        ids(&poll_all(&cb)),
+        vec![(7, WcStatus::Success), (8, WcStatus::Success)]
+    );
+    assert_eq!(a.state(&qa), QpState::Rts);
+    settle(&p);
+}
+
 #[test]
 fn a_sequence_error_nak_spends_a_retry_and_with_none_left_fails_the_request() {
     let p = HostPlatform::deterministic();
