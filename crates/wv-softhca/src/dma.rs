@@ -1122,8 +1122,15 @@ pub mod process {
         match (src, dst) {
             ((None, s), (Some(d), dst)) => writev(d, s, dst, len).map_err(fail),
             ((Some(c), s), (None, d)) => readv(c, s, d, len).map_err(fail),
-            ((Some(c), s), (Some(d), dst)) if d.this => readv(c, s, dst, len).map_err(fail),
-            ((Some(c), s), (Some(d), dst)) if c.this => writev(d, s, dst, len).map_err(fail),
+            // One system call when one side is this process and has not gone: a gone one (a
+            // client record of this process marked gone) goes through `readv`/`writev` below,
+            // which drop what is written into it and read zeros from it, as for any other.
+            ((Some(c), s), (Some(d), dst)) if d.this && !d.is_gone() => {
+                readv(c, s, dst, len).map_err(fail)
+            }
+            ((Some(c), s), (Some(d), dst)) if c.this && !c.is_gone() => {
+                writev(d, s, dst, len).map_err(fail)
+            }
             ((Some(c), s), (Some(d), dst)) => BOUNCE_BUF.with(|b| {
                 let mut b = b.borrow_mut();
                 if b.len() < len.min(BOUNCE) {
