@@ -15,6 +15,22 @@ fn a_dma_buffer_is_empty_only_when_it_has_no_bytes() {
     assert_eq!((one.len(), one.is_empty()), (1, false));
 }
 
+#[test]
+fn a_shared_block_with_a_null_base_has_no_words() {
+    struct Keep;
+    impl dma::BlockOwner for Keep {
+        fn release(&self, _addr: u64, _len: usize) {}
+    }
+    // SAFETY: a null base breaks `new`'s contract only in a way it refuses: the block is
+    // empty, and an empty block's memory is never reached.
+    let null = unsafe {
+        dma::SharedBlock::new(core::ptr::null_mut(), 64, 0xa000, std::sync::Arc::new(Keep))
+    };
+    assert!(null.is_empty());
+    // An empty slice that no pointer of the block went into (the block's own is dangling).
+    assert!(null.words32().is_empty());
+}
+
 #[cfg(all(feature = "std", target_os = "linux"))]
 mod process_memory {
     use std::sync::{Arc, Mutex};
