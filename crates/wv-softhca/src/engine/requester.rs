@@ -672,9 +672,10 @@ fn rc_send(
             ctx.tx.cur_pkt = from + arrive;
             if reply != Reply::Lost {
                 let go_on = on_reply(dev, qp, ctx, i, local.list(), reply);
-                // An ACK of the burst leaves the position right after it: the packet after it
-                // (whose fate is decided) goes on the wire too. Anything else moved the
-                // position (or ended the request): that packet was sent and is ignored.
+                // An ACK (of the burst or short of it) leaves the position right after the
+                // burst: the packet after it (whose fate is decided) goes on the wire too.
+                // Anything else moved the position (or ended the request): that packet was
+                // sent and is ignored.
                 let moved_on = qp.state() == QpState::Rts || qp.state() == QpState::Sqd;
                 if fate.is_none()
                     || !go_on
