@@ -157,6 +157,34 @@ fn an_ack_short_of_a_burst_that_arrived_whole_sends_nothing_again_before_the_tim
     settle(&p);
 }
 
+#[test]
+fn a_sequence_nak_for_a_psn_before_every_one_outstanding_resends_nothing_before_the_timer() {
+    // A sends one packet, PSN 0x105; B expects 0x100, so A's packet is out of sequence to it
+    // and it NAKs, naming 0x100: a PSN before every one A has outstanding. Nothing is resent
+    // for it (there is nothing from 0x100 on to go back to); the local ACK timer resends the
+    // packet, B stays silent (one NAK per sequence error), and the retries run out.
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair_psns(
+        &p,
+        Conn {
+            retry: 2,
+            ..Conn::default()
+        },
+        0x105,
+        0x100,
+    );
+    let la = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
+    post_send(&qa, 1, la.sge(0, 8));
+    assert_eq!(f.stats().delivered, 1, "sent once");
+    assert!(poll_all(&ca).is_empty());
+    assert!(run_timers(&p, 10) >= 1);
+    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+    assert!(poll_all(&cb).is_empty(), "B took nothing");
+    settle(&p);
+}
+
 /// Posts an RDMA read of `len` bytes of `remote` at 0 into `local` at 0.
 fn post_read(qa: &Qp, id: u64, local: &Mem, remote: &Mem, len: u32) {
     let sg = [local.sge(0, len)];
@@ -464,6 +492,42 @@ fn in_sqd_the_message_in_flight_goes_on_as_in_rts() {
     };
     assert_eq!(run(false), (1 + 4, 3 + 1));
     assert_eq!(run(true), run(false));
+}
+
+#[test]
+fn a_resend_acknowledged_beyond_the_packet_after_it_skips_every_packet_the_responder_has() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, _cb, qa, _qb) = rc_pair(&p); // path MTU 1024
+    let la = a.mem(5120, ALL_ACCESS);
+    let rb = b.mem(5120, ALL_ACCESS);
+    let data: Vec<u8> = (0..5120u32).map(|i| (i * 29 % 251) as u8).collect();
+    la.buf.write(0, &data).unwrap();
+    // An RDMA write of five packets: p0 acknowledged, p1 to p3 taken by B with their ACKs
+    // late, p4 lost. A has p1 as its oldest unacknowledged packet.
+    f.script(&[
+        PacketFate::Deliver,
+        PacketFate::Delay,
+        PacketFate::Delay,
+        PacketFate::Delay,
+        PacketFate::Drop,
+    ]);
+    let sg = [la.sge(0, 5120)];
+    let mut write = send_wr(1, WrOpcode::RdmaWrite, &sg);
+    write.remote_addr = rb.addr(0);
+    write.rkey = rb.rkey;
+    qa.uvp.post_send(&write).unwrap();
+    assert!(poll_all(&ca).is_empty());
+    // The local ACK timeout resends p1, and the link loses the packet after it (what A sends
+    // next is decided with it). B acknowledges p1 with p3: A has nothing left to send but p4,
+    // which the link delivers. Two packets delivered on the resend, none of p2 and p3 again.
+    f.script(&[PacketFate::Deliver, PacketFate::Drop]);
+    assert_eq!(run_timers(&p, 1), 1);
+    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    let s = f.stats();
+    assert_eq!((s.delivered, s.delayed, s.dropped), (1 + 2, 3, 1 + 1));
+    assert_eq!(p.pending_timers(), 0);
+    assert_eq!(&rb.buf.to_vec()[..], &data[..]);
+    settle(&p);
 }
 
 #[test]
