@@ -569,8 +569,9 @@ impl SharedBlock {
     /// by atomics of two sizes here. Other processes may write it as they like.
     pub unsafe fn new(base: *mut u8, len: usize, addr: u64, owner: Arc<dyn BlockOwner>) -> Self {
         SharedBlock {
-            // A null base breaks the contract above; a dangling non-null one is never read
-            // with a zero length, so this only refuses the obvious mistake.
+            // A null base breaks the contract above; the block is then empty, and no view of
+            // an empty block uses its (dangling, unaligned) pointer, so this only refuses the
+            // obvious mistake.
             base: NonNull::new(base).unwrap_or(NonNull::dangling()),
             len: if base.is_null() { 0 } else { len },
             addr,
@@ -595,14 +596,23 @@ impl SharedBlock {
 
     /// The block as 32-bit words (a doorbell page).
     pub fn words32(&self) -> &[core::sync::atomic::AtomicU32] {
-        // SAFETY: `new`'s contract: the memory is mapped, aligned, a multiple of 8 (so of 4)
-        // bytes long, valid for as long as `self` (which holds the owner) lives, and reached in
-        // this process only through this one kind of view; atomics may alias memory other
-        // processes write, every bit pattern is a valid `AtomicU32`.
+        let words = self.len / 4;
+        if words == 0 {
+            // An empty block (a null base is one) has no memory behind its pointer, which may
+            // then be dangling and unaligned: a slice, even an empty one, must not be built
+            // from it.
+            return &[];
+        }
+        // SAFETY: the block is not empty, so `base` is the non-null pointer `new` was given
+        // (a null one leaves the block empty), and by `new`'s contract that memory is mapped,
+        // aligned to 64 bytes, `len` (a multiple of 8, so of 4) bytes long, valid for as long
+        // as `self` (which holds the owner) lives, and reached in this process only through
+        // this one kind of view; atomics may alias memory other processes write, every bit
+        // pattern is a valid `AtomicU32`.
         unsafe {
             core::slice::from_raw_parts(
                 self.base.as_ptr().cast::<core::sync::atomic::AtomicU32>(),
-                self.len / 4,
+                words,
             )
         }
     }
@@ -1122,8 +1132,15 @@ pub mod process {
         match (src, dst) {
             ((None, s), (Some(d), dst)) => writev(d, s, dst, len).map_err(fail),
             ((Some(c), s), (None, d)) => readv(c, s, d, len).map_err(fail),
-            ((Some(c), s), (Some(d), dst)) if d.this => readv(c, s, dst, len).map_err(fail),
-            ((Some(c), s), (Some(d), dst)) if c.this => writev(d, s, dst, len).map_err(fail),
+            // One system call when one side is this process and has not gone: a gone one (a
+            // client record of this process marked gone) goes through `readv`/`writev` below,
+            // which drop what is written into it and read zeros from it, as for any other.
+            ((Some(c), s), (Some(d), dst)) if d.this && !d.is_gone() => {
+                readv(c, s, dst, len).map_err(fail)
+            }
+            ((Some(c), s), (Some(d), dst)) if c.this && !c.is_gone() => {
+                writev(d, s, dst, len).map_err(fail)
+            }
             ((Some(c), s), (Some(d), dst)) => BOUNCE_BUF.with(|b| {
                 let mut b = b.borrow_mut();
                 if b.len() < len.min(BOUNCE) {
@@ -1406,6 +1423,18 @@ mod tests {
     extern crate std;
 
     use super::*;
+
+    #[test]
+    fn a_null_based_block_gives_its_empty_word_view_without_touching_its_pointer() {
+        struct Keep;
+        impl BlockOwner for Keep {
+            fn release(&self, _addr: u64, _len: usize) {}
+        }
+        // SAFETY: a null base, which `new` turns into an empty block whose memory is never
+        // reached (what this test checks, under Miri too).
+        let null = unsafe { SharedBlock::new(core::ptr::null_mut(), 64, 0, Arc::new(Keep)) };
+        assert!(null.words32().is_empty());
+    }
 
     #[test]
     fn pool_pins_only_its_buffers() {

@@ -200,14 +200,20 @@ fn retry(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx, status: WcStatus) ->
     true
 }
 
-/// Moves the send position back to the packet of PSN `psn` (Go-Back-N); a read or atomic is
-/// asked again whole.
+/// Moves the send position back to the packet of PSN `psn` (Go-Back-N), or to an unanswered
+/// read or atomic before it, which is asked again whole: a later request's ACK may have moved
+/// `una` past it, and what is resent starts at the oldest request not done (as rxe's
+/// `req_retry` walks the send queue from its head).
 fn go_back(qp: &Qp, ctx: &mut SqCtx, psn: u32) {
     let tx = &mut ctx.tx;
     tx.cur = tx.started;
     tx.cur_pkt = 0;
     for i in 0..tx.started {
         let track = tx.track[slot_of(qp, i)];
+        if track.rd && !track.done {
+            tx.cur = i;
+            break;
+        }
         let off = psn_diff(psn, track.first_psn);
         if off >= 0 && (off as u32) < track.npkts {
             tx.cur = i;
@@ -318,6 +324,11 @@ pub(super) fn on_reply(
         if !track.done {
             track.done = true;
             ctx.tx.rd_out -= 1;
+            // Forward progress even when a later request's ACK already moved `una` past it (a
+            // resent read answered): the retry budgets start again, as rxe's completer resets
+            // them on every read or atomic response it accepts.
+            ctx.tx.retries = ctx.retry_cnt;
+            ctx.tx.rnrs = ctx.rnr_retry;
         }
     };
     match reply {

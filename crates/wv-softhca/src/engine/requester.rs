@@ -664,13 +664,18 @@ fn rc_send(
                 complete_alone(dev, qp, ctx, wqe, track_slot);
                 return true;
             }
-            if reply == Reply::Lost {
-                ctx.tx.cur_pkt = from + arrive;
-            } else {
+            // The burst is on the wire: only a retry (a sequence or RNR NAK, an implied NAK, a
+            // local ACK timeout) sends it again. An ACK short of it (a duplicate, or a ghost
+            // from a peer whose expected PSN is ahead) leaves it sent, as rxe's completer
+            // ignores a response older than the one it expects; resending at once would repeat
+            // for as long as the peer answers so.
+            ctx.tx.cur_pkt = from + arrive;
+            if reply != Reply::Lost {
                 let go_on = on_reply(dev, qp, ctx, i, local.list(), reply);
-                // An ACK of the burst leaves the position right after it: the packet after it
-                // (whose fate is decided) goes on the wire too. Anything else moved the
-                // position (or ended the request): that packet was sent and is ignored.
+                // An ACK (of the burst or short of it) leaves the position right after the
+                // burst: the packet after it (whose fate is decided) goes on the wire too.
+                // Anything else moved the position (or ended the request): that packet was
+                // sent and is ignored.
                 let moved_on = qp.state() == QpState::Rts || qp.state() == QpState::Sqd;
                 if fate.is_none()
                     || !go_on

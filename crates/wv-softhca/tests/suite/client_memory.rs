@@ -15,6 +15,22 @@ fn a_dma_buffer_is_empty_only_when_it_has_no_bytes() {
     assert_eq!((one.len(), one.is_empty()), (1, false));
 }
 
+#[test]
+fn a_shared_block_with_a_null_base_has_no_words() {
+    struct Keep;
+    impl dma::BlockOwner for Keep {
+        fn release(&self, _addr: u64, _len: usize) {}
+    }
+    // SAFETY: a null base breaks `new`'s contract only in a way it refuses: the block is
+    // empty, and an empty block's memory is never reached.
+    let null = unsafe {
+        dma::SharedBlock::new(core::ptr::null_mut(), 64, 0xa000, std::sync::Arc::new(Keep))
+    };
+    assert!(null.is_empty());
+    // An empty slice that no pointer of the block went into (the block's own is dangling).
+    assert!(null.words32().is_empty());
+}
+
 #[cfg(all(feature = "std", target_os = "linux"))]
 mod process_memory {
     use std::sync::{Arc, Mutex};
@@ -385,6 +401,59 @@ mod process_memory {
             got[at + len..].iter().all(|&b| b == 0xff),
             "after untouched"
         );
+    }
+
+    #[test]
+    fn a_gone_client_of_this_process_is_reached_no_more_than_one_of_another_process() {
+        // A client record of this very process, marked gone: as for a client in another
+        // process, a copy into it is dropped and a copy out of it gives zeros, whichever
+        // process the other end of the copy is.
+        let here = Client::this_process();
+        let gone = Client::new(me(), None);
+        gone.set_gone();
+        let m = Mapping::new(3 * PAGE);
+        m.fill(0, &[0x11; PAGE]);
+        m.fill(PAGE, &[0x22; PAGE]);
+        m.fill(2 * PAGE, &[0x33; PAGE]);
+        let copied_here = process::copy_between(&here, m.addr(0), &gone, m.addr(PAGE), 64);
+        // A forked child has the mapping at the same address with the same bytes.
+        // SAFETY: the child only waits for its signal (async-signal-safe calls alone, as a
+        // child of a threaded process must); it is killed and reaped below.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            loop {
+                // SAFETY: pause has no preconditions.
+                unsafe { libc::pause() };
+            }
+        }
+        let child = Client::new(pid, None);
+        let copied_in = process::copy_between(&child, m.addr(0), &gone, m.addr(PAGE + 64), 64);
+        let copied_out = process::copy_between(&gone, m.addr(0), &child, m.addr(2 * PAGE), 64);
+        let back = Mapping::new(PAGE);
+        back.fill(0, &[0xff; PAGE]);
+        let read = process::copy_between(&child, m.addr(2 * PAGE), &here, back.addr(0), 128);
+        // SAFETY: `pid` is our child, killed once.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        // SAFETY: `pid` is our child, reaped once; no status is asked for.
+        unsafe { libc::waitpid(pid, core::ptr::null_mut(), 0) };
+        assert_eq!(
+            (copied_here, copied_in, copied_out, read),
+            (Ok(()), Ok(()), Ok(()), Ok(()))
+        );
+        let (mine, got) = (m.bytes(), back.bytes());
+        assert_eq!(
+            (
+                mine[PAGE..PAGE + 64] == [0x22; 64],
+                mine[PAGE + 64..PAGE + 128] == [0x22; 64],
+                got[..64] == [0; 64],
+            ),
+            (true, true, true),
+            "dropped: a copy into it from this process, from another process; \
+             zeros: a copy out of it into another process"
+        );
+        assert_eq!(&got[64..128], &[0x33; 64], "nothing past the copy");
+        assert!(mine[PAGE + 128..].iter().all(|&b| b == 0x33 || b == 0x22));
     }
 
     #[test]

@@ -90,6 +90,175 @@ fn an_ack_of_a_psn_never_sent_is_ignored() {
 }
 
 #[test]
+fn an_ack_short_of_a_burst_that_arrived_whole_sends_nothing_again_before_the_timer() {
+    // A sends a two-packet message from PSN 0x100; B expects 0x105, so both packets are old
+    // duplicates to it and it acknowledges 0x104, a PSN A has never sent (a ghost ACK,
+    // ignored). The packets were sent all the same: nothing goes again before the local ACK
+    // timer, each timeout resends them and spends a retry, and with retry_cnt 2 the third
+    // fails the request. The link delivers six packets and then loses every one, so a
+    // requester that resent at once would spend all six inside post_send.
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair_psns(
+        &p,
+        Conn {
+            retry: 2,
+            ..Conn::default()
+        },
+        0x100,
+        0x105,
+    );
+    let la = a.mem(2048, ALL_ACCESS);
+    let rb = b.mem(2048, ALL_ACCESS);
+    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 2048)])).unwrap();
+    f.script(&[PacketFate::Deliver; 6]);
+    f.set_faults(Some(FaultConfig {
+        drop_ppm: 1_000_000,
+        ..FaultConfig::default()
+    }));
+    post_send(&qa, 1, la.sge(0, 2048));
+    let sent = |f: &Fabric| {
+        let s = f.stats();
+        (s.delivered, s.dropped)
+    };
+    assert_eq!(sent(&f), (2, 0), "the burst went once");
+    for delivered in [4, 6] {
+        assert!(poll_all(&ca).is_empty());
+        assert_eq!(run_timers(&p, 1), 1);
+        assert_eq!(sent(&f), (delivered, 0), "resent on the timeout, once");
+    }
+    assert_eq!(run_timers(&p, 1), 1);
+    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+    assert_eq!(a.state(&qa), QpState::Error);
+    assert_eq!(sent(&f), (6, 0));
+    assert!(poll_all(&cb).is_empty(), "B took nothing");
+    assert_eq!(b.state(&qb), QpState::Rts);
+    f.set_faults(None);
+    settle(&p);
+}
+
+#[test]
+fn a_sequence_nak_for_a_psn_before_every_one_outstanding_resends_nothing_before_the_timer() {
+    // A sends one packet, PSN 0x105; B expects 0x100, so A's packet is out of sequence to it
+    // and it NAKs, naming 0x100: a PSN before every one A has outstanding. Nothing is resent
+    // for it (there is nothing from 0x100 on to go back to); the local ACK timer resends the
+    // packet, B stays silent (one NAK per sequence error), and the retries run out.
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair_psns(
+        &p,
+        Conn {
+            retry: 2,
+            ..Conn::default()
+        },
+        0x105,
+        0x100,
+    );
+    let la = a.mem(64, ALL_ACCESS);
+    let rb = b.mem(64, ALL_ACCESS);
+    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
+    post_send(&qa, 1, la.sge(0, 8));
+    assert_eq!(f.stats().delivered, 1, "sent once");
+    assert!(poll_all(&ca).is_empty());
+    assert!(run_timers(&p, 10) >= 1);
+    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+    assert!(poll_all(&cb).is_empty(), "B took nothing");
+    settle(&p);
+}
+
+/// Posts an RDMA read of `len` bytes of `remote` at 0 into `local` at 0.
+fn post_read(qa: &Qp, id: u64, local: &Mem, remote: &Mem, len: u32) {
+    let sg = [local.sge(0, len)];
+    let mut read = send_wr(id, WrOpcode::RdmaRead, &sg);
+    read.remote_addr = remote.addr(0);
+    read.rkey = remote.rkey;
+    qa.uvp.post_send(&read).unwrap();
+}
+
+#[test]
+fn a_timeout_asks_again_for_an_unanswered_read_that_a_later_ack_went_past() {
+    // A reads 64 bytes of B, then sends 8. The read's response comes too late (B has executed
+    // the read) and the send is acknowledged: an implied NAK, so the read is asked again, and
+    // that request and the send's resend are lost. Every PSN A sent is now acknowledged, yet
+    // the read is outstanding: the local ACK timeout asks for it again, B answers it from its
+    // responder resources, and both requests complete.
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
+        &p,
+        Conn {
+            retry: 2,
+            ..Conn::default()
+        },
+    );
+    let la = a.mem(128, ALL_ACCESS);
+    let rb = b.mem(128, ALL_ACCESS);
+    rb.buf.write(0, &[0x5a; 64]).unwrap();
+    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(64, 64)])).unwrap();
+    f.script(&[
+        PacketFate::Delay,
+        PacketFate::Deliver,
+        PacketFate::Drop,
+        PacketFate::Drop,
+    ]);
+    post_read(&qa, 1, &la, &rb, 64);
+    post_send(&qa, 2, la.sge(64, 8));
+    assert!(poll_all(&ca).is_empty());
+    let s = f.stats();
+    assert_eq!((s.delayed, s.delivered, s.dropped), (1, 1, 2));
+    let fired = run_timers(&p, 10);
+    assert_eq!(
+        ids(&poll_all(&ca)),
+        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
+    // The first expiry found progress since the timer was armed (the send's ACK) and restarted
+    // it; the second asked for the read.
+    assert_eq!(fired, 2);
+    assert_eq!(&la.buf.to_vec()[..64], &[0x5a; 64]);
+    assert_eq!(ids(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+    assert_eq!(a.state(&qa), QpState::Rts);
+    settle(&p);
+}
+
+#[test]
+fn a_read_answered_after_it_was_asked_again_restores_the_retry_budget() {
+    // retry_cnt 1. The read's response comes too late and the send after it is acknowledged:
+    // the implied NAK spends the one retry and the read, asked again, is answered. That answer
+    // is forward progress (though the send's ACK had already gone past the read's PSN), so
+    // the budget is whole again: a later send whose packet is lost is resent on its local ACK
+    // timeout and completes.
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
+        &p,
+        Conn {
+            retry: 1,
+            ..Conn::default()
+        },
+    );
+    let la = a.mem(128, ALL_ACCESS);
+    let rb = b.mem(128, ALL_ACCESS);
+    rb.buf.write(0, &[0x5a; 64]).unwrap();
+    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(64, 32)])).unwrap();
+    qb.uvp.post_recv(&recv_wr(8, &[rb.sge(96, 32)])).unwrap();
+    f.script(&[PacketFate::Delay]);
+    post_read(&qa, 1, &la, &rb, 64);
+    post_send(&qa, 2, la.sge(64, 8));
+    assert_eq!(
+        ids(&poll_all(&ca)),
+        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
+    assert_eq!(&la.buf.to_vec()[..64], &[0x5a; 64]);
+    f.script(&[PacketFate::Drop]);
+    post_send(&qa, 3, la.sge(64, 8));
+    assert!(poll_all(&ca).is_empty());
+    assert_eq!(run_timers(&p, 10), 1);
+    assert_eq!(ids(&poll_all(&ca)), vec![(3, WcStatus::Success)]);
+    assert_eq!(
+        ids(&poll_all(&cb)),
+        vec![(7, WcStatus::Success), (8, WcStatus::Success)]
+    );
+    assert_eq!(a.state(&qa), QpState::Rts);
+    settle(&p);
+}
+
+#[test]
 fn a_sequence_error_nak_spends_a_retry_and_with_none_left_fails_the_request() {
     let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_with(Conn::with_retry(0));
     let (la, rb) = mems(&a, 2048, &b, 2048);
@@ -268,6 +437,42 @@ fn in_sqd_the_message_in_flight_goes_on_as_in_rts() {
     };
     assert_eq!(run(false), (1 + 4, 3 + 1));
     assert_eq!(run(true), run(false));
+}
+
+#[test]
+fn a_resend_acknowledged_beyond_the_packet_after_it_skips_every_packet_the_responder_has() {
+    let p = HostPlatform::deterministic();
+    let (f, a, b, ca, _cb, qa, _qb) = rc_pair(&p); // path MTU 1024
+    let la = a.mem(5120, ALL_ACCESS);
+    let rb = b.mem(5120, ALL_ACCESS);
+    let data: Vec<u8> = (0..5120u32).map(|i| (i * 29 % 251) as u8).collect();
+    la.buf.write(0, &data).unwrap();
+    // An RDMA write of five packets: p0 acknowledged, p1 to p3 taken by B with their ACKs
+    // late, p4 lost. A has p1 as its oldest unacknowledged packet.
+    f.script(&[
+        PacketFate::Deliver,
+        PacketFate::Delay,
+        PacketFate::Delay,
+        PacketFate::Delay,
+        PacketFate::Drop,
+    ]);
+    let sg = [la.sge(0, 5120)];
+    let mut write = send_wr(1, WrOpcode::RdmaWrite, &sg);
+    write.remote_addr = rb.addr(0);
+    write.rkey = rb.rkey;
+    qa.uvp.post_send(&write).unwrap();
+    assert!(poll_all(&ca).is_empty());
+    // The local ACK timeout resends p1, and the link loses the packet after it (what A sends
+    // next is decided with it). B acknowledges p1 with p3: A has nothing left to send but p4,
+    // which the link delivers. Two packets delivered on the resend, none of p2 and p3 again.
+    f.script(&[PacketFate::Deliver, PacketFate::Drop]);
+    assert_eq!(run_timers(&p, 1), 1);
+    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    let s = f.stats();
+    assert_eq!((s.delivered, s.delayed, s.dropped), (1 + 2, 3, 1 + 1));
+    assert_eq!(p.pending_timers(), 0);
+    assert_eq!(&rb.buf.to_vec()[..], &data[..]);
+    settle(&p);
 }
 
 #[test]
