@@ -127,7 +127,7 @@ fn an_ack_short_of_a_burst_that_arrived_whole_sends_nothing_again_before_the_tim
         assert_eq!(sent(&f), (delivered, 0), "resent on the timeout, once");
     }
     assert_eq!(run_timers(&p, 1), 1);
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+    expect_statuses(&ca, &[(1, WcStatus::RetryExcErr)]);
     assert_eq!(a.state(&qa), QpState::Error);
     assert_eq!(sent(&f), (6, 0));
     assert!(poll_all(&cb).is_empty(), "B took nothing");
@@ -159,7 +159,7 @@ fn a_sequence_nak_for_a_psn_before_every_one_outstanding_resends_nothing_before_
     assert_eq!(f.stats().delivered, 1, "sent once");
     assert!(poll_all(&ca).is_empty());
     assert!(run_timers(&p, 10) >= 1);
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::RetryExcErr)]);
+    expect_statuses(&ca, &[(1, WcStatus::RetryExcErr)]);
     assert!(poll_all(&cb).is_empty(), "B took nothing");
     settle(&p);
 }
@@ -204,15 +204,12 @@ fn a_timeout_asks_again_for_an_unanswered_read_that_a_later_ack_went_past() {
     let s = f.stats();
     assert_eq!((s.delayed, s.delivered, s.dropped), (1, 1, 2));
     let fired = run_timers(&p, 10);
-    assert_eq!(
-        ids(&poll_all(&ca)),
-        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
-    );
+    expect_statuses(&ca, &[(1, WcStatus::Success), (2, WcStatus::Success)]);
     // The first expiry found progress since the timer was armed (the send's ACK) and restarted
     // it; the second asked for the read.
     assert_eq!(fired, 2);
     assert_eq!(&la.buf.to_vec()[..64], &[0x5a; 64]);
-    assert_eq!(ids(&poll_all(&cb)), vec![(7, WcStatus::Success)]);
+    expect_statuses(&cb, &[(7, WcStatus::Success)]);
     assert_eq!(a.state(&qa), QpState::Rts);
     settle(&p);
 }
@@ -240,20 +237,14 @@ fn a_read_answered_after_it_was_asked_again_restores_the_retry_budget() {
     f.script(&[PacketFate::Delay]);
     post_read(&qa, 1, &la, &rb, 64);
     post_send(&qa, 2, la.sge(64, 8));
-    assert_eq!(
-        ids(&poll_all(&ca)),
-        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
-    );
+    expect_statuses(&ca, &[(1, WcStatus::Success), (2, WcStatus::Success)]);
     assert_eq!(&la.buf.to_vec()[..64], &[0x5a; 64]);
     f.script(&[PacketFate::Drop]);
     post_send(&qa, 3, la.sge(64, 8));
     assert!(poll_all(&ca).is_empty());
     assert_eq!(run_timers(&p, 10), 1);
-    assert_eq!(ids(&poll_all(&ca)), vec![(3, WcStatus::Success)]);
-    assert_eq!(
-        ids(&poll_all(&cb)),
-        vec![(7, WcStatus::Success), (8, WcStatus::Success)]
-    );
+    expect_statuses(&ca, &[(3, WcStatus::Success)]);
+    expect_statuses(&cb, &[(7, WcStatus::Success), (8, WcStatus::Success)]);
     assert_eq!(a.state(&qa), QpState::Rts);
     settle(&p);
 }
@@ -467,7 +458,7 @@ fn a_resend_acknowledged_beyond_the_packet_after_it_skips_every_packet_the_respo
     // which the link delivers. Two packets delivered on the resend, none of p2 and p3 again.
     f.script(&[PacketFate::Deliver, PacketFate::Drop]);
     assert_eq!(run_timers(&p, 1), 1);
-    assert_eq!(ids(&poll_all(&ca)), vec![(1, WcStatus::Success)]);
+    expect_statuses(&ca, &[(1, WcStatus::Success)]);
     let s = f.stats();
     assert_eq!((s.delivered, s.delayed, s.dropped), (1 + 2, 3, 1 + 1));
     assert_eq!(p.pending_timers(), 0);
