@@ -86,18 +86,31 @@ def test_names(text: str):
     return names
 
 
-def emulation_column(root: Path, doc: Path):
-    """Problems with the table's last column: a row without an executing test (or the Windows
-    image only note), or a test that does not exist."""
+def table_rows(doc: Path):
+    """The cells of each row of the table under HEADING in `doc` (`line.split("|")`; the
+    separator row left out). tools/wdf-emu/coverage_check.py reads the table through this too."""
     lines = doc.read_text(encoding="utf-8").splitlines()
-    start = lines.index(HEADING)
-    problems = []
+    try:
+        start = lines.index(HEADING)
+    except ValueError:
+        sys.exit(f"ddi_table: no heading {HEADING!r} in {doc}")
     for line in lines[start + 1 :]:
         if line.startswith("## "):
             break
-        if not line.startswith("| `"):
-            continue
-        cells = line.split("|")
+        if line.startswith("|") and not set(line) <= set("|-: "):
+            yield line.split("|")
+
+
+def routine_rows(doc: Path):
+    """The cells of the table's rows that name routines (their first cell starts with one)."""
+    return (cells for cells in table_rows(doc) if cells[1].startswith(" `"))
+
+
+def emulation_column(root: Path, doc: Path):
+    """Problems with the table's last column: a row without an executing test (or the Windows
+    image only note), or a test that does not exist."""
+    problems = []
+    for cells in routine_rows(doc):
         first = ", ".join(re.findall(r"`(\w+)`", cells[1]))
         last = cells[-2] if len(cells) >= 3 else ""
         refs = TEST_REF.findall(last)
@@ -111,19 +124,9 @@ def emulation_column(root: Path, doc: Path):
 
 
 def table_names(doc: Path):
-    lines = doc.read_text(encoding="utf-8").splitlines()
-    try:
-        start = lines.index(HEADING)
-    except ValueError:
-        sys.exit(f"ddi_table: no heading {HEADING!r} in {doc}")
     names = set()
-    for line in lines[start + 1 :]:
-        if line.startswith("## "):
-            break
-        if not line.startswith("|") or set(line) <= set("|-: "):
-            continue
-        first = line.split("|")[1]
-        names.update(re.findall(r"`(\w+)`", first))
+    for cells in table_rows(doc):
+        names.update(re.findall(r"`(\w+)`", cells[1]))
     names.discard("call")
     return names
 

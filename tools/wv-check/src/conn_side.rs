@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use wv_client::raw::RawFile;
 use wv_client::verbs::{
-    ConnectParam, Cq, Device, Pd, Qp, QpAttr, QpInit, QpType, Result as VerbsResult,
-    WV_ACCESS_LOCAL_WRITE, WorkCompletion,
+    ConnectParam, Cq, Device, Pd, PostError, Qp, QpAttr, QpInit, QpType, Result as VerbsResult,
+    SendWr, Sge, WV_ACCESS_LOCAL_WRITE, WorkCompletion, WrOpcode, send_flags,
 };
 
 /// How long a side waits for a completion or a connection step before it gives up (a hang
@@ -49,6 +49,26 @@ impl<F: RawFile + Send + Sync + 'static> ConnSide<F> {
             cq,
             qp,
         })
+    }
+
+    /// Posts the signalled work request `wr_id` of one gather entry `sge`: `opcode`, and for
+    /// an RDMA one the peer's `remote` (address, rkey; ignored by a send).
+    ///
+    /// # Errors
+    /// The post's refusal.
+    pub fn post_signaled(
+        &self,
+        wr_id: u64,
+        opcode: WrOpcode,
+        sge: Sge,
+        remote: (u64, u32),
+    ) -> Result<(), PostError> {
+        let sg = [sge];
+        let mut wr = SendWr::new(wr_id, opcode);
+        wr.sg_list = &sg;
+        wr.send_flags = send_flags::SIGNALED;
+        (wr.remote_addr, wr.rkey) = remote;
+        self.qp.post_send(&wr)
     }
 }
 

@@ -70,6 +70,13 @@ pub fn format_guid(g: u64) -> String {
     )
 }
 
+/// Of `count` devices, the index of another one than `index` when there are two or more (so
+/// that traffic crosses the fabric, as between hosts), else `index` itself (one device loops
+/// back to itself).
+pub fn other_device(count: usize, index: usize) -> usize {
+    (index + 1) % count
+}
+
 /// Picks a device from the GUIDs GUID_QUERY returned: returns its index.
 ///
 /// # Errors

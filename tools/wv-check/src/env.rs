@@ -14,7 +14,7 @@ use std::net::IpAddr;
 use wv_client::raw::{IoStatus, RawFile};
 use wv_client::verbs::AddressService;
 
-use crate::device::{DeviceSpec, resolve_device};
+use crate::device::{DeviceSpec, other_device, resolve_device};
 use crate::scenarios::raw;
 
 /// One scenario's machine: a loaded driver with its devices, reached through handles.
@@ -107,7 +107,7 @@ pub trait Env: Sized + 'static {
     fn other_guid(&self, f: &Self::File) -> Result<u64, String> {
         let guids = raw::guids(f)?;
         let i = resolve_device(&guids, self.device_spec())?;
-        Ok(guids[(i + 1) % guids.len()])
+        Ok(guids[other_device(guids.len(), i)])
     }
 
     /// The machine's index of device `guid`, for the admin actions.

@@ -126,7 +126,7 @@ mod scenarios;
 #[cfg(target_os = "linux")]
 mod service;
 
-pub use device::{DeviceSpec, format_guid, resolve_device};
+pub use device::{DeviceSpec, format_guid, other_device, resolve_device};
 pub use env::{Env, InjectedClock, Machine};
 pub use inproc::{InprocConfig, InprocEnv};
 #[cfg(windows)]

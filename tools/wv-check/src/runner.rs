@@ -326,14 +326,23 @@ mod tests {
         Err(Problem::Skip("not here".into()))
     }
 
-    #[test]
-    fn a_failing_comparison_is_a_fail_line() {
+    /// Runs `run` as a scenario `name` on its own machine, with the time limit `limit`.
+    fn run_alone(
+        name: &'static str,
+        run: fn(&InprocEnv) -> Outcome,
+        limit: Duration,
+    ) -> (ScenarioResult, Option<Vec<String>>) {
         let s = Scenario {
-            name: "deliberate",
-            run: wrong_expectation,
+            name,
+            run,
             clock: Clock::Own,
         };
-        let (r, violations) = run_one(&target(), &s, SCENARIO_TIME_LIMIT);
+        run_one(&target(), &s, limit)
+    }
+
+    #[test]
+    fn a_failing_comparison_is_a_fail_line() {
+        let (r, violations) = run_alone("deliberate", wrong_expectation, SCENARIO_TIME_LIMIT);
         assert_eq!(r.verdict, Verdict::Fail);
         assert!(!r.passed);
         assert!(
@@ -347,12 +356,7 @@ mod tests {
 
     #[test]
     fn a_hung_scenario_fails_instead_of_hanging_the_suite() {
-        let s = Scenario {
-            name: "hangs",
-            run: hangs,
-            clock: Clock::Own,
-        };
-        let (r, violations) = run_one(&target(), &s, Duration::from_millis(200));
+        let (r, violations) = run_alone("hangs", hangs, Duration::from_millis(200));
         assert_eq!(r.verdict, Verdict::Fail);
         assert!(r.detail.contains("did not finish"), "{}", r.detail);
         assert!(violations.is_none());
@@ -360,12 +364,7 @@ mod tests {
 
     #[test]
     fn a_skip_does_not_fail() {
-        let s = Scenario {
-            name: "skips",
-            run: skips,
-            clock: Clock::Own,
-        };
-        let (r, _) = run_one(&target(), &s, SCENARIO_TIME_LIMIT);
+        let (r, _) = run_alone("skips", skips, SCENARIO_TIME_LIMIT);
         assert_eq!(
             (r.verdict, r.passed, r.skipped),
             (Verdict::Skip, true, true)

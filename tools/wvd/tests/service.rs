@@ -83,6 +83,16 @@ impl Service {
         File::connect(&self.socket).expect("connect")
     }
 
+    /// Runs `client` in `n` threads at once, each on its own connection: the service's threads
+    /// then share the CPUs with them (the races these tests look for need that).
+    fn clients_at_once(&self, n: usize, client: impl Fn(Provider<File>) + Sync) {
+        std::thread::scope(|s| {
+            for _ in 0..n {
+                s.spawn(|| client(Provider::new(self.connect())));
+            }
+        });
+    }
+
     /// The service's counts (this connection's own handle included).
     fn stats(&self) -> BTreeMap<String, u64> {
         match self.connect().admin(&Admin::Stats).unwrap() {
@@ -271,12 +281,18 @@ fn hex(b: &[u8]) -> String {
 
 /// Publishes `e`'s card as `dir/name` (atomically: written aside, then renamed).
 fn publish(dir: &str, name: &str, e: &End) {
+    publish_with_region(dir, name, e, e);
+}
+
+/// Publishes a card as `dir/name` (atomically: written aside, then renamed) naming `q`'s QP
+/// and `region`'s memory.
+fn publish_with_region(dir: &str, name: &str, q: &End, region: &End) {
     let text = format!(
         "{} {} {} {}",
-        e.qp.qpn(),
-        hex(&e.gid),
-        e.mr.addr(),
-        e.mr.rkey()
+        q.qp.qpn(),
+        hex(&q.gid),
+        region.mr.addr(),
+        region.mr.rkey()
     );
     let tmp = Path::new(dir).join(format!(".{name}"));
     std::fs::write(&tmp, text).unwrap();
@@ -425,16 +441,7 @@ fn atomic_target(socket: &Path, dir: &str) -> i32 {
     };
     // Both cards name the first region: one word, two QPs.
     for (k, q) in [&e, &second].iter().enumerate() {
-        let text = format!(
-            "{} {} {} {}",
-            q.qp.qpn(),
-            hex(&q.gid),
-            e.mr.addr(),
-            e.mr.rkey()
-        );
-        let tmp = Path::new(dir).join(format!(".t{k}"));
-        std::fs::write(&tmp, text).unwrap();
-        std::fs::rename(tmp, Path::new(dir).join(format!("t{k}"))).unwrap();
+        publish_with_region(dir, &format!("t{k}"), q, &e);
     }
     for (k, q) in [&e, &second].iter().enumerate() {
         connect(q, &card(dir, &format!("adder{k}")));
@@ -513,22 +520,20 @@ fn the_socket_is_private_and_users_are_told_apart_by_their_credentials() {
     );
     let exe_dirs_readable = std::env::current_exe().unwrap();
     let _ = exe_dirs_readable;
-    let (code, text) = output(
-        client("hello", &svc.socket, &[])
-            .uid(65534)
-            .gid(65534)
-            .spawn()
-            .unwrap(),
-    );
+    // The exit code and output of a `hello` client run as user and group `id`.
+    let hello_as = |id: u32| {
+        output(
+            client("hello", &svc.socket, &[])
+                .uid(id)
+                .gid(id)
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let (code, text) = hello_as(65534);
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("refused") && text.contains("65534"), "{text}");
-    let (code, text) = output(
-        client("hello", &svc.socket, &[])
-            .uid(4242)
-            .gid(4242)
-            .spawn()
-            .unwrap(),
-    );
+    let (code, text) = hello_as(4242);
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("admitted: 2 devices"), "{text}");
     assert_eq!(svc.stop(), Vec::<String>::new());
@@ -732,19 +737,7 @@ fn atomics_of_two_processes_on_a_third_ones_word_are_atomic() {
         .spawn()
         .unwrap();
     let adders: Vec<Child> = (0..2)
-        .map(|k| {
-            client(
-                "adder",
-                &svc.socket,
-                &[
-                    ("WVD_DIR", d.clone()),
-                    ("WVD_SIDE", k.to_string()),
-                    ("WVD_ITERS", N.to_string()),
-                ],
-            )
-            .spawn()
-            .unwrap()
-        })
+        .map(|k| start_side(&svc, "adder", &d, &k.to_string(), N))
         .collect();
     for a in adders {
         let (code, text) = output(a);
@@ -779,29 +772,24 @@ fn a_send_slot_is_free_once_its_completion_is_seen() {
     // Three clients at once: the service's device threads then share the CPUs with them, and
     // a device preempted between writing a completion and freeing its slot is what a client
     // would see.
-    std::thread::scope(|s| {
-        for _ in 0..3 {
-            s.spawn(|| {
-                let p = Provider::new(svc.connect());
-                let a = end_with(&p, 0, 1);
-                let b = end_with(&p, 1, 1);
-                connect(&a, &card_of(&b));
-                connect(&b, &card_of(&a));
-                let peer = card_of(&b);
-                for i in 0..40_000u64 {
-                    let sg = [a.mr.sge(0, 8)];
-                    let mut wr = SendWr::new(i, WrOpcode::RdmaWrite);
-                    wr.sg_list = &sg;
-                    wr.send_flags = send_flags::SIGNALED;
-                    wr.remote_addr = peer.addr;
-                    wr.rkey = peer.rkey;
-                    if let Err(e) = a.qp.post_send(&wr) {
-                        panic!("post {i}, right after the previous completion: {e:?}");
-                    }
-                    let wc = poll(&a.cq).expect("a completion");
-                    assert_eq!(wc.status, WcStatus::Success, "request {i}");
-                }
-            });
+    svc.clients_at_once(3, |p| {
+        let a = end_with(&p, 0, 1);
+        let b = end_with(&p, 1, 1);
+        connect(&a, &card_of(&b));
+        connect(&b, &card_of(&a));
+        let peer = card_of(&b);
+        for i in 0..40_000u64 {
+            let sg = [a.mr.sge(0, 8)];
+            let mut wr = SendWr::new(i, WrOpcode::RdmaWrite);
+            wr.sg_list = &sg;
+            wr.send_flags = send_flags::SIGNALED;
+            wr.remote_addr = peer.addr;
+            wr.rkey = peer.rkey;
+            if let Err(e) = a.qp.post_send(&wr) {
+                panic!("post {i}, right after the previous completion: {e:?}");
+            }
+            let wc = poll(&a.cq).expect("a completion");
+            assert_eq!(wc.status, WcStatus::Success, "request {i}");
         }
     });
     assert_eq!(svc.stop(), Vec::<String>::new());
@@ -815,28 +803,23 @@ fn a_send_slot_is_free_once_its_completion_is_seen() {
 #[test]
 fn a_notify_ended_by_a_cancel_or_a_destroy_is_complete_when_that_call_returns() {
     let svc = Service::start("ended", &[]);
-    std::thread::scope(|s| {
-        for _ in 0..8 {
-            s.spawn(|| {
-                let p = Provider::new(svc.connect());
-                let guids = p.device_guids().unwrap();
-                let dev = p.open_device(guids[0]).unwrap();
-                for i in 0..8_000 {
-                    let cq = dev.create_cq(16).unwrap();
-                    let notify = cq.notify(false).unwrap();
-                    cq.cancel().unwrap();
-                    assert!(
-                        notify.is_complete(),
-                        "round {i}: still parked after CQ_CANCEL"
-                    );
-                    let notify = cq.notify(false).unwrap();
-                    drop(cq);
-                    assert!(
-                        notify.is_complete(),
-                        "round {i}: still parked after CQ_DESTROY"
-                    );
-                }
-            });
+    svc.clients_at_once(8, |p| {
+        let guids = p.device_guids().unwrap();
+        let dev = p.open_device(guids[0]).unwrap();
+        for i in 0..8_000 {
+            let cq = dev.create_cq(16).unwrap();
+            let notify = cq.notify(false).unwrap();
+            cq.cancel().unwrap();
+            assert!(
+                notify.is_complete(),
+                "round {i}: still parked after CQ_CANCEL"
+            );
+            let notify = cq.notify(false).unwrap();
+            drop(cq);
+            assert!(
+                notify.is_complete(),
+                "round {i}: still parked after CQ_DESTROY"
+            );
         }
     });
     assert_eq!(svc.stop(), Vec::<String>::new());
@@ -846,20 +829,24 @@ fn a_notify_ended_by_a_cancel_or_a_destroy_is_complete_when_that_call_returns() 
 fn start_pair(svc: &Service, iters: u64) -> (Child, Child, PathBuf) {
     let dir = scratch_dir("pair");
     let d = dir.to_string_lossy().into_owned();
-    let side = |s: &str| {
-        client(
-            "pair",
-            &svc.socket,
-            &[
-                ("WVD_DIR", d.clone()),
-                ("WVD_SIDE", s.to_string()),
-                ("WVD_ITERS", iters.to_string()),
-            ],
-        )
-        .spawn()
-        .unwrap()
-    };
+    let side = |s: &str| start_side(svc, "pair", &d, s, iters);
     (side("a"), side("b"), dir)
+}
+
+/// Starts a `role` client as side `side` of a test whose clients exchange their cards in
+/// `dir`, for `iters` iterations.
+fn start_side(svc: &Service, role: &str, dir: &str, side: &str, iters: u64) -> Child {
+    client(
+        role,
+        &svc.socket,
+        &[
+            ("WVD_DIR", dir.to_string()),
+            ("WVD_SIDE", side.to_string()),
+            ("WVD_ITERS", iters.to_string()),
+        ],
+    )
+    .spawn()
+    .unwrap()
 }
 
 #[test]

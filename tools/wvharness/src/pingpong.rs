@@ -29,7 +29,9 @@ use crate::perftest::Connection;
 use crate::perftest::endpoint::{
     DataPath, Dest, Rendezvous, Shared, Side, SideConfig, aborted, poll_some,
 };
-use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask, joined, resolve_device};
+use crate::target::{
+    DeviceSpec, Opener, Target, TargetArgs, TargetTask, joined, other_device, resolve_device,
+};
 
 /// Options of `wvharness pingpong` (rc_pingpong's, where they apply).
 #[derive(Args, Clone, Debug)]
@@ -228,11 +230,7 @@ impl TargetTask for PingpongTask<'_> {
             .device_guids()
             .map_err(|e| format!("listing devices: {e}"))?;
         let server_ix = resolve_device(&guids, device).map_err(|e| e.0)?;
-        let client_ix = if guids.len() > 1 {
-            (server_ix + 1) % guids.len()
-        } else {
-            server_ix
-        };
+        let client_ix = other_device(guids.len(), server_ix);
         let port = provider
             .open_device(guids[server_ix])
             .and_then(|d| d.query_port(1))

@@ -110,3 +110,47 @@ impl Drop for Progress {
         self.finish();
     }
 }
+
+/// Runs the named `parts` one after the other with `run`, under a bar labelled `label`: what
+/// a part measured is printed at once when `text` (a line each, by `line`) and returned; a
+/// part that fails to run is printed as such and its error returned as `name: error`. Returns
+/// the results and the errors, in order.
+///
+/// # Errors
+/// Writing to `stdout` failed.
+pub fn run_parts<P, T>(
+    label: &str,
+    text: bool,
+    stdout: &mut impl Write,
+    parts: Vec<(&str, P)>,
+    mut run: impl FnMut(P) -> Result<Vec<T>, String>,
+    line: impl Fn(&T) -> String,
+) -> std::io::Result<(Vec<T>, Vec<String>)> {
+    let (mut results, mut errors) = (Vec::new(), Vec::new());
+    let mut bar = Progress::new(label, parts.len() as u64, text);
+    for (name, part) in parts {
+        bar.working_on(name);
+        let result = run(part);
+        bar.finish();
+        match result {
+            Ok(mut got) => {
+                if text {
+                    for r in &got {
+                        writeln!(stdout, "{}", line(r))?;
+                    }
+                    stdout.flush()?;
+                }
+                results.append(&mut got);
+            }
+            Err(e) => {
+                if text {
+                    writeln!(stdout, "  {name}: FAILED to run: {e}")?;
+                }
+                errors.push(format!("{name}: {e}"));
+            }
+        }
+        bar.step(name);
+    }
+    bar.finish();
+    Ok((results, errors))
+}

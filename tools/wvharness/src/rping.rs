@@ -25,8 +25,8 @@ use std::time::Duration;
 use clap::Args;
 use wv_client::raw::RawFile;
 use wv_client::verbs::{
-    Buffer, Mr, Provider, SendWr, WV_ACCESS_LOCAL_WRITE, WV_ACCESS_REMOTE_READ,
-    WV_ACCESS_REMOTE_WRITE, WcOpcode, WcStatus, WrOpcode, send_flags,
+    Buffer, Mr, Provider, WV_ACCESS_LOCAL_WRITE, WV_ACCESS_REMOTE_READ, WV_ACCESS_REMOTE_WRITE,
+    WcOpcode, WcStatus, WrOpcode,
 };
 use wv_inproc::StackConfig;
 
@@ -240,26 +240,16 @@ impl<'a, F: RawFile + Send + Sync + 'static> Rping<'a, F> {
 
     /// Sends the 16 bytes in the send buffer (an advertisement or a "go ahead").
     fn post_send(&self) -> Result<(), String> {
-        let sge = [self.send.mr.sge(0, INFO_LEN as u32)];
-        let mut wr = SendWr::new(1, WrOpcode::Send);
-        wr.sg_list = &sge;
-        wr.send_flags = send_flags::SIGNALED;
+        let sge = self.send.mr.sge(0, INFO_LEN as u32);
         self.side
-            .qp
-            .post_send(&wr)
+            .post_signaled(1, WrOpcode::Send, sge, (0, 0))
             .map_err(|e| format!("post send error {e:?}"))
     }
 
     fn post_rdma(&self, op: WrOpcode, len: usize, remote: (u64, u32)) -> Result<(), String> {
-        let sge = [self.rdma.mr.sge(0, len as u32)];
-        let mut wr = SendWr::new(2, op);
-        wr.sg_list = &sge;
-        wr.send_flags = send_flags::SIGNALED;
-        wr.remote_addr = remote.0;
-        wr.rkey = remote.1;
+        let sge = self.rdma.mr.sge(0, len as u32);
         self.side
-            .qp
-            .post_send(&wr)
+            .post_signaled(2, op, sge, remote)
             .map_err(|e| format!("post send error {e:?}"))
     }
 

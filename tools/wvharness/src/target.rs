@@ -19,7 +19,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use clap::{Args, ValueEnum};
-pub use wv_check::{DeviceSpec, format_guid};
+pub use wv_check::{DeviceSpec, format_guid, other_device};
 use wv_client::raw::{RawFile, RawIo};
 use wv_client::verbs::AddressService;
 use wv_inproc::{LinkLayer, LowerEdge, Stack, StackConfig};

@@ -16,11 +16,12 @@ use wdk_sys::{
     _WDF_IO_QUEUE_STATE, _WDF_TRI_STATE, FILE_ANY_ACCESS, FILE_DEVICE_UNKNOWN, METHOD_BUFFERED,
     METHOD_NEITHER, NTSTATUS, PVOID, PWDFDEVICE_INIT, STATUS_BUFFER_TOO_SMALL, STATUS_CANCELLED,
     STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_DEVICE_REQUEST, STATUS_SUCCESS, ULONG, ULONG_PTR,
-    UNICODE_STRING, USHORT, WDFCONTEXT, WDFDEVICE, WDFDRIVER, WDFFILEOBJECT, WDFMEMORY, WDFQUEUE,
+    WDF_IO_QUEUE_CONFIG, WDFCONTEXT, WDFDEVICE, WDFDRIVER, WDFFILEOBJECT, WDFMEMORY, WDFQUEUE,
     WDFQUEUE__, WDFREQUEST, WDFREQUEST__, WDFSPINLOCK, WDFSPINLOCK__,
     call_unsafe_wdf_function_binding,
 };
 
+use crate::string::{ascii_to_utf16, unicode_string};
 use crate::{CONTROL_DEVICE, context::ContextType, wdf_init};
 
 /// `\Device\KmdfCheckProbe` and `\DosDevices\KmdfCheckProbe`, UTF-16, not NUL-terminated.
@@ -42,31 +43,6 @@ const IOCTL_PROBE_USER_BUFFERS: ULONG = ctl_code(0x805, METHOD_NEITHER);
 /// `CTL_CODE` (a C macro, so not in the bindings).
 const fn ctl_code(function: ULONG, method: ULONG) -> ULONG {
     (FILE_DEVICE_UNKNOWN << 16) | (FILE_ANY_ACCESS << 14) | (function << 2) | method
-}
-
-/// UTF-16 of an ASCII string, at compile time.
-const fn ascii_to_utf16<const N: usize>(text: &str) -> [u16; N] {
-    let bytes = text.as_bytes();
-    assert!(bytes.len() == N);
-    let mut utf16 = [0; N];
-    let mut i = 0;
-    while i < N {
-        assert!(bytes[i].is_ascii());
-        utf16[i] = bytes[i] as u16;
-        i += 1;
-    }
-    utf16
-}
-
-/// A counted string over static UTF-16; the framework only reads through `Buffer`.
-fn unicode_string(text: &'static [u16]) -> UNICODE_STRING {
-    let bytes = USHORT::try_from(core::mem::size_of_val(text))
-        .expect("the probe's names are far below 64 KiB");
-    UNICODE_STRING {
-        Length: bytes,
-        MaximumLength: bytes,
-        Buffer: text.as_ptr().cast_mut(),
-    }
 }
 
 /// State of the control device (its WDF context).
@@ -200,18 +176,26 @@ fn create_device(device_init: PWDFDEVICE_INIT) -> Result<WDFDEVICE, NTSTATUS> {
     let mut attributes = wdf_init::wdf_object_attributes_init_context_type(CONTROL_CONTEXT.info());
     attributes.EvtCleanupCallback = Some(evt_control_device_cleanup);
     attributes.EvtDestroyCallback = Some(evt_control_device_destroy);
-    let mut device: WDFDEVICE = null_mut();
-    // SAFETY: see above; on success the framework owns `device_init`.
+    // SAFETY: see above; on failure `device_init` stays the caller's to free.
+    unsafe { crate::wdf_device_create(&mut device_init, &mut attributes) }
+}
+
+/// `WdfIoQueueCreate`: a queue of the live `device` with `config` and no attributes, or the
+/// framework's status.
+fn create_queue(device: WDFDEVICE, config: &mut WDF_IO_QUEUE_CONFIG) -> Result<WDFQUEUE, NTSTATUS> {
+    let mut queue: WDFQUEUE = null_mut();
+    // SAFETY: `device` is live; the configuration is copied.
     let status = unsafe {
         call_unsafe_wdf_function_binding!(
-            WdfDeviceCreate,
-            &mut device_init,
-            &mut attributes,
-            &mut device,
+            WdfIoQueueCreate,
+            device,
+            config,
+            wdk_sys::WDF_NO_OBJECT_ATTRIBUTES,
+            &mut queue,
         )
     };
     if nt_success(status) {
-        Ok(device)
+        Ok(queue)
     } else {
         Err(status)
     }
@@ -233,20 +217,10 @@ fn finish_control_device(device: WDFDEVICE) -> NTSTATUS {
     );
     default_queue_config.PowerManaged = _WDF_TRI_STATE::WdfFalse;
     default_queue_config.EvtIoDeviceControl = Some(evt_io_device_control);
-    let mut default_queue: WDFQUEUE = null_mut();
-    // SAFETY: `device` is live; the configuration is copied.
-    let status = unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfIoQueueCreate,
-            device,
-            &mut default_queue_config,
-            wdk_sys::WDF_NO_OBJECT_ATTRIBUTES,
-            &mut default_queue,
-        )
+    let default_queue = match create_queue(device, &mut default_queue_config) {
+        Ok(queue) => queue,
+        Err(status) => return status,
     };
-    if !nt_success(status) {
-        return status;
-    }
     // SAFETY: `device` is live and now has a default queue.
     let queried = unsafe { call_unsafe_wdf_function_binding!(WdfDeviceGetDefaultQueue, device) };
     debug_assert_eq!(queried, default_queue);
@@ -255,20 +229,10 @@ fn finish_control_device(device: WDFDEVICE) -> NTSTATUS {
         wdf_init::wdf_io_queue_config_init(_WDF_IO_QUEUE_DISPATCH_TYPE::WdfIoQueueDispatchManual);
     manual_queue_config.PowerManaged = _WDF_TRI_STATE::WdfFalse;
     manual_queue_config.EvtIoCanceledOnQueue = Some(evt_io_canceled_on_queue);
-    let mut manual_queue: WDFQUEUE = null_mut();
-    // SAFETY: as above.
-    let status = unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfIoQueueCreate,
-            device,
-            &mut manual_queue_config,
-            wdk_sys::WDF_NO_OBJECT_ATTRIBUTES,
-            &mut manual_queue,
-        )
+    let manual_queue = match create_queue(device, &mut manual_queue_config) {
+        Ok(queue) => queue,
+        Err(status) => return status,
     };
-    if !nt_success(status) {
-        return status;
-    }
 
     let mut lock_attributes = wdf_init::wdf_object_attributes_init();
     lock_attributes.ParentObject = device.cast();

@@ -27,6 +27,8 @@ extern crate wdk_panic;
 mod context;
 mod control;
 mod deferred;
+#[path = "../../../../driver/wdf/string.rs"]
+mod string;
 #[path = "../../../../driver/wdf/wdf_init.rs"]
 pub mod wdf_init;
 
@@ -41,8 +43,8 @@ use wdk_alloc::WdkAllocator;
 use wdk_sys::{
     _WDF_POWER_DEVICE_STATE, DRIVER_OBJECT, GUID, INTERFACE, KDPC, KEVENT, KSPIN_LOCK, NTSTATUS,
     PCUNICODE_STRING, PDEVICE_OBJECT, PDRIVER_OBJECT, PWDFDEVICE_INIT, SIZE_T, STATUS_SUCCESS,
-    ULONG, USHORT, WDF_POWER_DEVICE_STATE, WDFDEVICE, WDFDEVICE__, WDFDPC, WDFDPC__, WDFDRIVER,
-    WDFOBJECT, WDFSPINLOCK, WDFSPINLOCK__, WDFWORKITEM, WDFWORKITEM__,
+    ULONG, USHORT, WDF_OBJECT_ATTRIBUTES, WDF_POWER_DEVICE_STATE, WDFDEVICE, WDFDEVICE__, WDFDPC,
+    WDFDPC__, WDFDRIVER, WDFOBJECT, WDFSPINLOCK, WDFSPINLOCK__, WDFWORKITEM, WDFWORKITEM__,
     call_unsafe_wdf_function_binding,
 };
 
@@ -186,20 +188,11 @@ extern "C" fn evt_driver_device_add(driver: WDFDRIVER, device_init: PWDFDEVICE_I
 
     let mut attributes = wdf_object_attributes_init_context_type(FILTER_CONTEXT.info());
     attributes.EvtCleanupCallback = Some(evt_filter_device_cleanup);
-    let mut device: WDFDEVICE = null_mut();
-    // SAFETY: `device_init` is still ours; on success the framework takes it over (and sets it
-    // to null), on failure the framework frees it for a PnP device.
-    let status = unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfDeviceCreate,
-            &mut device_init,
-            &mut attributes,
-            &mut device,
-        )
+    // SAFETY: `device_init` is still ours; on failure the framework frees it for a PnP device.
+    let device = match unsafe { wdf_device_create(&mut device_init, &mut attributes) } {
+        Ok(device) => device,
+        Err(status) => return status,
     };
-    if !nt_success(status) {
-        return status;
-    }
     // Counted as soon as it exists: if anything below fails, the framework deletes the device
     // and its cleanup callback uncounts it.
     let first_filter_device = FILTER_DEVICES.fetch_add(1, Ordering::AcqRel) == 0;
@@ -229,6 +222,27 @@ extern "C" fn evt_driver_device_add(driver: WDFDRIVER, device_init: PWDFDEVICE_I
         }
     }
     STATUS_SUCCESS
+}
+
+/// `WdfDeviceCreate` with `attributes`: the new device, or the framework's status. On success
+/// the framework owns `*device_init` (and sets it to null).
+///
+/// # Safety
+/// `*device_init` is a live device init structure the caller owns; PASSIVE_LEVEL.
+unsafe fn wdf_device_create(
+    device_init: &mut PWDFDEVICE_INIT,
+    attributes: &mut WDF_OBJECT_ATTRIBUTES,
+) -> Result<WDFDEVICE, NTSTATUS> {
+    let mut device: WDFDEVICE = null_mut();
+    // SAFETY: the caller's promise; the framework copies the attributes.
+    let status = unsafe {
+        call_unsafe_wdf_function_binding!(WdfDeviceCreate, device_init, attributes, &mut device)
+    };
+    if nt_success(status) {
+        Ok(device)
+    } else {
+        Err(status)
+    }
 }
 
 /// The spin lock, work item and DPC of a filter device, all parented to it so that WDF deletes

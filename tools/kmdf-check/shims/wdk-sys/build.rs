@@ -117,21 +117,28 @@ fn write_bindings(
 
 /// Every variable and `#define` of the enabled headers.
 fn generate_constants(out_path: &Path, config: &Config) -> Result<(), ConfigError> {
-    let header_contents = config.bindgen_header_contents(ENABLED_API_SUBSETS.iter().copied())?;
-    let builder = bindgen::Builder::wdk_default(config)?
-        .with_codegen_config(CodegenConfig::VARS)
-        .header_contents("constants-input.h", &header_contents);
-    write_bindings(builder, out_path, "constants.rs")
+    generate_from_enabled(out_path, config, CodegenConfig::VARS, "constants")
 }
 
 /// Every type of the enabled headers; `wdk-macros` parses this file for the `PFN_WDF*`
 /// signatures and the `_WDFFUNCENUM` indices.
 fn generate_types(out_path: &Path, config: &Config) -> Result<(), ConfigError> {
+    generate_from_enabled(out_path, config, CodegenConfig::TYPES, "types")
+}
+
+/// The items of kind `codegen` of every enabled header, into `<name>.rs` (the input parsed as
+/// `<name>-input.h`).
+fn generate_from_enabled(
+    out_path: &Path,
+    config: &Config,
+    codegen: CodegenConfig,
+    name: &str,
+) -> Result<(), ConfigError> {
     let header_contents = config.bindgen_header_contents(ENABLED_API_SUBSETS.iter().copied())?;
     let builder = bindgen::Builder::wdk_default(config)?
-        .with_codegen_config(CodegenConfig::TYPES)
-        .header_contents("types-input.h", &header_contents);
-    write_bindings(builder, out_path, "types.rs")
+        .with_codegen_config(codegen)
+        .header_contents(&format!("{name}-input.h"), &header_contents);
+    write_bindings(builder, out_path, &format!("{name}.rs"))
 }
 
 /// The kernel routines of the base headers (`wdk_sys::ntddk`).

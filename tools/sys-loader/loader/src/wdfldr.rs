@@ -121,20 +121,19 @@ pub(crate) fn forget() {
 /// After an unload: the image bound once and unbound once, with the same bind info.
 pub fn unload_findings() -> Vec<String> {
     let events = events();
-    let bound: Vec<usize> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Bound { info, .. } => Some(*info),
-            _ => None,
-        })
-        .collect();
-    let unbound: Vec<usize> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Unbound { info, .. } => Some(*info),
-            _ => None,
-        })
-        .collect();
+    // The bind infos of the binds (`unbind` false) or of the unbinds, in order.
+    let infos = |unbind: bool| -> Vec<usize> {
+        events
+            .iter()
+            .filter_map(|e| match (e, unbind) {
+                (Event::Bound { info, .. }, false) | (Event::Unbound { info, .. }, true) => {
+                    Some(*info)
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let (bound, unbound) = (infos(false), infos(true));
     if bound.len() == 1 && unbound == bound {
         return Vec::new();
     }

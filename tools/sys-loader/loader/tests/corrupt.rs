@@ -55,15 +55,23 @@ fn refused(data: &[u8]) -> String {
     }
 }
 
+/// The image with the NUL-terminated name `name` (an imported routine's or module's) renamed to
+/// `to`, of the same length: the image stays well formed, only what it imports changes.
+fn with_name_replaced(name: &str, to: &str) -> Vec<u8> {
+    assert_eq!(name.len(), to.len(), "a rename in place keeps the length");
+    let mut data = original();
+    let needle = [name.as_bytes(), b"\0"].concat();
+    let at = data
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect(name);
+    data[at..at + name.len()].copy_from_slice(to.as_bytes());
+    data
+}
+
 #[test]
 fn an_import_the_kernel_lacks_is_refused_before_mapping() {
-    let mut data = original();
-    let at = data
-        .windows(11)
-        .position(|w| w == b"KeSetEvent\0")
-        .expect("KeSetEvent");
-    data[at..at + 10].copy_from_slice(b"KeZapEvent");
-    let message = refused(&data);
+    let message = refused(&with_name_replaced("KeSetEvent", "KeZapEvent"));
     assert_eq!(
         message,
         "winverbs.sys: refused before mapping: it imports ntoskrnl.exe!KeZapEvent, which the \
@@ -73,13 +81,7 @@ fn an_import_the_kernel_lacks_is_refused_before_mapping() {
 
 #[test]
 fn an_import_from_an_unknown_module_is_refused() {
-    let mut data = original();
-    let at = data
-        .windows(11)
-        .position(|w| w == b"WDFLDR.SYS\0")
-        .expect("WDFLDR.SYS");
-    data[at..at + 10].copy_from_slice(b"WDFLDX.SYS");
-    let message = refused(&data);
+    let message = refused(&with_name_replaced("WDFLDR.SYS", "WDFLDX.SYS"));
     assert!(
         message.contains("WDFLDX.SYS!WdfVersionBind, WDFLDX.SYS!WdfVersionUnbind"),
         "{message}"

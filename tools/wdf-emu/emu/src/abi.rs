@@ -126,21 +126,23 @@ pub(crate) fn kernel_routine<R>(
 #[macro_export]
 #[doc(hidden)]
 macro_rules! ddis {
-    ($(
-        $name:ident [$index:ident, $pfn:ident, $irql:ident, fail = $fail:expr]
-            ($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $imp:path;
+    // The module `$module` of entry points with the calling convention `$abi`: the same
+    // bodies for both conventions.
+    (@entry_points $(#[$doc:meta])* $module:ident, $abi:literal, $convention:literal; $(
+        $name:ident [$irql:ident, fail = $fail:expr]
+            ($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $imp:path;
     )*) => {
-        /// The DDIs' entry points with the C convention (a host build of the driver).
+        $(#[$doc])*
         #[allow(non_snake_case, clippy::too_many_arguments)]
-        pub mod c {
+        pub mod $module {
             #[allow(clippy::wildcard_imports)]
             use super::*;
             $(
-                #[doc = concat!("`", stringify!($name), "`, C convention.")]
+                #[doc = concat!("`", stringify!($name), "`, ", $convention, ".")]
                 ///
                 /// # Safety
                 /// The DDI's documented contract.
-                pub unsafe extern "C" fn $name(
+                pub unsafe extern $abi fn $name(
                     globals: wdk_sys::PWDF_DRIVER_GLOBALS,
                     $($arg: $ty),*
                 ) $(-> $ret)? {
@@ -156,32 +158,21 @@ macro_rules! ddis {
                 }
             )*
         }
-
-        /// The DDIs' entry points with the Windows x64 convention (a loaded image).
-        #[allow(non_snake_case, clippy::too_many_arguments)]
-        pub mod win64 {
-            #[allow(clippy::wildcard_imports)]
-            use super::*;
-            $(
-                #[doc = concat!("`", stringify!($name), "`, Windows x64 convention.")]
-                ///
-                /// # Safety
-                /// The DDI's documented contract.
-                pub unsafe extern "win64" fn $name(
-                    globals: wdk_sys::PWDF_DRIVER_GLOBALS,
-                    $($arg: $ty),*
-                ) $(-> $ret)? {
-                    $crate::abi::ddi(
-                        stringify!($name),
-                        globals,
-                        wv_hal::Irql::$irql,
-                        || $fail,
-                        // SAFETY: as for the C entry point.
-                        |m| unsafe { $imp(m, $($arg),*) },
-                    )
-                }
-            )*
-        }
+    };
+    ($(
+        $name:ident [$index:ident, $pfn:ident, $irql:ident, fail = $fail:expr]
+            ($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $imp:path;
+    )*) => {
+        $crate::ddis!(@entry_points
+            /// The DDIs' entry points with the C convention (a host build of the driver).
+            c, "C", "C convention";
+            $($name [$irql, fail = $fail] ($($arg: $ty),*) $(-> $ret)? => $imp;)*
+        );
+        $crate::ddis!(@entry_points
+            /// The DDIs' entry points with the Windows x64 convention (a loaded image).
+            win64, "win64", "Windows x64 convention";
+            $($name [$irql, fail = $fail] ($($arg: $ty),*) $(-> $ret)? => $imp;)*
+        );
 
         // Each C entry point has exactly the type of the bindings' `PFN_WDF…`.
         $( const _: wdk_sys::$pfn = Some(c::$name); )*
@@ -224,23 +215,25 @@ macro_rules! ddis {
 #[macro_export]
 #[doc(hidden)]
 macro_rules! kernel_routines {
-    ($(
+    // The module `$module` of entry points with the calling convention `$abi` (and the
+    // attribute `$attr` on each): the same bodies for both conventions.
+    (@entry_points $(#[$doc:meta])* $module:ident, #[$attr:meta] $abi:literal,
+        $convention:literal; $(
         $name:ident [$irql:ident, fail = $fail:expr]
-            ($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $imp:path;
+            ($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $imp:path;
     )*) => {
-        /// The kernel routines' entry points with the C convention, exported by name: a host
-        /// build of the driver links against these symbols.
+        $(#[$doc])*
         #[allow(non_snake_case)]
-        pub mod c {
+        pub mod $module {
             #[allow(clippy::wildcard_imports)]
             use super::*;
             $(
-                #[doc = concat!("`", stringify!($name), "`, C convention.")]
+                #[doc = concat!("`", stringify!($name), "`, ", $convention, ".")]
                 ///
                 /// # Safety
                 /// The routine's documented contract.
-                #[unsafe(no_mangle)]
-                pub unsafe extern "C" fn $name($($arg: $ty),*) $(-> $ret)? {
+                #[$attr]
+                pub unsafe extern $abi fn $name($($arg: $ty),*) $(-> $ret)? {
                     $crate::abi::kernel_routine(
                         stringify!($name),
                         wv_hal::Irql::$irql,
@@ -252,28 +245,24 @@ macro_rules! kernel_routines {
                 }
             )*
         }
-
-        /// The kernel routines' entry points with the Windows x64 convention.
-        #[allow(non_snake_case)]
-        pub mod win64 {
-            #[allow(clippy::wildcard_imports)]
-            use super::*;
-            $(
-                #[doc = concat!("`", stringify!($name), "`, Windows x64 convention.")]
-                ///
-                /// # Safety
-                /// The routine's documented contract.
-                pub unsafe extern "win64" fn $name($($arg: $ty),*) $(-> $ret)? {
-                    $crate::abi::kernel_routine(
-                        stringify!($name),
-                        wv_hal::Irql::$irql,
-                        || $fail,
-                        // SAFETY: as for the C entry point.
-                        |m| unsafe { $imp(m, $($arg),*) },
-                    )
-                }
-            )*
-        }
+    };
+    ($(
+        $name:ident [$irql:ident, fail = $fail:expr]
+            ($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $imp:path;
+    )*) => {
+        $crate::kernel_routines!(@entry_points
+            /// The kernel routines' entry points with the C convention, exported by name: a
+            /// host build of the driver links against these symbols.
+            c, #[unsafe(no_mangle)] "C", "C convention";
+            $($name [$irql, fail = $fail] ($($arg: $ty),*) $(-> $ret)? => $imp;)*
+        );
+        $crate::kernel_routines!(@entry_points
+            /// The kernel routines' entry points with the Windows x64 convention.
+            // Found through the tables, not by name: nothing to export (the attribute only
+            // repeats the module's).
+            win64, #[allow(non_snake_case)] "win64", "Windows x64 convention";
+            $($name [$irql, fail = $fail] ($($arg: $ty),*) $(-> $ret)? => $imp;)*
+        );
 
         /// Every kernel routine with its Windows x64 entry point, for a loader's import
         /// resolution.

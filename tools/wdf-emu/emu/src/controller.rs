@@ -11,8 +11,7 @@ use std::sync::Arc;
 use wdk_sys::{NTSTATUS, PVOID};
 use wv_ci::{
     CiCmExport, CiExport, Convention, GUID, GUID_INFINIBAND_INTERFACE_CM,
-    GUID_RDMA_INTERFACE_VERBS, INFINIBAND_INTERFACE_CM, INFINIBAND_INTERFACE_CM_VERSION,
-    RDMA_INTERFACE_VERBS, RDMA_INTERFACE_VERBS_VERSION,
+    GUID_RDMA_INTERFACE_VERBS, INFINIBAND_INTERFACE_CM_VERSION, RDMA_INTERFACE_VERBS_VERSION,
 };
 use wv_host::HostPlatform;
 use wv_softhca::{ClientMemory, DeviceConfig, Fabric, LinkLayer, SoftCm, SoftHca};
@@ -141,6 +140,42 @@ pub fn address_v6(index: usize, port: u8) -> IpAddr {
     ))
 }
 
+/// What a `IRP_MN_QUERY_INTERFACE` asked for: the interface's version, and the caller's buffer.
+struct Asked {
+    version: u16,
+    size: u16,
+    interface: *mut u8,
+}
+
+impl Asked {
+    /// Writes the table `export` makes into the caller's buffer, as the bus driver does: only
+    /// an exported interface, at the one version it exports (`exported`), into a buffer that
+    /// holds the whole structure; the table is made only then (making it counts a consumer).
+    ///
+    /// # Safety
+    /// `interface` is `size` writable bytes.
+    unsafe fn hand_out<E, T>(
+        &self,
+        export: Option<&E>,
+        exported: u16,
+        table: impl FnOnce(&E) -> T,
+    ) -> NTSTATUS {
+        let Some(export) = export else {
+            return wdk_sys::STATUS_NOT_SUPPORTED;
+        };
+        if self.version != exported {
+            return wdk_sys::STATUS_NOT_SUPPORTED;
+        }
+        if usize::from(self.size) < size_of::<T>() {
+            return wdk_sys::STATUS_BUFFER_TOO_SMALL;
+        }
+        let table = table(export);
+        // SAFETY: the caller's `size` bytes hold the whole structure (checked above).
+        unsafe { self.interface.cast::<T>().write_unaligned(table) };
+        wdk_sys::STATUS_SUCCESS
+    }
+}
+
 impl LowerStack for SoftController {
     unsafe fn query_interface(
         &self,
@@ -155,43 +190,26 @@ impl LowerStack for SoftController {
             crate::Abi::C => Convention::System,
             crate::Abi::Win64 => Convention::Win64,
         };
+        let asked = Asked {
+            version,
+            size,
+            interface,
+        };
         if same(guid, &GUID_RDMA_INTERFACE_VERBS) {
-            let Some(export) = &self.verbs else {
-                return wdk_sys::STATUS_NOT_SUPPORTED;
+            // SAFETY: the caller's promise.
+            return unsafe {
+                asked.hand_out(self.verbs.as_ref(), RDMA_INTERFACE_VERBS_VERSION, |e| {
+                    e.interface_in(convention)
+                })
             };
-            if version != RDMA_INTERFACE_VERBS_VERSION {
-                return wdk_sys::STATUS_NOT_SUPPORTED;
-            }
-            if usize::from(size) < size_of::<RDMA_INTERFACE_VERBS>() {
-                return wdk_sys::STATUS_BUFFER_TOO_SMALL;
-            }
-            let table = export.interface_in(convention);
-            // SAFETY: the caller's `size` bytes hold the whole structure (checked above).
-            unsafe {
-                interface
-                    .cast::<RDMA_INTERFACE_VERBS>()
-                    .write_unaligned(table)
-            };
-            return wdk_sys::STATUS_SUCCESS;
         }
         if same(guid, &GUID_INFINIBAND_INTERFACE_CM) {
-            let Some(export) = &self.cm else {
-                return wdk_sys::STATUS_NOT_SUPPORTED;
+            // SAFETY: the caller's promise.
+            return unsafe {
+                asked.hand_out(self.cm.as_ref(), INFINIBAND_INTERFACE_CM_VERSION, |e| {
+                    e.interface_in(convention)
+                })
             };
-            if version != INFINIBAND_INTERFACE_CM_VERSION {
-                return wdk_sys::STATUS_NOT_SUPPORTED;
-            }
-            if usize::from(size) < size_of::<INFINIBAND_INTERFACE_CM>() {
-                return wdk_sys::STATUS_BUFFER_TOO_SMALL;
-            }
-            let table = export.interface_in(convention);
-            // SAFETY: as above.
-            unsafe {
-                interface
-                    .cast::<INFINIBAND_INTERFACE_CM>()
-                    .write_unaligned(table)
-            };
-            return wdk_sys::STATUS_SUCCESS;
         }
         wdk_sys::STATUS_NOT_SUPPORTED
     }

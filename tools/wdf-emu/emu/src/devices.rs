@@ -144,10 +144,7 @@ fn with_init<R>(
     let Some(record) = fx.inits.get_mut(&(init as usize)) else {
         drop(fx);
         if init.is_null() {
-            m.bug_check(
-                WDF_VIOLATION,
-                format!("{ddi}: DeviceInit is NULL (FxPointerNotNull)"),
-            );
+            m.null_parameter(ddi, "DeviceInit");
         } else {
             m.bug_check(
                 WDF_VIOLATION,
@@ -198,22 +195,10 @@ pub(crate) unsafe fn init_set_pnp_power_callbacks(
     callbacks: PWDF_PNPPOWER_EVENT_CALLBACKS,
 ) {
     const DDI: &str = "WdfDeviceInitSetPnpPowerEventCallbacks";
-    // SAFETY: the driver's structure, copied here.
-    let Some(callbacks) = (unsafe { callbacks.as_ref() }).copied() else {
-        m.bug_check(
-            WDF_VIOLATION,
-            format!("{DDI}: PnpPowerEventCallbacks is NULL (FxPointerNotNull)"),
-        );
+    // SAFETY: the driver's structure (or null), copied here.
+    let Ok(callbacks) = (unsafe { m.read_sized(DDI, "PnpPowerEventCallbacks", callbacks) }) else {
         return;
     };
-    if callbacks.Size as usize != size_of::<WDF_PNPPOWER_EVENT_CALLBACKS>() {
-        m.violation(format!(
-            "verifier: {DDI}: Size is {}, expected {}",
-            callbacks.Size,
-            size_of::<WDF_PNPPOWER_EVENT_CALLBACKS>()
-        ));
-        return;
-    }
     let _ = with_init(m, DDI, init, |i| i.pnp = Some(callbacks));
 }
 
@@ -236,10 +221,7 @@ pub(crate) unsafe fn control_device_init_allocate(
     }
     // SAFETY: the driver's SDDL string (or null).
     let Some(sddl) = (unsafe { read_unicode(sddl) }) else {
-        m.bug_check(
-            WDF_VIOLATION,
-            format!("{DDI}: SDDLString is NULL (FxPointerNotNull)"),
-        );
+        m.null_parameter(DDI, "SDDLString");
         return std::ptr::null_mut();
     };
     if !sddl.starts_with("D:") {
@@ -340,22 +322,10 @@ pub(crate) unsafe fn init_set_file_object_config(
     attributes: PWDF_OBJECT_ATTRIBUTES,
 ) {
     const DDI: &str = "WdfDeviceInitSetFileObjectConfig";
-    // SAFETY: the driver's configuration, copied.
-    let Some(config) = (unsafe { config.as_ref() }).copied() else {
-        m.bug_check(
-            WDF_VIOLATION,
-            format!("{DDI}: FileObjectConfig is NULL (FxPointerNotNull)"),
-        );
+    // SAFETY: the driver's configuration (or null), copied.
+    let Ok(config) = (unsafe { m.read_sized(DDI, "FileObjectConfig", config) }) else {
         return;
     };
-    if config.Size as usize != size_of::<WDF_FILEOBJECT_CONFIG>() {
-        m.violation(format!(
-            "verifier: {DDI}: Size is {}, expected {}",
-            config.Size,
-            size_of::<WDF_FILEOBJECT_CONFIG>()
-        ));
-        return;
-    }
     use wdk_sys::_WDF_FILEOBJECT_CLASS as C;
     let class = config.FileObjectClass & !C::WdfFileObjectCanBeOptional;
     if !(C::WdfFileObjectNotRequired..=C::WdfFileObjectWdfCannotUseFsContexts).contains(&class) {
@@ -384,10 +354,7 @@ pub(crate) unsafe fn init_set_io_in_caller_context(
 ) {
     const DDI: &str = "WdfDeviceInitSetIoInCallerContextCallback";
     if callback.is_none() {
-        m.bug_check(
-            WDF_VIOLATION,
-            format!("{DDI}: EvtIoInCallerContext is NULL (FxPointerNotNull)"),
-        );
+        m.null_parameter(DDI, "EvtIoInCallerContext");
         return;
     }
     let _ = with_init(m, DDI, init, |i| i.in_caller = callback);
@@ -405,10 +372,7 @@ pub(crate) unsafe fn device_create(
 ) -> NTSTATUS {
     const DDI: &str = "WdfDeviceCreate";
     if init.is_null() || device.is_null() {
-        m.bug_check(
-            WDF_VIOLATION,
-            format!("{DDI}: DeviceInit or Device is NULL (FxPointerNotNull)"),
-        );
+        m.null_parameter(DDI, "DeviceInit or Device");
         return wdk_sys::STATUS_INVALID_PARAMETER;
     }
     // SAFETY: the driver's in/out pointer to its init structure.
@@ -537,15 +501,9 @@ pub(crate) fn with_device<R>(
     }
 }
 
-/// The device data of `handle` (which must be a device).
-pub(crate) fn device_mut(fx: &mut Fx, handle: Handle) -> Option<&mut DeviceObj> {
-    match fx.get_mut(handle) {
-        Some(Object {
-            kind: Kind::Device(d),
-            ..
-        }) => Some(d),
-        _ => None,
-    }
+kind_data! {
+    /// The device data of `handle` (which must be a device).
+    pub(crate) fn device_mut -> Device(DeviceObj)
 }
 
 /// `WdfDeviceCreateSymbolicLink`.
@@ -560,10 +518,7 @@ pub(crate) unsafe fn create_symbolic_link(
     const DDI: &str = "WdfDeviceCreateSymbolicLink";
     // SAFETY: the driver's link name.
     let Some(link) = (unsafe { read_unicode(name) }) else {
-        m.bug_check(
-            WDF_VIOLATION,
-            format!("{DDI}: SymbolicLinkName is NULL (FxPointerNotNull)"),
-        );
+        m.null_parameter(DDI, "SymbolicLinkName");
         return wdk_sys::STATUS_INVALID_PARAMETER;
     };
     if link.is_empty() {
@@ -638,10 +593,7 @@ pub(crate) unsafe fn fdo_query_for_interface(
 ) -> NTSTATUS {
     const DDI: &str = "WdfFdoQueryForInterface";
     if interface_type.is_null() || interface.is_null() {
-        m.bug_check(
-            WDF_VIOLATION,
-            format!("{DDI}: InterfaceType or Interface is NULL (FxPointerNotNull)"),
-        );
+        m.null_parameter(DDI, "InterfaceType or Interface");
         return wdk_sys::STATUS_INVALID_PARAMETER;
     }
     let pdo = with_device(m, DDI, fdo, |fx, handle| {

@@ -20,15 +20,15 @@ use std::sync::atomic::Ordering;
 
 use wdk_sys::{
     NTSTATUS, PFN_WDF_IO_QUEUE_IO_DEVICE_CONTROL, PFN_WDF_IO_QUEUE_STATE, PULONG,
-    PWDF_IO_QUEUE_CONFIG, PWDF_OBJECT_ATTRIBUTES, ULONG, WDF_IO_QUEUE_CONFIG, WDF_IO_QUEUE_STATE,
-    WDFCONTEXT, WDFDEVICE, WDFQUEUE, WDFREQUEST,
+    PWDF_IO_QUEUE_CONFIG, PWDF_OBJECT_ATTRIBUTES, ULONG, WDF_IO_QUEUE_STATE, WDFCONTEXT, WDFDEVICE,
+    WDFQUEUE, WDFREQUEST,
 };
 use wv_hal::Irql;
 use wv_host::kernel;
 
 use crate::devices::{self, device_mut};
 use crate::machine::Inner;
-use crate::objects::{self, Fx, Handle, Kind, Life, Object};
+use crate::objects::{self, Fx, Handle, Kind, Life};
 use crate::requests::{self, Owner};
 use crate::verifier::{WDF_VIOLATION, status};
 
@@ -71,14 +71,9 @@ pub(crate) struct QueueObj {
     pub deferred: bool,
 }
 
-fn queue_mut(fx: &mut Fx, handle: Handle) -> Option<&mut QueueObj> {
-    match fx.get_mut(handle) {
-        Some(Object {
-            kind: Kind::Queue(q),
-            ..
-        }) => Some(q),
-        _ => None,
-    }
+kind_data! {
+    /// The queue data of `handle` (which must be a queue).
+    fn queue_mut -> Queue(QueueObj)
 }
 
 /// The live queue behind `queue`, or a bug check.
@@ -110,22 +105,11 @@ pub(crate) unsafe fn queue_create(
     queue: *mut WDFQUEUE,
 ) -> NTSTATUS {
     const DDI: &str = "WdfIoQueueCreate";
-    // SAFETY: the driver's configuration, copied.
-    let Some(config): Option<WDF_IO_QUEUE_CONFIG> = (unsafe { config.as_ref() }).copied() else {
-        m.bug_check(
-            WDF_VIOLATION,
-            format!("{DDI}: Config is NULL (FxPointerNotNull)"),
-        );
-        return wdk_sys::STATUS_INVALID_PARAMETER;
+    // SAFETY: the driver's configuration (or null), copied.
+    let config = match unsafe { m.read_sized(DDI, "Config", config) } {
+        Ok(c) => c,
+        Err(status) => return status,
     };
-    if config.Size as usize != size_of::<WDF_IO_QUEUE_CONFIG>() {
-        m.violation(format!(
-            "verifier: {DDI}: WDF_IO_QUEUE_CONFIG.Size is {}, expected {}",
-            config.Size,
-            size_of::<WDF_IO_QUEUE_CONFIG>()
-        ));
-        return wdk_sys::STATUS_INFO_LENGTH_MISMATCH;
-    }
     use wdk_sys::_WDF_IO_QUEUE_DISPATCH_TYPE as D;
     let dispatch = match config.DispatchType {
         D::WdfIoQueueDispatchSequential => Dispatch::Sequential,
@@ -529,10 +513,7 @@ pub(crate) unsafe fn queue_retrieve_next(
 ) -> NTSTATUS {
     const DDI: &str = "WdfIoQueueRetrieveNextRequest";
     if out_request.is_null() {
-        m.bug_check(
-            WDF_VIOLATION,
-            format!("{DDI}: OutRequest is NULL (FxPointerNotNull)"),
-        );
+        m.null_parameter(DDI, "OutRequest");
         return wdk_sys::STATUS_INVALID_PARAMETER;
     }
     // SAFETY: the driver's out-parameter.

@@ -23,6 +23,26 @@
 //! unwinds through the driver (a panic cannot cross its `extern "C"` frames).
 #![allow(unsafe_code)]
 
+/// Defines `fn $name(fx, handle)`: the data of the framework object `handle` when it is an
+/// object of kind `$kind`, else `None` (each object kind's code looks its own data up).
+macro_rules! kind_data {
+    ($(#[$doc:meta])* $vis:vis fn $name:ident -> $kind:ident($data:ty)) => {
+        $(#[$doc])*
+        $vis fn $name(
+            fx: &mut $crate::objects::Fx,
+            handle: $crate::objects::Handle,
+        ) -> Option<&mut $data> {
+            match fx.get_mut(handle) {
+                Some($crate::objects::Object {
+                    kind: $crate::objects::Kind::$kind(data),
+                    ..
+                }) => Some(data),
+                _ => None,
+            }
+        }
+    };
+}
+
 pub mod abi;
 mod callbacks;
 pub mod controller;
@@ -34,6 +54,7 @@ pub mod machine;
 pub mod objects;
 pub mod pnp;
 mod requests;
+mod sized;
 pub mod stack;
 pub mod table;
 pub mod verifier;

@@ -491,6 +491,16 @@ impl Inner {
         ));
     }
 
+    /// A DDI `ddi` was given NULL for a pointer parameter the framework checks
+    /// (`FxPointerNotNull`); `names` names the parameter (or the ones of which one was NULL).
+    /// Bug-checks with `WDF_VIOLATION`, as KMDF does.
+    pub(crate) fn null_parameter(&self, ddi: &str, names: &str) {
+        self.bug_check(
+            verifier::WDF_VIOLATION,
+            format!("{ddi}: {names} is NULL (FxPointerNotNull)"),
+        );
+    }
+
     /// A DDI `ddi` was given `handle`, which is not a live object of the `expected` kind:
     /// releases the framework lock `fx` and bug-checks with `WDF_VIOLATION`, saying what the
     /// handle is instead.

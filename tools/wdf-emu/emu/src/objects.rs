@@ -269,13 +269,7 @@ pub(crate) unsafe fn read_attributes(
     let Some(a) = (unsafe { attributes.as_ref() }) else {
         return Ok(Attributes::default());
     };
-    if a.Size as usize != size_of::<WDF_OBJECT_ATTRIBUTES>() {
-        m.violation(format!(
-            "verifier: {ddi}: WDF_OBJECT_ATTRIBUTES.Size is {}, expected {} \
-             (WDF_OBJECT_ATTRIBUTES_INIT not used?)",
-            a.Size,
-            size_of::<WDF_OBJECT_ATTRIBUTES>()
-        ));
+    if m.wrong_size(ddi, a, " (WDF_OBJECT_ATTRIBUTES_INIT not used?)") {
         return Err(wdk_sys::STATUS_INFO_LENGTH_MISMATCH);
     }
     use wdk_sys::_WDF_EXECUTION_LEVEL as L;
@@ -339,10 +333,7 @@ pub(crate) unsafe fn driver_create(
 ) -> NTSTATUS {
     const DDI: &str = "WdfDriverCreate";
     if driver_object.is_null() || registry_path.is_null() || config.is_null() {
-        m.bug_check(
-            WDF_VIOLATION,
-            format!("{DDI}: DriverObject, RegistryPath or DriverConfig is NULL (FxPointerNotNull)"),
-        );
+        m.null_parameter(DDI, "DriverObject, RegistryPath or DriverConfig");
         return wdk_sys::STATUS_INVALID_PARAMETER;
     }
     if driver_object != m.driver_object() {
@@ -353,12 +344,7 @@ pub(crate) unsafe fn driver_create(
     }
     // SAFETY: checked non-null; the driver's configuration.
     let config: &WDF_DRIVER_CONFIG = unsafe { &*config };
-    if config.Size as usize != size_of::<WDF_DRIVER_CONFIG>() {
-        m.violation(format!(
-            "verifier: {DDI}: WDF_DRIVER_CONFIG.Size is {}, expected {}",
-            config.Size,
-            size_of::<WDF_DRIVER_CONFIG>()
-        ));
+    if m.wrong_size(DDI, config, "") {
         return wdk_sys::STATUS_INFO_LENGTH_MISMATCH;
     }
     if m.faults.fail(DDI) {
@@ -705,18 +691,12 @@ pub(crate) unsafe fn typed_context(
     const DDI: &str = "WdfObjectGetTypedContextWorker";
     let handle = object as Handle;
     if handle == 0 {
-        m.bug_check(
-            WDF_VIOLATION,
-            format!("{DDI}: Handle is NULL (FxPointerNotNull)"),
-        );
+        m.null_parameter(DDI, "Handle");
         return inert_context();
     }
     // SAFETY: the driver's static type descriptor.
     let Some(info) = (unsafe { type_info.as_ref() }) else {
-        m.bug_check(
-            WDF_VIOLATION,
-            format!("{DDI}: TypeInfo is NULL (FxPointerNotNull)"),
-        );
+        m.null_parameter(DDI, "TypeInfo");
         return inert_context();
     };
     let unique = if info.UniqueType.is_null() {
@@ -750,10 +730,7 @@ pub(crate) unsafe fn wait_lock_create(
 ) -> NTSTATUS {
     const DDI: &str = "WdfWaitLockCreate";
     if lock.is_null() {
-        m.bug_check(
-            WDF_VIOLATION,
-            format!("{DDI}: Lock is NULL (FxPointerNotNull)"),
-        );
+        m.null_parameter(DDI, "Lock");
         return wdk_sys::STATUS_INVALID_PARAMETER;
     }
     // SAFETY: the driver's attributes (or null).
@@ -784,14 +761,9 @@ pub(crate) unsafe fn wait_lock_create(
     wdk_sys::STATUS_SUCCESS
 }
 
-fn wait_lock_owner(fx: &mut Fx, handle: Handle) -> Option<&mut u64> {
-    match fx.get_mut(handle) {
-        Some(Object {
-            kind: Kind::WaitLock(owner),
-            ..
-        }) => Some(owner),
-        _ => None,
-    }
+kind_data! {
+    /// The owner of the wait lock `handle` (which must be a wait lock).
+    fn wait_lock_owner -> WaitLock(u64)
 }
 
 /// `WdfWaitLockAcquire`: the lock is taken inside a critical region, as the framework does.

@@ -234,15 +234,19 @@ impl Machine {
         lower_of(self.inner(), id).map_or(0, |l| l.references())
     }
 
+    /// The filter device on controller `id` while the controller is in `state` (a power
+    /// transition applies only from the one state it leaves).
+    fn device_in(&self, id: ControllerId, state: PnpState) -> Option<Handle> {
+        let device = device_of(self.inner(), id)?;
+        (self.controller_state(id) == Some(state)).then_some(device)
+    }
+
     /// The system sleeps (or the stack stops): self-managed I/O suspends, the device leaves D0.
     pub fn sleep(&self, id: ControllerId) {
         let m = self.inner();
-        let Some(device) = device_of(m, id) else {
+        let Some(device) = self.device_in(id, PnpState::Started) else {
             return;
         };
-        if self.controller_state(id) != Some(PnpState::Started) {
-            return;
-        }
         power_down(m, device, P::WdfPowerDeviceD3);
         set_state(m, id, PnpState::Sleeping);
     }
@@ -250,12 +254,9 @@ impl Machine {
     /// The system wakes: the device enters D0, self-managed I/O restarts.
     pub fn wake(&self, id: ControllerId) {
         let m = self.inner();
-        let Some(device) = device_of(m, id) else {
+        let Some(device) = self.device_in(id, PnpState::Sleeping) else {
             return;
         };
-        if self.controller_state(id) != Some(PnpState::Sleeping) {
-            return;
-        }
         let status = call_power(m, device, false, P::WdfPowerDeviceD3);
         let status = if wdk_sys::NT_SUCCESS(status) {
             call_status(m, device, "EvtDeviceSelfManagedIoRestart", |p| {

@@ -433,10 +433,7 @@ pub(crate) unsafe fn get_parameters(
 ) {
     const DDI: &str = "WdfRequestGetParameters";
     if parameters.is_null() {
-        m.bug_check(
-            WDF_VIOLATION,
-            format!("{DDI}: Parameters is NULL (FxPointerNotNull)"),
-        );
+        m.null_parameter(DDI, "Parameters");
         return;
     }
     // SAFETY: the driver's structure; only its Size is read before the check.
@@ -484,10 +481,7 @@ fn retrieve_buffer(
     output: bool,
 ) -> NTSTATUS {
     if buffer.is_null() {
-        m.bug_check(
-            WDF_VIOLATION,
-            format!("{ddi}: Buffer is NULL (FxPointerNotNull)"),
-        );
+        m.null_parameter(ddi, "Buffer");
         return wdk_sys::STATUS_INVALID_PARAMETER;
     }
     let Some(found) = with_request(m, ddi, request, |r| {

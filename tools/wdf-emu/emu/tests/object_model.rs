@@ -135,22 +135,24 @@ struct TypeInfo(WDF_OBJECT_CONTEXT_TYPE_INFO);
 // SAFETY: immutable after initialisation; its pointers are to a static string and to itself.
 unsafe impl Sync for TypeInfo {}
 
+impl TypeInfo {
+    /// The descriptor of a context type `name` of `size` bytes, for a static at `this`: as
+    /// `WDF_DECLARE_CONTEXT_TYPE` makes it, the descriptor itself is the type's identity.
+    const fn new(name: &'static std::ffi::CStr, size: usize, this: *const TypeInfo) -> Self {
+        TypeInfo(WDF_OBJECT_CONTEXT_TYPE_INFO {
+            Size: size_of::<WDF_OBJECT_CONTEXT_TYPE_INFO>() as u32,
+            ContextName: name.as_ptr(),
+            ContextSize: size,
+            UniqueType: this.cast(),
+            EvtDriverGetUniqueContextType: None,
+        })
+    }
+}
+
 #[test]
 fn typed_contexts_and_the_null_handle_bug_check() {
-    static MINE: TypeInfo = TypeInfo(WDF_OBJECT_CONTEXT_TYPE_INFO {
-        Size: size_of::<WDF_OBJECT_CONTEXT_TYPE_INFO>() as u32,
-        ContextName: c"Mine".as_ptr(),
-        ContextSize: 24,
-        UniqueType: (&raw const MINE).cast(),
-        EvtDriverGetUniqueContextType: None,
-    });
-    static OTHER: TypeInfo = TypeInfo(WDF_OBJECT_CONTEXT_TYPE_INFO {
-        Size: size_of::<WDF_OBJECT_CONTEXT_TYPE_INFO>() as u32,
-        ContextName: c"Other".as_ptr(),
-        ContextSize: 8,
-        UniqueType: (&raw const OTHER).cast(),
-        EvtDriverGetUniqueContextType: None,
-    });
+    static MINE: TypeInfo = TypeInfo::new(c"Mine", 24, &raw const MINE);
+    static OTHER: TypeInfo = TypeInfo::new(c"Other", 8, &raw const OTHER);
     let mine = &raw const MINE.0;
     let other_type = &raw const OTHER.0;
     let machine = Machine::boot(MachineConfig::default());

@@ -2,8 +2,8 @@
 //! a handle is open, a create racing its deletion is refused cleanly, and a controller that
 //! arrives while only a handle keeps it finds and reuses it.
 
-use wdf_emu::MachineConfig;
 use wdf_emu::pnp::PnpState;
+use wdf_emu::{EmuFile, Machine, MachineConfig};
 use wdf_emu_scenarios::{Rig, boot};
 use wv_abi::NtStatus;
 use wv_client::verbs::Provider;
@@ -13,6 +13,18 @@ const PATH: &str = r"\\.\WinVerbs";
 
 fn control_devices(machine: &wdf_emu::Machine) -> usize {
     machine.devices().iter().filter(|d| d.control).count()
+}
+
+/// A machine whose one controller went while a handle stayed open: the handle alone keeps the
+/// control device (the rig, to add controllers to it).
+fn handle_outliving_its_controller() -> (Machine, Rig, EmuFile) {
+    let machine = boot(MachineConfig::default());
+    let mut rig = Rig::new(LinkLayer::Ethernet);
+    let a = rig.add(&machine, |_| {});
+    let file = machine.open(PATH).expect("CreateFile");
+    machine.remove(a);
+    machine.run_until_idle();
+    (machine, rig, file)
 }
 
 #[test]
@@ -41,12 +53,7 @@ fn a_create_racing_the_deletion_is_refused_and_nothing_leaks() {
 
 #[test]
 fn an_open_handle_keeps_the_device_past_the_last_controller() {
-    let machine = boot(MachineConfig::default());
-    let mut rig = Rig::new(LinkLayer::Ethernet);
-    let a = rig.add(&machine, |_| {});
-    let file = machine.open(PATH).expect("CreateFile");
-    machine.remove(a);
-    machine.run_until_idle();
+    let (machine, _rig, file) = handle_outliving_its_controller();
     assert_eq!(control_devices(&machine), 1, "kept for the open handle");
     // The handle still works: GUID_QUERY answers an empty list.
     let st = file
@@ -70,12 +77,8 @@ fn an_open_handle_keeps_the_device_past_the_last_controller() {
 /// glue's device stays and is reused.
 #[test]
 fn a_controller_arriving_while_a_handle_keeps_the_device_reuses_it() {
-    let machine = boot(MachineConfig::default());
-    let mut rig = Rig::new(LinkLayer::Ethernet);
-    let a = rig.add(&machine, |_| {});
-    let provider = Provider::new(machine.open(PATH).expect("CreateFile"));
-    machine.remove(a);
-    machine.run_until_idle();
+    let (machine, mut rig, file) = handle_outliving_its_controller();
+    let provider = Provider::new(file);
     let b = rig.add(&machine, |_| {});
     assert_eq!(machine.controller_state(b), Some(PnpState::Started));
     assert!(

@@ -4,16 +4,24 @@
 
 use std::time::Duration;
 
-use wdf_emu::pnp::PnpState;
+use wdf_emu::pnp::{ControllerId, PnpState};
 use wdf_emu::{Machine, MachineConfig};
 use wdf_emu_scenarios::{Rig, boot};
 use wv_abi::NtStatus;
-use wv_client::verbs::{Provider, QpAttr, QpInit, QpType, WV_ACCESS_LOCAL_WRITE};
+use wv_client::verbs::{Pending, Provider, QpAttr, QpInit, QpType, WV_ACCESS_LOCAL_WRITE};
 use wv_hal::Verbs;
 use wv_softhca::LinkLayer;
 
 fn guid(rig: &Rig, index: usize) -> u64 {
     rig.controllers[index].0.hca().guid()
+}
+
+/// Controller `id` has left D0 (`how`): the driver gave both lower interfaces back, and the
+/// request it had parked on the device ended with DEVICE_REMOVED.
+fn left_d0<T: std::fmt::Debug>(machine: &Machine, id: ControllerId, how: &str, parked: Pending<T>) {
+    assert_eq!(machine.lower_references(id), 0, "interfaces released {how}");
+    let ended = parked.wait().expect_err("the parked request ends");
+    assert_eq!(ended.status, NtStatus::DEVICE_REMOVED, "{how}");
 }
 
 fn lifecycle(machine: &Machine, link_layer: LinkLayer) {
@@ -48,13 +56,7 @@ fn lifecycle(machine: &Machine, link_layer: LinkLayer) {
 
     // Sleep: self-managed I/O suspends, the core removes the device, both interfaces go back.
     machine.sleep(a);
-    assert_eq!(
-        machine.lower_references(a),
-        0,
-        "interfaces released before D0Exit"
-    );
-    let parked = port_notify.wait().expect_err("the parked notify ends");
-    assert_eq!(parked.status, NtStatus::DEVICE_REMOVED);
+    left_d0(machine, a, "before D0Exit", port_notify);
     assert_eq!(provider.device_guids().expect("GUID_QUERY").len(), 1);
     drop(mr);
     drop(pd_a);
@@ -85,13 +87,7 @@ fn lifecycle(machine: &Machine, link_layer: LinkLayer) {
         .expect("QP_MODIFY issued");
     rig.controllers[1].0.hca().surprise_remove();
     machine.surprise_remove(b);
-    assert_eq!(
-        machine.lower_references(b),
-        0,
-        "interfaces released at surprise removal"
-    );
-    let parked = cq_notify.wait().expect_err("the parked CQ notify ends");
-    assert_eq!(parked.status, NtStatus::DEVICE_REMOVED);
+    left_d0(machine, b, "at surprise removal", cq_notify);
     let modified = modify
         .wait_timeout(Duration::from_secs(10))
         .expect("the modify in flight completes");

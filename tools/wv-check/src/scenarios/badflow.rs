@@ -64,6 +64,17 @@ fn errno_of(r: Result<(), PostError>, what: &str, want: i32) -> Result<PostError
     }
 }
 
+/// A post (`what`) with more SGEs than the queue takes was refused with EINVAL, as
+/// `TooManySge`.
+fn too_many_sge_refused(r: Result<(), PostError>, what: &str) -> Result<(), String> {
+    let e = errno_of(r, what, EINVAL)?;
+    ensure!(
+        e == PostError::TooManySge,
+        "{what}: refused as {e:?}, want TooManySge"
+    );
+    Ok(())
+}
+
 /// post_recv and post_send on a RESET QP → EINVAL (test_qpex.py post_rq/sq_state_bad_flow);
 /// post_send in INIT and RTR too (sends need RTS), while post_recv in INIT is allowed.
 fn post_in_reset<E: Env>(env: &E) -> Outcome {
@@ -128,29 +139,19 @@ fn too_many_sge<E: Env>(env: &E) -> Outcome {
     let attr = a.qp.query().map_err(verr("QP_QUERY"))?;
     let (rs, ss) = (attr.ReceiveSge as usize, attr.SendSge as usize);
     let sges: Vec<Sge> = (0..rs.max(ss) + 1).map(|i| a.mr.sge(64 * i, 8)).collect();
-    let e = errno_of(
+    too_many_sge_refused(
         a.qp.post_recv(&RecvWr {
             wr_id: 1,
             sg_list: &sges[..rs + 1],
         }),
         &format!("post_recv with {} SGEs (max {rs})", rs + 1),
-        EINVAL,
     )?;
-    ensure!(
-        e == PostError::TooManySge,
-        "post_recv with too many SGEs refused as {e:?}, want TooManySge"
-    );
     let mut send = SendWr::new(2, WrOpcode::Send);
     send.sg_list = &sges[..ss + 1];
-    let e = errno_of(
+    too_many_sge_refused(
         a.qp.post_send(&send),
         &format!("post_send with {} SGEs (max {ss})", ss + 1),
-        EINVAL,
     )?;
-    ensure!(
-        e == PostError::TooManySge,
-        "post_send with too many SGEs refused as {e:?}, want TooManySge"
-    );
     // Exactly the maximum is fine.
     a.qp.post_recv(&RecvWr {
         wr_id: 3,

@@ -15,8 +15,8 @@ use wv_abi::NtStatus;
 use wv_abi::ioctl::WV_IOCTL_EP_DESTROY;
 use wv_client::raw::RawFile;
 use wv_client::verbs::{
-    AddressService, ConnectParam, Device, Endpoint, Pending, Provider, QpState, RecvWr, SendWr,
-    WcOpcode, WcStatus, WrOpcode, send_flags,
+    AddressService, ConnectParam, Device, Endpoint, Pending, Provider, QpState, RecvWr, WcOpcode,
+    WcStatus, WrOpcode,
 };
 
 use super::fixture::{ACCESS_ALL, device, verr};
@@ -103,6 +103,19 @@ fn ended<T>(p: Pending<T>, what: &str) -> Result<NtStatus, String> {
 }
 
 /// A pended request that must end with `want`.
+/// An operation the endpoint no longer allows (`what`): refused with NOT_SUPPORTED, when it is
+/// issued or when it ends.
+fn refused_as_not_supported<T>(
+    r: Result<Pending<T>, wv_client::verbs::VerbsError>,
+    what: &str,
+) -> Result<(), String> {
+    match r.map(|p| ended(p, what)) {
+        Err(e) if e.status == NtStatus::NOT_SUPPORTED => Ok(()),
+        Ok(Ok(s)) if s == NtStatus::NOT_SUPPORTED => Ok(()),
+        other => Err(format!("{what}: {other:?}")),
+    }
+}
+
 fn ends_with<T>(p: Pending<T>, want: NtStatus, what: &str) -> Result<(), String> {
     let got = ended(p, what)?;
     if got == want {
@@ -194,17 +207,30 @@ impl<F: RawFile + Send + Sync + 'static> World<'_, F> {
         ConnSide::new(&self.server_dev, 1, 4, 4).map_err(verr("server QP"))
     }
 
-    /// The whole handshake with private data both ways; checks what each side learnt.
-    fn connect(&self, listener: &Endpoint<F>) -> Result<Connected<F>, String> {
+    /// A client's CONNECT with `private` data, taken by a new server endpoint from `listener`
+    /// (EP_GET_REQUEST ended): the server endpoint, and the client's endpoint, side and
+    /// CONNECT, which waits for the server's answer.
+    #[allow(clippy::type_complexity)]
+    fn request(
+        &self,
+        listener: &Endpoint<F>,
+        private: &[u8],
+    ) -> Result<(Endpoint<F>, Endpoint<F>, ConnSide<F>, Pending<()>), String> {
         let server_ep = self.server.create_endpoint().map_err(verr("EP_CREATE"))?;
         let request = listener
             .get_request(&server_ep)
             .map_err(verr("EP_GET_REQUEST"))?;
         let (client_ep, client) = self.client_ep()?;
         let connecting = client_ep
-            .connect(&client.qp, self.server_addr(), &rdma_cm_param(b"req data"))
+            .connect(&client.qp, self.server_addr(), &rdma_cm_param(private))
             .map_err(verr("EP_CONNECT"))?;
         ends_with(request, NtStatus::SUCCESS, "EP_GET_REQUEST")?;
+        Ok((server_ep, client_ep, client, connecting))
+    }
+
+    /// The whole handshake with private data both ways; checks what each side learnt.
+    fn connect(&self, listener: &Endpoint<F>) -> Result<Connected<F>, String> {
+        let (server_ep, client_ep, client, connecting) = self.request(listener, b"req data")?;
         let got = server_ep.query().map_err(verr("EP_QUERY"))?;
         let client_addr = client_ep.query().map_err(verr("EP_QUERY"))?.local;
         if got.peer != client_addr || got.local.map(|a| a.ip()) != Some(self.server_ip) {
@@ -278,15 +304,13 @@ fn traffic<F: RawFile + Send + Sync + 'static>(c: &Connected<F>) -> Result<(), S
         .map_err(verr("reg_mr"))?;
     cbuf.write(0, b"written by the client")
         .map_err(|e| e.to_string())?;
-    let sge = [cmr.sge(0, 21)];
-    let mut wr = SendWr::new(1, WrOpcode::RdmaWrite);
-    wr.sg_list = &sge;
-    wr.send_flags = send_flags::SIGNALED;
-    wr.remote_addr = smr.addr();
-    wr.rkey = smr.rkey();
     c.client
-        .qp
-        .post_send(&wr)
+        .post_signaled(
+            1,
+            WrOpcode::RdmaWrite,
+            cmr.sge(0, 21),
+            (smr.addr(), smr.rkey()),
+        )
         .map_err(|e| format!("post RDMA write: {e:?}"))?;
     let wc = one(&c.client, "RDMA write")?;
     if wc.status != WcStatus::Success || wc.opcode != WcOpcode::RdmaWrite {
@@ -305,13 +329,8 @@ fn traffic<F: RawFile + Send + Sync + 'static>(c: &Connected<F>) -> Result<(), S
             sg_list: &[cmr.sge(32, 32)],
         })
         .map_err(|e| format!("post recv: {e:?}"))?;
-    let sge = [smr.sge(0, 21)];
-    let mut wr = SendWr::new(2, WrOpcode::Send);
-    wr.sg_list = &sge;
-    wr.send_flags = send_flags::SIGNALED;
     c.server
-        .qp
-        .post_send(&wr)
+        .post_signaled(2, WrOpcode::Send, smr.sge(0, 21), (0, 0))
         .map_err(|e| format!("post send: {e:?}"))?;
     let wc = one(&c.client, "receive")?;
     if wc.status != WcStatus::Success || wc.byte_len != 21 || wc.wr_id != 7 {
@@ -386,15 +405,7 @@ fn connect_data_disconnect_passive<E: Env>(env: &E) -> Outcome {
 fn reject_with_private_data<E: Env>(env: &E) -> Outcome {
     let w = world(env)?;
     let listener = w.listener(0)?;
-    let server_ep = w.server.create_endpoint().map_err(verr("EP_CREATE"))?;
-    let request = listener
-        .get_request(&server_ep)
-        .map_err(verr("EP_GET_REQUEST"))?;
-    let (client_ep, client) = w.client_ep()?;
-    let connecting = client_ep
-        .connect(&client.qp, w.server_addr(), &rdma_cm_param(b"let me in"))
-        .map_err(verr("EP_CONNECT"))?;
-    ends_with(request, NtStatus::SUCCESS, "EP_GET_REQUEST")?;
+    let (server_ep, client_ep, _client, connecting) = w.request(&listener, b"let me in")?;
     server_ep.reject(b"not today").map_err(verr("EP_REJECT"))?;
     ends_with(connecting, NtStatus::CONNECTION_REFUSED, "EP_CONNECT")?;
     let got = client_ep.query().map_err(verr("EP_QUERY"))?;
@@ -402,14 +413,10 @@ fn reject_with_private_data<E: Env>(env: &E) -> Outcome {
         return Err(format!("the REJ's private data: {:?}", got.param.private_data).into());
     }
     // A rejected endpoint cannot accept any more.
-    let late = server_ep
-        .accept(&w.server_side()?.qp, &ConnectParam::default())
-        .map(|p| ended(p, "late EP_ACCEPT"));
-    match late {
-        Err(e) if e.status == NtStatus::NOT_SUPPORTED => {}
-        Ok(Ok(s)) if s == NtStatus::NOT_SUPPORTED => {}
-        other => return Err(format!("EP_ACCEPT after EP_REJECT: {other:?}").into()),
-    }
+    refused_as_not_supported(
+        server_ep.accept(&w.server_side()?.qp, &ConnectParam::default()),
+        "EP_ACCEPT after EP_REJECT",
+    )?;
     Ok(
         "EP_REJECT with private data: the CONNECT ends with STATUS_CONNECTION_REFUSED and \
          EP_QUERY shows the REJ's private data; the rejected endpoint refuses ACCEPT"
@@ -425,14 +432,10 @@ fn connect_without_listener_refused<E: Env>(env: &E) -> Outcome {
         .map_err(verr("EP_CONNECT"))?;
     ends_with(p, NtStatus::CONNECTION_REFUSED, "EP_CONNECT")?;
     // The endpoint is disconnected: a second CONNECT needs a new endpoint.
-    let again = ep
-        .connect(&side.qp, w.server_addr(), &ConnectParam::default())
-        .map(|p| ended(p, "second EP_CONNECT"));
-    match again {
-        Err(e) if e.status == NtStatus::NOT_SUPPORTED => {}
-        Ok(Ok(s)) if s == NtStatus::NOT_SUPPORTED => {}
-        other => return Err(format!("a second CONNECT: {other:?}").into()),
-    }
+    refused_as_not_supported(
+        ep.connect(&side.qp, w.server_addr(), &ConnectParam::default()),
+        "a second CONNECT",
+    )?;
     Ok(
         "a REQ to a port nobody listens on is rejected by the peer's CM (invalid service \
          id): STATUS_CONNECTION_REFUSED, and the endpoint refuses another CONNECT"

@@ -52,6 +52,24 @@ fn one<F: RawFile>(e: &End<F>, what: &str) -> Result<(u64, WcStatus, WcOpcode), 
     Ok((w.wr_id, w.status, w.opcode))
 }
 
+/// The next completion on `e`'s CQ (`what`) has the status `want`.
+fn completes_as<F: RawFile>(e: &End<F>, want: WcStatus, what: &str) -> Result<(), String> {
+    let got = one(e, what)?;
+    ensure!(got.1 == want, "{what}: {got:?}, want {want:?}");
+    Ok(())
+}
+
+/// The next completion on `e`'s CQ (`what`) is `want`: (wr_id, status, opcode).
+fn completed<F: RawFile>(
+    e: &End<F>,
+    want: (u64, WcStatus, WcOpcode),
+    what: &str,
+) -> Result<(), String> {
+    let got = one(e, what)?;
+    ensure!(got == want, "{what}: completion {got:?}, want {want:?}");
+    Ok(())
+}
+
 /// An RDMA write of `len` bytes from `from`'s buffer to `addr` under `rkey`; its status.
 fn write<F: RawFile + Send + Sync + 'static>(
     from: &End<F>,
@@ -83,11 +101,7 @@ fn type1<E: Env>(env: &E) -> Outcome {
         "new rkey {key1:#x}, want {:#x}",
         inc_rkey(key0)
     );
-    let got = one(&b, "bind")?;
-    ensure!(
-        got == (1, WcStatus::Success, WcOpcode::BindMw),
-        "bind completion {got:?}"
-    );
+    completed(&b, (1, WcStatus::Success, WcOpcode::BindMw), "bind")?;
     let data = pattern(256, 9);
     a.buf.write(0, &data).map_err(|e| e.to_string())?;
     let st = write(&a, 2, 256, r.addr() + 1024, key1)?;
@@ -104,8 +118,7 @@ fn type1<E: Env>(env: &E) -> Outcome {
     rd.rkey = key1;
     a.qp.post_send(&rd)
         .map_err(|e| format!("RDMA read: {e:?}"))?;
-    let got = one(&a, "read through the window")?;
-    ensure!(got.1 == WcStatus::Success, "read: {got:?}");
+    completes_as(&a, WcStatus::Success, "read through the window")?;
     let mut back = vec![0u8; 100];
     a.buf.read(8192, &mut back).map_err(|e| e.to_string())?;
     ensure!(
@@ -116,7 +129,7 @@ fn type1<E: Env>(env: &E) -> Outcome {
     let key2 =
         b.qp.bind_mw(&mw, 4, flags, &r, 0, 64, WV_ACCESS_REMOTE_READ)
             .map_err(|e| format!("rebind: {e:?}"))?;
-    ensure!(one(&b, "rebind")?.1 == WcStatus::Success, "rebind failed");
+    completes_as(&b, WcStatus::Success, "rebind")?;
     let st = write(&a, 5, 8, r.addr(), key2)?;
     ensure!(
         st == WcStatus::RemAccessErr,
@@ -145,20 +158,12 @@ fn type2<E: Env>(env: &E) -> Outcome {
     let key =
         b.qp.post_bind_mw(&mw, 1, flags, &r, 0, 4096, REMOTE_RW)
             .map_err(|e| format!("BIND_MW: {e:?}"))?;
-    let got = one(&b, "BIND_MW")?;
-    ensure!(
-        got == (1, WcStatus::Success, WcOpcode::BindMw),
-        "BIND_MW completion {got:?}"
-    );
+    completed(&b, (1, WcStatus::Success, WcOpcode::BindMw), "BIND_MW")?;
     let st = write(&a, 2, 64, r.addr() + 512, key)?;
     ensure!(st == WcStatus::Success, "write through the window: {st:?}");
     b.qp.invalidate(3, key, flags)
         .map_err(|e| format!("LOCAL_INV: {e:?}"))?;
-    let got = one(&b, "LOCAL_INV")?;
-    ensure!(
-        got == (3, WcStatus::Success, WcOpcode::LocalInv),
-        "LOCAL_INV completion {got:?}"
-    );
+    completed(&b, (3, WcStatus::Success, WcOpcode::LocalInv), "LOCAL_INV")?;
     let st = write(&a, 4, 64, r.addr() + 512, key)?;
     ensure!(
         st == WcStatus::RemAccessErr,
@@ -173,7 +178,7 @@ fn type2<E: Env>(env: &E) -> Outcome {
     let key =
         b.qp.post_bind_mw(&mw, 1, flags, &r, 0, 4096, REMOTE_RW)
             .map_err(|e| format!("BIND_MW: {e:?}"))?;
-    ensure!(one(&b, "BIND_MW")?.1 == WcStatus::Success, "BIND_MW failed");
+    completes_as(&b, WcStatus::Success, "BIND_MW")?;
     b.post_recv(10, 8192, 64, "post_recv")?;
     let sg = [a.mr.sge(0, 16)];
     let mut inv = SendWr::new(5, WrOpcode::SendWithInv);
@@ -182,10 +187,7 @@ fn type2<E: Env>(env: &E) -> Outcome {
     inv.imm_or_inv = key;
     a.qp.post_send(&inv)
         .map_err(|e| format!("SEND_WITH_INV: {e:?}"))?;
-    ensure!(
-        one(&a, "SEND_WITH_INV")?.1 == WcStatus::Success,
-        "send failed"
-    );
+    completes_as(&a, WcStatus::Success, "SEND_WITH_INV")?;
     let w = poll_one(&b.cq, "receive of SEND_WITH_INV")?;
     ensure!(
         w.status == WcStatus::Success && w.wc_flags & wc_flags::WITH_INV != 0 && w.imm_data == key,
@@ -218,22 +220,22 @@ fn bad_flow<E: Env>(env: &E) -> Outcome {
     let mw = b.pd.alloc_mw().map_err(verr("MW_ALLOCATE"))?;
     b.qp.post_bind_mw(&mw, 1, flags, &r, 0, 64, REMOTE_RW)
         .map_err(|e| format!("BIND_MW: {e:?}"))?;
-    let got = one(&b, "BIND_MW of a type 1 window")?;
-    ensure!(
-        got.1 == WcStatus::MwBindErr,
-        "BIND_MW request on a type 1 window: {got:?}, want MW_BIND_ERR"
-    );
+    completes_as(
+        &b,
+        WcStatus::MwBindErr,
+        "BIND_MW request on a type 1 window",
+    )?;
     seen.push("BIND_MW request on a type 1 window → MW_BIND_ERR");
     // A region without MW_BIND.
     let (_p, _a, b) = rc_pair(env)?;
     let mw = b.pd.alloc_mw().map_err(verr("MW_ALLOCATE"))?;
     b.qp.bind_mw(&mw, 1, flags, &b.mr, 0, 64, REMOTE_RW)
         .map_err(|e| format!("bind_mw: {e:?}"))?;
-    let got = one(&b, "bind onto a region without bind rights")?;
-    ensure!(
-        got.1 == WcStatus::MwBindErr,
-        "bind onto a region without MW_BIND: {got:?}, want MW_BIND_ERR"
-    );
+    completes_as(
+        &b,
+        WcStatus::MwBindErr,
+        "bind onto a region without MW_BIND",
+    )?;
     seen.push("bind onto a region without MW_BIND → MW_BIND_ERR");
     // LOCAL_INV of a type 1 window; the region cannot be deregistered while it is bound.
     let (p, a, b) = rc_pair(env)?;
@@ -242,7 +244,7 @@ fn bad_flow<E: Env>(env: &E) -> Outcome {
     let key =
         b.qp.bind_mw(&mw, 1, flags, &r, 0, 64, REMOTE_RW)
             .map_err(|e| format!("bind_mw: {e:?}"))?;
-    ensure!(one(&b, "bind")?.1 == WcStatus::Success, "bind failed");
+    completes_as(&b, WcStatus::Success, "bind")?;
     let id = WV_IO_ID::new(b.pd.id(), r.lkey());
     let st = file(&p)
         .device_io_control(WV_IOCTL_MEMORY_DEREGISTER, id.as_bytes(), 0)
@@ -255,11 +257,7 @@ fn bad_flow<E: Env>(env: &E) -> Outcome {
     seen.push("MEMORY_DEREGISTER of a region with a window bound → UNSUCCESSFUL");
     b.qp.invalidate(2, key, flags)
         .map_err(|e| format!("LOCAL_INV: {e:?}"))?;
-    let got = one(&b, "LOCAL_INV of a type 1 window")?;
-    ensure!(
-        got.1 == WcStatus::LocQpOpErr,
-        "LOCAL_INV of a type 1 window: {got:?}, want LOC_QP_OP_ERR"
-    );
+    completes_as(&b, WcStatus::LocQpOpErr, "LOCAL_INV of a type 1 window")?;
     seen.push("LOCAL_INV of a type 1 window → LOC_QP_OP_ERR");
     let _ = a;
     Ok(seen.join(", "))

@@ -131,11 +131,7 @@ fn cancel_io_ex<E: Env>(env: &E) -> Outcome {
         f.cancel_io_ex(&y),
         "CancelIoEx of the second parked CQ_NOTIFY found nothing"
     );
-    expect(
-        &wait(y, "second CQ_NOTIFY")?,
-        NtStatus::CANCELLED,
-        "second CQ_NOTIFY",
-    )?;
+    ends_as(y, NtStatus::CANCELLED, "second CQ_NOTIFY")?;
     // A finished request is not cancellable any more: it ended exactly once.
     let z = cq_notify(&f, o.cq, WV_CQ_ERROR)?;
     ensure!(
@@ -180,11 +176,7 @@ fn cancel_io_ex<E: Env>(env: &E) -> Outcome {
     // The CQ still parks new waiters.
     let w = cq_notify(&f, o.cq, WV_CQ_NEXT_COMPLETION)?;
     ok(&f, WV_IOCTL_CQ_CANCEL, &u64_in(o.cq), 0)?;
-    expect(
-        &wait(w, "CQ_NOTIFY")?,
-        NtStatus::CANCELLED,
-        "CQ_NOTIFY after CQ_CANCEL",
-    )?;
+    ends_as(w, NtStatus::CANCELLED, "CQ_NOTIFY after CQ_CANCEL")?;
     Ok(
         "CancelIoEx ends only the named CQ_NOTIFY with CANCELLED (the sibling stays parked), \
         a second CancelIoEx finds nothing (ended once); DEVICE_NOTIFY and SRQ_NOTIFY likewise \
@@ -276,8 +268,8 @@ fn destroy_ends_waiters<E: Env>(env: &E) -> Outcome {
         dev_waiter.is_complete(),
         "DEVICE_NOTIFY still parked after DEVICE_CLOSE returned"
     );
-    expect(
-        &wait(dev_waiter, "DEVICE_NOTIFY")?,
+    ends_as(
+        dev_waiter,
         NtStatus::CANCELLED,
         "DEVICE_NOTIFY across DEVICE_CLOSE",
     )?;
@@ -340,16 +332,8 @@ fn device_cancel<E: Env>(env: &E) -> Outcome {
         again.is_complete(),
         "re-parked DEVICE_NOTIFY survived DEVICE_CANCEL"
     );
-    expect(
-        &wait(again, "DEVICE_NOTIFY")?,
-        NtStatus::CANCELLED,
-        "re-parked DEVICE_NOTIFY",
-    )?;
-    expect(
-        &wait(other, "DEVICE_NOTIFY")?,
-        NtStatus::CANCELLED,
-        "other device's DEVICE_NOTIFY",
-    )?;
+    ends_as(again, NtStatus::CANCELLED, "re-parked DEVICE_NOTIFY")?;
+    ends_as(other, NtStatus::CANCELLED, "other device's DEVICE_NOTIFY")?;
     Ok(format!(
         "{n} DEVICE_NOTIFYs over {ports} port(s) end CANCELLED (no output) inside \
          DEVICE_CANCEL; another device handle's waiter stays parked; the next notify parks again"

@@ -40,6 +40,11 @@ fn flags(st: &IoStatus, want: u32, what: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Waits (bounded) for a DEVICE_NOTIFY and checks it ended with the flags `want` ([`flags`]).
+fn notified<I: RawIo>(io: I, want: u32, what: &str) -> Result<(), String> {
+    flags(&wait(io, "DEVICE_NOTIFY")?, want, what)
+}
+
 fn port_event_flags<E: Env>(env: &E) -> Outcome {
     let Some(machine) = env.machine() else {
         return Err(Problem::Skip(
@@ -66,16 +71,8 @@ fn port_event_flags<E: Env>(env: &E) -> Outcome {
     let b = park(&f, WV_IOCTL_DEVICE_NOTIFY, &id_in(dev, 0, 1), 4)?;
     let p2 = park(&f, WV_IOCTL_DEVICE_NOTIFY, &id_in(dev, 0, 2), 4)?;
     admin(1, false)?;
-    flags(
-        &wait(a, "DEVICE_NOTIFY")?,
-        WV_IO_EVENT_STATE,
-        "port 1 down, waiter 1",
-    )?;
-    flags(
-        &wait(b, "DEVICE_NOTIFY")?,
-        WV_IO_EVENT_STATE,
-        "port 1 down, waiter 2",
-    )?;
+    notified(a, WV_IO_EVENT_STATE, "port 1 down, waiter 1")?;
+    notified(b, WV_IO_EVENT_STATE, "port 1 down, waiter 2")?;
     ensure!(
         !p2.is_complete(),
         "a port-1 event completed a port-2 DEVICE_NOTIFY"
@@ -90,21 +87,13 @@ fn port_event_flags<E: Env>(env: &E) -> Outcome {
     // raised after it through the same event ring, tells when port 1's has been handled.
     admin(1, true)?;
     admin(2, false)?;
-    flags(
-        &wait(p2, "DEVICE_NOTIFY")?,
-        WV_IO_EVENT_STATE,
-        "port 2 down",
-    )?;
+    notified(p2, WV_IO_EVENT_STATE, "port 2 down")?;
     let io = f.device_io_control(WV_IOCTL_DEVICE_NOTIFY, &id_in(dev, 0, 1), 4);
     ensure!(
         !io.pending(),
         "DEVICE_NOTIFY with a port event pending parked instead of completing at once"
     );
-    flags(
-        &wait(io, "DEVICE_NOTIFY")?,
-        WV_IO_EVENT_STATE,
-        "accumulated port 1 up",
-    )?;
+    notified(io, WV_IO_EVENT_STATE, "accumulated port 1 up")?;
     ensure!(
         port_state(&f, dev, 1)? == WV_IO_PORT_ACTIVE,
         "port 1 not ACTIVE after up"

@@ -46,32 +46,37 @@ fn second_pd<F: wv_client::raw::RawFile + Send + Sync + 'static>(
     Ok((pd, buf, mr))
 }
 
+/// The RDMA write `what` ended with `want`, and the other PD's `region` still holds `FILL`
+/// throughout.
+fn refused(st: WcStatus, want: WcStatus, what: &str, region: &Buffer) -> Result<(), String> {
+    ensure!(st == want, "{what}: {st:?}, want {want:?}");
+    ensure!(
+        region.to_vec().iter().all(|&x| x == FILL),
+        "{what}: the region of the other PD changed"
+    );
+    Ok(())
+}
+
 /// An RDMA write whose rkey names a region of another PD than the target QP's is a remote
 /// access error; one whose gather entry names a region of another PD than the sending QP's is
 /// a local protection error. Neither region changes.
 fn keys_of_another_pd<E: Env>(env: &E) -> Outcome {
     let (_p, a, b) = rc_pair(env)?;
     let (_pd, theirs, mr) = second_pd(&b)?;
-    let st = write(&a, a.mr.sge(0, 8), theirs.addr() + 8, mr.rkey())?;
-    ensure!(
-        st == WcStatus::RemAccessErr,
-        "RDMA write with an rkey of another PD than the target QP's: {st:?}"
-    );
-    ensure!(
-        theirs.to_vec().iter().all(|&x| x == FILL),
-        "the region of the other PD was written"
-    );
+    refused(
+        write(&a, a.mr.sge(0, 8), theirs.addr() + 8, mr.rkey())?,
+        WcStatus::RemAccessErr,
+        "RDMA write with an rkey of another PD than the target QP's",
+        &theirs,
+    )?;
 
     let (_p, a, b) = rc_pair(env)?;
     let (_pd, mine, mr) = second_pd(&a)?;
-    let st = write(&a, mr.sge(0, 8), b.mr.addr(), b.mr.rkey())?;
-    ensure!(
-        st == WcStatus::LocProtErr,
-        "RDMA write gathering from a region of another PD than the QP's: {st:?}"
-    );
-    ensure!(
-        mine.to_vec().iter().all(|&x| x == FILL),
-        "the region of the other PD changed"
-    );
+    refused(
+        write(&a, mr.sge(0, 8), b.mr.addr(), b.mr.rkey())?,
+        WcStatus::LocProtErr,
+        "RDMA write gathering from a region of another PD than the QP's",
+        &mine,
+    )?;
     Ok("rkey of another PD: REM_ACCESS_ERR; lkey of another PD: LOC_PROT_ERR".into())
 }

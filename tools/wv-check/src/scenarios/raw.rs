@@ -237,6 +237,11 @@ pub fn wait<I: RawIo>(io: I, what: &str) -> Result<IoStatus, String> {
     }
 }
 
+/// Waits (bounded) for a request and compares how it ended; `what` names it in either error.
+pub fn ends_as<I: RawIo>(io: I, want: NtStatus, what: &str) -> Result<(), String> {
+    expect(&wait(io, what)?, want, what)
+}
+
 /// Compares a status.
 pub fn expect(st: &IoStatus, want: NtStatus, what: &str) -> Result<(), String> {
     if st.status == want.0 {

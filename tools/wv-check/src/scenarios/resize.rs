@@ -26,24 +26,35 @@ pub fn scenarios<E: Env>() -> Vec<Scenario<E>> {
     ]
 }
 
+/// Posts signalled 8-byte `opcode` work requests with the ids `ids` from `a` to its peer `to`
+/// (an RDMA write lands at the start of `to`'s region), waiting while the send queue is full.
+fn burst<F: wv_client::raw::RawFile + Send + Sync + 'static>(
+    a: &End<F>,
+    to: &End<F>,
+    opcode: WrOpcode,
+    ids: std::ops::Range<u64>,
+) -> Result<(), String> {
+    let sg = [a.mr.sge(0, 8)];
+    for i in ids {
+        let mut wr = SendWr::new(i, opcode);
+        wr.sg_list = &sg;
+        wr.send_flags = send_flags::SIGNALED;
+        if opcode == WrOpcode::RdmaWrite {
+            wr.remote_addr = to.mr.addr();
+            wr.rkey = to.mr.rkey();
+        }
+        post_send_waiting(&a.qp, &wr).map_err(|e| format!("{opcode:?} {i}: {e:?}"))?;
+    }
+    Ok(())
+}
+
 /// Ten RDMA writes complete into A's CQ and stay unpolled; CQ_RESIZE down to 16 and up to
 /// 512 keeps them; 8 (fewer than waiting) and more than MaxCqEntries are refused; then 60 more
 /// completions fit that the original 64 entries would not have held with the first ten.
 fn cq_resize<E: Env>(env: &E) -> Outcome {
     let (_p, a, b) = rc_pair(env)?;
     let before = a.cq.entries();
-    let post = |from: u64, n: u64| -> Result<(), String> {
-        for i in from..from + n {
-            let sg = [a.mr.sge(0, 8)];
-            let mut wr = SendWr::new(i, WrOpcode::RdmaWrite);
-            wr.sg_list = &sg;
-            wr.send_flags = send_flags::SIGNALED;
-            wr.remote_addr = b.mr.addr();
-            wr.rkey = b.mr.rkey();
-            post_send_waiting(&a.qp, &wr).map_err(|e| format!("RDMA write {i}: {e:?}"))?;
-        }
-        Ok(())
-    };
+    let post = |from: u64, n: u64| burst(&a, &b, WrOpcode::RdmaWrite, from..from + n);
     post(0, 10)?;
     let small = a.cq.resize(16).map_err(verr("CQ_RESIZE(16)"))?;
     ensure!(small >= 16 && small < before, "CQ_RESIZE(16) → {small}");
@@ -119,16 +130,7 @@ fn srq_resize<E: Env>(env: &E) -> Outcome {
         }
         Ok(())
     };
-    let send = |from: u64, n: u64| -> Result<(), String> {
-        for i in from..from + n {
-            let sg = [a.mr.sge(0, 8)];
-            let mut wr = SendWr::new(i, WrOpcode::Send);
-            wr.sg_list = &sg;
-            wr.send_flags = send_flags::SIGNALED;
-            post_send_waiting(&a.qp, &wr).map_err(|e| format!("send {i}: {e:?}"))?;
-        }
-        Ok(())
-    };
+    let send = |from: u64, n: u64| burst(&a, &b2, WrOpcode::Send, from..from + n);
     post(0, 4)?;
     srq.modify(64, 0).map_err(verr("SRQ_MODIFY(64)"))?;
     let q = srq.query().map_err(verr("SRQ_QUERY"))?;

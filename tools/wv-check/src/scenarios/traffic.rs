@@ -9,7 +9,7 @@ use wv_client::raw::{RawFile, RawIo};
 use wv_client::verbs::{GRH_BYTES, SendWr, WcOpcode, WcStatus, WrOpcode, send_flags, wc_flags};
 
 use super::fixture::*;
-use super::raw::{ensure, expect, id_in, park, u64_in, wait};
+use super::raw::{ends_as, ensure, expect, id_in, park, u64_in, wait};
 use crate::env::Env;
 use crate::runner::Clock;
 use crate::runner::{Outcome, Scenario};
@@ -73,6 +73,57 @@ fn check_wc(
     Ok(())
 }
 
+/// Polls one completion from `cq` and checks it ([`check_wc`]); returns it for what else the
+/// caller checks.
+fn next_wc<F: RawFile>(
+    cq: &wv_client::verbs::Cq<F>,
+    wr_id: u64,
+    opcode: WcOpcode,
+    len: Option<u32>,
+    what: &str,
+) -> Result<wv_client::verbs::WorkCompletion, String> {
+    let w = poll_one(cq, what)?;
+    check_wc(&w, wr_id, opcode, len, what)?;
+    Ok(w)
+}
+
+/// Posts `wr` on `from`'s QP and checks the sender's completion of it (`opcode`, and the
+/// `len` the opcode reports, if any).
+fn post_completes<F: RawFile + Send + Sync + 'static>(
+    from: &End<F>,
+    wr: &SendWr<'_>,
+    opcode: WcOpcode,
+    len: Option<u32>,
+    what: &str,
+) -> Result<(), String> {
+    from.qp
+        .post_send(wr)
+        .map_err(|e| format!("{what}: post_send: {e:?}"))?;
+    next_wc(&from.cq, wr.wr_id, opcode, len, what).map(drop)
+}
+
+/// RDMA `opcode` (write or read) `wr_id` of the local `sge` against `len` bytes of `target`'s
+/// region at `offset`; checks the initiator's completion (a read reports its length).
+fn rdma<F: RawFile + Send + Sync + 'static>(
+    from: &End<F>,
+    target: &End<F>,
+    wr_id: u64,
+    opcode: WrOpcode,
+    sge: wv_client::verbs::Sge,
+    offset: u64,
+) -> Result<(), String> {
+    let (completion, len, what) = match opcode {
+        WrOpcode::RdmaRead => (WcOpcode::RdmaRead, Some(sge.length), "RDMA read"),
+        _ => (WcOpcode::RdmaWrite, None, "RDMA write"),
+    };
+    let sg = [sge];
+    let mut wr = SendWr::new(wr_id, opcode);
+    wr.sg_list = &sg;
+    wr.remote_addr = target.mr.addr() + offset;
+    wr.rkey = target.mr.rkey();
+    post_completes(from, &wr, completion, len, what)
+}
+
 /// RC SEND/RECV between two devices: a 4 KiB gather of two SGEs, and a small inline send; the
 /// receiver's bytes equal the sender's.
 fn rc_send_recv<E: Env>(env: &E) -> Outcome {
@@ -83,17 +134,8 @@ fn rc_send_recv<E: Env>(env: &E) -> Outcome {
     let sge = [a.mr.sge(0, 1000), a.mr.sge(1000, 3096)];
     let mut wr = SendWr::new(1, WrOpcode::Send);
     wr.sg_list = &sge;
-    a.qp.post_send(&wr)
-        .map_err(|e| format!("post_send: {e:?}"))?;
-    check_wc(
-        &poll_one(&a.cq, "A send")?,
-        1,
-        WcOpcode::Send,
-        None,
-        "A send",
-    )?;
-    let w = poll_one(&b.cq, "B recv")?;
-    check_wc(&w, 100, WcOpcode::Recv, Some(4096), "B recv")?;
+    post_completes(&a, &wr, WcOpcode::Send, None, "A send")?;
+    let w = next_wc(&b.cq, 100, WcOpcode::Recv, Some(4096), "B recv")?;
     ensure!(
         w.qp_num == b.qp.qpn(),
         "recv completion qp_num {:#x}, want {:#x}",
@@ -109,18 +151,9 @@ fn rc_send_recv<E: Env>(env: &E) -> Outcome {
     let mut wr = SendWr::new(2, WrOpcode::Send);
     wr.inline_data = Some(small);
     wr.send_flags = send_flags::INLINE;
-    a.qp.post_send(&wr)
-        .map_err(|e| format!("inline post_send: {e:?}"))?;
-    check_wc(
-        &poll_one(&a.cq, "A inline send")?,
-        2,
-        WcOpcode::Send,
-        None,
-        "A inline",
-    )?;
-    let w = poll_one(&b.cq, "B inline recv")?;
-    check_wc(
-        &w,
+    post_completes(&a, &wr, WcOpcode::Send, None, "A inline send")?;
+    next_wc(
+        &b.cq,
         101,
         WcOpcode::Recv,
         Some(small.len() as u32),
@@ -144,38 +177,12 @@ fn rc_rdma<E: Env>(env: &E) -> Outcome {
     let (_p, a, b) = rc_pair(env)?;
     let data = pattern(8192, 42);
     a.buf.write(0, &data).map_err(|e| e.to_string())?;
-    let sge = [a.mr.sge(0, 8192)];
-    let mut wr = SendWr::new(1, WrOpcode::RdmaWrite);
-    wr.sg_list = &sge;
-    wr.remote_addr = b.mr.addr() + 4096;
-    wr.rkey = b.mr.rkey();
-    a.qp.post_send(&wr)
-        .map_err(|e| format!("RDMA write: {e:?}"))?;
-    check_wc(
-        &poll_one(&a.cq, "RDMA write")?,
-        1,
-        WcOpcode::RdmaWrite,
-        None,
-        "RDMA write",
-    )?;
+    rdma(&a, &b, 1, WrOpcode::RdmaWrite, a.mr.sge(0, 8192), 4096)?;
     let mut got = vec![0u8; 8192];
     b.buf.read(4096, &mut got).map_err(|e| e.to_string())?;
     ensure!(got == data, "RDMA-written bytes differ at the target");
     // Read it back into A at offset 32 KiB.
-    let sge = [a.mr.sge(32768, 8192)];
-    let mut wr = SendWr::new(2, WrOpcode::RdmaRead);
-    wr.sg_list = &sge;
-    wr.remote_addr = b.mr.addr() + 4096;
-    wr.rkey = b.mr.rkey();
-    a.qp.post_send(&wr)
-        .map_err(|e| format!("RDMA read: {e:?}"))?;
-    check_wc(
-        &poll_one(&a.cq, "RDMA read")?,
-        2,
-        WcOpcode::RdmaRead,
-        Some(8192),
-        "RDMA read",
-    )?;
+    rdma(&a, &b, 2, WrOpcode::RdmaRead, a.mr.sge(32768, 8192), 4096)?;
     let mut back = vec![0u8; 8192];
     a.buf.read(32768, &mut back).map_err(|e| e.to_string())?;
     ensure!(back == data, "RDMA-read bytes differ from the target's");
@@ -202,18 +209,9 @@ fn ud_send_recv<E: Env>(env: &E) -> Outcome {
     let mut wr = SendWr::new(8, WrOpcode::Send);
     wr.sg_list = &sge;
     wr.ud = Some(ah.ud(b.qp.qpn(), QKEY));
-    a.qp.post_send(&wr)
-        .map_err(|e| format!("UD post_send: {e:?}"))?;
-    check_wc(
-        &poll_one(&a.cq, "UD send")?,
-        8,
-        WcOpcode::Send,
-        None,
-        "UD send",
-    )?;
-    let w = poll_one(&b.cq, "UD recv")?;
-    check_wc(
-        &w,
+    post_completes(&a, &wr, WcOpcode::Send, None, "UD send")?;
+    let w = next_wc(
+        &b.cq,
         7,
         WcOpcode::Recv,
         Some(len + GRH_BYTES as u32),
@@ -234,15 +232,7 @@ fn ud_send_recv<E: Env>(env: &E) -> Outcome {
     let mut wr = SendWr::new(10, WrOpcode::Send);
     wr.sg_list = &sge;
     wr.ud = Some(ah.ud(b.qp.qpn(), QKEY ^ 1));
-    a.qp.post_send(&wr)
-        .map_err(|e| format!("UD post_send: {e:?}"))?;
-    check_wc(
-        &poll_one(&a.cq, "UD send")?,
-        10,
-        WcOpcode::Send,
-        None,
-        "UD send (bad qkey)",
-    )?;
+    post_completes(&a, &wr, WcOpcode::Send, None, "UD send (bad qkey)")?;
     cq_empty(&b.cq, "receiver after a wrong Q_Key")?;
     Ok(format!(
         "UD send through an AH to the other device: {len}-byte payload lands after the \
@@ -365,16 +355,10 @@ fn broadcast<E: Env>(env: &E) -> Outcome {
         !error_waiter.is_complete(),
         "a completion ended the CQ's error waiter"
     );
-    check_wc(
-        &poll_one(&b.cq, "recv")?,
-        1,
-        WcOpcode::Recv,
-        Some(64),
-        "recv",
-    )?;
+    next_wc(&b.cq, 1, WcOpcode::Recv, Some(64), "recv")?;
     b.cq.cancel().map_err(verr("CQ_CANCEL"))?;
-    expect(
-        &wait(error_waiter, "error waiter")?,
+    ends_as(
+        error_waiter,
         NtStatus::CANCELLED,
         "error waiter after CQ_CANCEL",
     )?;
@@ -445,8 +429,8 @@ fn sticky_error<E: Env>(env: &E) -> Outcome {
             !io.pending(),
             "CQ_NOTIFY({what}) on a CQ in error parked instead of failing at once"
         );
-        expect(
-            &wait(io, "CQ_NOTIFY")?,
+        ends_as(
+            io,
             NtStatus::UNEXPECTED_IO_ERROR,
             &format!("CQ_NOTIFY({what}) after the CQ error"),
         )?;

@@ -36,7 +36,7 @@ use std::time::Instant;
 use clap::Args;
 use serde::Serialize;
 
-use crate::progress::Progress;
+use crate::progress::run_parts;
 use crate::target::TargetArgs;
 
 pub use measure::Plan;
@@ -253,33 +253,15 @@ pub fn run(args: &BenchArgs) -> io::Result<ExitCode> {
         })
         .map(|(_, p)| p)
         .collect();
-    let mut bar = Progress::new("bench", parts.len() as u64, text);
     let mut ctx = measure::Context::new(&plan, &args.target);
-    for (name, part) in parts {
-        bar.working_on(name);
-        let result = part(&mut ctx);
-        bar.finish();
-        match result {
-            Ok(mut rows) => {
-                if text {
-                    for r in &rows {
-                        writeln!(stdout, "{}", report::text_row(r))?;
-                    }
-                    stdout.flush()?;
-                }
-                out.rows.append(&mut rows);
-            }
-            Err(e) => {
-                if text {
-                    writeln!(stdout, "  {name}: FAILED to run: {e}")?;
-                }
-                out.errors.push(format!("{name}: {e}"));
-            }
-        }
-        bar.step(name);
-    }
-    bar.finish();
-    drop(bar);
+    (out.rows, out.errors) = run_parts(
+        "bench",
+        text,
+        &mut stdout,
+        parts,
+        |part| part(&mut ctx),
+        report::text_row,
+    )?;
     out.cdfs = std::mem::take(&mut ctx.cdfs);
     out.seconds = started.elapsed().as_secs_f64();
     let goals = out.rows.iter().filter(|r| r.met.is_some()).count();

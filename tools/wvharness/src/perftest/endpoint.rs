@@ -24,7 +24,7 @@ use super::cqe_poll::CqePoll;
 use super::report::{self, TestInfo};
 use super::{Connection, Params, PerftestArgs, Row, Samples, Test, Verb};
 use crate::progress::Progress;
-use crate::target::{DeviceSpec, Opener, Target, TargetTask, resolve_device};
+use crate::target::{DeviceSpec, Opener, Target, TargetTask, other_device, resolve_device};
 
 /// perftest's UD Q_Key (`DEF_QKEY`).
 pub const QKEY: u32 = 0x1111_1111;
@@ -888,13 +888,7 @@ impl TargetTask for PerfTask<'_> {
             .device_guids()
             .map_err(|e| err("listing devices", e))?;
         let server_ix = resolve_device(&guids, device).map_err(|e| e.0)?;
-        // Two devices when there are two (traffic crosses the fabric, as between hosts); one
-        // device loops back to itself.
-        let client_ix = if guids.len() > 1 {
-            (server_ix + 1) % guids.len()
-        } else {
-            server_ix
-        };
+        let client_ix = other_device(guids.len(), server_ix);
         let dev = provider
             .open_device(guids[server_ix])
             .map_err(|e| err("opening the device", e))?;

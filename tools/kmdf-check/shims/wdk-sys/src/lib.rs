@@ -33,20 +33,25 @@ macro_rules! generated_bindings {
     };
 }
 
-#[cfg(any(
-    driver_model__driver_type = "WDM",
-    driver_model__driver_type = "KMDF",
-    driver_model__driver_type = "UMDF"
-))]
-#[doc(hidden)]
-pub use wdk_macros as __proc_macros;
+/// Items of every driver model (WDM, KMDF, UMDF), as the real crate gates them: each one
+/// under `cfg(any(driver_model__driver_type = …))` of the three.
+macro_rules! for_every_driver_model {
+    ($($item:item)*) => {$(
+        #[cfg(any(
+            driver_model__driver_type = "WDM",
+            driver_model__driver_type = "KMDF",
+            driver_model__driver_type = "UMDF"
+        ))]
+        $item
+    )*};
+}
 
-#[cfg(any(
-    driver_model__driver_type = "WDM",
-    driver_model__driver_type = "KMDF",
-    driver_model__driver_type = "UMDF"
-))]
-pub use crate::{constants::*, types::*};
+for_every_driver_model! {
+    #[doc(hidden)]
+    pub use wdk_macros as __proc_macros;
+
+    pub use crate::{constants::*, types::*};
+}
 
 #[cfg(any(driver_model__driver_type = "WDM", driver_model__driver_type = "KMDF"))]
 pub mod ntddk;
@@ -77,25 +82,11 @@ pub mod ctypes {
     pub type c_ulong = u32;
 }
 
-#[cfg(any(
-    driver_model__driver_type = "WDM",
-    driver_model__driver_type = "KMDF",
-    driver_model__driver_type = "UMDF"
-))]
-mod constants;
-#[cfg(any(
-    driver_model__driver_type = "WDM",
-    driver_model__driver_type = "KMDF",
-    driver_model__driver_type = "UMDF"
-))]
-mod types;
-
-#[cfg(any(
-    driver_model__driver_type = "WDM",
-    driver_model__driver_type = "KMDF",
-    driver_model__driver_type = "UMDF"
-))]
-mod macros;
+for_every_driver_model! {
+    mod constants;
+    mod types;
+    mod macros;
+}
 
 #[cfg(all(driver_model__driver_type = "KMDF", target_pointer_width = "64"))]
 mod layout;
@@ -136,54 +127,46 @@ pub const extern "system" fn __GSHandlerCheck_EH4() -> i32 {
     2
 }
 
-#[cfg(any(
-    driver_model__driver_type = "WDM",
-    driver_model__driver_type = "KMDF",
-    driver_model__driver_type = "UMDF"
-))]
-pub use nt_status::*;
+for_every_driver_model! {
+    pub use nt_status::*;
 
-/// `ntdef.h`'s tests of an `NTSTATUS`'s severity (its top two bits).
-#[cfg(any(
-    driver_model__driver_type = "WDM",
-    driver_model__driver_type = "KMDF",
-    driver_model__driver_type = "UMDF"
-))]
-#[allow(non_snake_case)]
-mod nt_status {
-    use crate::NTSTATUS;
+    /// `ntdef.h`'s tests of an `NTSTATUS`'s severity (its top two bits).
+    #[allow(non_snake_case)]
+    mod nt_status {
+        use crate::NTSTATUS;
 
-    /// The severity field: 0 success, 1 informational, 2 warning, 3 error.
-    const fn severity(nt_status: NTSTATUS) -> u32 {
-        nt_status.cast_unsigned() >> 30
-    }
+        /// The severity field: 0 success, 1 informational, 2 warning, 3 error.
+        const fn severity(nt_status: NTSTATUS) -> u32 {
+            nt_status.cast_unsigned() >> 30
+        }
 
-    /// Evaluates to TRUE if the return value specified by `nt_status` is a success
-    /// type (0 − 0x3FFFFFFF) or an informational type (0x40000000 − 0x7FFFFFFF).
-    #[must_use]
-    pub const fn NT_SUCCESS(nt_status: NTSTATUS) -> bool {
-        nt_status >= 0
-    }
+        /// Evaluates to TRUE if the return value specified by `nt_status` is a success
+        /// type (0 − 0x3FFFFFFF) or an informational type (0x40000000 − 0x7FFFFFFF).
+        #[must_use]
+        pub const fn NT_SUCCESS(nt_status: NTSTATUS) -> bool {
+            nt_status >= 0
+        }
 
-    /// Evaluates to TRUE if the return value specified by `nt_status` is an
-    /// informational type (0x40000000 − 0x7FFFFFFF).
-    #[must_use]
-    pub const fn NT_INFORMATION(nt_status: NTSTATUS) -> bool {
-        severity(nt_status) == 1
-    }
+        /// Evaluates to TRUE if the return value specified by `nt_status` is an
+        /// informational type (0x40000000 − 0x7FFFFFFF).
+        #[must_use]
+        pub const fn NT_INFORMATION(nt_status: NTSTATUS) -> bool {
+            severity(nt_status) == 1
+        }
 
-    /// Evaluates to TRUE if the return value specified by `nt_status` is a warning
-    /// type (0x80000000 − 0xBFFFFFFF).
-    #[must_use]
-    pub const fn NT_WARNING(nt_status: NTSTATUS) -> bool {
-        severity(nt_status) == 2
-    }
+        /// Evaluates to TRUE if the return value specified by `nt_status` is a warning
+        /// type (0x80000000 − 0xBFFFFFFF).
+        #[must_use]
+        pub const fn NT_WARNING(nt_status: NTSTATUS) -> bool {
+            severity(nt_status) == 2
+        }
 
-    /// Evaluates to TRUE if the return value specified by `nt_status` is an error
-    /// type (0xC0000000 - 0xFFFFFFFF).
-    #[must_use]
-    pub const fn NT_ERROR(nt_status: NTSTATUS) -> bool {
-        severity(nt_status) == 3
+        /// Evaluates to TRUE if the return value specified by `nt_status` is an error
+        /// type (0xC0000000 - 0xFFFFFFFF).
+        #[must_use]
+        pub const fn NT_ERROR(nt_status: NTSTATUS) -> bool {
+            severity(nt_status) == 3
+        }
     }
 }
 

@@ -4,31 +4,23 @@
 #[cfg(any(driver_model__driver_type = "KMDF", driver_model__driver_type = "UMDF"))]
 pub use wdf::*;
 
-#[cfg(any(
-    driver_model__driver_type = "WDM",
-    driver_model__driver_type = "KMDF",
-    driver_model__driver_type = "UMDF"
-))]
-use crate::{NTSTATUS, PCUNICODE_STRING, PDRIVER_OBJECT};
+for_every_driver_model! {
+    use crate::{NTSTATUS, PCUNICODE_STRING, PDRIVER_OBJECT};
 
-/// Stubbed version of `DriverEntry` Symbol so that test targets will compile
-///
-/// # Safety
-///
-/// This function should never be called, so its safety is irrelevant
-#[cfg(any(
-    driver_model__driver_type = "WDM",
-    driver_model__driver_type = "KMDF",
-    driver_model__driver_type = "UMDF"
-))]
-// SAFETY: "DriverEntry" is the symbol name WDF's entry stub calls; no other function of this
-// crate exports it.
-#[unsafe(export_name = "DriverEntry")]
-pub const unsafe extern "system" fn driver_entry_stub(
-    _driver: PDRIVER_OBJECT,
-    _registry_path: PCUNICODE_STRING,
-) -> NTSTATUS {
-    0
+    /// Stubbed version of `DriverEntry` Symbol so that test targets will compile
+    ///
+    /// # Safety
+    ///
+    /// This function should never be called, so its safety is irrelevant
+    // SAFETY: "DriverEntry" is the symbol name WDF's entry stub calls; no other function of
+    // this crate exports it.
+    #[unsafe(export_name = "DriverEntry")]
+    pub const unsafe extern "system" fn driver_entry_stub(
+        _driver: PDRIVER_OBJECT,
+        _registry_path: PCUNICODE_STRING,
+    ) -> NTSTATUS {
+        0
+    }
 }
 
 #[cfg(any(driver_model__driver_type = "KMDF", driver_model__driver_type = "UMDF"))]
