@@ -138,10 +138,7 @@ impl Cq {
     }
 
     /// Writes a CQE into `ring`; the caller is the ring's only writer for now (it holds the
-    /// CQ's lock, or it is the sole producer under its side lock). Inline: it is most of a
-    /// completion's cost, and `CqPort::post` calls it from two places, which otherwise keeps
-    /// LLVM from inlining it into either.
-    #[inline]
+    /// CQ's lock, or it is the sole producer under its side lock).
     fn write(&self, ring: &Ring, wc: &WorkCompletion, solicited: bool) -> Posted {
         if self.overrun.load(Ordering::Relaxed) {
             return Posted::Overrun { first: false };
