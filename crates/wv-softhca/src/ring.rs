@@ -137,15 +137,17 @@ impl Ring {
         })
     }
 
+    /// The header and the slots, found with one look at where the ring is: an operation that
+    /// touches both, or the header several times, takes them once.
     #[inline]
-    fn header(&self) -> &RingHeader {
+    fn parts(&self) -> (&RingHeader, &[Word]) {
         match &self.memory {
-            Memory::Heap { header, .. } => &header[0],
+            Memory::Heap { header, words } => (&header[0], words),
             #[cfg(all(feature = "std", target_os = "linux", not(loom)))]
             Memory::Shared(block) => {
                 // `view` checked the geometry against the block.
                 match block.ring_parts(self.entries, self.stride as usize) {
-                    Some((h, _)) => h,
+                    Some(parts) => parts,
                     None => unreachable!("a shared ring's block holds its geometry"),
                 }
             }
@@ -153,15 +155,13 @@ impl Ring {
     }
 
     #[inline]
+    fn header(&self) -> &RingHeader {
+        self.parts().0
+    }
+
+    #[inline]
     fn words(&self) -> &[Word] {
-        match &self.memory {
-            Memory::Heap { words, .. } => words,
-            #[cfg(all(feature = "std", target_os = "linux", not(loom)))]
-            Memory::Shared(block) => match block.ring_parts(self.entries, self.stride as usize) {
-                Some((_, w)) => w,
-                None => unreachable!("a shared ring's block holds its geometry"),
-            },
-        }
+        self.parts().1
     }
 
     /// The tail word (with a CQ's arm bits).
@@ -208,8 +208,13 @@ impl Ring {
         idx & (2 * self.entries - 1)
     }
     fn slot_of(&self, idx: u32) -> &[Word] {
+        self.slot_in(self.words(), idx)
+    }
+    /// Slot `idx` of `words` (this ring's slots, already at hand).
+    #[inline]
+    fn slot_in<'a>(&self, words: &'a [Word], idx: u32) -> &'a [Word] {
         let i = (idx & (self.entries - 1)) as usize * self.stride as usize;
-        &self.words()[i..i + self.stride as usize]
+        &words[i..i + self.stride as usize]
     }
 
     /// Entries between head and tail as the producer sees them.
@@ -220,40 +225,39 @@ impl Ring {
     }
     /// Producer: the slot `ahead` entries past the tail, if free. Reads the consumer's head
     /// only when the producer's copy of it says the ring is full.
+    #[inline]
     fn free_slot(&self, ahead: u32) -> Option<&[Word]> {
-        let t = self.header().producer.tail.load(Ordering::Relaxed);
-        let mut h = self.header().producer.head.load(Ordering::Relaxed);
+        let (header, words) = self.parts();
+        let t = header.producer.tail.load(Ordering::Relaxed);
+        let mut h = header.producer.head.load(Ordering::Relaxed);
         if self.wrap(t.wrapping_sub(h)) + ahead >= self.entries {
             // Acquire: the consumer is done with the slots it released.
-            h = self.head_word().load(Ordering::Acquire);
-            self.header().producer.head.store(h, Ordering::Relaxed);
+            h = header.head.0.load(Ordering::Acquire);
+            header.producer.head.store(h, Ordering::Relaxed);
             if self.wrap(t.wrapping_sub(h)) + ahead >= self.entries {
                 return None;
             }
         }
-        Some(self.slot_of(t.wrapping_add(ahead)))
+        Some(self.slot_in(words, t.wrapping_add(ahead)))
     }
 
     /// Producer: the next free slot, if the ring is not full. Fill it, then publish it.
+    #[inline]
     pub(crate) fn producer_slot(&self) -> Option<&[Word]> {
         self.free_slot(0)
     }
     /// Producer: the slot `ahead` entries past the tail, if free (to fill several before one
     /// publish).
+    #[inline]
     pub(crate) fn producer_slot_ahead(&self, ahead: u32) -> Option<&[Word]> {
         self.free_slot(ahead)
     }
     /// Producer: makes `n` filled slots visible to the consumer (rings without arm bits).
     pub(crate) fn publish(&self, n: u32) {
-        let t = self.wrap(
-            self.header()
-                .producer
-                .tail
-                .load(Ordering::Relaxed)
-                .wrapping_add(n),
-        );
-        self.header().producer.tail.store(t, Ordering::Relaxed);
-        self.tail().store(t, Ordering::Release);
+        let header = self.header();
+        let t = self.wrap(header.producer.tail.load(Ordering::Relaxed).wrapping_add(n));
+        header.producer.tail.store(t, Ordering::Relaxed);
+        header.tail.0.store(t, Ordering::Release);
     }
 
     /// Producer of a CQ ring: makes one filled slot visible and, in the same atomic step,
@@ -261,9 +265,10 @@ impl Ring {
     /// solicited one and `solicited`). Returns whether it did: the caller then raises the CQ
     /// event, exactly once per arm.
     pub(crate) fn publish_notify(&self, solicited: bool) -> bool {
-        let t = self.header().producer.tail.load(Ordering::Relaxed);
+        let header = self.header();
+        let t = header.producer.tail.load(Ordering::Relaxed);
         let next = self.wrap(t.wrapping_add(1));
-        self.header().producer.tail.store(next, Ordering::Relaxed);
+        header.producer.tail.store(next, Ordering::Relaxed);
         // The first guess is the tail with no arm bits (the common case when polling): the
         // tail line is then written without being read first.
         let mut old = t;
@@ -272,7 +277,7 @@ impl Ring {
             let arm = if fire { 0 } else { old & ARM_BITS };
             // Release: the CQE's words before the index. A CAS (not a store) because the
             // consumer may set arm bits at any time; failing, it retries with those bits.
-            match self.tail().compare_exchange_weak(
+            match header.tail.0.compare_exchange_weak(
                 old,
                 next | arm,
                 Ordering::Release,
@@ -300,23 +305,26 @@ impl Ring {
     }
 
     /// Consumer: the oldest entry, if any. Read it, then [`Ring::consume`].
+    #[inline]
     pub(crate) fn consumer_slot(&self) -> Option<&[Word]> {
         self.consumer_slot_at(0)
     }
     /// Consumer: the entry `n` past the oldest, if published.
+    #[inline]
     pub(crate) fn consumer_slot_at(&self, n: u32) -> Option<&[Word]> {
-        let h = self.head_word().load(Ordering::Relaxed);
-        let t = self.tail().load(Ordering::Acquire);
+        let (header, words) = self.parts();
+        let h = header.head.0.load(Ordering::Relaxed);
+        let t = header.tail.0.load(Ordering::Acquire);
         if self.wrap(t.wrapping_sub(h)) <= n {
             return None;
         }
-        Some(self.slot_of(h.wrapping_add(n)))
+        Some(self.slot_in(words, h.wrapping_add(n)))
     }
     /// Consumer: releases the oldest `n` entries to the producer.
     pub(crate) fn consume(&self, n: u32) {
-        let h = self.head_word().load(Ordering::Relaxed);
-        self.head_word()
-            .store(self.wrap(h.wrapping_add(n)), Ordering::Release);
+        let head = self.head_word();
+        let h = head.load(Ordering::Relaxed);
+        head.store(self.wrap(h.wrapping_add(n)), Ordering::Release);
     }
     /// The consumer index (modulo twice the size). For the consumer's own bookkeeping.
     pub(crate) fn head(&self) -> u32 {

@@ -438,26 +438,29 @@ impl core::fmt::Debug for UvpQp {
 }
 
 /// What a post checks a send request against, whichever way the QP is reached.
-struct SendQueue<'a> {
+struct SendQueue {
     removed: bool,
     state: QpState,
     qp_type: QpType,
     max_inline: u32,
     max_sge: u32,
-    ring: &'a Ring,
 }
 
-/// Copies an SGE's bytes for inline data sent from the application's buffers.
-type Gather<'a> = dyn FnMut(&Sge, &mut [u8]) -> Result<(), PostError> + 'a;
-
-/// Checks `wr` and writes it `ahead` slots past the tail of `q`'s ring.
-fn write_send(
-    q: &SendQueue<'_>,
+/// Checks `wr` against `q` and writes it `ahead` slots past the tail of `ring`. `gather`
+/// copies an SGE's bytes for inline data sent from the application's buffers (generic, not a
+/// `dyn` call: each way of reaching the QP gets its own copy, inlined into its post).
+#[inline]
+fn write_send<G>(
+    q: &SendQueue,
+    ring: &Ring,
     wr: &SendWr<'_>,
     ahead: u32,
     type1_bind: bool,
-    gather: &mut Gather<'_>,
-) -> Result<(), PostError> {
+    gather: &mut G,
+) -> Result<(), PostError>
+where
+    G: FnMut(&Sge, &mut [u8]) -> Result<(), PostError>,
+{
     if q.removed {
         return Err(PostError::DeviceRemoved);
     }
@@ -510,12 +513,43 @@ fn write_send(
     if total >= 1 << 31 {
         return Err(PostError::TooLong);
     }
-    let slot = q
-        .ring
+    let slot = ring
         .producer_slot_ahead(ahead)
         .ok_or(PostError::QueueFull)?;
     encode_send(slot, wr, inline, type1_bind);
     Ok(())
+}
+
+/// Writes `wrs` one after the other past the tail of `ring` (the post lock is held), each
+/// checked against the send queue as `queue` finds it then, and publishes the ones written.
+/// Returns how many were written, and the index and error of the first that failed.
+#[inline]
+fn write_sends<Q, G>(
+    ring: &Ring,
+    queue: Q,
+    wrs: &[SendWr<'_>],
+    type1_bind: bool,
+    mut gather: G,
+) -> (u32, Result<(), (usize, PostError)>)
+where
+    Q: Fn() -> SendQueue,
+    G: FnMut(&Sge, &mut [u8]) -> Result<(), PostError>,
+{
+    let mut posted = 0u32;
+    let mut result = Ok(());
+    for (i, wr) in wrs.iter().enumerate() {
+        match write_send(&queue(), ring, wr, posted, type1_bind, &mut gather) {
+            Ok(()) => posted += 1,
+            Err(e) => {
+                result = Err((i, e));
+                break;
+            }
+        }
+    }
+    if posted > 0 {
+        ring.publish(posted);
+    }
+    (posted, result)
 }
 
 impl UvpQp {
@@ -627,65 +661,68 @@ impl UvpQp {
         }
     }
 
-    /// The send queue as a post checks it.
-    fn send_queue(&self) -> SendQueue<'_> {
-        SendQueue {
-            removed: self.is_removed(),
-            state: self.state(),
-            qp_type: self.qp_type(),
-            max_inline: self.max_inline(),
-            max_sge: self.max_send_sge(),
-            ring: self.sq(),
-        }
-    }
-
-    /// Writes `wr` `ahead` slots past the tail (the post lock is held: `mrs` is its cache).
-    fn write(
-        &self,
-        mrs: &mut MrCache,
-        wr: &SendWr<'_>,
-        ahead: u32,
-        type1_bind: bool,
-    ) -> Result<(), PostError> {
-        let q = self.send_queue();
+    /// Writes `wrs` under the post lock and publishes them, then, if any was written, rings
+    /// the send doorbell: the device runs the queue (in this thread in process; the service's
+    /// doorbell thread otherwise). One look at where the QP is serves the whole post.
+    fn post_sends(&self, wrs: &[SendWr<'_>], type1_bind: bool) -> Result<(), (usize, PostError)> {
         match &self.src {
             QpSrc::Local { dev, qp } => {
-                // Inline from SGEs: here that memory is read through the regions the SGEs
-                // name, so it must be registered.
-                let mut gather = |s: &Sge, out: &mut [u8]| {
-                    let mr = mrs.get(dev, s.lkey).ok_or(PostError::BadInlineSge)?;
-                    let off = mr
-                        .check(s.lkey, qp.pd, s.addr, out.len() as u64, Want::LocalRead)
-                        .map_err(|_| PostError::BadInlineSge)?;
-                    mr.range.read(off, out).map_err(|_| PostError::BadInlineSge)
+                let (posted, result) = {
+                    let mut mrs = self.sq_lock.lock();
+                    mrs.validate(dev);
+                    let queue = || SendQueue {
+                        removed: dev.is_removed(),
+                        state: qp.state(),
+                        qp_type: qp.qp_type,
+                        max_inline: qp.max_inline,
+                        max_sge: qp.sq_max_sge,
+                    };
+                    // Inline from SGEs: here that memory is read through the regions the SGEs
+                    // name, so it must be registered.
+                    let gather = |s: &Sge, out: &mut [u8]| {
+                        let mr = mrs.get(dev, s.lkey).ok_or(PostError::BadInlineSge)?;
+                        let off = mr
+                            .check(s.lkey, qp.pd, s.addr, out.len() as u64, Want::LocalRead)
+                            .map_err(|_| PostError::BadInlineSge)?;
+                        mr.range.read(off, out).map_err(|_| PostError::BadInlineSge)
+                    };
+                    write_sends(&qp.sq, queue, wrs, type1_bind, gather)
                 };
-                write_send(&q, wr, ahead, type1_bind, &mut gather)
-            }
-            #[cfg(all(feature = "std", target_os = "linux"))]
-            QpSrc::Mapped(_) => {
-                // The application's own memory, copied as a hardware provider copies it (no
-                // key check), but through the kernel: a wrong address is an error, not a fault.
-                let mut gather = |s: &Sge, out: &mut [u8]| {
-                    crate::dma::process::read_own(s.addr, out).map_err(|_| PostError::BadInlineSge)
-                };
-                write_send(&q, wr, ahead, type1_bind, &mut gather)
-            }
-        }
-    }
-
-    /// The send doorbell: the device runs the queue (in this thread in process; the
-    /// service's doorbell thread otherwise).
-    fn send_doorbell(&self) {
-        match &self.src {
-            QpSrc::Local { dev, qp } => {
-                engine::run_sq(dev, qp);
-                dev.deliver_interrupts();
+                if posted > 0 {
+                    engine::run_sq(dev, qp);
+                    dev.deliver_interrupts();
+                }
+                result
             }
             #[cfg(all(feature = "std", target_os = "linux"))]
             QpSrc::Mapped(m) => {
-                m.sq.owner_word(OWNER_DOORBELL)
-                    .fetch_or(DOORBELL_SEND, Ordering::AcqRel);
-                m.dev.ring();
+                let (posted, result) = {
+                    let _post_lock = self.sq_lock.lock();
+                    let queue = || SendQueue {
+                        removed: false,
+                        state: crate::qp::state_from_u32(
+                            m.sq.owner_word(crate::ring::OWNER_QP_STATE)
+                                .load(Ordering::Acquire),
+                        ),
+                        qp_type: m.qp_type,
+                        max_inline: m.max_inline,
+                        max_sge: m.sq_max_sge,
+                    };
+                    // The application's own memory, copied as a hardware provider copies it
+                    // (no key check), but through the kernel: a wrong address is an error, not
+                    // a fault.
+                    let gather = |s: &Sge, out: &mut [u8]| {
+                        crate::dma::process::read_own(s.addr, out)
+                            .map_err(|_| PostError::BadInlineSge)
+                    };
+                    write_sends(&m.sq, queue, wrs, type1_bind, gather)
+                };
+                if posted > 0 {
+                    m.sq.owner_word(OWNER_DOORBELL)
+                        .fetch_or(DOORBELL_SEND, Ordering::AcqRel);
+                    m.dev.ring();
+                }
+                result
             }
         }
     }
@@ -704,31 +741,11 @@ impl UvpQp {
     ///
     /// # Errors
     /// `(index, error)` of the first request that failed.
+    // Out of line, as a hardware provider's post is (reached through the verbs table), so
+    // that profiles and `tools/bench-compare` find the whole post under this name.
+    #[inline(never)]
     pub fn post_send_list(&self, wrs: &[SendWr<'_>]) -> Result<(), (usize, PostError)> {
-        let mut posted = 0u32;
-        let mut result = Ok(());
-        {
-            let mut mrs = self.sq_lock.lock();
-            if let Some(dev) = self.local_device() {
-                mrs.validate(dev);
-            }
-            for (i, wr) in wrs.iter().enumerate() {
-                match self.write(&mut mrs, wr, posted, false) {
-                    Ok(()) => posted += 1,
-                    Err(e) => {
-                        result = Err((i, e));
-                        break;
-                    }
-                }
-            }
-            if posted > 0 {
-                self.sq().publish(posted);
-            }
-        }
-        if posted > 0 {
-            self.send_doorbell();
-        }
-        result
+        self.post_sends(wrs, false)
     }
 
     /// Binds the type 1 window whose rkey is `mw_rkey` (`ibv_bind_mw`): posts the bind on the
@@ -757,15 +774,8 @@ impl UvpQp {
             length: info.length,
             access: info.access,
         });
-        {
-            let mut mrs = self.sq_lock.lock();
-            if let Some(dev) = self.local_device() {
-                mrs.validate(dev);
-            }
-            self.write(&mut mrs, &wr, 0, true)?;
-            self.sq().publish(1);
-        }
-        self.send_doorbell();
+        self.post_sends(core::slice::from_ref(&wr), true)
+            .map_err(|(_, e)| e)?;
         Ok(new_rkey)
     }
 
