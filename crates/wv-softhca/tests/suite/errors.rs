@@ -320,8 +320,7 @@ fn mr_registration_checks_access_and_bounds() {
 
 #[test]
 fn limits_are_advertised_and_enforced() {
-    let p = HostPlatform::deterministic();
-    let a = Node::configured(&p, "small", |c| {
+    let (p, a) = deterministic_configured("small", |c| {
         c.limits.max_qp = 2;
         c.limits.max_cq = 2;
         c.limits.max_mr = 1;
@@ -511,8 +510,7 @@ fn vendor_bytes_are_validated_never_trusted() {
 
 #[test]
 fn cq_size_and_multicast_limits_hold_at_their_exact_boundaries() {
-    let p = HostPlatform::deterministic();
-    let a = Node::configured(&p, "edges", |c| {
+    let (p, a) = deterministic_configured("edges", |c| {
         c.limits.max_cqe = 16;
         c.limits.max_mcast_qp_attach = 2;
         c.limits.max_total_mcast_qp_attach = 3;
@@ -561,8 +559,7 @@ fn cq_size_and_multicast_limits_hold_at_their_exact_boundaries() {
 
 #[test]
 fn the_group_limit_counts_distinct_groups_not_attachments() {
-    let p = HostPlatform::deterministic();
-    let a = Node::configured(&p, "groups", |c| c.limits.max_mcast_grp = 2);
+    let (p, a) = deterministic_configured("groups", |c| c.limits.max_mcast_grp = 2);
     let cq = a.cq(4);
     let qps: Vec<Qp> = (0..3).map(|_| a.qp(QpType::Ud, &cq)).collect();
     for q in &qps {

@@ -840,6 +840,17 @@ pub fn deterministic_node() -> (HostPlatform, Node) {
     (p, node)
 }
 
+/// A deterministic platform and one device on it configured by `set`: the start of the tests
+/// that need limits, ports or groups other than the defaults.
+pub fn deterministic_configured(
+    name: &str,
+    set: impl FnOnce(&mut DeviceConfig),
+) -> (HostPlatform, Node) {
+    let p = HostPlatform::deterministic();
+    let node = Node::configured(&p, name, set);
+    (p, node)
+}
+
 /// A deterministic platform with a device configured as [`Node::configured`] makes it and a
 /// plain one, on one fabric.
 pub fn deterministic_configured_pair(
