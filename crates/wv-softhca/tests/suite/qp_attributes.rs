@@ -12,6 +12,15 @@ fn query(node: &Node, qp: &Qp) -> QpAttributes {
     node.hca.query_qp(&qp.soft).unwrap()
 }
 
+/// Moves `qp` to `next` with `attrs`, checks the query reports it there, and returns what the
+/// query reported for the caller to check the attributes the move carried.
+fn moved(node: &Node, qp: &Qp, attrs: &Attrs, next: QpState) -> QpAttributes {
+    node.modify(qp, &attrs.to(next)).unwrap();
+    let q = query(node, qp);
+    assert_eq!(q.state, next);
+    q
+}
+
 #[test]
 fn query_reports_what_each_transition_set_and_keeps_what_a_later_one_did_not_name() {
     let (p, node) = deterministic_node();
@@ -23,8 +32,7 @@ fn query_reports_what_each_transition_set_and_keeps_what_a_later_one_did_not_nam
     let mut a = loopback_attrs(&node, &qp, INIT_RC);
     assert!(ca.max_pkeys > 5);
     a.pkey_index = 3;
-    node.modify(&qp, &a.to(QpState::Init)).unwrap();
-    assert_eq!(query(&node, &qp).pkey_index, 3);
+    assert_eq!(moved(&node, &qp, &a, QpState::Init).pkey_index, 3);
 
     // RTR with the widest destination QPN a BTH carries, as many responder resources as the
     // device advertises, a path MTU other than a new QP's and an alternate path on the
@@ -42,23 +50,10 @@ fn query_reports_what_each_transition_set_and_keeps_what_a_later_one_did_not_nam
     };
     a.alternate_av = alternate;
     a.pkey_index = 5;
-    node.modify(&qp, &a.to(QpState::Rtr)).unwrap();
-    let q = query(&node, &qp);
+    let q = moved(&node, &qp, &a, QpState::Rtr);
     assert_eq!(
-        (
-            q.state,
-            q.dest_qpn,
-            q.responder_resources,
-            q.path_mtu,
-            q.pkey_index
-        ),
-        (
-            QpState::Rtr,
-            0xFF_FFFF,
-            ca.max_qp_responder_resources,
-            Mtu::Mtu4096,
-            3
-        )
+        (q.dest_qpn, q.responder_resources, q.path_mtu, q.pkey_index),
+        (0xFF_FFFF, ca.max_qp_responder_resources, Mtu::Mtu4096, 3)
     );
     assert_eq!(
         (q.alternate_av, q.alternate_local_ack_timeout),
@@ -75,18 +70,16 @@ fn query_reports_what_each_transition_set_and_keeps_what_a_later_one_did_not_nam
     a.rnr_retry = 7;
     a.apm_state = 2;
     a.alternate_av = AddressVector::default();
-    node.modify(&qp, &a.to(QpState::Rts)).unwrap();
-    let q = query(&node, &qp);
+    let q = moved(&node, &qp, &a, QpState::Rts);
     assert_eq!(
         (
-            q.state,
             q.initiator_depth,
             q.local_ack_timeout,
             q.retry_count,
             q.rnr_retry_count,
             q.apm_state
         ),
-        (QpState::Rts, ca.max_qp_initiator_depth, 14, 7, 7, 2)
+        (ca.max_qp_initiator_depth, 14, 7, 7, 2)
     );
     assert_eq!(
         (q.alternate_av, q.alternate_local_ack_timeout, q.pkey_index),
