@@ -603,9 +603,7 @@ fn a_modify_from_rts_to_rts_does_not_renew_the_retry_budget_of_a_request_in_flig
     let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair_with(Conn::with_retry(3));
     let m = a.mem(64, ALL_ACCESS);
     b.hca.set_port_state(1, false).unwrap();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
-        .unwrap();
+    post_send(&qa, 1, m.sge(0, 8));
     // The first try times out: one retry of three spent.
     assert!(p.run_next_timer());
     // RTS -> RTS (a new RNR NAK timer, say) leaves the send queue as it was: the budget is
