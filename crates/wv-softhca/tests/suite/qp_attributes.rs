@@ -12,15 +12,6 @@ fn query(node: &Node, qp: &Qp) -> QpAttributes {
     node.hca.query_qp(&qp.soft).unwrap()
 }
 
-/// Moves `qp` to `next` with `attrs`, checks the query reports it there, and returns what the
-/// query reported for the caller to check the attributes the move carried.
-fn moved(node: &Node, qp: &Qp, attrs: &Attrs, next: QpState) -> QpAttributes {
-    node.modify(qp, &attrs.to(next)).unwrap();
-    let q = query(node, qp);
-    assert_eq!(q.state, next);
-    q
-}
-
 #[test]
 fn query_reports_what_each_transition_set_and_keeps_what_a_later_one_did_not_name() {
     let (p, node) = deterministic_node();

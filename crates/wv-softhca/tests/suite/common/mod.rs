@@ -560,6 +560,15 @@ pub fn rc_rtr_towards(node: &Node, qp: &Qp) -> QpModify {
 }
 
 /// A fresh QP of `t` on `cq`, driven to `target` with [`loopback_attrs`] and no options at all.
+/// Moves `qp` to `next` with `attrs`, checks that `query_qp` reports it there, and returns
+/// what the query reported for the caller to check the attributes the move carried.
+pub fn moved(node: &Node, qp: &Qp, attrs: &Attrs, next: QpState) -> QpAttributes {
+    node.modify(qp, &attrs.to(next)).unwrap();
+    let q = node.hca.query_qp(&qp.soft).unwrap();
+    assert_eq!(q.state, next);
+    q
+}
+
 pub fn qp_in_state(node: &Node, cq: &Cq, t: QpType, target: QpState) -> Qp {
     let qp = node.qp(t, cq);
     let path: &[QpState] = match target {
