@@ -765,6 +765,20 @@ pub fn write_wr<'a>(id: u64, sg: &'a [Sge], addr: u64, rkey: u32) -> SendWr<'a> 
     wr
 }
 
+/// Posts [`write_wr`] on `qp` and returns the one completion it makes on `cq` (as [`one`]):
+/// a write through a key, and how it ended.
+pub fn write_through(
+    qp: &Qp,
+    cq: &Cq,
+    id: u64,
+    sg: &[Sge],
+    addr: u64,
+    rkey: u32,
+) -> (u64, WcStatus, WcOpcode) {
+    qp.uvp.post_send(&write_wr(id, sg, addr, rkey)).unwrap();
+    one(cq)
+}
+
 /// Each completion's request id, in the order polled.
 pub fn wr_ids(wcs: &[WorkCompletion]) -> Vec<u64> {
     wcs.iter().map(|w| w.wr_id).collect()
