@@ -144,11 +144,13 @@ fn options_a_transition_does_not_allow_are_refused() {
         ),
     ] {
         let options = WV_IO_QP_ATTR_STATE | option;
+        let before = node.state(qp);
         assert_eq!(
             modify_with(&node, qp, next, options),
             Err(error),
             "{options:#x}"
         );
+        assert_eq!(node.state(qp), before, "{options:#x}");
     }
     assert_eq!(node.state(&uc_rtr), QpState::Rtr);
     assert_eq!(node.state(&uc_init), QpState::Init);
