@@ -8,9 +8,9 @@ use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_softhca::abi::{self, AhResp, CqResp, SrqResp};
 
-/// A device with small limits, so each can be reached.
-fn small(p: &HostPlatform) -> Node {
-    Node::configured(p, "limits", |c| {
+/// A deterministic platform and on it a device with small limits, so each can be reached.
+fn small() -> (HostPlatform, Node) {
+    deterministic_configured("limits", |c| {
         c.limits.max_qp_wr = 8;
         c.limits.max_sge = 2;
         c.limits.max_inline = 64;
@@ -21,8 +21,7 @@ fn small(p: &HostPlatform) -> Node {
 
 #[test]
 fn each_qp_size_is_checked_on_its_own_and_its_limit_is_accepted() {
-    let p = HostPlatform::deterministic();
-    let a = small(&p);
+    let (p, a) = small();
     let attr = a.hca.query_ca().unwrap();
     assert_eq!(
         (attr.max_qp_wr, attr.max_sge, attr.max_inline_send),
@@ -84,8 +83,7 @@ fn each_qp_size_is_checked_on_its_own_and_its_limit_is_accepted() {
 
 #[test]
 fn each_srq_size_is_checked_on_its_own_and_its_limit_is_accepted() {
-    let p = HostPlatform::deterministic();
-    let a = small(&p);
+    let (p, a) = small();
     assert_eq!(a.hca.query_ca().unwrap().max_srq_wr, 16);
     let create = |max_wr, max_sge, srq_limit| {
         let events = wv_hal::KArc::new(Log::<SrqEvent>::default());
@@ -112,8 +110,7 @@ fn each_srq_size_is_checked_on_its_own_and_its_limit_is_accepted() {
 
 #[test]
 fn an_srq_resizes_to_its_limit_and_takes_a_limit_equal_to_its_size() {
-    let p = HostPlatform::deterministic();
-    let a = small(&p);
+    let (p, a) = small();
     let srq = a.srq(4, 0);
     let size = std::mem::size_of::<SrqResp>();
     let modify = |max_wr: Option<u32>, limit: u32, out_len: usize| {
@@ -168,8 +165,7 @@ fn an_srq_resizes_to_its_limit_and_takes_a_limit_equal_to_its_size() {
 
 #[test]
 fn a_cq_resize_answers_into_an_output_of_exactly_its_size() {
-    let p = HostPlatform::deterministic();
-    let a = small(&p);
+    let (p, a) = small();
     let cq = a.cq(4);
     let size = std::mem::size_of::<CqResp>();
     let mut out = [0u8; 64];
@@ -193,8 +189,7 @@ fn a_cq_resize_answers_into_an_output_of_exactly_its_size() {
 
 #[test]
 fn a_region_may_be_as_long_as_max_mr_size_and_no_longer() {
-    let p = HostPlatform::deterministic();
-    let a = small(&p);
+    let (p, a) = small();
     assert_eq!(a.hca.query_ca().unwrap().max_mr_size, 8192);
     let buf = a.pool.alloc(8193);
     let reg = |length| {
@@ -214,8 +209,7 @@ fn a_region_may_be_as_long_as_max_mr_size_and_no_longer() {
 
 #[test]
 fn an_address_handle_names_a_port_of_the_device_and_one_of_its_gids() {
-    let p = HostPlatform::deterministic();
-    let a = Node::configured(&p, "two ports", |c| c.ports = 2);
+    let (p, a) = deterministic_configured("two ports", |c| c.ports = 2);
     let one_port = Node::simple(&p);
     let unicast = |port| AddressVector {
         grh_valid: true,

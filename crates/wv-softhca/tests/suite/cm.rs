@@ -273,8 +273,7 @@ fn a_connection_through_the_c_tables() {
 
 #[test]
 fn a_connection_on_one_device() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, _b) = pair(&p);
+    let (p, _f, a, _b) = deterministic_pair();
     // A second client of the same device: the connection loops back.
     let (ca, ca_events, out) = open_ca_logged(&*a.hca);
     let b = Node {

@@ -91,22 +91,7 @@ fn many_threads_on_one_shared_cq_with_notifications() {
         pairs.push((qa, qb));
     }
     shared.uvp.arm(false);
-    let threads: Vec<_> = pairs
-        .iter()
-        .map(|(qa, _)| {
-            let q = qa.uvp.clone();
-            let m = ma.clone();
-            std::thread::spawn(move || {
-                for i in 0..N {
-                    let mut wr = send_wr(i, WrOpcode::Send, &[]);
-                    let s = [m.sge(0, 8)];
-                    wr.sg_list = &s;
-                    wr.send_flags = 0;
-                    q.post_send(&wr).unwrap();
-                }
-            })
-        })
-        .collect();
+    let threads = spawn_unsignaled_senders(&pairs, &ma, N);
     for t in threads {
         t.join().unwrap();
     }
@@ -183,23 +168,9 @@ fn srq_consumers_race_and_senders_waiting_on_rnr_all_get_through() {
     let m = Arc::new(a.mem(64, ALL_ACCESS));
     let rb = b.mem(64, ALL_ACCESS);
     const N: u64 = 300;
-    let threads: Vec<_> = senders
-        .iter()
-        .map(|(qa, _)| {
-            let q = qa.uvp.clone();
-            let m = m.clone();
-            std::thread::spawn(move || {
-                for i in 0..N {
-                    let s = [m.sge(0, 8)];
-                    let mut wr = send_wr(i, WrOpcode::Send, &s);
-                    wr.send_flags = 0;
-                    // The send queue is deep enough for all of them; many get RNR NAKs and
-                    // retry when their RNR timer (on the real clock) expires.
-                    q.post_send(&wr).unwrap();
-                }
-            })
-        })
-        .collect();
+    // The send queues are deep enough for all of them; many get RNR NAKs and retry when
+    // their RNR timer (on the real clock) expires.
+    let threads = spawn_unsignaled_senders(&senders, &m, N);
     // Feed the SRQ a few receives at a time until every message has landed.
     let mut got = 0usize;
     let mut posted = 0u64;
@@ -225,4 +196,28 @@ fn srq_consumers_race_and_senders_waiting_on_rnr_all_get_through() {
     }
     assert_eq!(got, 3 * N as usize);
     settle(&p);
+}
+
+/// One thread per connection, each posting `n` unsignaled 8-byte sends from `mem` on the
+/// connection's first QP: the racing senders of the tests above.
+fn spawn_unsignaled_senders(
+    connections: &[(Qp, Qp)],
+    mem: &Arc<Mem>,
+    n: u64,
+) -> Vec<std::thread::JoinHandle<()>> {
+    connections
+        .iter()
+        .map(|(qa, _)| {
+            let q = qa.uvp.clone();
+            let m = mem.clone();
+            std::thread::spawn(move || {
+                for i in 0..n {
+                    let s = [m.sge(0, 8)];
+                    let mut wr = send_wr(i, WrOpcode::Send, &s);
+                    wr.send_flags = 0;
+                    q.post_send(&wr).unwrap();
+                }
+            })
+        })
+        .collect()
 }

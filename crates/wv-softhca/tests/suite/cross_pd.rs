@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use crate::common::{
-    CqSink, Log, Topology, attrs, create_cq, create_qp, mac, open_ca_logged, qp_create,
+    CqSink, Log, Topology, attrs, create_cq, create_qp, mac, open_ca_logged, qp_create, statuses,
 };
 use wv_abi::consts::*;
 use wv_ci::{CiExport, CiVerbs};
@@ -300,6 +300,27 @@ impl World {
     fn settle(&self) {
         crate::common::settle(&self.p);
     }
+
+    /// `c` invalidates `key` by a signaled LOCAL_INV (`id`): the one completion it makes.
+    fn invalidate(&self, c: &Client, id: u64, key: u32) -> (u64, WcStatus, WcOpcode) {
+        let mut inv = SendWr::new(id, WrOpcode::LocalInv);
+        inv.send_flags = send_flags::SIGNALED;
+        inv.imm_or_inv = key;
+        c.uqp.post_send(&inv).unwrap();
+        self.p.run_until_idle();
+        c.one()
+    }
+}
+
+/// The key a peer is handed for `target`: its region's rkey, or (`window`) the key of a type 2
+/// window `owner` binds over it, with the window.
+fn key_over(owner: &Client, target: &Mem, window: bool) -> (Option<Mw>, u32) {
+    if window {
+        let (mw, key) = owner.bound_window(MwType::Type2, target);
+        (Some(mw), key)
+    } else {
+        (None, target.rkey)
+    }
 }
 
 /// Which foreign PD a key comes from.
@@ -322,15 +343,36 @@ fn foreign_mem(owner: &Client, neighbour: &Client, f: Foreign) -> Mem {
     }
 }
 
+/// A signaled request `op` (`id`) of the bytes `sg` names, at `addr` under `rkey` for an RDMA
+/// or atomic one; an atomic adds, or compares with, `compare_add` (and swaps in 0).
+fn remote_wr(
+    id: u64,
+    op: WrOpcode,
+    sg: &[Sge],
+    addr: u64,
+    rkey: u32,
+    compare_add: u64,
+) -> SendWr<'_> {
+    let mut wr = SendWr::new(id, op);
+    wr.send_flags = send_flags::SIGNALED;
+    wr.sg_list = sg;
+    wr.remote_addr = addr;
+    wr.rkey = rkey;
+    if matches!(op, WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd) {
+        wr.atomic = Some(AtomicArgs {
+            compare_add,
+            swap: 0,
+        });
+    }
+    wr
+}
+
 /// An RDMA write of 8 bytes of `src` through `key` at `addr` by `qp`'s client.
 fn write_through(c: &Client, src: &Mem, addr: u64, key: u32) -> (u64, WcStatus, WcOpcode) {
     let sg = [src.sge(0, 8)];
-    let mut wr = SendWr::new(77, WrOpcode::RdmaWrite);
-    wr.send_flags = send_flags::SIGNALED;
-    wr.sg_list = &sg;
-    wr.remote_addr = addr;
-    wr.rkey = key;
-    c.uqp.post_send(&wr).unwrap();
+    c.uqp
+        .post_send(&remote_wr(77, WrOpcode::RdmaWrite, &sg, addr, key, 0))
+        .unwrap();
     c.one()
 }
 
@@ -358,19 +400,10 @@ on_both_topologies! {
                 b.uqp.post_recv(&RecvWr { wr_id: 9, sg_list: &[inbox.sge(0, 64)] }).unwrap();
                 // The entry lies within the foreign region: only its PD is wrong.
                 let sg = [stolen.sge(0, if op == WrOpcode::AtomicFetchAndAdd { 8 } else { 16 })];
-                let mut wr = SendWr::new(1, op);
-                wr.send_flags = send_flags::SIGNALED;
-                wr.sg_list = &sg;
-                wr.remote_addr = inbox.addr(64);
-                wr.rkey = inbox.rkey;
-                if op == WrOpcode::AtomicFetchAndAdd {
-                    wr.atomic = Some(AtomicArgs { compare_add: 1, swap: 0 });
-                }
-                a.uqp.post_send(&wr).unwrap();
+                a.uqp.post_send(&remote_wr(1, op, &sg, inbox.addr(64), inbox.rkey, 1)).unwrap();
                 w.p.run_until_idle();
-                let c = a.completions();
                 assert_eq!(
-                    c.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+                    statuses(&a.completions()),
                     vec![(1, WcStatus::LocProtErr)],
                     "{f:?} {op:?}"
                 );
@@ -392,9 +425,8 @@ on_both_topologies! {
             let src = a.mem();
             a.uqp.post_send(&crate::common::send_wr(1, WrOpcode::Send, &[src.sge(0, 16)])).unwrap();
             w.p.run_until_idle();
-            let r = b.completions();
             assert_eq!(
-                r.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+                statuses(&b.completions()),
                 vec![(9, WcStatus::LocProtErr)],
                 "{f:?}"
             );
@@ -419,17 +451,9 @@ on_both_topologies! {
                 let target = foreign_mem(b, &w.ib, f);
                 let local = a.mem();
                 let sg = [local.sge(0, 8)];
-                let mut wr = SendWr::new(1, op);
-                wr.send_flags = send_flags::SIGNALED;
-                wr.sg_list = &sg;
-                wr.remote_addr = target.addr(8);
-                wr.rkey = target.rkey;
-                if matches!(op, WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd) {
-                    // A compare that matches: only the PD stops the swap.
-                    let fill = u64::from_ne_bytes([FILL; 8]);
-                    wr.atomic = Some(AtomicArgs { compare_add: fill, swap: 0 });
-                }
-                a.uqp.post_send(&wr).unwrap();
+                // A compare that matches: only the PD stops the swap.
+                let fill = u64::from_ne_bytes([FILL; 8]);
+                a.uqp.post_send(&remote_wr(1, op, &sg, target.addr(8), target.rkey, fill)).unwrap();
                 w.p.run_until_idle();
                 assert_eq!(a.one().1, WcStatus::RemAccessErr, "{f:?} {op:?}");
                 assert_eq!(a.state(), QpState::Error, "{f:?} {op:?}");
@@ -446,16 +470,8 @@ on_both_topologies! {
             let (_mw, key) = w.ib.bound_window(MwType::Type1, &target);
             let local = a.mem();
             let sg = [local.sge(0, 8)];
-            let mut wr = SendWr::new(1, op);
-            wr.send_flags = send_flags::SIGNALED;
-            wr.sg_list = &sg;
-            wr.remote_addr = target.addr(8);
-            wr.rkey = key;
-            if matches!(op, WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd) {
-                let fill = u64::from_ne_bytes([FILL; 8]);
-                wr.atomic = Some(AtomicArgs { compare_add: fill, swap: 0 });
-            }
-            a.uqp.post_send(&wr).unwrap();
+            let fill = u64::from_ne_bytes([FILL; 8]);
+            a.uqp.post_send(&remote_wr(1, op, &sg, target.addr(8), key, fill)).unwrap();
             w.p.run_until_idle();
             assert_eq!(a.one().1, WcStatus::RemAccessErr, "window {op:?}");
             assert_eq!(b.state(), QpState::Error, "window {op:?}");
@@ -471,19 +487,9 @@ on_both_topologies! {
         for window in [false, true] {
             let w = world(topology);
             let target = w.ib.mem();
-            let (_mw, key) = if window {
-                let (mw, key) = w.ib.bound_window(MwType::Type2, &target);
-                (Some(mw), key)
-            } else {
-                (None, target.rkey)
-            };
-            let mut inv = SendWr::new(2, WrOpcode::LocalInv);
-            inv.send_flags = send_flags::SIGNALED;
-            inv.imm_or_inv = key;
-            w.b.uqp.post_send(&inv).unwrap();
-            w.p.run_until_idle();
+            let (_mw, key) = key_over(&w.ib, &target, window);
             assert_eq!(
-                w.b.one(),
+                w.invalidate(&w.b, 2, key),
                 (2, WcStatus::LocQpOpErr, WcOpcode::LocalInv),
                 "window: {window}"
             );
@@ -492,12 +498,8 @@ on_both_topologies! {
         // A region of a second PD of the same open: its key still serves a QP of that PD.
         let w = world(topology);
         let target = w.b.mem_in(&w.b.pd2);
-        let mut inv = SendWr::new(2, WrOpcode::LocalInv);
-        inv.send_flags = send_flags::SIGNALED;
-        inv.imm_or_inv = target.lkey;
-        w.b.uqp.post_send(&inv).unwrap();
-        w.p.run_until_idle();
-        assert_eq!(w.b.one(), (2, WcStatus::LocQpOpErr, WcOpcode::LocalInv));
+        let refused = w.invalidate(&w.b, 2, target.lkey);
+        assert_eq!(refused, (2, WcStatus::LocQpOpErr, WcOpcode::LocalInv));
         w.settle();
     }
 
@@ -506,12 +508,7 @@ on_both_topologies! {
             let w = world(topology);
             let (a, b) = (&w.a, &w.b);
             let target = w.ib.mem();
-            let (_mw, key) = if window {
-                let (mw, key) = w.ib.bound_window(MwType::Type2, &target);
-                (Some(mw), key)
-            } else {
-                (None, target.rkey)
-            };
+            let (_mw, key) = key_over(&w.ib, &target, window);
             let inbox = b.mem();
             b.uqp.post_recv(&RecvWr { wr_id: 9, sg_list: &[inbox.sge(0, 64)] }).unwrap();
             let src = a.mem();
@@ -520,9 +517,8 @@ on_both_topologies! {
             wr.imm_or_inv = key;
             a.uqp.post_send(&wr).unwrap();
             w.p.run_until_idle();
-            let r = b.completions();
             assert_eq!(
-                r.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+                statuses(&b.completions()),
                 vec![(9, WcStatus::RemInvReqErr)],
                 "window: {window}"
             );
@@ -546,15 +542,7 @@ on_both_topologies! {
             (3, WrOpcode::AtomicFetchAndAdd),
         ] {
             let sg = [src.sge(16, 8)];
-            let mut wr = SendWr::new(id, op);
-            wr.send_flags = send_flags::SIGNALED;
-            wr.sg_list = &sg;
-            wr.remote_addr = dst.addr(8);
-            wr.rkey = dst.rkey;
-            if op == WrOpcode::AtomicFetchAndAdd {
-                wr.atomic = Some(AtomicArgs { compare_add: 1, swap: 0 });
-            }
-            a.uqp.post_send(&wr).unwrap();
+            a.uqp.post_send(&remote_wr(id, op, &sg, dst.addr(8), dst.rkey, 1)).unwrap();
             w.p.run_until_idle();
             assert_eq!(a.one().1, WcStatus::Success, "{op:?}");
         }
@@ -569,12 +557,7 @@ on_both_topologies! {
         assert_eq!(a.one().1, WcStatus::Success);
         assert_eq!(b.one().1, WcStatus::Success);
         let other = b.mem();
-        let mut inv = SendWr::new(5, WrOpcode::LocalInv);
-        inv.send_flags = send_flags::SIGNALED;
-        inv.imm_or_inv = other.lkey;
-        b.uqp.post_send(&inv).unwrap();
-        w.p.run_until_idle();
-        assert_eq!(b.one(), (5, WcStatus::Success, WcOpcode::LocalInv));
+        assert_eq!(w.invalidate(b, 5, other.lkey), (5, WcStatus::Success, WcOpcode::LocalInv));
         // Both keys are gone now.
         let stale = write_through(a, &src, victim.addr(0), victim.rkey);
         assert_eq!(stale.1, WcStatus::RemAccessErr);

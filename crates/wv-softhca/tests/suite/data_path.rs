@@ -3,7 +3,6 @@
 
 use crate::common::*;
 use wv_hal::*;
-use wv_host::HostPlatform;
 use wv_softhca::*;
 
 #[test]
@@ -47,9 +46,7 @@ fn a_send_of_many_packets_lands_across_the_receives_pieces() {
     // Later packets start inside the second piece.
     let rs = [dst.sge(0, 5_000), dst.sge(6_000, 5_000)];
     qb.uvp.post_recv(&recv_wr(7, &rs)).unwrap();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[src.sge(0, 10_000)]))
-        .unwrap();
+    post_send(&qa, 1, src.sge(0, 10_000));
     let r = poll_all(&cb);
     assert_eq!(
         (r[0].wr_id, r[0].status, r[0].byte_len),
@@ -254,21 +251,19 @@ fn ud_send_with_grh_and_qkey() {
     assert_eq!(&v[40..48], b"datagram");
     // Wrong Q_Key: dropped; the sender still succeeds. LID routing works too.
     post_recv(&qb, 3, rb.sge(0, 128));
-    wr.ud = Some(UdAddress {
-        dlid: b.hca.lid(1),
-        remote_qpn: qb.uvp.qpn(),
-        remote_qkey: 5,
-        ..Default::default()
-    });
+    let by_lid = |remote_qkey| {
+        Some(UdAddress {
+            dlid: b.hca.lid(1),
+            remote_qpn: qb.uvp.qpn(),
+            remote_qkey,
+            ..Default::default()
+        })
+    };
+    wr.ud = by_lid(5);
     qa.uvp.post_send(&wr).unwrap();
     assert!(poll_all(&cb).is_empty());
     // "Use the QP's Q_Key" (high bit).
-    wr.ud = Some(UdAddress {
-        dlid: b.hca.lid(1),
-        remote_qpn: qb.uvp.qpn(),
-        remote_qkey: 0x8000_0000,
-        ..Default::default()
-    });
+    wr.ud = by_lid(0x8000_0000);
     qa.uvp.post_send(&wr).unwrap();
     assert_eq!(poll_all(&cb)[0].wr_id, 3);
     // Larger than the path MTU: a local length error.
@@ -454,8 +449,7 @@ fn pieces(mem: &Mem) -> Vec<Sge> {
 
 #[test]
 fn queues_made_for_the_most_sges_and_an_inline_size_carry_them_whole() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let ca = a.cq(16);
     let cb = b.cq(16);
     // As many SGEs as the device advertises, on both sides; inline sends of the size asked.
@@ -508,8 +502,7 @@ fn queues_made_for_the_most_sges_and_an_inline_size_carry_them_whole() {
 
 #[test]
 fn an_srq_made_for_several_sges_scatters_into_them_all() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let ca = a.cq(16);
     let cb = b.cq(16);
     let srq = b.srq_with(8, 5, 0);
@@ -524,9 +517,7 @@ fn an_srq_made_for_several_sges_scatters_into_them_all() {
         Err(PostError::TooManySge)
     );
     srq.uvp.post_recv(&recv_wr(9, &rs)).unwrap();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[src.sge(0, 26)]))
-        .unwrap();
+    post_send(&qa, 1, src.sge(0, 26));
     let r = poll_all(&cb);
     assert_eq!(
         (r.len(), r[0].wr_id, r[0].status, r[0].byte_len),

@@ -320,8 +320,7 @@ fn mr_registration_checks_access_and_bounds() {
 
 #[test]
 fn limits_are_advertised_and_enforced() {
-    let p = HostPlatform::deterministic();
-    let a = Node::configured(&p, "small", |c| {
+    let (p, a) = deterministic_configured("small", |c| {
         c.limits.max_qp = 2;
         c.limits.max_cq = 2;
         c.limits.max_mr = 1;
@@ -386,43 +385,26 @@ fn limits_are_advertised_and_enforced() {
         recv_cq: &c1.soft,
         srq: None,
     };
-    assert_eq!(
-        a.hca
-            .create_qp(&a.pd, &mk(9, 1), events.clone().into(), &mut Umv::none())
-            .unwrap_err(),
-        VerbsError::InvalidSetting
-    );
-    assert_eq!(
-        a.hca
-            .create_qp(&a.pd, &mk(8, 3), events.clone().into(), &mut Umv::none())
-            .unwrap_err(),
-        VerbsError::InvalidSetting
-    );
-    let (q1, created) = a
-        .hca
-        .create_qp(&a.pd, &mk(5, 2), events.clone().into(), &mut Umv::none())
-        .unwrap();
+    let create = |depth, sge| {
+        a.hca.create_qp(
+            &a.pd,
+            &mk(depth, sge),
+            events.clone().into(),
+            &mut Umv::none(),
+        )
+    };
+    assert_eq!(create(9, 1).unwrap_err(), VerbsError::InvalidSetting);
+    assert_eq!(create(8, 3).unwrap_err(), VerbsError::InvalidSetting);
+    let (q1, created) = create(5, 2).unwrap();
     assert_eq!(
         (created.sq_depth, created.rq_depth, created.sq_sge),
         (8, 8, 2)
     );
-    let _q2 = a
-        .hca
-        .create_qp(&a.pd, &mk(1, 1), events.clone().into(), &mut Umv::none())
-        .unwrap();
-    assert_eq!(
-        a.hca
-            .create_qp(&a.pd, &mk(1, 1), events.clone().into(), &mut Umv::none())
-            .unwrap_err(),
-        VerbsError::InsufficientResources
-    );
+    let _q2 = create(1, 1).unwrap();
+    assert_eq!(create(1, 1).unwrap_err(), VerbsError::InsufficientResources);
     // Destroying frees the slot; handles are reused.
     a.hca.destroy_qp(q1);
-    assert!(
-        a.hca
-            .create_qp(&a.pd, &mk(1, 1), events.into(), &mut Umv::none())
-            .is_ok()
-    );
+    assert!(create(1, 1).is_ok());
     settle(&p);
 }
 
@@ -435,13 +417,13 @@ fn vendor_bytes_are_validated_never_trusted() {
         sq_signaled: true,
         ..QpCreate::new(QpType::Rc, &c.soft, 4)
     };
+    let create_with =
+        |umv: &mut Umv<'_>| a.hca.create_qp(&a.pd, &create, events.clone().into(), umv);
     // A command with a bad magic.
     let mut buf = [0xAAu8; 64];
     let mut umv = Umv::new(0, 8, 64, &mut buf);
     assert_eq!(
-        a.hca
-            .create_qp(&a.pd, &create, events.clone().into(), &mut umv)
-            .unwrap_err(),
+        create_with(&mut umv).unwrap_err(),
         VerbsError::InvalidParameter
     );
     // Lengths larger than the buffer.
@@ -454,18 +436,14 @@ fn vendor_bytes_are_validated_never_trusted() {
         buf: &mut small,
     };
     assert_eq!(
-        a.hca
-            .create_qp(&a.pd, &create, events.clone().into(), &mut umv)
-            .unwrap_err(),
+        create_with(&mut umv).unwrap_err(),
         VerbsError::InvalidParameter
     );
     // Output too small for the response: refused, and nothing is leaked.
     let mut small = [0u8; 8];
     let mut umv = Umv::new(0, 0, 8, &mut small);
     assert_eq!(
-        a.hca
-            .create_qp(&a.pd, &create, events.clone().into(), &mut umv)
-            .unwrap_err(),
+        create_with(&mut umv).unwrap_err(),
         VerbsError::InvalidParameter
     );
     let mut small = [0u8; 8];
@@ -477,10 +455,7 @@ fn vendor_bytes_are_validated_never_trusted() {
             .is_err()
     );
     // No vendor bytes at all: a kernel consumer; the rings are allocated all the same.
-    let (_q, created) = a
-        .hca
-        .create_qp(&a.pd, &create, events.into(), &mut Umv::none())
-        .unwrap();
+    let (_q, created) = create_with(&mut Umv::none()).unwrap();
     assert!(created.qpn >= 2);
     assert!(
         a.hca
@@ -511,8 +486,7 @@ fn vendor_bytes_are_validated_never_trusted() {
 
 #[test]
 fn cq_size_and_multicast_limits_hold_at_their_exact_boundaries() {
-    let p = HostPlatform::deterministic();
-    let a = Node::configured(&p, "edges", |c| {
+    let (p, a) = deterministic_configured("edges", |c| {
         c.limits.max_cqe = 16;
         c.limits.max_mcast_qp_attach = 2;
         c.limits.max_total_mcast_qp_attach = 3;
@@ -528,61 +502,52 @@ fn cq_size_and_multicast_limits_hold_at_their_exact_boundaries() {
 
     // A group takes max_mcast_qp_attach QPs, the device max_total_mcast_qp_attach
     // attachments, each limit on its own.
-    let qps: Vec<Qp> = (0..3).map(|_| a.qp(QpType::Ud, &cq)).collect();
-    for q in &qps {
-        bring_up(&a, q, [0; 16], 0, Conn::default());
-    }
-    let group = |n: u8| {
-        let mut g = [0u8; 16];
-        g[0] = 0xFF;
-        g[1] = 0x0E;
-        g[15] = n;
-        g
-    };
-    let _m1 = a.hca.attach_mcast(&qps[0].soft, &group(1), 0xC001).unwrap();
-    let _m2 = a.hca.attach_mcast(&qps[1].soft, &group(1), 0xC001).unwrap();
+    let qps = ready_ud_qps(&a, &cq, 3);
+    let _m1 = attach(&a, &qps[0], 1).unwrap();
+    let _m2 = attach(&a, &qps[1], 1).unwrap();
     assert_eq!(
-        a.hca
-            .attach_mcast(&qps[2].soft, &group(1), 0xC001)
-            .unwrap_err(),
+        attach(&a, &qps[2], 1).unwrap_err(),
         VerbsError::InsufficientResources,
         "a third QP in a group of two"
     );
-    let _m3 = a.hca.attach_mcast(&qps[2].soft, &group(2), 0xC002).unwrap();
+    let _m3 = attach(&a, &qps[2], 2).unwrap();
     assert_eq!(
-        a.hca
-            .attach_mcast(&qps[0].soft, &group(3), 0xC003)
-            .unwrap_err(),
+        attach(&a, &qps[0], 3).unwrap_err(),
         VerbsError::InsufficientResources,
         "a fourth attachment of a device that takes three"
     );
     settle(&p);
 }
 
+/// `n` UD QPs of `node` on `cq`, each in RTS.
+fn ready_ud_qps(node: &Node, cq: &Cq, n: usize) -> Vec<Qp> {
+    let qps: Vec<Qp> = (0..n).map(|_| node.qp(QpType::Ud, cq)).collect();
+    for q in &qps {
+        bring_up(node, q, [0; 16], 0, Conn::default());
+    }
+    qps
+}
+
+/// Attaches `qp` to multicast group `n`: GID ff0e::n, MLID 0xC000 + n.
+fn attach(node: &Node, qp: &Qp, n: u8) -> Result<SoftMcast, VerbsError> {
+    let mut gid = [0u8; 16];
+    gid[0] = 0xFF;
+    gid[1] = 0x0E;
+    gid[15] = n;
+    node.hca.attach_mcast(&qp.soft, &gid, 0xC000 + u16::from(n))
+}
+
 #[test]
 fn the_group_limit_counts_distinct_groups_not_attachments() {
-    let p = HostPlatform::deterministic();
-    let a = Node::configured(&p, "groups", |c| c.limits.max_mcast_grp = 2);
+    let (p, a) = deterministic_configured("groups", |c| c.limits.max_mcast_grp = 2);
     let cq = a.cq(4);
-    let qps: Vec<Qp> = (0..3).map(|_| a.qp(QpType::Ud, &cq)).collect();
-    for q in &qps {
-        bring_up(&a, q, [0; 16], 0, Conn::default());
-    }
-    let group = |n: u8| {
-        let mut g = [0u8; 16];
-        g[0] = 0xFF;
-        g[1] = 0x0E;
-        g[15] = n;
-        g
-    };
+    let qps = ready_ud_qps(&a, &cq, 3);
     // Two groups, three attachments: a second QP in a group adds no group.
-    let _m1 = a.hca.attach_mcast(&qps[0].soft, &group(1), 0xC001).unwrap();
-    let _m2 = a.hca.attach_mcast(&qps[1].soft, &group(1), 0xC001).unwrap();
-    let _m3 = a.hca.attach_mcast(&qps[2].soft, &group(2), 0xC002).unwrap();
+    let _m1 = attach(&a, &qps[0], 1).unwrap();
+    let _m2 = attach(&a, &qps[1], 1).unwrap();
+    let _m3 = attach(&a, &qps[2], 2).unwrap();
     assert_eq!(
-        a.hca
-            .attach_mcast(&qps[0].soft, &group(3), 0xC003)
-            .unwrap_err(),
+        attach(&a, &qps[0], 3).unwrap_err(),
         VerbsError::InsufficientResources,
         "a third group of a device that takes two"
     );
@@ -606,9 +571,7 @@ fn a_modify_from_rts_to_rts_does_not_renew_the_retry_budget_of_a_request_in_flig
     let (p, _f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair_with(Conn::with_retry(3));
     let m = a.mem(64, ALL_ACCESS);
     b.hca.set_port_state(1, false).unwrap();
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 8)]))
-        .unwrap();
+    post_send(&qa, 1, m.sge(0, 8));
     // The first try times out: one retry of three spent.
     assert!(p.run_next_timer());
     // RTS -> RTS (a new RNR NAK timer, say) leaves the send queue as it was: the budget is

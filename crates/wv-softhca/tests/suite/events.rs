@@ -444,9 +444,7 @@ fn destroy_waits_for_a_callback_already_running() {
     let (m, rb) = mems(&a, 64, &b, 64);
     post_recv(&qb, 1, rb.sge(0, 8));
     cb.uvp.arm(false);
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[m.sge(0, 4)]))
-        .unwrap();
+    post_send(&qa, 1, m.sge(0, 4));
     b.hca.destroy_qp(qb.soft);
     // The DPC runs on another processor and is inside the CQ's callback when the CQ is
     // destroyed: the destroy returns only once the callback has.

@@ -103,10 +103,10 @@ fn local_invalidation_needs_the_regions_current_key() {
     connect(&a, &qa2, &b, &qb2, Conn::default());
     la.buf.write(0, b"valid").unwrap();
     let sg = [la.sge(0, 5)];
-    qa2.uvp
-        .post_send(&write_wr(2, &sg, rb.addr(0), rb.rkey))
-        .unwrap();
-    assert_eq!(one(&ca2), (2, WcStatus::Success, WcOpcode::RdmaWrite));
+    assert_eq!(
+        write_through(&qa2, &ca2, 2, &sg, rb.addr(0), rb.rkey),
+        (2, WcStatus::Success, WcOpcode::RdmaWrite)
+    );
     assert_eq!(&rb.buf.to_vec()[..5], b"valid");
     // With its key it is invalidated.
     local_inv(&qa2, 3, la.lkey);
@@ -152,10 +152,11 @@ fn fast_registration_takes_an_invalidated_region_within_its_pages() {
             length: 1,
             lkey: new_key,
         }];
-        qa.uvp
-            .post_send(&write_wr(3, &sg, rb.addr(0), rb.rkey))
-            .unwrap();
-        assert_eq!(one(&ca).1, WcStatus::Success, "the new key");
+        assert_eq!(
+            write_through(&qa, &ca, 3, &sg, rb.addr(0), rb.rkey).1,
+            WcStatus::Success,
+            "the new key"
+        );
         status
     };
     use WcStatus::{LocQpOpErr, Success};
@@ -182,23 +183,25 @@ on_both_topologies! {
         let rb = b.mem(64, ALL_ACCESS);
         let Mem { buf, mr, lkey, .. } = a.mem(64, ALL_ACCESS);
         let sg = [Sge { addr: buf.addr(), length: 8, lkey }];
-        qa.uvp.post_send(&write_wr(1, &sg, rb.addr(0), rb.rkey)).unwrap();
-        assert_eq!(one(&ca).1, WcStatus::Success);
+        assert_eq!(write_through(&qa, &ca, 1, &sg, rb.addr(0), rb.rkey).1, WcStatus::Success);
         assert!(a.hca.deregister_mr(mr).is_ok());
-        qa.uvp.post_send(&write_wr(2, &sg, rb.addr(0), rb.rkey)).unwrap();
-        assert_eq!(one(&ca), (2, WcStatus::LocProtErr, WcOpcode::RdmaWrite));
+        assert_eq!(
+            write_through(&qa, &ca, 2, &sg, rb.addr(0), rb.rkey),
+            (2, WcStatus::LocProtErr, WcOpcode::RdmaWrite)
+        );
 
         // The responder's side: an RDMA write with the rkey of a region it served.
         let (_f, a, b, ca, _cb, qa, _qb) = rc_pair_on(&p, topology, Conn::default());
         let la = a.mem(64, ALL_ACCESS);
         let Mem { buf, mr, rkey, .. } = b.mem(64, ALL_ACCESS);
         let sg = [la.sge(0, 8)];
-        qa.uvp.post_send(&write_wr(1, &sg, buf.addr(), rkey)).unwrap();
-        assert_eq!(one(&ca).1, WcStatus::Success);
+        assert_eq!(write_through(&qa, &ca, 1, &sg, buf.addr(), rkey).1, WcStatus::Success);
         assert!(b.hca.deregister_mr(mr).is_ok());
         la.buf.write(0, b"too late").unwrap();
-        qa.uvp.post_send(&write_wr(2, &sg, buf.addr(), rkey)).unwrap();
-        assert_eq!(one(&ca), (2, WcStatus::RemAccessErr, WcOpcode::RdmaWrite));
+        assert_eq!(
+            write_through(&qa, &ca, 2, &sg, buf.addr(), rkey),
+            (2, WcStatus::RemAccessErr, WcOpcode::RdmaWrite)
+        );
         assert_ne!(&buf.to_vec()[..8], b"too late");
         settle(&p);
     }

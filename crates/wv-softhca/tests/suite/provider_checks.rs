@@ -5,7 +5,6 @@
 
 use crate::common::*;
 use wv_hal::*;
-use wv_host::HostPlatform;
 use wv_softhca::abi::QpResp;
 use wv_softhca::*;
 
@@ -79,8 +78,7 @@ fn a_resize_maps_only_the_ring_the_command_gave_the_cq() {
 
 #[test]
 fn a_send_missing_what_its_qp_type_or_opcode_needs_is_refused() {
-    let p = HostPlatform::deterministic();
-    let (_f, a, b) = pair(&p);
+    let (p, _f, a, b) = deterministic_pair();
     let (_ca, _cb, ud, _) = ud_qps(&a, &b, 16);
     // A UD send names its destination.
     assert_eq!(

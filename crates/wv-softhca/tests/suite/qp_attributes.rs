@@ -23,8 +23,7 @@ fn query_reports_what_each_transition_set_and_keeps_what_a_later_one_did_not_nam
     let mut a = loopback_attrs(&node, &qp, INIT_RC);
     assert!(ca.max_pkeys > 5);
     a.pkey_index = 3;
-    node.modify(&qp, &a.to(QpState::Init)).unwrap();
-    assert_eq!(query(&node, &qp).pkey_index, 3);
+    assert_eq!(moved(&node, &qp, &a, QpState::Init).pkey_index, 3);
 
     // RTR with the widest destination QPN a BTH carries, as many responder resources as the
     // device advertises, a path MTU other than a new QP's and an alternate path on the
@@ -42,23 +41,10 @@ fn query_reports_what_each_transition_set_and_keeps_what_a_later_one_did_not_nam
     };
     a.alternate_av = alternate;
     a.pkey_index = 5;
-    node.modify(&qp, &a.to(QpState::Rtr)).unwrap();
-    let q = query(&node, &qp);
+    let q = moved(&node, &qp, &a, QpState::Rtr);
     assert_eq!(
-        (
-            q.state,
-            q.dest_qpn,
-            q.responder_resources,
-            q.path_mtu,
-            q.pkey_index
-        ),
-        (
-            QpState::Rtr,
-            0xFF_FFFF,
-            ca.max_qp_responder_resources,
-            Mtu::Mtu4096,
-            3
-        )
+        (q.dest_qpn, q.responder_resources, q.path_mtu, q.pkey_index),
+        (0xFF_FFFF, ca.max_qp_responder_resources, Mtu::Mtu4096, 3)
     );
     assert_eq!(
         (q.alternate_av, q.alternate_local_ack_timeout),
@@ -75,18 +61,16 @@ fn query_reports_what_each_transition_set_and_keeps_what_a_later_one_did_not_nam
     a.rnr_retry = 7;
     a.apm_state = 2;
     a.alternate_av = AddressVector::default();
-    node.modify(&qp, &a.to(QpState::Rts)).unwrap();
-    let q = query(&node, &qp);
+    let q = moved(&node, &qp, &a, QpState::Rts);
     assert_eq!(
         (
-            q.state,
             q.initiator_depth,
             q.local_ack_timeout,
             q.retry_count,
             q.rnr_retry_count,
             q.apm_state
         ),
-        (QpState::Rts, ca.max_qp_initiator_depth, 14, 7, 7, 2)
+        (ca.max_qp_initiator_depth, 14, 7, 7, 2)
     );
     assert_eq!(
         (q.alternate_av, q.alternate_local_ack_timeout, q.pkey_index),
@@ -118,6 +102,9 @@ fn query_reports_what_each_transition_set_and_keeps_what_a_later_one_did_not_nam
     settle(&p);
 }
 
+/// A change to a transition's attributes, the error it must be refused with, and what it is.
+type Refused<'a> = (&'a dyn Fn(&mut Attrs), VerbsError, &'a str);
+
 #[test]
 fn values_beyond_the_device_or_the_wire_are_refused_and_change_nothing() {
     let (p, node) = deterministic_node();
@@ -129,47 +116,60 @@ fn values_beyond_the_device_or_the_wire_are_refused_and_change_nothing() {
         f(&mut a);
         node.modify(&qp, &a.to(next))
     };
-    let rtr = |f: &dyn Fn(&mut Attrs)| modify(QpState::Rtr, RTR_RC | WV_IO_QP_ATTR_ALTERNATE_AV, f);
-    let before = query(&node, &qp);
+    // Each change alone is refused with its error, the QP keeps every attribute it had, and
+    // the same transition without a change then goes through.
+    let refused_then_taken = |next: QpState, options: u32, changes: &[Refused]| {
+        let before = query(&node, &qp);
+        for (change, error, what) in changes {
+            assert_eq!(modify(next, options, *change), Err(*error), "{what}");
+        }
+        assert_eq!(query(&node, &qp), before);
+        modify(next, options, &|_| {}).unwrap();
+    };
     let too_many = u8::try_from(ca.max_qp_responder_resources + 1).unwrap();
-    assert_eq!(
-        rtr(&|a| a.responder_resources = too_many),
-        Err(VerbsError::InvalidSetting),
-        "more responder resources than the device has"
+    refused_then_taken(
+        QpState::Rtr,
+        RTR_RC | WV_IO_QP_ATTR_ALTERNATE_AV,
+        &[
+            (
+                &|a| a.responder_resources = too_many,
+                VerbsError::InvalidSetting,
+                "more responder resources than the device has",
+            ),
+            (
+                &|a| a.dest_qpn = 1 << 24,
+                VerbsError::InvalidParameter,
+                "a QPN wider than 24 bits",
+            ),
+            (
+                &|a| a.alternate_av.port = ca.port_count + 1,
+                VerbsError::InvalidParameter,
+                "an alternate path from a port the device does not have",
+            ),
+        ],
     );
-    assert_eq!(
-        rtr(&|a| a.dest_qpn = 1 << 24),
-        Err(VerbsError::InvalidParameter),
-        "a QPN wider than 24 bits"
-    );
-    assert_eq!(
-        rtr(&|a| a.alternate_av.port = ca.port_count + 1),
-        Err(VerbsError::InvalidParameter),
-        "an alternate path from a port the device does not have"
-    );
-    assert_eq!(query(&node, &qp), before);
-    rtr(&|_| {}).unwrap();
-
-    let rts = |f: &dyn Fn(&mut Attrs)| modify(QpState::Rts, RTS_RC, f);
-    let before = query(&node, &qp);
     let too_deep = u8::try_from(ca.max_qp_initiator_depth + 1).unwrap();
-    assert_eq!(
-        rts(&|a| a.initiator_depth = too_deep),
-        Err(VerbsError::InvalidSetting),
-        "more reads and atomics in flight than the device allows"
+    refused_then_taken(
+        QpState::Rts,
+        RTS_RC,
+        &[
+            (
+                &|a| a.initiator_depth = too_deep,
+                VerbsError::InvalidSetting,
+                "more reads and atomics in flight than the device allows",
+            ),
+            (
+                &|a| a.retry = 8,
+                VerbsError::InvalidParameter,
+                "a retry count wider than 3 bits",
+            ),
+            (
+                &|a| a.rnr_retry = 8,
+                VerbsError::InvalidParameter,
+                "an RNR retry count wider than 3 bits",
+            ),
+        ],
     );
-    assert_eq!(
-        rts(&|a| a.retry = 8),
-        Err(VerbsError::InvalidParameter),
-        "a retry count wider than 3 bits"
-    );
-    assert_eq!(
-        rts(&|a| a.rnr_retry = 8),
-        Err(VerbsError::InvalidParameter),
-        "an RNR retry count wider than 3 bits"
-    );
-    assert_eq!(query(&node, &qp), before);
-    rts(&|_| {}).unwrap();
     assert_eq!(node.state(&qp), QpState::Rts);
     settle(&p);
 }

@@ -5,6 +5,8 @@
 //! nothing, fences and local operations waiting for what precedes them, SQD finishing the
 //! message in flight as RTS does, and going on from the first packet not yet acknowledged.
 
+use std::sync::Arc;
+
 use crate::common::*;
 use wv_abi::consts::WV_IO_QP_ATTR_STATE;
 use wv_hal::*;
@@ -13,17 +15,24 @@ use wv_softhca::*;
 
 /// Two devices with an RC QP each, `a`'s QP sending from PSN `a_psn` with `c`'s attributes and
 /// `b`'s expecting PSN `b_psn`: what two ends agree on out of band (the CM's REQ and REP).
+/// They stand on a deterministic platform of their own.
 fn rc_pair_psns(
-    p: &HostPlatform,
     c: Conn,
     a_psn: u32,
     b_psn: u32,
-) -> (std::sync::Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
-    let (f, a, b) = pair(p);
+) -> (HostPlatform, Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    let (p, f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = two_qps(&a, &b, QpType::Rc, 64);
     bring_up(&a, &qa, b.hca.gid(), qb.uvp.qpn(), Conn { psn: a_psn, ..c });
     bring_up(&b, &qb, a.hca.gid(), qa.uvp.qpn(), Conn { psn: b_psn, ..c });
-    (f, a, b, ca, cb, qa, qb)
+    (p, f, a, b, ca, cb, qa, qb)
+}
+
+/// A's request `id` ran out of retries: RETRY_EXC_ERR, A's QP in ERR, and B took nothing.
+fn retries_ran_out(a: &Node, qa: &Qp, ca: &Cq, cb: &Cq, id: u64) {
+    expect_statuses(ca, &[(id, WcStatus::RetryExcErr)]);
+    assert_eq!(a.state(qa), QpState::Error);
+    assert!(poll_all(cb).is_empty(), "B took nothing");
 }
 
 #[test]
@@ -74,17 +83,14 @@ fn an_ack_of_a_psn_never_sent_is_ignored() {
     // ACK timer, and with retry_cnt 0 the timeout fails it. (The link loses whatever A sends
     // after the first packet.)
     for b_psn in [1, 2] {
-        let p = HostPlatform::deterministic();
-        let (f, a, b, ca, cb, qa, qb) = rc_pair_psns(&p, Conn::with_retry(0), 0xFF_FFFF, b_psn);
+        let (p, f, a, b, ca, cb, qa, qb) = rc_pair_psns(Conn::with_retry(0), 0xFF_FFFF, b_psn);
         let (la, rb) = mems(&a, 64, &b, 64);
         post_recv(&qb, 7, rb.sge(0, 64));
         f.script(&[PacketFate::Deliver, PacketFate::Drop]);
         post_send(&qa, 1, la.sge(0, 8));
         assert!(poll_all(&ca).is_empty(), "not acknowledged ({b_psn})");
         assert_eq!(run_timers(&p, 10), 1);
-        expect_statuses(&ca, &[(1, WcStatus::RetryExcErr)]);
-        assert_eq!(a.state(&qa), QpState::Error);
-        assert!(poll_all(&cb).is_empty(), "B took nothing");
+        retries_ran_out(&a, &qa, &ca, &cb, 1);
         settle(&p);
     }
 }
@@ -97,19 +103,9 @@ fn an_ack_short_of_a_burst_that_arrived_whole_sends_nothing_again_before_the_tim
     // timer, each timeout resends them and spends a retry, and with retry_cnt 2 the third
     // fails the request. The link delivers six packets and then loses every one, so a
     // requester that resent at once would spend all six inside post_send.
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair_psns(
-        &p,
-        Conn {
-            retry: 2,
-            ..Conn::default()
-        },
-        0x100,
-        0x105,
-    );
-    let la = a.mem(2048, ALL_ACCESS);
-    let rb = b.mem(2048, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 2048)])).unwrap();
+    let (p, f, a, b, ca, cb, qa, qb) = rc_pair_psns(Conn::with_retry(2), 0x100, 0x105);
+    let (la, rb) = mems(&a, 2048, &b, 2048);
+    post_recv(&qb, 7, rb.sge(0, 2048));
     f.script(&[PacketFate::Deliver; 6]);
     f.set_faults(Some(FaultConfig {
         drop_ppm: 1_000_000,
@@ -127,10 +123,8 @@ fn an_ack_short_of_a_burst_that_arrived_whole_sends_nothing_again_before_the_tim
         assert_eq!(sent(&f), (delivered, 0), "resent on the timeout, once");
     }
     assert_eq!(run_timers(&p, 1), 1);
-    expect_statuses(&ca, &[(1, WcStatus::RetryExcErr)]);
-    assert_eq!(a.state(&qa), QpState::Error);
+    retries_ran_out(&a, &qa, &ca, &cb, 1);
     assert_eq!(sent(&f), (6, 0));
-    assert!(poll_all(&cb).is_empty(), "B took nothing");
     assert_eq!(b.state(&qb), QpState::Rts);
     f.set_faults(None);
     settle(&p);
@@ -142,25 +136,14 @@ fn a_sequence_nak_for_a_psn_before_every_one_outstanding_resends_nothing_before_
     // and it NAKs, naming 0x100: a PSN before every one A has outstanding. Nothing is resent
     // for it (there is nothing from 0x100 on to go back to); the local ACK timer resends the
     // packet, B stays silent (one NAK per sequence error), and the retries run out.
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair_psns(
-        &p,
-        Conn {
-            retry: 2,
-            ..Conn::default()
-        },
-        0x105,
-        0x100,
-    );
-    let la = a.mem(64, ALL_ACCESS);
-    let rb = b.mem(64, ALL_ACCESS);
-    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(0, 64)])).unwrap();
+    let (p, f, a, b, ca, cb, qa, qb) = rc_pair_psns(Conn::with_retry(2), 0x105, 0x100);
+    let (la, rb) = mems(&a, 64, &b, 64);
+    post_recv(&qb, 7, rb.sge(0, 64));
     post_send(&qa, 1, la.sge(0, 8));
     assert_eq!(f.stats().delivered, 1, "sent once");
     assert!(poll_all(&ca).is_empty());
     assert!(run_timers(&p, 10) >= 1);
-    expect_statuses(&ca, &[(1, WcStatus::RetryExcErr)]);
-    assert!(poll_all(&cb).is_empty(), "B took nothing");
+    retries_ran_out(&a, &qa, &ca, &cb, 1);
     settle(&p);
 }
 
@@ -180,18 +163,13 @@ fn a_timeout_asks_again_for_an_unanswered_read_that_a_later_ack_went_past() {
     // that request and the send's resend are lost. Every PSN A sent is now acknowledged, yet
     // the read is outstanding: the local ACK timeout asks for it again, B answers it from its
     // responder resources, and both requests complete.
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
-        &p,
-        Conn {
-            retry: 2,
-            ..Conn::default()
-        },
-    );
-    let la = a.mem(128, ALL_ACCESS);
-    let rb = b.mem(128, ALL_ACCESS);
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_with(Conn {
+        retry: 2,
+        ..Conn::default()
+    });
+    let (la, rb) = mems(&a, 128, &b, 128);
     rb.buf.write(0, &[0x5a; 64]).unwrap();
-    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(64, 64)])).unwrap();
+    post_recv(&qb, 7, rb.sge(64, 64));
     f.script(&[
         PacketFate::Delay,
         PacketFate::Deliver,
@@ -221,19 +199,14 @@ fn a_read_answered_after_it_was_asked_again_restores_the_retry_budget() {
     // is forward progress (though the send's ACK had already gone past the read's PSN), so
     // the budget is whole again: a later send whose packet is lost is resent on its local ACK
     // timeout and completes.
-    let p = HostPlatform::deterministic();
-    let (f, a, b, ca, cb, qa, qb) = rc_pair_with(
-        &p,
-        Conn {
-            retry: 1,
-            ..Conn::default()
-        },
-    );
-    let la = a.mem(128, ALL_ACCESS);
-    let rb = b.mem(128, ALL_ACCESS);
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_with(Conn {
+        retry: 1,
+        ..Conn::default()
+    });
+    let (la, rb) = mems(&a, 128, &b, 128);
     rb.buf.write(0, &[0x5a; 64]).unwrap();
-    qb.uvp.post_recv(&recv_wr(7, &[rb.sge(64, 32)])).unwrap();
-    qb.uvp.post_recv(&recv_wr(8, &[rb.sge(96, 32)])).unwrap();
+    post_recv(&qb, 7, rb.sge(64, 32));
+    post_recv(&qb, 8, rb.sge(96, 32));
     f.script(&[PacketFate::Delay]);
     post_read(&qa, 1, &la, &rb, 64);
     post_send(&qa, 2, la.sge(64, 8));
@@ -258,13 +231,11 @@ fn a_sequence_error_nak_spends_a_retry_and_with_none_left_fails_the_request() {
     // retry_cnt 0 there is no resend: RETRY_EXC_ERR at once, without a timer.
     f.script(&[PacketFate::Drop, PacketFate::Deliver]);
     post_send(&qa, 1, la.sge(0, 2048));
-    expect_statuses(&ca, &[(1, WcStatus::RetryExcErr)]);
-    assert_eq!(a.state(&qa), QpState::Error);
+    // B flushes nothing: its receive waits for a message that never came.
+    retries_ran_out(&a, &qa, &ca, &cb, 1);
     assert_eq!(p.pending_timers(), 0);
     let s = f.stats();
     assert_eq!((s.dropped, s.delivered), (1, 1));
-    // B flushes nothing: its receive waits for a message that never came.
-    assert!(poll_all(&cb).is_empty());
     assert_eq!(b.state(&qb), QpState::Rts);
     settle(&p);
 }
@@ -434,8 +405,7 @@ fn in_sqd_the_message_in_flight_goes_on_as_in_rts() {
 fn a_resend_acknowledged_beyond_the_packet_after_it_skips_every_packet_the_responder_has() {
     let p = HostPlatform::deterministic();
     let (f, a, b, ca, _cb, qa, _qb) = rc_pair(&p); // path MTU 1024
-    let la = a.mem(5120, ALL_ACCESS);
-    let rb = b.mem(5120, ALL_ACCESS);
+    let (la, rb) = mems(&a, 5120, &b, 5120);
     let data: Vec<u8> = (0..5120u32).map(|i| (i * 29 % 251) as u8).collect();
     la.buf.write(0, &data).unwrap();
     // An RDMA write of five packets: p0 acknowledged, p1 to p3 taken by B with their ACKs

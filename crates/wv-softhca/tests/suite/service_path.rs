@@ -156,9 +156,7 @@ fn a_served_clients_sends_run_and_its_receives_in_err_flush_when_the_service_ans
     // Nothing has rung yet.
     assert!(!arena.service());
 
-    qa.uvp
-        .post_send(&send_wr(1, WrOpcode::Send, &[src.sge(0, 20)]))
-        .unwrap();
+    post_send(&qa, 1, src.sge(0, 20));
     assert_eq!(
         arena.rung.load(Ordering::SeqCst),
         1,

@@ -63,45 +63,52 @@ fn modify_with(node: &Node, qp: &Qp, next: QpState, options: u32) -> Result<(), 
     node.modify(qp, &loopback_attrs(node, qp, options).to(next))
 }
 
+/// Calls `check` with every QP type and every pair of states whose cell the kernel's table has
+/// (`valid`) or has not (`!valid`).
+fn each_transition(valid: bool, mut check: impl FnMut(QpType, QpState, QpState)) {
+    for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
+        for cur in ALL {
+            for next in ALL {
+                if kernel_cell(cur, next, t).is_some() == valid {
+                    check(t, cur, next);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn every_valid_transition_with_its_fixed_set_and_with_each_option() {
     let (p, node) = deterministic_node();
     let cq = node.cq(1024);
     let (mut checked, mut accepted_options, mut refused_options) = (0, 0, 0);
-    for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
-        for cur in ALL {
-            for next in ALL {
-                if kernel_cell(cur, next, t).is_none() {
-                    continue;
-                }
-                // The target state alone, as ND's Flush and `Options = 0` send it.
-                let qp = qp_in_state(&node, &cq, t, cur);
-                modify_with(&node, &qp, next, 0)
-                    .unwrap_or_else(|e| panic!("{t:?} {cur:?}->{next:?}: {e:?}"));
-                assert_eq!(node.state(&qp), next, "{t:?} {cur:?}->{next:?}");
-                // Each option: accepted when the kernel's cell allows what it adds, else
-                // refused as an invalid parameter with nothing changed.
-                let (req, opt) = kernel_cell(cur, next, t).unwrap();
-                for option in OPTIONS {
-                    let qp = qp_in_state(&node, &cq, t, cur);
-                    let result = modify_with(&node, &qp, next, WV_IO_QP_ATTR_STATE | option);
-                    let what = format!("{t:?} {cur:?}->{next:?} option {option:#x}");
-                    if option_attrs(next, t, option) & !(req | opt) == 0 {
-                        assert_eq!(result, Ok(()), "{what}");
-                        assert_eq!(node.state(&qp), next, "{what}");
-                        accepted_options += 1;
-                    } else {
-                        assert_eq!(result, Err(VerbsError::InvalidParameter), "{what}");
-                        assert_eq!(node.state(&qp), cur, "{what}");
-                        refused_options += 1;
-                    }
-                }
-                checked += 1;
-                // Keep the device's tables small.
-                p.run_until_idle();
+    each_transition(true, |t, cur, next| {
+        // The target state alone, as ND's Flush and `Options = 0` send it.
+        let qp = qp_in_state(&node, &cq, t, cur);
+        modify_with(&node, &qp, next, 0)
+            .unwrap_or_else(|e| panic!("{t:?} {cur:?}->{next:?}: {e:?}"));
+        assert_eq!(node.state(&qp), next, "{t:?} {cur:?}->{next:?}");
+        // Each option: accepted when the kernel's cell allows what it adds, else
+        // refused as an invalid parameter with nothing changed.
+        let (req, opt) = kernel_cell(cur, next, t).unwrap();
+        for option in OPTIONS {
+            let qp = qp_in_state(&node, &cq, t, cur);
+            let result = modify_with(&node, &qp, next, WV_IO_QP_ATTR_STATE | option);
+            let what = format!("{t:?} {cur:?}->{next:?} option {option:#x}");
+            if option_attrs(next, t, option) & !(req | opt) == 0 {
+                assert_eq!(result, Ok(()), "{what}");
+                assert_eq!(node.state(&qp), next, "{what}");
+                accepted_options += 1;
+            } else {
+                assert_eq!(result, Err(VerbsError::InvalidParameter), "{what}");
+                assert_eq!(node.state(&qp), cur, "{what}");
+                refused_options += 1;
             }
         }
-    }
+        checked += 1;
+        // Keep the device's tables small.
+        p.run_until_idle();
+    });
     // 22 valid pairs per type, less the three that start in SQE (not reachable by modify).
     assert_eq!(checked, 3 * 19);
     assert!(accepted_options > 0 && refused_options > 0);
@@ -112,40 +119,41 @@ fn every_valid_transition_with_its_fixed_set_and_with_each_option() {
 fn options_a_transition_does_not_allow_are_refused() {
     let (p, node) = deterministic_node();
     let cq = node.cq(64);
-    // UC has no responder resources: RESP_RES on RTR → RTS is not in the table.
-    let qp = qp_in_state(&node, &cq, QpType::Uc, QpState::Rtr);
-    assert_eq!(
-        modify_with(
-            &node,
-            &qp,
+    // UC has no responder resources: RESP_RES on RTR → RTS is not in the table. Resizing the
+    // work queues in RTR/RTS is something OFW's HCA drivers refuse.
+    let uc_rtr = qp_in_state(&node, &cq, QpType::Uc, QpState::Rtr);
+    let uc_init = qp_in_state(&node, &cq, QpType::Uc, QpState::Init);
+    for (qp, next, option, error) in [
+        (
+            &uc_rtr,
             QpState::Rts,
-            WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_RESPONDER_RESOURCES
+            WV_IO_QP_ATTR_RESPONDER_RESOURCES,
+            VerbsError::InvalidParameter,
         ),
-        Err(VerbsError::InvalidParameter)
-    );
-    assert_eq!(node.state(&qp), QpState::Rtr);
-    // Resizing the work queues in RTR/RTS is something OFW's HCA drivers refuse.
-    let init = qp_in_state(&node, &cq, QpType::Uc, QpState::Init);
-    assert_eq!(
-        modify_with(
-            &node,
-            &init,
+        (
+            &uc_init,
             QpState::Rtr,
-            WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_CAPABILITIES
+            WV_IO_QP_ATTR_CAPABILITIES,
+            VerbsError::Unsupported,
         ),
-        Err(VerbsError::Unsupported)
-    );
-    assert_eq!(node.state(&init), QpState::Init);
-    assert_eq!(
-        modify_with(
-            &node,
-            &qp,
+        (
+            &uc_rtr,
             QpState::Rts,
-            WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_CAPABILITIES
+            WV_IO_QP_ATTR_CAPABILITIES,
+            VerbsError::Unsupported,
         ),
-        Err(VerbsError::Unsupported)
-    );
-    assert_eq!(node.state(&qp), QpState::Rtr);
+    ] {
+        let options = WV_IO_QP_ATTR_STATE | option;
+        let before = node.state(qp);
+        assert_eq!(
+            modify_with(&node, qp, next, options),
+            Err(error),
+            "{options:#x}"
+        );
+        assert_eq!(node.state(qp), before, "{options:#x}");
+    }
+    assert_eq!(node.state(&uc_rtr), QpState::Rtr);
+    assert_eq!(node.state(&uc_init), QpState::Init);
     // An RTR path without a valid MTU.
     let qp = qp_in_state(&node, &cq, QpType::Rc, QpState::Init);
     let mut a = loopback_attrs(&node, &qp, WV_IO_QP_ATTR_STATE);
@@ -162,43 +170,34 @@ fn options_a_transition_does_not_allow_are_refused() {
 fn invalid_transitions_are_refused_and_change_nothing() {
     let (p, node) = deterministic_node();
     let cq = node.cq(1024);
-    for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
-        for cur in ALL {
-            for next in ALL {
-                if kernel_cell(cur, next, t).is_some() {
-                    continue;
-                }
-                let qp = qp_in_state(&node, &cq, t, cur);
-                let result = modify_with(&node, &qp, next, 0);
-                if (cur, next) == (QpState::Reset, QpState::Error) {
-                    // OFW's HCA drivers accept it and leave the QP in RESET.
-                    assert_eq!(result, Ok(()), "{t:?} RESET->ERROR");
-                } else {
-                    assert_eq!(
-                        result,
-                        Err(VerbsError::InvalidState),
-                        "{t:?} {cur:?}->{next:?}"
-                    );
-                }
-                assert_eq!(node.state(&qp), cur);
-            }
+    each_transition(false, |t, cur, next| {
+        let qp = qp_in_state(&node, &cq, t, cur);
+        let result = modify_with(&node, &qp, next, 0);
+        if (cur, next) == (QpState::Reset, QpState::Error) {
+            // OFW's HCA drivers accept it and leave the QP in RESET.
+            assert_eq!(result, Ok(()), "{t:?} RESET->ERROR");
+        } else {
+            assert_eq!(
+                result,
+                Err(VerbsError::InvalidState),
+                "{t:?} {cur:?}->{next:?}"
+            );
         }
-    }
+        assert_eq!(node.state(&qp), cur);
+    });
     // Values the device refuses: port 2 of a one-port device, a P_Key index past the table.
     let qp = node.qp(QpType::Rc, &cq);
-    let mut a = attrs(INIT_RC);
-    a.port = 2;
-    assert_eq!(
-        node.modify(&qp, &a.to(QpState::Init)),
-        Err(VerbsError::InvalidParameter)
-    );
-    let mut a = attrs(INIT_RC);
-    a.pkey_index = 16;
-    assert_eq!(
-        node.modify(&qp, &a.to(QpState::Init)),
-        Err(VerbsError::InvalidParameter)
-    );
-    assert_eq!(node.state(&qp), QpState::Reset);
+    let refused_init = |change: fn(&mut Attrs)| {
+        let mut a = attrs(INIT_RC);
+        change(&mut a);
+        assert_eq!(
+            node.modify(&qp, &a.to(QpState::Init)),
+            Err(VerbsError::InvalidParameter)
+        );
+        assert_eq!(node.state(&qp), QpState::Reset);
+    };
+    refused_init(|a| a.port = 2);
+    refused_init(|a| a.pkey_index = 16);
     // query_qp reports what modify set.
     let qp = qp_in_state(&node, &cq, QpType::Rc, QpState::Rts);
     let a = node.hca.query_qp(&qp.soft).unwrap();
@@ -250,9 +249,7 @@ fn the_options_a_transition_allows_take_effect() {
     a.alternate_av = alternate(7);
     a.local_ack_timeout = 17;
     a.pkey_index = 1;
-    node.modify(&qp, &a.to(QpState::Rtr)).unwrap();
-    let q = node.hca.query_qp(&qp.soft).unwrap();
-    assert_eq!(q.state, QpState::Rtr);
+    let q = moved(&node, &qp, &a, QpState::Rtr);
     assert_eq!(
         q.access_flags,
         WV_ACCESS_REMOTE_READ | WV_ACCESS_REMOTE_ATOMIC
@@ -271,9 +268,7 @@ fn the_options_a_transition_allows_take_effect() {
     a.alternate_av = alternate(9);
     a.local_ack_timeout = 18;
     a.rnr_nak_timeout = 20;
-    node.modify(&qp, &a.to(QpState::Rts)).unwrap();
-    let q = node.hca.query_qp(&qp.soft).unwrap();
-    assert_eq!(q.state, QpState::Rts);
+    let q = moved(&node, &qp, &a, QpState::Rts);
     assert_eq!(q.apm_state, 1);
     assert_eq!(q.access_flags, WV_ACCESS_REMOTE_WRITE);
     assert_eq!(q.alternate_av, alternate(9));
@@ -283,23 +278,18 @@ fn the_options_a_transition_allows_take_effect() {
 
     a.options = WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_ACCESS_FLAGS;
     a.access = WV_ACCESS_REMOTE_READ;
-    node.modify(&qp, &a.to(QpState::Rts)).unwrap();
-    let q = node.hca.query_qp(&qp.soft).unwrap();
+    let q = moved(&node, &qp, &a, QpState::Rts);
     assert_eq!(q.access_flags, WV_ACCESS_REMOTE_READ);
     assert_eq!(q.apm_state, 1, "what no option names stays");
 
     let qp = qp_in_state(&node, &cq, QpType::Ud, QpState::Init);
     let mut a = loopback_attrs(&node, &qp, WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_PKEY_INDEX);
     a.pkey_index = 2;
-    node.modify(&qp, &a.to(QpState::Rtr)).unwrap();
-    let q = node.hca.query_qp(&qp.soft).unwrap();
-    assert_eq!((q.state, q.pkey_index), (QpState::Rtr, 2));
+    assert_eq!(moved(&node, &qp, &a, QpState::Rtr).pkey_index, 2);
     let qp = qp_in_state(&node, &cq, QpType::Ud, QpState::Init);
     let mut a = loopback_attrs(&node, &qp, WV_IO_QP_ATTR_STATE | WV_IO_QP_ATTR_QKEY);
     a.qkey = 0x2222_2222;
-    node.modify(&qp, &a.to(QpState::Rtr)).unwrap();
-    let q = node.hca.query_qp(&qp.soft).unwrap();
-    assert_eq!((q.state, q.qkey), (QpState::Rtr, 0x2222_2222));
+    assert_eq!(moved(&node, &qp, &a, QpState::Rtr).qkey, 0x2222_2222);
     settle(&p);
 }
 

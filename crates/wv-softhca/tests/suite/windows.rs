@@ -66,10 +66,10 @@ on_both_topologies! {
         let (_mw, key0) = window(&b, MwType::Type1);
         // Before any bind the window opens onto nothing.
         let sg = [src.sge(0, 18)];
-        qa.uvp
-            .post_send(&write_wr(1, &sg, region.addr(1024), key0))
-            .unwrap();
-        assert_eq!(one(&ca).1, WcStatus::RemAccessErr);
+        assert_eq!(
+            write_through(&qa, &ca, 1, &sg, region.addr(1024), key0).1,
+            WcStatus::RemAccessErr
+        );
         let (_f, a, b, ca, cb2, qa, qb2) = rc_pair_on(&p, topology, conn());
         let _ = (cb, qb);
         let src = a.mem(256, ALL_ACCESS);
@@ -91,10 +91,10 @@ on_both_topologies! {
         assert_eq!(one(&cb2), (7, WcStatus::Success, WcOpcode::BindMw));
         // The remote writes through the window's key, inside its bounds.
         let sg = [src.sge(0, 18)];
-        qa.uvp
-            .post_send(&write_wr(1, &sg, region.addr(1024 + 8), key1))
-            .unwrap();
-        assert_eq!(one(&ca), (1, WcStatus::Success, WcOpcode::RdmaWrite));
+        assert_eq!(
+            write_through(&qa, &ca, 1, &sg, region.addr(1024 + 8), key1),
+            (1, WcStatus::Success, WcOpcode::RdmaWrite)
+        );
         assert_eq!(&region.buf.to_vec()[1032..1050], b"through the window");
         // ... and reads back.
         let back = a.mem(64, ALL_ACCESS);
@@ -113,10 +113,7 @@ on_both_topologies! {
         let own = b.mem(64, ALL_ACCESS);
         own.buf.write(0, b"loop").unwrap();
         let sg = [own.sge(0, 4)];
-        l1.uvp
-            .post_send(&write_wr(3, &sg, region.addr(1024), key1))
-            .unwrap();
-        assert_eq!(one(&c).1, WcStatus::Success);
+        assert_eq!(write_through(&l1, &c, 3, &sg, region.addr(1024), key1).1, WcStatus::Success);
         assert_eq!(&region.buf.to_vec()[1024..1028], b"loop");
         // The old key no longer works; rebinding moves the window, unbinding closes it.
         let sg = [src.sge(0, 4)];
@@ -129,20 +126,17 @@ on_both_topologies! {
             .bind_mw(8, send_flags::SIGNALED, key1, &info2)
             .unwrap();
         assert_eq!(one(&cb2).1, WcStatus::Success);
-        qa.uvp
-            .post_send(&write_wr(4, &sg, region.addr(2048), key2))
-            .unwrap();
-        assert_eq!(one(&ca).1, WcStatus::Success);
+        assert_eq!(write_through(&qa, &ca, 4, &sg, region.addr(2048), key2).1, WcStatus::Success);
         let unbind = MwBindInfo { length: 0, ..info };
         let key3 = qb2
             .uvp
             .bind_mw(9, send_flags::SIGNALED, key2, &unbind)
             .unwrap();
         assert_eq!(one(&cb2).1, WcStatus::Success);
-        qa.uvp
-            .post_send(&write_wr(5, &sg, region.addr(2048), key3))
-            .unwrap();
-        assert_eq!(one(&ca).1, WcStatus::RemAccessErr);
+        assert_eq!(
+            write_through(&qa, &ca, 5, &sg, region.addr(2048), key3).1,
+            WcStatus::RemAccessErr
+        );
         settle(&p);
     }
 
@@ -211,10 +205,7 @@ on_both_topologies! {
         assert_eq!(one(&cb), (1, WcStatus::Success, WcOpcode::BindMw));
         let key1 = inc_rkey(key0);
         let sg = [src.sge(0, 8)];
-        qa.uvp
-            .post_send(&write_wr(2, &sg, region.addr(16), key1))
-            .unwrap();
-        assert_eq!(one(&ca).1, WcStatus::Success);
+        assert_eq!(write_through(&qa, &ca, 2, &sg, region.addr(16), key1).1, WcStatus::Success);
         assert_eq!(&region.buf.to_vec()[16..24], b"type two");
         // A bound type 2 window cannot be bound again.
         qb.uvp
@@ -239,10 +230,11 @@ on_both_topologies! {
         assert_eq!(one(&c).1, WcStatus::Success);
         let key1 = inc_rkey(key0);
         let sg = [src.sge(0, 8)];
-        qa.uvp
-            .post_send(&write_wr(2, &sg, region.addr(0), key1))
-            .unwrap();
-        assert_eq!(one(&ca).1, WcStatus::RemAccessErr, "bound to another QP");
+        assert_eq!(
+            write_through(&qa, &ca, 2, &sg, region.addr(0), key1).1,
+            WcStatus::RemAccessErr,
+            "bound to another QP"
+        );
         let _ = (cb, qb);
 
         // LOCAL_INV frees it: the key stops working, and it can be bound again.
@@ -268,10 +260,7 @@ on_both_topologies! {
             ]
         );
         let sg = [src.sge(0, 8)];
-        qa.uvp
-            .post_send(&write_wr(3, &sg, region.addr(0), key1))
-            .unwrap();
-        assert_eq!(one(&ca).1, WcStatus::RemAccessErr);
+        assert_eq!(write_through(&qa, &ca, 3, &sg, region.addr(0), key1).1, WcStatus::RemAccessErr);
 
         // SEND_WITH_INV from the peer frees it too.
         let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
@@ -294,10 +283,7 @@ on_both_topologies! {
         assert_eq!((r[0].wr_id, r[0].status), (10, WcStatus::Success));
         assert_ne!(r[0].wc_flags & wc_flags::WITH_INV, 0);
         assert_eq!(r[0].imm_data, key1);
-        qa.uvp
-            .post_send(&write_wr(5, &sg, region.addr(0), key1))
-            .unwrap();
-        assert_eq!(one(&ca).1, WcStatus::RemAccessErr);
+        assert_eq!(write_through(&qa, &ca, 5, &sg, region.addr(0), key1).1, WcStatus::RemAccessErr);
         settle(&p);
     }
 
@@ -471,10 +457,11 @@ on_both_topologies! {
         // A write through each key lands in that window's part.
         for (i, (key, (_, off))) in keys.iter().zip(&windows).enumerate() {
             let sg = [src.sge(i * 6 % 12, 6)];
-            qa.uvp
-                .post_send(&write_wr(10 + i as u64, &sg, region.addr(*off), *key))
-                .unwrap();
-            assert_eq!(one(&ca).1, WcStatus::Success, "window {i}");
+            assert_eq!(
+                write_through(&qa, &ca, 10 + i as u64, &sg, region.addr(*off), *key).1,
+                WcStatus::Success,
+                "window {i}"
+            );
         }
         let got = region.buf.to_vec();
         assert_eq!(&got[..6], b"first!");
@@ -482,10 +469,10 @@ on_both_topologies! {
         assert_eq!(&got[2048..2054], b"first!");
         // One window's key does not open another's part.
         let sg = [src.sge(0, 6)];
-        qa.uvp
-            .post_send(&write_wr(20, &sg, region.addr(1024), keys[2]))
-            .unwrap();
-        assert_eq!(one(&ca).1, WcStatus::RemAccessErr);
+        assert_eq!(
+            write_through(&qa, &ca, 20, &sg, region.addr(1024), keys[2]).1,
+            WcStatus::RemAccessErr
+        );
         settle(&p);
     }
 

@@ -560,6 +560,15 @@ pub fn rc_rtr_towards(node: &Node, qp: &Qp) -> QpModify {
 }
 
 /// A fresh QP of `t` on `cq`, driven to `target` with [`loopback_attrs`] and no options at all.
+/// Moves `qp` to `next` with `attrs`, checks that `query_qp` reports it there, and returns
+/// what the query reported for the caller to check the attributes the move carried.
+pub fn moved(node: &Node, qp: &Qp, attrs: &Attrs, next: QpState) -> QpAttributes {
+    node.modify(qp, &attrs.to(next)).unwrap();
+    let q = node.hca.query_qp(&qp.soft).unwrap();
+    assert_eq!(q.state, next);
+    q
+}
+
 pub fn qp_in_state(node: &Node, cq: &Cq, t: QpType, target: QpState) -> Qp {
     let qp = node.qp(t, cq);
     let path: &[QpState] = match target {
@@ -756,6 +765,20 @@ pub fn write_wr<'a>(id: u64, sg: &'a [Sge], addr: u64, rkey: u32) -> SendWr<'a> 
     wr
 }
 
+/// Posts [`write_wr`] on `qp` and returns the one completion it makes on `cq` (as [`one`]):
+/// a write through a key, and how it ended.
+pub fn write_through(
+    qp: &Qp,
+    cq: &Cq,
+    id: u64,
+    sg: &[Sge],
+    addr: u64,
+    rkey: u32,
+) -> (u64, WcStatus, WcOpcode) {
+    qp.uvp.post_send(&write_wr(id, sg, addr, rkey)).unwrap();
+    one(cq)
+}
+
 /// Each completion's request id, in the order polled.
 pub fn wr_ids(wcs: &[WorkCompletion]) -> Vec<u64> {
     wcs.iter().map(|w| w.wr_id).collect()
@@ -837,6 +860,17 @@ pub fn pair(platform: &HostPlatform) -> (Arc<Fabric>, Node, Node) {
 pub fn deterministic_node() -> (HostPlatform, Node) {
     let p = HostPlatform::deterministic();
     let node = Node::simple(&p);
+    (p, node)
+}
+
+/// A deterministic platform and one device on it configured by `set`: the start of the tests
+/// that need limits, ports or groups other than the defaults.
+pub fn deterministic_configured(
+    name: &str,
+    set: impl FnOnce(&mut DeviceConfig),
+) -> (HostPlatform, Node) {
+    let p = HostPlatform::deterministic();
+    let node = Node::configured(&p, name, set);
     (p, node)
 }
 
