@@ -2,27 +2,9 @@
 
 use core::time::Duration;
 
-use wv_abi::NtStatus;
-
 /// How a request ended, as `GetOverlappedResult` and the OVERLAPPED's `Internal` /
-/// `InternalHigh` fields report it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IoStatus {
-    /// The NTSTATUS the driver completed the request with.
-    pub status: u32,
-    /// `IoStatus.Information`: for a success or warning status, how many output bytes came back.
-    pub information: usize,
-    /// The output bytes copied back to the caller: `information` bytes for a success or warning
-    /// status, none for an error status (the I/O manager copies nothing back then).
-    pub output: Vec<u8>,
-}
-
-impl IoStatus {
-    /// The status as a typed value.
-    pub fn nt_status(&self) -> NtStatus {
-        NtStatus(self.status)
-    }
-}
+/// `InternalHigh` fields report it: the HAL's type, the same on every transport.
+pub use wv_hal::IoStatus;
 
 /// An open handle to the driver's control device (`CreateFile` on `\\.\WinVerbs`). Dropping it
 /// is `CloseHandle`: the driver cleans up every object created through it, and requests still

@@ -45,7 +45,7 @@ pub use device_model::{DeviceModelPlatform, Dpc, DpcInserted, InterruptService};
 pub use driver::FilterDriver;
 pub use irql::Irql;
 pub use karc::{AllocError, KArc, KArcSlot, KWeak};
-pub use platform::{Event, IoRequest, Platform, RequestQueue, SpinLock, WorkItem};
+pub use platform::{Event, IoRequest, IoStatus, Platform, RequestQueue, SpinLock, WorkItem};
 pub use types::*;
 pub use verbs::{CaEventSink, CqEventSink, QpEventSink, SrqEventSink, Umv, Verbs, VerbsError};
 pub use wv_abi::NtStatus;

@@ -14,6 +14,29 @@ use core::ops::DerefMut;
 use crate::Irql;
 use wv_abi::NtStatus;
 
+/// How a request ended, as the caller sees it through `GetOverlappedResult` and the
+/// OVERLAPPED's `Internal` / `InternalHigh` fields. One type for every transport (the host
+/// model of KMDF and each user-mode transport), so a status passes from one to the other as is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoStatus {
+    /// The NTSTATUS the driver completed the request with (`OVERLAPPED.Internal`).
+    pub status: u32,
+    /// `IoStatus.Information` as the driver set it (`OVERLAPPED.InternalHigh`), also on error;
+    /// for a success or warning status, how many output bytes came back.
+    pub information: usize,
+    /// The bytes the I/O manager copied back to the caller's output buffer: the first
+    /// `information` bytes of the system buffer when the status is success or warning, nothing
+    /// for an error-severity status (METHOD_BUFFERED).
+    pub output: alloc::vec::Vec<u8>,
+}
+
+impl IoStatus {
+    /// The status as an [`NtStatus`].
+    pub fn nt_status(&self) -> NtStatus {
+        NtStatus(self.status)
+    }
+}
+
 /// One IOCTL request (an IRP with METHOD_BUFFERED transfer), owned by whoever holds the value.
 ///
 /// Not `Clone`: completing consumes the request, so a request cannot be completed twice through

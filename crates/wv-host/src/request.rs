@@ -25,25 +25,9 @@ use crate::sync::{Arc, AtomicBool, Mutex, Ordering, Weak};
 use crate::verifier::Counted;
 use crate::wait_word::{WaitWord, Waited};
 
-/// The final status of an I/O request, as `GetOverlappedResult` would show it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IoStatus {
-    /// The NTSTATUS (`OVERLAPPED.Internal`).
-    pub status: u32,
-    /// `IoStatus.Information` as the driver set it (`OVERLAPPED.InternalHigh`), also on error.
-    pub information: usize,
-    /// The bytes the I/O manager copied back to the caller's output buffer: the first
-    /// `information` bytes of the system buffer when the status is success or warning, nothing
-    /// for an error-severity status (METHOD_BUFFERED, spec §2.1).
-    pub output: Vec<u8>,
-}
-
-impl IoStatus {
-    /// The status as an [`NtStatus`].
-    pub fn nt_status(&self) -> NtStatus {
-        NtStatus(self.status)
-    }
-}
+/// The final status of an I/O request, as `GetOverlappedResult` would show it (spec §2.1):
+/// the HAL's type, shared with the user-mode transports.
+pub use wv_hal::IoStatus;
 
 /// Cancel state of an IRP: `Irp->Cancel` and the queue it is parked in, under one lock.
 #[derive(Default)]

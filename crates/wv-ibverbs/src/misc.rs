@@ -195,16 +195,7 @@ fn virtual_sysfs(dir: &str, file: &str) -> Option<String> {
         "board_id" => "WinVerbs soft HCA".to_string(),
         "node_desc" => format!("{} (WinVerbs soft HCA)", dev.name),
         "node_type" => "1: CA".to_string(),
-        "node_guid" => {
-            let g = dev.guid;
-            format!(
-                "{:04x}:{:04x}:{:04x}:{:04x}",
-                g >> 48,
-                (g >> 32) & 0xffff,
-                (g >> 16) & 0xffff,
-                g & 0xffff
-            )
-        }
+        "node_guid" => wv_client::verbs::format_guid(dev.guid),
         f if f.starts_with("ports/") && f.contains("/gid_attrs/types/") => "IB/RoCE v1".to_string(),
         _ => return None,
     })

@@ -4,16 +4,10 @@ use wv_abi::{WV_IO_DEVICE_ATTRIBUTES, WV_IO_PORT_ATTRIBUTES};
 
 use crate::abi::*;
 
-/// `ibv_mtu` of a byte count.
+/// `ibv_mtu` of a byte count (0 for a count that is no IB MTU); `ibv_mtu` numbers the MTUs as
+/// the IB enumeration does.
 pub fn mtu_enum(bytes: u32) -> u32 {
-    match bytes {
-        256 => 1,
-        512 => 2,
-        1024 => 3,
-        2048 => 4,
-        4096 => 5,
-        _ => 0,
-    }
+    wv_hal::Mtu::from_bytes(bytes).map_or(0, |m| m as u32)
 }
 
 /// The byte count of an `ibv_mtu`.

@@ -608,14 +608,6 @@ impl core::fmt::Debug for Io {
     }
 }
 
-fn convert(st: wv_host::IoStatus) -> IoStatus {
-    IoStatus {
-        status: st.status,
-        information: st.information,
-        output: st.output,
-    }
-}
-
 impl Io {
     /// `true` when the driver pended the request (ERROR_IO_PENDING), `false` when it completed
     /// it inline.
@@ -629,13 +621,13 @@ impl Io {
     /// In deterministic mode only, when the request is still pending once no deferred work is
     /// left: that wait could never end (threaded mode would hang instead).
     pub fn wait(self) -> IoStatus {
-        convert(self.inner.wait())
+        self.inner.wait()
     }
 
     /// Waits at most `timeout` (deterministic mode runs the deferred work and does not wait);
     /// `None` while still pending.
     pub fn wait_timeout(&self, timeout: Duration) -> Option<IoStatus> {
-        self.inner.wait_timeout(timeout).map(convert)
+        self.inner.wait_timeout(timeout)
     }
 
     /// Whether the request has ended (`HasOverlappedIoCompleted`); runs nothing.
@@ -645,7 +637,7 @@ impl Io {
 
     /// The final status if the request has ended (`GetOverlappedResult(bWait = FALSE)`).
     pub fn try_result(&self) -> Option<IoStatus> {
-        self.inner.try_result().map(convert)
+        self.inner.try_result()
     }
 }
 

@@ -60,15 +60,7 @@ impl fmt::Display for DeviceSpec {
 }
 
 /// A node GUID as ibv_devinfo prints it (`0257:5600:0000:0001`).
-pub fn format_guid(g: u64) -> String {
-    format!(
-        "{:04x}:{:04x}:{:04x}:{:04x}",
-        g >> 48,
-        (g >> 32) & 0xffff,
-        (g >> 16) & 0xffff,
-        g & 0xffff
-    )
-}
+pub use wv_client::verbs::format_guid;
 
 /// Of `count` devices, the index of another one than `index` when there are two or more (so
 /// that traffic crosses the fabric, as between hosts), else `index` itself (one device loops

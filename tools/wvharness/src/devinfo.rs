@@ -364,16 +364,9 @@ fn port_state(s: u32) -> String {
     format!("{name} ({s})")
 }
 
-/// ibv_devinfo's MTU enum value for a byte count.
+/// ibv_devinfo's MTU enum value for a byte count (0 for a count that is no IB MTU).
 fn mtu_enum(bytes: u32) -> u32 {
-    match bytes {
-        256 => 1,
-        512 => 2,
-        1024 => 3,
-        2048 => 4,
-        4096 => 5,
-        _ => 0,
-    }
+    wv_hal::Mtu::from_bytes(bytes).map_or(0, |m| m as u32)
 }
 
 /// Sends an IOCTL and waits for it.

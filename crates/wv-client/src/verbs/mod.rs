@@ -99,8 +99,21 @@ pub(crate) fn parse<T: FromBytes>(op: &'static str, bytes: &[u8]) -> Result<T> {
     read_prefix::<T>(bytes).map_err(|_| VerbsError::new(op, NtStatus::BUFFER_TOO_SMALL))
 }
 
-/// A `WV_IO_ID` as input bytes.
-pub(crate) fn id_bytes(id: u64, verb_info: u32, data: u32) -> Vec<u8> {
+/// A node GUID as ibv_devinfo and sysfs print it (`0257:5600:0000:0001`): every tool that
+/// names a device by its GUID writes it this one way.
+pub fn format_guid(g: u64) -> String {
+    format!(
+        "{:04x}:{:04x}:{:04x}:{:04x}",
+        g >> 48,
+        (g >> 32) & 0xffff,
+        (g >> 16) & 0xffff,
+        g & 0xffff
+    )
+}
+
+/// A `WV_IO_ID` as input bytes: the input of every request that names one object (destroy,
+/// query, notify, ...). Public so that tools speaking the raw interface build it the same way.
+pub fn id_bytes(id: u64, verb_info: u32, data: u32) -> Vec<u8> {
     WV_IO_ID {
         Id: id,
         VerbInfo: verb_info,

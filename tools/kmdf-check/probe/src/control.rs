@@ -515,42 +515,37 @@ extern "C" fn evt_io_device_control(
 /// Copies the input buffer to the output buffer (METHOD_BUFFERED: the same system buffer, but
 /// the glue must not rely on that).
 fn echo(request: WDFREQUEST, length: usize) {
-    let (mut input, mut input_length): (PVOID, usize) = (null_mut(), 0);
-    // SAFETY: a live request we own; on success the framework returns its system buffer.
-    let status = unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfRequestRetrieveInputBuffer,
-            request,
-            length,
-            &mut input,
-            &mut input_length,
-        )
-    };
-    if !nt_success(status) {
-        // SAFETY: not completed yet.
-        unsafe {
-            call_unsafe_wdf_function_binding!(WdfRequestComplete, request, STATUS_BUFFER_TOO_SMALL)
-        };
-        return;
+    // The input and the output buffer are fetched alike: a buffer of at least `length` bytes
+    // through the DDI named, or the request completes with STATUS_BUFFER_TOO_SMALL.
+    macro_rules! buffer_or_complete {
+        ($retrieve:ident) => {{
+            let (mut buffer, mut buffer_length): (PVOID, usize) = (null_mut(), 0);
+            // SAFETY: a live request we own; on success the framework returns its system buffer.
+            let status = unsafe {
+                call_unsafe_wdf_function_binding!(
+                    $retrieve,
+                    request,
+                    length,
+                    &mut buffer,
+                    &mut buffer_length,
+                )
+            };
+            if !nt_success(status) {
+                // SAFETY: not completed yet.
+                unsafe {
+                    call_unsafe_wdf_function_binding!(
+                        WdfRequestComplete,
+                        request,
+                        STATUS_BUFFER_TOO_SMALL
+                    )
+                };
+                return;
+            }
+            (buffer, buffer_length)
+        }};
     }
-    let (mut output, mut output_length): (PVOID, usize) = (null_mut(), 0);
-    // SAFETY: as above.
-    let status = unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfRequestRetrieveOutputBuffer,
-            request,
-            length,
-            &mut output,
-            &mut output_length,
-        )
-    };
-    if !nt_success(status) {
-        // SAFETY: not completed yet.
-        unsafe {
-            call_unsafe_wdf_function_binding!(WdfRequestComplete, request, STATUS_BUFFER_TOO_SMALL)
-        };
-        return;
-    }
+    let (input, input_length) = buffer_or_complete!(WdfRequestRetrieveInputBuffer);
+    let (output, output_length) = buffer_or_complete!(WdfRequestRetrieveOutputBuffer);
     let copied = length.min(input_length).min(output_length);
     // SAFETY: both buffers are valid for at least `copied` bytes; `copy` allows them to be
     // the same system buffer.

@@ -48,15 +48,7 @@ pub fn st_name(status: u32) -> String {
 }
 
 /// `WV_IO_ID` bytes.
-pub fn id_in(id: u64, verb_info: u32, data: u32) -> Vec<u8> {
-    WV_IO_ID {
-        Id: id,
-        VerbInfo: verb_info,
-        Data: data,
-    }
-    .as_bytes()
-    .to_vec()
-}
+pub use wv_client::verbs::id_bytes as id_in;
 
 /// A `UINT64` id.
 pub fn u64_in(v: u64) -> Vec<u8> {
