@@ -8,9 +8,9 @@
 //! ([`Machine::unload`] checks it), so that the next machine loads the driver fresh.
 
 use std::cell::UnsafeCell;
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
@@ -142,7 +142,7 @@ pub struct Inner {
     /// Whether a driver is loaded (DriverEntry succeeded and unload has not run).
     pub(crate) loaded: AtomicBool,
     /// Counters of things the verifier reports on, by name.
-    pub(crate) stats: Mutex<HashMap<&'static str, u64>>,
+    pub(crate) stats: Stats,
     /// How long the system worker threads take to reach an `IoQueueWorkItem` item.
     pub(crate) work_item_delay: Mutex<Duration>,
 }
@@ -237,7 +237,7 @@ impl Machine {
             registry_path,
             abi: AtomicU8::new(Abi::C as u8),
             loaded: AtomicBool::new(false),
-            stats: Mutex::new(HashMap::new()),
+            stats: Stats::default(),
             work_item_delay: Mutex::new(Duration::ZERO),
         });
         crate::table::reset_globals();
@@ -343,7 +343,7 @@ impl Machine {
 
     /// A counter the emulation keeps (see [`crate::verifier`] for the names).
     pub fn stat(&self, name: &str) -> u64 {
-        self.inner.stats.lock().get(name).copied().unwrap_or(0)
+        self.inner.stats.get(name)
     }
 
     /// Unloads the driver and checks that nothing is left: every controller is removed first
@@ -404,9 +404,8 @@ fn record_coverage(inner: &Inner) {
     };
     let mut called: Vec<&str> = inner
         .stats
-        .lock()
-        .keys()
-        .copied()
+        .names()
+        .into_iter()
         .filter(|k| {
             ["Wdf", "Ke", "Ex", "Io", "DbgPrint"]
                 .iter()
@@ -414,6 +413,7 @@ fn record_coverage(inner: &Inner) {
         })
         .collect();
     called.sort_unstable();
+    called.dedup();
     let test = std::thread::current()
         .name()
         .unwrap_or("?")
@@ -518,7 +518,7 @@ impl Inner {
 
     /// Counts one event of `name` (see [`Machine::stat`]).
     pub(crate) fn count(&self, name: &'static str) {
-        *self.stats.lock().entry(name).or_default() += 1;
+        self.stats.add(name);
     }
 
     /// Deterministic: runs deferred work until none is left. Threaded: waits for the workers.
@@ -529,5 +529,70 @@ impl Inner {
     /// Whether this is the one-thread machine.
     pub(crate) fn is_deterministic(&self) -> bool {
         self.config.workers.is_none()
+    }
+}
+
+/// The emulation's counters. Every entry point counts itself, so counting is on the path of
+/// every DDI and must cost little: a counter is found by the address of its name (every name
+/// is a `&'static str`), in an open-addressed table that never moves, and incremented without a
+/// lock. The same text at two addresses (a literal the compiler did not merge) gets two slots;
+/// reading sums them, so a name's count is what one map keyed by its text would hold.
+pub(crate) struct Stats {
+    slots: Box<[Slot]>,
+}
+
+#[derive(Default)]
+struct Slot {
+    name: OnceLock<&'static str>,
+    count: AtomicU64,
+}
+
+/// Slots in the table: several times the distinct names the emulation counts (its DDIs, kernel
+/// routines and events, about two hundred), so that probes stay short.
+const STAT_SLOTS: usize = 1024;
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            slots: (0..STAT_SLOTS).map(|_| Slot::default()).collect(),
+        }
+    }
+}
+
+impl Stats {
+    /// Counts one event of `name`.
+    pub(crate) fn add(&self, name: &'static str) {
+        let same = |key: &&'static str| key.as_ptr() == name.as_ptr() && key.len() == name.len();
+        // Fibonacci hashing of the address: names are byte strings anywhere in the image.
+        let start = (name.as_ptr() as usize as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54;
+        for probe in 0..STAT_SLOTS {
+            let slot = &self.slots[(start as usize + probe) % STAT_SLOTS];
+            let key = match slot.name.get() {
+                Some(key) => key,
+                None => slot.name.get_or_init(|| name),
+            };
+            if same(key) {
+                slot.count.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        panic!("wdf-emu: more than {STAT_SLOTS} counter names");
+    }
+
+    /// The count of `name`, whatever its address.
+    pub(crate) fn get(&self, name: &str) -> u64 {
+        self.slots
+            .iter()
+            .filter(|slot| slot.name.get().is_some_and(|key| *key == name))
+            .map(|slot| slot.count.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Every name counted at least once (a name at two addresses appears twice).
+    pub(crate) fn names(&self) -> Vec<&'static str> {
+        self.slots
+            .iter()
+            .filter_map(|slot| slot.name.get().copied())
+            .collect()
     }
 }

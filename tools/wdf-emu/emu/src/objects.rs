@@ -15,6 +15,7 @@
 //! message says what happened to it (the "graveyard").
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use wdk_sys::{
@@ -123,10 +124,72 @@ pub(crate) struct Attributes {
     pub context: Option<(usize, usize)>,
 }
 
+/// The object table's hasher. Handles are distinct multiples of 16 from one counter (never
+/// reused), so a multiply spreads them well, where the default SipHash would cost a hundred
+/// instructions on every DDI's handle lookup.
+#[derive(Default)]
+pub(crate) struct HandleHasher(u64);
+
+impl Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_usize(&mut self, value: usize) {
+        // Folded so that both ends carry the handle's counter: hashbrown takes the bucket from
+        // the low bits and the tag from the top seven.
+        let product = (value as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = product ^ (product >> 32);
+    }
+}
+
+/// [`HandleHasher`] for the maps keyed by handle.
+pub(crate) type Handles = BuildHasherDefault<HandleHasher>;
+
+/// What became of an object, as the graveyard keeps it (text only when a message needs it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fate {
+    Disposed,
+    ReleasedByLastReference,
+    CompletedByTheFramework,
+    /// Completed by the driver through this DDI.
+    CompletedBy(&'static str),
+}
+
+impl std::fmt::Display for Fate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fate::Disposed => f.write_str("disposed"),
+            Fate::ReleasedByLastReference => f.write_str("released by its last reference"),
+            Fate::CompletedByTheFramework => f.write_str("completed by the framework"),
+            Fate::CompletedBy(ddi) => write!(f, "completed by {ddi}"),
+        }
+    }
+}
+
+/// A handle that no longer exists: its object's kind and fate.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Grave {
+    pub kind: &'static str,
+    pub fate: Fate,
+}
+
+impl std::fmt::Display for Grave {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "this {} was {}", self.kind, self.fate)
+    }
+}
+
 /// The framework's state.
 #[derive(Default)]
 pub(crate) struct Fx {
-    pub objects: HashMap<Handle, Object>,
+    pub objects: HashMap<Handle, Object, Handles>,
     next: usize,
     pub driver: Option<Handle>,
     /// `PWDFDEVICE_INIT` values handed out and not consumed.
@@ -138,7 +201,7 @@ pub(crate) struct Fx {
     /// WDM device objects by address.
     pub wdm_devices: HashMap<usize, WdmDevice>,
     /// What became of handles that no longer exist.
-    pub graveyard: HashMap<Handle, String>,
+    pub graveyard: HashMap<Handle, Grave, Handles>,
 }
 
 impl Fx {
@@ -229,7 +292,7 @@ impl Fx {
                 "handle {handle:#x} is a {}, not a {expected} (FxObjectHandleGetPtr)",
                 object.kind.name()
             ),
-            (None, Some(fate)) => format!("{expected} {handle:#x} no longer exists: {fate}"),
+            (None, Some(grave)) => format!("{expected} {handle:#x} no longer exists: {grave}"),
             (None, None) => format!("{handle:#x} is not a handle of this driver ({expected})"),
         }
     }
@@ -555,11 +618,11 @@ fn dispose_tree(m: &Arc<Inner>, handle: Handle) {
             object.life = Life::Disposed;
         }
     }
-    release(m, handle, "disposed");
+    release(m, handle, Fate::Disposed);
 }
 
 /// Drops one reference; the last one destroys the object.
-pub(crate) fn release(m: &Arc<Inner>, handle: Handle, fate: &str) {
+pub(crate) fn release(m: &Arc<Inner>, handle: Handle, fate: Fate) {
     let (destroy, contexts) = {
         let mut fx = m.fx.lock();
         let Some(object) = fx.get_mut(handle) else {
@@ -575,8 +638,13 @@ pub(crate) fn release(m: &Arc<Inner>, handle: Handle, fate: &str) {
         {
             p.children.retain(|c| *c != handle);
         }
-        fx.graveyard
-            .insert(handle, format!("this {} was {fate}", object.kind.name()));
+        fx.graveyard.insert(
+            handle,
+            Grave {
+                kind: object.kind.name(),
+                fate,
+            },
+        );
         crate::devices::destroy_kind(&mut fx, handle, &object);
         (object.destroy, object.contexts)
     };
@@ -669,7 +737,7 @@ pub(crate) unsafe fn dereference(
     };
     o.tags.remove(at);
     drop(fx);
-    release(m, handle, "released by its last reference");
+    release(m, handle, Fate::ReleasedByLastReference);
 }
 
 /// What `WdfObjectGetTypedContextWorker` returns when it cannot answer: a zero-filled block

@@ -23,7 +23,7 @@ use wv_client::raw::IoStatus;
 
 use crate::file::FileCore;
 use crate::machine::Inner;
-use crate::objects::{self, Attributes, Fx, Handle, Kind, Life, Object};
+use crate::objects::{self, Attributes, Fate, Fx, Handle, Kind, Life, Object};
 use crate::verifier::WDF_VIOLATION;
 
 /// What an IRP asks for.
@@ -281,13 +281,13 @@ pub(crate) fn create(m: &Arc<Inner>, irp: &Arc<Irp>) -> Handle {
 
 /// The framework completes request `r` itself (cancellation, a purge, no queue for it).
 pub(crate) fn complete_by_framework(m: &Arc<Inner>, r: Handle, status: NTSTATUS) {
-    finish(m, r, status, 0, "completed by the framework");
+    finish(m, r, status, 0, Fate::CompletedByTheFramework);
 }
 
 /// Completion, by the driver or the framework: the owner becomes `Completed`, the queue that
 /// delivered it stops counting it, the IRP completes, and the object goes (unless the driver
 /// holds a reference).
-fn finish(m: &Arc<Inner>, r: Handle, status: NTSTATUS, information: usize, fate: &str) {
+fn finish(m: &Arc<Inner>, r: Handle, status: NTSTATUS, information: usize, fate: Fate) {
     let (irp, queue) = {
         let mut fx = m.fx.lock();
         let Some(req) = request_mut(&mut fx, r) else {
@@ -339,10 +339,10 @@ fn with_request<R>(
                      reference): a request is completed exactly once"
                 ),
                 _ => match fx.graveyard.get(&handle) {
-                    Some(fate) if fate.starts_with("this WDFREQUEST") => format!(
-                        "WDFREQUEST {handle:#x} was already completed ({}): a request is \
+                    Some(grave) if grave.kind == "WDFREQUEST" => format!(
+                        "WDFREQUEST {handle:#x} was already completed (was {}): a request is \
                          completed exactly once, by its owner",
-                        fate.trim_start_matches("this WDFREQUEST ")
+                        grave.fate
                     ),
                     _ => fx.invalid(handle, "WDFREQUEST"),
                 },
@@ -356,7 +356,7 @@ fn with_request<R>(
 
 fn complete_checked(
     m: &Arc<Inner>,
-    ddi: &str,
+    ddi: &'static str,
     request: WDFREQUEST,
     status: NTSTATUS,
     information: usize,
@@ -392,7 +392,7 @@ fn complete_checked(
         information = output_len;
     }
     m.count("requests completed by the driver");
-    finish(m, r, status, information, &format!("completed by {ddi}"));
+    finish(m, r, status, information, Fate::CompletedBy(ddi));
 }
 
 /// `WdfRequestCompleteWithInformation`.

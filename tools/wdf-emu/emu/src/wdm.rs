@@ -453,12 +453,15 @@ unsafe fn acquire_spin_lock(m: &Arc<Inner>, lock: PKSPIN_LOCK) -> KIRQL {
         );
         return kirql(kernel::irql());
     }
-    let start = Instant::now();
+    // The clock starts at the first failed attempt: an uncontended acquisition (nearly all of
+    // them) reads no clock.
+    let mut first_failure = None;
     let mut reported = false;
     while word
         .compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed)
         .is_err()
     {
+        let start = *first_failure.get_or_insert_with(Instant::now);
         if !reported && start.elapsed() > m.config.hang_timeout {
             reported = true;
             m.bug_check(
