@@ -6,7 +6,9 @@
 //! the per-round ratios of per-call medians), the spread of the per-round ratios and a 95 %
 //! Student-t interval on the per-round log-ratios, beside the goal (at most 1.2×); it fails
 //! only if a call fails. It is ignored by the workspace's test run (a debug build would time
-//! the compiler's unoptimised code) and run by `tools/wdf-emu/run` in release.
+//! the compiler's unoptimised code) and run by `tools/wdf-emu/run` in release, and by
+//! `wvharness bench`, which sets `WV_GLUE_COST_JSON` to a file and reads the per-round
+//! figures from it for its glue row.
 
 use std::time::Instant;
 
@@ -18,8 +20,15 @@ const ROUNDS: usize = 12;
 const CALLS: usize = 4000;
 const GOAL: f64 = 1.2;
 
-/// Per-call times of `CALLS` GUID_QUERY round trips on `file`, their median in ns.
-fn round<F: RawFile>(file: &F) -> f64 {
+/// The median and 99th percentile, in ns, of one round's per-call times.
+#[derive(Clone, Copy)]
+struct RoundTimes {
+    median: f64,
+    p99: f64,
+}
+
+/// Per-call times of `CALLS` GUID_QUERY round trips on `file`.
+fn round<F: RawFile>(file: &F) -> RoundTimes {
     let code = wv_abi::ioctl::WV_IOCTL_GUID_QUERY;
     let mut stamps = Vec::with_capacity(CALLS + 1);
     for _ in 0..CALLS {
@@ -32,7 +41,25 @@ fn round<F: RawFile>(file: &F) -> f64 {
         .windows(2)
         .map(|w| (w[1] - w[0]).as_nanos() as f64)
         .collect();
-    median(&mut ns)
+    let median = median(&mut ns);
+    // `median` sorted `ns`.
+    let p99 = ns[(ns.len() * 99).div_ceil(100) - 1];
+    RoundTimes { median, p99 }
+}
+
+/// The per-round figures as JSON, for `wvharness bench`'s glue row.
+fn rounds_json(glue: &[RoundTimes], model: &[RoundTimes]) -> String {
+    let rounds: Vec<String> = glue
+        .iter()
+        .zip(model)
+        .map(|(g, m)| {
+            format!(
+                "{{\"glue_ns\":{},\"glue_p99_ns\":{},\"model_ns\":{},\"model_p99_ns\":{}}}",
+                g.median, g.p99, m.median, m.p99
+            )
+        })
+        .collect();
+    format!("{{\"calls_per_round\":{CALLS},\"rounds\":[{}]}}\n", rounds.join(","))
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -56,10 +83,10 @@ fn glue_inline_ioctl_round_trip_against_the_host_model() {
     let host = wv_inproc::Stack::new(wv_inproc::StackConfig::default());
     let model = host.open().expect("open through the host model");
     // Warm up both paths (allocator, caches, lazily created queues).
-    round(&glue);
-    round(&model);
+    let _ = round(&glue);
+    let _ = round(&model);
     let mut ratios = Vec::with_capacity(ROUNDS);
-    let (mut glue_ns, mut model_ns) = (Vec::new(), Vec::new());
+    let (mut glue_rounds, mut model_rounds) = (Vec::new(), Vec::new());
     for i in 0..ROUNDS {
         // Glue first in even rounds, the model first in odd ones: a drift in the machine's
         // load over the sitting falls on both alike.
@@ -70,10 +97,15 @@ fn glue_inline_ioctl_round_trip_against_the_host_model() {
             let m = round(&model);
             (round(&glue), m)
         };
-        assert!(g > 0.0 && m > 0.0, "a round took no time: {g} {m}");
-        glue_ns.push(g);
-        model_ns.push(m);
-        ratios.push(g / m);
+        assert!(
+            g.median > 0.0 && m.median > 0.0,
+            "a round took no time: {} {}",
+            g.median,
+            m.median
+        );
+        ratios.push(g.median / m.median);
+        glue_rounds.push(g);
+        model_rounds.push(m);
     }
     let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
     let mean = logs.iter().sum::<f64>() / ROUNDS as f64;
@@ -83,6 +115,12 @@ fn glue_inline_ioctl_round_trip_against_the_host_model() {
         .iter()
         .fold((f64::INFINITY, 0f64), |(l, h), &r| (l.min(r), h.max(r)));
     let ratio = median(&mut ratios.clone());
+    let mut glue_ns: Vec<f64> = glue_rounds.iter().map(|r| r.median).collect();
+    let mut model_ns: Vec<f64> = model_rounds.iter().map(|r| r.median).collect();
+    if let Some(path) = std::env::var_os("WV_GLUE_COST_JSON") {
+        std::fs::write(&path, rounds_json(&glue_rounds, &model_rounds))
+            .expect("writing the per-round figures to WV_GLUE_COST_JSON");
+    }
     println!(
         "glue IOCTL round trip (GUID_QUERY, inline): {:.0} ns through the glue on the emulated \
          KMDF vs {:.0} ns through the host model = {ratio:.2}× (median of {ROUNDS} per-round \

@@ -1298,28 +1298,6 @@ fn filter_overhead(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
 }
 
 /// The glue's IOCTL round trip on the emulated KMDF against the same through the host model.
-/// The glue builds only in the emulator's own workspace, so its bench runs there
-/// (`tools/wdf-emu/run` prints the ratio); this row carries the goal and says where the
-/// number comes from rather than inventing one.
 fn glue_row(_cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
-    Ok(vec![BenchRow {
-        group: "control path",
-        name: "inline IOCTL round trip through the glue on the emulated KMDF".into(),
-        value: None,
-        p99: None,
-        unit: "ns",
-        baseline: "the same IOCTL through the host model (wv-inproc)".into(),
-        baseline_value: None,
-        baseline_p99: None,
-        ratio: None,
-        goal: Some(Goal::AtMost(1.2).text()),
-        met: None,
-        note: Some(GLUE_NOTE.into()),
-        spread: None,
-        interval: None,
-    }])
+    Ok(vec![super::glue::row()])
 }
-
-/// Where the glue row's number comes from.
-const GLUE_NOTE: &str = "measured by tools/wdf-emu (scenarios/tests/ioctl_cost.rs, run in \
-                          release by tools/wdf-emu/run, which prints this ratio)";

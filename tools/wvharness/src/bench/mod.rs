@@ -19,6 +19,7 @@
 //! analysis of the goals the run missed).
 
 mod direct;
+mod glue;
 mod measure;
 mod report;
 mod rounds;
