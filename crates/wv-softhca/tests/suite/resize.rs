@@ -130,8 +130,7 @@ fn an_srq_resizes_with_its_receives_kept_and_advertises_it() {
         b.hca.query_ca().unwrap().capability_flags & WV_IO_SRQ_RESIZE,
         0
     );
-    let ca = a.cq(64);
-    let cb = b.cq(64);
+    let (ca, cb) = two_cqs(&a, &b, 64);
     let srq = b.srq(4, 0);
     let qa = a.qp_with(QpType::Rc, &ca, &ca, None, 64, 1, 0, true);
     let qb = b.qp_with(QpType::Rc, &cb, &cb, Some(&srq), 8, 1, 0, true);

@@ -30,8 +30,7 @@ fn srq_connected(
     Qp,
 ) {
     let (p, f, a, b) = deterministic_pair();
-    let ca = a.cq(16);
-    let cb = b.cq(16);
+    let (ca, cb) = two_cqs(&a, &b, 16);
     let srq = b.srq(8, 0);
     let qa = a.qp(qp_type, &ca);
     let qb = b.qp_with(qp_type, &cb, &cb, Some(&srq), 16, 2, 0, true);
@@ -42,14 +41,12 @@ fn srq_connected(
 #[test]
 fn a_ud_qp_takes_datagrams_from_rtr_on_and_its_completion_names_the_sender() {
     let (p, _f, a, b) = deterministic_pair();
-    let ca = a.cq(16);
-    let cb = b.cq(16);
+    let (ca, cb) = two_cqs(&a, &b, 16);
     let qa = a.qp(QpType::Ud, &ca);
     bring_up(&a, &qa, [0; 16], 0, Conn::default());
     let qb = b.qp(QpType::Ud, &cb);
     b.modify(&qb, &qpm(QpState::Init, INIT_UD)).unwrap();
-    let la = a.mem(64, ALL_ACCESS);
-    la.buf.write(0, b"datagram").unwrap();
+    let la = a.mem_holding(64, b"datagram");
     let rb = b.mem(256, ALL_ACCESS);
     // A receive may be posted in INIT, but the QP processes no incoming packet before RTR.
     post_recv(&qb, 1, rb.sge(0, 128));
@@ -80,8 +77,7 @@ fn a_ud_qp_takes_datagrams_from_rtr_on_and_its_completion_names_the_sender() {
 fn a_ud_receive_must_hold_the_grh_and_the_payload() {
     let (p, _f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
-    let la = a.mem(64, ALL_ACCESS);
-    la.buf.write(0, b"0123456789abcdef").unwrap();
+    let la = a.mem_holding(64, b"0123456789abcdef");
     let rb = b.mem(256, ALL_ACCESS);
     let grh = GRH_BYTES as u32;
     // One byte short of GRH + 16: the datagram is dropped and the receive stays (class D).
@@ -125,17 +121,15 @@ fn an_rc_qp_drops_packets_from_a_qp_it_is_not_connected_to() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Rc, 16, Conn::default());
     // A second QP of A sends to B's QP, with the PSN B's QP expects; B's QP is connected to the
     // first, so it drops the packets and the sender's retries run out.
-    let cx = a.cq(16);
-    let stranger = a.qp(QpType::Rc, &cx);
-    bring_up(
+    let (cx, stranger) = qp_up(
         &a,
-        &stranger,
+        QpType::Rc,
+        16,
         b.hca.gid(),
         qb.uvp.qpn(),
         Conn::with_retry(1),
     );
-    let la = a.mem(64, ALL_ACCESS);
-    la.buf.write(0, b"stranger").unwrap();
+    let la = a.mem_holding(64, b"stranger");
     let rb = b.mem(64, ALL_ACCESS);
     post_recv(&qb, 1, rb.sge(0, 64));
     post_send(&stranger, 7, la.sge(0, 8));
@@ -156,8 +150,7 @@ fn an_rc_qp_drops_packets_from_a_qp_it_is_not_connected_to() {
 #[test]
 fn a_uc_rdma_write_takes_a_receive_only_with_immediate_data() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default());
-    let la = a.mem(64, ALL_ACCESS);
-    la.buf.write(0, b"plain write, then").unwrap();
+    let la = a.mem_holding(64, b"plain write, then");
     let rb = b.mem(128, ALL_ACCESS);
     let rr = b.mem(64, ALL_ACCESS);
     post_recv(&qb, 1, rr.sge(0, 64));
@@ -193,8 +186,7 @@ fn a_uc_rdma_write_takes_a_receive_only_with_immediate_data() {
 #[test]
 fn a_uc_send_with_invalidate_invalidates_the_key_it_names() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default());
-    let la = a.mem(64, ALL_ACCESS);
-    la.buf.write(0, b"invalidate").unwrap();
+    let la = a.mem_holding(64, b"invalidate");
     let rb = b.mem(64, ALL_ACCESS);
     let victim = b.mem(16, ALL_ACCESS);
     post_recv(&qb, 1, rb.sge(0, 32));
@@ -307,8 +299,7 @@ fn duplicates_of_an_atomic_and_a_read_are_each_answered_from_their_own_resource(
     let la = a.mem(64, ALL_ACCESS);
     let counter = b.mem(8, ATOMIC);
     counter.buf.write(0, &100u64.to_ne_bytes()).unwrap();
-    let rb = b.mem(64, ALL_ACCESS);
-    rb.buf.write(0, b"read me!").unwrap();
+    let rb = b.mem_holding(64, b"read me!");
     // Both are executed and both responses are late; after the local ACK timeout the requester
     // asks for both again.
     f.script(&[PacketFate::Delay, PacketFate::Delay]);

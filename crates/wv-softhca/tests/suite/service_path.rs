@@ -402,8 +402,7 @@ fn a_served_clients_srq_and_the_qp_on_it_live_in_the_shared_memory() {
         Err(PostError::TooManySge)
     );
     srq.uvp.post_recv(&recv_wr(2, &three[..2])).unwrap();
-    let src = b.mem(64, ALL_ACCESS);
-    src.buf.write(0, b"shared!!").unwrap();
+    let src = b.mem_holding(64, b"shared!!");
     post_send(&qb, 1, src.sge(0, 8));
     p.run_until_idle();
     let r = poll_all(&ca);

@@ -134,8 +134,7 @@ fn a_ud_receiver_gets_a_grh_only_when_the_sender_sends_one() {
     let idx = a.hca.add_ipv4_gid(1, [10, 0, 0, 7]).unwrap();
     assert_eq!(idx, 1);
     let sgid = a.hca.query_gid(1, 1).unwrap();
-    let la = a.mem(64, ALL_ACCESS);
-    la.buf.write(0, b"payload!").unwrap();
+    let la = a.mem_holding(64, b"payload!");
     let rb = b.mem(256, ALL_ACCESS);
     rb.buf.write(0, &[0xEE; 256]).unwrap();
     post_recv(&qb, 1, rb.sge(0, 128));
@@ -208,8 +207,7 @@ fn multicast_reaches_members_on_any_port() {
     let a = Node::configured(&p, "two", |c| c.ports = 2);
     let b = Node::configured(&p, "two", |c| c.ports = 2);
     let _f = fabric_of(&a, &b);
-    let ca = a.cq(16);
-    let cb = b.cq(16);
+    let (ca, cb) = two_cqs(&a, &b, 16);
     let sender = a.qp(QpType::Ud, &ca);
     bring_up(&a, &sender, [0; 16], 0, Conn::default());
     // The member is bound to port 2.
