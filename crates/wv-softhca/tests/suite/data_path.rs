@@ -41,8 +41,7 @@ fn rc_send_with_multiple_sges_across_two_devices() {
 #[test]
 fn a_send_of_many_packets_lands_across_the_receives_pieces() {
     let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
-    let (src, dst) = mems(&a, 10_000, &b, 12_000);
-    let data = write_pattern(&src, 10_000, |i| (i % 251) as u8);
+    let (src, data, dst) = patterned(&a, 10_000, &b, 12_000, |i| (i % 251) as u8);
     // Later packets start inside the second piece.
     let rs = [dst.sge(0, 5_000), dst.sge(6_000, 5_000)];
     qb.uvp.post_recv(&recv_wr(7, &rs)).unwrap();
@@ -230,8 +229,7 @@ fn uc_write_and_send() {
 
 #[test]
 fn ud_send_with_grh_and_qkey() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_ud_pair(16);
     let (la, rb) = mems(&a, 64, &b, 128);
     la.buf.write(0, b"datagram").unwrap();
     post_recv(&qb, 1, rb.sge(0, 128));

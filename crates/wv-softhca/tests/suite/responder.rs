@@ -75,8 +75,7 @@ fn a_ud_qp_takes_datagrams_from_rtr_on_and_its_completion_names_the_sender() {
 
 #[test]
 fn a_ud_receive_must_hold_the_grh_and_the_payload() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_ud_pair(16);
     let la = a.mem_holding(64, b"0123456789abcdef");
     let rb = b.mem(256, ALL_ACCESS);
     let grh = GRH_BYTES as u32;
@@ -217,9 +216,7 @@ fn a_uc_send_with_invalidate_invalidates_the_key_it_names() {
 #[test]
 fn a_uc_message_with_a_late_packet_arrives_whole() {
     let (p, f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default()); // path MTU 1024
-    let la = a.mem(4096, ALL_ACCESS);
-    let data = write_pattern(&la, 4096, |j| (j % 253) as u8);
-    let rb = b.mem(4096, ALL_ACCESS);
+    let (la, data, rb) = patterned(&a, 4096, &b, 4096, |j| (j % 253) as u8);
     post_recv(&qb, 1, rb.sge(0, 4096));
     // Four packets, the second late: in order all the same, so nothing is lost.
     f.script(&[PacketFate::Deliver, PacketFate::Delay]);
@@ -236,9 +233,7 @@ fn a_uc_message_with_a_late_packet_arrives_whole() {
 #[test]
 fn a_uc_message_that_loses_a_packet_completes_its_srq_receive_in_error() {
     let (p, f, a, b, ca, cb, srq, qa, qb) = srq_connected(QpType::Uc); // path MTU 1024
-    let la = a.mem(4096, ALL_ACCESS);
-    let data = write_pattern(&la, 4096, |j| (j % 241) as u8);
-    let rb = b.mem(8192, ALL_ACCESS);
+    let (la, data, rb) = patterned(&a, 4096, &b, 8192, |j| (j % 241) as u8);
     post_srq_recv(&srq, 1, rb.sge(0, 4096));
     post_srq_recv(&srq, 2, rb.sge(4096, 4096));
     // The first packet takes receive 1 from the SRQ; the second is lost, so the rest of the
@@ -334,9 +329,7 @@ fn duplicates_of_an_atomic_and_a_read_are_each_answered_from_their_own_resource(
 #[test]
 fn a_resend_into_an_srq_receive_lands_in_the_receive_its_first_packet_took() {
     let (p, f, a, b, ca, cb, srq, qa, _qb) = srq_connected(QpType::Rc); // path MTU 1024
-    let la = a.mem(3000, ALL_ACCESS);
-    let data = write_pattern(&la, 3000, |j| (j % 239) as u8);
-    let rb = b.mem(8000, ALL_ACCESS);
+    let (la, data, rb) = patterned(&a, 3000, &b, 8000, |j| (j % 239) as u8);
     post_srq_recv(&srq, 1, rb.sge(0, 4000));
     post_srq_recv(&srq, 2, rb.sge(4000, 4000));
     // Three packets: the first is taken (with receive 1 from the SRQ) but its ACK is late, the
@@ -361,9 +354,7 @@ fn a_resend_into_an_srq_receive_lands_in_the_receive_its_first_packet_took() {
 #[test]
 fn an_rdma_write_with_immediate_data_and_no_receive_is_rnr_naked_at_its_last_packet() {
     let (p, f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Rc, 16, Conn::default()); // path MTU 1024
-    let la = a.mem(3000, ALL_ACCESS);
-    let data = write_pattern(&la, 3000, |j| (j % 251) as u8);
-    let rb = b.mem(3000, ALL_ACCESS);
+    let (la, data, rb) = patterned(&a, 3000, &b, 3000, |j| (j % 251) as u8);
     let rr = b.mem(64, ALL_ACCESS);
     // Three packets and no receive: the first two are written, the last (which carries the
     // immediate data and needs a receive) gets an RNR NAK, and the write is not complete.

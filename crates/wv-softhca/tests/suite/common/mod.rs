@@ -737,6 +737,21 @@ pub fn mems(a: &Node, len_a: usize, b: &Node, len_b: usize) -> (Mem, Mem) {
     (a.mem(len_a, ALL_ACCESS), b.mem(len_b, ALL_ACCESS))
 }
 
+/// The two ends of a message of `len` bytes, `byte` of each offset: a region of `a` of `len`
+/// bytes holding it and one of `len_b` bytes of `b` (as [`mems`]); the source, the message and
+/// the destination.
+pub fn patterned(
+    a: &Node,
+    len: usize,
+    b: &Node,
+    len_b: usize,
+    byte: impl Fn(usize) -> u8,
+) -> (Mem, Vec<u8>, Mem) {
+    let (src, dst) = mems(a, len, b, len_b);
+    let data = write_pattern(&src, len, byte);
+    (src, data, dst)
+}
+
 /// Writes `len` bytes, `byte` of each offset, at the start of `mem` and returns them: a
 /// message each byte of which can be checked where it lands.
 pub fn write_pattern(mem: &Mem, len: usize, byte: impl Fn(usize) -> u8) -> Vec<u8> {
@@ -804,6 +819,14 @@ pub fn write_through(
 /// Each completion's request id, in the order polled.
 pub fn wr_ids(wcs: &[WorkCompletion]) -> Vec<u64> {
     wcs.iter().map(|w| w.wr_id).collect()
+}
+
+/// Checks that `cq` did not overrun and polling it gives the completions of requests `0..n`,
+/// in order.
+#[track_caller]
+pub fn expect_in_order(cq: &Cq, n: u64) {
+    assert!(!cq.uvp.overrun());
+    assert_eq!(wr_ids(&poll_all(cq)), (0..n).collect::<Vec<_>>());
 }
 
 /// Checks that polling `cq` gives exactly the completions `expected` (request id and status),
@@ -1025,6 +1048,15 @@ pub fn deterministic_connected(
     let (p, f, a, b) = deterministic_pair();
     let (ca, cb, qa, qb) = two_qps(&a, &b, qp_type, entries);
     connect(&a, &qa, &b, &qb, c);
+    (p, f, a, b, ca, cb, qa, qb)
+}
+
+/// A deterministic platform and [`pair`] on it, with [`ud_qps`] on each client.
+pub fn deterministic_ud_pair(
+    entries: u32,
+) -> (HostPlatform, Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    let (p, f, a, b) = deterministic_pair();
+    let (ca, cb, qa, qb) = ud_qps(&a, &b, entries);
     (p, f, a, b, ca, cb, qa, qb)
 }
 
