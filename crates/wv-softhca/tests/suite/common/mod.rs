@@ -908,6 +908,14 @@ pub fn deterministic_node() -> (HostPlatform, Node) {
     (p, node)
 }
 
+/// [`deterministic_node`] with a CQ of `entries` on the device: where the tests of one QP's
+/// life start.
+pub fn deterministic_node_with_cq(entries: u32) -> (HostPlatform, Node, Cq) {
+    let (p, node) = deterministic_node();
+    let cq = node.cq(entries);
+    (p, node, cq)
+}
+
 /// A deterministic platform and one device on it configured by `set`: the start of the tests
 /// that need limits, ports or groups other than the defaults.
 pub fn deterministic_configured(
