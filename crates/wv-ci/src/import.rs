@@ -113,6 +113,19 @@ fn check(status: ib_api_status_t) -> Result<(), VerbsError> {
     }
 }
 
+/// A C verb that carries the request's vendor bytes: `call` gets them as the `ci_umv_buf_t`
+/// the verbs take, the vendor status the driver leaves there goes back into `umv`, and the
+/// verb's status is [`check`]ed.
+fn vendor_call(
+    umv: &mut Umv<'_>,
+    call: impl FnOnce(&mut ci_umv_buf_t) -> ib_api_status_t,
+) -> Result<(), VerbsError> {
+    let mut buf = umv_buf(umv);
+    let status = call(&mut buf);
+    umv.status = buf.status;
+    check(status)
+}
+
 /// `ci_umv_buf_t` over a request's vendor bytes.
 fn umv_buf(umv: &mut Umv<'_>) -> ci_umv_buf_t {
     let buf = if umv.buf.is_empty() {
@@ -503,13 +516,12 @@ impl Verbs for CiVerbs {
             sink: events,
         })
         .map_err(|_| VerbsError::InsufficientMemory)?;
-        let mut buf = umv_buf(umv);
         let mut h = ptr::null_mut();
         // SAFETY: `buf` describes the request's vendor bytes, which outlive the call; `h` is
         // writable.
-        let status = unsafe { open(self.h_ca(), UserMode, &mut buf, &mut h) };
-        umv.status = buf.status;
-        check(status)?;
+        vendor_call(umv, |buf| unsafe {
+            open(self.h_ca(), UserMode, buf, &mut h)
+        })?;
         // SAFETY: the record lives at a fixed address until `close_ca` unregisters it; the
         // controller owns its list link meanwhile.
         unsafe { register(self.h_ca(), handler.registration()) };
@@ -571,12 +583,12 @@ impl Verbs for CiVerbs {
 
     fn allocate_pd(&self, ca: &CiCa, umv: &mut Umv<'_>) -> Result<CiPd, VerbsError> {
         let allocate = verb!(self.allocate_pd);
-        let mut buf = umv_buf(umv);
         let mut h = ptr::null_mut();
         // SAFETY: the open CA's handle, vendor bytes alive for the call, `h` writable.
-        let status = unsafe { allocate(ca.h, IB_PDT_NORMAL, &mut h, &mut buf) };
-        umv.status = buf.status;
-        check(status).map(|()| CiPd { h })
+        vendor_call(umv, |buf| unsafe {
+            allocate(ca.h, IB_PDT_NORMAL, &mut h, buf)
+        })?;
+        Ok(CiPd { h })
     }
 
     fn deallocate_pd(&self, pd: CiPd) {
@@ -616,12 +628,10 @@ impl Verbs for CiVerbs {
 
     fn create_mw(&self, pd: &CiPd, umv: &mut Umv<'_>) -> Result<(CiMw, u32), VerbsError> {
         let create = verb!(self.create_mw);
-        let mut buf = umv_buf(umv);
         let (mut rkey, mut h) = (0u32, ptr::null_mut());
         // SAFETY: a live PD, outputs and vendor bytes valid for the call.
-        let status = unsafe { create(pd.h, &mut rkey, &mut h, &mut buf) };
-        umv.status = buf.status;
-        check(status).map(|()| (CiMw { h }, rkey))
+        vendor_call(umv, |buf| unsafe { create(pd.h, &mut rkey, &mut h, buf) })?;
+        Ok((CiMw { h }, rkey))
     }
 
     fn destroy_mw(&self, mw: CiMw) {
@@ -639,12 +649,10 @@ impl Verbs for CiVerbs {
     ) -> Result<CiAh, VerbsError> {
         let create = verb!(self.create_av);
         let attr = convert::av_to_ib(av);
-        let mut buf = umv_buf(umv);
         let mut h = ptr::null_mut();
         // SAFETY: a live PD, the attributes, output and vendor bytes valid for the call.
-        let status = unsafe { create(pd.h, &attr, &mut h, &mut buf) };
-        umv.status = buf.status;
-        check(status).map(|()| CiAh { h })
+        vendor_call(umv, |buf| unsafe { create(pd.h, &attr, &mut h, buf) })?;
+        Ok(CiAh { h })
     }
 
     fn destroy_ah(&self, ah: CiAh) {
@@ -663,11 +671,10 @@ impl Verbs for CiVerbs {
     ) -> Result<(CiCq, u32), VerbsError> {
         let create = verb!(self.create_cq);
         let ctx = Pinned::new(events).map_err(|_| VerbsError::InsufficientMemory)?;
-        let mut buf = umv_buf(umv);
         let (mut size, mut h) = (entries, ptr::null_mut());
         // SAFETY: the open CA; the context stays at its address until after `destroy_cq`;
         // the trampolines match the callback types; outputs and vendor bytes valid.
-        let status = unsafe {
+        vendor_call(umv, |buf| unsafe {
             create(
                 ca.h,
                 ctx.as_ptr().cast(),
@@ -675,21 +682,18 @@ impl Verbs for CiVerbs {
                 Some(cq_completion),
                 &mut size,
                 &mut h,
-                &mut buf,
+                buf,
             )
-        };
-        umv.status = buf.status;
-        check(status).map(|()| (CiCq { h, ctx }, size))
+        })?;
+        Ok((CiCq { h, ctx }, size))
     }
 
     fn resize_cq(&self, cq: &CiCq, entries: u32, umv: &mut Umv<'_>) -> Result<u32, VerbsError> {
         let resize = verb!(self.resize_cq);
-        let mut buf = umv_buf(umv);
         let mut size = entries;
         // SAFETY: a live CQ, the size and vendor bytes valid for the call.
-        let status = unsafe { resize(cq.h, &mut size, &mut buf) };
-        umv.status = buf.status;
-        check(status).map(|()| size)
+        vendor_call(umv, |buf| unsafe { resize(cq.h, &mut size, buf) })?;
+        Ok(size)
     }
 
     fn destroy_cq(&self, cq: CiCq) {
@@ -711,22 +715,20 @@ impl Verbs for CiVerbs {
         let create = verb!(self.create_srq);
         let ctx = Pinned::new(events).map_err(|_| VerbsError::InsufficientMemory)?;
         let attr = convert::srq_attr_to_ib(attr);
-        let mut buf = umv_buf(umv);
         let mut h = ptr::null_mut();
         // SAFETY: a live PD; the context outlives the SRQ; inputs, output and vendor bytes
         // valid for the call.
-        let status = unsafe {
+        vendor_call(umv, |buf| unsafe {
             create(
                 pd.h,
                 ctx.as_ptr().cast(),
                 Some(srq_event),
                 &attr,
                 &mut h,
-                &mut buf,
+                buf,
             )
-        };
-        umv.status = buf.status;
-        check(status).map(|()| CiSrq { h, ctx })
+        })?;
+        Ok(CiSrq { h, ctx })
     }
 
     fn modify_srq(
@@ -740,21 +742,16 @@ impl Verbs for CiVerbs {
         let attr = convert::srq_attr_to_ib(attr);
         let bits =
             if mask.max_wr { IB_SRQ_MAX_WR } else { 0 } | if mask.limit { IB_SRQ_LIMIT } else { 0 };
-        let mut buf = umv_buf(umv);
         // SAFETY: a live SRQ, the attributes and vendor bytes valid for the call.
-        let status = unsafe { modify(srq.h, &attr, bits, &mut buf) };
-        umv.status = buf.status;
-        check(status)
+        vendor_call(umv, |buf| unsafe { modify(srq.h, &attr, bits, buf) })
     }
 
     fn query_srq(&self, srq: &CiSrq, umv: &mut Umv<'_>) -> Result<SrqAttributes, VerbsError> {
         let query = verb!(self.query_srq);
         let mut attr = ib_srq_attr_t::zeroed();
-        let mut buf = umv_buf(umv);
         // SAFETY: a live SRQ, the output and vendor bytes valid for the call.
-        let status = unsafe { query(srq.h, &mut attr, &mut buf) };
-        umv.status = buf.status;
-        check(status).map(|()| convert::srq_attr_from_ib(&attr))
+        vendor_call(umv, |buf| unsafe { query(srq.h, &mut attr, buf) })?;
+        Ok(convert::srq_attr_from_ib(&attr))
     }
 
     fn destroy_srq(&self, srq: CiSrq) {
@@ -787,11 +784,10 @@ impl Verbs for CiVerbs {
             sq_signaled: boolean_t::from(create.sq_signaled),
         };
         let mut out = ib_qp_attr_t::zeroed();
-        let mut buf = umv_buf(umv);
         let mut h = ptr::null_mut();
         // SAFETY: a live PD and live CQ/SRQ handles; the context outlives the QP; inputs,
         // outputs and vendor bytes valid for the call.
-        let status = unsafe {
+        vendor_call(umv, |buf| unsafe {
             create_qp(
                 pd.h,
                 ctx.as_ptr().cast(),
@@ -799,11 +795,9 @@ impl Verbs for CiVerbs {
                 &mut attr_in,
                 &mut out,
                 &mut h,
-                &mut buf,
+                buf,
             )
-        };
-        umv.status = buf.status;
-        check(status)?;
+        })?;
         let created = QpCreated {
             qpn: u32::from_be(out.num) & 0x00FF_FFFF,
             sq_depth: out.sq_depth,

@@ -224,6 +224,10 @@ pub trait CmEventSink: Send + Sync {
     fn on_event(&self, event: CmEvent<'_>);
 }
 
+impl CmEventSink for crate::verbs::NoEvents {
+    fn on_event(&self, _: CmEvent<'_>) {}
+}
+
 /// The connection manager, as WinVerbs uses it.
 ///
 /// # IRQL and context

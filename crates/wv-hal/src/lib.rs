@@ -47,5 +47,7 @@ pub use irql::Irql;
 pub use karc::{AllocError, KArc, KArcSlot, KWeak};
 pub use platform::{Event, IoRequest, IoStatus, Platform, RequestQueue, SpinLock, WorkItem};
 pub use types::*;
-pub use verbs::{CaEventSink, CqEventSink, QpEventSink, SrqEventSink, Umv, Verbs, VerbsError};
+pub use verbs::{
+    CaEventSink, CqEventSink, NoEvents, QpEventSink, SrqEventSink, Umv, Verbs, VerbsError,
+};
 pub use wv_abi::NtStatus;

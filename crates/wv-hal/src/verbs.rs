@@ -115,6 +115,25 @@ pub trait QpEventSink: Send + Sync {
     fn on_event(&self, event: QpEvent);
 }
 
+/// A sink for every kind of event that ignores them all: for a caller that has no use for a
+/// device's callbacks (a benchmark, an allocation-failure walk) but must hand it one.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoEvents;
+
+impl CaEventSink for NoEvents {
+    fn on_event(&self, _: CaEvent) {}
+}
+impl CqEventSink for NoEvents {
+    fn on_completion(&self) {}
+    fn on_error(&self) {}
+}
+impl SrqEventSink for NoEvents {
+    fn on_event(&self, _: SrqEvent) {}
+}
+impl QpEventSink for NoEvents {
+    fn on_event(&self, _: QpEvent) {}
+}
+
 /// The lower RDMA controller, as WinVerbs uses it.
 ///
 /// # IRQL and context

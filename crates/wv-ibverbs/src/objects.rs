@@ -205,26 +205,34 @@ pub struct MrBox {
     pub access: u32,
 }
 
+/// Each `IBV_ACCESS_*` right with the `WV_ACCESS_*` bits that stand for it (remote write's
+/// two, as a remotely writable region is also locally writable): the one table both ways of
+/// [`wv_access`] and [`ibv_access`] read.
+const ACCESS_RIGHTS: [(u32, u32); 5] = {
+    use wv_client::verbs::*;
+    [
+        (IBV_ACCESS_LOCAL_WRITE, WV_ACCESS_LOCAL_WRITE),
+        (IBV_ACCESS_REMOTE_WRITE, WV_ACCESS_REMOTE_WRITE),
+        (IBV_ACCESS_REMOTE_READ, WV_ACCESS_REMOTE_READ),
+        (IBV_ACCESS_REMOTE_ATOMIC, WV_ACCESS_REMOTE_ATOMIC),
+        (IBV_ACCESS_MW_BIND, WV_ACCESS_MW_BIND),
+    ]
+};
+
 /// `IBV_ACCESS_*` → `WV_ACCESS_*`.
 pub fn wv_access(a: u32) -> u32 {
-    use wv_client::verbs::*;
-    let mut w = 0;
-    if a & IBV_ACCESS_LOCAL_WRITE != 0 {
-        w |= WV_ACCESS_LOCAL_WRITE;
-    }
-    if a & IBV_ACCESS_REMOTE_WRITE != 0 {
-        w |= WV_ACCESS_REMOTE_WRITE;
-    }
-    if a & IBV_ACCESS_REMOTE_READ != 0 {
-        w |= WV_ACCESS_REMOTE_READ;
-    }
-    if a & IBV_ACCESS_REMOTE_ATOMIC != 0 {
-        w |= WV_ACCESS_REMOTE_ATOMIC;
-    }
-    if a & IBV_ACCESS_MW_BIND != 0 {
-        w |= WV_ACCESS_MW_BIND;
-    }
-    w
+    ACCESS_RIGHTS
+        .iter()
+        .filter(|&&(ibv, _)| a & ibv != 0)
+        .fold(0, |w, &(_, wv)| w | wv)
+}
+
+/// `WV_ACCESS_*` → `IBV_ACCESS_*`: a right whose every bit is set.
+pub fn ibv_access(w: u32) -> u32 {
+    ACCESS_RIGHTS
+        .iter()
+        .filter(|&&(_, wv)| w & wv == wv)
+        .fold(0, |a, &(ibv, _)| a | ibv)
 }
 
 /// Access flags the library accepts for a registration (the optional range is ignored, as

@@ -18,7 +18,7 @@ use crate::abi::*;
 use crate::context::ctx;
 use crate::cq::{CqBox, cq};
 use crate::errno::{self, EINVAL, ENOMEM, EOPNOTSUPP};
-use crate::objects::{AhBox, MwBox, pd, wv_access};
+use crate::objects::{AhBox, MwBox, ibv_access, pd, wv_access};
 use crate::query::{mtu_bytes, mtu_enum};
 use crate::runtime::File;
 use crate::srq::{SrqBox, for_each_recv, for_each_wr, read_sges, srq};
@@ -524,27 +524,6 @@ pub fn modify(b: &mut QpBox, a: &ibv_qp_attr, mask: u32) -> Result<(), i32> {
     Ok(())
 }
 
-fn ibv_access_of(w: u8) -> u32 {
-    let w = u32::from(w);
-    let mut a = 0;
-    if w & WV_ACCESS_REMOTE_WRITE == WV_ACCESS_REMOTE_WRITE {
-        a |= IBV_ACCESS_REMOTE_WRITE;
-    }
-    if w & WV_ACCESS_REMOTE_READ != 0 {
-        a |= IBV_ACCESS_REMOTE_READ;
-    }
-    if w & WV_ACCESS_REMOTE_ATOMIC != 0 {
-        a |= IBV_ACCESS_REMOTE_ATOMIC;
-    }
-    if w & WV_ACCESS_LOCAL_WRITE != 0 {
-        a |= IBV_ACCESS_LOCAL_WRITE;
-    }
-    if w & WV_ACCESS_MW_BIND != 0 {
-        a |= IBV_ACCESS_MW_BIND;
-    }
-    a
-}
-
 /// `ibv_query_qp`.
 ///
 /// # Safety
@@ -579,7 +558,7 @@ pub unsafe extern "C" fn ibv_query_qp(
     a.qp_access_flags = if b.access != 0 {
         b.access
     } else {
-        ibv_access_of(w.AccessFlags)
+        ibv_access(u32::from(w.AccessFlags))
     };
     a.cap = b.cap;
     a.ah_attr = ibv_ah_attr {

@@ -111,11 +111,26 @@ fn attr_to(qp_state: u32) -> ibv_qp_attr {
     }
 }
 
-/// The environment and an RC QP in it ([`rc_qp`]).
-fn open_rc_qp() -> (Env, *mut ibv_qp) {
+/// An environment with an RC QP in it ([`rc_qp`]), which goes (before the environment) when
+/// the test is done: how every test of one QP ends.
+struct QpEnv {
+    e: Env,
+    qp: *mut ibv_qp,
+}
+
+impl Drop for QpEnv {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            destroy_qp(self.qp);
+        }
+    }
+}
+
+/// [`QpEnv`] opened, with its QP.
+fn open_rc_qp() -> (QpEnv, *mut ibv_qp) {
     let e = open();
     let qp = rc_qp(&e);
-    (e, qp)
+    (QpEnv { e, qp }, qp)
 }
 
 fn state(qp: *mut ibv_qp) -> u32 {
@@ -153,7 +168,6 @@ fn reset_to_init_without_access_flags_is_refused_though_winverbs_would_take_it()
         "WinVerbs refuses it too: the test shows nothing"
     );
     assert_eq!(state(qp), IBV_QPS_INIT);
-    destroy_qp(qp);
 }
 
 #[test]
@@ -162,12 +176,11 @@ fn reset_to_error_is_refused() {
     let mut a = attr_to(IBV_QPS_ERR);
     assert_eq!(modify(qp, &mut a, IBV_QP_STATE), errno::EINVAL);
     assert_eq!(state(qp), IBV_QPS_RESET);
-    destroy_qp(qp);
 }
 
 #[test]
 fn an_extra_attribute_is_refused_and_init_to_init_keeps_the_port() {
-    let (e, qp) = open_rc_qp();
+    let (t, qp) = open_rc_qp();
     let mut a = attr_to(IBV_QPS_INIT);
     a.port_num = 1;
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
@@ -191,8 +204,7 @@ fn an_extra_attribute_is_refused_and_init_to_init_keeps_the_port() {
     assert_eq!(q.qp_state, IBV_QPS_INIT);
     // A PD with a QP on it is busy.
     // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-    assert_eq!(unsafe { ibv_dealloc_pd(e.pd) }, errno::EBUSY);
-    destroy_qp(qp);
+    assert_eq!(unsafe { ibv_dealloc_pd(t.e.pd) }, errno::EBUSY);
 }
 
 fn mmap(len: usize, prot: i32) -> *mut c_void {
@@ -313,16 +325,16 @@ fn poll_one(cq: *mut ibv_cq) -> ibv_wc {
 
 #[test]
 fn rdma_write_and_atomic_into_malloc_memory() {
-    let (e, qp) = open_rc_qp();
-    connect_to_self(&e, qp);
+    let (t, qp) = open_rc_qp();
+    connect_to_self(&t.e, qp);
     let mut src = vec![0u8; 64];
     let mut dst = vec![0u8; 64];
     src[..5].copy_from_slice(b"hello");
     let acc = (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC) as i32;
     // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-    let smr = unsafe { ibv_reg_mr(e.pd, src.as_mut_ptr().cast(), 64, acc) };
+    let smr = unsafe { ibv_reg_mr(t.e.pd, src.as_mut_ptr().cast(), 64, acc) };
     // SAFETY: C calls on the live objects this test made, with pointers to its live locals.
-    let dmr = unsafe { ibv_reg_mr(e.pd, dst.as_mut_ptr().cast(), 64, acc) };
+    let dmr = unsafe { ibv_reg_mr(t.e.pd, dst.as_mut_ptr().cast(), 64, acc) };
     assert!(!smr.is_null() && !dmr.is_null());
     let mut sge = ibv_sge {
         addr: src.as_ptr() as u64,
@@ -349,7 +361,7 @@ fn rdma_write_and_atomic_into_malloc_memory() {
         unsafe { wv_ibverbs::qp::post_send(qp, &mut wr, &mut bad) },
         0
     );
-    let wc = poll_one(e.cq);
+    let wc = poll_one(t.e.cq);
     assert_eq!((wc.status, wc.wr_id), (0, 7));
     assert_eq!(&dst[..5], b"hello");
     // Fetch-and-add on the 8 bytes at dst+8, the old value into src+8.
@@ -377,11 +389,10 @@ fn rdma_write_and_atomic_into_malloc_memory() {
         unsafe { wv_ibverbs::qp::post_send(qp, &mut wr, &mut bad) },
         0
     );
-    let wc = poll_one(e.cq);
+    let wc = poll_one(t.e.cq);
     assert_eq!((wc.status, wc.wr_id), (0, 8));
     assert_eq!(u64::from_ne_bytes(dst[8..16].try_into().unwrap()), 42);
     assert_eq!(u64::from_ne_bytes(src[8..16].try_into().unwrap()), 40);
-    destroy_qp(qp);
     // SAFETY: the test's MRs, deregistered once.
     assert_eq!(unsafe { ibv_dereg_mr(smr) }, 0);
     // SAFETY: as above.

@@ -13,18 +13,6 @@ use wv_host::HostPlatform;
 use wv_softhca::abi::{self, CqResp, QpResp};
 use wv_softhca::*;
 
-struct NoSink;
-impl CqEventSink for NoSink {
-    fn on_completion(&self) {}
-    fn on_error(&self) {}
-}
-impl CaEventSink for NoSink {
-    fn on_event(&self, _: CaEvent) {}
-}
-impl QpEventSink for NoSink {
-    fn on_event(&self, _: QpEvent) {}
-}
-
 struct Side {
     hca: Arc<SoftHca<HostPlatform>>,
     pd: SoftPd,
@@ -46,7 +34,7 @@ fn side(p: &HostPlatform, mac: u8) -> Side {
     let ca = hca
         .open_ca(
             &mut Umv::new(0, 0, 64, &mut out),
-            wv_hal::KArc::new(NoSink).into(),
+            wv_hal::KArc::new(NoEvents).into(),
         )
         .unwrap();
     let uvp = UvpContext::from_open_resp(&out).unwrap();
@@ -55,7 +43,7 @@ fn side(p: &HostPlatform, mac: u8) -> Side {
         .create_cq(
             &ca,
             4096,
-            wv_hal::KArc::new(NoSink).into(),
+            wv_hal::KArc::new(NoEvents).into(),
             &mut Umv::new(0, 0, 64, &mut out),
         )
         .unwrap();
@@ -76,7 +64,7 @@ fn side(p: &HostPlatform, mac: u8) -> Side {
         .create_qp(
             &pd,
             &create,
-            wv_hal::KArc::new(NoSink).into(),
+            wv_hal::KArc::new(NoEvents).into(),
             &mut Umv::new(0, 0, 64, &mut out),
         )
         .unwrap();

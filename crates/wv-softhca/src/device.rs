@@ -277,6 +277,14 @@ impl Rundown {
     pub(crate) fn release(&self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
+    /// Runs `callback` holding a reference, unless the object is being destroyed: how every
+    /// sink of the device is called, so that destroy's wait covers the call.
+    pub(crate) fn run(&self, callback: impl FnOnce()) {
+        if self.acquire() {
+            callback();
+            self.release();
+        }
+    }
     /// Refuses new holders and waits for the current ones (callbacks on other processors).
     pub(crate) fn close_and_wait(&self) {
         self.0.fetch_or(CLOSED, Ordering::AcqRel);
@@ -286,40 +294,51 @@ impl Rundown {
     }
 }
 
-/// `ib_event_type` numbers carried in the async ring.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u32)]
-pub(crate) enum AsyncEvent {
-    CqErr = 0,
-    QpFatal = 1,
-    CommEst = 4,
-    SqDrained = 5,
-    DeviceFatal = 8,
-    PortActive = 9,
-    PortErr = 10,
-    SrqErr = 14,
-    SrqLimitReached = 15,
-    QpLastWqeReached = 16,
-    GidChange = 18,
+wv_hal::wire_enum! {
+    /// `ib_event_type` numbers carried in the async ring.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) enum AsyncEvent: u32 {
+        CqErr = 0,
+        QpFatal = 1,
+        CommEst = 4,
+        SqDrained = 5,
+        DeviceFatal = 8,
+        PortActive = 9,
+        PortErr = 10,
+        SrqErr = 14,
+        SrqLimitReached = 15,
+        QpLastWqeReached = 16,
+        GidChange = 18,
+    }
+    /// The event of a number the ring carries.
+    fn from_u32;
+}
+
+/// Whom an async event is for (the object its number names, or every open context) and what
+/// it tells them.
+enum Recipient {
+    CqError,
+    Qp(QpEvent),
+    Srq(SrqEvent),
+    Contexts(CaEventKind),
 }
 
 impl AsyncEvent {
-    fn from_u32(v: u32) -> Option<Self> {
+    fn recipient(self) -> Recipient {
         use AsyncEvent::*;
-        Some(match v {
-            0 => CqErr,
-            1 => QpFatal,
-            4 => CommEst,
-            5 => SqDrained,
-            8 => DeviceFatal,
-            9 => PortActive,
-            10 => PortErr,
-            14 => SrqErr,
-            15 => SrqLimitReached,
-            16 => QpLastWqeReached,
-            18 => GidChange,
-            _ => return None,
-        })
+        match self {
+            CqErr => Recipient::CqError,
+            QpFatal => Recipient::Qp(QpEvent::Fatal),
+            CommEst => Recipient::Qp(QpEvent::CommEstablished),
+            SqDrained => Recipient::Qp(QpEvent::SqDrained),
+            QpLastWqeReached => Recipient::Qp(QpEvent::LastWqeReached),
+            SrqErr => Recipient::Srq(SrqEvent::Error),
+            SrqLimitReached => Recipient::Srq(SrqEvent::LimitReached),
+            DeviceFatal => Recipient::Contexts(CaEventKind::LocalFatal),
+            PortActive => Recipient::Contexts(CaEventKind::PortActive),
+            PortErr => Recipient::Contexts(CaEventKind::PortDown),
+            GidChange => Recipient::Contexts(CaEventKind::GidChange),
+        }
     }
 }
 
@@ -679,10 +698,7 @@ impl Device {
                 };
                 if let Some(cq) = self.cqs.get(h) {
                     cq.queued.store(false, Ordering::Release);
-                    if cq.rundown.acquire() {
-                        cq.sink.on_completion();
-                        cq.rundown.release();
-                    }
+                    cq.rundown.run(|| cq.sink.on_completion());
                 }
             },
             Vector::Async => loop {
@@ -698,60 +714,25 @@ impl Device {
     }
 
     fn dispatch_async(&self, ev: AsyncEvent, info: u32) {
-        use AsyncEvent::*;
-        match ev {
-            CqErr => {
-                if let Some(cq) = self.cqs.get(info)
-                    && cq.rundown.acquire()
-                {
-                    cq.sink.on_error();
-                    cq.rundown.release();
+        // The object `info` names, if it is still there: its sink is called under its rundown.
+        macro_rules! to_object {
+            ($table:ident, |$obj:ident| $call:expr) => {
+                if let Some($obj) = self.$table.get(info) {
+                    $obj.rundown.run(|| $call);
                 }
-            }
-            QpFatal | CommEst | SqDrained | QpLastWqeReached => {
-                let qe = match ev {
-                    QpFatal => QpEvent::Fatal,
-                    CommEst => QpEvent::CommEstablished,
-                    SqDrained => QpEvent::SqDrained,
-                    _ => QpEvent::LastWqeReached,
-                };
-                if let Some(qp) = self.qps.get(info)
-                    && qp.rundown.acquire()
-                {
-                    qp.sink.on_event(qe);
-                    qp.rundown.release();
-                }
-            }
-            SrqErr | SrqLimitReached => {
-                let se = if ev == SrqErr {
-                    SrqEvent::Error
-                } else {
-                    SrqEvent::LimitReached
-                };
-                if let Some(srq) = self.srqs.get(info)
-                    && srq.rundown.acquire()
-                {
-                    srq.sink.on_event(se);
-                    srq.rundown.release();
-                }
-            }
-            DeviceFatal | PortActive | PortErr | GidChange => {
-                let kind = match ev {
-                    DeviceFatal => CaEventKind::LocalFatal,
-                    PortActive => CaEventKind::PortActive,
-                    PortErr => CaEventKind::PortDown,
-                    _ => CaEventKind::GidChange,
-                };
+            };
+        }
+        match ev.recipient() {
+            Recipient::CqError => to_object!(cqs, |cq| cq.sink.on_error()),
+            Recipient::Qp(event) => to_object!(qps, |qp| qp.sink.on_event(event)),
+            Recipient::Srq(event) => to_object!(srqs, |srq| srq.sink.on_event(event)),
+            Recipient::Contexts(kind) => {
                 let event = CaEvent {
                     kind,
                     port: info as u8,
                 };
-                self.contexts.for_each(|ctx| {
-                    if ctx.rundown.acquire() {
-                        ctx.sink.on_event(event);
-                        ctx.rundown.release();
-                    }
-                });
+                self.contexts
+                    .for_each(|ctx| ctx.rundown.run(|| ctx.sink.on_event(event)));
             }
         }
     }

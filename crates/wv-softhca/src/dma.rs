@@ -1006,26 +1006,24 @@ pub mod process {
         }
     }
 
-    // glibc's wrappers of the system calls (declared here rather than through a crate, so the
-    // soft HCA keeps its dependency set, which the driver package's locked build lists).
-    unsafe extern "C" {
-        fn process_vm_readv(
-            pid: i32,
-            local_iov: *const IoVec,
-            liovcnt: core::ffi::c_ulong,
-            remote_iov: *const IoVec,
-            riovcnt: core::ffi::c_ulong,
-            flags: core::ffi::c_ulong,
-        ) -> isize;
-        fn process_vm_writev(
-            pid: i32,
-            local_iov: *const IoVec,
-            liovcnt: core::ffi::c_ulong,
-            remote_iov: *const IoVec,
-            riovcnt: core::ffi::c_ulong,
-            flags: core::ffi::c_ulong,
-        ) -> isize;
+    /// Declares glibc's wrappers of system calls that share `process_vm_readv`'s prototype
+    /// (here rather than through a crate, so the soft HCA keeps its dependency set, which the
+    /// driver package's locked build lists): the read and the write take the same arguments.
+    macro_rules! process_vm_calls {
+        ($($name:ident),+) => {
+            unsafe extern "C" {
+                $(fn $name(
+                    pid: i32,
+                    local_iov: *const IoVec,
+                    liovcnt: core::ffi::c_ulong,
+                    remote_iov: *const IoVec,
+                    riovcnt: core::ffi::c_ulong,
+                    flags: core::ffi::c_ulong,
+                ) -> isize;)+
+            }
+        };
     }
+    process_vm_calls!(process_vm_readv, process_vm_writev);
 
     /// Copies `len` bytes of `from`'s memory at `remote` into this process at `local`.
     fn readv(from: &Client, remote: usize, local: usize, len: usize) -> Result<(), ()> {

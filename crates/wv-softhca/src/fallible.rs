@@ -60,42 +60,40 @@ pub(crate) fn grown(len: usize, capacity: usize) -> usize {
     (len + 1).max(capacity.saturating_mul(2)).max(4)
 }
 
-impl<T> Room for Vec<T> {
-    fn has_room(&self) -> bool {
-        self.len() < self.capacity()
-    }
-    fn wanted(&self) -> usize {
-        grown(self.len(), self.capacity())
-    }
-    fn fits(&self, other: &Self) -> bool {
-        self.capacity() - self.len() >= other.len()
-    }
-    fn with_room_for(n: usize) -> Result<Self, AllocError> {
-        vec_with_capacity(n)
-    }
-    fn take_all(&mut self, other: &mut Self) {
-        self.append(other);
-    }
+/// [`Room`] for a standard container, whose length, capacity and `append` say all there is
+/// to it: `Vec` and `VecDeque` differ only in how an empty one with room is made.
+macro_rules! room_by_capacity {
+    ($($container:ident: $with_room_for:path;)+) => {$(
+        impl<T> Room for $container<T> {
+            fn has_room(&self) -> bool {
+                self.len() < self.capacity()
+            }
+            fn wanted(&self) -> usize {
+                grown(self.len(), self.capacity())
+            }
+            fn fits(&self, other: &Self) -> bool {
+                self.capacity() - self.len() >= other.len()
+            }
+            fn with_room_for(n: usize) -> Result<Self, AllocError> {
+                $with_room_for(n)
+            }
+            fn take_all(&mut self, other: &mut Self) {
+                self.append(other);
+            }
+        }
+    )+};
 }
 
-impl<T> Room for VecDeque<T> {
-    fn has_room(&self) -> bool {
-        self.len() < self.capacity()
-    }
-    fn wanted(&self) -> usize {
-        grown(self.len(), self.capacity())
-    }
-    fn fits(&self, other: &Self) -> bool {
-        self.capacity() - self.len() >= other.len()
-    }
-    fn with_room_for(n: usize) -> Result<Self, AllocError> {
-        let mut q = VecDeque::new();
-        q.try_reserve_exact(n)?;
-        Ok(q)
-    }
-    fn take_all(&mut self, other: &mut Self) {
-        self.append(other);
-    }
+room_by_capacity! {
+    Vec: vec_with_capacity;
+    VecDeque: deque_with_capacity;
+}
+
+/// An empty queue with room for exactly `n` elements.
+fn deque_with_capacity<T>(n: usize) -> Result<VecDeque<T>, AllocError> {
+    let mut q = VecDeque::new();
+    q.try_reserve_exact(n)?;
+    Ok(q)
 }
 
 /// The guard of what `lock` guards, once the container `find` picks out of it has room for

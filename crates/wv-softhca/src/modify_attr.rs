@@ -117,6 +117,24 @@ fn alternate(attr: &mut IbQpAttr, mask: &mut u32, path: &QpPath) {
     attr.alt_timeout = path.local_ack_timeout;
 }
 
+/// The options a connected QP's RTR and RTS share: new access rights (`access_bits`) and an
+/// alternate path.
+fn connected_options(
+    attr: &mut IbQpAttr,
+    mask: &mut u32,
+    opts: QpModifyOptions,
+    access_bits: u32,
+    alternate_path: &QpPath,
+) {
+    if opts.has(QpModifyOptions::ACCESS_CTRL) {
+        *mask |= ib::ACCESS_FLAGS;
+        attr.access = access(access_bits);
+    }
+    if opts.has(QpModifyOptions::ALTERNATE_AV) {
+        alternate(attr, mask, alternate_path);
+    }
+}
+
 /// The attribute set `m` means for a QP of `qp_type` in state `cur`.
 ///
 /// # Errors
@@ -171,13 +189,7 @@ pub(crate) fn to_ib_attr(
                         attr.max_dest_rd_atomic = u32::from(rtr.responder_resources);
                         attr.min_rnr_timer = rtr.rnr_nak_timeout;
                     }
-                    if opts.has(QpModifyOptions::ACCESS_CTRL) {
-                        mask |= ib::ACCESS_FLAGS;
-                        attr.access = access(rtr.access);
-                    }
-                    if opts.has(QpModifyOptions::ALTERNATE_AV) {
-                        alternate(&mut attr, &mut mask, &rtr.alternate);
-                    }
+                    connected_options(&mut attr, &mut mask, opts, rtr.access, &rtr.alternate);
                     if opts.has(QpModifyOptions::PKEY) {
                         mask |= ib::PKEY_INDEX;
                         attr.pkey_index = rtr.pkey_index;
@@ -229,13 +241,7 @@ pub(crate) fn to_ib_attr(
                         mask |= ib::PATH_MIG_STATE;
                         attr.path_mig_state = rts.apm_state;
                     }
-                    if opts.has(QpModifyOptions::ACCESS_CTRL) {
-                        mask |= ib::ACCESS_FLAGS;
-                        attr.access = access(rts.access);
-                    }
-                    if opts.has(QpModifyOptions::ALTERNATE_AV) {
-                        alternate(&mut attr, &mut mask, &rts.alternate);
-                    }
+                    connected_options(&mut attr, &mut mask, opts, rts.access, &rts.alternate);
                 }
                 QpType::Ud => {
                     if opts.has(QpModifyOptions::QKEY) {

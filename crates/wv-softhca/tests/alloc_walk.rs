@@ -94,24 +94,6 @@ unsafe impl GlobalAlloc for Pausing {
 const CHILD: &str = "WV_SOFTHCA_ALLOC_WALK_CHILD";
 const TEST: &str = "every_allocation_of_every_create_and_resize_can_fail";
 
-struct NoSink;
-impl CaEventSink for NoSink {
-    fn on_event(&self, _: CaEvent) {}
-}
-impl CqEventSink for NoSink {
-    fn on_completion(&self) {}
-    fn on_error(&self) {}
-}
-impl SrqEventSink for NoSink {
-    fn on_event(&self, _: SrqEvent) {}
-}
-impl QpEventSink for NoSink {
-    fn on_event(&self, _: QpEvent) {}
-}
-impl CmEventSink for NoSink {
-    fn on_event(&self, _: CmEvent<'_>) {}
-}
-
 /// Counts the CM events the REQ path looks at (atomics: a sink runs in the DPC, as driver code,
 /// and must not allocate under the plan).
 #[derive(Default)]
@@ -189,7 +171,7 @@ struct Fx {
     path: IB_PATH_REC,
     _fabric: Arc<Fabric>,
     /// The sinks the paths pass (allocated here: the caller's allocation, not the device's).
-    sink: KArc<NoSink>,
+    sink: KArc<NoEvents>,
     ca: SoftCa,
     pd: SoftPd,
     /// Two CQs no QP is bound to yet (a QP's binding grows their lists).
@@ -254,7 +236,7 @@ impl Fx {
             pkt_life: 0x80 | 13,
             ..IB_PATH_REC::default()
         };
-        let sink = KArc::new(NoSink);
+        let sink = KArc::new(NoEvents);
         let ca = hca.open_ca(&mut Umv::none(), sink.clone().into()).unwrap();
         let pd = hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
         let cq = || {
@@ -744,7 +726,7 @@ fn a_table_another_creator_filled_meanwhile_is_grown_again_outside_its_lock() {
         DeviceConfig::new("race", [0x02, 0, 0, 0, 0x58, 1]),
         ClientMemory::pool(BufferPool::new()),
     );
-    let sink = KArc::new(NoSink);
+    let sink = KArc::new(NoEvents);
     let ca = Arc::new(hca.open_ca(&mut Umv::none(), sink.into()).unwrap());
     let pd = || hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
     // The PD table's first growth is to 4 handles: full.

@@ -117,11 +117,8 @@ on_both_topologies! {
                 cas(42, 7),
             ))
             .unwrap();
-        let w = poll_all(&ca);
         assert_eq!(
-            w.iter()
-                .map(|w| (w.wr_id, w.status, w.opcode))
-                .collect::<Vec<_>>(),
+            completions(&ca),
             vec![
                 (2, WcStatus::Success, WcOpcode::CompSwap),
                 (3, WcStatus::Success, WcOpcode::CompSwap)

@@ -162,8 +162,7 @@ mod process_memory {
         let (p, _f, a, b, ca, _cb, qa, _qb) = pool_to_process();
         let m = Mapping::new(3 * PAGE);
         let (_mr, rkey) = register(&b, m.addr(PAGE), PAGE as u64).unwrap();
-        let src = a.mem(64, ALL_ACCESS);
-        src.buf.write(0, b"into the process").unwrap();
+        let src = a.mem_holding(64, b"into the process");
         let at = m.addr(PAGE + 64);
         assert_eq!(
             rdma(&p, &qa, &ca, WrOpcode::RdmaWrite, src.sge(0, 16), at, rkey),

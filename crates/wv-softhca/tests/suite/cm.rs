@@ -149,25 +149,44 @@ fn move_qp<C: ConnectionManager>(node: &Node, qp: &Qp, cm: &C, id: &C::Id, sq_ps
     assert_eq!(node.state(qp), QpState::Rts);
 }
 
+/// Checks that what a sink saw (`evs`, taken from it) is exactly what the pattern matches,
+/// and shows it when not.
+macro_rules! assert_saw {
+    ($evs:expr, $($pattern:tt)+) => {{
+        let evs = $evs;
+        assert!(matches!(evs.as_slice(), $($pattern)+), "{evs:?}");
+    }};
+}
+
+/// An id of `cm` listening for [`SID`] where the REQ's private data at `offset` is `compare`
+/// (none: any), with its events.
+fn listener<C: ConnectionManager>(cm: &C, compare: &[u8], offset: u8) -> (KArc<Events>, C::Id) {
+    let (events, s) = sink();
+    let id = cm.create_id(s).unwrap();
+    cm.listen(&id, SID, compare, offset).unwrap();
+    (events, id)
+}
+
+/// An id of `cm` that has sent `req` (still on its way), with its events.
+fn requester<C: ConnectionManager>(cm: &C, req: &CmReq<'_>) -> (KArc<Events>, C::Id) {
+    let (events, s) = sink();
+    let id = cm.create_id(s).unwrap();
+    cm.send_req(&id, req).unwrap();
+    (events, id)
+}
+
 /// The full life of one connection, over any face of the two CMs: REQ with private data, the
 /// request taken from the listen, both QPs moved with the CM's attributes, REP, RTU, a send
 /// across, DREQ and DREP; every id destroyed and nothing left behind.
 fn full_connection<C: ConnectionManager>(p: &HostPlatform, a: &Node, b: &Node, cm_a: &C, cm_b: &C) {
-    let (ca, cb) = (a.cq(16), b.cq(16));
+    let (ca, cb) = two_cqs(a, b, 16);
     let (qa, qb) = (a.qp(QpType::Rc, &ca), b.qp(QpType::Rc, &cb));
-    let (listen_events, ls) = sink();
-    let listener = cm_b.create_id(ls).unwrap();
-    cm_b.listen(&listener, SID, &[], 0).unwrap();
-
-    let (active_events, s) = sink();
-    let active = cm_a.create_id(s).unwrap();
+    let (listen_events, listener) = listener(cm_b, &[], 0);
     let path = path(a, b);
-    cm_a.send_req(&active, &req(&path, qa.uvp.qpn(), b"hello"))
-        .unwrap();
+    let (active_events, active) = requester(cm_a, &req(&path, qa.uvp.qpn(), b"hello"));
     // Nothing is reported inside a call.
     assert!(listen_events.take().is_empty());
-    p.run_until_idle();
-    assert_eq!(listen_events.take(), vec![Ev::ReqReceived]);
+    assert_eq!(delivered(p, &listen_events), vec![Ev::ReqReceived]);
 
     let (passive_events, s) = sink();
     let (passive, ev) = cm_b.get_request(&listener, s).unwrap();
@@ -200,8 +219,7 @@ fn full_connection<C: ConnectionManager>(p: &HostPlatform, a: &Node, b: &Node, c
     move_qp(b, &qb, cm_b, &passive, Some(0x2222));
     cm_b.send_rep(&passive, &rep(qb.uvp.qpn(), b"welcome"))
         .unwrap();
-    p.run_until_idle();
-    let evs = active_events.take();
+    let evs = delivered(p, &active_events);
     let [Ev::Rep(r)] = evs.as_slice() else {
         panic!("{evs:?}")
     };
@@ -210,12 +228,7 @@ fn full_connection<C: ConnectionManager>(p: &HostPlatform, a: &Node, b: &Node, c
     assert_eq!(r.remote_ca_guid, b.hca.guid());
     move_qp(a, &qa, cm_a, &active, None);
     cm_a.send_rtu(&active, b"rtu").unwrap();
-    p.run_until_idle();
-    let evs = passive_events.take();
-    assert!(
-        matches!(evs.as_slice(), [Ev::Rtu(d)] if d.starts_with(b"rtu")),
-        "{evs:?}"
-    );
+    assert_saw!(delivered(p, &passive_events), [Ev::Rtu(d)] if d.starts_with(b"rtu"));
 
     // The QPs talk: the CM's PSNs, QP numbers and path fit together.
     let (m, rb) = mems(a, 64, b, 64);
@@ -228,28 +241,23 @@ fn full_connection<C: ConnectionManager>(p: &HostPlatform, a: &Node, b: &Node, c
     assert_eq!(&rb.buf.to_vec()[..4], b"ping");
 
     cm_a.send_dreq(&active, b"bye").unwrap();
-    p.run_until_idle();
-    let evs = passive_events.take();
-    assert!(
-        matches!(evs.as_slice(), [Ev::Dreq(d)] if d.starts_with(b"bye")),
-        "{evs:?}"
-    );
+    assert_saw!(delivered(p, &passive_events), [Ev::Dreq(d)] if d.starts_with(b"bye"));
     cm_b.send_drep(&passive, b"ok").unwrap();
-    p.run_until_idle();
-    let evs = active_events.take();
-    assert!(
-        matches!(evs.as_slice(), [Ev::Drep(d)] if d.starts_with(b"ok")),
-        "{evs:?}"
-    );
+    assert_saw!(delivered(p, &active_events), [Ev::Drep(d)] if d.starts_with(b"ok"));
 
     cm_a.destroy_id(active);
     cm_b.destroy_id(passive);
     cm_b.destroy_id(listener);
-    p.run_until_idle();
-    assert!(listen_events.take().is_empty());
+    assert!(delivered(p, &listen_events).is_empty());
     assert_eq!((a.hca.cm().ids(), b.hca.cm().ids()), (0, 0));
     assert_eq!(p.pending_timers(), 0, "no wait is left");
     settle(p);
+}
+
+/// What `events` saw once the DPCs have run (the messages sent so far delivered).
+fn delivered(p: &HostPlatform, events: &Events) -> Vec<Ev> {
+    p.run_until_idle();
+    events.take()
 }
 
 #[test]
@@ -275,16 +283,7 @@ fn a_connection_through_the_c_tables() {
 fn a_connection_on_one_device() {
     let (p, _f, a, _b) = deterministic_pair();
     // A second client of the same device: the connection loops back.
-    let (ca, ca_events, out) = open_ca_logged(&*a.hca);
-    let b = Node {
-        platform: p.clone(),
-        hca: a.hca.clone(),
-        uvp: UvpContext::from_open_resp(&out).unwrap(),
-        pd: a.hca.allocate_pd(&ca, &mut Umv::none()).unwrap(),
-        ca,
-        ca_events,
-        pool: a.pool.clone(),
-    };
+    let b = a.another_client();
     let cm = a.hca.cm();
     full_connection(&p, &a, &b, &cm, &cm);
 }
@@ -293,13 +292,10 @@ fn a_connection_on_one_device() {
 fn a_req_nobody_listens_for_is_rejected_as_an_invalid_service_id() {
     let (p, _f, a, b) = deterministic_pair();
     let cm = a.hca.cm();
-    let (events, s) = sink();
-    let id = cm.create_id(s).unwrap();
     let path = path(&a, &b);
-    cm.send_req(&id, &req(&path, 5, &[])).unwrap();
-    p.run_until_idle();
+    let (events, id) = requester(&cm, &req(&path, 5, &[]));
     assert_eq!(
-        events.take(),
+        delivered(&p, &events),
         vec![Ev::Rej(REJ_INVALID_SERVICE_ID, vec![0; REJ_PRIVATE_DATA])]
     );
     assert_eq!(p.pending_timers(), 0, "the REQ's wait ended with the REJ");
@@ -316,12 +312,10 @@ fn a_req_nobody_listens_for_is_rejected_as_an_invalid_service_id() {
 fn a_req_to_an_address_nobody_owns_times_out_after_its_retries() {
     let (p, f, a, b) = deterministic_pair();
     let cm = a.hca.cm();
-    let (events, s) = sink();
-    let id = cm.create_id(s).unwrap();
     let mut path = path(&a, &b);
     path.dgid[15] ^= 0x55;
     let t0 = p.now_ns();
-    cm.send_req(&id, &req(&path, 5, &[])).unwrap();
+    let (events, id) = requester(&cm, &req(&path, 5, &[]));
     p.run_until_idle();
     // The REQ and each resend wait the full time; the last one ends it.
     for n in 1..=RETRIES {
@@ -342,54 +336,189 @@ fn a_req_to_an_address_nobody_owns_times_out_after_its_retries() {
     settle(&p);
 }
 
-/// A listener on `b`, an active id on `a` with its REQ sent; returns the listen's events,
-/// the active id's events, the listener and the active id.
-#[allow(clippy::type_complexity)]
-fn requested(
-    p: &HostPlatform,
-    a: &Node,
-    b: &Node,
-    cm_a: &SoftCm,
-    cm_b: &SoftCm,
-) -> (KArc<Events>, KArc<Events>, SoftCmId, SoftCmId) {
-    let (listen_events, s) = sink();
-    let listener = cm_b.create_id(s).unwrap();
-    cm_b.listen(&listener, SID, &[], 0).unwrap();
-    let (active_events, s) = sink();
-    let active = cm_a.create_id(s).unwrap();
-    let path = path(a, b);
-    cm_a.send_req(&active, &req(&path, 7, &[])).unwrap();
-    p.run_until_idle();
-    (listen_events, active_events, listener, active)
+/// Two devices of a fabric and their CMs, in deterministic mode: where the scenarios on the
+/// CM directly start.
+struct Cms {
+    p: HostPlatform,
+    f: Arc<Fabric>,
+    a: Node,
+    b: Node,
+    cm_a: SoftCm,
+    cm_b: SoftCm,
 }
 
-/// [`requested`], and the passive side takes the request: the listener, the active side's
-/// events and id, the passive side's events and id.
-fn taken(
-    p: &HostPlatform,
-    a: &Node,
-    b: &Node,
-    cm_a: &SoftCm,
-    cm_b: &SoftCm,
-) -> (SoftCmId, KArc<Events>, SoftCmId, KArc<Events>, SoftCmId) {
-    let (_l, active_events, listener, active) = requested(p, a, b, cm_a, cm_b);
-    let (passive_events, s) = sink();
-    let (passive, _) = cm_b.get_request(&listener, s).unwrap();
-    (listener, active_events, active, passive_events, passive)
+/// A listen on B and an id on A whose REQ (QPN 7, no private data) it received: the listen's
+/// events, the active id's events, the listener and the active id.
+struct Requested {
+    listen_events: KArc<Events>,
+    active_events: KArc<Events>,
+    listener: SoftCmId,
+    active: SoftCmId,
 }
 
-/// The passive side's REP (QPN 8, no private data) and the active side's RTU, each delivered.
-fn establish(
-    p: &HostPlatform,
-    cm_a: &SoftCm,
-    cm_b: &SoftCm,
-    active: &SoftCmId,
-    passive: &SoftCmId,
-) {
-    cm_b.send_rep(passive, &rep(8, &[])).unwrap();
-    p.run_until_idle();
-    cm_a.send_rtu(active, &[]).unwrap();
-    p.run_until_idle();
+/// A connection under way from A to B: the listener, and the active and passive ids with
+/// their events.
+struct Handshake {
+    listener: SoftCmId,
+    active_events: KArc<Events>,
+    active: SoftCmId,
+    passive_events: KArc<Events>,
+    passive: SoftCmId,
+}
+
+fn cms() -> Cms {
+    let (p, f, a, b) = deterministic_pair();
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    Cms {
+        p,
+        f,
+        a,
+        b,
+        cm_a,
+        cm_b,
+    }
+}
+
+impl Cms {
+    /// What `events` saw once the DPCs have run.
+    fn delivered(&self, events: &Events) -> Vec<Ev> {
+        delivered(&self.p, events)
+    }
+
+    /// The path from A to B.
+    fn path(&self) -> IB_PATH_REC {
+        path(&self.a, &self.b)
+    }
+
+    /// A listener on B, an active id on A with its REQ sent and delivered: the listen saw it.
+    fn requested(&self) -> Requested {
+        let (listen_events, listener) = listener(&self.cm_b, &[], 0);
+        let path = self.path();
+        let (active_events, active) = requester(&self.cm_a, &req(&path, 7, &[]));
+        assert_eq!(self.delivered(&listen_events), vec![Ev::ReqReceived]);
+        Requested {
+            listen_events,
+            active_events,
+            listener,
+            active,
+        }
+    }
+
+    /// [`Cms::requested`], and the passive side takes the request.
+    fn taken(&self) -> Handshake {
+        let Requested {
+            active_events,
+            listener,
+            active,
+            ..
+        } = self.requested();
+        let (passive_events, s) = sink();
+        let (passive, _) = self.cm_b.get_request(&listener, s).unwrap();
+        Handshake {
+            listener,
+            active_events,
+            active,
+            passive_events,
+            passive,
+        }
+    }
+
+    /// The passive side's REP (QPN 8, no private data), delivered: the active side's one event.
+    fn reply(&self, h: &Handshake) {
+        self.cm_b.send_rep(&h.passive, &rep(8, &[])).unwrap();
+        assert_saw!(self.delivered(&h.active_events), [Ev::Rep(_)]);
+    }
+
+    /// The active side's RTU, delivered: the passive side's one event.
+    fn confirm(&self, h: &Handshake) {
+        self.cm_a.send_rtu(&h.active, &[]).unwrap();
+        assert_saw!(self.delivered(&h.passive_events), [Ev::Rtu(_)]);
+    }
+
+    /// A DREQ from the active side, delivered: the passive side's one event.
+    fn disconnect(&self, h: &Handshake) {
+        self.cm_a.send_dreq(&h.active, &[]).unwrap();
+        assert_saw!(self.delivered(&h.passive_events), [Ev::Dreq(_)]);
+    }
+
+    /// Sends a message the fabric loses (`send`, the `what`): `to`, the side it is for, hears
+    /// nothing until the wait of the sender's peer ends and its last message goes again, which
+    /// the sender answers with the lost one again. What `to` saw then.
+    fn lost_and_sent_again(&self, to: &Events, what: &str, send: impl FnOnce()) -> Vec<Ev> {
+        self.f.script(&[PacketFate::Drop]);
+        send();
+        assert!(self.delivered(to).is_empty(), "the {what} was lost");
+        assert!(self.p.run_next_timer());
+        to.take()
+    }
+
+    /// Checks that neither side of `h` heard more and no wait is left, then [`Cms::close`]s.
+    fn close_quiet(&self, h: Handshake) {
+        assert!(h.active_events.take().is_empty());
+        assert!(h.passive_events.take().is_empty());
+        assert_eq!(self.p.pending_timers(), 0);
+        self.close(h);
+    }
+
+    /// Destroys the handshake's ids and checks the platform settled.
+    fn close(&self, h: Handshake) {
+        self.cm_a.destroy_id(h.active);
+        self.cm_b.destroy_id(h.passive);
+        self.cm_b.destroy_id(h.listener);
+        settle(&self.p);
+    }
+
+    /// Runs the DPCs and checks that neither CM has an id left and the platform settled.
+    fn no_ids_left(&self) {
+        self.p.run_until_idle();
+        assert_eq!((self.cm_a.ids(), self.cm_b.ids()), (0, 0));
+        settle(&self.p);
+    }
+}
+
+/// [`cms`] and [`Cms::requested`].
+fn requested() -> (Cms, Requested) {
+    let c = cms();
+    let r = c.requested();
+    (c, r)
+}
+
+/// [`cms`] and [`Cms::taken`].
+fn taken() -> (Cms, Handshake) {
+    let c = cms();
+    let h = c.taken();
+    (c, h)
+}
+
+/// [`taken`] and [`Cms::reply`].
+fn replied() -> (Cms, Handshake) {
+    let (c, h) = taken();
+    c.reply(&h);
+    (c, h)
+}
+
+/// [`replied`] and [`Cms::confirm`]: the connection established.
+fn established() -> (Cms, Handshake) {
+    let (c, h) = replied();
+    c.confirm(&h);
+    (c, h)
+}
+
+/// [`established`] and [`Cms::disconnect`].
+fn disconnecting() -> (Cms, Handshake) {
+    let (c, h) = established();
+    c.disconnect(&h);
+    (c, h)
+}
+
+/// Runs `check` on a new id of A's CM, with no event sink of interest, then destroys the id
+/// and checks the platform settled.
+fn on_a_new_id(check: impl FnOnce(&Cms, &SoftCm, &SoftCmId)) {
+    let c = cms();
+    let id = c.cm_a.create_id(sink().1).unwrap();
+    check(&c, &c.cm_a, &id);
+    c.cm_a.destroy_id(id);
+    settle(&c.p);
 }
 
 /// The address vector of `path` as one side sees it, on `port`, for the path record of
@@ -421,21 +550,18 @@ fn path_av(path: &IB_PATH_REC, port: u8) -> AddressVector {
 /// until its REP is sent, then the REP's.
 #[test]
 fn the_qp_attributes_are_the_req_and_rep_as_each_side_sees_them() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let listener = cm_b.create_id(sink().1).unwrap();
-    cm_b.listen(&listener, SID, &[], 0).unwrap();
-    let active = cm_a.create_id(sink().1).unwrap();
-    let mut path = path(&a, &b);
+    let c = cms();
+    let (_, listener) = listener(&c.cm_b, &[], 0);
+    let mut path = c.path();
     // Raw-traffic bit, flow label 0xABCDE, hop limit 0x40.
     path.hop_flow_raw = 0x8ABC_DE40u32.to_be();
     path.tclass = 0x28;
     // QoS class 0x123, SL 5.
     path.qos_class_sl = 0x1235u16.to_be();
     path.rate = 0x80 | 6;
-    cm_a.send_req(&active, &req(&path, 0x51, &[])).unwrap();
-    p.run_until_idle();
-    let (passive, ev) = cm_b.get_request(&listener, sink().1).unwrap();
+    let (_, active) = requester(&c.cm_a, &req(&path, 0x51, &[]));
+    c.p.run_until_idle();
+    let (passive, ev) = c.cm_b.get_request(&listener, sink().1).unwrap();
 
     // Twice the packet lifetime of 2^13 × 4.096 µs.
     let ack_timeout = PKT_LIFE + 1;
@@ -469,7 +595,7 @@ fn the_qp_attributes_are_the_req_and_rep_as_each_side_sees_them() {
             ..QpRts::default()
         })
     };
-    for (cm, id) in [(&cm_a, &active), (&cm_b, &passive)] {
+    for (cm, id) in [(&c.cm_a, &active), (&c.cm_b, &passive)] {
         let Ok(QpModify::Init(init)) = cm.get_qp_attr(id, QpState::Init) else {
             panic!("INIT attributes");
         };
@@ -486,13 +612,18 @@ fn the_qp_attributes_are_the_req_and_rep_as_each_side_sees_them() {
     // The passive side before its REP: the REQ's RNR retry count is for its QP, the REQ's
     // initiator depth its responder resources and the REQ's responder resources its depth.
     let passive_path = conn(&ev.primary_path, 6);
+    let attrs = |cm: &SoftCm, id| {
+        (
+            cm.get_qp_attr(id, QpState::Rtr),
+            cm.get_qp_attr(id, QpState::Rts),
+        )
+    };
     assert_eq!(
-        cm_b.get_qp_attr(&passive, QpState::Rtr),
-        Ok(rtr(0x1111, 0x51, passive_path, 2))
-    );
-    assert_eq!(
-        cm_b.get_qp_attr(&passive, QpState::Rts),
-        Ok(rts(0, 6, 4, passive_path))
+        attrs(&c.cm_b, &passive),
+        (
+            Ok(rtr(0x1111, 0x51, passive_path, 2)),
+            Ok(rts(0, 6, 4, passive_path))
+        )
     );
     // Its REP sent, its own values are the REP's.
     let reply = CmRep {
@@ -501,213 +632,151 @@ fn the_qp_attributes_are_the_req_and_rep_as_each_side_sees_them() {
         rnr_retry_count: 2,
         ..rep(0x52, &[])
     };
-    cm_b.send_rep(&passive, &reply).unwrap();
-    p.run_until_idle();
+    c.cm_b.send_rep(&passive, &reply).unwrap();
+    c.p.run_until_idle();
     assert_eq!(
-        cm_b.get_qp_attr(&passive, QpState::Rtr),
-        Ok(rtr(0x1111, 0x51, passive_path, 3))
-    );
-    assert_eq!(
-        cm_b.get_qp_attr(&passive, QpState::Rts),
-        Ok(rts(0x2222, 6, 1, passive_path))
+        attrs(&c.cm_b, &passive),
+        (
+            Ok(rtr(0x1111, 0x51, passive_path, 3)),
+            Ok(rts(0x2222, 6, 1, passive_path))
+        )
     );
     // The active side: the REP's RNR retry count is for its QP.
     let active_path = conn(&path, 2);
     assert_eq!(
-        cm_a.get_qp_attr(&active, QpState::Rtr),
-        Ok(rtr(0x2222, 0x52, active_path, 4))
+        attrs(&c.cm_a, &active),
+        (
+            Ok(rtr(0x2222, 0x52, active_path, 4)),
+            Ok(rts(0x1111, 2, 2, active_path))
+        )
     );
-    assert_eq!(
-        cm_a.get_qp_attr(&active, QpState::Rts),
-        Ok(rts(0x1111, 2, 2, active_path))
-    );
-    cm_a.destroy_id(active);
-    cm_b.destroy_id(passive);
-    cm_b.destroy_id(listener);
-    settle(&p);
+    c.cm_a.destroy_id(active);
+    for id in [passive, listener] {
+        c.cm_b.destroy_id(id);
+    }
+    settle(&c.p);
 }
 
 #[test]
 fn a_lost_rep_is_sent_again_when_the_req_comes_again() {
-    let (p, f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (listener, active_events, active, passive_events, passive) =
-        taken(&p, &a, &b, &cm_a, &cm_b);
-    f.script(&[PacketFate::Drop]);
-    cm_b.send_rep(&passive, &rep(8, b"again")).unwrap();
-    p.run_until_idle();
-    assert!(active_events.take().is_empty(), "the REP was lost");
+    let (c, h) = taken();
     // The active side's wait ends first (its REQ went out first): it resends the REQ, and
     // the passive side answers the duplicate with its REP.
-    assert!(p.run_next_timer());
-    let evs = active_events.take();
+    let evs = c.lost_and_sent_again(&h.active_events, "REP", || {
+        c.cm_b.send_rep(&h.passive, &rep(8, b"again")).unwrap();
+    });
+    assert_saw!(evs, [Ev::Rep(r)] if r.private_data.starts_with(b"again"));
     assert!(
-        matches!(evs.as_slice(), [Ev::Rep(r)] if r.private_data.starts_with(b"again")),
-        "{evs:?}"
-    );
-    assert!(
-        passive_events.take().is_empty(),
+        h.passive_events.take().is_empty(),
         "no new request: a duplicate"
     );
-    assert_eq!(cm_b.ids(), 2, "the listener and one connection");
-    cm_a.send_rtu(&active, &[]).unwrap();
-    p.run_until_idle();
-    assert!(matches!(passive_events.take().as_slice(), [Ev::Rtu(_)]));
-    assert_eq!(p.pending_timers(), 0);
-    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
-        cm.destroy_id(id);
-    }
-    settle(&p);
+    assert_eq!(c.cm_b.ids(), 2, "the listener and one connection");
+    c.cm_a.send_rtu(&h.active, &[]).unwrap();
+    assert_saw!(c.delivered(&h.passive_events), [Ev::Rtu(_)]);
+    assert_eq!(c.p.pending_timers(), 0);
+    c.close(h);
 }
 
 #[test]
 fn a_rep_never_acknowledged_is_a_rep_error_and_a_rej_to_the_peer() {
-    let (p, f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (listener, active_events, active, passive_events, passive) =
-        taken(&p, &a, &b, &cm_a, &cm_b);
-    cm_b.send_rep(&passive, &rep(8, &[])).unwrap();
-    p.run_until_idle();
-    assert!(matches!(active_events.take().as_slice(), [Ev::Rep(_)]));
+    let (c, h) = replied();
     // The active side never answers (its consumer sits on the REP), and every resent REP is
     // lost on the way.
-    f.script(&[PacketFate::Drop; RETRIES as usize]);
+    c.f.script(&[PacketFate::Drop; RETRIES as usize]);
     for _ in 0..RETRIES {
-        assert!(p.run_next_timer());
+        assert!(c.p.run_next_timer());
     }
-    assert!(passive_events.take().is_empty());
-    assert!(p.run_next_timer());
-    assert_eq!(passive_events.take(), vec![Ev::RepError]);
-    let evs = active_events.take();
-    assert!(
-        matches!(evs.as_slice(), [Ev::Rej(REJ_TIMEOUT, _)]),
-        "{evs:?}"
-    );
-    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
-        cm.destroy_id(id);
-    }
-    settle(&p);
+    assert!(h.passive_events.take().is_empty());
+    assert!(c.p.run_next_timer());
+    assert_eq!(h.passive_events.take(), vec![Ev::RepError]);
+    assert_saw!(h.active_events.take(), [Ev::Rej(REJ_TIMEOUT, _)]);
+    c.close(h);
 }
 
 #[test]
 fn a_dreq_nobody_answers_is_a_dreq_error() {
-    let (p, f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (listener, active_events, active, passive_events, passive) =
-        taken(&p, &a, &b, &cm_a, &cm_b);
-    establish(&p, &cm_a, &cm_b, &active, &passive);
-    assert_eq!(active_events.take().len(), 1);
-    assert_eq!(passive_events.take().len(), 1);
+    let (c, h) = established();
     // Every DREQ is lost.
-    f.script(&[PacketFate::Drop; 1 + RETRIES as usize]);
-    cm_a.send_dreq(&active, &[]).unwrap();
-    p.run_until_idle();
-    let t0 = p.now_ns();
+    c.f.script(&[PacketFate::Drop; 1 + RETRIES as usize]);
+    c.cm_a.send_dreq(&h.active, &[]).unwrap();
+    c.p.run_until_idle();
+    let t0 = c.p.now_ns();
     for _ in 0..=RETRIES {
-        assert!(p.run_next_timer());
+        assert!(c.p.run_next_timer());
     }
-    assert_eq!(p.now_ns(), t0 + u64::from(RETRIES + 1) * wait_ns());
-    assert_eq!(active_events.take(), vec![Ev::DreqError]);
-    assert!(passive_events.take().is_empty());
+    assert_eq!(c.p.now_ns(), t0 + u64::from(RETRIES + 1) * wait_ns());
+    assert_eq!(h.active_events.take(), vec![Ev::DreqError]);
+    assert!(h.passive_events.take().is_empty());
     // A DREP cannot answer a DREQ that never came.
     assert_eq!(
-        cm_b.send_drep(&passive, &[]),
+        c.cm_b.send_drep(&h.passive, &[]),
         Err(NtStatus::INVALID_DEVICE_STATE)
     );
-    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
-        cm.destroy_id(id);
-    }
-    settle(&p);
+    c.close(h);
 }
 
 #[test]
 fn destroying_a_listen_rejects_the_requests_it_held() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (listen_events, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
-    assert_eq!(listen_events.take(), vec![Ev::ReqReceived]);
-    assert_eq!(cm_b.ids(), 2, "the listener and the queued request");
-    cm_b.destroy_id(listener);
-    p.run_until_idle();
-    let evs = active_events.take();
-    assert!(
-        matches!(evs.as_slice(), [Ev::Rej(REJ_USER_DEFINED, _)]),
-        "{evs:?}"
+    let (c, r) = requested();
+    assert_eq!(c.cm_b.ids(), 2, "the listener and the queued request");
+    c.cm_b.destroy_id(r.listener);
+    assert_saw!(
+        c.delivered(&r.active_events),
+        [Ev::Rej(REJ_USER_DEFINED, _)]
     );
-    assert_eq!(cm_b.ids(), 0);
-    assert!(listen_events.take().is_empty());
-    cm_a.destroy_id(active);
-    settle(&p);
+    assert_eq!(c.cm_b.ids(), 0);
+    assert!(r.listen_events.take().is_empty());
+    c.cm_a.destroy_id(r.active);
+    settle(&c.p);
 }
 
 #[test]
 fn a_request_whose_sender_gives_up_before_it_is_taken_is_gone() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (listen_events, _ae, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
-    assert_eq!(listen_events.take(), vec![Ev::ReqReceived]);
+    let (c, r) = requested();
     // The active side goes: its REJ takes the request back.
-    cm_a.destroy_id(active);
-    p.run_until_idle();
-    assert_eq!(cm_b.ids(), 1);
-    let Err(NtStatus::NO_MORE_ENTRIES) = cm_b.get_request(&listener, sink().1) else {
+    c.cm_a.destroy_id(r.active);
+    c.p.run_until_idle();
+    assert_eq!(c.cm_b.ids(), 1);
+    let Err(NtStatus::NO_MORE_ENTRIES) = c.cm_b.get_request(&r.listener, sink().1) else {
         panic!("the request went");
     };
-    cm_b.destroy_id(listener);
-    settle(&p);
+    c.cm_b.destroy_id(r.listener);
+    settle(&c.p);
 }
 
 #[test]
 fn destroying_a_connection_tells_the_peer() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (listener, active_events, active, passive_events, passive) =
-        taken(&p, &a, &b, &cm_a, &cm_b);
-    establish(&p, &cm_a, &cm_b, &active, &passive);
-    active_events.take();
-    passive_events.take();
+    let (c, h) = established();
     // An established connection's id goes: the peer gets a DREQ.
-    cm_a.destroy_id(active);
-    p.run_until_idle();
-    assert!(matches!(passive_events.take().as_slice(), [Ev::Dreq(_)]));
-    cm_b.send_drep(&passive, &[]).unwrap();
-    p.run_until_idle();
-    for (cm, id) in [(&cm_b, passive), (&cm_b, listener)] {
-        cm.destroy_id(id);
+    c.cm_a.destroy_id(h.active);
+    assert_saw!(c.delivered(&h.passive_events), [Ev::Dreq(_)]);
+    c.cm_b.send_drep(&h.passive, &[]).unwrap();
+    c.p.run_until_idle();
+    for id in [h.passive, h.listener] {
+        c.cm_b.destroy_id(id);
     }
-    assert_eq!(p.pending_timers(), 0);
-    settle(&p);
+    assert_eq!(c.p.pending_timers(), 0);
+    settle(&c.p);
 }
 
 #[test]
 fn mra_extends_the_wait() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (_l, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
-    let (_pe, s) = sink();
-    let (passive, _) = cm_b.get_request(&listener, s).unwrap();
-    let t0 = p.now_ns();
-    cm_b.send_mra(&passive, 20, &[]).unwrap();
-    p.run_until_idle();
-    assert_eq!(active_events.take(), vec![Ev::Mra(20)]);
+    let (c, h) = taken();
+    let t0 = c.p.now_ns();
+    c.cm_b.send_mra(&h.passive, 20, &[]).unwrap();
+    assert_eq!(c.delivered(&h.active_events), vec![Ev::Mra(20)]);
     assert_eq!(
-        p.next_timer_ns(),
+        c.p.next_timer_ns(),
         Some(t0 + ib_time(20) + 2 * ib_time(PKT_LIFE)),
         "the wait is the MRA's"
     );
-    cm_b.send_rep(&passive, &rep(8, &[])).unwrap();
-    p.run_until_idle();
-    assert!(matches!(active_events.take().as_slice(), [Ev::Rep(_)]));
-    cm_b.destroy_id(passive);
-    cm_a.destroy_id(active);
-    cm_b.destroy_id(listener);
-    settle(&p);
+    c.reply(&h);
+    c.close(h);
 }
 
 #[test]
 fn listens_match_service_id_and_the_compared_address() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let c = cms();
     // IP-CM headers: version 0, IPv4, a source port, source and destination addresses.
     let header = |dst: [u8; 4]| {
         let mut h = [0u8; 36];
@@ -717,123 +786,100 @@ fn listens_match_service_id_and_the_compared_address() {
         h[32..36].copy_from_slice(&dst);
         h
     };
-    let (any_events, s) = sink();
-    let any = cm_b.create_id(s).unwrap();
-    cm_b.listen(&any, SID, &[], 0).unwrap();
-    let (one_events, s) = sink();
-    let one = cm_b.create_id(s).unwrap();
-    cm_b.listen(&one, SID, &header([10, 0, 0, 1]), 4).unwrap();
+    let (any_events, any) = listener(&c.cm_b, &[], 0);
+    let (one_events, one) = listener(&c.cm_b, &header([10, 0, 0, 1]), 4);
     // The same listen again is refused; a listening id cannot listen twice.
-    let dup = cm_b.create_id(sink().1).unwrap();
+    let dup = c.cm_b.create_id(sink().1).unwrap();
     assert_eq!(
-        cm_b.listen(&dup, SID, &header([10, 0, 0, 1]), 4),
+        c.cm_b.listen(&dup, SID, &header([10, 0, 0, 1]), 4),
         Err(NtStatus::INVALID_PARAMETER)
     );
     assert_eq!(
-        cm_b.listen(&one, SID + 1, &[], 0),
+        c.cm_b.listen(&one, SID + 1, &[], 0),
         Err(NtStatus::INVALID_DEVICE_STATE)
     );
-    let path = path(&a, &b);
-    let mut ids = vec![];
-    for dst in [[10, 0, 0, 1], [10, 0, 0, 2]] {
-        let id = cm_a.create_id(sink().1).unwrap();
-        cm_a.send_req(&id, &req(&path, 7, &header(dst))).unwrap();
-        ids.push(id);
-    }
-    p.run_until_idle();
+    let path = c.path();
+    let ids = [[10, 0, 0, 1], [10, 0, 0, 2]]
+        .map(|dst| requester(&c.cm_a, &req(&path, 7, &header(dst))).1);
+    c.p.run_until_idle();
     // The request for 10.0.0.1 goes to its listen, the other one to the wildcard.
     assert_eq!(one_events.take(), vec![Ev::ReqReceived]);
     assert_eq!(any_events.take(), vec![Ev::ReqReceived]);
-    let (_, ev) = cm_b
-        .get_request(&one, sink().1)
-        .map(|(id, ev)| {
-            cm_b.destroy_id(id);
-            ((), ev)
-        })
-        .unwrap();
+    let (taken, ev) = c.cm_b.get_request(&one, sink().1).unwrap();
+    c.cm_b.destroy_id(taken);
     assert_eq!(ev.private_data[32..36], [10, 0, 0, 1]);
     for id in ids {
-        cm_a.destroy_id(id);
+        c.cm_a.destroy_id(id);
     }
     for id in [any, one, dup] {
-        cm_b.destroy_id(id);
+        c.cm_b.destroy_id(id);
     }
-    p.run_until_idle();
-    assert_eq!((cm_a.ids(), cm_b.ids()), (0, 0));
-    settle(&p);
+    c.no_ids_left();
 }
 
 #[test]
 fn wrong_states_and_sizes_are_refused() {
-    let (p, _f, a, b) = deterministic_pair();
-    let cm = a.hca.cm();
-    let id = cm.create_id(sink().1).unwrap();
-    let path = path(&a, &b);
-    assert_eq!(
-        cm.send_rep(&id, &rep(1, &[])),
-        Err(NtStatus::INVALID_DEVICE_STATE)
-    );
-    assert_eq!(cm.send_rtu(&id, &[]), Err(NtStatus::INVALID_DEVICE_STATE));
-    assert_eq!(cm.send_dreq(&id, &[]), Err(NtStatus::INVALID_DEVICE_STATE));
-    assert_eq!(cm.send_drep(&id, &[]), Err(NtStatus::INVALID_DEVICE_STATE));
-    assert_eq!(
-        cm.send_rej(&id, 28, &[], &[]),
-        Err(NtStatus::INVALID_DEVICE_STATE)
-    );
-    assert_eq!(
-        cm.send_mra(&id, 1, &[]),
-        Err(NtStatus::INVALID_DEVICE_STATE)
-    );
-    assert_eq!(
-        cm.get_qp_attr(&id, QpState::Init),
-        Err(NtStatus::INVALID_DEVICE_STATE)
-    );
-    assert_eq!(
-        cm.send_req(&id, &req(&path, 1, &[0; REQ_PRIVATE_DATA + 1])),
-        Err(NtStatus::INVALID_PARAMETER)
-    );
-    let mut foreign = path;
-    foreign.sgid = [9; 16];
-    assert_eq!(
-        cm.send_req(&id, &req(&foreign, 1, &[])),
-        Err(NtStatus::INVALID_PARAMETER),
-        "no port of this device owns the source GID"
-    );
-    cm.send_req(&id, &req(&path, 1, &[])).unwrap();
-    assert!(cm.get_qp_attr(&id, QpState::Init).is_ok());
-    assert_eq!(
-        cm.get_qp_attr(&id, QpState::Rtr),
-        Err(NtStatus::INVALID_DEVICE_STATE),
-        "no REP yet"
-    );
-    assert_eq!(
-        cm.get_qp_attr(&id, QpState::Sqd),
-        Err(NtStatus::INVALID_PARAMETER)
-    );
-    cm.destroy_id(id);
-    settle(&p);
+    on_a_new_id(|c, cm, id| {
+        let path = c.path();
+        assert_eq!(
+            cm.send_rep(id, &rep(1, &[])),
+            Err(NtStatus::INVALID_DEVICE_STATE)
+        );
+        assert_eq!(cm.send_rtu(id, &[]), Err(NtStatus::INVALID_DEVICE_STATE));
+        assert_eq!(cm.send_dreq(id, &[]), Err(NtStatus::INVALID_DEVICE_STATE));
+        assert_eq!(cm.send_drep(id, &[]), Err(NtStatus::INVALID_DEVICE_STATE));
+        assert_eq!(
+            cm.send_rej(id, 28, &[], &[]),
+            Err(NtStatus::INVALID_DEVICE_STATE)
+        );
+        assert_eq!(cm.send_mra(id, 1, &[]), Err(NtStatus::INVALID_DEVICE_STATE));
+        assert_eq!(
+            cm.get_qp_attr(id, QpState::Init),
+            Err(NtStatus::INVALID_DEVICE_STATE)
+        );
+        assert_eq!(
+            cm.send_req(id, &req(&path, 1, &[0; REQ_PRIVATE_DATA + 1])),
+            Err(NtStatus::INVALID_PARAMETER)
+        );
+        let mut foreign = path;
+        foreign.sgid = [9; 16];
+        assert_eq!(
+            cm.send_req(id, &req(&foreign, 1, &[])),
+            Err(NtStatus::INVALID_PARAMETER),
+            "no port of this device owns the source GID"
+        );
+        cm.send_req(id, &req(&path, 1, &[])).unwrap();
+        assert!(cm.get_qp_attr(id, QpState::Init).is_ok());
+        assert_eq!(
+            cm.get_qp_attr(id, QpState::Rtr),
+            Err(NtStatus::INVALID_DEVICE_STATE),
+            "no REP yet"
+        );
+        assert_eq!(
+            cm.get_qp_attr(id, QpState::Sqd),
+            Err(NtStatus::INVALID_PARAMETER)
+        );
+    });
 }
 
 #[test]
 fn removal_stops_the_cm() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (_l, active_events, listener, active) = requested(&p, &a, &b, &cm_a, &cm_b);
-    b.hca.surprise_remove();
+    let (c, r) = requested();
+    c.b.hca.surprise_remove();
     assert_eq!(
-        cm_b.create_id(sink().1).err(),
+        c.cm_b.create_id(sink().1).err(),
         Some(NtStatus::DEVICE_REMOVED)
     );
     assert_eq!(
-        cm_b.get_request(&listener, sink().1).err(),
+        c.cm_b.get_request(&r.listener, sink().1).err(),
         Some(NtStatus::DEVICE_REMOVED)
     );
     // The peer's REQ retries find nobody and end as a timeout.
-    while p.run_next_timer() {}
-    assert_eq!(active_events.take(), vec![Ev::ReqError]);
-    cm_a.destroy_id(active);
-    cm_b.destroy_id(listener);
-    settle(&p);
+    while c.p.run_next_timer() {}
+    assert_eq!(r.active_events.take(), vec![Ev::ReqError]);
+    c.cm_a.destroy_id(r.active);
+    c.cm_b.destroy_id(r.listener);
+    settle(&c.p);
 }
 
 /// The CM behind an `Arc` is the CM (what the direct lower edge hands the core).
@@ -855,17 +901,11 @@ fn a_req_for_a_gid_of_the_second_port_arrives_on_that_port() {
     let gid = b.hca.query_gid(2, index).unwrap();
     assert_ne!(gid, b.hca.gid());
     let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (listen_events, ls) = sink();
-    let listener = cm_b.create_id(ls).unwrap();
-    cm_b.listen(&listener, SID, &[], 0).unwrap();
-    let (_active_events, s) = sink();
-    let active = cm_a.create_id(s).unwrap();
+    let (listen_events, listener) = listener(&cm_b, &[], 0);
     let mut to_port_2 = path(&a, &b);
     to_port_2.dgid = gid;
-    cm_a.send_req(&active, &req(&to_port_2, 0x123, b""))
-        .unwrap();
-    p.run_until_idle();
-    assert_eq!(listen_events.take(), vec![Ev::ReqReceived]);
+    let _active = requester(&cm_a, &req(&to_port_2, 0x123, b""));
+    assert_eq!(delivered(&p, &listen_events), vec![Ev::ReqReceived]);
     let (passive, ev) = cm_b.get_request(&listener, sink().1).unwrap();
     assert_eq!(
         ev.primary_path.sgid, gid,
@@ -911,210 +951,137 @@ fn each_id_has_its_own_communication_id_and_a_freed_one_is_not_reused_at_once() 
     settle(&p);
 }
 
+/// Sends `r` from A to a listen on B and returns what the request B took carried, with every
+/// id destroyed after.
+fn carried(c: &Cms, r: &CmReq<'_>) -> CmReqEvent {
+    let (listen_events, listener) = listener(&c.cm_b, &[], 0);
+    let (_, active) = requester(&c.cm_a, r);
+    assert_eq!(c.delivered(&listen_events), vec![Ev::ReqReceived]);
+    let (passive, ev) = c.cm_b.get_request(&listener, sink().1).unwrap();
+    c.cm_a.destroy_id(active);
+    c.cm_b.destroy_id(passive);
+    c.cm_b.destroy_id(listener);
+    ev
+}
+
 #[test]
 fn private_data_may_fill_its_field() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (listen_events, s) = sink();
-    let listener = cm_b.create_id(s).unwrap();
-    cm_b.listen(&listener, SID, &[], 0).unwrap();
-    let active = cm_a.create_id(sink().1).unwrap();
-    let path = path(&a, &b);
+    let c = cms();
+    let path = c.path();
     let full = [0x5A; REQ_PRIVATE_DATA];
-    cm_a.send_req(&active, &req(&path, 7, &full)).unwrap();
-    p.run_until_idle();
-    assert_eq!(listen_events.take(), vec![Ev::ReqReceived]);
-    let (passive, ev) = cm_b.get_request(&listener, sink().1).unwrap();
+    let ev = carried(&c, &req(&path, 7, &full));
     assert_eq!(ev.private_data, full);
-    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
-        cm.destroy_id(id);
-    }
-    settle(&p);
+    settle(&c.p);
 }
 
 #[test]
 fn a_req_carries_a_24_bit_psn_and_at_most_15_retries() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let listener = cm_b.create_id(sink().1).unwrap();
-    cm_b.listen(&listener, SID, &[], 0).unwrap();
-    let active = cm_a.create_id(sink().1).unwrap();
-    let path = path(&a, &b);
+    let c = cms();
+    let path = c.path();
     let mut r = req(&path, 7, &[]);
     // IBA 12.6.5: Starting PSN is a 24-bit field and Max CM Retries a 4-bit one.
     r.params.starting_psn = 0xAB12_3456;
     r.params.max_cm_retries = 200;
-    cm_a.send_req(&active, &r).unwrap();
-    p.run_until_idle();
-    let (passive, ev) = cm_b.get_request(&listener, sink().1).unwrap();
+    let ev = carried(&c, &r);
     assert_eq!(ev.params.starting_psn, 0x12_3456);
     assert_eq!(ev.params.max_cm_retries, 15);
-    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
-        cm.destroy_id(id);
-    }
-    settle(&p);
+    settle(&c.p);
 }
 
 #[test]
 fn only_the_side_that_received_the_req_replies() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (listener, active_events, active, passive_events, passive) =
-        taken(&p, &a, &b, &cm_a, &cm_b);
+    let (c, h) = taken();
     assert_eq!(
-        cm_a.send_rep(&active, &rep(7, &[])),
+        c.cm_a.send_rep(&h.active, &rep(7, &[])),
         Err(NtStatus::INVALID_DEVICE_STATE),
         "the active side sent the REQ"
     );
-    establish(&p, &cm_a, &cm_b, &active, &passive);
+    c.reply(&h);
+    c.confirm(&h);
     assert_eq!(
-        cm_b.send_rep(&passive, &rep(8, &[])),
+        c.cm_b.send_rep(&h.passive, &rep(8, &[])),
         Err(NtStatus::INVALID_DEVICE_STATE),
         "connected"
     );
-    p.run_until_idle();
-    assert_eq!(active_events.take().len(), 1, "the one REP");
-    assert_eq!(passive_events.take().len(), 1, "the RTU");
-    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
-        cm.destroy_id(id);
-    }
-    settle(&p);
+    assert!(c.delivered(&h.active_events).is_empty(), "the one REP");
+    assert!(h.passive_events.take().is_empty(), "the one RTU");
+    c.close(h);
 }
 
 #[test]
 fn destroying_an_id_mid_handshake_rejects_and_mid_disconnect_replies() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let c = cms();
     // REQ received: the passive side goes, the active side gets a consumer REJ.
-    let (listener, active_events, active, _pe, passive) = taken(&p, &a, &b, &cm_a, &cm_b);
-    cm_b.destroy_id(passive);
-    p.run_until_idle();
-    let evs = active_events.take();
-    assert!(
-        matches!(evs.as_slice(), [Ev::Rej(REJ_USER_DEFINED, _)]),
-        "{evs:?}"
+    let h = c.taken();
+    c.cm_b.destroy_id(h.passive);
+    assert_saw!(
+        c.delivered(&h.active_events),
+        [Ev::Rej(REJ_USER_DEFINED, _)]
     );
-    cm_a.destroy_id(active);
-    cm_b.destroy_id(listener);
+    c.cm_a.destroy_id(h.active);
+    c.cm_b.destroy_id(h.listener);
 
     // REP received: the active side goes, the passive side gets a consumer REJ.
-    let (listener, active_events, active, passive_events, passive) =
-        taken(&p, &a, &b, &cm_a, &cm_b);
-    cm_b.send_rep(&passive, &rep(8, &[])).unwrap();
-    p.run_until_idle();
-    assert!(matches!(active_events.take().as_slice(), [Ev::Rep(_)]));
-    cm_a.destroy_id(active);
-    p.run_until_idle();
-    let evs = passive_events.take();
-    assert!(
-        matches!(evs.as_slice(), [Ev::Rej(REJ_USER_DEFINED, _)]),
-        "{evs:?}"
+    let h = c.taken();
+    c.reply(&h);
+    c.cm_a.destroy_id(h.active);
+    assert_saw!(
+        c.delivered(&h.passive_events),
+        [Ev::Rej(REJ_USER_DEFINED, _)]
     );
-    cm_b.destroy_id(passive);
-    cm_b.destroy_id(listener);
+    c.cm_b.destroy_id(h.passive);
+    c.cm_b.destroy_id(h.listener);
 
     // DREQ received: the id that goes answers it with a DREP.
-    let (listener, active_events, active, passive_events, passive) =
-        taken(&p, &a, &b, &cm_a, &cm_b);
-    establish(&p, &cm_a, &cm_b, &active, &passive);
-    active_events.take();
-    passive_events.take();
-    cm_a.send_dreq(&active, &[]).unwrap();
-    p.run_until_idle();
-    assert!(matches!(passive_events.take().as_slice(), [Ev::Dreq(_)]));
-    cm_b.destroy_id(passive);
-    p.run_until_idle();
-    let evs = active_events.take();
-    assert!(matches!(evs.as_slice(), [Ev::Drep(_)]), "{evs:?}");
-    cm_a.destroy_id(active);
-    cm_b.destroy_id(listener);
-    p.run_until_idle();
-    assert_eq!(p.pending_timers(), 0);
-    assert_eq!((cm_a.ids(), cm_b.ids()), (0, 0));
-    settle(&p);
+    let h = c.taken();
+    c.reply(&h);
+    c.confirm(&h);
+    c.disconnect(&h);
+    c.cm_b.destroy_id(h.passive);
+    assert_saw!(c.delivered(&h.active_events), [Ev::Drep(_)]);
+    c.cm_a.destroy_id(h.active);
+    c.cm_b.destroy_id(h.listener);
+    c.p.run_until_idle();
+    assert_eq!(c.p.pending_timers(), 0);
+    c.no_ids_left();
 }
 
 #[test]
 fn a_lost_mra_is_sent_again_when_the_req_comes_again() {
-    let (p, f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (listener, active_events, active, _pe, passive) = taken(&p, &a, &b, &cm_a, &cm_b);
-    f.script(&[PacketFate::Drop]);
-    cm_b.send_mra(&passive, 20, &[]).unwrap();
-    p.run_until_idle();
-    assert!(active_events.take().is_empty(), "the MRA was lost");
+    let (c, h) = taken();
     // The REQ's wait ends: it is resent, and the duplicate is answered with the MRA.
-    assert!(p.run_next_timer());
-    assert_eq!(active_events.take(), vec![Ev::Mra(20)]);
-    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
-        cm.destroy_id(id);
-    }
-    settle(&p);
+    let evs = c.lost_and_sent_again(&h.active_events, "MRA", || {
+        c.cm_b.send_mra(&h.passive, 20, &[]).unwrap();
+    });
+    assert_eq!(evs, vec![Ev::Mra(20)]);
+    c.close(h);
 }
 
 #[test]
 fn a_lost_rtu_is_sent_again_when_the_rep_comes_again() {
-    let (p, f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (listener, active_events, active, passive_events, passive) =
-        taken(&p, &a, &b, &cm_a, &cm_b);
-    cm_b.send_rep(&passive, &rep(8, &[])).unwrap();
-    p.run_until_idle();
-    assert!(matches!(active_events.take().as_slice(), [Ev::Rep(_)]));
-    f.script(&[PacketFate::Drop]);
-    cm_a.send_rtu(&active, b"rtu").unwrap();
-    p.run_until_idle();
-    assert!(passive_events.take().is_empty(), "the RTU was lost");
+    let (c, h) = replied();
     // The REP's wait ends: it is resent, and the connected side answers with its RTU again.
-    assert!(p.run_next_timer());
-    let evs = passive_events.take();
-    assert!(
-        matches!(evs.as_slice(), [Ev::Rtu(d)] if d.starts_with(b"rtu")),
-        "{evs:?}"
-    );
-    assert!(active_events.take().is_empty());
-    assert_eq!(p.pending_timers(), 0);
-    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
-        cm.destroy_id(id);
-    }
-    settle(&p);
+    let evs = c.lost_and_sent_again(&h.passive_events, "RTU", || {
+        c.cm_a.send_rtu(&h.active, b"rtu").unwrap();
+    });
+    assert_saw!(evs, [Ev::Rtu(d)] if d.starts_with(b"rtu"));
+    c.close_quiet(h);
 }
 
 #[test]
 fn a_lost_drep_is_sent_again_when_the_dreq_comes_again() {
-    let (p, f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (listener, active_events, active, passive_events, passive) =
-        taken(&p, &a, &b, &cm_a, &cm_b);
-    establish(&p, &cm_a, &cm_b, &active, &passive);
-    active_events.take();
-    passive_events.take();
-    cm_a.send_dreq(&active, &[]).unwrap();
-    p.run_until_idle();
-    assert!(matches!(passive_events.take().as_slice(), [Ev::Dreq(_)]));
-    f.script(&[PacketFate::Drop]);
-    cm_b.send_drep(&passive, b"drep").unwrap();
-    p.run_until_idle();
-    assert!(active_events.take().is_empty(), "the DREP was lost");
+    let (c, h) = disconnecting();
     // The DREQ's wait ends: it is resent, and the side in timewait answers with its DREP.
-    assert!(p.run_next_timer());
-    let evs = active_events.take();
-    assert!(
-        matches!(evs.as_slice(), [Ev::Drep(d)] if d.starts_with(b"drep")),
-        "{evs:?}"
-    );
-    assert!(passive_events.take().is_empty());
-    assert_eq!(p.pending_timers(), 0);
-    for (cm, id) in [(&cm_a, active), (&cm_b, passive), (&cm_b, listener)] {
-        cm.destroy_id(id);
-    }
-    settle(&p);
+    let evs = c.lost_and_sent_again(&h.active_events, "DREP", || {
+        c.cm_b.send_drep(&h.passive, b"drep").unwrap();
+    });
+    assert_saw!(evs, [Ev::Drep(d)] if d.starts_with(b"drep"));
+    c.close_quiet(h);
 }
 
 #[test]
 fn a_listen_compares_only_the_fields_its_mask_selects() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let c = cms();
     // IP-CM headers (`ib_cm_rdma_req_t`): version and IP version, source port, source and
     // destination addresses.
     let header = |version: u8, port: u16, src: u8, dst: u8| {
@@ -1130,7 +1097,7 @@ fn a_listen_compares_only_the_fields_its_mask_selects() {
     const PORT: u8 = 1;
     const SRC: u8 = 2;
     const DST: u8 = 4;
-    let path = path(&a, &b);
+    let path = c.path();
     for (mask, req_header, taken) in [
         // Version and IP version always count.
         (0, header(0, 6000, 2, 2), true),
@@ -1143,13 +1110,9 @@ fn a_listen_compares_only_the_fields_its_mask_selects() {
         (DST, header(0, 5000, 1, 2), false),
         (PORT | SRC | DST, listened, true),
     ] {
-        let (listen_events, s) = sink();
-        let listener = cm_b.create_id(s).unwrap();
-        cm_b.listen(&listener, SID, &listened, mask).unwrap();
-        let (active_events, s) = sink();
-        let active = cm_a.create_id(s).unwrap();
-        cm_a.send_req(&active, &req(&path, 7, &req_header)).unwrap();
-        p.run_until_idle();
+        let (listen_events, listener) = listener(&c.cm_b, &listened, mask);
+        let (active_events, active) = requester(&c.cm_a, &req(&path, 7, &req_header));
+        c.p.run_until_idle();
         let case = format!("mask {mask}, request {req_header:?}");
         if taken {
             assert_eq!(listen_events.take(), vec![Ev::ReqReceived], "{case}");
@@ -1162,43 +1125,32 @@ fn a_listen_compares_only_the_fields_its_mask_selects() {
                 "{case}: {evs:?}"
             );
         }
-        cm_a.destroy_id(active);
-        cm_b.destroy_id(listener);
-        p.run_until_idle();
+        c.cm_a.destroy_id(active);
+        c.cm_b.destroy_id(listener);
+        c.p.run_until_idle();
     }
-    assert_eq!((cm_a.ids(), cm_b.ids()), (0, 0));
-    settle(&p);
+    c.no_ids_left();
 }
 
 #[test]
 fn a_listen_compare_may_be_as_long_as_the_reqs_private_data() {
-    let (p, _f, _a, b) = deterministic_pair();
-    let cm = b.hca.cm();
-    let id = cm.create_id(sink().1).unwrap();
-    assert_eq!(
-        cm.listen(&id, SID, &[0; REQ_PRIVATE_DATA + 1], 0),
-        Err(NtStatus::INVALID_PARAMETER)
-    );
-    cm.listen(&id, SID, &[0; REQ_PRIVATE_DATA], 0).unwrap();
-    cm.destroy_id(id);
-    settle(&p);
+    on_a_new_id(|_, cm, id| {
+        assert_eq!(
+            cm.listen(id, SID, &[0; REQ_PRIVATE_DATA + 1], 0),
+            Err(NtStatus::INVALID_PARAMETER)
+        );
+        cm.listen(id, SID, &[0; REQ_PRIVATE_DATA], 0).unwrap();
+    });
 }
 
 #[test]
 fn a_removed_device_sends_nothing() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
-    let (listener, active_events, active, passive_events, passive) =
-        taken(&p, &a, &b, &cm_a, &cm_b);
-    establish(&p, &cm_a, &cm_b, &active, &passive);
-    active_events.take();
-    passive_events.take();
+    let (c, h) = established();
     // The passive device is gone: destroying its id sends no DREQ from it.
-    b.hca.surprise_remove();
-    cm_b.destroy_id(passive);
-    p.run_until_idle();
-    assert!(active_events.take().is_empty());
-    cm_a.destroy_id(active);
-    cm_b.destroy_id(listener);
-    settle(&p);
+    c.b.hca.surprise_remove();
+    c.cm_b.destroy_id(h.passive);
+    assert!(c.delivered(&h.active_events).is_empty());
+    c.cm_a.destroy_id(h.active);
+    c.cm_b.destroy_id(h.listener);
+    settle(&c.p);
 }

@@ -155,8 +155,7 @@ fn modify_racing_posts_loses_no_doorbell() {
 fn srq_consumers_race_and_senders_waiting_on_rnr_all_get_through() {
     let p = HostPlatform::threaded(2);
     let (_f, a, b) = pair(&p);
-    let ca = a.cq(8192);
-    let cb = b.cq(8192);
+    let (ca, cb) = two_cqs(&a, &b, 8192);
     let srq = b.srq(64, 0);
     let mut senders = Vec::new();
     for _ in 0..3 {

@@ -41,8 +41,7 @@ fn rc_send_with_multiple_sges_across_two_devices() {
 #[test]
 fn a_send_of_many_packets_lands_across_the_receives_pieces() {
     let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
-    let (src, dst) = mems(&a, 10_000, &b, 12_000);
-    let data = write_pattern(&src, 10_000, |i| (i % 251) as u8);
+    let (src, data, dst) = patterned(&a, 10_000, &b, 12_000, |i| (i % 251) as u8);
     // Later packets start inside the second piece.
     let rs = [dst.sge(0, 5_000), dst.sge(6_000, 5_000)];
     qb.uvp.post_recv(&recv_wr(7, &rs)).unwrap();
@@ -130,8 +129,7 @@ fn loopback_between_two_qps_of_one_device() {
     let q1 = a.qp(QpType::Rc, &cq);
     let q2 = a.qp(QpType::Rc, &cq);
     connect(&a, &q1, &a, &q2, Conn::default());
-    let m = a.mem(128, ALL_ACCESS);
-    m.buf.write(0, b"loop").unwrap();
+    let m = a.mem_holding(128, b"loop");
     post_recv(&q2, 5, m.sge(64, 64));
     post_send(&q1, 6, m.sge(0, 4));
     let wcs = poll_all(&cq);
@@ -159,8 +157,7 @@ fn inline_data_is_copied_at_post_time() {
     qa.uvp.post_send(&wr).unwrap();
     assert_eq!(&dst.buf.to_vec()[..14], b"inline payload");
     // INLINE flag with SGEs: the bytes are taken at post time.
-    let src = a.mem(16, ALL_ACCESS);
-    src.buf.write(0, b"abc").unwrap();
+    let src = a.mem_holding(16, b"abc");
     let sg = [src.sge(0, 3)];
     let mut wr = send_wr(2, WrOpcode::Send, &sg);
     wr.send_flags |= send_flags::INLINE;
@@ -232,8 +229,7 @@ fn uc_write_and_send() {
 
 #[test]
 fn ud_send_with_grh_and_qkey() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_ud_pair(16);
     let (la, rb) = mems(&a, 64, &b, 128);
     la.buf.write(0, b"datagram").unwrap();
     post_recv(&qb, 1, rb.sge(0, 128));
@@ -389,8 +385,7 @@ fn deregistered_keys_and_closed_contexts_are_refused() {
 #[test]
 fn ud_multicast_reaches_every_attached_qp() {
     let (p, _f, a, b) = deterministic_pair();
-    let ca = a.cq(16);
-    let cb = b.cq(16);
+    let (ca, cb) = two_cqs(&a, &b, 16);
     let sender = a.qp(QpType::Ud, &ca);
     let local = a.qp(QpType::Ud, &ca);
     let remote = b.qp(QpType::Ud, &cb);
@@ -450,8 +445,7 @@ fn pieces(mem: &Mem) -> Vec<Sge> {
 #[test]
 fn queues_made_for_the_most_sges_and_an_inline_size_carry_them_whole() {
     let (p, _f, a, b) = deterministic_pair();
-    let ca = a.cq(16);
-    let cb = b.cq(16);
+    let (ca, cb) = two_cqs(&a, &b, 16);
     // As many SGEs as the device advertises, on both sides; inline sends of the size asked.
     fn shape(cq: &Cq) -> QpCreate<'_, SoftCq, SoftSrq> {
         QpCreate {
@@ -503,8 +497,7 @@ fn queues_made_for_the_most_sges_and_an_inline_size_carry_them_whole() {
 #[test]
 fn an_srq_made_for_several_sges_scatters_into_them_all() {
     let (p, _f, a, b) = deterministic_pair();
-    let ca = a.cq(16);
-    let cb = b.cq(16);
+    let (ca, cb) = two_cqs(&a, &b, 16);
     let srq = b.srq_with(8, 5, 0);
     let qa = a.qp(QpType::Rc, &ca);
     let qb = b.qp_with(QpType::Rc, &cb, &cb, Some(&srq), 8, 1, 0, true);

@@ -77,15 +77,11 @@ fn an_address_handle_reports_the_index_of_its_source_gid() {
 fn a_cq_gets_its_event_while_a_destroyed_cqs_notification_is_still_queued() {
     // Two CQs at most; the CQ-notify ring is drained only when the DPC runs.
     let (p, _fabric, a, b) = deterministic_configured_pair("two cqs", |c| c.limits.max_cq = 2);
-    let cb = b.cq(16);
-    let qb = b.qp(QpType::Ud, &cb);
-    bring_up(&b, &qb, [0; 16], 0, Conn::default());
+    let (_cb, qb) = qp_up(&b, QpType::Ud, 16, [0; 16], 0, Conn::default());
     let m = a.mem(64, ALL_ACCESS);
     let to = ud_to(b.hca.gid(), qb.uvp.qpn());
     let armed_sender = || {
-        let cq = a.cq(4);
-        let qp = a.qp(QpType::Ud, &cq);
-        bring_up(&a, &qp, [0; 16], 0, Conn::default());
+        let (cq, qp) = qp_up(&a, QpType::Ud, 4, [0; 16], 0, Conn::default());
         assert!(!cq.uvp.arm(false), "nothing waits yet");
         (cq, qp)
     };
@@ -109,8 +105,7 @@ fn a_cq_gets_its_event_while_a_destroyed_cqs_notification_is_still_queued() {
 #[test]
 fn a_region_registered_in_a_freed_place_is_the_one_its_key_names() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
-    let m = a.mem(64, ALL_ACCESS);
-    m.buf.write(0, b"one two").unwrap();
+    let m = a.mem_holding(64, b"one two");
     let old = b.mem(64, ALL_ACCESS);
     post_recv(&qb, 1, old.sge(0, 64));
     post_send(&qa, 1, m.sge(0, 3));
@@ -138,9 +133,7 @@ fn a_region_registered_in_a_freed_place_is_the_one_its_key_names() {
 #[test]
 fn a_qp_created_in_a_freed_place_is_the_one_its_number_names() {
     let (p, _f, a, b) = deterministic_pair();
-    let ca = a.cq(16);
-    let qa = a.qp(QpType::Ud, &ca);
-    bring_up(&a, &qa, [0; 16], 0, Conn::default());
+    let (ca, qa) = qp_up(&a, QpType::Ud, 16, [0; 16], 0, Conn::default());
     let cb = b.cq(16);
     let (m, rb) = mems(&a, 64, &b, 256);
     let receiver = |id: u64| {

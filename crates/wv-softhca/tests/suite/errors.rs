@@ -249,15 +249,7 @@ on_both_topologies! {
         assert_eq!(run_timers(&p, 100), 1);
         assert_eq!(poll_all(&ca2)[0].status, WcStatus::RetryExcErr);
         // A destination QP that does not exist.
-        let c = a.cq(8);
-        let q = a.qp(QpType::Rc, &c);
-        bring_up(
-            &a,
-            &q,
-            b.hca.gid(),
-            0xABCD,
-            Conn::with_retry(1),
-        );
+        let (c, q) = qp_up(&a, QpType::Rc, 8, b.hca.gid(), 0xABCD, Conn::with_retry(1));
         post_send(&q, 5, m.sge(0, 8));
         assert_eq!(run_timers(&p, 100), 2);
         assert_eq!(poll_all(&c)[0].status, WcStatus::RetryExcErr);

@@ -129,8 +129,7 @@ fn cq_overrun_raises_the_cq_error_event_and_is_sticky() {
 #[test]
 fn srq_shared_by_two_qps_with_limit_and_last_wqe_events() {
     let (p, _f, a, b) = deterministic_pair();
-    let ca = a.cq(32);
-    let cb = b.cq(32);
+    let (ca, cb) = two_cqs(&a, &b, 32);
     let srq = b.srq(8, 0);
     let qa1 = a.qp(QpType::Rc, &ca);
     let qa2 = a.qp(QpType::Rc, &ca);

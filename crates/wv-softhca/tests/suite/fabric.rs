@@ -156,8 +156,7 @@ fn a_message_resent_from_its_middle_lands_in_the_receives_later_pieces() {
 #[test]
 fn a_resend_that_starts_with_packets_already_taken_places_only_the_new_ones() {
     let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
-    let (src, dst) = mems(&a, 3_000, &b, 4_000);
-    let data = write_pattern(&src, 3_000, |j| (j % 251) as u8);
+    let (src, data, dst) = patterned(&a, 3_000, &b, 4_000, |j| (j % 251) as u8);
     post_recv(&qb, 1, dst.sge(0, 4_000));
     // Three packets (MTU 1024): the second is taken but its ACK comes too late, the third is
     // lost. The ACK timer resends the second and third: the second is a duplicate, the third

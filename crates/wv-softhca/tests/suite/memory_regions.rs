@@ -34,24 +34,10 @@ fn memory_mapped_read_only_registers_only_for_access_that_never_writes_it() {
     let (ca, _events, _out) = open_ca_logged(&*hca);
     let pd = hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
     let page = 4096;
-    let map = |prot| {
-        // SAFETY: a fresh anonymous mapping, unmapped at the end of the test.
-        let m = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                page,
-                prot,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(m, libc::MAP_FAILED);
-        m
-    };
-    let ro = map(libc::PROT_READ);
-    let rw = map(libc::PROT_READ | libc::PROT_WRITE);
-    let reg = |addr: *mut libc::c_void, access| {
+    // Unmapped at the end of the test.
+    let ro = anonymous_mapping_with(page, libc::PROT_READ);
+    let rw = anonymous_mapping(page);
+    let reg = |addr: *mut u8, access| {
         let r = MemoryRegion {
             address: addr as u64,
             length: page as u64,
@@ -86,7 +72,7 @@ fn memory_mapped_read_only_registers_only_for_access_that_never_writes_it() {
     hca.close_ca(ca);
     for m in [ro, rw] {
         // SAFETY: the mappings made above; no region names them any more.
-        unsafe { libc::munmap(m, page) };
+        unsafe { libc::munmap(m.cast(), page) };
     }
     settle(&p);
 }

@@ -78,8 +78,7 @@ fn a_resize_maps_only_the_ring_the_command_gave_the_cq() {
 
 #[test]
 fn a_send_missing_what_its_qp_type_or_opcode_needs_is_refused() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (_ca, _cb, ud, _) = ud_qps(&a, &b, 16);
+    let (p, _f, _a, _b, _ca, _cb, ud, _) = deterministic_ud_pair(16);
     // A UD send names its destination.
     assert_eq!(
         ud.uvp.post_send(&send_wr(1, WrOpcode::Send, &[])),

@@ -176,8 +176,7 @@ fn values_beyond_the_device_or_the_wire_are_refused_and_change_nothing() {
 
 #[test]
 fn a_new_qp_reports_the_queues_create_answered() {
-    let (p, node) = deterministic_node();
-    let cq = node.cq(64);
+    let (p, node, cq) = deterministic_node_with_cq(64);
     let (qp, created) = node.create_qp(&QpCreate {
         qp_type: QpType::Rc,
         sq_depth: 5,

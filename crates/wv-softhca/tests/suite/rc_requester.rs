@@ -368,8 +368,7 @@ fn in_sqd_the_message_in_flight_goes_on_as_in_rts() {
     // for while the send was in flight: the link carries the same packets.
     let run = |sqd: bool| {
         let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair(); // path MTU 1024
-        let (la, rb) = mems(&a, 4096, &b, 4096);
-        let data = write_pattern(&la, 4096, |i| (i * 13 % 251) as u8);
+        let (la, data, rb) = patterned(&a, 4096, &b, 4096, |i| (i * 13 % 251) as u8);
         post_recv(&qb, 7, rb.sge(0, 4096));
         // p0 arrives; p1, p2 and p3 are lost: the send waits for its local ACK timer.
         f.script(&[
@@ -439,8 +438,7 @@ fn a_resend_acknowledged_beyond_the_packet_after_it_skips_every_packet_the_respo
 #[test]
 fn a_resend_answered_beyond_its_first_packet_goes_on_from_the_first_unacknowledged_one() {
     let (p, f, a, b, ca, _cb, qa, _qb) = deterministic_rc_pair(); // path MTU 1024
-    let (la, rb) = mems(&a, 5120, &b, 5120);
-    let data = write_pattern(&la, 5120, |i| (i * 31 % 249) as u8);
+    let (la, data, rb) = patterned(&a, 5120, &b, 5120, |i| (i * 31 % 249) as u8);
     // An RDMA write of five packets: p0 and p1 acknowledged, p2 and p3 taken by B with their
     // ACKs late, p4 lost. A has p2 as its oldest unacknowledged packet.
     f.script(&[

@@ -30,8 +30,7 @@ fn srq_connected(
     Qp,
 ) {
     let (p, f, a, b) = deterministic_pair();
-    let ca = a.cq(16);
-    let cb = b.cq(16);
+    let (ca, cb) = two_cqs(&a, &b, 16);
     let srq = b.srq(8, 0);
     let qa = a.qp(qp_type, &ca);
     let qb = b.qp_with(qp_type, &cb, &cb, Some(&srq), 16, 2, 0, true);
@@ -42,14 +41,12 @@ fn srq_connected(
 #[test]
 fn a_ud_qp_takes_datagrams_from_rtr_on_and_its_completion_names_the_sender() {
     let (p, _f, a, b) = deterministic_pair();
-    let ca = a.cq(16);
-    let cb = b.cq(16);
+    let (ca, cb) = two_cqs(&a, &b, 16);
     let qa = a.qp(QpType::Ud, &ca);
     bring_up(&a, &qa, [0; 16], 0, Conn::default());
     let qb = b.qp(QpType::Ud, &cb);
     b.modify(&qb, &qpm(QpState::Init, INIT_UD)).unwrap();
-    let la = a.mem(64, ALL_ACCESS);
-    la.buf.write(0, b"datagram").unwrap();
+    let la = a.mem_holding(64, b"datagram");
     let rb = b.mem(256, ALL_ACCESS);
     // A receive may be posted in INIT, but the QP processes no incoming packet before RTR.
     post_recv(&qb, 1, rb.sge(0, 128));
@@ -78,10 +75,8 @@ fn a_ud_qp_takes_datagrams_from_rtr_on_and_its_completion_names_the_sender() {
 
 #[test]
 fn a_ud_receive_must_hold_the_grh_and_the_payload() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
-    let la = a.mem(64, ALL_ACCESS);
-    la.buf.write(0, b"0123456789abcdef").unwrap();
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_ud_pair(16);
+    let la = a.mem_holding(64, b"0123456789abcdef");
     let rb = b.mem(256, ALL_ACCESS);
     let grh = GRH_BYTES as u32;
     // One byte short of GRH + 16: the datagram is dropped and the receive stays (class D).
@@ -125,17 +120,15 @@ fn an_rc_qp_drops_packets_from_a_qp_it_is_not_connected_to() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Rc, 16, Conn::default());
     // A second QP of A sends to B's QP, with the PSN B's QP expects; B's QP is connected to the
     // first, so it drops the packets and the sender's retries run out.
-    let cx = a.cq(16);
-    let stranger = a.qp(QpType::Rc, &cx);
-    bring_up(
+    let (cx, stranger) = qp_up(
         &a,
-        &stranger,
+        QpType::Rc,
+        16,
         b.hca.gid(),
         qb.uvp.qpn(),
         Conn::with_retry(1),
     );
-    let la = a.mem(64, ALL_ACCESS);
-    la.buf.write(0, b"stranger").unwrap();
+    let la = a.mem_holding(64, b"stranger");
     let rb = b.mem(64, ALL_ACCESS);
     post_recv(&qb, 1, rb.sge(0, 64));
     post_send(&stranger, 7, la.sge(0, 8));
@@ -156,8 +149,7 @@ fn an_rc_qp_drops_packets_from_a_qp_it_is_not_connected_to() {
 #[test]
 fn a_uc_rdma_write_takes_a_receive_only_with_immediate_data() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default());
-    let la = a.mem(64, ALL_ACCESS);
-    la.buf.write(0, b"plain write, then").unwrap();
+    let la = a.mem_holding(64, b"plain write, then");
     let rb = b.mem(128, ALL_ACCESS);
     let rr = b.mem(64, ALL_ACCESS);
     post_recv(&qb, 1, rr.sge(0, 64));
@@ -193,8 +185,7 @@ fn a_uc_rdma_write_takes_a_receive_only_with_immediate_data() {
 #[test]
 fn a_uc_send_with_invalidate_invalidates_the_key_it_names() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default());
-    let la = a.mem(64, ALL_ACCESS);
-    la.buf.write(0, b"invalidate").unwrap();
+    let la = a.mem_holding(64, b"invalidate");
     let rb = b.mem(64, ALL_ACCESS);
     let victim = b.mem(16, ALL_ACCESS);
     post_recv(&qb, 1, rb.sge(0, 32));
@@ -225,9 +216,7 @@ fn a_uc_send_with_invalidate_invalidates_the_key_it_names() {
 #[test]
 fn a_uc_message_with_a_late_packet_arrives_whole() {
     let (p, f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default()); // path MTU 1024
-    let la = a.mem(4096, ALL_ACCESS);
-    let data = write_pattern(&la, 4096, |j| (j % 253) as u8);
-    let rb = b.mem(4096, ALL_ACCESS);
+    let (la, data, rb) = patterned(&a, 4096, &b, 4096, |j| (j % 253) as u8);
     post_recv(&qb, 1, rb.sge(0, 4096));
     // Four packets, the second late: in order all the same, so nothing is lost.
     f.script(&[PacketFate::Deliver, PacketFate::Delay]);
@@ -244,9 +233,7 @@ fn a_uc_message_with_a_late_packet_arrives_whole() {
 #[test]
 fn a_uc_message_that_loses_a_packet_completes_its_srq_receive_in_error() {
     let (p, f, a, b, ca, cb, srq, qa, qb) = srq_connected(QpType::Uc); // path MTU 1024
-    let la = a.mem(4096, ALL_ACCESS);
-    let data = write_pattern(&la, 4096, |j| (j % 241) as u8);
-    let rb = b.mem(8192, ALL_ACCESS);
+    let (la, data, rb) = patterned(&a, 4096, &b, 8192, |j| (j % 241) as u8);
     post_srq_recv(&srq, 1, rb.sge(0, 4096));
     post_srq_recv(&srq, 2, rb.sge(4096, 4096));
     // The first packet takes receive 1 from the SRQ; the second is lost, so the rest of the
@@ -307,8 +294,7 @@ fn duplicates_of_an_atomic_and_a_read_are_each_answered_from_their_own_resource(
     let la = a.mem(64, ALL_ACCESS);
     let counter = b.mem(8, ATOMIC);
     counter.buf.write(0, &100u64.to_ne_bytes()).unwrap();
-    let rb = b.mem(64, ALL_ACCESS);
-    rb.buf.write(0, b"read me!").unwrap();
+    let rb = b.mem_holding(64, b"read me!");
     // Both are executed and both responses are late; after the local ACK timeout the requester
     // asks for both again.
     f.script(&[PacketFate::Delay, PacketFate::Delay]);
@@ -343,9 +329,7 @@ fn duplicates_of_an_atomic_and_a_read_are_each_answered_from_their_own_resource(
 #[test]
 fn a_resend_into_an_srq_receive_lands_in_the_receive_its_first_packet_took() {
     let (p, f, a, b, ca, cb, srq, qa, _qb) = srq_connected(QpType::Rc); // path MTU 1024
-    let la = a.mem(3000, ALL_ACCESS);
-    let data = write_pattern(&la, 3000, |j| (j % 239) as u8);
-    let rb = b.mem(8000, ALL_ACCESS);
+    let (la, data, rb) = patterned(&a, 3000, &b, 8000, |j| (j % 239) as u8);
     post_srq_recv(&srq, 1, rb.sge(0, 4000));
     post_srq_recv(&srq, 2, rb.sge(4000, 4000));
     // Three packets: the first is taken (with receive 1 from the SRQ) but its ACK is late, the
@@ -370,9 +354,7 @@ fn a_resend_into_an_srq_receive_lands_in_the_receive_its_first_packet_took() {
 #[test]
 fn an_rdma_write_with_immediate_data_and_no_receive_is_rnr_naked_at_its_last_packet() {
     let (p, f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Rc, 16, Conn::default()); // path MTU 1024
-    let la = a.mem(3000, ALL_ACCESS);
-    let data = write_pattern(&la, 3000, |j| (j % 251) as u8);
-    let rb = b.mem(3000, ALL_ACCESS);
+    let (la, data, rb) = patterned(&a, 3000, &b, 3000, |j| (j % 251) as u8);
     let rr = b.mem(64, ALL_ACCESS);
     // Three packets and no receive: the first two are written, the last (which carries the
     // immediate data and needs a receive) gets an RNR NAK, and the write is not complete.

@@ -79,8 +79,7 @@ fn each_transition(valid: bool, mut check: impl FnMut(QpType, QpState, QpState))
 
 #[test]
 fn every_valid_transition_with_its_fixed_set_and_with_each_option() {
-    let (p, node) = deterministic_node();
-    let cq = node.cq(1024);
+    let (p, node, cq) = deterministic_node_with_cq(1024);
     let (mut checked, mut accepted_options, mut refused_options) = (0, 0, 0);
     each_transition(true, |t, cur, next| {
         // The target state alone, as ND's Flush and `Options = 0` send it.
@@ -117,8 +116,7 @@ fn every_valid_transition_with_its_fixed_set_and_with_each_option() {
 
 #[test]
 fn options_a_transition_does_not_allow_are_refused() {
-    let (p, node) = deterministic_node();
-    let cq = node.cq(64);
+    let (p, node, cq) = deterministic_node_with_cq(64);
     // UC has no responder resources: RESP_RES on RTR → RTS is not in the table. Resizing the
     // work queues in RTR/RTS is something OFW's HCA drivers refuse.
     let uc_rtr = qp_in_state(&node, &cq, QpType::Uc, QpState::Rtr);
@@ -168,8 +166,7 @@ fn options_a_transition_does_not_allow_are_refused() {
 
 #[test]
 fn invalid_transitions_are_refused_and_change_nothing() {
-    let (p, node) = deterministic_node();
-    let cq = node.cq(1024);
+    let (p, node, cq) = deterministic_node_with_cq(1024);
     each_transition(false, |t, cur, next| {
         let qp = qp_in_state(&node, &cq, t, cur);
         let result = modify_with(&node, &qp, next, 0);
@@ -226,8 +223,7 @@ fn invalid_transitions_are_refused_and_change_nothing() {
 /// access flags alone.
 #[test]
 fn the_options_a_transition_allows_take_effect() {
-    let (p, node) = deterministic_node();
-    let cq = node.cq(64);
+    let (p, node, cq) = deterministic_node_with_cq(64);
     let alternate = |hop_limit: u8| AddressVector {
         grh_valid: true,
         dgid: node.hca.gid(),

@@ -19,8 +19,7 @@ fn recover(n: &Node, q: &Qp) {
 
 #[test]
 fn a_ud_send_error_is_a_send_queue_error_and_receives_go_on() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_ud_pair(16);
     let big = a.mem(8192, ALL_ACCESS);
     let (ra, mb) = mems(&a, 256, &b, 64);
     post_recv(&qa, 100, ra.sge(0, 128));
@@ -128,14 +127,12 @@ fn a_uc_responder_drops_what_it_cannot_take_and_stays_as_it_was() {
 
 #[test]
 fn a_ud_receiver_gets_a_grh_only_when_the_sender_sends_one() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (ca, cb, qa, qb) = ud_qps(&a, &b, 16);
+    let (p, _f, a, b, ca, cb, qa, qb) = deterministic_ud_pair(16);
     // The sender's port has an IPv4-based GID at index 1: the GRH carries it as SGID.
     let idx = a.hca.add_ipv4_gid(1, [10, 0, 0, 7]).unwrap();
     assert_eq!(idx, 1);
     let sgid = a.hca.query_gid(1, 1).unwrap();
-    let la = a.mem(64, ALL_ACCESS);
-    la.buf.write(0, b"payload!").unwrap();
+    let la = a.mem_holding(64, b"payload!");
     let rb = b.mem(256, ALL_ACCESS);
     rb.buf.write(0, &[0xEE; 256]).unwrap();
     post_recv(&qb, 1, rb.sge(0, 128));
@@ -208,8 +205,7 @@ fn multicast_reaches_members_on_any_port() {
     let a = Node::configured(&p, "two", |c| c.ports = 2);
     let b = Node::configured(&p, "two", |c| c.ports = 2);
     let _f = fabric_of(&a, &b);
-    let ca = a.cq(16);
-    let cb = b.cq(16);
+    let (ca, cb) = two_cqs(&a, &b, 16);
     let sender = a.qp(QpType::Ud, &ca);
     bring_up(&a, &sender, [0; 16], 0, Conn::default());
     // The member is bound to port 2.
@@ -259,8 +255,7 @@ fn multicast_reaches_members_on_any_port() {
 #[test]
 fn uc_and_ud_messages_travel_as_mtu_packets_each_sent_once_whatever_its_fate() {
     let (p, f, a, b, ca, cb, qa, qb) = deterministic_connected(QpType::Uc, 16, Conn::default()); // path MTU 1024
-    let (la, rb) = mems(&a, 4096, &b, 8192);
-    let data = write_pattern(&la, 4096, |i| (i * 3 % 247) as u8);
+    let (la, data, rb) = patterned(&a, 4096, &b, 8192, |i| (i * 3 % 247) as u8);
     // Four packets, the second lost: the other three are sent all the same, nothing is sent
     // again, and the receiver drops the message.
     post_recv(&qb, 1, rb.sge(0, 4096));
@@ -345,8 +340,7 @@ fn a_message_may_be_max_msg_bytes_and_a_datagram_one_port_mtu() {
 
 #[test]
 fn a_datagram_fires_a_solicited_arm_only_when_sent_solicited() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (_ca, cb, qa, qb) = ud_qps(&a, &b, 16);
+    let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_ud_pair(16);
     let (la, rb) = mems(&a, 64, &b, 512);
     for i in 0..2 {
         post_recv(&qb, i, rb.sge(i as usize * 128, 128));
@@ -367,8 +361,7 @@ fn a_datagram_fires_a_solicited_arm_only_when_sent_solicited() {
 
 #[test]
 fn a_datagram_to_a_qp_number_reaches_the_qp_that_has_it_now() {
-    let (p, _f, a, b) = deterministic_pair();
-    let (_ca, cb, qa, qb) = ud_qps(&a, &b, 16);
+    let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_ud_pair(16);
     let (la, rb) = mems(&a, 64, &b, 512);
     la.buf.write(0, b"first").unwrap();
     let qpn = qb.uvp.qpn();

@@ -17,6 +17,11 @@ const REMOTE_RW: u32 = WV_ACCESS_REMOTE_READ | 0x2;
 
 /// A window of `kind` in `node`'s PD: (window, rkey).
 fn window(node: &Node, kind: MwType) -> (SoftMw, u32) {
+    window_in(node, &node.pd, kind)
+}
+
+/// A window of `kind` in `pd` of `node`'s client: (window, rkey).
+fn window_in(node: &Node, pd: &SoftPd, kind: MwType) -> (SoftMw, u32) {
     let cmd = MwCmd {
         magic: SOFTHCA_ABI_MAGIC,
         mw_type: kind as u32,
@@ -24,7 +29,7 @@ fn window(node: &Node, kind: MwType) -> (SoftMw, u32) {
     let mut buf = [0u8; 16];
     buf[..8].copy_from_slice(cmd.as_bytes());
     let mut umv = Umv::new(0, 8, 8, &mut buf);
-    let (mw, rkey) = node.hca.create_mw(&node.pd, &mut umv).unwrap();
+    let (mw, rkey) = node.hca.create_mw(pd, &mut umv).unwrap();
     let r: MwResp = abi::parse(&buf).unwrap();
     assert_eq!(r.mw_type, kind as u32);
     let rkey = u32::from_be(rkey);
@@ -41,6 +46,40 @@ fn conn() -> Conn {
         access: WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ | WV_ACCESS_REMOTE_ATOMIC,
         ..Conn::default()
     }
+}
+
+/// B's side of most cases: a bindable 4 KiB region and a window of `kind` in the same PD,
+/// not yet bound (the window and its first key).
+fn region_and_window(b: &Node, kind: MwType) -> (Mem, SoftMw, u32) {
+    let region = b.mem(4096, BINDABLE);
+    let (mw, key0) = window(b, kind);
+    (region, mw, key0)
+}
+
+/// What binding a window to `len` bytes of `mr` at `off` with `access` asks of the bind verb
+/// ([`bind_wr`] asks the same of a request).
+fn bind_info(mr: &Mem, off: usize, len: u64, access: u32) -> MwBindInfo {
+    MwBindInfo {
+        mr_lkey: mr.lkey,
+        addr: mr.addr(off),
+        length: len,
+        access,
+    }
+}
+
+/// Binds the window of `mw_rkey` as `info` says through the bind verb on `qp` (request `id`,
+/// signaled): the window's new key.
+fn bind_by_verb(qp: &Qp, id: u64, mw_rkey: u32, info: &MwBindInfo) -> u32 {
+    qp.uvp
+        .bind_mw(id, send_flags::SIGNALED, mw_rkey, info)
+        .unwrap()
+}
+
+/// Posts [`bind_wr`] on `qp`: a type 2 window bound by a request.
+fn post_bind(qp: &Qp, id: u64, mw_rkey: u32, mr: &Mem, off: usize, len: u64, access: u32) {
+    qp.uvp
+        .post_send(&bind_wr(id, mw_rkey, mr, off, len, access))
+        .unwrap();
 }
 
 fn bind_wr<'a>(id: u64, mw_rkey: u32, mr: &Mem, off: usize, len: u64, access: u32) -> SendWr<'a> {
@@ -60,10 +99,8 @@ fn bind_wr<'a>(id: u64, mw_rkey: u32, mr: &Mem, off: usize, len: u64, access: u3
 on_both_topologies! {
     fn type_1_windows_bind_by_the_verb_and_open_part_of_a_region_to_remote_access(topology) {
         let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, conn());
-        let src = a.mem(256, ALL_ACCESS);
-        src.buf.write(0, b"through the window").unwrap();
-        let region = b.mem(4096, BINDABLE);
-        let (_mw, key0) = window(&b, MwType::Type1);
+        let src = a.mem_holding(256, b"through the window");
+        let (region, _mw, key0) = region_and_window(&b, MwType::Type1);
         // Before any bind the window opens onto nothing.
         let sg = [src.sge(0, 18)];
         assert_eq!(
@@ -72,21 +109,11 @@ on_both_topologies! {
         );
         let (_f, a, b, ca, cb2, qa, qb2) = rc_pair_on(&p, topology, conn());
         let _ = (cb, qb);
-        let src = a.mem(256, ALL_ACCESS);
-        src.buf.write(0, b"through the window").unwrap();
-        let region = b.mem(4096, BINDABLE);
-        let (_mw, key0) = window(&b, MwType::Type1);
+        let src = a.mem_holding(256, b"through the window");
+        let (region, _mw, key0) = region_and_window(&b, MwType::Type1);
         // The bind verb: through the responder's own send queue; the key moves on.
-        let info = MwBindInfo {
-            mr_lkey: region.lkey,
-            addr: region.addr(1024),
-            length: 64,
-            access: REMOTE_RW,
-        };
-        let key1 = qb2
-            .uvp
-            .bind_mw(7, send_flags::SIGNALED, key0, &info)
-            .unwrap();
+        let info = bind_info(&region, 1024, 64, REMOTE_RW);
+        let key1 = bind_by_verb(&qb2, 7, key0, &info);
         assert_eq!(key1, inc_rkey(key0));
         assert_eq!(one(&cb2), (7, WcStatus::Success, WcOpcode::BindMw));
         // The remote writes through the window's key, inside its bounds.
@@ -110,8 +137,7 @@ on_both_topologies! {
         let l1 = b.qp(QpType::Rc, &c);
         let l2 = b.qp(QpType::Rc, &c);
         connect(&b, &l1, &b, &l2, conn());
-        let own = b.mem(64, ALL_ACCESS);
-        own.buf.write(0, b"loop").unwrap();
+        let own = b.mem_holding(64, b"loop");
         let sg = [own.sge(0, 4)];
         assert_eq!(write_through(&l1, &c, 3, &sg, region.addr(1024), key1).1, WcStatus::Success);
         assert_eq!(&region.buf.to_vec()[1024..1028], b"loop");
@@ -121,17 +147,11 @@ on_both_topologies! {
             addr: region.addr(2048),
             ..info
         };
-        let key2 = qb2
-            .uvp
-            .bind_mw(8, send_flags::SIGNALED, key1, &info2)
-            .unwrap();
+        let key2 = bind_by_verb(&qb2, 8, key1, &info2);
         assert_eq!(one(&cb2).1, WcStatus::Success);
         assert_eq!(write_through(&qa, &ca, 4, &sg, region.addr(2048), key2).1, WcStatus::Success);
         let unbind = MwBindInfo { length: 0, ..info };
-        let key3 = qb2
-            .uvp
-            .bind_mw(9, send_flags::SIGNALED, key2, &unbind)
-            .unwrap();
+        let key3 = bind_by_verb(&qb2, 9, key2, &unbind);
         assert_eq!(one(&cb2).1, WcStatus::Success);
         assert_eq!(
             write_through(&qa, &ca, 5, &sg, region.addr(2048), key3).1,
@@ -148,14 +168,8 @@ on_both_topologies! {
         let case = |off: i64, len: u32, rights: u32, op: WrOpcode, stale: bool| {
             let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
             let local = a.mem(256, ALL_ACCESS);
-            let region = b.mem(4096, BINDABLE);
-            let (_mw, key0) = window(&b, MwType::Type1);
-            let info = MwBindInfo {
-                mr_lkey: region.lkey,
-                addr: region.addr(512),
-                length: 128,
-                access: rights,
-            };
+            let (region, _mw, key0) = region_and_window(&b, MwType::Type1);
+            let info = bind_info(&region, 512, 128, rights);
             let key = qb.uvp.bind_mw(1, 0, key0, &info).unwrap();
             assert_eq!(one(&cb).1, Success, "the bind");
             let sg = [local.sge(0, len)];
@@ -194,39 +208,29 @@ on_both_topologies! {
 
     fn type_2_windows_bind_by_request_serve_only_their_qp_and_are_invalidated(topology) {
         let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, conn());
-        let src = a.mem(256, ALL_ACCESS);
-        src.buf.write(0, b"type two").unwrap();
-        let region = b.mem(4096, BINDABLE);
-        let (_mw, key0) = window(&b, MwType::Type2);
+        let src = a.mem_holding(256, b"type two");
+        let (region, _mw, key0) = region_and_window(&b, MwType::Type2);
         // Bound by a BIND_MW request of the QP the peer talks to.
-        qb.uvp
-            .post_send(&bind_wr(1, key0, &region, 0, 256, REMOTE_RW))
-            .unwrap();
+        post_bind(&qb, 1, key0, &region, 0, 256, REMOTE_RW);
         assert_eq!(one(&cb), (1, WcStatus::Success, WcOpcode::BindMw));
         let key1 = inc_rkey(key0);
         let sg = [src.sge(0, 8)];
         assert_eq!(write_through(&qa, &ca, 2, &sg, region.addr(16), key1).1, WcStatus::Success);
         assert_eq!(&region.buf.to_vec()[16..24], b"type two");
         // A bound type 2 window cannot be bound again.
-        qb.uvp
-            .post_send(&bind_wr(3, key1, &region, 0, 256, REMOTE_RW))
-            .unwrap();
+        post_bind(&qb, 3, key1, &region, 0, 256, REMOTE_RW);
         assert_eq!(one(&cb), (3, WcStatus::MwBindErr, WcOpcode::BindMw));
         assert_eq!(b.state(&qb), QpState::Error);
 
         // A fresh connection: the window serves only the QP that bound it.
         let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
         let src = a.mem(256, ALL_ACCESS);
-        let region = b.mem(4096, BINDABLE);
-        let (_mw, key0) = window(&b, MwType::Type2);
+        let (region, _mw, key0) = region_and_window(&b, MwType::Type2);
         let c = b.cq(8);
         let other = b.qp(QpType::Rc, &c);
         let peer = a.qp(QpType::Rc, &a.cq(8));
         connect(&b, &other, &a, &peer, conn());
-        other
-            .uvp
-            .post_send(&bind_wr(1, key0, &region, 0, 256, REMOTE_RW))
-            .unwrap();
+        post_bind(&other, 1, key0, &region, 0, 256, REMOTE_RW);
         assert_eq!(one(&c).1, WcStatus::Success);
         let key1 = inc_rkey(key0);
         let sg = [src.sge(0, 8)];
@@ -240,20 +244,14 @@ on_both_topologies! {
         // LOCAL_INV frees it: the key stops working, and it can be bound again.
         let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
         let src = a.mem(256, ALL_ACCESS);
-        let region = b.mem(4096, BINDABLE);
-        let (_mw, key0) = window(&b, MwType::Type2);
-        qb.uvp
-            .post_send(&bind_wr(1, key0, &region, 0, 256, REMOTE_RW))
-            .unwrap();
+        let (region, _mw, key0) = region_and_window(&b, MwType::Type2);
+        post_bind(&qb, 1, key0, &region, 0, 256, REMOTE_RW);
         let key1 = inc_rkey(key0);
         let mut inv = send_wr(2, WrOpcode::LocalInv, &[]);
         inv.imm_or_inv = key1;
         qb.uvp.post_send(&inv).unwrap();
         assert_eq!(
-            poll_all(&cb)
-                .iter()
-                .map(|w| (w.wr_id, w.status, w.opcode))
-                .collect::<Vec<_>>(),
+            completions(&cb),
             vec![
                 (1, WcStatus::Success, WcOpcode::BindMw),
                 (2, WcStatus::Success, WcOpcode::LocalInv)
@@ -265,12 +263,9 @@ on_both_topologies! {
         // SEND_WITH_INV from the peer frees it too.
         let (_f, a, b, ca, cb, qa, qb) = rc_pair_on(&p, topology, conn());
         let src = a.mem(256, ALL_ACCESS);
-        let region = b.mem(4096, BINDABLE);
+        let (region, _mw, key0) = region_and_window(&b, MwType::Type2);
         let inbox = b.mem(64, ALL_ACCESS);
-        let (_mw, key0) = window(&b, MwType::Type2);
-        qb.uvp
-            .post_send(&bind_wr(1, key0, &region, 0, 256, REMOTE_RW))
-            .unwrap();
+        post_bind(&qb, 1, key0, &region, 0, 256, REMOTE_RW);
         assert_eq!(one(&cb).1, WcStatus::Success);
         let key1 = inc_rkey(key0);
         post_recv(&qb, 10, inbox.sge(0, 64));
@@ -295,19 +290,9 @@ on_both_topologies! {
             let region = b.mem(4096, mr_access);
             let (_mw, key0) = window(&b, kind);
             if verb {
-                let info = MwBindInfo {
-                    mr_lkey: region.lkey,
-                    addr: region.addr(off),
-                    length: len,
-                    access: rights,
-                };
-                qb.uvp
-                    .bind_mw(1, send_flags::SIGNALED, key0, &info)
-                    .unwrap();
+                bind_by_verb(&qb, 1, key0, &bind_info(&region, off, len, rights));
             } else {
-                qb.uvp
-                    .post_send(&bind_wr(1, key0, &region, off, len, rights))
-                    .unwrap();
+                post_bind(&qb, 1, key0, &region, off, len, rights);
             }
             one(&cb).1
         };
@@ -341,36 +326,19 @@ on_both_topologies! {
         let region = b.mem(4096, BINDABLE);
         let pd2 = b.hca.allocate_pd(&b.ca, &mut Umv::none()).unwrap();
         let (mw2, rkey2) = b.hca.create_mw(&pd2, &mut Umv::none()).unwrap();
-        let info = MwBindInfo {
-            mr_lkey: region.lkey,
-            addr: region.addr(0),
-            length: 64,
-            access: REMOTE_RW,
-        };
-        qb.uvp
-            .bind_mw(1, send_flags::SIGNALED, u32::from_be(rkey2), &info)
-            .unwrap();
+        let fresh = |region: &Mem| bind_info(region, 0, 64, REMOTE_RW);
+        bind_by_verb(&qb, 1, u32::from_be(rkey2), &fresh(&region));
         assert_eq!(one(&cb).1, WcStatus::MwBindErr, "window of another PD");
         b.hca.destroy_mw(mw2);
-        let fresh = |region: &Mem| MwBindInfo {
-            mr_lkey: region.lkey,
-            addr: region.addr(0),
-            length: 64,
-            access: REMOTE_RW,
-        };
         let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_on(&p, topology, conn());
-        let region = b.mem(4096, BINDABLE);
-        let (_mw, key0) = window(&b, MwType::Type1);
-        qb.uvp
-            .bind_mw(1, send_flags::SIGNALED, inc_rkey(key0), &fresh(&region))
-            .unwrap();
+        let (region, _mw, key0) = region_and_window(&b, MwType::Type1);
+        bind_by_verb(&qb, 1, inc_rkey(key0), &fresh(&region));
         assert_eq!(one(&cb).1, WcStatus::MwBindErr, "stale key");
 
         // A type 1 window cannot be invalidated; neither can a region with a window bound.
         for key_of in [|k: u32, _: u32| k, |_: u32, l: u32| l] {
             let (_f, _a, b, _ca, cb, _qa, qb) = rc_pair_on(&p, topology, conn());
-            let region = b.mem(4096, BINDABLE);
-            let (_mw, key0) = window(&b, MwType::Type1);
+            let (region, _mw, key0) = region_and_window(&b, MwType::Type1);
             let key1 = qb.uvp.bind_mw(1, 0, key0, &fresh(&region)).unwrap();
             assert_eq!(one(&cb).1, WcStatus::Success);
             let mut inv = send_wr(2, WrOpcode::LocalInv, &[]);
@@ -383,17 +351,8 @@ on_both_topologies! {
 
     fn a_region_with_windows_bound_stays_registered_until_they_go(topology) {
         let (p, _f, _a, b, _ca, cb, _qa, qb) = deterministic_rc_pair_on(topology, conn());
-        let region = b.mem(4096, BINDABLE);
-        let (mw, key0) = window(&b, MwType::Type1);
-        let info = MwBindInfo {
-            mr_lkey: region.lkey,
-            addr: region.addr(0),
-            length: 64,
-            access: REMOTE_RW,
-        };
-        qb.uvp
-            .bind_mw(1, send_flags::SIGNALED, key0, &info)
-            .unwrap();
+        let (region, mw, key0) = region_and_window(&b, MwType::Type1);
+        bind_by_verb(&qb, 1, key0, &bind_info(&region, 0, 64, REMOTE_RW));
         assert_eq!(one(&cb).1, WcStatus::Success);
         let Mem { mr, .. } = region;
         let (mr, e) = b.hca.deregister_mr(mr).unwrap_err();
@@ -423,8 +382,7 @@ on_both_topologies! {
 on_both_topologies! {
     fn each_of_several_windows_answers_its_own_key(topology) {
         let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, conn());
-        let src = a.mem(64, ALL_ACCESS);
-        src.buf.write(0, b"first!second").unwrap();
+        let src = a.mem_holding(64, b"first!second");
         let region = b.mem(4096, BINDABLE);
         // Three windows, the second of type 2; each bound to its own part of the region.
         let windows = [
@@ -436,20 +394,10 @@ on_both_topologies! {
         for (i, ((_, key0), off)) in windows.iter().enumerate() {
             let id = i as u64;
             let key = if i == 1 {
-                qb.uvp
-                    .post_send(&bind_wr(id, *key0, &region, *off, 64, REMOTE_RW))
-                    .unwrap();
+                post_bind(&qb, id, *key0, &region, *off, 64, REMOTE_RW);
                 inc_rkey(*key0)
             } else {
-                let info = MwBindInfo {
-                    mr_lkey: region.lkey,
-                    addr: region.addr(*off),
-                    length: 64,
-                    access: REMOTE_RW,
-                };
-                qb.uvp
-                    .bind_mw(id, send_flags::SIGNALED, *key0, &info)
-                    .unwrap()
+                bind_by_verb(&qb, id, *key0, &bind_info(&region, *off, 64, REMOTE_RW))
             };
             assert_eq!(one(&cb), (id, WcStatus::Success, WcOpcode::BindMw), "window {i}");
             keys.push(key);
@@ -480,38 +428,9 @@ on_both_topologies! {
                 // C10-72: the window and the region in another PD than the QP's.
         let (p, _f, _a, b, _ca, cb, _qa, qb) = deterministic_rc_pair_on(topology, conn());
         let pd2 = b.hca.allocate_pd(&b.ca, &mut Umv::none()).unwrap();
-        let cmd = MwCmd {
-            magic: SOFTHCA_ABI_MAGIC,
-            mw_type: MwType::Type2 as u32,
-        };
-        let mut buf = [0u8; 16];
-        buf[..8].copy_from_slice(cmd.as_bytes());
-        let (mw, key0) = b
-            .hca
-            .create_mw(&pd2, &mut Umv::new(0, 8, 8, &mut buf))
-            .unwrap();
-        let key0 = u32::from_be(key0);
-        let mem = b.pool.alloc(4096);
-        let (mr, keys) = b
-            .hca
-            .register_mr(
-                &pd2,
-                &MemoryRegion {
-                    address: mem.addr(),
-                    length: 4096,
-                    access: BINDABLE,
-                },
-            )
-            .unwrap();
-        let region = Mem {
-            buf: mem,
-            mr,
-            lkey: keys.lkey,
-            rkey: u32::from_be(keys.rkey),
-        };
-        qb.uvp
-            .post_send(&bind_wr(1, key0, &region, 0, 64, REMOTE_RW))
-            .unwrap();
+        let (mw, key0) = window_in(&b, &pd2, MwType::Type2);
+        let region = b.mem_in(&pd2, 4096, BINDABLE);
+        post_bind(&qb, 1, key0, &region, 0, 64, REMOTE_RW);
         assert_eq!(one(&cb), (1, WcStatus::MwBindErr, WcOpcode::BindMw));
         b.hca.destroy_mw(mw);
         assert!(b.hca.deregister_mr(region.mr).is_ok());

@@ -4,12 +4,17 @@
 /// A fresh anonymous private read-write mapping of `len` bytes; the caller decides when (or
 /// whether) it is unmapped.
 pub fn anonymous_mapping(len: usize) -> *mut u8 {
+    anonymous_mapping_with(len, libc::PROT_READ | libc::PROT_WRITE)
+}
+
+/// [`anonymous_mapping`] with the protection `prot` (`PROT_*`).
+pub fn anonymous_mapping_with(len: usize, prot: i32) -> *mut u8 {
     // SAFETY: a fresh anonymous mapping; no pointer is passed in.
     let p = unsafe {
         libc::mmap(
             core::ptr::null_mut(),
             len,
-            libc::PROT_READ | libc::PROT_WRITE,
+            prot,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
             -1,
             0,

@@ -69,7 +69,7 @@ impl SrqEventSink for Log<SrqEvent> {
 #[cfg(all(feature = "std", target_os = "linux"))]
 mod mapping;
 #[cfg(all(feature = "std", target_os = "linux"))]
-pub use mapping::anonymous_mapping;
+pub use mapping::{anonymous_mapping, anonymous_mapping_with};
 
 pub type Hca = SoftHca<HostPlatform>;
 
@@ -223,19 +223,33 @@ impl Node {
     }
 
     pub fn mem(&self, len: usize, access: u32) -> Mem {
+        self.mem_in(&self.pd, len, access)
+    }
+
+    /// A buffer of `len` bytes from the pool registered with `access` in `pd` (one of this
+    /// client's PDs, not necessarily its own).
+    pub fn mem_in(&self, pd: &SoftPd, len: usize, access: u32) -> Mem {
         let buf = self.pool.alloc(len);
         let region = MemoryRegion {
             address: buf.addr(),
             length: len as u64,
             access,
         };
-        let (mr, keys) = self.hca.register_mr(&self.pd, &region).unwrap();
+        let (mr, keys) = self.hca.register_mr(pd, &region).unwrap();
         Mem {
             buf,
             mr,
             lkey: keys.lkey,
             rkey: u32::from_be(keys.rkey),
         }
+    }
+
+    /// A region of `len` bytes with [`ALL_ACCESS`] whose first bytes are `data`: the source of
+    /// a message a test checks where it lands.
+    pub fn mem_holding(&self, len: usize, data: &[u8]) -> Mem {
+        let mem = self.mem(len, ALL_ACCESS);
+        mem.buf.write(0, data).unwrap();
+        mem
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -723,6 +737,21 @@ pub fn mems(a: &Node, len_a: usize, b: &Node, len_b: usize) -> (Mem, Mem) {
     (a.mem(len_a, ALL_ACCESS), b.mem(len_b, ALL_ACCESS))
 }
 
+/// The two ends of a message of `len` bytes, `byte` of each offset: a region of `a` of `len`
+/// bytes holding it and one of `len_b` bytes of `b` (as [`mems`]); the source, the message and
+/// the destination.
+pub fn patterned(
+    a: &Node,
+    len: usize,
+    b: &Node,
+    len_b: usize,
+    byte: impl Fn(usize) -> u8,
+) -> (Mem, Vec<u8>, Mem) {
+    let (src, dst) = mems(a, len, b, len_b);
+    let data = write_pattern(&src, len, byte);
+    (src, data, dst)
+}
+
 /// Writes `len` bytes, `byte` of each offset, at the start of `mem` and returns them: a
 /// message each byte of which can be checked where it lands.
 pub fn write_pattern(mem: &Mem, len: usize, byte: impl Fn(usize) -> u8) -> Vec<u8> {
@@ -749,11 +778,19 @@ pub fn statuses(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
     wcs.iter().map(|w| (w.wr_id, w.status)).collect()
 }
 
+/// Polls everything: each completion's request id, status and opcode, in the order polled.
+pub fn completions(cq: &Cq) -> Vec<(u64, WcStatus, WcOpcode)> {
+    poll_all(cq)
+        .iter()
+        .map(|w| (w.wr_id, w.status, w.opcode))
+        .collect()
+}
+
 /// The one completion on `cq`: its request id, status and opcode.
 pub fn one(cq: &Cq) -> (u64, WcStatus, WcOpcode) {
-    let w = poll_all(cq);
+    let w = completions(cq);
     assert_eq!(w.len(), 1, "{w:?}");
-    (w[0].wr_id, w[0].status, w[0].opcode)
+    w[0]
 }
 
 /// A signaled RDMA WRITE (`id`) of the bytes `sg` names to `addr` under `rkey` (a region's or
@@ -782,6 +819,14 @@ pub fn write_through(
 /// Each completion's request id, in the order polled.
 pub fn wr_ids(wcs: &[WorkCompletion]) -> Vec<u64> {
     wcs.iter().map(|w| w.wr_id).collect()
+}
+
+/// Checks that `cq` did not overrun and polling it gives the completions of requests `0..n`,
+/// in order.
+#[track_caller]
+pub fn expect_in_order(cq: &Cq, n: u64) {
+    assert!(!cq.uvp.overrun());
+    assert_eq!(wr_ids(&poll_all(cq)), (0..n).collect::<Vec<_>>());
 }
 
 /// Checks that polling `cq` gives exactly the completions `expected` (request id and status),
@@ -861,6 +906,14 @@ pub fn deterministic_node() -> (HostPlatform, Node) {
     let p = HostPlatform::deterministic();
     let node = Node::simple(&p);
     (p, node)
+}
+
+/// [`deterministic_node`] with a CQ of `entries` on the device: where the tests of one QP's
+/// life start.
+pub fn deterministic_node_with_cq(entries: u32) -> (HostPlatform, Node, Cq) {
+    let (p, node) = deterministic_node();
+    let cq = node.cq(entries);
+    (p, node, cq)
 }
 
 /// A deterministic platform and one device on it configured by `set`: the start of the tests
@@ -1006,6 +1059,15 @@ pub fn deterministic_connected(
     (p, f, a, b, ca, cb, qa, qb)
 }
 
+/// A deterministic platform and [`pair`] on it, with [`ud_qps`] on each client.
+pub fn deterministic_ud_pair(
+    entries: u32,
+) -> (HostPlatform, Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
+    let (p, f, a, b) = deterministic_pair();
+    let (ca, cb, qa, qb) = ud_qps(&a, &b, entries);
+    (p, f, a, b, ca, cb, qa, qb)
+}
+
 /// [`rc_pair_with`] with the default connection attributes.
 pub fn rc_pair(p: &HostPlatform) -> (Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
     rc_pair_with(p, Conn::default())
@@ -1014,18 +1076,37 @@ pub fn rc_pair(p: &HostPlatform) -> (Arc<Fabric>, Node, Node, Cq, Cq, Qp, Qp) {
 /// An RC QP taking `depth` sends on each of `a` and `b`, each on its own CQ of `entries`,
 /// connected with the default attributes.
 pub fn deep_rc_qps(a: &Node, b: &Node, entries: u32, depth: u32) -> (Cq, Cq, Qp, Qp) {
-    let ca = a.cq(entries);
-    let cb = b.cq(entries);
+    let (ca, cb) = two_cqs(a, b, entries);
     let qa = a.qp_with(QpType::Rc, &ca, &ca, None, depth, 1, 0, true);
     let qb = b.qp_with(QpType::Rc, &cb, &cb, None, depth, 1, 0, true);
     connect(a, &qa, b, &qb, Conn::default());
     (ca, cb, qa, qb)
 }
 
+/// A QP of `qp_type` on `node`, on a CQ of its own of `entries`, brought up to RTS toward QP
+/// `remote_qpn` of the device whose GID is `dgid` with `c` (a UD QP takes no peer: zeros).
+pub fn qp_up(
+    node: &Node,
+    qp_type: QpType,
+    entries: u32,
+    dgid: Gid,
+    remote_qpn: u32,
+    c: Conn,
+) -> (Cq, Qp) {
+    let cq = node.cq(entries);
+    let qp = node.qp(qp_type, &cq);
+    bring_up(node, &qp, dgid, remote_qpn, c);
+    (cq, qp)
+}
+
+/// A CQ of `entries` on each of `a` and `b`.
+pub fn two_cqs(a: &Node, b: &Node, entries: u32) -> (Cq, Cq) {
+    (a.cq(entries), b.cq(entries))
+}
+
 /// A QP of `qp_type` on each of `a` and `b`, each on its own CQ of `entries`, in RESET.
 pub fn two_qps(a: &Node, b: &Node, qp_type: QpType, entries: u32) -> (Cq, Cq, Qp, Qp) {
-    let ca = a.cq(entries);
-    let cb = b.cq(entries);
+    let (ca, cb) = two_cqs(a, b, entries);
     let qa = a.qp(qp_type, &ca);
     let qb = b.qp(qp_type, &cb);
     (ca, cb, qa, qb)
