@@ -68,8 +68,12 @@ fn dispatch<P: Platform, V: Verbs>(prov: &KArc<Provider<P, V>>, req: P::Request)
         R::DeviceClose { id } => p.destroy_ioctl::<DeviceObj<P, V>>(req, id, no_device),
         R::DeviceQuery { id, .. } => device::device_query(p, req, id),
         R::DevicePortQuery { query, .. } => device::port_query(p, req, query),
-        R::DeviceGidQuery { query, output_len } => device::gid_query(p, req, query, output_len),
-        R::DevicePkeyQuery { query, output_len } => device::pkey_query(p, req, query, output_len),
+        R::DeviceGidQuery { query, output_len } => {
+            device::port_table_query::<P, V, device::Gids>(p, req, query, output_len)
+        }
+        R::DevicePkeyQuery { query, output_len } => {
+            device::port_table_query::<P, V, device::Pkeys>(p, req, query, output_len)
+        }
         R::DeviceNotify { id } => device::device_notify(p, req, id),
         R::DeviceCancel { id } => device::device_cancel(p, req, id),
         R::PdAllocate { id, vendor } => pd::pd_allocate(p, req, id, vendor),
