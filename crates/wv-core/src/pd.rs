@@ -7,16 +7,16 @@ use wv_abi::encode::{write_data, write_prefix};
 use wv_abi::{
     NtStatus, Vendor, WV_IO_AH_CREATE, WV_IO_ID, WV_IO_MEMORY_KEYS, WV_IO_MEMORY_REGISTER,
 };
-use wv_hal::{IoRequest, KArc, MemoryRegion, Platform, SpinLock, Verbs};
+use wv_hal::{IoRequest, KArc, MemoryRegion, Platform, SpinLock, Umv, Verbs, VerbsError};
 
 use crate::convert::av_from_abi;
 use crate::device::DeviceObj;
 use crate::fallible::{Slots, grow_locked};
-use crate::provider::{Provider, Teardown};
+use crate::provider::{Object, Provider, Teardown};
 use crate::shared::Shared;
 use crate::status::verbs_status;
 use crate::sync::{Handle, RefCount};
-use crate::umv::with_umv;
+use crate::umv::{VerbsInput, with_umv};
 
 /// A protection domain (OFW `WV_PROTECTION_DOMAIN`).
 pub(crate) struct PdObj<P: Platform, V: Verbs> {
@@ -100,48 +100,57 @@ impl<P: Platform, V: Verbs> Teardown<P, V> for PdObj<P, V> {
     }
 }
 
-/// A memory window (OFW `WV_MEMORY_WINDOW`).
-pub(crate) struct MwObj<P: Platform, V: Verbs> {
+/// What tells a PD's memory windows and address handles apart: their verbs handle and how it
+/// is destroyed. Both are otherwise the same object, a verbs handle on a PD ([`PdChild`]).
+pub(crate) trait PdChildKind<V: Verbs>: Send + Sync + 'static {
+    type Handle: Send + Sync;
+    fn destroy(lower: &V, handle: Self::Handle);
+}
+
+/// Memory windows.
+pub(crate) struct Mw;
+
+impl<V: Verbs> PdChildKind<V> for Mw {
+    type Handle = V::Mw;
+    fn destroy(lower: &V, mw: V::Mw) {
+        lower.destroy_mw(mw);
+    }
+}
+
+/// Address handles.
+pub(crate) struct Ah;
+
+impl<V: Verbs> PdChildKind<V> for Ah {
+    type Handle = V::Ah;
+    fn destroy(lower: &V, ah: V::Ah) {
+        lower.destroy_ah(ah);
+    }
+}
+
+/// A verbs handle on a PD and nothing more: a memory window (OFW `WV_MEMORY_WINDOW`) or an
+/// address handle (OFW `WV_ADDRESS_HANDLE`).
+pub(crate) struct PdChild<P: Platform, V: Verbs, K: PdChildKind<V>> {
     pub pd: KArc<PdObj<P, V>>,
     pub dev: KArc<DeviceObj<P, V>>,
-    pub mw: Handle<P, V::Mw>,
+    pub handle: Handle<P, K::Handle>,
     pub refs: RefCount,
 }
 
-impl<P: Platform, V: Verbs> MwObj<P, V> {
-    pub fn destroy_handles(&self, lower: &V) {
-        if let Some(mw) = self.mw.take() {
-            lower.destroy_mw(mw);
-        }
-    }
-}
-
-impl<P: Platform, V: Verbs> Teardown<P, V> for MwObj<P, V> {
-    fn teardown(this: KArc<Self>, _shared: &Shared<P, V>) {
-        if let Some(lower) = this.dev.lower() {
-            this.destroy_handles(&lower);
-        }
-        this.pd.refs.put();
-    }
-}
+/// A memory window (OFW `WV_MEMORY_WINDOW`).
+pub(crate) type MwObj<P, V> = PdChild<P, V, Mw>;
 
 /// An address handle (OFW `WV_ADDRESS_HANDLE`).
-pub(crate) struct AhObj<P: Platform, V: Verbs> {
-    pub pd: KArc<PdObj<P, V>>,
-    pub dev: KArc<DeviceObj<P, V>>,
-    pub ah: Handle<P, V::Ah>,
-    pub refs: RefCount,
-}
+pub(crate) type AhObj<P, V> = PdChild<P, V, Ah>;
 
-impl<P: Platform, V: Verbs> AhObj<P, V> {
+impl<P: Platform, V: Verbs, K: PdChildKind<V>> PdChild<P, V, K> {
     pub fn destroy_handles(&self, lower: &V) {
-        if let Some(ah) = self.ah.take() {
-            lower.destroy_ah(ah);
+        if let Some(handle) = self.handle.take() {
+            K::destroy(lower, handle);
         }
     }
 }
 
-impl<P: Platform, V: Verbs> Teardown<P, V> for AhObj<P, V> {
+impl<P: Platform, V: Verbs, K: PdChildKind<V>> Teardown<P, V> for PdChild<P, V, K> {
     fn teardown(this: KArc<Self>, _shared: &Shared<P, V>) {
         if let Some(lower) = this.dev.lower() {
             this.destroy_handles(&lower);
@@ -266,62 +275,69 @@ pub(crate) fn memory_deregister<P: Platform, V: Verbs>(
 /// MW_ALLOCATE: output `{Id = mw, VerbInfo, Data = rkey}`.
 pub(crate) fn mw_allocate<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
-    mut req: P::Request,
+    req: P::Request,
     id: WV_IO_ID,
     vendor: Vendor,
 ) {
-    let Some((pd, lower, handle)) = prov.acquire_live::<PdObj<P, V>>(id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    // OFW: the MW's allocation fails with STATUS_NO_MEMORY, before the verb.
-    let Some((obj_slot, handle_slot)) = Slots::reserve() else {
-        return req.complete(NtStatus::NO_MEMORY, 0);
-    };
-    let (mw, verb_info) = with_umv(&mut req, &id, vendor, |umv| lower.create_mw(&handle, umv));
-    let (mw, rkey) = match mw {
-        Ok(created) => created,
-        Err(e) => return req.complete(verbs_status(e), 0),
-    };
-    pd.refs.get();
-    let obj = obj_slot.write(MwObj {
-        pd: KArc::clone(pd.arc()),
-        dev: KArc::clone(&pd.dev),
-        mw: Handle::new(prov.platform(), handle_slot.write(mw)),
-        refs: RefCount::default(),
-    });
-    prov.publish(req, obj, verb_info, |buf| {
-        write_data(buf, rkey).ok();
-    });
+    pd_child_create::<P, V, Mw, _, _>(
+        prov,
+        req,
+        (id.Id, &id, vendor),
+        |lower, pd, umv| lower.create_mw(pd, umv),
+        |buf, rkey| {
+            write_data(buf, rkey).ok();
+        },
+    );
 }
 
 /// AH_CREATE: output `Id.Id = ah`, `Id.VerbInfo`; the address vector is echoed.
 pub(crate) fn ah_create<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
-    mut req: P::Request,
+    req: P::Request,
     ah: WV_IO_AH_CREATE,
     vendor: Vendor,
 ) {
-    let Some((pd, lower, handle)) = prov.acquire_live::<PdObj<P, V>>(ah.Id.Id) else {
+    let av = av_from_abi(&ah.AddressVector);
+    pd_child_create::<P, V, Ah, _, _>(
+        prov,
+        req,
+        (ah.Id.Id, &ah, vendor),
+        |lower, pd, umv| Ok((lower.create_ah(pd, &av, umv)?, ())),
+        |_, ()| {},
+    );
+}
+
+/// MW_ALLOCATE and AH_CREATE: on the PD `input.0` names, `create` makes the verbs handle (with
+/// `input.1`'s vendor data) and what the output reports besides the new id, which `report`
+/// writes. OFW: a bad PD is `STATUS_NOT_FOUND`, the object's allocation fails with
+/// `STATUS_NO_MEMORY` before the verb.
+fn pd_child_create<P: Platform, V: Verbs, K: PdChildKind<V>, I: VerbsInput, E>(
+    prov: &Provider<P, V>,
+    mut req: P::Request,
+    (pd_id, input, vendor): (u64, &I, Vendor),
+    create: impl FnOnce(&V, &V::Pd, &mut Umv<'_>) -> Result<(K::Handle, E), VerbsError>,
+    report: impl FnOnce(&mut [u8], E),
+) where
+    PdChild<P, V, K>: Object<P, V>,
+{
+    let Some((pd, lower, handle)) = prov.acquire_live::<PdObj<P, V>>(pd_id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
-    // OFW: the AH's allocation fails with STATUS_NO_MEMORY, before the verb.
     let Some((obj_slot, handle_slot)) = Slots::reserve() else {
         return req.complete(NtStatus::NO_MEMORY, 0);
     };
-    let av = av_from_abi(&ah.AddressVector);
-    let (created, verb_info) = with_umv(&mut req, &ah, vendor, |umv| {
-        lower.create_ah(&handle, &av, umv)
-    });
-    let created = match created {
+    let (created, verb_info) =
+        with_umv(&mut req, input, vendor, |umv| create(&lower, &handle, umv));
+    let (created, extra) = match created {
         Ok(created) => created,
         Err(e) => return req.complete(verbs_status(e), 0),
     };
     pd.refs.get();
-    let obj = obj_slot.write(AhObj {
+    let obj = obj_slot.write(PdChild::<P, V, K> {
         pd: KArc::clone(pd.arc()),
         dev: KArc::clone(&pd.dev),
-        ah: Handle::new(prov.platform(), handle_slot.write(created)),
+        handle: Handle::new(prov.platform(), handle_slot.write(created)),
         refs: RefCount::default(),
     });
-    prov.publish(req, obj, verb_info, |_| {});
+    prov.publish(req, obj, verb_info, |buf| report(buf, extra));
 }
