@@ -82,11 +82,11 @@ fn dispatch<P: Platform, V: Verbs>(prov: &KArc<Provider<P, V>>, req: P::Request)
         R::PdCancel { id } => pd::pd_cancel(p, req, id),
         R::MemoryRegister { reg } => pd::memory_register(p, req, reg),
         R::MemoryDeregister { id } => pd::memory_deregister(p, req, id),
-        R::MwAllocate { id, vendor } => pd::mw_allocate(p, req, id, vendor),
+        R::MwAllocate { id, vendor } => pd::pd_child_create::<P, V, pd::Mw>(p, req, id, vendor),
         // Nothing ever references an MW or an AH, so OFW's missing `Ref > 1` check (spec
         // §7.1-j) cannot matter; the generic check is made anyway.
         R::MwDeallocate { id } => p.destroy_ioctl::<MwObj<P, V>>(req, id, not_found),
-        R::AhCreate { ah, vendor } => pd::ah_create(p, req, ah, vendor),
+        R::AhCreate { ah, vendor } => pd::pd_child_create::<P, V, pd::Ah>(p, req, ah, vendor),
         R::AhDestroy { id } => p.destroy_ioctl::<AhObj<P, V>>(req, id, not_found),
         R::CqCreate { id, vendor } => cq::cq_create(p, req, id, vendor),
         // `STATUS_ACCESS_DENIED` while QPs use the CQ; parked notifies end cancelled.

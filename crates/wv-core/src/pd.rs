@@ -100,28 +100,75 @@ impl<P: Platform, V: Verbs> Teardown<P, V> for PdObj<P, V> {
     }
 }
 
-/// What tells a PD's memory windows and address handles apart: their verbs handle and how it
-/// is destroyed. Both are otherwise the same object, a verbs handle on a PD ([`PdChild`]).
+/// What tells a PD's memory windows and address handles apart: the IOCTL that makes one, its
+/// verbs handle and how that is made and destroyed. Both are otherwise the same object, a verbs
+/// handle on a PD ([`PdChild`]), made by one handler ([`pd_child_create`]).
 pub(crate) trait PdChildKind<V: Verbs>: Send + Sync + 'static {
+    /// The creating IOCTL's input.
+    type Input: VerbsInput;
     type Handle: Send + Sync;
+    /// What the output reports besides the new id.
+    type Extra;
+    /// The PD the input names.
+    fn pd_id(input: &Self::Input) -> u64;
+    fn create(
+        lower: &V,
+        pd: &V::Pd,
+        input: &Self::Input,
+        umv: &mut Umv<'_>,
+    ) -> Result<(Self::Handle, Self::Extra), VerbsError>;
+    /// Writes `extra` into the output.
+    fn report(buf: &mut [u8], extra: Self::Extra);
     fn destroy(lower: &V, handle: Self::Handle);
 }
 
-/// Memory windows.
+/// Memory windows. MW_ALLOCATE: output `{Id = mw, VerbInfo, Data = rkey}`.
 pub(crate) struct Mw;
 
 impl<V: Verbs> PdChildKind<V> for Mw {
+    type Input = WV_IO_ID;
     type Handle = V::Mw;
+    type Extra = u32;
+    fn pd_id(id: &WV_IO_ID) -> u64 {
+        id.Id
+    }
+    fn create(
+        lower: &V,
+        pd: &V::Pd,
+        _id: &WV_IO_ID,
+        umv: &mut Umv<'_>,
+    ) -> Result<(V::Mw, u32), VerbsError> {
+        lower.create_mw(pd, umv)
+    }
+    fn report(buf: &mut [u8], rkey: u32) {
+        write_data(buf, rkey).ok();
+    }
     fn destroy(lower: &V, mw: V::Mw) {
         lower.destroy_mw(mw);
     }
 }
 
-/// Address handles.
+/// Address handles. AH_CREATE: output `Id.Id = ah`, `Id.VerbInfo`; the address vector is
+/// echoed.
 pub(crate) struct Ah;
 
 impl<V: Verbs> PdChildKind<V> for Ah {
+    type Input = WV_IO_AH_CREATE;
     type Handle = V::Ah;
+    type Extra = ();
+    fn pd_id(ah: &WV_IO_AH_CREATE) -> u64 {
+        ah.Id.Id
+    }
+    fn create(
+        lower: &V,
+        pd: &V::Pd,
+        ah: &WV_IO_AH_CREATE,
+        umv: &mut Umv<'_>,
+    ) -> Result<(V::Ah, ()), VerbsError> {
+        let av = av_from_abi(&ah.AddressVector);
+        Ok((lower.create_ah(pd, &av, umv)?, ()))
+    }
+    fn report(_buf: &mut [u8], (): ()) {}
     fn destroy(lower: &V, ah: V::Ah) {
         lower.destroy_ah(ah);
     }
@@ -272,62 +319,27 @@ pub(crate) fn memory_deregister<P: Platform, V: Verbs>(
     req.complete(status, 0);
 }
 
-/// MW_ALLOCATE: output `{Id = mw, VerbInfo, Data = rkey}`.
-pub(crate) fn mw_allocate<P: Platform, V: Verbs>(
-    prov: &Provider<P, V>,
-    req: P::Request,
-    id: WV_IO_ID,
-    vendor: Vendor,
-) {
-    pd_child_create::<P, V, Mw, _, _>(
-        prov,
-        req,
-        (id.Id, &id, vendor),
-        |lower, pd, umv| lower.create_mw(pd, umv),
-        |buf, rkey| {
-            write_data(buf, rkey).ok();
-        },
-    );
-}
-
-/// AH_CREATE: output `Id.Id = ah`, `Id.VerbInfo`; the address vector is echoed.
-pub(crate) fn ah_create<P: Platform, V: Verbs>(
-    prov: &Provider<P, V>,
-    req: P::Request,
-    ah: WV_IO_AH_CREATE,
-    vendor: Vendor,
-) {
-    let av = av_from_abi(&ah.AddressVector);
-    pd_child_create::<P, V, Ah, _, _>(
-        prov,
-        req,
-        (ah.Id.Id, &ah, vendor),
-        |lower, pd, umv| Ok((lower.create_ah(pd, &av, umv)?, ())),
-        |_, ()| {},
-    );
-}
-
-/// MW_ALLOCATE and AH_CREATE: on the PD `input.0` names, `create` makes the verbs handle (with
-/// `input.1`'s vendor data) and what the output reports besides the new id, which `report`
-/// writes. OFW: a bad PD is `STATUS_NOT_FOUND`, the object's allocation fails with
-/// `STATUS_NO_MEMORY` before the verb.
-fn pd_child_create<P: Platform, V: Verbs, K: PdChildKind<V>, I: VerbsInput, E>(
+/// MW_ALLOCATE and AH_CREATE ([`PdChildKind`] says which): on the PD the input names, the
+/// verbs handle and what the output reports besides the new id. OFW: a bad PD is
+/// `STATUS_NOT_FOUND`, the object's allocation fails with `STATUS_NO_MEMORY` before the verb.
+pub(crate) fn pd_child_create<P: Platform, V: Verbs, K: PdChildKind<V>>(
     prov: &Provider<P, V>,
     mut req: P::Request,
-    (pd_id, input, vendor): (u64, &I, Vendor),
-    create: impl FnOnce(&V, &V::Pd, &mut Umv<'_>) -> Result<(K::Handle, E), VerbsError>,
-    report: impl FnOnce(&mut [u8], E),
+    input: K::Input,
+    vendor: Vendor,
 ) where
     PdChild<P, V, K>: Object<P, V>,
 {
+    let pd_id = K::pd_id(&input);
     let Some((pd, lower, handle)) = prov.acquire_live::<PdObj<P, V>>(pd_id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
     let Some((obj_slot, handle_slot)) = Slots::reserve() else {
         return req.complete(NtStatus::NO_MEMORY, 0);
     };
-    let (created, verb_info) =
-        with_umv(&mut req, input, vendor, |umv| create(&lower, &handle, umv));
+    let (created, verb_info) = with_umv(&mut req, &input, vendor, |umv| {
+        K::create(&lower, &handle, &input, umv)
+    });
     let (created, extra) = match created {
         Ok(created) => created,
         Err(e) => return req.complete(verbs_status(e), 0),
@@ -339,5 +351,5 @@ fn pd_child_create<P: Platform, V: Verbs, K: PdChildKind<V>, I: VerbsInput, E>(
         handle: Handle::new(prov.platform(), handle_slot.write(created)),
         refs: RefCount::default(),
     });
-    prov.publish(req, obj, verb_info, |buf| report(buf, extra));
+    prov.publish(req, obj, verb_info, |buf| K::report(buf, extra));
 }
