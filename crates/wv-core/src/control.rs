@@ -269,12 +269,17 @@ mod tests {
     use wv_hal::Irql;
     use wv_host::HostPlatform;
 
-    #[test]
-    fn created_with_the_first_controller_deleted_after_the_last_user() {
-        let p = HostPlatform::deterministic();
-        let c = ControlDevice::new(&p);
+    /// A control device its first controller asked for and the glue created.
+    fn created_with_a_controller() -> ControlDevice<HostPlatform> {
+        let c = ControlDevice::new(&HostPlatform::deterministic());
         assert_eq!(c.controller_adding(), ControlAction::Create);
         c.created(true);
+        c
+    }
+
+    #[test]
+    fn created_with_the_first_controller_deleted_after_the_last_user() {
+        let c = created_with_a_controller();
         assert!(c.exists());
         assert_eq!(c.controller_adding(), ControlAction::None);
         assert!(c.open_file(|| Ok(())).0.is_ok());
@@ -297,10 +302,7 @@ mod tests {
 
     #[test]
     fn a_pending_deletion_is_cancelled_by_a_returning_user() {
-        let p = HostPlatform::deterministic();
-        let c = ControlDevice::new(&p);
-        assert_eq!(c.controller_adding(), ControlAction::Create);
-        c.created(true);
+        let c = created_with_a_controller();
         assert!(c.open_file(|| Ok(())).0.is_ok());
         assert_eq!(c.controller_gone(), ControlAction::None);
         // The last close decides; before the deletion runs, a controller arrives and reuses
@@ -334,10 +336,7 @@ mod tests {
 
     #[test]
     fn an_open_racing_the_last_controllers_deletion_keeps_the_device_or_is_refused() {
-        let p = HostPlatform::deterministic();
-        let c = ControlDevice::new(&p);
-        assert_eq!(c.controller_adding(), ControlAction::Create);
-        c.created(true);
+        let c = created_with_a_controller();
         // The last controller goes while a CreateFile is in `EvtDeviceFileCreate`: its cleanup
         // decides the deletion and confirms it under the glue's lock, which the create does not
         // take. The confirmation lands while the core is still making the handle's state.
@@ -370,10 +369,7 @@ mod tests {
 
     #[test]
     fn a_failed_open_uncounts_and_may_leave_the_device_unused() {
-        let p = HostPlatform::deterministic();
-        let c = ControlDevice::new(&p);
-        assert_eq!(c.controller_adding(), ControlAction::Create);
-        c.created(true);
+        let c = created_with_a_controller();
         let (first, _) = c.open_file(|| Ok(()));
         assert!(first.is_ok());
         assert_eq!(c.controller_gone(), ControlAction::None, "a handle is open");
@@ -386,10 +382,7 @@ mod tests {
 
     #[test]
     fn the_last_failed_open_asks_for_the_deletion() {
-        let p = HostPlatform::deterministic();
-        let c = ControlDevice::new(&p);
-        assert_eq!(c.controller_adding(), ControlAction::Create);
-        c.created(true);
+        let c = created_with_a_controller();
         // The controller's removal and an open that then fails: nothing else uses the device.
         let (failed, then) = c.open_file(|| -> Result<(), NtStatus> {
             assert_eq!(c.controller_gone(), ControlAction::None, "the open counts");
@@ -451,25 +444,28 @@ mod tests {
     fn buffered_requests_see_the_whole_system_buffer_and_no_other_method_any() {
         let code = WV_IOCTL_QP_CREATE;
         assert_eq!(code & 3, METHOD_BUFFERED);
-        assert_eq!(
-            request_buffer(code, 72, 72),
-            RequestBuffer::Input { len: 72 }
-        );
-        // Output longer than input: the system buffer has the larger length.
-        assert_eq!(
-            request_buffer(WV_IOCTL_DEVICE_QUERY, 8, 152),
-            RequestBuffer::Input { len: 152 }
-        );
-        assert_eq!(
-            request_buffer(WV_IOCTL_QP_MODIFY, 80, 8),
-            RequestBuffer::Input { len: 80 }
-        );
-        // No input: the output call retrieves it.
-        assert_eq!(
-            request_buffer(WV_IOCTL_GUID_QUERY, 0, 24),
-            RequestBuffer::Output { len: 24 }
-        );
-        assert_eq!(request_buffer(code, 0, 0), RequestBuffer::None);
+        // (code, input length, output length, what the handler sees)
+        for (code, input, output, seen) in [
+            (code, 72, 72, RequestBuffer::Input { len: 72 }),
+            // Output longer than input: the system buffer has the larger length.
+            (
+                WV_IOCTL_DEVICE_QUERY,
+                8,
+                152,
+                RequestBuffer::Input { len: 152 },
+            ),
+            (WV_IOCTL_QP_MODIFY, 80, 8, RequestBuffer::Input { len: 80 }),
+            // No input: the output call retrieves it.
+            (
+                WV_IOCTL_GUID_QUERY,
+                0,
+                24,
+                RequestBuffer::Output { len: 24 },
+            ),
+            (code, 0, 0, RequestBuffer::None),
+        ] {
+            assert_eq!(request_buffer(code, input, output), seen, "{code:#x}");
+        }
         // METHOD_IN_DIRECT, METHOD_OUT_DIRECT, METHOD_NEITHER of the same function.
         for method in 1..=3 {
             assert_eq!(

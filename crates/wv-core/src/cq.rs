@@ -206,17 +206,15 @@ pub(crate) fn cq_notify<P: Platform, V: Verbs>(
     let Some(cq) = prov.acquire::<CqObj<P, V>>(id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
-    let notify = &cq.notify;
-    let queue = if kind == WV_CQ_ERROR {
-        &notify.error_queue
-    } else {
-        &notify.queue
-    };
-    let refused = park_unless_error::<P>(&notify.error, queue, req);
-    drop(cq);
-    if let Some((req, status)) = refused {
-        req.complete(status, 0);
-    }
+    park_unless_error::<P, _>(cq, req, |cq| {
+        let notify = &cq.notify;
+        let queue = if kind == WV_CQ_ERROR {
+            &notify.error_queue
+        } else {
+            &notify.queue
+        };
+        (&notify.error, queue)
+    });
 }
 
 /// CQ_CANCEL: every parked notify of both queues ends with `STATUS_CANCELLED`.

@@ -305,42 +305,59 @@ pub(crate) fn port_query<P: Platform, V: Verbs>(
     }
 }
 
-/// DEVICE_GID_QUERY: as many GIDs as fit; `STATUS_MORE_ENTRIES` when the table is longer.
-pub(crate) fn gid_query<P: Platform, V: Verbs>(
-    prov: &Provider<P, V>,
-    req: P::Request,
-    query: WV_IO_DEVICE_PORT_QUERY,
-    output_len: usize,
-) {
-    let table = port_table(
-        prov,
-        &query,
-        output_len,
-        |attr| attr.gid_table_len as usize,
-        |lower, port, index| {
-            let raw = lower.query_gid(port, index as u32)?;
-            Ok(WV_IO_GID { Raw: raw })
-        },
-    );
-    complete_table(req, table, write_array);
+/// A port table DEVICE_GID_QUERY or DEVICE_PKEY_QUERY reads: its length in the port's
+/// attributes and how one entry is read from the controller.
+pub(crate) trait PortTable {
+    type Entry: Copy;
+    fn len(attr: &PortAttributes) -> usize;
+    fn entry<V: Verbs>(lower: &V, port: u8, index: usize) -> Result<Self::Entry, VerbsError>;
+    /// The entries into the output, as many as fit: `(status, bytes written)`.
+    fn write(out: &mut [u8], entries: &[Self::Entry]) -> (NtStatus, usize);
 }
 
-/// DEVICE_PKEY_QUERY: as many pkeys (NET16 as stored) as fit; `STATUS_MORE_ENTRIES` when the
-/// table is longer.
-pub(crate) fn pkey_query<P: Platform, V: Verbs>(
+/// DEVICE_GID_QUERY's table: the port's GIDs.
+pub(crate) struct Gids;
+
+impl PortTable for Gids {
+    type Entry = WV_IO_GID;
+    fn len(attr: &PortAttributes) -> usize {
+        attr.gid_table_len as usize
+    }
+    fn entry<V: Verbs>(lower: &V, port: u8, index: usize) -> Result<WV_IO_GID, VerbsError> {
+        let raw = lower.query_gid(port, index as u32)?;
+        Ok(WV_IO_GID { Raw: raw })
+    }
+    fn write(out: &mut [u8], entries: &[WV_IO_GID]) -> (NtStatus, usize) {
+        write_array(out, entries)
+    }
+}
+
+/// DEVICE_PKEY_QUERY's table: the port's pkeys (NET16 as stored).
+pub(crate) struct Pkeys;
+
+impl PortTable for Pkeys {
+    type Entry = u16;
+    fn len(attr: &PortAttributes) -> usize {
+        usize::from(attr.pkey_table_len)
+    }
+    fn entry<V: Verbs>(lower: &V, port: u8, index: usize) -> Result<u16, VerbsError> {
+        lower.query_pkey(port, index as u16)
+    }
+    fn write(out: &mut [u8], entries: &[u16]) -> (NtStatus, usize) {
+        write_array(out, entries)
+    }
+}
+
+/// DEVICE_GID_QUERY and DEVICE_PKEY_QUERY: as many entries of table `T` as fit;
+/// `STATUS_MORE_ENTRIES` when the table is longer.
+pub(crate) fn port_table_query<P: Platform, V: Verbs, T: PortTable>(
     prov: &Provider<P, V>,
     req: P::Request,
     query: WV_IO_DEVICE_PORT_QUERY,
     output_len: usize,
 ) {
-    let table = port_table(
-        prov,
-        &query,
-        output_len,
-        |attr| usize::from(attr.pkey_table_len),
-        |lower, port, index| lower.query_pkey(port, index as u16),
-    );
-    complete_table(req, table, write_array);
+    let table = port_table(prov, &query, output_len, T::len, T::entry::<V>);
+    complete_table(req, table, T::write);
 }
 
 /// A GID or pkey table: its first entries, as many as `output_len` bytes hold, each read by

@@ -68,8 +68,12 @@ fn dispatch<P: Platform, V: Verbs>(prov: &KArc<Provider<P, V>>, req: P::Request)
         R::DeviceClose { id } => p.destroy_ioctl::<DeviceObj<P, V>>(req, id, no_device),
         R::DeviceQuery { id, .. } => device::device_query(p, req, id),
         R::DevicePortQuery { query, .. } => device::port_query(p, req, query),
-        R::DeviceGidQuery { query, output_len } => device::gid_query(p, req, query, output_len),
-        R::DevicePkeyQuery { query, output_len } => device::pkey_query(p, req, query, output_len),
+        R::DeviceGidQuery { query, output_len } => {
+            device::port_table_query::<P, V, device::Gids>(p, req, query, output_len)
+        }
+        R::DevicePkeyQuery { query, output_len } => {
+            device::port_table_query::<P, V, device::Pkeys>(p, req, query, output_len)
+        }
         R::DeviceNotify { id } => device::device_notify(p, req, id),
         R::DeviceCancel { id } => device::device_cancel(p, req, id),
         R::PdAllocate { id, vendor } => pd::pd_allocate(p, req, id, vendor),
@@ -78,11 +82,11 @@ fn dispatch<P: Platform, V: Verbs>(prov: &KArc<Provider<P, V>>, req: P::Request)
         R::PdCancel { id } => pd::pd_cancel(p, req, id),
         R::MemoryRegister { reg } => pd::memory_register(p, req, reg),
         R::MemoryDeregister { id } => pd::memory_deregister(p, req, id),
-        R::MwAllocate { id, vendor } => pd::mw_allocate(p, req, id, vendor),
+        R::MwAllocate { id, vendor } => pd::pd_child_create::<P, V, pd::Mw>(p, req, id, vendor),
         // Nothing ever references an MW or an AH, so OFW's missing `Ref > 1` check (spec
         // §7.1-j) cannot matter; the generic check is made anyway.
         R::MwDeallocate { id } => p.destroy_ioctl::<MwObj<P, V>>(req, id, not_found),
-        R::AhCreate { ah, vendor } => pd::ah_create(p, req, ah, vendor),
+        R::AhCreate { ah, vendor } => pd::pd_child_create::<P, V, pd::Ah>(p, req, ah, vendor),
         R::AhDestroy { id } => p.destroy_ioctl::<AhObj<P, V>>(req, id, not_found),
         R::CqCreate { id, vendor } => cq::cq_create(p, req, id, vendor),
         // `STATUS_ACCESS_DENIED` while QPs use the CQ; parked notifies end cancelled.

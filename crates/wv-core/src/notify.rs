@@ -15,19 +15,26 @@ pub(crate) fn complete_all<P: Platform>(queue: &P::Queue, status: NtStatus) {
     }
 }
 
-/// Parks `req` in `queue` unless the sticky `error` is set (CQ and SRQ notifies). Checking and
-/// parking under the error's lock makes them atomic against "set, then flush". Returns the
-/// request with the status to complete it with when it was not parked; the caller completes it
-/// after dropping its object reference.
-pub(crate) fn park_unless_error<P: Platform>(
-    error: &P::SpinLock<bool>,
-    queue: &P::Queue,
+/// Parks `req` unless the sticky error is set (CQ and SRQ notifies): `pick` names the error
+/// flag and the queue in `held`, the caller's reference on the object they belong to.
+/// Checking and parking under the error's lock makes them atomic against "set, then flush". A
+/// request that was not parked is completed with its status after `held` is dropped.
+pub(crate) fn park_unless_error<P: Platform, H>(
+    held: H,
     req: P::Request,
-) -> Option<(P::Request, NtStatus)> {
-    let error = error.lock();
-    if *error {
-        Some((req, NtStatus::UNEXPECTED_IO_ERROR))
-    } else {
-        queue.park(req).err()
+    pick: impl for<'a> FnOnce(&'a H) -> (&'a P::SpinLock<bool>, &'a P::Queue),
+) {
+    let refused = {
+        let (error, queue) = pick(&held);
+        let error = error.lock();
+        if *error {
+            Some((req, NtStatus::UNEXPECTED_IO_ERROR))
+        } else {
+            queue.park(req).err()
+        }
+    };
+    drop(held);
+    if let Some((req, status)) = refused {
+        req.complete(status, 0);
     }
 }

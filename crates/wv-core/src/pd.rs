@@ -7,16 +7,16 @@ use wv_abi::encode::{write_data, write_prefix};
 use wv_abi::{
     NtStatus, Vendor, WV_IO_AH_CREATE, WV_IO_ID, WV_IO_MEMORY_KEYS, WV_IO_MEMORY_REGISTER,
 };
-use wv_hal::{IoRequest, KArc, MemoryRegion, Platform, SpinLock, Verbs};
+use wv_hal::{IoRequest, KArc, MemoryRegion, Platform, SpinLock, Umv, Verbs, VerbsError};
 
 use crate::convert::av_from_abi;
 use crate::device::DeviceObj;
 use crate::fallible::{Slots, grow_locked};
-use crate::provider::{Provider, Teardown};
+use crate::provider::{Object, Provider, Teardown};
 use crate::shared::Shared;
 use crate::status::verbs_status;
 use crate::sync::{Handle, RefCount};
-use crate::umv::with_umv;
+use crate::umv::{VerbsInput, with_umv};
 
 /// A protection domain (OFW `WV_PROTECTION_DOMAIN`).
 pub(crate) struct PdObj<P: Platform, V: Verbs> {
@@ -100,48 +100,104 @@ impl<P: Platform, V: Verbs> Teardown<P, V> for PdObj<P, V> {
     }
 }
 
-/// A memory window (OFW `WV_MEMORY_WINDOW`).
-pub(crate) struct MwObj<P: Platform, V: Verbs> {
+/// What tells a PD's memory windows and address handles apart: the IOCTL that makes one, its
+/// verbs handle and how that is made and destroyed. Both are otherwise the same object, a verbs
+/// handle on a PD ([`PdChild`]), made by one handler ([`pd_child_create`]).
+pub(crate) trait PdChildKind<V: Verbs>: Send + Sync + 'static {
+    /// The creating IOCTL's input.
+    type Input: VerbsInput;
+    type Handle: Send + Sync;
+    /// What the output reports besides the new id.
+    type Extra;
+    /// The PD the input names.
+    fn pd_id(input: &Self::Input) -> u64;
+    fn create(
+        lower: &V,
+        pd: &V::Pd,
+        input: &Self::Input,
+        umv: &mut Umv<'_>,
+    ) -> Result<(Self::Handle, Self::Extra), VerbsError>;
+    /// Writes `extra` into the output.
+    fn report(buf: &mut [u8], extra: Self::Extra);
+    fn destroy(lower: &V, handle: Self::Handle);
+}
+
+/// Memory windows. MW_ALLOCATE: output `{Id = mw, VerbInfo, Data = rkey}`.
+pub(crate) struct Mw;
+
+impl<V: Verbs> PdChildKind<V> for Mw {
+    type Input = WV_IO_ID;
+    type Handle = V::Mw;
+    type Extra = u32;
+    fn pd_id(id: &WV_IO_ID) -> u64 {
+        id.Id
+    }
+    fn create(
+        lower: &V,
+        pd: &V::Pd,
+        _id: &WV_IO_ID,
+        umv: &mut Umv<'_>,
+    ) -> Result<(V::Mw, u32), VerbsError> {
+        lower.create_mw(pd, umv)
+    }
+    fn report(buf: &mut [u8], rkey: u32) {
+        write_data(buf, rkey).ok();
+    }
+    fn destroy(lower: &V, mw: V::Mw) {
+        lower.destroy_mw(mw);
+    }
+}
+
+/// Address handles. AH_CREATE: output `Id.Id = ah`, `Id.VerbInfo`; the address vector is
+/// echoed.
+pub(crate) struct Ah;
+
+impl<V: Verbs> PdChildKind<V> for Ah {
+    type Input = WV_IO_AH_CREATE;
+    type Handle = V::Ah;
+    type Extra = ();
+    fn pd_id(ah: &WV_IO_AH_CREATE) -> u64 {
+        ah.Id.Id
+    }
+    fn create(
+        lower: &V,
+        pd: &V::Pd,
+        ah: &WV_IO_AH_CREATE,
+        umv: &mut Umv<'_>,
+    ) -> Result<(V::Ah, ()), VerbsError> {
+        let av = av_from_abi(&ah.AddressVector);
+        Ok((lower.create_ah(pd, &av, umv)?, ()))
+    }
+    fn report(_buf: &mut [u8], (): ()) {}
+    fn destroy(lower: &V, ah: V::Ah) {
+        lower.destroy_ah(ah);
+    }
+}
+
+/// A verbs handle on a PD and nothing more: a memory window (OFW `WV_MEMORY_WINDOW`) or an
+/// address handle (OFW `WV_ADDRESS_HANDLE`).
+pub(crate) struct PdChild<P: Platform, V: Verbs, K: PdChildKind<V>> {
     pub pd: KArc<PdObj<P, V>>,
     pub dev: KArc<DeviceObj<P, V>>,
-    pub mw: Handle<P, V::Mw>,
+    pub handle: Handle<P, K::Handle>,
     pub refs: RefCount,
 }
 
-impl<P: Platform, V: Verbs> MwObj<P, V> {
-    pub fn destroy_handles(&self, lower: &V) {
-        if let Some(mw) = self.mw.take() {
-            lower.destroy_mw(mw);
-        }
-    }
-}
-
-impl<P: Platform, V: Verbs> Teardown<P, V> for MwObj<P, V> {
-    fn teardown(this: KArc<Self>, _shared: &Shared<P, V>) {
-        if let Some(lower) = this.dev.lower() {
-            this.destroy_handles(&lower);
-        }
-        this.pd.refs.put();
-    }
-}
+/// A memory window (OFW `WV_MEMORY_WINDOW`).
+pub(crate) type MwObj<P, V> = PdChild<P, V, Mw>;
 
 /// An address handle (OFW `WV_ADDRESS_HANDLE`).
-pub(crate) struct AhObj<P: Platform, V: Verbs> {
-    pub pd: KArc<PdObj<P, V>>,
-    pub dev: KArc<DeviceObj<P, V>>,
-    pub ah: Handle<P, V::Ah>,
-    pub refs: RefCount,
-}
+pub(crate) type AhObj<P, V> = PdChild<P, V, Ah>;
 
-impl<P: Platform, V: Verbs> AhObj<P, V> {
+impl<P: Platform, V: Verbs, K: PdChildKind<V>> PdChild<P, V, K> {
     pub fn destroy_handles(&self, lower: &V) {
-        if let Some(ah) = self.ah.take() {
-            lower.destroy_ah(ah);
+        if let Some(handle) = self.handle.take() {
+            K::destroy(lower, handle);
         }
     }
 }
 
-impl<P: Platform, V: Verbs> Teardown<P, V> for AhObj<P, V> {
+impl<P: Platform, V: Verbs, K: PdChildKind<V>> Teardown<P, V> for PdChild<P, V, K> {
     fn teardown(this: KArc<Self>, _shared: &Shared<P, V>) {
         if let Some(lower) = this.dev.lower() {
             this.destroy_handles(&lower);
@@ -263,65 +319,37 @@ pub(crate) fn memory_deregister<P: Platform, V: Verbs>(
     req.complete(status, 0);
 }
 
-/// MW_ALLOCATE: output `{Id = mw, VerbInfo, Data = rkey}`.
-pub(crate) fn mw_allocate<P: Platform, V: Verbs>(
+/// MW_ALLOCATE and AH_CREATE ([`PdChildKind`] says which): on the PD the input names, the
+/// verbs handle and what the output reports besides the new id. OFW: a bad PD is
+/// `STATUS_NOT_FOUND`, the object's allocation fails with `STATUS_NO_MEMORY` before the verb.
+pub(crate) fn pd_child_create<P: Platform, V: Verbs, K: PdChildKind<V>>(
     prov: &Provider<P, V>,
     mut req: P::Request,
-    id: WV_IO_ID,
+    input: K::Input,
     vendor: Vendor,
-) {
-    let Some((pd, lower, handle)) = prov.acquire_live::<PdObj<P, V>>(id.Id) else {
+) where
+    PdChild<P, V, K>: Object<P, V>,
+{
+    let pd_id = K::pd_id(&input);
+    let Some((pd, lower, handle)) = prov.acquire_live::<PdObj<P, V>>(pd_id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
-    // OFW: the MW's allocation fails with STATUS_NO_MEMORY, before the verb.
     let Some((obj_slot, handle_slot)) = Slots::reserve() else {
         return req.complete(NtStatus::NO_MEMORY, 0);
     };
-    let (mw, verb_info) = with_umv(&mut req, &id, vendor, |umv| lower.create_mw(&handle, umv));
-    let (mw, rkey) = match mw {
+    let (created, verb_info) = with_umv(&mut req, &input, vendor, |umv| {
+        K::create(&lower, &handle, &input, umv)
+    });
+    let (created, extra) = match created {
         Ok(created) => created,
         Err(e) => return req.complete(verbs_status(e), 0),
     };
     pd.refs.get();
-    let obj = obj_slot.write(MwObj {
+    let obj = obj_slot.write(PdChild::<P, V, K> {
         pd: KArc::clone(pd.arc()),
         dev: KArc::clone(&pd.dev),
-        mw: Handle::new(prov.platform(), handle_slot.write(mw)),
+        handle: Handle::new(prov.platform(), handle_slot.write(created)),
         refs: RefCount::default(),
     });
-    prov.publish(req, obj, verb_info, |buf| {
-        write_data(buf, rkey).ok();
-    });
-}
-
-/// AH_CREATE: output `Id.Id = ah`, `Id.VerbInfo`; the address vector is echoed.
-pub(crate) fn ah_create<P: Platform, V: Verbs>(
-    prov: &Provider<P, V>,
-    mut req: P::Request,
-    ah: WV_IO_AH_CREATE,
-    vendor: Vendor,
-) {
-    let Some((pd, lower, handle)) = prov.acquire_live::<PdObj<P, V>>(ah.Id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    // OFW: the AH's allocation fails with STATUS_NO_MEMORY, before the verb.
-    let Some((obj_slot, handle_slot)) = Slots::reserve() else {
-        return req.complete(NtStatus::NO_MEMORY, 0);
-    };
-    let av = av_from_abi(&ah.AddressVector);
-    let (created, verb_info) = with_umv(&mut req, &ah, vendor, |umv| {
-        lower.create_ah(&handle, &av, umv)
-    });
-    let created = match created {
-        Ok(created) => created,
-        Err(e) => return req.complete(verbs_status(e), 0),
-    };
-    pd.refs.get();
-    let obj = obj_slot.write(AhObj {
-        pd: KArc::clone(pd.arc()),
-        dev: KArc::clone(&pd.dev),
-        ah: Handle::new(prov.platform(), handle_slot.write(created)),
-        refs: RefCount::default(),
-    });
-    prov.publish(req, obj, verb_info, |_| {});
+    prov.publish(req, obj, verb_info, |buf| K::report(buf, extra));
 }

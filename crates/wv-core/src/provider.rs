@@ -72,9 +72,9 @@ object_types! {
     /// Queue pairs.
     qps: QpObj, device: dev, verbs: Qp qp;
     /// Memory windows.
-    mws: MwObj, device: dev, verbs: Mw mw;
+    mws: MwObj, device: dev, verbs: Mw handle;
     /// Address handles.
-    ahs: AhObj, device: dev, verbs: Ah ah;
+    ahs: AhObj, device: dev, verbs: Ah handle;
 }
 
 /// What every object with an id has in common (its row of the type table).

@@ -197,12 +197,7 @@ pub(crate) fn srq_notify<P: Platform, V: Verbs>(prov: &Provider<P, V>, req: P::R
     let Some(srq) = prov.acquire::<SrqObj<P, V>>(id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
-    let notify = &srq.notify;
-    let refused = park_unless_error::<P>(&notify.error, &notify.queue, req);
-    drop(srq);
-    if let Some((req, status)) = refused {
-        req.complete(status, 0);
-    }
+    park_unless_error::<P, _>(srq, req, |srq| (&srq.notify.error, &srq.notify.queue));
 }
 
 /// SRQ_CANCEL: parked notifies end with `STATUS_CANCELLED`.

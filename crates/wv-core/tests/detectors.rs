@@ -16,6 +16,13 @@ use wv_hal::QpState;
 use wv_host::fake_verbs::FakeCall;
 use wv_host::{HostPlatform, Io};
 
+/// The faults with only the one `set` switches on.
+fn only(set: impl FnOnce(&mut Faults)) -> Faults {
+    let mut faults = Faults::default();
+    set(&mut faults);
+    faults
+}
+
 fn faulty(faults: Faults) -> Fx {
     faulty_with(faults, DriverConfig::default())
 }
@@ -48,10 +55,7 @@ fn faulty_with(faults: Faults, config: DriverConfig) -> Fx {
 #[test]
 #[should_panic(expected = "completed twice")]
 fn double_completion_is_caught() {
-    let (_fx, f, cq) = faulty_cq(Faults {
-        complete_twice: true,
-        ..Faults::default()
-    });
+    let (_fx, f, cq) = faulty_cq(only(|x| x.complete_twice = true));
     let _ = f.device_io_control(WV_IOCTL_CQ_CANCEL, &u64_in(cq), 0);
 }
 
@@ -59,10 +63,7 @@ fn double_completion_is_caught() {
 #[test]
 #[should_panic(expected = "1 requests")]
 fn missing_completion_is_caught() {
-    let (fx, f, cq) = faulty_cq(Faults {
-        lose_cq_cancel: true,
-        ..Faults::default()
-    });
+    let (fx, f, cq) = faulty_cq(only(|x| x.lose_cq_cancel = true));
     let io = f.device_io_control(WV_IOCTL_CQ_CANCEL, &u64_in(cq), 0);
     assert!(
         io.pending(),
@@ -76,10 +77,7 @@ fn missing_completion_is_caught() {
 #[test]
 #[should_panic(expected = "FakeVerbs: 1 CQ alive at teardown")]
 fn leak_is_caught() {
-    let (fx, f, cq) = faulty_cq(Faults {
-        leak_cq_on_destroy: true,
-        ..Faults::default()
-    });
+    let (fx, f, cq) = faulty_cq(only(|x| x.leak_cq_on_destroy = true));
     id_ioctl(&f, WV_IOCTL_CQ_DESTROY, cq, NtStatus::SUCCESS);
     drop(f);
     drop(fx);
@@ -89,10 +87,7 @@ fn leak_is_caught() {
 #[test]
 #[should_panic(expected = "verifier: wait at DISPATCH_LEVEL")]
 fn irql_misuse_is_caught() {
-    let (fx, f, cq) = faulty_cq(Faults {
-        block_in_cq_callback: true,
-        ..Faults::default()
-    });
+    let (fx, f, cq) = faulty_cq(only(|x| x.block_in_cq_callback = true));
     // The DPC runs at DISPATCH_LEVEL, and the verifier fails the wait.
     let io = notify_then_completion(&fx, &f, cq);
     drop((io, f, fx));
@@ -102,10 +97,7 @@ fn irql_misuse_is_caught() {
 #[test]
 #[should_panic(expected = "wait on an event that nothing queued can set")]
 fn hang_is_caught() {
-    let fx = faulty(Faults {
-        lose_modify_wakeup: true,
-        ..Faults::default()
-    });
+    let fx = faulty(only(|x| x.lose_modify_wakeup = true));
     let f = fx.open();
     let q = qp_reset(&fx, &f, 4).qp;
     // Queued, drainer not run yet: destroy must wait for it.
@@ -121,10 +113,7 @@ fn lock_held_on_return_is_caught() {
     // next IOCTL or at cleanup), so the stack is leaked instead of torn down, and the IOCTL
     // runs on its own thread, whose failure is this test's.
     let fx: &'static Fx = Box::leak(Box::new(faulty_with(
-        Faults {
-            keep_lock_on_full_table: true,
-            ..Faults::default()
-        },
+        only(|x| x.keep_lock_on_full_table = true),
         DriverConfig {
             max_ids_per_type: 1,
             ..DriverConfig::default()

@@ -24,3 +24,11 @@ pub mod case;
 #[cfg(feature = "ignored-status")]
 #[path = "ignored_status.rs"]
 pub mod case;
+
+/// The fixed twin of the two cases that break `WdfRequestCompleteWithInformation`.
+#[cfg(all(
+    feature = "fixed",
+    any(feature = "missing-argument", feature = "misspelled-ddi")
+))]
+#[path = "complete_with_information.rs"]
+mod complete_with_information;

@@ -3,6 +3,7 @@
 //!
 //! Expected: `Failed to find function info for WdfRequestCompleteWithInfo`.
 
+#[cfg(not(feature = "fixed"))]
 use wdk_sys::{STATUS_SUCCESS, ULONG_PTR, WDFREQUEST, call_unsafe_wdf_function_binding};
 
 /// Completes `request` successfully with `bytes` of output.
@@ -20,20 +21,6 @@ pub unsafe fn complete(request: WDFREQUEST, bytes: ULONG_PTR) {
     }
 }
 
-/// Completes `request` successfully with `bytes` of output.
-///
-/// # Safety
-///
-/// `request` must be owned by the driver and not yet completed.
+/// The fixed twin, shared with the other case that breaks this call.
 #[cfg(feature = "fixed")]
-pub unsafe fn complete(request: WDFREQUEST, bytes: ULONG_PTR) {
-    // SAFETY: forwarded from the caller.
-    unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfRequestCompleteWithInformation,
-            request,
-            STATUS_SUCCESS,
-            bytes,
-        );
-    }
-}
+pub use crate::complete_with_information::complete;

@@ -20,8 +20,8 @@ use crate::baseline;
 use crate::conn::{ConnArgs, ConnResult, ConnTask};
 use crate::perftest::{self, Connection, PerftestArgs, Row, Test};
 use crate::progress::{Progress, run_parts};
-use crate::qp_cycle::{self, CyclingQps};
-use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask};
+use crate::qp_cycle::{ModifyTask, Overlap};
+use crate::target::{Target, TargetArgs};
 
 /// Options of the default run.
 #[derive(Args, Clone, Debug, Default)]
@@ -418,6 +418,7 @@ fn qp_modify_throughput(args: &SummaryArgs, w: &Workload) -> Result<Vec<Comparis
             ModifyTask {
                 qps: w.modify_qps,
                 rounds: w.modify_rounds,
+                overlap: Overlap::PerStep,
             },
             device,
         )
@@ -477,38 +478,5 @@ fn typical(rows: &[Row]) -> Result<f64, String> {
     match rows.first() {
         Some(Row::Latency { t_typical, .. }) => Ok(*t_typical),
         _ => Err("send_lat produced no row".into()),
-    }
-}
-
-/// QP_MODIFY throughput: `qps` RC QPs cycled RESET → INIT → RTR → RTS → RESET `rounds` times,
-/// each step issued on every QP before waiting for any (as an application bringing up many
-/// connections does), so asynchronous modifies can overlap. Returns transitions per second.
-struct ModifyTask {
-    qps: usize,
-    rounds: usize,
-}
-
-impl TargetTask for ModifyTask {
-    type Output = Result<f64, String>;
-
-    fn run<O: Opener>(self, opener: &O, device: Option<DeviceSpec>) -> Self::Output {
-        let rig = CyclingQps::open(opener, device, self.qps)?;
-        let (qps, e) = (&rig.qps, qp_cycle::context);
-        let started = Instant::now();
-        let mut transitions = 0u64;
-        for _ in 0..self.rounds {
-            for step in 0..qp_cycle::STEPS {
-                let pending = qps
-                    .iter()
-                    .map(|qp| qp.modify_async(&rig.attr(step, qp)))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(e("QP_MODIFY"))?;
-                for p in pending {
-                    p.wait().map_err(e("QP_MODIFY"))?;
-                }
-                transitions += qps.len() as u64;
-            }
-        }
-        Ok(transitions as f64 / started.elapsed().as_secs_f64())
     }
 }

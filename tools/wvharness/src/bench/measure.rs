@@ -10,7 +10,7 @@ use super::rounds::{self, Round, Stat, alternate};
 use super::{BenchRow, Cdf, Goal};
 use crate::baseline::{self, Measured};
 use crate::perftest::{self, Measurement, PerftestArgs, Row, Test};
-use crate::qp_cycle::{self, CyclingQps};
+use crate::qp_cycle::{ModifyTask, Overlap};
 use crate::target::{DeviceSpec, Opener, Target, TargetArgs, TargetTask};
 
 /// The message sizes of the perftest rows.
@@ -995,68 +995,6 @@ fn inline_ioctl(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
     ])
 }
 
-/// QP transitions per second: `qps` RC QPs cycled RESET → INIT → RTR → RTS → RESET by
-/// `threads` threads, each keeping `in_flight` modifies outstanding (overlapped requests).
-struct ModifyTask {
-    qps: usize,
-    rounds: usize,
-    threads: usize,
-    in_flight: usize,
-}
-
-impl TargetTask for ModifyTask {
-    type Output = Result<f64, String>;
-
-    fn run<O: Opener>(self, opener: &O, device: Option<DeviceSpec>) -> Self::Output {
-        let rig = CyclingQps::open(opener, device, self.qps)?;
-        let (qps, e) = (&rig.qps, qp_cycle::context);
-        let per_thread = qps.len().div_ceil(self.threads.max(1));
-        let started = Instant::now();
-        let transitions = std::thread::scope(|s| {
-            let handles: Vec<_> = qps
-                .chunks(per_thread)
-                .map(|mine| {
-                    let rig = &rig;
-                    s.spawn(move || -> Result<u64, String> {
-                        // A sliding window: `in_flight` modifies outstanding at every moment
-                        // (each QP's own modifies stay in order: the driver runs them FIFO).
-                        let mut window = std::collections::VecDeque::new();
-                        let mut n = 0u64;
-                        for _ in 0..self.rounds {
-                            for step in 0..qp_cycle::STEPS {
-                                for qp in mine {
-                                    let attr = rig.attr(step, qp);
-                                    window
-                                        .push_back(qp.modify_async(&attr).map_err(e("QP_MODIFY"))?);
-                                    if window.len() >= self.in_flight.max(1)
-                                        && let Some(p) = window.pop_front()
-                                    {
-                                        p.wait().map_err(e("QP_MODIFY"))?;
-                                        n += 1;
-                                    }
-                                }
-                            }
-                        }
-                        for p in window {
-                            p.wait().map_err(e("QP_MODIFY"))?;
-                            n += 1;
-                        }
-                        Ok(n)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("a modify thread panicked".into()))
-                })
-                .sum::<Result<u64, String>>()
-        })?;
-        Ok(transitions as f64 / started.elapsed().as_secs_f64())
-    }
-}
-
 /// The firmware command latency of the QP-transition rows. The soft HCA keeps
 /// `wv_softhca::DEFAULT_COMMAND_SLOTS` commands in flight (as mlx4/mlx5 firmware takes several),
 /// more than the rows' 8, so each modify in flight is at the device for its whole latency.
@@ -1080,8 +1018,7 @@ fn qp_transitions(cx: &mut Context<'_>) -> Result<Vec<BenchRow>, String> {
             ModifyTask {
                 qps: 32,
                 rounds: cycles,
-                threads,
-                in_flight,
+                overlap: Overlap::Window { threads, in_flight },
             },
             device,
         )
