@@ -253,6 +253,47 @@ fn connect_sends_ofw_s_req_and_completes_on_the_rep() {
     assert_eq!(attr.PeerAddress, ipv4(PEER, 5000));
 }
 
+/// With QP modifies in the caller's thread (`QpModifyMode::Inline`), ACCEPT runs there too:
+/// the active one completes inline with the RTU sent, the passive one has its REP out before
+/// the call returns and waits only for the RTU. CONNECT always runs there, and a GET_REQUEST
+/// with no request announced queues no work item.
+#[test]
+fn connect_and_inline_mode_accepts_run_in_the_callers_thread() {
+    let fx = Fx::with(
+        HostPlatform::deterministic(),
+        DriverConfig {
+            qp_modify: wv_core::QpModifyMode::Inline,
+            ..DriverConfig::default()
+        },
+    );
+    let r = Rig::new(&fx);
+    let ep = routed(&fx, &r.f);
+    let io = ep_connect(ep, r.qp, b"").pend(&r.f);
+    assert_eq!(fx.cm.sent(FakeCmOp::SendReq).len(), 1, "the REQ is out");
+    assert_eq!(fx.platform().queued(), 0, "no work item");
+    let cm_id = fx.cm.last_id(FakeCmOp::SendReq).unwrap();
+    fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"")));
+    fx.run();
+    expect(&done(&io), NtStatus::SUCCESS);
+    let st = ep_accept(ep, r.qp, b"rtu").completes(&r.f, NtStatus::SUCCESS);
+    assert_eq!(qp_state_byte(&st), QpState::Rts as u8);
+    assert_eq!(fx.cm.sent(FakeCmOp::SendRtu).len(), 1);
+
+    let r2 = Rig::new(&fx);
+    let (_listener, pep, get, lid) = listening(&fx, &r2.f);
+    assert_eq!(fx.platform().queued(), 0, "nothing announced: no work item");
+    assert!(fx.cm.incoming_request(lid, incoming(b"hello")));
+    fx.run();
+    expect(&done(&get), NtStatus::SUCCESS);
+    let accept = ep_accept(pep, r2.qp, b"").pend(&r2.f);
+    assert_eq!(fx.cm.sent(FakeCmOp::SendRep).len(), 1, "the REP is out");
+    assert_eq!(fx.platform().queued(), 0, "no work item");
+    let pid = fx.cm.last_id(FakeCmOp::SendRep).unwrap();
+    fx.cm.event(pid, FakeCmEvent::Rtu(vec![]));
+    fx.run();
+    expect(&done(&accept), NtStatus::SUCCESS);
+}
+
 #[test]
 fn active_accept_moves_the_qp_to_rts_and_sends_the_rtu() {
     let fx = fx();
