@@ -253,6 +253,47 @@ fn connect_sends_ofw_s_req_and_completes_on_the_rep() {
     assert_eq!(attr.PeerAddress, ipv4(PEER, 5000));
 }
 
+/// With QP modifies in the caller's thread (`QpModifyMode::Inline`), ACCEPT runs there too:
+/// the active one completes inline with the RTU sent, the passive one has its REP out before
+/// the call returns and waits only for the RTU. CONNECT always runs there, and a GET_REQUEST
+/// with no request announced queues no work item.
+#[test]
+fn connect_and_inline_mode_accepts_run_in_the_callers_thread() {
+    let fx = Fx::with(
+        HostPlatform::deterministic(),
+        DriverConfig {
+            qp_modify: wv_core::QpModifyMode::Inline,
+            ..DriverConfig::default()
+        },
+    );
+    let r = Rig::new(&fx);
+    let ep = routed(&fx, &r.f);
+    let io = ep_connect(ep, r.qp, b"").pend(&r.f);
+    assert_eq!(fx.cm.sent(FakeCmOp::SendReq).len(), 1, "the REQ is out");
+    assert_eq!(fx.platform().queued(), 0, "no work item");
+    let cm_id = fx.cm.last_id(FakeCmOp::SendReq).unwrap();
+    fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"")));
+    fx.run();
+    expect(&done(&io), NtStatus::SUCCESS);
+    let st = ep_accept(ep, r.qp, b"rtu").completes(&r.f, NtStatus::SUCCESS);
+    assert_eq!(qp_state_byte(&st), QpState::Rts as u8);
+    assert_eq!(fx.cm.sent(FakeCmOp::SendRtu).len(), 1);
+
+    let r2 = Rig::new(&fx);
+    let (_listener, pep, get, lid) = listening(&fx, &r2.f);
+    assert_eq!(fx.platform().queued(), 0, "nothing announced: no work item");
+    assert!(fx.cm.incoming_request(lid, incoming(b"hello")));
+    fx.run();
+    expect(&done(&get), NtStatus::SUCCESS);
+    let accept = ep_accept(pep, r2.qp, b"").pend(&r2.f);
+    assert_eq!(fx.cm.sent(FakeCmOp::SendRep).len(), 1, "the REP is out");
+    assert_eq!(fx.platform().queued(), 0, "no work item");
+    let pid = fx.cm.last_id(FakeCmOp::SendRep).unwrap();
+    fx.cm.event(pid, FakeCmEvent::Rtu(vec![]));
+    fx.run();
+    expect(&done(&accept), NtStatus::SUCCESS);
+}
+
 #[test]
 fn active_accept_moves_the_qp_to_rts_and_sends_the_rtu() {
     let fx = fx();
@@ -355,18 +396,26 @@ fn connect_checks_before_it_parks() {
         NtStatus::BUFFER_TOO_SMALL,
     );
     let ep = routed(&fx, &r.f);
-    // A second CONNECT while the first waits for the work item: OFW's single work entry.
+    // The CONNECT starts in the caller's thread: its REQ is out before the call returns, and
+    // a second CONNECT finds the endpoint connecting.
     let first = ep_connect(ep, r.qp, b"").pend(&r.f);
-    ep_connect(ep, r.qp, b"").completes(&r.f, NtStatus::TOO_MANY_COMMANDS);
+    assert_eq!(fx.cm.sent(FakeCmOp::SendReq).len(), 1, "sent inline");
+    ep_connect(ep, r.qp, b"").completes(&r.f, NtStatus::NOT_SUPPORTED);
     fx.run();
     assert!(!first.is_complete());
-    // An unknown QP fails on the work item.
+    // An unknown QP fails in the caller's thread too.
     let ep2 = routed(&fx, &r.f);
-    let io = ep_connect(ep2, 999, b"").pend(&r.f);
-    fx.run();
-    expect(&done(&io), NtStatus::NOT_FOUND);
+    ep_connect(ep2, 999, b"").completes(&r.f, NtStatus::NOT_FOUND);
     id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
     expect(&done(&first), NtStatus::CANCELLED);
+    // A second ACCEPT while the first waits for the work item: OFW's single work entry.
+    let r2 = Rig::new(&fx);
+    let (_, pep, _) = passive(&fx, &r2);
+    let accept = ep_accept(pep, r2.qp, b"").pend(&r2.f);
+    ep_accept(pep, r2.qp, b"").completes(&r2.f, NtStatus::TOO_MANY_COMMANDS);
+    fx.run();
+    assert!(!accept.is_complete(), "the first waits for the RTU");
+    assert_eq!(fx.cm.sent(FakeCmOp::SendRep).len(), 1);
 }
 
 #[test]
@@ -964,18 +1013,26 @@ fn the_io_managers_cancel_ends_each_parked_request() {
         assert!(file.cancel_io_ex(io));
         expect(&done(io), NtStatus::CANCELLED);
     }
-    // A CONNECT that was cancelled before its work item ran: nothing is sent.
-    let ep = routed(&fx, &r.f);
-    let io = ep_connect(ep, r.qp, b"").pend(&r.f);
-    let reqs = fx.cm.sent(FakeCmOp::SendReq).len();
-    assert!(r.f.cancel_io_ex(&io));
+    // An ACCEPT that was cancelled before its work item ran: nothing is sent.
+    let r4 = Rig::new(&fx);
+    let (_, pep, _) = passive(&fx, &r4);
+    let io = ep_accept(pep, r4.qp, b"").pend(&r4.f);
+    let reps = fx.cm.sent(FakeCmOp::SendRep).len();
+    assert!(r4.f.cancel_io_ex(&io));
     fx.run();
     expect(&done(&io), NtStatus::CANCELLED);
-    assert_eq!(fx.cm.sent(FakeCmOp::SendReq).len(), reqs);
-    // And the endpoint is free for the next CONNECT (no stale "busy").
-    let io = ep_connect(ep, r.qp, b"").pend(&r.f);
+    assert_eq!(fx.cm.sent(FakeCmOp::SendRep).len(), reps);
+    // And the endpoint is free for the next ACCEPT (no stale "busy").
+    let io = ep_accept(pep, r4.qp, b"").pend(&r4.f);
     fx.run();
-    assert!(!io.is_complete());
+    assert!(!io.is_complete(), "it waits for the RTU");
+    assert_eq!(fx.cm.sent(FakeCmOp::SendRep).len(), reps + 1);
+    // A CONNECT runs in the caller's thread, so nothing can cancel it before its REQ: once
+    // out, the cancel ends the wait for the REP (above), and the endpoint is free again.
+    let ep = routed(&fx, &r.f);
+    let io = ep_connect(ep, r.qp, b"").pend(&r.f);
+    assert!(r.f.cancel_io_ex(&io));
+    expect(&done(&io), NtStatus::CANCELLED);
 }
 
 /// Spec §7.1-f: OFW kept every request of an endpoint in one queue and checked no state
@@ -1250,12 +1307,11 @@ fn cm_failures_leave_nothing_behind() {
     ep_listen(ep, 1).completes(&r.f, NtStatus::INVALID_PARAMETER);
     assert!(fx.cm.live_ids().is_empty());
     ep_route(ep).completes(&r.f, NtStatus::SUCCESS);
-    // CONNECT: no id, then no REQ.
+    // CONNECT: no id (it fails in the caller's thread, before it parks), then no REQ (it had
+    // parked for the answer, so it ends pending).
     fx.cm
         .fail_next(FakeCmOp::CreateId, NtStatus::INSUFFICIENT_RESOURCES);
-    let io = ep_connect(ep, r.qp, b"").pend(&r.f);
-    fx.run();
-    expect(&done(&io), NtStatus::INSUFFICIENT_RESOURCES);
+    ep_connect(ep, r.qp, b"").completes(&r.f, NtStatus::INSUFFICIENT_RESOURCES);
     fx.cm
         .fail_next(FakeCmOp::SendReq, NtStatus::INVALID_PARAMETER);
     let io = ep_connect(ep, r.qp, b"").pend(&r.f);
@@ -1279,14 +1335,25 @@ fn cm_failures_leave_nothing_behind() {
 fn a_work_item_that_cannot_be_queued_fails_its_request() {
     let fx = fx();
     let r = Rig::new(&fx);
-    let ep = routed(&fx, &r.f);
+    let r2 = Rig::new(&fx);
+    let (_, ep, _) = passive(&fx, &r2);
     fx.platform().fail_next_work_items(1);
-    let io = ep_connect(ep, r.qp, b"").issue(&r.f);
+    let io = ep_accept(ep, r2.qp, b"").issue(&r2.f);
     expect(&done(&io), NtStatus::INSUFFICIENT_RESOURCES);
-    // Nothing is left busy: the next CONNECT goes through.
-    let (io, _) = connecting(&fx, &r, ep, b"");
-    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
+    // Nothing is left busy: the next ACCEPT goes through.
+    let io = ep_accept(ep, r2.qp, b"").pend(&r2.f);
+    fx.run();
+    assert_eq!(fx.cm.sent(FakeCmOp::SendRep).len(), 1, "the REP went");
+    id_ioctl(&r2.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
     expect(&done(&io), NtStatus::CANCELLED);
+    // A CONNECT needs no work item: it goes through while none can be queued.
+    let cep = routed(&fx, &r.f);
+    fx.platform().fail_next_work_items(1);
+    let io = ep_connect(cep, r.qp, b"").pend(&r.f);
+    assert!(!io.is_complete(), "it waits for the REP");
+    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, cep, NtStatus::SUCCESS);
+    expect(&done(&io), NtStatus::CANCELLED);
+    fx.platform().fail_next_work_items(0);
     // A DREP whose work item cannot run still ends the DISCONNECT.
     let (cep, cm_id) = connected_active(&fx, &r);
     let io = ep_disconnect(cep, r.qp).pend(&r.f);

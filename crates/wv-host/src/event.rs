@@ -71,6 +71,8 @@ impl Event for HostEvent {
                 }
             }
         } else {
+            // A processor that blocks at PASSIVE_LEVEL has run its DPCs first.
+            crate::deferred::drain_thread_dpcs();
             let mut set = self.set.lock();
             while !*set {
                 self.cv.wait(&mut set);

@@ -32,6 +32,8 @@ impl ThreadIrql {
 
 thread_local! {
     static STATE: Cell<ThreadIrql> = const { Cell::new(ThreadIrql::PASSIVE) };
+    /// Driver callbacks ([`run_callback`]) this thread is inside, nested.
+    static CALLBACKS: Cell<u32> = const { Cell::new(0) };
     static THREAD_NUMBER: u64 = {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         NEXT.fetch_add(1, Ordering::Relaxed)
@@ -59,6 +61,13 @@ pub(crate) fn current() -> Irql {
     get().irql
 }
 
+/// Whether the current thread is inside a driver callback of this model (a work item, a DPC,
+/// an IOCTL's dispatch, …): such a frame lowers the thread's IRQL again when it returns, so a
+/// DPC queued on the thread for later is sure to run ([`run_callback`] drains on the way out).
+pub(crate) fn in_callback() -> bool {
+    CALLBACKS.with(Cell::get) > 0
+}
+
 /// A small number naming the current thread (never 0), for spin-lock ownership.
 pub(crate) fn thread_number() -> u64 {
     THREAD_NUMBER.with(|n| *n)
@@ -70,17 +79,21 @@ pub(crate) fn reset() {
 }
 
 /// Restores a saved IRQL state when dropped, so a panicking callback does not leave the thread
-/// at the callback's level.
+/// at the callback's level (nor counted inside the callback).
 struct Restore(ThreadIrql);
 
 impl Drop for Restore {
     fn drop(&mut self) {
         set(self.0);
+        CALLBACKS.with(|c| c.set(c.get().saturating_sub(1)));
     }
 }
 
 /// Runs driver callback `name` at `at` with no spin locks held, then checks that it returned
-/// at `at` with no spin lock held. The thread's previous state is restored in every case.
+/// at `at` with no spin lock held. The thread's previous state is restored in every case; when
+/// that is below DISPATCH_LEVEL, the DPCs queued on the thread meanwhile and not run yet (an
+/// expired device-model timer's, see `HostPlatform::set_timer`) run then, as the DISPATCH
+/// software interrupt fires when a processor lowers its IRQL.
 ///
 /// Violations: "verifier: spin lock held across return to <level> (in <name>)" and
 /// "verifier: IRQL <level> not restored to <level> on return from <name>".
@@ -91,6 +104,7 @@ pub(crate) fn run_callback<R>(
     f: impl FnOnce() -> R,
 ) -> R {
     let restore = Restore(get());
+    CALLBACKS.with(|c| c.set(c.get() + 1));
     set(ThreadIrql { irql: at, locks: 0 });
     let result = {
         let _driver = low_resources::driver_scope();
@@ -111,5 +125,6 @@ pub(crate) fn run_callback<R>(
             at.name()
         ));
     }
+    crate::deferred::drain_thread_dpcs();
     result
 }

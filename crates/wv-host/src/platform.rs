@@ -29,7 +29,9 @@ use crate::verifier::Verifier;
 ///   runs on the thread that queued it as soon as that thread's IRQL drops below
 ///   DISPATCH_LEVEL (like a DPC targeted at the current processor), so interrupt → ISR → DPC →
 ///   completion adds no thread hop. The clock is the real monotonic clock; a timer thread
-///   queues (and so runs) the DPCs of timers as they come due.
+///   queues (and so runs) the DPCs of timers as they come due, except a timer a driver
+///   callback sets for a time already passed, whose DPC runs on that callback's thread once it
+///   lowers its IRQL (see `set_timer`), again without a thread hop.
 ///
 /// Cloning is cheap (an `Arc`); clones are the same platform.
 #[derive(Clone)]
@@ -108,13 +110,7 @@ impl Shared {
     /// `KeInsertQueueDpc`: queues `dpc` unless it is queued already (see
     /// [`DeviceModelPlatform::queue_dpc`]).
     pub(crate) fn queue_dpc(self: &Arc<Self>, dpc: &KArc<dyn Dpc>) -> bool {
-        let fresh = match dpc.inserted_flag() {
-            // A queuer that finds the DPC still queued has its earlier writes seen by that
-            // DPC's run (`DpcInserted`'s orderings).
-            Some(inserted) => inserted.insert(),
-            None => self.dpc_queued.lock().insert(dpc_key(dpc)),
-        };
-        if !fresh {
+        if !self.insert_dpc(dpc) {
             return false;
         }
         crate::probe::stamp(1);
@@ -125,6 +121,26 @@ impl Shared {
             deferred::drain_thread_dpcs();
         }
         true
+    }
+
+    /// `KeInsertQueueDpc`'s test-and-set: whether this call queues `dpc` (it was not queued).
+    fn insert_dpc(&self, dpc: &KArc<dyn Dpc>) -> bool {
+        match dpc.inserted_flag() {
+            // A queuer that finds the DPC still queued has its earlier writes seen by that
+            // DPC's run (`DpcInserted`'s orderings).
+            Some(inserted) => inserted.insert(),
+            None => self.dpc_queued.lock().insert(dpc_key(dpc)),
+        }
+    }
+
+    /// Threaded mode: queues `dpc` on the current thread without running it now. It runs when
+    /// the thread next lowers its IRQL below DISPATCH_LEVEL: a spin lock's release, the end of
+    /// the driver callback the thread is in, or a wait (see `HostPlatform::set_timer`).
+    fn queue_dpc_on_next_drop(self: &Arc<Self>, dpc: &KArc<dyn Dpc>) {
+        if self.insert_dpc(dpc) {
+            crate::probe::stamp(1);
+            deferred::push_thread_dpc(Arc::clone(self), KArc::clone(dpc));
+        }
     }
 
     /// Deterministic mode: queues the DPCs of the timers due at the injected clock.
@@ -410,10 +426,25 @@ impl DeviceModelPlatform for HostPlatform {
         serviced
     }
 
+    /// Threaded mode: a due time already passed, set by a thread inside a driver callback,
+    /// queues the DPC on that thread ("processor") for its next clock tick: it runs there once
+    /// the thread next lowers its IRQL below DISPATCH_LEVEL (a spin lock's release, the end of
+    /// the callback, a wait), never inside this call, and without waking another thread. A
+    /// device model that arms a timer for "now" in a call its consumer makes (the soft CM,
+    /// when a message reaches an agent) thus reacts on the sending processor, after that call
+    /// returned, as a real controller's receive interrupt and DPC would. Other due times, and
+    /// calls from a thread outside any driver callback (a test's own thread), go to the timer
+    /// thread.
     fn set_timer(&self, timer: &KArc<dyn Dpc>, due_ns: u64) {
         let _host = low_resources::host_scope();
         self.irql_at_most("set_timer", Irql::Dispatch);
         let threaded = !self.is_deterministic();
+        if threaded && irql::in_callback() && due_ns <= self.now_ns() {
+            // Replaces a pending due time, as setting a set timer does.
+            self.shared.timers.cancel(timer);
+            self.shared.queue_dpc_on_next_drop(timer);
+            return;
+        }
         if self.shared.timers.set(timer, due_ns, threaded) {
             self.shared
                 .timers
@@ -439,6 +470,8 @@ impl DeviceModelPlatform for HostPlatform {
         if self.is_deterministic() || ns == 0 {
             return;
         }
+        // A processor that goes to sleep at PASSIVE_LEVEL has run its DPCs first.
+        deferred::drain_thread_dpcs();
         if irql::current() >= Irql::Dispatch {
             let due = self.now_ns().saturating_add(ns);
             while self.now_ns() < due {

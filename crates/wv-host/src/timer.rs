@@ -7,7 +7,10 @@
 //! * threaded mode: by a timer thread that sleeps until the earliest due time of the real
 //!   clock and queues the DPC on itself, so the DPC runs there at DISPATCH_LEVEL, as a timer
 //!   DPC runs on the processor whose clock interrupt expired it. The thread starts with the
-//!   first timer and ends with the platform.
+//!   first timer and ends with the platform. Setting a timer wakes it only when the new due
+//!   time is earlier than the one it sleeps for (a later one is found when it wakes), so
+//!   re-arming a retry deadline costs no thread switch. A timer set from a driver callback for
+//!   a time already passed never reaches this table (`HostPlatform::set_timer`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -31,6 +34,9 @@ struct State {
     next_seq: u64,
     /// Threaded mode: the timer thread is running.
     thread: bool,
+    /// The due time the timer thread sleeps until (`u64::MAX`: until a timer is set); 0 while
+    /// it is awake, when it looks at the table again before it sleeps.
+    sleeping_until: u64,
     shutdown: bool,
 }
 
@@ -58,8 +64,12 @@ impl Timers {
         if start {
             st.thread = true;
         }
+        // The thread would sleep past this due time: wake it to sleep less.
+        let wake = due < st.sleeping_until;
         drop(st);
-        self.changed.notify_all();
+        if wake {
+            self.changed.notify_all();
+        }
         start
     }
 
@@ -148,10 +158,15 @@ impl Timers {
             match st.order.keys().next().map(|k| k.0) {
                 Some(next) => {
                     let wait = Duration::from_nanos(next.saturating_sub(now()));
+                    st.sleeping_until = next;
                     self.changed.wait_for(&mut st, wait);
                 }
-                None => self.changed.wait(&mut st),
+                None => {
+                    st.sleeping_until = u64::MAX;
+                    self.changed.wait(&mut st);
+                }
             }
+            st.sleeping_until = 0;
         }
     }
 }

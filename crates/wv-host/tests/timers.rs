@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use wv_hal::{DeviceModelPlatform, Dpc, Irql, KArc, Platform};
+use wv_hal::{DeviceModelPlatform, Dpc, Irql, KArc, Platform, SpinLock, WorkItem};
 use wv_host::HostPlatform;
 
 type Seen = Arc<Mutex<Vec<(&'static str, u64, Irql)>>>;
@@ -125,5 +125,87 @@ fn threaded_timers_fire_on_the_real_clock_on_the_timer_thread() {
         2,
         "the cancelled timer never fired"
     );
+    p.shutdown();
+}
+
+/// Records the thread each run is on, and how many runs the work item had seen when it asked.
+struct OnThread(Mutex<Vec<std::thread::ThreadId>>);
+
+impl Dpc for OnThread {
+    fn run(&self) {
+        self.0.lock().unwrap().push(std::thread::current().id());
+    }
+}
+
+/// A work item that sets a timer for a time already passed, twice: once followed by a spin
+/// lock's release, once at its end. It records its thread and the runs the DPC had made
+/// right after each `set_timer` and right after the release.
+struct SetsAPassedTimer {
+    platform: HostPlatform,
+    runs: KArc<OnThread>,
+    timer: KArc<dyn Dpc>,
+    saw: Mutex<Option<(std::thread::ThreadId, [usize; 3])>>,
+}
+
+impl WorkItem for SetsAPassedTimer {
+    fn run(&self) {
+        let runs = || self.runs.0.lock().unwrap().len();
+        self.platform.set_timer(&self.timer, self.platform.now_ns());
+        let after_set = runs();
+        drop(self.platform.spin_lock(()).lock());
+        let after_release = runs();
+        self.platform.set_timer(&self.timer, self.platform.now_ns());
+        let after_second_set = runs();
+        *self.saw.lock().unwrap() = Some((
+            std::thread::current().id(),
+            [after_set, after_release, after_second_set],
+        ));
+    }
+}
+
+/// Threaded mode: a timer a driver callback sets for a time already passed fires on that
+/// callback's own thread (the processor whose clock expired it), never inside `set_timer`, at
+/// the thread's next IRQL drop (here a spin lock's release, then the callback's end); it never
+/// reaches the timer thread's table. Set from a thread outside any callback it still fires on
+/// the timer thread.
+#[test]
+fn threaded_a_passed_timer_a_callback_sets_fires_on_its_thread_after_the_call() {
+    let p = HostPlatform::threaded(1);
+    let runs = KArc::new(OnThread(Mutex::new(Vec::new())));
+    let timer: KArc<dyn Dpc> = runs.clone().into();
+    let work = KArc::new(SetsAPassedTimer {
+        platform: p.clone(),
+        runs: runs.clone(),
+        timer: timer.clone(),
+        saw: Mutex::new(None),
+    });
+    p.queue_work(work.clone().into()).unwrap();
+    p.run_until_idle();
+    let saw = *work.saw.lock().unwrap();
+    let (worker, counts) = saw.expect("the work item ran");
+    assert_eq!(
+        counts,
+        [0, 1, 1],
+        "not inside set_timer; at the release; the second one after the callback"
+    );
+    assert_eq!(*runs.0.lock().unwrap(), vec![worker, worker]);
+    assert_eq!(p.pending_timers(), 0, "nothing went to the timer thread");
+
+    p.set_timer(&timer, p.now_ns());
+    let t0 = Instant::now();
+    while runs.0.lock().unwrap().len() < 3 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the timer never fired"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let third = runs.0.lock().unwrap()[2];
+    assert_ne!(
+        third,
+        std::thread::current().id(),
+        "not inside the test's call"
+    );
+    assert_ne!(third, worker, "on the timer thread");
     p.shutdown();
 }

@@ -161,7 +161,13 @@ pub(crate) fn get_request<P: Platform, V: Verbs>(
         give_back(&ep);
         return req.complete(status, 0);
     }
-    super::kick(listener.arc());
+    // Only a request the CM announced already needs the work item now; one announced later
+    // kicks it from the listener's sink, which counts it under the same lock this reads, after
+    // this GET_REQUEST was queued under it. (Kicking it anyway woke a worker for nothing.)
+    let due = listener.inner.lock().pending > 0;
+    if due {
+        super::kick(listener.arc());
+    }
 }
 
 /// Queues endpoint `id` on the listener and parks its GET_REQUEST in the endpoint's own

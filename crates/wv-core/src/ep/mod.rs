@@ -6,15 +6,16 @@
 //! * [`listen`]: LISTEN, GET_REQUEST, and the pairing of queued connection requests with
 //!   waiting GET_REQUESTs.
 //! * [`work`]: the endpoint's work item, which runs everything that needs PASSIVE_LEVEL and
-//!   cannot run in the caller's thread: CONNECT, ACCEPT, the disconnect's QP → ERROR step and
-//!   the listener's pairing.
+//!   cannot run in the caller's thread: ACCEPT (whose QP commands may wait), the disconnect's
+//!   QP → ERROR step and the listener's pairing; and CONNECT, which runs in the caller's
+//!   thread (nothing in it waits), as ACCEPT does when QP modifies run inline.
 //! * [`events`]: what the CM's events do to an endpoint (its sinks).
 //! * [`state`]: what an endpoint's lock guards, and its state machine: every change of state
 //!   goes through [`EpInner::set_state`], checked against [`EpState::may_become`].
 //!
 //! Requests park in one queue per purpose (fix of spec §7.1-f: OFW parked every request of an
-//! endpoint in one queue, so a work item could take the wrong one): CONNECT and ACCEPT until
-//! the work item starts them, then until the handshake's answer; DISCONNECT until the DREP;
+//! endpoint in one queue, so a work item could take the wrong one): an ACCEPT until the work
+//! item starts it, then CONNECT and ACCEPT until the handshake's answer; DISCONNECT until the DREP;
 //! DISCONNECT_NOTIFY until the connection goes; GET_REQUEST on the endpoint it names, which
 //! the listener holds, until a request fills it. Each is checked against the
 //! endpoint's state before it parks, and everything that parks ends: by a CM event, by
@@ -133,7 +134,8 @@ pub(crate) struct EpObj<P: Platform, V: Verbs> {
     pub work: Gate<P>,
     /// At most one work item of the endpoint at a time (it is the endpoint itself).
     pub sched: ModifySched<P>,
-    /// CONNECT and ACCEPT until the work item starts them.
+    /// An ACCEPT until the work item starts it (a CONNECT, and an ACCEPT when QP modifies run
+    /// inline, start in the caller's thread and never wait here).
     pub start_queue: P::Queue,
     /// CONNECT until the REP, a passive ACCEPT until the RTU.
     pub handshake_queue: P::Queue,

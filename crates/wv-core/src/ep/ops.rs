@@ -1,5 +1,6 @@
 //! The endpoint IOCTLs (spec §2.4): the ones that complete in the caller's thread, and the
-//! entry of CONNECT/ACCEPT, which park until the endpoint's work item starts them. The
+//! entry of CONNECT/ACCEPT, which start in the caller's thread when nothing in them waits and
+//! otherwise park until the endpoint's work item starts them. The
 //! dispatcher calls each handler with its decoded request (`dispatch.rs`, one row per IOCTL);
 //! EP_LISTEN and EP_GET_REQUEST are in `listen.rs`.
 //!
@@ -20,6 +21,7 @@ use wv_hal::{ConnectionManager, IoRequest, KArc, Platform, RequestQueue, SpinLoc
 
 use super::work::{Answer, disconnect_qp};
 use super::{EpInner, EpObj, EpState, listen};
+use crate::QpModifyMode;
 use crate::provider::Provider;
 use crate::sync::{Gate, ModifySched, RefCount};
 
@@ -284,21 +286,33 @@ pub(crate) fn bind<P: Platform, V: Verbs>(
     }
 }
 
+/// Where a CONNECT or ACCEPT runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// In the caller's thread, now: nothing in it waits.
+    Inline,
+    /// On the endpoint's work item: it waits for the controller.
+    Work,
+}
+
 /// CONNECT and ACCEPT: `STATUS_TOO_MANY_COMMANDS` while another waits for or runs on the
 /// work item (OFW's single work entry); `STATUS_NOT_SUPPORTED` in a state that does not allow
 /// it, checked before it parks (fix of spec §7.1-f: OFW queued it anyway, and its work item
-/// then took whatever request was first in the endpoint's one queue). Otherwise it parks and
-/// the work item starts it.
+/// then took whatever request was first in the endpoint's one queue). Otherwise it runs in the
+/// caller's thread when `at` says nothing in it waits (the dispatcher calls at PASSIVE_LEVEL
+/// with no lock held, what the work item would give it, minus the hand-off to a worker and the
+/// wake-up that costs), or parks and the work item starts it (OFW always queued it).
 fn start<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     req: P::Request,
     id: u64,
+    at: Start,
     allowed: impl FnOnce(&EpInner) -> bool,
 ) {
     let Some(ep) = prov.acquire_ep(id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
-    {
+    let cancels = {
         let mut inner = ep.inner.lock();
         if inner.busy {
             drop(inner);
@@ -308,34 +322,51 @@ fn start<P: Platform, V: Verbs>(
             drop(inner);
             return req.complete(NtStatus::NOT_SUPPORTED, 0);
         }
-        if let Err((req, status)) = ep.start_queue.park(req) {
-            drop(inner);
-            return req.complete(status, 0);
+        if at == Start::Work {
+            if let Err((req, status)) = ep.start_queue.park(req) {
+                drop(inner);
+                return req.complete(status, 0);
+            }
+            inner.busy = true;
+            None
+        } else {
+            inner.busy = true;
+            // Read with the mark, as the work item reads it when it takes a request.
+            Some((req, inner.cancels))
         }
-        inner.busy = true;
+    };
+    match cancels {
+        Some((req, cancels)) => ep.start_inline(req, cancels),
+        None => super::kick(ep.arc()),
     }
-    super::kick(ep.arc());
 }
 
-/// EP_CONNECT: once the route is resolved.
+/// EP_CONNECT: once the route is resolved. Runs in the caller's thread: a connection id and
+/// the REQ, and nothing waits (the request then waits for the REP, parked).
 pub(crate) fn connect<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     req: P::Request,
     connect: WV_IO_EP_CONNECT,
 ) {
-    start(prov, req, connect.Id, |inner| {
+    start(prov, req, connect.Id, Start::Inline, |inner| {
         inner.state() == EpState::RouteResolved
     });
 }
 
 /// EP_ACCEPT: on the active side once the REP arrived (it sends the RTU), on the passive side
-/// before it replied (it sends the REP).
+/// before it replied (it sends the REP). It moves the QP through three controller commands,
+/// which may wait for the device: on the work item, unless the driver runs QP modifies in the
+/// caller's thread anyway (`QpModifyMode::Inline`, OFW's way), where it runs there too.
 pub(crate) fn accept<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     req: P::Request,
     accept: WV_IO_EP_ACCEPT,
 ) {
-    start(prov, req, accept.Id, |inner| match inner.state() {
+    let at = match prov.shared.config.qp_modify {
+        QpModifyMode::Inline => Start::Inline,
+        QpModifyMode::Async => Start::Work,
+    };
+    start(prov, req, accept.Id, at, |inner| match inner.state() {
         EpState::ActiveConnect => inner.rep_received,
         EpState::PassiveConnect => !inner.rep_sent,
         _ => false,

@@ -87,8 +87,8 @@ pub(crate) struct EpInner {
     pub route: IB_PATH_REC,
     /// Active side: the REP arrived, so ACCEPT may run.
     pub rep_received: bool,
-    /// A CONNECT or ACCEPT waits for or runs on the work item (OFW's single work entry: a
-    /// second one meanwhile is `STATUS_TOO_MANY_COMMANDS`).
+    /// A CONNECT or ACCEPT waits for or runs on the work item, or runs in the caller's thread
+    /// (OFW's single work entry: a second one meanwhile is `STATUS_TOO_MANY_COMMANDS`).
     pub busy: bool,
     /// EP_CANCELs so far (wrapping): a CONNECT or ACCEPT the work item was running, in no
     /// queue, when one came is cancelled when it would park (OFW's cancel missed it, and it

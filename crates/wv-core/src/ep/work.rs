@@ -1,8 +1,9 @@
 //! The endpoint's work item: everything of an endpoint that needs PASSIVE_LEVEL and does not
-//! run in the caller's thread — CONNECT (send the REQ), ACCEPT (move the QP to RTS through the
-//! CM's attributes, then the REP or RTU), the disconnect's QP → ERROR step once the DREP (or
-//! the DREQ's timeout) arrived, and a listener's pairing of connection requests with
-//! GET_REQUESTs.
+//! run in the caller's thread — an ACCEPT whose QP commands may wait (move the QP to RTS
+//! through the CM's attributes, then the REP or RTU), the disconnect's QP → ERROR step once the
+//! DREP (or the DREQ's timeout) arrived, and a listener's pairing of connection requests with
+//! GET_REQUESTs. CONNECT (send the REQ), and ACCEPT when QP modifies run inline, run the same
+//! code in the caller's thread ([`EpObj::start_inline`]).
 //!
 //! The endpoint is its own work item (as a QP is its own modify drainer): queueing it
 //! allocates nothing but the platform's work item, so CM event callbacks can schedule it
@@ -149,6 +150,28 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         }
         self.inner.lock().busy = false;
         true
+    }
+
+    /// Runs a CONNECT or ACCEPT in the caller's thread (PASSIVE_LEVEL, no lock held) that
+    /// [`super::ops`] marked busy with the endpoint's EP_CANCEL count `cancels`, as the work
+    /// item would run it. Inside the work gate, so a teardown waits for it before it destroys
+    /// the endpoint's id (one made here after that would outlive the endpoint).
+    pub(crate) fn start_inline(&self, req: P::Request, cancels: u32) {
+        self.shared.platform.paged_code();
+        let Some(_running) = self.work.share() else {
+            let status = {
+                let mut inner = self.inner.lock();
+                inner.busy = false;
+                refused(&inner)
+            };
+            return req.complete(status, 0);
+        };
+        match req.ioctl_code() {
+            WV_IOCTL_EP_CONNECT => self.connect(req, cancels),
+            WV_IOCTL_EP_ACCEPT => self.accept(req, cancels),
+            _ => req.complete(NtStatus::NOT_IMPLEMENTED, 0),
+        }
+        self.inner.lock().busy = false;
     }
 
     /// The file's QP `qp_id`, referenced.

@@ -5,8 +5,9 @@
 //! under the agent's lock, which yields at most one message to send and one event to report,
 //! and both go out after the lock is released (so a sink may call back into the CM, and a
 //! message to this same device only lands in the inbox). One DPC object serves the inbox and
-//! the timeouts: a message arms it for "now", a wait for its deadline, and at its end it
-//! re-arms itself for the earliest deadline left. Only one instance dispatches at a time, so a
+//! the timeouts: a message arms it for "now" (on the host's threaded platform it then runs on
+//! the sender's thread once the sender's call has returned), a wait for its deadline, and at
+//! its end it re-arms itself for the earliest deadline left. Only one instance dispatches at a time, so a
 //! CEP's events reach its sink in the order its messages came.
 
 use alloc::collections::VecDeque;

@@ -16,7 +16,11 @@
 //! Timing: the CM never reports an event inside a consumer's call; everything the peer's
 //! messages or a timeout cause comes from the agent's DPC (a timer set for "now" on arrival),
 //! so in the host's deterministic mode a handshake advances only as the test runs deferred
-//! work and moves the clock.
+//! work and moves the clock. In the threaded mode a timer a driver callback sets for "now"
+//! fires on that callback's own thread once it lowers its IRQL after the call (the host's
+//! `set_timer`): a message is handled on the processor that sent it, as a real controller's
+//! receive interrupt and DPC would handle it, with no hand-off to another thread. Nothing in
+//! a consumer's call lowers the IRQL: the agent's locks are the soft HCA's own.
 
 mod agent;
 mod cep;

@@ -41,7 +41,14 @@ impl Events {
 
 impl CmEventSink for Events {
     fn on_event(&self, event: CmEvent<'_>) {
-        let e = match event {
+        self.0.lock().unwrap().push(owned(event));
+    }
+}
+
+/// An owned copy of `event`.
+fn owned(event: CmEvent<'_>) -> Ev {
+    {
+        match event {
             CmEvent::ReqReceived => Ev::ReqReceived,
             CmEvent::ReqError => Ev::ReqError,
             CmEvent::RepReceived(r) => Ev::Rep(*r),
@@ -59,8 +66,7 @@ impl CmEventSink for Events {
                 service_timeout, ..
             } => Ev::Mra(service_timeout),
             CmEvent::Other(n) => Ev::Other(n),
-        };
-        self.0.lock().unwrap().push(e);
+        }
     }
 }
 
@@ -1153,4 +1159,131 @@ fn a_removed_device_sends_nothing() {
     c.cm_a.destroy_id(h.active);
     c.cm_b.destroy_id(h.listener);
     settle(&c.p);
+}
+
+std::thread_local! {
+    /// Set while this thread is inside a call on a CM (see [`on_worker`]).
+    static IN_CALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// An event, the thread it came on, and whether that thread was inside a CM call then.
+type SeenOn = (Ev, std::thread::ThreadId, bool);
+
+#[derive(Default)]
+struct EventsOn(Mutex<Vec<SeenOn>>);
+
+impl CmEventSink for EventsOn {
+    fn on_event(&self, event: CmEvent<'_>) {
+        let at = (std::thread::current().id(), IN_CALL.with(|c| c.get()));
+        self.0.lock().unwrap().push((owned(event), at.0, at.1));
+    }
+}
+
+fn sink_on() -> (KArc<EventsOn>, KArc<dyn CmEventSink>) {
+    let s = KArc::new(EventsOn::default());
+    (s.clone(), s.into())
+}
+
+/// A CM call made from a work item, as the filter makes them (a driver callback at
+/// PASSIVE_LEVEL), marked as inside the call while it runs. Returns the worker's thread once
+/// the pool is idle again.
+fn on_worker(p: &HostPlatform, call: impl FnOnce() + Send + 'static) -> std::thread::ThreadId {
+    type Call = Box<dyn FnOnce() + Send>;
+    struct Work(Mutex<Option<Call>>, Mutex<Option<std::thread::ThreadId>>);
+    impl WorkItem for Work {
+        fn run(&self) {
+            *self.1.lock().unwrap() = Some(std::thread::current().id());
+            if let Some(call) = self.0.lock().unwrap().take() {
+                IN_CALL.with(|c| c.set(true));
+                call();
+                IN_CALL.with(|c| c.set(false));
+            }
+        }
+    }
+    let work = KArc::new(Work(Mutex::new(Some(Box::new(call))), Mutex::new(None)));
+    p.queue_work(work.clone().into()).unwrap();
+    p.run_until_idle();
+    let worker = *work.1.lock().unwrap();
+    worker.expect("the work item ran")
+}
+
+/// On the threaded host, each message is handled on the thread of the call that sent it,
+/// after that call returned (never inside it), and the events come in the protocol's order:
+/// a whole connection, REQ to DREP, with every call made from a work item. Nothing is left
+/// queued or armed at the end.
+#[test]
+fn threaded_messages_are_handled_on_the_senders_thread_after_its_call() {
+    let p = HostPlatform::threaded(2);
+    let (_f, a, b) = pair(&p);
+    let (cm_a, cm_b) = (a.hca.cm(), b.hca.cm());
+    let (ca, cb) = (a.cq(16), b.cq(16));
+    let (qa, qb) = (a.qp(QpType::Rc, &ca), b.qp(QpType::Rc, &cb));
+    let (listen_events, ls) = sink_on();
+    let listener = cm_b.create_id(ls).unwrap();
+    cm_b.listen(&listener, SID, &[], 0).unwrap();
+    let (active_events, s) = sink_on();
+    let active = Arc::new(cm_a.create_id(s).unwrap());
+    let take = |e: &EventsOn| std::mem::take(&mut *e.0.lock().unwrap());
+
+    let (cm, id, path, qpn) = (a.hca.cm(), active.clone(), path(&a, &b), qa.uvp.qpn());
+    let sender = on_worker(&p, move || {
+        cm.send_req(&*id, &req(&path, qpn, b"hello")).unwrap();
+    });
+    assert_eq!(take(&listen_events), vec![(Ev::ReqReceived, sender, false)]);
+
+    let (passive_events, s) = sink_on();
+    let (passive, _) = cm_b.get_request(&listener, s).unwrap();
+    let passive = Arc::new(passive);
+    move_qp(&b, &qb, &cm_b, &*passive, Some(0x2222));
+    let (cm, id, qpn) = (b.hca.cm(), passive.clone(), qb.uvp.qpn());
+    let sender = on_worker(&p, move || {
+        cm.send_rep(&*id, &rep(qpn, b"welcome")).unwrap()
+    });
+    let evs = take(&active_events);
+    assert!(
+        matches!(evs.as_slice(), [(Ev::Rep(_), t, false)] if *t == sender),
+        "{evs:?}"
+    );
+    move_qp(&a, &qa, &cm_a, &*active, None);
+
+    let mut senders = Vec::new();
+    let (cm, id) = (a.hca.cm(), active.clone());
+    senders.push(on_worker(&p, move || cm.send_rtu(&*id, b"rtu").unwrap()));
+    let (cm, id) = (a.hca.cm(), active.clone());
+    senders.push(on_worker(&p, move || cm.send_dreq(&*id, b"bye").unwrap()));
+    let (cm, id) = (b.hca.cm(), passive.clone());
+    senders.push(on_worker(&p, move || cm.send_drep(&*id, b"ok").unwrap()));
+    let kinds = |evs: Vec<SeenOn>| {
+        evs.into_iter()
+            .map(|(e, t, inside)| {
+                let kind = match e {
+                    Ev::Rtu(_) => "RTU",
+                    Ev::Dreq(_) => "DREQ",
+                    Ev::Drep(_) => "DREP",
+                    _ => "other",
+                };
+                (kind, t, inside)
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        kinds(take(&passive_events)),
+        vec![("RTU", senders[0], false), ("DREQ", senders[1], false)]
+    );
+    assert_eq!(
+        kinds(take(&active_events)),
+        vec![("DREP", senders[2], false)]
+    );
+
+    let (Ok(active), Ok(passive)) = (Arc::try_unwrap(active), Arc::try_unwrap(passive)) else {
+        panic!("an id is still held");
+    };
+    cm_a.destroy_id(active);
+    cm_b.destroy_id(passive);
+    cm_b.destroy_id(listener);
+    p.run_until_idle();
+    assert!(take(&listen_events).is_empty());
+    assert_eq!((a.hca.cm().ids(), b.hca.cm().ids()), (0, 0));
+    assert_eq!(p.pending_timers(), 0, "no wait is left");
+    settle(&p);
 }
