@@ -409,248 +409,129 @@ pub fn decode(code: u32, input: &[u8], output_len: usize) -> Result<Request, NtS
         return Err(NtStatus::BUFFER_TOO_SMALL);
     }
 
-    use Ioctl as I;
-    let request = match ioctl {
-        I::GuidQuery => Request::GuidQuery { output_len },
-        I::LibraryQuery => Request::LibraryQuery {
-            guid: read_u64_id(input)?,
-            output_len,
-        },
-        I::DeviceOpen => {
-            let (id, vendor) = with_vendor(input, output_len)?;
-            Request::DeviceOpen { id, vendor }
-        }
-        I::DeviceClose => Request::DeviceClose {
-            id: read_u64_id(input)?,
-        },
-        I::DeviceQuery => Request::DeviceQuery {
-            id: read_u64_id(input)?,
-            output_len,
-        },
-        I::DevicePortQuery => Request::DevicePortQuery {
-            query: read_prefix(input)?,
-            output_len,
-        },
-        I::DeviceGidQuery => Request::DeviceGidQuery {
-            query: read_prefix(input)?,
-            output_len,
-        },
-        I::DevicePkeyQuery => Request::DevicePkeyQuery {
-            query: read_prefix(input)?,
-            output_len,
-        },
-        I::DeviceNotify => Request::DeviceNotify {
-            id: read_prefix(input)?,
-        },
-        I::DeviceCancel => Request::DeviceCancel {
-            id: read_u64_id(input)?,
-        },
-        I::PdAllocate => {
-            let (id, vendor) = with_vendor(input, output_len)?;
-            Request::PdAllocate { id, vendor }
-        }
-        I::PdDeallocate => Request::PdDeallocate {
-            id: read_u64_id(input)?,
-        },
-        I::MemoryRegister => Request::MemoryRegister {
-            reg: read_prefix(input)?,
-        },
-        I::MemoryDeregister => Request::MemoryDeregister {
-            id: read_prefix(input)?,
-        },
-        I::MwAllocate => {
-            let (id, vendor) = with_vendor(input, output_len)?;
-            Request::MwAllocate { id, vendor }
-        }
-        I::MwDeallocate => Request::MwDeallocate {
-            id: read_u64_id(input)?,
-        },
-        I::AhCreate => {
-            let (ah, vendor) = with_vendor(input, output_len)?;
-            Request::AhCreate { ah, vendor }
-        }
-        I::AhDestroy => Request::AhDestroy {
-            id: read_u64_id(input)?,
-        },
-        I::CqCreate => {
-            let (id, vendor) = with_vendor(input, output_len)?;
-            Request::CqCreate { id, vendor }
-        }
-        I::CqDestroy => Request::CqDestroy {
-            id: read_u64_id(input)?,
-        },
-        I::CqResize => {
-            let (id, vendor) = with_vendor(input, output_len)?;
-            Request::CqResize { id, vendor }
-        }
-        I::CqNotify => Request::CqNotify {
-            id: read_prefix(input)?,
-        },
-        I::CqCancel => Request::CqCancel {
-            id: read_u64_id(input)?,
-        },
-        I::SrqCreate => {
-            let (attr, vendor) = with_vendor(input, output_len)?;
-            Request::SrqCreate { attr, vendor }
-        }
-        I::SrqDestroy => Request::SrqDestroy {
-            id: read_u64_id(input)?,
-        },
-        I::SrqQuery => {
-            let (attr, vendor) = with_vendor(input, output_len)?;
-            Request::SrqQuery { attr, vendor }
-        }
-        I::SrqModify => {
-            let (attr, vendor) = with_vendor(input, output_len)?;
-            Request::SrqModify { attr, vendor }
-        }
-        I::SrqNotify => Request::SrqNotify {
-            id: read_u64_id(input)?,
-        },
-        I::SrqCancel => Request::SrqCancel {
-            id: read_u64_id(input)?,
-        },
-        I::QpCreate => {
-            let (create, vendor) = with_vendor(input, output_len)?;
-            Request::QpCreate { create, vendor }
-        }
-        I::QpDestroy => Request::QpDestroy {
-            id: read_u64_id(input)?,
-        },
-        I::QpQuery => Request::QpQuery {
-            id: read_u64_id(input)?,
-        },
-        I::QpModify => Request::QpModify {
-            id: read_prefix::<WV_IO_QP_ATTRIBUTES>(input)?.Id.Id,
-            output_len,
-        },
-        I::QpAttach => Request::QpAttach {
-            mc: read_prefix(input)?,
-        },
-        I::QpDetach => Request::QpDetach {
-            mc: read_prefix(input)?,
-        },
-        I::QpCancel => Request::QpCancel {
-            id: read_u64_id(input)?,
-        },
-        I::EpCreate => Request::EpCreate {
-            ep_type: read_u64_id(input)?,
-        },
-        I::EpDestroy => Request::EpDestroy {
-            id: read_u64_id(input)?,
-        },
-        I::EpModify => {
-            let id: WV_IO_ID = read_prefix(input)?;
-            // OFW order: the option is checked before the payload length.
-            if id.Data != WV_IO_EP_OPTION_ROUTE {
-                return Err(NtStatus::INVALID_PARAMETER);
-            }
-            let route = read_prefix(&input[size_of::<WV_IO_ID>()..])?;
-            Request::EpModify { id, route }
-        }
-        I::EpBind => Request::EpBind {
-            bind: read_prefix(input)?,
-        },
-        I::EpReject => Request::EpReject {
-            id: read_prefix(input)?,
-            private_data_len: input.len().saturating_sub(size_of::<WV_IO_ID>()),
-        },
-        I::EpConnect => {
-            let connect: WV_IO_EP_CONNECT = read_prefix(input)?;
-            check_private_data(&connect.Param)?;
-            Request::EpConnect { connect }
-        }
-        I::EpAccept => {
-            let accept: WV_IO_EP_ACCEPT = read_prefix(input)?;
-            check_private_data(&accept.Param)?;
-            Request::EpAccept { accept, output_len }
-        }
-        I::EpDisconnect => Request::EpDisconnect {
-            disconnect: read_prefix(input)?,
-            output_len,
-        },
-        I::EpDisconnectNotify => Request::EpDisconnectNotify {
-            id: read_u64_id(input)?,
-        },
-        I::EpQuery => Request::EpQuery {
-            id: read_u64_id(input)?,
-        },
-        I::EpLookup => Request::EpLookup,
-        I::EpMulticastJoin => Request::EpMulticastJoin,
-        I::EpMulticastLeave => Request::EpMulticastLeave,
-        I::EpCancel => Request::EpCancel {
-            id: read_u64_id(input)?,
-        },
-        I::EpListen => Request::EpListen {
-            listen: read_prefix(input)?,
-        },
-        I::EpGetRequest => Request::EpGetRequest {
-            req: read_prefix(input)?,
-        },
-        I::PdCancel => Request::PdCancel {
-            id: read_u64_id(input)?,
-        },
-    };
-    Ok(request)
+    decode_fields(ioctl, input, output_len)
 }
 
-impl Request {
-    /// The IOCTL this request came from.
-    pub fn ioctl(&self) -> Ioctl {
-        match self {
-            Request::GuidQuery { .. } => Ioctl::GuidQuery,
-            Request::LibraryQuery { .. } => Ioctl::LibraryQuery,
-            Request::DeviceOpen { .. } => Ioctl::DeviceOpen,
-            Request::DeviceClose { .. } => Ioctl::DeviceClose,
-            Request::DeviceQuery { .. } => Ioctl::DeviceQuery,
-            Request::DevicePortQuery { .. } => Ioctl::DevicePortQuery,
-            Request::DeviceGidQuery { .. } => Ioctl::DeviceGidQuery,
-            Request::DevicePkeyQuery { .. } => Ioctl::DevicePkeyQuery,
-            Request::DeviceNotify { .. } => Ioctl::DeviceNotify,
-            Request::DeviceCancel { .. } => Ioctl::DeviceCancel,
-            Request::PdAllocate { .. } => Ioctl::PdAllocate,
-            Request::PdDeallocate { .. } => Ioctl::PdDeallocate,
-            Request::MemoryRegister { .. } => Ioctl::MemoryRegister,
-            Request::MemoryDeregister { .. } => Ioctl::MemoryDeregister,
-            Request::MwAllocate { .. } => Ioctl::MwAllocate,
-            Request::MwDeallocate { .. } => Ioctl::MwDeallocate,
-            Request::AhCreate { .. } => Ioctl::AhCreate,
-            Request::AhDestroy { .. } => Ioctl::AhDestroy,
-            Request::CqCreate { .. } => Ioctl::CqCreate,
-            Request::CqDestroy { .. } => Ioctl::CqDestroy,
-            Request::CqResize { .. } => Ioctl::CqResize,
-            Request::CqNotify { .. } => Ioctl::CqNotify,
-            Request::CqCancel { .. } => Ioctl::CqCancel,
-            Request::SrqCreate { .. } => Ioctl::SrqCreate,
-            Request::SrqDestroy { .. } => Ioctl::SrqDestroy,
-            Request::SrqQuery { .. } => Ioctl::SrqQuery,
-            Request::SrqModify { .. } => Ioctl::SrqModify,
-            Request::SrqNotify { .. } => Ioctl::SrqNotify,
-            Request::SrqCancel { .. } => Ioctl::SrqCancel,
-            Request::QpCreate { .. } => Ioctl::QpCreate,
-            Request::QpDestroy { .. } => Ioctl::QpDestroy,
-            Request::QpQuery { .. } => Ioctl::QpQuery,
-            Request::QpModify { .. } => Ioctl::QpModify,
-            Request::QpAttach { .. } => Ioctl::QpAttach,
-            Request::QpDetach { .. } => Ioctl::QpDetach,
-            Request::QpCancel { .. } => Ioctl::QpCancel,
-            Request::EpCreate { .. } => Ioctl::EpCreate,
-            Request::EpDestroy { .. } => Ioctl::EpDestroy,
-            Request::EpModify { .. } => Ioctl::EpModify,
-            Request::EpBind { .. } => Ioctl::EpBind,
-            Request::EpReject { .. } => Ioctl::EpReject,
-            Request::EpConnect { .. } => Ioctl::EpConnect,
-            Request::EpAccept { .. } => Ioctl::EpAccept,
-            Request::EpDisconnect { .. } => Ioctl::EpDisconnect,
-            Request::EpDisconnectNotify { .. } => Ioctl::EpDisconnectNotify,
-            Request::EpQuery { .. } => Ioctl::EpQuery,
-            Request::EpLookup => Ioctl::EpLookup,
-            Request::EpMulticastJoin => Ioctl::EpMulticastJoin,
-            Request::EpMulticastLeave => Ioctl::EpMulticastLeave,
-            Request::EpCancel { .. } => Ioctl::EpCancel,
-            Request::EpListen { .. } => Ioctl::EpListen,
-            Request::EpGetRequest { .. } => Ioctl::EpGetRequest,
-            Request::PdCancel { .. } => Ioctl::PdCancel,
+/// The IOCTL table: one row per IOCTL, naming how its request's fields are read. It defines
+/// `decode_fields` (the per-IOCTL part of [`decode`], after the buffer minimums) and
+/// [`Request::ioctl`], so the two cannot disagree on the IOCTL a variant stands for. A field's
+/// reader is `u64_id` ([`read_u64_id`]), `prefix` ([`read_prefix`]) or `out_len` (the output
+/// length); `vendor(FIELD)` splits a UMV request ([`with_vendor`]); `custom` is an arm of its
+/// own, for the IOCTLs with checks on the input.
+macro_rules! ioctl_table {
+    ($input:ident, $output_len:ident; $($name:ident => $how:ident $args:tt;)*) => {
+        fn decode_fields(
+            ioctl: Ioctl,
+            $input: &[u8],
+            $output_len: usize,
+        ) -> Result<Request, NtStatus> {
+            Ok(match ioctl {
+                $(Ioctl::$name => ioctl_table!(@arm $name $how $args $input $output_len),)*
+            })
         }
-    }
+
+        impl Request {
+            /// The IOCTL this request came from.
+            pub fn ioctl(&self) -> Ioctl {
+                match self {
+                    $(Request::$name { .. } => Ioctl::$name,)*
+                }
+            }
+        }
+    };
+    (@arm $name:ident fields { $($field:ident: $read:ident),* } $input:ident $output_len:ident) => {
+        Request::$name { $($field: ioctl_table!(@read $read $input $output_len)),* }
+    };
+    (@arm $name:ident vendor ($field:ident) $input:ident $output_len:ident) => {{
+        let ($field, vendor) = with_vendor($input, $output_len)?;
+        Request::$name { $field, vendor }
+    }};
+    (@arm $name:ident unit () $input:ident $output_len:ident) => {
+        Request::$name
+    };
+    (@arm $name:ident custom $body:block $input:ident $output_len:ident) => {
+        $body
+    };
+    (@read u64_id $input:ident $output_len:ident) => { read_u64_id($input)? };
+    (@read prefix $input:ident $output_len:ident) => { read_prefix($input)? };
+    (@read out_len $input:ident $output_len:ident) => { $output_len };
+}
+
+ioctl_table! {
+    input, output_len;
+    GuidQuery => fields { output_len: out_len };
+    LibraryQuery => fields { guid: u64_id, output_len: out_len };
+    DeviceOpen => vendor(id);
+    DeviceClose => fields { id: u64_id };
+    DeviceQuery => fields { id: u64_id, output_len: out_len };
+    DevicePortQuery => fields { query: prefix, output_len: out_len };
+    DeviceGidQuery => fields { query: prefix, output_len: out_len };
+    DevicePkeyQuery => fields { query: prefix, output_len: out_len };
+    DeviceNotify => fields { id: prefix };
+    DeviceCancel => fields { id: u64_id };
+    PdAllocate => vendor(id);
+    PdDeallocate => fields { id: u64_id };
+    MemoryRegister => fields { reg: prefix };
+    MemoryDeregister => fields { id: prefix };
+    MwAllocate => vendor(id);
+    MwDeallocate => fields { id: u64_id };
+    AhCreate => vendor(ah);
+    AhDestroy => fields { id: u64_id };
+    CqCreate => vendor(id);
+    CqDestroy => fields { id: u64_id };
+    CqResize => vendor(id);
+    CqNotify => fields { id: prefix };
+    CqCancel => fields { id: u64_id };
+    SrqCreate => vendor(attr);
+    SrqDestroy => fields { id: u64_id };
+    SrqQuery => vendor(attr);
+    SrqModify => vendor(attr);
+    SrqNotify => fields { id: u64_id };
+    SrqCancel => fields { id: u64_id };
+    QpCreate => vendor(create);
+    QpDestroy => fields { id: u64_id };
+    QpQuery => fields { id: u64_id };
+    QpModify => custom {
+        let id = read_prefix::<WV_IO_QP_ATTRIBUTES>(input)?.Id.Id;
+        Request::QpModify { id, output_len }
+    };
+    QpAttach => fields { mc: prefix };
+    QpDetach => fields { mc: prefix };
+    QpCancel => fields { id: u64_id };
+    EpCreate => fields { ep_type: u64_id };
+    EpDestroy => fields { id: u64_id };
+    EpModify => custom {
+        let id: WV_IO_ID = read_prefix(input)?;
+        // OFW order: the option is checked before the payload length.
+        if id.Data != WV_IO_EP_OPTION_ROUTE {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        let route = read_prefix(&input[size_of::<WV_IO_ID>()..])?;
+        Request::EpModify { id, route }
+    };
+    EpBind => fields { bind: prefix };
+    EpReject => custom {
+        let private_data_len = input.len().saturating_sub(size_of::<WV_IO_ID>());
+        Request::EpReject { id: read_prefix(input)?, private_data_len }
+    };
+    EpConnect => custom {
+        let connect: WV_IO_EP_CONNECT = read_prefix(input)?;
+        check_private_data(&connect.Param)?;
+        Request::EpConnect { connect }
+    };
+    EpAccept => custom {
+        let accept: WV_IO_EP_ACCEPT = read_prefix(input)?;
+        check_private_data(&accept.Param)?;
+        Request::EpAccept { accept, output_len }
+    };
+    EpDisconnect => fields { disconnect: prefix, output_len: out_len };
+    EpDisconnectNotify => fields { id: u64_id };
+    EpQuery => fields { id: u64_id };
+    EpLookup => unit ();
+    EpMulticastJoin => unit ();
+    EpMulticastLeave => unit ();
+    EpCancel => fields { id: u64_id };
+    EpListen => fields { listen: prefix };
+    EpGetRequest => fields { req: prefix };
+    PdCancel => fields { id: u64_id };
 }

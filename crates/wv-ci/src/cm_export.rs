@@ -35,7 +35,7 @@ use wv_hal::cm::{
 };
 use wv_hal::{CmEvent, CmEventSink, CmRep, CmReq, ConnectionManager, KArc};
 
-use crate::base::{INTERFACE, NTSTATUS, net64_t};
+use crate::base::{NTSTATUS, net64_t};
 use crate::cm::*;
 use crate::cm_convert::{path_from_ib, rep_event_to_ib, req_event_to_ib, req_params_from_ib};
 use crate::convention::{self, Convention};
@@ -129,15 +129,13 @@ impl<C: ConnectionManager> CiCmExport<C> {
     /// [`CiCmExport::interface`] for a consumer of `convention`: every entry is the one of
     /// that convention, and the id callbacks the consumer passes are called with it.
     pub fn interface_in(&self, convention: Convention) -> INFINIBAND_INTERFACE_CM {
-        let context = KArc::into_raw(self.shared.clone()).cast_mut().cast();
         INFINIBAND_INTERFACE_CM {
-            InterfaceHeader: INTERFACE {
-                Size: size_of::<INFINIBAND_INTERFACE_CM>() as u16,
-                Version: INFINIBAND_INTERFACE_CM_VERSION,
-                Context: context,
-                InterfaceReference: Some(reference::entry::<C>(convention)),
-                InterfaceDereference: Some(dereference::entry::<C>(convention)),
-            },
+            InterfaceHeader: convention::exported_header::<INFINIBAND_INTERFACE_CM, _>(
+                INFINIBAND_INTERFACE_CM_VERSION,
+                &self.shared,
+                convention,
+                [reference::entry::<C>, dereference::entry::<C>],
+            ),
             CM: table::<C>(self.shared.slot, convention),
         }
     }

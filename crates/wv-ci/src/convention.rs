@@ -16,7 +16,7 @@
 
 use core::ffi::c_void;
 
-use crate::base::NTSTATUS;
+use crate::base::{INTERFACE, NTSTATUS};
 use crate::cm::{iba_cm_event, iba_cm_id};
 use crate::ib_types::ib_event_rec_t;
 
@@ -49,6 +49,29 @@ impl Convention {
             #[cfg(target_arch = "x86_64")]
             Convention::Win64 => 1,
         }
+    }
+}
+
+/// The slot value of an exported table's `InterfaceReference` or `InterfaceDereference` for a
+/// consumer of a convention: the `entry` of an `entry_points!` item.
+pub(crate) type ReferenceEntry = fn(Convention) -> unsafe extern "system" fn(*mut c_void);
+
+/// The `INTERFACE` header of a table WinVerbs exports as `T`, at `version`: its `Context` is
+/// one new reference on `owner` (the one the query hands the consumer, released by the
+/// consumer's `InterfaceDereference`), and its reference-counting slots are `reference`'s and
+/// `dereference`'s entries for a consumer of `convention`.
+pub(crate) fn exported_header<T, O>(
+    version: u16,
+    owner: &wv_hal::KArc<O>,
+    convention: Convention,
+    [reference, dereference]: [ReferenceEntry; 2],
+) -> INTERFACE {
+    INTERFACE {
+        Size: core::mem::size_of::<T>() as u16,
+        Version: version,
+        Context: wv_hal::KArc::into_raw(owner.clone()).cast_mut().cast(),
+        InterfaceReference: Some(reference(convention)),
+        InterfaceDereference: Some(dereference(convention)),
     }
 }
 

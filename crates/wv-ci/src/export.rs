@@ -30,7 +30,7 @@ use wv_hal::{
     QpEventSink, SrqEvent, SrqEventSink, SrqModifyMask, Umv, Verbs, VerbsError,
 };
 
-use crate::base::{INTERFACE, KPROCESSOR_MODE, LIST_ENTRY, boolean_t, net32_t};
+use crate::base::{KPROCESSOR_MODE, LIST_ENTRY, boolean_t, net32_t};
 use crate::ci::*;
 use crate::convention::{self, Convention};
 use crate::convert;
@@ -372,7 +372,6 @@ impl<V: Verbs> CiExport<V> {
     /// `InterfaceReference`/`InterfaceDereference`) is the one of that convention, and the
     /// callbacks the consumer registers through it are called with it.
     pub fn interface_in(&self, convention: Convention) -> RDMA_INTERFACE_VERBS {
-        let context = KArc::into_raw(self.device.clone()).cast_mut().cast();
         let mut verbs = table::<V>(convention);
         verbs.guid = self.device.verbs.guid();
         verbs.p_hca_obj = KArc::as_ptr(&self.device).cast_mut().cast();
@@ -381,13 +380,12 @@ impl<V: Verbs> CiExport<V> {
         verbs.libname[..n].copy_from_slice(&name[..n]);
         verbs.version = VERBS_VERSION;
         RDMA_INTERFACE_VERBS {
-            InterfaceHeader: INTERFACE {
-                Size: size_of::<RDMA_INTERFACE_VERBS>() as u16,
-                Version: RDMA_INTERFACE_VERBS_VERSION,
-                Context: context,
-                InterfaceReference: Some(reference::entry::<V>(convention)),
-                InterfaceDereference: Some(dereference::entry::<V>(convention)),
-            },
+            InterfaceHeader: convention::exported_header::<RDMA_INTERFACE_VERBS, _>(
+                RDMA_INTERFACE_VERBS_VERSION,
+                &self.device,
+                convention,
+                [reference::entry::<V>, dereference::entry::<V>],
+            ),
             Verbs: verbs,
             post_event: None,
         }

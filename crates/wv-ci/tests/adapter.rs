@@ -15,6 +15,8 @@ use wv_hal::*;
 use wv_host::HostPlatform;
 use wv_host::fake_verbs::{FakeCall, FakeConfig, FakeVerbs, ObjectKind};
 
+mod support;
+
 /// Counts every callback it receives.
 #[derive(Default)]
 struct Counter {
@@ -125,23 +127,14 @@ impl Rig {
     /// Drops the filter's side, then checks that the export holds no reference and the device
     /// no object but the export's own open.
     fn finish(self) {
-        let Rig {
-            p,
-            fake,
-            export,
-            ci,
-            ..
-        } = self;
-        drop(ci);
-        assert_eq!(
-            export.consumers(),
-            0,
-            "the interface reference was released"
+        let fake = self.fake;
+        support::finish_edge(
+            &self.p,
+            (self.ci, self.export),
+            CiExport::consumers,
+            || fake.live_objects(),
+            "every object destroyed",
         );
-        drop(export);
-        p.run_until_idle();
-        assert_eq!(fake.live_objects(), Vec::new(), "every object destroyed");
-        assert_eq!(p.verifier().violations(), Vec::<String>::new());
     }
 
     fn live(&self, kind: ObjectKind) -> Vec<u64> {

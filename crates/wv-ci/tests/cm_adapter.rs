@@ -16,6 +16,8 @@ use wv_hal::{
 use wv_host::HostPlatform;
 use wv_host::fake_cm::{FakeCm, FakeCmDetail, FakeCmEvent, FakeCmOp, peer_rep, peer_req};
 
+mod support;
+
 /// What a sink saw, in order, as text (the events borrow their data).
 #[derive(Default)]
 struct Seen(Mutex<Vec<String>>);
@@ -88,23 +90,17 @@ impl Rig {
         self.finish();
     }
 
+    /// Drops the filter's side, then checks that the export holds no reference and the CM
+    /// no id.
     fn finish(self) {
-        let Rig {
-            p,
-            fake,
-            export,
-            cm,
-        } = self;
-        drop(cm);
-        assert_eq!(
-            export.consumers(),
-            0,
-            "the interface reference was released"
+        let fake = self.fake;
+        support::finish_edge(
+            &self.p,
+            (self.cm, self.export),
+            CiCmExport::consumers,
+            || fake.live_ids(),
+            "every id destroyed",
         );
-        drop(export);
-        p.run_until_idle();
-        assert_eq!(fake.live_ids(), Vec::<u64>::new(), "every id destroyed");
-        assert_eq!(p.verifier().violations(), Vec::<String>::new());
     }
 }
 

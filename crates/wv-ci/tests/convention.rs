@@ -44,6 +44,14 @@ static CA_EVENTS_SYSTEM: AtomicUsize = AtomicUsize::new(0);
 static CM_EVENTS: AtomicUsize = AtomicUsize::new(0);
 static LAST_CM_TYPE: AtomicUsize = AtomicUsize::new(usize::MAX);
 
+/// Checks what each callback recorded (a count, or the last value it saw) once the platform
+/// has run them.
+fn assert_recorded(expected: &[(&AtomicUsize, usize, &str)]) {
+    for &(recorded, value, what) in expected {
+        assert_eq!(recorded.load(Ordering::SeqCst), value, "{what}");
+    }
+}
+
 unsafe extern "win64" fn on_completion(context: *mut c_void) {
     COMPLETIONS.fetch_add(1, Ordering::SeqCst);
     LAST_CONTEXT.store(context as usize, Ordering::SeqCst);
@@ -163,31 +171,13 @@ fn the_verbs_table_serves_and_calls_back_a_windows_x64_consumer() {
     assert!(fake.cq_error(cq_id));
     assert!(fake.port_event(1, CaEventKind::PortActive));
     p.run_until_idle();
-    assert_eq!(
-        COMPLETIONS.load(Ordering::SeqCst),
-        1,
-        "the completion callback, Windows x64"
-    );
-    assert_eq!(
-        LAST_CONTEXT.load(Ordering::SeqCst),
-        0x5EED,
-        "with its context"
-    );
-    assert_eq!(
-        CQ_ERRORS.load(Ordering::SeqCst),
-        1,
-        "the CQ's event callback, Windows x64"
-    );
-    assert_eq!(
-        CA_EVENTS_WIN64.load(Ordering::SeqCst),
-        1,
-        "the Windows x64 handler"
-    );
-    assert_eq!(
-        CA_EVENTS_SYSTEM.load(Ordering::SeqCst),
-        1,
-        "the system handler"
-    );
+    assert_recorded(&[
+        (&COMPLETIONS, 1, "the completion callback, Windows x64"),
+        (&LAST_CONTEXT, 0x5EED, "with its context"),
+        (&CQ_ERRORS, 1, "the CQ's event callback, Windows x64"),
+        (&CA_EVENTS_WIN64, 1, "the Windows x64 handler"),
+        (&CA_EVENTS_SYSTEM, 1, "the system handler"),
+    ]);
 
     let destroy_cq = win64!(w.destroy_cq; (ib_cq_handle_t) -> ib_api_status_t);
     // SAFETY: the CQ made above, destroyed once.
@@ -247,15 +237,14 @@ fn the_cm_table_serves_and_calls_back_a_windows_x64_consumer() {
     let cm_id = *fake.live_ids().last().expect("the id");
     fake.event(cm_id, FakeCmEvent::DreqError);
     p.run_until_idle();
-    assert_eq!(
-        CM_EVENTS.load(Ordering::SeqCst),
-        1,
-        "the id's callback, Windows x64"
-    );
-    assert_eq!(
-        LAST_CM_TYPE.load(Ordering::SeqCst),
-        iba_cm_dreq_error as usize
-    );
+    assert_recorded(&[
+        (&CM_EVENTS, 1, "the id's callback, Windows x64"),
+        (
+            &LAST_CM_TYPE,
+            iba_cm_dreq_error as usize,
+            "with the DREQ error's type",
+        ),
+    ]);
     let destroy_id = win64!(windows.CM.destroy_id; (*mut iba_cm_id));
     // SAFETY: the id made above, destroyed once.
     unsafe { destroy_id(id) };

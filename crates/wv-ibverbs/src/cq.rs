@@ -137,32 +137,28 @@ pub unsafe extern "C" fn ibv_create_cq(
 /// `create_cq_ex` of the extended ops (`ibv_create_cq_ex`).
 ///
 /// # Safety
-/// `c` is a live context; `attr` readable.
+/// `c` is a live context; `attr` readable and writable (the C API's pointer is not const;
+/// nothing is written through it).
 pub unsafe extern "C" fn create_cq_ex(
     c: *mut ibv_context,
     attr: *mut ibv_cq_init_attr_ex,
 ) -> *mut ibv_cq_ex {
-    if attr.is_null() {
-        return errno::ret_ptr(Err(EINVAL));
-    }
-    // SAFETY: readable by the contract.
-    let a = unsafe { *attr };
-    if a.comp_mask & !(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD) != 0 {
-        return errno::ret_ptr(Err(EINVAL));
-    }
-    if a.wc_flags & !SUPPORTED_WC_FLAGS != 0 {
-        return errno::ret_ptr(Err(EOPNOTSUPP));
-    }
     let is_parent_domain = |p: *mut ibv_pd| {
         // SAFETY: a live PD when non-null, by the contract.
         !p.is_null() && !unsafe { crate::objects::pd(p) }.protection_domain.is_null()
     };
-    if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0 && !is_parent_domain(a.parent_domain) {
-        // Only a parent domain may be given (rdma-core: EINVAL otherwise).
-        return errno::ret_ptr(Err(EINVAL));
-    }
-    let cqe = i32::try_from(a.cqe).unwrap_or(i32::MAX);
-    errno::ret_ptr(
+    let body = |a: &mut ibv_cq_init_attr_ex| {
+        if a.comp_mask & !(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD) != 0 {
+            return Err(EINVAL);
+        }
+        if a.wc_flags & !SUPPORTED_WC_FLAGS != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0 && !is_parent_domain(a.parent_domain) {
+            // Only a parent domain may be given (rdma-core: EINVAL otherwise).
+            return Err(EINVAL);
+        }
+        let cqe = i32::try_from(a.cqe).unwrap_or(i32::MAX);
         create(
             c,
             cqe,
@@ -171,8 +167,10 @@ pub unsafe extern "C" fn create_cq_ex(
             a.comp_vector as i32,
             a.wc_flags,
         )
-        .map(|b| b.cast()),
-    )
+        .map(|b| b.cast())
+    };
+    // SAFETY: readable and writable by the contract.
+    unsafe { errno::create_with(attr, body) }
 }
 
 /// `ibv_destroy_cq`: `EBUSY` while QPs use it. Completion events of it not yet taken from

@@ -128,6 +128,21 @@ pub fn ret_ptr<T>(r: Result<*mut T, i32>) -> *mut T {
     }
 }
 
+/// The shape of every `create_*` entry point that takes an attribute struct: `body` runs on
+/// the caller's struct, a null one is `EINVAL`, and the result is a pointer or NULL with
+/// `errno` ([`ret_ptr`]).
+///
+/// # Safety
+/// `attr` is null, or readable and writable and not aliased for the call.
+pub unsafe fn create_with<A, T>(
+    attr: *mut A,
+    body: impl FnOnce(&mut A) -> Result<*mut T, i32>,
+) -> *mut T {
+    // SAFETY: null or readable and writable by the contract.
+    let attr = unsafe { attr.as_mut() };
+    ret_ptr(attr.ok_or(EINVAL).and_then(body))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -110,7 +110,7 @@ macro_rules! create_from {
             $init.cap = cap;
             q
         });
-        errno::ret_ptr(r)
+        r
     }};
 }
 
@@ -208,12 +208,8 @@ fn create(a: &Create) -> Result<(*mut ibv_qp, ibv_qp_cap), i32> {
 /// # Safety
 /// `p` is a live PD; `init` readable and writable, naming live CQs (and SRQ).
 pub unsafe extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *mut ibv_qp {
-    if init.is_null() {
-        return errno::ret_ptr(Err(EINVAL));
-    }
     // SAFETY: readable and writable by the contract.
-    let i = unsafe { &mut *init };
-    create_from!(i, p, None)
+    unsafe { errno::create_with(init, |i| create_from!(i, p, None)) }
 }
 
 /// `create_qp_ex` of the extended ops (`ibv_create_qp_ex`): the PD is required; XRC, RSS,
@@ -225,11 +221,6 @@ pub unsafe extern "C" fn create_qp_ex(
     _c: *mut ibv_context,
     init: *mut ibv_qp_init_attr_ex,
 ) -> *mut ibv_qp {
-    if init.is_null() {
-        return errno::ret_ptr(Err(EINVAL));
-    }
-    // SAFETY: readable and writable by the contract.
-    let i = unsafe { &mut *init };
     let known = IBV_QP_INIT_ATTR_PD
         | IBV_QP_INIT_ATTR_XRCD
         | IBV_QP_INIT_ATTR_CREATE_FLAGS
@@ -237,31 +228,35 @@ pub unsafe extern "C" fn create_qp_ex(
         | IBV_QP_INIT_ATTR_IND_TABLE
         | IBV_QP_INIT_ATTR_RX_HASH
         | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-    if i.comp_mask & !known != 0 {
-        return errno::ret_ptr(Err(EINVAL));
-    }
-    if i.comp_mask
-        & (IBV_QP_INIT_ATTR_XRCD
-            | IBV_QP_INIT_ATTR_MAX_TSO_HEADER
-            | IBV_QP_INIT_ATTR_IND_TABLE
-            | IBV_QP_INIT_ATTR_RX_HASH)
-        != 0
-        || (i.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && i.create_flags != 0)
-    {
-        return errno::ret_ptr(Err(EOPNOTSUPP));
-    }
-    if i.comp_mask & IBV_QP_INIT_ATTR_PD == 0 {
-        return errno::ret_ptr(Err(EINVAL));
-    }
-    let send_ops = if i.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
-        if i.send_ops_flags & !SUPPORTED_SEND_OPS != 0 {
-            return errno::ret_ptr(Err(EOPNOTSUPP));
+    let body = |i: &mut ibv_qp_init_attr_ex| {
+        if i.comp_mask & !known != 0 {
+            return Err(EINVAL);
         }
-        Some(i.send_ops_flags)
-    } else {
-        None
+        if i.comp_mask
+            & (IBV_QP_INIT_ATTR_XRCD
+                | IBV_QP_INIT_ATTR_MAX_TSO_HEADER
+                | IBV_QP_INIT_ATTR_IND_TABLE
+                | IBV_QP_INIT_ATTR_RX_HASH)
+            != 0
+            || (i.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && i.create_flags != 0)
+        {
+            return Err(EOPNOTSUPP);
+        }
+        if i.comp_mask & IBV_QP_INIT_ATTR_PD == 0 {
+            return Err(EINVAL);
+        }
+        let send_ops = if i.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
+            if i.send_ops_flags & !SUPPORTED_SEND_OPS != 0 {
+                return Err(EOPNOTSUPP);
+            }
+            Some(i.send_ops_flags)
+        } else {
+            None
+        };
+        create_from!(i, i.pd, send_ops)
     };
-    create_from!(i, i.pd, send_ops)
+    // SAFETY: readable and writable by the contract.
+    unsafe { errno::create_with(init, body) }
 }
 
 /// `ibv_qp_to_qp_ex`: the extended struct of a QP created with `send_ops_flags`, else NULL.

@@ -88,12 +88,8 @@ pub unsafe extern "C" fn ibv_create_srq(
     p: *mut ibv_pd,
     init: *mut ibv_srq_init_attr,
 ) -> *mut ibv_srq {
-    if init.is_null() {
-        return errno::ret_ptr(Err(EINVAL));
-    }
     // SAFETY: readable and writable by the contract.
-    let init = unsafe { &mut *init };
-    errno::ret_ptr(create(p, init.srq_context, &mut init.attr))
+    unsafe { errno::create_with(init, |i| create(p, i.srq_context, &mut i.attr)) }
 }
 
 /// `create_srq_ex` of the extended ops: basic SRQs only (no XRC, no tag matching).
@@ -104,21 +100,20 @@ pub unsafe extern "C" fn create_srq_ex(
     _c: *mut ibv_context,
     init: *mut ibv_srq_init_attr_ex,
 ) -> *mut ibv_srq {
-    if init.is_null() {
-        return errno::ret_ptr(Err(EINVAL));
-    }
+    let body = |init: &mut ibv_srq_init_attr_ex| {
+        if init.comp_mask & !(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD) != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        if init.comp_mask & IBV_SRQ_INIT_ATTR_TYPE != 0 && init.srq_type != IBV_SRQT_BASIC {
+            return Err(EOPNOTSUPP);
+        }
+        if init.comp_mask & IBV_SRQ_INIT_ATTR_PD == 0 {
+            return Err(EINVAL);
+        }
+        create(init.pd, init.srq_context, &mut init.attr)
+    };
     // SAFETY: readable and writable by the contract.
-    let init = unsafe { &mut *init };
-    if init.comp_mask & !(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD) != 0 {
-        return errno::ret_ptr(Err(EOPNOTSUPP));
-    }
-    if init.comp_mask & IBV_SRQ_INIT_ATTR_TYPE != 0 && init.srq_type != IBV_SRQT_BASIC {
-        return errno::ret_ptr(Err(EOPNOTSUPP));
-    }
-    if init.comp_mask & IBV_SRQ_INIT_ATTR_PD == 0 {
-        return errno::ret_ptr(Err(EINVAL));
-    }
-    errno::ret_ptr(create(init.pd, init.srq_context, &mut init.attr))
+    unsafe { errno::create_with(init, body) }
 }
 
 fn arm_limit(s: *mut ibv_srq) {
