@@ -14,7 +14,7 @@
 //!
 //! A CQ ring's tail word also carries the CQ's arm state (two bits above any index): the
 //! producer publishes a CQE and takes the arm in one compare-and-swap
-//! ([`Ring::publish_notify`]), the consumer arms and learns whether CQEs are waiting in one
+//! ([`Ring::produce_notify`]), the consumer arms and learns whether CQEs are waiting in one
 //! fetch-or ([`Ring::arm`]). Two read-modify-writes of one word are ordered by the word itself,
 //! so neither can miss the other (the publish/arm race) without any fence. The soft HCA's
 //! `tests/loom.rs` checks it, with `--cfg loom` building this module on loom's atomics.
@@ -282,7 +282,7 @@ impl Ring {
     }
 
     /// Producer of a CQ ring: fills the next free slot with `fill` and publishes it as
-    /// [`Ring::publish_notify`] does, finding the header and the slots once for both. Returns
+    /// `publish_notify` does, finding the header and the slots once for both. Returns
     /// `None` (nothing written) when the ring is full, else whether the arm was taken.
     #[inline]
     pub(crate) fn produce_notify(
@@ -299,7 +299,7 @@ impl Ring {
         Some(self.publish_notify_at(header, t, solicited))
     }
 
-    /// [`Ring::publish_notify`] with the producer's tail `t` already read.
+    /// `publish_notify` with the producer's tail `t` already read.
     #[inline]
     fn publish_notify_at(&self, header: &RingHeader, t: u32, solicited: bool) -> bool {
         let next = self.wrap(t.wrapping_add(1));
