@@ -284,7 +284,8 @@ impl Ring {
     /// Producer of a CQ ring: fills the next free slot with `fill` and publishes it as
     /// `publish_notify` does, finding the header and the slots once for both. Returns
     /// `None` (nothing written) when the ring is full, else whether the arm was taken.
-    #[inline]
+    // Forced: LLVM kept it a call inside the completion.
+    #[inline(always)]
     pub(crate) fn produce_notify(
         &self,
         solicited: bool,
@@ -470,6 +471,25 @@ mod tests {
         assert!(r.producer_slot().is_some());
         r.publish(1);
         assert!(r.producer_slot().is_none());
+    }
+
+    #[test]
+    fn the_producer_leaves_the_consumers_head_alone_while_its_copy_says_room() {
+        let r = Ring::try_new(4, 1).unwrap();
+        let copy = || r.header().producer.head.load(Ordering::Relaxed);
+        r.producer_slot().unwrap();
+        r.publish(1);
+        r.consumer_slot().unwrap();
+        r.consume(1);
+        // Room by its own copy of the head (0): the consumer's line is not read.
+        for _ in 0..3 {
+            r.producer_slot().unwrap();
+            r.publish(1);
+        }
+        assert_eq!(copy(), 0, "the consumer's head was read with room to spare");
+        // Full by its copy (4 past 0): now it reads the head (1), keeps it, and finds room.
+        assert!(r.producer_slot().is_some());
+        assert_eq!(copy(), 1);
     }
 
     #[test]
