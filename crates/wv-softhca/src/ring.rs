@@ -251,7 +251,7 @@ impl Ring {
     }
 
     /// Producer: the next free slot, if the ring is not full. Fill it, then publish it.
-    #[cfg(any(test, loom))]
+    #[cfg(test)]
     #[inline]
     pub(crate) fn producer_slot(&self) -> Option<&[Word]> {
         self.free_slot(0)
@@ -274,7 +274,7 @@ impl Ring {
     /// takes the arm if this completion satisfies it (the next completion, or the next
     /// solicited one and `solicited`). Returns whether it did: the caller then raises the CQ
     /// event, exactly once per arm. (The device writes CQEs with [`Ring::produce_notify`].)
-    #[cfg(any(test, loom))]
+    #[cfg(test)]
     pub(crate) fn publish_notify(&self, solicited: bool) -> bool {
         let header = self.header();
         let t = header.producer.tail.load(Ordering::Relaxed);
