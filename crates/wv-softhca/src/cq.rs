@@ -19,7 +19,7 @@ use wv_hal::{AllocError, CqEventSink, KArc, KWeak, VerbsError};
 use crate::device::{AsyncEvent, Device, Rundown};
 use crate::fallible::{self, no_memory};
 use crate::qp::Qp;
-use crate::ring::{Padded, Ring};
+use crate::ring::{Padded, Ring, Word};
 use crate::wr::{CQE_WORDS, WorkCompletion};
 
 /// Which side of a QP produces into a CQ.
@@ -80,12 +80,29 @@ impl CqPort {
     /// on overrun. Returns `false` when the CQE was lost to an overrun. The caller holds its
     /// side's lock.
     pub(crate) fn post(&self, dev: &Device, wc: &WorkCompletion, solicited: bool) -> bool {
-        let posted = match &self.sole {
-            Some(ring) => self.cq.write(ring, wc, solicited),
-            None => {
-                let ring = self.cq.prod.lock();
-                self.cq.write(&ring, wc, solicited)
-            }
+        self.post_with(dev, solicited, |slot| wc.encode(slot))
+    }
+
+    /// [`CqPort::post`] of the CQE `fill` writes straight into its slot (a caller that builds
+    /// it there, with nothing in between).
+    #[inline]
+    pub(crate) fn post_with(
+        &self,
+        dev: &Device,
+        solicited: bool,
+        fill: impl FnOnce(&[Word]),
+    ) -> bool {
+        let posted = {
+            // One call of `write` for both ways to the ring, so that it is inlined here.
+            let locked;
+            let ring: &Ring = match &self.sole {
+                Some(ring) => ring,
+                None => {
+                    locked = self.cq.prod.lock();
+                    &locked
+                }
+            };
+            self.cq.write(ring, solicited, fill)
         };
         match posted {
             Posted::Quiet => true,
@@ -137,26 +154,26 @@ impl Cq {
         KArc::try_new(Ring::try_new(entries, CQE_WORDS)?)
     }
 
-    /// Writes a CQE into `ring`; the caller is the ring's only writer for now (it holds the
-    /// CQ's lock, or it is the sole producer under its side lock).
-    fn write(&self, ring: &Ring, wc: &WorkCompletion, solicited: bool) -> Posted {
+    /// Writes the CQE `fill` writes into `ring`; the caller is the ring's only writer for now
+    /// (it holds the CQ's lock, or it is the sole producer under its side lock).
+    // Forced: one call site per caller of `post_with`, which LLVM still kept out of line.
+    #[inline(always)]
+    fn write(&self, ring: &Ring, solicited: bool, fill: impl FnOnce(&[Word])) -> Posted {
         if self.overrun.load(Ordering::Relaxed) {
             return Posted::Overrun { first: false };
         }
-        let Some(slot) = ring.producer_slot() else {
-            self.overrun.store(true, Ordering::Relaxed);
-            // Where the user-mode provider sees it.
-            ring.owner_word(crate::ring::OWNER_CQ_OVERRUN)
-                .store(1, Ordering::Release);
-            return Posted::Overrun { first: true };
-        };
-        wc.encode(slot);
         // Publishes the CQE and takes the arm in one step: no fence, and no notify
         // bookkeeping at all when nobody armed the CQ.
-        if ring.publish_notify(solicited) {
-            Posted::Fired
-        } else {
-            Posted::Quiet
+        match ring.produce_notify(solicited, fill) {
+            Some(true) => Posted::Fired,
+            Some(false) => Posted::Quiet,
+            None => {
+                self.overrun.store(true, Ordering::Relaxed);
+                // Where the user-mode provider sees it.
+                ring.owner_word(crate::ring::OWNER_CQ_OVERRUN)
+                    .store(1, Ordering::Release);
+                Posted::Overrun { first: true }
+            }
         }
     }
 

@@ -14,7 +14,7 @@
 //!
 //! A CQ ring's tail word also carries the CQ's arm state (two bits above any index): the
 //! producer publishes a CQE and takes the arm in one compare-and-swap
-//! ([`Ring::publish_notify`]), the consumer arms and learns whether CQEs are waiting in one
+//! ([`Ring::produce_notify`]), the consumer arms and learns whether CQEs are waiting in one
 //! fetch-or ([`Ring::arm`]). Two read-modify-writes of one word are ordered by the word itself,
 //! so neither can miss the other (the publish/arm race) without any fence. The soft HCA's
 //! `tests/loom.rs` checks it, with `--cfg loom` building this module on loom's atomics.
@@ -63,8 +63,9 @@ pub(crate) const DOORBELL_RECV: u32 = 2;
 enum Memory {
     /// The device's own memory (the in-process stack: user mode is the same process).
     Heap {
-        /// One header (a boxed slice: boxes of one value have no fallible constructor).
-        header: Box<[RingHeader]>,
+        /// One header (from a vector: boxes of one value have no fallible constructor; as an
+        /// array, so that reaching it takes no length check).
+        header: Box<[RingHeader; 1]>,
         words: Box<[Word]>,
     },
     /// Memory shared with the client process (a device service's client maps the block).
@@ -111,9 +112,13 @@ impl Ring {
         v.resize_with(n, || Word::new(0));
         let mut header = crate::fallible::vec_with_capacity(1)?;
         header.push(RingHeader::new());
+        let header = match Box::<[RingHeader; 1]>::try_from(header) {
+            Ok(header) => header,
+            Err(_) => unreachable!("one header was pushed"),
+        };
         Ok(Ring {
             memory: Memory::Heap {
-                header: header.into_boxed_slice(),
+                header,
                 words: v.into_boxed_slice(),
             },
             entries,
@@ -223,25 +228,30 @@ impl Ring {
         let h = self.head_word().load(Ordering::Acquire);
         self.wrap(t.wrapping_sub(h))
     }
-    /// Producer: the slot `ahead` entries past the tail, if free. Reads the consumer's head
-    /// only when the producer's copy of it says the ring is full.
+    /// Producer: the slot `ahead` entries past the tail, if free.
     #[inline]
     fn free_slot(&self, ahead: u32) -> Option<&[Word]> {
         let (header, words) = self.parts();
         let t = header.producer.tail.load(Ordering::Relaxed);
-        let mut h = header.producer.head.load(Ordering::Relaxed);
-        if self.wrap(t.wrapping_sub(h)) + ahead >= self.entries {
-            // Acquire: the consumer is done with the slots it released.
-            h = header.head.0.load(Ordering::Acquire);
-            header.producer.head.store(h, Ordering::Relaxed);
-            if self.wrap(t.wrapping_sub(h)) + ahead >= self.entries {
-                return None;
-            }
+        self.has_room(header, t, ahead)
+            .then(|| self.slot_in(words, t.wrapping_add(ahead)))
+    }
+    /// Producer: whether the slot `ahead` entries past the tail `t` is free. Reads the
+    /// consumer's head only when the producer's copy of it says the ring is full.
+    #[inline]
+    fn has_room(&self, header: &RingHeader, t: u32, ahead: u32) -> bool {
+        let h = header.producer.head.load(Ordering::Relaxed);
+        if self.wrap(t.wrapping_sub(h)) + ahead < self.entries {
+            return true;
         }
-        Some(self.slot_in(words, t.wrapping_add(ahead)))
+        // Acquire: the consumer is done with the slots it released.
+        let h = header.head.0.load(Ordering::Acquire);
+        header.producer.head.store(h, Ordering::Relaxed);
+        self.wrap(t.wrapping_sub(h)) + ahead < self.entries
     }
 
     /// Producer: the next free slot, if the ring is not full. Fill it, then publish it.
+    #[cfg(test)]
     #[inline]
     pub(crate) fn producer_slot(&self) -> Option<&[Word]> {
         self.free_slot(0)
@@ -263,10 +273,36 @@ impl Ring {
     /// Producer of a CQ ring: makes one filled slot visible and, in the same atomic step,
     /// takes the arm if this completion satisfies it (the next completion, or the next
     /// solicited one and `solicited`). Returns whether it did: the caller then raises the CQ
-    /// event, exactly once per arm.
+    /// event, exactly once per arm. (The device writes CQEs with [`Ring::produce_notify`].)
+    #[cfg(test)]
     pub(crate) fn publish_notify(&self, solicited: bool) -> bool {
         let header = self.header();
         let t = header.producer.tail.load(Ordering::Relaxed);
+        self.publish_notify_at(header, t, solicited)
+    }
+
+    /// Producer of a CQ ring: fills the next free slot with `fill` and publishes it as
+    /// `publish_notify` does, finding the header and the slots once for both. Returns
+    /// `None` (nothing written) when the ring is full, else whether the arm was taken.
+    // Forced: LLVM kept it a call inside the completion.
+    #[inline(always)]
+    pub(crate) fn produce_notify(
+        &self,
+        solicited: bool,
+        fill: impl FnOnce(&[Word]),
+    ) -> Option<bool> {
+        let (header, words) = self.parts();
+        let t = header.producer.tail.load(Ordering::Relaxed);
+        if !self.has_room(header, t, 0) {
+            return None;
+        }
+        fill(self.slot_in(words, t));
+        Some(self.publish_notify_at(header, t, solicited))
+    }
+
+    /// `publish_notify` with the producer's tail `t` already read.
+    #[inline]
+    fn publish_notify_at(&self, header: &RingHeader, t: u32, solicited: bool) -> bool {
         let next = self.wrap(t.wrapping_add(1));
         header.producer.tail.store(next, Ordering::Relaxed);
         // The first guess is the tail with no arm bits (the common case when polling): the
@@ -319,6 +355,26 @@ impl Ring {
             return None;
         }
         Some(self.slot_in(words, h.wrapping_add(n)))
+    }
+    /// Consumer: hands up to `max` entries, oldest first, to `take` (with their number among
+    /// them), releasing each to the producer once `take` has read it; returns how many. The
+    /// header and the slots are found once for all of them.
+    #[inline]
+    pub(crate) fn consume_each(&self, max: usize, mut take: impl FnMut(usize, &[Word])) -> usize {
+        let (header, words) = self.parts();
+        let mut h = header.head.0.load(Ordering::Relaxed);
+        let mut n = 0;
+        while n < max {
+            let t = header.tail.0.load(Ordering::Acquire);
+            if self.wrap(t.wrapping_sub(h)) == 0 {
+                break;
+            }
+            take(n, self.slot_in(words, h));
+            h = self.wrap(h.wrapping_add(1));
+            header.head.0.store(h, Ordering::Release);
+            n += 1;
+        }
+        n
     }
     /// Consumer: releases the oldest `n` entries to the producer.
     pub(crate) fn consume(&self, n: u32) {
@@ -415,6 +471,25 @@ mod tests {
         assert!(r.producer_slot().is_some());
         r.publish(1);
         assert!(r.producer_slot().is_none());
+    }
+
+    #[test]
+    fn the_producer_leaves_the_consumers_head_alone_while_its_copy_says_room() {
+        let r = Ring::try_new(4, 1).unwrap();
+        let copy = || r.header().producer.head.load(Ordering::Relaxed);
+        r.producer_slot().unwrap();
+        r.publish(1);
+        r.consumer_slot().unwrap();
+        r.consume(1);
+        // Room by its own copy of the head (0): the consumer's line is not read.
+        for _ in 0..3 {
+            r.producer_slot().unwrap();
+            r.publish(1);
+        }
+        assert_eq!(copy(), 0, "the consumer's head was read with room to spare");
+        // Full by its copy (4 past 0): now it reads the head (1), keeps it, and finds room.
+        assert!(r.producer_slot().is_some());
+        assert_eq!(copy(), 1);
     }
 
     #[test]

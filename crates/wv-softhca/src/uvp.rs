@@ -1090,16 +1090,7 @@ impl UvpCq {
     pub fn poll(&self, out: &mut [WorkCompletion]) -> usize {
         let n = {
             let ring = self.poll.lock();
-            let mut n = 0;
-            while n < out.len() {
-                let Some(slot) = ring.consumer_slot() else {
-                    break;
-                };
-                out[n] = WorkCompletion::decode(slot);
-                ring.consume(1);
-                n += 1;
-            }
-            n
+            ring.consume_each(out.len(), |i, slot| out[i] = WorkCompletion::decode(slot))
         };
         #[cfg(all(feature = "std", target_os = "linux"))]
         if n == 0 && matches!(self.src, CqSrc::Mapped(_)) {

@@ -427,8 +427,23 @@ fn ld(slot: &[Word], i: usize) -> u64 {
     slot[i].load(Ordering::Relaxed)
 }
 
+/// Words of a CQE that hold its fields (the rest of its 64 bytes are reserved).
+const WC_FIELD_WORDS: usize = 5;
+
+/// The first `N` words of `slot`, its length checked once for all of them: the fields are then
+/// stored and loaded without a check each.
+#[inline]
+fn head<const N: usize>(slot: &[Word]) -> &[Word; N] {
+    match slot.first_chunk() {
+        Some(words) => words,
+        None => panic!("a slot of {} words has no {N}-word header", slot.len()),
+    }
+}
+
 impl WorkCompletion {
+    #[inline]
     pub(crate) fn encode(&self, slot: &[Word]) {
+        let slot = head::<WC_FIELD_WORDS>(slot);
         st(slot, 0, self.wr_id);
         st(
             slot,
@@ -459,6 +474,7 @@ impl WorkCompletion {
         );
     }
     pub(crate) fn decode(slot: &[Word]) -> Self {
+        let slot = head::<WC_FIELD_WORDS>(slot);
         let w1 = ld(slot, 1);
         let w2 = ld(slot, 2);
         let w3 = ld(slot, 3);
@@ -501,6 +517,7 @@ pub(crate) struct SendWqe {
 
 impl SendWqe {
     pub(crate) fn decode(slot: &[Word]) -> Self {
+        let slot = head::<SQ_HDR_WORDS>(slot);
         let w1 = ld(slot, 1);
         let w2 = ld(slot, 2);
         SendWqe {
@@ -580,9 +597,10 @@ pub(crate) fn encode_send(slot: &[Word], wr: &SendWr<'_>, inline: Option<&[u8]>,
         } else {
             0
         };
-    st(slot, 0, wr.wr_id);
+    let hdr = head::<SQ_HDR_WORDS>(slot);
+    st(hdr, 0, wr.wr_id);
     st(
-        slot,
+        hdr,
         1,
         u64::from(wr.opcode as u8)
             | (u64::from(flags as u8) << 8)
@@ -622,12 +640,12 @@ pub(crate) fn encode_send(slot: &[Word], wr: &SendWr<'_>, inline: Option<&[u8]>,
         w5 = u64::from(b.mr_lkey) | (u64::from(b.access) << 32);
         w6 = u64::from(b.new_rkey) | (u64::from(type1_bind) << 32);
     }
-    st(slot, 2, u64::from(wr.imm_or_inv) | (u64::from(rkey) << 32));
-    st(slot, 3, w3);
-    st(slot, 4, w4);
-    st(slot, 5, w5);
-    st(slot, 6, w6);
-    st(slot, 7, w7);
+    st(hdr, 2, u64::from(wr.imm_or_inv) | (u64::from(rkey) << 32));
+    st(hdr, 3, w3);
+    st(hdr, 4, w4);
+    st(hdr, 5, w5);
+    st(hdr, 6, w6);
+    st(hdr, 7, w7);
     match inline {
         Some(d) => {
             for (i, chunk) in d.chunks(8).enumerate() {
@@ -682,14 +700,16 @@ pub(crate) fn inline_range(slot: &[Word], from: usize, out: &mut [u8]) {
 
 /// Encodes a receive request.
 pub(crate) fn encode_recv(slot: &[Word], wr: &RecvWr<'_>) {
-    st(slot, 0, wr.wr_id);
-    st(slot, 1, wr.sg_list.len() as u64);
+    let hdr = head::<RQ_HDR_WORDS>(slot);
+    st(hdr, 0, wr.wr_id);
+    st(hdr, 1, wr.sg_list.len() as u64);
     encode_sges(slot, RQ_HDR_WORDS, wr.sg_list);
 }
 
 /// `(wr_id, num_sge)` of a receive WQE.
 pub(crate) fn recv_header(slot: &[Word]) -> (u64, usize) {
-    (ld(slot, 0), ld(slot, 1) as u16 as usize)
+    let hdr = head::<RQ_HDR_WORDS>(slot);
+    (ld(hdr, 0), ld(hdr, 1) as u16 as usize)
 }
 
 #[cfg(test)]

@@ -60,15 +60,19 @@ pub(super) fn retire_send(
     if !signaled {
         return;
     }
-    let wc = WorkCompletion {
-        wr_id: wqe.wr_id,
-        status,
-        opcode: wc_opcode(WrOpcode::from_u8(wqe.opcode)),
-        byte_len: len,
-        qp_num: qp.qpn,
-        ..WorkCompletion::default()
-    };
-    port.post(dev, &wc, !ok);
+    let (wr_id, opcode, qp_num) = (wqe.wr_id, wc_opcode(WrOpcode::from_u8(wqe.opcode)), qp.qpn);
+    // Built in its slot: the fields left at their defaults are stored as the constants they are.
+    port.post_with(dev, !ok, |slot| {
+        WorkCompletion {
+            wr_id,
+            status,
+            opcode,
+            byte_len: len,
+            qp_num,
+            ..WorkCompletion::default()
+        }
+        .encode(slot);
+    });
 }
 
 /// Completes every outstanding send WQE with `WR_FLUSH_ERR`, signaled or not, and forgets

@@ -38,6 +38,38 @@ on_both_topologies! {
         settle(&p);
     }
 
+    fn a_post_that_writes_nothing_leaves_a_due_retry_to_its_timer(topology) {
+        let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::with_rnr_retry(2));
+        let (m, rb) = mems(&a, 64, &b, 64);
+        m.buf.write(0, b"late").unwrap();
+        let t0 = p.now_ns();
+        post_send(&qa, 1, m.sge(0, 4));
+        post_recv(&qb, 7, rb.sge(0, 64));
+        // The RNR wait is over: the timer's DPC is queued, not run yet.
+        p.advance_clock(RNR_DELAY_NS);
+        assert_eq!(p.now_ns(), t0 + RNR_DELAY_NS);
+        // A post that writes nothing (an empty list, a refused request) rings no doorbell, so
+        // the send queue does not run in the poster's thread in the DPC's stead.
+        assert_eq!(qa.uvp.post_send_list(&[]), Ok(()));
+        assert!(poll_all(&ca).is_empty(), "an empty list runs nothing");
+        let short = [m.sge(0, 4)];
+        let wr = rdma_wr(2, WrOpcode::AtomicFetchAndAdd, &short, &rb, 8);
+        assert_eq!(
+            qa.uvp.post_send_list(&[wr]),
+            Err((0, PostError::AtomicLength))
+        );
+        assert!(poll_all(&ca).is_empty(), "a refused request runs nothing");
+        assert!(poll_all(&cb).is_empty());
+        assert_eq!(f.stats().delivered, 1, "only the first try");
+        // The DPC retries.
+        p.run_until_idle();
+        expect_statuses(&ca, &[(1, WcStatus::Success)]);
+        expect_statuses(&cb, &[(7, WcStatus::Success)]);
+        assert_eq!(&rb.buf.to_vec()[..4], b"late");
+        assert_eq!(f.stats().delivered, 2);
+        settle(&p);
+    }
+
     fn a_receive_later_than_the_rnr_budget_fails_with_rnr_retry_exceeded(topology) {
         let (p, f, a, b, ca, _cb, qa, qb) = deterministic_rc_pair_on(topology, Conn::with_rnr_retry(2));
         let m = a.mem(64, ALL_ACCESS);
