@@ -59,7 +59,10 @@ fn rounds_json(glue: &[RoundTimes], model: &[RoundTimes]) -> String {
             )
         })
         .collect();
-    format!("{{\"calls_per_round\":{CALLS},\"rounds\":[{}]}}\n", rounds.join(","))
+    format!(
+        "{{\"calls_per_round\":{CALLS},\"rounds\":[{}]}}\n",
+        rounds.join(",")
+    )
 }
 
 fn median(v: &mut [f64]) -> f64 {
