@@ -113,17 +113,10 @@ fn filter_overhead_rows_give_the_interval_their_goal_needs() {
 /// benchmark: `tools/wdf-emu/run` and CI's quick bench do that; its parsing is unit-tested.)
 #[test]
 fn the_glue_row_without_the_emulator_says_why_it_has_no_number() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wvharness"))
-        .args(["bench", "--quick", "--json", "--only", "glue"])
-        .env("WV_GLUE_WORKSPACE", "/nonexistent/wdf-emu")
-        .output()
-        .expect("run wvharness");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let v = common::json_with(
+        &["bench", "--quick", "--json", "--only", "glue"],
+        &[("WV_GLUE_WORKSPACE", "/nonexistent/wdf-emu")],
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
     let rows = v["rows"].as_array().expect("rows").clone();
     let glue = named(&rows, "inline IOCTL round trip through the glue");
     assert_eq!(glue.len(), 1, "{rows:?}");

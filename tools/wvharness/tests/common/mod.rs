@@ -5,8 +5,14 @@ use std::process::{Command, Output};
 
 /// `wvharness args…`, run to its end.
 pub fn wvharness(args: &[&str]) -> Output {
+    wvharness_with(args, &[])
+}
+
+/// `wvharness args…` with `env`'s variables set, run to its end.
+pub fn wvharness_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_wvharness"))
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("run wvharness")
 }
@@ -23,7 +29,12 @@ pub fn run(args: &[&str]) -> (bool, String, String) {
 
 /// `wvharness args…`, which must succeed and print JSON: the JSON.
 pub fn json(args: &[&str]) -> serde_json::Value {
-    let out = wvharness(args);
+    json_with(args, &[])
+}
+
+/// [`json`] with `env`'s variables set.
+pub fn json_with(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
+    let out = wvharness_with(args, env);
     assert!(
         out.status.success(),
         "{}",
