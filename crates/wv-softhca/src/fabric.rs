@@ -191,7 +191,7 @@ impl Fabric {
             .iter()
             .map(|d| {
                 let mut n = d.tx_delivered.load(Ordering::Relaxed);
-                d.qps.for_each(|q| n += q.sq_ctx.lock().delivered);
+                d.qps.for_each(|q| n += q.sq_ctx.lock().ctx.delivered);
                 n
             })
             .sum();

@@ -132,8 +132,6 @@ pub(crate) struct SqCtx {
     /// Reads and atomics in flight at most (`max_rd_atomic`; 0 counts as 1).
     pub max_rd_atomic: u32,
     pub qkey: u32,
-    /// The references the requester keeps between messages (taken out while it runs).
-    pub refs: SqRefs,
     /// Where send completions go.
     pub cq: CqPort,
     /// Packets sent intact on a lossless link (the fabric's count, kept here so that no
@@ -144,6 +142,16 @@ pub(crate) struct SqCtx {
     /// Raise `SQ_DRAINED` when the drain ends.
     pub drain_notify: bool,
     pub tx: Tx,
+}
+
+/// The send queue's half of the engine, under one lock: the requester's context and the
+/// references it keeps between messages, side by side so that the requester borrows both at
+/// once (moving the references out of the context and back cost every message dozens of
+/// instructions).
+#[derive(Debug)]
+pub(crate) struct SqSide {
+    pub ctx: SqCtx,
+    pub refs: SqRefs,
 }
 
 /// What the requester keeps between messages instead of looking it up again: strong
@@ -251,7 +259,7 @@ pub(crate) struct Qp {
     pub port: AtomicU8,
     /// Work for the send queue is pending (see `engine::run_sq`).
     pub sq_pending: Padded<crate::sched::Pending>,
-    pub sq_ctx: Padded<Mutex<SqCtx>>,
+    pub sq_ctx: Padded<Mutex<SqSide>>,
     pub resp: Padded<Mutex<RespCtx>>,
     /// Everything `query_qp` reports; modify holds it across the whole command.
     pub attrs: Mutex<QpAttributes>,
@@ -331,22 +339,24 @@ impl Qp {
             sq_sig_all: c.sq_signaled.into(),
             port: attrs.primary_av.port.into(),
             sq_pending: Padded(crate::sched::Pending::new()),
-            sq_ctx: Padded(Mutex::new(SqCtx {
-                psn: 0,
-                dest_qpn: 0,
-                av: attrs.primary_av,
-                mtu: attrs.path_mtu,
-                retry_cnt: 0,
-                rnr_retry: 0,
-                timeout: 0,
-                max_rd_atomic: 0,
-                qkey: 0,
+            sq_ctx: Padded(Mutex::new(SqSide {
+                ctx: SqCtx {
+                    psn: 0,
+                    dest_qpn: 0,
+                    av: attrs.primary_av,
+                    mtu: attrs.path_mtu,
+                    retry_cnt: 0,
+                    rnr_retry: 0,
+                    timeout: 0,
+                    max_rd_atomic: 0,
+                    qkey: 0,
+                    cq: CqPort::new(c.send_cq.clone()),
+                    delivered: 0,
+                    draining: false,
+                    drain_notify: false,
+                    tx,
+                },
                 refs: SqRefs::default(),
-                cq: CqPort::new(c.send_cq.clone()),
-                delivered: 0,
-                draining: false,
-                drain_notify: false,
-                tx,
             })),
             resp: Padded(Mutex::new(resp)),
             attrs: Mutex::new(attrs),
@@ -398,7 +408,7 @@ impl Qp {
     ) -> R {
         match side {
             Side::Send => {
-                let r = f(&mut this.sq_ctx.lock().cq);
+                let r = f(&mut this.sq_ctx.lock().ctx.cq);
                 if let Some(dev) = this.dev.upgrade() {
                     crate::engine::run_sq(&dev, this);
                 }
@@ -413,11 +423,11 @@ impl Qp {
     /// rings) and unbinds it from its CQs.
     pub(crate) fn shut_down(this: &KArc<Self>, dev: &Device) {
         {
-            let mut sq = this.sq_ctx.lock();
-            sq.refs = SqRefs::default();
-            sq.cq.detach();
+            let mut side = this.sq_ctx.lock();
+            side.refs = SqRefs::default();
+            side.ctx.cq.detach();
             dev.tx_delivered
-                .fetch_add(core::mem::take(&mut sq.delivered), Ordering::Relaxed);
+                .fetch_add(core::mem::take(&mut side.ctx.delivered), Ordering::Relaxed);
         }
         {
             let mut rs = this.resp.lock();
@@ -478,7 +488,7 @@ impl Qp {
         // change, and RTS resumes, once SQ_DRAINED could be reported).
         if cur == QpState::Sqd
             && !matches!(next, QpState::Error | QpState::Reset)
-            && this.sq_ctx.lock().draining
+            && this.sq_ctx.lock().ctx.draining
         {
             return Err(VerbsError::InvalidState);
         }
@@ -517,7 +527,8 @@ impl Qp {
 
         // Apply.
         {
-            let mut sq = this.sq_ctx.lock();
+            let mut side = this.sq_ctx.lock();
+            let SqSide { ctx: sq, refs } = &mut *side;
             let mut rs = this.resp.lock();
             if mask & ib::PORT != 0 {
                 attrs.primary_av.port = a.port;
@@ -543,7 +554,7 @@ impl Qp {
                 attrs.primary_av = a.av;
                 attrs.primary_av.port = port;
                 sq.av = attrs.primary_av;
-                sq.refs.peer = None;
+                refs.peer = None;
             }
             if mask & ib::PATH_MTU != 0
                 && let Some(mtu) = a.path_mtu
@@ -559,7 +570,7 @@ impl Qp {
                 attrs.dest_qpn = a.dest_qpn;
                 sq.dest_qpn = a.dest_qpn;
                 rs.dest_qpn = a.dest_qpn;
-                sq.refs.peer = None;
+                refs.peer = None;
             }
             if mask & ib::RQ_PSN != 0 {
                 attrs.rq_psn = a.rq_psn & 0xFF_FFFF;
@@ -609,7 +620,7 @@ impl Qp {
                     this.rq.reset();
                 }
                 rs.clear();
-                sq.refs.peer = None;
+                refs.peer = None;
                 sq.draining = false;
                 let psn = sq.psn;
                 sq.tx.clear(psn);

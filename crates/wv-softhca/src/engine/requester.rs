@@ -20,7 +20,7 @@ use crate::fabric::Fate;
 use crate::mr::Want;
 use crate::mr_cache::MrCache;
 use crate::mw::is_mw_key;
-use crate::qp::{MAX_SGE, Qp, SqCtx, SqRefs, Track};
+use crate::qp::{MAX_SGE, Qp, SqCtx, SqRefs, SqSide, Track};
 use crate::ring::Word;
 use crate::wr::{
     AtomicArgs, SQ_HDR_WORDS, SendWqe, WcStatus, WrOpcode, inline_len, inline_range, send_flags,
@@ -31,20 +31,14 @@ use crate::wr::{
 /// already running it (that thread then runs the new work too): see [`crate::sched`].
 pub(crate) fn run_sq(dev: &Arc<Device>, qp: &KArc<Qp>) {
     crate::sched::schedule(&qp.sq_pending, || {
-        let mut ctx = qp.sq_ctx.try_lock()?;
-        process_sq(dev, qp, &mut ctx);
+        let mut side = qp.sq_ctx.try_lock()?;
+        let SqSide { ctx, refs } = &mut *side;
+        process_sq(dev, qp, ctx, refs);
         Some(())
     });
 }
 
-fn process_sq(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx) {
-    // The references kept between messages, out of the context while it is borrowed whole.
-    let mut refs = core::mem::take(&mut ctx.refs);
-    process_sq_with(dev, qp, ctx, &mut refs);
-    ctx.refs = refs;
-}
-
-fn process_sq_with(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx, refs: &mut SqRefs) {
+fn process_sq(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx, refs: &mut SqRefs) {
     loop {
         if dev.is_removed() {
             return;
