@@ -78,6 +78,9 @@ impl MrCache {
 
     /// The region `key` names on `dev` (a region key, not a window's), from the cache or the
     /// table. `dev` is the device whose epoch [`MrCache::validate`] checked.
+    // The hit inline and the table lookup out of line: with both in one body every message's
+    // two lookups paid the miss path's register saves.
+    #[inline]
     pub(crate) fn get<'a>(&'a self, dev: &Device, key: u32) -> Option<MrRef<'a>> {
         if is_mw_key(key) {
             return None;
@@ -87,12 +90,21 @@ impl MrCache {
             match slot.get() {
                 Some(mr) if mr.handle == handle => return Some(MrRef::Cached(mr)),
                 Some(_) => {}
-                None => {
-                    let mr = dev.mr_by_key(key)?;
-                    return Some(MrRef::Cached(slot.get_or_init(|| mr)));
-                }
+                None => break,
             }
         }
-        dev.mr_by_key(key).map(MrRef::Owned)
+        self.miss(dev, key)
+    }
+
+    /// Looks `key` up in the device's table and keeps it in the first free slot (slots fill in
+    /// order, so every slot before it holds another region); with none free it is not kept.
+    #[cold]
+    #[inline(never)]
+    fn miss<'a>(&'a self, dev: &Device, key: u32) -> Option<MrRef<'a>> {
+        let mr = dev.mr_by_key(key)?;
+        Some(match self.slots.iter().find(|slot| slot.get().is_none()) {
+            Some(slot) => MrRef::Cached(slot.get_or_init(|| mr)),
+            None => MrRef::Owned(mr),
+        })
     }
 }

@@ -188,10 +188,16 @@ pub(crate) struct RespCtx {
     /// gets its original result again and is not executed twice).
     pub res: Box<[Option<RdRes>]>,
     pub res_next: usize,
-    /// The regions incoming messages land in or read from.
-    pub mrs: MrCache,
     /// Where receive completions go.
     pub cq: CqPort,
+}
+
+/// The receive side of the engine, under one lock: the responder's context and the regions
+/// incoming messages land in or read from, side by side for the reason [`SqSide`] gives.
+#[derive(Debug)]
+pub(crate) struct RespSide {
+    pub ctx: RespCtx,
+    pub mrs: MrCache,
 }
 
 impl RespCtx {
@@ -208,7 +214,6 @@ impl RespCtx {
             msg: InMsg::None,
             res: fallible::boxed_slice_of(resources.max(1) as usize, None)?,
             res_next: 0,
-            mrs: MrCache::default(),
             cq: CqPort::new(cq),
         })
     }
@@ -260,7 +265,7 @@ pub(crate) struct Qp {
     /// Work for the send queue is pending (see `engine::run_sq`).
     pub sq_pending: Padded<crate::sched::Pending>,
     pub sq_ctx: Padded<Mutex<SqSide>>,
-    pub resp: Padded<Mutex<RespCtx>>,
+    pub resp: Padded<Mutex<RespSide>>,
     /// Everything `query_qp` reports; modify holds it across the whole command.
     pub attrs: Mutex<QpAttributes>,
     /// The transport timer (RNR and local ACK timeouts): a DPC the platform queues when due.
@@ -358,7 +363,10 @@ impl Qp {
                 },
                 refs: SqRefs::default(),
             })),
-            resp: Padded(Mutex::new(resp)),
+            resp: Padded(Mutex::new(RespSide {
+                ctx: resp,
+                mrs: MrCache::default(),
+            })),
             attrs: Mutex::new(attrs),
             timer: timer.write(QpTimer(me.clone())).into(),
             sink,
@@ -414,7 +422,7 @@ impl Qp {
                 }
                 r
             }
-            Side::Recv => f(&mut this.resp.lock().cq),
+            Side::Recv => f(&mut this.resp.lock().ctx.cq),
         }
     }
 
@@ -431,9 +439,9 @@ impl Qp {
         }
         {
             let mut rs = this.resp.lock();
-            rs.msg = InMsg::None;
+            rs.ctx.msg = InMsg::None;
             rs.mrs.clear();
-            rs.cq.detach();
+            rs.ctx.cq.detach();
         }
         this.send_cq.unbind(this, Side::Send);
         this.recv_cq.unbind(this, Side::Recv);
@@ -529,7 +537,8 @@ impl Qp {
         {
             let mut side = this.sq_ctx.lock();
             let SqSide { ctx: sq, refs } = &mut *side;
-            let mut rs = this.resp.lock();
+            let mut resp = this.resp.lock();
+            let rs = &mut resp.ctx;
             if mask & ib::PORT != 0 {
                 attrs.primary_av.port = a.port;
                 sq.av.port = a.port;

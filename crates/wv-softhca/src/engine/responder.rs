@@ -17,7 +17,7 @@ use crate::dma::AtomicFault;
 use crate::mr::Want;
 use crate::mr_cache::{MrCache, MrRef};
 use crate::mw::is_mw_key;
-use crate::qp::{Qp, RecvWqe, RespCtx};
+use crate::qp::{Qp, RecvWqe, RespCtx, RespSide};
 use crate::wr::{WcOpcode, WcStatus, WorkCompletion, WrOpcode, wc_flags};
 
 /// The encoding of the AETH's RNR NAK timer field (IBTA vol. 1) in microseconds: 0 is the
@@ -115,7 +115,8 @@ fn respond_locked(
     if dev.is_removed() {
         return Reply::Lost;
     }
-    let mut ctx = qp.resp.lock();
+    let mut side = qp.resp.lock();
+    let RespSide { ctx, mrs } = &mut *side;
     let state = qp.state();
     if !matches!(
         state,
@@ -124,14 +125,12 @@ fn respond_locked(
     {
         return Reply::Lost;
     }
-    // The regions kept between messages, out of the context while it is borrowed whole.
-    let mut mrs = core::mem::take(&mut ctx.mrs);
     mrs.validate(dev);
     let mut responder = Responder {
         dev,
         qp,
-        ctx: &mut ctx,
-        mrs: &mrs,
+        ctx,
+        mrs,
         msg,
         after,
     };
@@ -151,10 +150,9 @@ fn respond_locked(
         QpType::Rc if responder.ctx.dest_qpn != msg.src_qpn => Reply::Lost,
         QpType::Rc => responder.rc_receive(first, count, state),
     };
-    ctx.mrs = mrs;
     if after.errored {
         if qp.set_error() {
-            flush_rq_locked(dev, qp, &mut ctx);
+            flush_rq_locked(dev, qp, ctx);
         } else {
             after.errored = false;
         }
@@ -165,8 +163,7 @@ fn respond_locked(
 /// Completes every outstanding receive WQE of the QP's own receive queue (and one taken from
 /// its SRQ for a message in progress) with `WR_FLUSH_ERR`.
 pub(crate) fn flush_rq(dev: &Device, qp: &Qp) {
-    let mut ctx = qp.resp.lock();
-    flush_rq_locked(dev, qp, &mut ctx);
+    flush_rq_locked(dev, qp, &mut qp.resp.lock().ctx);
 }
 
 fn flush_rq_locked(dev: &Device, qp: &Qp, ctx: &mut RespCtx) {
