@@ -322,12 +322,15 @@ fn modify_racing_cleanup() {
         s.driver.file_cleanup(&s.file);
         issuer.join().unwrap();
         pool.stop();
-        let allowed = [
-            NtStatus::SUCCESS,
-            NtStatus::CANCELLED,
-            NtStatus::FILE_CLOSED,
-        ];
-        once(&s.p, &modify, &allowed);
+        once(
+            &s.p,
+            &modify,
+            &[
+                NtStatus::SUCCESS,
+                NtStatus::CANCELLED,
+                NtStatus::FILE_CLOSED,
+            ],
+        );
         s.finish();
     });
 }
@@ -343,9 +346,20 @@ fn removal_racing_notify_cancel_and_modify() {
         parker.join().unwrap();
         remover.join().unwrap();
         pool.stop();
-        let removed = [NtStatus::DEVICE_REMOVED, NtStatus::NOT_FOUND];
-        once(&s.p, &notify, &removed);
-        once(&s.p, &modify, &[NtStatus::SUCCESS, removed[0], removed[1]]);
+        once(
+            &s.p,
+            &notify,
+            &[NtStatus::DEVICE_REMOVED, NtStatus::NOT_FOUND],
+        );
+        once(
+            &s.p,
+            &modify,
+            &[
+                NtStatus::SUCCESS,
+                NtStatus::DEVICE_REMOVED,
+                NtStatus::NOT_FOUND,
+            ],
+        );
         let cancel = s.send(WV_IOCTL_CQ_CANCEL, &cq.to_ne_bytes(), 0);
         once(&s.p, &cancel, &[NtStatus::NOT_FOUND]);
         s.finish();
