@@ -131,11 +131,7 @@ fn endpoint_cases() -> Vec<Case> {
         Case {
             name: "EP_LISTEN (a bound endpoint)",
             code: Ioctl::EpListen,
-            setup: |fx, f, _| {
-                let ep = ep_create(f);
-                bind(fx, f, ep, ipv4(LOCAL, 7001));
-                (listen_in(ep, 4), 16)
-            },
+            setup: |fx, f, _| (listen_in(bound(fx, f, 7001), 4), 16),
             statuses: &[NO_MEMORY; 2],
         },
         Case {
@@ -156,8 +152,8 @@ fn endpoint_cases() -> Vec<Case> {
             name: "EP_GET_REQUEST (more requests waiting than the backlog keeps)",
             code: Ioctl::EpGetRequest,
             setup: |fx, f, _| {
-                let (listener, lid) = listener_on(fx, f, 7001, 1);
                 let ep = ep_create(f);
+                let (listener, lid) = listener_on(fx, f, 7001, 1);
                 // Announced, not yet counted (no IOCTL runs the DPC before the walked one):
                 // the request's own run counts them, pairs one and refuses one.
                 for user in [&b"one"[..], b"two", b"three"] {
@@ -329,8 +325,7 @@ fn requests_beyond_the_backlog_are_refused_with_no_memory_at_all() {
             wv_core::DriverConfig::default(),
         );
         let f = fx.open();
-        let listener = ep_create(&f);
-        bind(&fx, &f, listener, ipv4(LOCAL, 7001));
+        let listener = bound(&fx, &f, 7001);
         let st = ioctl(&f, WV_IOCTL_EP_LISTEN, &listen_in(listener, 1), 16);
         assert_eq!(status(&st), NtStatus::SUCCESS);
         let lid = fx

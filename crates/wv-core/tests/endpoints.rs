@@ -47,6 +47,48 @@ impl Rig {
     }
 }
 
+/// A deterministic fixture with a [`Rig`] on a file of its own.
+fn rigged() -> (Fx, Rig) {
+    let fx = fx();
+    let r = Rig::new(&fx);
+    (fx, r)
+}
+
+/// The CM's `event` on `cm_id`, run through the CM's DPC and the work items it queues.
+fn deliver(fx: &Fx, cm_id: u64, event: FakeCmEvent) {
+    fx.cm.event(cm_id, event);
+    fx.run();
+}
+
+/// The status `io` ended with, which must be `want`.
+#[track_caller]
+fn ended(io: &Io, want: NtStatus) -> IoStatus {
+    let st = done(io);
+    expect(&st, want);
+    st
+}
+
+/// A deterministic fixture and a file.
+fn fx_file() -> (Fx, WvFile) {
+    let fx = fx();
+    let f = fx.open();
+    (fx, f)
+}
+
+/// A fixture on the threaded host model (two workers) with a [`Rig`].
+fn threaded_rigged() -> (Fx, Rig) {
+    let fx = Fx::with(HostPlatform::threaded(2), DriverConfig::default());
+    let r = Rig::new(&fx);
+    (fx, r)
+}
+
+/// `code` on `id` succeeds inline and ends the parked `io` with `STATUS_CANCELLED`.
+#[track_caller]
+fn cancelled_by(f: &WvFile, code: u32, id: u64, io: &Io) {
+    id_ioctl(f, code, id, NtStatus::SUCCESS);
+    expect(&done(io), NtStatus::CANCELLED);
+}
+
 fn query(f: &WvFile, ep: u64) -> WV_IO_EP_ATTRIBUTES {
     let st = expect_ioctl(f, WV_IOCTL_EP_QUERY, &u64_in(ep), 160, NtStatus::SUCCESS);
     assert_eq!(st.information, 160);
@@ -73,14 +115,58 @@ fn connecting(fx: &Fx, r: &Rig, ep: u64, pdata: &[u8]) -> (Io, u64) {
 fn connected_active(fx: &Fx, r: &Rig) -> (u64, u64) {
     let ep = routed(fx, &r.f);
     let (io, cm_id) = connecting(fx, r, ep, b"hi");
-    fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"there")));
-    fx.run();
+    deliver(fx, cm_id, FakeCmEvent::Rep(peer_rep(b"there")));
     expect(&done(&io), NtStatus::SUCCESS);
     let io = ep_accept(ep, r.qp, b"").pend(&r.f);
     fx.run();
-    let st = done(&io);
-    expect(&st, NtStatus::SUCCESS);
+    ended(&io, NtStatus::SUCCESS);
     (ep, cm_id)
+}
+
+/// An active endpoint whose CONNECT the peer's REP answered (no ACCEPT yet); returns it and
+/// its CM id.
+fn answered(fx: &Fx, r: &Rig) -> (u64, u64) {
+    let ep = routed(fx, &r.f);
+    let (io, cm_id) = connecting(fx, r, ep, b"");
+    deliver(fx, cm_id, FakeCmEvent::Rep(peer_rep(b"")));
+    expect(&done(&io), NtStatus::SUCCESS);
+    (ep, cm_id)
+}
+
+/// [`connected_active`] with a DISCONNECT_NOTIFY parked; returns the endpoint, its CM id and
+/// the notify.
+fn notified(fx: &Fx, r: &Rig) -> (u64, u64, Io) {
+    let (ep, cm_id) = connected_active(fx, r);
+    let notify = ep_disconnect_notify(ep).pend(&r.f);
+    (ep, cm_id, notify)
+}
+
+/// [`notified`] with a DISCONNECT on `r`'s QP sent (its DREQ out); returns the endpoint, its
+/// CM id, the notify and the DISCONNECT.
+fn disconnecting(fx: &Fx, r: &Rig) -> (u64, u64, Io, Io) {
+    let (ep, cm_id, notify) = notified(fx, r);
+    let io = ep_disconnect(ep, r.qp).pend(&r.f);
+    (ep, cm_id, notify, io)
+}
+
+/// The DISCONNECT `io` ended well and moved `r`'s QP to ERROR: the new state in its output,
+/// `Information = outlen`.
+#[track_caller]
+fn disconnected_to_error(fx: &Fx, r: &Rig, io: &Io) {
+    let st = ended(io, NtStatus::SUCCESS);
+    assert_eq!(
+        (st.information, qp_state_byte(&st)),
+        (8, QpState::Error as u8)
+    );
+    assert_eq!(fx.hca.qp_state(r.fake_qp), Some(QpState::Error));
+}
+
+/// A GET_REQUEST parked on a listener and a CONNECT waiting for the REP, on `r`'s file.
+fn get_and_connect(fx: &Fx, r: &Rig) -> (Io, Io) {
+    let (_, _, get, _) = listening(fx, &r.f);
+    let active = routed(fx, &r.f);
+    let (connect, _) = connecting(fx, r, active, b"");
+    (get, connect)
 }
 
 /// A listener on LOCAL:7001 with a GET_REQUEST for a fresh endpoint; returns (listener, ep,
@@ -102,17 +188,57 @@ fn passive(fx: &Fx, r: &Rig) -> (u64, u64, u64) {
     let (listener, ep, io, lid) = listening(fx, &r.f);
     assert!(fx.cm.incoming_request(lid, incoming(b"hello")));
     fx.run();
-    let st = done(&io);
-    expect(&st, NtStatus::SUCCESS);
+    let st = ended(&io, NtStatus::SUCCESS);
     assert_eq!(st.information, 0);
     let cm_id = fx.cm.last_id(FakeCmOp::GetRequest).unwrap();
     (listener, ep, cm_id)
 }
 
+/// A passive endpoint whose ACCEPT's work item ran: the REP is out and the ACCEPT waits for
+/// the RTU; returns the endpoint, its CM id and the ACCEPT.
+fn accepting(fx: &Fx, r: &Rig) -> (u64, u64, Io) {
+    let (_, ep, cm_id) = passive(fx, r);
+    let io = ep_accept(ep, r.qp, b"").pend(&r.f);
+    fx.run();
+    (ep, cm_id, io)
+}
+
+/// The listener's EP_CANCEL, and `destroy`'s EP_DESTROY after it, while the CM hands a new
+/// request over for the GET_REQUEST `io` (which is in no queue then): the GET_REQUEST ends
+/// cancelled and the id the CM handed over is destroyed; returns that id.
+fn cancel_during_hand_over(
+    fx: &Fx,
+    f: &WvFile,
+    (listener, lid): (u64, u64),
+    io: &Io,
+    destroy: Option<u64>,
+) -> u64 {
+    assert!(fx.cm.incoming_request(lid, incoming(b"")));
+    let file = f.reference();
+    fx.cm.during_next(FakeCmOp::GetRequest, move || {
+        let st = file.device_io_control(WV_IOCTL_EP_CANCEL, &u64_in(listener), 0);
+        expect(&st.wait(), NtStatus::SUCCESS);
+        if let Some(ep) = destroy {
+            let st = file.device_io_control(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);
+            expect(&st.wait(), NtStatus::SUCCESS);
+        }
+    });
+    fx.run();
+    expect(&done(io), NtStatus::CANCELLED);
+    let taken = fx
+        .cm
+        .last_id(FakeCmOp::GetRequest)
+        .expect("the CM handed one over");
+    assert!(
+        !fx.cm.live_ids().contains(&taken),
+        "the refused id was destroyed"
+    );
+    taken
+}
+
 #[test]
 fn create_validates_the_type_and_destroy_and_query_find_by_id() {
-    let fx = fx();
-    let f = fx.open();
+    let (_fx, f) = fx_file();
     expect(
         &ioctl(&f, WV_IOCTL_EP_CREATE, &u64_in(0x0107), 8),
         NtStatus::INVALID_PARAMETER,
@@ -152,8 +278,7 @@ fn create_validates_the_type_and_destroy_and_query_find_by_id() {
 
 #[test]
 fn bind_and_route_move_an_idle_endpoint_forward_once() {
-    let fx = fx();
-    let f = fx.open();
+    let (fx, f) = fx_file();
     let ep = ep_create(&f);
     // MODIFY needs the bound state, the ROUTE option and a whole path record.
     ep_route(ep).completes(&f, NtStatus::NOT_SUPPORTED);
@@ -196,8 +321,7 @@ fn read_back_bind(st: &IoStatus) -> Vec<u8> {
 
 #[test]
 fn connect_sends_ofw_s_req_and_completes_on_the_rep() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     let ep = routed(&fx, &r.f);
     let (io, _) = connecting(&fx, &r, ep, b"hello");
     let FakeCmDetail::Req(req) = &fx.cm.sent(FakeCmOp::SendReq)[0].detail else {
@@ -234,10 +358,8 @@ fn connect_sends_ofw_s_req_and_completes_on_the_rep() {
     assert!(req.params.flow_control && !req.params.srq);
     assert!(req.params.starting_psn < 1 << 24);
     let cm_id = fx.cm.last_id(FakeCmOp::SendReq).unwrap();
-    fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"rep data")));
-    fx.run();
-    let st = done(&io);
-    expect(&st, NtStatus::SUCCESS);
+    deliver(&fx, cm_id, FakeCmEvent::Rep(peer_rep(b"rep data")));
+    let st = ended(&io, NtStatus::SUCCESS);
     assert_eq!(st.information, 0);
     // The REP is saved as OFW's WvEpSaveReply does: 56 bytes, read limits swapped.
     let attr = query(&r.f, ep);
@@ -272,8 +394,7 @@ fn connect_and_inline_mode_accepts_run_in_the_callers_thread() {
     assert_eq!(fx.cm.sent(FakeCmOp::SendReq).len(), 1, "the REQ is out");
     assert_eq!(fx.platform().queued(), 0, "no work item");
     let cm_id = fx.cm.last_id(FakeCmOp::SendReq).unwrap();
-    fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"")));
-    fx.run();
+    deliver(&fx, cm_id, FakeCmEvent::Rep(peer_rep(b"")));
     expect(&done(&io), NtStatus::SUCCESS);
     let st = ep_accept(ep, r.qp, b"rtu").completes(&r.f, NtStatus::SUCCESS);
     assert_eq!(qp_state_byte(&st), QpState::Rts as u8);
@@ -289,26 +410,22 @@ fn connect_and_inline_mode_accepts_run_in_the_callers_thread() {
     assert_eq!(fx.cm.sent(FakeCmOp::SendRep).len(), 1, "the REP is out");
     assert_eq!(fx.platform().queued(), 0, "no work item");
     let pid = fx.cm.last_id(FakeCmOp::SendRep).unwrap();
-    fx.cm.event(pid, FakeCmEvent::Rtu(vec![]));
-    fx.run();
+    deliver(&fx, pid, FakeCmEvent::Rtu(vec![]));
     expect(&done(&accept), NtStatus::SUCCESS);
 }
 
 #[test]
 fn active_accept_moves_the_qp_to_rts_and_sends_the_rtu() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     let ep = routed(&fx, &r.f);
     let (io, cm_id) = connecting(&fx, &r, ep, b"");
     // ACCEPT before the REP: not yet.
     ep_accept(ep, r.qp, b"").completes(&r.f, NtStatus::NOT_SUPPORTED);
-    fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"")));
-    fx.run();
+    deliver(&fx, cm_id, FakeCmEvent::Rep(peer_rep(b"")));
     expect(&done(&io), NtStatus::SUCCESS);
     let io = ep_accept(ep, r.qp, b"rtu!").pend(&r.f);
     fx.run();
-    let st = done(&io);
-    expect(&st, NtStatus::SUCCESS);
+    let st = ended(&io, NtStatus::SUCCESS);
     assert_eq!(
         st.information, 8,
         "Information = outlen (the QP-state bytes)"
@@ -337,12 +454,10 @@ fn active_accept_moves_the_qp_to_rts_and_sends_the_rtu() {
 
 #[test]
 fn a_req_timeout_returns_to_the_route_and_a_rej_refuses_with_its_data() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     let ep = routed(&fx, &r.f);
     let (io, cm_id) = connecting(&fx, &r, ep, b"");
-    fx.cm.event(cm_id, FakeCmEvent::ReqError);
-    fx.run();
+    deliver(&fx, cm_id, FakeCmEvent::ReqError);
     let st = done(&io);
     // STATUS_TIMEOUT is a success code: the bytes (none) come back.
     expect(&st, NtStatus::TIMEOUT);
@@ -369,8 +484,7 @@ fn a_req_timeout_returns_to_the_route_and_a_rej_refuses_with_its_data() {
 
 #[test]
 fn connect_checks_before_it_parks() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     let ep = ep_create(&r.f);
     // Not routed yet.
     ep_connect(ep, r.qp, b"").completes(&r.f, NtStatus::NOT_SUPPORTED);
@@ -406,8 +520,7 @@ fn connect_checks_before_it_parks() {
     // An unknown QP fails in the caller's thread too.
     let ep2 = routed(&fx, &r.f);
     ep_connect(ep2, 999, b"").completes(&r.f, NtStatus::NOT_FOUND);
-    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
-    expect(&done(&first), NtStatus::CANCELLED);
+    cancelled_by(&r.f, WV_IOCTL_EP_CANCEL, ep, &first);
     // A second ACCEPT while the first waits for the work item: OFW's single work entry.
     let r2 = Rig::new(&fx);
     let (_, pep, _) = passive(&fx, &r2);
@@ -420,8 +533,7 @@ fn connect_checks_before_it_parks() {
 
 #[test]
 fn listen_get_request_and_the_passive_accept() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     let (listener, ep, io, lid) = listening(&fx, &r.f);
     let FakeCmDetail::Listen {
         service_id,
@@ -483,22 +595,18 @@ fn listen_get_request_and_the_passive_accept() {
     // A second ACCEPT while the first waits: the REP is out.
     ep_accept(ep, r.qp, b"").completes(&r.f, NtStatus::NOT_SUPPORTED);
     let cm_id = fx.cm.last_id(FakeCmOp::SendRep).unwrap();
-    fx.cm.event(cm_id, FakeCmEvent::Rtu(vec![]));
-    fx.run();
-    let st = done(&io);
-    expect(&st, NtStatus::SUCCESS);
+    deliver(&fx, cm_id, FakeCmEvent::Rtu(vec![]));
+    let st = ended(&io, NtStatus::SUCCESS);
     assert_eq!(st.information, 8);
     // Connected now.
     let notify = ep_disconnect_notify(ep).pend(&r.f);
-    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
-    fx.run();
+    deliver(&fx, cm_id, FakeCmEvent::Dreq(vec![]));
     expect(&done(&notify), NtStatus::SUCCESS);
 }
 
 #[test]
 fn get_request_errors() {
-    let fx = fx();
-    let f = fx.open();
+    let (fx, f) = fx_file();
     let listener = ep_create(&f);
     let ep = ep_create(&f);
     ep_get_request(listener, ep).completes(&f, NtStatus::NOT_SUPPORTED);
@@ -526,8 +634,7 @@ fn get_request_errors() {
     ignore = "the threaded host parks its workers with parking_lot, whose futex call Miri rejects"
 )]
 fn ep_cancel_reaches_an_accept_its_work_item_is_running() {
-    let fx = Fx::with(HostPlatform::threaded(2), DriverConfig::default());
-    let r = Rig::new(&fx);
+    let (fx, r) = threaded_rigged();
     let (_listener, ep, _cm_id) = passive(&fx, &r);
     let gate = fx.hca.hold_modify(r.fake_qp);
     let accept = ep_accept(ep, r.qp, b"x").pend(&r.f);
@@ -568,37 +675,29 @@ fn ep_cancel_reaches_an_accept_its_work_item_is_running() {
     ignore = "the threaded host parks its workers with parking_lot, whose futex call Miri rejects"
 )]
 fn ep_cancel_racing_the_connect_work_item_always_ends_it() {
-    let fx = Fx::with(HostPlatform::threaded(2), DriverConfig::default());
-    let r = Rig::new(&fx);
     let rounds = std::env::var("WV_EP_CANCEL_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5000);
+    let (fx, r) = threaded_rigged();
     for _ in 0..rounds {
         let ep = routed(&fx, &r.f);
         let connect = ep_connect(ep, r.qp, b"").issue(&r.f);
-        id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
-        expect(&done(&connect), NtStatus::CANCELLED);
+        cancelled_by(&r.f, WV_IOCTL_EP_CANCEL, ep, &connect);
         id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::SUCCESS);
     }
 }
 
 #[test]
 fn passive_endpoints_end_on_rej_rep_timeout_and_early_dreq() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     // REP never acknowledged.
-    let (_, ep, cm_id) = passive(&fx, &r);
-    let io = ep_accept(ep, r.qp, b"").pend(&r.f);
-    fx.run();
-    fx.cm.event(cm_id, FakeCmEvent::RepError);
-    fx.run();
+    let (_, cm_id, io) = accepting(&fx, &r);
+    deliver(&fx, cm_id, FakeCmEvent::RepError);
     expect(&done(&io), NtStatus::IO_TIMEOUT);
     // The peer refuses the REP.
     let r2 = Rig::new(&fx);
-    let (_, ep, cm_id) = passive(&fx, &r2);
-    let io = ep_accept(ep, r2.qp, b"").pend(&r2.f);
-    fx.run();
+    let (_, cm_id, io) = accepting(&fx, &r2);
     fx.cm.event(
         cm_id,
         FakeCmEvent::Rej {
@@ -610,13 +709,9 @@ fn passive_endpoints_end_on_rej_rep_timeout_and_early_dreq() {
     expect(&done(&io), NtStatus::CONNECTION_REFUSED);
     // A DREQ before the RTU: the ACCEPT ends well, the DREQ is answered by DISCONNECT.
     let r3 = Rig::new(&fx);
-    let (_, ep, cm_id) = passive(&fx, &r3);
-    let io = ep_accept(ep, r3.qp, b"").pend(&r3.f);
-    fx.run();
-    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
-    fx.run();
-    let st = done(&io);
-    expect(&st, NtStatus::SUCCESS);
+    let (ep, cm_id, io) = accepting(&fx, &r3);
+    deliver(&fx, cm_id, FakeCmEvent::Dreq(vec![]));
+    let st = ended(&io, NtStatus::SUCCESS);
     assert_eq!(st.information, 8);
     let st = ep_disconnect(ep, r3.qp).inline(&r3.f);
     expect(&st, NtStatus::SUCCESS);
@@ -626,8 +721,7 @@ fn passive_endpoints_end_on_rej_rep_timeout_and_early_dreq() {
 
 #[test]
 fn reject_sends_the_callers_private_data() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     let (_, ep, _) = passive(&fx, &r);
     let mut input = id(ep, 0, 0);
     input.extend_from_slice(b"not today");
@@ -655,23 +749,13 @@ fn reject_sends_the_callers_private_data() {
 
 #[test]
 fn active_disconnect_waits_for_the_drep_then_moves_the_qp_to_error() {
-    let fx = fx();
-    let r = Rig::new(&fx);
-    let (ep, cm_id) = connected_active(&fx, &r);
-    let notify = ep_disconnect_notify(ep).pend(&r.f);
-    let io = ep_disconnect(ep, r.qp).pend(&r.f);
+    let (fx, r) = rigged();
+    let (ep, cm_id, notify, io) = disconnecting(&fx, &r);
     assert_eq!(fx.cm.sent(FakeCmOp::SendDreq).len(), 1);
     fx.run();
     assert!(!io.is_complete() && !notify.is_complete());
-    fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
-    fx.run();
-    let st = done(&io);
-    expect(&st, NtStatus::SUCCESS);
-    assert_eq!(
-        (st.information, qp_state_byte(&st)),
-        (8, QpState::Error as u8)
-    );
-    assert_eq!(fx.hca.qp_state(r.fake_qp), Some(QpState::Error));
+    deliver(&fx, cm_id, FakeCmEvent::Drep(vec![]));
+    disconnected_to_error(&fx, &r, &io);
     expect(&done(&notify), NtStatus::SUCCESS);
     // Disconnected.
     ep_disconnect(ep, r.qp).completes(&r.f, NtStatus::INVALID_DEVICE_STATE);
@@ -679,21 +763,15 @@ fn active_disconnect_waits_for_the_drep_then_moves_the_qp_to_error() {
 
 #[test]
 fn both_sides_disconnecting_at_once_end_each_other() {
-    let fx = fx();
-    let r = Rig::new(&fx);
-    let (ep, cm_id) = connected_active(&fx, &r);
-    let notify = ep_disconnect_notify(ep).pend(&r.f);
-    let io = ep_disconnect(ep, r.qp).pend(&r.f);
+    let (fx, r) = rigged();
+    let (ep, cm_id, notify, io) = disconnecting(&fx, &r);
     // The peer's DREQ crosses ours (ActiveDisconnect → Disconnected): both end well.
-    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
-    fx.run();
-    let st = done(&io);
-    expect(&st, NtStatus::SUCCESS);
+    deliver(&fx, cm_id, FakeCmEvent::Dreq(vec![]));
+    let st = ended(&io, NtStatus::SUCCESS);
     assert_eq!(qp_state_byte(&st), QpState::Error as u8);
     expect(&done(&notify), NtStatus::SUCCESS);
     // Its late DREP changes nothing.
-    fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
-    fx.run();
+    deliver(&fx, cm_id, FakeCmEvent::Drep(vec![]));
     ep_disconnect(ep, r.qp).completes(&r.f, NtStatus::INVALID_DEVICE_STATE);
 
     // A second DISCONNECT while the first waits for the DREP answers at once (OFW: it tries a
@@ -713,8 +791,7 @@ fn both_sides_disconnecting_at_once_end_each_other() {
         .map(|c| c.result)
         .collect();
     assert_eq!(dreps, vec![Err(NtStatus::INVALID_DEVICE_STATE)]);
-    fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
-    fx.run();
+    deliver(&fx, cm_id, FakeCmEvent::Drep(vec![]));
     expect(&done(&first), NtStatus::SUCCESS);
 }
 
@@ -724,21 +801,17 @@ fn both_sides_disconnecting_at_once_end_each_other() {
 /// The notify waited for ever before (found by the loom model `ep-disconnect-notify-dreq`).
 #[test]
 fn a_disconnect_whose_dreq_is_refused_ends_the_notify() {
-    let fx = fx();
-    let r = Rig::new(&fx);
-    let (ep, cm_id) = connected_active(&fx, &r);
-    let notify = ep_disconnect_notify(ep).pend(&r.f);
+    let (fx, r) = rigged();
+    let (ep, cm_id, notify) = notified(&fx, &r);
     fx.cm
         .fail_next(FakeCmOp::SendDreq, NtStatus::INVALID_DEVICE_STATE);
     // Parked before the DREQ goes: it pends, and has ended when the call returns.
     let io = ep_disconnect(ep, r.qp).issue(&r.f);
     assert!(io.is_complete());
-    let st = done(&io);
-    expect(&st, NtStatus::SUCCESS);
+    let st = ended(&io, NtStatus::SUCCESS);
     assert_eq!(qp_state_byte(&st), QpState::Error as u8);
     expect(&done(&notify), NtStatus::SUCCESS);
-    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
-    fx.run();
+    deliver(&fx, cm_id, FakeCmEvent::Dreq(vec![]));
     id_ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, ep, NtStatus::SUCCESS);
 }
 
@@ -746,13 +819,8 @@ fn a_disconnect_whose_dreq_is_refused_ends_the_notify() {
 /// DISCONNECT_NOTIFY parked on it in that instant ends too (it waited for ever before).
 #[test]
 fn an_accept_whose_rtu_is_refused_ends_a_notify_parked_meanwhile() {
-    let fx = fx();
-    let r = Rig::new(&fx);
-    let ep = routed(&fx, &r.f);
-    let (io, cm_id) = connecting(&fx, &r, ep, b"");
-    fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"")));
-    fx.run();
-    expect(&done(&io), NtStatus::SUCCESS);
+    let (fx, r) = rigged();
+    let (ep, _) = answered(&fx, &r);
     let notify = Arc::new(std::sync::Mutex::new(None));
     let (file, parked) = (r.f.reference(), Arc::clone(&notify));
     fx.cm.during_next(FakeCmOp::SendRtu, move || {
@@ -774,10 +842,8 @@ fn an_accept_whose_rtu_is_refused_ends_a_notify_parked_meanwhile() {
 /// answered (it went unanswered before, and the peer's disconnect waited for its timeout).
 #[test]
 fn a_dreq_that_ends_the_disconnect_before_its_own_dreq_fails_is_answered() {
-    let fx = fx();
-    let r = Rig::new(&fx);
-    let (ep, cm_id) = connected_active(&fx, &r);
-    let notify = ep_disconnect_notify(ep).pend(&r.f);
+    let (fx, r) = rigged();
+    let (ep, cm_id, notify) = notified(&fx, &r);
     let (cm, platform) = (Arc::clone(&fx.cm), fx.platform().clone());
     fx.cm.during_next(FakeCmOp::SendDreq, move || {
         cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
@@ -786,8 +852,7 @@ fn a_dreq_that_ends_the_disconnect_before_its_own_dreq_fails_is_answered() {
     // Parked before the DREQ goes: it pends, and has ended when the call returns.
     let io = ep_disconnect(ep, r.qp).issue(&r.f);
     assert!(io.is_complete());
-    let st = done(&io);
-    expect(&st, NtStatus::SUCCESS);
+    let st = ended(&io, NtStatus::SUCCESS);
     assert_eq!(qp_state_byte(&st), QpState::Error as u8);
     expect(&done(&notify), NtStatus::SUCCESS);
     let dreq = fx
@@ -814,27 +879,16 @@ fn a_dreq_that_ends_the_disconnect_before_its_own_dreq_fails_is_answered() {
 /// the other requests. The DISCONNECT ended with `STATUS_TIMEOUT` and no output before.
 #[test]
 fn a_dreq_timeout_still_moves_the_qp_and_ends_the_disconnect_with_the_modify_status() {
-    let fx = fx();
-    let r = Rig::new(&fx);
-    let (ep, cm_id) = connected_active(&fx, &r);
-    let notify = ep_disconnect_notify(ep).pend(&r.f);
-    let io = ep_disconnect(ep, r.qp).pend(&r.f);
-    fx.cm.event(cm_id, FakeCmEvent::DreqError);
-    fx.run();
-    let st = done(&io);
-    expect(&st, NtStatus::SUCCESS);
-    assert_eq!(
-        (st.information, qp_state_byte(&st)),
-        (8, QpState::Error as u8)
-    );
-    assert_eq!(fx.hca.qp_state(r.fake_qp), Some(QpState::Error));
+    let (fx, r) = rigged();
+    let (_, cm_id, notify, io) = disconnecting(&fx, &r);
+    deliver(&fx, cm_id, FakeCmEvent::DreqError);
+    disconnected_to_error(&fx, &r, &io);
     expect(&done(&notify), NtStatus::TIMEOUT);
     // QpId 0: no modify, success.
     let r = Rig::new(&fx);
     let (ep, cm_id) = connected_active(&fx, &r);
     let io = ep_disconnect(ep, 0).room(0).pend(&r.f);
-    fx.cm.event(cm_id, FakeCmEvent::DreqError);
-    fx.run();
+    deliver(&fx, cm_id, FakeCmEvent::DreqError);
     expect(&done(&io), NtStatus::SUCCESS);
     assert_eq!(
         fx.hca.qp_state(r.fake_qp),
@@ -849,21 +903,17 @@ fn a_dreq_timeout_still_moves_the_qp_and_ends_the_disconnect_with_the_modify_sta
 /// OFW's `WvEpDisconnect` completes a failure. The deferred one reported 0 before.
 #[test]
 fn a_failed_disconnect_reports_its_output_as_ofw_does_on_each_path() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     let (ep, cm_id) = connected_active(&fx, &r);
     let io = ep_disconnect(ep, r.qp).pend(&r.f);
     fx.hca
         .fail_next(FakeCall::ModifyQp, wv_hal::VerbsError::InvalidState);
-    fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
-    fx.run();
-    let st = done(&io);
-    expect(&st, NtStatus::UNSUCCESSFUL);
+    deliver(&fx, cm_id, FakeCmEvent::Drep(vec![]));
+    let st = ended(&io, NtStatus::UNSUCCESSFUL);
     assert_eq!(st.information, 8, "deferred: outlen");
     let r = Rig::new(&fx);
     let (ep, cm_id) = connected_active(&fx, &r);
-    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
-    fx.run();
+    deliver(&fx, cm_id, FakeCmEvent::Dreq(vec![]));
     fx.hca
         .fail_next(FakeCall::ModifyQp, wv_hal::VerbsError::InvalidState);
     let st = ep_disconnect(ep, r.qp).inline(&r.f);
@@ -878,34 +928,25 @@ fn a_failed_disconnect_reports_its_output_as_ofw_does_on_each_path() {
 /// The DREQ was ignored before, and the ACCEPT then connected to nobody.
 #[test]
 fn a_dreq_while_connecting_actively_disconnects_the_endpoint() {
-    let fx = fx();
-    let r = Rig::new(&fx);
-    let ep = routed(&fx, &r.f);
-    let (connect, cm_id) = connecting(&fx, &r, ep, b"");
-    fx.cm.event(cm_id, FakeCmEvent::Rep(peer_rep(b"")));
-    fx.run();
-    expect(&done(&connect), NtStatus::SUCCESS);
-    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
-    fx.run();
+    let (fx, r) = rigged();
+    let (ep, cm_id) = answered(&fx, &r);
+    deliver(&fx, cm_id, FakeCmEvent::Dreq(vec![]));
     ep_accept(ep, r.qp, b"").completes(&r.f, NtStatus::NOT_SUPPORTED);
     assert!(fx.cm.sent(FakeCmOp::SendRtu).is_empty(), "no RTU");
     id_ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, ep, NtStatus::SUCCESS);
     // Before the REP: the CONNECT waiting for it ends.
     let ep = routed(&fx, &r.f);
     let (connect, cm_id) = connecting(&fx, &r, ep, b"");
-    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
-    fx.run();
+    deliver(&fx, cm_id, FakeCmEvent::Dreq(vec![]));
     expect(&done(&connect), NtStatus::SUCCESS);
     ep_accept(ep, r.qp, b"").completes(&r.f, NtStatus::NOT_SUPPORTED);
 }
 
 #[test]
 fn passive_disconnect_answers_the_dreq_inline() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     let (ep, cm_id) = connected_active(&fx, &r);
-    fx.cm.event(cm_id, FakeCmEvent::Dreq(b"bye".to_vec()));
-    fx.run();
+    deliver(&fx, cm_id, FakeCmEvent::Dreq(b"bye".to_vec()));
     id_ioctl(&r.f, WV_IOCTL_EP_DISCONNECT_NOTIFY, ep, NtStatus::SUCCESS);
     let st = ep_disconnect(ep, r.qp).inline(&r.f);
     expect(&st, NtStatus::SUCCESS);
@@ -917,15 +958,13 @@ fn passive_disconnect_answers_the_dreq_inline() {
     // A QP the file does not have.
     let r = Rig::new(&fx);
     let (ep, cm_id) = connected_active(&fx, &r);
-    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
-    fx.run();
+    deliver(&fx, cm_id, FakeCmEvent::Dreq(vec![]));
     ep_disconnect(ep, 555).completes(&r.f, NtStatus::NOT_FOUND);
 }
 
 #[test]
 fn disconnect_notify_states() {
-    let fx = fx();
-    let f = fx.open();
+    let (_fx, f) = fx_file();
     let ep = ep_create(&f);
     id_ioctl(
         &f,
@@ -943,66 +982,49 @@ fn disconnect_notify_states() {
 
 #[test]
 fn an_unknown_cm_event_ends_the_connection_with_not_implemented() {
-    let fx = fx();
-    let r = Rig::new(&fx);
-    let (ep, cm_id) = connected_active(&fx, &r);
-    let notify = ep_disconnect_notify(ep).pend(&r.f);
-    fx.cm.event(cm_id, FakeCmEvent::Other(11));
-    fx.run();
+    let (fx, r) = rigged();
+    let (ep, cm_id, notify) = notified(&fx, &r);
+    deliver(&fx, cm_id, FakeCmEvent::Other(11));
     expect(&done(&notify), NtStatus::NOT_IMPLEMENTED);
     // MRAs change nothing.
     let ep2 = routed(&fx, &r.f);
     let (io, id2) = connecting(&fx, &r, ep2, b"");
-    fx.cm.event(id2, FakeCmEvent::Mra(20));
-    fx.run();
+    deliver(&fx, id2, FakeCmEvent::Mra(20));
     assert!(!io.is_complete());
     let _ = ep;
-    fx.cm.event(id2, FakeCmEvent::ReqError);
-    fx.run();
+    deliver(&fx, id2, FakeCmEvent::ReqError);
     expect(&done(&io), NtStatus::TIMEOUT);
 }
 
 #[test]
 fn ep_cancel_ends_parked_requests_and_gives_queued_endpoints_back() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     let (listener, ep, io, _) = listening(&fx, &r.f);
-    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, listener, NtStatus::SUCCESS);
-    expect(&done(&io), NtStatus::CANCELLED);
+    cancelled_by(&r.f, WV_IOCTL_EP_CANCEL, listener, &io);
     // Idle again: it can be queued again, or destroyed.
     let io = ep_get_request(listener, ep).pend(&r.f);
-    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, listener, NtStatus::SUCCESS);
-    expect(&done(&io), NtStatus::CANCELLED);
+    cancelled_by(&r.f, WV_IOCTL_EP_CANCEL, listener, &io);
     id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::SUCCESS);
     // A connection's CONNECT, DISCONNECT_NOTIFY: cancelled; the CM state stays.
     let ep = routed(&fx, &r.f);
     let (io, _) = connecting(&fx, &r, ep, b"");
-    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
-    expect(&done(&io), NtStatus::CANCELLED);
+    cancelled_by(&r.f, WV_IOCTL_EP_CANCEL, ep, &io);
     let (ep, _) = connected_active(&fx, &r);
     let notify = ep_disconnect_notify(ep).pend(&r.f);
-    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
-    expect(&done(&notify), NtStatus::CANCELLED);
+    cancelled_by(&r.f, WV_IOCTL_EP_CANCEL, ep, &notify);
     id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, 99, NtStatus::NOT_FOUND);
 }
 
 #[test]
 fn the_io_managers_cancel_ends_each_parked_request() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     // GET_REQUEST, CONNECT (waiting for the REP), ACCEPT (waiting for the RTU),
     // DISCONNECT (waiting for the DREP), DISCONNECT_NOTIFY.
-    let (_, _, get, _) = listening(&fx, &r.f);
-    let active = routed(&fx, &r.f);
-    let (connect, _) = connecting(&fx, &r, active, b"");
+    let (get, connect) = get_and_connect(&fx, &r);
     let r2 = Rig::new(&fx);
-    let (_, pep, _) = passive(&fx, &r2);
-    let accept = ep_accept(pep, r2.qp, b"").pend(&r2.f);
-    fx.run();
+    let (_, _, accept) = accepting(&fx, &r2);
     let r3 = Rig::new(&fx);
-    let (cep, _) = connected_active(&fx, &r3);
-    let notify = ep_disconnect_notify(cep).pend(&r3.f);
-    let disconnect = ep_disconnect(cep, r3.qp).pend(&r3.f);
+    let (_, _, notify, disconnect) = disconnecting(&fx, &r3);
     for (file, io) in [
         (&r.f, &get),
         (&r.f, &connect),
@@ -1042,18 +1064,14 @@ fn the_io_managers_cancel_ends_each_parked_request() {
 /// the ACCEPT is refused inline and the notify waits for the DREQ.
 #[test]
 fn accept_while_connected_leaves_a_parked_notify_alone() {
-    let fx = fx();
-    let r = Rig::new(&fx);
-    let (ep, cm_id) = connected_active(&fx, &r);
-    let notify = ep_disconnect_notify(ep).pend(&r.f);
+    let (fx, r) = rigged();
+    let (ep, cm_id, notify) = notified(&fx, &r);
     let accept = ep_accept(ep, r.qp, b"").issue(&r.f);
     fx.run();
     assert!(!notify.is_complete(), "the notify was taken for the ACCEPT");
-    let st = done(&accept);
-    expect(&st, NtStatus::NOT_SUPPORTED);
+    ended(&accept, NtStatus::NOT_SUPPORTED);
     assert!(!accept.pending(), "refused before it parked");
-    fx.cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
-    fx.run();
+    deliver(&fx, cm_id, FakeCmEvent::Dreq(vec![]));
     expect(&done(&notify), NtStatus::SUCCESS);
 }
 
@@ -1062,13 +1080,11 @@ fn accept_while_connected_leaves_a_parked_notify_alone() {
 /// `STATUS_ACCESS_DENIED` for ever and cleanup hung. Here the listener gives them back first.
 #[test]
 fn destroying_a_listener_gives_its_queued_endpoints_back() {
-    let fx = fx();
-    let r = Rig::new(&fx);
-    let (listener, ep, io, lid) = listening(&fx, &r.f);
-    id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, listener, NtStatus::SUCCESS);
-    expect(&done(&io), NtStatus::CANCELLED);
+    let (fx, f) = fx_file();
+    let (listener, ep, io, lid) = listening(&fx, &f);
+    cancelled_by(&f, WV_IOCTL_EP_DESTROY, listener, &io);
     assert!(!fx.cm.live_ids().contains(&lid), "the listen's id is gone");
-    id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::SUCCESS);
+    id_ioctl(&f, WV_IOCTL_EP_DESTROY, ep, NtStatus::SUCCESS);
 }
 
 /// EP_CANCEL of the listener while its work item takes a request for a GET_REQUEST (the
@@ -1078,21 +1094,9 @@ fn destroying_a_listener_gives_its_queued_endpoints_back() {
 /// answer the request (found by the loom model `ep-get-request-req-cancel-cancelio`).
 #[test]
 fn ep_cancel_while_the_listener_takes_the_request_refuses_it() {
-    let fx = fx();
-    let f = fx.open();
+    let (fx, f) = fx_file();
     let (listener, ep, io, lid) = listening(&fx, &f);
-    assert!(fx.cm.incoming_request(lid, incoming(b"")));
-    let file = f.reference();
-    fx.cm.during_next(FakeCmOp::GetRequest, move || {
-        let st = file.device_io_control(WV_IOCTL_EP_CANCEL, &u64_in(listener), 0);
-        expect(&st.wait(), NtStatus::SUCCESS);
-    });
-    fx.run();
-    expect(&done(&io), NtStatus::CANCELLED);
-    let taken = fx
-        .cm
-        .last_id(FakeCmOp::GetRequest)
-        .expect("the CM handed one over");
+    let taken = cancel_during_hand_over(&fx, &f, (listener, lid), &io, None);
     let rej = fx.cm.sent(FakeCmOp::SendRej);
     assert_eq!(rej.len(), 1);
     assert_eq!(rej[0].id, taken);
@@ -1103,10 +1107,6 @@ fn ep_cancel_while_the_listener_takes_the_request_refuses_it() {
             ..
         }
     ));
-    assert!(
-        !fx.cm.live_ids().contains(&taken),
-        "the refused id was destroyed"
-    );
     // The endpoint is Idle again: it takes the next request.
     let again = ep_get_request(listener, ep).pend(&f);
     assert!(fx.cm.incoming_request(lid, incoming(b"")));
@@ -1122,27 +1122,9 @@ fn ep_cancel_while_the_listener_takes_the_request_refuses_it() {
 /// check at teardown).
 #[test]
 fn an_endpoint_destroyed_while_the_listener_takes_its_request_gets_no_id() {
-    let fx = fx();
-    let f = fx.open();
+    let (fx, f) = fx_file();
     let (listener, ep, io, lid) = listening(&fx, &f);
-    assert!(fx.cm.incoming_request(lid, incoming(b"")));
-    let file = f.reference();
-    fx.cm.during_next(FakeCmOp::GetRequest, move || {
-        let st = file.device_io_control(WV_IOCTL_EP_CANCEL, &u64_in(listener), 0);
-        expect(&st.wait(), NtStatus::SUCCESS);
-        let st = file.device_io_control(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);
-        expect(&st.wait(), NtStatus::SUCCESS);
-    });
-    fx.run();
-    expect(&done(&io), NtStatus::CANCELLED);
-    let taken = fx
-        .cm
-        .last_id(FakeCmOp::GetRequest)
-        .expect("the CM handed one over");
-    assert!(
-        !fx.cm.live_ids().contains(&taken),
-        "the refused id was destroyed"
-    );
+    cancel_during_hand_over(&fx, &f, (listener, lid), &io, Some(ep));
 }
 
 /// Spec §7.1-h: the new connection's id reports to its endpoint from the moment the CM hands
@@ -1152,8 +1134,7 @@ fn an_endpoint_destroyed_while_the_listener_takes_its_request_gets_no_id() {
 /// the event and the endpoint would accept a connection its peer had given up.
 #[test]
 fn an_event_racing_the_hand_over_reaches_the_new_endpoint() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     let (_, ep, io, lid) = listening(&fx, &r.f);
     fx.cm.incoming_request(lid, incoming(b"hello"));
     fx.cm.race_next_get_request(FakeCmEvent::Rej {
@@ -1179,8 +1160,7 @@ fn an_event_racing_the_hand_over_reaches_the_new_endpoint() {
 
 #[test]
 fn requests_beyond_the_backlog_are_rejected_and_pairing_follows_each_get_request() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     let (listener, lid) = listener_on(&fx, &r.f, 7001, 1);
     for user in [&b"one"[..], b"two", b"three"] {
         fx.cm.incoming_request(lid, incoming(user));
@@ -1221,8 +1201,7 @@ fn requests_beyond_the_backlog_are_rejected_and_pairing_follows_each_get_request
 /// listener was cancelled.
 #[test]
 fn an_endpoint_whose_get_request_was_cancelled_is_idle_again() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     let (listener, ep, get, lid) = listening(&fx, &r.f);
     id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::ACCESS_DENIED);
     assert!(r.f.cancel_io_ex(&get));
@@ -1269,8 +1248,7 @@ fn an_endpoint_whose_get_request_was_cancelled_is_idle_again() {
 /// endpoint's own requests; the GET_REQUEST waits on the listener's behalf).
 #[test]
 fn a_request_the_cm_cannot_hand_over_leaves_the_get_request_waiting() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     let (listener, ep, get, lid) = listening(&fx, &r.f);
     let later = ep_create(&r.f);
     let second = ep_get_request(listener, later).pend(&r.f);
@@ -1289,19 +1267,16 @@ fn a_request_the_cm_cannot_hand_over_leaves_the_get_request_waiting() {
     );
     id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, later, NtStatus::SUCCESS);
     assert!(!second.is_complete(), "the endpoint's EP_CANCEL");
-    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, listener, NtStatus::SUCCESS);
-    expect(&done(&second), NtStatus::CANCELLED);
+    cancelled_by(&r.f, WV_IOCTL_EP_CANCEL, listener, &second);
     drop(r);
     drop(fx); // the verifier's teardown check: no forward to the delivering queue
 }
 
 #[test]
 fn cm_failures_leave_nothing_behind() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     // LISTEN refused by the CM: still bound, the id destroyed.
-    let ep = ep_create(&r.f);
-    bind(&fx, &r.f, ep, ipv4(LOCAL, 7003));
+    let ep = bound(&fx, &r.f, 7003);
     fx.cm
         .fail_next(FakeCmOp::Listen, NtStatus::INVALID_PARAMETER);
     ep_listen(ep, 1).completes(&r.f, NtStatus::INVALID_PARAMETER);
@@ -1333,8 +1308,7 @@ fn cm_failures_leave_nothing_behind() {
 
 #[test]
 fn a_work_item_that_cannot_be_queued_fails_its_request() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     let r2 = Rig::new(&fx);
     let (_, ep, _) = passive(&fx, &r2);
     fx.platform().fail_next_work_items(1);
@@ -1344,29 +1318,25 @@ fn a_work_item_that_cannot_be_queued_fails_its_request() {
     let io = ep_accept(ep, r2.qp, b"").pend(&r2.f);
     fx.run();
     assert_eq!(fx.cm.sent(FakeCmOp::SendRep).len(), 1, "the REP went");
-    id_ioctl(&r2.f, WV_IOCTL_EP_CANCEL, ep, NtStatus::SUCCESS);
-    expect(&done(&io), NtStatus::CANCELLED);
+    cancelled_by(&r2.f, WV_IOCTL_EP_CANCEL, ep, &io);
     // A CONNECT needs no work item: it goes through while none can be queued.
     let cep = routed(&fx, &r.f);
     fx.platform().fail_next_work_items(1);
     let io = ep_connect(cep, r.qp, b"").pend(&r.f);
     assert!(!io.is_complete(), "it waits for the REP");
-    id_ioctl(&r.f, WV_IOCTL_EP_CANCEL, cep, NtStatus::SUCCESS);
-    expect(&done(&io), NtStatus::CANCELLED);
+    cancelled_by(&r.f, WV_IOCTL_EP_CANCEL, cep, &io);
     fx.platform().fail_next_work_items(0);
     // A DREP whose work item cannot run still ends the DISCONNECT.
     let (cep, cm_id) = connected_active(&fx, &r);
     let io = ep_disconnect(cep, r.qp).pend(&r.f);
     fx.platform().fail_next_work_items(1);
-    fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
-    fx.run();
+    deliver(&fx, cm_id, FakeCmEvent::Drep(vec![]));
     expect(&done(&io), NtStatus::INSUFFICIENT_RESOURCES);
 }
 
 #[test]
 fn a_queue_that_cannot_be_created_fails_ep_create() {
-    let fx = fx();
-    let f = fx.open();
+    let (fx, f) = fx_file();
     for skip in 0..5 {
         fx.platform().fail_queues(skip, 1);
         expect(
@@ -1379,13 +1349,9 @@ fn a_queue_that_cannot_be_created_fails_ep_create() {
 
 #[test]
 fn removal_ends_every_endpoint_on_the_device() {
-    let fx = fx();
-    let r = Rig::new(&fx);
-    let (_, _, get, _) = listening(&fx, &r.f);
-    let active = routed(&fx, &r.f);
-    let (connect, _) = connecting(&fx, &r, active, b"");
-    let (cep, _) = connected_active(&fx, &r);
-    let notify = ep_disconnect_notify(cep).pend(&r.f);
+    let (fx, r) = rigged();
+    let (get, connect) = get_and_connect(&fx, &r);
+    let (cep, _, notify) = notified(&fx, &r);
     fx.io.remove(fx.guid());
     for io in [&get, &connect, &notify] {
         expect(&done(io), NtStatus::DEVICE_REMOVED);
@@ -1393,8 +1359,7 @@ fn removal_ends_every_endpoint_on_the_device() {
     assert!(fx.cm.live_ids().is_empty(), "every CM id destroyed");
     // Disconnected endpoints: destroys still succeed, a new listen finds no CM.
     id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, cep, NtStatus::SUCCESS);
-    let ep = ep_create(&r.f);
-    bind(&fx, &r.f, ep, ipv4(LOCAL, 7009));
+    let ep = bound(&fx, &r.f, 7009);
     ep_listen(ep, 1).completes(&r.f, NtStatus::NO_SUCH_DEVICE);
 }
 
@@ -1405,8 +1370,7 @@ fn removal_ends_every_endpoint_on_the_device() {
 /// `ep-removal-connect-notify` found it for a CONNECT, whose window no hook reaches).
 #[test]
 fn removal_while_the_accept_moves_its_qp_ends_it_with_device_removed() {
-    let fx = fx();
-    let f = fx.open();
+    let (fx, f) = fx_file();
     // The QP lives on a second device without a CM, so the removal of the first one does not
     // wait for the modify the work item is in.
     let other = fx.arrive_hca(0x0002_c903_0000_4321u64.to_be());
@@ -1453,14 +1417,9 @@ fn removal_while_the_accept_moves_its_qp_ends_it_with_device_removed() {
 
 #[test]
 fn closing_the_file_ends_everything_and_destroys_every_id() {
-    let fx = fx();
-    let r = Rig::new(&fx);
-    let (_, _, get, _) = listening(&fx, &r.f);
-    let active = routed(&fx, &r.f);
-    let (connect, _) = connecting(&fx, &r, active, b"");
-    let (cep, _) = connected_active(&fx, &r);
-    let notify = ep_disconnect_notify(cep).pend(&r.f);
-    let disconnect = ep_disconnect(cep, r.qp).pend(&r.f);
+    let (fx, r) = rigged();
+    let (get, connect) = get_and_connect(&fx, &r);
+    let (_, _, notify, disconnect) = disconnecting(&fx, &r);
     drop(r);
     fx.run();
     for io in [&get, &connect, &notify, &disconnect] {
@@ -1478,12 +1437,10 @@ fn closing_the_file_ends_everything_and_destroys_every_id() {
 /// `ep-connect-work-cancel-destroy`.)
 #[test]
 fn an_endpoint_in_use_cannot_be_destroyed() {
-    let fx = fx();
-    let r = Rig::new(&fx);
+    let (fx, r) = rigged();
     // An IOCTL running on it: EP_LISTEN while it waits for the CM's listen, EP_DISCONNECT
     // while it waits for the CM to send the DREQ.
-    let listener = ep_create(&r.f);
-    bind(&fx, &r.f, listener, ipv4(LOCAL, 7001));
+    let listener = bound(&fx, &r.f, 7001);
     let refused = Arc::new(std::sync::Mutex::new(Vec::new()));
     let destroy_during = |op: FakeCmOp, ep: u64| {
         let (file, refused) = (r.f.reference(), Arc::clone(&refused));
@@ -1518,8 +1475,7 @@ fn an_endpoint_in_use_cannot_be_destroyed() {
     // The listener with a GET_REQUEST parked on it: not held; the request ends.
     let other = ep_create(&r.f);
     let get = ep_get_request(listener, other).pend(&r.f);
-    id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, listener, NtStatus::SUCCESS);
-    expect(&done(&get), NtStatus::CANCELLED);
+    cancelled_by(&r.f, WV_IOCTL_EP_DESTROY, listener, &get);
     // Nothing running, nothing holding: destroyed; an unknown id is not found.
     for ep in [cep, other] {
         id_ioctl(&r.f, WV_IOCTL_EP_DESTROY, ep, NtStatus::SUCCESS);

@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering as StdOrdering;
 
 use loom::sync::atomic::{AtomicBool, Ordering};
 use wv_abi::ioctl::*;
-use wv_abi::{NtStatus, WV_IO_ID, WV_IO_QP_ATTRIBUTES, WV_IO_QP_CREATE};
+use wv_abi::{NtStatus, WV_IO_ID, WV_IO_QP_ATTRIBUTES};
 use wv_core::{Driver, DriverConfig, FileContext};
 use wv_hal::{FilterDriver, KArc, QpState};
 use wv_host::loom_platform::{Irp, LoomCm, LoomPlatform, LoomVerbs, PeerMessage};
@@ -30,7 +30,7 @@ mod input;
 
 use input::{
     LOCAL, accept_in, bind_in, connect_in, disconnect_in, get_request_in, id as io_id, incoming,
-    ipv4, listen_in, route_in, u64_in,
+    ipv4, listen_in, qp_create_in, route_in, u64_in,
 };
 
 type Drv = Driver<LoomPlatform, Arc<LoomVerbs>>;
@@ -103,6 +103,19 @@ impl Stack {
         send(&self.p, &self.driver, &self.file, code, input, out)
     }
 
+    /// Builds a request here and sends it from a new model thread: the IRP exists before the
+    /// race starts, so the main thread may cancel it while the dispatch parks it.
+    fn send_from_thread(
+        &self,
+        code: u32,
+        input: &[u8],
+        out: usize,
+    ) -> (loom::thread::JoinHandle<()>, Arc<Irp>) {
+        let (request, irp) = self.p.request(code, input, out);
+        let sender = self.spawn(move |driver, file, _| driver.device_io_control(file, request));
+        (sender, irp)
+    }
+
     /// A creation that must complete inline with SUCCESS; returns the new object's id, which
     /// is 1: ids start at 1 per table and every model creates one object of each type.
     fn create(&self, code: u32, input: &[u8], out: usize) -> u64 {
@@ -170,17 +183,11 @@ fn device_and_cq(s: &Stack) -> (u64, u64) {
 
 fn qp_on(s: &Stack, dev: u64, cq: u64) -> u64 {
     let pd = s.create(WV_IOCTL_PD_ALLOCATE, &id(dev, 0), 16);
-    let create = WV_IO_QP_CREATE {
-        Id: WV_IO_ID::new(pd, 0),
-        SendCqId: cq,
-        ReceiveCqId: cq,
-        SendDepth: 4,
-        SendSge: 1,
-        ReceiveDepth: 4,
-        ReceiveSge: 1,
-        ..Default::default()
-    };
-    s.create(WV_IOCTL_QP_CREATE, create.as_bytes(), 72)
+    s.create(
+        WV_IOCTL_QP_CREATE,
+        qp_create_in(pd, cq, cq, 0).as_bytes(),
+        72,
+    )
 }
 
 fn modify_in(qp: u64) -> Vec<u8> {
@@ -221,14 +228,37 @@ impl Worker {
     }
 }
 
+/// A stack with a CQ on its device: the stack and the CQ.
+fn stack_with_cq() -> (Stack, u64) {
+    let s = Stack::new();
+    let (_, cq) = device_and_cq(&s);
+    (s, cq)
+}
+
+/// A stack with a CQ and a QP on its device, and a worker running the pool: the stack, the
+/// CQ, the QP and the worker.
+fn pooled_qp() -> (Stack, u64, u64, Worker) {
+    let s = Stack::new();
+    let (dev, cq) = device_and_cq(&s);
+    let qp = qp_on(&s, dev, cq);
+    let pool = Worker::start(&s.p);
+    (s, cq, qp, pool)
+}
+
+/// [`pooled_qp`] with a QP_MODIFY sent from a new model thread: the stack, the QP, the
+/// worker, that thread and the modify.
+fn modify_on_pool() -> (Stack, u64, Worker, loom::thread::JoinHandle<()>, Arc<Irp>) {
+    let (s, _, qp, pool) = pooled_qp();
+    let (issuer, modify) = s.send_from_thread(WV_IOCTL_QP_MODIFY, &modify_in(qp), 8);
+    (s, qp, pool, issuer, modify)
+}
+
 /// A parked CQ notify racing the DPC's broadcast, CQ_CANCEL and the I/O manager's cancel.
 #[test]
 fn notify_racing_the_dpc_cancel_and_cancel_io() {
     model("notify-dpc-cancel-cancelio", || {
-        let s = Stack::new();
-        let (_, cq) = device_and_cq(&s);
-        let (request, notify) = s.p.request(WV_IOCTL_CQ_NOTIFY, &id(cq, 1), 0);
-        let parker = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
+        let (s, cq) = stack_with_cq();
+        let (parker, notify) = s.send_from_thread(WV_IOCTL_CQ_NOTIFY, &id(cq, 1), 0);
         let dpc = {
             let hca = Arc::clone(&s.hca);
             loom::thread::spawn(move || hca.cq_completion())
@@ -250,10 +280,8 @@ fn notify_racing_the_dpc_cancel_and_cancel_io() {
 #[test]
 fn notify_racing_the_handle_close() {
     model("notify-close", || {
-        let s = Stack::new();
-        let (_, cq) = device_and_cq(&s);
-        let (request, notify) = s.p.request(WV_IOCTL_CQ_NOTIFY, &id(cq, 1), 0);
-        let parker = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
+        let (s, cq) = stack_with_cq();
+        let (parker, notify) = s.send_from_thread(WV_IOCTL_CQ_NOTIFY, &id(cq, 1), 0);
         s.driver.file_cleanup(&s.file);
         parker.join().unwrap();
         once(&s.p, &notify, &[NtStatus::CANCELLED, NtStatus::FILE_CLOSED]);
@@ -265,12 +293,7 @@ fn notify_racing_the_handle_close() {
 #[test]
 fn modify_racing_cancel_and_destroy() {
     model("modify-cancel-destroy", || {
-        let s = Stack::new();
-        let (dev, cq) = device_and_cq(&s);
-        let qp = qp_on(&s, dev, cq);
-        let pool = Worker::start(&s.p);
-        let (request, modify) = s.p.request(WV_IOCTL_QP_MODIFY, &modify_in(qp), 8);
-        let issuer = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
+        let (s, qp, pool, issuer, modify) = modify_on_pool();
         let cancel = s.send(WV_IOCTL_QP_CANCEL, &qp.to_ne_bytes(), 0);
         let destroy = s.send(WV_IOCTL_QP_DESTROY, &qp.to_ne_bytes(), 0);
         issuer.join().unwrap();
@@ -295,12 +318,7 @@ fn modify_racing_cancel_and_destroy() {
 #[test]
 fn modify_racing_cleanup() {
     model("modify-cleanup", || {
-        let s = Stack::new();
-        let (dev, cq) = device_and_cq(&s);
-        let qp = qp_on(&s, dev, cq);
-        let pool = Worker::start(&s.p);
-        let (request, modify) = s.p.request(WV_IOCTL_QP_MODIFY, &modify_in(qp), 8);
-        let issuer = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
+        let (s, _, pool, issuer, modify) = modify_on_pool();
         s.driver.file_cleanup(&s.file);
         issuer.join().unwrap();
         pool.stop();
@@ -321,12 +339,8 @@ fn modify_racing_cleanup() {
 #[test]
 fn removal_racing_notify_cancel_and_modify() {
     bounded("removal-notify-cancel-modify", 2, || {
-        let s = Stack::new();
-        let (dev, cq) = device_and_cq(&s);
-        let qp = qp_on(&s, dev, cq);
-        let pool = Worker::start(&s.p);
-        let (request, notify) = s.p.request(WV_IOCTL_CQ_NOTIFY, &id(cq, 1), 0);
-        let parker = s.spawn(move |driver, file, _| driver.device_io_control(file, request));
+        let (s, cq, qp, pool) = pooled_qp();
+        let (parker, notify) = s.send_from_thread(WV_IOCTL_CQ_NOTIFY, &id(cq, 1), 0);
         let remover = s.spawn(|driver, _, _| driver.device_removal(GUID));
         let modify = s.send(WV_IOCTL_QP_MODIFY, &modify_in(qp), 8);
         parker.join().unwrap();
@@ -356,8 +370,7 @@ fn removal_racing_notify_cancel_and_modify() {
 #[test]
 fn removal_racing_cleanup() {
     model("removal-cleanup", || {
-        let s = Stack::new();
-        let (_, cq) = device_and_cq(&s);
+        let (s, cq) = stack_with_cq();
         let notify = s.send(WV_IOCTL_CQ_NOTIFY, &id(cq, 1), 0);
         let remover = s.spawn(|driver, _, _| driver.device_removal(GUID));
         s.driver.file_cleanup(&s.file);
@@ -547,6 +560,29 @@ impl EpStack {
         (listener, ep, get, dpc)
     }
 
+    /// [`Self::get_request_meeting_a_req`] with the I/O manager's cancel of the GET_REQUEST
+    /// racing the REQ and a request `input(listener, endpoint)` of `code` sent from another
+    /// model thread: the endpoint, the GET_REQUEST and that request, once both threads ended.
+    fn get_request_cancelled_meeting_a_req(
+        &self,
+        code: u32,
+        input: impl FnOnce(u64, u64) -> Vec<u8>,
+    ) -> (u64, Arc<Irp>, Arc<Irp>) {
+        let (listener, ep, get, dpc) = self.get_request_meeting_a_req();
+        let other = self.send_on_thread(code, input(listener, ep));
+        self.s.p.cancel(&get);
+        dpc.join().unwrap();
+        (ep, get, other.join().unwrap())
+    }
+
+    /// A routed endpoint on a new QP with its CONNECT waiting for the answer: the endpoint and
+    /// the CONNECT.
+    fn waiting_connect(&self) -> (u64, Arc<Irp>) {
+        let qp = self.qp();
+        let ep = self.routed();
+        (ep, self.connecting(ep, qp))
+    }
+
     /// Runs `f` on a new model thread with the CM (a DPC of the peer's messages).
     fn spawn_cm<T: 'static>(
         &self,
@@ -554,6 +590,35 @@ impl EpStack {
     ) -> loom::thread::JoinHandle<T> {
         let (cm, p) = (Arc::clone(&self.cm), self.s.p.clone());
         loom::thread::spawn(move || f(&cm, &p))
+    }
+
+    /// Sends a request from a new model thread; the thread returns its IRP.
+    fn send_on_thread(&self, code: u32, input: Vec<u8>) -> loom::thread::JoinHandle<Arc<Irp>> {
+        self.spawn(move |d, f, p| send(p, d, f, code, &input, 0))
+    }
+
+    /// The peer's `message`, delivered on a new model thread (the thread returns whether an
+    /// id took it).
+    fn peer_on_thread(&self, message: PeerMessage) -> loom::thread::JoinHandle<bool> {
+        self.spawn_cm(move |cm, _| cm.peer(message))
+    }
+
+    /// The peer's DREQ on a new model thread, which then runs the pool (the QP's move to
+    /// ERROR the DREQ queued).
+    fn dreq_then_pool(&self) -> loom::thread::JoinHandle<()> {
+        self.spawn_cm(|cm, p| {
+            cm.peer(PeerMessage::Dreq);
+            p.run_work();
+        })
+    }
+
+    /// A routed endpoint's CONNECT whose work item runs on a new model thread (the pool):
+    /// the endpoint, the CONNECT and the pool.
+    fn connect_on_pool(&self, qp: u64) -> (u64, Arc<Irp>, loom::thread::JoinHandle<()>) {
+        let ep = self.routed();
+        let connect = self.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
+        let pool = self.spawn(|_, _, p| p.run_work());
+        (ep, connect, pool)
     }
 
     /// The end of a model: work items still queued run (after their endpoints went, a slow
@@ -573,9 +638,14 @@ impl EpStack {
     }
 }
 
-/// A send from a model thread.
-fn send_on(p: &LoomPlatform, driver: &Drv, file: &File, code: u32, input: &[u8]) -> Arc<Irp> {
-    send(p, driver, file, code, input, 0)
+/// An endpoint model: a stack with a CM, the race `f` runs on it, and the end-of-model checks
+/// of [`EpStack::finish`].
+fn ep_model(name: &str, f: impl Fn(&EpStack) + Sync + Send + 'static) {
+    model(name, move || {
+        let e = EpStack::new();
+        f(&e);
+        e.finish();
+    });
 }
 
 /// A GET_REQUEST parked on a listener racing the peer's REQ (the CM's DPC calls the listen's
@@ -584,14 +654,11 @@ fn send_on(p: &LoomPlatform, driver: &Drv, file: &File, code: u32, input: &[u8])
 /// that is cancelled gives it back; either way the listener's hold on it is dropped.
 #[test]
 fn get_request_racing_the_req_ep_cancel_and_cancel_io() {
-    model("ep-get-request-req-cancel-cancelio", || {
-        let e = EpStack::new();
-        let (listener, ep, get, dpc) = e.get_request_meeting_a_req();
-        let canceller =
-            e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(listener)));
-        e.s.p.cancel(&get);
-        dpc.join().unwrap();
-        let cancel = canceller.join().unwrap();
+    ep_model("ep-get-request-req-cancel-cancelio", |e| {
+        let (ep, get, cancel) = e
+            .get_request_cancelled_meeting_a_req(WV_IOCTL_EP_CANCEL, |listener, _| {
+                u64_in(listener)
+            });
         let p = &e.s.p;
         once(p, &cancel, &[NtStatus::SUCCESS]);
         if once(p, &get, &[NtStatus::SUCCESS, NtStatus::CANCELLED]) == NtStatus::SUCCESS {
@@ -600,7 +667,6 @@ fn get_request_racing_the_req_ep_cancel_and_cancel_io() {
             once(p, &reject, &[NtStatus::SUCCESS]);
         }
         e.inline(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0, NtStatus::SUCCESS);
-        e.finish();
     });
 }
 
@@ -609,11 +675,9 @@ fn get_request_racing_the_req_ep_cancel_and_cancel_io() {
 /// be destroyed).
 #[test]
 fn get_request_racing_the_req_ep_cancel_and_destroy() {
-    model("ep-get-request-req-cancel-destroy", || {
-        let e = EpStack::new();
+    ep_model("ep-get-request-req-cancel-destroy", |e| {
         let (listener, ep, get, dpc) = e.get_request_meeting_a_req();
-        let canceller =
-            e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(listener)));
+        let canceller = e.send_on_thread(WV_IOCTL_EP_CANCEL, u64_in(listener));
         // Refused while the listener holds the endpoint.
         let destroy = e.send(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);
         dpc.join().unwrap();
@@ -622,7 +686,6 @@ fn get_request_racing_the_req_ep_cancel_and_destroy() {
         once(p, &cancel, &[NtStatus::SUCCESS]);
         once(p, &get, &[NtStatus::SUCCESS, NtStatus::CANCELLED]);
         once(p, &destroy, &[NtStatus::SUCCESS, NtStatus::ACCESS_DENIED]);
-        e.finish();
     });
 }
 
@@ -631,41 +694,30 @@ fn get_request_racing_the_req_ep_cancel_and_destroy() {
 /// CONNECT ends cancelled, by whichever gets to it.
 #[test]
 fn connect_work_racing_ep_cancel_and_destroy() {
-    model("ep-connect-work-cancel-destroy", || {
-        let e = EpStack::new();
-        let qp = e.qp();
-        let ep = e.routed();
-        let connect = e.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
-        let pool = e.spawn(|_, _, p| p.run_work());
-        let canceller = e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(ep)));
+    ep_model("ep-connect-work-cancel-destroy", |e| {
+        let (ep, connect, pool) = e.connect_on_pool(e.qp());
+        let canceller = e.send_on_thread(WV_IOCTL_EP_CANCEL, u64_in(ep));
         let destroy = e.send(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);
         pool.join().unwrap();
-        let cancel = canceller.join().unwrap();
         let p = &e.s.p;
+        let cancel = canceller.join().unwrap();
         once(p, &cancel, &[NtStatus::SUCCESS, NtStatus::NOT_FOUND]);
         once(p, &destroy, &[NtStatus::SUCCESS, NtStatus::ACCESS_DENIED]);
         once(p, &connect, &[NtStatus::CANCELLED]);
-        e.finish();
     });
 }
 
 /// CONNECT's work item racing the file's cleanup and EP_CANCEL.
 #[test]
 fn connect_work_racing_cleanup() {
-    model("ep-connect-work-cleanup", || {
-        let e = EpStack::new();
-        let qp = e.qp();
-        let ep = e.routed();
-        let connect = e.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
-        let pool = e.spawn(|_, _, p| p.run_work());
-        let canceller = e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(ep)));
+    ep_model("ep-connect-work-cleanup", |e| {
+        let (ep, connect, pool) = e.connect_on_pool(e.qp());
+        let canceller = e.send_on_thread(WV_IOCTL_EP_CANCEL, u64_in(ep));
         e.s.driver.file_cleanup(&e.s.file);
         pool.join().unwrap();
-        let cancel = canceller.join().unwrap();
-        let p = &e.s.p;
-        once(p, &cancel, &[NtStatus::SUCCESS, NtStatus::FILE_CLOSED]);
-        once(p, &connect, &[NtStatus::CANCELLED]);
-        e.finish();
+        let closed = [NtStatus::SUCCESS, NtStatus::FILE_CLOSED];
+        once(&e.s.p, &canceller.join().unwrap(), &closed);
+        once(&e.s.p, &connect, &[NtStatus::CANCELLED]);
     });
 }
 
@@ -673,45 +725,35 @@ fn connect_work_racing_cleanup() {
 /// EP_CANCEL.
 #[test]
 fn connect_work_racing_the_rep_and_ep_cancel() {
-    model("ep-connect-work-rep-cancel", || {
-        let e = EpStack::new();
-        let qp = e.qp();
-        let ep = e.routed();
-        let connect = e.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
-        let pool = e.spawn(|_, _, p| p.run_work());
-        let dpc = e.spawn_cm(|cm, _| cm.peer(PeerMessage::Rep));
+    ep_model("ep-connect-work-rep-cancel", |e| {
+        let (ep, connect, pool) = e.connect_on_pool(e.qp());
+        let dpc = e.peer_on_thread(PeerMessage::Rep);
         let cancel = e.send(WV_IOCTL_EP_CANCEL, &u64_in(ep), 0);
         pool.join().unwrap();
         let answered = dpc.join().unwrap();
-        let p = &e.s.p;
-        once(p, &cancel, &[NtStatus::SUCCESS]);
-        let status = once(p, &connect, &[NtStatus::SUCCESS, NtStatus::CANCELLED]);
+        once(&e.s.p, &cancel, &[NtStatus::SUCCESS]);
+        let status = once(&e.s.p, &connect, &[NtStatus::SUCCESS, NtStatus::CANCELLED]);
         assert!(
             status != NtStatus::SUCCESS || answered,
             "a CONNECT succeeded unanswered"
         );
-        e.finish();
     });
 }
 
 /// A CONNECT waiting for the answer: the peer's REP racing EP_CANCEL and EP_DESTROY.
 #[test]
 fn connect_rep_racing_ep_cancel_and_destroy() {
-    model("ep-connect-rep-cancel-destroy", || {
-        let e = EpStack::new();
-        let qp = e.qp();
-        let ep = e.routed();
-        let connect = e.connecting(ep, qp);
-        let dpc = e.spawn_cm(|cm, _| cm.peer(PeerMessage::Rep));
-        let canceller = e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_CANCEL, &u64_in(ep)));
+    ep_model("ep-connect-rep-cancel-destroy", |e| {
+        let (ep, connect) = e.waiting_connect();
+        let dpc = e.peer_on_thread(PeerMessage::Rep);
+        let canceller = e.send_on_thread(WV_IOCTL_EP_CANCEL, u64_in(ep));
         let destroy = e.send(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);
         dpc.join().unwrap();
-        let cancel = canceller.join().unwrap();
-        let p = &e.s.p;
-        once(p, &cancel, &[NtStatus::SUCCESS, NtStatus::NOT_FOUND]);
-        once(p, &destroy, &[NtStatus::SUCCESS, NtStatus::ACCESS_DENIED]);
-        once(p, &connect, &[NtStatus::SUCCESS, NtStatus::CANCELLED]);
-        e.finish();
+        let not_found = [NtStatus::SUCCESS, NtStatus::NOT_FOUND];
+        once(&e.s.p, &canceller.join().unwrap(), &not_found);
+        let denied = [NtStatus::SUCCESS, NtStatus::ACCESS_DENIED];
+        once(&e.s.p, &destroy, &denied);
+        once(&e.s.p, &connect, &[NtStatus::SUCCESS, NtStatus::CANCELLED]);
     });
 }
 
@@ -719,12 +761,9 @@ fn connect_rep_racing_ep_cancel_and_destroy() {
 /// file's cleanup.
 #[test]
 fn connect_rej_racing_cancel_io_and_cleanup() {
-    model("ep-connect-rej-cancelio-cleanup", || {
-        let e = EpStack::new();
-        let qp = e.qp();
-        let ep = e.routed();
-        let connect = e.connecting(ep, qp);
-        let dpc = e.spawn_cm(|cm, _| cm.peer(PeerMessage::Rej));
+    ep_model("ep-connect-rej-cancelio-cleanup", |e| {
+        let (ep, connect) = e.waiting_connect();
+        let dpc = e.peer_on_thread(PeerMessage::Rej);
         let canceller = {
             let (p, connect) = (e.s.p.clone(), Arc::clone(&connect));
             loom::thread::spawn(move || p.cancel(&connect))
@@ -735,7 +774,6 @@ fn connect_rej_racing_cancel_io_and_cleanup() {
         let allowed = [NtStatus::CONNECTION_REFUSED, NtStatus::CANCELLED];
         once(&e.s.p, &connect, &allowed);
         let _ = ep;
-        e.finish();
     });
 }
 
@@ -744,8 +782,7 @@ fn connect_rej_racing_cancel_io_and_cleanup() {
 /// ERROR) and the file's cleanup.
 #[test]
 fn disconnect_racing_the_dreq_and_cleanup() {
-    model("ep-disconnect-dreq-cleanup", || {
-        let e = EpStack::new();
+    ep_model("ep-disconnect-dreq-cleanup", |e| {
         let qp = e.qp();
         let ep = e.connected(qp);
         let notify = e.send(WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep), 0);
@@ -754,25 +791,18 @@ fn disconnect_racing_the_dreq_and_cleanup() {
             d.device_io_control(f, request);
             irp
         });
-        let dpc = e.spawn_cm(|cm, p| {
-            cm.peer(PeerMessage::Dreq);
-            p.run_work();
-        });
+        let dpc = e.dreq_then_pool();
         e.s.driver.file_cleanup(&e.s.file);
         let disconnect = disconnector.join().unwrap();
         dpc.join().unwrap();
         let p = &e.s.p;
         once(p, &notify, &[NtStatus::SUCCESS, NtStatus::CANCELLED]);
-        once(
-            p,
-            &disconnect,
-            &[
-                NtStatus::SUCCESS,
-                NtStatus::CANCELLED,
-                NtStatus::FILE_CLOSED,
-            ],
-        );
-        e.finish();
+        let ended = [
+            NtStatus::SUCCESS,
+            NtStatus::CANCELLED,
+            NtStatus::FILE_CLOSED,
+        ];
+        once(p, &disconnect, &ended);
     });
 }
 
@@ -780,25 +810,18 @@ fn disconnect_racing_the_dreq_and_cleanup() {
 /// peer's DREQ (and the pool's QP → ERROR after it).
 #[test]
 fn disconnect_and_notify_racing_the_dreq() {
-    model("ep-disconnect-notify-dreq", || {
-        let e = EpStack::new();
+    ep_model("ep-disconnect-notify-dreq", |e| {
         let qp = e.qp();
         let ep = e.connected(qp);
-        let notifier =
-            e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(ep)));
-        let dpc = e.spawn_cm(|cm, p| {
-            cm.peer(PeerMessage::Dreq);
-            p.run_work();
-        });
+        let notifier = e.send_on_thread(WV_IOCTL_EP_DISCONNECT_NOTIFY, u64_in(ep));
+        let dpc = e.dreq_then_pool();
         let disconnect = e.send(WV_IOCTL_EP_DISCONNECT, &disconnect_in(ep, qp), 8);
         let notify = notifier.join().unwrap();
         dpc.join().unwrap();
         // The work item a DREQ queued after the last run.
         e.s.p.run_work();
-        let p = &e.s.p;
-        once(p, &notify, &[NtStatus::SUCCESS]);
-        once(p, &disconnect, &[NtStatus::SUCCESS]);
-        e.finish();
+        once(&e.s.p, &notify, &[NtStatus::SUCCESS]);
+        once(&e.s.p, &disconnect, &[NtStatus::SUCCESS]);
     });
 }
 
@@ -806,31 +829,22 @@ fn disconnect_and_notify_racing_the_dreq() {
 /// being parked on another, connected, endpoint.
 #[test]
 fn removal_racing_connect_and_notify() {
-    model("ep-removal-connect-notify", || {
-        let e = EpStack::new();
+    ep_model("ep-removal-connect-notify", |e| {
         let qp = e.qp();
         let connected = e.connected(qp);
-        let ep = e.routed();
-        let connect = e.send(WV_IOCTL_EP_CONNECT, &connect_in(ep, qp, b""), 0);
-        let pool = e.spawn(|_, _, p| p.run_work());
-        let notifier = e.spawn(move |d, f, p| {
-            send_on(p, d, f, WV_IOCTL_EP_DISCONNECT_NOTIFY, &u64_in(connected))
-        });
+        let (_, connect, pool) = e.connect_on_pool(qp);
+        let notifier = e.send_on_thread(WV_IOCTL_EP_DISCONNECT_NOTIFY, u64_in(connected));
         e.s.driver.device_removal(GUID);
         pool.join().unwrap();
         let notify = notifier.join().unwrap();
         let p = &e.s.p;
+        let gone = [
+            NtStatus::DEVICE_REMOVED,
+            NtStatus::NO_SUCH_DEVICE,
+            NtStatus::NOT_FOUND,
+        ];
+        once(p, &connect, &gone);
         once(p, &notify, &[NtStatus::SUCCESS, NtStatus::DEVICE_REMOVED]);
-        once(
-            p,
-            &connect,
-            &[
-                NtStatus::DEVICE_REMOVED,
-                NtStatus::NO_SUCH_DEVICE,
-                NtStatus::NOT_FOUND,
-            ],
-        );
-        e.finish();
     });
 }
 
@@ -841,29 +855,15 @@ fn removal_racing_connect_and_notify() {
 /// wait until the file closed with its endpoint held.
 #[test]
 fn removal_racing_get_request() {
-    model("ep-removal-get-request", || {
-        let e = EpStack::new();
+    ep_model("ep-removal-get-request", |e| {
         let listener = e.listener(1);
         let ep = e.idle();
-        let getter = e.spawn(move |d, f, p| {
-            send_on(
-                p,
-                d,
-                f,
-                WV_IOCTL_EP_GET_REQUEST,
-                &get_request_in(listener, ep),
-            )
-        });
+        let getter = e.send_on_thread(WV_IOCTL_EP_GET_REQUEST, get_request_in(listener, ep));
         e.s.driver.device_removal(GUID);
         let get = getter.join().unwrap();
-        let p = &e.s.p;
-        once(
-            p,
-            &get,
-            &[NtStatus::DEVICE_REMOVED, NtStatus::NOT_SUPPORTED],
-        );
+        let allowed = [NtStatus::DEVICE_REMOVED, NtStatus::NOT_SUPPORTED];
+        once(&e.s.p, &get, &allowed);
         e.inline(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0, NtStatus::SUCCESS);
-        e.finish();
     });
 }
 
@@ -873,13 +873,9 @@ fn removal_racing_get_request() {
 /// GET_REQUEST left its endpoint held by the listener until the listener was cancelled.
 #[test]
 fn get_request_cancel_io_racing_the_req_and_its_endpoints_destroy() {
-    model("ep-get-request-cancelio-destroy-req", || {
-        let e = EpStack::new();
-        let (_listener, ep, get, dpc) = e.get_request_meeting_a_req();
-        let destroyer = e.spawn(move |d, f, p| send_on(p, d, f, WV_IOCTL_EP_DESTROY, &u64_in(ep)));
-        e.s.p.cancel(&get);
-        dpc.join().unwrap();
-        let destroy = destroyer.join().unwrap();
+    ep_model("ep-get-request-cancelio-destroy-req", |e| {
+        let (ep, get, destroy) =
+            e.get_request_cancelled_meeting_a_req(WV_IOCTL_EP_DESTROY, |_, ep| u64_in(ep));
         let p = &e.s.p;
         once(p, &get, &[NtStatus::SUCCESS, NtStatus::CANCELLED]);
         let destroyed = once(p, &destroy, &[NtStatus::SUCCESS, NtStatus::ACCESS_DENIED]);
@@ -887,6 +883,5 @@ fn get_request_cancel_io_racing_the_req_and_its_endpoints_destroy() {
             // The GET_REQUEST lived then; it has ended since, so nothing holds the endpoint.
             e.inline(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0, NtStatus::SUCCESS);
         }
-        e.finish();
     });
 }

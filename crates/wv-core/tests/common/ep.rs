@@ -103,10 +103,16 @@ pub fn ep_get_request(listener: u64, ep: u64) -> EpIoctl {
     ep_ioctl(WV_IOCTL_EP_GET_REQUEST, get_request_in(listener, ep), 0)
 }
 
+/// A new endpoint bound to LOCAL:`port`.
+pub fn bound(fx: &Fx, f: &WvFile, port: u16) -> u64 {
+    let ep = ep_create(f);
+    bind(fx, f, ep, ipv4(LOCAL, port));
+    ep
+}
+
 /// An endpoint with its route (bound to LOCAL:7000), ready to connect.
 pub fn routed(fx: &Fx, f: &WvFile) -> u64 {
-    let ep = ep_create(f);
-    bind(fx, f, ep, ipv4(LOCAL, 7000));
+    let ep = bound(fx, f, 7000);
     ep_route(ep).completes(f, NtStatus::SUCCESS);
     ep
 }
@@ -114,8 +120,7 @@ pub fn routed(fx: &Fx, f: &WvFile) -> u64 {
 /// A listener bound to LOCAL:`port`, listening with `backlog`: returns it and the listen's CM
 /// id.
 pub fn listener_on(fx: &Fx, f: &WvFile, port: u16, backlog: u64) -> (u64, u64) {
-    let listener = ep_create(f);
-    bind(fx, f, listener, ipv4(LOCAL, port));
+    let listener = bound(fx, f, port);
     ep_listen(listener, backlog).completes(f, NtStatus::SUCCESS);
     let lid = fx.cm.last_id(FakeCmOp::Listen).expect("a listen");
     (listener, lid)

@@ -6,7 +6,7 @@ use wv_abi::consts::WV_IO_EP_OPTION_ROUTE;
 use wv_abi::{
     IB_PATH_REC, WV_IO_CONNECT_PARAM, WV_IO_DEVICE_ADDRESS, WV_IO_EP_ACCEPT, WV_IO_EP_BIND,
     WV_IO_EP_CONNECT, WV_IO_EP_DISCONNECT, WV_IO_EP_GET_REQUEST, WV_IO_EP_LISTEN, WV_IO_ID,
-    WV_IO_SOCKADDR_DATA,
+    WV_IO_QP_CREATE, WV_IO_SOCKADDR_DATA,
 };
 use wv_host::fake_cm::{peer_path, peer_req};
 use zerocopy::{Immutable, IntoBytes};
@@ -21,6 +21,25 @@ pub fn id(id: u64, verb_info: u32, data: u32) -> Vec<u8> {
         VerbInfo: verb_info,
         Data: data,
     })
+}
+
+pub fn qp_create_in(pd: u64, scq: u64, rcq: u64, srq: u64) -> WV_IO_QP_CREATE {
+    WV_IO_QP_CREATE {
+        Id: WV_IO_ID::new(pd, 0),
+        SendCqId: scq,
+        ReceiveCqId: rcq,
+        SrqId: srq,
+        SendDepth: 16,
+        SendSge: 1,
+        ReceiveDepth: 16,
+        ReceiveSge: 1,
+        MaxInlineSend: 0,
+        InitiatorDepth: 1,
+        ResponderResources: 1,
+        QpType: 0,
+        QpFlags: 1,
+        Reserved: 0,
+    }
 }
 
 pub fn u64_in(value: u64) -> Vec<u8> {

@@ -260,25 +260,6 @@ pub fn srq(file: &WvFile, pd: u64) -> u64 {
     out::<WV_IO_SRQ_ATTRIBUTES>(&st).Id.Id
 }
 
-pub fn qp_create_in(pd: u64, scq: u64, rcq: u64, srq: u64) -> WV_IO_QP_CREATE {
-    WV_IO_QP_CREATE {
-        Id: WV_IO_ID::new(pd, 0),
-        SendCqId: scq,
-        ReceiveCqId: rcq,
-        SrqId: srq,
-        SendDepth: 16,
-        SendSge: 1,
-        ReceiveDepth: 16,
-        ReceiveSge: 1,
-        MaxInlineSend: 0,
-        InitiatorDepth: 1,
-        ResponderResources: 1,
-        QpType: 0,
-        QpFlags: 1,
-        Reserved: 0,
-    }
-}
-
 /// QP_CREATE of [`qp_create_in`], with room for its output; must complete inline.
 #[track_caller]
 pub fn qp_create(file: &WvFile, pd: u64, scq: u64, rcq: u64, srq: u64) -> IoStatus {
