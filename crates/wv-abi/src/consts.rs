@@ -180,6 +180,28 @@ wv_consts! {
     }
 }
 
+/// The `Options` of an RC QP's RESET → INIT as `ibv_rc_pingpong` modifies it (the attributes
+/// `ibv_modify_qp` requires for the step; not a `wv_ioctl.h` name).
+pub const RC_INIT_OPTIONS: u32 = WV_IO_QP_ATTR_STATE
+    | WV_IO_QP_ATTR_PKEY_INDEX
+    | WV_IO_QP_ATTR_PORT_NUMBER
+    | WV_IO_QP_ATTR_ACCESS_FLAGS;
+/// The `Options` of an RC QP's INIT → RTR as `ibv_rc_pingpong` modifies it (the path MTU
+/// travels with the address vector).
+pub const RC_RTR_OPTIONS: u32 = WV_IO_QP_ATTR_STATE
+    | WV_IO_QP_ATTR_AV
+    | WV_IO_QP_ATTR_DESTINATION_QPN
+    | WV_IO_QP_ATTR_RECEIVE_PSN
+    | WV_IO_QP_ATTR_RESPONDER_RESOURCES
+    | WV_IO_QP_ATTR_RNR_NAK_TIMEOUT;
+/// The `Options` of an RC QP's RTR → RTS as `ibv_rc_pingpong` modifies it.
+pub const RC_RTS_OPTIONS: u32 = WV_IO_QP_ATTR_STATE
+    | WV_IO_QP_ATTR_SEND_PSN
+    | WV_IO_QP_ATTR_ACK_TIMEOUT
+    | WV_IO_QP_ATTR_ERROR_RETRY_COUNT
+    | WV_IO_QP_ATTR_RNR_RETRY_COUNT
+    | WV_IO_QP_ATTR_INITIATOR_DEPTH;
+
 /// `WvVerbsConvertOptions`: maps a `WV_IO_QP_ATTR_*` mask to the `IB_MOD_QP_*` options of an
 /// RTR/RTS modify. STATE, DESTINATION_QPN, SEND_PSN, RECEIVE_PSN and FLAGS have no option bit
 /// (the verbs apply them unconditionally for the target state), and unknown bits are dropped.

@@ -459,6 +459,42 @@ wv_struct! {
     }
 }
 
+impl WV_IO_QP_ATTRIBUTES {
+    /// QP_MODIFY input taking RC QP `qp` to `state` with the attributes `ibv_rc_pingpong` gives
+    /// it on port 1 (1024-byte MTU, remote read and write, one read in flight each way, ACK
+    /// timeout 14, seven retries of each kind, RNR timer 12). All of them are written; `Options`
+    /// names those the step to INIT, RTR or RTS takes (`consts::RC_*_OPTIONS`), for any other
+    /// state the state alone. `peer` (QP number, GID) is the remote QP over a global route.
+    pub fn rc_step(qp: u64, state: u8, peer: Option<(u32, [u8; 16])>) -> Self {
+        use crate::consts::*;
+        let mut attr = WV_IO_QP_ATTRIBUTES::default();
+        attr.Id.Id = qp;
+        attr.QpState = state;
+        attr.AddressVector.PortNumber = 1;
+        attr.PathMtu = 1024;
+        attr.AccessFlags = (WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ) as u8;
+        attr.InitiatorDepth = 1;
+        attr.ResponderResources = 1;
+        attr.LocalAckTimeout = 14;
+        attr.SequenceErrorRetryCount = 7;
+        attr.RnrRetryCount = 7;
+        attr.RnrNakTimeout = 12;
+        attr.Options = match state {
+            WV_IO_QP_STATE_INIT => RC_INIT_OPTIONS,
+            WV_IO_QP_STATE_RTR => RC_RTR_OPTIONS,
+            WV_IO_QP_STATE_RTS => RC_RTS_OPTIONS,
+            _ => WV_IO_QP_ATTR_STATE,
+        };
+        if let Some((qpn, gid)) = peer {
+            attr.AddressVector.NetworkRouteValid = 1;
+            attr.AddressVector.HopLimit = 1;
+            attr.AddressVector.DGid = gid;
+            attr.DestinationQpn = qpn.to_be();
+        }
+        attr
+    }
+}
+
 wv_struct! {
     /// QP_ATTACH / QP_DETACH input.
     pub struct WV_IO_QP_MULTICAST [size 32, align 8] {

@@ -10,12 +10,10 @@ use std::time::Instant;
 use wv_abi::consts::*;
 use wv_hal::*;
 use wv_host::HostPlatform;
-use wv_softhca::abi::{self, CqResp, QpResp};
 use wv_softhca::*;
 
 struct Side {
-    hca: Arc<SoftHca<HostPlatform>>,
-    pd: SoftPd,
+    dev: DirectClient<HostPlatform>,
     cq: UvpCq,
     qp: UvpQp,
     soft_qp: SoftQp,
@@ -25,55 +23,27 @@ struct Side {
 
 fn side(p: &HostPlatform, mac: u8) -> Side {
     let pool = BufferPool::new();
-    let hca = SoftHca::new(
+    let dev = DirectClient::create(
         Arc::new(p.clone()),
         DeviceConfig::new("x", [2, 0, 0, 0, 0, mac]),
         ClientMemory::pool(pool.clone()),
-    );
-    let mut out = [0u8; 64];
-    let ca = hca
-        .open_ca(
-            &mut Umv::new(0, 0, 64, &mut out),
+        wv_hal::KArc::new(NoEvents).into(),
+    )
+    .unwrap();
+    let (soft_cq, cq) = dev
+        .create_cq(4096, wv_hal::KArc::new(NoEvents).into())
+        .unwrap();
+    let (soft_qp, qp) = dev
+        .create_rc_qp(
+            &soft_cq,
+            &soft_cq,
+            [1024, 1024],
+            64,
             wv_hal::KArc::new(NoEvents).into(),
         )
         .unwrap();
-    let uvp = UvpContext::from_open_resp(&out).unwrap();
-    let pd = hca.allocate_pd(&ca, &mut Umv::none()).unwrap();
-    let (soft_cq, _) = hca
-        .create_cq(
-            &ca,
-            4096,
-            wv_hal::KArc::new(NoEvents).into(),
-            &mut Umv::new(0, 0, 64, &mut out),
-        )
-        .unwrap();
-    let cq = uvp.map_cq(&abi::parse::<CqResp>(&out).unwrap()).unwrap();
-    let create = QpCreate {
-        qp_type: QpType::Rc,
-        sq_depth: 1024,
-        rq_depth: 1024,
-        sq_sge: 1,
-        rq_sge: 1,
-        sq_max_inline: 64,
-        sq_signaled: false,
-        send_cq: &soft_cq,
-        recv_cq: &soft_cq,
-        srq: None,
-    };
-    let (soft_qp, _) = hca
-        .create_qp(
-            &pd,
-            &create,
-            wv_hal::KArc::new(NoEvents).into(),
-            &mut Umv::new(0, 0, 64, &mut out),
-        )
-        .unwrap();
-    let qp = uvp.map_qp(&abi::parse::<QpResp>(&out).unwrap()).unwrap();
-    // Left open for the life of the process.
-    let _ = ca;
     Side {
-        hca,
-        pd,
+        dev,
         cq,
         qp,
         soft_qp,
@@ -82,56 +52,9 @@ fn side(p: &HostPlatform, mac: u8) -> Side {
     }
 }
 
-fn modify(s: &Side, m: QpModify) {
-    s.hca.modify_qp(&s.soft_qp, &m, &mut []).unwrap();
-}
-
-/// RESET → INIT → RTR → RTS with the attribute sets an OFW driver hands its controller.
+/// RESET → INIT → RTR → RTS towards the peer's QP.
 fn up(s: &Side, dgid: Gid, dqpn: u32) {
-    let path = QpPath {
-        av: AddressVector {
-            grh_valid: true,
-            dgid,
-            port: 1,
-            ..AddressVector::default()
-        },
-        path_mtu: Some(Mtu::Mtu4096),
-        local_ack_timeout: 14,
-        seq_err_retry_cnt: 7,
-        rnr_retry_cnt: 7,
-    };
-    modify(
-        s,
-        QpModify::Init(QpInit {
-            port: 1,
-            qkey: 0,
-            pkey_index: 0,
-            access: WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ,
-        }),
-    );
-    modify(
-        s,
-        QpModify::Rtr(QpRtr {
-            dest_qpn: dqpn,
-            primary: path,
-            responder_resources: 1,
-            rnr_nak_timeout: 12,
-            ..QpRtr::default()
-        }),
-    );
-    modify(
-        s,
-        QpModify::Rts(QpRts {
-            retry_cnt: 7,
-            rnr_retry_cnt: 7,
-            local_ack_timeout: 14,
-            initiator_depth: 1,
-            rnr_nak_timeout: 12,
-            responder_resources: 1,
-            primary: path,
-            ..QpRts::default()
-        }),
-    );
+    s.dev.connect_rc(&s.soft_qp, dgid, dqpn).unwrap();
 }
 
 fn main() {
@@ -139,16 +62,17 @@ fn main() {
     let fabric = Fabric::new();
     let a = side(&p, 1);
     let b = side(&p, 2);
-    fabric.attach(&a.hca);
-    fabric.attach(&b.hca);
-    up(&a, b.hca.gid(), b.qp.qpn());
-    up(&b, a.hca.gid(), a.qp.qpn());
+    fabric.attach(&a.dev.hca);
+    fabric.attach(&b.dev.hca);
+    up(&a, b.dev.hca.gid(), b.qp.qpn());
+    up(&b, a.dev.hca.gid(), a.qp.qpn());
     let reg = |s: &Side, len: usize| {
         let buf = s.pool.alloc(len);
         let (mr, k) = s
+            .dev
             .hca
             .register_mr(
-                &s.pd,
+                &s.dev.pd,
                 &MemoryRegion {
                     address: buf.addr(),
                     length: len as u64,

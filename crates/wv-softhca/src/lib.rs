@@ -9,6 +9,8 @@
 //!   without IOCTLs. The work a doorbell starts runs in the doorbell caller's thread, as in rxe;
 //!   what waits for time (an RNR wait, a retransmission) runs in the DPC of the QP's timer
 //!   (`DeviceModelPlatform::set_timer`), on the platform's clock.
+//! * [`DirectClient`] opens a device without the driver (CA, provider, PD, CQs and QPs): the
+//!   baselines that measure what the driver adds.
 //! * [`Fabric`] joins soft HCAs in one process, with optional fault injection; [`address`]
 //!   gives their ports IP addresses, resolves paths between them and keeps the port space.
 //! * [`SoftCm`] is the connection manager: IB CM handshakes between the fabric's devices, on
@@ -35,6 +37,7 @@ mod c_face;
 mod cm;
 mod cq;
 pub mod device;
+pub mod direct;
 pub mod dma;
 mod engine;
 pub mod fabric;
@@ -59,6 +62,7 @@ pub mod wr;
 pub use address::{AddressError, Location, PortLease};
 pub use cm::{SoftCm, SoftCmId};
 pub use device::{DEFAULT_COMMAND_SLOTS, DeviceConfig, Limits, LinkLayer, Vector};
+pub use direct::{DirectClient, DirectError};
 pub use dma::{BufferPool, ClientMemory, DmaBuffer};
 pub use engine::{GRH_BYTES, MAX_INLINE};
 pub use fabric::{Fabric, FaultConfig, LinkStats, PacketFate};

@@ -233,10 +233,7 @@ mod tests {
     fn rc_helpers_set_the_pingpong_masks() {
         assert_eq!(
             QpAttr::init(1, 0, WV_ACCESS_REMOTE_WRITE).mask(),
-            WV_IO_QP_ATTR_STATE
-                | WV_IO_QP_ATTR_PKEY_INDEX
-                | WV_IO_QP_ATTR_PORT_NUMBER
-                | WV_IO_QP_ATTR_ACCESS_FLAGS
+            RC_INIT_OPTIONS
         );
         let av = AddressVector {
             port: 1,
@@ -244,15 +241,7 @@ mod tests {
             ..AddressVector::default()
         };
         let rtr = QpAttr::rtr(0x42, 7, &av, Mtu::Mtu1024, 1, 12);
-        assert_eq!(
-            rtr.mask(),
-            WV_IO_QP_ATTR_STATE
-                | WV_IO_QP_ATTR_AV
-                | WV_IO_QP_ATTR_DESTINATION_QPN
-                | WV_IO_QP_ATTR_RECEIVE_PSN
-                | WV_IO_QP_ATTR_RESPONDER_RESOURCES
-                | WV_IO_QP_ATTR_RNR_NAK_TIMEOUT
-        );
+        assert_eq!(rtr.mask(), RC_RTR_OPTIONS);
         let a = rtr.as_abi();
         assert_eq!(a.QpState, WV_IO_QP_STATE_RTR);
         assert_eq!(u32::from_be(a.DestinationQpn), 0x42);
@@ -261,15 +250,7 @@ mod tests {
         assert_eq!(u16::from_be(a.AddressVector.DLid), 0x12);
         assert_eq!(a.AddressVector.PortNumber, 1);
         let rts = QpAttr::rts(9, 14, 7, 7, 1);
-        assert_eq!(
-            rts.mask(),
-            WV_IO_QP_ATTR_STATE
-                | WV_IO_QP_ATTR_SEND_PSN
-                | WV_IO_QP_ATTR_ACK_TIMEOUT
-                | WV_IO_QP_ATTR_ERROR_RETRY_COUNT
-                | WV_IO_QP_ATTR_RNR_RETRY_COUNT
-                | WV_IO_QP_ATTR_INITIATOR_DEPTH
-        );
+        assert_eq!(rts.mask(), RC_RTS_OPTIONS);
     }
 
     #[test]

@@ -16,20 +16,10 @@ use wv_abi::{
 };
 use wv_core::{Driver, DriverConfig};
 use wv_hal::{FilterDriver, QpState, Verbs};
-use wv_host::{File, HostPlatform, IoManager, IoStatus};
+use wv_host::{File, HostPlatform, Io, IoManager, IoStatus};
 use wv_softhca::abi::{self, CqResp, OpenCaResp, QpResp};
 use wv_softhca::*;
 use zerocopy::IntoBytes;
-
-fn id(id: u64, verb_info: u32, data: u32) -> Vec<u8> {
-    WV_IO_ID {
-        Id: id,
-        VerbInfo: verb_info,
-        Data: data,
-    }
-    .as_bytes()
-    .to_vec()
-}
 
 #[track_caller]
 fn ok(st: &IoStatus) {
@@ -46,6 +36,29 @@ fn ioctl<D: FilterDriver<HostPlatform>>(
     let io = file.device_io_control(code, input, out_len);
     assert!(!io.pending(), "IOCTL {code:#x} pended");
     io.wait()
+}
+
+/// Issues `code` with a `WV_IO_ID` input (`parent`, `data`) that must succeed inline; returns
+/// the id of the object it made and the whole output (vendor bytes follow the header).
+fn create<D: FilterDriver<HostPlatform>>(
+    file: &File<D>,
+    code: u32,
+    parent: u64,
+    data: u32,
+    out_len: usize,
+) -> (u64, Vec<u8>) {
+    let st = ioctl(file, code, WV_IO_ID::new(parent, data).as_bytes(), out_len);
+    ok(&st);
+    (read_prefix::<WV_IO_ID>(&st.output).unwrap().Id, st.output)
+}
+
+/// Parks a CQ_NOTIFY for the next completion of `cq` (it must pend).
+#[track_caller]
+fn park_notify<D: FilterDriver<HostPlatform>>(file: &File<D>, cq: u64) -> Io {
+    let input = WV_IO_ID::new(cq, WV_CQ_NEXT_COMPLETION);
+    let io = file.device_io_control(WV_IOCTL_CQ_NOTIFY, input.as_bytes(), 0);
+    assert!(io.pending(), "CQ_NOTIFY completed inline");
+    io
 }
 
 /// One side: a soft HCA opened through the core, with its user-mode provider.
@@ -67,20 +80,14 @@ fn side<D: FilterDriver<HostPlatform>>(
 ) -> Side {
     let guid = hca.guid();
     // DEVICE_OPEN by GUID; the vendor output tells the UVP how to find the device.
-    let st = ioctl(file, WV_IOCTL_DEVICE_OPEN, &id(guid, 0, 0), 16 + 24);
-    ok(&st);
-    let dev = read_prefix::<WV_IO_ID>(&st.output).unwrap().Id;
-    let open: OpenCaResp = abi::parse(&st.output[16..]).unwrap();
+    let (dev, out) = create(file, WV_IOCTL_DEVICE_OPEN, guid, 0, 16 + 24);
+    let open: OpenCaResp = abi::parse(&out[16..]).unwrap();
     assert_eq!(open.node_guid, guid);
-    let uvp = UvpContext::from_open_resp(&st.output[16..]).unwrap();
-    let st = ioctl(file, WV_IOCTL_PD_ALLOCATE, &id(dev, 0, 0), 16);
-    ok(&st);
-    let pd = read_prefix::<WV_IO_ID>(&st.output).unwrap().Id;
-    let st = ioctl(file, WV_IOCTL_CQ_CREATE, &id(dev, 0, 64), 16 + 24);
-    ok(&st);
-    let cq = read_prefix::<WV_IO_ID>(&st.output).unwrap().Id;
+    let uvp = UvpContext::from_open_resp(&out[16..]).unwrap();
+    let (pd, _) = create(file, WV_IOCTL_PD_ALLOCATE, dev, 0, 16);
+    let (cq, out) = create(file, WV_IOCTL_CQ_CREATE, dev, 64, 16 + 24);
     let ucq = uvp
-        .map_cq(&abi::parse::<CqResp>(&st.output[16..]).unwrap())
+        .map_cq(&abi::parse::<CqResp>(&out[16..]).unwrap())
         .unwrap();
     let create = WV_IO_QP_CREATE {
         Id: WV_IO_ID::new(pd, 0),
@@ -144,29 +151,8 @@ fn reg<D: FilterDriver<HostPlatform>>(
 fn modify<D: FilterDriver<HostPlatform>>(
     platform: &HostPlatform,
     file: &File<D>,
-    qp: u64,
-    to: QpState,
-    options: u32,
-    remote: Option<(&Side, u32)>,
+    attr: &WV_IO_QP_ATTRIBUTES,
 ) {
-    let mut attr = WV_IO_QP_ATTRIBUTES::default();
-    attr.Id.Id = qp;
-    attr.QpState = to as u8;
-    attr.Options = options;
-    attr.AddressVector.PortNumber = 1;
-    attr.PathMtu = 1024;
-    attr.AccessFlags = (WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ) as u8;
-    attr.InitiatorDepth = 1;
-    attr.ResponderResources = 1;
-    attr.LocalAckTimeout = 14;
-    attr.SequenceErrorRetryCount = 7;
-    attr.RnrRetryCount = 7;
-    attr.RnrNakTimeout = 12;
-    if let Some((peer, qpn)) = remote {
-        attr.AddressVector.NetworkRouteValid = 1;
-        attr.AddressVector.DGid = peer.hca.gid();
-        attr.DestinationQpn = qpn.to_be();
-    }
     let io = file.device_io_control(WV_IOCTL_QP_MODIFY, attr.as_bytes(), 8);
     platform.run_until_idle();
     let st = io
@@ -175,44 +161,25 @@ fn modify<D: FilterDriver<HostPlatform>>(
     ok(&st);
 }
 
+/// RESET → INIT → RTR → RTS with rc_pingpong's attributes, towards `peer`'s QP.
 fn to_rts<D: FilterDriver<HostPlatform>>(
     platform: &HostPlatform,
     file: &File<D>,
     s: &Side,
     peer: &Side,
 ) {
-    modify(
-        platform,
-        file,
-        s.qp,
-        QpState::Init,
-        WV_IO_QP_ATTR_STATE
-            | WV_IO_QP_ATTR_PKEY_INDEX
-            | WV_IO_QP_ATTR_PORT_NUMBER
-            | WV_IO_QP_ATTR_ACCESS_FLAGS,
-        None,
-    );
-    let rtr = WV_IO_QP_ATTR_STATE
-        | WV_IO_QP_ATTR_AV
-        | WV_IO_QP_ATTR_DESTINATION_QPN
-        | WV_IO_QP_ATTR_RECEIVE_PSN
-        | WV_IO_QP_ATTR_RESPONDER_RESOURCES
-        | WV_IO_QP_ATTR_RNR_NAK_TIMEOUT;
-    modify(
-        platform,
-        file,
-        s.qp,
-        QpState::Rtr,
-        rtr,
-        Some((peer, peer.uqp.qpn())),
-    );
-    let rts = WV_IO_QP_ATTR_STATE
-        | WV_IO_QP_ATTR_SEND_PSN
-        | WV_IO_QP_ATTR_ACK_TIMEOUT
-        | WV_IO_QP_ATTR_ERROR_RETRY_COUNT
-        | WV_IO_QP_ATTR_RNR_RETRY_COUNT
-        | WV_IO_QP_ATTR_INITIATOR_DEPTH;
-    modify(platform, file, s.qp, QpState::Rts, rts, None);
+    let remote = (peer.uqp.qpn(), peer.hca.gid());
+    for (state, peer) in [
+        (QpState::Init, None),
+        (QpState::Rtr, Some(remote)),
+        (QpState::Rts, None),
+    ] {
+        modify(
+            platform,
+            file,
+            &WV_IO_QP_ATTRIBUTES::rc_step(s.qp, state as u8, peer),
+        );
+    }
     assert_eq!(s.uqp.state(), QpState::Rts);
 }
 
@@ -282,8 +249,7 @@ fn run<V: Verbs, Keep>(lower: impl Fn(&Arc<Hca>) -> (V, Keep)) {
             }],
         })
         .unwrap();
-    let notify = file.device_io_control(WV_IOCTL_CQ_NOTIFY, &id(b.cq, 0, WV_CQ_NEXT_COMPLETION), 0);
-    assert!(notify.pending());
+    let notify = park_notify(&file, b.cq);
     assert!(!b.ucq.arm(false));
     let sge = [Sge {
         addr: la.addr(),
@@ -326,8 +292,7 @@ fn run<V: Verbs, Keep>(lower: impl Fn(&Arc<Hca>) -> (V, Keep)) {
     post_rdma(11, WrOpcode::RdmaWrite, 100);
     assert_eq!(a.ucq.poll(&mut wc), 1);
     assert!(lb.to_vec()[1000..1200].iter().all(|&x| x == 7));
-    let notify = file.device_io_control(WV_IOCTL_CQ_NOTIFY, &id(a.cq, 0, WV_CQ_NEXT_COMPLETION), 0);
-    assert!(notify.pending());
+    let notify = park_notify(&file, a.cq);
     a.ucq.arm(false);
     post_rdma(12, WrOpcode::RdmaRead, 2000);
     platform.run_until_idle();

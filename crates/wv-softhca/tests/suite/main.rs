@@ -19,6 +19,7 @@ mod concurrency;
 mod cross_pd;
 mod data_path;
 mod device_model;
+mod direct;
 mod e2e_core;
 mod errors;
 mod events;

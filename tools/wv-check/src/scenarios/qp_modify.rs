@@ -100,21 +100,11 @@ fn modify_order<E: Env>(env: &E) -> Outcome {
     }
     check_state(&f, o.qp, WV_IO_QP_STATE_RTS, "after INIT, RTR, RTS")?;
     // RTS → RTR is not a legal transition: the controller refuses, the QP stays in RTS.
-    let st = send(
-        &f,
-        WV_IOCTL_QP_MODIFY,
-        &modify_in(o.qp, WV_IO_QP_STATE_RTR, Some((qpn, gid))),
-        8,
-    )?;
+    let st = modify(&f, o.qp, WV_IO_QP_STATE_RTR, Some((qpn, gid)), 8)?;
     expect(&st, NtStatus::UNSUCCESSFUL, "QP_MODIFY(RTS → RTR)")?;
     check_state(&f, o.qp, WV_IO_QP_STATE_RTS, "after a refused modify")?;
     // An empty output buffer is accepted (Information 0).
-    let st = send(
-        &f,
-        WV_IOCTL_QP_MODIFY,
-        &modify_in(o.qp, WV_IO_QP_STATE_ERROR, None),
-        0,
-    )?;
+    let st = modify(&f, o.qp, WV_IO_QP_STATE_ERROR, None, 0)?;
     expect_info(&st, NtStatus::SUCCESS, 0, "QP_MODIFY(→ERR, no output)")?;
     check_state(&f, o.qp, WV_IO_QP_STATE_ERROR, "after →ERR")?;
     Ok(format!(
@@ -208,12 +198,7 @@ fn modify_cancel<E: Env>(env: &E) -> Outcome {
         "after CancelIoEx of the last modify",
     )?;
     // The QP still takes modifies.
-    let st = send(
-        &f,
-        WV_IOCTL_QP_MODIFY,
-        &modify_in(o.qp, WV_IO_QP_STATE_RESET, None),
-        8,
-    )?;
+    let st = modify(&f, o.qp, WV_IO_QP_STATE_RESET, None, 8)?;
     expect(
         &st,
         NtStatus::SUCCESS,
@@ -232,4 +217,18 @@ fn modify_cancel<E: Env>(env: &E) -> Outcome {
             "it had already started"
         }
     ))
+}
+
+/// QP_MODIFY of `qp` to `state` (the attributes of [`modify_in`]) with `out_len` bytes of
+/// output, and its final status whether it pended or not (for modifies whose inline/pending
+/// behaviour is not what is being checked).
+fn modify<F: RawFile>(
+    f: &F,
+    qp: u64,
+    state: u8,
+    peer: Option<(u32, [u8; 16])>,
+    out_len: usize,
+) -> Result<IoStatus, String> {
+    let io = f.device_io_control(WV_IOCTL_QP_MODIFY, &modify_in(qp, state, peer), out_len);
+    wait(io, "QP_MODIFY")
 }

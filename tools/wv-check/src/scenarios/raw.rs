@@ -117,50 +117,9 @@ pub fn ah_in(pd: u64, dgid: [u8; 16]) -> Vec<u8> {
 /// rc_pingpong uses (INIT: port, pkey index, access; RTR: path, peer QPN, PSN, responder
 /// resources, RNR timer; RTS: PSN, timeouts, retry counts, initiator depth).
 pub fn modify_in(qp: u64, state: u8, peer: Option<(u32, [u8; 16])>) -> Vec<u8> {
-    let mut attr = WV_IO_QP_ATTRIBUTES::default();
-    attr.Id.Id = qp;
-    attr.QpState = state;
-    attr.AddressVector.PortNumber = 1;
-    attr.PathMtu = 1024;
-    attr.AccessFlags = (WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ) as u8;
-    attr.InitiatorDepth = 1;
-    attr.ResponderResources = 1;
-    attr.LocalAckTimeout = 14;
-    attr.SequenceErrorRetryCount = 7;
-    attr.RnrRetryCount = 7;
-    attr.RnrNakTimeout = 12;
-    attr.Options = match state {
-        WV_IO_QP_STATE_INIT => {
-            WV_IO_QP_ATTR_STATE
-                | WV_IO_QP_ATTR_PKEY_INDEX
-                | WV_IO_QP_ATTR_PORT_NUMBER
-                | WV_IO_QP_ATTR_ACCESS_FLAGS
-        }
-        WV_IO_QP_STATE_RTR => {
-            WV_IO_QP_ATTR_STATE
-                | WV_IO_QP_ATTR_AV
-                | WV_IO_QP_ATTR_DESTINATION_QPN
-                | WV_IO_QP_ATTR_RECEIVE_PSN
-                | WV_IO_QP_ATTR_RESPONDER_RESOURCES
-                | WV_IO_QP_ATTR_RNR_NAK_TIMEOUT
-        }
-        WV_IO_QP_STATE_RTS => {
-            WV_IO_QP_ATTR_STATE
-                | WV_IO_QP_ATTR_SEND_PSN
-                | WV_IO_QP_ATTR_ACK_TIMEOUT
-                | WV_IO_QP_ATTR_ERROR_RETRY_COUNT
-                | WV_IO_QP_ATTR_RNR_RETRY_COUNT
-                | WV_IO_QP_ATTR_INITIATOR_DEPTH
-        }
-        _ => WV_IO_QP_ATTR_STATE,
-    };
-    if let Some((qpn, gid)) = peer {
-        attr.AddressVector.NetworkRouteValid = 1;
-        attr.AddressVector.HopLimit = 1;
-        attr.AddressVector.DGid = gid;
-        attr.DestinationQpn = qpn.to_be();
-    }
-    attr.as_bytes().to_vec()
+    WV_IO_QP_ATTRIBUTES::rc_step(qp, state, peer)
+        .as_bytes()
+        .to_vec()
 }
 
 /// Reads a struct from the front of output bytes.
@@ -189,18 +148,6 @@ pub fn call<F: RawFile>(
             code_name(code)
         ));
     }
-    wait(io, &code_name(code))
-}
-
-/// Issues a request and returns its final status whether it pended or not (for requests whose
-/// inline/pending behaviour is not what is being checked).
-pub fn send<F: RawFile>(
-    f: &F,
-    code: u32,
-    input: &[u8],
-    out_len: usize,
-) -> Result<IoStatus, String> {
-    let io = f.device_io_control(code, input, out_len);
     wait(io, &code_name(code))
 }
 

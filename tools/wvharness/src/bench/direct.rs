@@ -17,15 +17,11 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use wv_abi::consts::{WV_ACCESS_LOCAL_WRITE, WV_ACCESS_REMOTE_READ, WV_ACCESS_REMOTE_WRITE};
-use wv_hal::{
-    AddressVector, CaEvent, CaEventSink, CqEventSink, Gid, MemoryRegion, Mtu, QpCreate, QpEvent,
-    QpEventSink, QpInit, QpModify, QpPath, QpRtr, QpRts, QpType, Umv, Verbs,
-};
+use wv_hal::{CaEvent, CaEventSink, CqEventSink, Gid, MemoryRegion, QpEvent, QpEventSink, Verbs};
 use wv_host::HostPlatform;
-use wv_softhca::abi::{self, CqResp, QpResp};
 use wv_softhca::{
-    BufferPool, ClientMemory, DeviceConfig, DmaBuffer, Fabric, RecvWr, Sge, SoftHca, UvpContext,
-    UvpCq, UvpQp, WorkCompletion, WrOpcode,
+    BufferPool, ClientMemory, DeviceConfig, DirectClient, DirectError, DmaBuffer, Fabric, RecvWr,
+    Sge, UvpCq, UvpQp, WorkCompletion, WrOpcode,
 };
 
 use crate::baseline::Measured;
@@ -111,7 +107,7 @@ impl LoopCq for DirectCq {
 /// receive CQs of the same sizes, an RC QP with the same depths, one registered buffer whose
 /// landing half starts where the stack's does.
 struct Side {
-    hca: Arc<SoftHca<HostPlatform>>,
+    dev: DirectClient<HostPlatform>,
     qp: UvpQp,
     soft_qp: wv_softhca::SoftQp,
     send_cq: DirectCq,
@@ -124,13 +120,7 @@ struct Side {
     remote: (u64, u32),
     inline_size: u32,
     // Kept alive for the life of the side.
-    _keep: (
-        wv_softhca::SoftCa,
-        wv_softhca::SoftPd,
-        wv_softhca::SoftCq,
-        wv_softhca::SoftCq,
-        wv_softhca::SoftMr,
-    ),
+    _keep: (wv_softhca::SoftCq, wv_softhca::SoftCq, wv_softhca::SoftMr),
 }
 
 impl DataPath for Side {
@@ -181,40 +171,23 @@ fn side(
     pool: &BufferPool,
     params: &perftest::Params,
 ) -> Result<Side, String> {
-    let e = |what: &'static str| {
-        move |err: wv_hal::VerbsError| format!("direct baseline: {what}: {err:?}")
-    };
-    let hca = SoftHca::new(
+    let e = |err: DirectError| format!("direct baseline: {err}");
+    let dev = DirectClient::create(
         Arc::new(p.clone()),
         DeviceConfig::new("direct", [2, 0x44, 0, 0, 0, mac]),
         ClientMemory::pool(pool.clone()),
-    );
-    let mut out = [0u8; 64];
-    let ca = hca
-        .open_ca(
-            &mut Umv::new(0, 0, 64, &mut out),
-            wv_hal::KArc::new(NoSink).into(),
-        )
-        .map_err(e("open CA"))?;
-    let uvp = UvpContext::from_open_resp(&out).map_err(e("context"))?;
-    let pd = hca.allocate_pd(&ca, &mut Umv::none()).map_err(e("PD"))?;
-    let mut cq = |entries: u32| -> Result<(wv_softhca::SoftCq, DirectCq), String> {
+        wv_hal::KArc::new(NoSink).into(),
+    )
+    .map_err(e)?;
+    let cq = |entries: u32| -> Result<(wv_softhca::SoftCq, DirectCq), String> {
         let wake = Arc::new(Wake::default());
-        let (soft, _) = hca
-            .create_cq(
-                &ca,
-                entries,
-                wv_hal::KArc::new(Relay(Arc::clone(&wake))).into(),
-                &mut Umv::new(0, 0, 64, &mut out),
-            )
-            .map_err(e("CQ"))?;
-        let u = uvp
-            .map_cq(&abi::parse::<CqResp>(&out).ok_or("direct baseline: CQ response")?)
-            .map_err(e("CQ map"))?;
+        let (soft, cq) = dev
+            .create_cq(entries, wv_hal::KArc::new(Relay(Arc::clone(&wake))).into())
+            .map_err(e)?;
         Ok((
             soft,
             DirectCq {
-                cq: u,
+                cq,
                 wake,
                 armed: AtomicBool::new(false),
                 drained: AtomicBool::new(true),
@@ -224,45 +197,33 @@ fn side(
     // The sizes `Side::open` asks the stack for.
     let (soft_send, send_cq) = cq(params.tx_depth + params.rx_depth + 1)?;
     let (soft_recv, recv_cq) = cq(params.rx_depth + 1)?;
-    let create = QpCreate {
-        qp_type: QpType::Rc,
-        sq_depth: params.tx_depth.max(1),
-        rq_depth: params.rx_depth.max(1),
-        sq_sge: 1,
-        rq_sge: 1,
-        sq_max_inline: params.inline_size,
-        sq_signaled: false,
-        send_cq: &soft_send,
-        recv_cq: &soft_recv,
-        srq: None,
-    };
-    let (soft_qp, _) = hca
-        .create_qp(
-            &pd,
-            &create,
+    let depths = [params.tx_depth.max(1), params.rx_depth.max(1)];
+    let (soft_qp, qp) = dev
+        .create_rc_qp(
+            &soft_send,
+            &soft_recv,
+            depths,
+            params.inline_size,
             wv_hal::KArc::new(NoSink).into(),
-            &mut Umv::new(0, 0, 64, &mut out),
         )
-        .map_err(e("QP"))?;
-    let qp = uvp
-        .map_qp(&abi::parse::<QpResp>(&out).ok_or("direct baseline: QP response")?)
-        .map_err(e("QP map"))?;
+        .map_err(e)?;
     // The stack's buffer layout (`Side::open`): the landing half half a page past a page
     // boundary beyond the largest message.
     let land_off = (params.max_size() as usize).max(64).next_multiple_of(4096) + 2048;
     let buf = pool.alloc(2 * land_off);
-    let (mr, keys) = hca
+    let (mr, keys) = dev
+        .hca
         .register_mr(
-            &pd,
+            &dev.pd,
             &MemoryRegion {
                 address: buf.addr(),
                 length: buf.len() as u64,
                 access: WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ,
             },
         )
-        .map_err(e("MR"))?;
+        .map_err(|err| format!("direct baseline: MR: {err:?}"))?;
     Ok(Side {
-        hca,
+        dev,
         qp,
         soft_qp,
         send_cq,
@@ -273,53 +234,15 @@ fn side(
         rkey: keys.rkey,
         remote: (0, 0),
         inline_size: params.inline_size,
-        _keep: (ca, pd, soft_send, soft_recv, mr),
+        _keep: (soft_send, soft_recv, mr),
     })
 }
 
 /// RESET → INIT → RTR → RTS with perftest's RC attributes.
 fn connect(s: &Side, dgid: Gid, dqpn: u32) -> Result<(), String> {
-    let path = QpPath {
-        av: AddressVector {
-            grh_valid: true,
-            dgid,
-            hop_limit: 1,
-            port: 1,
-            ..AddressVector::default()
-        },
-        path_mtu: Some(Mtu::Mtu4096),
-        local_ack_timeout: 14,
-        seq_err_retry_cnt: 7,
-        rnr_retry_cnt: 7,
-    };
-    let m = |q: QpModify| {
-        s.hca
-            .modify_qp(&s.soft_qp, &q, &mut [])
-            .map_err(|e| format!("direct baseline: modify: {e:?}"))
-    };
-    m(QpModify::Init(QpInit {
-        port: 1,
-        qkey: 0,
-        pkey_index: 0,
-        access: WV_ACCESS_LOCAL_WRITE | WV_ACCESS_REMOTE_WRITE | WV_ACCESS_REMOTE_READ,
-    }))?;
-    m(QpModify::Rtr(QpRtr {
-        dest_qpn: dqpn,
-        primary: path,
-        responder_resources: 1,
-        rnr_nak_timeout: 12,
-        ..QpRtr::default()
-    }))?;
-    m(QpModify::Rts(QpRts {
-        retry_cnt: 7,
-        rnr_retry_cnt: 7,
-        local_ack_timeout: 14,
-        initiator_depth: 1,
-        rnr_nak_timeout: 12,
-        responder_resources: 1,
-        primary: path,
-        ..QpRts::default()
-    }))
+    s.dev
+        .connect_rc(&s.soft_qp, dgid, dqpn)
+        .map_err(|e| format!("direct baseline: {e}"))
 }
 
 /// Runs perftest's send_lat loop with `args` (2-byte messages, polling or `-e`) on two soft
@@ -335,10 +258,10 @@ pub fn send_lat(args: &PerftestArgs) -> Result<Measured, String> {
     let mut b = side(&p, 2, &pool, &params)?;
     a.remote = (b.buf.addr() + b.land_off as u64, b.rkey);
     b.remote = (a.buf.addr() + a.land_off as u64, a.rkey);
-    fabric.attach(&a.hca);
-    fabric.attach(&b.hca);
-    connect(&a, b.hca.gid(), b.qp.qpn())?;
-    connect(&b, a.hca.gid(), a.qp.qpn())?;
+    fabric.attach(&a.dev.hca);
+    fabric.attach(&b.dev.hca);
+    connect(&a, b.dev.hca.gid(), b.qp.qpn())?;
+    connect(&b, a.dev.hca.gid(), a.qp.qpn())?;
     let sh = Shared {
         abort: AtomicBool::new(false),
         stop: AtomicU64::new(0),
