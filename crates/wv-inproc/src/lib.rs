@@ -23,7 +23,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use wv_abi::{IB_PATH_REC, NtStatus};
+use wv_abi::NtStatus;
 use wv_ci::{CiCmExport, CiExport, CiVerbs};
 use wv_core::{Driver, DriverConfig};
 use wv_hal::{Verbs, VerbsError as HalError};
@@ -32,10 +32,7 @@ pub use wv_softhca::LinkLayer;
 use wv_softhca::{ClientMemory, DeviceConfig, Fabric, SoftCm, SoftHca};
 
 use wv_client::raw::IoStatus;
-use wv_client::verbs::{
-    AddressService, DeviceAddress, PortError, PortReservation, Provider, VerbsError,
-};
-use wv_softhca::AddressError;
+use wv_client::verbs::{OnFabric, Provider, VerbsError};
 
 pub use wv_client::process_memory;
 pub use wv_core::QpModifyMode;
@@ -529,26 +526,9 @@ pub fn open_inproc(stack: &Stack) -> Result<Provider<File>, VerbsError> {
 }
 
 /// The stack's fabric answers what IBAT and the socket layer answer on Windows.
-impl AddressService for Stack {
-    fn locate(&self, ip: IpAddr) -> Option<DeviceAddress> {
-        self.fabric.locate(ip).map(|l| DeviceAddress {
-            device_guid: l.device_guid,
-            pkey: l.pkey,
-            port: l.port,
-        })
-    }
-
-    fn resolve_path(&self, src: IpAddr, dst: IpAddr) -> Option<IB_PATH_REC> {
-        self.fabric.resolve_path(src, dst).ok()
-    }
-
-    fn reserve_port(&self, ip: IpAddr, port: u16) -> Result<PortReservation, PortError> {
-        match self.fabric.reserve_port(ip, port) {
-            Ok(lease) => Ok(PortReservation::new(lease.port(), Box::new(lease))),
-            Err(AddressError::InUse) => Err(PortError::InUse),
-            Err(AddressError::NoFreePort) => Err(PortError::Exhausted),
-            Err(_) => Err(PortError::Unknown),
-        }
+impl OnFabric for Stack {
+    fn fabric(&self) -> &Arc<Fabric> {
+        &self.fabric
     }
 }
 

@@ -4,8 +4,8 @@
 //!
 //! What winverbs.dll asks of the host before the driver sees an endpoint — which device and
 //! port own an address (IBAT's `TranslateAddress`), the path to a peer (IBAT's route), a port
-//! (the TCP socket it binds) — comes from an [`AddressService`]; the in-process stack's fabric
-//! is one (`wv_inproc::Stack`).
+//! (the TCP socket it binds) — comes from an [`AddressService`]; a machine [`OnFabric`] (the
+//! in-process stacks, `wv_inproc::Stack` and the emulated KMDF's) has its fabric's.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -20,6 +20,7 @@ use wv_abi::{
     WV_IO_SOCKADDR_IN6,
 };
 use wv_softhca::abi::QpStateOut;
+use wv_softhca::{AddressError, Fabric};
 use zerocopy::IntoBytes;
 
 use super::error::{
@@ -99,6 +100,41 @@ pub trait AddressService {
         ip: IpAddr,
         port: u16,
     ) -> core::result::Result<PortReservation, PortError>;
+}
+
+/// A machine whose soft HCAs are joined on one fabric: the fabric's address book is its
+/// [`AddressService`], so every such machine answers the way the others do.
+pub trait OnFabric {
+    /// The fabric joining the machine's soft HCAs.
+    fn fabric(&self) -> &Arc<Fabric>;
+}
+
+/// The fabric answers what IBAT and the socket layer answer on Windows.
+impl<T: OnFabric + ?Sized> AddressService for T {
+    fn locate(&self, ip: IpAddr) -> Option<DeviceAddress> {
+        self.fabric().locate(ip).map(|l| DeviceAddress {
+            device_guid: l.device_guid,
+            pkey: l.pkey,
+            port: l.port,
+        })
+    }
+
+    fn resolve_path(&self, src: IpAddr, dst: IpAddr) -> Option<IB_PATH_REC> {
+        self.fabric().resolve_path(src, dst).ok()
+    }
+
+    fn reserve_port(
+        &self,
+        ip: IpAddr,
+        port: u16,
+    ) -> core::result::Result<PortReservation, PortError> {
+        match self.fabric().reserve_port(ip, port) {
+            Ok(lease) => Ok(PortReservation::new(lease.port(), Box::new(lease))),
+            Err(AddressError::InUse) => Err(PortError::InUse),
+            Err(AddressError::NoFreePort) => Err(PortError::Exhausted),
+            Err(_) => Err(PortError::Unknown),
+        }
+    }
 }
 
 /// Connect parameters (`WV_CONNECT_PARAM`): private data and the QP's read limits and retries.

@@ -44,7 +44,7 @@ use crate::raw::{IoStatus, RawFile, RawIo};
 pub use buffer::{Buffer, OutOfBounds};
 pub use endpoint::{
     AF_INET, AF_INET6, AddressService, ConnectAttributes, ConnectParam, DeviceAddress, Endpoint,
-    EpParts, MAX_PRIVATE_DATA, PortError, PortReservation, sockaddr, socket_addr,
+    EpParts, MAX_PRIVATE_DATA, OnFabric, PortError, PortReservation, sockaddr, socket_addr,
 };
 pub use error::{
     Result, STATUS_ADDRESS_ALREADY_EXISTS, STATUS_DLL_NOT_FOUND, STATUS_HOST_UNREACHABLE,

@@ -8,7 +8,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
-use wdk_sys::{NTSTATUS, PVOID};
+use wdk_sys::NTSTATUS;
 use wv_ci::{
     CiCmExport, CiExport, Convention, GUID, GUID_INFINIBAND_INTERFACE_CM,
     GUID_RDMA_INTERFACE_VERBS, INFINIBAND_INTERFACE_CM_VERSION, RDMA_INTERFACE_VERBS_VERSION,
@@ -16,7 +16,7 @@ use wv_ci::{
 use wv_host::HostPlatform;
 use wv_softhca::{ClientMemory, DeviceConfig, Fabric, LinkLayer, SoftCm, SoftHca};
 
-use crate::pnp::{Guid, LowerStack};
+use crate::pnp::{Guid, InterfaceQuery, LowerStack};
 
 /// The soft HCA on the emulated machine's platform.
 pub type Hca = SoftHca<HostPlatform>;
@@ -177,24 +177,17 @@ impl Asked {
 }
 
 impl LowerStack for SoftController {
-    unsafe fn query_interface(
-        &self,
-        guid: &Guid,
-        size: u16,
-        version: u16,
-        interface: *mut u8,
-        _specific: PVOID,
-        abi: crate::Abi,
-    ) -> NTSTATUS {
-        let convention = match abi {
+    unsafe fn query_interface(&self, query: &InterfaceQuery) -> NTSTATUS {
+        let convention = match query.abi {
             crate::Abi::C => Convention::System,
             crate::Abi::Win64 => Convention::Win64,
         };
         let asked = Asked {
-            version,
-            size,
-            interface,
+            version: query.version,
+            size: query.size,
+            interface: query.interface,
         };
+        let guid = &query.guid;
         if same(guid, &GUID_RDMA_INTERFACE_VERBS) {
             // SAFETY: the caller's promise.
             return unsafe {

@@ -20,7 +20,7 @@ use wdk_sys::{
 
 use crate::machine::Inner;
 use crate::objects::{self, Attributes, Fx, Handle, Kind, Life, Object};
-use crate::pnp::{ControllerId, Guid};
+use crate::pnp::{ControllerId, Guid, InterfaceQuery};
 use crate::verifier::WDF_VIOLATION;
 
 /// A `WDFDEVICE_INIT`.
@@ -619,9 +619,17 @@ pub(crate) unsafe fn fdo_query_for_interface(
         return wdk_sys::STATUS_NO_SUCH_DEVICE;
     };
     m.count("interface queries");
+    let query = InterfaceQuery {
+        guid,
+        size,
+        version,
+        interface: interface.cast(),
+        specific,
+        abi: m.abi(),
+    };
     // SAFETY: `interface` is `size` writable bytes beginning with an INTERFACE header (the
     // DDI's contract).
-    unsafe { lower.query_interface(&guid, size, version, interface.cast(), specific, m.abi()) }
+    unsafe { lower.query_interface(&query) }
 }
 
 /// What a device does when it is disposed: a queue stops and cancels what waits in it; a

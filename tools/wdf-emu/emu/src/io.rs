@@ -26,6 +26,8 @@ use wdk_sys::{
 use wv_hal::Irql;
 use wv_host::kernel;
 
+use crate::abi::Abi;
+use crate::callbacks;
 use crate::devices::{self, device_mut};
 use crate::machine::Inner;
 use crate::objects::{self, Fx, Handle, Kind, Life};
@@ -246,6 +248,13 @@ fn insert(m: &Arc<Inner>, q: Handle, r: Handle) -> Result<(), Refused> {
     Ok(())
 }
 
+/// Inserts `r` into `q` and presents what the queue may present now.
+fn insert_and_dispatch(m: &Arc<Inner>, q: Handle, r: Handle) -> Result<(), Refused> {
+    insert(m, q, r)?;
+    dispatch(m, q);
+    Ok(())
+}
+
 /// Presents what waits in a parallel queue to its `EvtIoDeviceControl`, in this thread if it
 /// may run the queue's callbacks, else from a system work item.
 pub(crate) fn dispatch(m: &Arc<Inner>, q: Handle) {
@@ -272,7 +281,7 @@ pub(crate) fn dispatch(m: &Arc<Inner>, q: Handle) {
                     queue.deferred = true;
                     let machine = Arc::clone(m);
                     m.count("deferred presentations");
-                    crate::callbacks::queue_system_work(m, "deferred queue dispatch", move || {
+                    callbacks::queue_system_work(m, "deferred queue dispatch", move || {
                         if let Some(queue) = queue_mut(&mut machine.fx.lock(), q) {
                             queue.deferred = false;
                         }
@@ -310,14 +319,14 @@ pub(crate) fn dispatch(m: &Arc<Inner>, q: Handle) {
         } else {
             kernel::irql()
         };
-        crate::callbacks::frame(m, "EvtIoDeviceControl", at, || {
+        queue_event(m, "EvtIoDeviceControl", at, q, |abi, queue| {
             // SAFETY: the queue's handler, with a request the driver now owns and the IRP's
             // parameters.
             unsafe {
-                crate::callbacks::io_device_control(
-                    m.abi(),
+                callbacks::io_device_control(
+                    abi,
                     callback,
-                    q as WDFQUEUE,
+                    queue,
                     request as WDFREQUEST,
                     irp.output_len,
                     irp.input_len,
@@ -337,9 +346,60 @@ pub(crate) fn deliver_to_default_queue(m: &Arc<Inner>, device: Handle, r: Handle
         requests::complete_by_framework(m, r, wdk_sys::STATUS_INVALID_DEVICE_REQUEST);
         return;
     };
-    match insert(m, q, r) {
-        Ok(()) => dispatch(m, q),
-        Err(Refused::Busy) => requests::complete_by_framework(m, r, status::WDF_BUSY),
+    if let Err(Refused::Busy) = insert_and_dispatch(m, q, r) {
+        requests::complete_by_framework(m, r, status::WDF_BUSY);
+    }
+}
+
+/// What a DDI finds wrong with the objects the driver hands it, found under the framework lock
+/// and reported once the lock is released.
+enum Misuse {
+    /// KMDF bug-checks (`WDF_VIOLATION`); the DDI returns the status if the machine goes on.
+    BugCheck(String, NTSTATUS),
+    /// Against a rule the verifier checks; the DDI fails with `STATUS_INVALID_DEVICE_REQUEST`.
+    Rule(String),
+}
+
+impl Misuse {
+    /// `handle`, given to `ddi`, is not a live object of the `expected` kind.
+    fn invalid_handle(fx: &Fx, ddi: &str, handle: Handle, expected: &str) -> Self {
+        Misuse::BugCheck(
+            format!("{ddi}: {}", fx.invalid(handle, expected)),
+            wdk_sys::STATUS_INVALID_PARAMETER,
+        )
+    }
+
+    /// Records the misuse; the status the DDI returns.
+    fn report(self, m: &Inner) -> NTSTATUS {
+        match self {
+            Misuse::BugCheck(what, status) => {
+                m.bug_check(WDF_VIOLATION, what);
+                status
+            }
+            Misuse::Rule(what) => {
+                m.violation(format!("verifier: {what}"));
+                wdk_sys::STATUS_INVALID_DEVICE_REQUEST
+            }
+        }
+    }
+}
+
+/// Request `r`, which the driver handed to `ddi`: a live request the driver owns.
+fn driver_request<'f>(
+    fx: &'f mut Fx,
+    ddi: &str,
+    r: Handle,
+) -> Result<&'f mut requests::RequestObj, Misuse> {
+    if requests::request_mut(fx, r).is_none() {
+        return Err(Misuse::invalid_handle(fx, ddi, r, "WDFREQUEST"));
+    }
+    let req = requests::request_mut(fx, r).expect("checked above");
+    match requests::owned_by_driver(req) {
+        Ok(()) => Ok(req),
+        Err(why) => Err(Misuse::BugCheck(
+            format!("{ddi}: WDFREQUEST {r:#x} {why}"),
+            wdk_sys::STATUS_INVALID_DEVICE_REQUEST,
+        )),
     }
 }
 
@@ -356,29 +416,23 @@ pub(crate) unsafe fn device_enqueue_request(
     let r = request as Handle;
     let q = {
         let mut fx = m.fx.lock();
-        let Some(req) = requests::request_mut(&mut fx, r) else {
-            m.invalid_handle(fx, DDI, r, "WDFREQUEST");
-            return wdk_sys::STATUS_INVALID_PARAMETER;
-        };
-        if let Err(why) = requests::owned_by_driver(req) {
+        let checked = driver_request(&mut fx, DDI, r).and_then(|req| {
+            if req.delivered_by.is_some() || !req.in_caller_context {
+                Err(Misuse::Rule(format!(
+                    "{DDI}: WDFREQUEST {r:#x} was not received by EvtIoInCallerContext (only \
+                     such a request is enqueued; a queue's request is forwarded)"
+                )))
+            } else if req.device != device as Handle {
+                Err(Misuse::Rule(format!(
+                    "{DDI}: WDFREQUEST {r:#x} was sent to another device"
+                )))
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(misuse) = checked {
             drop(fx);
-            m.bug_check(WDF_VIOLATION, format!("{DDI}: WDFREQUEST {r:#x} {why}"));
-            return wdk_sys::STATUS_INVALID_DEVICE_REQUEST;
-        }
-        if req.delivered_by.is_some() || !req.in_caller_context {
-            drop(fx);
-            m.violation(format!(
-                "verifier: {DDI}: WDFREQUEST {r:#x} was not received by EvtIoInCallerContext \
-                 (only such a request is enqueued; a queue's request is forwarded)"
-            ));
-            return wdk_sys::STATUS_INVALID_DEVICE_REQUEST;
-        }
-        if req.device != device as Handle {
-            drop(fx);
-            m.violation(format!(
-                "verifier: {DDI}: WDFREQUEST {r:#x} was sent to another device"
-            ));
-            return wdk_sys::STATUS_INVALID_DEVICE_REQUEST;
+            return misuse.report(m);
         }
         device_mut(&mut fx, device as Handle).and_then(|d| d.default_queue)
     };
@@ -392,11 +446,8 @@ pub(crate) unsafe fn device_enqueue_request(
     if let Some(req) = requests::request_mut(&mut m.fx.lock(), r) {
         req.in_caller_context = false;
     }
-    match insert(m, q, r) {
-        Ok(()) => {
-            dispatch(m, q);
-            wdk_sys::STATUS_SUCCESS
-        }
+    match insert_and_dispatch(m, q, r) {
+        Ok(()) => wdk_sys::STATUS_SUCCESS,
         Err(Refused::Busy) => {
             if let Some(req) = requests::request_mut(&mut m.fx.lock(), r) {
                 req.in_caller_context = true;
@@ -419,44 +470,29 @@ pub(crate) unsafe fn request_forward_to_queue(
     let (r, q) = (request as Handle, queue as Handle);
     {
         let mut fx = m.fx.lock();
-        let destination_device = match queue_mut(&mut fx, q) {
-            Some(queue) => queue.device,
-            None => {
-                m.invalid_handle(fx, DDI, q, "WDFQUEUE");
-                return wdk_sys::STATUS_INVALID_PARAMETER;
-            }
+        let checked = match queue_mut(&mut fx, q).map(|queue| queue.device) {
+            None => Err(Misuse::invalid_handle(&fx, DDI, q, "WDFQUEUE")),
+            Some(destination) => driver_request(&mut fx, DDI, r).and_then(|req| {
+                match req.delivered_by {
+                    None => Err(format!(
+                        "WDFREQUEST {r:#x} was not delivered by a queue (a request from \
+                         EvtIoInCallerContext is enqueued with WdfDeviceEnqueueRequest first)"
+                    )),
+                    Some(source) if source == q => Err(format!(
+                        "WDFREQUEST {r:#x} forwarded to the queue it came from \
+                         (WdfRequestRequeue is the call for that)"
+                    )),
+                    Some(_) if req.device != destination => {
+                        Err("the queue belongs to another device".to_owned())
+                    }
+                    Some(_) => Ok(()),
+                }
+                .map_err(|why| Misuse::Rule(format!("{DDI}: {why}")))
+            }),
         };
-        let Some(req) = requests::request_mut(&mut fx, r) else {
-            m.invalid_handle(fx, DDI, r, "WDFREQUEST");
-            return wdk_sys::STATUS_INVALID_PARAMETER;
-        };
-        if let Err(why) = requests::owned_by_driver(req) {
+        if let Err(misuse) = checked {
             drop(fx);
-            m.bug_check(WDF_VIOLATION, format!("{DDI}: WDFREQUEST {r:#x} {why}"));
-            return wdk_sys::STATUS_INVALID_DEVICE_REQUEST;
-        }
-        let Some(source) = req.delivered_by else {
-            drop(fx);
-            m.violation(format!(
-                "verifier: {DDI}: WDFREQUEST {r:#x} was not delivered by a queue (a request from \
-                 EvtIoInCallerContext is enqueued with WdfDeviceEnqueueRequest first)"
-            ));
-            return wdk_sys::STATUS_INVALID_DEVICE_REQUEST;
-        };
-        if source == q {
-            drop(fx);
-            m.violation(format!(
-                "verifier: {DDI}: WDFREQUEST {r:#x} forwarded to the queue it came from \
-                 (WdfRequestRequeue is the call for that)"
-            ));
-            return wdk_sys::STATUS_INVALID_DEVICE_REQUEST;
-        }
-        if req.device != destination_device {
-            drop(fx);
-            m.violation(format!(
-                "verifier: {DDI}: the queue belongs to another device"
-            ));
-            return wdk_sys::STATUS_INVALID_DEVICE_REQUEST;
+            return misuse.report(m);
         }
         let accepting = queue_mut(&mut fx, q).is_some_and(|queue| queue.accepting);
         if !accepting {
@@ -481,11 +517,8 @@ pub(crate) unsafe fn request_forward_to_queue(
     if let Some(source) = source {
         purge_progress(m, source);
     }
-    match insert(m, q, r) {
-        Ok(()) => {
-            dispatch(m, q);
-            wdk_sys::STATUS_SUCCESS
-        }
+    match insert_and_dispatch(m, q, r) {
+        Ok(()) => wdk_sys::STATUS_SUCCESS,
         Err(Refused::Busy) => {
             // Raced with a purge: the request is the driver's again.
             if let Some(req) = requests::request_mut(&mut m.fx.lock(), r) {
@@ -579,6 +612,12 @@ pub(crate) unsafe fn queue_purge(
     purge_progress(m, queue as Handle);
 }
 
+/// Runs `call` (a callback of queue `q`, handed the machine's convention and the queue's handle)
+/// in a callback frame at `at`, as the framework runs every queue event.
+fn queue_event(m: &Arc<Inner>, name: &str, at: Irql, q: Handle, call: impl FnOnce(Abi, WDFQUEUE)) {
+    callbacks::frame(m, name, at, || call(m.abi(), q as WDFQUEUE));
+}
+
 /// Calls the purge callbacks of `q` once none of its requests is the driver's any more.
 pub(crate) fn purge_progress(m: &Arc<Inner>, q: Handle) {
     let waiters = {
@@ -594,17 +633,16 @@ pub(crate) fn purge_progress(m: &Arc<Inner>, q: Handle) {
     for (callback, context) in waiters {
         if let Some(callback) = callback {
             let at = kernel::irql();
-            crate::callbacks::frame(m, "EvtIoQueueState (purge complete)", at, || {
-                // SAFETY: the callback and context the driver gave `WdfIoQueuePurge`.
-                unsafe {
-                    crate::callbacks::queue_state(
-                        m.abi(),
-                        callback,
-                        q as WDFQUEUE,
-                        context as WDFCONTEXT,
-                    )
-                }
-            });
+            queue_event(
+                m,
+                "EvtIoQueueState (purge complete)",
+                at,
+                q,
+                |abi, queue| {
+                    // SAFETY: the callback and context the driver gave `WdfIoQueuePurge`.
+                    unsafe { callbacks::queue_state(abi, callback, queue, context as WDFCONTEXT) }
+                },
+            );
         }
     }
 }

@@ -65,6 +65,6 @@ pub use controller::SoftController;
 pub use faults::{FaultPlan, Faults};
 pub use file::{EmuFile, EmuIo};
 pub use machine::{DriverEntry, Machine, MachineConfig};
-pub use pnp::{ControllerId, LowerStack};
+pub use pnp::{ControllerId, InterfaceQuery, LowerStack};
 pub use stack::{EmuStack, EmuStackConfig};
 pub use verifier::Report;

@@ -49,25 +49,34 @@ impl From<&GUID> for Guid {
     }
 }
 
+/// An `IRP_MN_QUERY_INTERFACE`: its stack location's `Parameters.QueryInterface`, and the
+/// calling convention of the driver that sends it.
+#[derive(Debug)]
+pub struct InterfaceQuery {
+    /// `InterfaceType`.
+    pub guid: Guid,
+    /// `Size`: the bytes at `interface`.
+    pub size: u16,
+    /// `Version`.
+    pub version: u16,
+    /// `Interface`: where the interface goes, an `INTERFACE` header first.
+    pub interface: *mut u8,
+    /// `InterfaceSpecificData`.
+    pub specific: PVOID,
+    /// The asking driver's convention: the interface's routines are the ones of it, and so are
+    /// the callbacks the driver will hand them.
+    pub abi: crate::Abi,
+}
+
 /// The device stack below a filter: the controller's function driver.
 pub trait LowerStack: Send + Sync {
-    /// `IRP_MN_QUERY_INTERFACE`: fills `interface` (`size` bytes, an `INTERFACE` header first)
-    /// with the interface `guid` at `version`, taking one reference for the caller, or fails
-    /// (`STATUS_NOT_SUPPORTED` when nobody below has it). The caller is a driver of `abi`: the
-    /// interface's routines are the ones of its calling convention, and so are the callbacks it
-    /// will hand them.
+    /// `IRP_MN_QUERY_INTERFACE`: fills `query.interface` with the interface `query.guid` at
+    /// `query.version`, taking one reference for the caller, or fails (`STATUS_NOT_SUPPORTED`
+    /// when nobody below has it).
     ///
     /// # Safety
-    /// `interface` is `size` writable bytes.
-    unsafe fn query_interface(
-        &self,
-        guid: &Guid,
-        size: u16,
-        version: u16,
-        interface: *mut u8,
-        specific: PVOID,
-        abi: crate::Abi,
-    ) -> NTSTATUS;
+    /// `query.interface` is `query.size` writable bytes.
+    unsafe fn query_interface(&self, query: &InterfaceQuery) -> NTSTATUS;
     /// References on this stack's interfaces that their holders have not given back.
     fn references(&self) -> usize;
     /// A name for messages.

@@ -471,15 +471,23 @@ pub(crate) unsafe fn get_parameters(
     unsafe { parameters.write(p) };
 }
 
-fn retrieve_buffer(
+/// `WdfRequestRetrieveInputBuffer` (`OUTPUT` false) and `WdfRequestRetrieveOutputBuffer`
+/// (`OUTPUT` true): the two differ only in which of the IRP's lengths sizes the buffer.
+///
+/// # Safety
+/// The DDI's contract.
+pub(crate) unsafe fn retrieve_buffer<const OUTPUT: bool>(
     m: &Arc<Inner>,
-    ddi: &str,
     request: WDFREQUEST,
     minimum: usize,
     buffer: *mut PVOID,
     length: *mut usize,
-    output: bool,
 ) -> NTSTATUS {
+    let ddi = if OUTPUT {
+        "WdfRequestRetrieveOutputBuffer"
+    } else {
+        "WdfRequestRetrieveInputBuffer"
+    };
     if buffer.is_null() {
         m.null_parameter(ddi, "Buffer");
         return wdk_sys::STATUS_INVALID_PARAMETER;
@@ -487,7 +495,7 @@ fn retrieve_buffer(
     let Some(found) = with_request(m, ddi, request, |r| {
         owned_by_driver(r)?;
         let (pointer, _) = r.irp.system_buffer();
-        let len = if output {
+        let len = if OUTPUT {
             r.irp.output_len
         } else {
             r.irp.input_len
@@ -519,50 +527,6 @@ fn retrieve_buffer(
         unsafe { out.as_ptr().write(len) };
     }
     wdk_sys::STATUS_SUCCESS
-}
-
-/// `WdfRequestRetrieveInputBuffer`.
-///
-/// # Safety
-/// The DDI's contract.
-pub(crate) unsafe fn retrieve_input_buffer(
-    m: &Arc<Inner>,
-    request: WDFREQUEST,
-    minimum: usize,
-    buffer: *mut PVOID,
-    length: *mut usize,
-) -> NTSTATUS {
-    retrieve_buffer(
-        m,
-        "WdfRequestRetrieveInputBuffer",
-        request,
-        minimum,
-        buffer,
-        length,
-        false,
-    )
-}
-
-/// `WdfRequestRetrieveOutputBuffer`.
-///
-/// # Safety
-/// The DDI's contract.
-pub(crate) unsafe fn retrieve_output_buffer(
-    m: &Arc<Inner>,
-    request: WDFREQUEST,
-    minimum: usize,
-    buffer: *mut PVOID,
-    length: *mut usize,
-) -> NTSTATUS {
-    retrieve_buffer(
-        m,
-        "WdfRequestRetrieveOutputBuffer",
-        request,
-        minimum,
-        buffer,
-        length,
-        true,
-    )
 }
 
 /// `WdfRequestGetFileObject`: NULL for a request that came without a file object (a

@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use wdk_sys::NTSTATUS;
-use wv_abi::IB_PATH_REC;
-use wv_client::verbs::{AddressService, DeviceAddress, PortError, PortReservation};
+use wv_client::verbs::OnFabric;
 use wv_hal::{Verbs, VerbsError};
-use wv_softhca::{AddressError, ClientMemory, Fabric, LinkLayer};
+use wv_softhca::{ClientMemory, Fabric, LinkLayer};
 
 use crate::controller::{ControllerConfig, SoftController};
 use crate::file::EmuFile;
@@ -235,25 +234,9 @@ impl EmuStack {
     }
 }
 
-impl AddressService for EmuStack {
-    fn locate(&self, ip: IpAddr) -> Option<DeviceAddress> {
-        self.fabric.locate(ip).map(|l| DeviceAddress {
-            device_guid: l.device_guid,
-            pkey: l.pkey,
-            port: l.port,
-        })
-    }
-
-    fn resolve_path(&self, src: IpAddr, dst: IpAddr) -> Option<IB_PATH_REC> {
-        self.fabric.resolve_path(src, dst).ok()
-    }
-
-    fn reserve_port(&self, ip: IpAddr, port: u16) -> Result<PortReservation, PortError> {
-        match self.fabric.reserve_port(ip, port) {
-            Ok(lease) => Ok(PortReservation::new(lease.port(), Box::new(lease))),
-            Err(AddressError::InUse) => Err(PortError::InUse),
-            Err(AddressError::NoFreePort) => Err(PortError::Exhausted),
-            Err(_) => Err(PortError::Unknown),
-        }
+/// The stack's fabric answers what IBAT and the socket layer answer on Windows.
+impl OnFabric for EmuStack {
+    fn fabric(&self) -> &Arc<Fabric> {
+        &self.fabric
     }
 }

@@ -126,11 +126,11 @@ crate::ddis! {
     WdfRequestRetrieveInputBuffer [WdfRequestRetrieveInputBufferTableIndex,
         PFN_WDFREQUESTRETRIEVEINPUTBUFFER, Dispatch, fail = wdk_sys::STATUS_INVALID_DEVICE_REQUEST]
         (request: WDFREQUEST, minimum: usize, buffer: *mut PVOID, length: *mut usize) -> NTSTATUS
-        => requests::retrieve_input_buffer;
+        => requests::retrieve_buffer::<false>;
     WdfRequestRetrieveOutputBuffer [WdfRequestRetrieveOutputBufferTableIndex,
         PFN_WDFREQUESTRETRIEVEOUTPUTBUFFER, Dispatch, fail = wdk_sys::STATUS_INVALID_DEVICE_REQUEST]
         (request: WDFREQUEST, minimum: usize, buffer: *mut PVOID, length: *mut usize) -> NTSTATUS
-        => requests::retrieve_output_buffer;
+        => requests::retrieve_buffer::<true>;
     WdfRequestGetFileObject [WdfRequestGetFileObjectTableIndex, PFN_WDFREQUESTGETFILEOBJECT,
         Dispatch, fail = std::ptr::null_mut()]
         (request: WDFREQUEST) -> WDFFILEOBJECT => requests::get_file_object;
