@@ -479,34 +479,59 @@ pub(crate) struct ProducerLine {
 #[derive(Debug)]
 pub(crate) struct OwnerLine(pub [HeaderWord; 4]);
 
+/// An unused line after each line of a [`RingHeader`]. x86 cores fetch lines in aligned
+/// pairs (the spatial prefetcher), so two lines written by different sides must not share a
+/// 128-byte pair either: with the tail and the head in one pair, a ping-pong of 2-byte sends
+/// took about 6 % longer (see `docs/performance-notes.md`). Atomics, so that the whole header
+/// stays memory another process may write.
+#[repr(C, align(64))]
+pub(crate) struct LinePad([core::sync::atomic::AtomicU32; 16]);
+
+impl LinePad {
+    const fn new() -> Self {
+        LinePad([const { core::sync::atomic::AtomicU32::new(0) }; 16])
+    }
+}
+
+impl core::fmt::Debug for LinePad {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("LinePad")
+    }
+}
+
 /// The first [`RING_HEADER_BYTES`] of a ring's memory, before its slots: the indices, the
 /// producer's own copies of them, and four words its owner shares with the other side (a QP's
-/// send ring carries the QP state and the doorbell bits there, a CQ ring its overrun flag).
-/// The layout user mode maps: every field is an atomic, all-zero is an empty ring.
+/// send ring carries the QP state and the doorbell bits there, a CQ ring its overrun flag),
+/// each line followed by an unused one. The layout user mode maps: every field is an atomic,
+/// all-zero is an empty ring.
 #[repr(C)]
 #[derive(Debug)]
 pub(crate) struct RingHeader {
     /// The producer's published index (a CQ's carries the arm bits).
     pub tail: HeaderLine,
+    tail_pad: LinePad,
     /// The consumer's index.
     pub head: HeaderLine,
+    head_pad: LinePad,
     /// The producer's copies.
     pub producer: ProducerLine,
+    producer_pad: LinePad,
     /// The owner's words.
     pub owner: OwnerLine,
+    owner_pad: LinePad,
 }
 
 /// Bytes of a [`RingHeader`].
 #[cfg_attr(loom, allow(dead_code, reason = "the loom build has no shared rings"))]
-pub(crate) const RING_HEADER_BYTES: usize = 256;
+pub(crate) const RING_HEADER_BYTES: usize = 512;
 
 #[cfg(not(loom))]
 const _: () = {
     assert!(core::mem::size_of::<RingHeader>() == RING_HEADER_BYTES);
     assert!(core::mem::align_of::<RingHeader>() == 64);
-    assert!(core::mem::offset_of!(RingHeader, head) == 64);
-    assert!(core::mem::offset_of!(RingHeader, producer) == 128);
-    assert!(core::mem::offset_of!(RingHeader, owner) == 192);
+    assert!(core::mem::offset_of!(RingHeader, head) == 128);
+    assert!(core::mem::offset_of!(RingHeader, producer) == 256);
+    assert!(core::mem::offset_of!(RingHeader, owner) == 384);
 };
 
 impl RingHeader {
@@ -521,6 +546,10 @@ impl RingHeader {
                 head: w(),
             },
             owner: OwnerLine([w(), w(), w(), w()]),
+            tail_pad: LinePad::new(),
+            head_pad: LinePad::new(),
+            producer_pad: LinePad::new(),
+            owner_pad: LinePad::new(),
         }
     }
 }
@@ -637,7 +666,7 @@ impl SharedBlock {
         // not overlap.
         let header = unsafe { &*self.base.as_ptr().cast::<RingHeader>() };
         let slots = self.base.as_ptr().wrapping_add(RING_HEADER_BYTES);
-        // SAFETY: as above; `slots` is 8-byte aligned (64-byte base + 256).
+        // SAFETY: as above; `slots` is 8-byte aligned (64-byte base + 512).
         let slots = unsafe { core::slice::from_raw_parts(slots.cast::<AtomicU64>(), words) };
         Some((header, slots))
     }

@@ -60,12 +60,19 @@ pub(crate) const DOORBELL_SEND: u32 = 1;
 pub(crate) const DOORBELL_RECV: u32 = 2;
 
 /// Where a ring's header and slots are.
+/// A heap ring's header on a 128-byte boundary, so that each of its lines pairs with its own
+/// unused line (see [`RingHeader`]) rather than with whatever the allocator put before it.
+/// A device service's blocks are page-aligned.
+#[repr(C, align(128))]
+#[derive(Debug)]
+struct PairAligned(RingHeader);
+
 enum Memory {
     /// The device's own memory (the in-process stack: user mode is the same process).
     Heap {
         /// One header (from a vector: boxes of one value have no fallible constructor; as an
         /// array, so that reaching it takes no length check).
-        header: Box<[RingHeader; 1]>,
+        header: Box<[PairAligned; 1]>,
         words: Box<[Word]>,
     },
     /// Memory shared with the client process (a device service's client maps the block).
@@ -111,8 +118,8 @@ impl Ring {
         v.try_reserve_exact(n)?;
         v.resize_with(n, || Word::new(0));
         let mut header = crate::fallible::vec_with_capacity(1)?;
-        header.push(RingHeader::new());
-        let header = match Box::<[RingHeader; 1]>::try_from(header) {
+        header.push(PairAligned(RingHeader::new()));
+        let header = match Box::<[PairAligned; 1]>::try_from(header) {
             Ok(header) => header,
             Err(_) => unreachable!("one header was pushed"),
         };
@@ -147,7 +154,7 @@ impl Ring {
     #[inline]
     fn parts(&self) -> (&RingHeader, &[Word]) {
         match &self.memory {
-            Memory::Heap { header, words } => (&header[0], words),
+            Memory::Heap { header, words } => (&header[0].0, words),
             #[cfg(all(feature = "std", target_os = "linux", not(loom)))]
             Memory::Shared(block) => {
                 // `view` checked the geometry against the block.
