@@ -193,6 +193,32 @@ fn a_timeout_asks_again_for_an_unanswered_read_that_a_later_ack_went_past() {
 }
 
 #[test]
+fn a_fate_decided_while_an_ack_retired_earlier_requests_is_drawn_again() {
+    // A sends 8 bytes, then 2048 (two packets). The first send's packet arrives late (B acts
+    // on it, its ACK is too late), the second send's first packet arrives and B's ACK of it
+    // also covers the first send, which retires. The link had already decided the next
+    // packet's fate (lost), but the ACK moved the position, so that fate is not applied: the
+    // packet goes on the wire with a fresh fate and both sends complete inside the post,
+    // without waiting for the local ACK timer.
+    let (p, f, a, b, ca, cb, qa, qb) = deterministic_rc_pair_with(Conn {
+        retry: 2,
+        ..Conn::default()
+    });
+    let (la, rb) = mems(&a, 4096, &b, 4096);
+    post_recv(&qb, 7, rb.sge(0, 64));
+    post_recv(&qb, 8, rb.sge(64, 2048));
+    f.script(&[PacketFate::Delay, PacketFate::Deliver, PacketFate::Drop]);
+    post_send(&qa, 1, la.sge(0, 8));
+    post_send(&qa, 2, la.sge(64, 2048));
+    expect_statuses(&ca, &[(1, WcStatus::Success), (2, WcStatus::Success)]);
+    expect_statuses(&cb, &[(7, WcStatus::Success), (8, WcStatus::Success)]);
+    let s = f.stats();
+    assert_eq!((s.delayed, s.delivered, s.dropped), (1, 2, 1));
+    assert_eq!(a.state(&qa), QpState::Rts);
+    settle(&p);
+}
+
+#[test]
 fn a_read_answered_after_it_was_asked_again_restores_the_retry_budget() {
     // retry_cnt 1. The read's response comes too late and the send after it is acknowledged:
     // the implied NAK spends the one retry and the read, asked again, is answered. That answer
