@@ -59,7 +59,6 @@ pub(crate) const DOORBELL_SEND: u32 = 1;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub(crate) const DOORBELL_RECV: u32 = 2;
 
-/// Where a ring's header and slots are.
 /// A heap ring's header on a 128-byte boundary, so that each of its lines pairs with its own
 /// unused line (see [`RingHeader`]) rather than with whatever the allocator put before it.
 /// A device service's blocks are page-aligned.
@@ -67,6 +66,7 @@ pub(crate) const DOORBELL_RECV: u32 = 2;
 #[derive(Debug)]
 struct PairAligned(RingHeader);
 
+/// Where a ring's header and slots are.
 enum Memory {
     /// The device's own memory (the in-process stack: user mode is the same process).
     Heap {

@@ -411,6 +411,18 @@ struct MappedQp {
     has_srq: bool,
 }
 
+#[cfg(all(feature = "std", target_os = "linux"))]
+impl MappedQp {
+    /// The QP state the device keeps in the send ring's owner word.
+    fn state(&self) -> QpState {
+        crate::qp::state_from_u32(
+            self.sq
+                .owner_word(crate::ring::OWNER_QP_STATE)
+                .load(Ordering::Acquire),
+        )
+    }
+}
+
 /// Where a user-mode QP is.
 #[derive(Clone)]
 enum QpSrc {
@@ -567,10 +579,7 @@ impl UvpQp {
         match &self.src {
             QpSrc::Local { qp, .. } => qp.state(),
             #[cfg(all(feature = "std", target_os = "linux"))]
-            QpSrc::Mapped(m) => crate::qp::state_from_u32(
-                m.sq.owner_word(crate::ring::OWNER_QP_STATE)
-                    .load(Ordering::Acquire),
-            ),
+            QpSrc::Mapped(m) => m.state(),
         }
     }
 
@@ -687,10 +696,7 @@ impl UvpQp {
                     let _post_lock = self.sq_lock.lock();
                     let queue = || SendQueue {
                         removed: false,
-                        state: crate::qp::state_from_u32(
-                            m.sq.owner_word(crate::ring::OWNER_QP_STATE)
-                                .load(Ordering::Acquire),
-                        ),
+                        state: m.state(),
                         qp_type: m.qp_type,
                         max_inline: m.max_inline,
                         max_sge: m.sq_max_sge,
@@ -809,25 +815,19 @@ impl UvpQp {
             }
             #[cfg(all(feature = "std", target_os = "linux"))]
             QpSrc::Mapped(m) => {
-                let state = || {
-                    crate::qp::state_from_u32(
-                        m.sq.owner_word(crate::ring::OWNER_QP_STATE)
-                            .load(Ordering::Acquire),
-                    )
-                };
                 let (posted, result) = {
                     let _g = self.rq_lock.lock();
                     post_recvs(&m.rq, wrs, m.rq_max_sge, || {
                         if m.has_srq {
                             Some(PostError::UsesSrq)
-                        } else if state() == QpState::Reset {
+                        } else if m.state() == QpState::Reset {
                             Some(PostError::WrongState)
                         } else {
                             None
                         }
                     })
                 };
-                if posted > 0 && state() == QpState::Error {
+                if posted > 0 && m.state() == QpState::Error {
                     m.sq.owner_word(OWNER_DOORBELL)
                         .fetch_or(DOORBELL_RECV, Ordering::AcqRel);
                     m.dev.ring();
