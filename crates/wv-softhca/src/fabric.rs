@@ -240,11 +240,19 @@ impl Fabric {
     /// delivered, and the fate of the next one when it is not (the packets after it are not
     /// decided yet). On a lossless link the sender counts them itself, in `delivered` (its
     /// send context's count: no shared counter on the fast path).
+    #[inline]
     pub(crate) fn fates_from(&self, delivered: &mut u64, n: u32) -> (u32, Option<Fate>) {
         if !self.faulty.load(Ordering::Acquire) {
             *delivered += u64::from(n);
             return (n, None);
         }
+        self.fates_drawn(n)
+    }
+
+    /// `fates_from` on a link with faults or a script: each packet's fate drawn in turn. Out of
+    /// line and cold, so the lossless check above is all the data path carries.
+    #[cold]
+    fn fates_drawn(&self, n: u32) -> (u32, Option<Fate>) {
         for i in 0..n {
             let f = self.fate();
             if f != Fate::Deliver {

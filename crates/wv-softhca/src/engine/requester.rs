@@ -288,22 +288,29 @@ fn resolve_target(dev: &Arc<Device>, grh: bool, dgid: &Gid, dlid: u16, qpn: u32)
 }
 
 /// The connected peer of a UC or RC requester: the cached one while current, else resolved
-/// (and cached).
+/// (and cached). The check is inline; the resolution, which runs after a connect or once the
+/// peer's epoch moves, is out of line.
+#[inline]
 fn connected_peer<'r>(
     dev: &Arc<Device>,
     ctx: &SqCtx,
     peer: &'r mut Option<Target>,
 ) -> Option<&'r Target> {
     if !peer.as_ref().is_some_and(Target::current) {
-        *peer = resolve_target(
-            dev,
-            ctx.av.grh_valid,
-            &ctx.av.dgid,
-            ctx.av.dlid,
-            ctx.dest_qpn,
-        );
+        *peer = resolve_connected(dev, ctx);
     }
     peer.as_ref()
+}
+
+#[cold]
+fn resolve_connected(dev: &Arc<Device>, ctx: &SqCtx) -> Option<Target> {
+    resolve_target(
+        dev,
+        ctx.av.grh_valid,
+        &ctx.av.dgid,
+        ctx.av.dlid,
+        ctx.dest_qpn,
+    )
 }
 
 /// The target of a UD send: the cached one when it is the same destination and current, else
