@@ -6,7 +6,9 @@
 //!   on x86-64, an `extern "win64"` one, plus `NAME::entry(convention)`, the table slot value
 //!   for a consumer of that convention;
 //! * `callbacks!` defines, for each callback type a consumer hands a table, a function that
-//!   calls it with the consumer's convention.
+//!   calls it with the consumer's convention. It is exported: the emulated KMDF
+//!   (tools/wdf-emu) calls a driver's callbacks, typed `extern "C"` by the WDK bindings, with
+//!   the same function per type, in the driver's convention.
 //!
 //! `extern "system"` is the target's own convention: on Windows x64 the Windows one, on Linux
 //! the C one. A consumer compiled for the target (the driver's host build, the tests) uses the
@@ -165,33 +167,44 @@ macro_rules! entry_points {
     (@conv $conv:ident) => { $conv };
 }
 
-/// Defines, for each callback type a consumer hands a table, a function that calls a callback
-/// of that type with the consumer's convention.
+/// Defines, for each function-pointer type listed, a function that calls a pointer of that type
+/// with a [`Convention`](crate::Convention): the pointer is declared with the ABI its bindings
+/// give it (`extern "system"` in this crate's tables; the WDK bindings, which tools/wdf-emu
+/// calls a driver's callbacks through, say `extern "C"`), while the code behind it is
+/// implemented with the convention of the side that registered it.
+///
+/// Written `extern "ABI"; NAME(ARG: TYPE, …) [-> RET]; …`, each item with its documentation.
+/// Each expands, in the crate that invokes the macro, to `pub(crate) unsafe fn NAME(convention,
+/// f, ARG…) [-> RET]`, `f` of type `unsafe extern "ABI" fn(TYPE, …) [-> RET]`.
+#[macro_export]
 macro_rules! callbacks {
-    ($(
-        $(#[$meta:meta])*
-        $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)?;
-    )*) => {$(
+    (
+        extern $abi:literal;
+        $(
+            $(#[$meta:meta])*
+            $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?;
+        )*
+    ) => {$(
         $(#[$meta])*
         ///
         /// # Safety
-        /// `f` is a callback the consumer registered, of `convention`, and the arguments are
+        /// `f` is a function of this type implemented with `convention`, and the arguments are
         /// what its contract requires.
         pub(crate) unsafe fn $name(
-            convention: Convention,
-            f: unsafe extern "system" fn($($ty),*) $(-> $ret)?,
+            convention: $crate::Convention,
+            f: unsafe extern $abi fn($($ty),*) $(-> $ret)?,
             $($arg: $ty),*
         ) $(-> $ret)? {
             match convention {
                 // SAFETY: the caller's promise.
-                Convention::System => unsafe { f($($arg),*) },
+                $crate::Convention::System => unsafe { f($($arg),*) },
                 #[cfg(target_arch = "x86_64")]
-                Convention::Win64 => {
-                    // SAFETY: the consumer implements the callback with the Windows x64
-                    // convention; only the pointer type's convention changes.
+                $crate::Convention::Win64 => {
+                    // SAFETY: the code behind `f` is implemented with the Windows x64
+                    // convention; only the convention of the pointer's type changes.
                     let g = unsafe {
-                        core::mem::transmute::<
-                            unsafe extern "system" fn($($ty),*) $(-> $ret)?,
+                        ::core::mem::transmute::<
+                            unsafe extern $abi fn($($ty),*) $(-> $ret)?,
                             unsafe extern "win64" fn($($ty),*) $(-> $ret)?,
                         >(f)
                     };
@@ -204,6 +217,7 @@ macro_rules! callbacks {
 }
 
 callbacks! {
+    extern "system";
     /// A `ci_async_event_cb_t`: a CA, QP, SRQ or CQ event.
     async_event(record: *mut ib_event_rec_t);
     /// A `ci_completion_cb_t`: a CQ's completion notification.

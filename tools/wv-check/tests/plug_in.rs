@@ -1,72 +1,16 @@
 //! Stacks plugged in from outside the crate through the public API alone, as the other runners
-//! (the emulated KMDF, the PE loader) plug theirs in: one with its own admin side runs every
-//! scenario; one without an admin side skips exactly what the installed driver on Windows
-//! skips, for the same reasons; a verifier's findings are attributed to their scenario.
+//! (the emulated KMDF, the PE loader) plug theirs in: one with an admin side and an injected
+//! clock runs every scenario; one without an admin side skips exactly what the installed
+//! driver on Windows skips, for the same reasons; a verifier's findings are attributed to their
+//! scenario.
 
 use std::any::Any;
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 
 use wv_check::{
-    DeviceSpec, Env, InjectedClock, Machine, VERIFIER_SCENARIO, Verdict, run_suite, scenario_names,
-    summary_line,
+    DeviceSpec, Env, Machine, VERIFIER_SCENARIO, Verdict, run_suite, scenario_names, summary_line,
 };
-use wv_client::verbs::AddressService;
-use wv_hal::Platform;
 use wv_inproc::{File, Stack, StackConfig, process_memory};
-
-/// A machine's admin side implemented here, not by the library.
-struct Outside(Stack);
-
-impl Machine for Outside {
-    fn device_guids(&self) -> Vec<u64> {
-        self.0.device_guids()
-    }
-    fn device_count(&self) -> usize {
-        self.0.device_count()
-    }
-    fn device_guid(&self, index: usize) -> Option<u64> {
-        self.0.device_guid(index)
-    }
-    fn set_port_state(&self, index: usize, port: u8, up: bool) -> Result<(), String> {
-        self.0
-            .set_port_state(index, port, up)
-            .map_err(|e| e.to_string())
-    }
-    fn remove_device(&self, index: usize) -> bool {
-        self.0.remove_device(index)
-    }
-    fn add_device(&self) -> usize {
-        self.0.add_device()
-    }
-    fn addresses(&self) -> &dyn AddressService {
-        &self.0
-    }
-    fn address(&self, index: usize, port: u8) -> IpAddr {
-        self.0.address(index, port)
-    }
-    fn cm_ids(&self, index: usize) -> Option<usize> {
-        self.0.hca(index).map(|h| h.cm().ids())
-    }
-    fn clock(&self) -> Option<&dyn InjectedClock> {
-        self.0
-            .platform()
-            .is_deterministic()
-            .then_some(self as &dyn InjectedClock)
-    }
-}
-
-impl InjectedClock for Outside {
-    fn now_ns(&self) -> u64 {
-        self.0.platform().now_ns()
-    }
-    fn run_until_idle(&self) {
-        self.0.run_until_idle();
-    }
-    fn run_next_timer(&self) -> bool {
-        self.0.platform().run_next_timer()
-    }
-}
 
 fn stack(deterministic: bool) -> Stack {
     Stack::new(StackConfig {
@@ -80,48 +24,6 @@ fn stack(deterministic: bool) -> Stack {
 fn buffer(len: usize) -> (u64, Box<dyn Any>) {
     let b = process_memory().alloc(len);
     (b.addr(), Box::new(b))
-}
-
-/// Everything an `Env` can offer.
-struct Full(Outside);
-
-impl Env for Full {
-    type Config = ();
-    type File = File;
-
-    fn create(_: &()) -> Result<Self, String> {
-        Ok(Full(Outside(stack(false))))
-    }
-    fn verifier(_: &()) -> Option<String> {
-        Some("a stack plugged in from outside".into())
-    }
-    fn open(&self) -> Result<File, String> {
-        self.0.0.open().map_err(|s| s.to_string())
-    }
-    fn device_spec(&self) -> Option<DeviceSpec> {
-        None
-    }
-    fn machine(&self) -> Option<&dyn Machine> {
-        Some(&self.0)
-    }
-    fn create_on_injected_clock(_: &()) -> Option<Result<Self, String>> {
-        Some(Ok(Full(Outside(stack(true)))))
-    }
-    fn close_racing_ioctl(
-        &self,
-        file: File,
-        code: u32,
-        input: &[u8],
-        output_len: usize,
-    ) -> Option<wv_client::raw::IoStatus> {
-        Some(file.close_racing_ioctl(code, input, output_len).wait())
-    }
-    fn buffer(&self, len: usize) -> (u64, Box<dyn Any>) {
-        buffer(len)
-    }
-    fn finish(self) -> Vec<String> {
-        self.0.0.unload()
-    }
 }
 
 /// Handles and memory only, like the installed driver: no admin side, no injected clock, no
@@ -149,6 +51,50 @@ impl Env for Bare {
     }
     fn finish(self) -> Vec<String> {
         self.0.unload()
+    }
+}
+
+/// Everything an `Env` can offer: the bare stack's handles and memory, with the stack as its
+/// admin side and injected clock (the library's `Machine` and `InjectedClock` for `Stack`; the
+/// other runners implement both over their own stacks).
+struct Full(Bare);
+
+impl Env for Full {
+    type Config = ();
+    type File = File;
+
+    fn create(_: &()) -> Result<Self, String> {
+        Bare::create(&()).map(Full)
+    }
+    fn verifier(_: &()) -> Option<String> {
+        Some("a stack plugged in from outside".into())
+    }
+    fn open(&self) -> Result<File, String> {
+        self.0.open()
+    }
+    fn device_spec(&self) -> Option<DeviceSpec> {
+        None
+    }
+    fn machine(&self) -> Option<&dyn Machine> {
+        Some(&self.0.0)
+    }
+    fn create_on_injected_clock(_: &()) -> Option<Result<Self, String>> {
+        Some(Ok(Full(Bare(stack(true)))))
+    }
+    fn close_racing_ioctl(
+        &self,
+        file: File,
+        code: u32,
+        input: &[u8],
+        output_len: usize,
+    ) -> Option<wv_client::raw::IoStatus> {
+        Some(file.close_racing_ioctl(code, input, output_len).wait())
+    }
+    fn buffer(&self, len: usize) -> (u64, Box<dyn Any>) {
+        self.0.buffer(len)
+    }
+    fn finish(self) -> Vec<String> {
+        self.0.finish()
     }
 }
 
@@ -182,7 +128,7 @@ impl Env for Noisy {
 }
 
 #[test]
-fn a_stack_with_its_own_admin_side_runs_every_scenario() {
+fn a_stack_with_an_admin_side_runs_every_scenario() {
     let results = run_suite::<Full>(&(), None, &mut |_| {});
     let names: Vec<_> = results.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(names, scenario_names::<Full>(&()));

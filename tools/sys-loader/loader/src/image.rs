@@ -15,7 +15,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-use wdf_emu::{Abi, DriverEntry};
+use wdf_emu::{Convention, DriverEntry};
 use wdk_sys::{NTSTATUS, PCUNICODE_STRING, PDRIVER_OBJECT};
 
 use crate::pe::{self, PAGE, Pe, PeError};
@@ -205,7 +205,7 @@ impl LoadedImage {
     pub fn entry(self: &Arc<Self>) -> DriverEntry {
         let image = Arc::clone(self);
         let entry = self.base() + self.pe.entry as usize;
-        DriverEntry::new(Abi::Win64, move |driver, path| {
+        DriverEntry::new(Convention::Win64, move |driver, path| {
             image.reset();
             crate::wdfldr::forget();
             // SAFETY: the entry point of the mapped, relocated and bound image

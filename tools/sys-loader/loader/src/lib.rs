@@ -13,8 +13,8 @@
 //! * [`crash`]: one clear line about a fault before the process ends.
 //!
 //! The emulated framework calls every callback of the driver with the driver's convention
-//! (`wdf_emu::Abi::Win64`, carried by the [`wdf_emu::DriverEntry`] this loader makes), and the
-//! soft HCAs below hand the image their C tables in it (`wv_ci::Convention::Win64`).
+//! (`wdf_emu::Convention::Win64`, carried by the [`wdf_emu::DriverEntry`] this loader makes),
+//! and the soft HCAs below hand the image their C tables in it.
 #![allow(unsafe_code)]
 
 pub mod crash;

@@ -2,12 +2,13 @@
 //! function (`fn(&Arc<Inner>, args…) -> R`), and [`ddis!`](crate::ddis) / [`kernel_routines!`]
 //! generate from that one definition the exported entry point for each calling convention:
 //!
-//! * the C convention ([`Abi::C`]): what a host build of the driver calls (`extern "system"`
-//!   is `extern "C"` on Linux), exported under the routine's own name for the kernel routines
-//!   and through `WdfFunctions_01031` for the DDIs;
-//! * the Windows x64 convention ([`Abi::Win64`]): what a `winverbs.sys` image calls once a
-//!   loader has mapped it into a Linux process; those entry points are not exported but listed
-//!   ([`crate::table::WIN64_TABLE`], [`crate::wdm::WIN64_ROUTINES`]) for the loader to bind.
+//! * the C convention ([`Convention::System`](crate::Convention::System)): what a host build
+//!   of the driver calls (`extern "system"` is `extern "C"` on Linux), exported under the
+//!   routine's own name for the kernel routines and through `WdfFunctions_01031` for the DDIs;
+//! * the Windows x64 convention ([`Convention::Win64`](crate::Convention::Win64)): what a
+//!   `winverbs.sys` image calls once a loader has mapped it into a Linux process; those entry
+//!   points are not exported but listed ([`crate::table::WIN64_TABLE`],
+//!   [`crate::wdm::WIN64_ROUTINES`]) for the loader to bind.
 //!
 //! Each entry point finds the running machine, checks the caller's IRQL against the routine's
 //! documented maximum, switches to the kernel's allocation scope, and runs the routine inside
@@ -25,17 +26,6 @@ use wv_host::kernel;
 
 use crate::machine::{self, Inner};
 use crate::verifier::WDF_VIOLATION;
-
-/// The calling convention of a loaded driver.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Abi {
-    /// The host's C convention: the driver compiled for the host (the glue's sources built
-    /// for Linux).
-    #[default]
-    C,
-    /// The Windows x64 convention: a linked Windows image mapped into the process.
-    Win64,
-}
 
 /// The text of a panic payload.
 pub(crate) fn panic_text(payload: &(dyn Any + Send)) -> String {

@@ -1,4 +1,4 @@
-//! Calls into the driver: one invoker per callback type, for either calling convention, and
+//! Calls into the driver: one caller per callback type, for either calling convention, and
 //! the frame every callback runs in.
 //!
 //! The frame is what the framework and Driver Verifier check around a callback: it runs at the
@@ -6,7 +6,6 @@
 //! low-resources simulation may refuse its allocations), and it must return at that IRQL, with
 //! no spin lock held and outside any critical region it entered.
 
-use std::mem::transmute;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -18,7 +17,6 @@ use wdk_sys::{
 use wv_hal::{Irql, KArc, Platform, WorkItem};
 use wv_host::kernel;
 
-use crate::abi::Abi;
 use crate::machine::Inner;
 
 /// Runs driver code `name` at `at` in a callback frame and checks how it returned. Returns the
@@ -45,45 +43,11 @@ pub(crate) fn frame<R>(
     (result, problem)
 }
 
-/// Defines, for each callback type, a function that calls a driver's function pointer of that
-/// type with the machine's calling convention. The bindings declare every callback type with
-/// the C convention; an image loaded for Windows implements them with the Windows x64 one.
-macro_rules! invokers {
-    ($(
-        $(#[$meta:meta])*
-        $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)?;
-    )*) => {$(
-        $(#[$meta])*
-        ///
-        /// # Safety
-        /// `f` is the driver's callback of this type, and the arguments are what its contract
-        /// requires.
-        pub(crate) unsafe fn $name(
-            abi: Abi,
-            f: unsafe extern "C" fn($($ty),*) $(-> $ret)?,
-            $($arg: $ty),*
-        ) $(-> $ret)? {
-            match abi {
-                // SAFETY: the caller's promise.
-                Abi::C => unsafe { f($($arg),*) },
-                Abi::Win64 => {
-                    // SAFETY: a driver loaded with the Windows convention implements the
-                    // callback with it; only the convention of the pointer's type changes.
-                    let g = unsafe {
-                        transmute::<
-                            unsafe extern "C" fn($($ty),*) $(-> $ret)?,
-                            unsafe extern "win64" fn($($ty),*) $(-> $ret)?,
-                        >(f)
-                    };
-                    // SAFETY: the caller's promise.
-                    unsafe { g($($arg),*) }
-                }
-            }
-        }
-    )*};
-}
-
-invokers! {
+// One caller per callback type, taking the driver's convention: the bindings declare every
+// callback type `extern "C"`, while an image loaded for Windows implements them with the
+// Windows x64 convention.
+wv_ci::callbacks! {
+    extern "C";
     /// `DriverObject->DriverUnload` (`DRIVER_UNLOAD`).
     driver_object_unload(driver: PDRIVER_OBJECT);
     /// `EvtDriverDeviceAdd`.

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use wdk_sys::NTSTATUS;
 use wv_ci::{
-    CiCmExport, CiExport, Convention, GUID, GUID_INFINIBAND_INTERFACE_CM,
-    GUID_RDMA_INTERFACE_VERBS, INFINIBAND_INTERFACE_CM_VERSION, RDMA_INTERFACE_VERBS_VERSION,
+    CiCmExport, CiExport, GUID, GUID_INFINIBAND_INTERFACE_CM, GUID_RDMA_INTERFACE_VERBS,
+    INFINIBAND_INTERFACE_CM_VERSION, RDMA_INTERFACE_VERBS_VERSION,
 };
 use wv_host::HostPlatform;
 use wv_softhca::{ClientMemory, DeviceConfig, Fabric, LinkLayer, SoftCm, SoftHca};
@@ -178,10 +178,6 @@ impl Asked {
 
 impl LowerStack for SoftController {
     unsafe fn query_interface(&self, query: &InterfaceQuery) -> NTSTATUS {
-        let convention = match query.abi {
-            crate::Abi::C => Convention::System,
-            crate::Abi::Win64 => Convention::Win64,
-        };
         let asked = Asked {
             version: query.version,
             size: query.size,
@@ -192,7 +188,7 @@ impl LowerStack for SoftController {
             // SAFETY: the caller's promise.
             return unsafe {
                 asked.hand_out(self.verbs.as_ref(), RDMA_INTERFACE_VERBS_VERSION, |e| {
-                    e.interface_in(convention)
+                    e.interface_in(query.convention)
                 })
             };
         }
@@ -200,7 +196,7 @@ impl LowerStack for SoftController {
             // SAFETY: the caller's promise.
             return unsafe {
                 asked.hand_out(self.cm.as_ref(), INFINIBAND_INTERFACE_CM_VERSION, |e| {
-                    e.interface_in(convention)
+                    e.interface_in(query.convention)
                 })
             };
         }

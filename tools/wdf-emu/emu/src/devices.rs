@@ -625,7 +625,7 @@ pub(crate) unsafe fn fdo_query_for_interface(
         version,
         interface: interface.cast(),
         specific,
-        abi: m.abi(),
+        convention: m.convention(),
     };
     // SAFETY: `interface` is `size` writable bytes beginning with an INTERFACE header (the
     // DDI's contract).

@@ -69,7 +69,7 @@ fn close(m: &Arc<Inner>, file: Handle, device: Handle) {
     if let Some(callback) = callback {
         crate::callbacks::frame(m, "EvtFileClose", Irql::Passive, || {
             // SAFETY: the driver's close callback with its file object, once.
-            unsafe { crate::callbacks::file_event(m.abi(), callback, file as WDFFILEOBJECT) }
+            unsafe { crate::callbacks::file_event(m.convention(), callback, file as WDFFILEOBJECT) }
         });
     }
     m.count("files closed");
@@ -288,7 +288,7 @@ fn open(m: &Arc<Inner>, path: &str, between: impl FnOnce()) -> Result<EmuFile, N
                 // (the driver's now) and the new file object.
                 unsafe {
                     crate::callbacks::file_create(
-                        m.abi(),
+                        m.convention(),
                         callback,
                         device as WDFDEVICE,
                         request as WDFREQUEST,
@@ -371,7 +371,7 @@ fn dispatch_irp(m: &Arc<Inner>, irp: &Arc<Irp>) {
                 // SAFETY: the driver's callback with its device and a request it now owns.
                 unsafe {
                     crate::callbacks::io_in_caller_context(
-                        m.abi(),
+                        m.convention(),
                         callback,
                         device as WDFDEVICE,
                         request as WDFREQUEST,
@@ -468,7 +468,7 @@ impl Drop for EmuFile {
                 // SAFETY: the driver's cleanup callback with its file object, once.
                 unsafe {
                     crate::callbacks::file_event(
-                        m.abi(),
+                        m.convention(),
                         callback,
                         self.core.handle as WDFFILEOBJECT,
                     )

@@ -23,10 +23,10 @@ use wdk_sys::{
     PWDF_IO_QUEUE_CONFIG, PWDF_OBJECT_ATTRIBUTES, ULONG, WDF_IO_QUEUE_STATE, WDFCONTEXT, WDFDEVICE,
     WDFQUEUE, WDFREQUEST,
 };
+use wv_ci::Convention;
 use wv_hal::Irql;
 use wv_host::kernel;
 
-use crate::abi::Abi;
 use crate::callbacks;
 use crate::devices::{self, device_mut};
 use crate::machine::Inner;
@@ -319,12 +319,12 @@ pub(crate) fn dispatch(m: &Arc<Inner>, q: Handle) {
         } else {
             kernel::irql()
         };
-        queue_event(m, "EvtIoDeviceControl", at, q, |abi, queue| {
+        queue_event(m, "EvtIoDeviceControl", at, q, |convention, queue| {
             // SAFETY: the queue's handler, with a request the driver now owns and the IRP's
             // parameters.
             unsafe {
                 callbacks::io_device_control(
-                    abi,
+                    convention,
                     callback,
                     queue,
                     request as WDFREQUEST,
@@ -614,8 +614,14 @@ pub(crate) unsafe fn queue_purge(
 
 /// Runs `call` (a callback of queue `q`, handed the machine's convention and the queue's handle)
 /// in a callback frame at `at`, as the framework runs every queue event.
-fn queue_event(m: &Arc<Inner>, name: &str, at: Irql, q: Handle, call: impl FnOnce(Abi, WDFQUEUE)) {
-    callbacks::frame(m, name, at, || call(m.abi(), q as WDFQUEUE));
+fn queue_event(
+    m: &Arc<Inner>,
+    name: &str,
+    at: Irql,
+    q: Handle,
+    call: impl FnOnce(Convention, WDFQUEUE),
+) {
+    callbacks::frame(m, name, at, || call(m.convention(), q as WDFQUEUE));
 }
 
 /// Calls the purge callbacks of `q` once none of its requests is the driver's any more.
@@ -638,9 +644,11 @@ pub(crate) fn purge_progress(m: &Arc<Inner>, q: Handle) {
                 "EvtIoQueueState (purge complete)",
                 at,
                 q,
-                |abi, queue| {
+                |convention, queue| {
                     // SAFETY: the callback and context the driver gave `WdfIoQueuePurge`.
-                    unsafe { callbacks::queue_state(abi, callback, queue, context as WDFCONTEXT) }
+                    unsafe {
+                        callbacks::queue_state(convention, callback, queue, context as WDFCONTEXT)
+                    }
                 },
             );
         }

@@ -12,7 +12,8 @@
 //! Every DDI and kernel routine is one ordinary Rust function; [`abi`] generates its exported
 //! entry point for the C convention (what a host build of the driver calls) and for the
 //! Windows x64 convention (for a loader that maps a linked `winverbs.sys`), and every callback
-//! into the driver goes through one invoker that knows both conventions.
+//! into the driver goes through one caller per callback type (`wv_ci::callbacks!`) that calls
+//! it with the driver's [`Convention`].
 //!
 //! What the driver runs on: a [`Machine`], one per process at a time (the driver has statics),
 //! built on `wv-host`: one IRQL per thread shared with the soft HCAs' ISRs and DPCs, one
@@ -60,7 +61,6 @@ pub mod table;
 pub mod verifier;
 pub mod wdm;
 
-pub use abi::Abi;
 pub use controller::SoftController;
 pub use faults::{FaultPlan, Faults};
 pub use file::{EmuFile, EmuIo};
@@ -68,3 +68,4 @@ pub use machine::{DriverEntry, Machine, MachineConfig};
 pub use pnp::{ControllerId, InterfaceQuery, LowerStack};
 pub use stack::{EmuStack, EmuStackConfig};
 pub use verifier::Report;
+pub use wv_ci::Convention;

@@ -10,15 +10,15 @@
 use std::cell::UnsafeCell;
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 use wdk_sys::{DRIVER_OBJECT, NTSTATUS, PCUNICODE_STRING, PDRIVER_OBJECT, UNICODE_STRING};
+use wv_ci::Convention;
 use wv_hal::Irql;
 use wv_host::HostPlatform;
 
-use crate::abi::Abi;
 use crate::faults::Faults;
 use crate::objects::Fx;
 use crate::pnp::Controllers;
@@ -59,22 +59,22 @@ impl MachineConfig {
 /// at PASSIVE_LEVEL, with the calling convention of the driver. A host build of the driver
 /// exports it as `DriverEntry` with the C convention ([`DriverEntry::host`]); a loader that
 /// maps a linked image supplies a closure that calls the image's entry point, with
-/// [`Abi::Win64`] ([`DriverEntry::new`]). The convention is the driver's: every callback of the
-/// driver is called with it, and the controllers below hand it their tables in it.
+/// [`Convention::Win64`] ([`DriverEntry::new`]). The convention is the driver's: every callback
+/// of the driver is called with it, and the controllers below hand it their tables in it.
 pub struct DriverEntry {
-    abi: Abi,
+    convention: Convention,
     call: Box<dyn Fn(PDRIVER_OBJECT, PCUNICODE_STRING) -> NTSTATUS + Send + Sync>,
     after_unload: Option<Box<dyn Fn() -> Vec<String> + Send + Sync>>,
 }
 
 impl DriverEntry {
-    /// A driver whose code follows `abi`; `call` runs its entry point.
+    /// A driver whose code follows `convention`; `call` runs its entry point.
     pub fn new(
-        abi: Abi,
+        convention: Convention,
         call: impl Fn(PDRIVER_OBJECT, PCUNICODE_STRING) -> NTSTATUS + Send + Sync + 'static,
     ) -> Self {
         DriverEntry {
-            abi,
+            convention,
             call: Box::new(call),
             after_unload: None,
         }
@@ -92,23 +92,23 @@ impl DriverEntry {
         self
     }
 
-    /// A driver compiled for the host (the C convention).
+    /// A driver compiled for the host (the host's C convention, `extern "system"` on Linux).
     pub fn host(
         call: impl Fn(PDRIVER_OBJECT, PCUNICODE_STRING) -> NTSTATUS + Send + Sync + 'static,
     ) -> Self {
-        Self::new(Abi::C, call)
+        Self::new(Convention::System, call)
     }
 
     /// The driver's calling convention.
-    pub fn abi(&self) -> Abi {
-        self.abi
+    pub fn convention(&self) -> Convention {
+        self.convention
     }
 }
 
 impl std::fmt::Debug for DriverEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DriverEntry")
-            .field("abi", &self.abi)
+            .field("convention", &self.convention)
             .finish_non_exhaustive()
     }
 }
@@ -137,8 +137,9 @@ pub struct Inner {
     /// driver and the framework write the driver object (its `DriverUnload`), as on Windows.
     pub(crate) driver_object: Box<UnsafeCell<DRIVER_OBJECT>>,
     registry_path: Box<(UNICODE_STRING, Vec<u16>)>,
-    /// The loaded driver's calling convention ([`Abi`] as a number; set by [`Machine::load`]).
-    abi: AtomicU8,
+    /// The loaded driver's calling convention (whether it is [`Convention::Win64`]; set by
+    /// [`Machine::load`]).
+    win64: AtomicBool,
     /// Whether a driver is loaded (DriverEntry succeeded and unload has not run).
     pub(crate) loaded: AtomicBool,
     /// Counters of things the verifier reports on, by name.
@@ -235,7 +236,7 @@ impl Machine {
             faults: Faults::default(),
             driver_object,
             registry_path,
-            abi: AtomicU8::new(Abi::C as u8),
+            win64: AtomicBool::new(false),
             loaded: AtomicBool::new(false),
             stats: Stats::default(),
             work_item_delay: Mutex::new(Duration::ZERO),
@@ -270,7 +271,9 @@ impl Machine {
     /// created and the driver is not loaded.
     pub fn load(&self, entry: DriverEntry) -> NTSTATUS {
         let inner = &self.inner;
-        inner.abi.store(entry.abi as u8, Ordering::SeqCst);
+        inner
+            .win64
+            .store(entry.convention == Convention::Win64, Ordering::SeqCst);
         let driver_object = inner.driver_object();
         let path = &raw const inner.registry_path.0;
         let (status, _) = crate::callbacks::frame(inner, "DriverEntry", Irql::Passive, || {
@@ -386,7 +389,11 @@ fn unload_driver(inner: &Arc<Inner>) {
                 // SAFETY: the routine in the driver object, called once with it, as the I/O
                 // manager does.
                 unsafe {
-                    crate::callbacks::driver_object_unload(inner.abi(), routine, driver_object)
+                    crate::callbacks::driver_object_unload(
+                        inner.convention(),
+                        routine,
+                        driver_object,
+                    )
                 }
             });
         }
@@ -448,11 +455,11 @@ impl Drop for Machine {
 
 impl Inner {
     /// The loaded driver's calling convention.
-    pub fn abi(&self) -> Abi {
-        if self.abi.load(Ordering::SeqCst) == Abi::Win64 as u8 {
-            Abi::Win64
+    pub fn convention(&self) -> Convention {
+        if self.win64.load(Ordering::SeqCst) {
+            Convention::Win64
         } else {
-            Abi::C
+            Convention::System
         }
     }
 

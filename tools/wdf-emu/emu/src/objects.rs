@@ -25,6 +25,7 @@ use wdk_sys::{
     WDF_DRIVER_CONFIG, WDF_OBJECT_ATTRIBUTES, WDF_OBJECT_CONTEXT_TYPE_INFO, WDFDRIVER, WDFOBJECT,
     WDFWAITLOCK,
 };
+use wv_ci::Convention;
 use wv_hal::Irql;
 use wv_host::kernel;
 
@@ -451,7 +452,7 @@ pub(crate) unsafe fn driver_create(
     if displace {
         // SAFETY: the machine's driver object (checked above); DriverEntry is running on this
         // thread and nothing else touches the object.
-        unsafe { (*driver_object).DriverUnload = framework_unload_routine(m.abi()) };
+        unsafe { (*driver_object).DriverUnload = framework_unload_routine(m.convention()) };
     }
     if let Some(out) = std::ptr::NonNull::new(driver) {
         // SAFETY: the driver's out-parameter (optional in the DDI).
@@ -460,11 +461,12 @@ pub(crate) unsafe fn driver_create(
     wdk_sys::STATUS_SUCCESS
 }
 
-/// The framework's `DRIVER_UNLOAD` routine (KMDF's `FxDriver::Unload`) for a driver of `abi`.
-fn framework_unload_routine(abi: crate::Abi) -> wdk_sys::PDRIVER_UNLOAD {
-    match abi {
-        crate::Abi::C => Some(framework_unload_c),
-        crate::Abi::Win64 => Some(
+/// The framework's `DRIVER_UNLOAD` routine (KMDF's `FxDriver::Unload`) for a driver of
+/// `convention`.
+fn framework_unload_routine(convention: Convention) -> wdk_sys::PDRIVER_UNLOAD {
+    match convention {
+        Convention::System => Some(framework_unload_c),
+        Convention::Win64 => Some(
             // SAFETY: only the convention of the pointer's type changes; the I/O manager
             // (`Machine::unload`) calls it back with the driver's, which is the Windows one.
             unsafe {
@@ -609,7 +611,9 @@ fn dispose_tree(m: &Arc<Inner>, handle: Handle) {
         crate::callbacks::frame(m, "EvtCleanupCallback", at, || {
             // SAFETY: the driver's cleanup callback for this object, called once with its
             // handle while the object is still valid.
-            unsafe { crate::callbacks::object_callback(m.abi(), cleanup, handle as WDFOBJECT) }
+            unsafe {
+                crate::callbacks::object_callback(m.convention(), cleanup, handle as WDFOBJECT)
+            }
         });
     }
     {
@@ -653,7 +657,9 @@ pub(crate) fn release(m: &Arc<Inner>, handle: Handle, fate: Fate) {
         crate::callbacks::frame(m, "EvtDestroyCallback", at, || {
             // SAFETY: the driver's destroy callback, called once, before the contexts are
             // freed.
-            unsafe { crate::callbacks::object_callback(m.abi(), destroy, handle as WDFOBJECT) }
+            unsafe {
+                crate::callbacks::object_callback(m.convention(), destroy, handle as WDFOBJECT)
+            }
         });
     }
     drop(contexts);

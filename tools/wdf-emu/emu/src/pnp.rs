@@ -19,6 +19,7 @@
 use std::sync::Arc;
 
 use wdk_sys::{GUID, NTSTATUS, PVOID, WDF_POWER_DEVICE_STATE, WDFDEVICE, WDFDRIVER};
+use wv_ci::Convention;
 use wv_hal::Irql;
 
 use crate::devices::{DeviceInit, device_mut};
@@ -65,7 +66,7 @@ pub struct InterfaceQuery {
     pub specific: PVOID,
     /// The asking driver's convention: the interface's routines are the ones of it, and so are
     /// the callbacks the driver will hand them.
-    pub abi: crate::Abi,
+    pub convention: Convention,
 }
 
 /// The device stack below a filter: the controller's function driver.
@@ -150,7 +151,7 @@ fn call_status(
     };
     crate::callbacks::frame(m, name, Irql::Passive, || {
         // SAFETY: the driver's PnP callback with its live device.
-        unsafe { crate::callbacks::device_status(m.abi(), callback, device as WDFDEVICE) }
+        unsafe { crate::callbacks::device_status(m.convention(), callback, device as WDFDEVICE) }
     })
     .0
 }
@@ -166,7 +167,7 @@ fn call_void(
     if let Some(callback) = callback {
         crate::callbacks::frame(m, name, Irql::Passive, || {
             // SAFETY: the driver's PnP callback with its live device.
-            unsafe { crate::callbacks::device_void(m.abi(), callback, device as WDFDEVICE) }
+            unsafe { crate::callbacks::device_void(m.convention(), callback, device as WDFDEVICE) }
         });
     }
 }
@@ -195,7 +196,9 @@ fn call_power(
     };
     crate::callbacks::frame(m, name, Irql::Passive, || {
         // SAFETY: the driver's power callback with its live device.
-        unsafe { crate::callbacks::device_power(m.abi(), callback, device as WDFDEVICE, state) }
+        unsafe {
+            crate::callbacks::device_power(m.convention(), callback, device as WDFDEVICE, state)
+        }
     })
     .0
 }
@@ -354,7 +357,7 @@ fn add_device(m: &Arc<Inner>, id: ControllerId) {
         // the call.
         unsafe {
             crate::callbacks::driver_device_add(
-                m.abi(),
+                m.convention(),
                 device_add,
                 driver as WDFDRIVER,
                 init as wdk_sys::PWDFDEVICE_INIT,

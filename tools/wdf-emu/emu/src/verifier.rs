@@ -128,7 +128,7 @@ pub(crate) fn unload(m: &Arc<Inner>) {
     if let Some(unload) = unload {
         crate::callbacks::frame(m, "EvtDriverUnload", Irql::Passive, || {
             // SAFETY: the driver's unload callback with its driver object, once.
-            unsafe { crate::callbacks::driver_unload(m.abi(), unload, driver as WDFDRIVER) }
+            unsafe { crate::callbacks::driver_unload(m.convention(), unload, driver as WDFDRIVER) }
         });
     }
     m.run_until_idle();

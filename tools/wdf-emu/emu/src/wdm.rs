@@ -363,7 +363,7 @@ unsafe fn queue_work_item(
             // object, which the queued item kept alive.
             unsafe {
                 crate::callbacks::io_workitem(
-                    machine.abi(),
+                    machine.convention(),
                     routine,
                     device as PDEVICE_OBJECT,
                     context as PVOID,
