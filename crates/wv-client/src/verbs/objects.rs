@@ -596,6 +596,29 @@ macro_rules! post_methods {
     };
 }
 
+/// Binds of a window to `len` bytes at `offset` of a region of this library with the remote
+/// rights `access`: each public `$name` binds the [`MwBindInfo`] of that range the way windows
+/// of type `$how` are bound.
+macro_rules! region_binds {
+    ($($(#[$doc:meta])* $name:ident => $how:expr;)+) => {$(
+        $(#[$doc])*
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            &self,
+            mw: &Mw<F>,
+            wr_id: u64,
+            send_flags: u32,
+            mr: &Mr,
+            offset: usize,
+            len: u64,
+            access: u32,
+        ) -> core::result::Result<u32, PostError> {
+            let info = mr.window(offset, len, access);
+            self.bind($how, mw, wr_id, send_flags, &info)
+        }
+    )+};
+}
+
 /// The receive posts of an SRQ or a QP.
 macro_rules! post_recv_methods {
     () => {
@@ -871,28 +894,27 @@ impl<F: RawFile> Qp<F> {
         )
     }
 
-    /// Binds the type 1 window `mw` (`ibv_bind_mw`) to `len` bytes at `offset` of `mr` (a
-    /// region registered with `WV_ACCESS_MW_BIND`) with the remote rights `access`; `len` 0
-    /// unbinds it. The bind goes through the send queue (completion `WcOpcode::BindMw` with
-    /// `wr_id`) and the window's key moves to the next key byte: returned, and what
-    /// [`Mw::rkey`] says from now on.
-    ///
-    /// # Errors
-    /// The UVP's [`PostError`]; a bind the device refuses (wrong type, PD, bounds, rights)
-    /// completes with `MW_BIND_ERR`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn bind_mw(
-        &self,
-        mw: &Mw<F>,
-        wr_id: u64,
-        send_flags: u32,
-        mr: &Mr,
-        offset: usize,
-        len: u64,
-        access: u32,
-    ) -> core::result::Result<u32, PostError> {
-        let info = mr.window(offset, len, access);
-        self.bind_mw_info(mw, wr_id, send_flags, &info)
+    region_binds! {
+        /// Binds the type 1 window `mw` (`ibv_bind_mw`) to `len` bytes at `offset` of `mr` (a
+        /// region registered with `WV_ACCESS_MW_BIND`) with the remote rights `access`; `len` 0
+        /// unbinds it. The bind goes through the send queue (completion `WcOpcode::BindMw` with
+        /// `wr_id`) and the window's key moves to the next key byte: returned, and what
+        /// [`Mw::rkey`] says from now on.
+        ///
+        /// # Errors
+        /// The UVP's [`PostError`]; a bind the device refuses (wrong type, PD, bounds, rights)
+        /// completes with `MW_BIND_ERR`.
+        bind_mw => MwType::Type1;
+
+        /// Posts a `BIND_MW` request for the type 2 window `mw` (`IBV_WR_BIND_MW`): like
+        /// [`Qp::bind_mw`], under the key `inc_rkey(mw.rkey())`, which it returns and
+        /// [`Mw::rkey`] reports from now on. The window is then reachable through this QP only,
+        /// until a `LOCAL_INV` ([`Qp::invalidate`]) or a peer's `SEND_WITH_INV` of that key
+        /// frees it.
+        ///
+        /// # Errors
+        /// As [`Qp::bind_mw`].
+        post_bind_mw => MwType::Type2;
     }
 
     /// [`Qp::bind_mw`] with the bind given as the verb's `ibv_mw_bind_info` (a region's key
@@ -907,45 +929,39 @@ impl<F: RawFile> Qp<F> {
         send_flags: u32,
         info: &MwBindInfo,
     ) -> core::result::Result<u32, PostError> {
-        let new = self
-            .parts()
-            .uvp
-            .bind_mw(wr_id, send_flags, mw.rkey(), info)?;
-        mw.parts().rkey.store(new, Ordering::Release);
-        Ok(new)
+        self.bind(MwType::Type1, mw, wr_id, send_flags, info)
     }
 
-    /// Posts a `BIND_MW` request for the type 2 window `mw` (`IBV_WR_BIND_MW`): like
-    /// [`Qp::bind_mw`], under the key `inc_rkey(mw.rkey())`, which it returns and [`Mw::rkey`]
-    /// reports from now on. The window is then reachable through this QP only, until a
-    /// `LOCAL_INV` ([`Qp::invalidate`]) or a peer's `SEND_WITH_INV` of that key frees it.
-    ///
-    /// # Errors
-    /// As [`Qp::bind_mw`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn post_bind_mw(
+    /// A bind of `mw` to `info` the way windows of type `how` are bound: type 1 through the
+    /// UVP's bind verb, type 2 as a posted `BIND_MW` under the next key. Either way the window's
+    /// key becomes the one the bind gives it, which is returned.
+    fn bind(
         &self,
+        how: MwType,
         mw: &Mw<F>,
         wr_id: u64,
         send_flags: u32,
-        mr: &Mr,
-        offset: usize,
-        len: u64,
-        access: u32,
+        info: &MwBindInfo,
     ) -> core::result::Result<u32, PostError> {
-        let info = mr.window(offset, len, access);
-        let new = inc_rkey(mw.rkey());
-        let mut wr = SendWr::new(wr_id, WrOpcode::BindMw);
-        wr.send_flags = send_flags;
-        wr.bind = Some(MwBind {
-            mw_rkey: mw.rkey(),
-            new_rkey: new,
-            mr_lkey: info.mr_lkey,
-            addr: info.addr,
-            length: info.length,
-            access: info.access,
-        });
-        self.parts().uvp.post_send(&wr)?;
+        let uvp = &self.parts().uvp;
+        let new = match how {
+            MwType::Type1 => uvp.bind_mw(wr_id, send_flags, mw.rkey(), info)?,
+            MwType::Type2 => {
+                let new = inc_rkey(mw.rkey());
+                let mut wr = SendWr::new(wr_id, WrOpcode::BindMw);
+                wr.send_flags = send_flags;
+                wr.bind = Some(MwBind {
+                    mw_rkey: mw.rkey(),
+                    new_rkey: new,
+                    mr_lkey: info.mr_lkey,
+                    addr: info.addr,
+                    length: info.length,
+                    access: info.access,
+                });
+                uvp.post_send(&wr)?;
+                new
+            }
+        };
         mw.parts().rkey.store(new, Ordering::Release);
         Ok(new)
     }
