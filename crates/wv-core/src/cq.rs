@@ -2,12 +2,15 @@
 //! controller's DPC.
 
 use wv_abi::consts::WV_CQ_ERROR;
-use wv_abi::encode::{write_data, write_verb_info};
+use wv_abi::encode::write_data;
 use wv_abi::{NtStatus, Vendor, WV_IO_ID};
 #[cfg(feature = "fault-injection")]
 use wv_hal::Event;
-use wv_hal::{CqEventSink, IoRequest, KArc, Platform, RequestQueue, SpinLock, Verbs};
+use wv_hal::{
+    CqEventSink, IoRequest, KArc, Platform, RequestQueue, SpinLock, Umv, Verbs, VerbsError,
+};
 
+use crate::create::{Create, Prepared};
 use crate::device::DeviceObj;
 use crate::fallible::Slots;
 use crate::notify::{complete_all, park_unless_error};
@@ -15,7 +18,7 @@ use crate::provider::{Provider, Teardown};
 use crate::shared::Shared;
 use crate::status::verbs_status;
 use crate::sync::{Handle, RefCount};
-use crate::umv::with_umv;
+use crate::umv::verb_in_place;
 
 /// The parked CQ_NOTIFYs of one CQ; also the CQ's event sink.
 pub(crate) struct CqNotify<P: Platform> {
@@ -98,98 +101,96 @@ impl<P: Platform, V: Verbs> Teardown<P, V> for CqObj<P, V> {
 
 /// CQ_CREATE `{Id = device, Data = entries}` → `{Id = cq, Data = actual size}`. Runs in the
 /// caller's context (spec §7.1-l). A bad device id is `STATUS_NO_SUCH_DEVICE`.
-pub(crate) fn cq_create<P: Platform, V: Verbs>(
-    prov: &Provider<P, V>,
-    mut req: P::Request,
-    id: WV_IO_ID,
-    vendor: Vendor,
-) {
-    let Some((dev, lower, ca)) = prov.acquire_live::<DeviceObj<P, V>>(id.Id) else {
-        return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
-    };
-    let platform = prov.platform();
-    // OFW: the CQ's allocation fails with STATUS_NO_MEMORY, its queues with the framework's
-    // status, the verb with STATUS_UNSUCCESSFUL. Everything is allocated before the verb.
-    let Some((notify_slot, obj_slot, handle_slot)) = Slots::reserve() else {
-        return req.complete(NtStatus::NO_MEMORY, 0);
-    };
-    // Both queues or no CQ (spec §7.1-k).
-    let queues = platform
-        .create_queue()
-        .and_then(|q| Ok((q, platform.create_queue()?)));
-    let (queue, error_queue) = match queues {
-        Ok(queues) => queues,
-        Err(status) => return req.complete(status, 0),
-    };
-    #[cfg(feature = "fault-injection")]
-    let block = match prov
-        .shared
-        .faults()
-        .block_in_cq_callback
-        .then(|| platform.event())
-        .transpose()
-    {
-        Ok(block) => block,
-        Err(status) => {
-            queue.purge();
-            error_queue.purge();
-            return req.complete(status, 0);
-        }
-    };
-    let notify: KArc<CqNotify<P>> = notify_slot.write(CqNotify {
-        queue,
-        error_queue,
-        error: platform.spin_lock(false),
+impl<P: Platform, V: Verbs> Create<P, V> for CqObj<P, V> {
+    type Input = WV_IO_ID;
+    type Made = V::Cq;
+    type Kept = KArc<CqNotify<P>>;
+    /// The CQ's actual size.
+    type Extra = u32;
+    type Parent = DeviceObj<P, V>;
+    const NO_PARENT: NtStatus = NtStatus::NO_SUCH_DEVICE;
+
+    fn prepare(prov: &Provider<P, V>) -> Result<Prepared<P, V, Self>, NtStatus> {
+        let platform = prov.platform();
+        // OFW: the CQ's allocation fails with STATUS_NO_MEMORY, its queues with the framework's
+        // status, the verb with STATUS_UNSUCCESSFUL. Everything is allocated before the verb.
+        let (notify_slot, obj_slot, cq_slot) = Slots::reserve().ok_or(NtStatus::NO_MEMORY)?;
+        // Both queues or no CQ (spec §7.1-k).
+        let (queue, error_queue) = platform
+            .create_queue()
+            .and_then(|q| Ok((q, platform.create_queue()?)))?;
         #[cfg(feature = "fault-injection")]
-        block,
-    });
-    let sink: KArc<dyn CqEventSink> = KArc::clone(&notify).into();
-    let (created, verb_info) = with_umv(&mut req, &id, vendor, |umv| {
-        lower.create_cq(&ca, id.Data, sink, umv)
-    });
-    let (cq, entries) = match created {
-        Ok(created) => created,
-        Err(e) => {
-            notify.queue.purge();
-            notify.error_queue.purge();
-            return req.complete(verbs_status(e), 0);
+        let block = match prov
+            .shared
+            .faults()
+            .block_in_cq_callback
+            .then(|| platform.event())
+            .transpose()
+        {
+            Ok(block) => block,
+            Err(status) => {
+                queue.purge();
+                error_queue.purge();
+                return Err(status);
+            }
+        };
+        let notify = notify_slot.write(CqNotify {
+            queue,
+            error_queue,
+            error: platform.spin_lock(false),
+            #[cfg(feature = "fault-injection")]
+            block,
+        });
+        Ok((notify, obj_slot, cq_slot))
+    }
+
+    fn create(
+        lower: &V,
+        ca: &V::Ca,
+        &WV_IO_ID { Data: entries, .. }: &WV_IO_ID,
+        notify: &Self::Kept,
+        umv: &mut Umv<'_>,
+    ) -> Result<(V::Cq, u32), VerbsError> {
+        let sink: KArc<dyn CqEventSink> = KArc::clone(notify).into();
+        lower.create_cq(ca, entries, sink, umv)
+    }
+
+    fn abandon(notify: Self::Kept) {
+        notify.queue.purge();
+        notify.error_queue.purge();
+    }
+
+    fn new(dev: &KArc<DeviceObj<P, V>>, cq: Handle<P, V::Cq>, notify: Self::Kept, _: &P) -> Self {
+        CqObj {
+            dev: KArc::clone(dev),
+            cq,
+            refs: RefCount::default(),
+            notify,
         }
-    };
-    dev.refs.get();
-    let obj = obj_slot.write(CqObj {
-        dev: KArc::clone(dev.arc()),
-        cq: Handle::new(platform, handle_slot.write(cq)),
-        refs: RefCount::default(),
-        notify,
-    });
-    prov.publish(req, obj, verb_info, |buf| {
+    }
+
+    fn report(buf: &mut [u8], entries: u32) {
         write_data(buf, entries).ok();
-    });
+    }
 }
 
 /// CQ_RESIZE `{Id = cq, Data = entries}` → `Data = actual`. A verbs failure is
 /// `STATUS_UNSUCCESSFUL` with `Information = outlen` (OFW; nothing reaches user mode).
 pub(crate) fn cq_resize<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
-    mut req: P::Request,
+    req: P::Request,
     id: WV_IO_ID,
     vendor: Vendor,
 ) {
-    let Some((_cq, lower, handle)) = prov.acquire_live::<CqObj<P, V>>(id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (resized, verb_info) = with_umv(&mut req, &id, vendor, |umv| {
-        lower.resize_cq(&handle, id.Data, umv)
+    let resize = |lower: &V, cq: &V::Cq, umv: &mut Umv<'_>| lower.resize_cq(cq, id.Data, umv);
+    verb_in_place::<P, V, CqObj<P, V>, _, _>(prov, req, &id, vendor, resize, |buf, resized| {
+        let (status, entries) = match resized {
+            Ok(entries) => (NtStatus::SUCCESS, entries),
+            Err(e) => (verbs_status(e), id.Data),
+        };
+        write_data(buf, entries).ok();
+        Ok(status)
     });
-    let (status, entries) = match resized {
-        Ok(entries) => (NtStatus::SUCCESS, entries),
-        Err(e) => (verbs_status(e), id.Data),
-    };
-    let buf = req.buffer_mut();
-    write_data(buf, entries).ok();
-    write_verb_info(buf, verb_info).ok();
-    let len = req.output_len();
-    req.complete(status, len);
 }
 
 /// CQ_NOTIFY `{Id = cq, Data = type}`: parks on the error queue for `WV_CQ_ERROR`, otherwise

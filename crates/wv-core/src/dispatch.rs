@@ -9,6 +9,7 @@ use wv_abi::{NtStatus, Request, WV_IO_ID, decode, read_u64_id};
 use wv_hal::{IoRequest, KArc, Platform, SpinLock, Verbs};
 
 use crate::cq::CqObj;
+use crate::create::create;
 use crate::device::DeviceObj;
 use crate::ep;
 use crate::ep::ops as ep_ops;
@@ -76,25 +77,25 @@ fn dispatch<P: Platform, V: Verbs>(prov: &KArc<Provider<P, V>>, req: P::Request)
         }
         R::DeviceNotify { id } => device::device_notify(p, req, id),
         R::DeviceCancel { id } => device::device_cancel(p, req, id),
-        R::PdAllocate { id, vendor } => pd::pd_allocate(p, req, id, vendor),
+        R::PdAllocate { id, vendor } => create::<P, V, PdObj<P, V>>(p, req, id, vendor),
         // `STATUS_ACCESS_DENIED` while SRQs, QPs, MWs or AHs use the PD.
         R::PdDeallocate { id } => p.destroy_ioctl::<PdObj<P, V>>(req, id, not_found),
         R::PdCancel { id } => pd::pd_cancel(p, req, id),
         R::MemoryRegister { reg } => pd::memory_register(p, req, reg),
         R::MemoryDeregister { id } => pd::memory_deregister(p, req, id),
-        R::MwAllocate { id, vendor } => pd::pd_child_create::<P, V, pd::Mw>(p, req, id, vendor),
+        R::MwAllocate { id, vendor } => create::<P, V, MwObj<P, V>>(p, req, id, vendor),
         // Nothing ever references an MW or an AH, so OFW's missing `Ref > 1` check (spec
         // §7.1-j) cannot matter; the generic check is made anyway.
         R::MwDeallocate { id } => p.destroy_ioctl::<MwObj<P, V>>(req, id, not_found),
-        R::AhCreate { ah, vendor } => pd::pd_child_create::<P, V, pd::Ah>(p, req, ah, vendor),
+        R::AhCreate { ah, vendor } => create::<P, V, AhObj<P, V>>(p, req, ah, vendor),
         R::AhDestroy { id } => p.destroy_ioctl::<AhObj<P, V>>(req, id, not_found),
-        R::CqCreate { id, vendor } => cq::cq_create(p, req, id, vendor),
+        R::CqCreate { id, vendor } => create::<P, V, CqObj<P, V>>(p, req, id, vendor),
         // `STATUS_ACCESS_DENIED` while QPs use the CQ; parked notifies end cancelled.
         R::CqDestroy { id } => p.destroy_ioctl::<CqObj<P, V>>(req, id, not_found),
         R::CqResize { id, vendor } => cq::cq_resize(p, req, id, vendor),
         R::CqNotify { id } => cq::cq_notify(p, req, id.Id, id.Data),
         R::CqCancel { id } => cq::cq_cancel(p, req, id),
-        R::SrqCreate { attr, vendor } => srq::srq_create(p, req, attr, vendor),
+        R::SrqCreate { attr, vendor } => create::<P, V, SrqObj<P, V>>(p, req, attr, vendor),
         // `STATUS_ACCESS_DENIED` while QPs use the SRQ.
         R::SrqDestroy { id } => p.destroy_ioctl::<SrqObj<P, V>>(req, id, not_found),
         R::SrqQuery { attr, vendor } => srq::srq_query(p, req, attr, vendor),

@@ -53,6 +53,7 @@ extern crate alloc;
 pub mod control;
 mod convert;
 mod cq;
+mod create;
 mod device;
 mod dispatch;
 mod driver;

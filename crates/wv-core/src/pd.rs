@@ -4,19 +4,18 @@
 use alloc::vec::Vec;
 
 use wv_abi::encode::{write_data, write_prefix};
-use wv_abi::{
-    NtStatus, Vendor, WV_IO_AH_CREATE, WV_IO_ID, WV_IO_MEMORY_KEYS, WV_IO_MEMORY_REGISTER,
-};
+use wv_abi::{NtStatus, WV_IO_AH_CREATE, WV_IO_ID, WV_IO_MEMORY_KEYS, WV_IO_MEMORY_REGISTER};
 use wv_hal::{IoRequest, KArc, MemoryRegion, Platform, SpinLock, Umv, Verbs, VerbsError};
 
 use crate::convert::av_from_abi;
+use crate::create::{Create, Prepared, slots_only};
 use crate::device::DeviceObj;
-use crate::fallible::{Slots, grow_locked};
+use crate::fallible::grow_locked;
 use crate::provider::{Object, Provider, Teardown};
 use crate::shared::Shared;
 use crate::status::verbs_status;
 use crate::sync::{Handle, RefCount};
-use crate::umv::{VerbsInput, with_umv};
+use crate::umv::VerbsInput;
 
 /// A protection domain (OFW `WV_PROTECTION_DOMAIN`).
 pub(crate) struct PdObj<P: Platform, V: Verbs> {
@@ -102,15 +101,13 @@ impl<P: Platform, V: Verbs> Teardown<P, V> for PdObj<P, V> {
 
 /// What tells a PD's memory windows and address handles apart: the IOCTL that makes one, its
 /// verbs handle and how that is made and destroyed. Both are otherwise the same object, a verbs
-/// handle on a PD ([`PdChild`]), made by one handler ([`pd_child_create`]).
+/// handle on a PD ([`PdChild`]), with one [`Create`] impl.
 pub(crate) trait PdChildKind<V: Verbs>: Send + Sync + 'static {
-    /// The creating IOCTL's input.
+    /// The creating IOCTL's input (its id names the PD).
     type Input: VerbsInput;
     type Handle: Send + Sync;
     /// What the output reports besides the new id.
     type Extra;
-    /// The PD the input names.
-    fn pd_id(input: &Self::Input) -> u64;
     fn create(
         lower: &V,
         pd: &V::Pd,
@@ -129,9 +126,6 @@ impl<V: Verbs> PdChildKind<V> for Mw {
     type Input = WV_IO_ID;
     type Handle = V::Mw;
     type Extra = u32;
-    fn pd_id(id: &WV_IO_ID) -> u64 {
-        id.Id
-    }
     fn create(
         lower: &V,
         pd: &V::Pd,
@@ -156,9 +150,6 @@ impl<V: Verbs> PdChildKind<V> for Ah {
     type Input = WV_IO_AH_CREATE;
     type Handle = V::Ah;
     type Extra = ();
-    fn pd_id(ah: &WV_IO_AH_CREATE) -> u64 {
-        ah.Id.Id
-    }
     fn create(
         lower: &V,
         pd: &V::Pd,
@@ -207,33 +198,37 @@ impl<P: Platform, V: Verbs, K: PdChildKind<V>> Teardown<P, V> for PdChild<P, V, 
 }
 
 /// PD_ALLOCATE: `STATUS_NO_SUCH_DEVICE` for a bad device id.
-pub(crate) fn pd_allocate<P: Platform, V: Verbs>(
-    prov: &Provider<P, V>,
-    mut req: P::Request,
-    id: WV_IO_ID,
-    vendor: Vendor,
-) {
-    let Some((dev, lower, ca)) = prov.acquire_live::<DeviceObj<P, V>>(id.Id) else {
-        return req.complete(NtStatus::NO_SUCH_DEVICE, 0);
-    };
-    // OFW: the PD's allocation fails with STATUS_NO_MEMORY, before the verb.
-    let Some((obj_slot, handle_slot)) = Slots::reserve() else {
-        return req.complete(NtStatus::NO_MEMORY, 0);
-    };
-    let (pd, verb_info) = with_umv(&mut req, &id, vendor, |umv| lower.allocate_pd(&ca, umv));
-    let pd = match pd {
-        Ok(pd) => pd,
-        Err(e) => return req.complete(verbs_status(e), 0),
-    };
-    let platform = prov.platform();
-    dev.refs.get();
-    let obj = obj_slot.write(PdObj {
-        dev: KArc::clone(dev.arc()),
-        pd: Handle::new(platform, handle_slot.write(pd)),
-        refs: RefCount::default(),
-        mrs: platform.spin_lock(Vec::new()),
-    });
-    prov.publish(req, obj, verb_info, |_| {});
+impl<P: Platform, V: Verbs> Create<P, V> for PdObj<P, V> {
+    type Input = WV_IO_ID;
+    type Made = V::Pd;
+    type Kept = ();
+    type Extra = ();
+    type Parent = DeviceObj<P, V>;
+    const NO_PARENT: NtStatus = NtStatus::NO_SUCH_DEVICE;
+
+    fn prepare(_: &Provider<P, V>) -> Result<Prepared<P, V, Self>, NtStatus> {
+        // OFW: the PD's allocation fails with STATUS_NO_MEMORY, before the verb.
+        slots_only()
+    }
+
+    fn create(
+        lower: &V,
+        ca: &V::Ca,
+        _: &WV_IO_ID,
+        (): &(),
+        umv: &mut Umv<'_>,
+    ) -> Result<(V::Pd, ()), VerbsError> {
+        Ok((lower.allocate_pd(ca, umv)?, ()))
+    }
+
+    fn new(dev: &KArc<DeviceObj<P, V>>, pd: Handle<P, V::Pd>, (): (), platform: &P) -> Self {
+        PdObj {
+            dev: KArc::clone(dev),
+            pd,
+            refs: RefCount::default(),
+            mrs: platform.spin_lock(Vec::new()),
+        }
+    }
 }
 
 /// PD_CANCEL: validates the id. Registration runs synchronously in the caller's context
@@ -322,34 +317,41 @@ pub(crate) fn memory_deregister<P: Platform, V: Verbs>(
 /// MW_ALLOCATE and AH_CREATE ([`PdChildKind`] says which): on the PD the input names, the
 /// verbs handle and what the output reports besides the new id. OFW: a bad PD is
 /// `STATUS_NOT_FOUND`, the object's allocation fails with `STATUS_NO_MEMORY` before the verb.
-pub(crate) fn pd_child_create<P: Platform, V: Verbs, K: PdChildKind<V>>(
-    prov: &Provider<P, V>,
-    mut req: P::Request,
-    input: K::Input,
-    vendor: Vendor,
-) where
-    PdChild<P, V, K>: Object<P, V>,
+impl<P: Platform, V: Verbs, K: PdChildKind<V>> Create<P, V> for PdChild<P, V, K>
+where
+    Self: Object<P, V>,
 {
-    let pd_id = K::pd_id(&input);
-    let Some((pd, lower, handle)) = prov.acquire_live::<PdObj<P, V>>(pd_id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let Some((obj_slot, handle_slot)) = Slots::reserve() else {
-        return req.complete(NtStatus::NO_MEMORY, 0);
-    };
-    let (created, verb_info) = with_umv(&mut req, &input, vendor, |umv| {
-        K::create(&lower, &handle, &input, umv)
-    });
-    let (created, extra) = match created {
-        Ok(created) => created,
-        Err(e) => return req.complete(verbs_status(e), 0),
-    };
-    pd.refs.get();
-    let obj = obj_slot.write(PdChild::<P, V, K> {
-        pd: KArc::clone(pd.arc()),
-        dev: KArc::clone(&pd.dev),
-        handle: Handle::new(prov.platform(), handle_slot.write(created)),
-        refs: RefCount::default(),
-    });
-    prov.publish(req, obj, verb_info, |buf| K::report(buf, extra));
+    type Input = K::Input;
+    type Extra = K::Extra;
+    type Made = K::Handle;
+    type Kept = ();
+    type Parent = PdObj<P, V>;
+    const NO_PARENT: NtStatus = NtStatus::NOT_FOUND;
+
+    fn create(
+        lower: &V,
+        pd: &V::Pd,
+        input: &K::Input,
+        (): &(),
+        umv: &mut Umv<'_>,
+    ) -> Result<(K::Handle, K::Extra), VerbsError> {
+        K::create(lower, pd, input, umv)
+    }
+
+    fn prepare(_: &Provider<P, V>) -> Result<Prepared<P, V, Self>, NtStatus> {
+        slots_only()
+    }
+
+    fn new(pd: &KArc<PdObj<P, V>>, handle: Handle<P, K::Handle>, (): (), _: &P) -> Self {
+        PdChild {
+            pd: KArc::clone(pd),
+            dev: KArc::clone(&pd.dev),
+            handle,
+            refs: RefCount::default(),
+        }
+    }
+
+    fn report(buf: &mut [u8], extra: K::Extra) {
+        K::report(buf, extra);
+    }
 }

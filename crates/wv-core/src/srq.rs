@@ -2,13 +2,14 @@
 
 use core::mem::offset_of;
 
-use wv_abi::encode::{write_at, write_verb_info};
+use wv_abi::encode::write_at;
 use wv_abi::{NtStatus, Vendor, WV_IO_SRQ_ATTRIBUTES};
 use wv_hal::{
     IoRequest, KArc, Platform, RequestQueue, SpinLock, SrqAttributes, SrqEvent, SrqEventSink,
-    SrqModifyMask, Verbs,
+    SrqModifyMask, Umv, Verbs, VerbsError,
 };
 
+use crate::create::{Create, Prepared};
 use crate::device::DeviceObj;
 use crate::fallible::Slots;
 use crate::notify::{complete_all, park_unless_error};
@@ -17,7 +18,7 @@ use crate::provider::{Provider, Teardown};
 use crate::shared::Shared;
 use crate::status::verbs_status;
 use crate::sync::{Handle, RefCount};
-use crate::umv::with_umv;
+use crate::umv::verb_in_place;
 
 /// The parked SRQ_NOTIFYs of one SRQ; also its event sink.
 pub(crate) struct SrqNotify<P: Platform> {
@@ -84,49 +85,53 @@ fn srq_attributes(attr: &WV_IO_SRQ_ATTRIBUTES) -> SrqAttributes {
 }
 
 /// SRQ_CREATE `{Id.Id = pd, limits}` → `Id.Id = srq`.
-pub(crate) fn srq_create<P: Platform, V: Verbs>(
-    prov: &Provider<P, V>,
-    mut req: P::Request,
-    attr: WV_IO_SRQ_ATTRIBUTES,
-    vendor: Vendor,
-) {
-    let Some((pd, lower, handle)) = prov.acquire_live::<PdObj<P, V>>(attr.Id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let platform = prov.platform();
-    // OFW `WvSrqAlloc`: the SRQ's allocation fails with STATUS_NO_MEMORY; its queue, like the
-    // verb, with STATUS_UNSUCCESSFUL (not the framework's status, unlike CQ_CREATE).
-    let Some((notify_slot, obj_slot, handle_slot)) = Slots::reserve() else {
-        return req.complete(NtStatus::NO_MEMORY, 0);
-    };
-    let Ok(queue) = platform.create_queue() else {
-        return req.complete(NtStatus::UNSUCCESSFUL, 0);
-    };
-    let notify: KArc<SrqNotify<P>> = notify_slot.write(SrqNotify {
-        queue,
-        error: platform.spin_lock(false),
-    });
-    let sink: KArc<dyn SrqEventSink> = KArc::clone(&notify).into();
-    let verbs_attr = srq_attributes(&attr);
-    let (created, verb_info) = with_umv(&mut req, &attr, vendor, |umv| {
-        lower.create_srq(&handle, &verbs_attr, sink, umv)
-    });
-    let srq = match created {
-        Ok(srq) => srq,
-        Err(e) => {
-            notify.queue.purge();
-            return req.complete(verbs_status(e), 0);
+impl<P: Platform, V: Verbs> Create<P, V> for SrqObj<P, V> {
+    type Input = WV_IO_SRQ_ATTRIBUTES;
+    type Made = V::Srq;
+    type Kept = KArc<SrqNotify<P>>;
+    type Extra = ();
+    type Parent = PdObj<P, V>;
+    const NO_PARENT: NtStatus = NtStatus::NOT_FOUND;
+
+    fn prepare(prov: &Provider<P, V>) -> Result<Prepared<P, V, Self>, NtStatus> {
+        let platform = prov.platform();
+        // OFW `WvSrqAlloc`: the SRQ's allocation fails with STATUS_NO_MEMORY; its queue, like
+        // the verb, with STATUS_UNSUCCESSFUL (not the framework's status, unlike CQ_CREATE).
+        let (notify_slot, obj_slot, srq_slot) = Slots::reserve().ok_or(NtStatus::NO_MEMORY)?;
+        let queue = platform
+            .create_queue()
+            .map_err(|_| NtStatus::UNSUCCESSFUL)?;
+        let notify = notify_slot.write(SrqNotify {
+            queue,
+            error: platform.spin_lock(false),
+        });
+        Ok((notify, obj_slot, srq_slot))
+    }
+
+    fn create(
+        lower: &V,
+        pd: &V::Pd,
+        attr: &WV_IO_SRQ_ATTRIBUTES,
+        notify: &Self::Kept,
+        umv: &mut Umv<'_>,
+    ) -> Result<(V::Srq, ()), VerbsError> {
+        let sink: KArc<dyn SrqEventSink> = KArc::clone(notify).into();
+        Ok((lower.create_srq(pd, &srq_attributes(attr), sink, umv)?, ()))
+    }
+
+    fn abandon(notify: Self::Kept) {
+        notify.queue.purge();
+    }
+
+    fn new(pd: &KArc<PdObj<P, V>>, srq: Handle<P, V::Srq>, notify: Self::Kept, _: &P) -> Self {
+        SrqObj {
+            notify,
+            pd: KArc::clone(pd),
+            dev: KArc::clone(&pd.dev),
+            srq,
+            refs: RefCount::default(),
         }
-    };
-    pd.refs.get();
-    let obj = obj_slot.write(SrqObj {
-        pd: KArc::clone(pd.arc()),
-        dev: KArc::clone(&pd.dev),
-        srq: Handle::new(platform, handle_slot.write(srq)),
-        refs: RefCount::default(),
-        notify,
-    });
-    prov.publish(req, obj, verb_info, |_| {});
+    }
 }
 
 /// SRQ_QUERY: writes `VerbInfo`, `MaxWr`, `MaxSge`, `SrqLimit` over the echoed input. OFW
@@ -134,61 +139,43 @@ pub(crate) fn srq_create<P: Platform, V: Verbs>(
 /// `STATUS_UNSUCCESSFUL` (fix of spec §7.1-j).
 pub(crate) fn srq_query<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
-    mut req: P::Request,
+    req: P::Request,
     attr: WV_IO_SRQ_ATTRIBUTES,
     vendor: Vendor,
 ) {
-    let Some((_srq, lower, handle)) = prov.acquire_live::<SrqObj<P, V>>(attr.Id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
-    let (queried, verb_info) =
-        with_umv(&mut req, &attr, vendor, |umv| lower.query_srq(&handle, umv));
-    let limits = match queried {
-        Ok(limits) => limits,
-        Err(e) => return req.complete(verbs_status(e), 0),
-    };
-    let buf = req.buffer_mut();
-    write_verb_info(buf, verb_info).ok();
-    write_at(buf, offset_of!(WV_IO_SRQ_ATTRIBUTES, MaxWr), &limits.max_wr).ok();
-    write_at(
-        buf,
-        offset_of!(WV_IO_SRQ_ATTRIBUTES, MaxSge),
-        &limits.max_sge,
-    )
-    .ok();
-    write_at(
-        buf,
-        offset_of!(WV_IO_SRQ_ATTRIBUTES, SrqLimit),
-        &limits.srq_limit,
-    )
-    .ok();
-    let len = req.output_len();
-    req.complete(NtStatus::SUCCESS, len);
+    let query = |lower: &V, srq: &V::Srq, umv: &mut Umv<'_>| lower.query_srq(srq, umv);
+    verb_in_place::<P, V, SrqObj<P, V>, _, _>(prov, req, &attr, vendor, query, |buf, queried| {
+        let limits = queried.map_err(verbs_status)?;
+        let fields = [
+            (offset_of!(WV_IO_SRQ_ATTRIBUTES, MaxWr), limits.max_wr),
+            (offset_of!(WV_IO_SRQ_ATTRIBUTES, MaxSge), limits.max_sge),
+            (offset_of!(WV_IO_SRQ_ATTRIBUTES, SrqLimit), limits.srq_limit),
+        ];
+        for (offset, value) in fields {
+            write_at(buf, offset, &value).ok();
+        }
+        Ok(NtStatus::SUCCESS)
+    });
 }
 
 /// SRQ_MODIFY: always `MAX_WR | LIMIT` (OFW; `MaxSge` is ignored). A verbs failure is
 /// `STATUS_UNSUCCESSFUL` with `Information = outlen`, as in OFW.
 pub(crate) fn srq_modify<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
-    mut req: P::Request,
+    req: P::Request,
     attr: WV_IO_SRQ_ATTRIBUTES,
     vendor: Vendor,
 ) {
-    let Some((_srq, lower, handle)) = prov.acquire_live::<SrqObj<P, V>>(attr.Id.Id) else {
-        return req.complete(NtStatus::NOT_FOUND, 0);
-    };
     let verbs_attr = srq_attributes(&attr);
     let mask = SrqModifyMask {
         max_wr: true,
         limit: true,
     };
-    let (modified, verb_info) = with_umv(&mut req, &attr, vendor, |umv| {
-        lower.modify_srq(&handle, &verbs_attr, mask, umv)
+    let modify =
+        |lower: &V, srq: &V::Srq, umv: &mut Umv<'_>| lower.modify_srq(srq, &verbs_attr, mask, umv);
+    verb_in_place::<P, V, SrqObj<P, V>, _, _>(prov, req, &attr, vendor, modify, |_, modified| {
+        Ok(modified.map_or_else(verbs_status, |()| NtStatus::SUCCESS))
     });
-    let status = modified.map_or_else(verbs_status, |()| NtStatus::SUCCESS);
-    write_verb_info(req.buffer_mut(), verb_info).ok();
-    let len = req.output_len();
-    req.complete(status, len);
 }
 
 /// SRQ_NOTIFY: parks until the next SRQ event (LIMIT → `STATUS_ALERTED`, LAST_WQE →

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use zerocopy::FromBytes;
 
-use crate::raw::RawFile;
-use crate::verbs::{self, destroy, ioctl, parse};
+use crate::raw::{IoStatus, RawFile};
+use crate::verbs::{self, Pending, destroy, ioctl, parse, pending_or_error};
 
 /// A kind of driver object: its row of the type table, and the parts the library keeps with
 /// one (parents, which it holds so that their destroy never comes first; the UVP's half).
@@ -103,20 +103,51 @@ impl<F: RawFile, K: Kind> Handle<F, K> {
         Arc::get_mut(&mut self.inner).map(|held| &mut held.parts)
     }
 
+    /// An IOCTL on the object's handle, waited for.
+    pub(crate) fn call(
+        &self,
+        op: &'static str,
+        code: u32,
+        input: &[u8],
+        output_len: usize,
+    ) -> verbs::Result<IoStatus> {
+        ioctl(&**self.file(), op, code, input, output_len)
+    }
+
+    /// An IOCTL whose output is one `T`.
+    pub(crate) fn call_as<T: FromBytes>(
+        &self,
+        op: &'static str,
+        code: u32,
+        input: &[u8],
+    ) -> verbs::Result<T> {
+        let st = self.call(op, code, input, size_of::<T>())?;
+        parse(op, &st.output)
+    }
+
     /// An IOCTL whose input is the object's id alone and whose output is nothing (a cancel).
     pub(crate) fn command(&self, op: &'static str, code: u32) -> verbs::Result<()> {
-        ioctl(&**self.file(), op, code, &self.id().to_ne_bytes(), 0).map(|_| ())
+        self.call(op, code, &self.id().to_ne_bytes(), 0).map(|_| ())
     }
 
     /// An IOCTL whose input is the object's id alone and whose output is one `T` (a query).
     pub(crate) fn query_as<T: FromBytes>(&self, op: &'static str, code: u32) -> verbs::Result<T> {
-        let st = ioctl(
-            &**self.file(),
-            op,
-            code,
-            &self.id().to_ne_bytes(),
-            size_of::<T>(),
-        )?;
-        parse(op, &st.output)
+        self.call_as(op, code, &self.id().to_ne_bytes())
+    }
+}
+
+impl<F: RawFile + Send + Sync + 'static, K: Kind> Handle<F, K> {
+    /// An overlapped IOCTL on the object's handle (a notify, a QP modify): its [`Pending`], or
+    /// its error when the driver failed it inline.
+    pub(crate) fn issue<T>(
+        &self,
+        op: &'static str,
+        code: u32,
+        input: &[u8],
+        output_len: usize,
+        finish: fn(&'static str, &IoStatus) -> verbs::Result<T>,
+    ) -> verbs::Result<Pending<T>> {
+        let io = self.file().device_io_control(code, input, output_len);
+        pending_or_error(self.file(), io, op, finish)
     }
 }

@@ -384,13 +384,16 @@ impl<F: RawFile + Send + Sync + 'static> Device<F> {
     /// # Errors
     /// An inline failure: `STATUS_NOT_FOUND`, `STATUS_INVALID_PORT_HANDLE`, ...
     pub fn port_notify(&self, port: u8) -> Result<Pending<u32>> {
-        const OP: &str = "DEVICE_NOTIFY";
-        let io = self.file().device_io_control(
+        let input = id_bytes(self.id(), 0, u32::from(port));
+        let out_len = size_of::<u32>();
+        let finish = pending::finish_u32_output;
+        self.issue(
+            "DEVICE_NOTIFY",
             WV_IOCTL_DEVICE_NOTIFY,
-            &id_bytes(self.id(), 0, u32::from(port)),
-            size_of::<u32>(),
-        );
-        pending_or_error(self.file(), io, OP, pending::finish_u32_output)
+            &input,
+            out_len,
+            finish,
+        )
     }
 
     /// DEVICE_CANCEL: completes this device's pending port notifies with `STATUS_CANCELLED`.

@@ -18,23 +18,21 @@ use wv_abi::{
 use wv_softhca::abi::{
     self as uabi, AhResp, CqResp, MwCmd, MwResp, PdResp, QpCmd, QpResp, QpStateOut, SrqResp,
 };
-use wv_softhca::{PostError, RecvWr, SendWr, UvpCq, UvpQp, UvpSrq, WorkCompletion};
-use zerocopy::IntoBytes;
+use wv_softhca::{
+    PostError, RecvWr, RingResize, RingResp, SendWr, UvpCq, UvpQp, UvpSrq, WorkCompletion,
+};
+use zerocopy::{FromBytes, IntoBytes};
 
 use crate::raw::RawFile;
 use crate::verbs::pending::{self, Pending};
 use crate::verbs::qp_attr::{QpAttr, av_to_abi};
 use crate::verbs::{
     AddressVector, Buffer, Device, Handle, Kind, QpState, QpType, Result, UdAddress, VerbsError,
-    id_bytes, ioctl, parse, pending_or_error,
+    id_bytes, parse,
 };
 
 /// The vendor output of a creation call (after the fixed struct), or an error naming `op`.
-fn vendor_out<T: zerocopy::FromBytes + Copy>(
-    op: &'static str,
-    out: &[u8],
-    fixed: usize,
-) -> Result<T> {
+fn vendor_out<T: FromBytes + Copy>(op: &'static str, out: &[u8], fixed: usize) -> Result<T> {
     out.get(fixed..)
         .and_then(uabi::parse::<T>)
         .ok_or(VerbsError::new(op, NtStatus::BUFFER_TOO_SMALL))
@@ -44,6 +42,55 @@ fn vendor_out<T: zerocopy::FromBytes + Copy>(
 /// output says): the object is destroyed again and this is the error.
 fn uvp_refused(op: &'static str) -> VerbsError {
     VerbsError::new(op, NtStatus::UNSUCCESSFUL)
+}
+
+impl<F: RawFile, K: Kind> Handle<F, K> {
+    /// An IOCTL whose output is the fixed struct `T`, then the UVP's vendor output `R` (a
+    /// create, a resize): the fixed part, and the vendor part or the error naming `op`.
+    fn vendor_call<T: FromBytes, R: FromBytes + Copy>(
+        &self,
+        op: &'static str,
+        code: u32,
+        input: &[u8],
+    ) -> Result<(T, Result<R>)> {
+        let fixed = size_of::<T>();
+        let st = self.call(op, code, input, fixed + size_of::<R>())?;
+        let out = parse::<T>(op, &st.output)?;
+        Ok((out, vendor_out(op, &st.output, fixed)))
+    }
+
+    /// A command that gives a queue a new ring (CQ_RESIZE, SRQ_MODIFY), sent while `resize`
+    /// holds the queue: its fixed output, once the UVP has mapped the ring the vendor output
+    /// names.
+    fn resize_ring<T: FromBytes, R: RingResp + FromBytes + Copy>(
+        &self,
+        resize: RingResize<'_, R>,
+        op: &'static str,
+        code: u32,
+        input: &[u8],
+    ) -> Result<T> {
+        let (out, resp) = self.vendor_call::<T, R>(op, code, input)?;
+        resize.finish(&resp?).map_err(|_| uvp_refused(op))?;
+        Ok(out)
+    }
+}
+
+/// The row of the type table of `$parts`: its name in `Debug` output, the IOCTL its last
+/// release sends and, after `|parts|`, the fields `Debug` shows beyond the id.
+macro_rules! kind {
+    (
+        $parts:ident, $name:literal, $destroy:ident
+        $(, |$p:ident| $($field:literal: $value:expr),+)?
+    ) => {
+        impl<F: RawFile> Kind for $parts<F> {
+            const NAME: &'static str = $name;
+            const DESTROY: u32 = $destroy;
+            $(fn debug_fields(&self, out: &mut fmt::DebugStruct<'_, '_>) {
+                let $p = self;
+                $(out.field($field, &$value);)+
+            })?
+        }
+    };
 }
 
 // ------------------------------------------------------------------------------------------
@@ -57,10 +104,7 @@ pub struct PdParts<F: RawFile> {
     dev: Device<F>,
 }
 
-impl<F: RawFile> Kind for PdParts<F> {
-    const NAME: &'static str = "Pd";
-    const DESTROY: u32 = WV_IOCTL_PD_DEALLOCATE;
-}
+kind!(PdParts, "Pd", WV_IOCTL_PD_DEALLOCATE);
 
 /// Deregistration of a region, without the transport type (an [`Mr`] is not generic).
 trait MrOwner: Send + Sync {
@@ -69,33 +113,19 @@ trait MrOwner: Send + Sync {
 
 impl<F: RawFile + Send + Sync + 'static> MrOwner for Pd<F> {
     fn deregister(&self, lkey: u32) -> Result<()> {
-        ioctl(
-            &**self.file(),
-            "MEMORY_DEREGISTER",
-            WV_IOCTL_MEMORY_DEREGISTER,
-            &id_bytes(self.id(), 0, lkey),
-            0,
-        )
-        .map(|_| ())
+        let input = id_bytes(self.id(), 0, lkey);
+        self.call("MEMORY_DEREGISTER", WV_IOCTL_MEMORY_DEREGISTER, &input, 0)
+            .map(|_| ())
     }
 }
 
 impl<F: RawFile + Send + Sync + 'static> Pd<F> {
     pub(crate) fn allocate(dev: &Device<F>) -> Result<Self> {
-        const OP: &str = "PD_ALLOCATE";
-        let st = ioctl(
-            &**dev.file(),
-            OP,
-            WV_IOCTL_PD_ALLOCATE,
-            &id_bytes(dev.id(), 0, 0),
-            size_of::<WV_IO_ID>() + size_of::<PdResp>(),
-        )?;
-        let id = parse::<WV_IO_ID>(OP, &st.output)?.Id;
-        Ok(Handle::new(
-            Arc::clone(dev.file()),
-            id,
-            PdParts { dev: dev.clone() },
-        ))
+        let input = id_bytes(dev.id(), 0, 0);
+        let (out, _) =
+            dev.vendor_call::<WV_IO_ID, PdResp>("PD_ALLOCATE", WV_IOCTL_PD_ALLOCATE, &input)?;
+        let parts = PdParts { dev: dev.clone() };
+        Ok(Handle::new(Arc::clone(dev.file()), out.Id, parts))
     }
 
     /// The device it belongs to.
@@ -147,14 +177,7 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
             AccessFlags: access,
             Reserved: 0,
         };
-        let st = ioctl(
-            &**self.file(),
-            OP,
-            WV_IOCTL_MEMORY_REGISTER,
-            reg.as_bytes(),
-            size_of::<WV_IO_MEMORY_KEYS>(),
-        )?;
-        let keys: WV_IO_MEMORY_KEYS = parse(OP, &st.output)?;
+        let keys: WV_IO_MEMORY_KEYS = self.call_as(OP, WV_IOCTL_MEMORY_REGISTER, reg.as_bytes())?;
         Ok(Mr {
             owner: Box::new(self.clone()),
             lkey: keys.Lkey,
@@ -197,21 +220,14 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
             Id: WV_IO_ID::new(self.id(), 0),
             AddressVector: wire,
         };
-        let st = ioctl(
-            &**self.file(),
-            OP,
-            WV_IOCTL_AH_CREATE,
-            create.as_bytes(),
-            size_of::<WV_IO_AH_CREATE>() + size_of::<AhResp>(),
-        )?;
-        let id = parse::<WV_IO_AH_CREATE>(OP, &st.output)?.Id.Id;
+        let (out, resp) =
+            self.vendor_call::<WV_IO_AH_CREATE, AhResp>(OP, WV_IOCTL_AH_CREATE, create.as_bytes())?;
         // The device says which entry of the port's GID table the source GID is: UD sends
         // through this handle carry it.
-        let sgid_index = vendor_out::<AhResp>(OP, &st.output, size_of::<WV_IO_AH_CREATE>())
-            .map_or(0, |r| r.sgid_index as u8);
+        let sgid_index = resp.map_or(0, |r| r.sgid_index as u8);
         Ok(Handle::new(
             Arc::clone(self.file()),
-            id,
+            out.Id.Id,
             AhParts {
                 _pd: self.clone(),
                 av: *av,
@@ -235,23 +251,15 @@ impl<F: RawFile + Send + Sync + 'static> Pd<F> {
     /// # Errors
     /// The status of MW_ALLOCATE.
     pub fn alloc_mw_type(&self, kind: MwType) -> Result<Mw<F>> {
-        const OP: &str = "MW_ALLOCATE";
-        let fixed = size_of::<WV_IO_ID>();
         let cmd = MwCmd {
             magic: uabi::SOFTHCA_ABI_MAGIC,
             mw_type: kind as u32,
         };
         let mut input = id_bytes(self.id(), 0, 0);
         input.extend_from_slice(cmd.as_bytes());
-        let st = ioctl(
-            &**self.file(),
-            OP,
-            WV_IOCTL_MW_ALLOCATE,
-            &input,
-            fixed + size_of::<MwResp>(),
-        )?;
-        let out: WV_IO_ID = parse(OP, &st.output)?;
-        let kind = vendor_out::<MwResp>(OP, &st.output, fixed)
+        let (out, resp) =
+            self.vendor_call::<WV_IO_ID, MwResp>("MW_ALLOCATE", WV_IOCTL_MW_ALLOCATE, &input)?;
+        let kind = resp
             .ok()
             .and_then(|r| MwType::from_u32(r.mw_type))
             .unwrap_or(kind);
@@ -323,6 +331,17 @@ impl Mr {
             lkey: self.lkey,
         }
     }
+
+    /// What a window bound to `len` bytes at `offset` of the region with the remote rights
+    /// `access` covers.
+    fn window(&self, offset: usize, len: u64, access: u32) -> MwBindInfo {
+        MwBindInfo {
+            mr_lkey: self.lkey,
+            addr: self.addr.wrapping_add(offset as u64),
+            length: len,
+            access,
+        }
+    }
 }
 
 impl Mr {
@@ -367,16 +386,9 @@ pub struct MwParts<F: RawFile> {
     kind: MwType,
 }
 
-impl<F: RawFile> Kind for MwParts<F> {
-    const NAME: &'static str = "Mw";
-    const DESTROY: u32 = WV_IOCTL_MW_DEALLOCATE;
-    fn debug_fields(&self, out: &mut fmt::DebugStruct<'_, '_>) {
-        out.field("kind", &self.kind).field(
-            "rkey",
-            &format_args!("{:#x}", self.rkey.load(Ordering::Acquire)),
-        );
-    }
-}
+kind!(MwParts, "Mw", WV_IOCTL_MW_DEALLOCATE, |mw|
+    "kind": mw.kind,
+    "rkey": format_args!("{:#x}", mw.rkey.load(Ordering::Acquire)));
 
 impl<F: RawFile> Mw<F> {
     /// The window's current rkey (host order): after a bind posted through this library, the
@@ -405,10 +417,7 @@ pub struct AhParts<F: RawFile> {
     sgid_index: u8,
 }
 
-impl<F: RawFile> Kind for AhParts<F> {
-    const NAME: &'static str = "Ah";
-    const DESTROY: u32 = WV_IOCTL_AH_DESTROY;
-}
+kind!(AhParts, "Ah", WV_IOCTL_AH_DESTROY);
 
 impl<F: RawFile> Ah<F> {
     /// The address vector it was created with.
@@ -449,13 +458,7 @@ pub struct CqParts<F: RawFile> {
     entries: AtomicU32,
 }
 
-impl<F: RawFile> Kind for CqParts<F> {
-    const NAME: &'static str = "Cq";
-    const DESTROY: u32 = WV_IOCTL_CQ_DESTROY;
-    fn debug_fields(&self, out: &mut fmt::DebugStruct<'_, '_>) {
-        out.field("entries", &self.entries.load(Ordering::Relaxed));
-    }
-}
+kind!(CqParts, "Cq", WV_IOCTL_CQ_DESTROY, |cq| "entries": cq.entries.load(Ordering::Relaxed));
 
 impl<F: RawFile> Cq<F> {
     /// Entries the CQ holds (what the device made of the size asked for).
@@ -479,16 +482,9 @@ impl<F: RawFile> Cq<F> {
 impl<F: RawFile + Send + Sync + 'static> Cq<F> {
     pub(crate) fn create(dev: &Device<F>, entries: u32) -> Result<Self> {
         const OP: &str = "CQ_CREATE";
-        let fixed = size_of::<WV_IO_ID>();
-        let st = ioctl(
-            &**dev.file(),
-            OP,
-            WV_IOCTL_CQ_CREATE,
-            &id_bytes(dev.id(), 0, entries),
-            fixed + size_of::<CqResp>(),
-        )?;
-        let out: WV_IO_ID = parse(OP, &st.output)?;
-        let parts = vendor_out::<CqResp>(OP, &st.output, fixed).and_then(|r| {
+        let input = id_bytes(dev.id(), 0, entries);
+        let (out, resp) = dev.vendor_call::<WV_IO_ID, CqResp>(OP, WV_IOCTL_CQ_CREATE, &input)?;
+        let parts = resp.and_then(|r| {
             let uvp = dev.parts().uvp.map_cq(&r).map_err(|_| uvp_refused(OP))?;
             Ok(CqParts {
                 _dev: dev.clone(),
@@ -514,12 +510,21 @@ impl<F: RawFile + Send + Sync + 'static> Cq<F> {
         } else {
             WV_CQ_NEXT_COMPLETION
         };
-        let io =
-            self.file()
-                .device_io_control(WV_IOCTL_CQ_NOTIFY, &id_bytes(self.id(), 0, kind), 0);
-        let pending = pending_or_error(self.file(), io, "CQ_NOTIFY", pending::finish_unit)?;
+        let pending = self.notify_queue(kind)?;
         self.parts().uvp.arm(solicited_only);
         Ok(pending)
+    }
+
+    /// CQ_NOTIFY of `kind` (`WV_CQ_*`): which of the CQ's notify queues it waits in.
+    fn notify_queue(&self, kind: u32) -> Result<Pending<()>> {
+        let input = id_bytes(self.id(), 0, kind);
+        self.issue(
+            "CQ_NOTIFY",
+            WV_IOCTL_CQ_NOTIFY,
+            &input,
+            0,
+            pending::finish_unit,
+        )
     }
 
     /// CQ_NOTIFY on the error queue: completes with `STATUS_UNEXPECTED_IO_ERROR` when the CQ
@@ -528,12 +533,7 @@ impl<F: RawFile + Send + Sync + 'static> Cq<F> {
     /// # Errors
     /// An inline failure of CQ_NOTIFY.
     pub fn error_notify(&self) -> Result<Pending<()>> {
-        let io = self.file().device_io_control(
-            WV_IOCTL_CQ_NOTIFY,
-            &id_bytes(self.id(), 0, WV_CQ_ERROR),
-            0,
-        );
-        pending_or_error(self.file(), io, "CQ_NOTIFY", pending::finish_unit)
+        self.notify_queue(WV_CQ_ERROR)
     }
 
     /// CQ_CANCEL: completes both notify queues of the CQ with `STATUS_CANCELLED`.
@@ -552,21 +552,11 @@ impl<F: RawFile + Send + Sync + 'static> Cq<F> {
     /// The status of CQ_RESIZE: `STATUS_UNSUCCESSFUL` for a size beyond the device's
     /// `MaxCqEntries` or too small for the completions waiting.
     pub fn resize(&self, entries: u32) -> Result<u32> {
-        const OP: &str = "CQ_RESIZE";
-        let fixed = size_of::<WV_IO_ID>();
+        let input = id_bytes(self.id(), 0, entries);
         let resize = self.parts().uvp.begin_resize();
-        let st = ioctl(
-            &**self.file(),
-            OP,
-            WV_IOCTL_CQ_RESIZE,
-            &id_bytes(self.id(), 0, entries),
-            fixed + size_of::<CqResp>(),
-        )?;
-        let n = parse::<WV_IO_ID>(OP, &st.output)?.Data;
-        let r = vendor_out::<CqResp>(OP, &st.output, fixed)?;
-        resize.finish(&r).map_err(|_| uvp_refused(OP))?;
-        self.parts().entries.store(n, Ordering::Relaxed);
-        Ok(n)
+        let out: WV_IO_ID = self.resize_ring(resize, "CQ_RESIZE", WV_IOCTL_CQ_RESIZE, &input)?;
+        self.parts().entries.store(out.Data, Ordering::Relaxed);
+        Ok(out.Data)
     }
 }
 
@@ -582,10 +572,7 @@ pub struct SrqParts<F: RawFile> {
     uvp: UvpSrq,
 }
 
-impl<F: RawFile> Kind for SrqParts<F> {
-    const NAME: &'static str = "Srq";
-    const DESTROY: u32 = WV_IOCTL_SRQ_DESTROY;
-}
+kind!(SrqParts, "Srq", WV_IOCTL_SRQ_DESTROY);
 
 /// The posts of one kind of work request (`$wr`) of an object whose parts hold the UVP queue:
 /// one request (`$one`) and a list (`$list`).
@@ -609,6 +596,29 @@ macro_rules! post_methods {
     };
 }
 
+/// Binds of a window to `len` bytes at `offset` of a region of this library with the remote
+/// rights `access`: each public `$name` binds the [`MwBindInfo`] of that range the way windows
+/// of type `$how` are bound.
+macro_rules! region_binds {
+    ($($(#[$doc:meta])* $name:ident => $how:expr;)+) => {$(
+        $(#[$doc])*
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            &self,
+            mw: &Mw<F>,
+            wr_id: u64,
+            send_flags: u32,
+            mr: &Mr,
+            offset: usize,
+            len: u64,
+            access: u32,
+        ) -> core::result::Result<u32, PostError> {
+            let info = mr.window(offset, len, access);
+            self.bind($how, mw, wr_id, send_flags, &info)
+        }
+    )+};
+}
+
 /// The receive posts of an SRQ or a QP.
 macro_rules! post_recv_methods {
     () => {
@@ -629,7 +639,6 @@ impl<F: RawFile> Srq<F> {
 impl<F: RawFile + Send + Sync + 'static> Srq<F> {
     fn create(pd: &Pd<F>, max_wr: u32, max_sge: u32, limit: u32) -> Result<Self> {
         const OP: &str = "SRQ_CREATE";
-        let fixed = size_of::<WV_IO_SRQ_ATTRIBUTES>();
         let attr = WV_IO_SRQ_ATTRIBUTES {
             Id: WV_IO_ID::new(pd.id(), 0),
             MaxWr: max_wr,
@@ -637,22 +646,19 @@ impl<F: RawFile + Send + Sync + 'static> Srq<F> {
             SrqLimit: limit,
             Reserved: 0,
         };
-        let st = ioctl(
-            &**pd.file(),
+        let (out, resp) = pd.vendor_call::<WV_IO_SRQ_ATTRIBUTES, SrqResp>(
             OP,
             WV_IOCTL_SRQ_CREATE,
             attr.as_bytes(),
-            fixed + size_of::<SrqResp>(),
         )?;
-        let id = parse::<WV_IO_SRQ_ATTRIBUTES>(OP, &st.output)?.Id.Id;
-        let parts = vendor_out::<SrqResp>(OP, &st.output, fixed).and_then(|r| {
+        let parts = resp.and_then(|r| {
             let uvp = pd.device().parts().uvp.map_srq(&r);
             Ok(SrqParts {
                 _pd: pd.clone(),
                 uvp: uvp.map_err(|_| uvp_refused(OP))?,
             })
         });
-        Handle::adopt(pd.file(), id, parts)
+        Handle::adopt(pd.file(), out.Id.Id, parts)
     }
 
     fn attr(&self, max_wr: u32, limit: u32) -> WV_IO_SRQ_ATTRIBUTES {
@@ -675,19 +681,10 @@ impl<F: RawFile + Send + Sync + 'static> Srq<F> {
     /// The status of SRQ_MODIFY: `STATUS_UNSUCCESSFUL` for a size beyond `MaxSrqWr`, too small
     /// for the receives waiting, or below the limit.
     pub fn modify(&self, max_wr: u32, limit: u32) -> Result<()> {
-        const OP: &str = "SRQ_MODIFY";
-        let fixed = size_of::<WV_IO_SRQ_ATTRIBUTES>();
         let attr = self.attr(max_wr, limit);
         let resize = self.parts().uvp.begin_resize();
-        let st = ioctl(
-            &**self.file(),
-            OP,
-            WV_IOCTL_SRQ_MODIFY,
-            attr.as_bytes(),
-            fixed + size_of::<SrqResp>(),
-        )?;
-        let r = vendor_out::<SrqResp>(OP, &st.output, fixed)?;
-        resize.finish(&r).map_err(|_| uvp_refused(OP))?;
+        let _: WV_IO_SRQ_ATTRIBUTES =
+            self.resize_ring(resize, "SRQ_MODIFY", WV_IOCTL_SRQ_MODIFY, attr.as_bytes())?;
         Ok(())
     }
 
@@ -696,16 +693,8 @@ impl<F: RawFile + Send + Sync + 'static> Srq<F> {
     /// # Errors
     /// The status of SRQ_QUERY.
     pub fn query(&self) -> Result<WV_IO_SRQ_ATTRIBUTES> {
-        const OP: &str = "SRQ_QUERY";
         let attr = self.attr(0, 0);
-        let st = ioctl(
-            &**self.file(),
-            OP,
-            WV_IOCTL_SRQ_QUERY,
-            attr.as_bytes(),
-            size_of::<WV_IO_SRQ_ATTRIBUTES>(),
-        )?;
-        parse(OP, &st.output)
+        self.call_as("SRQ_QUERY", WV_IOCTL_SRQ_QUERY, attr.as_bytes())
     }
 
     /// SRQ_NOTIFY: completes at the next SRQ event with its status — `STATUS_ALERTED` when the
@@ -715,10 +704,14 @@ impl<F: RawFile + Send + Sync + 'static> Srq<F> {
     /// # Errors
     /// An inline failure of SRQ_NOTIFY.
     pub fn notify(&self) -> Result<Pending<u32>> {
-        let io = self
-            .file()
-            .device_io_control(WV_IOCTL_SRQ_NOTIFY, &self.id().to_ne_bytes(), 0);
-        pending_or_error(self.file(), io, "SRQ_NOTIFY", pending::finish_status)
+        let input = self.id().to_ne_bytes();
+        self.issue(
+            "SRQ_NOTIFY",
+            WV_IOCTL_SRQ_NOTIFY,
+            &input,
+            0,
+            pending::finish_status,
+        )
     }
 
     /// SRQ_CANCEL: completes pending notifies with `STATUS_CANCELLED`.
@@ -789,13 +782,7 @@ pub struct QpParts<F: RawFile> {
     uvp: UvpQp,
 }
 
-impl<F: RawFile> Kind for QpParts<F> {
-    const NAME: &'static str = "Qp";
-    const DESTROY: u32 = WV_IOCTL_QP_DESTROY;
-    fn debug_fields(&self, out: &mut fmt::DebugStruct<'_, '_>) {
-        out.field("qpn", &self.uvp.qpn());
-    }
-}
+kind!(QpParts, "Qp", WV_IOCTL_QP_DESTROY, |qp| "qpn": qp.uvp.qpn());
 
 impl<F: RawFile> Qp<F> {
     /// The QP number.
@@ -907,38 +894,27 @@ impl<F: RawFile> Qp<F> {
         )
     }
 
-    /// Binds the type 1 window `mw` (`ibv_bind_mw`) to `len` bytes at `offset` of `mr` (a
-    /// region registered with `WV_ACCESS_MW_BIND`) with the remote rights `access`; `len` 0
-    /// unbinds it. The bind goes through the send queue (completion `WcOpcode::BindMw` with
-    /// `wr_id`) and the window's key moves to the next key byte: returned, and what
-    /// [`Mw::rkey`] says from now on.
-    ///
-    /// # Errors
-    /// The UVP's [`PostError`]; a bind the device refuses (wrong type, PD, bounds, rights)
-    /// completes with `MW_BIND_ERR`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn bind_mw(
-        &self,
-        mw: &Mw<F>,
-        wr_id: u64,
-        send_flags: u32,
-        mr: &Mr,
-        offset: usize,
-        len: u64,
-        access: u32,
-    ) -> core::result::Result<u32, PostError> {
-        let info = MwBindInfo {
-            mr_lkey: mr.lkey(),
-            addr: mr.addr().wrapping_add(offset as u64),
-            length: len,
-            access,
-        };
-        let new = self
-            .parts()
-            .uvp
-            .bind_mw(wr_id, send_flags, mw.rkey(), &info)?;
-        mw.parts().rkey.store(new, Ordering::Release);
-        Ok(new)
+    region_binds! {
+        /// Binds the type 1 window `mw` (`ibv_bind_mw`) to `len` bytes at `offset` of `mr` (a
+        /// region registered with `WV_ACCESS_MW_BIND`) with the remote rights `access`; `len` 0
+        /// unbinds it. The bind goes through the send queue (completion `WcOpcode::BindMw` with
+        /// `wr_id`) and the window's key moves to the next key byte: returned, and what
+        /// [`Mw::rkey`] says from now on.
+        ///
+        /// # Errors
+        /// The UVP's [`PostError`]; a bind the device refuses (wrong type, PD, bounds, rights)
+        /// completes with `MW_BIND_ERR`.
+        bind_mw => MwType::Type1;
+
+        /// Posts a `BIND_MW` request for the type 2 window `mw` (`IBV_WR_BIND_MW`): like
+        /// [`Qp::bind_mw`], under the key `inc_rkey(mw.rkey())`, which it returns and
+        /// [`Mw::rkey`] reports from now on. The window is then reachable through this QP only,
+        /// until a `LOCAL_INV` ([`Qp::invalidate`]) or a peer's `SEND_WITH_INV` of that key
+        /// frees it.
+        ///
+        /// # Errors
+        /// As [`Qp::bind_mw`].
+        post_bind_mw => MwType::Type2;
     }
 
     /// [`Qp::bind_mw`] with the bind given as the verb's `ibv_mw_bind_info` (a region's key
@@ -953,44 +929,39 @@ impl<F: RawFile> Qp<F> {
         send_flags: u32,
         info: &MwBindInfo,
     ) -> core::result::Result<u32, PostError> {
-        let new = self
-            .parts()
-            .uvp
-            .bind_mw(wr_id, send_flags, mw.rkey(), info)?;
-        mw.parts().rkey.store(new, Ordering::Release);
-        Ok(new)
+        self.bind(MwType::Type1, mw, wr_id, send_flags, info)
     }
 
-    /// Posts a `BIND_MW` request for the type 2 window `mw` (`IBV_WR_BIND_MW`): like
-    /// [`Qp::bind_mw`], under the key `inc_rkey(mw.rkey())`, which it returns and [`Mw::rkey`]
-    /// reports from now on. The window is then reachable through this QP only, until a
-    /// `LOCAL_INV` ([`Qp::invalidate`]) or a peer's `SEND_WITH_INV` of that key frees it.
-    ///
-    /// # Errors
-    /// As [`Qp::bind_mw`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn post_bind_mw(
+    /// A bind of `mw` to `info` the way windows of type `how` are bound: type 1 through the
+    /// UVP's bind verb, type 2 as a posted `BIND_MW` under the next key. Either way the window's
+    /// key becomes the one the bind gives it, which is returned.
+    fn bind(
         &self,
+        how: MwType,
         mw: &Mw<F>,
         wr_id: u64,
         send_flags: u32,
-        mr: &Mr,
-        offset: usize,
-        len: u64,
-        access: u32,
+        info: &MwBindInfo,
     ) -> core::result::Result<u32, PostError> {
-        let new = inc_rkey(mw.rkey());
-        let mut wr = SendWr::new(wr_id, WrOpcode::BindMw);
-        wr.send_flags = send_flags;
-        wr.bind = Some(MwBind {
-            mw_rkey: mw.rkey(),
-            new_rkey: new,
-            mr_lkey: mr.lkey(),
-            addr: mr.addr().wrapping_add(offset as u64),
-            length: len,
-            access,
-        });
-        self.parts().uvp.post_send(&wr)?;
+        let uvp = &self.parts().uvp;
+        let new = match how {
+            MwType::Type1 => uvp.bind_mw(wr_id, send_flags, mw.rkey(), info)?,
+            MwType::Type2 => {
+                let new = inc_rkey(mw.rkey());
+                let mut wr = SendWr::new(wr_id, WrOpcode::BindMw);
+                wr.send_flags = send_flags;
+                wr.bind = Some(MwBind {
+                    mw_rkey: mw.rkey(),
+                    new_rkey: new,
+                    mr_lkey: info.mr_lkey,
+                    addr: info.addr,
+                    length: info.length,
+                    access: info.access,
+                });
+                uvp.post_send(&wr)?;
+                new
+            }
+        };
         mw.parts().rkey.store(new, Ordering::Release);
         Ok(new)
     }
@@ -1025,7 +996,6 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
         {
             return Err(VerbsError::new(OP, NtStatus::INVALID_HANDLE));
         }
-        let fixed = size_of::<WV_IO_QP_CREATE>();
         let create = WV_IO_QP_CREATE {
             Id: WV_IO_ID::new(pd.id(), 0),
             SendCqId: init.send_cq.id(),
@@ -1053,15 +1023,9 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
         };
         let mut input = create.as_bytes().to_vec();
         input.extend_from_slice(cmd.as_bytes());
-        let st = ioctl(
-            &**pd.file(),
-            OP,
-            WV_IOCTL_QP_CREATE,
-            &input,
-            fixed + size_of::<QpResp>(),
-        )?;
-        let id = parse::<WV_IO_QP_CREATE>(OP, &st.output)?.Id.Id;
-        let parts = vendor_out::<QpResp>(OP, &st.output, fixed).and_then(|r| {
+        let (out, resp) =
+            pd.vendor_call::<WV_IO_QP_CREATE, QpResp>(OP, WV_IOCTL_QP_CREATE, &input)?;
+        let parts = resp.and_then(|r| {
             let uvp = pd.device().parts().uvp.map_qp(&r);
             Ok(QpParts {
                 _pd: pd.clone(),
@@ -1071,7 +1035,7 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
                 uvp: uvp.map_err(|_| uvp_refused(OP))?,
             })
         });
-        Handle::adopt(pd.file(), id, parts)
+        Handle::adopt(pd.file(), out.Id.Id, parts)
     }
 
     /// QP_MODIFY, waiting for it: the driver runs modifies asynchronously (a work item, FIFO
@@ -1094,12 +1058,14 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
     pub fn modify_async(&self, attr: &QpAttr) -> Result<Pending<()>> {
         let mut wire = *attr.as_abi();
         wire.Id.Id = self.id();
-        let io = self.file().device_io_control(
+        let out_len = size_of::<QpStateOut>();
+        self.issue(
+            "QP_MODIFY",
             WV_IOCTL_QP_MODIFY,
             wire.as_bytes(),
-            size_of::<QpStateOut>(),
-        );
-        pending_or_error(self.file(), io, "QP_MODIFY", pending::finish_unit)
+            out_len,
+            pending::finish_unit,
+        )
     }
 
     /// QP_CANCEL: completes this QP's queued (not yet started) modifies with
@@ -1124,7 +1090,7 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
             Id: WV_IO_ID::new(self.id(), u32::from(lid.to_be())),
             Gid: wv_abi::WV_IO_GID { Raw: *gid },
         };
-        ioctl(&**self.file(), op, code, mc.as_bytes(), 0).map(|_| ())
+        self.call(op, code, mc.as_bytes(), 0).map(|_| ())
     }
 
     /// QP_ATTACH: joins the UD QP to multicast group `gid` (`lid` in host order).
