@@ -2,14 +2,14 @@
 //! for every process of the machine, reached over a Unix socket.
 //!
 //! A [`File`] is one connection, which the service makes one file handle on the driver: the
-//! raw IOCTL interface ([`RawFile`]) crosses the socket as frames ([`proto`]), overlapped
+//! raw IOCTL interface ([`RawFile`](crate::raw::RawFile)) crosses the socket as frames ([`proto`]), overlapped
 //! requests included (a request the driver pends is answered "pending" at once and completed
 //! later), CancelIoEx is a frame, and dropping the file is CloseHandle — the service runs the
 //! driver's cleanup, the requests still pending end, then it closes the connection.
 //!
 //! The data path does not cross the socket. The service shares memory with the connection (a
 //! sealed memfd both map): the rings of every CQ, QP and SRQ created through the handle live
-//! there, and a doorbell page. [`RawFile::shared_device`] hands that memory to the soft HCA's
+//! there, and a doorbell page. [`RawFile::shared_device`](crate::raw::RawFile::shared_device) hands that memory to the soft HCA's
 //! user-mode provider, which posts, polls and arms there as on a device's rings, and rings a
 //! doorbell by setting the QP's doorbell bits and waking the service's doorbell thread with a
 //! futex only when it sleeps.
@@ -384,7 +384,7 @@ impl File {
         }
     }
 
-    /// DeviceIoControl with an OVERLAPPED (see [`RawFile::device_io_control`]).
+    /// DeviceIoControl with an OVERLAPPED (see [`RawFile::device_io_control`](crate::raw::RawFile::device_io_control)).
     pub fn device_io_control(&self, code: u32, input: &[u8], output_len: usize) -> Io {
         let max = proto::MAX_IOCTL_BYTES as usize;
         if input.len() > max || output_len > max {
