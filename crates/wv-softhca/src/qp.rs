@@ -36,27 +36,27 @@ pub(crate) struct RecvWqe {
 
 impl RecvWqe {
     pub(crate) fn read(slot: &[crate::ring::Word], max_sge: usize) -> Self {
-        let (wr_id, sges_in_slot) = recv_in_place(slot, max_sge);
+        let (wr_id, n) = recv_in_place(slot, max_sge);
         let mut sges = [Sge::default(); MAX_SGE];
-        let mut n = 0;
-        for (s, sge) in sges.iter_mut().zip(sges_in_slot) {
-            *s = sge;
-            n += 1;
+        for (i, s) in sges.iter_mut().enumerate().take(n) {
+            *s = recv_sge(slot, i);
         }
         RecvWqe { wr_id, n, sges }
     }
 }
 
-/// The `wr_id` of the receive WQE in `slot`, and its SGEs (at most `max_sge`) read from the
-/// slot as they are taken: nothing is copied that the caller does not use.
+/// The `wr_id` of the receive WQE in `slot` and how many SGEs it has (at most `max_sge`), read
+/// where it lies: its SGEs are read with [`recv_sge`] as they are needed.
 #[inline]
-pub(crate) fn recv_in_place(
-    slot: &[crate::ring::Word],
-    max_sge: usize,
-) -> (u64, impl Iterator<Item = Sge> + '_) {
+pub(crate) fn recv_in_place(slot: &[crate::ring::Word], max_sge: usize) -> (u64, usize) {
     let (wr_id, n) = recv_header(slot);
-    let n = n.min(max_sge).min(MAX_SGE);
-    (wr_id, (0..n).map(move |i| sge_at(slot, RQ_HDR_WORDS, i)))
+    (wr_id, n.min(max_sge).min(MAX_SGE))
+}
+
+/// SGE `i` of the receive WQE in `slot`.
+#[inline]
+pub(crate) fn recv_sge(slot: &[crate::ring::Word], i: usize) -> Sge {
+    sge_at(slot, RQ_HDR_WORDS, i)
 }
 
 /// What the RC requester remembers of a request it has started sending (per send-ring slot).

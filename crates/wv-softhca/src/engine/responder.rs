@@ -17,7 +17,8 @@ use crate::dma::AtomicFault;
 use crate::mr::Want;
 use crate::mr_cache::{MrCache, MrRef};
 use crate::mw::is_mw_key;
-use crate::qp::{Qp, RespCtx, RespSide, recv_in_place};
+use crate::qp::{Qp, RespCtx, RespSide, recv_in_place, recv_sge};
+use crate::ring::Word;
 use crate::wr::{WcOpcode, WcStatus, WorkCompletion, WrOpcode, recv_header, wc_flags};
 
 /// The encoding of the AETH's RNR NAK timer field (IBTA vol. 1) in microseconds: 0 is the
@@ -65,6 +66,19 @@ pub(crate) struct Recv {
     wr_id: u64,
     /// Taken from the SRQ (already gone from its ring), not at the head of the QP's RQ.
     from_srq: bool,
+}
+
+/// [`resolve_recv`] of the `n` SGEs of the receive WQE in `slot`.
+#[inline(never)]
+fn resolve_recv_slot<'a>(
+    dst: &mut SegList<'a>,
+    dev: &Device,
+    mrs: &'a MrCache,
+    qp: &Qp,
+    slot: &[Word],
+    n: usize,
+) -> Result<(), ()> {
+    resolve_recv(dst, dev, mrs, qp, (0..n).map(|i| recv_sge(slot, i)))
 }
 
 /// A responder resource: one read or atomic and its PSNs.
@@ -290,8 +304,14 @@ impl<'r> Responder<'r, '_> {
             }
             None => {
                 let slot = qp.rq.consumer_slot()?;
-                let (wr_id, sges) = recv_in_place(slot, qp.rq_max_sge as usize);
-                let resolved = resolve_recv(dst, dev, mrs, qp, sges);
+                let (wr_id, n) = recv_in_place(slot, qp.rq_max_sge as usize);
+                // One SGE, the common receive, without the loop's setup; any other number
+                // out of line.
+                let resolved = if n == 1 {
+                    resolve_recv(dst, dev, mrs, qp, core::iter::once(recv_sge(slot, 0)))
+                } else {
+                    resolve_recv_slot(dst, dev, mrs, qp, slot, n)
+                };
                 let recv = Recv {
                     wr_id,
                     from_srq: false,
