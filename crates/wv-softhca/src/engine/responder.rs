@@ -19,6 +19,7 @@ use crate::mr_cache::{MrCache, MrRef};
 use crate::mw::is_mw_key;
 use crate::qp::{Qp, RespCtx, RespSide, recv_in_place, recv_sge};
 use crate::ring::Word;
+use crate::srq::Srq;
 use crate::wr::{WcOpcode, WcStatus, WorkCompletion, WrOpcode, recv_header, wc_flags};
 
 /// The encoding of the AETH's RNR NAK timer field (IBTA vol. 1) in microseconds: 0 is the
@@ -66,6 +67,25 @@ pub(crate) struct Recv {
     wr_id: u64,
     /// Taken from the SRQ (already gone from its ring), not at the head of the QP's RQ.
     from_srq: bool,
+}
+
+/// [`Responder::take_recv`] from the SRQ `srq` of `qp`: its WQE copied out (its slot is
+/// released at once), out of line so that the RQ's path keeps none of that copy's stack.
+#[inline(never)]
+fn take_srq_recv<'a>(
+    srq: &Srq,
+    dev: &Device,
+    mrs: &'a MrCache,
+    qp: &Qp,
+    dst: &mut SegList<'a>,
+) -> Option<(Recv, Result<(), ()>)> {
+    let wqe = srq.take(dev)?;
+    let resolved = resolve_recv(dst, dev, mrs, qp, wqe.sges[..wqe.n].iter().copied());
+    let recv = Recv {
+        wr_id: wqe.wr_id,
+        from_srq: true,
+    };
+    Some((recv, resolved))
 }
 
 /// [`resolve_recv`] of the `n` SGEs of the receive WQE in `slot`.
@@ -293,15 +313,7 @@ impl<'r> Responder<'r, '_> {
     fn take_recv(&self, dst: &mut SegList<'r>) -> Option<(Recv, Result<(), ()>)> {
         let (dev, mrs, qp) = (self.dev, self.mrs, self.qp);
         match &qp.srq {
-            Some(srq) => {
-                let wqe = srq.take(dev)?;
-                let resolved = resolve_recv(dst, dev, mrs, qp, wqe.sges[..wqe.n].iter().copied());
-                let recv = Recv {
-                    wr_id: wqe.wr_id,
-                    from_srq: true,
-                };
-                Some((recv, resolved))
-            }
+            Some(srq) => take_srq_recv(srq, dev, mrs, qp, dst),
             None => {
                 let slot = qp.rq.consumer_slot()?;
                 let (wr_id, n) = recv_in_place(slot, qp.rq_max_sge as usize);

@@ -134,6 +134,11 @@ impl<'s, 'a> Cursor<'s, 'a> {
             seg: 0,
             off: 0,
         };
+        if pos == 0 {
+            // A message's first burst: no walk (an empty first segment is stepped over by the
+            // copies, as the walk below would have).
+            return cursor;
+        }
         let mut left = pos;
         for seg in segs {
             if left < seg.len {
