@@ -617,11 +617,25 @@ fn rc_send(
         return fail_at(dev, qp, ctx, i, WcStatus::LocLenErr);
     }
     let mtu = u64::from(ctx.mtu.bytes());
+    let ready = Ready {
+        req,
+        local: &local,
+        len,
+        mtu,
+    };
     if new && !req.rd && len <= mtu && ctx.tx.started == 0 && ctx.tx.cur_pkt == 0 {
-        send_alone(dev, qp, ctx, &mut refs.peer, req, &local, len, mtu)
+        send_alone(dev, qp, &ready, ctx, &mut refs.peer)
     } else {
-        rc_send_packets(dev, qp, ctx, &mut refs.peer, req, &local, len, mtu, new)
+        rc_send_packets(dev, qp, ctx, &mut refs.peer, &ready, new)
     }
+}
+
+/// An RC request with its buffers resolved: its message length and the path MTU.
+struct Ready<'r, 'l> {
+    req: &'r Request<'r>,
+    local: &'r Local<'l>,
+    len: u64,
+    mtu: u64,
 }
 
 /// Sends request 0, new, of one packet and not a read or an atomic, with nothing in flight.
@@ -629,41 +643,18 @@ fn rc_send(
 /// only when it stays in flight: when the whole ACK comes back at once (the common case),
 /// nothing is tracked and it completes here, leaving the state [`complete_alone`] would.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn send_alone(
     dev: &Arc<Device>,
     qp: &KArc<Qp>,
+    ready: &Ready<'_, '_>,
     ctx: &mut SqCtx,
     peer: &mut Option<Target>,
-    req: &Request<'_>,
-    local: &Local<'_>,
-    len: u64,
-    mtu: u64,
 ) -> bool {
-    let wqe = req.wqe;
+    let len = ready.len;
     let first_psn = ctx.psn;
     let port = ctx.av.port.max(1);
     let target = connected_peer(dev, ctx, peer);
-    let msg = Msg {
-        qp_type: QpType::Rc,
-        op: req.op,
-        src_qpn: qp.qpn,
-        first_psn,
-        npkts: 1,
-        psns: 1,
-        mtu,
-        len,
-        src: local.src(false),
-        remote_addr: wqe.remote_addr,
-        rkey: wqe.rkey,
-        imm_or_inv: wqe.imm_or_inv,
-        solicited: wqe.flags & send_flags::SOLICITED != 0,
-        atomic: AtomicArgs::default(),
-        qkey: 0,
-        grh: None,
-        slid: dev.lid(port),
-        read_dst: None,
-    };
+    let msg = rc_msg(dev, qp, ready, (first_psn, 1, 1), port);
     let (arrive, fate) = match target {
         Some(target) if dev.port_up(port) => {
             fates(dev, &target.dev, target.port, 1, &mut ctx.delivered)
@@ -675,7 +666,7 @@ fn send_alone(
     {
         let reply = respond(&target.dev, &target.qp, &msg, 0, 1);
         if reply != Reply::Ack(first_psn) {
-            return alone_answered(dev, qp, ctx, local.list(), len, reply);
+            return alone_answered(dev, qp, ctx, ready.local.list(), len, reply);
         }
         // `started`, `cur` and `cur_pkt` stay 0.
         let next = psn_add(first_psn, 1);
@@ -683,10 +674,55 @@ fn send_alone(
         ctx.tx.una = next;
         ctx.tx.retries = ctx.retry_cnt;
         ctx.tx.rnrs = ctx.rnr_retry;
-        retire_send(dev, qp, &ctx.cq, wqe, WcStatus::Success, len as u32);
+        retire_send(
+            dev,
+            qp,
+            &ctx.cq,
+            ready.req.wqe,
+            WcStatus::Success,
+            len as u32,
+        );
         return true;
     }
     alone_lost(qp, ctx, target, &msg, fate, len)
+}
+
+/// The message of RC request `ready` from port `port`: `(first_psn, npkts, psns)` say its
+/// packets and the PSNs they take (see [`Msg`]).
+#[inline(always)]
+fn rc_msg<'a>(
+    dev: &Device,
+    qp: &Qp,
+    ready: &Ready<'_, 'a>,
+    (first_psn, npkts, psns): (u32, u32, u32),
+    port: u8,
+) -> Msg<'a> {
+    let (req, local) = (ready.req, ready.local);
+    let wqe = req.wqe;
+    Msg {
+        qp_type: QpType::Rc,
+        op: req.op,
+        src_qpn: qp.qpn,
+        first_psn,
+        npkts,
+        psns,
+        mtu: ready.mtu,
+        len: ready.len,
+        src: local.src(req.rd),
+        remote_addr: wqe.remote_addr,
+        rkey: wqe.rkey,
+        imm_or_inv: wqe.imm_or_inv,
+        solicited: wqe.flags & send_flags::SOLICITED != 0,
+        atomic: if req.op.is_atomic() {
+            wqe.atomic(req.slot)
+        } else {
+            AtomicArgs::default()
+        },
+        qkey: 0,
+        grh: None,
+        slid: dev.lid(port),
+        read_dst: req.rd.then_some(local.list()),
+    }
 }
 
 /// [`send_alone`]'s request stays in flight: tracked as [`rc_send_packets`] tracks it.
@@ -752,18 +788,20 @@ fn alone_lost(
 /// while the link delivers, packet by packet around a loss. Returns whether to go on. Out of
 /// line: on a lossless link only reads, atomics and messages longer than the MTU come here.
 #[inline(never)]
-#[allow(clippy::too_many_arguments)]
 fn rc_send_packets(
     dev: &Arc<Device>,
     qp: &KArc<Qp>,
     ctx: &mut SqCtx,
     peer: &mut Option<Target>,
-    req: &Request<'_>,
-    local: &Local<'_>,
-    len: u64,
-    mtu: u64,
+    ready: &Ready<'_, '_>,
     new: bool,
 ) -> bool {
+    let Ready {
+        req,
+        local,
+        len,
+        mtu,
+    } = *ready;
     let (wqe, op, read_or_atomic) = (req.wqe, req.op, req.rd);
     let i = ctx.tx.cur;
     let data_pkts = len.div_ceil(mtu).max(1) as u32;
@@ -790,30 +828,7 @@ fn rc_send_packets(
     let first_psn = ctx.tx.track[track_slot].first_psn;
     let port = ctx.av.port.max(1);
     let target = connected_peer(dev, ctx, peer);
-    let msg = Msg {
-        qp_type: QpType::Rc,
-        op,
-        src_qpn: qp.qpn,
-        first_psn,
-        npkts,
-        psns,
-        mtu,
-        len,
-        src: local.src(read_or_atomic),
-        remote_addr: wqe.remote_addr,
-        rkey: wqe.rkey,
-        imm_or_inv: wqe.imm_or_inv,
-        solicited: wqe.flags & send_flags::SOLICITED != 0,
-        atomic: if op.is_atomic() {
-            wqe.atomic(req.slot)
-        } else {
-            AtomicArgs::default()
-        },
-        qkey: 0,
-        grh: None,
-        slid: dev.lid(port),
-        read_dst: read_or_atomic.then_some(local.list()),
-    };
+    let msg = rc_msg(dev, qp, ready, (first_psn, npkts, psns), port);
     let up = dev.port_up(port);
     loop {
         let from = ctx.tx.cur_pkt;
