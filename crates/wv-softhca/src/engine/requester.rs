@@ -359,6 +359,9 @@ fn ud_target<'r>(
 // ---------------------------------------------------------------------------------------------
 // UC and UD
 
+// Out of line: the RC requester's run, the common one, then spans fewer instruction-cache
+// lines (with both in one body its hot lines lay more than 4 KiB apart, in the same sets).
+#[inline(never)]
 fn unreliable_step(
     dev: &Arc<Device>,
     qp: &KArc<Qp>,
@@ -654,7 +657,7 @@ fn send_alone(
     let first_psn = ctx.psn;
     let port = ctx.av.port.max(1);
     let target = connected_peer(dev, ctx, peer);
-    let msg = rc_msg(dev, qp, ready, (first_psn, 1, 1), port);
+    let msg = rc_msg(dev, qp, ready, (first_psn, 1, 1), port, false);
     let (arrive, fate) = match target {
         Some(target) if dev.port_up(port) => {
             fates(dev, &target.dev, target.port, 1, &mut ctx.delivered)
@@ -688,7 +691,8 @@ fn send_alone(
 }
 
 /// The message of RC request `ready` from port `port`: `(first_psn, npkts, psns)` say its
-/// packets and the PSNs they take (see [`Msg`]).
+/// packets and the PSNs they take (see [`Msg`]). `rd` is the request's own (a constant
+/// `false` where the caller knows it, so that what only reads and atomics need is not built).
 #[inline(always)]
 fn rc_msg<'a>(
     dev: &Device,
@@ -696,6 +700,7 @@ fn rc_msg<'a>(
     ready: &Ready<'_, 'a>,
     (first_psn, npkts, psns): (u32, u32, u32),
     port: u8,
+    rd: bool,
 ) -> Msg<'a> {
     let (req, local) = (ready.req, ready.local);
     let wqe = req.wqe;
@@ -708,12 +713,12 @@ fn rc_msg<'a>(
         psns,
         mtu: ready.mtu,
         len: ready.len,
-        src: local.src(req.rd),
+        src: local.src(rd),
         remote_addr: wqe.remote_addr,
         rkey: wqe.rkey,
         imm_or_inv: wqe.imm_or_inv,
         solicited: wqe.flags & send_flags::SOLICITED != 0,
-        atomic: if req.op.is_atomic() {
+        atomic: if rd && req.op.is_atomic() {
             wqe.atomic(req.slot)
         } else {
             AtomicArgs::default()
@@ -721,7 +726,7 @@ fn rc_msg<'a>(
         qkey: 0,
         grh: None,
         slid: dev.lid(port),
-        read_dst: req.rd.then_some(local.list()),
+        read_dst: rd.then_some(local.list()),
     }
 }
 
@@ -828,7 +833,14 @@ fn rc_send_packets(
     let first_psn = ctx.tx.track[track_slot].first_psn;
     let port = ctx.av.port.max(1);
     let target = connected_peer(dev, ctx, peer);
-    let msg = rc_msg(dev, qp, ready, (first_psn, npkts, psns), port);
+    let msg = rc_msg(
+        dev,
+        qp,
+        ready,
+        (first_psn, npkts, psns),
+        port,
+        read_or_atomic,
+    );
     let up = dev.port_up(port);
     loop {
         let from = ctx.tx.cur_pkt;
