@@ -155,7 +155,7 @@ const EMPTY_LIST: &SegList<'static> = &SegList::new();
 /// Where the buffers of a request are resolved: in the caller's frame, filled only as far as
 /// the request needs (a list for SGEs, a copy of an inline payload), so nothing large is
 /// initialised or moved for nothing. A short inline payload gets a short buffer: clearing
-/// the whole `MAX_INLINE` bytes cost a 2-byte message more than copying it.
+/// all `MAX_INLINE` bytes for it cost a 2-byte inline send 14 more instructions.
 #[derive(Default)]
 struct LocalStore<'c> {
     list: Option<SegList<'c>>,
