@@ -68,6 +68,14 @@ impl WrOpcode {
         self == Self::RdmaRead || self.is_atomic()
     }
 
+    /// Consumes a receive WQE at the responder (a send, or a write with immediate data).
+    pub(crate) fn takes_receive(self) -> bool {
+        matches!(
+            self,
+            Self::Send | Self::SendWithImm | Self::SendWithInv | Self::RdmaWriteWithImm
+        )
+    }
+
     /// Executed by the local device without a packet.
     pub(crate) fn is_local(self) -> bool {
         matches!(self, Self::LocalInv | Self::RegMr | Self::BindMw)

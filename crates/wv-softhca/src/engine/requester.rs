@@ -316,6 +316,19 @@ fn resolve_target(dev: &Arc<Device>, grh: bool, dgid: &Gid, dlid: u16, qpn: u32)
     })
 }
 
+/// A new message that takes a receive reads the connected peer's receive queue (its tail and
+/// its next WQE), lines the peer's owner wrote on its own processor when it posted the
+/// receive: asked for as soon as the request is decoded, they cross while it is resolved and
+/// sent rather than after.
+#[inline]
+fn prefetch_receive(peer: Option<&Target>) {
+    if let Some(peer) = peer
+        && peer.qp.srq.is_none()
+    {
+        peer.qp.rq.prefetch_consumer();
+    }
+}
+
 /// The connected peer of a UC or RC requester: the cached one while current, else resolved
 /// (and cached). The check is inline; the resolution, which runs after a connect or once the
 /// peer's epoch moves, is out of line.
@@ -566,6 +579,9 @@ fn rc_step(
     let Some(op) = WrOpcode::from_u8(wqe.opcode) else {
         return fail_at(dev, qp, ctx, cur, WcStatus::LocQpOpErr);
     };
+    if new && op.takes_receive() {
+        prefetch_receive(refs.peer.as_ref());
+    }
     if op.is_local() {
         // Local operations run when everything before them has completed.
         if ctx.tx.started > 0 {
