@@ -359,6 +359,7 @@ impl Ring {
             crate::dma::prefetch(word);
         }
     }
+
     /// Consumer: the oldest entry, if any. Read it, then [`Ring::consume`].
     #[inline]
     pub(crate) fn consumer_slot(&self) -> Option<&[Word]> {

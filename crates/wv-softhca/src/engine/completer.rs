@@ -313,13 +313,35 @@ pub(super) fn complete_alone(dev: &Device, qp: &Qp, ctx: &mut SqCtx, wqe: &SendW
     if track.rd && !track.done {
         tx.rd_out -= 1;
     }
-    tx.una = psn_add(track.first_psn, track.npkts);
-    tx.retries = ctx.retry_cnt;
-    tx.rnrs = ctx.rnr_retry;
     tx.started = 0;
     tx.cur = 0;
     tx.cur_pkt = 0;
-    retire_send(dev, qp, &ctx.cq, wqe, WcStatus::Success, track.len);
+    retire_acked(
+        dev,
+        qp,
+        ctx,
+        wqe,
+        psn_add(track.first_psn, track.npkts),
+        track.len,
+    );
+}
+
+/// The request at the head, the only one in flight, was acknowledged whole up to `una`: the
+/// retry budgets start again and it completes with `len` bytes. What [`complete_alone`] and
+/// the requester's untracked one-packet send share.
+#[inline(always)]
+pub(super) fn retire_acked(
+    dev: &Device,
+    qp: &Qp,
+    ctx: &mut SqCtx,
+    wqe: &SendWqe,
+    una: u32,
+    len: u32,
+) {
+    ctx.tx.una = una;
+    ctx.tx.retries = ctx.retry_cnt;
+    ctx.tx.rnrs = ctx.rnr_retry;
+    retire_send(dev, qp, &ctx.cq, wqe, WcStatus::Success, len);
 }
 
 /// Acts on the answer to packets of request `i` (from the head); an atomic's original value

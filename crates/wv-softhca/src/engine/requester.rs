@@ -9,7 +9,7 @@ use wv_hal::{Gid, KArc, QpEvent, QpState, QpType};
 
 use super::completer::{
     Deadlines, check_deadlines, complete_alone, enter_error, fail_at, flush_sq, on_reply,
-    retire_send, slot_of, sync_timer,
+    retire_acked, retire_send, slot_of, sync_timer,
 };
 use super::responder::respond;
 use super::segments::{SegList, Src, resolve_into};
@@ -690,17 +690,7 @@ fn send_alone(
         // `started`, `cur` and `cur_pkt` stay 0.
         let next = psn_add(first_psn, 1);
         ctx.psn = next;
-        ctx.tx.una = next;
-        ctx.tx.retries = ctx.retry_cnt;
-        ctx.tx.rnrs = ctx.rnr_retry;
-        retire_send(
-            dev,
-            qp,
-            &ctx.cq,
-            ready.req.wqe,
-            WcStatus::Success,
-            len as u32,
-        );
+        retire_acked(dev, qp, ctx, ready.req.wqe, next, len as u32);
         return true;
     }
     alone_lost(qp, ctx, target, &msg, fate, len)
