@@ -9,6 +9,7 @@ use crate::DriverConfig;
 use crate::device;
 use crate::dispatch;
 use crate::fallible::push_locked;
+use crate::hand_off::Estimate;
 use crate::provider::{FileContext, Provider};
 use crate::rdma_device::RdmaDevice;
 #[cfg(feature = "fault-injection")]
@@ -42,6 +43,7 @@ impl<P: Platform, V: Verbs> Driver<P, V> {
             config,
             devices,
             providers,
+            hand_off: Estimate::new(),
             #[cfg(feature = "fault-injection")]
             faults,
             #[cfg(feature = "fault-injection")]

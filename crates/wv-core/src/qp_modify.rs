@@ -15,19 +15,25 @@ use crate::QpModifyMode;
 use crate::convert::qp_modify_from_abi;
 use crate::provider::Provider;
 use crate::qp::QpObj;
+use crate::rdma_device::RdmaDevice;
 use crate::status::{REMOVED, verbs_status};
 
 /// Applies the modify carried by `req` and returns its status: the attributes are decoded
 /// here, once, from the system buffer (the decoder checked that all 192 bytes are there and
 /// read only the QP id: a parked modify carries nothing but its request). The output (the
 /// user-mode provider's QP-state bytes) is then written in place over the same buffer.
-fn apply<P: Platform, V: Verbs>(lower: &V, qp: &V::Qp, req: &mut P::Request) -> NtStatus {
+fn apply<P: Platform, V: Verbs>(
+    platform: &P,
+    rdma: &RdmaDevice<P, V>,
+    (lower, qp): (&V, &V::Qp),
+    req: &mut P::Request,
+) -> NtStatus {
     let attr: WV_IO_QP_ATTRIBUTES = read_prefix(req.buffer()).unwrap_or_default();
     let modify = qp_modify_from_abi(&attr);
     let out_len = req.output_len();
     let buf = req.buffer_mut();
     let out_len = out_len.min(buf.len());
-    match lower.modify_qp(qp, &modify, &mut buf[..out_len]) {
+    match rdma.modify_qp(platform, lower, qp, &modify, &mut buf[..out_len]) {
         Ok(()) => NtStatus::SUCCESS,
         Err(e) => verbs_status(e),
     }
@@ -57,7 +63,9 @@ pub(crate) fn qp_modify<P: Platform, V: Verbs>(
     match prov.shared.config.qp_modify {
         QpModifyMode::Inline => {
             let status = match (qp.dev.lower(), qp.qp.get()) {
-                (Some(lower), Some(handle)) => apply::<P, V>(&lower, &handle, &mut req),
+                (Some(lower), Some(handle)) => {
+                    apply(prov.platform(), &qp.dev.rdma, (&lower, &handle), &mut req)
+                }
                 _ => NtStatus::NOT_FOUND,
             };
             finish(req, status);
@@ -66,7 +74,7 @@ pub(crate) fn qp_modify<P: Platform, V: Verbs>(
             if let Err((req, status)) = qp.modify_queue.park(req) {
                 return req.complete(status, 0);
             }
-            if qp.sched.kick() {
+            if qp.sched.kick(prov.platform().now_ns()) {
                 // The QP is its own drainer: the queued work holds a reference on it.
                 let work: KArc<dyn WorkItem> = KArc::clone(qp.arc()).into();
                 if let Err(status) = prov.platform().queue_work(work) {
@@ -87,7 +95,12 @@ impl<P: Platform, V: Verbs> QpObj<P, V> {
     fn run_one(&self, mut req: P::Request) {
         let status = if self.dev.gate.enter() {
             let status = match (self.dev.lower(), self.qp.get()) {
-                (Some(lower), Some(handle)) => apply::<P, V>(&lower, &handle, &mut req),
+                (Some(lower), Some(handle)) => apply(
+                    &self.shared.platform,
+                    &self.dev.rdma,
+                    (&lower, &handle),
+                    &mut req,
+                ),
                 _ => REMOVED,
             };
             // The handle clone is gone before the gate share: removal may take it at once.
@@ -107,6 +120,7 @@ impl<P: Platform, V: Verbs> WorkItem for QpObj<P, V> {
     /// the queue is empty.
     fn run(&self) {
         self.shared.platform.paged_code();
+        self.shared.timed_start(&self.sched);
         loop {
             match self.next_modify() {
                 Some(req) => self.run_one(req),

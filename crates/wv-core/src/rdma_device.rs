@@ -4,9 +4,10 @@
 use alloc::vec::Vec;
 
 use wv_abi::NtStatus;
-use wv_hal::{KArc, KWeak, Platform, SpinLock, Verbs};
+use wv_hal::{KArc, KWeak, Platform, QpModify, SpinLock, Verbs, VerbsError};
 
 use crate::device::DeviceObj;
+use crate::hand_off::Estimate;
 use crate::sync::Gate;
 
 /// A lower RDMA device that arrived (OFW `WV_RDMA_DEVICE`).
@@ -22,6 +23,9 @@ pub(crate) struct RdmaDevice<P: Platform, V: Verbs> {
     pub gate: Gate<P>,
     /// Every opened device (`WV_DEVICE`) on it, of every file, until its teardown is over.
     pub opens: P::SpinLock<Vec<KWeak<DeviceObj<P, V>>>>,
+    /// How long one of its QP commands takes: every modify the driver makes is timed
+    /// ([`RdmaDevice::modify_qp`]).
+    pub commands: Estimate,
 }
 
 impl<P: Platform, V: Verbs> RdmaDevice<P, V> {
@@ -42,7 +46,24 @@ impl<P: Platform, V: Verbs> RdmaDevice<P, V> {
             cm: platform.spin_lock(cm),
             gate,
             opens: platform.spin_lock(Vec::new()),
+            commands: Estimate::new(),
         })?)
+    }
+
+    /// `lower.modify_qp`, timed into [`RdmaDevice::commands`]. PASSIVE_LEVEL.
+    pub fn modify_qp(
+        &self,
+        platform: &P,
+        lower: &V,
+        qp: &V::Qp,
+        modify: &QpModify,
+        out: &mut [u8],
+    ) -> Result<(), VerbsError> {
+        let start = platform.now_ns();
+        let result = lower.modify_qp(qp, modify, out);
+        self.commands
+            .record(platform.now_ns().saturating_sub(start));
+        result
     }
 
     /// The verbs interface, unless removal has dropped it.

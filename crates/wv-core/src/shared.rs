@@ -10,8 +10,10 @@ use wv_abi::NtStatus;
 use wv_hal::{KArc, KWeak, Platform, SpinLock, Verbs};
 
 use crate::DriverConfig;
+use crate::hand_off::Estimate;
 use crate::provider::Provider;
 use crate::rdma_device::RdmaDevice;
+use crate::sync::ModifySched;
 
 /// State shared by the driver, its files and its work items.
 pub(crate) struct Shared<P: Platform, V: Verbs> {
@@ -21,6 +23,9 @@ pub(crate) struct Shared<P: Platform, V: Verbs> {
     pub devices: P::SpinLock<Vec<KArc<RdmaDevice<P, V>>>>,
     /// Open files (OFW `ProvList`), so that removal can reach their objects.
     pub providers: P::SpinLock<Vec<KWeak<Provider<P, V>>>>,
+    /// How long a work item the driver queues waits before a worker starts it (every QP
+    /// drainer and endpoint work item is timed).
+    pub hand_off: Estimate,
     /// The deliberate bugs of a fault-injection build.
     #[cfg(feature = "fault-injection")]
     pub faults: P::SpinLock<crate::Faults>,
@@ -36,6 +41,14 @@ pub(crate) struct Shared<P: Platform, V: Verbs> {
 pub type RawCompleter<P> = fn(<P as Platform>::Request) -> Box<dyn Fn(NtStatus, usize) + Send>;
 
 impl<P: Platform, V: Verbs> Shared<P, V> {
+    /// A drainer of `sched` starts: how long it waited for a worker goes into
+    /// [`Shared::hand_off`].
+    pub fn timed_start(&self, sched: &ModifySched<P>) {
+        if let Some(waited) = sched.started(self.platform.now_ns()) {
+            self.hand_off.record(waited);
+        }
+    }
+
     /// The device with node GUID `guid`, with a share of its open gate taken (so removal
     /// waits for the caller's DEVICE_OPEN to finish), or `None`.
     pub fn enter_device(&self, guid: u64) -> Option<KArc<RdmaDevice<P, V>>> {

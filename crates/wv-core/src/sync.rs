@@ -201,6 +201,8 @@ struct SchedState {
     rerun: bool,
     /// Someone waits for the drainer to stop (QP destroy, cleanup).
     waited: bool,
+    /// When the drainer now queued was asked for (`now_ns`), until it starts.
+    queued_at: Option<u64>,
 }
 
 /// The scheduler flag of a QP's modify queue: at most one drainer per QP, so modifies of one
@@ -224,21 +226,31 @@ impl<P: Platform> ModifySched<P> {
                 running: false,
                 rerun: false,
                 waited: false,
+                queued_at: None,
             }),
             stopped: KArc::try_new(platform.event()?)?,
         })
     }
 
-    /// Called after parking a request. Returns true when the caller must start a drainer.
-    pub fn kick(&self) -> bool {
+    /// Called after parking a request, at `now_ns`. Returns true when the caller must start a
+    /// drainer.
+    pub fn kick(&self, now_ns: u64) -> bool {
         let mut state = self.state.lock();
         if state.running {
             state.rerun = true;
             false
         } else {
             state.running = true;
+            state.queued_at = Some(now_ns);
             true
         }
+    }
+
+    /// Called by the drainer as it starts, at `now_ns`: how long it waited since the kick that
+    /// queued it (once per queueing; `None` for a run no kick queued).
+    pub fn started(&self, now_ns: u64) -> Option<u64> {
+        let queued_at = self.state.lock().queued_at.take()?;
+        Some(now_ns.saturating_sub(queued_at))
     }
 
     /// Called by the drainer when the queue looked empty. Returns true when it may stop; false
@@ -307,15 +319,34 @@ mod tests {
     }
 
     #[test]
+    fn sched_times_each_queued_drainer_once() {
+        let platform = HostPlatform::deterministic();
+        let sched = ModifySched::new(&platform).unwrap();
+        assert_eq!(sched.started(5), None, "nothing was queued");
+        assert!(sched.kick(100));
+        assert!(
+            !sched.kick(150),
+            "a kick that queues nothing does not restart the clock"
+        );
+        assert_eq!(sched.started(130), Some(30));
+        assert_eq!(sched.started(200), None, "once per queueing");
+        assert!(!sched.finish());
+        assert!(sched.finish());
+        assert!(sched.kick(300));
+        assert_eq!(sched.started(310), Some(10));
+        assert!(sched.finish());
+    }
+
+    #[test]
     fn sched_has_one_drainer_and_never_loses_a_kick() {
         let platform = HostPlatform::deterministic();
         let sched = ModifySched::new(&platform).unwrap();
-        assert!(sched.kick(), "first kick starts a drainer");
-        assert!(!sched.kick(), "a running drainer is told to look again");
+        assert!(sched.kick(0), "first kick starts a drainer");
+        assert!(!sched.kick(0), "a running drainer is told to look again");
         assert!(!sched.finish(), "so it may not stop yet");
         assert!(sched.finish());
         sched.wait_idle();
-        assert!(sched.kick());
+        assert!(sched.kick(0));
         assert!(sched.finish());
     }
 

@@ -112,12 +112,13 @@ fn connecting(fx: &Fx, r: &Rig, ep: u64, pdata: &[u8]) -> (Io, u64) {
 }
 
 /// An active endpoint connected through REP and ACCEPT (RTU sent); returns it and its CM id.
+/// The ACCEPT pends for its work item, or ends in the call where the commands measured short.
 fn connected_active(fx: &Fx, r: &Rig) -> (u64, u64) {
     let ep = routed(fx, &r.f);
     let (io, cm_id) = connecting(fx, r, ep, b"hi");
     deliver(fx, cm_id, FakeCmEvent::Rep(peer_rep(b"there")));
     expect(&done(&io), NtStatus::SUCCESS);
-    let io = ep_accept(ep, r.qp, b"").pend(&r.f);
+    let io = ep_accept(ep, r.qp, b"").issue(&r.f);
     fx.run();
     ended(&io, NtStatus::SUCCESS);
     (ep, cm_id)
@@ -412,6 +413,165 @@ fn connect_and_inline_mode_accepts_run_in_the_callers_thread() {
     let pid = fx.cm.last_id(FakeCmOp::SendRep).unwrap();
     deliver(&fx, pid, FakeCmEvent::Rtu(vec![]));
     expect(&done(&accept), NtStatus::SUCCESS);
+}
+
+/// The hand-off to a worker the measured tests below start from.
+const HAND_OFF_NS: u64 = 50_000;
+
+/// From now on the device's QP commands take `command_ns` each, and the driver has measured
+/// them and a hand-off of [`HAND_OFF_NS`]: one QP_MODIFY (of a QP of its own) whose worker
+/// starts that long after it was queued gives both their first sample.
+fn measured(fx: &Fx, command_ns: u64) {
+    fx.hca.configure(|c| c.modify_ns = command_ns);
+    let warm = Rig::new(fx);
+    let init = modify_in(warm.qp, QpState::Init);
+    let io = pend(&warm.f, WV_IOCTL_QP_MODIFY, &init, 8);
+    fx.platform().advance_clock(HAND_OFF_NS);
+    fx.run();
+    expect(&done(&io), NtStatus::SUCCESS);
+}
+
+/// With the default asynchronous QP modifies, an ACCEPT runs in the caller's thread once the
+/// device's QP commands have measured shorter, all three of it together, than a hand-off to a
+/// worker; slower commands leave it on its work item.
+#[test]
+fn accept_runs_in_the_callers_thread_while_its_commands_are_shorter_than_a_hand_off() {
+    // (each command's time, whether the ACCEPT runs inline): 3 × 10 µs < 50 µs ≤ 3 × 20 µs.
+    for (command_ns, inline) in [(0, true), (10_000, true), (20_000, false)] {
+        let (fx, r) = rigged();
+        measured(&fx, command_ns);
+        let (ep, _) = answered(&fx, &r);
+        let io = ep_accept(ep, r.qp, b"").issue(&r.f);
+        assert_eq!(
+            io.pending(),
+            !inline,
+            "commands of {command_ns} ns: the ACCEPT should run {}",
+            if inline { "inline" } else { "on its work item" }
+        );
+        fx.run();
+        let st = ended(&io, NtStatus::SUCCESS);
+        assert_eq!(qp_state_byte(&st), QpState::Rts as u8);
+        assert_eq!(fx.cm.sent(FakeCmOp::SendRtu).len(), 1);
+    }
+}
+
+/// How many times the fake moved QP `qp` to ERROR.
+fn errors_of(fx: &Fx, qp: u64) -> usize {
+    fx.hca
+        .modify_log()
+        .iter()
+        .filter(|m| m.qp == qp && m.to == QpState::Error)
+        .count()
+}
+
+/// While one QP command measures shorter than a hand-off, a DISCONNECT of a connected endpoint
+/// moves its QP to ERROR in the caller's thread before the DREQ goes (Linux's order), and the
+/// DREP's event completes it where it arrives: no work item runs after it, and the QP is not
+/// moved again. A command slower than a hand-off keeps OFW's order, the QP moved on the work
+/// item after the DREP.
+#[test]
+fn a_disconnect_moves_its_qp_before_the_dreq_while_a_command_is_shorter_than_a_hand_off() {
+    for (command_ns, first) in [(0, true), (30_000, true), (60_000, false)] {
+        let (fx, r) = rigged();
+        measured(&fx, command_ns);
+        let (ep, cm_id, notify) = notified(&fx, &r);
+        let (hca, qp) = (Arc::clone(&fx.hca), r.fake_qp);
+        let at_dreq = Arc::new(std::sync::Mutex::new(None));
+        let seen = Arc::clone(&at_dreq);
+        fx.cm.during_next(FakeCmOp::SendDreq, move || {
+            *seen.lock().unwrap() = hca.qp_state(qp);
+        });
+        let io = ep_disconnect(ep, r.qp).pend(&r.f);
+        let want = if first { QpState::Error } else { QpState::Rts };
+        assert_eq!(*at_dreq.lock().unwrap(), Some(want), "{command_ns} ns");
+        fx.cm.event(cm_id, FakeCmEvent::Drep(vec![]));
+        assert!(fx.platform().run_one(), "the CM's DPC");
+        assert_eq!(
+            io.is_complete(),
+            first,
+            "{command_ns} ns: ended by the event"
+        );
+        fx.run();
+        disconnected_to_error(&fx, &r, &io);
+        expect(&done(&notify), NtStatus::SUCCESS);
+        assert_eq!(errors_of(&fx, r.fake_qp), 1);
+    }
+}
+
+/// The QP moved before the DREQ: every way the DISCONNECT can end reports that move and makes
+/// no other — the DREQ's timeout (the modify's status, `Information = outlen`, the notify
+/// with `STATUS_TIMEOUT`), the peer's DREQ crossing ours, a DREQ the CM refuses (ended in the
+/// call), the peer's DREQ ending it while the CM refuses ours, and a move that failed
+/// (`STATUS_UNSUCCESSFUL`, still `Information = outlen` once the answer comes, as from the
+/// work item).
+#[test]
+fn a_disconnect_whose_qp_moved_first_ends_every_way_with_that_move() {
+    let (fx, r) = rigged();
+    measured(&fx, 0);
+    let moved_first = |r: &Rig| {
+        assert_eq!(
+            fx.hca.qp_state(r.fake_qp),
+            Some(QpState::Error),
+            "before the answer"
+        );
+    };
+    let (_, cm_id, notify, io) = disconnecting(&fx, &r);
+    moved_first(&r);
+    deliver(&fx, cm_id, FakeCmEvent::DreqError);
+    disconnected_to_error(&fx, &r, &io);
+    expect(&done(&notify), NtStatus::TIMEOUT);
+    assert_eq!(errors_of(&fx, r.fake_qp), 1);
+
+    let r = Rig::new(&fx);
+    let (_, cm_id, notify, io) = disconnecting(&fx, &r);
+    moved_first(&r);
+    deliver(&fx, cm_id, FakeCmEvent::Dreq(vec![]));
+    disconnected_to_error(&fx, &r, &io);
+    expect(&done(&notify), NtStatus::SUCCESS);
+    assert_eq!(errors_of(&fx, r.fake_qp), 1);
+
+    let r = Rig::new(&fx);
+    let (ep, _, notify) = notified(&fx, &r);
+    fx.cm
+        .fail_next(FakeCmOp::SendDreq, NtStatus::INVALID_DEVICE_STATE);
+    let io = ep_disconnect(ep, r.qp).issue(&r.f);
+    assert!(io.is_complete(), "ended in the call");
+    disconnected_to_error(&fx, &r, &io);
+    expect(&done(&notify), NtStatus::SUCCESS);
+    assert_eq!(errors_of(&fx, r.fake_qp), 1);
+
+    // The peer's DREQ arrives while ours is being sent, and the CM refuses ours: the event
+    // ends the DISCONNECT, and the call still answers the peer's DREQ.
+    let r = Rig::new(&fx);
+    let (ep, cm_id, notify) = notified(&fx, &r);
+    let (cm, platform) = (Arc::clone(&fx.cm), fx.platform().clone());
+    fx.cm.during_next(FakeCmOp::SendDreq, move || {
+        cm.event(cm_id, FakeCmEvent::Dreq(vec![]));
+        platform.run_until_idle();
+    });
+    fx.cm
+        .fail_next(FakeCmOp::SendDreq, NtStatus::INVALID_DEVICE_STATE);
+    let dreps = fx.cm.sent(FakeCmOp::SendDrep).len();
+    let io = ep_disconnect(ep, r.qp).issue(&r.f);
+    disconnected_to_error(&fx, &r, &io);
+    expect(&done(&notify), NtStatus::SUCCESS);
+    assert_eq!(fx.cm.sent(FakeCmOp::SendDrep).len(), dreps + 1, "answered");
+    assert_eq!(errors_of(&fx, r.fake_qp), 1);
+
+    let r = Rig::new(&fx);
+    let (ep, cm_id) = connected_active(&fx, &r);
+    fx.hca
+        .fail_next(FakeCall::ModifyQp, wv_hal::VerbsError::InvalidState);
+    let dreqs = fx.cm.sent(FakeCmOp::SendDreq).len();
+    let io = ep_disconnect(ep, r.qp).pend(&r.f);
+    assert_eq!(
+        fx.cm.sent(FakeCmOp::SendDreq).len(),
+        dreqs + 1,
+        "the DREQ still goes"
+    );
+    deliver(&fx, cm_id, FakeCmEvent::Drep(vec![]));
+    let st = ended(&io, NtStatus::UNSUCCESSFUL);
+    assert_eq!(st.information, 8, "outlen, as from the work item");
 }
 
 #[test]

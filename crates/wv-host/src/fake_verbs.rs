@@ -151,6 +151,9 @@ pub struct FakeConfig {
     pub ca: CaAttributes,
     /// The ports, port 1 first.
     pub ports: Vec<FakePort>,
+    /// How long each `modify_qp` takes in deterministic mode: it moves the injected clock
+    /// forward by this much (0, instant, by default). The threaded mode's clock is the real one.
+    pub modify_ns: u64,
 }
 
 impl Default for FakeConfig {
@@ -193,6 +196,7 @@ impl Default for FakeConfig {
                 ..CaAttributes::default()
             },
             ports: vec![FakePort::default()],
+            modify_ns: 0,
         }
     }
 }
@@ -1221,6 +1225,10 @@ impl Verbs for FakeVerbs {
                 }
                 g.blocked -= 1;
             }
+        }
+        let modify_ns = self.config.lock().modify_ns;
+        if modify_ns > 0 && self.platform.is_deterministic() {
+            self.platform.advance_clock(modify_ns);
         }
         let port_ok = match modify {
             QpModify::Init(init) => self.port(init.port).is_ok(),

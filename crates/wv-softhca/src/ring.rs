@@ -347,6 +347,19 @@ impl Ring {
         self.wrap(t.wrapping_sub(h)) != 0
     }
 
+    /// Consumer: starts bringing in the lines the next [`Ring::consumer_slot`] reads (the tail
+    /// word and the slot at the head), which the producer on another processor last wrote,
+    /// without waiting for them.
+    #[inline]
+    pub(crate) fn prefetch_consumer(&self) {
+        let (header, words) = self.parts();
+        crate::dma::prefetch(&header.tail.0);
+        let h = header.head.0.load(Ordering::Relaxed);
+        if let Some(word) = self.slot_in(words, h).first() {
+            crate::dma::prefetch(word);
+        }
+    }
+
     /// Consumer: the oldest entry, if any. Read it, then [`Ring::consume`].
     #[inline]
     pub(crate) fn consumer_slot(&self) -> Option<&[Word]> {

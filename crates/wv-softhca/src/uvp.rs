@@ -665,7 +665,6 @@ impl UvpQp {
             QpSrc::Local { dev, qp } => {
                 let (posted, result) = {
                     let mut mrs = self.sq_lock.lock();
-                    mrs.validate(dev);
                     let queue = || SendQueue {
                         removed: dev.is_removed(),
                         state: qp.state(),
@@ -674,8 +673,10 @@ impl UvpQp {
                         max_sge: qp.sq_max_sge,
                     };
                     // Inline from SGEs: here that memory is read through the regions the SGEs
-                    // name, so it must be registered.
+                    // name, so it must be registered. The cache is validated here, not per
+                    // post: a post without an inline payload gathered from SGEs never uses it.
                     let gather = |s: &Sge, out: &mut [u8]| {
+                        mrs.validate(dev);
                         let mr = mrs.get(dev, s.lkey).ok_or(PostError::BadInlineSge)?;
                         let off = mr
                             .check(s.lkey, qp.pd, s.addr, out.len() as u64, Want::LocalRead)

@@ -68,6 +68,14 @@ impl WrOpcode {
         self == Self::RdmaRead || self.is_atomic()
     }
 
+    /// Consumes a receive WQE at the responder (a send, or a write with immediate data).
+    pub(crate) fn takes_receive(self) -> bool {
+        matches!(
+            self,
+            Self::Send | Self::SendWithImm | Self::SendWithInv | Self::RdmaWriteWithImm
+        )
+    }
+
     /// Executed by the local device without a packet.
     pub(crate) fn is_local(self) -> bool {
         matches!(self, Self::LocalInv | Self::RegMr | Self::BindMw)
@@ -497,8 +505,9 @@ impl WorkCompletion {
     }
 }
 
-/// A send WQE as the device reads it from the ring (header only; SGEs and inline bytes are
-/// read in place).
+/// A send WQE as the device reads it from the ring: the first four words, which every request
+/// uses. The words after them (a UD address, atomic operands, a registration or a binding) are
+/// read in place, like the SGEs and inline bytes, by the few requests that have them.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SendWqe {
     pub wr_id: u64,
@@ -509,13 +518,16 @@ pub(crate) struct SendWqe {
     pub imm_or_inv: u32,
     pub rkey: u32,
     pub remote_addr: u64,
-    pub w4: u64,
-    pub w5: u64,
-    pub w6: u64,
-    pub w7: u64,
+}
+
+/// Words 4 to 7 of the send WQE in `slot`.
+fn ext_words(slot: &[Word]) -> [u64; 4] {
+    let slot = head::<SQ_HDR_WORDS>(slot);
+    [ld(slot, 4), ld(slot, 5), ld(slot, 6), ld(slot, 7)]
 }
 
 impl SendWqe {
+    #[inline]
     pub(crate) fn decode(slot: &[Word]) -> Self {
         let slot = head::<SQ_HDR_WORDS>(slot);
         let w1 = ld(slot, 1);
@@ -529,56 +541,59 @@ impl SendWqe {
             imm_or_inv: w2 as u32,
             rkey: (w2 >> 32) as u32,
             remote_addr: ld(slot, 3),
-            w4: ld(slot, 4),
-            w5: ld(slot, 5),
-            w6: ld(slot, 6),
-            w7: ld(slot, 7),
         }
     }
-    pub(crate) fn ud(&self) -> UdAddress {
+    /// The UD address of this WQE, which is in `slot`.
+    pub(crate) fn ud(&self, slot: &[Word]) -> UdAddress {
+        let [w4, w5, w6, w7] = ext_words(slot);
         let mut dgid = [0u8; 16];
-        dgid[..8].copy_from_slice(&self.w5.to_be_bytes());
-        dgid[8..].copy_from_slice(&self.w6.to_be_bytes());
+        dgid[..8].copy_from_slice(&w5.to_be_bytes());
+        dgid[8..].copy_from_slice(&w6.to_be_bytes());
         UdAddress {
             dgid,
-            dlid: self.w7 as u16,
-            grh: (self.w7 >> 24) & 1 != 0,
-            sgid_index: (self.w7 >> 16) as u8,
+            dlid: w7 as u16,
+            grh: (w7 >> 24) & 1 != 0,
+            sgid_index: (w7 >> 16) as u8,
             hop_limit: (self.remote_addr >> 32) as u8,
             traffic_class: (self.remote_addr >> 24) as u8,
             flow_label: (self.remote_addr as u32) & 0xF_FFFF,
-            remote_qpn: self.w4 as u32,
-            remote_qkey: (self.w4 >> 32) as u32,
+            remote_qpn: w4 as u32,
+            remote_qkey: (w4 >> 32) as u32,
         }
     }
-    pub(crate) fn atomic(&self) -> AtomicArgs {
+    /// The atomic operands of this WQE, which is in `slot`.
+    pub(crate) fn atomic(&self, slot: &[Word]) -> AtomicArgs {
+        let [w4, w5, ..] = ext_words(slot);
         AtomicArgs {
-            compare_add: self.w4,
-            swap: self.w5,
+            compare_add: w4,
+            swap: w5,
         }
     }
-    /// The bind parameters and whether the bind came from the type 1 verb (`ibv_bind_mw`)
-    /// rather than a posted `BIND_MW` request.
-    pub(crate) fn bind(&self) -> (MwBind, bool) {
+    /// The bind parameters of this WQE (in `slot`) and whether the bind came from the type 1
+    /// verb (`ibv_bind_mw`) rather than a posted `BIND_MW` request.
+    pub(crate) fn bind(&self, slot: &[Word]) -> (MwBind, bool) {
+        let [w4, w5, w6, _] = ext_words(slot);
         (
             MwBind {
                 mw_rkey: self.rkey,
-                new_rkey: self.w6 as u32,
-                mr_lkey: self.w5 as u32,
+                new_rkey: w6 as u32,
+                mr_lkey: w5 as u32,
                 addr: self.remote_addr,
-                length: self.w4,
-                access: (self.w5 >> 32) as u32,
+                length: w4,
+                access: (w5 >> 32) as u32,
             },
-            (self.w6 >> 32) & 1 != 0,
+            (w6 >> 32) & 1 != 0,
         )
     }
-    pub(crate) fn reg(&self) -> FastReg {
+    /// The fast registration of this WQE, which is in `slot`.
+    pub(crate) fn reg(&self, slot: &[Word]) -> FastReg {
+        let [w4, w5, w6, _] = ext_words(slot);
         FastReg {
             mr_key: self.rkey,
-            new_key_byte: (self.w6 >> 32) as u8,
-            access: self.w6 as u32,
-            iova: self.w4,
-            length: self.w5,
+            new_key_byte: (w6 >> 32) as u8,
+            access: w6 as u32,
+            iova: w4,
+            length: w5,
         }
     }
 }
@@ -607,6 +622,51 @@ pub(crate) fn encode_send(slot: &[Word], wr: &SendWr<'_>, inline: Option<&[u8]>,
             | ((num_sge as u64) << 16)
             | ((inline_len as u64) << 32),
     );
+    // Words 2 to 7 of a send or write are its key and remote address and zeros; the rest is
+    // out of line, so that the common request does not carry it.
+    let [w2, w3, w4, w5, w6, w7] =
+        if wr.ud.is_none() && wr.reg.is_none() && wr.atomic.is_none() && wr.bind.is_none() {
+            [
+                u64::from(wr.imm_or_inv) | (u64::from(wr.rkey) << 32),
+                wr.remote_addr,
+                0,
+                0,
+                0,
+                0,
+            ]
+        } else {
+            ext_send_words(wr, type1_bind)
+        };
+    st(hdr, 2, w2);
+    st(hdr, 3, w3);
+    st(hdr, 4, w4);
+    st(hdr, 5, w5);
+    st(hdr, 6, w6);
+    st(hdr, 7, w7);
+    match inline {
+        Some(d) => {
+            let words = &slot[SQ_HDR_WORDS..SQ_HDR_WORDS + d.len().div_ceil(8)];
+            let chunks = d.chunks_exact(8);
+            let rest = chunks.remainder();
+            for (word, chunk) in words.iter().zip(chunks) {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(chunk);
+                word.store(u64::from_le_bytes(w), Ordering::Relaxed);
+            }
+            if !rest.is_empty() {
+                let mut w = [0u8; 8];
+                w[..rest.len()].copy_from_slice(rest);
+                st(words, words.len() - 1, u64::from_le_bytes(w));
+            }
+        }
+        None => encode_sges(slot, SQ_HDR_WORDS, wr.sg_list),
+    }
+}
+
+/// Words 2 to 7 of a send WQE that has a UD address, a registration, atomic operands or a
+/// binding.
+#[inline(never)]
+fn ext_send_words(wr: &SendWr<'_>, type1_bind: bool) -> [u64; 6] {
     let (mut w4, mut w5, mut w6, mut w7) = (0u64, 0u64, 0u64, 0u64);
     let mut rkey = wr.rkey;
     let mut w3 = wr.remote_addr;
@@ -640,32 +700,23 @@ pub(crate) fn encode_send(slot: &[Word], wr: &SendWr<'_>, inline: Option<&[u8]>,
         w5 = u64::from(b.mr_lkey) | (u64::from(b.access) << 32);
         w6 = u64::from(b.new_rkey) | (u64::from(type1_bind) << 32);
     }
-    st(hdr, 2, u64::from(wr.imm_or_inv) | (u64::from(rkey) << 32));
-    st(hdr, 3, w3);
-    st(hdr, 4, w4);
-    st(hdr, 5, w5);
-    st(hdr, 6, w6);
-    st(hdr, 7, w7);
-    match inline {
-        Some(d) => {
-            for (i, chunk) in d.chunks(8).enumerate() {
-                let mut w = [0u8; 8];
-                w[..chunk.len()].copy_from_slice(chunk);
-                st(slot, SQ_HDR_WORDS + i, u64::from_le_bytes(w));
-            }
-        }
-        None => encode_sges(slot, SQ_HDR_WORDS, wr.sg_list),
-    }
+    [
+        u64::from(wr.imm_or_inv) | (u64::from(rkey) << 32),
+        w3,
+        w4,
+        w5,
+        w6,
+        w7,
+    ]
 }
 
+#[inline]
 fn encode_sges(slot: &[Word], first: usize, sges: &[Sge]) {
-    for (i, s) in sges.iter().enumerate() {
-        st(slot, first + 2 * i, s.addr);
-        st(
-            slot,
-            first + 2 * i + 1,
-            u64::from(s.length) | (u64::from(s.lkey) << 32),
-        );
+    // One bounds check for the whole list rather than one per word.
+    let words = &slot[first..first + 2 * sges.len()];
+    for (pair, s) in words.chunks_exact(2).zip(sges) {
+        st(pair, 0, s.addr);
+        st(pair, 1, u64::from(s.length) | (u64::from(s.lkey) << 32));
     }
 }
 
@@ -684,18 +735,20 @@ pub(crate) fn inline_len(slot: &[Word], claimed: usize) -> usize {
     claimed.min(slot.len().saturating_sub(SQ_HDR_WORDS) * 8)
 }
 
-/// Copies inline bytes `[from, from + out.len())` of a send WQE into `out`; the caller keeps
-/// the range within [`inline_len`].
-pub(crate) fn inline_range(slot: &[Word], from: usize, out: &mut [u8]) {
-    let mut done = 0;
-    while done < out.len() {
-        let p = from + done;
-        let w = ld(slot, SQ_HDR_WORDS + p / 8).to_le_bytes();
-        let off = p % 8;
-        let n = (8 - off).min(out.len() - done);
-        out[done..done + n].copy_from_slice(&w[off..off + n]);
-        done += n;
+/// Copies the first `n` inline bytes of a send WQE into `buf` and returns them; the caller keeps
+/// `n` within [`inline_len`] and `buf`. Whole words, the last one too (its bytes past `n` are
+/// the WQE's, copied and not returned): a byte-exact tail cost a `memcpy` call per payload.
+#[inline]
+pub(crate) fn inline_prefix<'b, const N: usize>(
+    slot: &[Word],
+    n: usize,
+    buf: &'b mut [u8; N],
+) -> &'b [u8] {
+    let words = &slot[SQ_HDR_WORDS..SQ_HDR_WORDS + n.div_ceil(8)];
+    for (out, w) in buf.chunks_exact_mut(8).zip(words) {
+        out.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
     }
+    &buf[..n]
 }
 
 /// Encodes a receive request.
@@ -766,17 +819,15 @@ mod tests {
             (9, WrOpcode::SendWithImm as u8, 16)
         );
         assert_eq!(w.flags, send_flags::SOLICITED | send_flags::INLINE);
-        assert_eq!(w.ud(), wr.ud.unwrap());
-        let mut out = [0u8; 16];
+        assert_eq!(w.ud(&s), wr.ud.unwrap());
         assert_eq!(inline_len(&s, 16), 16);
-        inline_range(&s, 0, &mut out);
-        assert_eq!(&out, b"0123456789abcdef");
+        assert_eq!(inline_prefix(&s, 16, &mut [0u8; 16]), b"0123456789abcdef");
         // A WQE that claims more inline bytes than its slot holds.
         assert_eq!(inline_len(&s, 1 << 20), 16);
-        // Any byte range, across words.
-        let mut part = [0u8; 7];
-        inline_range(&s, 5, &mut part);
-        assert_eq!(&part, b"56789ab");
+        // A prefix that ends inside a word: the word's later bytes are not part of it.
+        let mut buf = [0xEEu8; 24];
+        assert_eq!(inline_prefix(&s, 11, &mut buf), b"0123456789a");
+        assert_eq!(buf[16..], [0xEE; 8]);
     }
 
     #[test]
@@ -792,7 +843,7 @@ mod tests {
         encode_send(&s, &wr, None, false);
         let w = SendWqe::decode(&s);
         assert_eq!((w.remote_addr, w.rkey), (0x1000, 0x4200));
-        assert_eq!(w.atomic(), wr.atomic.unwrap());
+        assert_eq!(w.atomic(&s), wr.atomic.unwrap());
         let mut wr = SendWr::new(4, WrOpcode::BindMw);
         let b = MwBind {
             mw_rkey: 0x8000_0100,
@@ -804,8 +855,8 @@ mod tests {
         };
         wr.bind = Some(b);
         encode_send(&s, &wr, None, true);
-        assert_eq!(SendWqe::decode(&s).bind(), (b, true));
+        assert_eq!(SendWqe::decode(&s).bind(&s), (b, true));
         encode_send(&s, &wr, None, false);
-        assert_eq!(SendWqe::decode(&s).bind(), (b, false));
+        assert_eq!(SendWqe::decode(&s).bind(&s), (b, false));
     }
 }

@@ -191,10 +191,10 @@ pub(crate) fn apply<P: Platform, V: Verbs>(
         // the event's status (`STATUS_TIMEOUT` is a success code), and a DISCONNECT moves its
         // QP to ERROR on the work item and ends with that modify's status.
         (CmEvent::DreqReceived { .. } | CmEvent::DrepReceived { .. }, _) => {
-            return disconnected::<P>(inner, handshake, notify, NtStatus::SUCCESS);
+            return disconnected(ep, inner, NtStatus::SUCCESS);
         }
         (CmEvent::DreqError, _) => {
-            return disconnected::<P>(inner, handshake, notify, NtStatus::TIMEOUT);
+            return disconnected(ep, inner, NtStatus::TIMEOUT);
         }
         (CmEvent::RejReceived { private_data, .. }, ActiveConnect | PassiveConnect) => {
             inner.set_state(Disconnected);
@@ -206,6 +206,7 @@ pub(crate) fn apply<P: Platform, V: Verbs>(
             // OFW's default case: an event WinVerbs does not know ends the connection, and
             // every request waiting on it, a DISCONNECT too (no QP step).
             inner.set_state(Disconnected);
+            inner.disconnect_early = None;
             for queue in [&ep.start_queue, handshake, notify, &ep.disconnect_queue] {
                 end::<P>(queue, NtStatus::NOT_IMPLEMENTED, false);
             }
@@ -217,16 +218,24 @@ pub(crate) fn apply<P: Platform, V: Verbs>(
 }
 
 /// OFW's `WvEpCompleteDisconnect`: the endpoint is disconnected, the requests waiting for the
-/// handshake or the disconnect end with `status`, and the DISCONNECT is due.
-fn disconnected<P: Platform>(
+/// handshake or the disconnect end with `status`, and the DISCONNECT is due. One whose QP
+/// went to ERROR before its DREQ ends here with that modify's status and `Information =
+/// outlen`, as from the work item (the event's own status is a success code either way, which
+/// OFW did not pass on); returns whether the work item must run.
+fn disconnected<P: Platform, V: Verbs>(
+    ep: &EpObj<P, V>,
     inner: &mut EpInner,
-    handshake: &P::Queue,
-    notify: &P::Queue,
     status: NtStatus,
 ) -> bool {
     inner.set_state(EpState::Disconnected);
-    end::<P>(handshake, status, false);
-    end::<P>(notify, status, false);
+    end::<P>(&ep.handshake_queue, status, false);
+    end::<P>(&ep.notify_queue, status, false);
+    if let Some(moved) = inner.disconnect_early.take() {
+        if let Some(req) = ep.disconnect_queue.retrieve_next() {
+            super::work::answer(req, moved, super::work::Answer::Deferred);
+        }
+        return false;
+    }
     inner.disconnect_due = true;
     true
 }

@@ -43,6 +43,7 @@ use wv_hal::{
     CmEventSink, ConnectionManager, KArc, KWeak, Platform, RequestQueue, SpinLock, Verbs,
 };
 
+use crate::hand_off;
 use crate::provider::Provider;
 use crate::rdma_device::RdmaDevice;
 use crate::shared::Shared;
@@ -196,6 +197,14 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
 
     /// Replaces the endpoint's CM id (a stale one, of an earlier failed attempt, is
     /// destroyed). PASSIVE_LEVEL.
+    /// Whether `commands` QP commands of the endpoint's device are expected to end sooner
+    /// than a hand-off to its work item would start them ([`crate::hand_off`]).
+    pub fn inline_pays(&self, commands: u64) -> bool {
+        self.binding.lock().as_ref().is_some_and(|binding| {
+            hand_off::inline_pays(&binding.rdma.commands, &self.shared.hand_off, commands)
+        })
+    }
+
     pub(crate) fn bind(&self, binding: Binding<P, V>) {
         let old = self.binding.lock().replace(binding);
         if let Some(old) = old {

@@ -19,7 +19,7 @@ use wv_abi::{
 use wv_hal::cm::REJ_USER_DEFINED;
 use wv_hal::{ConnectionManager, IoRequest, KArc, Platform, RequestQueue, SpinLock, Verbs};
 
-use super::work::{Answer, disconnect_qp};
+use super::work::{Answer, answer, disconnect_qp, qp_to_error};
 use super::{EpInner, EpObj, EpState, listen};
 use crate::QpModifyMode;
 use crate::provider::Provider;
@@ -306,12 +306,13 @@ fn start<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     req: P::Request,
     id: u64,
-    at: Start,
+    at: impl FnOnce(&EpObj<P, V>) -> Start,
     allowed: impl FnOnce(&EpInner) -> bool,
 ) {
     let Some(ep) = prov.acquire_ep(id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
+    let at = at(&ep);
     let cancels = {
         let mut inner = ep.inner.lock();
         if inner.busy {
@@ -348,22 +349,33 @@ pub(crate) fn connect<P: Platform, V: Verbs>(
     req: P::Request,
     connect: WV_IO_EP_CONNECT,
 ) {
-    start(prov, req, connect.Id, Start::Inline, |inner| {
-        inner.state() == EpState::RouteResolved
-    });
+    start(
+        prov,
+        req,
+        connect.Id,
+        |_| Start::Inline,
+        |inner| inner.state() == EpState::RouteResolved,
+    );
 }
+
+/// The controller commands an ACCEPT makes: the QP to INIT, RTR and RTS.
+const ACCEPT_COMMANDS: u64 = 3;
 
 /// EP_ACCEPT: on the active side once the REP arrived (it sends the RTU), on the passive side
 /// before it replied (it sends the REP). It moves the QP through three controller commands,
 /// which may wait for the device: on the work item, unless the driver runs QP modifies in the
-/// caller's thread anyway (`QpModifyMode::Inline`, OFW's way), where it runs there too.
+/// caller's thread anyway (`QpModifyMode::Inline`, OFW's way), or the device's commands have
+/// measured shorter, all three together, than a hand-off to a worker ([`crate::hand_off`]),
+/// where it runs there too.
 pub(crate) fn accept<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
     req: P::Request,
     accept: WV_IO_EP_ACCEPT,
 ) {
-    let at = match prov.shared.config.qp_modify {
+    let mode = prov.shared.config.qp_modify;
+    let at = |ep: &EpObj<P, V>| match mode {
         QpModifyMode::Inline => Start::Inline,
+        QpModifyMode::Async if ep.inline_pays(ACCEPT_COMMANDS) => Start::Inline,
         QpModifyMode::Async => Start::Work,
     };
     start(prov, req, accept.Id, at, |inner| match inner.state() {
@@ -415,14 +427,24 @@ pub(crate) fn reject<P: Platform, V: Verbs>(
 /// request pends until the DREP (or the DREQ's timeout), then its QP goes to ERROR.
 /// Disconnecting (either way): the DREP answers, the QP goes to ERROR at once, and it completes
 /// inline. Otherwise `STATUS_INVALID_DEVICE_STATE`.
+///
+/// Connected, when the device's QP command measures shorter than a hand-off to a worker
+/// ([`crate::hand_off`]): the QP goes to ERROR first, in the caller's thread, and the DREQ
+/// after it, the order of Linux's `rdma_disconnect`; the answer then completes the request
+/// where it arrives, with no work item (OFW moved the QP after the answer, on its work item,
+/// which costs a hand-off on the way back to the caller).
 pub(crate) fn disconnect<P: Platform, V: Verbs>(
     prov: &Provider<P, V>,
-    req: P::Request,
+    mut req: P::Request,
     d: WV_IO_EP_DISCONNECT,
 ) {
     let Some(ep) = prov.acquire_ep(d.Id) else {
         return req.complete(NtStatus::NOT_FOUND, 0);
     };
+    // The state is read again below: if it moved meanwhile, the QP step is done and counts
+    // for whichever way this DISCONNECT ends.
+    let early = (ep.state() == EpState::Connected && ep.inline_pays(1))
+        .then(|| qp_to_error(&ep, &mut req, d.QpId));
     let req = {
         let mut inner = ep.inner.lock();
         match inner.state() {
@@ -433,6 +455,7 @@ pub(crate) fn disconnect<P: Platform, V: Verbs>(
                     return req.complete(status, 0);
                 }
                 inner.set_state(EpState::ActiveDisconnect);
+                inner.disconnect_early = early;
                 None
             }
             EpState::ActiveDisconnect | EpState::PassiveDisconnect => Some(req),
@@ -454,6 +477,7 @@ pub(crate) fn disconnect<P: Platform, V: Verbs>(
     };
     {
         let mut inner = ep.inner.lock();
+        inner.disconnect_early = None;
         if inner.state() != EpState::Destroying {
             inner.set_state(EpState::Disconnected);
         }
@@ -462,8 +486,10 @@ pub(crate) fn disconnect<P: Platform, V: Verbs>(
         end_notify::<P>(&ep.notify_queue);
     }
     let _ = ep.with_cm(|cm, id| cm.send_drep(id, &[]));
-    if let Some(req) = req {
-        disconnect_qp(&ep, req, d.QpId, Answer::Inline);
+    match (req, early) {
+        (Some(req), Some(status)) => answer(req, status, Answer::Inline),
+        (Some(req), None) => disconnect_qp(&ep, req, d.QpId, Answer::Inline),
+        (None, _) => {}
     }
 }
 

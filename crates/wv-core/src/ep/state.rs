@@ -5,7 +5,7 @@
 //! event that moves an endpoint where the state machine does not go fails the tests that
 //! drive it instead of leaving an endpoint no request can leave.
 
-use wv_abi::{IB_PATH_REC, WV_IO_EP_ATTRIBUTES};
+use wv_abi::{IB_PATH_REC, NtStatus, WV_IO_EP_ATTRIBUTES};
 
 use super::Early;
 
@@ -102,6 +102,9 @@ pub(crate) struct EpInner {
     pub removed: bool,
     /// The DISCONNECT's answer came: the work item moves its QP to ERROR and completes it.
     pub disconnect_due: bool,
+    /// The parked DISCONNECT moved its QP to ERROR before its DREQ, with this status: its
+    /// answer completes it at once (no work item is due).
+    pub disconnect_early: Option<NtStatus>,
     /// Listener: requests the CM announced that no GET_REQUEST has taken yet.
     pub pending: u64,
     /// Listener: how many of them it keeps before it rejects more.
@@ -129,6 +132,7 @@ impl EpInner {
             rep_sent: false,
             removed: false,
             disconnect_due: false,
+            disconnect_early: None,
             pending: 0,
             backlog: 0,
             filling: None,

@@ -36,7 +36,7 @@ const FAILOVER_UNSUPPORTED: u8 = 1;
 /// Makes sure the endpoint's work item runs. IRQL <= DISPATCH_LEVEL (CM callbacks call it).
 /// When the platform cannot queue it, what waited for it ends with the platform's status.
 pub(crate) fn kick<P: Platform, V: Verbs>(ep: &KArc<EpObj<P, V>>) {
-    if !ep.sched.kick() {
+    if !ep.sched.kick(ep.shared.platform.now_ns()) {
         return;
     }
     let work: KArc<dyn WorkItem> = KArc::clone(ep).into();
@@ -72,6 +72,7 @@ impl<P: Platform, V: Verbs> WorkItem for EpObj<P, V> {
     /// PASSIVE_LEVEL on a system worker thread: everything due, in order, until nothing is.
     fn run(&self) {
         self.shared.platform.paged_code();
+        self.shared.timed_start(&self.sched);
         let Some(_running) = self.work.share() else {
             // Torn down: teardown ended every request; only the scheduler is left to settle.
             while !self.sched.finish() {}
@@ -317,7 +318,10 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         let (Some(lower), Some(handle)) = (qp.dev.lower(), qp.qp.get()) else {
             return Err(NtStatus::NOT_FOUND);
         };
-        lower.modify_qp(&handle, &modify, out).map_err(verbs_status)
+        qp.dev
+            .rdma
+            .modify_qp(&self.shared.platform, &lower, &handle, &modify, out)
+            .map_err(verbs_status)
     }
 
     /// ACCEPT (OFW `WvEpAsyncAccept`): the active side after the REP, or the passive side
@@ -500,8 +504,20 @@ pub(crate) fn disconnect_qp<P: Platform, V: Verbs>(
     ep: &EpObj<P, V>,
     mut req: P::Request,
     qp_id: u64,
-    answer: Answer,
+    how: Answer,
 ) {
+    let status = qp_to_error(ep, &mut req, qp_id);
+    answer(req, status, how);
+}
+
+/// Moves a disconnect's QP to ERROR (nothing for QP id 0), its QP-state bytes into `req`'s
+/// output; returns the modify's status (`STATUS_NOT_FOUND` for a QP the file does not have).
+/// PASSIVE_LEVEL.
+pub(crate) fn qp_to_error<P: Platform, V: Verbs>(
+    ep: &EpObj<P, V>,
+    req: &mut P::Request,
+    qp_id: u64,
+) -> NtStatus {
     let moved = if qp_id == 0 {
         Ok(())
     } else {
@@ -509,16 +525,23 @@ pub(crate) fn disconnect_qp<P: Platform, V: Verbs>(
             let (Some(lower), Some(handle)) = (qp.dev.lower(), qp.qp.get()) else {
                 return Err(NtStatus::NOT_FOUND);
             };
-            lower
-                .modify_qp(&handle, &QpModify::Error, output(&mut req))
+            let out = output(req);
+            qp.dev
+                .rdma
+                .modify_qp(&ep.shared.platform, &lower, &handle, &QpModify::Error, out)
                 .map_err(verbs_status)
         })
     };
-    let status = match moved {
+    match moved {
         Ok(()) => NtStatus::SUCCESS,
         Err(e) => e,
-    };
-    let info = if status.is_success() || answer == Answer::Deferred {
+    }
+}
+
+/// Completes a DISCONNECT with its QP step's `status`, reporting its output as the path `how`
+/// says OFW did.
+pub(crate) fn answer<R: IoRequest>(req: R, status: NtStatus, how: Answer) {
+    let info = if status.is_success() || how == Answer::Deferred {
         req.output_len()
     } else {
         0

@@ -77,6 +77,8 @@ pub(super) fn retire_send(
 
 /// Completes every outstanding send WQE with `WR_FLUSH_ERR`, signaled or not, and forgets
 /// what was in flight.
+#[cold]
+#[inline(never)]
 pub(super) fn flush_sq(dev: &Device, qp: &Qp, ctx: &mut SqCtx) {
     while let Some(slot) = qp.sq.consumer_slot() {
         let wqe = SendWqe::decode(slot);
@@ -96,6 +98,8 @@ pub(super) fn flush_sq(dev: &Device, qp: &Qp, ctx: &mut SqCtx) {
 }
 
 /// What the data path does when it moves a QP to ERR (the send queue flushes itself).
+#[cold]
+#[inline(never)]
 pub(super) fn enter_error(dev: &Arc<Device>, qp: &KArc<Qp>) {
     flush_rq(dev, qp);
     if qp.srq.is_some() {
@@ -140,6 +144,9 @@ pub(super) enum Deadlines {
 /// that has not ended stops it; an expired local ACK timer with no progress since it was
 /// armed goes back to the oldest unacknowledged packet, or fails the head when the retries
 /// are spent.
+// Out of line, as what it does is: with nothing in flight no deadline is set, and the
+// requester's own run stays small enough to keep its hot lines apart in the instruction cache.
+#[inline(never)]
 pub(super) fn check_deadlines(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx) -> Deadlines {
     let now = dev.now_ns();
     if let Some(until) = ctx.tx.rnr_until {
@@ -182,6 +189,8 @@ pub(super) fn fail_at(
 }
 
 /// Completes the oldest request with an error and moves the QP to ERR (the rest flushes).
+#[cold]
+#[inline(never)]
 fn fail_head(dev: &Arc<Device>, qp: &KArc<Qp>, ctx: &mut SqCtx, status: WcStatus) {
     if let Some(slot) = qp.sq.consumer_slot() {
         let wqe = SendWqe::decode(slot);
@@ -304,13 +313,35 @@ pub(super) fn complete_alone(dev: &Device, qp: &Qp, ctx: &mut SqCtx, wqe: &SendW
     if track.rd && !track.done {
         tx.rd_out -= 1;
     }
-    tx.una = psn_add(track.first_psn, track.npkts);
-    tx.retries = ctx.retry_cnt;
-    tx.rnrs = ctx.rnr_retry;
     tx.started = 0;
     tx.cur = 0;
     tx.cur_pkt = 0;
-    retire_send(dev, qp, &ctx.cq, wqe, WcStatus::Success, track.len);
+    retire_acked(
+        dev,
+        qp,
+        ctx,
+        wqe,
+        psn_add(track.first_psn, track.npkts),
+        track.len,
+    );
+}
+
+/// The request at the head, the only one in flight, was acknowledged whole up to `una`: the
+/// retry budgets start again and it completes with `len` bytes. What [`complete_alone`] and
+/// the requester's untracked one-packet send share.
+#[inline(always)]
+pub(super) fn retire_acked(
+    dev: &Device,
+    qp: &Qp,
+    ctx: &mut SqCtx,
+    wqe: &SendWqe,
+    una: u32,
+    len: u32,
+) {
+    ctx.tx.una = una;
+    ctx.tx.retries = ctx.retry_cnt;
+    ctx.tx.rnrs = ctx.rnr_retry;
+    retire_send(dev, qp, &ctx.cq, wqe, WcStatus::Success, len);
 }
 
 /// Acts on the answer to packets of request `i` (from the head); an atomic's original value
