@@ -25,7 +25,8 @@ use crate::wr::{RQ_HDR_WORDS, SQ_HDR_WORDS, Sge, recv_header, sge_at};
 /// Most SGEs a WQE can carry (the advertised `max_sge`).
 pub const MAX_SGE: usize = 16;
 
-/// A receive WQE copied out of its ring.
+/// A receive WQE copied out of its ring (an SRQ's, whose slot is released before its SGEs
+/// are resolved; a QP's own RQ is read in place with [`recv_in_place`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RecvWqe {
     pub wr_id: u64,
@@ -35,14 +36,27 @@ pub(crate) struct RecvWqe {
 
 impl RecvWqe {
     pub(crate) fn read(slot: &[crate::ring::Word], max_sge: usize) -> Self {
-        let (wr_id, n) = recv_header(slot);
-        let n = n.min(max_sge).min(MAX_SGE);
+        let (wr_id, n) = recv_in_place(slot, max_sge);
         let mut sges = [Sge::default(); MAX_SGE];
         for (i, s) in sges.iter_mut().enumerate().take(n) {
-            *s = sge_at(slot, RQ_HDR_WORDS, i);
+            *s = recv_sge(slot, i);
         }
         RecvWqe { wr_id, n, sges }
     }
+}
+
+/// The `wr_id` of the receive WQE in `slot` and how many SGEs it has (at most `max_sge`), read
+/// where it lies: its SGEs are read with [`recv_sge`] as they are needed.
+#[inline]
+pub(crate) fn recv_in_place(slot: &[crate::ring::Word], max_sge: usize) -> (u64, usize) {
+    let (wr_id, n) = recv_header(slot);
+    (wr_id, n.min(max_sge).min(MAX_SGE))
+}
+
+/// SGE `i` of the receive WQE in `slot`.
+#[inline]
+pub(crate) fn recv_sge(slot: &[crate::ring::Word], i: usize) -> Sge {
+    sge_at(slot, RQ_HDR_WORDS, i)
 }
 
 /// What the RC requester remembers of a request it has started sending (per send-ring slot).

@@ -17,8 +17,10 @@ use crate::dma::AtomicFault;
 use crate::mr::Want;
 use crate::mr_cache::{MrCache, MrRef};
 use crate::mw::is_mw_key;
-use crate::qp::{Qp, RecvWqe, RespCtx, RespSide};
-use crate::wr::{WcOpcode, WcStatus, WorkCompletion, WrOpcode, wc_flags};
+use crate::qp::{Qp, RespCtx, RespSide, recv_in_place, recv_sge};
+use crate::ring::Word;
+use crate::srq::Srq;
+use crate::wr::{WcOpcode, WcStatus, WorkCompletion, WrOpcode, recv_header, wc_flags};
 
 /// The encoding of the AETH's RNR NAK timer field (IBTA vol. 1) in microseconds: 0 is the
 /// longest (655.36 ms).
@@ -42,13 +44,9 @@ fn rnr_delay_ns(code: u8) -> u64 {
 pub(crate) enum InMsg {
     #[default]
     None,
-    /// A send: its receive WQE (taken from the SRQ, or still at the head of the RQ until the
+    /// A send: its receive (taken from the SRQ, or still at the head of the RQ until the
     /// message completes) and the resolved buffers.
-    Send {
-        wqe: RecvWqe,
-        from_srq: bool,
-        dst: SegList<'static>,
-    },
+    Send { recv: Recv, dst: SegList<'static> },
     /// An RDMA write: the remote range its first packet was granted.
     Write { seg: Option<Seg<'static>> },
     /// UC: the rest of this message is dropped.
@@ -61,6 +59,65 @@ pub(crate) enum ResKind {
     Read,
     /// The original value it answered with.
     Atomic(u64),
+}
+
+/// A receive WQE taken for a message: all its completion needs once its buffers are resolved.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Recv {
+    wr_id: u64,
+    /// Taken from the SRQ (already gone from its ring), not at the head of the QP's RQ.
+    from_srq: bool,
+}
+
+/// [`Responder::remote_range`] through the memory window `rkey` names.
+#[inline(never)]
+fn window_range(
+    dev: &Device,
+    qp: &Qp,
+    rkey: u32,
+    addr: u64,
+    len: u64,
+    want: Want,
+) -> Option<Seg<'static>> {
+    let mw = dev.mw_by_key(rkey)?;
+    let (mr, off) = mw.check(rkey, qp, qp.pd, addr, len, want).ok()?;
+    Some(Seg {
+        mr: MrRef::Owned(mr),
+        off,
+        len,
+    })
+}
+
+/// [`Responder::take_recv`] from the SRQ `srq` of `qp`: its WQE copied out (its slot is
+/// released at once), out of line so that the RQ's path keeps none of that copy's stack.
+#[inline(never)]
+fn take_srq_recv<'a>(
+    srq: &Srq,
+    dev: &Device,
+    mrs: &'a MrCache,
+    qp: &Qp,
+    dst: &mut SegList<'a>,
+) -> Option<(Recv, Result<(), ()>)> {
+    let wqe = srq.take(dev)?;
+    let resolved = resolve_recv(dst, dev, mrs, qp, wqe.sges[..wqe.n].iter().copied());
+    let recv = Recv {
+        wr_id: wqe.wr_id,
+        from_srq: true,
+    };
+    Some((recv, resolved))
+}
+
+/// [`resolve_recv`] of the `n` SGEs of the receive WQE in `slot`.
+#[inline(never)]
+fn resolve_recv_slot<'a>(
+    dst: &mut SegList<'a>,
+    dev: &Device,
+    mrs: &'a MrCache,
+    qp: &Qp,
+    slot: &[Word],
+    n: usize,
+) -> Result<(), ()> {
+    resolve_recv(dst, dev, mrs, qp, (0..n).map(|i| recv_sge(slot, i)))
 }
 
 /// A responder resource: one read or atomic and its PSNs.
@@ -167,28 +224,27 @@ pub(crate) fn flush_rq(dev: &Device, qp: &Qp) {
 }
 
 fn flush_rq_locked(dev: &Device, qp: &Qp, ctx: &mut RespCtx) {
-    if let InMsg::Send {
-        wqe,
-        from_srq: true,
-        ..
-    } = core::mem::replace(&mut ctx.msg, InMsg::None)
+    if let InMsg::Send { recv, .. } = core::mem::replace(&mut ctx.msg, InMsg::None)
+        && recv.from_srq
     {
-        post_recv_error(dev, qp, &ctx.cq, &wqe, WcStatus::WrFlushErr);
+        post_recv_error(dev, qp, &ctx.cq, recv.wr_id, WcStatus::WrFlushErr);
     }
     if qp.srq.is_some() {
         return;
     }
     while let Some(slot) = qp.rq.consumer_slot() {
-        let wqe = RecvWqe::read(slot, qp.rq_max_sge as usize);
-        post_recv_error(dev, qp, &ctx.cq, &wqe, WcStatus::WrFlushErr);
+        let (wr_id, _) = recv_header(slot);
+        post_recv_error(dev, qp, &ctx.cq, wr_id, WcStatus::WrFlushErr);
         qp.rq.consume(1);
     }
 }
 
-/// Completes receive WQE `wqe` of `qp` in error.
-fn post_recv_error(dev: &Device, qp: &Qp, port: &CqPort, wqe: &RecvWqe, status: WcStatus) {
+/// Completes the receive WQE `wr_id` of `qp` in error.
+#[cold]
+#[inline(never)]
+fn post_recv_error(dev: &Device, qp: &Qp, port: &CqPort, wr_id: u64, status: WcStatus) {
     let wc = WorkCompletion {
-        wr_id: wqe.wr_id,
+        wr_id,
         status,
         opcode: WcOpcode::Recv,
         qp_num: qp.qpn,
@@ -255,36 +311,66 @@ struct Responder<'r, 'm> {
 }
 
 impl<'r> Responder<'r, '_> {
-    /// The next receive WQE: taken from the QP's SRQ, or read at the head of its RQ (consumed
-    /// when the message completes).
-    fn next_recv(&self) -> Option<(RecvWqe, bool)> {
+    /// The next receive WQE, for a message that puts no bytes in it: taken from the QP's SRQ,
+    /// or read at the head of its RQ (consumed when the message completes).
+    fn next_recv(&self) -> Option<Recv> {
         match &self.qp.srq {
-            Some(srq) => srq.take(self.dev).map(|wqe| (wqe, true)),
-            None => self
-                .qp
-                .rq
-                .consumer_slot()
-                .map(|slot| (RecvWqe::read(slot, self.qp.rq_max_sge as usize), false)),
+            Some(srq) => srq.take(self.dev).map(|wqe| Recv {
+                wr_id: wqe.wr_id,
+                from_srq: true,
+            }),
+            None => self.qp.rq.consumer_slot().map(|slot| Recv {
+                wr_id: recv_header(slot).0,
+                from_srq: false,
+            }),
+        }
+    }
+
+    /// The next receive WQE, as [`Responder::next_recv`], with its buffers resolved into `dst`
+    /// (an RQ WQE's SGEs read where they lie in the ring) and whether they all resolved.
+    #[inline]
+    fn take_recv(&self, dst: &mut SegList<'r>) -> Option<(Recv, Result<(), ()>)> {
+        let (dev, mrs, qp) = (self.dev, self.mrs, self.qp);
+        match &qp.srq {
+            Some(srq) => take_srq_recv(srq, dev, mrs, qp, dst),
+            None => {
+                let slot = qp.rq.consumer_slot()?;
+                let (wr_id, n) = recv_in_place(slot, qp.rq_max_sge as usize);
+                // One SGE, the common receive, without the loop's setup; any other number
+                // out of line.
+                let resolved = if n == 1 {
+                    resolve_recv(dst, dev, mrs, qp, core::iter::once(recv_sge(slot, 0)))
+                } else {
+                    resolve_recv_slot(dst, dev, mrs, qp, slot, n)
+                };
+                let recv = Recv {
+                    wr_id,
+                    from_srq: false,
+                };
+                Some((recv, resolved))
+            }
         }
     }
 
     /// A receive WQE is done with: an RQ WQE leaves the ring now (an SRQ one already has).
-    fn retire_recv(&self, from_srq: bool) {
-        if !from_srq {
+    fn retire_recv(&self, recv: Recv) {
+        if !recv.from_srq {
             self.qp.rq.consume(1);
         }
     }
 
-    /// Completes receive WQE `wqe` in error.
-    fn recv_error(&self, wqe: &RecvWqe, status: WcStatus) {
-        post_recv_error(self.dev, self.qp, &self.ctx.cq, wqe, status);
+    /// Completes receive WQE `recv` in error.
+    fn recv_error(&self, recv: Recv, status: WcStatus) {
+        post_recv_error(self.dev, self.qp, &self.ctx.cq, recv.wr_id, status);
     }
 
     /// A receive WQE names memory the QP may not write: the receive completes with
     /// `LOC_PROT_ERR` and the QP goes to ERR, whatever its type (class A).
-    fn bad_recv_wqe(&mut self, wqe: &RecvWqe, from_srq: bool) {
-        self.recv_error(wqe, WcStatus::LocProtErr);
-        self.retire_recv(from_srq);
+    #[cold]
+    #[inline(never)]
+    fn bad_recv_wqe(&mut self, recv: Recv) {
+        self.recv_error(recv, WcStatus::LocProtErr);
+        self.retire_recv(recv);
         self.after.errored = true;
     }
 
@@ -294,8 +380,8 @@ impl<'r> Responder<'r, '_> {
         Reply::Nak(psn, status)
     }
 
-    /// Writes the receive completion of the message into `wqe`.
-    fn recv_complete(&self, wqe: &RecvWqe, byte_len: u64, flags: u32) {
+    /// Writes the receive completion of the message into `recv`.
+    fn recv_complete(&self, recv: Recv, byte_len: u64, flags: u32) {
         let msg = self.msg;
         let mut flags = flags;
         let mut imm = 0;
@@ -310,44 +396,45 @@ impl<'r> Responder<'r, '_> {
             }
             _ => {}
         }
-        let wc = WorkCompletion {
-            wr_id: wqe.wr_id,
-            opcode: if msg.op == WrOpcode::RdmaWriteWithImm {
-                WcOpcode::RecvRdmaWithImm
-            } else {
-                WcOpcode::Recv
-            },
-            byte_len: byte_len as u32,
-            imm_data: imm,
-            wc_flags: flags,
-            qp_num: self.qp.qpn,
-            src_qp: msg.src_qpn,
-            slid: msg.slid,
-            ..WorkCompletion::default()
+        let opcode = if msg.op == WrOpcode::RdmaWriteWithImm {
+            WcOpcode::RecvRdmaWithImm
+        } else {
+            WcOpcode::Recv
         };
-        self.ctx.cq.post(self.dev, &wc, msg.solicited);
+        let (wr_id, qp_num, src_qp, slid) = (recv.wr_id, self.qp.qpn, msg.src_qpn, msg.slid);
+        // Built in its slot: the fields left at their defaults are stored as the constants
+        // they are.
+        self.ctx.cq.post_with(self.dev, msg.solicited, |slot| {
+            WorkCompletion {
+                wr_id,
+                opcode,
+                byte_len: byte_len as u32,
+                imm_data: imm,
+                wc_flags: flags,
+                qp_num,
+                src_qp,
+                slid,
+                ..WorkCompletion::default()
+            }
+            .encode(slot);
+        });
     }
 
     /// Checks the message's remote access of `len` bytes at `addr` under `rkey` (a region's
     /// or a window's) for `want`, against the QP's access flags.
+    // Inline, with a window's key out of line: a region's is what nearly every RDMA names.
+    #[inline]
     fn remote_range(&self, rkey: u32, addr: u64, len: u64, want: Want) -> Option<Seg<'r>> {
         let (dev, qp, mrs) = (self.dev, self.qp, self.mrs);
         if self.ctx.access & want.remote_bit() == 0 {
             return None;
         }
         if is_mw_key(rkey) {
-            let mw = dev.mw_by_key(rkey)?;
-            let (mr, off) = mw.check(rkey, qp, qp.pd, addr, len, want).ok()?;
-            Some(Seg {
-                mr: MrRef::Owned(mr),
-                off,
-                len,
-            })
-        } else {
-            let mr = mrs.get(dev, rkey)?;
-            let off = mr.check(rkey, qp.pd, addr, len, want).ok()?;
-            Some(Seg { mr, off, len })
+            return window_range(dev, qp, rkey, addr, len, want);
         }
+        let mr = mrs.get(dev, rkey)?;
+        let off = mr.check(rkey, qp.pd, addr, len, want).ok()?;
+        Some(Seg { mr, off, len })
     }
 
     /// The range an RDMA write or read of the whole message names.
@@ -391,18 +478,18 @@ impl<'r> Responder<'r, '_> {
 
     fn ud_receive(&mut self) {
         let msg = self.msg;
-        let Some((wqe, from_srq)) = self.next_recv() else {
+        let mut dst = SegList::new();
+        let Some((recv, resolved)) = self.take_recv(&mut dst) else {
             return; // Class D: no receive, no message.
         };
-        let mut dst = SegList::new();
-        if resolve_recv(&mut dst, self.dev, self.mrs, self.qp, &wqe).is_err() {
-            return self.bad_recv_wqe(&wqe, from_srq);
+        if resolved.is_err() {
+            return self.bad_recv_wqe(recv);
         }
         let need = GRH_BYTES as u64 + msg.len;
         if need > dst.total {
             // Too small: dropped (the WQE stays); a WQE taken from an SRQ completes in error.
-            if from_srq {
-                self.recv_error(&wqe, WcStatus::RemInvReqErr);
+            if recv.from_srq {
+                self.recv_error(recv, WcStatus::RemInvReqErr);
             }
             return;
         }
@@ -414,7 +501,7 @@ impl<'r> Responder<'r, '_> {
                 .put(Some(&grh_bytes(grh, msg)), None, GRH_BYTES as u64)
                 .is_err()
             {
-                return self.bad_recv_wqe(&wqe, from_srq);
+                return self.bad_recv_wqe(recv);
             }
             flags |= wc_flags::GRH;
         }
@@ -422,10 +509,10 @@ impl<'r> Responder<'r, '_> {
             .put_src(&msg.src, 0, msg.len)
             .is_err()
         {
-            return self.bad_recv_wqe(&wqe, from_srq);
+            return self.bad_recv_wqe(recv);
         }
-        self.retire_recv(from_srq);
-        self.recv_complete(&wqe, need, flags);
+        self.retire_recv(recv);
+        self.recv_complete(recv, need, flags);
     }
 
     // -----------------------------------------------------------------------------------------
@@ -434,13 +521,10 @@ impl<'r> Responder<'r, '_> {
     /// A UC message in progress is abandoned (a packet of it was lost): its receive stays for
     /// the next message, or, taken from an SRQ, completes in error (rxe's classes D1 and E).
     fn uc_abandon(&mut self) {
-        if let InMsg::Send {
-            wqe,
-            from_srq: true,
-            ..
-        } = core::mem::replace(&mut self.ctx.msg, InMsg::None)
+        if let InMsg::Send { recv, .. } = core::mem::replace(&mut self.ctx.msg, InMsg::None)
+            && recv.from_srq
         {
-            self.recv_error(&wqe, WcStatus::RemInvReqErr);
+            self.recv_error(recv, WcStatus::RemInvReqErr);
         }
     }
 
@@ -476,20 +560,20 @@ impl<'r> Responder<'r, '_> {
             return;
         }
         match core::mem::replace(&mut self.ctx.msg, InMsg::None) {
-            InMsg::Send { wqe, from_srq, .. } => {
-                self.retire_recv(from_srq);
+            InMsg::Send { recv, .. } => {
+                self.retire_recv(recv);
                 if msg.op == WrOpcode::SendWithInv && !self.invalidate_remote(msg.imm_or_inv) {
-                    self.recv_error(&wqe, WcStatus::RemInvReqErr);
+                    self.recv_error(recv, WcStatus::RemInvReqErr);
                     return;
                 }
-                self.recv_complete(&wqe, msg.len, 0);
+                self.recv_complete(recv, msg.len, 0);
             }
             InMsg::Write { .. } if msg.op == WrOpcode::RdmaWriteWithImm => {
                 // The immediate data needs a receive; without one the message is dropped (its
                 // bytes are in place, as on hardware).
-                if let Some((wqe, from_srq)) = self.next_recv() {
-                    self.retire_recv(from_srq);
-                    self.recv_complete(&wqe, msg.len, 0);
+                if let Some(recv) = self.next_recv() {
+                    self.retire_recv(recv);
+                    self.recv_complete(recv, msg.len, 0);
                 }
             }
             _ => {}
@@ -502,25 +586,24 @@ impl<'r> Responder<'r, '_> {
         let msg = self.msg;
         match msg.op {
             WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::SendWithInv => {
-                let Some((wqe, from_srq)) = self.next_recv() else {
+                let mut dst = SegList::new();
+                let Some((recv, resolved)) = self.take_recv(&mut dst) else {
                     self.ctx.msg = InMsg::Drop;
                     return false;
                 };
-                let mut dst = SegList::new();
-                if resolve_recv(&mut dst, self.dev, self.mrs, self.qp, &wqe).is_err() {
-                    self.bad_recv_wqe(&wqe, from_srq);
+                if resolved.is_err() {
+                    self.bad_recv_wqe(recv);
                     return false;
                 }
                 if msg.len > dst.total {
                     self.ctx.msg = InMsg::Drop;
-                    if from_srq {
-                        self.recv_error(&wqe, WcStatus::RemInvReqErr);
+                    if recv.from_srq {
+                        self.recv_error(recv, WcStatus::RemInvReqErr);
                     }
                     return false;
                 }
                 self.ctx.msg = InMsg::Send {
-                    wqe,
-                    from_srq,
+                    recv,
                     dst: dst.into_owned(),
                 };
             }
@@ -649,64 +732,62 @@ impl<'r> Responder<'r, '_> {
         if first == 0 {
             // The first packet takes the receive and resolves its buffers (in place; kept in
             // the context only while the message spans several bursts).
-            let Some((wqe, from_srq)) = self.next_recv() else {
+            let mut dst = SegList::new();
+            let Some((recv, resolved)) = self.take_recv(&mut dst) else {
                 return Reply::Rnr(psn, rnr_delay_ns(self.ctx.min_rnr_timer));
             };
-            let mut dst = SegList::new();
-            if resolve_recv(&mut dst, self.dev, self.mrs, self.qp, &wqe).is_err() {
-                self.bad_recv_wqe(&wqe, from_srq);
+            if resolved.is_err() {
+                self.bad_recv_wqe(recv);
                 return Reply::Nak(psn, WcStatus::RemOpErr);
             }
             if msg.len > dst.total {
-                self.recv_error(&wqe, WcStatus::LocLenErr);
-                self.retire_recv(from_srq);
+                self.recv_error(recv, WcStatus::LocLenErr);
+                self.retire_recv(recv);
                 return self.fatal(WcStatus::RemInvReqErr, psn);
             }
             if Cursor::at(&dst, from).put_src(&msg.src, from, len).is_err() {
-                self.bad_recv_wqe(&wqe, from_srq);
+                self.bad_recv_wqe(recv);
                 return Reply::Nak(psn, WcStatus::RemOpErr);
             }
             self.ctx.epsn = psn_add(psn, count);
             if !last {
                 self.ctx.msg = InMsg::Send {
-                    wqe,
-                    from_srq,
+                    recv,
                     dst: dst.into_owned(),
                 };
                 return Reply::Ack(last_psn);
             }
-            return self.send_done(&wqe, from_srq, last_psn);
+            return self.send_done(recv, last_psn);
         }
-        let InMsg::Send { wqe, from_srq, dst } = &self.ctx.msg else {
+        let InMsg::Send { recv, dst } = &self.ctx.msg else {
             // A later packet without its first (cannot happen in sequence).
             return self.fatal(WcStatus::RemInvReqErr, psn);
         };
+        let recv = *recv;
         if Cursor::at(dst, from).put_src(&msg.src, from, len).is_err() {
-            let (wqe, from_srq) = (*wqe, *from_srq);
             self.ctx.msg = InMsg::None;
-            self.bad_recv_wqe(&wqe, from_srq);
+            self.bad_recv_wqe(recv);
             return Reply::Nak(psn, WcStatus::RemOpErr);
         }
         self.ctx.epsn = psn_add(psn, count);
         if !last {
             return Reply::Ack(last_psn);
         }
-        let (wqe, from_srq) = (*wqe, *from_srq);
         self.ctx.msg = InMsg::None;
-        self.send_done(&wqe, from_srq, last_psn)
+        self.send_done(recv, last_psn)
     }
 
     /// The last packet of a send arrived: its receive completes (after the invalidation a
     /// `SEND_WITH_INV` asks for).
-    fn send_done(&mut self, wqe: &RecvWqe, from_srq: bool, last_psn: u32) -> Reply {
+    fn send_done(&mut self, recv: Recv, last_psn: u32) -> Reply {
         let msg = self.msg;
-        self.retire_recv(from_srq);
+        self.retire_recv(recv);
         if msg.op == WrOpcode::SendWithInv && !self.invalidate_remote(msg.imm_or_inv) {
             // Class J: the receive completes in error, the responder goes to ERR.
-            self.recv_error(wqe, WcStatus::RemInvReqErr);
+            self.recv_error(recv, WcStatus::RemInvReqErr);
             return self.fatal(WcStatus::RemInvReqErr, last_psn);
         }
-        self.recv_complete(wqe, msg.len, 0);
+        self.recv_complete(recv, msg.len, 0);
         Reply::Ack(last_psn)
     }
 
@@ -761,9 +842,9 @@ impl<'r> Responder<'r, '_> {
             }
             return Reply::Ack(last_psn);
         }
-        if let Some((wqe, from_srq)) = recv {
-            self.retire_recv(from_srq);
-            self.recv_complete(&wqe, msg.len, 0);
+        if let Some(recv) = recv {
+            self.retire_recv(recv);
+            self.recv_complete(recv, msg.len, 0);
         }
         Reply::Ack(last_psn)
     }

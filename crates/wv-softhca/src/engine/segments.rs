@@ -6,7 +6,7 @@ use crate::device::Device;
 use crate::dma::DmaRange;
 use crate::mr::Want;
 use crate::mr_cache::{MrCache, MrRef};
-use crate::qp::{MAX_SGE, Qp, RecvWqe};
+use crate::qp::{MAX_SGE, Qp};
 use crate::wr::Sge;
 
 /// A resolved piece of a scatter/gather list: its region as the side's cache lends it (or
@@ -88,22 +88,15 @@ pub(super) fn resolve_into<'a>(
     Ok(())
 }
 
-/// The buffers of receive WQE `wqe` of `qp`, resolved for the device to write.
+/// The buffers of a receive WQE of `qp` (its SGEs `sges`), resolved for the device to write.
 pub(super) fn resolve_recv<'a>(
     dst: &mut SegList<'a>,
     dev: &Device,
     mrs: &'a MrCache,
     qp: &Qp,
-    wqe: &RecvWqe,
+    sges: impl Iterator<Item = Sge>,
 ) -> Result<(), ()> {
-    resolve_into(
-        dst,
-        dev,
-        mrs,
-        qp.pd,
-        wqe.sges[..wqe.n].iter().copied(),
-        Want::LocalWrite,
-    )
+    resolve_into(dst, dev, mrs, qp.pd, sges, Want::LocalWrite)
 }
 
 /// Where a message's bytes come from.
@@ -141,6 +134,11 @@ impl<'s, 'a> Cursor<'s, 'a> {
             seg: 0,
             off: 0,
         };
+        if pos == 0 {
+            // A message's first burst: no walk (an empty first segment is stepped over by the
+            // copies, as the walk below would have).
+            return cursor;
+        }
         let mut left = pos;
         for seg in segs {
             if left < seg.len {
@@ -188,7 +186,52 @@ impl<'s, 'a> Cursor<'s, 'a> {
         Ok(())
     }
     /// Copies bytes `[from, from + len)` of `src`.
+    #[inline]
     pub(super) fn put_src(&mut self, src: &Src<'_>, from: u64, len: u64) -> Result<(), ()> {
+        match self.put_whole(src, from, len) {
+            Some(done) => done,
+            None => self.put_walk(src, from, len),
+        }
+    }
+    /// [`Cursor::put_src`] of bytes that one source piece holds into one destination segment
+    /// with room for them all (a small message, one SGE each side): one copy, none of the
+    /// walk. `None` for anything else, which the walk copies; where both apply they copy the
+    /// same bytes and fail alike.
+    #[inline]
+    fn put_whole(&mut self, src: &Src<'_>, from: u64, len: u64) -> Option<Result<(), ()>> {
+        let [seg] = self.segs else {
+            return None;
+        };
+        // `seg == 0` keeps `off` inside the segment (`over` moves past a segment it ends at).
+        if self.seg != 0 || len == 0 || len > seg.len - self.off {
+            return None;
+        }
+        let at = seg.off + self.off;
+        let to = &seg.mr.range;
+        let done = match src {
+            Src::Bytes(bytes) => {
+                let bytes = bytes.get(from as usize..(from + len) as usize)?;
+                to.write(at, bytes)
+            }
+            Src::Segs(list) => {
+                let [piece] = list.segs.as_slice() else {
+                    return None;
+                };
+                if from >= piece.len || len > piece.len - from {
+                    return None;
+                }
+                DmaRange::copy(&piece.mr.range, piece.off + from, to, at, len as usize)
+            }
+        };
+        if done.is_err() {
+            return Some(Err(()));
+        }
+        self.off += len;
+        Some(Ok(()))
+    }
+    /// [`Cursor::put_src`] segment by segment, on both sides.
+    #[inline(never)]
+    fn put_walk(&mut self, src: &Src<'_>, from: u64, len: u64) -> Result<(), ()> {
         match src {
             Src::Bytes(bytes) => {
                 let bytes = bytes.get(from as usize..(from + len) as usize).ok_or(())?;

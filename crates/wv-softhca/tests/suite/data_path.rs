@@ -58,6 +58,47 @@ fn a_send_of_many_packets_lands_across_the_receives_pieces() {
 }
 
 #[test]
+fn one_piece_and_several_piece_sends_land_exactly_in_one_piece_receives() {
+    let (p, _f, a, b, _ca, cb, qa, qb) = deterministic_rc_pair();
+    let (src, data, dst) = patterned(&a, 10_000, &b, 32_000, |i| (i % 251) as u8 + 1);
+    // One source piece into one receive piece: a small message at an offset of both, and one of
+    // many packets.
+    post_recv(&qb, 1, dst.sge(7, 100));
+    post_send(&qa, 1, src.sge(3, 64));
+    post_recv(&qb, 2, dst.sge(200, 10_000));
+    post_send(&qa, 2, src.sge(0, 10_000));
+    // Two source pieces into one receive piece, and one source piece into two receive pieces.
+    post_recv(&qb, 3, dst.sge(20_000, 100));
+    let ss = [src.sge(0, 30), src.sge(500, 40)];
+    qa.uvp.post_send(&send_wr(3, WrOpcode::Send, &ss)).unwrap();
+    let rs = [dst.sge(21_000, 10), dst.sge(21_100, 100)];
+    qb.uvp.post_recv(&recv_wr(4, &rs)).unwrap();
+    post_send(&qa, 4, src.sge(1_000, 50));
+    let r = poll_all(&cb);
+    assert_eq!(
+        r.iter()
+            .map(|w| (w.wr_id, w.status, w.byte_len))
+            .collect::<Vec<_>>(),
+        vec![
+            (1, WcStatus::Success, 64),
+            (2, WcStatus::Success, 10_000),
+            (3, WcStatus::Success, 70),
+            (4, WcStatus::Success, 50),
+        ]
+    );
+    let d = dst.buf.to_vec();
+    let mut want = vec![0u8; 32_000];
+    want[7..71].copy_from_slice(&data[3..67]);
+    want[200..10_200].copy_from_slice(&data);
+    want[20_000..20_030].copy_from_slice(&data[..30]);
+    want[20_030..20_070].copy_from_slice(&data[500..540]);
+    want[21_000..21_010].copy_from_slice(&data[1_000..1_010]);
+    want[21_100..21_140].copy_from_slice(&data[1_010..1_050]);
+    assert!(d == want, "every byte where it belongs, and none elsewhere");
+    settle(&p);
+}
+
+#[test]
 fn send_with_imm_write_write_with_imm_and_read() {
     let (p, _f, a, b, ca, cb, qa, qb) = deterministic_rc_pair();
     let (la, rb) = mems(&a, 4096, &b, 4096);
