@@ -449,7 +449,9 @@ pub(crate) fn disconnect<P: Platform, V: Verbs>(
         let mut inner = ep.inner.lock();
         match inner.state() {
             EpState::Connected => {
-                // Parked before the DREQ leaves, so the DREP cannot come first.
+                // Parked before the DREQ leaves, so the DREP cannot come first. A QP moved
+                // first stays in ERROR if this fails; the connection is still up, and the
+                // next DISCONNECT moves it again (ERROR to ERROR) and sends the DREQ.
                 if let Err((req, status)) = ep.disconnect_queue.park(req) {
                     drop(inner);
                     return req.complete(status, 0);
@@ -459,6 +461,8 @@ pub(crate) fn disconnect<P: Platform, V: Verbs>(
                 None
             }
             EpState::ActiveDisconnect | EpState::PassiveDisconnect => Some(req),
+            // Gone meanwhile (removal, an unknown event, a teardown): a QP moved first has
+            // moved where the connection's end leaves it anyway.
             _ => {
                 drop(inner);
                 return req.complete(NtStatus::INVALID_DEVICE_STATE, 0);
