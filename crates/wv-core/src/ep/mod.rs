@@ -195,8 +195,6 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         call(&rdma, &conn)
     }
 
-    /// Replaces the endpoint's CM id (a stale one, of an earlier failed attempt, is
-    /// destroyed). PASSIVE_LEVEL.
     /// Whether `commands` QP commands of the endpoint's device are expected to end sooner
     /// than a hand-off to its work item would start them ([`crate::hand_off`]).
     pub fn inline_pays(&self, commands: u64) -> bool {
@@ -205,6 +203,8 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         })
     }
 
+    /// Replaces the endpoint's CM id (a stale one, of an earlier failed attempt, is
+    /// destroyed). PASSIVE_LEVEL.
     pub(crate) fn bind(&self, binding: Binding<P, V>) {
         let old = self.binding.lock().replace(binding);
         if let Some(old) = old {
