@@ -100,23 +100,44 @@ pub fn listen(policy: Policy) -> io::Result<Option<Listening>> {
         return Ok(None);
     }
     // Ours now: whatever socket is there was left by a service that died.
-    match fs::remove_file(&policy.socket) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    let listener = UnixListener::bind(&policy.socket)?;
-    let sock_mode = if policy.others_allowed() {
+    remove_if_there(&policy.socket)?;
+    let sock_mode = fs::Permissions::from_mode(if policy.others_allowed() {
         0o666
     } else {
         0o600
+    });
+    // Bound, listening and given its mode under a name of its own, then renamed into place: a
+    // client that finds the socket can connect at once. (`UnixListener::bind` creates the file
+    // a moment before it listens, and a connect in that moment is refused.) A path too long
+    // for the extra suffix is bound where it is, as before.
+    let fresh = PathBuf::from(format!("{}.new", policy.socket.display()));
+    remove_if_there(&fresh)?;
+    let listener = match UnixListener::bind(&fresh) {
+        Ok(listener) => {
+            fs::set_permissions(&fresh, sock_mode)?;
+            fs::rename(&fresh, &policy.socket)?;
+            listener
+        }
+        Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+            let listener = UnixListener::bind(&policy.socket)?;
+            fs::set_permissions(&policy.socket, sock_mode)?;
+            listener
+        }
+        Err(e) => return Err(e),
     };
-    fs::set_permissions(&policy.socket, fs::Permissions::from_mode(sock_mode))?;
     Ok(Some(Listening {
         listener,
         _lock: lock,
         policy,
     }))
+}
+
+/// Removes `path` unless there is nothing there.
+fn remove_if_there(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// What the service holds, for `Admin::Stats`: connections, the threads they use, the shared
