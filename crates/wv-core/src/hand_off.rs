@@ -11,10 +11,10 @@
 //! start), and runs the work in the caller's thread only while the commands it needs are
 //! expected to end sooner than a hand-off.
 //!
-//! Two requests use it, both waited for one at a time by the caller that issues them: an
-//! ACCEPT (three commands) and an active DISCONNECT's QP step (one). QP_MODIFY does not: a
-//! caller with several modifies in flight gains from the work items' overlap across QPs
-//! while the commands wait for the device, which this rule does not see.
+//! Three requests use it: an ACCEPT (three commands) and an active DISCONNECT's QP step (one),
+//! both waited for one at a time by the caller that issues them, and a QP_MODIFY, for which
+//! the rule counts the commands of the modifies a caller may keep in flight (see
+//! [`crate::qp_modify`]).
 
 use core::sync::atomic::{AtomicU64, Ordering};
 

@@ -44,8 +44,9 @@
 //! `STATUS_NO_SUCH_DEVICE`; CQ_RESIZE, SRQ_MODIFY and QP_MODIFY report `Information = outlen`
 //! on failure; MRs hold no PD reference and PD_DEALLOCATE deregisters them; QP_QUERY reports
 //! `Options = 0`, `AlternatePkeyIndex = PkeyIndex`, `RnrNakTimeout = 0` and 8-bit access flags.
-//! Changed: QP_MODIFY pends and runs on a work item (`QpModifyMode::Inline` restores OFW);
-//! while the device's QP commands measure shorter than a hand-off to a worker (`hand_off`),
+//! Changed: QP_MODIFY pends and runs on a work item (`QpModifyMode::Inline` restores OFW),
+//! except while the device's QP commands measure much shorter than a hand-off to a worker
+//! (`hand_off`), when it runs in the caller's thread as in OFW; under the same measure
 //! EP_ACCEPT, which OFW always queued, runs in the caller's thread, and an active
 //! EP_DISCONNECT moves its QP to ERROR there before the DREQ rather than after the DREP.
 #![no_std]

@@ -7,12 +7,22 @@
 //! makes sure exactly one drainer work item takes requests out in order. The drainer holds a
 //! share of the device gate only while it calls the controller, so device removal waits for a
 //! running modify and fails the queued ones.
+//!
+//! The work item is there so that the caller never waits for a slow command, and so that a
+//! caller with several modifies in flight has their commands overlap across QPs. Neither pays
+//! when the device's commands are measured much shorter than a hand-off to a worker
+//! ([`crate::hand_off`]): with `n` modifies in flight the work items finish them sooner only
+//! if `n - 1` commands outlast one hand-off. So while [`PIPELINE`] commands are expected to end
+//! before a hand-off would start the first, a modify of a QP with nothing queued runs in the
+//! caller's thread, in the drainer's place (the QP's scheduler is claimed for it, so modifies
+//! of one QP stay in order and a QP destroy waits for it as for a drainer).
 
 use wv_abi::{NtStatus, WV_IO_QP_ATTRIBUTES, read_prefix};
 use wv_hal::{IoRequest, KArc, Platform, RequestQueue, Verbs, WorkItem};
 
 use crate::QpModifyMode;
 use crate::convert::qp_modify_from_abi;
+use crate::hand_off;
 use crate::provider::Provider;
 use crate::qp::QpObj;
 use crate::rdma_device::RdmaDevice;
@@ -38,6 +48,12 @@ fn apply<P: Platform, V: Verbs>(
         Err(e) => verbs_status(e),
     }
 }
+
+/// How many modifies in flight a caller is assumed to overlap on the work items, for the rule
+/// above: eight, as a caller that drives a batch of QPs through their states keeps (the
+/// benchmark's depth); a caller that waits for each modify (librdmacm, OFW's winverbs.dll)
+/// gains nothing from the work item at any depth.
+const PIPELINE: u64 = 8;
 
 /// Completes a modify: `Information = outlen` whatever the outcome (OFW), except for requests
 /// that never reached the controller.
@@ -70,22 +86,39 @@ pub(crate) fn qp_modify<P: Platform, V: Verbs>(
             };
             finish(req, status);
         }
+        QpModifyMode::Async
+            if hand_off::inline_pays(&qp.dev.rdma.commands, &prov.shared.hand_off, PIPELINE)
+                && qp.sched.claim() =>
+        {
+            qp.run_one(req);
+            // A modify parked while this one ran found the scheduler claimed and queued no
+            // drainer: start one for it.
+            if !qp.sched.finish() {
+                start_drainer(prov, qp.arc());
+            }
+        }
         QpModifyMode::Async => {
             if let Err((req, status)) = qp.modify_queue.park(req) {
                 return req.complete(status, 0);
             }
             if qp.sched.kick(prov.platform().now_ns()) {
-                // The QP is its own drainer: the queued work holds a reference on it.
-                let work: KArc<dyn WorkItem> = KArc::clone(qp.arc()).into();
-                if let Err(status) = prov.platform().queue_work(work) {
-                    // No drainer: fail what is queued; the next QP_MODIFY tries again.
-                    loop {
-                        qp.fail_parked(status);
-                        if qp.sched.finish() {
-                            break;
-                        }
-                    }
-                }
+                start_drainer(prov, qp.arc());
+            }
+        }
+    }
+}
+
+/// Queues the QP's drainer; the caller holds the QP's scheduler (a kick that asked for a
+/// drainer, or a claim that ended with modifies parked).
+fn start_drainer<P: Platform, V: Verbs>(prov: &Provider<P, V>, qp: &KArc<QpObj<P, V>>) {
+    // The QP is its own drainer: the queued work holds a reference on it.
+    let work: KArc<dyn WorkItem> = KArc::clone(qp).into();
+    if let Err(status) = prov.platform().queue_work(work) {
+        // No drainer: fail what is queued; the next QP_MODIFY tries again.
+        loop {
+            qp.fail_parked(status);
+            if qp.sched.finish() {
+                break;
             }
         }
     }

@@ -246,6 +246,19 @@ impl<P: Platform> ModifySched<P> {
         }
     }
 
+    /// Takes the drainer's place for a modify the caller runs itself: true when no drainer runs
+    /// (nothing of this QP is queued or running), and then the caller must end with
+    /// [`ModifySched::finish`] as a drainer would. A QP destroy waits for it like for one.
+    pub fn claim(&self) -> bool {
+        let mut state = self.state.lock();
+        if state.running {
+            false
+        } else {
+            state.running = true;
+            true
+        }
+    }
+
     /// Called by the drainer as it starts, at `now_ns`: how long it waited since the kick that
     /// queued it (once per queueing; `None` for a run no kick queued).
     pub fn started(&self, now_ns: u64) -> Option<u64> {
@@ -347,6 +360,23 @@ mod tests {
         assert!(sched.finish());
         sched.wait_idle();
         assert!(sched.kick(0));
+        assert!(sched.finish());
+    }
+
+    #[test]
+    fn a_claim_stands_for_a_drainer() {
+        let platform = HostPlatform::deterministic();
+        let sched = ModifySched::new(&platform).unwrap();
+        assert!(sched.claim(), "nothing runs: the caller may run its modify");
+        assert!(!sched.claim(), "one at a time");
+        assert!(
+            !sched.kick(0),
+            "a modify parked meanwhile waits for the claimer"
+        );
+        assert!(!sched.finish(), "which must then see that it was parked");
+        assert!(sched.finish());
+        assert!(sched.kick(0));
+        assert!(!sched.claim(), "a drainer runs");
         assert!(sched.finish());
     }
 

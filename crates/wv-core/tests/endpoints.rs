@@ -415,22 +415,6 @@ fn connect_and_inline_mode_accepts_run_in_the_callers_thread() {
     expect(&done(&accept), NtStatus::SUCCESS);
 }
 
-/// The hand-off to a worker the measured tests below start from.
-const HAND_OFF_NS: u64 = 50_000;
-
-/// From now on the device's QP commands take `command_ns` each, and the driver has measured
-/// them and a hand-off of [`HAND_OFF_NS`]: one QP_MODIFY (of a QP of its own) whose worker
-/// starts that long after it was queued gives both their first sample.
-fn measured(fx: &Fx, command_ns: u64) {
-    fx.hca.configure(|c| c.modify_ns = command_ns);
-    let warm = Rig::new(fx);
-    let init = modify_in(warm.qp, QpState::Init);
-    let io = pend(&warm.f, WV_IOCTL_QP_MODIFY, &init, 8);
-    fx.platform().advance_clock(HAND_OFF_NS);
-    fx.run();
-    expect(&done(&io), NtStatus::SUCCESS);
-}
-
 /// With the default asynchronous QP modifies, an ACCEPT runs in the caller's thread once the
 /// device's QP commands have measured shorter, all three of it together, than a hand-off to a
 /// worker; slower commands leave it on its work item.

@@ -8,7 +8,9 @@ use common::*;
 use wv_abi::consts::*;
 use wv_abi::ioctl::*;
 use wv_abi::*;
+use wv_core::DriverConfig;
 use wv_hal::{QpState, VerbsError};
+use wv_host::HostPlatform;
 use wv_host::fake_verbs::FakeCall;
 
 #[test]
@@ -469,6 +471,37 @@ fn qp_modify_pends_then_completes_with_state_bytes() {
         fx.hca.qp_state(fx.last_created(FakeCall::CreateQp)),
         Some(QpState::Rtr)
     );
+}
+
+/// In the default mode a QP_MODIFY goes to the work item until the device's commands and a
+/// hand-off to a worker have been measured; then it completes in the caller's thread while
+/// eight commands (the modifies a caller may keep in flight) take less than one hand-off, and
+/// keeps going to the work item when they take longer.
+#[test]
+fn qp_modify_runs_in_the_callers_thread_while_its_commands_are_much_shorter_than_a_hand_off() {
+    // (each command's time, whether the modify completes inline): 8 × 6 µs < 50 µs ≤ 8 × 7 µs.
+    for (command_ns, inline) in [(0, true), (6_000, true), (7_000, false)] {
+        let fx = Fx::with(HostPlatform::deterministic(), DriverConfig::default());
+        let f = fx.open();
+        let qp = qp_reset(&fx, &f, 16).qp;
+        let fake = fx.last_created(FakeCall::CreateQp);
+        // Unmeasured, the warm-up's modify pends (`measured` checks it).
+        measured(&fx, command_ns);
+        for to in [QpState::Init, QpState::Rtr, QpState::Rts] {
+            let io = f.device_io_control(WV_IOCTL_QP_MODIFY, &modify_in(qp, to), 8);
+            assert_eq!(
+                io.pending(),
+                !inline,
+                "commands of {command_ns} ns: the modify should run {}",
+                if inline { "inline" } else { "on its work item" }
+            );
+            fx.run();
+            let st = done(&io);
+            expect(&st, NtStatus::SUCCESS);
+            assert_eq!((st.information, st.output[0]), (8, to as u8));
+        }
+        assert_eq!(fx.hca.qp_state(fake), Some(QpState::Rts));
+    }
 }
 
 #[test]

@@ -313,6 +313,45 @@ fn modify_racing_cancel_and_destroy() {
     });
 }
 
+/// QP_MODIFY in the caller's thread (the device's commands measured far shorter than a
+/// hand-off) racing a second modify of the same QP, which must then wait for it and reach the
+/// pool, and QP_DESTROY, which waits for it as for a drainer: every request ends once, and
+/// nothing is left parked or alive.
+#[test]
+fn modify_in_the_callers_thread_racing_a_queued_one_and_destroy() {
+    model("modify-inline-queued-destroy", || {
+        let s = Stack::new();
+        let (dev, cq) = device_and_cq(&s);
+        let qp = qp_on(&s, dev, cq);
+        // The estimates: one modify whose worker starts 50 µs after it was queued.
+        let warm = s.send(WV_IOCTL_QP_MODIFY, &modify_in(qp), 8);
+        s.p.advance_clock(50_000);
+        s.p.run_work();
+        assert_eq!(s.p.completions_of(warm.id), [NtStatus::SUCCESS]);
+        let pool = Worker::start(&s.p);
+        let (issuer, first) = s.send_from_thread(WV_IOCTL_QP_MODIFY, &modify_in(qp), 8);
+        let second = s.send(WV_IOCTL_QP_MODIFY, &modify_in(qp), 8);
+        let destroy = s.send(WV_IOCTL_QP_DESTROY, &qp.to_ne_bytes(), 0);
+        issuer.join().unwrap();
+        pool.stop();
+        // Either may be the one run in its caller's thread, the other queued behind it (and
+        // then cancelled by the destroy, or run by the pool), or both find the QP destroyed.
+        for modify in [&first, &second] {
+            once(
+                &s.p,
+                modify,
+                &[NtStatus::SUCCESS, NtStatus::CANCELLED, NtStatus::NOT_FOUND],
+            );
+        }
+        once(
+            &s.p,
+            &destroy,
+            &[NtStatus::SUCCESS, NtStatus::ACCESS_DENIED],
+        );
+        s.finish();
+    });
+}
+
 /// QP_MODIFY racing the last handle's close (cleanup cancels queued modifies and waits for the
 /// running one).
 #[test]

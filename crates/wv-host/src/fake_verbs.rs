@@ -151,8 +151,9 @@ pub struct FakeConfig {
     pub ca: CaAttributes,
     /// The ports, port 1 first.
     pub ports: Vec<FakePort>,
-    /// How long each `modify_qp` takes in deterministic mode: it moves the injected clock
-    /// forward by this much (0, instant, by default). The threaded mode's clock is the real one.
+    /// How long each `modify_qp` takes (0, instant, by default): in deterministic mode it moves
+    /// the injected clock forward by this much; in threaded mode, whose clock is the real one,
+    /// the call sleeps that long.
     pub modify_ns: u64,
 }
 
@@ -1227,8 +1228,12 @@ impl Verbs for FakeVerbs {
             }
         }
         let modify_ns = self.config.lock().modify_ns;
-        if modify_ns > 0 && self.platform.is_deterministic() {
-            self.platform.advance_clock(modify_ns);
+        if modify_ns > 0 {
+            if self.platform.is_deterministic() {
+                self.platform.advance_clock(modify_ns);
+            } else {
+                std::thread::sleep(std::time::Duration::from_nanos(modify_ns));
+            }
         }
         let port_ok = match modify {
             QpModify::Init(init) => self.port(init.port).is_ok(),

@@ -222,6 +222,9 @@ struct Shared {
     work: Mutex<VecDeque<KArc<dyn WorkItem>>>,
     /// Live queues, so the I/O manager can find the one a request is parked in.
     queues: Mutex<Vec<Arc<QueueInner>>>,
+    /// The clock, moved only by [`LoomPlatform::advance_clock`]: the core reads it for its
+    /// estimates, not to synchronise, so it is not one of the atomics loom explores.
+    clock_ns: std::sync::atomic::AtomicU64,
 }
 
 /// The loom platform; clones are the same platform.
@@ -244,8 +247,16 @@ impl LoomPlatform {
                 next_id: AtomicU64::new(1),
                 work: Mutex::new(VecDeque::new()),
                 queues: Mutex::new(Vec::new()),
+                clock_ns: std::sync::atomic::AtomicU64::new(0),
             }),
         }
+    }
+
+    /// Moves the clock forward by `ns`.
+    pub fn advance_clock(&self, ns: u64) {
+        self.shared
+            .clock_ns
+            .fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A new request (an IRP the I/O manager built) with `input` and room for `output_len`.
@@ -389,7 +400,9 @@ impl Platform for LoomPlatform {
     fn paged_code(&self) {}
 
     fn now_ns(&self) -> u64 {
-        0
+        self.shared
+            .clock_ns
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -64,8 +64,18 @@ impl Fx {
         Fx::with(mode(), DriverConfig::default())
     }
 
+    /// On the threaded host model, with a controller whose QP commands take 5 ms: far longer
+    /// than a hand-off to a worker, so every QP_MODIFY goes to the work item whose races the
+    /// threaded tests are about (a faster controller's modifies run in the caller's thread).
     pub fn threaded() -> Fx {
-        Fx::with(HostPlatform::threaded(4), DriverConfig::default())
+        Fx::with_hca(
+            HostPlatform::threaded(4),
+            DriverConfig::default(),
+            FakeConfig {
+                modify_ns: 5_000_000,
+                ..FakeConfig::default()
+            },
+        )
     }
 
     pub fn config(config: DriverConfig) -> Fx {
@@ -271,6 +281,28 @@ pub fn qp(file: &WvFile, pd: u64, scq: u64, rcq: u64, srq: u64) -> u64 {
     let st = qp_create(file, pd, scq, rcq, srq);
     expect(&st, NtStatus::SUCCESS);
     out::<WV_IO_QP_CREATE>(&st).Id.Id
+}
+
+/// The hand-off to a worker the measured tests start from.
+#[allow(dead_code)]
+pub const HAND_OFF_NS: u64 = 50_000;
+
+/// From now on the device's QP commands take `command_ns` each, and the driver has measured
+/// them and a hand-off of [`HAND_OFF_NS`]: one QP_MODIFY (of a QP on a file of its own) whose
+/// worker starts that long after it was queued gives both their first sample. Deterministic
+/// fixtures only.
+#[allow(dead_code)]
+pub fn measured(fx: &Fx, command_ns: u64) {
+    fx.hca.configure(|c| c.modify_ns = command_ns);
+    let f = fx.open();
+    let dev = open_device(fx, &f);
+    let pd = alloc_pd(&f, dev);
+    let cq = cq(&f, dev, 16);
+    let qp = qp(&f, pd, cq, cq, 0);
+    let io = pend(&f, WV_IOCTL_QP_MODIFY, &modify_in(qp, QpState::Init), 8);
+    fx.platform().advance_clock(HAND_OFF_NS);
+    fx.run();
+    expect(&done(&io), NtStatus::SUCCESS);
 }
 
 pub fn modify_in(qp: u64, to: QpState) -> Vec<u8> {

@@ -310,7 +310,7 @@ fn modify_to<F: RawFile>(
     want: u8,
     what: &str,
 ) -> Result<WV_IO_QP_ATTRIBUTES, String> {
-    let st = wait(park(f, WV_IOCTL_QP_MODIFY, input, 8)?, what)?;
+    let st = wait(submit(f, WV_IOCTL_QP_MODIFY, input, 8), what)?;
     expect_info(&st, NtStatus::SUCCESS, 8, what)?;
     let attr = query_qp(f, qp)?;
     ensure!(

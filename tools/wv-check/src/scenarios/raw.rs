@@ -151,6 +151,13 @@ pub fn call<F: RawFile>(
     wait(io, &code_name(code))
 }
 
+/// Issues a request that may pend or complete at once (QP_MODIFY: on a work item, or in the
+/// caller's thread while the device's commands measure shorter than a hand-off to one); either
+/// is what an overlapped DeviceIoControl gives a WinVerbs client.
+pub fn submit<F: RawFile>(f: &F, code: u32, input: &[u8], out_len: usize) -> F::Io {
+    f.device_io_control(code, input, out_len)
+}
+
 /// Issues a request the driver must park (pend), and returns it still in flight.
 pub fn park<F: RawFile>(f: &F, code: u32, input: &[u8], out_len: usize) -> Result<F::Io, String> {
     let io = f.device_io_control(code, input, out_len);
