@@ -300,12 +300,13 @@ extern "C" fn evt_file_close(file: WDFFILEOBJECT) {
     }
 }
 
-/// The driver core's dispatch of one IOCTL.
-fn dispatch(request: Request) {
+/// The driver core's dispatch of one IOCTL sent on `file` (the request's file object, which
+/// each caller has asked the framework for already).
+fn dispatch(request: Request, file: Option<WDFFILEOBJECT>) {
     // No file object (a kernel-mode `IoBuildDeviceIoControlRequest`): no provider to run it
     // for. `EvtIoInCallerContext` already refused it; this keeps the context lookup from ever
     // seeing a NULL handle (a bug check).
-    let Some(file) = request.owned().file_object() else {
+    let Some(file) = file else {
         return request.complete(wv_abi::NtStatus::INVALID_DEVICE_REQUEST, 0);
     };
     // SAFETY: a file object of the control device, alive while its request is pending.
@@ -326,14 +327,15 @@ extern "C" fn evt_io_in_caller_context(device: WDFDEVICE, request: WDFREQUEST) {
     // SAFETY: the request the framework handed to this callback, owned by the driver now.
     let request = unsafe { OwnedRequest::from_raw(request) };
     if let Some(parameters) = request.ioctl() {
+        let file = request.file_object();
         let route = in_caller_context(
             parameters.code,
             WdfPlatform.irql(),
             request.requestor(),
-            request.file_object().is_some(),
+            file.is_some(),
         );
         match route {
-            CallerContext::Dispatch => return dispatch(Request::new(request, parameters)),
+            CallerContext::Dispatch => return dispatch(Request::new(request, parameters), file),
             CallerContext::Refuse(status) => return request.complete(status.0 as NTSTATUS, 0),
             CallerContext::Enqueue => {}
         }
@@ -362,5 +364,6 @@ extern "C" fn evt_io_device_control(
         input_len: input_buffer_length,
         output_len: output_buffer_length,
     };
-    dispatch(Request::new(request, parameters));
+    let file = request.file_object();
+    dispatch(Request::new(request, parameters), file);
 }
