@@ -675,6 +675,44 @@ fn connect_checks_before_it_parks() {
     assert_eq!(fx.cm.sent(FakeCmOp::SendRep).len(), 1);
 }
 
+/// A GET_REQUEST that waits when the REQ comes is filled by the listen's sink, in the CM's DPC
+/// (OFW's listen callback takes the request there): it completes from the CM's event alone,
+/// with no work item run or queued. One that comes after the REQ is paired by the listener's
+/// work item, as before; the next REQ then finds no GET_REQUEST and waits for one.
+#[test]
+fn a_waiting_get_request_is_filled_by_the_cms_event_alone() {
+    let (fx, r) = rigged();
+    let (listener, ep, get, lid) = listening(&fx, &r.f);
+    assert_eq!(fx.platform().queued(), 0, "nothing announced: no work item");
+    assert!(fx.cm.incoming_request(lid, incoming(b"first")));
+    assert_eq!(fx.platform().queued(), 1, "the CM's DPC");
+    assert!(fx.platform().run_one(), "the CM's DPC");
+    // Checked before `done`, which runs whatever is queued.
+    assert!(get.is_complete(), "completed in the CM's DPC");
+    assert_eq!(fx.platform().queued(), 0, "no work item");
+    expect(&done(&get), NtStatus::SUCCESS);
+    assert_eq!(&query(&r.f, ep).connect().Data[..5], b"first");
+    let taken = fx.cm.last_id(FakeCmOp::GetRequest).unwrap();
+    assert_eq!(fx.cm.cep_state(taken), Some(CepState::ReqRcvd));
+
+    // The REQ first: nothing waits for it, so the sink leaves it to the work item.
+    assert!(fx.cm.incoming_request(lid, incoming(b"second")));
+    assert!(fx.platform().run_one(), "the CM's DPC");
+    fx.run();
+    let later = ep_create(&r.f);
+    let get = ep_get_request(listener, later).pend(&r.f);
+    assert!(
+        !get.is_complete(),
+        "paired by the work item, not in the caller's thread"
+    );
+    assert!(fx.platform().queued() > 0, "the work item is due");
+    fx.run();
+    expect(&done(&get), NtStatus::SUCCESS);
+    assert_eq!(&query(&r.f, later).connect().Data[..6], b"second");
+    assert_eq!(fx.cm.sent(FakeCmOp::GetRequest).len(), 2);
+    assert!(fx.cm.sent(FakeCmOp::SendRej).is_empty(), "nothing refused");
+}
+
 #[test]
 fn listen_get_request_and_the_passive_accept() {
     let (fx, r) = rigged();

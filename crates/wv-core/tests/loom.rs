@@ -688,7 +688,7 @@ fn ep_model(name: &str, f: impl Fn(&EpStack) + Sync + Send + 'static) {
 }
 
 /// A GET_REQUEST parked on a listener racing the peer's REQ (the CM's DPC calls the listen's
-/// sink; the pool then pairs it), EP_CANCEL of the listener and the I/O manager's cancel of the
+/// sink, which fills it there, or leaves it to the pool), EP_CANCEL of the listener and the I/O manager's cancel of the
 /// GET_REQUEST. A GET_REQUEST that succeeds leaves its endpoint able to answer the request; one
 /// that is cancelled gives it back; either way the listener's hold on it is dropped.
 #[test]
@@ -725,6 +725,30 @@ fn get_request_racing_the_req_ep_cancel_and_destroy() {
         once(p, &cancel, &[NtStatus::SUCCESS]);
         once(p, &get, &[NtStatus::SUCCESS, NtStatus::CANCELLED]);
         once(p, &destroy, &[NtStatus::SUCCESS, NtStatus::ACCESS_DENIED]);
+    });
+}
+
+/// The listen's sink filling a waiting GET_REQUEST in the CM's DPC (it takes the request
+/// there, no work item) racing EP_DESTROY of the listener and the I/O manager's cancel of the
+/// GET_REQUEST: the sink's fill, the listener's teardown (which gives the endpoint back and
+/// destroys the listen's id, waiting for the sink) and the cancel meet on the fill's mark. An
+/// id the sink took for an endpoint given back meanwhile is parked for the work item or the
+/// teardown, never lost (the end-of-model check counts live CM ids).
+#[test]
+fn listen_sink_fill_racing_listener_destroy_and_cancel_io() {
+    ep_model("ep-listen-sink-destroy-cancelio", |e| {
+        let (listener, ep, get, dpc) = e.get_request_meeting_a_req();
+        let destroyer = e.send_on_thread(WV_IOCTL_EP_DESTROY, u64_in(listener));
+        e.s.p.cancel(&get);
+        dpc.join().unwrap();
+        let destroy = destroyer.join().unwrap();
+        let p = &e.s.p;
+        once(p, &destroy, &[NtStatus::SUCCESS]);
+        if once(p, &get, &[NtStatus::SUCCESS, NtStatus::CANCELLED]) == NtStatus::SUCCESS {
+            let reject = e.send(WV_IOCTL_EP_REJECT, &io_id(ep, 0, 0), 0);
+            once(p, &reject, &[NtStatus::SUCCESS]);
+        }
+        e.inline(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0, NtStatus::SUCCESS);
     });
 }
 
