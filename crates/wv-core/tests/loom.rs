@@ -694,19 +694,28 @@ fn ep_model(name: &str, f: impl Fn(&EpStack) + Sync + Send + 'static) {
 #[test]
 fn get_request_racing_the_req_ep_cancel_and_cancel_io() {
     ep_model("ep-get-request-req-cancel-cancelio", |e| {
-        let (ep, get, cancel) = e
-            .get_request_cancelled_meeting_a_req(WV_IOCTL_EP_CANCEL, |listener, _| {
-                u64_in(listener)
-            });
-        let p = &e.s.p;
-        once(p, &cancel, &[NtStatus::SUCCESS]);
-        if once(p, &get, &[NtStatus::SUCCESS, NtStatus::CANCELLED]) == NtStatus::SUCCESS {
-            // The endpoint holds the request: it can refuse it.
-            let reject = e.send(WV_IOCTL_EP_REJECT, &io_id(ep, 0, 0), 0);
-            once(p, &reject, &[NtStatus::SUCCESS]);
-        }
-        e.inline(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0, NtStatus::SUCCESS);
+        listener_request_meeting_the_race(e, WV_IOCTL_EP_CANCEL);
     });
+}
+
+/// [`EpStack::get_request_cancelled_meeting_a_req`] with `code` on the listener, which
+/// succeeds, and then [`filled_or_cancelled`].
+fn listener_request_meeting_the_race(e: &EpStack, code: u32) {
+    let (ep, get, other) =
+        e.get_request_cancelled_meeting_a_req(code, |listener, _| u64_in(listener));
+    once(&e.s.p, &other, &[NtStatus::SUCCESS]);
+    filled_or_cancelled(e, ep, &get);
+}
+
+/// The GET_REQUEST `get` for endpoint `ep` ended well, and the endpoint holds the request (it
+/// can refuse it), or cancelled; either way nothing holds the endpoint any more.
+fn filled_or_cancelled(e: &EpStack, ep: u64, get: &Irp) {
+    let p = &e.s.p;
+    if once(p, get, &[NtStatus::SUCCESS, NtStatus::CANCELLED]) == NtStatus::SUCCESS {
+        let reject = e.send(WV_IOCTL_EP_REJECT, &io_id(ep, 0, 0), 0);
+        once(p, &reject, &[NtStatus::SUCCESS]);
+    }
+    e.inline(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0, NtStatus::SUCCESS);
 }
 
 /// The same race with the endpoint destroyed as soon as the listener gives it back: the pool's
@@ -737,18 +746,7 @@ fn get_request_racing_the_req_ep_cancel_and_destroy() {
 #[test]
 fn listen_sink_fill_racing_listener_destroy_and_cancel_io() {
     ep_model("ep-listen-sink-destroy-cancelio", |e| {
-        let (listener, ep, get, dpc) = e.get_request_meeting_a_req();
-        let destroyer = e.send_on_thread(WV_IOCTL_EP_DESTROY, u64_in(listener));
-        e.s.p.cancel(&get);
-        dpc.join().unwrap();
-        let destroy = destroyer.join().unwrap();
-        let p = &e.s.p;
-        once(p, &destroy, &[NtStatus::SUCCESS]);
-        if once(p, &get, &[NtStatus::SUCCESS, NtStatus::CANCELLED]) == NtStatus::SUCCESS {
-            let reject = e.send(WV_IOCTL_EP_REJECT, &io_id(ep, 0, 0), 0);
-            once(p, &reject, &[NtStatus::SUCCESS]);
-        }
-        e.inline(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0, NtStatus::SUCCESS);
+        listener_request_meeting_the_race(e, WV_IOCTL_EP_DESTROY);
     });
 }
 
