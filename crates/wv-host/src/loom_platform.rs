@@ -713,7 +713,8 @@ impl LoomCm {
     }
 
     /// A peer's REQ reaches the oldest listening id: it is queued there and the listen's sink
-    /// gets `ReqReceived`, on the calling thread (the CM's DPC). False when nobody listens.
+    /// gets `ReqReceived`, on the calling thread (the CM's DPC). False when nobody listens
+    /// (also when the listen went before its sink got the event).
     pub fn peer_request(&self, req: CmReqEvent) -> bool {
         let listen = {
             let mut state = self.state.lock().unwrap();
@@ -729,14 +730,13 @@ impl LoomCm {
                 None => return false,
             }
         };
-        self.call(listen, CmEvent::ReqReceived);
-        true
+        self.call(listen, CmEvent::ReqReceived)
     }
 
     /// The peer sends `message` to the oldest id whose CEP state a real peer could send it to
     /// (see [`PeerMessage`]); its state follows and its sink gets the event on the calling
     /// thread (the CM's DPC). False when no id is in such a state: the peer has nothing to
-    /// answer yet, or the id is gone.
+    /// answer yet, or the id is gone (also when it went before its sink got the event).
     pub fn peer(&self, message: PeerMessage) -> bool {
         let id = {
             let (from, to) = message.transition();
@@ -753,7 +753,7 @@ impl LoomCm {
         match message {
             PeerMessage::Rep => {
                 let rep: CmRepEvent = crate::fake_cm::peer_rep(b"");
-                self.call(id, CmEvent::RepReceived(&rep));
+                self.call(id, CmEvent::RepReceived(&rep))
             }
             PeerMessage::Rej => self.call(
                 id,
@@ -764,18 +764,14 @@ impl LoomCm {
                 },
             ),
             PeerMessage::Rtu => self.call(id, CmEvent::RtuReceived { private_data: &[] }),
-            PeerMessage::Dreq => {
-                self.call(id, CmEvent::DreqReceived { private_data: &[] });
-            }
-            PeerMessage::Drep => {
-                self.call(id, CmEvent::DrepReceived { private_data: &[] });
-            }
+            PeerMessage::Dreq => self.call(id, CmEvent::DreqReceived { private_data: &[] }),
+            PeerMessage::Drep => self.call(id, CmEvent::DrepReceived { private_data: &[] }),
         }
-        true
     }
 
-    /// Calls id `id`'s sink, if the id still lives, with no lock held (see [`LoomCm::sinks`]).
-    fn call(&self, id: u64, event: CmEvent<'_>) {
+    /// Calls id `id`'s sink, if the id still lives, with no lock held (see [`LoomCm::sinks`]);
+    /// returns whether it did.
+    fn call(&self, id: u64, event: CmEvent<'_>) -> bool {
         let sink = {
             let mut sinks = self.sinks.lock().unwrap();
             let Some(sink) = sinks
@@ -785,7 +781,7 @@ impl LoomCm {
                 .map(|(_, s)| KArc::clone(s))
             else {
                 // Destroyed since the message changed its state: the event is dropped.
-                return;
+                return false;
             };
             sinks.running.push(id);
             sink
@@ -796,6 +792,7 @@ impl LoomCm {
             sinks.running.swap_remove(at);
         }
         self.idle.notify_all();
+        true
     }
 
     /// A new id in `cep` reporting to `events`.

@@ -395,6 +395,12 @@ pub(crate) fn announced<P: Platform, V: Verbs>(listener: &EpObj<P, V>) -> bool {
     // found: nothing is allocated for a request no GET_REQUEST waits for, and a short memory
     // leaves the request to the work item's fill, which reports it.
     let Ok(made) = make(&ep) else { return true };
+    // The fill runs inside the listener's work gate, as the work item's does: its teardown
+    // closes and drains the gate before it destroys the listen's id, which must then be unused
+    // (the fill holds it while it asks the CM). Closed: the teardown ends everything.
+    let Some(_running) = listener.work.share() else {
+        return false;
+    };
     let req = {
         let mut inner = listener.inner.lock();
         // One refused id at most waits for the work item: the slot is filled only by a fill
