@@ -263,7 +263,8 @@ pub(crate) fn release_waiters<P: Platform, V: Verbs>(listener: &EpObj<P, V>, sta
 /// answered `STATUS_ACCESS_DENIED` until the listener was cancelled.
 ///
 /// Each GET_REQUEST waits in its own endpoint's queue, so an endpoint has lost its request
-/// when that queue is empty and no fill is taking it, checked under the listener's lock. IRQL <= DISPATCH_LEVEL.
+/// when that queue is empty and no fill is taking it, checked under the listener's lock.
+/// IRQL <= DISPATCH_LEVEL.
 pub(crate) fn reap<P: Platform, V: Verbs>(listener: &EpObj<P, V>) {
     loop {
         let orphan = {
