@@ -547,6 +547,7 @@ entry_points! {
 
 entry_points! {
     /// `get_request_ex`: the new id reports to `callback` and `context` from its creation on.
+    /// IRQL <= DISPATCH_LEVEL, also from inside the listen id's own callback, as AL allows.
     ///
     /// # Safety
     /// The caller keeps the C contract of the table entry:

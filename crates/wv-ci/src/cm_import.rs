@@ -315,6 +315,9 @@ impl ConnectionManager for CiCm {
         check(status)
     }
 
+    /// `get_request_ex`, which AL allows at IRQL <= DISPATCH_LEVEL and from inside the listen's
+    /// own callback (OFW's `WvEpIbListenHandler` calls it there). Allocates the new id's
+    /// context from non-paged memory and waits for nothing.
     fn get_request(
         &self,
         listen: &CiCmId,

@@ -148,7 +148,9 @@ fn endpoint_cases() -> Vec<Case> {
         Case {
             // The listener's work item, run by the request, also refuses the requests beyond
             // the backlog: that refusal allocates nothing, so every refused allocation is the
-            // GET_REQUEST's.
+            // GET_REQUEST's. The first announcement finds it waiting: the listen's sink fills
+            // it (the new id's sink and record), and when either allocation fails the sink
+            // leaves the request to the work item, whose own fill succeeds.
             name: "EP_GET_REQUEST (more requests waiting than the backlog keeps)",
             code: Ioctl::EpGetRequest,
             setup: |fx, f, _| {
@@ -162,7 +164,7 @@ fn endpoint_cases() -> Vec<Case> {
                 assert!(fx.platform().queued() > 0, "the CM's DPC waits");
                 (get_request_in(listener, ep), 0)
             },
-            statuses: &[NO_MEMORY; 3],
+            statuses: &[NO_MEMORY, NtStatus::SUCCESS, NtStatus::SUCCESS],
         },
         Case {
             name: "EP_CONNECT (a routed endpoint)",
@@ -236,14 +238,17 @@ fn every_allocation_of_every_ioctl_path_can_fail() {
                 "{} #{n}: a lower-device object was left behind",
                 case.name
             );
-            // The stack is healthy: the same request now does what it did before.
-            let again = issue(&fx, &f, code.code(), &input, out_len);
-            assert_eq!(
-                status(&again),
-                status(&normal),
-                "{} #{n}: not healthy afterwards",
-                case.name
-            );
+            // The stack is healthy: the same request now does what it did before (one that
+            // succeeded all the same, by another way, did it already and used its endpoint).
+            if status(&st) != NtStatus::SUCCESS {
+                let again = issue(&fx, &f, code.code(), &input, out_len);
+                assert_eq!(
+                    status(&again),
+                    status(&normal),
+                    "{} #{n}: not healthy afterwards",
+                    case.name
+                );
+            }
             drop(f);
             drop(fx); // the verifier's teardown check
             points += 1;

@@ -204,9 +204,10 @@ fn accepting(fx: &Fx, r: &Rig) -> (u64, u64, Io) {
     (ep, cm_id, io)
 }
 
-/// The listener's EP_CANCEL, and `destroy`'s EP_DESTROY after it, while the CM hands a new
-/// request over for the GET_REQUEST `io` (which is in no queue then): the GET_REQUEST ends
-/// cancelled and the id the CM handed over is destroyed; returns that id.
+/// The listener's EP_CANCEL, and `destroy`'s EP_DESTROY after it, while the listen's sink
+/// takes a new request for the waiting GET_REQUEST `io` (which is in no queue then): the
+/// GET_REQUEST ends cancelled in the CM's DPC, and the id the CM handed over waits for the
+/// listener's work item, which destroys it; returns that id.
 fn cancel_during_hand_over(
     fx: &Fx,
     f: &WvFile,
@@ -215,6 +216,25 @@ fn cancel_during_hand_over(
     destroy: Option<u64>,
 ) -> u64 {
     assert!(fx.cm.incoming_request(lid, incoming(b"")));
+    cancel_during_next_get_request(fx, f, listener, destroy);
+    assert!(fx.platform().run_one(), "the CM's DPC");
+    assert!(io.is_complete(), "ended in the DPC");
+    let taken = fx.cm.last_id(FakeCmOp::GetRequest);
+    assert!(
+        taken.is_some_and(|id| fx.cm.live_ids().contains(&id)),
+        "the refused id waits for the work item"
+    );
+    assert!(
+        fx.cm.sent(FakeCmOp::SendRej).is_empty(),
+        "no REJ from the DPC"
+    );
+    fx.run();
+    refused_hand_over(fx, io)
+}
+
+/// The listener's EP_CANCEL, and `destroy`'s EP_DESTROY after it, during the CM's next
+/// `get_request`.
+fn cancel_during_next_get_request(fx: &Fx, f: &WvFile, listener: u64, destroy: Option<u64>) {
     let file = f.reference();
     fx.cm.during_next(FakeCmOp::GetRequest, move || {
         let st = file.device_io_control(WV_IOCTL_EP_CANCEL, &u64_in(listener), 0);
@@ -224,7 +244,11 @@ fn cancel_during_hand_over(
             expect(&st.wait(), NtStatus::SUCCESS);
         }
     });
-    fx.run();
+}
+
+/// The GET_REQUEST `io` ended cancelled and the id the CM handed over for it is destroyed;
+/// returns that id.
+fn refused_hand_over(fx: &Fx, io: &Io) -> u64 {
     expect(&done(io), NtStatus::CANCELLED);
     let taken = fx
         .cm
@@ -673,6 +697,44 @@ fn connect_checks_before_it_parks() {
     fx.run();
     assert!(!accept.is_complete(), "the first waits for the RTU");
     assert_eq!(fx.cm.sent(FakeCmOp::SendRep).len(), 1);
+}
+
+/// A GET_REQUEST that waits when the REQ comes is filled by the listen's sink, in the CM's DPC
+/// (OFW's listen callback takes the request there): it completes from the CM's event alone,
+/// with no work item run or queued. One that comes after the REQ is paired by the listener's
+/// work item, as before; the next REQ then finds no GET_REQUEST and waits for one.
+#[test]
+fn a_waiting_get_request_is_filled_by_the_cms_event_alone() {
+    let (fx, r) = rigged();
+    let (listener, ep, get, lid) = listening(&fx, &r.f);
+    assert_eq!(fx.platform().queued(), 0, "nothing announced: no work item");
+    assert!(fx.cm.incoming_request(lid, incoming(b"first")));
+    assert_eq!(fx.platform().queued(), 1, "the CM's DPC");
+    assert!(fx.platform().run_one(), "the CM's DPC");
+    // Checked before `done`, which runs whatever is queued.
+    assert!(get.is_complete(), "completed in the CM's DPC");
+    assert_eq!(fx.platform().queued(), 0, "no work item");
+    expect(&done(&get), NtStatus::SUCCESS);
+    assert_eq!(&query(&r.f, ep).connect().Data[..5], b"first");
+    let taken = fx.cm.last_id(FakeCmOp::GetRequest).unwrap();
+    assert_eq!(fx.cm.cep_state(taken), Some(CepState::ReqRcvd));
+
+    // The REQ first: nothing waits for it, so the sink leaves it to the work item.
+    assert!(fx.cm.incoming_request(lid, incoming(b"second")));
+    assert!(fx.platform().run_one(), "the CM's DPC");
+    fx.run();
+    let later = ep_create(&r.f);
+    let get = ep_get_request(listener, later).pend(&r.f);
+    assert!(
+        !get.is_complete(),
+        "paired by the work item, not in the caller's thread"
+    );
+    assert!(fx.platform().queued() > 0, "the work item is due");
+    fx.run();
+    expect(&done(&get), NtStatus::SUCCESS);
+    assert_eq!(&query(&r.f, later).connect().Data[..6], b"second");
+    assert_eq!(fx.cm.sent(FakeCmOp::GetRequest).len(), 2);
+    assert!(fx.cm.sent(FakeCmOp::SendRej).is_empty(), "nothing refused");
 }
 
 #[test]
@@ -1259,6 +1321,24 @@ fn ep_cancel_while_the_listener_takes_the_request_refuses_it() {
     let mut reject = id(ep, 0, 0);
     reject.extend_from_slice(b"no");
     expect_ioctl(&f, WV_IOCTL_EP_REJECT, &reject, 0, NtStatus::SUCCESS);
+}
+
+/// The same when the request came before the GET_REQUEST: the listen's sink found nothing
+/// waiting, so the listener's work item takes the request, and it rejects and destroys the
+/// refused id itself (the sink parks such an id for the work item instead).
+#[test]
+fn ep_cancel_while_the_work_item_takes_the_request_refuses_it() {
+    let (fx, f) = fx_file();
+    let (listener, lid) = listener_on(&fx, &f, 7001, 4);
+    assert!(fx.cm.incoming_request(lid, incoming(b"")));
+    fx.run();
+    let ep = ep_create(&f);
+    cancel_during_next_get_request(&fx, &f, listener, None);
+    let io = ep_get_request(listener, ep).pend(&f);
+    assert!(!io.is_complete(), "the work item takes the request");
+    let taken = refused_hand_over(&fx, &io);
+    let rej = fx.cm.sent(FakeCmOp::SendRej);
+    assert_eq!(rej.iter().map(|c| c.id).collect::<Vec<_>>(), [taken]);
 }
 
 /// The same with the endpoint destroyed as soon as it is given back: the new connection must

@@ -585,32 +585,40 @@ impl EpStack {
 
     /// A listener with an idle endpoint's GET_REQUEST parked on it, and a model thread on
     /// which the peer's REQ arrives and the pool runs: the listener, the endpoint, the
-    /// GET_REQUEST and that thread.
-    fn get_request_meeting_a_req(&self) -> (u64, u64, Arc<Irp>, loom::thread::JoinHandle<()>) {
+    /// GET_REQUEST and that thread, which returns whether the listen's sink heard the REQ (a
+    /// listener destroyed first does not).
+    fn get_request_meeting_a_req(&self) -> (u64, u64, Arc<Irp>, loom::thread::JoinHandle<bool>) {
         let listener = self.listener(1);
         let ep = self.idle();
         let get = self.send(WV_IOCTL_EP_GET_REQUEST, &get_request_in(listener, ep), 0);
         // Its kick's work item: no request announced yet, nothing to pair.
         self.s.p.run_work();
         let dpc = self.spawn_cm(|cm, p| {
-            assert!(cm.peer_request(incoming(b"")));
+            let heard = cm.peer_request(incoming(b""));
             p.run_work();
+            heard
         });
         (listener, ep, get, dpc)
     }
 
     /// [`Self::get_request_meeting_a_req`] with the I/O manager's cancel of the GET_REQUEST
     /// racing the REQ and a request `input(listener, endpoint)` of `code` sent from another
-    /// model thread: the endpoint, the GET_REQUEST and that request, once both threads ended.
+    /// model thread: the endpoint, the GET_REQUEST and that request, once both threads ended;
+    /// the listen's sink heard the REQ unless `code` destroys the listener.
     fn get_request_cancelled_meeting_a_req(
         &self,
         code: u32,
         input: impl FnOnce(u64, u64) -> Vec<u8>,
     ) -> (u64, Arc<Irp>, Arc<Irp>) {
         let (listener, ep, get, dpc) = self.get_request_meeting_a_req();
-        let other = self.send_on_thread(code, input(listener, ep));
+        let input = input(listener, ep);
+        let destroys_listener = code == WV_IOCTL_EP_DESTROY && input == u64_in(listener);
+        let other = self.send_on_thread(code, input);
         self.s.p.cancel(&get);
-        dpc.join().unwrap();
+        assert!(
+            dpc.join().unwrap() || destroys_listener,
+            "the REQ was heard"
+        );
         (ep, get, other.join().unwrap())
     }
 
@@ -688,25 +696,34 @@ fn ep_model(name: &str, f: impl Fn(&EpStack) + Sync + Send + 'static) {
 }
 
 /// A GET_REQUEST parked on a listener racing the peer's REQ (the CM's DPC calls the listen's
-/// sink; the pool then pairs it), EP_CANCEL of the listener and the I/O manager's cancel of the
+/// sink, which fills it there, or leaves it to the pool), EP_CANCEL of the listener and the I/O manager's cancel of the
 /// GET_REQUEST. A GET_REQUEST that succeeds leaves its endpoint able to answer the request; one
 /// that is cancelled gives it back; either way the listener's hold on it is dropped.
 #[test]
 fn get_request_racing_the_req_ep_cancel_and_cancel_io() {
     ep_model("ep-get-request-req-cancel-cancelio", |e| {
-        let (ep, get, cancel) = e
-            .get_request_cancelled_meeting_a_req(WV_IOCTL_EP_CANCEL, |listener, _| {
-                u64_in(listener)
-            });
-        let p = &e.s.p;
-        once(p, &cancel, &[NtStatus::SUCCESS]);
-        if once(p, &get, &[NtStatus::SUCCESS, NtStatus::CANCELLED]) == NtStatus::SUCCESS {
-            // The endpoint holds the request: it can refuse it.
-            let reject = e.send(WV_IOCTL_EP_REJECT, &io_id(ep, 0, 0), 0);
-            once(p, &reject, &[NtStatus::SUCCESS]);
-        }
-        e.inline(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0, NtStatus::SUCCESS);
+        listener_request_meeting_the_race(e, WV_IOCTL_EP_CANCEL);
     });
+}
+
+/// [`EpStack::get_request_cancelled_meeting_a_req`] with `code` on the listener, which
+/// succeeds, and then [`filled_or_cancelled`].
+fn listener_request_meeting_the_race(e: &EpStack, code: u32) {
+    let (ep, get, other) =
+        e.get_request_cancelled_meeting_a_req(code, |listener, _| u64_in(listener));
+    once(&e.s.p, &other, &[NtStatus::SUCCESS]);
+    filled_or_cancelled(e, ep, &get);
+}
+
+/// The GET_REQUEST `get` for endpoint `ep` ended well, and the endpoint holds the request (it
+/// can refuse it), or cancelled; either way nothing holds the endpoint any more.
+fn filled_or_cancelled(e: &EpStack, ep: u64, get: &Irp) {
+    let p = &e.s.p;
+    if once(p, get, &[NtStatus::SUCCESS, NtStatus::CANCELLED]) == NtStatus::SUCCESS {
+        let reject = e.send(WV_IOCTL_EP_REJECT, &io_id(ep, 0, 0), 0);
+        once(p, &reject, &[NtStatus::SUCCESS]);
+    }
+    e.inline(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0, NtStatus::SUCCESS);
 }
 
 /// The same race with the endpoint destroyed as soon as the listener gives it back: the pool's
@@ -719,12 +736,25 @@ fn get_request_racing_the_req_ep_cancel_and_destroy() {
         let canceller = e.send_on_thread(WV_IOCTL_EP_CANCEL, u64_in(listener));
         // Refused while the listener holds the endpoint.
         let destroy = e.send(WV_IOCTL_EP_DESTROY, &u64_in(ep), 0);
-        dpc.join().unwrap();
+        assert!(dpc.join().unwrap(), "the REQ was heard");
         let cancel = canceller.join().unwrap();
         let p = &e.s.p;
         once(p, &cancel, &[NtStatus::SUCCESS]);
         once(p, &get, &[NtStatus::SUCCESS, NtStatus::CANCELLED]);
         once(p, &destroy, &[NtStatus::SUCCESS, NtStatus::ACCESS_DENIED]);
+    });
+}
+
+/// The listen's sink filling a waiting GET_REQUEST in the CM's DPC (it takes the request
+/// there, no work item) racing EP_DESTROY of the listener and the I/O manager's cancel of the
+/// GET_REQUEST: the sink's fill, the listener's teardown (which gives the endpoint back and
+/// destroys the listen's id, waiting for the sink) and the cancel meet on the fill's mark. An
+/// id the sink took for an endpoint given back meanwhile is parked for the work item or the
+/// teardown, never lost (the end-of-model check counts live CM ids).
+#[test]
+fn listen_sink_fill_racing_listener_destroy_and_cancel_io() {
+    ep_model("ep-listen-sink-destroy-cancelio", |e| {
+        listener_request_meeting_the_race(e, WV_IOCTL_EP_DESTROY);
     });
 }
 

@@ -219,7 +219,8 @@ pub trait CmEventSink: Send + Sync {
     /// An event on the id. Called at IRQL <= DISPATCH_LEVEL from the CM's own context (its
     /// MAD completion or timer DPC), never from inside a call the sink's owner made on the CM:
     /// the sink may take spin locks the owner holds only around such calls' bookkeeping, and
-    /// must not block. OFW's callbacks return a status (a failure made the CM destroy the id);
+    /// must not block. The only CM call a sink may make is
+    /// [`ConnectionManager::get_request`] on its own listening id, for `ReqReceived`. OFW's callbacks return a status (a failure made the CM destroy the id);
     /// WinVerbs always returned success, so this contract has no return value.
     fn on_event(&self, event: CmEvent<'_>);
 }
@@ -231,8 +232,10 @@ impl CmEventSink for crate::verbs::NoEvents {
 /// The connection manager, as WinVerbs uses it.
 ///
 /// # IRQL and context
-/// Every call is made at PASSIVE_LEVEL, with no spin lock held, unless it says otherwise.
-/// Events reach an id's sink until [`ConnectionManager::destroy_id`] returns, never after.
+/// Every call is made at PASSIVE_LEVEL, with no spin lock held, unless it says otherwise:
+/// [`ConnectionManager::get_request`] is also made at DISPATCH_LEVEL, from inside the
+/// listening id's sink. Events reach an id's sink until [`ConnectionManager::destroy_id`]
+/// returns, never after; the CM holds none of its own locks while it calls a sink.
 pub trait ConnectionManager: Send + Sync + 'static {
     /// A CM id (`iba_cm_id`): one connection or listen endpoint.
     type Id: Send + Sync;
@@ -269,6 +272,12 @@ pub trait ConnectionManager: Send + Sync + 'static {
     /// Takes the oldest connection request queued on a listening id, as a new id whose events
     /// go to `events` (`get_request_ex`: the new id reports to `events` from its creation on,
     /// so no event can reach the listener's sink in between, the race of spec §7.1-h).
+    ///
+    /// IRQL <= DISPATCH_LEVEL, unlike the other calls: it may be called from inside the
+    /// listening id's own sink while it handles [`CmEvent::ReqReceived`], as OFW's listen
+    /// callback (`WvEpIbListenHandler`) calls `get_request_ex` there. An implementation calls
+    /// sinks with none of its locks held, allocates only non-paged memory here and does not
+    /// wait. It never calls the new id's sink from inside this call.
     ///
     /// # Errors
     /// `STATUS_NO_MORE_ENTRIES` when no request is queued; `STATUS_NO_MEMORY` when the new id

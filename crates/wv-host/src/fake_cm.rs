@@ -7,8 +7,10 @@
 //! e.g. [`FakeCm::event`]; the CM raises an interrupt on the platform, whose ISR queues a DPC
 //! that calls the id's sink at DISPATCH_LEVEL, as a CM's MAD completion processing does.
 //!
-//! Every call checks that it is made at PASSIVE_LEVEL; `destroy_id` waits until no callback of
-//! the id runs; ids still alive at teardown are reported as leaks.
+//! Every call checks that it is made at PASSIVE_LEVEL (`get_request` at IRQL <= DISPATCH_LEVEL,
+//! as its contract allows); `destroy_id` waits until no callback of the id runs; ids still
+//! alive at teardown are reported as leaks. Sinks are called with no lock of the CM held, so a
+//! listen's sink may take its request from inside its `ReqReceived`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -469,7 +471,8 @@ impl FakeCm {
     /// state check), at PASSIVE_LEVEL on the caller's thread with no lock of the CM held: as
     /// if another thread ran `f` (an IOCTL, a peer's message and the work it causes) in the
     /// very instant the driver waits for the CM, which the deterministic mode cannot
-    /// otherwise interleave.
+    /// otherwise interleave. A call made above PASSIVE_LEVEL (`get_request` from a listen's
+    /// sink) runs `f` on a thread of its own and waits for it there: another processor.
     pub fn during_next(&self, op: FakeCmOp, f: impl FnOnce() + Send + 'static) {
         self.state.lock().during.insert(op, Box::new(f));
     }
@@ -485,7 +488,11 @@ impl FakeCm {
         // The CM's own bookkeeping (its DPC), not the driver's allocation: only the sinks it
         // calls are the driver's.
         let _host = low_resources::host_scope();
-        while let Some((id, delivery)) = self.events.lock().pop_front() {
+        loop {
+            // Popped in a statement of its own: the lock is released before the sink runs (a
+            // sink's own call may raise the next event).
+            let next = self.events.lock().pop_front();
+            let Some((id, delivery)) = next else { break };
             self.deliver(id, &delivery);
         }
     }
@@ -579,16 +586,34 @@ impl FakeCm {
 
     fn enter(&self, op: FakeCmOp) -> Result<(), NtStatus> {
         let level = self.platform.irql();
-        if level != Irql::Passive {
+        // `get_request` may also be called at DISPATCH_LEVEL, from a listen's sink.
+        let max = if op == FakeCmOp::GetRequest {
+            Irql::Dispatch
+        } else {
+            Irql::Passive
+        };
+        if level > max {
             self.platform
                 .verifier()
                 .fail(format!("verifier: FakeCm::{op:?} at {}", level.name()));
         }
         let during = self.state.lock().during.remove(&op);
         if let Some(f) = during {
-            // The test's code stands for the driver's other callers, not the CM's bookkeeping.
-            let _driver = low_resources::driver_scope();
-            f();
+            let run = || {
+                // The test's code stands for the driver's other callers, not the CM's
+                // bookkeeping.
+                let _driver = low_resources::driver_scope();
+                f();
+            };
+            if level == Irql::Passive {
+                run();
+            } else {
+                std::thread::scope(|s| {
+                    if s.spawn(run).join().is_err() {
+                        panic!("the code run during FakeCm::{op:?} panicked");
+                    }
+                });
+            }
         }
         let mut state = self.state.lock();
         match state.fail_next.get_mut(&op).and_then(VecDeque::pop_front) {

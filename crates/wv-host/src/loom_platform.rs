@@ -16,8 +16,9 @@
 //!   never after the object's destroy call returned; it counts live objects for leaks;
 //! * its connection manager ([`LoomCm`]) keeps each id's CEP state, so that a call out of
 //!   order fails as on a real CM, and delivers the peer's messages (REQ, REP, REJ, DREQ, DREP)
-//!   to the sinks from "DPC" threads of the model, never after `destroy_id` returned; it
-//!   counts live ids for leaks.
+//!   to the sinks from "DPC" threads of the model, never after `destroy_id` returned, with
+//!   none of its locks held (a listen's sink may take its request with `get_request` from
+//!   inside `ReqReceived`); it counts live ids for leaks.
 //!
 //! Spin locks are loom mutexes; IRQL is not modelled (the host model checks it).
 #![allow(missing_docs)]
@@ -642,6 +643,13 @@ impl PeerMessage {
     }
 }
 
+#[derive(Default)]
+struct CmSinks {
+    by_id: Vec<(u64, KArc<dyn CmEventSink>)>,
+    /// One entry per sink call running now, by id.
+    running: Vec<u64>,
+}
+
 struct CmIdState {
     cep: CepState,
     /// A listen's connection requests, oldest first.
@@ -661,10 +669,14 @@ pub struct LoomCmId(u64);
 /// A connection manager with just enough behaviour for the models (see the module docs); the
 /// lower device's [`Verbs::Cm`].
 pub struct LoomCm {
-    /// The sinks of live ids. A "DPC" delivers an event with this lock held, so `destroy_id`
-    /// (which takes it) returns only when no callback of the id runs, and none starts after.
-    /// Ids are made and destroyed under it too, so an id and its sink come and go together.
-    sinks: Mutex<Vec<(u64, KArc<dyn CmEventSink>)>>,
+    /// The sinks of live ids and the calls of them running now. A "DPC" takes the sink under
+    /// this lock, counts its call and calls it after the lock, so `destroy_id` (which removes
+    /// the sink and then waits for `idle` until no call of the id runs) returns only when no
+    /// callback of the id runs, and none starts after. Ids are made and destroyed under it
+    /// too, so an id and its sink come and go together.
+    sinks: Mutex<CmSinks>,
+    /// Signalled when a call of a sink ends.
+    idle: Condvar,
     /// The CEP state of every live id (and the leak check). Plain std: each call's bookkeeping
     /// is one step, as a real CM does it under its own lock; it is never held across a loom
     /// operation, so it adds no states for loom to explore.
@@ -680,7 +692,8 @@ impl Default for LoomCm {
 impl LoomCm {
     pub fn new() -> Self {
         LoomCm {
-            sinks: Mutex::new(Vec::new()),
+            sinks: Mutex::new(CmSinks::default()),
+            idle: Condvar::new(),
             state: StdMutex::new(CmState {
                 next: 1,
                 ..CmState::default()
@@ -700,9 +713,9 @@ impl LoomCm {
     }
 
     /// A peer's REQ reaches the oldest listening id: it is queued there and the listen's sink
-    /// gets `ReqReceived`, on the calling thread (the CM's DPC). False when nobody listens.
+    /// gets `ReqReceived`, on the calling thread (the CM's DPC). False when nobody listens
+    /// (also when the listen went before its sink got the event).
     pub fn peer_request(&self, req: CmReqEvent) -> bool {
-        let sinks = self.sinks.lock().unwrap();
         let listen = {
             let mut state = self.state.lock().unwrap();
             let listen = state
@@ -717,16 +730,14 @@ impl LoomCm {
                 None => return false,
             }
         };
-        Self::call(&sinks, listen, CmEvent::ReqReceived);
-        true
+        self.call(listen, CmEvent::ReqReceived)
     }
 
     /// The peer sends `message` to the oldest id whose CEP state a real peer could send it to
     /// (see [`PeerMessage`]); its state follows and its sink gets the event on the calling
     /// thread (the CM's DPC). False when no id is in such a state: the peer has nothing to
-    /// answer yet, or the id is gone.
+    /// answer yet, or the id is gone (also when it went before its sink got the event).
     pub fn peer(&self, message: PeerMessage) -> bool {
-        let sinks = self.sinks.lock().unwrap();
         let id = {
             let (from, to) = message.transition();
             let mut state = self.state.lock().unwrap();
@@ -742,10 +753,9 @@ impl LoomCm {
         match message {
             PeerMessage::Rep => {
                 let rep: CmRepEvent = crate::fake_cm::peer_rep(b"");
-                Self::call(&sinks, id, CmEvent::RepReceived(&rep));
+                self.call(id, CmEvent::RepReceived(&rep))
             }
-            PeerMessage::Rej => Self::call(
-                &sinks,
+            PeerMessage::Rej => self.call(
                 id,
                 CmEvent::RejReceived {
                     reason: wv_hal::cm::REJ_USER_DEFINED,
@@ -753,21 +763,36 @@ impl LoomCm {
                     private_data: &[],
                 },
             ),
-            PeerMessage::Rtu => Self::call(&sinks, id, CmEvent::RtuReceived { private_data: &[] }),
-            PeerMessage::Dreq => {
-                Self::call(&sinks, id, CmEvent::DreqReceived { private_data: &[] });
-            }
-            PeerMessage::Drep => {
-                Self::call(&sinks, id, CmEvent::DrepReceived { private_data: &[] });
-            }
+            PeerMessage::Rtu => self.call(id, CmEvent::RtuReceived { private_data: &[] }),
+            PeerMessage::Dreq => self.call(id, CmEvent::DreqReceived { private_data: &[] }),
+            PeerMessage::Drep => self.call(id, CmEvent::DrepReceived { private_data: &[] }),
         }
-        true
     }
 
-    /// Calls id `id`'s sink; the caller holds the sinks' lock (see [`LoomCm::sinks`]).
-    fn call(sinks: &[(u64, KArc<dyn CmEventSink>)], id: u64, event: CmEvent<'_>) {
-        let sink = sinks.iter().find(|(i, _)| *i == id).map(|(_, s)| s);
-        sink.expect("a live id has a sink").on_event(event);
+    /// Calls id `id`'s sink, if the id still lives, with no lock held (see [`LoomCm::sinks`]);
+    /// returns whether it did.
+    fn call(&self, id: u64, event: CmEvent<'_>) -> bool {
+        let sink = {
+            let mut sinks = self.sinks.lock().unwrap();
+            let Some(sink) = sinks
+                .by_id
+                .iter()
+                .find(|(i, _)| *i == id)
+                .map(|(_, s)| KArc::clone(s))
+            else {
+                // Destroyed since the message changed its state: the event is dropped.
+                return false;
+            };
+            sinks.running.push(id);
+            sink
+        };
+        sink.on_event(event);
+        let mut sinks = self.sinks.lock().unwrap();
+        if let Some(at) = sinks.running.iter().position(|i| *i == id) {
+            sinks.running.swap_remove(at);
+        }
+        self.idle.notify_all();
+        true
     }
 
     /// A new id in `cep` reporting to `events`.
@@ -781,7 +806,7 @@ impl LoomCm {
             state.ids.insert(id, CmIdState { cep, queued });
             id
         };
-        sinks.push((id, events));
+        sinks.by_id.push((id, events));
         LoomCmId(id)
     }
 
@@ -812,7 +837,10 @@ impl ConnectionManager for LoomCm {
 
     fn destroy_id(&self, id: LoomCmId) {
         let mut sinks = self.sinks.lock().unwrap();
-        sinks.retain(|(i, _)| *i != id.0);
+        sinks.by_id.retain(|(i, _)| *i != id.0);
+        while sinks.running.contains(&id.0) {
+            sinks = self.idle.wait(sinks).unwrap();
+        }
         let removed = self.state.lock().unwrap().ids.remove(&id.0);
         assert!(removed.is_some(), "CM id {} destroyed twice", id.0);
     }
@@ -821,6 +849,8 @@ impl ConnectionManager for LoomCm {
         self.transition(id, &[CepState::Idle], CepState::Listen)
     }
 
+    /// At any IRQL the contract allows, also from inside the listen's own sink: no lock of
+    /// the CM is held while a sink runs.
     fn get_request(
         &self,
         listen: &LoomCmId,

@@ -1,9 +1,10 @@
 //! What the CM's events do to an endpoint (OFW `WvEpIbCmHandler`, `WvEpIbListenHandler`).
 //!
 //! The sinks run at IRQL <= DISPATCH_LEVEL from the CM's own context: they change the state
-//! and complete the requests the event ends under the endpoint's lock. Anything that needs
-//! PASSIVE_LEVEL (the disconnect's QP → ERROR, a listener's call to `get_request`) goes to a
-//! work item. An event on a new connection's id that comes while the listener is still
+//! and complete the requests the event ends under the endpoint's lock. A listener's sink also
+//! takes the announced request with `get_request` for a GET_REQUEST that waits (the one CM
+//! call allowed there). Anything that needs PASSIVE_LEVEL (the disconnect's QP → ERROR,
+//! rejecting and destroying a request's id) goes to a work item. An event on a new connection's id that comes while the listener is still
 //! handing the id over is kept and applied once the endpoint has taken the request.
 
 use wv_abi::{NtStatus, WV_IO_CONNECT_PARAM};
@@ -28,20 +29,15 @@ pub(crate) struct ListenEvents<P: Platform, V: Verbs> {
 }
 
 impl<P: Platform, V: Verbs> CmEventSink for ListenEvents<P, V> {
-    /// A request is queued in the CM: count it and let the drainer pair it with a
-    /// GET_REQUEST (it calls the CM, which needs PASSIVE_LEVEL).
+    /// A request is queued in the CM: the waiting GET_REQUEST takes it here, or the work item
+    /// pairs it later ([`super::listen::announced`]).
     fn on_event(&self, event: CmEvent<'_>) {
         if event != CmEvent::ReqReceived {
             return;
         }
-        if let Some(ep) = self.ep.upgrade() {
-            {
-                let mut inner = ep.inner.lock();
-                if inner.state() != EpState::Listening {
-                    return;
-                }
-                inner.pending += 1;
-            }
+        if let Some(ep) = self.ep.upgrade()
+            && super::listen::announced(&ep)
+        {
             super::work::kick(&ep);
         }
     }

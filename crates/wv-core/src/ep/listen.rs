@@ -14,16 +14,23 @@
 //! its GET_REQUEST parked, taken for a fill (with the fill's mark), given back, or found to
 //! have lost its request only under it; its `queued` lock nests inside it.
 //!
-//! The CM announces each queued request on the listen id; the listener counts them and its work
-//! item takes them with `get_request`, which hands the new id over with the new endpoint's sink
-//! already installed (fix of spec §7.1-h). Requests nobody asked for beyond the listen's
-//! backlog are rejected; the CM hands requests over oldest first, so those are the oldest.
+//! The CM announces each queued request on the listen id; the listener counts them, and they are
+//! taken with `get_request`, which hands the new id over with the new endpoint's sink already
+//! installed (fix of spec §7.1-h). When the oldest queued endpoint's GET_REQUEST waits, the
+//! listen's own sink takes the request and completes the GET_REQUEST at once, as OFW's listen
+//! callback did (`WvEpIbListenHandler` → `WvEpGetIbRequest` → `get_request_ex`, at
+//! DISPATCH_LEVEL): no hand-off to a system worker on the way of a connection. Everything
+//! else goes to the listener's work item: a request announced before any GET_REQUEST waits,
+//! rejecting those beyond the listen's backlog (the CM hands requests over oldest first, so
+//! those are the oldest), giving back an endpoint whose GET_REQUEST ended, a fill that
+//! could not allocate or that the CM could not serve, and an id the sink took for an endpoint
+//! that refused it (rejecting and destroying an id needs PASSIVE_LEVEL).
 
 use wv_abi::{NtStatus, WV_IO_EP_GET_REQUEST, WV_IO_EP_LISTEN};
 use wv_hal::cm::{REJ_INSUFFICIENT_RESOURCES, REQ_PRIVATE_DATA};
 use wv_hal::{
-    CmEventSink, CmReqEvent, ConnectionManager, IoRequest, KArc, Platform, RequestQueue, SpinLock,
-    Verbs,
+    AllocError, CmEventSink, CmReqEvent, ConnectionManager, IoRequest, KArc, KArcSlot, Platform,
+    RequestQueue, SpinLock, Verbs,
 };
 
 use super::cma::{self, CMP_DST_IP};
@@ -239,7 +246,7 @@ pub(crate) fn release_waiters<P: Platform, V: Verbs>(listener: &EpObj<P, V>, sta
             listener.queued.lock().pop()
         };
         let Some(taken) = taken else { break };
-        // Its one GET_REQUEST (none while the work item fills it: that one ends there).
+        // Its one GET_REQUEST (none while a fill takes it: that one ends there).
         let req = taken.ep.request_queue.retrieve_next();
         give_back(&taken.ep);
         if let Some(req) = req {
@@ -256,8 +263,8 @@ pub(crate) fn release_waiters<P: Platform, V: Verbs>(listener: &EpObj<P, V>, sta
 /// answered `STATUS_ACCESS_DENIED` until the listener was cancelled.
 ///
 /// Each GET_REQUEST waits in its own endpoint's queue, so an endpoint has lost its request
-/// when that queue is empty and the work item is not filling it, checked under the listener's
-/// lock. IRQL <= DISPATCH_LEVEL.
+/// when that queue is empty and no fill is taking it, checked under the listener's lock.
+/// IRQL <= DISPATCH_LEVEL.
 pub(crate) fn reap<P: Platform, V: Verbs>(listener: &EpObj<P, V>) {
     loop {
         let orphan = {
@@ -290,7 +297,8 @@ enum Next<P: Platform, V: Verbs> {
 pub(crate) fn pair_one<P: Platform, V: Verbs>(listener: &EpObj<P, V>) -> bool {
     let next = {
         let mut inner = listener.inner.lock();
-        if inner.state() != EpState::Listening || inner.pending == 0 {
+        // A fill the listen's sink runs ends by kicking the work item if more is due.
+        if inner.state() != EpState::Listening || inner.pending == 0 || inner.filling.is_some() {
             return false;
         }
         let mut queued = listener.queued.lock();
@@ -326,8 +334,27 @@ enum Filled {
     Again,
 }
 
+/// What a fill allocates before it asks the CM: the new id's sink and the record of the id.
+type Made<P, V> = (KArc<ConnEvents<P, V>>, KArcSlot<CmConn<V>>);
+
+/// Allocates what a fill of `ep` needs (non-paged: IRQL <= DISPATCH_LEVEL).
+fn make<P: Platform, V: Verbs>(ep: &EpObj<P, V>) -> Result<Made<P, V>, AllocError> {
+    let sink = KArc::try_new(ConnEvents { ep: ep.me.clone() })?;
+    Ok((sink, KArc::<CmConn<V>>::try_reserve()?))
+}
+
+/// Where a fill runs, which decides what it may do with an id the endpoint refused.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Site {
+    /// The listener's work item, at PASSIVE_LEVEL: it rejects and destroys the id itself.
+    Work,
+    /// The listen's sink, at DISPATCH_LEVEL: the id goes to the listener's `refused` slot for
+    /// the work item.
+    Sink,
+}
+
 /// Takes the next request from the CM into endpoint `id`, which `req` names, and completes
-/// `req` (or parks it again).
+/// `req` (or parks it again). The work item's fill.
 fn fill<P: Platform, V: Verbs>(
     listener: &EpObj<P, V>,
     req: P::Request,
@@ -337,12 +364,85 @@ fn fill<P: Platform, V: Verbs>(
     // What the new id needs, allocated before the CM is asked: when memory is short the
     // request stays with the CM for a later GET_REQUEST, and this one fails (its endpoint
     // goes back to Idle).
-    let made = KArc::try_new(ConnEvents { ep: ep.me.clone() })
-        .and_then(|sink| Ok((sink, KArc::<CmConn<V>>::try_reserve()?)));
-    let (sink, slot) = match made {
-        Ok(made) => made,
-        Err(e) => return end_fill(listener, id, ep, req, Filled::Failed(e.into()), None),
+    match make(ep) {
+        Ok(made) => hand_over(listener, req, id, ep, made, Site::Work),
+        Err(e) => end_fill(listener, id, ep, req, Filled::Failed(e.into()), None),
+    }
+}
+
+/// The CM announced a request on `listener` (its sink's `ReqReceived`): counts it and, when
+/// the oldest queued endpoint's GET_REQUEST waits and no other fill runs, fills that endpoint
+/// here and completes its GET_REQUEST (OFW's `WvEpIbListenHandler`). Returns whether the work
+/// item is due: for everything else (see the module docs), and for what the fill leaves.
+/// IRQL <= DISPATCH_LEVEL, inside the listen id's callback, no lock held; the only CM call it
+/// makes is `get_request`, whose contract allows that.
+pub(crate) fn announced<P: Platform, V: Verbs>(listener: &EpObj<P, V>) -> bool {
+    let (id, ep) = {
+        let mut inner = listener.inner.lock();
+        if inner.state() != EpState::Listening {
+            return false;
+        }
+        inner.pending += 1;
+        if inner.filling.is_some() {
+            return true;
+        }
+        let queued = listener.queued.lock();
+        match queued.first() {
+            Some(q) if q.ep.request_queue.parked() > 0 => (q.id, KArc::clone(&q.ep)),
+            _ => return true,
+        }
     };
+    // Allocated with no lock held, then the endpoint is taken only if it is still the one
+    // found: nothing is allocated for a request no GET_REQUEST waits for, and a short memory
+    // leaves the request to the work item's fill, which reports it.
+    let Ok(made) = make(&ep) else { return true };
+    // The fill runs inside the listener's work gate, as the work item's does: its teardown
+    // closes and drains the gate before it destroys the listen's id, which must then be unused
+    // (the fill holds it while it asks the CM). Closed: the teardown ends everything.
+    let Some(_running) = listener.work.share() else {
+        return false;
+    };
+    let req = {
+        let mut inner = listener.inner.lock();
+        // One refused id at most waits for the work item: the slot is filled only by a fill
+        // the sink runs, which starts only while it is empty and no other fill runs.
+        if inner.state() != EpState::Listening
+            || inner.filling.is_some()
+            || listener.refused.lock().is_some()
+        {
+            return true;
+        }
+        let queued = listener.queued.lock();
+        let Some(q) = queued
+            .first()
+            .filter(|q| q.id == id && KArc::ptr_eq(&q.ep, &ep))
+        else {
+            return true;
+        };
+        let Some(req) = q.ep.request_queue.retrieve_next() else {
+            return true;
+        };
+        // The mark, as the work item's fill takes it (see [`reap`]).
+        inner.filling = Some(id);
+        req
+    };
+    hand_over(listener, req, id, &ep, made, Site::Sink);
+    let inner = listener.inner.lock();
+    let more =
+        inner.pending > 0 && (!listener.queued.lock().is_empty() || inner.pending > inner.backlog);
+    more || listener.refused.lock().is_some()
+}
+
+/// Asks the CM for the next request on `listener` as a new id for endpoint `id` (`ep`, whose
+/// GET_REQUEST `req` is), binds it to the endpoint, and ends the fill.
+fn hand_over<P: Platform, V: Verbs>(
+    listener: &EpObj<P, V>,
+    req: P::Request,
+    id: u64,
+    ep: &KArc<EpObj<P, V>>,
+    (sink, slot): Made<P, V>,
+    site: Site,
+) {
     let taken = listener.with_binding(|rdma, conn| {
         let events: KArc<dyn CmEventSink> = sink.into();
         let (new_id, event) = conn.cm.get_request(&conn.id, KArc::clone(&events))?;
@@ -354,19 +454,24 @@ fn fill<P: Platform, V: Verbs>(
                 events,
             }),
         };
-        // Bound inside the device's gate, as every id of an endpoint is.
-        match accept_request(ep, &event, new) {
-            Ok(()) => Ok(true),
-            Err(refused) => {
+        // Bound inside the device's gate, as every id of an endpoint is; so is an id left for
+        // the work item parked, so a removal, which drains the gate first, finds it.
+        let (accepted, left) = match accept_request(ep, &event, new) {
+            Ok(stale) => (true, stale),
+            Err(refused) => (false, Some(refused)),
+        };
+        if let Some(left) = left {
+            match site {
+                Site::Work if accepted => left.destroy(),
                 // Nobody will answer this request: the peer hears so now, not at its timeout.
-                let new_id = &refused.conn.id;
-                let _ = conn
-                    .cm
-                    .send_rej(new_id, REJ_INSUFFICIENT_RESOURCES, &[], &[]);
-                refused.destroy();
-                Ok(false)
+                Site::Work => refuse(left),
+                Site::Sink => {
+                    let old = listener.refused.lock().replace(left);
+                    debug_assert!(old.is_none(), "the refused slot was taken");
+                }
             }
         }
+        Ok(accepted)
     });
     let (filled, count) = match taken {
         Ok(true) => (Filled::Taken, Some(1)),
@@ -478,15 +583,17 @@ fn finish<P: Platform, V: Verbs>(entry: Option<Queued<P, V>>, req: P::Request, s
 ///
 /// Only while it is still `Queued`, checked under its lock together with the move to
 /// `PassiveConnect` and the binding: an EP_CANCEL of the listener may have given it back to
-/// Idle, or a destroy torn it down, since the work item found it. The binding comes back then,
+/// Idle, or a destroy torn it down, since the fill found it. The binding comes back then,
 /// for the caller to reject (OFW bound it anyway: the GET_REQUEST succeeded on an endpoint
 /// that could not answer, and a torn-down endpoint kept an id nobody would destroy). What the
-/// CM reported on the new id while it was handed over applies right after.
+/// CM reported on the new id while it was handed over applies right after. Any id the
+/// endpoint had before comes back for the caller to destroy (none should: a Queued endpoint
+/// was never bound). IRQL <= DISPATCH_LEVEL.
 fn accept_request<P: Platform, V: Verbs>(
     ep: &EpObj<P, V>,
     event: &CmReqEvent,
     binding: Binding<P, V>,
-) -> Result<(), Binding<P, V>> {
+) -> Result<Option<Binding<P, V>>, Binding<P, V>> {
     let (mut local, peer) = cma::addresses(&event.private_data);
     // The port the connection came in on (OFW left it 0).
     let mut sin = local.sin();
@@ -520,11 +627,48 @@ fn accept_request<P: Platform, V: Verbs>(
     // first) finds the id and destroys it.
     let old = ep.binding.lock().replace(binding);
     drop(inner);
-    // A Queued endpoint has no id of its own; kept as `EpObj::bind` does, in case.
-    if let Some(old) = old {
-        old.destroy();
+    Ok(old)
+}
+
+/// Rejects the request of an id nobody will answer and destroys it. PASSIVE_LEVEL.
+fn refuse<P: Platform, V: Verbs>(left: Binding<P, V>) {
+    let conn = &left.conn;
+    let _ = conn
+        .cm
+        .send_rej(&conn.id, REJ_INSUFFICIENT_RESOURCES, &[], &[]);
+    left.destroy();
+}
+
+/// The work item's share of an id the listen's sink took for an endpoint that refused it
+/// (given back or torn down meanwhile): rejected and destroyed, inside the device's gate as
+/// the sink parked it. Returns whether there was one.
+///
+/// Parked in a slot of one because the sink cannot wait for the id's destroy at
+/// DISPATCH_LEVEL; the slot cannot overflow (see [`announced`]), and it is emptied by the
+/// work item, by the listener's teardown after its own id is gone (no sink can park another
+/// then) and by the device's removal, so no id is left behind.
+pub(crate) fn drop_refused<P: Platform, V: Verbs>(listener: &EpObj<P, V>) -> bool {
+    if listener.refused.lock().is_none() {
+        return false;
     }
-    Ok(())
+    let dropped = listener.with_binding(|_, _| {
+        let left = listener.refused.lock().take();
+        let some = left.is_some();
+        if let Some(left) = left {
+            refuse(left);
+        }
+        Ok(some)
+    });
+    // Without the listener's id (removed, or torn down) the slot is emptied where the id went.
+    dropped.unwrap_or(false)
+}
+
+/// Empties the refused slot of a listener whose own id is gone. PASSIVE_LEVEL.
+pub(crate) fn drop_refused_unbound<P: Platform, V: Verbs>(listener: &EpObj<P, V>) {
+    let left = listener.refused.lock().take();
+    if let Some(left) = left {
+        refuse(left);
+    }
 }
 
 /// Takes one request nobody asked for beyond the backlog and rejects it. Allocates nothing:

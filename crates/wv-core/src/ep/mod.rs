@@ -131,6 +131,9 @@ pub(crate) struct EpObj<P: Platform, V: Verbs> {
     pub binding: P::SpinLock<Option<Binding<P, V>>>,
     /// Listener: the endpoints its GET_REQUESTs wait to fill, oldest first.
     pub queued: P::SpinLock<Vec<Queued<P, V>>>,
+    /// Listener: an id its sink took for an endpoint that refused it, for the work item to
+    /// reject and destroy (see [`listen::drop_refused`]).
+    pub refused: P::SpinLock<Option<Binding<P, V>>>,
     /// The work item runs inside it; teardown closes it and waits.
     pub work: Gate<P>,
     /// At most one work item of the endpoint at a time (it is the endpoint itself).
@@ -257,6 +260,8 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
             self.work.wait_drained();
         }
         self.unbind();
+        // After the listen's id: its sink, which parks refused ids, has returned for good.
+        listen::drop_refused_unbound(self);
         self.start_queue.purge();
         self.handshake_queue.purge();
         self.disconnect_queue.purge();
@@ -271,6 +276,8 @@ impl<P: Platform, V: Verbs> EpObj<P, V> {
         let binding = self.binding.lock().take();
         let Some(binding) = binding else { return };
         binding.destroy();
+        // The sink parks refused ids inside the drained gate: none comes after this.
+        listen::drop_refused_unbound(self);
         {
             let mut inner = self.inner.lock();
             if inner.state() != EpState::Destroying {

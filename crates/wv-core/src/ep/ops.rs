@@ -187,6 +187,7 @@ fn new_endpoint<P: Platform, V: Verbs>(
         inner: platform.spin_lock(EpInner::new()),
         binding: platform.spin_lock(None),
         queued: platform.spin_lock(alloc::vec::Vec::new()),
+        refused: platform.spin_lock(None),
         work,
         sched,
         start_queue: start,

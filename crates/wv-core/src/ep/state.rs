@@ -109,8 +109,8 @@ pub(crate) struct EpInner {
     pub pending: u64,
     /// Listener: how many of them it keeps before it rejects more.
     pub backlog: u64,
-    /// Listener: the endpoint whose GET_REQUEST its work item is filling (that request is in
-    /// no queue meanwhile).
+    /// Listener: the endpoint whose GET_REQUEST a fill is taking, its work item's or its
+    /// sink's (that request is in no queue meanwhile). One fill at a time.
     pub filling: Option<u64>,
     /// Queued endpoint: the id of the listener that holds it.
     pub listener: u64,

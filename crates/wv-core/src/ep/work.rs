@@ -1,8 +1,8 @@
 //! The endpoint's work item: everything of an endpoint that needs PASSIVE_LEVEL and does not
 //! run in the caller's thread — an ACCEPT whose QP commands may wait (move the QP to RTS
 //! through the CM's attributes, then the REP or RTU), the disconnect's QP → ERROR step once the
-//! DREP (or the DREQ's timeout) arrived, and a listener's pairing of connection requests with
-//! GET_REQUESTs. CONNECT (send the REQ), and ACCEPT when QP modifies run inline, run the same
+//! DREP (or the DREQ's timeout) arrived, and what a listener's sink leaves of the pairing of
+//! connection requests with GET_REQUESTs (see [`listen`]). CONNECT (send the REQ), and ACCEPT when QP modifies run inline, run the same
 //! code in the caller's thread ([`EpObj::start_inline`]).
 //!
 //! The endpoint is its own work item (as a QP is its own modify drainer): queueing it
@@ -79,7 +79,11 @@ impl<P: Platform, V: Verbs> WorkItem for EpObj<P, V> {
             return;
         };
         loop {
-            if self.start_next() || self.finish_disconnect() || listen::pair_one(self) {
+            if self.start_next()
+                || self.finish_disconnect()
+                || listen::pair_one(self)
+                || listen::drop_refused(self)
+            {
                 continue;
             }
             if self.sched.finish() {

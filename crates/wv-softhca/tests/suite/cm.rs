@@ -736,6 +736,86 @@ fn destroying_a_listen_rejects_the_requests_it_held() {
     settle(&c.p);
 }
 
+/// A listen's sink that takes its request with `get_request` from inside `ReqReceived`, as the
+/// contract allows (OFW's listen callback calls `get_request_ex` there).
+struct Taker {
+    cm: SoftCm,
+    listen: Mutex<Option<SoftCmId>>,
+    /// The new id's sink.
+    passive: KArc<dyn CmEventSink>,
+    /// What each `get_request` returned, with the IRQL it was called at.
+    taken: Mutex<Vec<(Taken, Irql)>>,
+}
+
+/// What `get_request` returns.
+type Taken = Result<(SoftCmId, CmReqEvent), NtStatus>;
+
+impl CmEventSink for Taker {
+    fn on_event(&self, event: CmEvent<'_>) {
+        if event != CmEvent::ReqReceived {
+            return;
+        }
+        let listen = self.listen.lock().unwrap();
+        let Some(listen) = listen.as_ref() else {
+            return;
+        };
+        let got = self.cm.get_request(listen, KArc::clone(&self.passive));
+        let irql = wv_host::kernel::irql();
+        self.taken.lock().unwrap().push((got, irql));
+    }
+}
+
+/// The CM calls a listen's sink with none of its locks held, so the sink can take the request
+/// right there (at DISPATCH_LEVEL, in the agent's DPC): a lock the CM held around the call
+/// would deadlock `get_request`, which takes the listen registry's and the agent's locks.
+#[test]
+fn a_listens_sink_takes_its_request_inside_the_event() {
+    let c = cms();
+    let (passive_events, passive) = sink();
+    let taker = KArc::new(Taker {
+        cm: c.b.hca.cm(),
+        listen: Mutex::new(None),
+        passive,
+        taken: Mutex::new(Vec::new()),
+    });
+    let listener = c.cm_b.create_id(KArc::clone(&taker).into()).unwrap();
+    c.cm_b.listen(&listener, SID, &[], 0).unwrap();
+    *taker.listen.lock().unwrap() = Some(listener);
+    let path = c.path();
+    let (active_events, active) = requester(&c.cm_a, &req(&path, 7, b"inside"));
+    // Delivered on a thread of its own, so a deadlock fails the test instead of hanging it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = c.p.clone();
+    std::thread::spawn(move || {
+        p.run_until_idle();
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(30))
+        .expect("get_request from the listen's sink deadlocked");
+    let (passive_id, ev, irql) = {
+        let mut taken = taker.taken.lock().unwrap();
+        assert_eq!(taken.len(), 1, "one ReqReceived, one get_request");
+        let (got, irql) = taken.pop().unwrap();
+        let (id, ev) = got.expect("the request was taken");
+        (id, ev, irql)
+    };
+    assert_eq!(irql, Irql::Dispatch, "from the agent's DPC");
+    assert_eq!(&ev.private_data[..6], b"inside");
+    // The new id answers as one taken outside the event.
+    c.cm_b.send_rep(&passive_id, &rep(8, &[])).unwrap();
+    assert_saw!(c.delivered(&active_events), [Ev::Rep(_)]);
+    c.cm_a.send_rtu(&active, &[]).unwrap();
+    assert_saw!(c.delivered(&passive_events), [Ev::Rtu(_)]);
+    let listener = taker.listen.lock().unwrap().take().unwrap();
+    c.close(Handshake {
+        listener,
+        active_events,
+        active,
+        passive_events,
+        passive: passive_id,
+    });
+}
+
 #[test]
 fn a_request_whose_sender_gives_up_before_it_is_taken_is_gone() {
     let (c, r) = requested();
