@@ -64,26 +64,28 @@ impl Fx {
         Fx::with(mode(), DriverConfig::default())
     }
 
-    /// On the threaded host model, with a controller whose QP commands take 5 ms: far longer
-    /// than a hand-off to a worker, so every QP_MODIFY goes to the work item whose races the
-    /// threaded tests are about (a faster controller's modifies run in the caller's thread).
     pub fn threaded() -> Fx {
-        Fx::with_hca(
-            HostPlatform::threaded(4),
-            DriverConfig::default(),
-            FakeConfig {
-                modify_ns: 5_000_000,
-                ..FakeConfig::default()
-            },
-        )
+        Fx::with(HostPlatform::threaded(4), DriverConfig::default())
     }
 
     pub fn config(config: DriverConfig) -> Fx {
         Fx::with(mode(), config)
     }
 
+    /// On the threaded host model the fake's QP commands take 5 ms: far longer than a hand-off
+    /// to a worker on the real clock, so every QP_MODIFY goes to the work item, as the tests
+    /// written for it expect, whatever the machine's load (a faster controller's modifies run
+    /// in the caller's thread; the deterministic tests choose that with their clock).
     pub fn with(platform: HostPlatform, config: DriverConfig) -> Fx {
-        Fx::with_hca(platform, config, FakeConfig::default())
+        let hca = if platform.is_deterministic() {
+            FakeConfig::default()
+        } else {
+            FakeConfig {
+                modify_ns: 5_000_000,
+                ..FakeConfig::default()
+            }
+        };
+        Fx::with_hca(platform, config, hca)
     }
 
     pub fn with_hca(platform: HostPlatform, config: DriverConfig, hca: FakeConfig) -> Fx {
