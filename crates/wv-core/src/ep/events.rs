@@ -4,8 +4,9 @@
 //! and complete the requests the event ends under the endpoint's lock. A listener's sink also
 //! takes the announced request with `get_request` for a GET_REQUEST that waits (the one CM
 //! call allowed there). Anything that needs PASSIVE_LEVEL (the disconnect's QP → ERROR,
-//! rejecting and destroying a request's id) goes to a work item. An event on a new connection's id that comes while the listener is still
-//! handing the id over is kept and applied once the endpoint has taken the request.
+//! rejecting and destroying a request's id) goes to a work item. An event on a new
+//! connection's id that comes while the listener is still handing the id over is kept and
+//! applied once the endpoint has taken the request.
 
 use wv_abi::{NtStatus, WV_IO_CONNECT_PARAM};
 use wv_hal::cm::REJ_PRIVATE_DATA;

@@ -2,8 +2,9 @@
 //! run in the caller's thread — an ACCEPT whose QP commands may wait (move the QP to RTS
 //! through the CM's attributes, then the REP or RTU), the disconnect's QP → ERROR step once the
 //! DREP (or the DREQ's timeout) arrived, and what a listener's sink leaves of the pairing of
-//! connection requests with GET_REQUESTs (see [`listen`]). CONNECT (send the REQ), and ACCEPT when QP modifies run inline, run the same
-//! code in the caller's thread ([`EpObj::start_inline`]).
+//! connection requests with GET_REQUESTs (see [`listen`]). CONNECT (send the REQ), and ACCEPT
+//! when QP modifies run inline or its commands measure shorter than a hand-off
+//! ([`crate::hand_off`]), run the same code in the caller's thread ([`EpObj::start_inline`]).
 //!
 //! The endpoint is its own work item (as a QP is its own modify drainer): queueing it
 //! allocates nothing but the platform's work item, so CM event callbacks can schedule it

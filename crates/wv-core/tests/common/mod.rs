@@ -286,14 +286,12 @@ pub fn qp(file: &WvFile, pd: u64, scq: u64, rcq: u64, srq: u64) -> u64 {
 }
 
 /// The hand-off to a worker the measured tests start from.
-#[allow(dead_code)]
 pub const HAND_OFF_NS: u64 = 50_000;
 
 /// From now on the device's QP commands take `command_ns` each, and the driver has measured
 /// them and a hand-off of [`HAND_OFF_NS`]: one QP_MODIFY (of a QP on a file of its own) whose
 /// worker starts that long after it was queued gives both their first sample. Deterministic
 /// fixtures only.
-#[allow(dead_code)]
 pub fn measured(fx: &Fx, command_ns: u64) {
     fx.hca.configure(|c| c.modify_ns = command_ns);
     let f = fx.open();
