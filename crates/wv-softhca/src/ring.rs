@@ -257,6 +257,24 @@ impl Ring {
         self.wrap(t.wrapping_sub(h)) + ahead < self.entries
     }
 
+    /// Producer: learns, without reading the consumer's line, that at most `n` entries are
+    /// still in the ring (e.g. from the completions the consumer wrote for the others): the
+    /// producer's copy of the head moves up to `n` behind the tail when that is newer than the
+    /// copy. A bound that says nothing new (`n` at least what the copy already allows) is
+    /// ignored, so the copy only ever moves forward, and never past the tail.
+    #[inline]
+    pub(crate) fn producer_learn_outstanding(&self, n: u32) {
+        let header = self.header();
+        let t = header.producer.tail.load(Ordering::Relaxed);
+        let cur = header.producer.head.load(Ordering::Relaxed);
+        if n < self.wrap(t.wrapping_sub(cur)) {
+            header
+                .producer
+                .head
+                .store(self.wrap(t.wrapping_sub(n)), Ordering::Relaxed);
+        }
+    }
+
     /// Producer: the next free slot, if the ring is not full. Fill it, then publish it.
     #[cfg(test)]
     #[inline]
@@ -510,6 +528,52 @@ mod tests {
         // Full by its copy (4 past 0): now it reads the head (1), keeps it, and finds room.
         assert!(r.producer_slot().is_some());
         assert_eq!(copy(), 1);
+    }
+
+    #[test]
+    fn a_learned_bound_moves_the_producers_copy_forward_only() {
+        let r = Ring::try_new(4, 1).unwrap();
+        let copy = || r.header().producer.head.load(Ordering::Relaxed);
+        for _ in 0..4 {
+            r.producer_slot().unwrap();
+            r.publish(1);
+        }
+        for _ in 0..2 {
+            r.consumer_slot().unwrap();
+            r.consume(1);
+        }
+        // Nothing new: four (or more) may still be in it, as the copy already says.
+        r.producer_learn_outstanding(4);
+        r.producer_learn_outstanding(u32::MAX);
+        assert_eq!(copy(), 0);
+        // At most two are: the head is at least 2, and there is room without its line.
+        r.producer_learn_outstanding(2);
+        assert_eq!(copy(), 2);
+        assert!(r.producer_slot().is_some());
+        r.publish(1);
+        assert_eq!(
+            copy(),
+            2,
+            "room by the learned copy: the head line was not read"
+        );
+        // A looser bound later (three of five) does not move the copy back.
+        r.producer_learn_outstanding(3);
+        assert_eq!(copy(), 2);
+        // Across the wrap of the indices (modulo twice the size): tail 5 + 4 = 9, i.e. 1.
+        for _ in 0..3 {
+            r.consumer_slot().unwrap();
+            r.consume(1);
+        }
+        r.producer_learn_outstanding(0);
+        assert_eq!(copy(), 5);
+        for _ in 0..4 {
+            r.producer_slot().unwrap();
+            r.publish(1);
+        }
+        assert!(r.producer_slot().is_none());
+        r.producer_learn_outstanding(1);
+        assert_eq!(copy(), 0, "one of four left: head 8, i.e. 0");
+        assert!(r.producer_slot().is_some());
     }
 
     #[test]

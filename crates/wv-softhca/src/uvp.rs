@@ -19,7 +19,7 @@
 use alloc::sync::Arc;
 
 use core::marker::PhantomData;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::lock::{Mutex, MutexGuard};
 use wv_hal::{KArc, QpState, QpType};
@@ -31,7 +31,7 @@ use crate::engine::{self, MAX_INLINE};
 use crate::mr::Want;
 use crate::mr_cache::MrCache;
 use crate::qp::Qp;
-use crate::ring::Ring;
+use crate::ring::{Ring, Word};
 use crate::srq::Srq;
 use crate::wr::{
     MwBind, MwBindInfo, RecvWr, SendWr, Sge, WorkCompletion, WrOpcode, encode_recv, encode_send,
@@ -296,7 +296,7 @@ impl UvpContext {
                         cq,
                     },
                     handle: r.cq_handle,
-                    poll: Arc::new(Mutex::new(ring)),
+                    poll: Arc::new(Mutex::new(CqPoll::new(ring))),
                 })
             }
             #[cfg(all(feature = "std", target_os = "linux"))]
@@ -305,7 +305,7 @@ impl UvpContext {
                 Ok(UvpCq {
                     src: CqSrc::Mapped(dev.clone()),
                     handle: r.cq_handle,
-                    poll: Arc::new(Mutex::new(ring)),
+                    poll: Arc::new(Mutex::new(CqPoll::new(ring))),
                 })
             }
         }
@@ -355,7 +355,11 @@ impl UvpContext {
         Ok(UvpQp {
             src,
             sq_lock: Arc::new(Mutex::new(MrCache::default())),
-            rq_lock: Arc::new(Mutex::new(())),
+            rq: Arc::new(RqPost {
+                lock: Mutex::new(()),
+                posted: AtomicU32::new(0),
+                polled: AtomicU32::new(0),
+            }),
         })
     }
 
@@ -440,7 +444,28 @@ pub struct UvpQp {
     src: QpSrc,
     /// The post lock, and the regions inline sends copy from.
     sq_lock: Arc<Mutex<MrCache>>,
-    rq_lock: Arc<Mutex<()>>,
+    rq: Arc<RqPost>,
+}
+
+/// A QP's receive post: its lock, and what the polls of its receive CQ learned about its ring.
+///
+/// perftest, like most receivers, keeps its receive queue full, re-posting one receive per
+/// completion; with only the device's head to go by, every such post finds its copy of the
+/// head saying "full" and reads the head the device wrote, on the sending side's processor:
+/// one more cache line across processors on the ping-pong's critical path. Instead the poll
+/// that takes a receive's CQE, on the receiver's own processor, counts it here, and a post
+/// learns from the two counts how many of its receives can still be in the ring (posted and
+/// not yet polled), as mlx5's provider frees a receive slot when it polls the slot's CQE.
+/// Posts that a reset dropped, or CQEs an overrun lost, only make that bound larger than the
+/// truth, so a post then reads the device's head as before.
+#[derive(Debug)]
+struct RqPost {
+    lock: Mutex<()>,
+    /// Receives posted since the QP was made (wrapping; written under `lock`).
+    posted: AtomicU32,
+    /// Receive CQEs of this QP that took a slot of its ring, polled since it was attached to
+    /// its receive CQ (wrapping; written under that CQ's poll lock).
+    polled: AtomicU32,
 }
 
 impl core::fmt::Debug for UvpQp {
@@ -565,6 +590,17 @@ where
 }
 
 impl UvpQp {
+    /// This QP with `recv_cq`, its receive CQ, reporting to its receive post the receive
+    /// slots its completions free ([`RqPost`]), so that a post to a queue kept full does not
+    /// read the head the device wrote. A QP that receives through an SRQ is left as it is.
+    #[must_use]
+    pub fn with_recv_cq(self, recv_cq: &UvpCq) -> Self {
+        if !self.has_srq() {
+            recv_cq.poll.lock().watch(self.qpn(), &self.rq);
+        }
+        self
+    }
+
     /// The QP number.
     pub fn qpn(&self) -> u32 {
         match &self.src {
@@ -793,8 +829,9 @@ impl UvpQp {
         match &self.src {
             QpSrc::Local { dev, qp } => {
                 let (posted, result) = {
-                    let _g = self.rq_lock.lock();
-                    post_recvs(&qp.rq, wrs, qp.rq_max_sge, || {
+                    let _g = self.rq.lock.lock();
+                    self.rq.learn(&qp.rq);
+                    let r = post_recvs(&qp.rq, wrs, qp.rq_max_sge, || {
                         if dev.is_removed() {
                             Some(PostError::DeviceRemoved)
                         } else if qp.srq.is_some() {
@@ -804,7 +841,9 @@ impl UvpQp {
                         } else {
                             None
                         }
-                    })
+                    });
+                    self.rq.add_posted(r.0);
+                    r
                 };
                 if posted > 0 && qp.state() == QpState::Error {
                     // The receive doorbell of a QP in ERR: flushed at once. (A sender that got
@@ -817,8 +856,9 @@ impl UvpQp {
             #[cfg(all(feature = "std", target_os = "linux"))]
             QpSrc::Mapped(m) => {
                 let (posted, result) = {
-                    let _g = self.rq_lock.lock();
-                    post_recvs(&m.rq, wrs, m.rq_max_sge, || {
+                    let _g = self.rq.lock.lock();
+                    self.rq.learn(&m.rq);
+                    let r = post_recvs(&m.rq, wrs, m.rq_max_sge, || {
                         if m.has_srq {
                             Some(PostError::UsesSrq)
                         } else if m.state() == QpState::Reset {
@@ -826,7 +866,9 @@ impl UvpQp {
                         } else {
                             None
                         }
-                    })
+                    });
+                    self.rq.add_posted(r.0);
+                    r
                 };
                 if posted > 0 && m.state() == QpState::Error {
                     m.sq.owner_word(OWNER_DOORBELL)
@@ -917,8 +959,23 @@ enum RingSource<'a> {
 pub struct RingResize<'a, R> {
     handle: u32,
     source: RingSource<'a>,
-    ring: MutexGuard<'a, KArc<Ring>>,
+    ring: ResizeGuard<'a>,
     resp: PhantomData<fn(&R)>,
+}
+
+/// The lock a resize holds, over the ring it replaces.
+enum ResizeGuard<'a> {
+    Cq(MutexGuard<'a, CqPoll>),
+    Srq(MutexGuard<'a, KArc<Ring>>),
+}
+
+impl ResizeGuard<'_> {
+    fn ring(&mut self) -> &mut KArc<Ring> {
+        match self {
+            ResizeGuard::Cq(poll) => &mut poll.ring,
+            ResizeGuard::Srq(ring) => ring,
+        }
+    }
 }
 
 impl<R> core::fmt::Debug for RingResize<'_, R> {
@@ -928,7 +985,7 @@ impl<R> core::fmt::Debug for RingResize<'_, R> {
 }
 
 impl<'a, R: RingResp> RingResize<'a, R> {
-    fn new(handle: u32, source: RingSource<'a>, ring: MutexGuard<'a, KArc<Ring>>) -> Self {
+    fn new(handle: u32, source: RingSource<'a>, ring: ResizeGuard<'a>) -> Self {
         RingResize {
             handle,
             source,
@@ -948,12 +1005,12 @@ impl<'a, R: RingResp> RingResize<'a, R> {
             RingSource::Local(queue) => {
                 let ring = queue.current_ring();
                 check(ring.addr() == new.addr && ring.entries() == new.entries)?;
-                *self.ring = ring;
+                *self.ring.ring() = ring;
             }
             #[cfg(all(feature = "std", target_os = "linux"))]
             RingSource::Mapped(dev) => {
-                if self.ring.addr() != new.addr {
-                    *self.ring = map_ring(dev, new.addr, new.entries, new.stride_words)?;
+                if self.ring.ring().addr() != new.addr {
+                    *self.ring.ring() = map_ring(dev, new.addr, new.entries, new.stride_words)?;
                 }
             }
         }
@@ -1051,7 +1108,7 @@ impl UvpSrq {
             #[cfg(all(feature = "std", target_os = "linux"))]
             SrqSrc::Mapped(dev) => RingSource::Mapped(&**dev),
         };
-        RingResize::new(self.handle, source, self.lock.lock())
+        RingResize::new(self.handle, source, ResizeGuard::Srq(self.lock.lock()))
     }
 
     /// Receive slots.
@@ -1086,7 +1143,122 @@ pub struct UvpCq {
     src: CqSrc,
     handle: u32,
     /// The poll lock, and the ring polled.
-    poll: Arc<Mutex<KArc<Ring>>>,
+    poll: Arc<Mutex<CqPoll>>,
+}
+
+/// What a CQ's poll lock holds: the ring, and the receive posts of the QPs whose receive
+/// completions it reports ([`UvpQp::with_recv_cq`]).
+struct CqPoll {
+    ring: KArc<Ring>,
+    watches: [Option<RqWatch>; RQ_WATCHES],
+    /// Watches whose `older` is not yet zero.
+    aging: u32,
+}
+
+/// A QP whose receive completions a CQ's polls report to its receive post.
+struct RqWatch {
+    qpn: u32,
+    post: Arc<RqPost>,
+    /// CQEs that were in the ring when the QP was attached, still to be polled: they may be a
+    /// destroyed QP's of the same number (numbers are reused), so they tell this one nothing.
+    older: u32,
+}
+
+/// QPs one CQ reports receive heads to; others post as before, reading the device's head.
+const RQ_WATCHES: usize = 4;
+
+impl CqPoll {
+    fn new(ring: KArc<Ring>) -> Self {
+        CqPoll {
+            ring,
+            watches: [const { None }; RQ_WATCHES],
+            aging: 0,
+        }
+    }
+
+    /// The CQE `slot` of QP `qpn` was polled: one of a receive that took a slot of the QP's
+    /// own ring is counted for that QP's receive post.
+    #[inline]
+    fn polled(
+        watches: &mut [Option<RqWatch>; RQ_WATCHES],
+        aging: &mut u32,
+        qpn: u32,
+        slot: &[Word],
+    ) {
+        let took = crate::wr::cqe_took_rq_slot(slot);
+        if *aging == 0 {
+            if took && let Some(w) = watches.iter().flatten().find(|w| w.qpn == qpn) {
+                w.count();
+            }
+            return;
+        }
+        for w in watches.iter_mut().flatten() {
+            if w.older > 0 {
+                w.older -= 1;
+                if w.older == 0 {
+                    *aging -= 1;
+                }
+            } else if took && w.qpn == qpn {
+                w.count();
+            }
+        }
+    }
+
+    /// Reports `qpn`'s receive completions to `post` from now on, in place of a watch of the
+    /// same number (a destroyed QP's) or of a QP no one holds any more; with every watch
+    /// taken, the QP is not watched (its posts read the device's head).
+    fn watch(&mut self, qpn: u32, post: &Arc<RqPost>) {
+        for slot in &mut self.watches {
+            if slot
+                .as_ref()
+                .is_some_and(|w| w.qpn == qpn || Arc::strong_count(&w.post) == 1)
+                && let Some(old) = slot.take()
+                && old.older > 0
+            {
+                self.aging -= 1;
+            }
+        }
+        let older = self.ring.used();
+        if let Some(slot) = self.watches.iter_mut().find(|w| w.is_none()) {
+            *slot = Some(RqWatch {
+                qpn,
+                post: post.clone(),
+                older,
+            });
+            if older > 0 {
+                self.aging += 1;
+            }
+        }
+    }
+}
+
+impl RqWatch {
+    /// Under the CQ's poll lock, the only writer.
+    #[inline]
+    fn count(&self) {
+        let n = self.post.polled.load(Ordering::Relaxed);
+        // Release: the device released the slot before it published the CQE, which this
+        // poll acquired; the post that reuses the slot acquires this count.
+        self.post.polled.store(n.wrapping_add(1), Ordering::Release);
+    }
+}
+
+impl RqPost {
+    /// Under the post lock, before posting to `ring`: tells it how many of this QP's receives
+    /// can still be in it (posted, and not yet polled).
+    #[inline]
+    fn learn(&self, ring: &Ring) {
+        let posted = self.posted.load(Ordering::Relaxed);
+        let polled = self.polled.load(Ordering::Acquire);
+        ring.producer_learn_outstanding(posted.wrapping_sub(polled));
+    }
+
+    /// Under the post lock: `n` more receives were posted.
+    #[inline]
+    fn add_posted(&self, n: u32) {
+        let posted = self.posted.load(Ordering::Relaxed);
+        self.posted.store(posted.wrapping_add(n), Ordering::Relaxed);
+    }
 }
 
 impl core::fmt::Debug for UvpCq {
@@ -1101,8 +1273,17 @@ impl UvpCq {
     /// Takes up to `out.len()` completions; returns how many.
     pub fn poll(&self, out: &mut [WorkCompletion]) -> usize {
         let n = {
-            let ring = self.poll.lock();
-            ring.consume_each(out.len(), |i, slot| out[i] = WorkCompletion::decode(slot))
+            let mut poll = self.poll.lock();
+            let CqPoll {
+                ring,
+                watches,
+                aging,
+            } = &mut *poll;
+            ring.consume_each(out.len(), |i, slot| {
+                let wc = WorkCompletion::decode(slot);
+                CqPoll::polled(watches, aging, wc.qp_num, slot);
+                out[i] = wc;
+            })
         };
         #[cfg(all(feature = "std", target_os = "linux"))]
         if n == 0 && matches!(self.src, CqSrc::Mapped(_)) {
@@ -1125,7 +1306,7 @@ impl UvpCq {
             #[cfg(all(feature = "std", target_os = "linux"))]
             CqSrc::Mapped(dev) => RingSource::Mapped(&**dev),
         };
-        RingResize::new(self.handle, source, self.poll.lock())
+        RingResize::new(self.handle, source, ResizeGuard::Cq(self.poll.lock()))
     }
 
     /// Arms the CQ for one notification (`ibv_req_notify_cq`): the next completion, or with
@@ -1137,17 +1318,17 @@ impl UvpCq {
                 if dev.is_removed() {
                     return false;
                 }
-                let ring = self.poll.lock();
-                cq.arm(solicited_only, &ring)
+                let poll = self.poll.lock();
+                cq.arm(solicited_only, &poll.ring)
             }
             #[cfg(all(feature = "std", target_os = "linux"))]
-            CqSrc::Mapped(_) => self.poll.lock().arm(solicited_only),
+            CqSrc::Mapped(_) => self.poll.lock().ring.arm(solicited_only),
         }
     }
 
     /// CQE slots.
     pub fn entries(&self) -> u32 {
-        self.poll.lock().entries()
+        self.poll.lock().ring.entries()
     }
 
     /// Whether the CQ overran (its error is sticky).
@@ -1158,6 +1339,7 @@ impl UvpCq {
             CqSrc::Mapped(_) => {
                 self.poll
                     .lock()
+                    .ring
                     .owner_word(OWNER_CQ_OVERRUN)
                     .load(Ordering::Acquire)
                     != 0

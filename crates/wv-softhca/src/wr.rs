@@ -436,7 +436,12 @@ fn ld(slot: &[Word], i: usize) -> u64 {
 }
 
 /// Words of a CQE that hold its fields (the rest of its 64 bytes are reserved).
-const WC_FIELD_WORDS: usize = 5;
+const WC_FIELD_WORDS: usize = 6;
+/// Word 5 of a CQE: 1 when the completion is of a receive the device took from its QP's own
+/// receive queue (and released before it wrote the CQE), 0 for every other. The user-mode
+/// provider counts them to learn which receive slots are free (as mlx5's provider advances its
+/// receive queue at each receive CQE it polls).
+const CQE_TOOK_RQ_SLOT: u64 = 1;
 
 /// The first `N` words of `slot`, its length checked once for all of them: the fields are then
 /// stored and loaded without a check each.
@@ -451,6 +456,12 @@ fn head<const N: usize>(slot: &[Word]) -> &[Word; N] {
 impl WorkCompletion {
     #[inline]
     pub(crate) fn encode(&self, slot: &[Word]) {
+        self.encode_recv(slot, false);
+    }
+    /// Encodes a receive's CQE, saying whether the receive was taken from the QP's own receive
+    /// queue (`took_rq_slot`, its slot already released).
+    #[inline]
+    pub(crate) fn encode_recv(&self, slot: &[Word], took_rq_slot: bool) {
         let slot = head::<WC_FIELD_WORDS>(slot);
         st(slot, 0, self.wr_id);
         st(
@@ -480,6 +491,7 @@ impl WorkCompletion {
                 | (u64::from(self.dlid_path_bits) << 8)
                 | (u64::from(self.vendor_err) << 32),
         );
+        st(slot, 5, if took_rq_slot { CQE_TOOK_RQ_SLOT } else { 0 });
     }
     pub(crate) fn decode(slot: &[Word]) -> Self {
         let slot = head::<WC_FIELD_WORDS>(slot);
@@ -503,6 +515,13 @@ impl WorkCompletion {
             vendor_err: (w4 >> 32) as u32,
         }
     }
+}
+
+/// Whether the CQE in `slot` is of a receive taken from its QP's own receive queue
+/// ([`WorkCompletion::encode_recv`]).
+#[inline]
+pub(crate) fn cqe_took_rq_slot(slot: &[Word]) -> bool {
+    ld(head::<WC_FIELD_WORDS>(slot), 5) == CQE_TOOK_RQ_SLOT
 }
 
 /// A send WQE as the device reads it from the ring: the first four words, which every request

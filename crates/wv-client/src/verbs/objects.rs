@@ -1026,7 +1026,13 @@ impl<F: RawFile + Send + Sync + 'static> Qp<F> {
         let (out, resp) =
             pd.vendor_call::<WV_IO_QP_CREATE, QpResp>(OP, WV_IOCTL_QP_CREATE, &input)?;
         let parts = resp.and_then(|r| {
-            let uvp = pd.device().parts().uvp.map_qp(&r);
+            // The receive CQ's polls tell the QP's receive post which receives are done.
+            let uvp = pd
+                .device()
+                .parts()
+                .uvp
+                .map_qp(&r)
+                .map(|qp| qp.with_recv_cq(&init.recv_cq.parts().uvp));
             Ok(QpParts {
                 _pd: pd.clone(),
                 _send_cq: init.send_cq.clone(),

@@ -227,22 +227,29 @@ fn flush_rq_locked(dev: &Device, qp: &Qp, ctx: &mut RespCtx) {
     if let InMsg::Send { recv, .. } = core::mem::replace(&mut ctx.msg, InMsg::None)
         && recv.from_srq
     {
-        post_recv_error(dev, qp, &ctx.cq, recv.wr_id, WcStatus::WrFlushErr);
+        post_recv_error(dev, qp, &ctx.cq, recv.wr_id, WcStatus::WrFlushErr, true);
     }
     if qp.srq.is_some() {
         return;
     }
     while let Some(slot) = qp.rq.consumer_slot() {
         let (wr_id, _) = recv_header(slot);
-        post_recv_error(dev, qp, &ctx.cq, wr_id, WcStatus::WrFlushErr);
         qp.rq.consume(1);
+        post_recv_error(dev, qp, &ctx.cq, wr_id, WcStatus::WrFlushErr, false);
     }
 }
 
-/// Completes the receive WQE `wr_id` of `qp` in error.
+/// Completes the receive WQE `wr_id` of `qp` in error (one taken from its SRQ if `from_srq`).
 #[cold]
 #[inline(never)]
-fn post_recv_error(dev: &Device, qp: &Qp, port: &CqPort, wr_id: u64, status: WcStatus) {
+fn post_recv_error(
+    dev: &Device,
+    qp: &Qp,
+    port: &CqPort,
+    wr_id: u64,
+    status: WcStatus,
+    from_srq: bool,
+) {
     let wc = WorkCompletion {
         wr_id,
         status,
@@ -250,7 +257,17 @@ fn post_recv_error(dev: &Device, qp: &Qp, port: &CqPort, wr_id: u64, status: WcS
         qp_num: qp.qpn,
         ..WorkCompletion::default()
     };
-    port.post(dev, &wc, true);
+    let took = took_rq_slot(qp, from_srq);
+    port.post_with(dev, true, |slot| wc.encode_recv(slot, took));
+}
+
+/// Whether a receive's CQE says that it took a slot of the QP's own receive queue: the
+/// user-mode provider counts those to know, without reading the head the device wrote, how
+/// many of its receives may still be in the ring. Every such receive is retired (its slot
+/// released) before its CQE is written, so a polled CQE never stands for a slot still in use.
+#[inline]
+fn took_rq_slot(qp: &Qp, from_srq: bool) -> bool {
+    !from_srq && qp.srq.is_none()
 }
 
 /// Records a read or atomic in the responder resources (the oldest is recycled).
@@ -361,7 +378,14 @@ impl<'r> Responder<'r, '_> {
 
     /// Completes receive WQE `recv` in error.
     fn recv_error(&self, recv: Recv, status: WcStatus) {
-        post_recv_error(self.dev, self.qp, &self.ctx.cq, recv.wr_id, status);
+        post_recv_error(
+            self.dev,
+            self.qp,
+            &self.ctx.cq,
+            recv.wr_id,
+            status,
+            recv.from_srq,
+        );
     }
 
     /// A receive WQE names memory the QP may not write: the receive completes with
@@ -369,8 +393,8 @@ impl<'r> Responder<'r, '_> {
     #[cold]
     #[inline(never)]
     fn bad_recv_wqe(&mut self, recv: Recv) {
-        self.recv_error(recv, WcStatus::LocProtErr);
         self.retire_recv(recv);
+        self.recv_error(recv, WcStatus::LocProtErr);
         self.after.errored = true;
     }
 
@@ -402,6 +426,7 @@ impl<'r> Responder<'r, '_> {
             WcOpcode::Recv
         };
         let (wr_id, qp_num, src_qp, slid) = (recv.wr_id, self.qp.qpn, msg.src_qpn, msg.slid);
+        let took = took_rq_slot(self.qp, recv.from_srq);
         // Built in its slot: the fields left at their defaults are stored as the constants
         // they are.
         self.ctx.cq.post_with(self.dev, msg.solicited, |slot| {
@@ -416,7 +441,7 @@ impl<'r> Responder<'r, '_> {
                 slid,
                 ..WorkCompletion::default()
             }
-            .encode(slot);
+            .encode_recv(slot, took);
         });
     }
 
@@ -741,8 +766,8 @@ impl<'r> Responder<'r, '_> {
                 return Reply::Nak(psn, WcStatus::RemOpErr);
             }
             if msg.len > dst.total {
-                self.recv_error(recv, WcStatus::LocLenErr);
                 self.retire_recv(recv);
+                self.recv_error(recv, WcStatus::LocLenErr);
                 return self.fatal(WcStatus::RemInvReqErr, psn);
             }
             if Cursor::at(&dst, from).put_src(&msg.src, from, len).is_err() {

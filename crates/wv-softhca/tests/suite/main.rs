@@ -29,6 +29,7 @@ mod memory_regions;
 mod provider_checks;
 mod qp_attributes;
 mod qp_state_table;
+mod receive_slots;
 mod rc_requester;
 mod resize;
 mod responder;

@@ -207,6 +207,8 @@ fn side(
             wv_hal::KArc::new(NoSink).into(),
         )
         .map_err(e)?;
+    // As the stack's verbs library attaches a QP to its receive CQ.
+    let qp = qp.with_recv_cq(&recv_cq.cq);
     // The stack's buffer layout (`Side::open`): the landing half half a page past a page
     // boundary beyond the largest message.
     let land_off = (params.max_size() as usize).max(64).next_multiple_of(4096) + 2048;

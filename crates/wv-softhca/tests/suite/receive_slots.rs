@@ -1,0 +1,99 @@
+//! The user-mode provider's view of its receive queue: a QP attached to its receive CQE
+//! (`UvpQp::with_recv_cq`) learns which receive slots are free from the receive completions
+//! its CQ's polls take, and never believes a slot free that the device has not released.
+
+use crate::common::*;
+use wv_hal::*;
+use wv_softhca::*;
+
+/// An RC QP on `b` with a receive queue of `depth`, its sends and receives on `cq`, attached
+/// to `cq`, and connected to an RC QP of `a` (on a CQ of its own, returned first).
+fn attached_peer(a: &Node, qa: &Qp, b: &Node, cq: &Cq, depth: u32) -> Qp {
+    let q = b.qp_with(QpType::Rc, cq, cq, None, depth, 1, 0, true);
+    let q = Qp {
+        uvp: q.uvp.with_recv_cq(&cq.uvp),
+        ..q
+    };
+    connect(a, qa, b, &q, Conn::default());
+    q
+}
+
+#[test]
+fn a_polled_receive_frees_its_slot_and_nothing_else_does() {
+    let (p, _f, a, b) = deterministic_pair();
+    let ca = a.cq(16);
+    let qa = a.qp(QpType::Rc, &ca);
+    let cb = b.cq(16);
+    let qb = attached_peer(&a, &qa, &b, &cb, 4);
+    let ma = a.mem(64, ALL_ACCESS);
+    let mb = b.mem(64, ALL_ACCESS);
+    let sg = [mb.sge(0, 8)];
+    for i in 0..4 {
+        qb.uvp.post_recv(&recv_wr(i, &sg)).unwrap();
+    }
+    assert_eq!(qb.uvp.post_recv(&recv_wr(9, &sg)), Err(PostError::QueueFull));
+    // A send of `qb`'s own completes on the same CQ: its CQE frees no receive slot.
+    post_recv(&qa, 30, ma.sge(0, 8));
+    post_send(&qb, 20, mb.sge(8, 8));
+    post_send(&qa, 31, ma.sge(8, 8));
+    let wcs = poll_all(&cb);
+    assert_eq!(wcs.len(), 2, "{wcs:?}");
+    assert_eq!(poll_all(&ca).len(), 2);
+    // One receive was taken and polled: one slot, not two.
+    qb.uvp.post_recv(&recv_wr(4, &sg)).unwrap();
+    assert_eq!(qb.uvp.post_recv(&recv_wr(5, &sg)), Err(PostError::QueueFull));
+    // Taken but not yet polled: the device's head still says so.
+    post_send(&qa, 32, ma.sge(8, 8));
+    assert_eq!(poll_all(&ca).len(), 1);
+    qb.uvp.post_recv(&recv_wr(5, &sg)).unwrap();
+    assert_eq!(qb.uvp.post_recv(&recv_wr(6, &sg)), Err(PostError::QueueFull));
+    // Three more taken, and all four polled: receive 5 is the one left in the ring.
+    for i in 0..3 {
+        post_send(&qa, 33 + i, ma.sge(8, 8));
+    }
+    assert_eq!(poll_all(&ca).len(), 3);
+    assert_eq!(poll_all(&cb).len(), 4);
+    for i in 0..3 {
+        qb.uvp.post_recv(&recv_wr(10 + i, &sg)).unwrap();
+    }
+    assert_eq!(qb.uvp.post_recv(&recv_wr(13, &sg)), Err(PostError::QueueFull));
+    settle(&p);
+}
+
+#[test]
+fn the_completions_of_a_destroyed_qp_free_no_slot_of_the_next_with_its_number() {
+    let (p, _f, a, b) = deterministic_pair();
+    let ca = a.cq(16);
+    let qa = a.qp(QpType::Rc, &ca);
+    let cb = b.cq(16);
+    let old = attached_peer(&a, &qa, &b, &cb, 4);
+    let ma = a.mem(64, ALL_ACCESS);
+    let mb = b.mem(64, ALL_ACCESS);
+    let sg = [mb.sge(0, 8)];
+    for i in 0..4 {
+        old.uvp.post_recv(&recv_wr(i, &sg)).unwrap();
+        post_send(&qa, 10 + i, ma.sge(8, 8));
+    }
+    assert_eq!(poll_all(&ca).len(), 4);
+    // Four receive CQEs of the old QP wait in the CQ while it goes and a new QP takes its
+    // handle, and so its number.
+    let qpn = old.uvp.qpn();
+    b.hca.destroy_qp(old.soft);
+    drop(old.uvp);
+    let new = b.qp_with(QpType::Rc, &cb, &cb, None, 4, 1, 0, true);
+    assert_eq!(new.uvp.qpn(), qpn, "the handle is reused");
+    let new = Qp {
+        uvp: new.uvp.with_recv_cq(&cb.uvp),
+        ..new
+    };
+    b.modify(&new, &qpm(QpState::Init, INIT_RC)).unwrap();
+    for i in 0..4 {
+        new.uvp.post_recv(&recv_wr(20 + i, &sg)).unwrap();
+    }
+    let stale = poll_all(&cb);
+    assert_eq!(stale.len(), 4);
+    assert!(stale.iter().all(|wc| wc.qp_num == qpn));
+    // They are the old QP's: the new one's four receives are all still in its ring.
+    assert_eq!(new.uvp.post_recv(&recv_wr(24, &sg)), Err(PostError::QueueFull));
+    settle(&p);
+}
