@@ -257,17 +257,7 @@ fn post_recv_error(
         qp_num: qp.qpn,
         ..WorkCompletion::default()
     };
-    let took = took_rq_slot(qp, from_srq);
-    port.post_with(dev, true, |slot| wc.encode_recv(slot, took));
-}
-
-/// Whether a receive's CQE says that it took a slot of the QP's own receive queue: the
-/// user-mode provider counts those to know, without reading the head the device wrote, how
-/// many of its receives may still be in the ring. Every such receive is retired (its slot
-/// released) before its CQE is written, so a polled CQE never stands for a slot still in use.
-#[inline]
-fn took_rq_slot(qp: &Qp, from_srq: bool) -> bool {
-    !from_srq && qp.srq.is_none()
+    port.post_with(dev, true, |slot| wc.encode_recv(slot, !from_srq));
 }
 
 /// Records a read or atomic in the responder resources (the oldest is recycled).
@@ -426,7 +416,12 @@ impl<'r> Responder<'r, '_> {
             WcOpcode::Recv
         };
         let (wr_id, qp_num, src_qp, slid) = (recv.wr_id, self.qp.qpn, msg.src_qpn, msg.slid);
-        let took = took_rq_slot(self.qp, recv.from_srq);
+        // The CQE says whether the receive took a slot of the QP's own receive queue: the
+        // user-mode provider counts those to know, without reading the head the device wrote,
+        // how many of its receives may still be in the ring. Every such receive is retired
+        // (its slot released) before its CQE is written, so a polled CQE never stands for a
+        // slot still in use.
+        let took = !recv.from_srq;
         // Built in its slot: the fields left at their defaults are stored as the constants
         // they are.
         self.ctx.cq.post_with(self.dev, msg.solicited, |slot| {

@@ -1,4 +1,4 @@
-//! The user-mode provider's view of its receive queue: a QP attached to its receive CQE
+//! The user-mode provider's view of its receive queue: a QP attached to its receive CQ
 //! (`UvpQp::with_recv_cq`) learns which receive slots are free from the receive completions
 //! its CQ's polls take, and never believes a slot free that the device has not released.
 
@@ -7,7 +7,7 @@ use wv_hal::*;
 use wv_softhca::*;
 
 /// An RC QP on `b` with a receive queue of `depth`, its sends and receives on `cq`, attached
-/// to `cq`, and connected to an RC QP of `a` (on a CQ of its own, returned first).
+/// to `cq`, and connected to `qa` of `a`.
 fn attached_peer(a: &Node, qa: &Qp, b: &Node, cq: &Cq, depth: u32) -> Qp {
     let q = b.qp_with(QpType::Rc, cq, cq, None, depth, 1, 0, true);
     let q = Qp {
@@ -31,7 +31,10 @@ fn a_polled_receive_frees_its_slot_and_nothing_else_does() {
     for i in 0..4 {
         qb.uvp.post_recv(&recv_wr(i, &sg)).unwrap();
     }
-    assert_eq!(qb.uvp.post_recv(&recv_wr(9, &sg)), Err(PostError::QueueFull));
+    assert_eq!(
+        qb.uvp.post_recv(&recv_wr(9, &sg)),
+        Err(PostError::QueueFull)
+    );
     // A send of `qb`'s own completes on the same CQ: its CQE frees no receive slot.
     post_recv(&qa, 30, ma.sge(0, 8));
     post_send(&qb, 20, mb.sge(8, 8));
@@ -41,12 +44,18 @@ fn a_polled_receive_frees_its_slot_and_nothing_else_does() {
     assert_eq!(poll_all(&ca).len(), 2);
     // One receive was taken and polled: one slot, not two.
     qb.uvp.post_recv(&recv_wr(4, &sg)).unwrap();
-    assert_eq!(qb.uvp.post_recv(&recv_wr(5, &sg)), Err(PostError::QueueFull));
+    assert_eq!(
+        qb.uvp.post_recv(&recv_wr(5, &sg)),
+        Err(PostError::QueueFull)
+    );
     // Taken but not yet polled: the device's head still says so.
     post_send(&qa, 32, ma.sge(8, 8));
     assert_eq!(poll_all(&ca).len(), 1);
     qb.uvp.post_recv(&recv_wr(5, &sg)).unwrap();
-    assert_eq!(qb.uvp.post_recv(&recv_wr(6, &sg)), Err(PostError::QueueFull));
+    assert_eq!(
+        qb.uvp.post_recv(&recv_wr(6, &sg)),
+        Err(PostError::QueueFull)
+    );
     // Three more taken, and all four polled: receive 5 is the one left in the ring.
     for i in 0..3 {
         post_send(&qa, 33 + i, ma.sge(8, 8));
@@ -56,7 +65,10 @@ fn a_polled_receive_frees_its_slot_and_nothing_else_does() {
     for i in 0..3 {
         qb.uvp.post_recv(&recv_wr(10 + i, &sg)).unwrap();
     }
-    assert_eq!(qb.uvp.post_recv(&recv_wr(13, &sg)), Err(PostError::QueueFull));
+    assert_eq!(
+        qb.uvp.post_recv(&recv_wr(13, &sg)),
+        Err(PostError::QueueFull)
+    );
     settle(&p);
 }
 
@@ -94,6 +106,9 @@ fn the_completions_of_a_destroyed_qp_free_no_slot_of_the_next_with_its_number() 
     assert_eq!(stale.len(), 4);
     assert!(stale.iter().all(|wc| wc.qp_num == qpn));
     // They are the old QP's: the new one's four receives are all still in its ring.
-    assert_eq!(new.uvp.post_recv(&recv_wr(24, &sg)), Err(PostError::QueueFull));
+    assert_eq!(
+        new.uvp.post_recv(&recv_wr(24, &sg)),
+        Err(PostError::QueueFull)
+    );
     settle(&p);
 }
