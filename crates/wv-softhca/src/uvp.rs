@@ -1151,8 +1151,6 @@ pub struct UvpCq {
 struct CqPoll {
     ring: KArc<Ring>,
     watches: [Option<RqWatch>; RQ_WATCHES],
-    /// Watches whose `older` is not yet zero.
-    aging: u32,
 }
 
 /// A QP whose receive completions a CQ's polls report to its receive post.
@@ -1164,7 +1162,7 @@ struct RqWatch {
     older: u32,
 }
 
-/// QPs one CQ reports receive heads to; others post as before, reading the device's head.
+/// QPs one CQ counts receive completions for; others post as before, reading the device's head.
 const RQ_WATCHES: usize = 4;
 
 impl CqPoll {
@@ -1172,32 +1170,17 @@ impl CqPoll {
         CqPoll {
             ring,
             watches: [const { None }; RQ_WATCHES],
-            aging: 0,
         }
     }
 
     /// The CQE `slot` of QP `qpn` was polled: one of a receive that took a slot of the QP's
     /// own ring is counted for that QP's receive post.
     #[inline]
-    fn polled(
-        watches: &mut [Option<RqWatch>; RQ_WATCHES],
-        aging: &mut u32,
-        qpn: u32,
-        slot: &[Word],
-    ) {
+    fn polled(watches: &mut [Option<RqWatch>; RQ_WATCHES], qpn: u32, slot: &[Word]) {
         let took = crate::wr::cqe_took_rq_slot(slot);
-        if *aging == 0 {
-            if took && let Some(w) = watches.iter().flatten().find(|w| w.qpn == qpn) {
-                w.count();
-            }
-            return;
-        }
         for w in watches.iter_mut().flatten() {
             if w.older > 0 {
                 w.older -= 1;
-                if w.older == 0 {
-                    *aging -= 1;
-                }
             } else if took && w.qpn == qpn {
                 w.count();
             }
@@ -1212,10 +1195,8 @@ impl CqPoll {
             if slot
                 .as_ref()
                 .is_some_and(|w| w.qpn == qpn || Arc::strong_count(&w.post) == 1)
-                && let Some(old) = slot.take()
-                && old.older > 0
             {
-                self.aging -= 1;
+                *slot = None;
             }
         }
         let older = self.ring.used();
@@ -1225,9 +1206,6 @@ impl CqPoll {
                 post: post.clone(),
                 older,
             });
-            if older > 0 {
-                self.aging += 1;
-            }
         }
     }
 }
@@ -1274,14 +1252,10 @@ impl UvpCq {
     pub fn poll(&self, out: &mut [WorkCompletion]) -> usize {
         let n = {
             let mut poll = self.poll.lock();
-            let CqPoll {
-                ring,
-                watches,
-                aging,
-            } = &mut *poll;
+            let CqPoll { ring, watches } = &mut *poll;
             ring.consume_each(out.len(), |i, slot| {
                 let wc = WorkCompletion::decode(slot);
-                CqPoll::polled(watches, aging, wc.qp_num, slot);
+                CqPoll::polled(watches, wc.qp_num, slot);
                 out[i] = wc;
             })
         };
