@@ -828,23 +828,17 @@ impl UvpQp {
         // each time) cost it about a third more instructions.
         match &self.src {
             QpSrc::Local { dev, qp } => {
-                let (posted, result) = {
-                    let _g = self.rq.lock.lock();
-                    self.rq.learn(&qp.rq);
-                    let r = post_recvs(&qp.rq, wrs, qp.rq_max_sge, || {
-                        if dev.is_removed() {
-                            Some(PostError::DeviceRemoved)
-                        } else if qp.srq.is_some() {
-                            Some(PostError::UsesSrq)
-                        } else if qp.state() == QpState::Reset {
-                            Some(PostError::WrongState)
-                        } else {
-                            None
-                        }
-                    });
-                    self.rq.add_posted(r.0);
-                    r
-                };
+                let (posted, result) = self.rq.post(&qp.rq, wrs, qp.rq_max_sge, || {
+                    if dev.is_removed() {
+                        Some(PostError::DeviceRemoved)
+                    } else if qp.srq.is_some() {
+                        Some(PostError::UsesSrq)
+                    } else if qp.state() == QpState::Reset {
+                        Some(PostError::WrongState)
+                    } else {
+                        None
+                    }
+                });
                 if posted > 0 && qp.state() == QpState::Error {
                     // The receive doorbell of a QP in ERR: flushed at once. (A sender that got
                     // an RNR NAK retries when its RNR timer expires, as on hardware.)
@@ -855,21 +849,15 @@ impl UvpQp {
             }
             #[cfg(all(feature = "std", target_os = "linux"))]
             QpSrc::Mapped(m) => {
-                let (posted, result) = {
-                    let _g = self.rq.lock.lock();
-                    self.rq.learn(&m.rq);
-                    let r = post_recvs(&m.rq, wrs, m.rq_max_sge, || {
-                        if m.has_srq {
-                            Some(PostError::UsesSrq)
-                        } else if m.state() == QpState::Reset {
-                            Some(PostError::WrongState)
-                        } else {
-                            None
-                        }
-                    });
-                    self.rq.add_posted(r.0);
-                    r
-                };
+                let (posted, result) = self.rq.post(&m.rq, wrs, m.rq_max_sge, || {
+                    if m.has_srq {
+                        Some(PostError::UsesSrq)
+                    } else if m.state() == QpState::Reset {
+                        Some(PostError::WrongState)
+                    } else {
+                        None
+                    }
+                });
                 if posted > 0 && m.state() == QpState::Error {
                     m.sq.owner_word(OWNER_DOORBELL)
                         .fetch_or(DOORBELL_RECV, Ordering::AcqRel);
@@ -1222,20 +1210,25 @@ impl RqWatch {
 }
 
 impl RqPost {
-    /// Under the post lock, before posting to `ring`: tells it how many of this QP's receives
-    /// can still be in it (posted, and not yet polled).
+    /// [`post_recvs`] to `ring`, this QP's receive ring, under the post lock: first tells the
+    /// ring how many of the QP's receives can still be in it (posted, and not yet polled),
+    /// then counts what was posted.
     #[inline]
-    fn learn(&self, ring: &Ring) {
+    fn post(
+        &self,
+        ring: &Ring,
+        wrs: &[RecvWr<'_>],
+        max_sge: u32,
+        refused: impl Fn() -> Option<PostError>,
+    ) -> (u32, Result<(), (usize, PostError)>) {
+        let _g = self.lock.lock();
         let posted = self.posted.load(Ordering::Relaxed);
         let polled = self.polled.load(Ordering::Acquire);
         ring.producer_learn_outstanding(posted.wrapping_sub(polled));
-    }
-
-    /// Under the post lock: `n` more receives were posted.
-    #[inline]
-    fn add_posted(&self, n: u32) {
-        let posted = self.posted.load(Ordering::Relaxed);
-        self.posted.store(posted.wrapping_add(n), Ordering::Relaxed);
+        let r = post_recvs(ring, wrs, max_sge, refused);
+        self.posted
+            .store(posted.wrapping_add(r.0), Ordering::Relaxed);
+        r
     }
 }
 

@@ -6,27 +6,68 @@ use crate::common::*;
 use wv_hal::*;
 use wv_softhca::*;
 
-/// An RC QP on `b` with a receive queue of `depth`, its sends and receives on `cq`, attached
-/// to `cq`, and connected to `qa` of `a`.
-fn attached_peer(a: &Node, qa: &Qp, b: &Node, cq: &Cq, depth: u32) -> Qp {
-    let q = b.qp_with(QpType::Rc, cq, cq, None, depth, 1, 0, true);
-    let q = Qp {
+/// An RC QP on `node` with a receive queue of 4, its sends and receives on `cq`, attached to
+/// `cq`.
+fn attached(node: &Node, cq: &Cq) -> Qp {
+    let q = node.qp_with(QpType::Rc, cq, cq, None, 4, 1, 0, true);
+    Qp {
         uvp: q.uvp.with_recv_cq(&cq.uvp),
         ..q
-    };
-    connect(a, qa, b, &q, Conn::default());
-    q
+    }
 }
 
-#[test]
-fn a_polled_receive_frees_its_slot_and_nothing_else_does() {
+/// Two clients: `qa` on `a` (its own CQ `ca`), and on `b` a QP made by [`attached`] on `cb`,
+/// connected to `qa`; a region on each side.
+struct Rig {
+    p: wv_host::HostPlatform,
+    _f: std::sync::Arc<Fabric>,
+    _a: Node,
+    b: Node,
+    ca: Cq,
+    qa: Qp,
+    cb: Cq,
+    qb: Qp,
+    ma: Mem,
+    mb: Mem,
+}
+
+fn rig() -> Rig {
     let (p, _f, a, b) = deterministic_pair();
     let ca = a.cq(16);
     let qa = a.qp(QpType::Rc, &ca);
     let cb = b.cq(16);
-    let qb = attached_peer(&a, &qa, &b, &cb, 4);
-    let ma = a.mem(64, ALL_ACCESS);
-    let mb = b.mem(64, ALL_ACCESS);
+    let qb = attached(&b, &cb);
+    connect(&a, &qa, &b, &qb, Conn::default());
+    let (ma, mb) = (a.mem(64, ALL_ACCESS), b.mem(64, ALL_ACCESS));
+    Rig {
+        p,
+        _f,
+        _a: a,
+        b,
+        ca,
+        qa,
+        cb,
+        qb,
+        ma,
+        mb,
+    }
+}
+
+#[test]
+fn a_polled_receive_frees_its_slot_and_nothing_else_does() {
+    // Every field bound: the nodes and the fabric live to the test's end.
+    let Rig {
+        p,
+        _f,
+        _a,
+        b: _b,
+        ca,
+        qa,
+        cb,
+        qb,
+        ma,
+        mb,
+    } = rig();
     let sg = [mb.sge(0, 8)];
     for i in 0..4 {
         qb.uvp.post_recv(&recv_wr(i, &sg)).unwrap();
@@ -74,13 +115,18 @@ fn a_polled_receive_frees_its_slot_and_nothing_else_does() {
 
 #[test]
 fn the_completions_of_a_destroyed_qp_free_no_slot_of_the_next_with_its_number() {
-    let (p, _f, a, b) = deterministic_pair();
-    let ca = a.cq(16);
-    let qa = a.qp(QpType::Rc, &ca);
-    let cb = b.cq(16);
-    let old = attached_peer(&a, &qa, &b, &cb, 4);
-    let ma = a.mem(64, ALL_ACCESS);
-    let mb = b.mem(64, ALL_ACCESS);
+    let Rig {
+        p,
+        _f,
+        _a,
+        b,
+        ca,
+        qa,
+        cb,
+        qb: old,
+        ma,
+        mb,
+    } = rig();
     let sg = [mb.sge(0, 8)];
     for i in 0..4 {
         old.uvp.post_recv(&recv_wr(i, &sg)).unwrap();
@@ -92,12 +138,8 @@ fn the_completions_of_a_destroyed_qp_free_no_slot_of_the_next_with_its_number() 
     let qpn = old.uvp.qpn();
     b.hca.destroy_qp(old.soft);
     drop(old.uvp);
-    let new = b.qp_with(QpType::Rc, &cb, &cb, None, 4, 1, 0, true);
+    let new = attached(&b, &cb);
     assert_eq!(new.uvp.qpn(), qpn, "the handle is reused");
-    let new = Qp {
-        uvp: new.uvp.with_recv_cq(&cb.uvp),
-        ..new
-    };
     b.modify(&new, &qpm(QpState::Init, INIT_RC)).unwrap();
     for i in 0..4 {
         new.uvp.post_recv(&recv_wr(20 + i, &sg)).unwrap();
